@@ -1,0 +1,68 @@
+package io.idempotency.core;
+
+import java.util.Optional;
+
+/**
+ * Storage of idempotency records: the few atomic primitives the {@link IdempotencyEngine} is built on.
+ *
+ * <p>Every method runs in the transaction the caller has open on the current thread (for the JDBC store: the
+ * Spring-managed connection of that transaction), so a claim, the business writes and the stored response commit
+ * or roll back together. Implementations must be thread-safe.
+ *
+ * <p>Arbitration between concurrent requests is the database's: a unique index on (caller, scope, key), or a
+ * database lock taken before the look-up. Never a "select, then insert" in the application, never a lock held in
+ * one JVM. The contract every implementation must pass is {@code IdempotencyStoreContract} in the test kit.
+ */
+public interface IdempotencyStore {
+
+    /**
+     * Takes the key, or tells who has it, in one atomic step.
+     *
+     * <ul>
+     *   <li>No record: inserts a PROCESSING record and returns {@link ClaimResult.Claimed}.</li>
+     *   <li>A FAILED record: takes it over (new fencing token, new request hash) and returns
+     *       {@link ClaimResult.Claimed}.</li>
+     *   <li>An uncommitted claim by another transaction: waits up to {@link ClaimRequest#maxWait()} for it to end.
+     *       If it commits, the committed record is returned as {@link ClaimResult.Existing}; if it rolls back, the
+     *       key is claimed; if the wait runs out, {@link ClaimResult.Busy} is returned.</li>
+     *   <li>A committed PROCESSING or SUCCEEDED record: returns it as {@link ClaimResult.Existing}, whether or not
+     *       it is past its expiry (retention is a lower bound).</li>
+     * </ul>
+     *
+     * @return never null
+     */
+    ClaimResult claim(ClaimRequest request);
+
+    /**
+     * Records the answer of the claim holding {@code fencingToken}: PROCESSING → SUCCEEDED.
+     *
+     * @return true if the record was completed; false if the token no longer holds the key
+     */
+    boolean complete(ScopedKey key, String fencingToken, StoredResponse response);
+
+    /**
+     * Marks the claim holding {@code fencingToken} as definitely failed (PROCESSING → FAILED), so that the next
+     * request with the key runs again while the record still shows what happened.
+     *
+     * @return true if the record was marked; false if the token no longer holds the key
+     */
+    boolean fail(ScopedKey key, String fencingToken);
+
+    /**
+     * Deletes the PROCESSING record of the claim holding {@code fencingToken}, as if it had never been claimed.
+     *
+     * @return true if a record was deleted
+     */
+    boolean release(ScopedKey key, String fencingToken);
+
+    /** The committed record for {@code key}, if any (expired or not). */
+    Optional<IdempotencyRecord> find(ScopedKey key);
+
+    /**
+     * Deletes at most {@code limit} records whose expiry has passed by the database clock, without waiting for rows
+     * that other transactions hold.
+     *
+     * @return how many records were deleted
+     */
+    int deleteExpired(int limit);
+}

@@ -1,0 +1,53 @@
+package io.idempotency.core;
+
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.HexFormat;
+
+/**
+ * The SHA-256 fingerprint of a request: method, concrete path (not the route template, so
+ * {@code /payments/1/refunds} and {@code /payments/2/refunds} differ), query string and body. Each part is
+ * length-prefixed, so no two different requests can produce the same input to the hash. Stateless and
+ * thread-safe.
+ */
+public final class RequestFingerprint {
+
+    private RequestFingerprint() {
+    }
+
+    /**
+     * @param method HTTP method, e.g. {@code POST}
+     * @param path   the request path as received, without the query
+     * @param query  the raw query string, or {@code null} when there is none
+     * @param body   the body bytes (empty when there is none)
+     * @return 64 lowercase hex characters
+     */
+    public static String of(String method, String path, String query, byte[] body) {
+        MessageDigest sha256 = newSha256();
+        update(sha256, method.getBytes(StandardCharsets.US_ASCII));
+        update(sha256, path.getBytes(StandardCharsets.UTF_8));
+        if (query == null) {
+            sha256.update((byte) 0);
+        } else {
+            sha256.update((byte) 1);
+            update(sha256, query.getBytes(StandardCharsets.UTF_8));
+        }
+        update(sha256, body);
+        return HexFormat.of().formatHex(sha256.digest());
+    }
+
+    private static void update(MessageDigest digest, byte[] part) {
+        digest.update(ByteBuffer.allocate(Integer.BYTES).putInt(part.length).array());
+        digest.update(part);
+    }
+
+    private static MessageDigest newSha256() {
+        try {
+            return MessageDigest.getInstance("SHA-256");
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException("every Java platform has SHA-256", e);
+        }
+    }
+}

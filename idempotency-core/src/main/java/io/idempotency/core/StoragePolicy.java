@@ -1,0 +1,20 @@
+package io.idempotency.core;
+
+/**
+ * Decides which answers are kept and replayed, and which roll the request back so that a retry runs again.
+ * Thread-safe implementations only.
+ */
+@FunctionalInterface
+public interface StoragePolicy {
+
+    /**
+     * The default, after Stripe: answers the handler produced with 2xx or 4xx are final and stored; 5xx, and the
+     * 4xx answers that mean "try again" (408 Request Timeout, 409 Conflict, 425 Too Early, 429 Too Many Requests),
+     * are not: the transaction rolls back and the key is released.
+     */
+    StoragePolicy DEFAULT = status -> (status >= 200 && status < 300)
+            || (status >= 400 && status < 500 && status != 408 && status != 409 && status != 425 && status != 429);
+
+    /** True if an answer with this status commits and is replayed to later requests with the same key. */
+    boolean isStorable(int status);
+}

@@ -1,0 +1,22 @@
+package io.idempotency.core;
+
+/**
+ * Opens the database transaction in which a claim, the handler's writes and the stored response commit together.
+ * The Spring Boot starter implements it with the application's transaction manager, so the store and the business
+ * code share one connection. Implementations open transactions at READ COMMITTED (see {@link IdempotencyEngine}).
+ */
+public interface Transactions {
+
+    /** Opens a new transaction bound to the current thread. Fails if one is already active there. */
+    Transaction begin();
+
+    /** One open transaction. Each method may be called once; {@link #rollback()} after completion does nothing. */
+    interface Transaction {
+
+        /** Commits; if the commit fails the transaction is rolled back and the failure is thrown. */
+        void commit();
+
+        /** Rolls back, unless the transaction has already ended. */
+        void rollback();
+    }
+}

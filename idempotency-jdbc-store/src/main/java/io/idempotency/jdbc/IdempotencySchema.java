@@ -1,0 +1,56 @@
+package io.idempotency.jdbc;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.util.regex.Pattern;
+
+/**
+ * The shipped schema scripts. The script is written for the default table name {@value #DEFAULT_TABLE_NAME};
+ * {@link #postgresql(String)} gives it for another name (constraint and index names follow the table name).
+ */
+public final class IdempotencySchema {
+
+    /** The table name used when none is configured. */
+    public static final String DEFAULT_TABLE_NAME = "idempotency_keys";
+
+    /** Where the PostgreSQL script lies in the jar. */
+    public static final String POSTGRESQL_SCRIPT = "io/idempotency/jdbc/postgresql/schema.sql";
+
+    private static final Pattern TABLE_NAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_]{0,62}");
+
+    private IdempotencySchema() {
+    }
+
+    /** The PostgreSQL script for {@code tableName}. */
+    public static String postgresql(String tableName) {
+        String script = read(POSTGRESQL_SCRIPT);
+        return script.replace(DEFAULT_TABLE_NAME, checkTableName(tableName));
+    }
+
+    /**
+     * Table names are spliced into SQL, so only plain identifiers are accepted (the table is created in, and
+     * looked up through, the connection's default schema).
+     *
+     * @throws IllegalArgumentException if {@code tableName} is not a plain SQL identifier
+     */
+    public static String checkTableName(String tableName) {
+        if (tableName == null || !TABLE_NAME.matcher(tableName).matches()) {
+            throw new IllegalArgumentException("idempotency table name must be a plain SQL identifier"
+                    + " ([A-Za-z_][A-Za-z0-9_]*, at most 63 characters): " + tableName);
+        }
+        return tableName;
+    }
+
+    private static String read(String resource) {
+        try (InputStream in = IdempotencySchema.class.getClassLoader().getResourceAsStream(resource)) {
+            if (in == null) {
+                throw new IllegalStateException("schema script missing from the class path: " + resource);
+            }
+            return new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+}

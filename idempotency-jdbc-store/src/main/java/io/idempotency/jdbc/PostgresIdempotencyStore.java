@@ -1,0 +1,188 @@
+package io.idempotency.jdbc;
+
+import io.idempotency.core.ClaimRequest;
+import io.idempotency.core.ClaimResult;
+import io.idempotency.core.IdempotencyRecord;
+import io.idempotency.core.IdempotencyStore;
+import io.idempotency.core.RecordStatus;
+import io.idempotency.core.ScopedKey;
+import io.idempotency.core.StoredResponse;
+import org.springframework.dao.DataAccessException;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.core.RowMapper;
+
+import javax.sql.DataSource;
+import java.sql.SQLException;
+import java.sql.Timestamp;
+import java.time.Instant;
+import java.util.List;
+import java.util.Optional;
+import java.util.UUID;
+
+/**
+ * The PostgreSQL store (14 and later). All statements run on the connection of the transaction open on the current
+ * thread (through Spring's {@link JdbcTemplate}), so they commit or roll back with the handler's own writes.
+ *
+ * <h2>How a claim is arbitrated</h2>
+ * PostgreSQL facts this relies on: an {@code INSERT … ON CONFLICT DO NOTHING} that meets an <em>uncommitted</em>
+ * row with the same key blocks until that transaction ends; {@code lock_timeout} ends the wait with SQLSTATE 55P03
+ * (which aborts the transaction); at READ COMMITTED a <em>separate</em> SELECT after a 0-row insert sees the row the
+ * other transaction committed, whereas a single-statement "insert or read" would not (its snapshot predates the
+ * wait); at REPEATABLE READ or SERIALIZABLE the insert raises 40001 instead. Hence:
+ * <ol>
+ *   <li>One statement sets {@code lock_timeout} to the bounded wait, inserts, and restores the previous
+ *       {@code lock_timeout} for the handler — one round trip.</li>
+ *   <li>0 rows: a second statement reads the committed record. If the record is FAILED it is taken over with a
+ *       compare-and-set on its fencing token. If it vanished in between (released or deleted), the claim is tried
+ *       again.</li>
+ * </ol>
+ * The caller's transaction must be at READ COMMITTED. Thread-safe.
+ */
+public class PostgresIdempotencyStore implements IdempotencyStore {
+
+    private static final String LOCK_NOT_AVAILABLE = "55P03";
+    private static final int MAX_CLAIM_ATTEMPTS = 10;
+
+    private final JdbcTemplate jdbc;
+    private final String claimSql;
+    private final String selectSql;
+    private final String takeOverSql;
+    private final String completeSql;
+    private final String failSql;
+    private final String releaseSql;
+    private final String deleteExpiredSql;
+
+    /**
+     * @param dataSource the application's DataSource — the one its transaction manager uses
+     * @param tableName  a plain identifier, looked up in the connection's default schema
+     */
+    public PostgresIdempotencyStore(DataSource dataSource, String tableName) {
+        this.jdbc = new JdbcTemplate(dataSource);
+        String table = IdempotencySchema.checkTableName(tableName);
+        String keyMatch = " WHERE caller = ? AND scope = ? AND idempotency_key = ?";
+        this.claimSql = """
+                WITH timeout AS (
+                    SELECT set_config('lock_timeout', ?, true) AS waiting, previous
+                    FROM (SELECT current_setting('lock_timeout') AS previous OFFSET 0) AS session
+                ), claimed AS (
+                    INSERT INTO %1$s (caller, scope, idempotency_key, status, request_hash, fencing_token, expires_at)
+                    SELECT ?, ?, ?, 'PROCESSING', ?, ?::uuid, now() + ? * interval '1 millisecond' FROM timeout
+                    ON CONFLICT (caller, scope, idempotency_key) DO NOTHING
+                    RETURNING 1
+                )
+                SELECT count(*), set_config('lock_timeout', (SELECT previous FROM timeout), true) FROM claimed
+                """.formatted(table);
+        this.selectSql = "SELECT caller, scope, idempotency_key, status, request_hash, fencing_token, response_status,"
+                + " response_headers, response_body, created_at, expires_at, locked_until FROM " + table + keyMatch;
+        this.takeOverSql = "UPDATE " + table + " SET status = 'PROCESSING', request_hash = ?, fencing_token = ?::uuid,"
+                + " created_at = now(), updated_at = now(), expires_at = now() + ? * interval '1 millisecond',"
+                + " locked_until = NULL" + keyMatch + " AND status = 'FAILED' AND fencing_token = ?::uuid";
+        this.completeSql = "UPDATE " + table + " SET status = 'SUCCEEDED', response_status = ?, response_headers = ?,"
+                + " response_body = ?, updated_at = now(), locked_until = NULL"
+                + keyMatch + " AND fencing_token = ?::uuid AND status = 'PROCESSING'";
+        this.failSql = "UPDATE " + table + " SET status = 'FAILED', updated_at = now(), locked_until = NULL"
+                + keyMatch + " AND fencing_token = ?::uuid AND status = 'PROCESSING'";
+        this.releaseSql = "DELETE FROM " + table + keyMatch + " AND fencing_token = ?::uuid AND status = 'PROCESSING'";
+        // SKIP LOCKED: never wait for a row another transaction holds, so cleanup cannot stall a claim
+        this.deleteExpiredSql = "DELETE FROM " + table + " t USING (SELECT caller, scope, idempotency_key FROM " + table
+                + " WHERE expires_at < now() AND status <> 'PROCESSING' LIMIT ? FOR UPDATE SKIP LOCKED) expired"
+                + " WHERE t.caller = expired.caller AND t.scope = expired.scope"
+                + " AND t.idempotency_key = expired.idempotency_key";
+    }
+
+    @Override
+    public ClaimResult claim(ClaimRequest request) {
+        ScopedKey key = request.key();
+        for (int attempt = 1; attempt <= MAX_CLAIM_ATTEMPTS; attempt++) {
+            String token = UUID.randomUUID().toString();
+            Long inserted;
+            try {
+                inserted = jdbc.queryForObject(claimSql, (rs, row) -> rs.getLong(1),
+                        Math.max(1, request.maxWait().toMillis()) + "ms",
+                        key.caller(), key.scope(), key.key(), request.requestHash(), token,
+                        request.retention().toMillis());
+            } catch (DataAccessException e) {
+                if (LOCK_NOT_AVAILABLE.equals(sqlState(e))) {
+                    return new ClaimResult.Busy();
+                }
+                throw e;
+            }
+            if (inserted != null && inserted == 1) {
+                return new ClaimResult.Claimed(token);
+            }
+            Optional<IdempotencyRecord> existing = find(key);
+            if (existing.isEmpty()) {
+                continue; // released or deleted since the insert looked: claim again
+            }
+            IdempotencyRecord record = existing.get();
+            if (record.status() != RecordStatus.FAILED) {
+                return new ClaimResult.Existing(record);
+            }
+            int takenOver = jdbc.update(takeOverSql, request.requestHash(), token, request.retention().toMillis(),
+                    key.caller(), key.scope(), key.key(), record.fencingToken());
+            if (takenOver == 1) {
+                return new ClaimResult.Claimed(token);
+            }
+            // another request took the FAILED record over first: look again
+        }
+        throw new IllegalStateException("could not claim " + key + " in " + MAX_CLAIM_ATTEMPTS
+                + " attempts: the record keeps changing between claim and read");
+    }
+
+    @Override
+    public boolean complete(ScopedKey key, String fencingToken, StoredResponse response) {
+        return jdbc.update(completeSql, response.status(), response.headersAsText(), response.body(),
+                key.caller(), key.scope(), key.key(), fencingToken) == 1;
+    }
+
+    @Override
+    public boolean fail(ScopedKey key, String fencingToken) {
+        return jdbc.update(failSql, key.caller(), key.scope(), key.key(), fencingToken) == 1;
+    }
+
+    @Override
+    public boolean release(ScopedKey key, String fencingToken) {
+        return jdbc.update(releaseSql, key.caller(), key.scope(), key.key(), fencingToken) == 1;
+    }
+
+    @Override
+    public Optional<IdempotencyRecord> find(ScopedKey key) {
+        List<IdempotencyRecord> records = jdbc.query(selectSql, RECORD, key.caller(), key.scope(), key.key());
+        return records.stream().findFirst();
+    }
+
+    @Override
+    public int deleteExpired(int limit) {
+        if (limit < 1) {
+            throw new IllegalArgumentException("limit must be positive: " + limit);
+        }
+        return jdbc.update(deleteExpiredSql, limit);
+    }
+
+    private static final RowMapper<IdempotencyRecord> RECORD = (rs, row) -> {
+        RecordStatus status = RecordStatus.valueOf(rs.getString("status"));
+        StoredResponse response = null;
+        if (status == RecordStatus.SUCCEEDED) {
+            response = new StoredResponse(rs.getInt("response_status"),
+                    StoredResponse.headersFromText(rs.getString("response_headers")), rs.getBytes("response_body"));
+        }
+        return new IdempotencyRecord(
+                new ScopedKey(rs.getString("caller"), rs.getString("scope"), rs.getString("idempotency_key")),
+                status, rs.getString("request_hash"), rs.getString("fencing_token"), response,
+                instant(rs.getTimestamp("created_at")), instant(rs.getTimestamp("expires_at")),
+                instant(rs.getTimestamp("locked_until")));
+    };
+
+    private static Instant instant(Timestamp timestamp) {
+        return timestamp == null ? null : timestamp.toInstant();
+    }
+
+    private static String sqlState(Throwable e) {
+        for (Throwable cause = e; cause != null; cause = cause.getCause()) {
+            if (cause instanceof SQLException sql && sql.getSQLState() != null) {
+                return sql.getSQLState();
+            }
+        }
+        return null;
+    }
+}

@@ -1,0 +1,69 @@
+package io.idempotency.jdbc;
+
+import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.core.ClaimRequest;
+import io.idempotency.core.ClaimResult;
+import io.idempotency.core.ScopedKey;
+import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Test;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.support.TransactionTemplate;
+
+import java.time.Duration;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/** The shipped schema: the plain script, the Flyway migration, and a configurable table name. */
+class PostgresSchemaIntegrationTest {
+
+    @Test
+    void thePlainScriptCreatesAWorkingTableUnderAnotherName() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            new JdbcTemplate(dataSource).execute(IdempotencySchema.postgresql("api_requests"));
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "api_requests");
+            ScopedKey key = new ScopedKey("", "POST /x", "k-1");
+
+            ClaimResult result = new TransactionTemplate(new DataSourceTransactionManager(dataSource)).execute(status ->
+                    store.claim(new ClaimRequest(key, "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1))));
+
+            assertThat(result).isInstanceOf(ClaimResult.Claimed.class);
+            assertThat(new JdbcTemplate(dataSource).queryForObject(
+                    "select status from api_requests where idempotency_key = 'k-1'", String.class))
+                    .isEqualTo("PROCESSING");
+            assertThat(new JdbcTemplate(dataSource).queryForObject(
+                    "select count(*) from pg_indexes where indexname = 'api_requests_expires_at_idx' and schemaname = current_schema()", Integer.class))
+                    .isEqualTo(1);
+        }
+    }
+
+    @Test
+    void theMigrationKeepsItsOwnHistoryBesideTheApplicationsTablesAndRunsOnce() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table flyway_schema_history (installed_rank int)"); // the application's own history
+            jdbc.execute("create table payments (id bigint primary key)");
+
+            assertThat(new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate().migrationsExecuted)
+                    .isEqualTo(1);
+            assertThat(new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate().migrationsExecuted)
+                    .isZero();
+
+            assertThat(jdbc.queryForObject("select count(*) from idempotency_schema_history where success", Integer.class))
+                    .as("baseline and V1").isEqualTo(2);
+            assertThat(jdbc.queryForObject("select count(*) from flyway_schema_history", Integer.class)).isZero();
+            assertThat(jdbc.queryForObject("select count(*) from idempotency_keys", Integer.class)).isZero();
+        }
+    }
+
+    @Test
+    void tableNamesThatAreNotPlainIdentifiersAreRejected() {
+        assertThatThrownBy(() -> IdempotencySchema.checkTableName("keys; drop table payments"))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("plain SQL identifier");
+        assertThatThrownBy(() -> IdempotencySchema.checkTableName("public.keys"))
+                .isInstanceOf(IllegalArgumentException.class);
+    }
+}

@@ -1,0 +1,380 @@
+package io.idempotency.testkit;
+
+import io.idempotency.core.ClaimRequest;
+import io.idempotency.core.ClaimResult;
+import io.idempotency.core.IdempotencyRecord;
+import io.idempotency.core.IdempotencyStore;
+import io.idempotency.core.RecordStatus;
+import io.idempotency.core.ScopedKey;
+import io.idempotency.core.StoredResponse;
+import io.idempotency.core.Transactions;
+import org.junit.jupiter.api.Test;
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.CyclicBarrier;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Everything an {@link IdempotencyStore} must do. A store's test extends this class and only says how to build
+ * the store and its transactions, on a fresh, migrated database whose connection pool has at least
+ * {@value #MIN_POOL_SIZE} connections.
+ */
+public abstract class IdempotencyStoreContract {
+
+    /** The concurrency tests hold this many transactions open at once. */
+    public static final int MIN_POOL_SIZE = 20;
+
+    private static final Duration DAY = Duration.ofDays(1);
+    private static final Duration LONG_WAIT = Duration.ofSeconds(20);
+    private static final String HASH_A = "a".repeat(64);
+    private static final String HASH_B = "b".repeat(64);
+
+    /** The store under test; the same instance for every call of one test. */
+    protected abstract IdempotencyStore store();
+
+    /** Transactions on the connection the store uses. */
+    protected abstract Transactions transactions();
+
+    // ---------------------------------------------------------------- claim, complete, replay
+
+    @Test
+    void claimsAFreeKeyAsProcessing() {
+        ScopedKey key = newKey();
+        ClaimResult result = claimCommitted(key, HASH_A, DAY);
+
+        assertThat(result).isInstanceOf(ClaimResult.Claimed.class);
+        IdempotencyRecord record = store().find(key).orElseThrow();
+        assertThat(record.status()).isEqualTo(RecordStatus.PROCESSING);
+        assertThat(record.requestHash()).isEqualTo(HASH_A);
+        assertThat(record.fencingToken()).isEqualTo(((ClaimResult.Claimed) result).fencingToken());
+        assertThat(record.response()).isNull();
+        assertThat(Duration.between(record.createdAt(), record.expiresAt())).isEqualTo(DAY);
+    }
+
+    @Test
+    void aCompletedRecordIsReturnedByteForByte() {
+        ScopedKey key = newKey();
+        byte[] body = new byte[256];
+        for (int i = 0; i < body.length; i++) {
+            body[i] = (byte) i;
+        }
+        StoredResponse response = new StoredResponse(201, List.of(
+                new StoredResponse.Header("Content-Type", "application/json;charset=UTF-8"),
+                new StoredResponse.Header("Location", "/payments/42?x=a:b"),
+                new StoredResponse.Header("ETag", "\"v1\"")), body);
+        inTransaction(store -> store.complete(key, claimed(store.claim(claim(key, HASH_A, DAY))), response));
+
+        ClaimResult again = claimCommitted(key, HASH_A, DAY);
+
+        assertThat(again).isInstanceOf(ClaimResult.Existing.class);
+        IdempotencyRecord record = ((ClaimResult.Existing) again).record();
+        assertThat(record.status()).isEqualTo(RecordStatus.SUCCEEDED);
+        assertThat(record.response()).isEqualTo(response);
+        assertThat(record.response().body()).containsExactly(body);
+        assertThat(store().find(key).orElseThrow().response()).isEqualTo(response);
+    }
+
+    @Test
+    void aCommittedClaimIsReportedWithItsFingerprint() {
+        ScopedKey key = newKey();
+        claimCommitted(key, HASH_A, DAY);
+
+        ClaimResult other = claimCommitted(key, HASH_B, DAY);
+
+        assertThat(other).isInstanceOf(ClaimResult.Existing.class);
+        IdempotencyRecord record = ((ClaimResult.Existing) other).record();
+        assertThat(record.status()).isEqualTo(RecordStatus.PROCESSING);
+        assertThat(record.requestHash()).isEqualTo(HASH_A);
+    }
+
+    @Test
+    void keysAreSeparatedByCallerAndScope() {
+        String key = UUID.randomUUID().toString();
+        List<ScopedKey> keys = List.of(new ScopedKey("", "POST /a", key), new ScopedKey("alice", "POST /a", key),
+                new ScopedKey("bob", "POST /a", key), new ScopedKey("alice", "POST /b", key));
+        for (ScopedKey scoped : keys) {
+            assertThat(claimCommitted(scoped, HASH_A, DAY))
+                    .as("claim of %s", scoped).isInstanceOf(ClaimResult.Claimed.class);
+        }
+    }
+
+    // ---------------------------------------------------------------- release, rollback, fencing
+
+    @Test
+    void aRolledBackClaimLeavesNothing() {
+        ScopedKey key = newKey();
+        Transactions.Transaction transaction = transactions().begin();
+        assertThat(store().claim(claim(key, HASH_A, DAY))).isInstanceOf(ClaimResult.Claimed.class);
+        transaction.rollback();
+
+        assertThat(store().find(key)).isEmpty();
+        assertThat(claimCommitted(key, HASH_B, DAY)).isInstanceOf(ClaimResult.Claimed.class);
+    }
+
+    @Test
+    void releaseFreesTheKey() {
+        ScopedKey key = newKey();
+        String token = claimed(claimCommitted(key, HASH_A, DAY));
+
+        assertThat(holds(store -> store.release(key, token))).isTrue();
+
+        assertThat(store().find(key)).isEmpty();
+        assertThat(claimCommitted(key, HASH_B, DAY)).isInstanceOf(ClaimResult.Claimed.class);
+    }
+
+    @Test
+    void onlyTheHolderOfTheFencingTokenMayFinishAClaim() {
+        ScopedKey key = newKey();
+        String token = claimed(claimCommitted(key, HASH_A, DAY));
+        String stranger = UUID.randomUUID().toString();
+        StoredResponse response = new StoredResponse(200, List.of(), "late".getBytes(StandardCharsets.UTF_8));
+
+        assertThat(holds(store -> store.complete(key, stranger, response))).isFalse();
+        assertThat(holds(store -> store.fail(key, stranger))).isFalse();
+        assertThat(holds(store -> store.release(key, stranger))).isFalse();
+        IdempotencyRecord record = store().find(key).orElseThrow();
+        assertThat(record.status()).isEqualTo(RecordStatus.PROCESSING);
+        assertThat(record.fencingToken()).isEqualTo(token);
+
+        assertThat(holds(store -> store.complete(key, token, response))).isTrue();
+        assertThat(holds(store -> store.complete(key, token, response)))
+                .as("a completed record cannot be completed again").isFalse();
+        assertThat(holds(store -> store.release(key, token)))
+                .as("a completed record cannot be released").isFalse();
+        assertThat(store().find(key).orElseThrow().status()).isEqualTo(RecordStatus.SUCCEEDED);
+    }
+
+    @Test
+    void aFailedRecordIsTakenOverByTheNextClaim() {
+        ScopedKey key = newKey();
+        String first = claimed(claimCommitted(key, HASH_A, DAY));
+        assertThat(holds(store -> store.fail(key, first))).isTrue();
+        assertThat(store().find(key).orElseThrow().status()).isEqualTo(RecordStatus.FAILED);
+
+        ClaimResult retry = claimCommitted(key, HASH_B, DAY);
+
+        String second = claimed(retry);
+        assertThat(second).isNotEqualTo(first);
+        IdempotencyRecord record = store().find(key).orElseThrow();
+        assertThat(record.status()).isEqualTo(RecordStatus.PROCESSING);
+        assertThat(record.requestHash()).isEqualTo(HASH_B);
+        assertThat(holds(store -> store.complete(key, first, new StoredResponse(200, List.of(), null))))
+                .as("the old token lost the key").isFalse();
+    }
+
+    // ---------------------------------------------------------------- expiry
+
+    @Test
+    void anExpiredRecordIsHonouredUntilItIsDeleted() throws InterruptedException {
+        ScopedKey key = newKey();
+        StoredResponse response = new StoredResponse(201, List.of(), "done".getBytes(StandardCharsets.UTF_8));
+        inTransaction(store -> store.complete(key,
+                claimed(store.claim(claim(key, HASH_A, Duration.ofMillis(1)))), response));
+        Thread.sleep(50);
+
+        ClaimResult again = claimCommitted(key, HASH_A, DAY);
+
+        assertThat(again).isInstanceOf(ClaimResult.Existing.class);
+        assertThat(((ClaimResult.Existing) again).record().response()).isEqualTo(response);
+    }
+
+    @Test
+    void deleteExpiredRemovesFinishedRecordsPastTheirExpiryOnly() throws InterruptedException {
+        while (inTransaction(store -> store.deleteExpired(1000)) > 0) {
+            // start from a table without expired records left by other tests
+        }
+        StoredResponse response = new StoredResponse(200, List.of(), null);
+        List<ScopedKey> expired = new ArrayList<>();
+        for (int i = 0; i < 3; i++) {
+            ScopedKey key = newKey();
+            expired.add(key);
+            inTransaction(store -> store.complete(key,
+                    claimed(store.claim(claim(key, HASH_A, Duration.ofMillis(1)))), response));
+        }
+        ScopedKey failed = newKey();
+        inTransaction(store -> store.fail(failed, claimed(store.claim(claim(failed, HASH_A, Duration.ofMillis(1))))));
+        ScopedKey processing = newKey();
+        inTransaction(store -> store.claim(claim(processing, HASH_A, Duration.ofMillis(1))));
+        ScopedKey live = newKey();
+        inTransaction(store -> store.complete(live, claimed(store.claim(claim(live, HASH_A, DAY))), response));
+        Thread.sleep(50);
+
+        int firstBatch = inTransaction(store -> store.deleteExpired(2));
+        int rest = inTransaction(store -> store.deleteExpired(100));
+
+        assertThat(firstBatch).as("the batch limit holds").isEqualTo(2);
+        assertThat(rest).as("the other expired SUCCEEDED and FAILED records").isEqualTo(2);
+        for (ScopedKey key : expired) {
+            assertThat(store().find(key)).isEmpty();
+        }
+        assertThat(store().find(failed)).isEmpty();
+        assertThat(store().find(processing)).as("an unfinished claim is never cleaned up").isPresent();
+        assertThat(store().find(live)).as("a record within its retention stays").isPresent();
+    }
+
+    // ---------------------------------------------------------------- concurrency
+
+    @Test
+    void aDuplicateWaitsForTheClaimHolderAndThenSeesItsAnswer() throws Exception {
+        ScopedKey key = newKey();
+        StoredResponse response = new StoredResponse(201, List.of(), "first".getBytes(StandardCharsets.UTF_8));
+        Transactions.Transaction holder = transactions().begin();
+        String token = claimed(store().claim(claim(key, HASH_A, DAY)));
+
+        ExecutorService executor = Executors.newSingleThreadExecutor();
+        try {
+            CountDownLatch waiting = new CountDownLatch(1);
+            Future<ClaimResult> duplicate = executor.submit(() -> {
+                waiting.countDown();
+                return claimCommitted(key, HASH_A, DAY);
+            });
+            waiting.await();
+            Thread.sleep(200);
+            assertThat(duplicate).as("the duplicate waits while the claim is uncommitted").isNotDone();
+            assertThat(store().complete(key, token, response)).isTrue();
+            holder.commit();
+
+            ClaimResult result = duplicate.get(30, TimeUnit.SECONDS);
+            assertThat(result).isInstanceOf(ClaimResult.Existing.class);
+            assertThat(((ClaimResult.Existing) result).record().response()).isEqualTo(response);
+        } finally {
+            holder.rollback();
+            executor.shutdownNow();
+        }
+    }
+
+    @Test
+    void aDuplicateTakesTheKeyWhenTheHolderRollsBack() throws Exception {
+        ScopedKey key = newKey();
+        Transactions.Transaction holder = transactions().begin();
+        claimed(store().claim(claim(key, HASH_A, DAY)));
+
+        ExecutorService executor = Executors.newSingleThreadExecutor();
+        try {
+            Future<ClaimResult> duplicate = executor.submit(
+                    () -> claimCommitted(key, HASH_A, DAY));
+            Thread.sleep(200);
+            holder.rollback();
+
+            assertThat(duplicate.get(30, TimeUnit.SECONDS)).isInstanceOf(ClaimResult.Claimed.class);
+        } finally {
+            holder.rollback();
+            executor.shutdownNow();
+        }
+    }
+
+    @Test
+    void theWaitForAnUncommittedClaimIsBounded() throws Exception {
+        ScopedKey key = newKey();
+        Transactions.Transaction holder = transactions().begin();
+        claimed(store().claim(claim(key, HASH_A, DAY)));
+        try {
+            ClaimResult result = CompletableFuture.supplyAsync(() -> {
+                Transactions.Transaction transaction = transactions().begin();
+                try {
+                    return store().claim(new ClaimRequest(key, HASH_A, DAY, Duration.ofMillis(200)));
+                } finally {
+                    transaction.rollback();
+                }
+            }).get(30, TimeUnit.SECONDS);
+
+            assertThat(result).isInstanceOf(ClaimResult.Busy.class);
+        } finally {
+            holder.rollback();
+        }
+    }
+
+    @Test
+    void concurrentClaimsOfOneKeyHaveExactlyOneWinner() throws Exception {
+        int threads = 16;
+        ExecutorService executor = Executors.newFixedThreadPool(threads);
+        try {
+            for (int round = 0; round < 5; round++) {
+                ScopedKey key = newKey();
+                StoredResponse answer = new StoredResponse(201, List.of(),
+                        ("round " + round).getBytes(StandardCharsets.UTF_8));
+                CyclicBarrier start = new CyclicBarrier(threads);
+                List<Future<ClaimResult>> results = new ArrayList<>();
+                for (int i = 0; i < threads; i++) {
+                    results.add(executor.submit(() -> {
+                        start.await();
+                        Transactions.Transaction transaction = transactions().begin();
+                        try {
+                            ClaimResult result = store().claim(claim(key, HASH_A, LONG_WAIT));
+                            if (result instanceof ClaimResult.Claimed claimed) {
+                                Thread.sleep(50); // the others pile up behind the uncommitted claim
+                                assertThat(store().complete(key, claimed.fencingToken(), answer)).isTrue();
+                                transaction.commit();
+                            }
+                            return result;
+                        } finally {
+                            transaction.rollback();
+                        }
+                    }));
+                }
+                int winners = 0;
+                for (Future<ClaimResult> future : results) {
+                    ClaimResult result = future.get(60, TimeUnit.SECONDS);
+                    if (result instanceof ClaimResult.Claimed) {
+                        winners++;
+                    } else {
+                        assertThat(result).isInstanceOf(ClaimResult.Existing.class);
+                        assertThat(((ClaimResult.Existing) result).record().response()).isEqualTo(answer);
+                    }
+                }
+                assertThat(winners).as("claims that won round %d", round).isEqualTo(1);
+            }
+        } finally {
+            executor.shutdownNow();
+        }
+    }
+
+    // ---------------------------------------------------------------- helpers
+
+    /** Runs {@code work} in a transaction that commits when it returns and rolls back when it throws. */
+    protected <T> T inTransaction(Function<IdempotencyStore, T> work) {
+        Transactions.Transaction transaction = transactions().begin();
+        try {
+            T result = work.apply(store());
+            transaction.commit();
+            return result;
+        } finally {
+            transaction.rollback();
+        }
+    }
+
+    /** Like {@link #inTransaction} for the store's "true if it happened" operations. */
+    protected boolean holds(Function<IdempotencyStore, Boolean> work) {
+        return inTransaction(work);
+    }
+
+    /** Claims in a transaction of its own, which commits. */
+    protected ClaimResult claimCommitted(ScopedKey key, String hash, Duration retention) {
+        return inTransaction(store -> store.claim(claim(key, hash, retention)));
+    }
+
+    protected static ScopedKey newKey() {
+        return new ScopedKey("tester", "POST /contract", UUID.randomUUID().toString());
+    }
+
+    private static ClaimRequest claim(ScopedKey key, String hash, Duration retention) {
+        return new ClaimRequest(key, hash, retention, LONG_WAIT);
+    }
+
+    private static String claimed(ClaimResult result) {
+        assertThat(result).isInstanceOf(ClaimResult.Claimed.class);
+        return ((ClaimResult.Claimed) result).fencingToken();
+    }
+}

@@ -1,0 +1,130 @@
+package io.idempotency.testkit;
+
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
+import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+import org.testcontainers.DockerClientFactory;
+import org.testcontainers.postgresql.PostgreSQLContainer;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.UUID;
+
+/**
+ * The PostgreSQL server the project's tests run on, chosen once per JVM in this order — and never skipped:
+ * <ol>
+ *   <li>an explicitly configured server: system property {@value #URL_PROPERTY} or environment variable
+ *       {@value #URL_ENV} (a JDBC URL; user and password as URL parameters or in {@value #USER_ENV} /
+ *       {@value #PASSWORD_ENV});</li>
+ *   <li>a Testcontainers PostgreSQL, when a Docker engine is reachable;</li>
+ *   <li>an embedded PostgreSQL (zonky), started as a child process.</li>
+ * </ol>
+ * Each {@link #newDatabase()} gets a schema of its own on that server, so tests never see each other's rows.
+ */
+public final class TestPostgres {
+
+    public static final String URL_PROPERTY = "idempotency.test.jdbc-url";
+    public static final String URL_ENV = "IDEMPOTENCY_TEST_JDBC_URL";
+    public static final String USER_ENV = "IDEMPOTENCY_TEST_JDBC_USER";
+    public static final String PASSWORD_ENV = "IDEMPOTENCY_TEST_JDBC_PASSWORD";
+
+    private static Server server;
+
+    private TestPostgres() {
+    }
+
+    /** Connection settings of one isolated test database (a fresh schema, set as the connection's default). */
+    public record Database(String url, String user, String password, String schema) {
+
+        /** A pooled DataSource for this database. */
+        public HikariDataSource dataSource(int maxPoolSize) {
+            HikariConfig config = new HikariConfig();
+            config.setJdbcUrl(url);
+            config.setUsername(user);
+            config.setPassword(password);
+            config.setMaximumPoolSize(maxPoolSize);
+            config.setPoolName("test-" + schema);
+            return new HikariDataSource(config);
+        }
+
+        /** Runs one SQL statement on a connection of its own (autocommit) and returns the first column of its first row, or null. */
+        public String queryString(String sql) {
+            try (Connection connection = DriverManager.getConnection(url, user, password);
+                 Statement statement = connection.createStatement()) {
+                if (!statement.execute(sql)) {
+                    return null;
+                }
+                var rs = statement.getResultSet();
+                return rs.next() ? rs.getString(1) : null;
+            } catch (SQLException e) {
+                throw new IllegalStateException("test database query failed: " + sql, e);
+            }
+        }
+
+        /** Runs one SQL query that returns a number, e.g. {@code select count(*) from payments}. */
+        public long queryLong(String sql) {
+            return Long.parseLong(queryString(sql));
+        }
+    }
+
+    /** A new, empty schema on the chosen server. */
+    public static synchronized Database newDatabase() {
+        if (server == null) {
+            server = chooseServer();
+            System.err.println("[idempotency tests] PostgreSQL: " + server.description());
+        }
+        String schema = "t_" + UUID.randomUUID().toString().replace("-", "").substring(0, 16);
+        try (Connection connection = DriverManager.getConnection(server.url(), server.user(), server.password());
+             Statement statement = connection.createStatement()) {
+            statement.execute("CREATE SCHEMA " + schema);
+        } catch (SQLException e) {
+            throw new IllegalStateException("could not create a test schema on " + server.description(), e);
+        }
+        String separator = server.url().contains("?") ? "&" : "?";
+        return new Database(server.url() + separator + "currentSchema=" + schema, server.user(), server.password(), schema);
+    }
+
+    private record Server(String url, String user, String password, String description) {
+    }
+
+    private static Server chooseServer() {
+        String url = System.getProperty(URL_PROPERTY, System.getenv(URL_ENV));
+        if (url != null && !url.isBlank()) {
+            return new Server(url, System.getenv(USER_ENV), System.getenv(PASSWORD_ENV), "configured " + url);
+        }
+        if (dockerAvailable()) {
+            PostgreSQLContainer container = new PostgreSQLContainer("postgres:16-alpine");
+            container.start();
+            Runtime.getRuntime().addShutdownHook(new Thread(container::stop, "stop-test-postgres"));
+            return new Server(container.getJdbcUrl(), container.getUsername(), container.getPassword(),
+                    "Testcontainers " + container.getDockerImageName());
+        }
+        try {
+            EmbeddedPostgres embedded = EmbeddedPostgres.builder().start();
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+                try {
+                    embedded.close();
+                } catch (IOException ignored) {
+                    // the JVM is going away; the child process dies with it
+                }
+            }, "stop-test-postgres"));
+            return new Server(embedded.getJdbcUrl("postgres", "postgres"), "postgres", null,
+                    "embedded PostgreSQL on port " + embedded.getPort());
+        } catch (IOException e) {
+            throw new UncheckedIOException("no PostgreSQL for the tests: none configured (" + URL_ENV
+                    + "), no Docker, and the embedded PostgreSQL did not start", e);
+        }
+    }
+
+    private static boolean dockerAvailable() {
+        try {
+            return DockerClientFactory.instance().isDockerAvailable();
+        } catch (RuntimeException | LinkageError e) {
+            return false;
+        }
+    }
+}
