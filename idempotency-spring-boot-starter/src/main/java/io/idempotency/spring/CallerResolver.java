@@ -1,0 +1,26 @@
+package io.idempotency.spring;
+
+import jakarta.servlet.http.HttpServletRequest;
+
+/**
+ * Names the caller a request comes from. The name is part of every record's unique key, so two callers using the
+ * same idempotency key never meet: neither can replay, block or detect the other's request. Declare a bean of this
+ * type to scope keys by tenant or API key. Implementations must be thread-safe.
+ */
+@FunctionalInterface
+public interface CallerResolver {
+
+    /**
+     * @return the caller's namespace, at most 255 characters; {@code ""} for anonymous requests; never null
+     */
+    String resolve(HttpServletRequest request);
+
+    /**
+     * The default: the authenticated principal's name ({@link HttpServletRequest#getUserPrincipal()}, which Spring
+     * Security fills in and leaves empty for anonymous requests), else {@code ""}.
+     */
+    CallerResolver PRINCIPAL = request -> {
+        var principal = request.getUserPrincipal();
+        return principal == null || principal.getName() == null ? "" : principal.getName();
+    };
+}

@@ -1,0 +1,402 @@
+package io.idempotency.spring;
+
+import io.idempotency.core.StoredResponse;
+import jakarta.servlet.ServletOutputStream;
+import jakarta.servlet.WriteListener;
+import jakarta.servlet.http.HttpServletResponse;
+import jakarta.servlet.http.HttpServletResponseWrapper;
+import org.springframework.util.LinkedCaseInsensitiveMap;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.OutputStreamWriter;
+import java.io.PrintWriter;
+import java.nio.charset.Charset;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Collections;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * A response that passes everything through until {@link #capture()} is called, and from then on keeps status,
+ * headers and body in memory, so that nothing reaches the client before the transaction holding the request's
+ * effects has committed. It also intercepts {@code sendError} and {@code sendRedirect}, which would otherwise commit
+ * the response at once. Not thread-safe (one request).
+ */
+final class DeferredResponse extends HttpServletResponseWrapper {
+
+    private static final String CONTENT_TYPE = "Content-Type";
+
+    private boolean capturing;
+    private int status = SC_OK;
+    private String errorMessage;
+    private boolean errorSent;
+    private final Map<String, List<String>> headers = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
+    private String characterEncoding;
+    private final ByteArrayOutputStream body = new ByteArrayOutputStream();
+    private ServletOutputStream outputStream;
+    private PrintWriter writer;
+
+    DeferredResponse(HttpServletResponse response) {
+        super(response);
+    }
+
+    /** From now on, keep everything in memory. */
+    void capture() {
+        capturing = true;
+    }
+
+    boolean isCapturing() {
+        return capturing;
+    }
+
+    /** True if the handler ended with {@code sendError}: the body is rendered later, by the container's error page. */
+    boolean isErrorSent() {
+        return errorSent;
+    }
+
+    /** The captured answer, keeping only the headers named in {@code replayed} (case-insensitive). */
+    StoredResponse toStoredResponse(Set<String> replayed) {
+        flushWriter();
+        List<StoredResponse.Header> kept = new ArrayList<>();
+        headers.forEach((name, values) -> {
+            if (replayed.contains(name.toLowerCase(Locale.ROOT))) {
+                values.forEach(value -> kept.add(new StoredResponse.Header(name, value)));
+            }
+        });
+        return new StoredResponse(status, kept, body.toByteArray());
+    }
+
+    /** Sends the captured answer, every header included, to the client. */
+    void sendCaptured() throws IOException {
+        flushWriter();
+        HttpServletResponse response = (HttpServletResponse) getResponse();
+        headers.forEach((name, values) -> values.forEach(value -> response.addHeader(name, value)));
+        if (characterEncoding != null) {
+            response.setCharacterEncoding(characterEncoding);
+        }
+        if (errorSent) {
+            if (errorMessage == null) {
+                response.sendError(status);
+            } else {
+                response.sendError(status, errorMessage);
+            }
+            return;
+        }
+        response.setStatus(status);
+        response.setContentLength(body.size());
+        body.writeTo(response.getOutputStream());
+        response.flushBuffer();
+    }
+
+    /** Sends {@code answer} instead of whatever was captured (a replay or a problem). */
+    void send(StoredResponse answer, StoredResponse.Header... extraHeaders) throws IOException {
+        HttpServletResponse response = (HttpServletResponse) getResponse();
+        response.setStatus(answer.status());
+        for (StoredResponse.Header header : answer.headers()) {
+            response.addHeader(header.name(), header.value());
+        }
+        for (StoredResponse.Header header : extraHeaders) {
+            response.setHeader(header.name(), header.value());
+        }
+        response.setContentLength(answer.bodyLength());
+        response.getOutputStream().write(answer.body());
+        response.flushBuffer();
+    }
+
+    // ---------------------------------------------------------------- status
+
+    @Override
+    public void setStatus(int sc) {
+        if (!capturing) {
+            super.setStatus(sc);
+        } else if (!errorSent) {
+            status = sc;
+        }
+    }
+
+    @Override
+    public int getStatus() {
+        return capturing ? status : super.getStatus();
+    }
+
+    @Override
+    public void sendError(int sc, String msg) throws IOException {
+        if (!capturing) {
+            super.sendError(sc, msg);
+            return;
+        }
+        status = sc;
+        errorMessage = msg;
+        errorSent = true;
+        body.reset();
+    }
+
+    @Override
+    public void sendError(int sc) throws IOException {
+        sendError(sc, null);
+    }
+
+    @Override
+    public void sendRedirect(String location) throws IOException {
+        if (!capturing) {
+            super.sendRedirect(location);
+            return;
+        }
+        status = SC_FOUND;
+        setHeader("Location", location);
+        body.reset();
+    }
+
+    // ---------------------------------------------------------------- headers
+
+    @Override
+    public void setHeader(String name, String value) {
+        if (!capturing) {
+            super.setHeader(name, value);
+        } else if (value == null) {
+            headers.remove(name);
+        } else {
+            List<String> values = new ArrayList<>(1);
+            values.add(value);
+            headers.put(name, values);
+        }
+    }
+
+    @Override
+    public void addHeader(String name, String value) {
+        if (!capturing) {
+            super.addHeader(name, value);
+        } else if (value != null) {
+            headers.computeIfAbsent(name, n -> new ArrayList<>(1)).add(value);
+        }
+    }
+
+    @Override
+    public void setIntHeader(String name, int value) {
+        setHeader(name, Integer.toString(value));
+    }
+
+    @Override
+    public void addIntHeader(String name, int value) {
+        addHeader(name, Integer.toString(value));
+    }
+
+    @Override
+    public void setDateHeader(String name, long date) {
+        if (!capturing) {
+            super.setDateHeader(name, date);
+        } else {
+            setHeader(name, httpDate(date));
+        }
+    }
+
+    @Override
+    public void addDateHeader(String name, long date) {
+        if (!capturing) {
+            super.addDateHeader(name, date);
+        } else {
+            addHeader(name, httpDate(date));
+        }
+    }
+
+    @Override
+    public boolean containsHeader(String name) {
+        return capturing ? headers.containsKey(name) : super.containsHeader(name);
+    }
+
+    @Override
+    public String getHeader(String name) {
+        if (!capturing) {
+            return super.getHeader(name);
+        }
+        List<String> values = headers.get(name);
+        return values == null || values.isEmpty() ? null : values.get(0);
+    }
+
+    @Override
+    public Collection<String> getHeaders(String name) {
+        if (!capturing) {
+            return super.getHeaders(name);
+        }
+        return List.copyOf(headers.getOrDefault(name, Collections.emptyList()));
+    }
+
+    @Override
+    public Collection<String> getHeaderNames() {
+        return capturing ? List.copyOf(headers.keySet()) : super.getHeaderNames();
+    }
+
+    @Override
+    public void setContentType(String type) {
+        if (!capturing) {
+            super.setContentType(type);
+            return;
+        }
+        setHeader(CONTENT_TYPE, type);
+        if (type != null) {
+            String charset = charsetOf(type);
+            if (charset != null) {
+                characterEncoding = charset;
+            }
+        }
+    }
+
+    @Override
+    public String getContentType() {
+        if (!capturing) {
+            return super.getContentType();
+        }
+        String type = getHeader(CONTENT_TYPE);
+        if (type != null && characterEncoding != null && charsetOf(type) == null) {
+            return type + ";charset=" + characterEncoding;
+        }
+        return type;
+    }
+
+    @Override
+    public void setCharacterEncoding(String charset) {
+        if (!capturing) {
+            super.setCharacterEncoding(charset);
+            return;
+        }
+        characterEncoding = charset;
+        String type = getHeader(CONTENT_TYPE);
+        if (type != null && charset != null) {
+            String withoutCharset = type.replaceAll("(?i);\\s*charset=[^;]*", "");
+            setHeader(CONTENT_TYPE, withoutCharset + ";charset=" + charset);
+        }
+    }
+
+    @Override
+    public String getCharacterEncoding() {
+        if (!capturing) {
+            return super.getCharacterEncoding();
+        }
+        return characterEncoding != null ? characterEncoding : StandardCharsets.ISO_8859_1.name();
+    }
+
+    @Override
+    public void setContentLength(int len) {
+        if (!capturing) {
+            super.setContentLength(len);
+        }
+    }
+
+    @Override
+    public void setContentLengthLong(long len) {
+        if (!capturing) {
+            super.setContentLengthLong(len);
+        }
+    }
+
+    // ---------------------------------------------------------------- body
+
+    @Override
+    public ServletOutputStream getOutputStream() throws IOException {
+        if (!capturing) {
+            return super.getOutputStream();
+        }
+        if (outputStream == null) {
+            outputStream = new ServletOutputStream() {
+                @Override
+                public void write(int b) {
+                    if (!errorSent) {
+                        body.write(b);
+                    }
+                }
+
+                @Override
+                public void write(byte[] b, int off, int len) {
+                    if (!errorSent) {
+                        body.write(b, off, len);
+                    }
+                }
+
+                @Override
+                public boolean isReady() {
+                    return true;
+                }
+
+                @Override
+                public void setWriteListener(WriteListener listener) {
+                    throw new UnsupportedOperationException("an idempotent response is written synchronously");
+                }
+            };
+        }
+        return outputStream;
+    }
+
+    @Override
+    public PrintWriter getWriter() throws IOException {
+        if (!capturing) {
+            return super.getWriter();
+        }
+        if (writer == null) {
+            writer = new PrintWriter(new OutputStreamWriter(getOutputStream(), Charset.forName(getCharacterEncoding())));
+        }
+        return writer;
+    }
+
+    @Override
+    public void flushBuffer() throws IOException {
+        if (!capturing) {
+            super.flushBuffer();
+        } else {
+            flushWriter();
+        }
+    }
+
+    @Override
+    public boolean isCommitted() {
+        return capturing ? errorSent : super.isCommitted();
+    }
+
+    @Override
+    public void resetBuffer() {
+        if (!capturing) {
+            super.resetBuffer();
+        } else {
+            flushWriter();
+            body.reset();
+        }
+    }
+
+    @Override
+    public void reset() {
+        if (!capturing) {
+            super.reset();
+        } else {
+            flushWriter();
+            body.reset();
+            headers.clear();
+            status = SC_OK;
+            characterEncoding = null;
+        }
+    }
+
+    private void flushWriter() {
+        if (writer != null) {
+            writer.flush();
+        }
+    }
+
+    private static String charsetOf(String contentType) {
+        int index = contentType.toLowerCase(Locale.ROOT).indexOf("charset=");
+        if (index < 0) {
+            return null;
+        }
+        String charset = contentType.substring(index + "charset=".length());
+        int end = charset.indexOf(';');
+        return (end < 0 ? charset : charset.substring(0, end)).trim().replace("\"", "");
+    }
+
+    private static String httpDate(long epochMillis) {
+        return java.time.format.DateTimeFormatter.RFC_1123_DATE_TIME
+                .format(java.time.Instant.ofEpochMilli(epochMillis).atZone(java.time.ZoneOffset.UTC));
+    }
+}

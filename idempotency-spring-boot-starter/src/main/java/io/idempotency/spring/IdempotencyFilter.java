@@ -1,0 +1,100 @@
+package io.idempotency.spring;
+
+import io.idempotency.core.CommitFailedException;
+import io.idempotency.core.IdempotencyEngine;
+import io.idempotency.core.StoredResponse;
+import jakarta.servlet.FilterChain;
+import jakarta.servlet.ServletException;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.web.filter.OncePerRequestFilter;
+
+import java.io.IOException;
+import java.util.Locale;
+import java.util.Set;
+import java.util.stream.Collectors;
+
+/**
+ * Owns the end of every idempotent request. A filter cannot know before the chain runs whether the handler is
+ * {@code @Idempotent}, so it prepares every request: the body is recorded as it is read, and the response passes
+ * through a {@link DeferredResponse}. When an {@code @Idempotent} handler claims its key, the advice
+ * ({@link IdempotentMethodInterceptor}) switches the response to capture; after the chain returns, this filter
+ * stores the answer and commits — or rolls back — and only then sends the answer. So no byte reaches the client
+ * before the commit, and a failed commit becomes a 500, never a 2xx.
+ *
+ * <p>Runs after Spring Security's filter chain ({@link #ORDER}), so the principal is known when keys are scoped.
+ */
+public class IdempotencyFilter extends OncePerRequestFilter {
+
+    /**
+     * The filter's order: after Spring Security's filter chain ({@code SecurityProperties.DEFAULT_FILTER_ORDER},
+     * -100), before everything registered at the default order.
+     */
+    public static final int ORDER = -100 + 10;
+
+    private static final Logger log = LoggerFactory.getLogger(IdempotencyFilter.class);
+
+    private final ProblemResponses problems;
+    private final int maxRequestBodySize;
+    private final Set<String> replayedHeaders;
+
+    public IdempotencyFilter(ProblemResponses problems, int maxRequestBodySize, Set<String> replayedHeaders) {
+        this.problems = problems;
+        this.maxRequestBodySize = maxRequestBodySize;
+        this.replayedHeaders = replayedHeaders.stream()
+                .map(name -> name.toLowerCase(Locale.ROOT))
+                .filter(name -> !NEVER_STORED.contains(name))
+                .collect(Collectors.toUnmodifiableSet());
+    }
+
+    /** Headers that carry credentials or session state of one client: never stored, whatever the configuration. */
+    static final Set<String> NEVER_STORED = Set.of("set-cookie", "set-cookie2", "authorization",
+            "proxy-authorization", "proxy-authenticate", "www-authenticate", "cookie");
+
+    @Override
+    protected void doFilterInternal(HttpServletRequest request, HttpServletResponse response, FilterChain chain)
+            throws ServletException, IOException {
+        BodyRecordingRequest recordingRequest = new BodyRecordingRequest(request, maxRequestBodySize);
+        DeferredResponse deferredResponse = new DeferredResponse(response);
+        IdempotentExchange exchange = new IdempotentExchange(recordingRequest, deferredResponse);
+        request.setAttribute(IdempotentExchange.ATTRIBUTE, exchange);
+        try {
+            chain.doFilter(recordingRequest, deferredResponse);
+            finish(exchange, request);
+        } finally {
+            exchange.abandon(); // no transaction outlives the request, whatever happened above
+            request.removeAttribute(IdempotentExchange.ATTRIBUTE);
+        }
+    }
+
+    private void finish(IdempotentExchange exchange, HttpServletRequest request) throws IOException {
+        DeferredResponse response = exchange.response();
+        if (exchange.answer() != null) {
+            response.send(exchange.answer(), exchange.answerHeaders());
+            return;
+        }
+        IdempotencyEngine.Execution execution = exchange.execution();
+        if (execution == null) {
+            return; // not an idempotent request: everything has passed through already
+        }
+        if (exchange.handlerFailed() || response.isErrorSent()) {
+            execution.abandon();
+            response.sendCaptured();
+            return;
+        }
+        StoredResponse captured = response.toStoredResponse(replayedHeaders);
+        try {
+            execution.finish(captured, exchange.storagePolicy());
+        } catch (CommitFailedException e) {
+            log.warn("Idempotent request {} {} failed to commit; answering 500", request.getMethod(),
+                    request.getRequestURI(), e);
+            response.send(problems.render(ProblemResponses.Problem.COMMIT_FAILED,
+                    "The request's effects could not be committed, so none were kept. It is safe to retry with the same key.",
+                    request.getRequestURI()));
+            return;
+        }
+        response.sendCaptured();
+    }
+}

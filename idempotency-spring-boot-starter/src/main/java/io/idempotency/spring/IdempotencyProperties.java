@@ -1,0 +1,165 @@
+package io.idempotency.spring;
+
+import io.idempotency.jdbc.IdempotencySchema;
+import org.springframework.boot.context.properties.ConfigurationProperties;
+import org.springframework.util.unit.DataSize;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+
+/** Settings of the idempotency starter, under {@code idempotency.*}. */
+@ConfigurationProperties("idempotency")
+public class IdempotencyProperties {
+
+    /** Whether the starter is active at all. When false, {@code @Idempotent} has no effect. */
+    private boolean enabled = true;
+
+    /** Name of the request header that carries the idempotency key. */
+    private String headerName = "Idempotency-Key";
+
+    /**
+     * How long a duplicate request waits for the request that holds its key to finish before it is answered
+     * 409 {@code idempotency-request-in-progress}. Keep it short: the waiting request holds a connection.
+     */
+    private Duration inFlightWait = Duration.ofSeconds(2);
+
+    /** The {@code Retry-After} sent with 409 {@code idempotency-request-in-progress} (rounded up to seconds). */
+    private Duration retryAfter = Duration.ofSeconds(1);
+
+    /**
+     * Largest request body an idempotent endpoint accepts; the body is read and hashed before any database
+     * connection is taken. Larger bodies are answered 413 {@code idempotency-request-too-large}.
+     */
+    private DataSize maxRequestBodySize = DataSize.ofMegabytes(1);
+
+    /**
+     * Response headers stored with an answer and sent again on replay, besides the body and status. Headers such as
+     * Set-Cookie or Authorization are never stored, even if listed here.
+     */
+    private List<String> replayedHeaders = new ArrayList<>(List.of(
+            "Content-Type", "Content-Language", "Content-Location", "Location", "ETag", "Last-Modified", "Link"));
+
+    /**
+     * Base URI of the problem types in error answers; the type of each error is this base followed by its name,
+     * e.g. {@code idempotency-key-missing}.
+     */
+    private String problemTypeBase = ProblemResponses.DEFAULT_TYPE_BASE;
+
+    private final Retention retention = new Retention();
+
+    private final Jdbc jdbc = new Jdbc();
+
+    /** How long records are kept. */
+    public static class Retention {
+
+        /**
+         * Minimum time a record is kept after its key was claimed. Must exceed the longest time a client may retry or
+         * replay a request (offline jobs, message redelivery, an old browser tab): a record that is gone lets an old
+         * request run again. A record that still exists is honoured, expired or not.
+         */
+        private Duration ttl = Duration.ofDays(30);
+
+        public Duration getTtl() {
+            return ttl;
+        }
+
+        public void setTtl(Duration ttl) {
+            this.ttl = ttl;
+        }
+    }
+
+    /** The JDBC store. */
+    public static class Jdbc {
+
+        /** Table of the idempotency records, in the connection's default schema. A plain SQL identifier. */
+        private String tableName = IdempotencySchema.DEFAULT_TABLE_NAME;
+
+        /**
+         * Whether to create or upgrade the table at startup with the library's own Flyway migration (history table
+         * {@code idempotency_schema_history}). Switch off when the schema is managed elsewhere; the plain script is
+         * {@code io/idempotency/jdbc/postgresql/schema.sql} in the idempotency-jdbc-store jar.
+         */
+        private boolean initializeSchema = true;
+
+        public String getTableName() {
+            return tableName;
+        }
+
+        public void setTableName(String tableName) {
+            this.tableName = tableName;
+        }
+
+        public boolean isInitializeSchema() {
+            return initializeSchema;
+        }
+
+        public void setInitializeSchema(boolean initializeSchema) {
+            this.initializeSchema = initializeSchema;
+        }
+    }
+
+    public boolean isEnabled() {
+        return enabled;
+    }
+
+    public void setEnabled(boolean enabled) {
+        this.enabled = enabled;
+    }
+
+    public String getHeaderName() {
+        return headerName;
+    }
+
+    public void setHeaderName(String headerName) {
+        this.headerName = headerName;
+    }
+
+    public Duration getInFlightWait() {
+        return inFlightWait;
+    }
+
+    public void setInFlightWait(Duration inFlightWait) {
+        this.inFlightWait = inFlightWait;
+    }
+
+    public Duration getRetryAfter() {
+        return retryAfter;
+    }
+
+    public void setRetryAfter(Duration retryAfter) {
+        this.retryAfter = retryAfter;
+    }
+
+    public DataSize getMaxRequestBodySize() {
+        return maxRequestBodySize;
+    }
+
+    public void setMaxRequestBodySize(DataSize maxRequestBodySize) {
+        this.maxRequestBodySize = maxRequestBodySize;
+    }
+
+    public List<String> getReplayedHeaders() {
+        return replayedHeaders;
+    }
+
+    public void setReplayedHeaders(List<String> replayedHeaders) {
+        this.replayedHeaders = replayedHeaders;
+    }
+
+    public String getProblemTypeBase() {
+        return problemTypeBase;
+    }
+
+    public void setProblemTypeBase(String problemTypeBase) {
+        this.problemTypeBase = problemTypeBase;
+    }
+
+    public Retention getRetention() {
+        return retention;
+    }
+
+    public Jdbc getJdbc() {
+        return jdbc;
+    }
+}

@@ -1,0 +1,142 @@
+package io.idempotency.spring;
+
+import io.idempotency.core.Idempotent;
+import org.springframework.beans.factory.BeanInitializationException;
+import org.springframework.beans.factory.SmartInitializingSingleton;
+import org.springframework.context.ApplicationContext;
+import org.springframework.core.ResolvableType;
+import org.springframework.core.annotation.AnnotatedElementUtils;
+import org.springframework.http.HttpEntity;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.jdbc.datasource.TransactionAwareDataSourceProxy;
+import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.support.ResourceTransactionManager;
+import org.springframework.web.method.HandlerMethod;
+import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandlerMapping;
+
+import javax.sql.DataSource;
+import java.lang.reflect.Method;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.Future;
+
+/**
+ * Refuses to start an application whose {@code @Idempotent} endpoints could not keep their promise:
+ * <ul>
+ *   <li>an async return type ({@code DeferredResult}, {@code Callable}, {@code CompletableFuture},
+ *       {@code StreamingResponseBody}, {@code ResponseBodyEmitter}/SSE, reactive types): the answer would be written
+ *       on another thread, after the transaction had to end;</li>
+ *   <li>a primitive return type: a replayed request returns without running the method;</li>
+ *   <li>a transaction manager that does not manage the store's DataSource: the claim and the handler's writes would
+ *       not commit together.</li>
+ * </ul>
+ */
+class IdempotencyStartupChecks implements SmartInitializingSingleton {
+
+    private static final List<String> ASYNC_TYPES = List.of(
+            "org.springframework.web.context.request.async.DeferredResult",
+            "org.springframework.web.context.request.async.WebAsyncTask",
+            "org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody",
+            "org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter",
+            "org.reactivestreams.Publisher",
+            "reactor.core.publisher.Flux",
+            "reactor.core.publisher.Mono",
+            "kotlinx.coroutines.flow.Flow");
+
+    private final ApplicationContext context;
+    private final DataSource dataSource;
+    private final PlatformTransactionManager transactionManager;
+
+    IdempotencyStartupChecks(ApplicationContext context, DataSource dataSource,
+                             PlatformTransactionManager transactionManager) {
+        this.context = context;
+        this.dataSource = dataSource;
+        this.transactionManager = transactionManager;
+    }
+
+    @Override
+    public void afterSingletonsInstantiated() {
+        checkTransactionManager();
+        List<String> problems = new ArrayList<>();
+        for (RequestMappingHandlerMapping mapping : context.getBeansOfType(RequestMappingHandlerMapping.class).values()) {
+            for (HandlerMethod handler : mapping.getHandlerMethods().values()) {
+                Method method = handler.getMethod();
+                if (AnnotatedElementUtils.hasAnnotation(method, Idempotent.class)) {
+                    problemWith(method).ifPresent(problems::add);
+                }
+            }
+        }
+        if (!problems.isEmpty()) {
+            throw new BeanInitializationException("@Idempotent cannot be used on these methods:\n  - "
+                    + String.join("\n  - ", problems));
+        }
+    }
+
+    static Optional<String> problemWith(Method method) {
+        Class<?> returnType = method.getReturnType();
+        if (returnType.isPrimitive() && returnType != void.class) {
+            return Optional.of(method + " returns a primitive; return its wrapper type or a ResponseEntity");
+        }
+        ResolvableType type = ResolvableType.forMethodReturnType(method);
+        if (HttpEntity.class.isAssignableFrom(returnType)) {
+            type = type.as(HttpEntity.class).getGeneric(0);
+        }
+        if (isAsync(type.resolve())) {
+            return Optional.of(method + " returns " + type + ": async answers are written after the transaction"
+                    + " has to end; return the answer synchronously");
+        }
+        return Optional.empty();
+    }
+
+    private static boolean isAsync(Class<?> type) {
+        if (type == null) {
+            return false;
+        }
+        if (Callable.class.isAssignableFrom(type) || CompletionStage.class.isAssignableFrom(type)
+                || Future.class.isAssignableFrom(type)) {
+            return true;
+        }
+        for (Class<?> candidate = type; candidate != null; candidate = candidate.getSuperclass()) {
+            if (ASYNC_TYPES.contains(candidate.getName())) {
+                return true;
+            }
+            for (Class<?> implemented : candidate.getInterfaces()) {
+                if (ASYNC_TYPES.contains(implemented.getName())) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
+    private void checkTransactionManager() {
+        Object managed = null;
+        if (transactionManager instanceof DataSourceTransactionManager jdbc) {
+            managed = jdbc.getDataSource();
+        } else if (transactionManager instanceof ResourceTransactionManager resource) {
+            managed = resource.getResourceFactory();
+        }
+        if (managed instanceof DataSource managedDataSource && sameDataSource(managedDataSource, dataSource)) {
+            return;
+        }
+        throw new BeanInitializationException("The idempotency store uses DataSource " + dataSource
+                + ", but the transaction manager " + transactionManager + " manages " + managed + ". The claim, the"
+                + " handler's writes and the stored answer must commit in one transaction: give the store the"
+                + " DataSource of the application's transaction manager.");
+    }
+
+    private static boolean sameDataSource(DataSource a, DataSource b) {
+        return unwrap(a) == unwrap(b);
+    }
+
+    private static DataSource unwrap(DataSource dataSource) {
+        DataSource current = dataSource;
+        while (current instanceof TransactionAwareDataSourceProxy proxy && proxy.getTargetDataSource() != null) {
+            current = proxy.getTargetDataSource();
+        }
+        return current;
+    }
+}

@@ -1,0 +1,89 @@
+package io.idempotency.spring;
+
+import io.idempotency.core.IdempotencyEngine;
+import io.idempotency.core.StoragePolicy;
+import io.idempotency.core.StoredResponse;
+
+/**
+ * What the filter and the advice share about one request, kept as a request attribute: the recorded body, the
+ * deferred response, and either the running execution or the answer the advice decided on. Not thread-safe.
+ */
+final class IdempotentExchange {
+
+    static final String ATTRIBUTE = IdempotentExchange.class.getName();
+
+    private final BodyRecordingRequest request;
+    private final DeferredResponse response;
+    private IdempotencyEngine.Execution execution;
+    private StoragePolicy storagePolicy = StoragePolicy.DEFAULT;
+    private boolean handlerFailed;
+    private StoredResponse answer;
+    private StoredResponse.Header[] answerHeaders = new StoredResponse.Header[0];
+
+    IdempotentExchange(BodyRecordingRequest request, DeferredResponse response) {
+        this.request = request;
+        this.response = response;
+    }
+
+    BodyRecordingRequest request() {
+        return request;
+    }
+
+    DeferredResponse response() {
+        return response;
+    }
+
+    /** True once the advice has taken this request on (started an execution or decided an answer). */
+    boolean isTaken() {
+        return execution != null || answer != null;
+    }
+
+    /** The handler runs in {@code execution}'s transaction; capture its answer. */
+    void begin(IdempotencyEngine.Execution execution, StoragePolicy policy) {
+        this.execution = execution;
+        this.storagePolicy = policy;
+        response.capture();
+    }
+
+    /**
+     * Answer with {@code answer} instead of running the handler. Whatever the rest of the MVC pipeline writes is
+     * captured and dropped.
+     */
+    void answer(StoredResponse answer, StoredResponse.Header... extraHeaders) {
+        this.answer = answer;
+        this.answerHeaders = extraHeaders;
+        response.capture();
+    }
+
+    /** The handler threw: whatever the exception is rendered as, its transaction rolls back. */
+    void markHandlerFailed() {
+        handlerFailed = true;
+    }
+
+    IdempotencyEngine.Execution execution() {
+        return execution;
+    }
+
+    StoragePolicy storagePolicy() {
+        return storagePolicy;
+    }
+
+    boolean handlerFailed() {
+        return handlerFailed;
+    }
+
+    StoredResponse answer() {
+        return answer;
+    }
+
+    StoredResponse.Header[] answerHeaders() {
+        return answerHeaders;
+    }
+
+    /** Rolls back the execution unless it has ended. */
+    void abandon() {
+        if (execution != null) {
+            execution.abandon();
+        }
+    }
+}

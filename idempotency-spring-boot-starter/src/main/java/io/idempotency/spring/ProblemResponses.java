@@ -1,0 +1,92 @@
+package io.idempotency.spring;
+
+import io.idempotency.core.StoredResponse;
+
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The RFC 9457 {@code application/problem+json} answers of the library, each with a type of its own. They are never
+ * stored: they describe the request, not an outcome of the handler. Thread-safe.
+ */
+public final class ProblemResponses {
+
+    /** Default base of the problem type URIs. */
+    public static final String DEFAULT_TYPE_BASE = "https://idempotency-starter.github.io/problems/";
+
+    /** The problems the library answers with: type name, status and title. */
+    public enum Problem {
+        KEY_MISSING("idempotency-key-missing", 400, "Idempotency key missing"),
+        KEY_MALFORMED("idempotency-key-malformed", 400, "Idempotency key malformed"),
+        KEY_MISMATCH("idempotency-key-mismatch", 422, "Idempotency key reused for a different request"),
+        REQUEST_IN_PROGRESS("idempotency-request-in-progress", 409, "Request with this idempotency key in progress"),
+        REQUEST_TOO_LARGE("idempotency-request-too-large", 413, "Request body too large for an idempotent endpoint"),
+        BODY_UNSUPPORTED("idempotency-body-unsupported", 415, "Request body type not supported on an idempotent endpoint"),
+        COMMIT_FAILED("idempotency-commit-failed", 500, "The request could not be committed");
+
+        private final String typeName;
+        private final int status;
+        private final String title;
+
+        Problem(String typeName, int status, String title) {
+            this.typeName = typeName;
+            this.status = status;
+            this.title = title;
+        }
+
+        public String typeName() {
+            return typeName;
+        }
+
+        public int status() {
+            return status;
+        }
+
+        public String title() {
+            return title;
+        }
+    }
+
+    private final String typeBase;
+
+    public ProblemResponses(String typeBase) {
+        this.typeBase = typeBase;
+    }
+
+    /** The problem answer; {@code extraHeaders} are added after Content-Type (e.g. Retry-After). */
+    public StoredResponse render(Problem problem, String detail, String instance, StoredResponse.Header... extraHeaders) {
+        String json = "{\"type\":" + quote(typeBase + problem.typeName())
+                + ",\"title\":" + quote(problem.title())
+                + ",\"status\":" + problem.status()
+                + ",\"detail\":" + quote(detail)
+                + (instance == null ? "" : ",\"instance\":" + quote(instance))
+                + "}";
+        List<StoredResponse.Header> headers = new ArrayList<>();
+        headers.add(new StoredResponse.Header("Content-Type", "application/problem+json"));
+        headers.addAll(List.of(extraHeaders));
+        return new StoredResponse(problem.status(), headers, json.getBytes(StandardCharsets.UTF_8));
+    }
+
+    private static String quote(String text) {
+        StringBuilder json = new StringBuilder(text.length() + 2).append('"');
+        for (int i = 0; i < text.length(); i++) {
+            char c = text.charAt(i);
+            switch (c) {
+                case '"' -> json.append("\\\"");
+                case '\\' -> json.append("\\\\");
+                case '\n' -> json.append("\\n");
+                case '\r' -> json.append("\\r");
+                case '\t' -> json.append("\\t");
+                default -> {
+                    if (c < 0x20) {
+                        json.append(String.format("\\u%04x", (int) c));
+                    } else {
+                        json.append(c);
+                    }
+                }
+            }
+        }
+        return json.append('"').toString();
+    }
+}

@@ -1,0 +1,262 @@
+package io.idempotency.spring;
+
+import io.idempotency.spring.app.TestApplication;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.web.server.LocalServerPort;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.util.UUID;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The starter in a real application, over real HTTP, on real PostgreSQL: what is stored, what is replayed, what
+ * rolls back.
+ */
+@SpringBootTest(classes = TestApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
+class IdempotentEndpointIntegrationTest {
+
+    static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
+
+    static {
+        DATABASE.queryString("create table orders (id bigserial primary key, note text not null)");
+    }
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        registry.add("spring.datasource.url", DATABASE::url);
+        registry.add("spring.datasource.username", DATABASE::user);
+        registry.add("spring.datasource.password", () -> DATABASE.password() == null ? "" : DATABASE.password());
+    }
+
+    @LocalServerPort
+    int port;
+
+    private final HttpClient http = HttpClient.newHttpClient();
+
+    @Test
+    void theSameRequestIsExecutedOnceAndReplayedByteForByte() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "replay-" + key;
+        String body = "{\"note\":\"" + note + "\",\"amount\":\"12.50\"}";
+
+        HttpResponse<byte[]> first = post("/orders", key, body);
+        HttpResponse<byte[]> second = post("/orders", key, body);
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(first.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(first.headers().firstValue("Set-Cookie")).as("the first answer is sent whole").isPresent();
+        assertThat(second.statusCode()).isEqualTo(201);
+        assertThat(second.body()).isEqualTo(first.body());
+        assertThat(second.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(second.headers().firstValue("Location")).isEqualTo(first.headers().firstValue("Location"));
+        assertThat(second.headers().firstValue("ETag")).isEqualTo(first.headers().firstValue("ETag"));
+        assertThat(second.headers().firstValue("Content-Type")).isEqualTo(first.headers().firstValue("Content-Type"));
+        assertThat(second.headers().firstValue("Set-Cookie")).as("credentials are never stored").isEmpty();
+        assertThat(second.headers().firstValue("X-Not-Replayed")).as("headers off the allow-list").isEmpty();
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void theSameKeyWithAnotherBodyIsRefusedAndChangesNothing() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "mismatch-" + key;
+        assertThat(post("/orders", key, "{\"note\":\"" + note + "\",\"amount\":\"12.50\"}").statusCode()).isEqualTo(201);
+
+        HttpResponse<byte[]> other = post("/orders", key, "{\"note\":\"" + note + "\",\"amount\":\"99.00\"}");
+
+        assertThat(other.statusCode()).isEqualTo(422);
+        assertProblem(other, "idempotency-key-mismatch");
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void theSameKeyOnAnotherPathIsAnotherRequest() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"paths-" + key + "\"}";
+        assertThat(post("/orders/status/201", key, body).statusCode()).isEqualTo(201);
+
+        HttpResponse<byte[]> other = post("/orders/status/202", key, body);
+
+        assertThat(other.statusCode()).as("same route template, different concrete path").isEqualTo(422);
+    }
+
+    @Test
+    void aMissingOrMalformedKeyIsRefusedBeforeAnythingIsWritten() throws Exception {
+        String note = "bad-key-" + UUID.randomUUID();
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> missing = send(request("/orders", body).build());
+        HttpResponse<byte[]> tooLong = post("/orders", "k".repeat(256), body);
+        HttpResponse<byte[]> repeated = send(request("/orders", body)
+                .header("Idempotency-Key", "a").header("Idempotency-Key", "b").build());
+        HttpResponse<byte[]> badEscape = post("/orders", "\"a\\b\"", body);
+
+        assertThat(missing.statusCode()).isEqualTo(400);
+        assertProblem(missing, "idempotency-key-missing");
+        for (HttpResponse<byte[]> malformed : java.util.List.of(tooLong, repeated, badEscape)) {
+            assertThat(malformed.statusCode()).isEqualTo(400);
+            assertProblem(malformed, "idempotency-key-malformed");
+        }
+        assertThat(rows(note)).isZero();
+        assertThat(DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key like 'kkkk%'")).isZero();
+    }
+
+    @Test
+    void quotedAndBareFormsOfAKeyAreTheSameKey() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"quoted-" + key + "\"}";
+
+        HttpResponse<byte[]> bare = post("/orders", key, body);
+        HttpResponse<byte[]> quoted = post("/orders", "\"" + key + "\"", body);
+
+        assertThat(bare.statusCode()).isEqualTo(201);
+        assertThat(quoted.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(quoted.body()).isEqualTo(bare.body());
+    }
+
+    @Test
+    void aFinal4xxAnswerIsStoredAndReplayed() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "402-" + key;
+
+        HttpResponse<byte[]> first = post("/orders/status/402", key, "{\"note\":\"" + note + "\"}");
+        HttpResponse<byte[]> second = post("/orders/status/402", key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(first.statusCode()).isEqualTo(402);
+        assertThat(second.statusCode()).isEqualTo(402);
+        assertThat(second.body()).isEqualTo(first.body());
+        assertThat(second.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void aRetryableAnswerRollsBackAndTheRetryRunsAgain() throws Exception {
+        for (int status : new int[] {503, 500, 409, 429}) {
+            String key = UUID.randomUUID().toString();
+            String note = status + "-" + key;
+
+            HttpResponse<byte[]> first = post("/orders/status/" + status, key, "{\"note\":\"" + note + "\"}");
+            assertThat(first.statusCode()).isEqualTo(status);
+            assertThat(rows(note)).as("rows after %d", status).isZero();
+            assertThat(keyRows(key)).as("key rows after %d", status).isZero();
+
+            HttpResponse<byte[]> retry = post("/orders/status/" + status, key, "{\"note\":\"" + note + "\"}");
+            assertThat(retry.statusCode()).isEqualTo(status);
+            assertThat(retry.headers().firstValue("Idempotent-Replayed")).as("the retry ran again").isEmpty();
+        }
+    }
+
+    @Test
+    void aHandlerThatThrowsLeavesNothingWhateverStatusItMapsTo() throws Exception {
+        for (int status : new int[] {400, 404, 500}) {
+            String key = UUID.randomUUID().toString();
+            String note = "throws-" + status + "-" + key;
+
+            HttpResponse<byte[]> first = post("/orders/fail/" + status, key, "{\"note\":\"" + note + "\"}");
+            HttpResponse<byte[]> retry = post("/orders/fail/" + status, key, "{\"note\":\"" + note + "\"}");
+
+            assertThat(first.statusCode()).isEqualTo(status);
+            assertThat(retry.statusCode()).isEqualTo(status);
+            assertThat(retry.headers().firstValue("Idempotent-Replayed")).as("not stored, so not replayed").isEmpty();
+            assertThat(rows(note)).isZero();
+            assertThat(keyRows(key)).isZero();
+        }
+    }
+
+    @Test
+    void aTransactionalHandlerJoinsTheIdempotentTransaction() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "tx-" + key;
+
+        HttpResponse<byte[]> answer = post("/orders/transactional/503", key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(answer.statusCode()).isEqualTo(503);
+        assertThat(rows(note)).as("the @Transactional method did not commit on its own").isZero();
+
+        String stored = UUID.randomUUID().toString();
+        assertThat(post("/orders/transactional/201", stored, "{\"note\":\"" + note + "\"}").statusCode()).isEqualTo(201);
+        assertThat(rows(note)).isEqualTo(1);
+        assertThat(keyRows(stored)).isEqualTo(1);
+    }
+
+    @Test
+    void anOptionalKeyMayBeLeftOut() throws Exception {
+        String note = "optional-" + UUID.randomUUID();
+        String body = "{\"note\":\"" + note + "\"}";
+
+        assertThat(send(request("/orders/optional", body).build()).statusCode()).isEqualTo(201);
+        assertThat(send(request("/orders/optional", body).build()).statusCode()).isEqualTo(201);
+        assertThat(rows(note)).as("without a key there is no idempotency").isEqualTo(2);
+
+        String key = UUID.randomUUID().toString();
+        post("/orders/optional", key, body);
+        assertThat(post("/orders/optional", key, body).headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(rows(note)).isEqualTo(3);
+    }
+
+    @Test
+    void endpointsWithoutTheAnnotationIgnoreTheHeader() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "plain-" + key;
+
+        post("/orders/plain", key, "{\"note\":\"" + note + "\"}");
+        HttpResponse<byte[]> second = post("/orders/plain", key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(second.statusCode()).isEqualTo(201);
+        assertThat(rows(note)).isEqualTo(2);
+        assertThat(keyRows(key)).isZero();
+    }
+
+    @Test
+    void aBodyAboveTheCapIsRefusedBeforeTheClaim() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "big-" + key;
+        String body = "{\"note\":\"" + note + "\",\"amount\":\"" + "9".repeat(1024 * 1024) + "\"}";
+
+        HttpResponse<byte[]> answer = post("/orders", key, body);
+
+        assertThat(answer.statusCode()).isEqualTo(413);
+        assertProblem(answer, "idempotency-request-too-large");
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+    }
+
+    // ---------------------------------------------------------------- helpers
+
+    private long rows(String note) {
+        return DATABASE.queryLong("select count(*) from orders where note = '" + note + "'");
+    }
+
+    private long keyRows(String key) {
+        return DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + key + "'");
+    }
+
+    private static void assertProblem(HttpResponse<byte[]> response, String type) {
+        assertThat(response.headers().firstValue("Content-Type")).hasValueSatisfying(
+                value -> assertThat(value).startsWith("application/problem+json"));
+        assertThat(new String(response.body())).contains("\"type\":\"" + ProblemResponses.DEFAULT_TYPE_BASE + type + "\"");
+    }
+
+    private HttpRequest.Builder request(String path, String body) {
+        return HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))
+                .header("Content-Type", "application/json")
+                .POST(HttpRequest.BodyPublishers.ofString(body));
+    }
+
+    private HttpResponse<byte[]> post(String path, String key, String body) throws IOException, InterruptedException {
+        return send(request(path, body).header("Idempotency-Key", key).build());
+    }
+
+    private HttpResponse<byte[]> send(HttpRequest request) throws IOException, InterruptedException {
+        return http.send(request, HttpResponse.BodyHandlers.ofByteArray());
+    }
+}

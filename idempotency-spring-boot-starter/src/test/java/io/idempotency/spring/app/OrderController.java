@@ -1,0 +1,96 @@
+package io.idempotency.spring.app;
+
+import io.idempotency.core.Idempotent;
+import org.springframework.http.HttpStatus;
+import org.springframework.http.ResponseEntity;
+import org.springframework.jdbc.core.simple.JdbcClient;
+import org.springframework.transaction.annotation.Transactional;
+import org.springframework.web.bind.annotation.PathVariable;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestBody;
+import org.springframework.web.bind.annotation.RequestMapping;
+import org.springframework.web.bind.annotation.ResponseStatus;
+import org.springframework.web.bind.annotation.RestController;
+
+import java.net.URI;
+import java.util.Map;
+
+/** Endpoints that write a row into {@code orders} and answer in different ways. */
+@RestController
+@RequestMapping("/orders")
+public class OrderController {
+
+    public record OrderRequest(String note, String amount) {
+    }
+
+    public record Order(long id, String note, String amount) {
+    }
+
+    private final JdbcClient jdbc;
+
+    public OrderController(JdbcClient jdbc) {
+        this.jdbc = jdbc;
+    }
+
+    private long insert(String note) {
+        return jdbc.sql("insert into orders (note) values (?) returning id").param(note).query(Long.class).single();
+    }
+
+    @PostMapping
+    @Idempotent
+    public ResponseEntity<Order> create(@RequestBody OrderRequest request) {
+        long id = insert(request.note());
+        return ResponseEntity.created(URI.create("/orders/" + id))
+                .eTag("\"v" + id + "\"")
+                .header("Set-Cookie", "session=secret-" + id)
+                .header("X-Not-Replayed", "only-first")
+                .body(new Order(id, request.note(), request.amount()));
+    }
+
+    @PostMapping("/status/{status}")
+    @Idempotent
+    public ResponseEntity<Map<String, Object>> withStatus(@PathVariable int status, @RequestBody OrderRequest request) {
+        long id = insert(request.note());
+        return ResponseEntity.status(status).body(Map.of("id", id, "status", status));
+    }
+
+    @PostMapping("/transactional/{status}")
+    @Idempotent
+    @Transactional
+    public ResponseEntity<Map<String, Object>> transactional(@PathVariable int status, @RequestBody OrderRequest request) {
+        long id = insert(request.note());
+        return ResponseEntity.status(status).body(Map.of("id", id));
+    }
+
+    @PostMapping("/fail/{status}")
+    @Idempotent
+    public Order failing(@PathVariable int status, @RequestBody OrderRequest request) {
+        insert(request.note());
+        throw new OrderFailure(status);
+    }
+
+    @PostMapping("/optional")
+    @Idempotent(keyRequired = false)
+    @ResponseStatus(HttpStatus.CREATED)
+    public Order optionalKey(@RequestBody OrderRequest request) {
+        long id = insert(request.note());
+        return new Order(id, request.note(), request.amount());
+    }
+
+    @PostMapping("/plain")
+    @ResponseStatus(HttpStatus.CREATED)
+    public Order notIdempotent(@RequestBody OrderRequest request) {
+        long id = insert(request.note());
+        return new Order(id, request.note(), request.amount());
+    }
+
+    /** Turned into a response of the given status by {@link FailureAdvice}. */
+    public static class OrderFailure extends RuntimeException {
+        final int status;
+
+        OrderFailure(int status) {
+            super("order failed with " + status);
+            this.status = status;
+        }
+    }
+}
