@@ -28,6 +28,8 @@ class IdempotentEndpointIntegrationTest {
 
     static {
         DATABASE.queryString("create table orders (id bigserial primary key, note text not null)");
+        DATABASE.queryString("create table order_audit (order_id bigint not null references orders (id)"
+                + " deferrable initially deferred)");
     }
 
     @DynamicPropertySource
@@ -186,6 +188,20 @@ class IdempotentEndpointIntegrationTest {
         assertThat(post("/orders/transactional/201", stored, "{\"note\":\"" + note + "\"}").statusCode()).isEqualTo(201);
         assertThat(rows(note)).isEqualTo(1);
         assertThat(keyRows(stored)).isEqualTo(1);
+    }
+
+    @Test
+    void aFailureAtCommitIsAnErrorAndLeavesNothing() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "commit-" + key;
+
+        HttpResponse<byte[]> answer = post("/orders/fails-at-commit", key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(answer.statusCode()).isEqualTo(500);
+        assertProblem(answer, "idempotency-commit-failed");
+        assertThat(new String(answer.body())).doesNotContain(note);
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
     }
 
     @Test

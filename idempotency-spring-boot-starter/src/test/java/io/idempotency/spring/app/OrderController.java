@@ -69,6 +69,16 @@ public class OrderController {
         throw new OrderFailure(status);
     }
 
+    /** Writes a row that breaks a deferred constraint: the database refuses it only at commit. */
+    @PostMapping("/fails-at-commit")
+    @Idempotent
+    @ResponseStatus(HttpStatus.CREATED)
+    public Order failsAtCommit(@RequestBody OrderRequest request) {
+        long id = insert(request.note());
+        jdbc.sql("insert into order_audit (order_id) values (?)").param(-id).update();
+        return new Order(id, request.note(), request.amount());
+    }
+
     @PostMapping("/optional")
     @Idempotent(keyRequired = false)
     @ResponseStatus(HttpStatus.CREATED)

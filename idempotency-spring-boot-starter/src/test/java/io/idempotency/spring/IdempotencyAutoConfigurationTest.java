@@ -1,0 +1,163 @@
+package io.idempotency.spring;
+
+import io.idempotency.core.Idempotent;
+import io.idempotency.core.IdempotencyEngine;
+import io.idempotency.core.IdempotencyStore;
+import io.idempotency.jdbc.PostgresIdempotencyStore;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.jdbc.datasource.DriverManagerDataSource;
+import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RestController;
+import org.springframework.web.context.request.async.DeferredResult;
+import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
+import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
+import org.springframework.http.ResponseEntity;
+
+import java.util.concurrent.Callable;
+import java.util.concurrent.CompletableFuture;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/** Wiring of the auto-configuration: conditions, back-off, and the startup checks that refuse unsafe setups. */
+class IdempotencyAutoConfigurationTest {
+
+    private static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
+
+    private final WebApplicationContextRunner runner = new WebApplicationContextRunner()
+            .withConfiguration(AutoConfigurations.of(
+                    org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration.class,
+                    org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration.class,
+                    org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration.class,
+                    org.springframework.boot.webmvc.autoconfigure.WebMvcAutoConfiguration.class,
+                    org.springframework.boot.webmvc.autoconfigure.DispatcherServletAutoConfiguration.class,
+                    IdempotencyAutoConfiguration.class))
+            .withPropertyValues("spring.datasource.url=" + DATABASE.url(),
+                    "spring.datasource.username=" + DATABASE.user(),
+                    "spring.datasource.password=" + (DATABASE.password() == null ? "" : DATABASE.password()));
+
+    @Test
+    void providesEveryBeanAndCreatesTheTable() {
+        runner.run(context -> {
+            assertThat(context).hasNotFailed();
+            assertThat(context).hasSingleBean(IdempotencyEngine.class);
+            assertThat(context).hasSingleBean(IdempotentAdvisor.class);
+            assertThat(context.getBean(IdempotencyStore.class)).isInstanceOf(PostgresIdempotencyStore.class);
+            assertThat(context.getBean(CallerResolver.class)).isSameAs(CallerResolver.PRINCIPAL);
+            assertThat(DATABASE.queryLong("select count(*) from idempotency_schema_history where version = '1' and success")).isEqualTo(1);
+        });
+    }
+
+    @Test
+    void canBeSwitchedOff() {
+        runner.withPropertyValues("idempotency.enabled=false").run(context -> {
+            assertThat(context).hasNotFailed();
+            assertThat(context).doesNotHaveBean(IdempotencyEngine.class);
+            assertThat(context).doesNotHaveBean(IdempotentAdvisor.class);
+        });
+    }
+
+    @Test
+    void applicationBeansReplaceTheDefaults() {
+        runner.withUserConfiguration(TenantCallers.class).run(context -> {
+            assertThat(context).hasNotFailed();
+            assertThat(context.getBean(CallerResolver.class)).isSameAs(TenantCallers.RESOLVER);
+        });
+    }
+
+    @Test
+    void refusesAsyncReturnTypesOnIdempotentEndpoints() {
+        runner.withUserConfiguration(AsyncController.class).run(context -> {
+            assertThat(context).hasFailed();
+            String message = rootMessage(context.getStartupFailure());
+            assertThat(message).contains("deferred", "callable", "future", "streaming", "sse", "primitive");
+            assertThat(message).doesNotContain("fine");
+        });
+    }
+
+    @Test
+    void refusesATransactionManagerOfAnotherDataSource() {
+        runner.withUserConfiguration(ForeignTransactionManager.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(rootMessage(context.getStartupFailure())).contains("must commit in one transaction");
+        });
+    }
+
+    private static String rootMessage(Throwable failure) {
+        Throwable root = failure;
+        while (root.getCause() != null) {
+            root = root.getCause();
+        }
+        return root.getMessage();
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class TenantCallers {
+        static final CallerResolver RESOLVER = request -> "tenant-" + request.getHeader("X-Tenant");
+
+        @Bean
+        CallerResolver tenantCallerResolver() {
+            return RESOLVER;
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class ForeignTransactionManager {
+        @Bean
+        PlatformTransactionManager transactionManager() {
+            return new DataSourceTransactionManager(new DriverManagerDataSource(DATABASE.url(), DATABASE.user(),
+                    DATABASE.password() == null ? "" : DATABASE.password()));
+        }
+    }
+
+    @RestController
+    static class AsyncController {
+        @PostMapping("/deferred")
+        @Idempotent
+        public DeferredResult<String> deferred() {
+            return new DeferredResult<>();
+        }
+
+        @PostMapping("/callable")
+        @Idempotent
+        public Callable<String> callable() {
+            return () -> "x";
+        }
+
+        @PostMapping("/future")
+        @Idempotent
+        public CompletableFuture<String> future() {
+            return CompletableFuture.completedFuture("x");
+        }
+
+        @PostMapping("/streaming")
+        @Idempotent
+        public ResponseEntity<StreamingResponseBody> streaming() {
+            return ResponseEntity.ok(out -> out.write(1));
+        }
+
+        @PostMapping("/sse")
+        @Idempotent
+        public SseEmitter sse() {
+            return new SseEmitter();
+        }
+
+        @PostMapping("/primitive")
+        @Idempotent
+        public int primitive() {
+            return 1;
+        }
+
+        @PostMapping("/fine")
+        @Idempotent
+        public ResponseEntity<String> fine() {
+            return ResponseEntity.ok("x");
+        }
+    }
+}
