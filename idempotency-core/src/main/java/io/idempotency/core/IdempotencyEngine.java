@@ -2,11 +2,22 @@ package io.idempotency.core;
 
 import java.time.Duration;
 import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 
 /**
  * The idempotency algorithm, in one place. A request with a key goes through these steps:
  *
  * <ol>
+ *   <li><b>Coalesce</b> (in this instance): if another request of this application instance is already working on
+ *       the same (caller, scope, key), a request with a different fingerprint is answered {@link Start.Mismatch} at
+ *       once, and one with the same fingerprint waits — holding no database connection — for that request's outcome
+ *       (bounded by {@code maxWait}): its stored answer ({@link Start.Replay}), or, if it rolled back, a fresh claim.
+ *       So a storm of one key holds at most one connection per key per instance. This is only an economy: the
+ *       database still arbitrates every claim, across instances too.</li>
  *   <li><b>Claim</b> ({@link #start}): open a transaction at READ COMMITTED and ask the store to claim the key
  *       atomically. The unique index arbitrates: of any number of concurrent requests — in one JVM or in many —
  *       exactly one inserts the PROCESSING record; the others wait (bounded) for that transaction to end.
@@ -37,21 +48,22 @@ public final class IdempotencyEngine {
     private final StoragePolicy defaultPolicy;
     private final Duration retention;
     private final Duration maxWait;
+    private final ConcurrentHashMap<ScopedKey, Flight> flights = new ConcurrentHashMap<>();
 
     /**
      * @param store         where records live; must use the connection of {@code transactions}
      * @param transactions  opens the transaction shared by the claim and the handler
      * @param defaultPolicy which answers are stored when the endpoint does not say
-     * @param retention     minimum time a record is kept (TTL)
-     * @param maxWait       how long a duplicate waits for an in-flight request before "in progress"
+     * @param retention     minimum time a record is kept (TTL); positive
+     * @param maxWait       how long a duplicate waits for an in-flight request before "in progress"; positive
      */
     public IdempotencyEngine(IdempotencyStore store, Transactions transactions, StoragePolicy defaultPolicy,
                              Duration retention, Duration maxWait) {
         this.store = Objects.requireNonNull(store, "store");
         this.transactions = Objects.requireNonNull(transactions, "transactions");
         this.defaultPolicy = Objects.requireNonNull(defaultPolicy, "defaultPolicy");
-        this.retention = Objects.requireNonNull(retention, "retention");
-        this.maxWait = Objects.requireNonNull(maxWait, "maxWait");
+        this.retention = positive(retention, "retention");
+        this.maxWait = positive(maxWait, "maxWait");
     }
 
     /** What to do with a request, decided by the claim. */
@@ -67,7 +79,7 @@ public final class IdempotencyEngine {
     }
 
     /** The key was used for a different request (another fingerprint). Nothing was written. */
-    public record Mismatch(IdempotencyRecord existing) implements Start {
+    public record Mismatch() implements Start {
     }
 
     /** Another request with the key is still running. Nothing was written; the client should retry later. */
@@ -87,6 +99,44 @@ public final class IdempotencyEngine {
      * open transaction.
      */
     public Start start(ScopedKey key, String requestHash) {
+        long deadline = System.nanoTime() + maxWait.toNanos();
+        while (true) {
+            Flight mine = new Flight(requestHash);
+            Flight current = flights.putIfAbsent(key, mine);
+            if (current == null) {
+                return lead(key, mine);
+            }
+            if (!current.requestHash.equals(requestHash)) {
+                return new Mismatch();
+            }
+            Start outcome = current.await(deadline - System.nanoTime());
+            if (outcome != null) {
+                return outcome;
+            }
+            if (System.nanoTime() - deadline >= 0) {
+                return new InProgress();
+            }
+            // the request we waited for rolled back: the key is free, claim it ourselves
+        }
+    }
+
+    /** Claims in the database as this instance's only request working on {@code key}. */
+    private Start lead(ScopedKey key, Flight flight) {
+        Start start;
+        try {
+            start = claim(key, flight.requestHash);
+        } catch (RuntimeException | Error e) {
+            land(key, flight, null);
+            throw e;
+        }
+        if (start instanceof Proceed) {
+            return start; // the flight lands when the execution ends
+        }
+        land(key, flight, start);
+        return start;
+    }
+
+    private Start claim(ScopedKey key, String requestHash) {
         Transactions.Transaction transaction = transactions.begin();
         ClaimResult claim;
         try {
@@ -102,7 +152,7 @@ public final class IdempotencyEngine {
         if (claim instanceof ClaimResult.Existing existing) {
             IdempotencyRecord record = existing.record();
             if (!record.requestHash().equals(requestHash)) {
-                return new Mismatch(record);
+                return new Mismatch();
             }
             if (record.status() == RecordStatus.SUCCEEDED) {
                 return new Replay(record.response());
@@ -111,18 +161,50 @@ public final class IdempotencyEngine {
         return new InProgress();
     }
 
+    /** Ends this instance's flight on {@code key}; waiters get {@code outcome}, or claim again when it is null. */
+    private void land(ScopedKey key, Flight flight, Start outcome) {
+        flights.remove(key, flight);
+        flight.outcome.complete(outcome);
+    }
+
+    /** A request of this instance working on a key, and what the requests waiting behind it will get. */
+    private static final class Flight {
+        final String requestHash;
+        final CompletableFuture<Start> outcome = new CompletableFuture<>();
+
+        Flight(String requestHash) {
+            this.requestHash = requestHash;
+        }
+
+        /** The outcome, null if the key was released, or InProgress if it did not come in time. */
+        Start await(long nanos) {
+            try {
+                return outcome.get(Math.max(0, nanos), TimeUnit.NANOSECONDS);
+            } catch (TimeoutException e) {
+                return new InProgress();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return new InProgress();
+            } catch (ExecutionException e) {
+                return null;
+            }
+        }
+    }
+
     /** A claimed key whose handler is running in the claim's transaction. Not thread-safe. */
     public final class Execution {
 
         private final Transactions.Transaction transaction;
         private final ScopedKey key;
         private final String fencingToken;
+        private final Flight flight;
         private boolean ended;
 
         private Execution(Transactions.Transaction transaction, ScopedKey key, String fencingToken) {
             this.transaction = transaction;
             this.key = key;
             this.fencingToken = fencingToken;
+            this.flight = flights.get(key);
         }
 
         public ScopedKey key() {
@@ -141,40 +223,61 @@ public final class IdempotencyEngine {
          *                               request remains, and its answer must not be sent)
          */
         public Outcome finish(StoredResponse response, StoragePolicy policy) {
-            end();
-            if (!policy.isStorable(response.status())) {
-                transaction.rollback();
-                return Outcome.ROLLED_BACK;
+            if (ended) {
+                throw new IllegalStateException("the execution for " + key + " has already ended");
             }
+            ended = true;
+            Start landed = null;
+            boolean transactionEnded = false;
             try {
+                if (!policy.isStorable(response.status())) {
+                    transactionEnded = true;
+                    transaction.rollback();
+                    return Outcome.ROLLED_BACK;
+                }
                 if (!store.complete(key, fencingToken, response)) {
                     throw new IllegalStateException("the claim on " + key + " was lost before it could complete");
                 }
-            } catch (RuntimeException | Error e) {
-                transaction.rollback();
-                throw e;
+                transactionEnded = true; // a failed commit rolls back by itself
+                try {
+                    transaction.commit();
+                } catch (RuntimeException e) {
+                    throw new CommitFailedException(key, e);
+                }
+                landed = new Replay(response);
+                return Outcome.STORED;
+            } finally {
+                if (!transactionEnded) {
+                    transaction.rollback();
+                }
+                landFlight(landed);
             }
-            try {
-                transaction.commit();
-            } catch (RuntimeException e) {
-                throw new CommitFailedException(key, e);
-            }
-            return Outcome.STORED;
         }
 
         /** The handler failed: roll back its writes and the claim. Safe to call after {@link #finish}. */
         public void abandon() {
             if (!ended) {
                 ended = true;
-                transaction.rollback();
+                try {
+                    transaction.rollback();
+                } finally {
+                    landFlight(null);
+                }
             }
         }
 
-        private void end() {
-            if (ended) {
-                throw new IllegalStateException("the execution for " + key + " has already ended");
+        private void landFlight(Start outcome) {
+            if (flight != null) {
+                land(key, flight, outcome);
             }
-            ended = true;
         }
+    }
+
+    private static Duration positive(Duration duration, String name) {
+        Objects.requireNonNull(duration, name);
+        if (duration.isNegative() || duration.isZero()) {
+            throw new IllegalArgumentException(name + " must be positive: " + duration);
+        }
+        return duration;
     }
 }

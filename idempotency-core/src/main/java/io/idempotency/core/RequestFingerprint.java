@@ -26,7 +26,7 @@ public final class RequestFingerprint {
      */
     public static String of(String method, String path, String query, byte[] body) {
         MessageDigest sha256 = newSha256();
-        update(sha256, method.getBytes(StandardCharsets.US_ASCII));
+        update(sha256, method.getBytes(StandardCharsets.UTF_8));
         update(sha256, path.getBytes(StandardCharsets.UTF_8));
         if (query == null) {
             sha256.update((byte) 0);

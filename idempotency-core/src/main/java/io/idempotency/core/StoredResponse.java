@@ -17,9 +17,14 @@ public final class StoredResponse {
         public Header {
             Objects.requireNonNull(name, "name");
             Objects.requireNonNull(value, "value");
-            if (name.indexOf('\n') >= 0 || name.indexOf(':') >= 0 || value.indexOf('\n') >= 0 || value.indexOf('\r') >= 0) {
-                throw new IllegalArgumentException("header name or value contains a line break or colon: " + name);
+            if (name.isEmpty() || name.indexOf(':') >= 0 || hasLineBreak(name) || hasLineBreak(value)) {
+                throw new IllegalArgumentException("header name is empty or contains a colon, or name or value"
+                        + " contains a line break: " + name);
             }
+        }
+
+        private static boolean hasLineBreak(String text) {
+            return text.indexOf('\n') >= 0 || text.indexOf('\r') >= 0;
         }
     }
 

@@ -1,0 +1,351 @@
+package io.idempotency.core;
+
+import java.math.BigDecimal;
+import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+/**
+ * A strict JSON (RFC 8259) reader and a canonical writer, so that two bodies meaning the same thing fingerprint
+ * alike: object members are sorted (by UTF-16 code units), insignificant whitespace is dropped, strings are written
+ * with one escaping, and numbers are compared as exact decimals — {@code 12.50}, {@code 12.5} and {@code 1.25e1}
+ * are one number, and no value ever passes through a {@code double}. Duplicate member names are an error: readers
+ * disagree on which one wins, so such a body has no single meaning. Stateless and thread-safe.
+ *
+ * <p>Parsed values are {@code Map<String, Object>} (insertion-ordered), {@code List<Object>}, {@code String},
+ * {@code BigDecimal}, {@code Boolean} and {@code null}.
+ */
+public final class CanonicalJson {
+
+    /** Deepest nesting of arrays and objects accepted. */
+    public static final int MAX_DEPTH = 128;
+
+    /** The body is not valid JSON, or has duplicate member names; the message is safe to show to the client. */
+    public static final class InvalidJsonException extends Exception {
+        public InvalidJsonException(String message) {
+            super(message);
+        }
+    }
+
+    private CanonicalJson() {
+    }
+
+    /** The canonical UTF-8 form of a JSON text. */
+    public static byte[] canonicalize(byte[] utf8) throws InvalidJsonException {
+        return canonicalize(parse(utf8));
+    }
+
+    /** The canonical UTF-8 form of a parsed value (as {@link #parse} returns, or any mix of those types). */
+    public static byte[] canonicalize(Object value) {
+        StringBuilder out = new StringBuilder();
+        write(value, out);
+        return out.toString().getBytes(StandardCharsets.UTF_8);
+    }
+
+    /** Parses a whole JSON text. */
+    public static Object parse(byte[] utf8) throws InvalidJsonException {
+        String text;
+        try {
+            text = StandardCharsets.UTF_8.newDecoder()
+                    .onMalformedInput(CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(CodingErrorAction.REPORT)
+                    .decode(ByteBuffer.wrap(utf8)).toString();
+        } catch (CharacterCodingException e) {
+            throw new InvalidJsonException("the JSON body is not valid UTF-8");
+        }
+        Reader reader = new Reader(text);
+        reader.skipWhitespace();
+        if (reader.position < text.length() && text.charAt(reader.position) == '\uFEFF') {
+            throw reader.error("a byte order mark is not allowed");
+        }
+        Object value = reader.readValue(0);
+        reader.skipWhitespace();
+        if (reader.position != text.length()) {
+            throw reader.error("unexpected text after the JSON value");
+        }
+        return value;
+    }
+
+    private static void write(Object value, StringBuilder out) {
+        if (value == null) {
+            out.append("null");
+        } else if (value instanceof Map<?, ?> map) {
+            TreeMap<String, Object> sorted = new TreeMap<>();
+            map.forEach((name, member) -> sorted.put(String.valueOf(name), member));
+            out.append('{');
+            boolean first = true;
+            for (Map.Entry<String, Object> member : sorted.entrySet()) {
+                if (!first) {
+                    out.append(',');
+                }
+                first = false;
+                writeString(member.getKey(), out);
+                out.append(':');
+                write(member.getValue(), out);
+            }
+            out.append('}');
+        } else if (value instanceof List<?> list) {
+            out.append('[');
+            for (int i = 0; i < list.size(); i++) {
+                if (i > 0) {
+                    out.append(',');
+                }
+                write(list.get(i), out);
+            }
+            out.append(']');
+        } else if (value instanceof BigDecimal number) {
+            out.append(number.signum() == 0 ? "0" : number.stripTrailingZeros().toString());
+        } else if (value instanceof Number number) {
+            write(new BigDecimal(number.toString()), out);
+        } else if (value instanceof Boolean bool) {
+            out.append(bool);
+        } else {
+            writeString(value.toString(), out);
+        }
+    }
+
+    private static void writeString(String text, StringBuilder out) {
+        out.append('"');
+        for (int i = 0; i < text.length(); i++) {
+            char c = text.charAt(i);
+            if (c == '"' || c == '\\') {
+                out.append('\\').append(c);
+            } else if (c < 0x20) {
+                out.append(String.format("\\u%04x", (int) c));
+            } else {
+                out.append(c);
+            }
+        }
+        out.append('"');
+    }
+
+    private static final class Reader {
+        private final String text;
+        private int position;
+
+        Reader(String text) {
+            this.text = text;
+        }
+
+        Object readValue(int depth) throws InvalidJsonException {
+            if (depth > MAX_DEPTH) {
+                throw error("nesting deeper than " + MAX_DEPTH + " levels");
+            }
+            skipWhitespace();
+            if (position >= text.length()) {
+                throw error("unexpected end of the JSON body");
+            }
+            char c = text.charAt(position);
+            switch (c) {
+                case '{':
+                    return readObject(depth);
+                case '[':
+                    return readArray(depth);
+                case '"':
+                    return readString();
+                case 't':
+                    expectWord("true");
+                    return Boolean.TRUE;
+                case 'f':
+                    expectWord("false");
+                    return Boolean.FALSE;
+                case 'n':
+                    expectWord("null");
+                    return null;
+                default:
+                    if (c == '-' || (c >= '0' && c <= '9')) {
+                        return readNumber();
+                    }
+                    throw error("unexpected character '" + printable(c) + "'");
+            }
+        }
+
+        private Map<String, Object> readObject(int depth) throws InvalidJsonException {
+            position++; // {
+            Map<String, Object> members = new LinkedHashMap<>();
+            skipWhitespace();
+            if (peek() == '}') {
+                position++;
+                return members;
+            }
+            while (true) {
+                skipWhitespace();
+                if (peek() != '"') {
+                    throw error("expected a member name in quotes");
+                }
+                String name = readString();
+                skipWhitespace();
+                if (peek() != ':') {
+                    throw error("expected ':' after a member name");
+                }
+                position++;
+                Object value = readValue(depth + 1);
+                if (members.containsKey(name)) {
+                    throw error("duplicate member name \"" + name + "\"");
+                }
+                members.put(name, value);
+                skipWhitespace();
+                char c = peek();
+                position++;
+                if (c == '}') {
+                    return members;
+                }
+                if (c != ',') {
+                    throw error("expected ',' or '}' in an object");
+                }
+            }
+        }
+
+        private List<Object> readArray(int depth) throws InvalidJsonException {
+            position++; // [
+            List<Object> elements = new ArrayList<>();
+            skipWhitespace();
+            if (peek() == ']') {
+                position++;
+                return Collections.unmodifiableList(elements);
+            }
+            while (true) {
+                elements.add(readValue(depth + 1));
+                skipWhitespace();
+                char c = peek();
+                position++;
+                if (c == ']') {
+                    return Collections.unmodifiableList(elements);
+                }
+                if (c != ',') {
+                    throw error("expected ',' or ']' in an array");
+                }
+            }
+        }
+
+        private String readString() throws InvalidJsonException {
+            position++; // "
+            StringBuilder value = new StringBuilder();
+            while (true) {
+                if (position >= text.length()) {
+                    throw error("unterminated string");
+                }
+                char c = text.charAt(position++);
+                if (c == '"') {
+                    return value.toString();
+                }
+                if (c < 0x20) {
+                    throw error("unescaped control character in a string");
+                }
+                if (c != '\\') {
+                    value.append(c);
+                    continue;
+                }
+                if (position >= text.length()) {
+                    throw error("unterminated escape");
+                }
+                char escaped = text.charAt(position++);
+                switch (escaped) {
+                    case '"', '\\', '/' -> value.append(escaped);
+                    case 'b' -> value.append('\b');
+                    case 'f' -> value.append('\f');
+                    case 'n' -> value.append('\n');
+                    case 'r' -> value.append('\r');
+                    case 't' -> value.append('\t');
+                    case 'u' -> {
+                        if (position + 4 > text.length()) {
+                            throw error("incomplete \\u escape");
+                        }
+                        int code = 0;
+                        for (int i = 0; i < 4; i++) {
+                            int digit = Character.digit(text.charAt(position++), 16);
+                            if (digit < 0) {
+                                throw error("invalid \\u escape");
+                            }
+                            code = code * 16 + digit;
+                        }
+                        value.append((char) code);
+                    }
+                    default -> throw error("invalid escape \\" + printable(escaped));
+                }
+            }
+        }
+
+        private BigDecimal readNumber() throws InvalidJsonException {
+            int start = position;
+            if (peek() == '-') {
+                position++;
+            }
+            if (peek() == '0') {
+                position++;
+            } else if (isDigit(peek())) {
+                skipDigits();
+            } else {
+                throw error("invalid number");
+            }
+            if (peek() == '.') {
+                position++;
+                if (!isDigit(peek())) {
+                    throw error("invalid number: digits must follow '.'");
+                }
+                skipDigits();
+            }
+            if (peek() == 'e' || peek() == 'E') {
+                position++;
+                if (peek() == '+' || peek() == '-') {
+                    position++;
+                }
+                if (!isDigit(peek())) {
+                    throw error("invalid number: digits must follow the exponent");
+                }
+                skipDigits();
+            }
+            try {
+                return new BigDecimal(text.substring(start, position));
+            } catch (NumberFormatException | ArithmeticException e) {
+                throw error("number out of range");
+            }
+        }
+
+        private void expectWord(String word) throws InvalidJsonException {
+            if (!text.startsWith(word, position)) {
+                throw error("unexpected text, expected " + word);
+            }
+            position += word.length();
+        }
+
+        private void skipDigits() {
+            while (isDigit(peek())) {
+                position++;
+            }
+        }
+
+        private static boolean isDigit(char c) {
+            return c >= '0' && c <= '9';
+        }
+
+        private char peek() {
+            return position < text.length() ? text.charAt(position) : '\0';
+        }
+
+        void skipWhitespace() {
+            while (position < text.length()) {
+                char c = text.charAt(position);
+                if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+                    return;
+                }
+                position++;
+            }
+        }
+
+        InvalidJsonException error(String message) {
+            return new InvalidJsonException("invalid JSON body at character " + (position + 1) + ": " + message);
+        }
+
+        private static String printable(char c) {
+            return c < 0x20 || c > 0x7E ? String.format("\\u%04x", (int) c) : String.valueOf(c);
+        }
+    }
+}

@@ -1,0 +1,447 @@
+package io.idempotency.core;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatExceptionOfType;
+import static org.assertj.core.api.Assertions.assertThatIllegalStateException;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.idempotency.core.IdempotencyEngine.InProgress;
+import io.idempotency.core.IdempotencyEngine.Mismatch;
+import io.idempotency.core.IdempotencyEngine.Outcome;
+import io.idempotency.core.IdempotencyEngine.Proceed;
+import io.idempotency.core.IdempotencyEngine.Replay;
+import io.idempotency.core.IdempotencyEngine.Start;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.function.Supplier;
+import java.util.Collections;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+/** The engine's decisions, against a scripted store and a recording transaction manager. */
+class IdempotencyEngineTest {
+
+    private static final ScopedKey KEY = new ScopedKey("alice", "POST /payments", "k-1");
+    private static final String HASH = "a".repeat(64);
+    private static final String OTHER_HASH = "b".repeat(64);
+    private static final Duration RETENTION = Duration.ofHours(24);
+    private static final Duration MAX_WAIT = Duration.ofMillis(500);
+    private static final StoredResponse CREATED =
+            new StoredResponse(201, List.of(new StoredResponse.Header("Location", "/payments/1")),
+                    "{\"id\":1}".getBytes(UTF_8));
+
+    private final FakeStore store = new FakeStore();
+    private final FakeTransactions transactions = new FakeTransactions();
+    private final IdempotencyEngine engine =
+            new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION, MAX_WAIT);
+
+    // ---- start ----
+
+    @Test
+    void claimedProceedsAndKeepsTheTransactionOpen() {
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
+
+        Start start = engine.start(KEY, HASH);
+
+        assertThat(start).isInstanceOf(Proceed.class);
+        assertThat(((Proceed) start).execution().key()).isEqualTo(KEY);
+        assertThat(transactions.only().commits).isZero();
+        assertThat(transactions.only().rollbacks).isZero();
+    }
+
+    @Test
+    void claimIsAskedWithTheEngineSettings() {
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
+
+        engine.start(KEY, HASH);
+
+        assertThat(store.claims).containsExactly(new ClaimRequest(KEY, HASH, RETENTION, MAX_WAIT));
+        // the claim runs inside the transaction that was opened for it
+        assertThat(store.transactionOpenDuringClaim).isTrue();
+    }
+
+    @Test
+    void succeededWithSameHashReplaysAndRollsBack() {
+        store.claimAnswer = () -> existing(RecordStatus.SUCCEEDED, HASH, CREATED);
+
+        Start start = engine.start(KEY, HASH);
+
+        assertThat(start).isEqualTo(new Replay(CREATED));
+        assertThat(transactions.only().rollbacks).isEqualTo(1);
+        assertThat(transactions.only().commits).isZero();
+    }
+
+    @Test
+    void succeededWithOtherHashIsMismatch() {
+        ClaimResult.Existing existing = existing(RecordStatus.SUCCEEDED, OTHER_HASH, CREATED);
+        store.claimAnswer = () -> existing;
+
+        Start start = engine.start(KEY, HASH);
+
+        assertThat(start).isEqualTo(new Mismatch());
+        assertThat(transactions.only().rollbacks).isEqualTo(1);
+        assertThat(transactions.only().commits).isZero();
+    }
+
+    @Test
+    void processingWithOtherHashIsMismatchNotInProgress() {
+        // mismatch is checked before "in progress": a reused key is reported as such at once
+        ClaimResult.Existing existing = existing(RecordStatus.PROCESSING, OTHER_HASH, null);
+        store.claimAnswer = () -> existing;
+
+        Start start = engine.start(KEY, HASH);
+
+        assertThat(start).isEqualTo(new Mismatch());
+        assertThat(transactions.only().rollbacks).isEqualTo(1);
+    }
+
+    @Test
+    void processingWithSameHashIsInProgress() {
+        store.claimAnswer = () -> existing(RecordStatus.PROCESSING, HASH, null);
+
+        Start start = engine.start(KEY, HASH);
+
+        assertThat(start).isInstanceOf(InProgress.class);
+        assertThat(transactions.only().rollbacks).isEqualTo(1);
+        assertThat(transactions.only().commits).isZero();
+    }
+
+    @Test
+    void busyIsInProgressAndRollsBack() {
+        store.claimAnswer = ClaimResult.Busy::new;
+
+        Start start = engine.start(KEY, HASH);
+
+        assertThat(start).isInstanceOf(InProgress.class);
+        assertThat(transactions.only().rollbacks).isEqualTo(1);
+        assertThat(transactions.only().commits).isZero();
+    }
+
+    @Test
+    void claimThrowingRollsBackAndPropagates() {
+        RuntimeException failure = new RuntimeException("connection lost");
+        store.claimAnswer = () -> {
+            throw failure;
+        };
+
+        assertThatThrownBy(() -> engine.start(KEY, HASH)).isSameAs(failure);
+        assertThat(transactions.only().rollbacks).isEqualTo(1);
+        assertThat(transactions.only().commits).isZero();
+    }
+
+    @Test
+    void claimThrowingAnErrorAlsoRollsBack() {
+        StackOverflowError failure = new StackOverflowError();
+        store.claimAnswer = () -> {
+            throw failure;
+        };
+
+        assertThatThrownBy(() -> engine.start(KEY, HASH)).isSameAs(failure);
+        assertThat(transactions.only().rollbacks).isEqualTo(1);
+    }
+
+    // ---- finish / abandon ----
+
+    @Test
+    void finishWithStorableAnswerCompletesWithTheTokenAndCommits() {
+        IdempotencyEngine.Execution execution = proceed("token-1");
+
+        Outcome outcome = execution.finish(CREATED);
+
+        assertThat(outcome).isEqualTo(Outcome.STORED);
+        assertThat(store.completions).containsExactly(new Completion(KEY, "token-1", CREATED));
+        assertThat(transactions.only().commits).isEqualTo(1);
+        assertThat(transactions.only().rollbacks).isZero();
+        // complete must be written before the commit, in the same transaction
+        assertThat(store.transactionOpenDuringComplete).isTrue();
+    }
+
+    @Test
+    void finishWithUnstorableAnswerRollsBackWithoutCompleting() {
+        IdempotencyEngine.Execution execution = proceed("token-1");
+
+        Outcome outcome = execution.finish(new StoredResponse(503, List.of(), null));
+
+        assertThat(outcome).isEqualTo(Outcome.ROLLED_BACK);
+        assertThat(store.completions).isEmpty();
+        assertThat(transactions.only().rollbacks).isEqualTo(1);
+        assertThat(transactions.only().commits).isZero();
+    }
+
+    @Test
+    void finishUsesTheGivenPolicyInsteadOfTheDefault() {
+        IdempotencyEngine.Execution execution = proceed("token-1");
+
+        Outcome outcome = execution.finish(CREATED, status -> false);
+
+        assertThat(outcome).isEqualTo(Outcome.ROLLED_BACK);
+        assertThat(store.completions).isEmpty();
+        assertThat(transactions.only().rollbacks).isEqualTo(1);
+    }
+
+    @Test
+    void commitFailureIsReportedAsCommitFailedWithTheCause() {
+        IdempotencyEngine.Execution execution = proceed("token-1");
+        RuntimeException cause = new RuntimeException("serialization failure");
+        transactions.commitFailure = cause;
+
+        assertThatExceptionOfType(CommitFailedException.class)
+                .isThrownBy(() -> execution.finish(CREATED))
+                .satisfies(e -> {
+                    assertThat(e.getCause()).isSameAs(cause);
+                    assertThat(e.key()).isEqualTo(KEY);
+                });
+    }
+
+    @Test
+    void lostClaimOnCompleteRollsBackAndThrows() {
+        IdempotencyEngine.Execution execution = proceed("token-1");
+        store.completeAnswer = false;
+
+        assertThatIllegalStateException().isThrownBy(() -> execution.finish(CREATED));
+        assertThat(transactions.only().rollbacks).isEqualTo(1);
+        assertThat(transactions.only().commits).isZero();
+    }
+
+    @Test
+    void completeThrowingRollsBackAndPropagates() {
+        IdempotencyEngine.Execution execution = proceed("token-1");
+        RuntimeException failure = new RuntimeException("disk full");
+        store.completeFailure = failure;
+
+        assertThatThrownBy(() -> execution.finish(CREATED)).isSameAs(failure);
+        assertThat(transactions.only().rollbacks).isEqualTo(1);
+        assertThat(transactions.only().commits).isZero();
+    }
+
+    @Test
+    void abandonRollsBackOnce() {
+        IdempotencyEngine.Execution execution = proceed("token-1");
+
+        execution.abandon();
+        execution.abandon();
+
+        assertThat(transactions.only().rollbacks).isEqualTo(1);
+        assertThat(transactions.only().commits).isZero();
+        assertThat(store.completions).isEmpty();
+    }
+
+    @Test
+    void abandonAfterFinishDoesNothing() {
+        IdempotencyEngine.Execution execution = proceed("token-1");
+        execution.finish(CREATED);
+
+        execution.abandon();
+
+        assertThat(transactions.only().commits).isEqualTo(1);
+        assertThat(transactions.only().rollbacks).isZero();
+    }
+
+    @Test
+    void finishTwiceIsRejected() {
+        IdempotencyEngine.Execution execution = proceed("token-1");
+        execution.finish(CREATED);
+
+        assertThatIllegalStateException().isThrownBy(() -> execution.finish(CREATED));
+        assertThat(store.completions).hasSize(1);
+        assertThat(transactions.only().commits).isEqualTo(1);
+    }
+
+    @Test
+    void finishAfterAbandonIsRejected() {
+        IdempotencyEngine.Execution execution = proceed("token-1");
+        execution.abandon();
+
+        assertThatIllegalStateException().isThrownBy(() -> execution.finish(CREATED));
+        assertThat(store.completions).isEmpty();
+        assertThat(transactions.only().commits).isZero();
+    }
+
+    @Test
+    void aPolicyThatThrowsStillEndsTheTransaction() {
+        IdempotencyEngine.Execution execution = proceed("token-1");
+
+        assertThatThrownBy(() -> execution.finish(CREATED, status -> {
+            throw new IllegalStateException("broken policy");
+        })).hasMessage("broken policy");
+        execution.abandon();
+
+        assertThat(transactions.only().rollbacks).isEqualTo(1);
+        assertThat(transactions.hasOpen()).isFalse();
+    }
+
+    // ---- coalescing in one instance ----
+
+    @Test
+    void aDuplicateInThisInstanceWaitsWithoutATransactionAndGetsTheStoredAnswer() throws Exception {
+        IdempotencyEngine.Execution leader = proceed("token-1");
+        CompletableFuture<Start> duplicate = CompletableFuture.supplyAsync(() -> engine.start(KEY, HASH));
+        Thread.sleep(100);
+        assertThat(duplicate).as("waits for the request holding the key").isNotDone();
+
+        leader.finish(CREATED);
+
+        assertThat(duplicate.get(5, TimeUnit.SECONDS)).isEqualTo(new Replay(CREATED));
+        assertThat(transactions.begun).as("the duplicate never opened a transaction").hasSize(1);
+        assertThat(store.claims).hasSize(1);
+    }
+
+    @Test
+    void aDuplicateWithAnotherFingerprintIsAMismatchAtOnce() {
+        proceed("token-1");
+
+        assertThat(engine.start(KEY, OTHER_HASH)).isEqualTo(new Mismatch());
+        assertThat(transactions.begun).hasSize(1);
+    }
+
+    @Test
+    void whenTheRequestHoldingTheKeyRollsBackAWaiterClaimsItself() throws Exception {
+        IdempotencyEngine.Execution leader = proceed("token-1");
+        CompletableFuture<Start> duplicate = CompletableFuture.supplyAsync(() -> engine.start(KEY, HASH));
+        Thread.sleep(100);
+
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-2");
+        leader.abandon();
+
+        assertThat(duplicate.get(5, TimeUnit.SECONDS)).isInstanceOf(Proceed.class);
+        assertThat(transactions.begun).hasSize(2);
+    }
+
+    @Test
+    void aWaiterGivesUpAfterTheMaximumWait() {
+        proceed("token-1");
+
+        long started = System.nanoTime();
+        Start start = engine.start(KEY, HASH);
+
+        assertThat(start).isEqualTo(new InProgress());
+        assertThat(Duration.ofNanos(System.nanoTime() - started)).isGreaterThanOrEqualTo(MAX_WAIT.minusMillis(50));
+        assertThat(transactions.begun).hasSize(1);
+    }
+
+    @Test
+    void otherKeysDoNotWait() {
+        proceed("token-1");
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-2");
+
+        Start other = engine.start(new ScopedKey("bob", KEY.scope(), KEY.key()), HASH);
+
+        assertThat(other).isInstanceOf(Proceed.class);
+        assertThat(transactions.begun).hasSize(2);
+    }
+
+    // ---- helpers and fakes ----
+
+    private IdempotencyEngine.Execution proceed(String token) {
+        store.claimAnswer = () -> new ClaimResult.Claimed(token);
+        Start start = engine.start(KEY, HASH);
+        assertThat(start).isInstanceOf(Proceed.class);
+        return ((Proceed) start).execution();
+    }
+
+    private static ClaimResult.Existing existing(RecordStatus status, String hash, StoredResponse response) {
+        Instant now = Instant.parse("2025-01-01T00:00:00Z");
+        return new ClaimResult.Existing(new IdempotencyRecord(
+                KEY, status, hash, "their-token", response, now, now.plus(RETENTION), null));
+    }
+
+    private record Completion(ScopedKey key, String token, StoredResponse response) {
+    }
+
+    private final class FakeStore implements IdempotencyStore {
+        Supplier<ClaimResult> claimAnswer;
+        boolean completeAnswer = true;
+        RuntimeException completeFailure;
+        final List<ClaimRequest> claims = Collections.synchronizedList(new ArrayList<>());
+        final List<Completion> completions = new ArrayList<>();
+        boolean transactionOpenDuringClaim;
+        boolean transactionOpenDuringComplete;
+
+        @Override
+        public ClaimResult claim(ClaimRequest request) {
+            claims.add(request);
+            transactionOpenDuringClaim = transactions.hasOpen();
+            return claimAnswer.get();
+        }
+
+        @Override
+        public boolean complete(ScopedKey key, String fencingToken, StoredResponse response) {
+            transactionOpenDuringComplete = transactions.hasOpen();
+            if (completeFailure != null) {
+                throw completeFailure;
+            }
+            completions.add(new Completion(key, fencingToken, response));
+            return completeAnswer;
+        }
+
+        @Override
+        public boolean fail(ScopedKey key, String fencingToken) {
+            throw new AssertionError("the engine does not call fail");
+        }
+
+        @Override
+        public boolean release(ScopedKey key, String fencingToken) {
+            throw new AssertionError("the engine does not call release");
+        }
+
+        @Override
+        public Optional<IdempotencyRecord> find(ScopedKey key) {
+            throw new AssertionError("the engine does not call find");
+        }
+
+        @Override
+        public int deleteExpired(int limit) {
+            throw new AssertionError("the engine does not call deleteExpired");
+        }
+    }
+
+    private static final class FakeTransactions implements Transactions {
+        final List<RecordingTransaction> begun = Collections.synchronizedList(new ArrayList<>());
+        RuntimeException commitFailure;
+
+        @Override
+        public Transaction begin() {
+            RecordingTransaction transaction = new RecordingTransaction(this);
+            begun.add(transaction);
+            return transaction;
+        }
+
+        RecordingTransaction only() {
+            assertThat(begun).hasSize(1);
+            return begun.get(0);
+        }
+
+        boolean hasOpen() {
+            return begun.stream().anyMatch(t -> t.commits == 0 && t.rollbacks == 0);
+        }
+    }
+
+    private static final class RecordingTransaction implements Transactions.Transaction {
+        private final FakeTransactions owner;
+        int commits;
+        int rollbacks;
+
+        RecordingTransaction(FakeTransactions owner) {
+            this.owner = owner;
+        }
+
+        @Override
+        public void commit() {
+            commits++;
+            if (owner.commitFailure != null) {
+                rollbacks++; // as the contract says: a failed commit rolls back
+                throw owner.commitFailure;
+            }
+        }
+
+        @Override
+        public void rollback() {
+            rollbacks++;
+        }
+    }
+}

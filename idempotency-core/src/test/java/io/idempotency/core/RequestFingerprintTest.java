@@ -1,0 +1,73 @@
+package io.idempotency.core;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import org.junit.jupiter.api.Test;
+
+class RequestFingerprintTest {
+
+    private static final byte[] BODY = "{\"amount\":100}".getBytes(UTF_8);
+
+    private static String fp(String method, String path, String query, String body) {
+        return RequestFingerprint.of(method, path, query, body.getBytes(UTF_8));
+    }
+
+    @Test
+    void isDeterministicLowercaseHexSha256() {
+        String first = RequestFingerprint.of("POST", "/payments", "a=1", BODY);
+        String second = RequestFingerprint.of("POST", "/payments", "a=1", BODY.clone());
+        assertThat(first).isEqualTo(second).hasSize(64).matches("[0-9a-f]{64}");
+    }
+
+    @Test
+    void differsByMethod() {
+        assertThat(fp("POST", "/p", null, "x")).isNotEqualTo(fp("PUT", "/p", null, "x"));
+    }
+
+    @Test
+    void differsByConcretePath() {
+        assertThat(fp("POST", "/payments/1/refunds", null, "x"))
+                .isNotEqualTo(fp("POST", "/payments/2/refunds", null, "x"));
+    }
+
+    @Test
+    void differsByQuery() {
+        assertThat(fp("POST", "/p", "a=1", "x")).isNotEqualTo(fp("POST", "/p", "a=2", "x"));
+    }
+
+    @Test
+    void absentQueryDiffersFromEmptyQuery() {
+        // "/p" and "/p?" are different requests
+        assertThat(fp("POST", "/p", null, "x")).isNotEqualTo(fp("POST", "/p", "", "x"));
+    }
+
+    @Test
+    void differsByBody() {
+        assertThat(fp("POST", "/p", null, "{\"a\":1}")).isNotEqualTo(fp("POST", "/p", null, "{\"a\":2}"));
+        assertThat(fp("POST", "/p", null, "")).isNotEqualTo(fp("POST", "/p", null, "\0"));
+    }
+
+    @Test
+    void lengthPrefixesPreventBoundaryShifts() {
+        // same concatenated bytes, split differently between the parts
+        assertThat(fp("POST", "/a", "b", "")).isNotEqualTo(fp("POST", "/ab", null, ""));
+        assertThat(fp("POST", "/a", "b", "")).isNotEqualTo(fp("POST", "/ab", "", ""));
+        assertThat(fp("POST", "/ab", "", "c")).isNotEqualTo(fp("POST", "/ab", "c", ""));
+        assertThat(fp("POST", "/x", null, "")).isNotEqualTo(fp("POS", "T/x", null, ""));
+        assertThat(fp("GET", "/x", null, "")).isNotEqualTo(fp("GET/", "x", null, ""));
+        assertThat(fp("POST", "/p", null, "a")).isNotEqualTo(fp("POST", "/pa", null, ""));
+    }
+
+    @Test
+    void lengthPrefixesPreventTheQueryMarkerFromBeingForged() {
+        // without length prefixes, a path ending in the marker byte could imitate "query present"
+        assertThat(fp("POST", "/p\u0001", null, "")).isNotEqualTo(fp("POST", "/p", "", ""));
+        assertThat(fp("POST", "/p", null, "\u0001")).isNotEqualTo(fp("POST", "/p", "", ""));
+    }
+
+    @Test
+    void emptyBodyIsAccepted() {
+        assertThat(RequestFingerprint.of("GET", "/p", null, new byte[0])).hasSize(64);
+    }
+}
