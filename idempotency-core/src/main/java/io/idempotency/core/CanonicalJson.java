@@ -27,6 +27,9 @@ public final class CanonicalJson {
     /** Deepest nesting of arrays and objects accepted. */
     public static final int MAX_DEPTH = 128;
 
+    /** Largest decimal exponent, and most digits, a number may have. */
+    private static final int MAX_SCALE = 100_000;
+
     /** The body is not valid JSON, or has duplicate member names; the message is safe to show to the client. */
     public static final class InvalidJsonException extends Exception {
         public InvalidJsonException(String message) {
@@ -134,15 +137,16 @@ public final class CanonicalJson {
             this.text = text;
         }
 
+        /** Reads a value inside {@code depth} enclosing arrays and objects. */
         Object readValue(int depth) throws InvalidJsonException {
-            if (depth > MAX_DEPTH) {
-                throw error("nesting deeper than " + MAX_DEPTH + " levels");
-            }
             skipWhitespace();
             if (position >= text.length()) {
                 throw error("unexpected end of the JSON body");
             }
             char c = text.charAt(position);
+            if ((c == '{' || c == '[') && depth >= MAX_DEPTH) {
+                throw error("nesting deeper than " + MAX_DEPTH + " levels");
+            }
             switch (c) {
                 case '{':
                     return readObject(depth);
@@ -234,7 +238,7 @@ public final class CanonicalJson {
                 }
                 char c = text.charAt(position++);
                 if (c == '"') {
-                    return value.toString();
+                    return checkSurrogates(value);
                 }
                 if (c < 0x20) {
                     throw error("unescaped control character in a string");
@@ -260,7 +264,8 @@ public final class CanonicalJson {
                         }
                         int code = 0;
                         for (int i = 0; i < 4; i++) {
-                            int digit = Character.digit(text.charAt(position++), 16);
+                            char hex = text.charAt(position++);
+                            int digit = hex < 0x80 ? Character.digit(hex, 16) : -1;
                             if (digit < 0) {
                                 throw error("invalid \\u escape");
                             }
@@ -271,6 +276,20 @@ public final class CanonicalJson {
                     default -> throw error("invalid escape \\" + printable(escaped));
                 }
             }
+        }
+
+        /** Unpaired surrogates cannot be written as UTF-8: two different strings would canonicalize alike. */
+        private String checkSurrogates(StringBuilder value) throws InvalidJsonException {
+            for (int i = 0; i < value.length(); i++) {
+                char c = value.charAt(i);
+                if (Character.isHighSurrogate(c) && i + 1 < value.length()
+                        && Character.isLowSurrogate(value.charAt(i + 1))) {
+                    i++;
+                } else if (Character.isSurrogate(c)) {
+                    throw error("unpaired surrogate \\u" + String.format("%04x", (int) c) + " in a string");
+                }
+            }
+            return value.toString();
         }
 
         private BigDecimal readNumber() throws InvalidJsonException {
@@ -302,11 +321,17 @@ public final class CanonicalJson {
                 }
                 skipDigits();
             }
+            BigDecimal number;
             try {
-                return new BigDecimal(text.substring(start, position));
+                number = new BigDecimal(text.substring(start, position));
             } catch (NumberFormatException | ArithmeticException e) {
                 throw error("number out of range");
             }
+            // keeps canonical forms (which strip trailing zeros, moving the exponent) readable and bounded
+            if (Math.abs((long) number.scale()) > MAX_SCALE || number.precision() > MAX_SCALE) {
+                throw error("number out of range");
+            }
+            return number;
         }
 
         private void expectWord(String word) throws InvalidJsonException {

@@ -14,6 +14,12 @@ import java.lang.annotation.Target;
  * commit in one transaction, after the answer has been rendered and before any byte of it is sent. The method
  * must therefore not start a transaction of its own that commits earlier ({@code REQUIRES_NEW} escapes the unit),
  * and must return synchronously (async return types are rejected at startup).
+ *
+ * <p>Expressions ({@link #key()}, {@link #fingerprint()}) are Spring Expression Language, evaluated after the
+ * arguments are bound, with these variables: the method's parameters by name (e.g. {@code #callback.transactionId}),
+ * {@code #body} (the JSON body as maps, lists, strings, {@code BigDecimal}s and booleans, or the body text when it
+ * is not JSON), {@code #path} (path variables), {@code #headers} (first value of each header, case-insensitive) and
+ * {@code #params} (first value of each query or form parameter).
  */
 @Target(ElementType.METHOD)
 @Retention(RetentionPolicy.RUNTIME)
@@ -27,8 +33,36 @@ public @interface Idempotent {
     String scope() default "";
 
     /**
-     * Whether a request without the key is refused (400, {@code idempotency-key-missing}). When false such a
+     * Whether a request without a key is refused (400, {@code idempotency-key-missing}). When false such a
      * request runs without idempotency, which helps clients adopt keys gradually.
      */
     boolean keyRequired() default true;
+
+    /**
+     * An expression giving the key from the request itself, for callers that send no header — e.g.
+     * {@code "#body.transactionId"} for a payment provider's callback. When set, the header is not read. Such an
+     * endpoint fingerprints only what {@link #fingerprint()} names, or nothing, because providers re-send callbacks
+     * with fresh nonces and signatures.
+     */
+    String key() default "";
+
+    /**
+     * Expressions naming what identifies "the same request", e.g. {@code {"#body.amount", "#body.currency"}}.
+     * When empty: the whole request (method, path, query and body) for header keys, nothing for {@link #key()}
+     * expressions.
+     */
+    String[] fingerprint() default {};
+
+    /**
+     * The HTTP methods this endpoint is idempotent for; requests with other methods run normally. Empty: the
+     * configured {@code idempotency.methods} (POST and PATCH by default).
+     */
+    String[] methods() default {};
+
+    /**
+     * Which answers are stored and replayed. Default ({@code StoragePolicy.class}): the application's
+     * {@link StoragePolicy} bean, itself {@link StoragePolicy#DEFAULT} unless replaced. Any other class needs a
+     * public no-argument constructor.
+     */
+    Class<? extends StoragePolicy> storagePolicy() default StoragePolicy.class;
 }

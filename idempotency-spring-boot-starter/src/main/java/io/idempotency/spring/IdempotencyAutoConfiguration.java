@@ -93,7 +93,7 @@ public class IdempotencyAutoConfiguration {
                                                                                   IdempotencyProperties properties) {
         IdempotencyFilter filter = new IdempotencyFilter(problems,
                 (int) Math.min(Integer.MAX_VALUE - 8, properties.getMaxRequestBodySize().toBytes()),
-                new HashSet<>(properties.getReplayedHeaders()));
+                properties.getMaxStoredBodySize().toBytes(), new HashSet<>(properties.getReplayedHeaders()));
         FilterRegistrationBean<IdempotencyFilter> registration = new FilterRegistrationBean<>(filter);
         registration.setName("idempotencyFilter");
         registration.setOrder(IdempotencyFilter.ORDER);
@@ -109,14 +109,17 @@ public class IdempotencyAutoConfiguration {
     public static IdempotentAdvisor idempotentAdvisor(ObjectProvider<IdempotencyEngine> engine,
                                                       ObjectProvider<CallerResolver> callerResolver,
                                                       ObjectProvider<ProblemResponses> problems,
-                                                      ObjectProvider<IdempotencyProperties> properties) {
-        return new IdempotentAdvisor(new LazyInterceptor(engine, callerResolver, problems, properties));
+                                                      ObjectProvider<IdempotencyProperties> properties,
+                                                      ObjectProvider<StoragePolicy> storagePolicy) {
+        return new IdempotentAdvisor(new LazyInterceptor(engine, callerResolver, problems, properties, storagePolicy));
     }
 
     @Bean
     static IdempotencyStartupChecks idempotencyStartupChecks(ApplicationContext context, DataSource dataSource,
-                                                             PlatformTransactionManager transactionManager) {
-        return new IdempotencyStartupChecks(context, dataSource, transactionManager);
+                                                             PlatformTransactionManager transactionManager,
+                                                             ObjectProvider<IdempotencyProperties> properties,
+                                                             ObjectProvider<StoragePolicy> storagePolicy) {
+        return new IdempotencyStartupChecks(context, dataSource, transactionManager, properties, storagePolicy);
     }
 
     /** Builds the real interceptor on first use, once the beans it needs exist. */
@@ -126,24 +129,26 @@ public class IdempotencyAutoConfiguration {
         private final ObjectProvider<CallerResolver> callerResolver;
         private final ObjectProvider<ProblemResponses> problems;
         private final ObjectProvider<IdempotencyProperties> properties;
+        private final ObjectProvider<StoragePolicy> storagePolicy;
         private volatile IdempotentMethodInterceptor delegate;
 
         private LazyInterceptor(ObjectProvider<IdempotencyEngine> engine, ObjectProvider<CallerResolver> callerResolver,
                                 ObjectProvider<ProblemResponses> problems,
-                                ObjectProvider<IdempotencyProperties> properties) {
+                                ObjectProvider<IdempotencyProperties> properties,
+                                ObjectProvider<StoragePolicy> storagePolicy) {
             this.engine = engine;
             this.callerResolver = callerResolver;
             this.problems = problems;
             this.properties = properties;
+            this.storagePolicy = storagePolicy;
         }
 
         @Override
         public Object invoke(org.aopalliance.intercept.MethodInvocation invocation) throws Throwable {
             IdempotentMethodInterceptor interceptor = delegate;
             if (interceptor == null) {
-                IdempotencyProperties settings = properties.getObject();
                 interceptor = new IdempotentMethodInterceptor(engine.getObject(), callerResolver.getObject(),
-                        problems.getObject(), settings.getHeaderName(), settings.getRetryAfter());
+                        problems.getObject(), properties.getObject(), storagePolicy.getObject());
                 delegate = interceptor;
             }
             return interceptor.invoke(invocation);

@@ -38,11 +38,14 @@ public class IdempotencyFilter extends OncePerRequestFilter {
 
     private final ProblemResponses problems;
     private final int maxRequestBodySize;
+    private final long maxStoredBodySize;
     private final Set<String> replayedHeaders;
 
-    public IdempotencyFilter(ProblemResponses problems, int maxRequestBodySize, Set<String> replayedHeaders) {
+    public IdempotencyFilter(ProblemResponses problems, int maxRequestBodySize, long maxStoredBodySize,
+                             Set<String> replayedHeaders) {
         this.problems = problems;
         this.maxRequestBodySize = maxRequestBodySize;
+        this.maxStoredBodySize = maxStoredBodySize;
         this.replayedHeaders = replayedHeaders.stream()
                 .map(name -> name.toLowerCase(Locale.ROOT))
                 .filter(name -> !NEVER_STORED.contains(name))
@@ -85,6 +88,16 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             return;
         }
         StoredResponse captured = response.toStoredResponse(replayedHeaders);
+        if (captured.bodyLength() > maxStoredBodySize && exchange.storagePolicy().isStorable(captured.status())) {
+            execution.abandon();
+            log.error("Idempotent request {} {} answered {} bytes, more than idempotency.max-stored-body-size ({});"
+                    + " rolled back", request.getMethod(), request.getRequestURI(), captured.bodyLength(),
+                    maxStoredBodySize);
+            response.send(problems.render(ProblemResponses.Problem.RESPONSE_TOO_LARGE,
+                    "The answer is larger than the largest answer this service stores for replay, so the request"
+                            + " was rolled back and nothing was kept.", request.getRequestURI()));
+            return;
+        }
         try {
             execution.finish(captured, exchange.storagePolicy());
         } catch (CommitFailedException e) {

@@ -34,6 +34,33 @@ public class IdempotencyProperties {
     private DataSize maxRequestBodySize = DataSize.ofMegabytes(1);
 
     /**
+     * HTTP methods that {@code @Idempotent} endpoints are idempotent for, unless the annotation names its own.
+     * Requests with other methods run normally and their header is ignored.
+     */
+    private List<String> methods = new ArrayList<>(List.of("POST", "PATCH"));
+
+    /** How request bodies are fingerprinted when an endpoint does not name the fields that identify a request. */
+    private BodyFingerprint bodyFingerprint = BodyFingerprint.CANONICAL_JSON;
+
+    /**
+     * Largest answer body that is stored for replay. A storable answer above it is not committed: the request rolls
+     * back and is answered 500 {@code idempotency-response-too-large}, so an answer is never replayed cut short.
+     */
+    private DataSize maxStoredBodySize = DataSize.ofMegabytes(1);
+
+    /** Ways of fingerprinting a request body. */
+    public enum BodyFingerprint {
+        /**
+         * JSON bodies (content type {@code application/json} or {@code *+json}) are read and written canonically:
+         * member order and whitespace do not matter, numbers are compared as exact decimals, and duplicate member
+         * names are refused (400 {@code idempotency-body-invalid}). Other bodies are fingerprinted as bytes.
+         */
+        CANONICAL_JSON,
+        /** Every body is fingerprinted as the bytes received. */
+        BYTES
+    }
+
+    /**
      * Response headers stored with an answer and sent again on replay, besides the body and status. Headers such as
      * Set-Cookie or Authorization are never stored, even if listed here.
      */
@@ -137,6 +164,30 @@ public class IdempotencyProperties {
 
     public void setMaxRequestBodySize(DataSize maxRequestBodySize) {
         this.maxRequestBodySize = maxRequestBodySize;
+    }
+
+    public List<String> getMethods() {
+        return methods;
+    }
+
+    public void setMethods(List<String> methods) {
+        this.methods = methods;
+    }
+
+    public BodyFingerprint getBodyFingerprint() {
+        return bodyFingerprint;
+    }
+
+    public void setBodyFingerprint(BodyFingerprint bodyFingerprint) {
+        this.bodyFingerprint = bodyFingerprint;
+    }
+
+    public DataSize getMaxStoredBodySize() {
+        return maxStoredBodySize;
+    }
+
+    public void setMaxStoredBodySize(DataSize maxStoredBodySize) {
+        this.maxStoredBodySize = maxStoredBodySize;
     }
 
     public List<String> getReplayedHeaders() {

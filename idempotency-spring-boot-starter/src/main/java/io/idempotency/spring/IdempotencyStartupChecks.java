@@ -1,7 +1,9 @@
 package io.idempotency.spring;
 
 import io.idempotency.core.Idempotent;
+import io.idempotency.core.StoragePolicy;
 import org.springframework.beans.factory.BeanInitializationException;
+import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.context.ApplicationContext;
 import org.springframework.core.ResolvableType;
@@ -30,6 +32,7 @@ import java.util.concurrent.Future;
  *       {@code StreamingResponseBody}, {@code ResponseBodyEmitter}/SSE, reactive types): the answer would be written
  *       on another thread, after the transaction had to end;</li>
  *   <li>a primitive return type: a replayed request returns without running the method;</li>
+ *   <li>an expression on {@code @Idempotent} that does not parse, or a storage policy that cannot be created;</li>
  *   <li>a transaction manager that does not manage the store's DataSource: the claim and the handler's writes would
  *       not commit together.</li>
  * </ul>
@@ -49,12 +52,17 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
     private final ApplicationContext context;
     private final DataSource dataSource;
     private final PlatformTransactionManager transactionManager;
+    private final ObjectProvider<IdempotencyProperties> properties;
+    private final ObjectProvider<StoragePolicy> storagePolicy;
 
     IdempotencyStartupChecks(ApplicationContext context, DataSource dataSource,
-                             PlatformTransactionManager transactionManager) {
+                             PlatformTransactionManager transactionManager,
+                             ObjectProvider<IdempotencyProperties> properties, ObjectProvider<StoragePolicy> storagePolicy) {
         this.context = context;
         this.dataSource = dataSource;
         this.transactionManager = transactionManager;
+        this.properties = properties;
+        this.storagePolicy = storagePolicy;
     }
 
     @Override
@@ -64,8 +72,15 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         for (RequestMappingHandlerMapping mapping : context.getBeansOfType(RequestMappingHandlerMapping.class).values()) {
             for (HandlerMethod handler : mapping.getHandlerMethods().values()) {
                 Method method = handler.getMethod();
-                if (AnnotatedElementUtils.hasAnnotation(method, Idempotent.class)) {
+                Idempotent idempotent = AnnotatedElementUtils.findMergedAnnotation(method, Idempotent.class);
+                if (idempotent != null) {
                     problemWith(method).ifPresent(problems::add);
+                    try {
+                        IdempotentEndpoint.of(method, idempotent, properties.getObject().getMethods(),
+                                storagePolicy.getObject());
+                    } catch (IllegalStateException e) {
+                        problems.add(e.getMessage());
+                    }
                 }
             }
         }

@@ -1,5 +1,6 @@
 package io.idempotency.spring;
 
+import io.idempotency.core.CanonicalJson;
 import io.idempotency.core.Idempotent;
 import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.IdempotencyKeyParser;
@@ -10,8 +11,16 @@ import io.idempotency.core.StoredResponse;
 import jakarta.servlet.http.HttpServletRequest;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.aopalliance.intercept.MethodInvocation;
+import org.springframework.context.expression.MethodBasedEvaluationContext;
+import org.springframework.core.DefaultParameterNameDiscoverer;
+import org.springframework.core.ParameterNameDiscoverer;
 import org.springframework.core.annotation.AnnotatedElementUtils;
+import org.springframework.expression.EvaluationException;
+import org.springframework.expression.Expression;
+import org.springframework.expression.spel.support.MapAccessor;
+import org.springframework.http.InvalidMediaTypeException;
 import org.springframework.http.MediaType;
+import org.springframework.util.LinkedCaseInsensitiveMap;
 import org.springframework.web.context.request.RequestAttributes;
 import org.springframework.web.context.request.RequestContextHolder;
 import org.springframework.web.context.request.ServletRequestAttributes;
@@ -21,7 +30,11 @@ import java.io.IOException;
 import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
@@ -30,10 +43,12 @@ import java.util.concurrent.ConcurrentHashMap;
  * (so a request rejected before the handler body runs leaves nothing behind), and outside any {@code @Transactional}
  * advice ({@link IdempotentAdvisor#ORDER}), so that it opens the transaction the handler's writes join:
  * <ol>
- *   <li>parse the key; fingerprint method, path, query and body — all before a database connection is taken;</li>
+ *   <li>find the key (header or expression) and fingerprint the request — all before a database connection is
+ *       taken;</li>
  *   <li>claim the key through the {@link IdempotencyEngine};</li>
  *   <li>run the handler with the response captured, or hand the filter the answer to send instead (replay,
- *       mismatch, in progress), in which case the handler does not run and {@code null} is returned.</li>
+ *       mismatch, in progress, or a problem with the request), in which case the handler does not run and
+ *       {@code null} is returned.</li>
  * </ol>
  * The {@link IdempotencyFilter} stores the answer and commits after the response has been rendered. Thread-safe.
  */
@@ -42,20 +57,34 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
     /** Sent with every replayed answer. */
     public static final String REPLAYED_HEADER = "Idempotent-Replayed";
 
+    private static final ParameterNameDiscoverer PARAMETER_NAMES = new DefaultParameterNameDiscoverer();
+    private static final byte[] NOTHING = new byte[0];
+
     private final IdempotencyEngine engine;
     private final CallerResolver callerResolver;
     private final ProblemResponses problems;
-    private final String headerName;
+    private final IdempotencyProperties properties;
+    private final StoragePolicy defaultPolicy;
     private final String retryAfterSeconds;
-    private final Map<Method, Idempotent> annotations = new ConcurrentHashMap<>();
+    private final Map<Method, IdempotentEndpoint> endpoints = new ConcurrentHashMap<>();
 
     public IdempotentMethodInterceptor(IdempotencyEngine engine, CallerResolver callerResolver,
-                                       ProblemResponses problems, String headerName, Duration retryAfter) {
+                                       ProblemResponses problems, IdempotencyProperties properties,
+                                       StoragePolicy defaultPolicy) {
         this.engine = engine;
         this.callerResolver = callerResolver;
         this.problems = problems;
-        this.headerName = headerName;
+        this.properties = properties;
+        this.defaultPolicy = defaultPolicy;
+        Duration retryAfter = properties.getRetryAfter();
         this.retryAfterSeconds = Long.toString(Math.max(1, (retryAfter.toMillis() + 999) / 1000));
+    }
+
+    /** The endpoint settings of {@code method}, parsed once; fails on invalid expressions. */
+    IdempotentEndpoint endpoint(Method method) {
+        return endpoints.computeIfAbsent(method, m -> IdempotentEndpoint.of(m,
+                AnnotatedElementUtils.findMergedAnnotation(m, Idempotent.class), properties.getMethods(),
+                defaultPolicy));
     }
 
     @Override
@@ -67,47 +96,71 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             throw new IllegalStateException("@Idempotent method " + invocation.getMethod()
                     + " was called outside a request that passed the IdempotencyFilter");
         }
-        if (exchange.isTaken()) {
-            return invocation.proceed(); // an @Idempotent method called by another within one request
+        IdempotentEndpoint endpoint = endpoint(invocation.getMethod());
+        if (exchange.isTaken() || !endpoint.appliesTo(request.getMethod())) {
+            // another @Idempotent method already took this request, or the method is not idempotent for this verb
+            return invocation.proceed();
         }
-        Idempotent idempotent = annotations.computeIfAbsent(invocation.getMethod(),
-                method -> AnnotatedElementUtils.findMergedAnnotation(method, Idempotent.class));
         String instance = request.getRequestURI();
+        String headerName = properties.getHeaderName();
 
-        IdempotencyKeyParser.Result parsed =
-                IdempotencyKeyParser.parse(Collections.list(request.getHeaders(headerName)));
-        if (parsed instanceof IdempotencyKeyParser.Missing) {
-            if (!idempotent.keyRequired()) {
-                return invocation.proceed();
-            }
-            return answer(exchange, problems.render(ProblemResponses.Problem.KEY_MISSING,
-                    "This endpoint requires an " + headerName + " header.", instance));
-        }
-        if (parsed instanceof IdempotencyKeyParser.Malformed malformed) {
-            return answer(exchange, problems.render(ProblemResponses.Problem.KEY_MALFORMED,
-                    "The " + headerName + " header is malformed: " + malformed.reason() + ".", instance));
-        }
-        String key = ((IdempotencyKeyParser.Valid) parsed).key();
-
-        String fingerprint;
         if (isMultipart(request)) {
             return answer(exchange, problems.render(ProblemResponses.Problem.BODY_UNSUPPORTED,
                     "Multipart bodies cannot be fingerprinted; send the request as JSON or another single body.",
                     instance));
         }
+        RequestView view;
         try {
-            fingerprint = RequestFingerprint.of(request.getMethod(), request.getRequestURI(), request.getQueryString(),
-                    bodyOf(request, exchange));
+            view = new RequestView(request, exchange.request().body());
         } catch (BodyRecordingRequest.BodyTooLargeException e) {
             return answer(exchange, problems.render(ProblemResponses.Problem.REQUEST_TOO_LARGE,
                     "The request body is too large to be fingerprinted: " + e.getMessage() + ".", instance));
+        } catch (CanonicalJson.InvalidJsonException e) {
+            return answer(exchange, problems.render(ProblemResponses.Problem.BODY_INVALID,
+                    "The JSON body cannot be fingerprinted: " + e.getMessage() + ".", instance));
+        }
+        MethodBasedEvaluationContext context = null;
+        if (endpoint.keyExpression != null || !endpoint.fingerprintExpressions.isEmpty()) {
+            context = view.evaluationContext(invocation);
+        }
+
+        IdempotencyKeyParser.Result parsed;
+        try {
+            parsed = endpoint.keyExpression == null
+                    ? IdempotencyKeyParser.parse(Collections.list(request.getHeaders(headerName)))
+                    : keyFromExpression(endpoint.keyExpression, context);
+        } catch (EvaluationException e) {
+            return answer(exchange, problems.render(ProblemResponses.Problem.KEY_MISSING,
+                    "The idempotency key could not be read from the request: " + e.getMessage(), instance));
+        }
+        if (parsed instanceof IdempotencyKeyParser.Missing) {
+            if (!endpoint.keyRequired) {
+                return invocation.proceed();
+            }
+            return answer(exchange, problems.render(ProblemResponses.Problem.KEY_MISSING,
+                    endpoint.keyExpression == null ? "This endpoint requires an " + headerName + " header."
+                            : "The request does not carry the value this endpoint is keyed by.", instance));
+        }
+        if (parsed instanceof IdempotencyKeyParser.Malformed malformed) {
+            return answer(exchange, problems.render(ProblemResponses.Problem.KEY_MALFORMED,
+                    (endpoint.keyExpression == null ? "The " + headerName + " header" : "The key")
+                            + " is malformed: " + malformed.reason() + ".", instance));
+        }
+        String key = ((IdempotencyKeyParser.Valid) parsed).key();
+
+        String fingerprint;
+        try {
+            fingerprint = fingerprint(endpoint, view, context);
+        } catch (EvaluationException e) {
+            return answer(exchange, problems.render(ProblemResponses.Problem.BODY_INVALID,
+                    "The request could not be fingerprinted: " + e.getMessage(), instance));
         }
         String caller = callerResolver.resolve(request);
-        ScopedKey scopedKey = new ScopedKey(caller == null ? "" : caller, scopeOf(idempotent, request, invocation), key);
+        ScopedKey scopedKey = new ScopedKey(caller == null ? "" : caller, scopeOf(endpoint, request, invocation), key);
 
         IdempotencyEngine.Start start = engine.start(scopedKey, fingerprint);
         if (start instanceof IdempotencyEngine.Proceed proceed) {
-            exchange.begin(proceed.execution(), StoragePolicy.DEFAULT);
+            exchange.begin(proceed.execution(), endpoint.storagePolicy);
             try {
                 return invocation.proceed();
             } catch (Throwable handlerFailure) {
@@ -120,12 +173,43 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         }
         if (start instanceof IdempotencyEngine.Mismatch) {
             return answer(exchange, problems.render(ProblemResponses.Problem.KEY_MISMATCH,
-                    "This " + headerName + " was already used for a different request (method, path, query or body"
+                    "This idempotency key was already used for a different request (method, path, query or body"
                             + " differ). Use a new key for a new request.", instance));
         }
         return answer(exchange, problems.render(ProblemResponses.Problem.REQUEST_IN_PROGRESS,
-                "A request with this " + headerName + " is still being processed. Retry later with the same key.",
+                "A request with this idempotency key is still being processed. Retry later with the same key.",
                 instance, new StoredResponse.Header("Retry-After", retryAfterSeconds)));
+    }
+
+    private static IdempotencyKeyParser.Result keyFromExpression(Expression expression,
+                                                                 MethodBasedEvaluationContext context) {
+        Object value = expression.getValue(context);
+        if (value == null || value.toString().isEmpty()) {
+            return new IdempotencyKeyParser.Missing();
+        }
+        String key = value.toString();
+        if (key.length() > IdempotencyKeyParser.MAX_KEY_LENGTH) {
+            return new IdempotencyKeyParser.Malformed(
+                    "the key is longer than " + IdempotencyKeyParser.MAX_KEY_LENGTH + " characters");
+        }
+        return new IdempotencyKeyParser.Valid(key);
+    }
+
+    private String fingerprint(IdempotentEndpoint endpoint, RequestView view, MethodBasedEvaluationContext context) {
+        HttpServletRequest request = view.request;
+        if (!endpoint.fingerprintExpressions.isEmpty()) {
+            List<Object> values = new ArrayList<>();
+            for (Expression expression : endpoint.fingerprintExpressions) {
+                values.add(expression.getValue(context));
+            }
+            return RequestFingerprint.of(request.getMethod(), request.getRequestURI(), null,
+                    CanonicalJson.canonicalize(values));
+        }
+        if (endpoint.keyExpression != null) {
+            return RequestFingerprint.of(request.getMethod(), request.getRequestURI(), null, NOTHING);
+        }
+        return RequestFingerprint.of(request.getMethod(), request.getRequestURI(), request.getQueryString(),
+                view.bodyFingerprintBytes(properties.getBodyFingerprint()));
     }
 
     private static Object answer(IdempotentExchange exchange, StoredResponse answer, StoredResponse.Header... headers) {
@@ -133,35 +217,14 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         return null;
     }
 
-    private static byte[] bodyOf(HttpServletRequest request, IdempotentExchange exchange)
-            throws IOException, BodyRecordingRequest.BodyTooLargeException {
-        if (isForm(request)) {
-            // the container parsed the form itself, past our recording: fingerprint the parameters it parsed
-            StringBuilder form = new StringBuilder();
-            request.getParameterMap().forEach((name, values) -> {
-                for (String value : values) {
-                    form.append(name.length()).append(':').append(name).append('=')
-                            .append(value.length()).append(':').append(value).append('&');
-                }
-            });
-            return form.toString().getBytes(StandardCharsets.UTF_8);
-        }
-        return exchange.request().body();
-    }
-
-    private static boolean isForm(HttpServletRequest request) {
-        String type = request.getContentType();
-        return type != null && type.toLowerCase().startsWith(MediaType.APPLICATION_FORM_URLENCODED_VALUE);
-    }
-
     private static boolean isMultipart(HttpServletRequest request) {
         String type = request.getContentType();
-        return type != null && type.toLowerCase().startsWith("multipart/");
+        return type != null && type.toLowerCase(Locale.ROOT).startsWith("multipart/");
     }
 
-    private static String scopeOf(Idempotent idempotent, HttpServletRequest request, MethodInvocation invocation) {
-        if (!idempotent.scope().isEmpty()) {
-            return idempotent.scope();
+    private static String scopeOf(IdempotentEndpoint endpoint, HttpServletRequest request, MethodInvocation invocation) {
+        if (!endpoint.scope.isEmpty()) {
+            return endpoint.scope;
         }
         Object pattern = request.getAttribute(HandlerMapping.BEST_MATCHING_PATTERN_ATTRIBUTE);
         if (pattern != null) {
@@ -174,5 +237,71 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
     private static HttpServletRequest currentRequest() {
         RequestAttributes attributes = RequestContextHolder.getRequestAttributes();
         return attributes instanceof ServletRequestAttributes servlet ? servlet.getRequest() : null;
+    }
+
+    /** The request as the fingerprint and the expressions see it; the JSON body is parsed once. */
+    private static final class RequestView {
+
+        private final HttpServletRequest request;
+        private final byte[] body;
+        private final boolean form;
+        private final Object json; // parsed JSON body, or null when the body is not JSON
+
+        RequestView(HttpServletRequest request, byte[] recordedBody) throws CanonicalJson.InvalidJsonException {
+            this.request = request;
+            this.form = isForm(request);
+            this.body = form ? formBytes(request) : recordedBody;
+            this.json = !form && body.length > 0 && isJson(request) ? CanonicalJson.parse(body) : null;
+        }
+
+        byte[] bodyFingerprintBytes(IdempotencyProperties.BodyFingerprint mode) {
+            if (json != null && mode == IdempotencyProperties.BodyFingerprint.CANONICAL_JSON) {
+                return CanonicalJson.canonicalize(json);
+            }
+            return body;
+        }
+
+        MethodBasedEvaluationContext evaluationContext(MethodInvocation invocation) {
+            MethodBasedEvaluationContext context = new MethodBasedEvaluationContext(null, invocation.getMethod(),
+                    invocation.getArguments(), PARAMETER_NAMES);
+            context.addPropertyAccessor(new MapAccessor());
+            context.setVariable("body", json != null ? json : new String(body, StandardCharsets.UTF_8));
+            Object pathVariables = request.getAttribute(HandlerMapping.URI_TEMPLATE_VARIABLES_ATTRIBUTE);
+            context.setVariable("path", pathVariables instanceof Map<?, ?> map ? map : Map.of());
+            Map<String, String> headers = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
+            for (String name : Collections.list(request.getHeaderNames())) {
+                headers.putIfAbsent(name, request.getHeader(name));
+            }
+            context.setVariable("headers", headers);
+            Map<String, String> params = new LinkedHashMap<>();
+            request.getParameterMap().forEach((name, values) -> params.put(name, values.length == 0 ? "" : values[0]));
+            context.setVariable("params", params);
+            return context;
+        }
+
+        private static boolean isJson(HttpServletRequest request) {
+            String type = request.getContentType();
+            if (type == null) {
+                return false;
+            }
+            try {
+                String subtype = MediaType.parseMediaType(type).getSubtype();
+                return subtype.equals("json") || subtype.endsWith("+json");
+            } catch (InvalidMediaTypeException e) {
+                return false;
+            }
+        }
+
+        private static boolean isForm(HttpServletRequest request) {
+            String type = request.getContentType();
+            return type != null && type.toLowerCase(Locale.ROOT).startsWith(MediaType.APPLICATION_FORM_URLENCODED_VALUE);
+        }
+
+        /** The container parsed the form itself, past our recording: fingerprint the parameters it parsed. */
+        private static byte[] formBytes(HttpServletRequest request) {
+            Map<String, Object> form = new LinkedHashMap<>();
+            request.getParameterMap().forEach((name, values) -> form.put(name, List.of(values)));
+            return CanonicalJson.canonicalize(form);
+        }
     }
 }

@@ -22,7 +22,9 @@ public final class ProblemResponses {
         KEY_MISMATCH("idempotency-key-mismatch", 422, "Idempotency key reused for a different request"),
         REQUEST_IN_PROGRESS("idempotency-request-in-progress", 409, "Request with this idempotency key in progress"),
         REQUEST_TOO_LARGE("idempotency-request-too-large", 413, "Request body too large for an idempotent endpoint"),
+        BODY_INVALID("idempotency-body-invalid", 400, "Request body cannot be fingerprinted"),
         BODY_UNSUPPORTED("idempotency-body-unsupported", 415, "Request body type not supported on an idempotent endpoint"),
+        RESPONSE_TOO_LARGE("idempotency-response-too-large", 500, "The answer is too large to be stored for replay"),
         COMMIT_FAILED("idempotency-commit-failed", 500, "The request could not be committed");
 
         private final String typeName;

@@ -7,6 +7,8 @@ import org.springframework.jdbc.core.simple.JdbcClient;
 import org.springframework.transaction.annotation.Transactional;
 import org.springframework.web.bind.annotation.PathVariable;
 import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.PutMapping;
+import org.springframework.web.bind.annotation.RequestParam;
 import org.springframework.web.bind.annotation.RequestBody;
 import org.springframework.web.bind.annotation.RequestMapping;
 import org.springframework.web.bind.annotation.ResponseStatus;
@@ -76,6 +78,65 @@ public class OrderController {
     public Order failsAtCommit(@RequestBody OrderRequest request) {
         long id = insert(request.note());
         jdbc.sql("insert into order_audit (order_id) values (?)").param(-id).update();
+        return new Order(id, request.note(), request.amount());
+    }
+
+    /** A payment provider's callback: no header, keyed by the provider's transaction id. */
+    @PostMapping("/callbacks")
+    @Idempotent(key = "#body.transactionId", fingerprint = {"#body.amount", "#body.currency"})
+    public Map<String, Object> callback(@RequestBody Map<String, Object> callback) {
+        long id = insert("callback-" + callback.get("transactionId"));
+        return Map.of("id", id, "received", callback.get("nonce"));
+    }
+
+    /** Keyed by a path variable, fingerprinting nothing. */
+    @PostMapping("/by-reference/{reference}")
+    @Idempotent(key = "#path.reference")
+    public Map<String, Object> byReference(@PathVariable String reference, @RequestBody OrderRequest request) {
+        long id = insert(request.note());
+        return Map.of("id", id, "reference", reference);
+    }
+
+    @PutMapping("/{id}")
+    @Idempotent
+    public Map<String, Object> put(@PathVariable long id, @RequestBody OrderRequest request) {
+        return Map.of("id", insert(request.note()));
+    }
+
+    @PutMapping("/put-idempotent/{id}")
+    @Idempotent(methods = "PUT")
+    public Map<String, Object> idempotentPut(@PathVariable long id, @RequestBody OrderRequest request) {
+        return Map.of("id", insert(request.note()));
+    }
+
+    @PostMapping("/store-everything/{status}")
+    @Idempotent(storagePolicy = StoreEverything.class)
+    public ResponseEntity<Map<String, Object>> storeEverything(@PathVariable int status,
+                                                               @RequestBody OrderRequest request) {
+        return ResponseEntity.status(status).body(Map.of("id", insert(request.note())));
+    }
+
+    /** Stores every answer, 5xx included: for endpoints whose failures are final. */
+    public static class StoreEverything implements io.idempotency.core.StoragePolicy {
+        @Override
+        public boolean isStorable(int status) {
+            return true;
+        }
+    }
+
+    @PostMapping("/large")
+    @Idempotent
+    public ResponseEntity<String> large(@RequestParam int size, @RequestBody OrderRequest request) {
+        insert(request.note());
+        return ResponseEntity.ok("x".repeat(size));
+    }
+
+    @PostMapping("/slow")
+    @Idempotent
+    @ResponseStatus(HttpStatus.CREATED)
+    public Order slow(@RequestParam long millis, @RequestBody OrderRequest request) throws InterruptedException {
+        long id = insert(request.note());
+        Thread.sleep(millis);
         return new Order(id, request.note(), request.amount());
     }
 

@@ -1,0 +1,569 @@
+package io.idempotency.core;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.fail;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
+
+import io.idempotency.core.CanonicalJson.InvalidJsonException;
+import java.math.BigDecimal;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Nested;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
+import org.junit.jupiter.params.provider.ValueSource;
+
+class CanonicalJsonTest {
+
+    private static final Duration NO_HANG = Duration.ofSeconds(5);
+
+    private static byte[] utf8(String text) {
+        return text.getBytes(UTF_8);
+    }
+
+    private static byte[] bytes(int... values) {
+        byte[] result = new byte[values.length];
+        for (int i = 0; i < values.length; i++) {
+            result[i] = (byte) values[i];
+        }
+        return result;
+    }
+
+    private static String canon(String json) throws InvalidJsonException {
+        return new String(CanonicalJson.canonicalize(utf8(json)), UTF_8);
+    }
+
+    private static Object parse(String json) throws InvalidJsonException {
+        return CanonicalJson.parse(utf8(json));
+    }
+
+    private static String nestedArrays(int depth, String innermost) {
+        return "[".repeat(depth) + innermost + "]".repeat(depth);
+    }
+
+    private static String nestedObjects(int depth) {
+        // depth objects: {"a":{"a":...{}...}}
+        return "{\"a\":".repeat(depth - 1) + "{}" + "}".repeat(depth - 1);
+    }
+
+    /** Canonical bytes must parse again and canonicalize to exactly themselves. */
+    private static void assertCanonicalFormIsStable(byte[] canonical) throws InvalidJsonException {
+        assertThat(CanonicalJson.canonicalize(canonical))
+                .as("re-canonicalizing %s", new String(canonical, UTF_8))
+                .isEqualTo(canonical);
+    }
+
+    // ------------------------------------------------------------------ equality
+
+    static Stream<Arguments> equivalentDocuments() {
+        return Stream.of(
+                // numbers as exact decimals
+                Arguments.of("12.50", "12.5"),
+                Arguments.of("12.5", "1.25e1"),
+                Arguments.of("125E-1", "12.5"),
+                Arguments.of("1.25E+1", "12.50"),
+                Arguments.of("0", "-0"),
+                Arguments.of("0", "0.0"),
+                Arguments.of("-0.0", "0e10"),
+                Arguments.of("0", "-0E-7"),
+                Arguments.of("1e2", "100"),
+                Arguments.of("100", "10E1"),
+                Arguments.of("100.00", "1E+2"),
+                Arguments.of("1", "1.000"),
+                Arguments.of("-3.10", "-31e-1"),
+                Arguments.of("123456789012345678901234567890.50", "12345678901234567890123456789.05e1"),
+                Arguments.of("[12.50,0,-0.0]", "[1.25e1,-0,0]"),
+                // member order and whitespace
+                Arguments.of("{\"a\":1,\"b\":2}", "{\"b\":2,\"a\":1}"),
+                Arguments.of(" { \"a\" : [ 1 , 2 ] ,\n\t\"b\" : { } }\r\n ", "{\"b\":{},\"a\":[1,2]}"),
+                Arguments.of("\t[\n]\r", "[]"),
+                // one escaping for strings
+                Arguments.of("\"\\u0041\"", "\"A\""),
+                Arguments.of("\"\\u0061bc\"", "\"abc\""),
+                Arguments.of("\"\\/\"", "\"/\""),
+                Arguments.of("\"a\\/b\"", "\"a/b\""),
+                Arguments.of("\"\\u00e9\"", "\"\u00e9\""),
+                Arguments.of("\"\\u00E9\"", "\"\u00e9\""),
+                Arguments.of("\"\\ud83d\\ude00\"", "\"\uD83D\uDE00\""),
+                Arguments.of("\"\\uD83D\\uDE00\"", "\"\\ud83d\\ude00\""),
+                Arguments.of("\"\\n\"", "\"\\u000a\""),
+                Arguments.of("\"\\t\\r\\b\\f\"", "\"\\u0009\\u000D\\u0008\\u000c\""),
+                Arguments.of("\"\\\"\"", "\"\\u0022\""),
+                Arguments.of("\"\\\\\"", "\"\\u005c\""),
+                Arguments.of("{\"\\u0061\":1}", "{\"a\":1}"),
+                Arguments.of("{\"caf\u00e9\":\"\u65e5\u672c\"}", "{\"caf\\u00e9\":\"\\u65e5\\u672c\"}"));
+    }
+
+    @ParameterizedTest(name = "{0} == {1}")
+    @MethodSource("equivalentDocuments")
+    void equivalentDocumentsHaveTheSameCanonicalForm(String left, String right) throws Exception {
+        assertThat(canon(left)).isEqualTo(canon(right));
+    }
+
+    static Stream<Arguments> differentDocuments() {
+        return Stream.of(
+                // never via double
+                Arguments.of("0.1", "0.10000000000000000001"),
+                Arguments.of("9007199254740993", "9007199254740992"),
+                Arguments.of("1.0000000000000000000000000000001", "1"),
+                Arguments.of("1e400", "1e401"),
+                Arguments.of("1e-400", "0"),
+                Arguments.of("123456789012345678901234567890123456789", "123456789012345678901234567890123456788"),
+                // different values
+                Arguments.of("1", "2"),
+                Arguments.of("1", "-1"),
+                Arguments.of("\"a\"", "\"A\""),
+                Arguments.of("\"a\"", "\"a \""),
+                Arguments.of("\"a\\u0000\"", "\"a\""),
+                Arguments.of("{\"a\":1}", "{\"A\":1}"),
+                Arguments.of("{\"a\":{\"b\":1}}", "{\"a\":{\"b\":2}}"),
+                // array order matters
+                Arguments.of("[1,2]", "[2,1]"),
+                Arguments.of("[{\"a\":1},{\"b\":2}]", "[{\"b\":2},{\"a\":1}]"),
+                // types matter
+                Arguments.of("\"1\"", "1"),
+                Arguments.of("true", "\"true\""),
+                Arguments.of("false", "\"false\""),
+                Arguments.of("null", "\"null\""),
+                Arguments.of("false", "0"),
+                Arguments.of("null", "0"),
+                Arguments.of("null", "false"),
+                Arguments.of("\"\"", "null"),
+                Arguments.of("[]", "{}"),
+                Arguments.of("[]", "[null]"),
+                Arguments.of("[1]", "[[1]]"),
+                Arguments.of("[1]", "1"),
+                // null vs missing member
+                Arguments.of("{\"a\":null}", "{}"),
+                Arguments.of("{\"a\":1,\"b\":null}", "{\"a\":1}"));
+    }
+
+    @ParameterizedTest(name = "{0} != {1}")
+    @MethodSource("differentDocuments")
+    void differentDocumentsHaveDifferentCanonicalForms(String left, String right) throws Exception {
+        assertThat(canon(left)).isNotEqualTo(canon(right));
+    }
+
+    @Test
+    void writesTheCanonicalFormCompactWithMembersSorted() throws Exception {
+        assertThat(canon(" { \"b\" : [ 1.50 , true , null , false ] , \"a\" : \"x\" , \"c\" : { } , \"d\" : [ ] } "))
+                .isEqualTo("{\"a\":\"x\",\"b\":[1.5,true,null,false],\"c\":{},\"d\":[]}");
+        assertThat(canon("-0.000")).isEqualTo("0");
+        assertThat(canon("\"\\/\"")).isEqualTo("\"/\"");
+    }
+
+    @Test
+    void sortsMembersAtEveryLevel() throws Exception {
+        String json = "{\"z\":{\"y\":1,\"x\":[{\"d\":1,\"c\":{\"q\":0,\"p\":0}}]},\"a\":0,\"m\":[{\"b\":1,\"a\":2}]}";
+        assertThat(canon(json)).isEqualTo(
+                "{\"a\":0,\"m\":[{\"a\":2,\"b\":1}],\"z\":{\"x\":[{\"c\":{\"p\":0,\"q\":0},\"d\":1}],\"y\":1}}");
+    }
+
+    @Test
+    void sortsMemberNamesByUtf16CodeUnits() throws Exception {
+        // U+FF61 sorts after the surrogate pair of U+1F600 in UTF-16 order (but before it by code point).
+        String json = "{\"\uFF61\":4,\"\uD83D\uDE00\":3,\"\u00e9\":2,\"z\":1,\"a\":0,\"B\":-1,\"\":-2}";
+        assertThat(canon(json)).isEqualTo(
+                "{\"\":-2,\"B\":-1,\"a\":0,\"z\":1,\"\u00e9\":2,\"\uD83D\uDE00\":3,\"\uFF61\":4}");
+    }
+
+    @Test
+    void preservesVeryLargeAndVeryPreciseNumbers() throws Exception {
+        String[] numbers = {
+            "9007199254740993",
+            "0.10000000000000000001",
+            "123456789012345678901234567890.123456789012345678901",
+            "-98765432109876543210987654321098765432109876543210",
+            "1e400",
+            "-2.5e-400",
+        };
+        for (String number : numbers) {
+            BigDecimal expected = new BigDecimal(number);
+            assertThat((BigDecimal) parse(number)).as(number).isEqualByComparingTo(expected);
+            Object reparsed = CanonicalJson.parse(CanonicalJson.canonicalize(utf8(number)));
+            assertThat((BigDecimal) reparsed).as("canonical form of %s", number).isEqualByComparingTo(expected);
+        }
+        assertThat(canon("9007199254740993")).isEqualTo("9007199254740993");
+        assertThat(canon("0.10000000000000000001")).isEqualTo("0.10000000000000000001");
+    }
+
+    // ------------------------------------------------------------------ unicode and escaping
+
+    @Test
+    void writesNonAsciiAsUtf8() throws Exception {
+        assertThat(CanonicalJson.canonicalize(utf8("\"\\u00e9\\u65e5\\ud83d\\ude00\"")))
+                .isEqualTo(utf8("\"\u00e9\u65e5\uD83D\uDE00\""));
+        assertThat(CanonicalJson.canonicalize(utf8("\"\\ud83d\\ude00\"")))
+                .isEqualTo(bytes(0x22, 0xF0, 0x9F, 0x98, 0x80, 0x22));
+    }
+
+    @Test
+    void surrogatePairEscapeMatchesLiteralEmoji() throws Exception {
+        Object escaped = parse("\"\\ud83d\\ude00\"");
+        assertThat(escaped).isEqualTo("\uD83D\uDE00");
+        assertThat(canon("{\"k\":\"\\ud83d\\ude00\"}")).isEqualTo(canon("{\"k\":\"\uD83D\uDE00\"}"));
+    }
+
+    @Test
+    void escapesEveryControlCharacterSoTheOutputIsValidJson() throws Exception {
+        for (int c = 0; c < 0x20; c++) {
+            String json = String.format("\"a\\u%04xb\"", c);
+            byte[] canonical = CanonicalJson.canonicalize(utf8(json));
+            for (byte b : canonical) {
+                assertThat(b & 0xFF).as("raw byte in canonical form of U+%04X", c).isGreaterThanOrEqualTo(0x20);
+            }
+            assertThat(CanonicalJson.parse(canonical)).as("U+%04X", c).isEqualTo("a" + (char) c + "b");
+            assertCanonicalFormIsStable(canonical);
+        }
+    }
+
+    @Test
+    void escapesQuotesAndBackslashesInValuesAndNames() throws Exception {
+        String json = "{\"na\\\"me\\\\\\n\":\"va\\\"l\\\\ue\\t\"}";
+        byte[] canonical = CanonicalJson.canonicalize(utf8(json));
+        @SuppressWarnings("unchecked")
+        Map<String, Object> reparsed = (Map<String, Object>) CanonicalJson.parse(canonical);
+        assertThat(reparsed).containsExactly(Map.entry("na\"me\\\n", "va\"l\\ue\t"));
+        assertCanonicalFormIsStable(canonical);
+    }
+
+    static Stream<String> roundTripDocuments() {
+        return Stream.of(
+                "{\"b\":[1.50,-0,1e400,1.5e-7,0.000001,12345678901234567890.000],\"a\":{\"y\":null,\"x\":true}}",
+                "[\"\\u0000\\u001f\\\"\\\\\\/\\b\\f\\n\\r\\t\",\"\\ud83d\\ude00\u00e9\u65e5\",\"\u007f\u2028\u2029\"]",
+                "{\"\\n\":\"\\u0001\",\"\":\"\",\"\\\"\":{\"\\\\\":[[],{},[{}]]}}",
+                "\"just a string\"",
+                "-12.50E+3",
+                "null",
+                "false",
+                "[[[[[[[[[[{\"deep\":[1,[2,[3,{\"z\":0,\"a\":0}]]]}]]]]]]]]]]",
+                "{\"amount\":100.00,\"currency\":\"EUR\",\"items\":[{\"sku\":\"A-1\",\"qty\":2,\"price\":9.990}],"
+                        + "\"meta\":{\"note\":\"caf\u00e9 \\ud83d\\ude00\",\"tags\":[\"x\",\"y\"]}}");
+    }
+
+    @ParameterizedTest
+    @MethodSource("roundTripDocuments")
+    void canonicalFormRoundTrips(String json) throws Exception {
+        byte[] canonical = CanonicalJson.canonicalize(utf8(json));
+        assertCanonicalFormIsStable(canonical);
+        assertThat(CanonicalJson.canonicalize(CanonicalJson.parse(canonical))).isEqualTo(canonical);
+        assertThat(CanonicalJson.canonicalize(CanonicalJson.parse(utf8(json)))).isEqualTo(canonical);
+    }
+
+    @Test
+    void loneSurrogatesDoNotCollideWithOtherStrings() throws Exception {
+        // A lone surrogate is legal RFC 8259 syntax ("behavior unpredictable"). It must either be rejected or
+        // written so it stays distinguishable; it must not be collapsed into '?' by the UTF-8 encoder.
+        String[][] pairs = {
+            {"\"\\ud800\"", "\"?\""},
+            {"\"\\udc00\"", "\"?\""},
+            {"\"\\ud800\"", "\"\\udc00\""},
+            {"\"\\ude00\\ud83d\"", "\"??\""},
+        };
+        for (String[] pair : pairs) {
+            String left;
+            try {
+                left = canon(pair[0]);
+            } catch (InvalidJsonException rejected) {
+                continue; // rejecting a lone surrogate is acceptable
+            }
+            assertThat(left).as("canonical form of %s vs %s", pair[0], pair[1]).isNotEqualTo(canon(pair[1]));
+        }
+    }
+
+    // ------------------------------------------------------------------ parse() result types
+
+    @Test
+    void parsesObjectsIntoInsertionOrderedMaps() throws Exception {
+        Object value = parse("{\"b\":1,\"a\":2,\"c\":3,\"0\":4}");
+        assertThat(value).isInstanceOf(Map.class);
+        @SuppressWarnings("unchecked")
+        Map<String, Object> map = (Map<String, Object>) value;
+        assertThat(map.keySet()).containsExactly("b", "a", "c", "0");
+        assertThat(map.get("a")).isInstanceOf(BigDecimal.class);
+    }
+
+    @Test
+    void parsesEachJsonTypeIntoItsJavaType() throws Exception {
+        Object value = parse("[1,\"x\",true,false,null,{},[],-2.50e3]");
+        assertThat(value).isInstanceOf(List.class);
+        List<?> list = (List<?>) value;
+        assertThat(list).hasSize(8);
+        assertThat(list.get(0)).isInstanceOf(BigDecimal.class);
+        assertThat((BigDecimal) list.get(0)).isEqualByComparingTo("1");
+        assertThat(list.get(1)).isEqualTo("x");
+        assertThat(list.get(2)).isEqualTo(Boolean.TRUE);
+        assertThat(list.get(3)).isEqualTo(Boolean.FALSE);
+        assertThat(list.get(4)).isNull();
+        assertThat(list.get(5)).isInstanceOf(Map.class);
+        assertThat((Map<?, ?>) list.get(5)).isEmpty();
+        assertThat(list.get(6)).isInstanceOf(List.class);
+        assertThat((List<?>) list.get(6)).isEmpty();
+        assertThat((BigDecimal) list.get(7)).isEqualByComparingTo("-2500");
+    }
+
+    @Test
+    void parsesTopLevelScalars() throws Exception {
+        assertThat(parse("\"s\"")).isEqualTo("s");
+        assertThat(parse(" true ")).isEqualTo(Boolean.TRUE);
+        assertThat(parse("false")).isEqualTo(Boolean.FALSE);
+        assertThat(parse("null")).isNull();
+        assertThat(parse("12.50")).isInstanceOf(BigDecimal.class);
+        assertThat((BigDecimal) parse("12.50")).isEqualByComparingTo("12.5");
+        assertThat((BigDecimal) parse("-0")).isEqualByComparingTo("0");
+        assertThat(parse("0.10000000000000000001")).isEqualTo(new BigDecimal("0.10000000000000000001"));
+    }
+
+    @Test
+    void canonicalizesParsedValuesAndMixedJavaValuesAlike() throws Exception {
+        byte[] fromText = CanonicalJson.canonicalize(utf8("{\"a\":[2,\"x\",null],\"b\":1.0,\"c\":true}"));
+        assertThat(CanonicalJson.canonicalize(parse("{\"c\":true,\"b\":1.0,\"a\":[2,\"x\",null]}")))
+                .isEqualTo(fromText);
+        Map<String, Object> plain = new HashMap<>();
+        plain.put("c", true);
+        plain.put("b", 1);
+        plain.put("a", Arrays.asList(2L, "x", null));
+        assertThat(CanonicalJson.canonicalize(plain)).isEqualTo(fromText);
+        Map<String, Object> ordered = new LinkedHashMap<>();
+        ordered.put("b", new BigDecimal("1.000"));
+        ordered.put("c", Boolean.TRUE);
+        ordered.put("a", List.of(new BigDecimal("2"), "x", Collections.singletonMap("k", null)));
+        assertThat(new String(CanonicalJson.canonicalize(ordered), UTF_8))
+                .isEqualTo("{\"a\":[2,\"x\",{\"k\":null}],\"b\":1,\"c\":true}");
+    }
+
+    // ------------------------------------------------------------------ rejections
+
+    static Stream<Arguments> invalidDocuments() {
+        return Stream.of(
+                Arguments.of("duplicate key", "{\"a\":1,\"a\":2}"),
+                Arguments.of("duplicate key, same value", "{\"a\":1,\"b\":0,\"a\":1}"),
+                Arguments.of("duplicate key, null values", "{\"a\":null,\"a\":null}"),
+                Arguments.of("duplicate key spelled differently", "{\"a\":1,\"\\u0061\":2}"),
+                Arguments.of("nested duplicate key", "{\"a\":{\"b\":1,\"b\":2}}"),
+                Arguments.of("duplicate key inside array", "[{\"x\":1},{\"y\":{\"z\":1,\"z\":1}}]"),
+                Arguments.of("trailing comma in object", "{\"a\":1,}"),
+                Arguments.of("trailing comma in array", "[1,]"),
+                Arguments.of("trailing comma in nested array", "{\"a\":[1,2,]}"),
+                Arguments.of("leading comma in array", "[,1]"),
+                Arguments.of("double comma in array", "[1,,2]"),
+                Arguments.of("comma only object", "{,}"),
+                Arguments.of("single-quoted name", "{'a':1}"),
+                Arguments.of("single-quoted string", "'a'"),
+                Arguments.of("single-quoted element", "[\"a\",'b']"),
+                Arguments.of("unquoted name", "{a:1}"),
+                Arguments.of("number as name", "{1:2}"),
+                Arguments.of("missing colon", "{\"a\" 1}"),
+                Arguments.of("missing value", "{\"a\":}"),
+                Arguments.of("missing comma in object", "{\"a\":1 \"b\":2}"),
+                Arguments.of("missing comma in array", "[1 2]"),
+                Arguments.of("leading zero", "01"),
+                Arguments.of("leading zero in array", "[01]"),
+                Arguments.of("negative leading zero", "-01"),
+                Arguments.of("double zero", "00"),
+                Arguments.of("plus sign", "+1"),
+                Arguments.of("plus sign in array", "[+1]"),
+                Arguments.of("leading dot", ".5"),
+                Arguments.of("negative leading dot", "-.5"),
+                Arguments.of("trailing dot", "1."),
+                Arguments.of("trailing dot in array", "[1.]"),
+                Arguments.of("dot before exponent", "1.e5"),
+                Arguments.of("empty exponent", "1e"),
+                Arguments.of("empty signed exponent", "1e+"),
+                Arguments.of("empty negative exponent", "1E-"),
+                Arguments.of("lone minus", "-"),
+                Arguments.of("hex number", "0x10"),
+                Arguments.of("underscore in number", "1_000"),
+                Arguments.of("non-ASCII digit", "[\u0661]"),
+                Arguments.of("NaN", "NaN"),
+                Arguments.of("NaN in array", "[NaN]"),
+                Arguments.of("Infinity", "Infinity"),
+                Arguments.of("-Infinity", "-Infinity"),
+                Arguments.of("unterminated string", "\"abc"),
+                Arguments.of("unterminated string after escape", "\"abc\\"),
+                Arguments.of("unterminated member name", "{\"a"),
+                Arguments.of("raw tab in string", "\"a\tb\""),
+                Arguments.of("raw newline in string", "\"a\nb\""),
+                Arguments.of("raw NUL in string", "\"a" + (char) 0 + "b\""),
+                Arguments.of("raw U+001F in name", "{\"a" + (char) 0x1f + "\":1}"),
+                Arguments.of("escape \\x", "\"\\x41\""),
+                Arguments.of("escape \\a", "\"\\a\""),
+                Arguments.of("escape \\'", "\"\\'\""),
+                Arguments.of("escape \\U", "\"\\U0041\""),
+                Arguments.of("short \\u escape", "\"\\u12\""),
+                Arguments.of("short \\u escape at end", "\"\\u12"),
+                Arguments.of("empty \\u escape", "\"\\u\""),
+                Arguments.of("non-hex \\u escape", "\"\\u12G4\""),
+                Arguments.of("\\u escape with space", "\"\\u 123\""),
+                Arguments.of("\\u escape with fullwidth digits", "\"\\u\uFF10\uFF10\uFF14\uFF11\""),
+                Arguments.of("\\u escape with Arabic-Indic digits", "\"\\u\u0660\u0660\u0664\u0661\""),
+                Arguments.of("empty body", ""),
+                Arguments.of("only spaces", "   "),
+                Arguments.of("only whitespace", " \n\t\r "),
+                Arguments.of("two numbers", "1 2"),
+                Arguments.of("two objects", "{} {}"),
+                Arguments.of("two arrays", "[][]"),
+                Arguments.of("two strings", "\"a\" \"b\""),
+                Arguments.of("two literals", "null null"),
+                Arguments.of("garbage after object", "{}x"),
+                Arguments.of("garbage after literal", "truex"),
+                Arguments.of("truncated literal", "tru"),
+                Arguments.of("truncated null", "nul"),
+                Arguments.of("capitalised literal", "True"),
+                Arguments.of("upper-case null", "NULL"),
+                Arguments.of("unclosed array", "[1"),
+                Arguments.of("unclosed object", "{\"a\":1"),
+                Arguments.of("lone open bracket", "["),
+                Arguments.of("lone open brace", "{"),
+                Arguments.of("lone close bracket", "]"),
+                Arguments.of("lone close brace", "}"),
+                Arguments.of("mismatched brackets", "[}"),
+                Arguments.of("form feed is not whitespace", "\f1"),
+                Arguments.of("no-break space is not whitespace", "\u00a01"),
+                Arguments.of("byte order mark", "\uFEFF{}"),
+                Arguments.of("comment", "{} // c"),
+                Arguments.of("huge exponent", "1e999999999999"),
+                Arguments.of("huge negative exponent", "1e-999999999999"),
+                Arguments.of("exponent just past int", "1E2147483648"),
+                Arguments.of("huge exponent in object", "{\"a\":[2.5E+99999999999999999999]}"));
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("invalidDocuments")
+    void rejectsInvalidDocumentsSayingWhere(String description, String json) {
+        assertTimeoutPreemptively(NO_HANG, () -> assertThatThrownBy(() -> CanonicalJson.canonicalize(utf8(json)))
+                .isInstanceOf(InvalidJsonException.class)
+                .hasMessageContaining("character"));
+        assertTimeoutPreemptively(NO_HANG, () -> assertThatThrownBy(() -> CanonicalJson.parse(utf8(json)))
+                .isInstanceOf(InvalidJsonException.class));
+    }
+
+    static Stream<Arguments> invalidUtf8() {
+        return Stream.of(
+                Arguments.of("C3 28 (bad continuation)", bytes(0x22, 0xC3, 0x28, 0x22)),
+                Arguments.of("lone continuation byte", bytes(0x22, 0x80, 0x22)),
+                Arguments.of("overlong slash", bytes(0x22, 0xC0, 0xAF, 0x22)),
+                Arguments.of("truncated 3-byte sequence", bytes(0x22, 0xE2, 0x82, 0x22)),
+                Arguments.of("truncated at end", bytes(0x22, 0x61, 0x22, 0x20, 0xE2)),
+                Arguments.of("encoded surrogate", bytes(0x22, 0xED, 0xA0, 0x80, 0x22)),
+                Arguments.of("byte FF", bytes(0x5B, 0xFF, 0x5D)),
+                Arguments.of("beyond U+10FFFF", bytes(0x22, 0xF4, 0x90, 0x80, 0x80, 0x22)),
+                Arguments.of("invalid byte in member name", bytes(0x7B, 0x22, 0xC3, 0x28, 0x22, 0x3A, 0x31, 0x7D)));
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("invalidUtf8")
+    void rejectsInvalidUtf8(String description, byte[] body) {
+        assertThatThrownBy(() -> CanonicalJson.canonicalize(body)).isInstanceOf(InvalidJsonException.class);
+        assertThatThrownBy(() -> CanonicalJson.parse(body)).isInstanceOf(InvalidJsonException.class);
+    }
+
+    @Test
+    void rejectsUtf8ByteOrderMark() {
+        assertThatThrownBy(() -> CanonicalJson.parse(bytes(0xEF, 0xBB, 0xBF, 0x7B, 0x7D)))
+                .isInstanceOf(InvalidJsonException.class)
+                .hasMessageContaining("character");
+        assertThatThrownBy(() -> CanonicalJson.parse(bytes(0xEF, 0xBB, 0xBF, 0x31)))
+                .isInstanceOf(InvalidJsonException.class);
+    }
+
+    @Test
+    void errorMessageGivesThePosition() {
+        assertThatThrownBy(() -> parse("[1,2,x]"))
+                .isInstanceOf(InvalidJsonException.class)
+                .hasMessageContaining("character 6");
+        assertThatThrownBy(() -> parse("{\"a\":1,\"a\":2}"))
+                .isInstanceOf(InvalidJsonException.class)
+                .hasMessageContaining("character")
+                .hasMessageContaining("duplicate");
+    }
+
+    // ------------------------------------------------------------------ depth
+
+    @Nested
+    class Depth {
+
+        @Test
+        void acceptsMaxDepthNestedArrays() throws Exception {
+            String json = nestedArrays(CanonicalJson.MAX_DEPTH, "");
+            assertThat(canon(json)).isEqualTo(json);
+            String withScalar = nestedArrays(CanonicalJson.MAX_DEPTH, "1");
+            assertThat(canon(withScalar)).isEqualTo(withScalar);
+        }
+
+        @Test
+        void acceptsMaxDepthNestedObjects() throws Exception {
+            String json = nestedObjects(CanonicalJson.MAX_DEPTH);
+            assertThat(canon(json)).isEqualTo(json);
+        }
+
+        @Test
+        void rejectsOneLevelTooManyEmptyArrays() {
+            assertThatThrownBy(() -> parse(nestedArrays(CanonicalJson.MAX_DEPTH + 1, "")))
+                    .isInstanceOf(InvalidJsonException.class)
+                    .hasMessageContaining("character");
+        }
+
+        @Test
+        void rejectsOneLevelTooManyArraysAroundAScalar() {
+            assertThatThrownBy(() -> parse(nestedArrays(CanonicalJson.MAX_DEPTH + 1, "1")))
+                    .isInstanceOf(InvalidJsonException.class)
+                    .hasMessageContaining("character");
+        }
+
+        @Test
+        void rejectsOneLevelTooManyObjects() {
+            assertThatThrownBy(() -> parse(nestedObjects(CanonicalJson.MAX_DEPTH + 1)))
+                    .isInstanceOf(InvalidJsonException.class)
+                    .hasMessageContaining("character");
+        }
+
+        @Test
+        void rejectsVeryDeepNestingWithoutStackOverflow() {
+            assertTimeoutPreemptively(NO_HANG, () -> {
+                assertThatThrownBy(() -> parse(nestedArrays(200_000, "")))
+                        .isInstanceOf(InvalidJsonException.class);
+                assertThatThrownBy(() -> parse("[".repeat(200_000)))
+                        .isInstanceOf(InvalidJsonException.class);
+                assertThatThrownBy(() -> parse("{\"a\":".repeat(200_000)))
+                        .isInstanceOf(InvalidJsonException.class);
+            });
+        }
+    }
+
+    // ------------------------------------------------------------------ extreme numbers
+
+    @ParameterizedTest
+    @ValueSource(strings = {"1e999999999", "-1e-999999999", "10e2147483647", "100e2147483647",
+        "12345678901234567890e2147483647", "[1e2147483647]", "1e-2147483647"})
+    void extremeExponentsAreRejectedCleanlyOrRoundTrip(String json) {
+        assertTimeoutPreemptively(NO_HANG, () -> {
+            byte[] canonical;
+            try {
+                canonical = CanonicalJson.canonicalize(utf8(json));
+            } catch (InvalidJsonException rejected) {
+                assertThat(rejected).hasMessageContaining("character");
+                return;
+            } catch (RuntimeException unexpected) {
+                fail("canonicalize(" + json + ") threw " + unexpected + " instead of InvalidJsonException");
+                return;
+            }
+            try {
+                assertCanonicalFormIsStable(canonical);
+            } catch (InvalidJsonException notReparseable) {
+                fail("canonical form " + new String(canonical, UTF_8) + " of " + json
+                        + " is not valid JSON: " + notReparseable.getMessage());
+            }
+        });
+    }
+}

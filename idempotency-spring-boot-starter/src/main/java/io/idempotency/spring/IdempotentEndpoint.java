@@ -1,0 +1,65 @@
+package io.idempotency.spring;
+
+import io.idempotency.core.Idempotent;
+import io.idempotency.core.StoragePolicy;
+import org.springframework.beans.BeanUtils;
+import org.springframework.expression.Expression;
+import org.springframework.expression.spel.standard.SpelExpressionParser;
+
+import java.lang.reflect.Method;
+import java.util.Arrays;
+import java.util.Collection;
+import java.util.List;
+import java.util.Locale;
+import java.util.Set;
+import java.util.stream.Collectors;
+
+/** What one {@code @Idempotent} method asks for, with expressions parsed once. Immutable. */
+final class IdempotentEndpoint {
+
+    private static final SpelExpressionParser PARSER = new SpelExpressionParser();
+
+    final String scope;
+    final boolean keyRequired;
+    final Expression keyExpression;
+    final List<Expression> fingerprintExpressions;
+    final Set<String> methods;
+    final StoragePolicy storagePolicy;
+
+    private IdempotentEndpoint(String scope, boolean keyRequired, Expression keyExpression,
+                               List<Expression> fingerprintExpressions, Set<String> methods,
+                               StoragePolicy storagePolicy) {
+        this.scope = scope;
+        this.keyRequired = keyRequired;
+        this.keyExpression = keyExpression;
+        this.fingerprintExpressions = fingerprintExpressions;
+        this.methods = methods;
+        this.storagePolicy = storagePolicy;
+    }
+
+    /**
+     * @throws IllegalStateException if an expression does not parse or the storage policy cannot be created; the
+     *                               startup checks call this for every endpoint, so such mistakes stop the start
+     */
+    static IdempotentEndpoint of(Method method, Idempotent annotation, Collection<String> defaultMethods,
+                                 StoragePolicy defaultPolicy) {
+        try {
+            Expression key = annotation.key().isBlank() ? null : PARSER.parseExpression(annotation.key());
+            List<Expression> fingerprint = Arrays.stream(annotation.fingerprint())
+                    .map(PARSER::parseExpression).toList();
+            Collection<String> methods = annotation.methods().length == 0
+                    ? defaultMethods : Arrays.asList(annotation.methods());
+            StoragePolicy policy = annotation.storagePolicy() == StoragePolicy.class
+                    ? defaultPolicy : BeanUtils.instantiateClass(annotation.storagePolicy());
+            return new IdempotentEndpoint(annotation.scope(), annotation.keyRequired(), key, fingerprint,
+                    methods.stream().map(m -> m.toUpperCase(Locale.ROOT)).collect(Collectors.toUnmodifiableSet()),
+                    policy);
+        } catch (RuntimeException e) {
+            throw new IllegalStateException("invalid @Idempotent on " + method + ": " + e.getMessage(), e);
+        }
+    }
+
+    boolean appliesTo(String httpMethod) {
+        return methods.contains(httpMethod.toUpperCase(Locale.ROOT));
+    }
+}

@@ -1,0 +1,280 @@
+package io.idempotency.spring;
+
+import io.idempotency.spring.app.TestApplication;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.web.server.LocalServerPort;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.Socket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.util.UUID;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The HTTP semantics of the IETF Idempotency-Key draft and of Stripe: key syntax, fingerprints, expression keys,
+ * methods, storage policies and the stored-body cap — over real HTTP on real PostgreSQL.
+ */
+@SpringBootTest(classes = TestApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
+        properties = "idempotency.max-stored-body-size=64KB")
+class HttpSemanticsIntegrationTest {
+
+    static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
+
+    static {
+        DATABASE.queryString("create table orders (id bigserial primary key, note text not null)");
+        DATABASE.queryString("create table order_audit (order_id bigint not null references orders (id)"
+                + " deferrable initially deferred)");
+    }
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        registry.add("spring.datasource.url", DATABASE::url);
+        registry.add("spring.datasource.username", DATABASE::user);
+        registry.add("spring.datasource.password", () -> DATABASE.password() == null ? "" : DATABASE.password());
+    }
+
+    @LocalServerPort
+    int port;
+
+    private final HttpClient http = HttpClient.newHttpClient();
+
+    // ---------------------------------------------------------------- key syntax
+
+    @Test
+    void escapesInQuotedKeysAreUnderstood() throws Exception {
+        String id = UUID.randomUUID().toString();
+        String note = "escapes-" + id;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> quoted = post("/orders", "\"" + id + "\\\\x\"", body); // "<id>\\x" is the key <id>\x
+        HttpResponse<byte[]> bare = post("/orders", id + "\\x", body);
+
+        assertThat(quoted.statusCode()).isEqualTo(201);
+        assertThat(bare.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void anEmptyKeyOrOneWithControlCharactersIsMalformed() throws Exception {
+        String note = "control-" + UUID.randomUUID();
+        String body = "{\"note\":\"" + note + "\"}";
+
+        for (String key : new String[] {"", "\"\"", "a\tb", "\"a\tb\"", "a b"}) {
+            String answer = rawPost(key, body);
+            assertThat(answer).as("key %s", key).startsWith("HTTP/1.1 400");
+            assertThat(answer).as("key %s", key).contains("idempotency-key-malformed");
+        }
+        // other control characters and non-ASCII bytes never get past the servlet container's own header parser
+        for (String key : new String[] {"a\u0001b", "a\u007fb", "caf\u00e9"}) {
+            assertThat(rawPost(key, body)).startsWith("HTTP/1.1 400");
+        }
+        assertThat(rows(note)).isZero();
+    }
+
+    private String rawPost(String key, String body) throws IOException {
+        return raw("POST /orders HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                + "Idempotency-Key: " + key + "\r\nContent-Length: " + body.length()
+                + "\r\nConnection: close\r\n\r\n" + body);
+    }
+
+    // ---------------------------------------------------------------- fingerprints
+
+    @Test
+    void theSameJsonWrittenDifferentlyIsTheSameRequest() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "canonical-" + key;
+
+        HttpResponse<byte[]> first = post("/orders", key, "{\"note\":\"" + note + "\",\"amount\":\"12.50\",\"n\":12.50}");
+        HttpResponse<byte[]> reordered = post("/orders", key,
+                "{ \"n\" : 1.25e1,\n  \"amount\":\"12.50\",   \"note\" : \"" + note + "\" }");
+        HttpResponse<byte[]> changed = post("/orders", key, "{\"note\":\"" + note + "\",\"amount\":\"12.51\",\"n\":12.50}");
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(reordered.statusCode()).isEqualTo(201);
+        assertThat(reordered.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(reordered.body()).isEqualTo(first.body());
+        assertThat(changed.statusCode()).isEqualTo(422);
+        assertProblem(changed, "idempotency-key-mismatch");
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void numbersAreComparedExactlyNeverAsDoubles() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "exact-" + key;
+        post("/orders", key, "{\"note\":\"" + note + "\",\"n\":0.1}");
+
+        HttpResponse<byte[]> close = post("/orders", key, "{\"note\":\"" + note + "\",\"n\":0.10000000000000000001}");
+
+        assertThat(close.statusCode()).isEqualTo(422);
+    }
+
+    @Test
+    void duplicateJsonMembersAreRefusedAndLeaveNothing() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "duplicate-" + key;
+
+        HttpResponse<byte[]> answer = post("/orders", key, "{\"note\":\"" + note + "\",\"amount\":\"1\",\"amount\":\"2\"}");
+
+        assertThat(answer.statusCode()).isEqualTo(400);
+        assertProblem(answer, "idempotency-body-invalid");
+        assertThat(new String(answer.body(), StandardCharsets.UTF_8)).contains("duplicate member name");
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+    }
+
+    @Test
+    void theQueryIsPartOfTheRequest() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"query-" + key + "\"}";
+        assertThat(post("/orders/large?size=1", key, body).statusCode()).isEqualTo(200);
+
+        assertThat(post("/orders/large?size=2", key, body).statusCode()).isEqualTo(422);
+    }
+
+    // ---------------------------------------------------------------- keys from the request
+
+    @Test
+    void aCallbackWithoutHeaderIsDeduplicatedByItsOwnTransactionId() throws Exception {
+        String transaction = "tx-" + UUID.randomUUID();
+        String first = "{\"transactionId\":\"" + transaction + "\",\"amount\":\"12.50\",\"currency\":\"EUR\","
+                + "\"nonce\":\"n-1\",\"signature\":\"s-1\"}";
+        String resent = "{\"signature\":\"s-2\",\"nonce\":\"n-2\",\"currency\":\"EUR\",\"amount\":\"12.50\","
+                + "\"transactionId\":\"" + transaction + "\"}";
+        String forged = "{\"transactionId\":\"" + transaction + "\",\"amount\":\"99.00\",\"currency\":\"EUR\","
+                + "\"nonce\":\"n-3\",\"signature\":\"s-3\"}";
+
+        HttpResponse<byte[]> answer = send(request("/orders/callbacks", first).build());
+        HttpResponse<byte[]> again = send(request("/orders/callbacks", resent).build());
+        HttpResponse<byte[]> other = send(request("/orders/callbacks", forged).build());
+        HttpResponse<byte[]> keyless = send(request("/orders/callbacks", "{\"amount\":\"1\"}").build());
+
+        assertThat(answer.statusCode()).isEqualTo(200);
+        assertThat(again.statusCode()).isEqualTo(200);
+        assertThat(again.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(again.body()).isEqualTo(answer.body());
+        assertThat(other.statusCode()).as("same transaction, another amount").isEqualTo(422);
+        assertThat(keyless.statusCode()).isEqualTo(400);
+        assertProblem(keyless, "idempotency-key-missing");
+        assertThat(rows("callback-" + transaction)).isEqualTo(1);
+    }
+
+    @Test
+    void aKeyFromThePathWithoutFingerprintReplaysWhateverTheBody() throws Exception {
+        String reference = "ref-" + UUID.randomUUID();
+
+        HttpResponse<byte[]> first = send(request("/orders/by-reference/" + reference, "{\"note\":\"a-" + reference + "\"}").build());
+        HttpResponse<byte[]> second = send(request("/orders/by-reference/" + reference, "{\"note\":\"b-" + reference + "\"}").build());
+
+        assertThat(second.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(second.body()).isEqualTo(first.body());
+        assertThat(rows("a-" + reference) + rows("b-" + reference)).isEqualTo(1);
+    }
+
+    // ---------------------------------------------------------------- methods and storage policies
+
+    @Test
+    void onlyTheConfiguredMethodsAreIdempotent() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "put-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        send(request("/orders/1", body).PUT(HttpRequest.BodyPublishers.ofString(body)).header("Idempotency-Key", key).build());
+        send(request("/orders/1", body).PUT(HttpRequest.BodyPublishers.ofString(body)).header("Idempotency-Key", key).build());
+        assertThat(rows(note)).as("PUT is not idempotent by default").isEqualTo(2);
+
+        String optedIn = "put-opted-" + key;
+        String optedBody = "{\"note\":\"" + optedIn + "\"}";
+        send(request("/orders/put-idempotent/1", optedBody).PUT(HttpRequest.BodyPublishers.ofString(optedBody))
+                .header("Idempotency-Key", key).build());
+        HttpResponse<byte[]> replay = send(request("/orders/put-idempotent/1", optedBody)
+                .PUT(HttpRequest.BodyPublishers.ofString(optedBody)).header("Idempotency-Key", key).build());
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(rows(optedIn)).isEqualTo(1);
+    }
+
+    @Test
+    void anEndpointMayStoreAnswersTheDefaultPolicyWouldNot() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "store-503-" + key;
+
+        HttpResponse<byte[]> first = post("/orders/store-everything/503", key, "{\"note\":\"" + note + "\"}");
+        HttpResponse<byte[]> second = post("/orders/store-everything/503", key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(first.statusCode()).isEqualTo(503);
+        assertThat(second.statusCode()).isEqualTo(503);
+        assertThat(second.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void anAnswerAboveTheStoredBodyCapIsRolledBackNotCut() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "large-" + key;
+
+        HttpResponse<byte[]> fits = post("/orders/large?size=65536", UUID.randomUUID().toString(), "{\"note\":\"" + note + "\"}");
+        HttpResponse<byte[]> tooLarge = post("/orders/large?size=65537", key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(fits.statusCode()).isEqualTo(200);
+        assertThat(fits.body()).hasSize(65536);
+        assertThat(tooLarge.statusCode()).isEqualTo(500);
+        assertProblem(tooLarge, "idempotency-response-too-large");
+        assertThat(rows(note)).as("only the answer that fits was kept").isEqualTo(1);
+        assertThat(keyRows(key)).isZero();
+    }
+
+    // ---------------------------------------------------------------- helpers
+
+    private long rows(String note) {
+        return DATABASE.queryLong("select count(*) from orders where note = '" + note + "'");
+    }
+
+    private long keyRows(String key) {
+        return DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + key + "'");
+    }
+
+    static void assertProblem(HttpResponse<byte[]> response, String type) {
+        assertThat(response.headers().firstValue("Content-Type")).hasValueSatisfying(
+                value -> assertThat(value).startsWith("application/problem+json"));
+        assertThat(new String(response.body(), StandardCharsets.UTF_8))
+                .contains("\"type\":\"" + ProblemResponses.DEFAULT_TYPE_BASE + type + "\"");
+    }
+
+    private String raw(String request) throws IOException {
+        try (Socket socket = new Socket("localhost", port)) {
+            OutputStream out = socket.getOutputStream();
+            out.write(request.getBytes(StandardCharsets.ISO_8859_1));
+            out.flush();
+            InputStream in = socket.getInputStream();
+            ByteArrayOutputStream answer = new ByteArrayOutputStream();
+            in.transferTo(answer);
+            return answer.toString(StandardCharsets.ISO_8859_1);
+        }
+    }
+
+    private HttpRequest.Builder request(String path, String body) {
+        return HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))
+                .header("Content-Type", "application/json")
+                .POST(HttpRequest.BodyPublishers.ofString(body));
+    }
+
+    private HttpResponse<byte[]> post(String path, String key, String body) throws IOException, InterruptedException {
+        return send(request(path, body).header("Idempotency-Key", key).build());
+    }
+
+    private HttpResponse<byte[]> send(HttpRequest request) throws IOException, InterruptedException {
+        return http.send(request, HttpResponse.BodyHandlers.ofByteArray());
+    }
+}
