@@ -1,0 +1,127 @@
+package io.idempotency.sample.payment;
+
+import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.io.IOException;
+import java.nio.channels.FileChannel;
+import java.nio.channels.FileLock;
+import java.nio.channels.OverlappingFileLockException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.time.Duration;
+
+/**
+ * The zero-configuration database: a PostgreSQL server run from the binaries packaged in the application, on a data
+ * directory that survives restarts.
+ *
+ * <p>The server is a separate operating-system process. When the JVM ends normally it is stopped; when the JVM is
+ * killed ({@code kill -9}, {@link Runtime#halt(int)}) it keeps running on the data directory, and its
+ * {@code postmaster.pid} would make the next start fail. {@link #start(Path, int)} therefore stops such an orphan
+ * first ({@link PostgresOrphans}), unless another live instance of the application still owns the directory.
+ */
+public final class EmbeddedPostgresServer implements AutoCloseable {
+
+    private static final Logger log = LoggerFactory.getLogger(EmbeddedPostgresServer.class);
+
+    /** The file the embedded PostgreSQL library locks while an application instance owns the data directory. */
+    static final String OWNER_LOCK_FILE = "epg-lock";
+
+    private static final String DATABASE = "postgres";
+    private static final String USER = "postgres";
+
+    // Crash recovery after a hard stop can take longer than the library's 10 s default.
+    private static final Duration STARTUP_WAIT = Duration.ofSeconds(60);
+
+    private final EmbeddedPostgres postgres;
+    private final Path dataDir;
+
+    private EmbeddedPostgresServer(EmbeddedPostgres postgres, Path dataDir) {
+        this.postgres = postgres;
+        this.dataDir = dataDir;
+    }
+
+    /**
+     * Starts the server on {@code dataDir} (created and initialised when empty), after stopping a server orphaned
+     * there by a JVM that was killed.
+     *
+     * @param dataDir the data directory; relative paths resolve against the working directory
+     * @param port    the port to listen on, or 0 for a free one
+     * @throws IllegalStateException if another running application instance owns the data directory
+     * @throws IOException           if the server does not start
+     */
+    public static EmbeddedPostgresServer start(Path dataDir, int port) throws IOException {
+        Path dir = dataDir.toAbsolutePath().normalize();
+        Files.createDirectories(dir);
+        // Only an initialised directory can have a server running on it; an empty one must stay empty for initdb.
+        if (Files.exists(dir.resolve("PG_VERSION"))) {
+            checkNotOwnedByAnotherInstance(dir);
+            PostgresOrphans.stopOrphan(dir, PostgresOrphans.DEFAULT_STOP_TIMEOUT);
+        }
+        log.info("starting embedded PostgreSQL on data directory {}", dir);
+        EmbeddedPostgres postgres = EmbeddedPostgres.builder()
+                .setDataDirectory(dir.toFile())
+                .setCleanDataDirectory(false)
+                .setPort(port)
+                .setPGStartupWait(STARTUP_WAIT)
+                // The library turns this off for speed; a payment sample keeps every committed row on disk.
+                .setServerConfig("synchronous_commit", "on")
+                .start();
+        log.info("embedded PostgreSQL listens on port {}", postgres.getPort());
+        return new EmbeddedPostgresServer(postgres, dir);
+    }
+
+    /** The JDBC URL of the server's {@code postgres} database (user {@code postgres}, no password). */
+    public String jdbcUrl() {
+        return postgres.getJdbcUrl(USER, DATABASE);
+    }
+
+    /** The user to connect as. */
+    public String username() {
+        return USER;
+    }
+
+    /** The port the server listens on. */
+    public int port() {
+        return postgres.getPort();
+    }
+
+    /** The absolute data directory. */
+    public Path dataDir() {
+        return dataDir;
+    }
+
+    /** Stops the server (fast shutdown); the data directory is kept. */
+    @Override
+    public void close() throws IOException {
+        log.info("stopping embedded PostgreSQL on data directory {}", dataDir);
+        postgres.close();
+    }
+
+    /**
+     * A running instance holds the library's lock file for as long as it lives; the lock goes away with its process.
+     * So a lock we can take means that any server still running on the directory is an orphan.
+     */
+    private static void checkNotOwnedByAnotherInstance(Path dir) throws IOException {
+        Path lockFile = dir.resolve(OWNER_LOCK_FILE);
+        if (!Files.exists(lockFile)) {
+            return; // never started by the library, so no instance can own it
+        }
+        try (FileChannel channel = FileChannel.open(lockFile, StandardOpenOption.WRITE)) {
+            FileLock lock;
+            try {
+                lock = channel.tryLock();
+            } catch (OverlappingFileLockException e) {
+                lock = null; // held by this very JVM
+            }
+            if (lock == null) {
+                throw new IllegalStateException("the embedded PostgreSQL data directory " + dir
+                        + " is in use by another running instance; stop it, or give this instance another"
+                        + " sample.embedded.data-dir, or configure spring.datasource.url");
+            }
+            lock.release();
+        }
+    }
+}

@@ -1,0 +1,14 @@
+package io.idempotency.sample.payment;
+
+/**
+ * The failure that {@code X-Chaos: fail-after-write} raises after the payment row was written. Answered with 500
+ * by {@link PaymentExceptionHandler}: an exception, whatever status it maps to, makes the starter roll back the
+ * payment and release the key, so a retry runs afresh.
+ */
+public class SimulatedFailureException extends RuntimeException {
+
+    /** @param message what failed, for the log and the problem detail */
+    public SimulatedFailureException(String message) {
+        super(message);
+    }
+}

@@ -1,0 +1,125 @@
+package io.idempotency.sample.payment;
+
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import java.io.IOException;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Optional;
+import java.util.UUID;
+import java.util.stream.Stream;
+
+import static io.idempotency.sample.payment.PaymentApi.REPLAYED_HEADER;
+import static io.idempotency.sample.payment.PaymentApi.body;
+import static io.idempotency.sample.payment.PaymentApi.newOrderId;
+import static io.idempotency.sample.payment.PaymentApi.text;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/**
+ * Kills the application for real in the middle of a payment and checks that a retry after the restart changes the
+ * system exactly once: a crash before the commit leaves nothing (the retry creates the payment), a crash after the
+ * commit but before the answer leaves the payment and its stored answer (the retry is a replay).
+ *
+ * <p>The application runs in a JVM of its own, in its zero-configuration mode: its embedded PostgreSQL outlives every
+ * halt as an orphan on the data directory, so each restart also proves that the orphan is found and stopped.
+ */
+class CrashRecoveryIntegrationTest {
+
+    private static final Path WORK_DIR = Path.of("target", "crash-recovery", UUID.randomUUID().toString());
+    private static final Path DATA_DIR = WORK_DIR.resolve("postgres").toAbsolutePath();
+    private static final Duration EXIT_TIMEOUT = Duration.ofSeconds(30);
+
+    private static SampleAppProcess app;
+
+    @BeforeAll
+    static void startApp() throws Exception {
+        app = start();
+    }
+
+    @AfterAll
+    static void stopApp() throws Exception {
+        if (app != null) {
+            app.close();
+        }
+        // A graceful stop takes the embedded database down with the application; anything left is a leak.
+        Optional<ProcessHandle> leftOver = PostgresOrphans.runningServer(DATA_DIR);
+        if (leftOver.isPresent()) {
+            PostgresOrphans.stopOrphan(DATA_DIR, PostgresOrphans.DEFAULT_STOP_TIMEOUT);
+        }
+        assertThat(leftOver).as("PostgreSQL still running on %s after the application stopped", DATA_DIR).isEmpty();
+        // The database files are large and of no use once the server is down; the application logs stay.
+        deleteRecursively(DATA_DIR);
+    }
+
+    @Test
+    void crashBeforeCommitLeavesNothingAndTheRetryCreatesThePayment() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+        String body = body(orderId, "25.00");
+
+        crash(key, body, "crash-after-write");
+
+        HttpResponse<byte[]> retry = app.api().createPayment(key, body, null);
+        assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
+        assertThat(retry.headers().firstValue(REPLAYED_HEADER)).isEmpty();
+        assertThat(app.api().countPaymentsOf(orderId)).isEqualTo(1);
+    }
+
+    @Test
+    void crashAfterCommitKeepsThePaymentAndTheRetryIsAReplay() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+        String body = body(orderId, "26.00");
+
+        crash(key, body, "crash-after-commit");
+
+        // The payment was committed before the JVM died, answer unsent.
+        assertThat(app.api().countPaymentsOf(orderId)).isEqualTo(1);
+
+        HttpResponse<byte[]> retry = app.api().createPayment(key, body, null);
+        assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
+        assertThat(retry.headers().firstValue(REPLAYED_HEADER)).hasValue("true");
+        assertThat(app.api().paymentsOf(orderId)).isEqualTo("[" + text(retry) + "]");
+    }
+
+    /**
+     * Sends the request with the fault, checks that the JVM died without answering and left its database running,
+     * then starts the application again on the same data directory.
+     */
+    private static void crash(String key, String body, String fault) throws Exception {
+        PaymentApi api = app.api();
+        assertThatThrownBy(() -> api.createPayment(key, body, fault))
+                .as("the JVM must die before answering")
+                .isInstanceOf(IOException.class);
+        assertThat(app.awaitExit(EXIT_TIMEOUT)).isEqualTo(FaultInjector.HALT_STATUS);
+        assertThat(PostgresOrphans.runningServer(DATA_DIR))
+                .as("the embedded PostgreSQL outlives the halted JVM")
+                .isPresent();
+
+        app = start();
+    }
+
+    private static void deleteRecursively(Path dir) throws IOException {
+        if (!Files.exists(dir)) {
+            return;
+        }
+        try (Stream<Path> paths = Files.walk(dir)) {
+            for (Path path : paths.sorted(Comparator.reverseOrder()).toList()) {
+                Files.delete(path);
+            }
+        }
+    }
+
+    private static SampleAppProcess start() throws Exception {
+        return SampleAppProcess.start("crash-app", WORK_DIR, List.of(
+                "--sample.chaos.enabled=true",
+                "--sample.embedded.data-dir=" + DATA_DIR));
+    }
+}

@@ -1,0 +1,31 @@
+package io.idempotency.sample.payment;
+
+import org.junit.jupiter.api.Test;
+import org.springframework.web.server.ResponseStatusException;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/** The {@code X-Chaos} header is inert unless fault injection is switched on, and strict when it is. */
+class FaultInjectorTest {
+
+    @Test
+    void headerIsIgnoredWhenChaosIsDisabled() {
+        FaultInjector disabled = new FaultInjector(new ChaosProperties(false), null);
+
+        assertThat(disabled.parse("crash-after-write")).isEmpty();
+        assertThat(disabled.parse("no such fault")).isEmpty();
+    }
+
+    @Test
+    void enabledChaosParsesEveryFaultInOrder() {
+        FaultInjector enabled = new FaultInjector(new ChaosProperties(true), null);
+
+        assertThat(enabled.parse("delay-ms=300, crash-after-commit"))
+                .containsExactly(new FaultInjector.Fault(FaultInjector.Kind.DELAY, 300),
+                        new FaultInjector.Fault(FaultInjector.Kind.CRASH_AFTER_COMMIT, 0));
+        assertThat(enabled.parse(null)).isEmpty();
+        assertThatThrownBy(() -> enabled.parse("crash-sometime")).isInstanceOf(ResponseStatusException.class);
+        assertThatThrownBy(() -> enabled.parse("delay-ms=-1")).isInstanceOf(ResponseStatusException.class);
+    }
+}

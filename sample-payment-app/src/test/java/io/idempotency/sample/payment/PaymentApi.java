@@ -1,0 +1,102 @@
+package io.idempotency.sample.payment;
+
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.UUID;
+
+/**
+ * A tiny HTTP client for the sample's API, used by the integration tests: real HTTP over the loopback interface,
+ * nothing mocked. Bodies are kept as bytes so that replays can be compared byte for byte.
+ */
+final class PaymentApi {
+
+    static final String KEY_HEADER = "Idempotency-Key";
+    static final String REPLAYED_HEADER = "Idempotent-Replayed";
+
+    private final URI base;
+    private final HttpClient http;
+
+    PaymentApi(URI base) {
+        this.base = base;
+        this.http = HttpClient.newBuilder()
+                .version(HttpClient.Version.HTTP_1_1)
+                .connectTimeout(Duration.ofSeconds(5))
+                .build();
+    }
+
+    static PaymentApi onPort(int port) {
+        return new PaymentApi(URI.create("http://127.0.0.1:" + port));
+    }
+
+    URI base() {
+        return base;
+    }
+
+    /** A JSON payment body for {@code orderId}. */
+    static String body(String orderId, String amount) {
+        return "{\"orderId\":\"" + orderId + "\",\"amount\":\"" + amount + "\",\"currency\":\"EUR\"}";
+    }
+
+    /** A fresh order id, so that tests never see each other's payments. */
+    static String newOrderId() {
+        return "o-" + UUID.randomUUID();
+    }
+
+    /** POST /payments; {@code key} and {@code chaos} are left out when null. */
+    HttpResponse<byte[]> createPayment(String key, String body, String chaos) throws IOException, InterruptedException {
+        HttpRequest.Builder request = HttpRequest.newBuilder(base.resolve("/payments"))
+                .timeout(Duration.ofSeconds(30))
+                .header("Content-Type", "application/json")
+                .header("Accept", "application/json, application/problem+json")
+                .POST(HttpRequest.BodyPublishers.ofString(body));
+        if (key != null) {
+            request.header(KEY_HEADER, key);
+        }
+        if (chaos != null) {
+            request.header("X-Chaos", chaos);
+        }
+        return http.send(request.build(), HttpResponse.BodyHandlers.ofByteArray());
+    }
+
+    /** GET on a path of the API, e.g. {@code /payments?orderId=o-1}. */
+    HttpResponse<String> get(String pathAndQuery) throws IOException, InterruptedException {
+        HttpRequest request = HttpRequest.newBuilder(base.resolve(pathAndQuery))
+                .timeout(Duration.ofSeconds(10))
+                .GET()
+                .build();
+        return http.send(request, HttpResponse.BodyHandlers.ofString());
+    }
+
+    /** The payments of an order, as the API lists them (a JSON array). */
+    String paymentsOf(String orderId) throws IOException, InterruptedException {
+        HttpResponse<String> response = get("/payments?orderId=" + orderId);
+        if (response.statusCode() != 200) {
+            throw new IllegalStateException("GET /payments?orderId=" + orderId + " answered " + response.statusCode()
+                    + ": " + response.body());
+        }
+        return response.body();
+    }
+
+    /** How many payments the API lists for an order (counts the objects in the JSON array by their ids). */
+    int countPaymentsOf(String orderId) throws IOException, InterruptedException {
+        String json = paymentsOf(orderId);
+        int count = 0;
+        for (int i = json.indexOf("\"id\":"); i >= 0; i = json.indexOf("\"id\":", i + 1)) {
+            count++;
+        }
+        return count;
+    }
+
+    static String text(HttpResponse<byte[]> response) {
+        return new String(response.body(), StandardCharsets.UTF_8);
+    }
+
+    static String contentType(HttpResponse<?> response) {
+        return response.headers().firstValue("Content-Type").orElse("");
+    }
+}

@@ -1,0 +1,210 @@
+package io.idempotency.sample.payment;
+
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.web.server.LocalServerPort;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+import java.net.http.HttpResponse;
+import java.util.UUID;
+
+import static io.idempotency.sample.payment.PaymentApi.REPLAYED_HEADER;
+import static io.idempotency.sample.payment.PaymentApi.body;
+import static io.idempotency.sample.payment.PaymentApi.contentType;
+import static io.idempotency.sample.payment.PaymentApi.newOrderId;
+import static io.idempotency.sample.payment.PaymentApi.text;
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The payment API over real HTTP on a real PostgreSQL (a schema of its own from {@link TestPostgres}), with the
+ * idempotency starter in front of {@code POST /payments}. Every check of "nothing was written" reads the database.
+ */
+@SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT, properties = "sample.chaos.enabled=true")
+class PaymentApiIntegrationTest {
+
+    private static final TestPostgres.Database DB = TestPostgres.newDatabase();
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        registry.add("spring.datasource.url", DB::url);
+        registry.add("spring.datasource.username", DB::user);
+        registry.add("spring.datasource.password", DB::password);
+    }
+
+    @LocalServerPort
+    int port;
+
+    PaymentApi api;
+
+    @BeforeEach
+    void client() {
+        api = PaymentApi.onPort(port);
+    }
+
+    @Test
+    void repeatedRequestCreatesOnePaymentAndReplaysTheFirstAnswerByteForByte() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+        String body = body(orderId, "12.50");
+
+        HttpResponse<byte[]> first = api.createPayment(key, body, null);
+        assertThat(first.statusCode()).as(text(first)).isEqualTo(201);
+        assertThat(contentType(first)).startsWith("application/json");
+        assertThat(first.headers().firstValue(REPLAYED_HEADER)).isEmpty();
+        String created = text(first);
+        assertThat(created)
+                .contains("\"orderId\":\"" + orderId + "\"")
+                .contains("\"amount\":\"12.50\"")
+                .contains("\"currency\":\"EUR\"")
+                .contains("\"createdAt\":");
+        long id = paymentIdOf(orderId);
+        assertThat(created).contains("\"id\":" + id + ",");
+        assertThat(first.headers().firstValue("Location")).hasValue("/payments/" + id);
+
+        HttpResponse<byte[]> second = api.createPayment(key, body, null);
+        assertThat(second.statusCode()).isEqualTo(201);
+        assertThat(second.body()).isEqualTo(first.body());
+        assertThat(second.headers().firstValue(REPLAYED_HEADER)).hasValue("true");
+        assertThat(second.headers().firstValue("Location")).hasValue("/payments/" + id);
+
+        assertThat(paymentsInDatabase(orderId)).isEqualTo(1);
+    }
+
+    @Test
+    void sameKeyWithAnotherBodyIsRefusedAndChangesNothing() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+        assertThat(api.createPayment(key, body(orderId, "10.00"), null).statusCode()).isEqualTo(201);
+
+        HttpResponse<byte[]> reused = api.createPayment(key, body(orderId, "99.00"), null);
+
+        assertThat(reused.statusCode()).as(text(reused)).isEqualTo(422);
+        assertThat(contentType(reused)).startsWith("application/problem+json");
+        assertThat(text(reused)).contains("idempotency-key-mismatch");
+        assertThat(paymentsInDatabase(orderId)).isEqualTo(1);
+        assertThat(DB.queryString("select amount from payments where order_id = '" + orderId + "'"))
+                .isEqualTo("10.00");
+    }
+
+    @Test
+    void missingOrOverlongKeyIsRefusedBeforeAnythingIsWritten() throws Exception {
+        String orderId = newOrderId();
+        long recordsBefore = idempotencyRecords();
+
+        HttpResponse<byte[]> missing = api.createPayment(null, body(orderId, "5.00"), null);
+        assertThat(missing.statusCode()).as(text(missing)).isEqualTo(400);
+        assertThat(contentType(missing)).startsWith("application/problem+json");
+        assertThat(text(missing)).contains("idempotency-key-missing");
+
+        HttpResponse<byte[]> tooLong = api.createPayment("k".repeat(300), body(orderId, "5.00"), null);
+        assertThat(tooLong.statusCode()).as(text(tooLong)).isEqualTo(400);
+        assertThat(contentType(tooLong)).startsWith("application/problem+json");
+        assertThat(text(tooLong)).contains("idempotency-key-malformed");
+
+        assertThat(paymentsInDatabase(orderId)).isZero();
+        assertThat(idempotencyRecords()).isEqualTo(recordsBefore);
+    }
+
+    @Test
+    void invalidPaymentIsRefusedWithProblemDetailsAndTheKeyStaysUsable() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+
+        HttpResponse<byte[]> invalid = api.createPayment(key,
+                "{\"orderId\":\"" + orderId + "\",\"amount\":\"12.345\",\"currency\":\"eur\"}", null);
+
+        assertThat(invalid.statusCode()).as(text(invalid)).isEqualTo(400);
+        assertThat(contentType(invalid)).startsWith("application/problem+json");
+        assertThat(text(invalid)).contains("invalid-payment").contains("amount").contains("currency");
+        assertThat(paymentsInDatabase(orderId)).isZero();
+        assertThat(idempotencyRecordsFor(key)).isZero();
+
+        // The refusal was not stored, so the corrected request may use the same key.
+        HttpResponse<byte[]> corrected = api.createPayment(key, body(orderId, "12.3"), null);
+        assertThat(corrected.statusCode()).as(text(corrected)).isEqualTo(201);
+        assertThat(text(corrected)).contains("\"amount\":\"12.30\"");
+    }
+
+    @Test
+    void failureAfterTheWriteRollsEverythingBackAndTheRetrySucceeds() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+        String body = body(orderId, "7.00");
+
+        HttpResponse<byte[]> failed = api.createPayment(key, body, "fail-after-write");
+
+        assertThat(failed.statusCode()).as(text(failed)).isBetween(500, 599);
+        assertThat(contentType(failed)).startsWith("application/problem+json");
+        assertThat(paymentsInDatabase(orderId)).isZero();
+        assertThat(idempotencyRecordsFor(key)).isZero();
+
+        HttpResponse<byte[]> retry = api.createPayment(key, body, null);
+        assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
+        assertThat(retry.headers().firstValue(REPLAYED_HEADER)).isEmpty();
+        assertThat(paymentsInDatabase(orderId)).isEqualTo(1);
+    }
+
+    @Test
+    void failureAtCommitIsNeverAnsweredWithSuccessAndTheRetrySucceeds() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+        String body = body(orderId, "8.00");
+
+        HttpResponse<byte[]> failed = api.createPayment(key, body, "fail-at-commit");
+
+        assertThat(failed.statusCode()).as(text(failed)).isBetween(500, 599);
+        assertThat(contentType(failed)).startsWith("application/problem+json");
+        assertThat(paymentsInDatabase(orderId)).isZero();
+        assertThat(idempotencyRecordsFor(key)).isZero();
+        assertThat(DB.queryLong("select count(*) from payment_audit")).isZero();
+
+        HttpResponse<byte[]> retry = api.createPayment(key, body, null);
+        assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
+        assertThat(paymentsInDatabase(orderId)).isEqualTo(1);
+    }
+
+    @Test
+    void paymentsCanBeReadBackAndTheAppIsHealthy() throws Exception {
+        String orderId = newOrderId();
+        HttpResponse<byte[]> created = api.createPayment(UUID.randomUUID().toString(), body(orderId, "3.10"), null);
+        assertThat(created.statusCode()).isEqualTo(201);
+        long id = paymentIdOf(orderId);
+
+        HttpResponse<String> list = api.get("/payments?orderId=" + orderId);
+        assertThat(list.statusCode()).isEqualTo(200);
+        assertThat(list.body()).isEqualTo("[" + text(created) + "]");
+
+        HttpResponse<String> one = api.get("/payments/" + id);
+        assertThat(one.statusCode()).isEqualTo(200);
+        assertThat(one.body()).isEqualTo(text(created));
+
+        HttpResponse<String> none = api.get("/payments/" + (id + 1_000_000));
+        assertThat(none.statusCode()).isEqualTo(404);
+        assertThat(contentType(none)).startsWith("application/problem+json");
+
+        assertThat(api.get("/payments?orderId=" + newOrderId()).body()).isEqualTo("[]");
+
+        HttpResponse<String> health = api.get("/actuator/health");
+        assertThat(health.statusCode()).isEqualTo(200);
+        assertThat(health.body()).contains("\"status\":\"UP\"");
+    }
+
+    private static long paymentsInDatabase(String orderId) {
+        return DB.queryLong("select count(*) from payments where order_id = '" + orderId + "'");
+    }
+
+    private static long paymentIdOf(String orderId) {
+        return DB.queryLong("select id from payments where order_id = '" + orderId + "'");
+    }
+
+    private static long idempotencyRecords() {
+        return DB.queryLong("select count(*) from idempotency_keys");
+    }
+
+    private static long idempotencyRecordsFor(String key) {
+        return DB.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + key + "'");
+    }
+}

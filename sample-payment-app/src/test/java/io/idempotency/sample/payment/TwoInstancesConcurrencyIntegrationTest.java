@@ -1,0 +1,157 @@
+package io.idempotency.sample.payment;
+
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import java.net.http.HttpResponse;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.UUID;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+
+import static io.idempotency.sample.payment.PaymentApi.REPLAYED_HEADER;
+import static io.idempotency.sample.payment.PaymentApi.body;
+import static io.idempotency.sample.payment.PaymentApi.contentType;
+import static io.idempotency.sample.payment.PaymentApi.newOrderId;
+import static io.idempotency.sample.payment.PaymentApi.text;
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Two instances of the application, each in its own JVM, on one database: simultaneous requests with the same key
+ * spread over both must create one payment. Only the database can arbitrate here — no lock inside one JVM sees the
+ * other instance — so this is the test that a JVM-local lock would fail.
+ */
+class TwoInstancesConcurrencyIntegrationTest {
+
+    private static final int REQUESTS = 20;
+    private static final Path LOG_DIR = Path.of("target", "two-instances");
+
+    private static TestPostgres.Database db;
+    private static SampleAppProcess first;
+    private static SampleAppProcess second;
+
+    @BeforeAll
+    static void startTwoInstances() throws Exception {
+        db = TestPostgres.newDatabase();
+        List<String> args = new ArrayList<>(List.of(
+                "--sample.chaos.enabled=true",
+                "--spring.datasource.url=" + db.url()));
+        if (db.user() != null) {
+            args.add("--spring.datasource.username=" + db.user());
+        }
+        if (db.password() != null) {
+            args.add("--spring.datasource.password=" + db.password());
+        }
+        // Started side by side (both run the migrations; Flyway serialises them with a database lock).
+        first = SampleAppProcess.launch("instance-1", LOG_DIR, args);
+        second = SampleAppProcess.launch("instance-2", LOG_DIR, args);
+        first.awaitHealthy();
+        second.awaitHealthy();
+    }
+
+    @AfterAll
+    static void stopInstances() throws Exception {
+        for (SampleAppProcess app : Arrays.asList(first, second)) {
+            if (app != null) {
+                app.close();
+            }
+        }
+    }
+
+    @Test
+    void concurrentRequestsWithOneKeyAcrossTwoInstancesCreateOnePayment() throws Exception {
+        Map<String, Integer> seen = storm("delay-ms=300");
+
+        assertThat(seen.get("201 original")).as("answers: %s", seen).isEqualTo(1);
+    }
+
+    @Test
+    void requestsThatOutwaitTheInFlightLimitGet409WithRetryAfterAndStillOnePayment() throws Exception {
+        // The handler takes longer than idempotency.in-flight-wait (2 s): waiters give up with 409 and Retry-After
+        // instead of holding a thread and a connection until the first request ends.
+        Map<String, Integer> seen = storm("delay-ms=3000");
+
+        assertThat(seen.get("201 original")).as("answers: %s", seen).isEqualTo(1);
+        assertThat(seen.getOrDefault("409", 0)).as("answers: %s", seen).isPositive();
+    }
+
+    /**
+     * Sends {@value #REQUESTS} simultaneous requests with one key and body, alternating between the instances, and
+     * checks the invariants every outcome must respect: one payment; every 201 with the same body; every other answer
+     * a 409 problem with {@code Retry-After}. Afterwards both instances replay the stored answer.
+     *
+     * @return how many answers of each kind were seen
+     */
+    private static Map<String, Integer> storm(String chaos) throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+        String body = body(orderId, "42.00");
+        List<PaymentApi> instances = List.of(first.api(), second.api());
+
+        ExecutorService pool = Executors.newFixedThreadPool(REQUESTS);
+        List<HttpResponse<byte[]>> answers = new ArrayList<>();
+        try {
+            CountDownLatch go = new CountDownLatch(1);
+            List<Future<HttpResponse<byte[]>>> futures = new ArrayList<>();
+            for (int i = 0; i < REQUESTS; i++) {
+                PaymentApi api = instances.get(i % 2);
+                futures.add(pool.submit(() -> {
+                    go.await();
+                    // The delay keeps the first request inside its transaction while the others arrive.
+                    return api.createPayment(key, body, chaos);
+                }));
+            }
+            go.countDown();
+            for (Future<HttpResponse<byte[]>> future : futures) {
+                answers.add(future.get(60, TimeUnit.SECONDS));
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+
+        Map<String, Integer> seen = new TreeMap<>();
+        byte[] createdBody = null;
+        for (HttpResponse<byte[]> answer : answers) {
+            int status = answer.statusCode();
+            if (status == 201) {
+                boolean replayed = answer.headers().firstValue(REPLAYED_HEADER).isPresent();
+                seen.merge(replayed ? "201 replayed" : "201 original", 1, Integer::sum);
+                if (createdBody == null) {
+                    createdBody = answer.body();
+                }
+                assertThat(answer.body()).as("every 201 carries the same body").isEqualTo(createdBody);
+            } else {
+                seen.merge(Integer.toString(status), 1, Integer::sum);
+                assertThat(status).as("unexpected answer: %s", text(answer)).isEqualTo(409);
+                assertThat(contentType(answer)).startsWith("application/problem+json");
+                assertThat(answer.headers().firstValue("Retry-After")).isPresent();
+            }
+        }
+        System.out.println("[two instances] " + REQUESTS + " concurrent requests with one key, X-Chaos: " + chaos
+                + " -> " + seen);
+
+        assertThat(createdBody).as("at least one request succeeded: %s", seen).isNotNull();
+        assertThat(db.queryLong("select count(*) from payments where order_id = '" + orderId + "'")).isEqualTo(1);
+        assertThat(db.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + key + "'"))
+                .isEqualTo(1);
+
+        // Afterwards, both instances replay the same answer.
+        for (PaymentApi api : instances) {
+            HttpResponse<byte[]> replay = api.createPayment(key, body, null);
+            assertThat(replay.statusCode()).isEqualTo(201);
+            assertThat(replay.body()).isEqualTo(createdBody);
+            assertThat(replay.headers().firstValue(REPLAYED_HEADER)).hasValue("true");
+        }
+        return seen;
+    }
+}
