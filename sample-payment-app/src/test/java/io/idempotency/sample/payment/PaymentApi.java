@@ -49,6 +49,12 @@ final class PaymentApi {
 
     /** POST /payments; {@code key} and {@code chaos} are left out when null. */
     HttpResponse<byte[]> createPayment(String key, String body, String chaos) throws IOException, InterruptedException {
+        return createPaymentAs(null, null, key, body, chaos);
+    }
+
+    /** POST /payments with HTTP Basic credentials; anonymous when {@code user} is null. */
+    HttpResponse<byte[]> createPaymentAs(String user, String password, String key, String body, String chaos)
+            throws IOException, InterruptedException {
         HttpRequest.Builder request = HttpRequest.newBuilder(base.resolve("/payments"))
                 .timeout(Duration.ofSeconds(30))
                 .header("Content-Type", "application/json")
@@ -59,6 +65,10 @@ final class PaymentApi {
         }
         if (chaos != null) {
             request.header("X-Chaos", chaos);
+        }
+        if (user != null) {
+            request.header("Authorization", "Basic " + java.util.Base64.getEncoder()
+                    .encodeToString((user + ":" + password).getBytes(StandardCharsets.UTF_8)));
         }
         return http.send(request.build(), HttpResponse.BodyHandlers.ofByteArray());
     }

@@ -9,6 +9,7 @@ import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
 import java.net.http.HttpResponse;
+import java.util.List;
 import java.util.UUID;
 
 import static io.idempotency.sample.payment.PaymentApi.REPLAYED_HEADER;
@@ -71,6 +72,34 @@ class PaymentApiIntegrationTest {
         assertThat(second.headers().firstValue("Location")).hasValue("/payments/" + id);
 
         assertThat(paymentsInDatabase(orderId)).isEqualTo(1);
+    }
+
+    @Test
+    void twoCallersUsingOneKeyEachGetTheirOwnExecutionAndAnswer() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+        String body = body(orderId, "12.50");
+
+        HttpResponse<byte[]> alice = api.createPaymentAs("alice", "alice-pass", key, body, null);
+        HttpResponse<byte[]> bob = api.createPaymentAs("bob", "bob-pass", key, body, null);
+        HttpResponse<byte[]> anonymous = api.createPayment(key, body, null);
+        HttpResponse<byte[]> aliceAgain = api.createPaymentAs("alice", "alice-pass", key, body, null);
+        HttpResponse<byte[]> bobAgain = api.createPaymentAs("bob", "bob-pass", key, body, null);
+        HttpResponse<byte[]> intruder = api.createPaymentAs("bob", "wrong", key, body, null);
+
+        assertThat(List.of(alice, bob, anonymous)).allSatisfy(answer -> {
+            assertThat(answer.statusCode()).isEqualTo(201);
+            assertThat(answer.headers().firstValue(REPLAYED_HEADER)).as("a first execution").isEmpty();
+        });
+        assertThat(text(alice)).isNotEqualTo(text(bob)).isNotEqualTo(text(anonymous));
+        assertThat(aliceAgain.body()).isEqualTo(alice.body());
+        assertThat(aliceAgain.headers().firstValue(REPLAYED_HEADER)).hasValue("true");
+        assertThat(bobAgain.body()).isEqualTo(bob.body());
+        assertThat(bobAgain.headers().firstValue(REPLAYED_HEADER)).hasValue("true");
+        assertThat(intruder.statusCode()).as("bad credentials are refused before the handler").isEqualTo(401);
+        assertThat(paymentsInDatabase(orderId)).isEqualTo(3);
+        assertThat(DB.queryLong("select count(distinct caller) from idempotency_keys where idempotency_key = '"
+                + key + "'")).isEqualTo(3);
     }
 
     @Test
