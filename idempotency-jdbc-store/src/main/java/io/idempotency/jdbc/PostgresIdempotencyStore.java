@@ -9,9 +9,9 @@ import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoredResponse;
 import org.springframework.dao.DataAccessException;
 import org.springframework.jdbc.core.JdbcTemplate;
-import org.springframework.jdbc.core.RowMapper;
 
 import javax.sql.DataSource;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Timestamp;
 import java.time.Instant;
@@ -30,11 +30,12 @@ import java.util.UUID;
  * other transaction committed, whereas a single-statement "insert or read" would not (its snapshot predates the
  * wait); at REPEATABLE READ or SERIALIZABLE the insert raises 40001 instead. Hence:
  * <ol>
- *   <li>One statement sets {@code lock_timeout} to the bounded wait, inserts, and restores the previous
- *       {@code lock_timeout} for the handler — one round trip.</li>
- *   <li>0 rows: a second statement reads the committed record. If the record is FAILED it is taken over with a
- *       compare-and-set on its fencing token. If it vanished in between (released or deleted), the claim is tried
- *       again.</li>
+ *   <li>One statement sets {@code lock_timeout} to the bounded wait, inserts, restores the previous
+ *       {@code lock_timeout} for the handler, and returns the record as its snapshot shows it — one round trip, which
+ *       is all a first execution or the replay of a long-completed request needs.</li>
+ *   <li>0 rows and no record in that snapshot (it was committed while the insert waited): a second statement reads
+ *       it. A FAILED record is taken over with a compare-and-set on its fencing token. A record that vanished in
+ *       between (released or deleted) is claimed again.</li>
  * </ol>
  * The caller's transaction must be at READ COMMITTED. Thread-safe.
  */
@@ -60,6 +61,8 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
         this.jdbc = new JdbcTemplate(dataSource);
         String table = IdempotencySchema.checkTableName(tableName);
         String keyMatch = " WHERE caller = ? AND scope = ? AND idempotency_key = ?";
+        String columns = "status, request_hash, fencing_token, response_status, response_headers, response_body,"
+                + " created_at, expires_at, locked_until";
         this.claimSql = """
                 WITH timeout AS (
                     SELECT set_config('lock_timeout', ?, true) AS waiting, previous
@@ -69,11 +72,17 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
                     SELECT ?, ?, ?, 'PROCESSING', ?, ?::uuid, now() + ? * interval '1 millisecond' FROM timeout
                     ON CONFLICT (caller, scope, idempotency_key) DO NOTHING
                     RETURNING 1
+                ), done AS (
+                    SELECT (SELECT count(*) FROM claimed) AS inserted
                 )
-                SELECT count(*), set_config('lock_timeout', (SELECT previous FROM timeout), true) FROM claimed
-                """.formatted(table);
-        this.selectSql = "SELECT caller, scope, idempotency_key, status, request_hash, fencing_token, response_status,"
-                + " response_headers, response_body, created_at, expires_at, locked_until FROM " + table + keyMatch;
+                SELECT done.inserted,
+                       set_config('lock_timeout', (SELECT previous FROM timeout), true) AS restored,
+                       current_setting('transaction_isolation') AS isolation,
+                       %2$s
+                FROM done LEFT JOIN %1$s existing
+                  ON existing.caller = ? AND existing.scope = ? AND existing.idempotency_key = ?
+                """.formatted(table, columns.replaceAll("(\\w+)", "existing.$1"));
+        this.selectSql = "SELECT " + columns + " FROM " + table + keyMatch;
         this.takeOverSql = "UPDATE " + table + " SET status = 'PROCESSING', request_hash = ?, fencing_token = ?::uuid,"
                 + " created_at = now(), updated_at = now(), expires_at = now() + ? * interval '1 millisecond',"
                 + " locked_until = NULL" + keyMatch + " AND status = 'FAILED' AND fencing_token = ?::uuid";
@@ -95,22 +104,30 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
         ScopedKey key = request.key();
         for (int attempt = 1; attempt <= MAX_CLAIM_ATTEMPTS; attempt++) {
             String token = UUID.randomUUID().toString();
-            Long inserted;
+            ClaimRow row;
             try {
-                inserted = jdbc.queryForObject(claimSql, (rs, row) -> rs.getLong(1),
+                row = jdbc.queryForObject(claimSql, (rs, n) -> new ClaimRow(rs.getLong("inserted") == 1,
+                                rs.getString("isolation"), rs.getString("status") == null ? null : record(key, rs)),
                         Math.max(1, request.maxWait().toMillis()) + "ms",
                         key.caller(), key.scope(), key.key(), request.requestHash(), token,
-                        request.retention().toMillis());
+                        request.retention().toMillis(), key.caller(), key.scope(), key.key());
             } catch (DataAccessException e) {
                 if (LOCK_NOT_AVAILABLE.equals(sqlState(e))) {
                     return new ClaimResult.Busy();
                 }
                 throw e;
             }
-            if (inserted != null && inserted == 1) {
+            if (!"read committed".equals(row.isolation())) {
+                // at REPEATABLE READ or SERIALIZABLE a concurrent claim raises 40001 instead of waiting
+                throw new IllegalStateException("the idempotency claim must run at READ COMMITTED, but the transaction"
+                        + " runs at " + row.isolation());
+            }
+            if (row.inserted()) {
                 return new ClaimResult.Claimed(token);
             }
-            Optional<IdempotencyRecord> existing = find(key);
+            // The statement's snapshot shows a record committed before it started; one committed while it waited
+            // needs a statement of its own.
+            Optional<IdempotencyRecord> existing = row.existing() != null ? Optional.of(row.existing()) : find(key);
             if (existing.isEmpty()) {
                 continue; // released or deleted since the insert looked: claim again
             }
@@ -127,6 +144,9 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
         }
         throw new IllegalStateException("could not claim " + key + " in " + MAX_CLAIM_ATTEMPTS
                 + " attempts: the record keeps changing between claim and read");
+    }
+
+    private record ClaimRow(boolean inserted, String isolation, IdempotencyRecord existing) {
     }
 
     @Override
@@ -147,7 +167,8 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
 
     @Override
     public Optional<IdempotencyRecord> find(ScopedKey key) {
-        List<IdempotencyRecord> records = jdbc.query(selectSql, RECORD, key.caller(), key.scope(), key.key());
+        List<IdempotencyRecord> records = jdbc.query(selectSql, (rs, n) -> record(key, rs),
+                key.caller(), key.scope(), key.key());
         return records.stream().findFirst();
     }
 
@@ -159,19 +180,17 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
         return jdbc.update(deleteExpiredSql, limit);
     }
 
-    private static final RowMapper<IdempotencyRecord> RECORD = (rs, row) -> {
+    private static IdempotencyRecord record(ScopedKey key, ResultSet rs) throws SQLException {
         RecordStatus status = RecordStatus.valueOf(rs.getString("status"));
         StoredResponse response = null;
         if (status == RecordStatus.SUCCEEDED) {
             response = new StoredResponse(rs.getInt("response_status"),
                     StoredResponse.headersFromText(rs.getString("response_headers")), rs.getBytes("response_body"));
         }
-        return new IdempotencyRecord(
-                new ScopedKey(rs.getString("caller"), rs.getString("scope"), rs.getString("idempotency_key")),
-                status, rs.getString("request_hash"), rs.getString("fencing_token"), response,
-                instant(rs.getTimestamp("created_at")), instant(rs.getTimestamp("expires_at")),
+        return new IdempotencyRecord(key, status, rs.getString("request_hash"), rs.getString("fencing_token"),
+                response, instant(rs.getTimestamp("created_at")), instant(rs.getTimestamp("expires_at")),
                 instant(rs.getTimestamp("locked_until")));
-    };
+    }
 
     private static Instant instant(Timestamp timestamp) {
         return timestamp == null ? null : timestamp.toInstant();

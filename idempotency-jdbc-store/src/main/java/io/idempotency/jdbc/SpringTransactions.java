@@ -12,18 +12,30 @@ import java.util.Objects;
 /**
  * {@link Transactions} on a Spring {@link PlatformTransactionManager}: the transaction is bound to the current thread,
  * so the store and the application's own {@code JdbcTemplate}, {@code JdbcClient} or Spring Data repositories all
- * use its connection. Opened at READ COMMITTED, which the claim protocol needs. Thread-safe.
+ * use its connection. Transactions run at READ COMMITTED, which the claim protocol needs: either because the
+ * connections already default to it (then nothing is set, which saves a round trip per request: asking a connection
+ * for its isolation level is a query), or because it is set on each transaction. Thread-safe.
  */
 public class SpringTransactions implements Transactions {
 
     private final PlatformTransactionManager transactionManager;
     private final TransactionDefinition definition;
 
+    /** Sets READ COMMITTED on every transaction. */
     public SpringTransactions(PlatformTransactionManager transactionManager) {
+        this(transactionManager, false);
+    }
+
+    /**
+     * @param connectionsDefaultToReadCommitted true if the DataSource's connections run at READ COMMITTED unless told
+     *                                          otherwise (PostgreSQL's default), so it need not be set per transaction
+     */
+    public SpringTransactions(PlatformTransactionManager transactionManager, boolean connectionsDefaultToReadCommitted) {
         this.transactionManager = Objects.requireNonNull(transactionManager, "transactionManager");
         DefaultTransactionDefinition definition =
                 new DefaultTransactionDefinition(TransactionDefinition.PROPAGATION_REQUIRED);
-        definition.setIsolationLevel(TransactionDefinition.ISOLATION_READ_COMMITTED);
+        definition.setIsolationLevel(connectionsDefaultToReadCommitted
+                ? TransactionDefinition.ISOLATION_DEFAULT : TransactionDefinition.ISOLATION_READ_COMMITTED);
         definition.setName("idempotency");
         this.definition = definition;
     }

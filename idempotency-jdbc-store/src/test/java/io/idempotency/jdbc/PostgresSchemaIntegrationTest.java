@@ -59,6 +59,23 @@ class PostgresSchemaIntegrationTest {
     }
 
     @Test
+    void aClaimOutsideReadCommittedIsRefused() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            TransactionTemplate repeatableRead = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+            repeatableRead.setIsolationLevel(TransactionTemplate.ISOLATION_REPEATABLE_READ);
+
+            assertThatThrownBy(() -> repeatableRead.execute(status -> store.claim(new ClaimRequest(
+                    new ScopedKey("", "POST /x", "k-rr"), "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1)))))
+                    .isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("READ COMMITTED");
+            assertThat(new JdbcTemplate(dataSource).queryForObject(
+                    "select count(*) from idempotency_keys", Integer.class)).as("rolled back").isZero();
+        }
+    }
+
+    @Test
     void tableNamesThatAreNotPlainIdentifiersAreRejected() {
         assertThatThrownBy(() -> IdempotencySchema.checkTableName("keys; drop table payments"))
                 .isInstanceOf(IllegalArgumentException.class)

@@ -24,6 +24,8 @@ import org.springframework.context.annotation.Role;
 import org.springframework.transaction.PlatformTransactionManager;
 
 import javax.sql.DataSource;
+import java.sql.Connection;
+import java.sql.SQLException;
 import java.util.HashSet;
 
 /**
@@ -57,8 +59,17 @@ public class IdempotencyAutoConfiguration {
 
     @Bean
     @ConditionalOnMissingBean
-    public Transactions idempotencyTransactions(PlatformTransactionManager transactionManager) {
-        return new SpringTransactions(transactionManager);
+    public Transactions idempotencyTransactions(PlatformTransactionManager transactionManager, DataSource dataSource) {
+        return new SpringTransactions(transactionManager, connectionsDefaultToReadCommitted(dataSource));
+    }
+
+    /** Asked once at startup, so that transactions need not set (and first query) the isolation level. */
+    private static boolean connectionsDefaultToReadCommitted(DataSource dataSource) {
+        try (Connection connection = dataSource.getConnection()) {
+            return connection.getTransactionIsolation() == Connection.TRANSACTION_READ_COMMITTED;
+        } catch (SQLException e) {
+            return false; // set it on every transaction: always correct
+        }
     }
 
     @Bean
