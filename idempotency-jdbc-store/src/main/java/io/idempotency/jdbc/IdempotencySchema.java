@@ -7,8 +7,9 @@ import java.nio.charset.StandardCharsets;
 import java.util.regex.Pattern;
 
 /**
- * The shipped schema scripts. The script is written for the default table name {@value #DEFAULT_TABLE_NAME};
- * {@link #postgresql(String)} gives it for another name (constraint and index names follow the table name).
+ * The shipped schema scripts: a plain table, and one partitioned by creation time. They are written for the default
+ * table name {@value #DEFAULT_TABLE_NAME}; {@link #postgresql(String)} and {@link #postgresqlPartitioned(String)}
+ * give them for another name (constraint, index and partition names follow the table name).
  */
 public final class IdempotencySchema {
 
@@ -18,6 +19,9 @@ public final class IdempotencySchema {
     /** Where the PostgreSQL script lies in the jar. */
     public static final String POSTGRESQL_SCRIPT = "io/idempotency/jdbc/postgresql/schema.sql";
 
+    /** Where the script of the table partitioned by creation time lies in the jar. */
+    public static final String POSTGRESQL_PARTITIONED_SCRIPT = "io/idempotency/jdbc/postgresql/partitioned-schema.sql";
+
     private static final Pattern TABLE_NAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_]{0,62}");
 
     private IdempotencySchema() {
@@ -25,8 +29,12 @@ public final class IdempotencySchema {
 
     /** The PostgreSQL script for {@code tableName}. */
     public static String postgresql(String tableName) {
-        String script = read(POSTGRESQL_SCRIPT);
-        return script.replace(DEFAULT_TABLE_NAME, checkTableName(tableName));
+        return read(POSTGRESQL_SCRIPT).replace(DEFAULT_TABLE_NAME, checkTableName(tableName));
+    }
+
+    /** The PostgreSQL script of the partitioned table, for {@code tableName}. */
+    public static String postgresqlPartitioned(String tableName) {
+        return read(POSTGRESQL_PARTITIONED_SCRIPT).replace(DEFAULT_TABLE_NAME, checkTableName(tableName));
     }
 
     /**

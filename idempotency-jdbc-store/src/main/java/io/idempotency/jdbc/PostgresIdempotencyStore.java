@@ -44,7 +44,7 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
     private static final String LOCK_NOT_AVAILABLE = "55P03";
     private static final int MAX_CLAIM_ATTEMPTS = 10;
 
-    private final JdbcTemplate jdbc;
+    protected final JdbcTemplate jdbc;
     private final String claimSql;
     private final String selectSql;
     private final String takeOverSql;
@@ -61,8 +61,7 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
         this.jdbc = new JdbcTemplate(dataSource);
         String table = IdempotencySchema.checkTableName(tableName);
         String keyMatch = " WHERE caller = ? AND scope = ? AND idempotency_key = ?";
-        String columns = "status, request_hash, fencing_token, response_status, response_headers, response_body,"
-                + " created_at, expires_at, locked_until";
+        String columns = COLUMNS;
         this.claimSql = """
                 WITH timeout AS (
                     SELECT set_config('lock_timeout', ?, true) AS waiting, previous
@@ -106,11 +105,7 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
             String token = UUID.randomUUID().toString();
             ClaimRow row;
             try {
-                row = jdbc.queryForObject(claimSql, (rs, n) -> new ClaimRow(rs.getLong("inserted") == 1,
-                                rs.getString("isolation"), rs.getString("status") == null ? null : record(key, rs)),
-                        Math.max(1, request.maxWait().toMillis()) + "ms",
-                        key.caller(), key.scope(), key.key(), request.requestHash(), token,
-                        request.retention().toMillis(), key.caller(), key.scope(), key.key());
+                row = claimOnce(request, token);
             } catch (DataAccessException e) {
                 if (LOCK_NOT_AVAILABLE.equals(sqlState(e))) {
                     return new ClaimResult.Busy();
@@ -146,8 +141,43 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
                 + " attempts: the record keeps changing between claim and read");
     }
 
-    private record ClaimRow(boolean inserted, String isolation, IdempotencyRecord existing) {
+    /**
+     * Tries to insert the claim in one attempt, waiting at most {@link ClaimRequest#maxWait()} for a concurrent
+     * claim of the key, and restoring the transaction's {@code lock_timeout} afterwards.
+     *
+     * @throws DataAccessException with SQLSTATE 55P03 when the wait ran out
+     */
+    protected ClaimRow claimOnce(ClaimRequest request, String token) {
+        ScopedKey key = request.key();
+        return jdbc.queryForObject(claimSql, (rs, n) -> claimRow(key, rs), waitSetting(request),
+                key.caller(), key.scope(), key.key(), request.requestHash(), token,
+                request.retention().toMillis(), key.caller(), key.scope(), key.key());
     }
+
+    /**
+     * What one claim attempt saw.
+     *
+     * @param inserted  whether the claim was inserted
+     * @param isolation the transaction's isolation level, as PostgreSQL names it
+     * @param existing  the record the attempt's snapshot showed, or null if it showed none
+     */
+    protected record ClaimRow(boolean inserted, String isolation, IdempotencyRecord existing) {
+    }
+
+    /** Reads a claim row: columns {@code inserted}, {@code isolation} and the record's columns. */
+    protected static ClaimRow claimRow(ScopedKey key, ResultSet rs) throws SQLException {
+        return new ClaimRow(rs.getLong("inserted") == 1, rs.getString("isolation"),
+                rs.getString("status") == null ? null : record(key, rs));
+    }
+
+    /** The value for {@code lock_timeout} while a claim waits. */
+    protected static String waitSetting(ClaimRequest request) {
+        return Math.max(1, request.maxWait().toMillis()) + "ms";
+    }
+
+    /** The record's columns, as {@link #claimRow} reads them. */
+    protected static final String COLUMNS = "status, request_hash, fencing_token, response_status, response_headers,"
+            + " response_body, created_at, expires_at, locked_until";
 
     @Override
     public boolean complete(ScopedKey key, String fencingToken, StoredResponse response) {

@@ -4,10 +4,12 @@ import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.Transactions;
+import io.idempotency.core.ExpiredRecordCleaner;
+import io.idempotency.jdbc.PartitionedPostgresIdempotencyStore;
 import io.idempotency.jdbc.PostgresIdempotencyStore;
+import io.idempotency.jdbc.PostgresPartitionMaintenance;
 import io.idempotency.jdbc.SpringTransactions;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
-import org.springframework.beans.factory.InitializingBean;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.config.BeanDefinition;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
@@ -23,7 +25,10 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Role;
 import org.springframework.transaction.PlatformTransactionManager;
 
+import org.springframework.util.ClassUtils;
+
 import javax.sql.DataSource;
+import java.time.Duration;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.util.HashSet;
@@ -47,20 +52,75 @@ public class IdempotencyAutoConfiguration {
     @Bean
     @ConditionalOnMissingBean
     public IdempotencyStore idempotencyStore(DataSource dataSource, IdempotencyProperties properties) {
-        return new PostgresIdempotencyStore(dataSource, properties.getJdbc().getTableName());
+        String table = properties.getJdbc().getTableName();
+        return partitioned(properties)
+                ? new PartitionedPostgresIdempotencyStore(dataSource, table)
+                : new PostgresIdempotencyStore(dataSource, table);
     }
 
     @Bean
     @ConditionalOnProperty(prefix = "idempotency.jdbc", name = "initialize-schema", havingValue = "true",
             matchIfMissing = true)
-    public InitializingBean idempotencySchemaInitializer(DataSource dataSource, IdempotencyProperties properties) {
-        return () -> new IdempotencySchemaMigrator(dataSource, properties.getJdbc().getTableName()).migrate();
+    IdempotencySchemaInitializer idempotencySchemaInitializer(DataSource dataSource, IdempotencyProperties properties) {
+        return new IdempotencySchemaInitializer(new IdempotencySchemaMigrator(dataSource,
+                properties.getJdbc().getTableName(), partitioned(properties)));
+    }
+
+    /**
+     * Removal of expired records. Depends on the schema initializer (when there is one), so partitions are made for
+     * a table that exists.
+     */
+    @Bean
+    @ConditionalOnProperty(prefix = "idempotency.retention.cleanup", name = "enabled", havingValue = "true",
+            matchIfMissing = true)
+    RetentionScheduler idempotencyRetentionScheduler(IdempotencyStore store, DataSource dataSource,
+                                                     IdempotencyProperties properties,
+                                                     ObjectProvider<IdempotencySchemaInitializer> schemaInitializer,
+                                                     ApplicationContext context) {
+        schemaInitializer.ifAvailable(initializer -> { }); // created first, so the table exists
+        IdempotencyProperties.Cleanup cleanup = properties.getRetention().getCleanup();
+        Object registry = meterRegistry(context);
+        if (partitioned(properties)) {
+            return new RetentionScheduler(null, new PostgresPartitionMaintenance(dataSource,
+                    properties.getJdbc().getTableName(), cleanup.getPartitionInterval(), cleanup.getPartitionsAhead(),
+                    Duration.ofSeconds(2)), properties.getRetention().getTtl(), cleanup.getInterval(), registry);
+        }
+        return new RetentionScheduler(new ExpiredRecordCleaner(store, cleanup.getBatchSize()), null,
+                properties.getRetention().getTtl(), cleanup.getInterval(), registry);
+    }
+
+    private static Object meterRegistry(ApplicationContext context) {
+        if (!ClassUtils.isPresent("io.micrometer.core.instrument.MeterRegistry",
+                IdempotencyAutoConfiguration.class.getClassLoader())) {
+            return null;
+        }
+        return context.getBeanProvider(io.micrometer.core.instrument.MeterRegistry.class).getIfUnique();
+    }
+
+    private static boolean partitioned(IdempotencyProperties properties) {
+        return properties.getRetention().getCleanup().getMode() == IdempotencyProperties.CleanupMode.DROP_PARTITIONS;
     }
 
     @Bean
     @ConditionalOnMissingBean
     public Transactions idempotencyTransactions(PlatformTransactionManager transactionManager, DataSource dataSource) {
         return new SpringTransactions(transactionManager, connectionsDefaultToReadCommitted(dataSource));
+    }
+
+    /**
+     * The seed lesson: records cleaned up before a client's last retry let that retry run the business again. So the
+     * application does not start when the retention does not cover the declared retry window plus the lease.
+     */
+    static void checkRetention(IdempotencyProperties properties) {
+        Duration ttl = properties.getRetention().getTtl();
+        Duration window = properties.getRetention().getMaxRetryWindow();
+        Duration lease = properties.getLease();
+        if (ttl.compareTo(window.plus(lease)) < 0) {
+            throw new IllegalStateException("idempotency.retention.ttl (" + ttl + ") must be at least"
+                    + " idempotency.retention.max-retry-window (" + window + ") plus idempotency.lease (" + lease
+                    + "): a record removed before a client's last retry lets that retry run the request again."
+                    + " Raise the TTL or declare a shorter retry window.");
+        }
     }
 
     /** Asked once at startup, so that transactions need not set (and first query) the isolation level. */
@@ -82,6 +142,7 @@ public class IdempotencyAutoConfiguration {
     @ConditionalOnMissingBean
     public IdempotencyEngine idempotencyEngine(IdempotencyStore store, Transactions transactions,
                                                StoragePolicy storagePolicy, IdempotencyProperties properties) {
+        checkRetention(properties);
         return new IdempotencyEngine(store, transactions, storagePolicy, properties.getRetention().getTtl(),
                 properties.getInFlightWait());
     }

@@ -73,19 +73,34 @@ public class IdempotencyProperties {
      */
     private String problemTypeBase = ProblemResponses.DEFAULT_TYPE_BASE;
 
+    /**
+     * How long a claim committed before its work (for side effects outside the database) is held before another
+     * request may take it over; measured on the database clock. The retention must cover the longest retry window
+     * plus this lease.
+     */
+    private Duration lease = Duration.ofMinutes(5);
+
     private final Retention retention = new Retention();
 
     private final Jdbc jdbc = new Jdbc();
 
-    /** How long records are kept. */
+    /** How long records are kept, and how they are removed afterwards. */
     public static class Retention {
 
         /**
          * Minimum time a record is kept after its key was claimed. Must exceed the longest time a client may retry or
-         * replay a request (offline jobs, message redelivery, an old browser tab): a record that is gone lets an old
-         * request run again. A record that still exists is honoured, expired or not.
+         * replay a request (offline jobs, message redelivery, an old browser tab) plus the lease: a record that is
+         * gone lets an old request run again. A record that still exists is honoured, expired or not.
          */
         private Duration ttl = Duration.ofDays(30);
+
+        /**
+         * The longest time after a first attempt that a client may still retry or replay it, as the application
+         * declares it. The application does not start when {@code ttl} is shorter than this plus the lease.
+         */
+        private Duration maxRetryWindow = Duration.ofDays(7);
+
+        private final Cleanup cleanup = new Cleanup();
 
         public Duration getTtl() {
             return ttl;
@@ -94,6 +109,100 @@ public class IdempotencyProperties {
         public void setTtl(Duration ttl) {
             this.ttl = ttl;
         }
+
+        public Duration getMaxRetryWindow() {
+            return maxRetryWindow;
+        }
+
+        public void setMaxRetryWindow(Duration maxRetryWindow) {
+            this.maxRetryWindow = maxRetryWindow;
+        }
+
+        public Cleanup getCleanup() {
+            return cleanup;
+        }
+    }
+
+    /** Removal of records past their retention. */
+    public static class Cleanup {
+
+        /** Whether this instance removes expired records (safe on several instances at once). */
+        private boolean enabled = true;
+
+        /**
+         * {@code delete}: delete expired records in batches, skipping rows other transactions hold.
+         * {@code drop-partitions}: keep the table partitioned by creation time, create partitions ahead and drop
+         * whole partitions once all their records have expired (the table is created partitioned in this mode).
+         */
+        private CleanupMode mode = CleanupMode.DELETE;
+
+        /** Time between two cleanup runs. */
+        private Duration interval = Duration.ofHours(1);
+
+        /** Most records removed by one statement in {@code delete} mode. */
+        private int batchSize = 1000;
+
+        /** The time span of one partition in {@code drop-partitions} mode (bounds are multiples of it since the epoch, UTC). */
+        private Duration partitionInterval = Duration.ofDays(1);
+
+        /** How many partitions after the current one are kept ready in {@code drop-partitions} mode. */
+        private int partitionsAhead = 7;
+
+        public boolean isEnabled() {
+            return enabled;
+        }
+
+        public void setEnabled(boolean enabled) {
+            this.enabled = enabled;
+        }
+
+        public CleanupMode getMode() {
+            return mode;
+        }
+
+        public void setMode(CleanupMode mode) {
+            this.mode = mode;
+        }
+
+        public Duration getInterval() {
+            return interval;
+        }
+
+        public void setInterval(Duration interval) {
+            this.interval = interval;
+        }
+
+        public int getBatchSize() {
+            return batchSize;
+        }
+
+        public void setBatchSize(int batchSize) {
+            this.batchSize = batchSize;
+        }
+
+        public Duration getPartitionInterval() {
+            return partitionInterval;
+        }
+
+        public void setPartitionInterval(Duration partitionInterval) {
+            this.partitionInterval = partitionInterval;
+        }
+
+        public int getPartitionsAhead() {
+            return partitionsAhead;
+        }
+
+        public void setPartitionsAhead(int partitionsAhead) {
+            this.partitionsAhead = partitionsAhead;
+        }
+    }
+
+    /** How expired records are removed. */
+    public enum CleanupMode {
+        /** Batched deletes of expired rows. */
+        DELETE,
+        /** Whole partitions are dropped; the table is partitioned by creation time. */
+        DROP_PARTITIONS
     }
 
     /** The JDBC store. */
@@ -204,6 +313,14 @@ public class IdempotencyProperties {
 
     public void setProblemTypeBase(String problemTypeBase) {
         this.problemTypeBase = problemTypeBase;
+    }
+
+    public Duration getLease() {
+        return lease;
+    }
+
+    public void setLease(Duration lease) {
+        this.lease = lease;
     }
 
     public Retention getRetention() {

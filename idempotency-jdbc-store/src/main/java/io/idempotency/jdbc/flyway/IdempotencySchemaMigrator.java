@@ -4,7 +4,13 @@ import org.flywaydb.core.Flyway;
 import org.flywaydb.core.api.Location;
 import org.flywaydb.core.api.output.MigrateResult;
 
+import io.idempotency.jdbc.IdempotencySchema;
+
 import javax.sql.DataSource;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
 
 /**
  * Applies the idempotency schema with a Flyway instance of its own: its own migrations and its own history table
@@ -17,23 +23,64 @@ public final class IdempotencySchemaMigrator {
 
     private final DataSource dataSource;
     private final String tableName;
+    private final boolean partitioned;
 
+    /** Migrates to the plain (not partitioned) table. */
     public IdempotencySchemaMigrator(DataSource dataSource, String tableName) {
-        this.dataSource = dataSource;
-        this.tableName = tableName;
+        this(dataSource, tableName, false);
     }
 
-    /** Brings the schema up to date; safe to run from several instances at once (Flyway locks). */
+    /**
+     * @param partitioned whether a new table is created partitioned by creation time; an existing table keeps its
+     *                    layout (the migration runs once)
+     */
+    public IdempotencySchemaMigrator(DataSource dataSource, String tableName, boolean partitioned) {
+        this.dataSource = dataSource;
+        this.tableName = tableName;
+        this.partitioned = partitioned;
+    }
+
+    /**
+     * Brings the schema up to date; safe to run from several instances at once (Flyway locks).
+     *
+     * @throws IllegalStateException if the table exists with the other layout (partitioned or not) than asked for
+     */
     public MigrateResult migrate() {
+        checkLayout();
         return Flyway.configure(IdempotencySchemaMigrator.class.getClassLoader())
                 .dataSource(dataSource)
                 .table(HISTORY_TABLE)
                 .locations(new Location[0]) // no scanning: the one migration is given below
-                .javaMigrations(new V1__Create_idempotency_keys(tableName))
+                .javaMigrations(new V1__Create_idempotency_keys(tableName, partitioned))
                 // a schema that already holds the application's tables is fine: start the history at version 0
                 .baselineOnMigrate(true)
                 .baselineVersion("0")
                 .load()
                 .migrate();
+    }
+
+    /** A table made for one cleanup mode cannot serve the other: say so before anything else does, less clearly. */
+    private void checkLayout() {
+        try (Connection connection = dataSource.getConnection();
+             PreparedStatement statement = connection.prepareStatement(
+                     "SELECT relkind FROM pg_class WHERE oid = to_regclass(?)")) {
+            statement.setString(1, IdempotencySchema.checkTableName(tableName));
+            try (ResultSet rs = statement.executeQuery()) {
+                if (!rs.next()) {
+                    return; // not created yet
+                }
+                boolean isPartitioned = "p".equals(rs.getString(1));
+                if (isPartitioned != partitioned) {
+                    throw new IllegalStateException("table " + tableName + (isPartitioned
+                            ? " is partitioned, but the partitioned mode is not enabled"
+                            : " is not partitioned, but the partitioned mode (dropping whole partitions) is enabled")
+                            + ". A table is created for one cleanup mode; to switch, migrate the records into a new"
+                            + " table made from " + (partitioned ? IdempotencySchema.POSTGRESQL_PARTITIONED_SCRIPT
+                            : IdempotencySchema.POSTGRESQL_SCRIPT) + ".");
+                }
+            }
+        } catch (SQLException e) {
+            throw new IllegalStateException("could not inspect table " + tableName, e);
+        }
     }
 }

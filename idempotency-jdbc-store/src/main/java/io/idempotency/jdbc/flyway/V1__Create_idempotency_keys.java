@@ -9,28 +9,30 @@ import java.util.zip.CRC32;
 import java.nio.charset.StandardCharsets;
 
 /**
- * Creates the idempotency table by running the shipped {@link IdempotencySchema#POSTGRESQL_SCRIPT}, so the
- * migration and the plain script can never drift apart.
+ * Creates the idempotency table by running the shipped script ({@link IdempotencySchema#POSTGRESQL_SCRIPT}, or
+ * {@link IdempotencySchema#POSTGRESQL_PARTITIONED_SCRIPT} for the partitioned table), so the migration and the plain
+ * scripts can never drift apart.
  */
 public class V1__Create_idempotency_keys extends BaseJavaMigration {
 
-    private final String tableName;
+    private final String script;
 
-    public V1__Create_idempotency_keys(String tableName) {
-        this.tableName = IdempotencySchema.checkTableName(tableName);
+    public V1__Create_idempotency_keys(String tableName, boolean partitioned) {
+        this.script = partitioned
+                ? IdempotencySchema.postgresqlPartitioned(tableName) : IdempotencySchema.postgresql(tableName);
     }
 
     @Override
     public Integer getChecksum() {
         CRC32 crc = new CRC32();
-        crc.update(IdempotencySchema.postgresql(tableName).getBytes(StandardCharsets.UTF_8));
+        crc.update(script.getBytes(StandardCharsets.UTF_8));
         return (int) crc.getValue();
     }
 
     @Override
     public void migrate(Context context) throws Exception {
         try (Statement statement = context.getConnection().createStatement()) {
-            statement.execute(IdempotencySchema.postgresql(tableName));
+            statement.execute(script);
         }
     }
 }

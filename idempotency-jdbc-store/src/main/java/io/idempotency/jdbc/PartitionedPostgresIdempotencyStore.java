@@ -1,0 +1,79 @@
+package io.idempotency.jdbc;
+
+import io.idempotency.core.ClaimRequest;
+import io.idempotency.core.ScopedKey;
+
+import javax.sql.DataSource;
+
+/**
+ * The PostgreSQL store on a table partitioned by creation time ({@link IdempotencySchema#POSTGRESQL_PARTITIONED_SCRIPT}),
+ * whose old records go by dropping whole partitions ({@link PostgresPartitionMaintenance}).
+ *
+ * <h2>Why the claim differs</h2>
+ * PostgreSQL refuses a unique index that leaves out the partition key, so the primary key includes
+ * {@code created_at}, and with it the same key could be inserted once per partition: two requests with one key on
+ * either side of a partition boundary would both run. So the unique index cannot arbitrate; a database lock taken
+ * before the look-up does:
+ * <ol>
+ *   <li>One statement sets {@code lock_timeout} to the bounded wait and takes a transaction-scoped advisory lock on
+ *       the key (caller, scope, key). Concurrent claims of the key — from any instance — queue here until the holder's
+ *       transaction ends, or get {@code Busy} when the wait runs out.</li>
+ *   <li>A second statement, whose snapshot is taken after the lock was granted and so shows everything the previous
+ *       holder committed, looks the key up across all partitions, inserts the claim only if it is absent, restores
+ *       {@code lock_timeout}, and returns what it found.</li>
+ * </ol>
+ * Two different keys whose lock numbers collide merely queue behind each other. Everything else (complete, fail,
+ * release, replay look-ups, batch deletes) is the same as the plain store. Thread-safe.
+ */
+public class PartitionedPostgresIdempotencyStore extends PostgresIdempotencyStore {
+
+    private final String lockSql;
+    private final String claimIfAbsentSql;
+
+    public PartitionedPostgresIdempotencyStore(DataSource dataSource, String tableName) {
+        super(dataSource, tableName);
+        String table = IdempotencySchema.checkTableName(tableName);
+        // the lateral subquery refers to the settings row, so the lock is only requested after the timeout is set
+        this.lockSql = """
+                SELECT settings.previous
+                FROM (SELECT previous, set_config('lock_timeout', ?, true) AS applied
+                      FROM (SELECT current_setting('lock_timeout') AS previous OFFSET 0) AS session
+                      OFFSET 0) AS settings,
+                     LATERAL (SELECT pg_advisory_xact_lock(hashtextextended(?, 0))
+                              WHERE settings.applied IS NOT NULL) AS locked
+                """;
+        this.claimIfAbsentSql = """
+                WITH existing AS (
+                    SELECT %2$s FROM %1$s WHERE caller = ? AND scope = ? AND idempotency_key = ?
+                ), claimed AS (
+                    INSERT INTO %1$s (caller, scope, idempotency_key, status, request_hash, fencing_token, expires_at)
+                    SELECT ?, ?, ?, 'PROCESSING', ?, ?::uuid, now() + ? * interval '1 millisecond'
+                    WHERE NOT EXISTS (SELECT 1 FROM existing)
+                    RETURNING 1
+                ), done AS (
+                    SELECT (SELECT count(*) FROM claimed) AS inserted
+                )
+                SELECT done.inserted,
+                       set_config('lock_timeout', ?, true) AS restored,
+                       current_setting('transaction_isolation') AS isolation,
+                       existing.*
+                FROM done LEFT JOIN existing ON true
+                """.formatted(table, COLUMNS);
+    }
+
+    @Override
+    protected ClaimRow claimOnce(ClaimRequest request, String token) {
+        ScopedKey key = request.key();
+        String previousTimeout = jdbc.queryForObject(lockSql, String.class, waitSetting(request), lockName(key));
+        return jdbc.queryForObject(claimIfAbsentSql, (rs, n) -> claimRow(key, rs),
+                key.caller(), key.scope(), key.key(),
+                key.caller(), key.scope(), key.key(), request.requestHash(), token, request.retention().toMillis(),
+                previousTimeout);
+    }
+
+    /** An unambiguous text for the key's advisory lock (lengths prefixed, so no two keys share one). */
+    static String lockName(ScopedKey key) {
+        return "idempotency:" + key.caller().length() + ":" + key.caller() + key.scope().length() + ":" + key.scope()
+                + key.key();
+    }
+}

@@ -1,0 +1,232 @@
+package io.idempotency.jdbc;
+
+import javax.sql.DataSource;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.sql.Timestamp;
+import java.time.Duration;
+import java.time.Instant;
+import java.time.ZoneOffset;
+import java.time.format.DateTimeFormatter;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * Keeps the partitions of the partitioned idempotency table: creates them ahead of time and drops those whose every
+ * record is past its retention — without ever making a claim wait. PostgreSQL facts this relies on:
+ * {@code CREATE TABLE … PARTITION OF} and {@code DROP} of an attached partition wait behind open claims, and a queued
+ * {@code DROP} blocks every new insert; {@code ATTACH PARTITION} and {@code DETACH PARTITION … CONCURRENTLY} do not
+ * block new claims. Hence:
+ * <ul>
+ *   <li>a future partition is created as a standalone table and then attached;</li>
+ *   <li>an old partition is detached concurrently (which waits, in the background, for the transactions that may
+ *       still use it) and only then dropped, when no claim can reach it any more;</li>
+ *   <li>all DDL runs with a short {@code lock_timeout}, so it never queues in front of claims for long; what fails is
+ *       retried at the next run;</li>
+ *   <li>a session advisory lock lets one application instance at a time do the work; the others skip the run.</li>
+ * </ul>
+ * Partition bounds are multiples of the interval since the epoch, in UTC; times come from the database clock.
+ * What a run created and dropped is returned for the caller to log. Thread-safe.
+ */
+public class PostgresPartitionMaintenance {
+
+    private static final DateTimeFormatter NAME = DateTimeFormatter.ofPattern("yyyyMMdd'_'HHmmss").withZone(ZoneOffset.UTC);
+    private static final Pattern BOUNDS = Pattern.compile("FROM \\('([^']+)'\\) TO \\('([^']+)'\\)");
+
+    private final DataSource dataSource;
+    private final String table;
+    private final Duration interval;
+    private final int ahead;
+    private final Duration ddlLockTimeout;
+
+    /** What one run did. */
+    public record Run(boolean skipped, List<String> created, List<String> dropped) {
+    }
+
+    /**
+     * @param interval       the span of one partition (at least one second)
+     * @param ahead          how many partitions after the current one to keep ready
+     * @param ddlLockTimeout the longest a DDL statement may wait for a lock before the run gives up on it
+     */
+    public PostgresPartitionMaintenance(DataSource dataSource, String tableName, Duration interval, int ahead,
+                                        Duration ddlLockTimeout) {
+        this.dataSource = Objects.requireNonNull(dataSource, "dataSource");
+        this.table = IdempotencySchema.checkTableName(tableName);
+        if (interval.compareTo(Duration.ofSeconds(1)) < 0) {
+            throw new IllegalArgumentException("partition interval must be at least one second: " + interval);
+        }
+        if (ahead < 1) {
+            throw new IllegalArgumentException("at least one partition must be kept ahead: " + ahead);
+        }
+        this.interval = interval;
+        this.ahead = ahead;
+        this.ddlLockTimeout = ddlLockTimeout;
+    }
+
+    /**
+     * Creates the partitions for the database's current time and the next {@code ahead} intervals, and drops the
+     * partitions whose upper bound lies more than {@code retention} in the past. Skipped (and reported so) while
+     * another instance runs it.
+     */
+    public Run run(Duration retention) {
+        try (Connection connection = dataSource.getConnection()) {
+            connection.setAutoCommit(true); // DETACH … CONCURRENTLY cannot run inside a transaction block
+            if (!tryLock(connection)) {
+                return new Run(true, List.of(), List.of());
+            }
+            try {
+                checkPartitioned(connection);
+                execute(connection, "SET lock_timeout = '" + Math.max(1, ddlLockTimeout.toMillis()) + "ms'");
+                Instant now = databaseNow(connection);
+                List<String> created = createAhead(connection, now);
+                List<String> dropped = dropExpired(connection, now.minus(retention));
+                return new Run(false, created, dropped);
+            } finally {
+                execute(connection, "RESET lock_timeout");
+                unlock(connection);
+            }
+        } catch (SQLException e) {
+            throw new IllegalStateException("maintenance of the partitions of " + table + " failed", e);
+        }
+    }
+
+    /** The partitions attached now, oldest first. */
+    public List<Partition> partitions() {
+        try (Connection connection = dataSource.getConnection()) {
+            return partitions(connection);
+        } catch (SQLException e) {
+            throw new IllegalStateException("could not list the partitions of " + table, e);
+        }
+    }
+
+    /** One attached partition and its range [from, to). */
+    public record Partition(String name, Instant from, Instant to, boolean detachPending) {
+    }
+
+    private void checkPartitioned(Connection connection) throws SQLException {
+        try (PreparedStatement statement = connection.prepareStatement(
+                "SELECT relkind FROM pg_class WHERE oid = to_regclass(?)")) {
+            statement.setString(1, table);
+            try (ResultSet rs = statement.executeQuery()) {
+                if (!rs.next()) {
+                    throw new IllegalStateException("table " + table + " does not exist in the connection's schema");
+                }
+                if (!"p".equals(rs.getString(1))) {
+                    throw new IllegalStateException("table " + table + " is not partitioned, so its partitions cannot"
+                            + " be maintained: it was created for batched deletes. Create it from "
+                            + IdempotencySchema.POSTGRESQL_PARTITIONED_SCRIPT + " (or keep the delete mode).");
+                }
+            }
+        }
+    }
+
+    private List<String> createAhead(Connection connection, Instant now) throws SQLException {
+        List<Partition> existing = partitions(connection);
+        long step = interval.getSeconds();
+        long first = Math.floorDiv(now.getEpochSecond(), step) * step;
+        List<String> created = new ArrayList<>();
+        for (int i = 0; i <= ahead; i++) {
+            Instant from = Instant.ofEpochSecond(first + i * step);
+            Instant to = from.plus(interval);
+            if (existing.stream().anyMatch(p -> p.from().isBefore(to) && from.isBefore(p.to()))) {
+                continue; // this range (or part of it) is covered already
+            }
+            String name = table + "_p" + NAME.format(from);
+            // a standalone table first: CREATE … PARTITION OF would wait behind open claims
+            execute(connection, "CREATE TABLE IF NOT EXISTS " + name + " (LIKE " + table
+                    + " INCLUDING DEFAULTS INCLUDING CONSTRAINTS)");
+            execute(connection, "ALTER TABLE " + table + " ATTACH PARTITION " + name
+                    + " FOR VALUES FROM ('" + from + "') TO ('" + to + "')");
+            created.add(name);
+        }
+        return created;
+    }
+
+    private List<String> dropExpired(Connection connection, Instant expiredBefore) throws SQLException {
+        List<String> dropped = new ArrayList<>();
+        for (Partition partition : partitions(connection)) {
+            if (partition.to().isAfter(expiredBefore)) {
+                continue;
+            }
+            // detach without blocking new claims, then drop the table no claim can reach any more
+            execute(connection, "ALTER TABLE " + table + " DETACH PARTITION " + partition.name()
+                    + (partition.detachPending() ? " FINALIZE" : " CONCURRENTLY"));
+            execute(connection, "DROP TABLE " + partition.name());
+            dropped.add(partition.name());
+        }
+        return dropped;
+    }
+
+    private List<Partition> partitions(Connection connection) throws SQLException {
+        String sql = "SELECT c.relname, pg_get_expr(c.relpartbound, c.oid), i.inhdetachpending"
+                + " FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+                + " WHERE i.inhparent = to_regclass(?) ORDER BY 2";
+        List<Partition> partitions = new ArrayList<>();
+        try (PreparedStatement statement = connection.prepareStatement(sql)) {
+            statement.setString(1, table);
+            try (ResultSet rs = statement.executeQuery()) {
+                while (rs.next()) {
+                    Matcher bounds = BOUNDS.matcher(rs.getString(2));
+                    if (!bounds.find()) {
+                        throw new IllegalStateException("unexpected bounds of partition " + rs.getString(1) + ": "
+                                + rs.getString(2));
+                    }
+                    partitions.add(new Partition(rs.getString(1), parseTimestamp(connection, bounds.group(1)),
+                            parseTimestamp(connection, bounds.group(2)), rs.getBoolean(3)));
+                }
+            }
+        }
+        partitions.sort((a, b) -> a.from().compareTo(b.from()));
+        return partitions;
+    }
+
+    private static Instant parseTimestamp(Connection connection, String text) throws SQLException {
+        try (PreparedStatement statement = connection.prepareStatement("SELECT ?::timestamptz")) {
+            statement.setString(1, text);
+            try (ResultSet rs = statement.executeQuery()) {
+                rs.next();
+                return rs.getTimestamp(1).toInstant();
+            }
+        }
+    }
+
+    private static Instant databaseNow(Connection connection) throws SQLException {
+        try (Statement statement = connection.createStatement();
+             ResultSet rs = statement.executeQuery("SELECT now()")) {
+            rs.next();
+            Timestamp now = rs.getTimestamp(1);
+            return now.toInstant();
+        }
+    }
+
+    private boolean tryLock(Connection connection) throws SQLException {
+        try (PreparedStatement statement = connection.prepareStatement(
+                "SELECT pg_try_advisory_lock(hashtextextended(?, 0))")) {
+            statement.setString(1, "idempotency-partitions:" + table);
+            try (ResultSet rs = statement.executeQuery()) {
+                rs.next();
+                return rs.getBoolean(1);
+            }
+        }
+    }
+
+    private void unlock(Connection connection) throws SQLException {
+        try (PreparedStatement statement = connection.prepareStatement(
+                "SELECT pg_advisory_unlock(hashtextextended(?, 0))")) {
+            statement.setString(1, "idempotency-partitions:" + table);
+            statement.execute();
+        }
+    }
+
+    private static void execute(Connection connection, String sql) throws SQLException {
+        try (Statement statement = connection.createStatement()) {
+            statement.execute(sql);
+        }
+    }
+}

@@ -1,0 +1,206 @@
+package io.idempotency.jdbc;
+
+import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.core.ClaimRequest;
+import io.idempotency.core.ClaimResult;
+import io.idempotency.core.RecordStatus;
+import io.idempotency.core.ScopedKey;
+import io.idempotency.core.StoredResponse;
+import io.idempotency.core.Transactions;
+import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Test;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The partitioned table: partitions are created ahead and dropped after the retention, a key stays unique across a
+ * partition boundary, and partition changes never make a claim wait.
+ */
+class PartitionMaintenanceIntegrationTest {
+
+    private static final String TABLE = "idempotency_keys";
+    private static final String HASH = "e".repeat(64);
+
+    @Test
+    void partitionsAreCreatedAheadAndDroppedAfterTheRetention() {
+        try (HikariDataSource dataSource = partitionedDatabase()) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            PostgresPartitionMaintenance maintenance =
+                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 3, Duration.ofSeconds(5));
+            attachPartition(jdbc, "idempotency_keys_old", "now() - interval '3 days'", "now() - interval '2 days'");
+            attachPartition(jdbc, "idempotency_keys_recent", "now() - interval '20 hours'", "now() - interval '19 hours'");
+            insertRecord(jdbc, "old-key", "now() - interval '3 days' + interval '1 minute'");
+            insertRecord(jdbc, "recent-key", "now() - interval '20 hours' + interval '1 minute'");
+
+            PostgresPartitionMaintenance.Run run = maintenance.run(Duration.ofDays(1));
+
+            assertThat(run.skipped()).isFalse();
+            assertThat(run.created()).hasSize(4); // the current hour and three ahead
+            assertThat(run.dropped()).containsExactly("idempotency_keys_old");
+            Instant now = jdbc.queryForObject("select now()", java.sql.Timestamp.class).toInstant();
+            List<PostgresPartitionMaintenance.Partition> partitions = maintenance.partitions();
+            assertThat(partitions).extracting(PostgresPartitionMaintenance.Partition::name)
+                    .contains("idempotency_keys_recent").doesNotContain("idempotency_keys_old");
+            assertThat(partitions.get(partitions.size() - 1).to()).isAfter(now.plus(Duration.ofHours(3)));
+            assertThat(jdbc.queryForObject("select count(*) from idempotency_keys where idempotency_key = 'old-key'",
+                    Integer.class)).isZero();
+            assertThat(jdbc.queryForObject("select count(*) from idempotency_keys where idempotency_key = 'recent-key'",
+                    Integer.class)).as("a partition within the retention is kept").isEqualTo(1);
+            assertThat(jdbc.queryForObject("select count(*) from pg_tables where tablename = 'idempotency_keys_old'"
+                    + " and schemaname = current_schema()", Integer.class)).as("dropped, not just detached").isZero();
+
+            assertThat(maintenance.run(Duration.ofDays(1)).created()).as("a second run has nothing to do").isEmpty();
+        }
+    }
+
+    @Test
+    void theUniqueIndexAloneDoesNotKeepAKeyUniqueAcrossPartitions() {
+        try (HikariDataSource dataSource = partitionedDatabase()) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(5))
+                    .run(Duration.ofDays(1));
+
+            insertRecord(jdbc, "twice", "now()");
+            insertRecord(jdbc, "twice", "now() + interval '1 hour'");
+
+            // why the partitioned store takes an advisory lock before it looks a key up
+            assertThat(jdbc.queryForObject("select count(*) from idempotency_keys where idempotency_key = 'twice'",
+                    Integer.class)).isEqualTo(2);
+        }
+    }
+
+    @Test
+    void twoRequestsWithOneKeyOnEitherSideOfAPartitionBoundaryExecuteOnce() throws Exception {
+        try (HikariDataSource dataSource = partitionedDatabase()) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            Duration interval = Duration.ofSeconds(2);
+            new PostgresPartitionMaintenance(dataSource, TABLE, interval, 10, Duration.ofSeconds(5)).run(Duration.ofDays(1));
+            PartitionedPostgresIdempotencyStore store = new PartitionedPostgresIdempotencyStore(dataSource, TABLE);
+            Transactions transactions = new SpringTransactions(new DataSourceTransactionManager(dataSource));
+            ScopedKey key = new ScopedKey("", "POST /boundary", UUID.randomUUID().toString());
+
+            // start the first request shortly before a boundary of the database clock
+            long nowMillis = jdbc.queryForObject("select (extract(epoch from clock_timestamp()) * 1000)::bigint", Long.class);
+            long boundary = (nowMillis / interval.toMillis() + 2) * interval.toMillis();
+            Thread.sleep(Math.max(0, boundary - 700 - nowMillis));
+            Transactions.Transaction first = transactions.begin();
+            String token = ((ClaimResult.Claimed) store.claim(request(key))).fencingToken();
+            String firstPartition = jdbc.queryForObject("select tableoid::regclass::text from idempotency_keys"
+                    + " where idempotency_key = ?", String.class, key.key());
+
+            Thread.sleep(Math.max(0, boundary + 300 - jdbc.queryForObject(
+                    "select (extract(epoch from clock_timestamp()) * 1000)::bigint", Long.class)));
+            CompletableFuture<ClaimResult> second = CompletableFuture.supplyAsync(() -> {
+                Transactions.Transaction transaction = transactions.begin();
+                try {
+                    long started = new JdbcTemplate(dataSource).queryForObject(
+                            "select (extract(epoch from now()) * 1000)::bigint", Long.class);
+                    assertThat(started).as("the second request starts after the boundary").isGreaterThan(boundary);
+                    return store.claim(request(key));
+                } finally {
+                    transaction.rollback();
+                }
+            });
+            Thread.sleep(300);
+            assertThat(second).as("the second request waits for the first").isNotDone();
+            StoredResponse answer = new StoredResponse(201, List.of(), "once".getBytes());
+            assertThat(store.complete(key, token, answer)).isTrue();
+            first.commit();
+
+            ClaimResult result = second.get(30, TimeUnit.SECONDS);
+            assertThat(result).isInstanceOf(ClaimResult.Existing.class);
+            assertThat(((ClaimResult.Existing) result).record().status()).isEqualTo(RecordStatus.SUCCEEDED);
+            assertThat(((ClaimResult.Existing) result).record().response()).isEqualTo(answer);
+            assertThat(jdbc.queryForObject("select count(*) from idempotency_keys where idempotency_key = ?",
+                    Integer.class, key.key())).isEqualTo(1);
+            assertThat(firstPartition).isNotNull();
+        }
+    }
+
+    @Test
+    void partitionChangesNeverMakeAClaimWait() throws Exception {
+        try (HikariDataSource dataSource = partitionedDatabase()) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            PostgresPartitionMaintenance maintenance =
+                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(60));
+            maintenance.run(Duration.ofDays(1));
+            attachPartition(jdbc, "idempotency_keys_expired", "now() - interval '5 days'", "now() - interval '4 days'");
+            // drop the newest partition, so that the run below must create and attach one while the long request runs
+            List<PostgresPartitionMaintenance.Partition> partitions = maintenance.partitions();
+            jdbc.execute("drop table " + partitions.get(partitions.size() - 1).name());
+            PartitionedPostgresIdempotencyStore store = new PartitionedPostgresIdempotencyStore(dataSource, TABLE);
+            Transactions transactions = new SpringTransactions(new DataSourceTransactionManager(dataSource));
+
+            // a long request holds its claim (and its transaction on the table) open
+            Transactions.Transaction longRequest = transactions.begin();
+            assertThat(store.claim(request(new ScopedKey("", "POST /long", UUID.randomUUID().toString()))))
+                    .isInstanceOf(ClaimResult.Claimed.class);
+            try {
+                CompletableFuture<PostgresPartitionMaintenance.Run> run =
+                        CompletableFuture.supplyAsync(() -> maintenance.run(Duration.ofDays(1)));
+                Thread.sleep(500); // the detach now waits for the long request, in the background
+
+                List<Long> latencies = new ArrayList<>();
+                for (int i = 0; i < 20; i++) {
+                    long started = System.nanoTime();
+                    ClaimResult result = CompletableFuture.supplyAsync(() -> {
+                        Transactions.Transaction transaction = transactions.begin();
+                        try {
+                            ClaimResult claimed = store.claim(new ClaimRequest(
+                                    new ScopedKey("", "POST /new", UUID.randomUUID().toString()), HASH,
+                                    Duration.ofDays(1), Duration.ofMillis(500)));
+                            transaction.commit();
+                            return claimed;
+                        } finally {
+                            transaction.rollback();
+                        }
+                    }).get(10, TimeUnit.SECONDS);
+                    latencies.add((System.nanoTime() - started) / 1_000_000);
+                    assertThat(result).as("claim %d while partitions change", i).isInstanceOf(ClaimResult.Claimed.class);
+                }
+                System.out.println("[partitions] claim latencies (ms) while a detach waited: " + latencies);
+                assertThat(run).as("the detach waits for the long request").isNotDone();
+
+                longRequest.commit();
+                PostgresPartitionMaintenance.Run done = run.get(60, TimeUnit.SECONDS);
+                assertThat(done.dropped()).containsExactly("idempotency_keys_expired");
+                assertThat(done.created()).hasSize(1);
+            } finally {
+                longRequest.rollback();
+            }
+        }
+    }
+
+    private static ClaimRequest request(ScopedKey key) {
+        return new ClaimRequest(key, HASH, Duration.ofDays(1), Duration.ofSeconds(20));
+    }
+
+    private static HikariDataSource partitionedDatabase() {
+        HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(8);
+        new IdempotencySchemaMigrator(dataSource, TABLE, true).migrate();
+        return dataSource;
+    }
+
+    private static void attachPartition(JdbcTemplate jdbc, String name, String from, String to) {
+        jdbc.execute("create table " + name + " (like idempotency_keys including defaults including constraints)");
+        jdbc.execute("do $$ begin execute format('alter table idempotency_keys attach partition " + name
+                + " for values from (%L) to (%L)', " + from + ", " + to + "); end $$");
+    }
+
+    private static void insertRecord(JdbcTemplate jdbc, String key, String createdAt) {
+        jdbc.update("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash, fencing_token,"
+                + " response_status, created_at, expires_at) values ('', 'POST /x', ?, 'SUCCEEDED', ?, gen_random_uuid(),"
+                + " 200, " + createdAt + ", " + createdAt + " + interval '1 day')", key, HASH);
+    }
+}

@@ -1,0 +1,42 @@
+package io.idempotency.jdbc;
+
+import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.core.IdempotencyStore;
+import io.idempotency.core.Transactions;
+import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
+import io.idempotency.testkit.IdempotencyStoreContract;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.AfterAll;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+
+import java.time.Duration;
+
+/** The partitioned PostgreSQL store against the whole store contract. */
+class PartitionedPostgresIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
+
+    private static final HikariDataSource DATA_SOURCE = TestPostgres.newDatabase().dataSource(MIN_POOL_SIZE + 4);
+    private static final IdempotencyStore STORE;
+    private static final Transactions TRANSACTIONS = new SpringTransactions(new DataSourceTransactionManager(DATA_SOURCE));
+
+    static {
+        new IdempotencySchemaMigrator(DATA_SOURCE, IdempotencySchema.DEFAULT_TABLE_NAME, true).migrate();
+        new PostgresPartitionMaintenance(DATA_SOURCE, IdempotencySchema.DEFAULT_TABLE_NAME, Duration.ofHours(1), 3,
+                Duration.ofSeconds(5)).run(Duration.ofDays(30));
+        STORE = new PartitionedPostgresIdempotencyStore(DATA_SOURCE, IdempotencySchema.DEFAULT_TABLE_NAME);
+    }
+
+    @AfterAll
+    static void closePool() {
+        DATA_SOURCE.close();
+    }
+
+    @Override
+    protected IdempotencyStore store() {
+        return STORE;
+    }
+
+    @Override
+    protected Transactions transactions() {
+        return TRANSACTIONS;
+    }
+}

@@ -1,0 +1,128 @@
+package io.idempotency.spring;
+
+import io.idempotency.core.IdempotencyStore;
+import io.idempotency.jdbc.PartitionedPostgresIdempotencyStore;
+import io.idempotency.testkit.TestPostgres;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/** Retention wired by the starter: the startup check, the scheduled cleanup, and the partitioned mode. */
+class RetentionConfigurationTest {
+
+    private static WebApplicationContextRunner runner(TestPostgres.Database database) {
+        return new WebApplicationContextRunner()
+                .withConfiguration(AutoConfigurations.of(
+                        org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration.class,
+                        org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration.class,
+                        org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration.class,
+                        org.springframework.boot.webmvc.autoconfigure.WebMvcAutoConfiguration.class,
+                        org.springframework.boot.webmvc.autoconfigure.DispatcherServletAutoConfiguration.class,
+                        IdempotencyAutoConfiguration.class))
+                .withPropertyValues("spring.datasource.url=" + database.url(),
+                        "spring.datasource.username=" + database.user(),
+                        "spring.datasource.password=" + (database.password() == null ? "" : database.password()));
+    }
+
+    @Test
+    void aRetentionShorterThanTheRetryWindowStopsTheStartAndSaysWhy() {
+        runner(TestPostgres.newDatabase())
+                .withPropertyValues("idempotency.retention.ttl=1d", "idempotency.retention.max-retry-window=3d")
+                .run(context -> {
+                    assertThat(context).hasFailed();
+                    Throwable root = context.getStartupFailure();
+                    while (root.getCause() != null) {
+                        root = root.getCause();
+                    }
+                    assertThat(root.getMessage()).contains("idempotency.retention.ttl (PT24H)",
+                            "idempotency.retention.max-retry-window (PT72H)", "idempotency.lease (PT5M)",
+                            "lets that retry run the request again");
+                });
+    }
+
+    @Test
+    void theTtlMustAlsoCoverTheLease() {
+        runner(TestPostgres.newDatabase())
+                .withPropertyValues("idempotency.retention.ttl=7d", "idempotency.retention.max-retry-window=7d")
+                .run(context -> assertThat(context).hasFailed());
+        runner(TestPostgres.newDatabase())
+                .withPropertyValues("idempotency.retention.ttl=7d", "idempotency.retention.max-retry-window=6d")
+                .run(context -> assertThat(context).hasNotFailed());
+    }
+
+    @Test
+    void theScheduledCleanupRemovesExpiredRecordsOnlyAndCountsThem() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        runner(database)
+                .withUserConfiguration(Meters.class)
+                .withPropertyValues("idempotency.retention.cleanup.interval=200ms")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status,"
+                            + " request_hash, fencing_token, response_status, expires_at) values"
+                            + " ('', 'POST /x', 'expired', 'SUCCEEDED', repeat('a', 64), gen_random_uuid(), 200,"
+                            + "  now() - interval '1 second'),"
+                            + " ('', 'POST /x', 'live', 'SUCCEEDED', repeat('a', 64), gen_random_uuid(), 200,"
+                            + "  now() + interval '1 day')");
+                    long deadline = System.currentTimeMillis() + 15_000;
+                    while (database.queryLong("select count(*) from idempotency_keys where idempotency_key = 'expired'") > 0
+                            && System.currentTimeMillis() < deadline) {
+                        Thread.sleep(100);
+                    }
+                    assertThat(database.queryLong("select count(*) from idempotency_keys where idempotency_key = 'expired'"))
+                            .isZero();
+                    assertThat(database.queryLong("select count(*) from idempotency_keys where idempotency_key = 'live'"))
+                            .isEqualTo(1);
+                    MeterRegistry meters = context.getBean(MeterRegistry.class);
+                    assertThat(meters.get(RetentionScheduler.REMOVED_METRIC).tag("unit", "records").counter().count())
+                            .isEqualTo(1.0);
+                });
+    }
+
+    @Test
+    void thePartitionedModeCreatesAPartitionedTableWithPartitionsAhead() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        runner(database)
+                .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
+                        "idempotency.retention.cleanup.partition-interval=1h",
+                        "idempotency.retention.cleanup.partitions-ahead=3")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    assertThat(context.getBean(IdempotencyStore.class)).isInstanceOf(PartitionedPostgresIdempotencyStore.class);
+                    assertThat(database.queryString("select relkind from pg_class where oid = to_regclass('idempotency_keys')"))
+                            .isEqualTo("p");
+                    assertThat(database.queryLong("select count(*) from pg_inherits"
+                            + " where inhparent = to_regclass('idempotency_keys')")).isEqualTo(4);
+                });
+    }
+
+    @Test
+    void thePartitionedModeRefusesATableCreatedForDeletes() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        runner(database).run(context -> assertThat(context).hasNotFailed()); // creates the plain table
+        runner(database)
+                .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions")
+                .run(context -> {
+                    assertThat(context).hasFailed();
+                    Throwable root = context.getStartupFailure();
+                    while (root.getCause() != null) {
+                        root = root.getCause();
+                    }
+                    assertThat(root.getMessage()).contains("is not partitioned");
+                });
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class Meters {
+        @Bean
+        MeterRegistry meterRegistry() {
+            return new SimpleMeterRegistry();
+        }
+    }
+}
