@@ -15,7 +15,8 @@ import java.util.List;
  * Fault injection for demos and crash tests, driven by the {@value #HEADER} request header on {@code POST /payments}.
  * Honoured only when {@code sample.chaos.enabled=true}; otherwise the header is ignored.
  *
- * <p>The header holds one or more comma-separated faults, applied in order right after the payment row is written:
+ * <p>The header holds one or more comma-separated faults, applied in order right after the payment row is written
+ * (or, when the second wall finds the payer's existing payment for the order, right after it is read):
  * <ul>
  *   <li>{@code fail-after-write}: throw an exception (the app answers 500; the starter rolls everything back);</li>
  *   <li>{@code fail-at-commit}: write an audit row whose deferred foreign key points nowhere, and return normally,
@@ -68,7 +69,10 @@ public class FaultInjector {
         return faults;
     }
 
-    /** Applies the faults, in order, after {@code payment} has been written (inside the request's transaction). */
+    /**
+     * Applies the faults, in order, after {@code payment} has been written or found by the second wall (inside the
+     * request's transaction).
+     */
     public void afterWrite(List<Fault> faults, Payment payment) {
         for (Fault fault : faults) {
             apply(fault, payment);

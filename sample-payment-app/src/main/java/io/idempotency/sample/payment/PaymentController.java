@@ -14,8 +14,11 @@ import org.springframework.web.bind.annotation.RequestParam;
 import org.springframework.web.bind.annotation.RestController;
 import org.springframework.web.server.ResponseStatusException;
 
+import java.math.BigDecimal;
 import java.net.URI;
+import java.security.Principal;
 import java.util.List;
+import java.util.Optional;
 
 /**
  * The payment API.
@@ -25,6 +28,11 @@ import java.util.List;
  * is written and every repetition gets the first answer back. The method itself contains no idempotency code and
  * no {@code @Transactional}: the starter opens the transaction before the method runs and commits it after the
  * answer has been rendered, together with the stored answer.
+ *
+ * <p>Behind the key stands a second wall ({@code sample.second-wall.enabled}, on by default): one payment per payer
+ * and order, enforced by a unique index. Idempotency records are deleted after their retention period, and a request
+ * replayed after that runs again; the second wall turns that replay into {@code 200 OK} with the payment that already
+ * exists, instead of a second payment.
  */
 @RestController
 @RequestMapping("/payments")
@@ -32,31 +40,64 @@ public class PaymentController {
 
     private final PaymentRepository payments;
     private final FaultInjector faults;
+    private final boolean secondWall;
 
     /**
-     * @param payments the payment table
-     * @param faults   fault injection ({@code X-Chaos}), inert unless enabled
+     * @param payments   the payment table
+     * @param faults     fault injection ({@code X-Chaos}), inert unless enabled
+     * @param secondWall whether one payment per payer and order is enforced
      */
-    public PaymentController(PaymentRepository payments, FaultInjector faults) {
+    public PaymentController(PaymentRepository payments, FaultInjector faults, SecondWallProperties secondWall) {
         this.payments = payments;
         this.faults = faults;
+        this.secondWall = secondWall.enabled();
     }
 
     /**
      * Creates a payment: 201 with the payment and its {@code Location}; 400 problem+json for an invalid body.
      * Everything that can be refused is checked before the first write, so a refused request leaves no row.
+     *
+     * <p>With the second wall on, a payer who already paid the order (under another key, or under a key whose record
+     * is gone) gets {@code 200 OK} with the existing payment and its {@code Location}, and nothing is written; if
+     * the amount or currency differ, it is not the same payment but a conflicting one: 409 problem+json
+     * ({@link PaymentExceptionHandler#ORDER_ALREADY_PAID}), nothing written.
+     *
+     * @param principal the authenticated caller, or null when anonymous; its name is the payer
      */
     @Idempotent
     @PostMapping(consumes = MediaType.APPLICATION_JSON_VALUE, produces = MediaType.APPLICATION_JSON_VALUE)
     public ResponseEntity<Payment> create(@RequestBody PaymentRequest request,
-                                          @RequestHeader(name = FaultInjector.HEADER, required = false) String chaos) {
+                                          @RequestHeader(name = FaultInjector.HEADER, required = false) String chaos,
+                                          Principal principal) {
         PaymentRequest.ValidPayment valid = request.validate();
         List<FaultInjector.Fault> injected = faults.parse(chaos);
+        // The same caller namespace the starter scopes keys by: the principal's name, "" for anonymous requests.
+        String payer = principal == null || principal.getName() == null ? "" : principal.getName();
 
-        Payment payment = payments.insert(valid.orderId(), valid.amount(), valid.currency());
-        faults.afterWrite(injected, payment);
+        if (!secondWall) {
+            Payment payment = payments.insert(payer, valid.orderId(), valid.amount(), valid.currency());
+            faults.afterWrite(injected, payment);
+            return ResponseEntity.created(location(payment)).body(payment);
+        }
 
-        return ResponseEntity.created(URI.create("/payments/" + payment.id())).body(payment);
+        Optional<Payment> inserted =
+                payments.insertUnlessPaid(payer, valid.orderId(), valid.amount(), valid.currency());
+        if (inserted.isPresent()) {
+            faults.afterWrite(injected, inserted.get());
+            return ResponseEntity.created(location(inserted.get())).body(inserted.get());
+        }
+        // Payments are never updated or deleted, so the row the insert conflicted with is there to be read.
+        Payment existing = payments.findCovered(payer, valid.orderId())
+                .orElseThrow(() -> new IllegalStateException("payment of order " + valid.orderId()
+                        + " conflicted on insert but cannot be read"));
+        if (new BigDecimal(existing.amount()).compareTo(valid.amount()) != 0
+                || !existing.currency().equals(valid.currency())) {
+            throw new OrderAlreadyPaidException(existing);
+        }
+        // The faults still apply, so that delays and crashes can be shown on this path too.
+        faults.afterWrite(injected, existing);
+        // 200, not 201: nothing was created by this request. The client gets the payment it meant to make.
+        return ResponseEntity.ok().location(location(existing)).body(existing);
     }
 
     /** The payments of one order, oldest first (an empty list when there are none). */
@@ -70,5 +111,10 @@ public class PaymentController {
     public Payment byId(@PathVariable long id) {
         return payments.findById(id)
                 .orElseThrow(() -> new ResponseStatusException(HttpStatus.NOT_FOUND, "no payment with id " + id));
+    }
+
+    /** The URI of a payment, as sent in {@code Location}. */
+    static URI location(Payment payment) {
+        return URI.create("/payments/" + payment.id());
     }
 }

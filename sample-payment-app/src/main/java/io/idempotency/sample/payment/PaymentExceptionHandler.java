@@ -33,6 +33,9 @@ public class PaymentExceptionHandler extends ResponseEntityExceptionHandler {
     /** Problem type of an invalid payment request. */
     public static final URI INVALID_PAYMENT = URI.create(PROBLEM_TYPE_BASE + "invalid-payment");
 
+    /** Problem type of a payment for an order the payer already paid with another amount or currency. */
+    public static final URI ORDER_ALREADY_PAID = URI.create(PROBLEM_TYPE_BASE + "order-already-paid");
+
     /** Problem type of a failure inside the server. */
     public static final URI INTERNAL_ERROR = URI.create(PROBLEM_TYPE_BASE + "internal-error");
 
@@ -43,6 +46,22 @@ public class PaymentExceptionHandler extends ResponseEntityExceptionHandler {
         problem.setType(INVALID_PAYMENT);
         problem.setTitle("Invalid payment request");
         problem.setProperty("errors", e.errors());
+        return ResponseEntity.of(problem).build();
+    }
+
+    /**
+     * 409 when the second wall finds that the payer already paid the order differently. The problem names the
+     * existing payment, so the client can look at it instead of guessing. 409 is not kept by the starter's storage
+     * policy (and an exception is never kept): the key is released.
+     */
+    @ExceptionHandler(OrderAlreadyPaidException.class)
+    public ResponseEntity<ProblemDetail> orderAlreadyPaid(OrderAlreadyPaidException e) {
+        ProblemDetail problem = ProblemDetail.forStatusAndDetail(HttpStatus.CONFLICT, e.getMessage());
+        problem.setType(ORDER_ALREADY_PAID);
+        problem.setTitle("Order already paid");
+        problem.setProperty("orderId", e.existing().orderId());
+        problem.setProperty("paymentId", e.existing().id());
+        problem.setProperty("payment", PaymentController.location(e.existing()).toString());
         return ResponseEntity.of(problem).build();
     }
 

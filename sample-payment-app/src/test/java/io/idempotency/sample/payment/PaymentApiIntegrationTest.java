@@ -22,6 +22,13 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * The payment API over real HTTP on a real PostgreSQL (a schema of its own from {@link TestPostgres}), with the
  * idempotency starter in front of {@code POST /payments}. Every check of "nothing was written" reads the database.
+ *
+ * <p>The app runs as shipped, with the second wall on: no test here sends two payments of one order by one payer
+ * under different keys, and each repetition is checked by its status and {@code Idempotent-Replayed} header, which
+ * tell a replay of the stored answer (the original status, header present) from the wall's answer to a handler that
+ * ran again (200, no header). The tests whose point is a payment count run with the wall off elsewhere
+ * ({@link TwoInstancesConcurrencyIntegrationTest}, {@link CrashRecoveryIntegrationTest}); the wall itself is tested
+ * in {@link SecondWallIntegrationTest}.
  */
 @SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT, properties = "sample.chaos.enabled=true")
 class PaymentApiIntegrationTest {

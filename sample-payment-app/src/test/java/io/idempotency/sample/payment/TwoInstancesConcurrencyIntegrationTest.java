@@ -29,7 +29,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * Two instances of the application, each in its own JVM, on one database: simultaneous requests with the same key
  * spread over both must create one payment. Only the database can arbitrate here — no lock inside one JVM sees the
- * other instance — so this is the test that a JVM-local lock would fail.
+ * other instance — so this is the test that a JVM-local lock would fail. The instances run with the second wall
+ * off, so that the one payment is the idempotency layer's doing.
  */
 class TwoInstancesConcurrencyIntegrationTest {
 
@@ -45,6 +46,10 @@ class TwoInstancesConcurrencyIntegrationTest {
         db = TestPostgres.newDatabase();
         List<String> args = new ArrayList<>(List.of(
                 "--sample.chaos.enabled=true",
+                // This test proves that the idempotency layer alone runs the handler once. With the second wall on,
+                // a second execution would find the first payment and answer 200 instead of writing a second row,
+                // so the payment count would no longer tell.
+                "--sample.second-wall.enabled=false",
                 "--spring.datasource.url=" + db.url()));
         if (db.user() != null) {
             args.add("--spring.datasource.username=" + db.user());
