@@ -5,6 +5,9 @@ import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 
@@ -48,22 +51,57 @@ public final class IdempotencyEngine {
     private final StoragePolicy defaultPolicy;
     private final Duration retention;
     private final Duration maxWait;
+    private final StaleClaimResolver resolver;
+    private final DownstreamKeys downstreamKeys;
     private final ConcurrentHashMap<ScopedKey, Flight> flights = new ConcurrentHashMap<>();
+    private final ScheduledExecutorService renewals = Executors.newSingleThreadScheduledExecutor(runnable -> {
+        Thread thread = new Thread(runnable, "idempotency-lease-renewal");
+        thread.setDaemon(true);
+        return thread;
+    });
 
     /**
-     * @param store         where records live; must use the connection of {@code transactions}
-     * @param transactions  opens the transaction shared by the claim and the handler
-     * @param defaultPolicy which answers are stored when the endpoint does not say
-     * @param retention     minimum time a record is kept (TTL); positive
-     * @param maxWait       how long a duplicate waits for an in-flight request before "in progress"; positive
+     * An engine for {@link IdempotencyMode#ONE_TRANSACTION} and for {@link IdempotencyMode#INTENT_FIRST} with the
+     * default resolver ({@link StaleClaimResolver#RERUN}) and a fixed downstream key secret.
      */
     public IdempotencyEngine(IdempotencyStore store, Transactions transactions, StoragePolicy defaultPolicy,
                              Duration retention, Duration maxWait) {
+        this(store, transactions, defaultPolicy, retention, maxWait, StaleClaimResolver.RERUN,
+                new DownstreamKeys(DEFAULT_DOWNSTREAM_SECRET));
+    }
+
+    /** The secret for downstream keys when the application sets none. */
+    public static final String DEFAULT_DOWNSTREAM_SECRET = "idempotency-downstream-key";
+
+    /**
+     * @param store          where records live; must use the connection of {@code transactions}
+     * @param transactions   opens the transaction shared by the claim and the handler
+     * @param defaultPolicy  which answers are stored when the endpoint does not say
+     * @param retention      minimum time a record is kept (TTL); positive
+     * @param maxWait        how long a duplicate waits for an in-flight request before "in progress"; positive
+     * @param resolver       decides about claims whose lease ran out
+     * @param downstreamKeys derives the keys handlers send to third parties
+     */
+    public IdempotencyEngine(IdempotencyStore store, Transactions transactions, StoragePolicy defaultPolicy,
+                             Duration retention, Duration maxWait, StaleClaimResolver resolver,
+                             DownstreamKeys downstreamKeys) {
         this.store = Objects.requireNonNull(store, "store");
         this.transactions = Objects.requireNonNull(transactions, "transactions");
         this.defaultPolicy = Objects.requireNonNull(defaultPolicy, "defaultPolicy");
         this.retention = positive(retention, "retention");
         this.maxWait = positive(maxWait, "maxWait");
+        this.resolver = Objects.requireNonNull(resolver, "resolver");
+        this.downstreamKeys = Objects.requireNonNull(downstreamKeys, "downstreamKeys");
+    }
+
+    /** The key a handler of {@code key}'s request sends to third parties. */
+    public String downstreamKey(ScopedKey key) {
+        return downstreamKeys.derive(key);
+    }
+
+    /** Stops lease renewals; executions still running lose their renewal. */
+    public void shutdown() {
+        renewals.shutdownNow();
     }
 
     /** What to do with a request, decided by the claim. */
@@ -91,7 +129,13 @@ public final class IdempotencyEngine {
         /** The answer was stored and everything committed. */
         STORED,
         /** The answer is not storable: everything was rolled back and the key is free again. */
-        ROLLED_BACK
+        ROLLED_BACK,
+        /**
+         * {@link IdempotencyMode#INTENT_FIRST} only: the answer is not storable, so the outcome of the side effect is
+         * unknown. The handler's local writes were rolled back; the claim stays PROCESSING until its lease runs out
+         * and the {@link StaleClaimResolver} decides.
+         */
+        UNRESOLVED
     }
 
     /**
@@ -99,12 +143,24 @@ public final class IdempotencyEngine {
      * open transaction.
      */
     public Start start(ScopedKey key, String requestHash) {
+        return start(key, requestHash, IdempotencyMode.ONE_TRANSACTION, null);
+    }
+
+    /**
+     * Claims {@code key} in the given mode. Must be called on a thread with no open transaction.
+     *
+     * @param lease the lease of an {@link IdempotencyMode#INTENT_FIRST} claim (positive); ignored otherwise
+     */
+    public Start start(ScopedKey key, String requestHash, IdempotencyMode mode, Duration lease) {
+        if (mode == IdempotencyMode.INTENT_FIRST) {
+            positive(lease, "lease");
+        }
         long deadline = System.nanoTime() + maxWait.toNanos();
         while (true) {
             Flight mine = new Flight(requestHash);
             Flight current = flights.putIfAbsent(key, mine);
             if (current == null) {
-                return lead(key, mine);
+                return lead(key, mine, mode, lease, deadline);
             }
             if (!current.requestHash.equals(requestHash)) {
                 return new Mismatch();
@@ -121,10 +177,12 @@ public final class IdempotencyEngine {
     }
 
     /** Claims in the database as this instance's only request working on {@code key}. */
-    private Start lead(ScopedKey key, Flight flight) {
+    private Start lead(ScopedKey key, Flight flight, IdempotencyMode mode, Duration lease, long deadline) {
         Start start;
         try {
-            start = claim(key, flight.requestHash);
+            start = mode == IdempotencyMode.INTENT_FIRST
+                    ? claimIntent(key, flight.requestHash, lease, deadline)
+                    : claim(key, flight.requestHash);
         } catch (RuntimeException | Error e) {
             land(key, flight, null);
             throw e;
@@ -146,7 +204,8 @@ public final class IdempotencyEngine {
             throw e;
         }
         if (claim instanceof ClaimResult.Claimed claimed) {
-            return new Proceed(new Execution(transaction, key, claimed.fencingToken()));
+            return new Proceed(new Execution(IdempotencyMode.ONE_TRANSACTION, transaction, key,
+                    claimed.fencingToken(), null));
         }
         transaction.rollback();
         if (claim instanceof ClaimResult.Existing existing) {
@@ -159,6 +218,83 @@ public final class IdempotencyEngine {
             }
         }
         return new InProgress();
+    }
+
+    /**
+     * The intent-first claim: committed at once, with a lease. A live claim of another request is waited for by
+     * polling (no connection is held between polls); an expired one is taken over and resolved.
+     */
+    private Start claimIntent(ScopedKey key, String requestHash, Duration lease, long deadline) {
+        while (true) {
+            Transactions.Transaction transaction = transactions.begin();
+            ClaimResult claim;
+            try {
+                claim = store.claim(new ClaimRequest(key, requestHash, retention, maxWait, lease));
+                if (claim instanceof ClaimResult.Claimed claimed) {
+                    transaction.commit(); // the intent is durable before any side effect
+                    return new Proceed(new Execution(IdempotencyMode.INTENT_FIRST, transactions.begin(), key,
+                            claimed.fencingToken(), lease));
+                }
+            } finally {
+                transaction.rollback();
+            }
+            if (!(claim instanceof ClaimResult.Existing existing)) {
+                return new InProgress();
+            }
+            IdempotencyRecord record = existing.record();
+            if (!record.requestHash().equals(requestHash)) {
+                return new Mismatch();
+            }
+            if (record.status() == RecordStatus.SUCCEEDED) {
+                return new Replay(record.response());
+            }
+            if (record.status() == RecordStatus.PROCESSING && record.leaseExpired()) {
+                Start resolved = resolveStale(record, lease);
+                if (resolved != null) {
+                    return resolved;
+                }
+                continue;
+            }
+            long remaining = deadline - System.nanoTime();
+            if (remaining <= 0) {
+                return new InProgress();
+            }
+            sleep(Math.min(TimeUnit.NANOSECONDS.toMillis(remaining) + 1, 50));
+        }
+    }
+
+    /**
+     * Takes a stale claim over and asks the resolver about it; null means "claim again" (taken by somebody else, or
+     * marked FAILED).
+     */
+    private Start resolveStale(IdempotencyRecord stale, Duration lease) {
+        ScopedKey key = stale.key();
+        String token = store.takeOver(key, stale.fencingToken(), lease).orElse(null);
+        if (token == null) {
+            return null;
+        }
+        StaleClaimResolver.Resolution resolution = resolver.resolve(new StaleClaimResolver.StaleClaim(key,
+                downstreamKey(key), stale.requestHash(), stale.createdAt(), stale.lockedUntil(), true));
+        if (resolution instanceof StaleClaimResolver.Complete complete) {
+            if (!store.complete(key, token, complete.response())) {
+                return null;
+            }
+            return new Replay(complete.response());
+        }
+        if (resolution instanceof StaleClaimResolver.Fail) {
+            store.fail(key, token);
+            return null;
+        }
+        return new Proceed(new Execution(IdempotencyMode.INTENT_FIRST, transactions.begin(), key, token, lease));
+    }
+
+    private static void sleep(long millis) {
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while waiting for a request in progress", e);
+        }
     }
 
     /** Ends this instance's flight on {@code key}; waiters get {@code outcome}, or claim again when it is null. */
@@ -191,24 +327,58 @@ public final class IdempotencyEngine {
         }
     }
 
-    /** A claimed key whose handler is running in the claim's transaction. Not thread-safe. */
+    /**
+     * A claimed key whose handler is running. In {@link IdempotencyMode#ONE_TRANSACTION} the handler runs in the
+     * claim's transaction; in {@link IdempotencyMode#INTENT_FIRST} the claim is already committed, the handler runs
+     * in a second transaction (its local writes commit with the result), and the lease is renewed every third of
+     * its length until the execution ends. Not thread-safe.
+     */
     public final class Execution {
 
+        private final IdempotencyMode mode;
         private final Transactions.Transaction transaction;
         private final ScopedKey key;
         private final String fencingToken;
         private final Flight flight;
+        private final ScheduledFuture<?> renewal;
         private boolean ended;
 
-        private Execution(Transactions.Transaction transaction, ScopedKey key, String fencingToken) {
+        private Execution(IdempotencyMode mode, Transactions.Transaction transaction, ScopedKey key,
+                          String fencingToken, Duration lease) {
+            this.mode = mode;
             this.transaction = transaction;
             this.key = key;
             this.fencingToken = fencingToken;
             this.flight = flights.get(key);
+            if (mode == IdempotencyMode.INTENT_FIRST) {
+                long period = Math.max(1, lease.toMillis() / 3);
+                this.renewal = renewals.scheduleWithFixedDelay(() -> renew(lease), period, period, TimeUnit.MILLISECONDS);
+            } else {
+                this.renewal = null;
+            }
         }
 
         public ScopedKey key() {
             return key;
+        }
+
+        public IdempotencyMode mode() {
+            return mode;
+        }
+
+        /** The context to expose to the handler. */
+        public IdempotencyContext context() {
+            return new IdempotencyContext(key, downstreamKey(key), mode);
+        }
+
+        private void renew(Duration lease) {
+            try {
+                if (!store.renew(key, fencingToken, lease)) {
+                    renewal.cancel(false); // taken over: the result will be refused
+                }
+            } catch (RuntimeException e) {
+                // the next renewal tries again; if the lease runs out meanwhile, fencing protects the new holder
+            }
         }
 
         /** Finishes with the default storage policy. */
@@ -221,21 +391,27 @@ public final class IdempotencyEngine {
          *
          * @throws CommitFailedException if the commit failed (the transaction has been rolled back: nothing of the
          *                               request remains, and its answer must not be sent)
+         * @throws LeaseLostException    ({@link IdempotencyMode#INTENT_FIRST}) if the claim was taken over meanwhile;
+         *                               the handler's local writes were rolled back
          */
         public Outcome finish(StoredResponse response, StoragePolicy policy) {
             if (ended) {
                 throw new IllegalStateException("the execution for " + key + " has already ended");
             }
             ended = true;
+            stopRenewal();
             Start landed = null;
             boolean transactionEnded = false;
             try {
                 if (!policy.isStorable(response.status())) {
                     transactionEnded = true;
                     transaction.rollback();
-                    return Outcome.ROLLED_BACK;
+                    return mode == IdempotencyMode.INTENT_FIRST ? Outcome.UNRESOLVED : Outcome.ROLLED_BACK;
                 }
                 if (!store.complete(key, fencingToken, response)) {
+                    if (mode == IdempotencyMode.INTENT_FIRST) {
+                        throw new LeaseLostException(key);
+                    }
                     throw new IllegalStateException("the claim on " + key + " was lost before it could complete");
                 }
                 transactionEnded = true; // a failed commit rolls back by itself
@@ -254,15 +430,45 @@ public final class IdempotencyEngine {
             }
         }
 
-        /** The handler failed: roll back its writes and the claim. Safe to call after {@link #finish}. */
+        /**
+         * The handler failed: roll back its writes. In {@link IdempotencyMode#ONE_TRANSACTION} this releases the key;
+         * in {@link IdempotencyMode#INTENT_FIRST} the outcome is unknown and the claim stays for the resolver. Safe to
+         * call after {@link #finish}.
+         */
         public void abandon() {
             if (!ended) {
                 ended = true;
+                stopRenewal();
                 try {
                     transaction.rollback();
                 } finally {
                     landFlight(null);
                 }
+            }
+        }
+
+        /**
+         * The handler failed definitely ({@link DefiniteFailureException}): roll back its writes, and in
+         * {@link IdempotencyMode#INTENT_FIRST} mark the claim FAILED so the next request runs at once.
+         */
+        public void abandonDefinitely() {
+            if (!ended) {
+                ended = true;
+                stopRenewal();
+                try {
+                    transaction.rollback();
+                    if (mode == IdempotencyMode.INTENT_FIRST) {
+                        store.fail(key, fencingToken);
+                    }
+                } finally {
+                    landFlight(null);
+                }
+            }
+        }
+
+        private void stopRenewal() {
+            if (renewal != null) {
+                renewal.cancel(false);
             }
         }
 

@@ -14,6 +14,8 @@ import java.util.Objects;
  * @param createdAt    when the key was claimed
  * @param expiresAt    from when cleanup may delete the record (a lower bound: an existing record is honoured)
  * @param lockedUntil  end of the claim's lease, or {@code null} when the claim has no lease
+ * @param leaseExpired whether the lease had run out when the record was read, judged by the database clock (never
+ *                     the JVM's); false when the claim has no lease
  */
 public record IdempotencyRecord(
         ScopedKey key,
@@ -23,7 +25,8 @@ public record IdempotencyRecord(
         StoredResponse response,
         Instant createdAt,
         Instant expiresAt,
-        Instant lockedUntil) {
+        Instant lockedUntil,
+        boolean leaseExpired) {
 
     public IdempotencyRecord {
         Objects.requireNonNull(key, "key");

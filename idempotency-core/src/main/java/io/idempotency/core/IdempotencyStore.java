@@ -1,5 +1,7 @@
 package io.idempotency.core;
 
+import java.time.Duration;
+import java.util.List;
 import java.util.Optional;
 
 /**
@@ -54,6 +56,26 @@ public interface IdempotencyStore {
      * @return true if a record was deleted
      */
     boolean release(ScopedKey key, String fencingToken);
+
+    /**
+     * Extends the lease of the claim holding {@code fencingToken} to the database's now plus {@code lease}. Runs in a
+     * transaction of its own when none is open.
+     *
+     * @return true if the claim is still held by this token and was extended
+     */
+    boolean renew(ScopedKey key, String fencingToken, Duration lease);
+
+    /**
+     * Takes over a PROCESSING claim whose lease has run out (by the database clock), if it is still held by
+     * {@code expiredToken}: the record gets a new fencing token and a new lease, so that the former holder can no
+     * longer complete, fail or release it. Of several concurrent takeovers at most one succeeds.
+     *
+     * @return the new fencing token, or empty if the claim was not taken over (renewed, finished, or taken by another)
+     */
+    Optional<String> takeOver(ScopedKey key, String expiredToken, Duration lease);
+
+    /** At most {@code limit} PROCESSING records whose lease has run out by the database clock, oldest lease first. */
+    List<IdempotencyRecord> findExpiredLeases(int limit);
 
     /** The committed record for {@code key}, if any (expired or not). */
     Optional<IdempotencyRecord> find(ScopedKey key);

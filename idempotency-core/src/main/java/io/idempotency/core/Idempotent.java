@@ -65,4 +65,18 @@ public @interface Idempotent {
      * public no-argument constructor.
      */
     Class<? extends StoragePolicy> storagePolicy() default StoragePolicy.class;
+
+    /**
+     * {@link IdempotencyMode#ONE_TRANSACTION} (default) when every effect lives in the application's database;
+     * {@link IdempotencyMode#INTENT_FIRST} when the handler calls a third party (a payment gateway) whose effect no
+     * database transaction can roll back.
+     */
+    IdempotencyMode mode() default IdempotencyMode.ONE_TRANSACTION;
+
+    /**
+     * The lease of an {@link IdempotencyMode#INTENT_FIRST} claim, e.g. {@code "30s"} or {@code "PT2M"}: how long a
+     * claim whose holder stopped renewing it (a crash, a hang) blocks retries before it is resolved. Empty: the
+     * configured {@code idempotency.lease}.
+     */
+    String lease() default "";
 }

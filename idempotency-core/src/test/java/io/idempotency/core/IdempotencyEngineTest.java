@@ -347,7 +347,7 @@ class IdempotencyEngineTest {
     private static ClaimResult.Existing existing(RecordStatus status, String hash, StoredResponse response) {
         Instant now = Instant.parse("2025-01-01T00:00:00Z");
         return new ClaimResult.Existing(new IdempotencyRecord(
-                KEY, status, hash, "their-token", response, now, now.plus(RETENTION), null));
+                KEY, status, hash, "their-token", response, now, now.plus(RETENTION), null, false));
     }
 
     private record Completion(ScopedKey key, String token, StoredResponse response) {
@@ -392,6 +392,21 @@ class IdempotencyEngineTest {
         @Override
         public Optional<IdempotencyRecord> find(ScopedKey key) {
             throw new AssertionError("the engine does not call find");
+        }
+
+        @Override
+        public boolean renew(ScopedKey key, String fencingToken, Duration lease) {
+            throw new AssertionError("one-transaction executions have no lease");
+        }
+
+        @Override
+        public Optional<String> takeOver(ScopedKey key, String expiredToken, Duration lease) {
+            throw new AssertionError("one-transaction executions have no lease");
+        }
+
+        @Override
+        public List<IdempotencyRecord> findExpiredLeases(int limit) {
+            throw new AssertionError("the engine does not sweep");
         }
 
         @Override

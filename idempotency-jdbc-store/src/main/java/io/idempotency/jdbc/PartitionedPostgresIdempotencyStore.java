@@ -44,10 +44,13 @@ public class PartitionedPostgresIdempotencyStore extends PostgresIdempotencyStor
                 """;
         this.claimIfAbsentSql = """
                 WITH existing AS (
-                    SELECT %2$s FROM %1$s WHERE caller = ? AND scope = ? AND idempotency_key = ?
+                    SELECT %2$s, locked_until < now() AS lease_expired
+                    FROM %1$s WHERE caller = ? AND scope = ? AND idempotency_key = ?
                 ), claimed AS (
-                    INSERT INTO %1$s (caller, scope, idempotency_key, status, request_hash, fencing_token, expires_at)
-                    SELECT ?, ?, ?, 'PROCESSING', ?, ?::uuid, now() + ? * interval '1 millisecond'
+                    INSERT INTO %1$s (caller, scope, idempotency_key, status, request_hash, fencing_token, expires_at,
+                                      locked_until)
+                    SELECT ?, ?, ?, 'PROCESSING', ?, ?::uuid, now() + ? * interval '1 millisecond',
+                           now() + ?::bigint * interval '1 millisecond'
                     WHERE NOT EXISTS (SELECT 1 FROM existing)
                     RETURNING 1
                 ), done AS (
@@ -68,7 +71,7 @@ public class PartitionedPostgresIdempotencyStore extends PostgresIdempotencyStor
         return jdbc.queryForObject(claimIfAbsentSql, (rs, n) -> claimRow(key, rs),
                 key.caller(), key.scope(), key.key(),
                 key.caller(), key.scope(), key.key(), request.requestHash(), token, request.retention().toMillis(),
-                previousTimeout);
+                leaseMillis(request), previousTimeout);
     }
 
     /** An unambiguous text for the key's advisory lock (lengths prefixed, so no two keys share one). */

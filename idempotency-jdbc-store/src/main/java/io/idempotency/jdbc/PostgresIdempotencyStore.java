@@ -14,6 +14,7 @@ import javax.sql.DataSource;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Timestamp;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
 import java.util.Optional;
@@ -47,6 +48,9 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
     protected final JdbcTemplate jdbc;
     private final String claimSql;
     private final String selectSql;
+    private final String renewSql;
+    private final String takeOverExpiredSql;
+    private final String expiredLeasesSql;
     private final String takeOverSql;
     private final String completeSql;
     private final String failSql;
@@ -67,8 +71,10 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
                     SELECT set_config('lock_timeout', ?, true) AS waiting, previous
                     FROM (SELECT current_setting('lock_timeout') AS previous OFFSET 0) AS session
                 ), claimed AS (
-                    INSERT INTO %1$s (caller, scope, idempotency_key, status, request_hash, fencing_token, expires_at)
-                    SELECT ?, ?, ?, 'PROCESSING', ?, ?::uuid, now() + ? * interval '1 millisecond' FROM timeout
+                    INSERT INTO %1$s (caller, scope, idempotency_key, status, request_hash, fencing_token, expires_at,
+                                      locked_until)
+                    SELECT ?, ?, ?, 'PROCESSING', ?, ?::uuid, now() + ? * interval '1 millisecond',
+                           now() + ?::bigint * interval '1 millisecond' FROM timeout
                     ON CONFLICT (caller, scope, idempotency_key) DO NOTHING
                     RETURNING 1
                 ), done AS (
@@ -77,11 +83,18 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
                 SELECT done.inserted,
                        set_config('lock_timeout', (SELECT previous FROM timeout), true) AS restored,
                        current_setting('transaction_isolation') AS isolation,
-                       %2$s
+                       %2$s, existing.locked_until < now() AS lease_expired
                 FROM done LEFT JOIN %1$s existing
                   ON existing.caller = ? AND existing.scope = ? AND existing.idempotency_key = ?
                 """.formatted(table, columns.replaceAll("(\\w+)", "existing.$1"));
-        this.selectSql = "SELECT " + columns + " FROM " + table + keyMatch;
+        this.selectSql = "SELECT " + columns + ", locked_until < now() AS lease_expired FROM " + table + keyMatch;
+        this.renewSql = "UPDATE " + table + " SET locked_until = now() + ? * interval '1 millisecond', updated_at = now()"
+                + keyMatch + " AND fencing_token = ?::uuid AND status = 'PROCESSING'";
+        this.takeOverExpiredSql = "UPDATE " + table + " SET fencing_token = ?::uuid,"
+                + " locked_until = now() + ? * interval '1 millisecond', updated_at = now()" + keyMatch
+                + " AND fencing_token = ?::uuid AND status = 'PROCESSING' AND locked_until < now()";
+        this.expiredLeasesSql = "SELECT caller, scope, idempotency_key, " + columns + ", true AS lease_expired FROM "
+                + table + " WHERE status = 'PROCESSING' AND locked_until < now() ORDER BY locked_until LIMIT ?";
         this.takeOverSql = "UPDATE " + table + " SET status = 'PROCESSING', request_hash = ?, fencing_token = ?::uuid,"
                 + " created_at = now(), updated_at = now(), expires_at = now() + ? * interval '1 millisecond',"
                 + " locked_until = NULL" + keyMatch + " AND status = 'FAILED' AND fencing_token = ?::uuid";
@@ -151,7 +164,7 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
         ScopedKey key = request.key();
         return jdbc.queryForObject(claimSql, (rs, n) -> claimRow(key, rs), waitSetting(request),
                 key.caller(), key.scope(), key.key(), request.requestHash(), token,
-                request.retention().toMillis(), key.caller(), key.scope(), key.key());
+                request.retention().toMillis(), leaseMillis(request), key.caller(), key.scope(), key.key());
     }
 
     /**
@@ -170,12 +183,17 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
                 rs.getString("status") == null ? null : record(key, rs));
     }
 
+    /** The claim's lease in milliseconds, or null for a claim without lease. */
+    protected static Long leaseMillis(ClaimRequest request) {
+        return request.lease() == null ? null : request.lease().toMillis();
+    }
+
     /** The value for {@code lock_timeout} while a claim waits. */
     protected static String waitSetting(ClaimRequest request) {
         return Math.max(1, request.maxWait().toMillis()) + "ms";
     }
 
-    /** The record's columns, as {@link #claimRow} reads them. */
+    /** The record's columns, as {@link #claimRow} reads them (with {@code lease_expired} computed beside them). */
     protected static final String COLUMNS = "status, request_hash, fencing_token, response_status, response_headers,"
             + " response_body, created_at, expires_at, locked_until";
 
@@ -193,6 +211,25 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
     @Override
     public boolean release(ScopedKey key, String fencingToken) {
         return jdbc.update(releaseSql, key.caller(), key.scope(), key.key(), fencingToken) == 1;
+    }
+
+    @Override
+    public boolean renew(ScopedKey key, String fencingToken, Duration lease) {
+        return jdbc.update(renewSql, lease.toMillis(), key.caller(), key.scope(), key.key(), fencingToken) == 1;
+    }
+
+    @Override
+    public Optional<String> takeOver(ScopedKey key, String expiredToken, Duration lease) {
+        String token = UUID.randomUUID().toString();
+        int taken = jdbc.update(takeOverExpiredSql, token, lease.toMillis(), key.caller(), key.scope(), key.key(),
+                expiredToken);
+        return taken == 1 ? Optional.of(token) : Optional.empty();
+    }
+
+    @Override
+    public List<IdempotencyRecord> findExpiredLeases(int limit) {
+        return jdbc.query(expiredLeasesSql, (rs, n) -> record(
+                new ScopedKey(rs.getString("caller"), rs.getString("scope"), rs.getString("idempotency_key")), rs), limit);
     }
 
     @Override
@@ -219,7 +256,7 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
         }
         return new IdempotencyRecord(key, status, rs.getString("request_hash"), rs.getString("fencing_token"),
                 response, instant(rs.getTimestamp("created_at")), instant(rs.getTimestamp("expires_at")),
-                instant(rs.getTimestamp("locked_until")));
+                instant(rs.getTimestamp("locked_until")), rs.getBoolean("lease_expired"));
     }
 
     private static Instant instant(Timestamp timestamp) {

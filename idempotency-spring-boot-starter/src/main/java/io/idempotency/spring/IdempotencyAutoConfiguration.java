@@ -4,7 +4,11 @@ import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.Transactions;
+import io.idempotency.core.DownstreamKeys;
 import io.idempotency.core.ExpiredRecordCleaner;
+import io.idempotency.core.IdempotencyTemplate;
+import io.idempotency.core.StaleClaimResolver;
+import io.idempotency.core.StaleClaimSweeper;
 import io.idempotency.jdbc.PartitionedPostgresIdempotencyStore;
 import io.idempotency.jdbc.PostgresIdempotencyStore;
 import io.idempotency.jdbc.PostgresPartitionMaintenance;
@@ -22,6 +26,7 @@ import org.springframework.boot.context.properties.EnableConfigurationProperties
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
 import org.springframework.context.ApplicationContext;
 import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Role;
 import org.springframework.transaction.PlatformTransactionManager;
 
@@ -34,14 +39,15 @@ import java.sql.SQLException;
 import java.util.HashSet;
 
 /**
- * Auto-configuration of the idempotency starter for Spring MVC applications with a DataSource. Every bean backs off
- * when the application defines its own; {@code idempotency.enabled=false} switches everything off.
+ * Auto-configuration of the idempotency starter for applications with a DataSource: the store, the engine, the
+ * programmatic {@link IdempotencyTemplate}, retention and the sweeper; and, in Spring MVC applications, the filter and
+ * the {@code @Idempotent} advice. Every bean backs off when the application defines its own;
+ * {@code idempotency.enabled=false} switches everything off.
  */
 @AutoConfiguration(afterName = {
         "org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration",
         "org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration",
         "org.springframework.boot.flyway.autoconfigure.FlywayAutoConfiguration"})
-@ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.SERVLET)
 @ConditionalOnClass({DataSource.class, PlatformTransactionManager.class})
 @ConditionalOnBean({DataSource.class, PlatformTransactionManager.class})
 @ConditionalOnProperty(prefix = "idempotency", name = "enabled", havingValue = "true", matchIfMissing = true)
@@ -104,6 +110,7 @@ public class IdempotencyAutoConfiguration {
     @Bean
     @ConditionalOnMissingBean
     public Transactions idempotencyTransactions(PlatformTransactionManager transactionManager, DataSource dataSource) {
+        IdempotencyStartupChecks.checkTransactionManager(transactionManager, dataSource);
         return new SpringTransactions(transactionManager, connectionsDefaultToReadCommitted(dataSource));
     }
 
@@ -140,90 +147,129 @@ public class IdempotencyAutoConfiguration {
 
     @Bean
     @ConditionalOnMissingBean
+    public StaleClaimResolver idempotencyStaleClaimResolver() {
+        return StaleClaimResolver.RERUN;
+    }
+
+    @Bean
+    @ConditionalOnMissingBean
+    public DownstreamKeys idempotencyDownstreamKeys(IdempotencyProperties properties) {
+        return new DownstreamKeys(properties.getDownstreamKeySecret());
+    }
+
+    @Bean(destroyMethod = "shutdown")
+    @ConditionalOnMissingBean
     public IdempotencyEngine idempotencyEngine(IdempotencyStore store, Transactions transactions,
-                                               StoragePolicy storagePolicy, IdempotencyProperties properties) {
+                                               StoragePolicy storagePolicy, StaleClaimResolver resolver,
+                                               DownstreamKeys downstreamKeys, IdempotencyProperties properties) {
         checkRetention(properties);
         return new IdempotencyEngine(store, transactions, storagePolicy, properties.getRetention().getTtl(),
-                properties.getInFlightWait());
+                properties.getInFlightWait(), resolver, downstreamKeys);
     }
 
+    /** The idempotency rules for code that is not an HTTP endpoint, such as message listeners. */
     @Bean
     @ConditionalOnMissingBean
-    public CallerResolver idempotencyCallerResolver() {
-        return CallerResolver.PRINCIPAL;
+    public IdempotencyTemplate idempotencyTemplate(IdempotencyEngine engine) {
+        return new IdempotencyTemplate(engine);
     }
 
     @Bean
-    @ConditionalOnMissingBean
-    public ProblemResponses idempotencyProblemResponses(IdempotencyProperties properties) {
-        return new ProblemResponses(properties.getProblemTypeBase());
+    @ConditionalOnProperty(prefix = "idempotency.sweeper", name = "enabled", havingValue = "true", matchIfMissing = true)
+    StaleClaimSweepScheduler idempotencyStaleClaimSweepScheduler(IdempotencyStore store, StaleClaimResolver resolver,
+                                                                 DownstreamKeys downstreamKeys,
+                                                                 IdempotencyProperties properties,
+                                                                 ObjectProvider<IdempotencySchemaInitializer> schema,
+                                                                 ApplicationContext context) {
+        schema.ifAvailable(initializer -> { }); // created first, so the table exists
+        IdempotencyProperties.Sweeper sweeper = properties.getSweeper();
+        return new StaleClaimSweepScheduler(new StaleClaimSweeper(store, resolver, downstreamKeys,
+                properties.getLease(), sweeper.getBatchSize()), sweeper.getInterval(), meterRegistry(context));
     }
 
-    @Bean
-    @ConditionalOnMissingBean(name = "idempotencyFilterRegistration")
-    public FilterRegistrationBean<IdempotencyFilter> idempotencyFilterRegistration(ProblemResponses problems,
-                                                                                  IdempotencyProperties properties) {
-        IdempotencyFilter filter = new IdempotencyFilter(problems,
-                (int) Math.min(Integer.MAX_VALUE - 8, properties.getMaxRequestBodySize().toBytes()),
-                properties.getMaxStoredBodySize().toBytes(), new HashSet<>(properties.getReplayedHeaders()));
-        FilterRegistrationBean<IdempotencyFilter> registration = new FilterRegistrationBean<>(filter);
-        registration.setName("idempotencyFilter");
-        registration.setOrder(IdempotencyFilter.ORDER);
-        return registration;
-    }
-
-    /**
-     * The advisor is created early, while the auto-proxy creator looks for advisors, so it reaches the other beans
-     * lazily: they are then created as ordinary, fully post-processed beans.
-     */
-    @Bean
+    /** The HTTP side: filter, advice, problem answers and the checks of the annotated handler methods. */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.SERVLET)
     @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
-    public static IdempotentAdvisor idempotentAdvisor(ObjectProvider<IdempotencyEngine> engine,
-                                                      ObjectProvider<CallerResolver> callerResolver,
-                                                      ObjectProvider<ProblemResponses> problems,
-                                                      ObjectProvider<IdempotencyProperties> properties,
-                                                      ObjectProvider<StoragePolicy> storagePolicy) {
-        return new IdempotentAdvisor(new LazyInterceptor(engine, callerResolver, problems, properties, storagePolicy));
-    }
+    static class Web {
 
-    @Bean
-    static IdempotencyStartupChecks idempotencyStartupChecks(ApplicationContext context, DataSource dataSource,
-                                                             PlatformTransactionManager transactionManager,
-                                                             ObjectProvider<IdempotencyProperties> properties,
-                                                             ObjectProvider<StoragePolicy> storagePolicy) {
-        return new IdempotencyStartupChecks(context, dataSource, transactionManager, properties, storagePolicy);
-    }
-
-    /** Builds the real interceptor on first use, once the beans it needs exist. */
-    private static final class LazyInterceptor implements org.aopalliance.intercept.MethodInterceptor {
-
-        private final ObjectProvider<IdempotencyEngine> engine;
-        private final ObjectProvider<CallerResolver> callerResolver;
-        private final ObjectProvider<ProblemResponses> problems;
-        private final ObjectProvider<IdempotencyProperties> properties;
-        private final ObjectProvider<StoragePolicy> storagePolicy;
-        private volatile IdempotentMethodInterceptor delegate;
-
-        private LazyInterceptor(ObjectProvider<IdempotencyEngine> engine, ObjectProvider<CallerResolver> callerResolver,
-                                ObjectProvider<ProblemResponses> problems,
-                                ObjectProvider<IdempotencyProperties> properties,
-                                ObjectProvider<StoragePolicy> storagePolicy) {
-            this.engine = engine;
-            this.callerResolver = callerResolver;
-            this.problems = problems;
-            this.properties = properties;
-            this.storagePolicy = storagePolicy;
+        @Bean
+        @ConditionalOnMissingBean
+        public CallerResolver idempotencyCallerResolver() {
+            return CallerResolver.PRINCIPAL;
         }
 
-        @Override
-        public Object invoke(org.aopalliance.intercept.MethodInvocation invocation) throws Throwable {
-            IdempotentMethodInterceptor interceptor = delegate;
-            if (interceptor == null) {
-                interceptor = new IdempotentMethodInterceptor(engine.getObject(), callerResolver.getObject(),
-                        problems.getObject(), properties.getObject(), storagePolicy.getObject());
-                delegate = interceptor;
+        @Bean
+        @ConditionalOnMissingBean
+        public ProblemResponses idempotencyProblemResponses(IdempotencyProperties properties) {
+            return new ProblemResponses(properties.getProblemTypeBase());
+        }
+
+        @Bean
+        @ConditionalOnMissingBean(name = "idempotencyFilterRegistration")
+        public FilterRegistrationBean<IdempotencyFilter> idempotencyFilterRegistration(ProblemResponses problems,
+                                                                                      IdempotencyProperties properties) {
+            IdempotencyFilter filter = new IdempotencyFilter(problems,
+                    (int) Math.min(Integer.MAX_VALUE - 8, properties.getMaxRequestBodySize().toBytes()),
+                    properties.getMaxStoredBodySize().toBytes(), new HashSet<>(properties.getReplayedHeaders()));
+            FilterRegistrationBean<IdempotencyFilter> registration = new FilterRegistrationBean<>(filter);
+            registration.setName("idempotencyFilter");
+            registration.setOrder(IdempotencyFilter.ORDER);
+            return registration;
+        }
+
+        /**
+         * The advisor is created early, while the auto-proxy creator looks for advisors, so it reaches the other beans
+         * lazily: they are then created as ordinary, fully post-processed beans.
+         */
+        @Bean
+        @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
+        public static IdempotentAdvisor idempotentAdvisor(ObjectProvider<IdempotencyEngine> engine,
+                                                          ObjectProvider<CallerResolver> callerResolver,
+                                                          ObjectProvider<ProblemResponses> problems,
+                                                          ObjectProvider<IdempotencyProperties> properties,
+                                                          ObjectProvider<StoragePolicy> storagePolicy) {
+            return new IdempotentAdvisor(new LazyInterceptor(engine, callerResolver, problems, properties, storagePolicy));
+        }
+
+        @Bean
+        static IdempotencyStartupChecks idempotencyStartupChecks(ApplicationContext context,
+                                                                 ObjectProvider<IdempotencyProperties> properties,
+                                                                 ObjectProvider<StoragePolicy> storagePolicy) {
+            return new IdempotencyStartupChecks(context, properties, storagePolicy);
+        }
+
+        /** Builds the real interceptor on first use, once the beans it needs exist. */
+        private static final class LazyInterceptor implements org.aopalliance.intercept.MethodInterceptor {
+
+            private final ObjectProvider<IdempotencyEngine> engine;
+            private final ObjectProvider<CallerResolver> callerResolver;
+            private final ObjectProvider<ProblemResponses> problems;
+            private final ObjectProvider<IdempotencyProperties> properties;
+            private final ObjectProvider<StoragePolicy> storagePolicy;
+            private volatile IdempotentMethodInterceptor delegate;
+
+            private LazyInterceptor(ObjectProvider<IdempotencyEngine> engine, ObjectProvider<CallerResolver> callerResolver,
+                                    ObjectProvider<ProblemResponses> problems,
+                                    ObjectProvider<IdempotencyProperties> properties,
+                                    ObjectProvider<StoragePolicy> storagePolicy) {
+                this.engine = engine;
+                this.callerResolver = callerResolver;
+                this.problems = problems;
+                this.properties = properties;
+                this.storagePolicy = storagePolicy;
             }
-            return interceptor.invoke(invocation);
+
+            @Override
+            public Object invoke(org.aopalliance.intercept.MethodInvocation invocation) throws Throwable {
+                IdempotentMethodInterceptor interceptor = delegate;
+                if (interceptor == null) {
+                    interceptor = new IdempotentMethodInterceptor(engine.getObject(), callerResolver.getObject(),
+                            problems.getObject(), properties.getObject(), storagePolicy.getObject());
+                    delegate = interceptor;
+                }
+                return interceptor.invoke(invocation);
+            }
         }
     }
 }

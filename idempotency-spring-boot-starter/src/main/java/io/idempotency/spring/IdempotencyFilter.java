@@ -2,6 +2,7 @@ package io.idempotency.spring;
 
 import io.idempotency.core.CommitFailedException;
 import io.idempotency.core.IdempotencyEngine;
+import io.idempotency.core.LeaseLostException;
 import io.idempotency.core.StoredResponse;
 import jakarta.servlet.FilterChain;
 import jakarta.servlet.ServletException;
@@ -83,7 +84,11 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             return; // not an idempotent request: everything has passed through already
         }
         if (exchange.handlerFailed() || response.isErrorSent()) {
-            execution.abandon();
+            if (exchange.definiteFailure()) {
+                execution.abandonDefinitely();
+            } else {
+                execution.abandon();
+            }
             response.sendCaptured();
             return;
         }
@@ -100,6 +105,14 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         }
         try {
             execution.finish(captured, exchange.storagePolicy());
+        } catch (LeaseLostException e) {
+            log.warn("Idempotent request {} {} finished after its lease was taken over; its result was discarded",
+                    request.getMethod(), request.getRequestURI());
+            response.send(problems.render(ProblemResponses.Problem.LEASE_LOST,
+                    "This request took longer than its lease and another attempt took the key over, so its result"
+                            + " was not recorded. Retry with the same key to get the recorded result.",
+                    request.getRequestURI()), new StoredResponse.Header("Retry-After", "1"));
+            return;
         } catch (CommitFailedException e) {
             log.warn("Idempotent request {} {} failed to commit; answering 500", request.getMethod(),
                     request.getRequestURI(), e);

@@ -80,6 +80,15 @@ public class IdempotencyProperties {
      */
     private Duration lease = Duration.ofMinutes(5);
 
+    /**
+     * Secret of the HMAC that derives the keys handlers send to third parties (IdempotencyContext.downstreamKey()).
+     * Must be the same on every instance and stay the same across restarts, or a rerun after a crash would send a new
+     * key and the third party could not deduplicate it. Set it per application.
+     */
+    private String downstreamKeySecret = io.idempotency.core.IdempotencyEngine.DEFAULT_DOWNSTREAM_SECRET;
+
+    private final Sweeper sweeper = new Sweeper();
+
     private final Retention retention = new Retention();
 
     private final Jdbc jdbc = new Jdbc();
@@ -205,6 +214,43 @@ public class IdempotencyProperties {
         DROP_PARTITIONS
     }
 
+    /** The background sweeper of claims whose lease ran out with no retry to resolve them. */
+    public static class Sweeper {
+
+        /** Whether this instance sweeps (safe on several instances: each stale claim is resolved once). */
+        private boolean enabled = true;
+
+        /** Time between two sweeps. */
+        private Duration interval = Duration.ofSeconds(30);
+
+        /** Most stale claims looked at per sweep. */
+        private int batchSize = 100;
+
+        public boolean isEnabled() {
+            return enabled;
+        }
+
+        public void setEnabled(boolean enabled) {
+            this.enabled = enabled;
+        }
+
+        public Duration getInterval() {
+            return interval;
+        }
+
+        public void setInterval(Duration interval) {
+            this.interval = interval;
+        }
+
+        public int getBatchSize() {
+            return batchSize;
+        }
+
+        public void setBatchSize(int batchSize) {
+            this.batchSize = batchSize;
+        }
+    }
+
     /** The JDBC store. */
     public static class Jdbc {
 
@@ -313,6 +359,18 @@ public class IdempotencyProperties {
 
     public void setProblemTypeBase(String problemTypeBase) {
         this.problemTypeBase = problemTypeBase;
+    }
+
+    public String getDownstreamKeySecret() {
+        return downstreamKeySecret;
+    }
+
+    public void setDownstreamKeySecret(String downstreamKeySecret) {
+        this.downstreamKeySecret = downstreamKeySecret;
+    }
+
+    public Sweeper getSweeper() {
+        return sweeper;
     }
 
     public Duration getLease() {

@@ -50,24 +50,18 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
             "kotlinx.coroutines.flow.Flow");
 
     private final ApplicationContext context;
-    private final DataSource dataSource;
-    private final PlatformTransactionManager transactionManager;
     private final ObjectProvider<IdempotencyProperties> properties;
     private final ObjectProvider<StoragePolicy> storagePolicy;
 
-    IdempotencyStartupChecks(ApplicationContext context, DataSource dataSource,
-                             PlatformTransactionManager transactionManager,
-                             ObjectProvider<IdempotencyProperties> properties, ObjectProvider<StoragePolicy> storagePolicy) {
+    IdempotencyStartupChecks(ApplicationContext context, ObjectProvider<IdempotencyProperties> properties,
+                             ObjectProvider<StoragePolicy> storagePolicy) {
         this.context = context;
-        this.dataSource = dataSource;
-        this.transactionManager = transactionManager;
         this.properties = properties;
         this.storagePolicy = storagePolicy;
     }
 
     @Override
     public void afterSingletonsInstantiated() {
-        checkTransactionManager();
         List<String> problems = new ArrayList<>();
         for (RequestMappingHandlerMapping mapping : context.getBeansOfType(RequestMappingHandlerMapping.class).values()) {
             for (HandlerMethod handler : mapping.getHandlerMethods().values()) {
@@ -77,7 +71,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                     problemWith(method).ifPresent(problems::add);
                     try {
                         IdempotentEndpoint.of(method, idempotent, properties.getObject().getMethods(),
-                                storagePolicy.getObject());
+                                storagePolicy.getObject(), properties.getObject().getLease());
                     } catch (IllegalStateException e) {
                         problems.add(e.getMessage());
                     }
@@ -127,7 +121,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         return false;
     }
 
-    private void checkTransactionManager() {
+    /** The claim, the handler's writes and the answer must commit in one transaction: one DataSource for both. */
+    static void checkTransactionManager(PlatformTransactionManager transactionManager, DataSource dataSource) {
         Object managed = null;
         if (transactionManager instanceof DataSourceTransactionManager jdbc) {
             managed = jdbc.getDataSource();

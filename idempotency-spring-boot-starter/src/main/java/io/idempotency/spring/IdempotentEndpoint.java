@@ -1,12 +1,15 @@
 package io.idempotency.spring;
 
 import io.idempotency.core.Idempotent;
+import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.StoragePolicy;
 import org.springframework.beans.BeanUtils;
+import org.springframework.boot.convert.DurationStyle;
 import org.springframework.expression.Expression;
 import org.springframework.expression.spel.standard.SpelExpressionParser;
 
 import java.lang.reflect.Method;
+import java.time.Duration;
 import java.util.Arrays;
 import java.util.Collection;
 import java.util.List;
@@ -25,10 +28,14 @@ final class IdempotentEndpoint {
     final List<Expression> fingerprintExpressions;
     final Set<String> methods;
     final StoragePolicy storagePolicy;
+    final IdempotencyMode mode;
+    final Duration lease;
 
     private IdempotentEndpoint(String scope, boolean keyRequired, Expression keyExpression,
                                List<Expression> fingerprintExpressions, Set<String> methods,
-                               StoragePolicy storagePolicy) {
+                               StoragePolicy storagePolicy, IdempotencyMode mode, Duration lease) {
+        this.mode = mode;
+        this.lease = lease;
         this.scope = scope;
         this.keyRequired = keyRequired;
         this.keyExpression = keyExpression;
@@ -42,7 +49,7 @@ final class IdempotentEndpoint {
      *                               startup checks call this for every endpoint, so such mistakes stop the start
      */
     static IdempotentEndpoint of(Method method, Idempotent annotation, Collection<String> defaultMethods,
-                                 StoragePolicy defaultPolicy) {
+                                 StoragePolicy defaultPolicy, Duration defaultLease) {
         try {
             Expression key = annotation.key().isBlank() ? null : PARSER.parseExpression(annotation.key());
             List<Expression> fingerprint = Arrays.stream(annotation.fingerprint())
@@ -51,9 +58,13 @@ final class IdempotentEndpoint {
                     ? defaultMethods : Arrays.asList(annotation.methods());
             StoragePolicy policy = annotation.storagePolicy() == StoragePolicy.class
                     ? defaultPolicy : BeanUtils.instantiateClass(annotation.storagePolicy());
+            Duration lease = annotation.lease().isBlank() ? defaultLease : DurationStyle.detectAndParse(annotation.lease());
+            if (lease.isNegative() || lease.isZero()) {
+                throw new IllegalArgumentException("the lease must be positive: " + annotation.lease());
+            }
             return new IdempotentEndpoint(annotation.scope(), annotation.keyRequired(), key, fingerprint,
                     methods.stream().map(m -> m.toUpperCase(Locale.ROOT)).collect(Collectors.toUnmodifiableSet()),
-                    policy);
+                    policy, annotation.mode(), lease);
         } catch (RuntimeException e) {
             throw new IllegalStateException("invalid @Idempotent on " + method + ": " + e.getMessage(), e);
         }

@@ -17,6 +17,7 @@ final class IdempotentExchange {
     private IdempotencyEngine.Execution execution;
     private StoragePolicy storagePolicy = StoragePolicy.DEFAULT;
     private boolean handlerFailed;
+    private boolean definiteFailure;
     private StoredResponse answer;
     private StoredResponse.Header[] answerHeaders = new StoredResponse.Header[0];
 
@@ -55,9 +56,18 @@ final class IdempotentExchange {
         response.capture();
     }
 
-    /** The handler threw: whatever the exception is rendered as, its transaction rolls back. */
-    void markHandlerFailed() {
+    /**
+     * The handler threw: whatever the exception is rendered as, its transaction rolls back.
+     *
+     * @param definite whether the handler declared its work definitely not done ({@code DefiniteFailureException})
+     */
+    void markHandlerFailed(boolean definite) {
         handlerFailed = true;
+        definiteFailure = definite;
+    }
+
+    boolean definiteFailure() {
+        return definiteFailure;
     }
 
     IdempotencyEngine.Execution execution() {

@@ -1,6 +1,7 @@
 package io.idempotency.spring;
 
 import io.idempotency.core.CanonicalJson;
+import io.idempotency.core.DefiniteFailureException;
 import io.idempotency.core.Idempotent;
 import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.IdempotencyKeyParser;
@@ -84,7 +85,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
     IdempotentEndpoint endpoint(Method method) {
         return endpoints.computeIfAbsent(method, m -> IdempotentEndpoint.of(m,
                 AnnotatedElementUtils.findMergedAnnotation(m, Idempotent.class), properties.getMethods(),
-                defaultPolicy));
+                defaultPolicy, properties.getLease()));
     }
 
     @Override
@@ -158,13 +159,16 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         String caller = callerResolver.resolve(request);
         ScopedKey scopedKey = new ScopedKey(caller == null ? "" : caller, scopeOf(endpoint, request, invocation), key);
 
-        IdempotencyEngine.Start start = engine.start(scopedKey, fingerprint);
+        IdempotencyEngine.Start start = engine.start(scopedKey, fingerprint, endpoint.mode, endpoint.lease);
         if (start instanceof IdempotencyEngine.Proceed proceed) {
             exchange.begin(proceed.execution(), endpoint.storagePolicy);
             try {
-                return invocation.proceed();
+                return proceed.execution().context().runWith(invocation::proceed);
+            } catch (DefiniteFailureException definite) {
+                exchange.markHandlerFailed(true);
+                throw definite;
             } catch (Throwable handlerFailure) {
-                exchange.markHandlerFailed();
+                exchange.markHandlerFailed(false);
                 throw handlerFailure;
             }
         }

@@ -21,6 +21,7 @@ public final class ProblemResponses {
         KEY_MALFORMED("idempotency-key-malformed", 400, "Idempotency key malformed"),
         KEY_MISMATCH("idempotency-key-mismatch", 422, "Idempotency key reused for a different request"),
         REQUEST_IN_PROGRESS("idempotency-request-in-progress", 409, "Request with this idempotency key in progress"),
+        LEASE_LOST("idempotency-lease-lost", 409, "The request's lease was taken over before it finished"),
         REQUEST_TOO_LARGE("idempotency-request-too-large", 413, "Request body too large for an idempotent endpoint"),
         BODY_INVALID("idempotency-body-invalid", 400, "Request body cannot be fingerprinted"),
         BODY_UNSUPPORTED("idempotency-body-unsupported", 415, "Request body type not supported on an idempotent endpoint"),

@@ -14,6 +14,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
@@ -222,6 +223,76 @@ public abstract class IdempotencyStoreContract {
         assertThat(store().find(failed)).isEmpty();
         assertThat(store().find(processing)).as("an unfinished claim is never cleaned up").isPresent();
         assertThat(store().find(live)).as("a record within its retention stays").isPresent();
+    }
+
+    // ---------------------------------------------------------------- leases (claims committed before their work)
+
+    @Test
+    void aClaimWithALeaseIsHeldUntilTheLeaseRunsOutByTheDatabaseClock() throws InterruptedException {
+        ScopedKey key = newKey();
+        String token = claimed(inTransaction(store -> store.claim(new ClaimRequest(key, HASH_A, DAY, LONG_WAIT,
+                Duration.ofMillis(300)))));
+
+        IdempotencyRecord held = store().find(key).orElseThrow();
+        assertThat(held.status()).isEqualTo(RecordStatus.PROCESSING);
+        assertThat(held.lockedUntil()).isEqualTo(held.createdAt().plusMillis(300));
+        assertThat(held.leaseExpired()).isFalse();
+        ClaimResult duplicate = claimCommitted(key, HASH_A, DAY);
+        assertThat(duplicate).isInstanceOf(ClaimResult.Existing.class);
+        assertThat(((ClaimResult.Existing) duplicate).record().leaseExpired()).isFalse();
+        assertThat(store().takeOver(key, token, Duration.ofSeconds(10))).as("a live lease is not taken over").isEmpty();
+
+        Thread.sleep(400);
+
+        IdempotencyRecord stale = store().find(key).orElseThrow();
+        assertThat(stale.leaseExpired()).isTrue();
+        assertThat(store().findExpiredLeases(1000)).extracting(IdempotencyRecord::key).contains(key);
+    }
+
+    @Test
+    void onlyTheHolderRenewsItsLease() throws InterruptedException {
+        ScopedKey key = newKey();
+        String token = claimed(inTransaction(store -> store.claim(new ClaimRequest(key, HASH_A, DAY, LONG_WAIT,
+                Duration.ofMillis(300)))));
+
+        assertThat(store().renew(key, UUID.randomUUID().toString(), Duration.ofSeconds(10))).isFalse();
+        assertThat(store().renew(key, token, Duration.ofSeconds(10))).isTrue();
+        Thread.sleep(400);
+
+        assertThat(store().find(key).orElseThrow().leaseExpired()).as("renewed past its first end").isFalse();
+        assertThat(store().findExpiredLeases(1000)).extracting(IdempotencyRecord::key).doesNotContain(key);
+    }
+
+    @Test
+    void anExpiredClaimIsTakenOverOnceAndItsFormerHolderIsFencedOut() throws Exception {
+        ScopedKey key = newKey();
+        String former = claimed(inTransaction(store -> store.claim(new ClaimRequest(key, HASH_A, DAY, LONG_WAIT,
+                Duration.ofMillis(100)))));
+        Thread.sleep(200);
+
+        ExecutorService executor = Executors.newFixedThreadPool(4);
+        List<Future<Optional<String>>> takeovers = new ArrayList<>();
+        CyclicBarrier together = new CyclicBarrier(4);
+        for (int i = 0; i < 4; i++) {
+            takeovers.add(executor.submit(() -> {
+                together.await();
+                return store().takeOver(key, former, Duration.ofSeconds(30));
+            }));
+        }
+        List<String> winners = new ArrayList<>();
+        for (Future<Optional<String>> takeover : takeovers) {
+            takeover.get(30, TimeUnit.SECONDS).ifPresent(winners::add);
+        }
+        executor.shutdownNow();
+
+        assertThat(winners).as("takeovers that won").hasSize(1);
+        StoredResponse late = new StoredResponse(201, List.of(), "late".getBytes(StandardCharsets.UTF_8));
+        StoredResponse current = new StoredResponse(201, List.of(), "current".getBytes(StandardCharsets.UTF_8));
+        assertThat(holds(store -> store.complete(key, former, late))).as("the former holder is fenced out").isFalse();
+        assertThat(holds(store -> store.fail(key, former))).isFalse();
+        assertThat(store().renew(key, former, Duration.ofSeconds(30))).isFalse();
+        assertThat(holds(store -> store.complete(key, winners.get(0), current))).isTrue();
+        assertThat(store().find(key).orElseThrow().response()).isEqualTo(current);
     }
 
     // ---------------------------------------------------------------- concurrency

@@ -23,3 +23,6 @@ CREATE TABLE idempotency_keys (
 );
 
 CREATE INDEX idempotency_keys_expires_at_idx ON idempotency_keys (expires_at);
+
+-- claims committed before their work, found by the sweeper when their lease ran out
+CREATE INDEX idempotency_keys_locked_until_idx ON idempotency_keys (locked_until) WHERE status = 'PROCESSING';

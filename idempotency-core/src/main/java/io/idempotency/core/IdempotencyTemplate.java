@@ -1,0 +1,85 @@
+package io.idempotency.core;
+
+import java.time.Duration;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.Callable;
+
+/**
+ * The idempotency rules for code that is not an HTTP endpoint — a message listener whose broker redelivers, a
+ * scheduled job, a batch step — on the same store and engine. The work's result (bytes) is stored and returned again
+ * for every repetition. Thread-safe.
+ *
+ * <pre>{@code
+ * template.execute(new ScopedKey("", "payment-events", message.getMessageId()), message.getBody(),
+ *         () -> { payments.apply(event); return "done".getBytes(); });
+ * }</pre>
+ */
+public final class IdempotencyTemplate {
+
+    /** The result of an execution, and whether it was stored by an earlier one. */
+    public record Result(byte[] value, boolean replayed) {
+    }
+
+    /** Another execution with the key is still running: try again later (e.g. let the broker redeliver). */
+    public static class InProgressException extends RuntimeException {
+        public InProgressException(ScopedKey key) {
+            super("an execution with " + key + " is still in progress");
+        }
+    }
+
+    /** The key was used before for different input. */
+    public static class KeyReusedException extends RuntimeException {
+        public KeyReusedException(ScopedKey key) {
+            super(key + " was already used for different input");
+        }
+    }
+
+    private final IdempotencyEngine engine;
+
+    public IdempotencyTemplate(IdempotencyEngine engine) {
+        this.engine = Objects.requireNonNull(engine, "engine");
+    }
+
+    /** Runs {@code work} at most once per key, in one transaction with the claim. */
+    public Result execute(ScopedKey key, byte[] input, Callable<byte[]> work) throws Exception {
+        return execute(key, input, IdempotencyMode.ONE_TRANSACTION, null, work);
+    }
+
+    /**
+     * Runs {@code work} at most once per key, in the given mode. Must be called with no transaction open.
+     *
+     * @param input what identifies "the same work" besides the key (e.g. the message body)
+     * @param lease the lease in {@link IdempotencyMode#INTENT_FIRST} mode; ignored otherwise
+     * @throws InProgressException if another execution with the key is running
+     * @throws KeyReusedException  if the key was used for other input
+     * @throws Exception           what {@code work} threw; its writes were rolled back
+     */
+    public Result execute(ScopedKey key, byte[] input, IdempotencyMode mode, Duration lease, Callable<byte[]> work)
+            throws Exception {
+        String fingerprint = RequestFingerprint.of("EXECUTE", key.scope(), null, input);
+        IdempotencyEngine.Start start = engine.start(key, fingerprint, mode, lease);
+        if (start instanceof IdempotencyEngine.Replay replay) {
+            return new Result(replay.response().body(), true);
+        }
+        if (start instanceof IdempotencyEngine.Mismatch) {
+            throw new KeyReusedException(key);
+        }
+        if (!(start instanceof IdempotencyEngine.Proceed proceed)) {
+            throw new InProgressException(key);
+        }
+        IdempotencyEngine.Execution execution = proceed.execution();
+        byte[] value;
+        try {
+            value = execution.context().runWith(work::call);
+        } catch (DefiniteFailureException e) {
+            execution.abandonDefinitely();
+            throw e;
+        } catch (Exception | Error e) {
+            execution.abandon();
+            throw e;
+        }
+        execution.finish(new StoredResponse(200, List.of(), value), status -> true);
+        return new Result(value == null ? new byte[0] : value, false);
+    }
+}

@@ -1,0 +1,68 @@
+package io.idempotency.core;
+
+import java.time.Duration;
+import java.util.Objects;
+import java.util.Optional;
+
+/**
+ * Finds claims committed before their work whose lease ran out while no retry came to resolve them, and resolves
+ * them: a stale claim is never left hanging. Each stale claim is first taken over (a new fencing token and lease,
+ * compare-and-set on the old token), so that of several sweepers — on several instances — and retries, exactly one
+ * consults the resolver and records its decision. A "complete" decision stores the answer as SUCCEEDED; "fail" and
+ * "rerun" mark the claim FAILED, so that the next request with the key runs again. Thread-safe.
+ */
+public final class StaleClaimSweeper {
+
+    /** What one sweep did. */
+    public record Sweep(int found, int completed, int failed) {
+
+        /** Claims this sweep resolved (found but taken by someone else are not counted). */
+        public int resolved() {
+            return completed + failed;
+        }
+    }
+
+    private final IdempotencyStore store;
+    private final StaleClaimResolver resolver;
+    private final DownstreamKeys downstreamKeys;
+    private final Duration lease;
+    private final int batchSize;
+
+    /**
+     * @param lease     how long the sweeper holds a claim while it consults the resolver
+     * @param batchSize most stale claims looked at per sweep
+     */
+    public StaleClaimSweeper(IdempotencyStore store, StaleClaimResolver resolver, DownstreamKeys downstreamKeys,
+                             Duration lease, int batchSize) {
+        this.store = Objects.requireNonNull(store, "store");
+        this.resolver = Objects.requireNonNull(resolver, "resolver");
+        this.downstreamKeys = Objects.requireNonNull(downstreamKeys, "downstreamKeys");
+        this.lease = Objects.requireNonNull(lease, "lease");
+        this.batchSize = batchSize;
+    }
+
+    /** Resolves the stale claims found now; call with no transaction open. */
+    public Sweep sweep() {
+        int found = 0;
+        int completed = 0;
+        int failed = 0;
+        for (IdempotencyRecord stale : store.findExpiredLeases(batchSize)) {
+            found++;
+            Optional<String> token = store.takeOver(stale.key(), stale.fencingToken(), lease);
+            if (token.isEmpty()) {
+                continue; // another sweeper or a retry has it
+            }
+            StaleClaimResolver.Resolution resolution = resolver.resolve(new StaleClaimResolver.StaleClaim(
+                    stale.key(), downstreamKeys.derive(stale.key()), stale.requestHash(), stale.createdAt(),
+                    stale.lockedUntil(), false));
+            if (resolution instanceof StaleClaimResolver.Complete complete) {
+                if (store.complete(stale.key(), token.get(), complete.response())) {
+                    completed++;
+                }
+            } else if (store.fail(stale.key(), token.get())) {
+                failed++;
+            }
+        }
+        return new Sweep(found, completed, failed);
+    }
+}
