@@ -84,11 +84,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             return; // not an idempotent request: everything has passed through already
         }
         if (exchange.handlerFailed() || response.isErrorSent()) {
-            if (exchange.definiteFailure()) {
-                execution.abandonDefinitely();
-            } else {
-                execution.abandon();
-            }
+            exchange.abandon();
             response.sendCaptured();
             return;
         }

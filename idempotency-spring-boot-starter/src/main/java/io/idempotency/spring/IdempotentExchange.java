@@ -90,9 +90,17 @@ final class IdempotentExchange {
         return answerHeaders;
     }
 
-    /** Rolls back the execution unless it has ended. */
+    /**
+     * Rolls back the execution unless it has ended; after a definite failure of the handler, also marks the claim
+     * failed (intent-first mode), so that a retry runs at once.
+     */
     void abandon() {
-        if (execution != null) {
+        if (execution == null) {
+            return;
+        }
+        if (definiteFailure) {
+            execution.abandonDefinitely();
+        } else {
             execution.abandon();
         }
     }

@@ -1,0 +1,195 @@
+package io.idempotency.jdbc;
+
+import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.core.DownstreamKeys;
+import io.idempotency.core.IdempotencyEngine;
+import io.idempotency.core.IdempotencyMode;
+import io.idempotency.core.IdempotencyTemplate;
+import io.idempotency.core.RecordStatus;
+import io.idempotency.core.ScopedKey;
+import io.idempotency.core.StaleClaimResolver;
+import io.idempotency.core.StaleClaimSweeper;
+import io.idempotency.core.StoragePolicy;
+import io.idempotency.core.StoredResponse;
+import io.idempotency.core.Transactions;
+import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CyclicBarrier;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Claims committed before their work, on real PostgreSQL: stale claims are resolved exactly once, by a retry or by
+ * one of several sweepers; lease and expiry decisions follow the database clock even when the JVM's is an hour off;
+ * and the programmatic template runs work once per key.
+ */
+class IntentFirstEngineIntegrationTest {
+
+    private static final String HASH = "9".repeat(64);
+    private static final Duration DAY = Duration.ofDays(1);
+
+    @Test
+    void twoSweepersResolveAnAbandonedClaimOnceAndConsultTheResolverOnce() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyEngine engine = engine(dataSource, store, StaleClaimResolver.RERUN);
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            IdempotencyEngine.Proceed proceed = (IdempotencyEngine.Proceed) engine.start(key, HASH,
+                    IdempotencyMode.INTENT_FIRST, Duration.ofMillis(200));
+            proceed.execution().abandon(); // the holder "crashed": the committed claim stays PROCESSING
+            engine.shutdown();
+            Thread.sleep(300);
+
+            AtomicInteger consulted = new AtomicInteger();
+            StoredResponse charged = new StoredResponse(201, List.of(), "charged".getBytes(StandardCharsets.UTF_8));
+            StaleClaimResolver resolver = claim -> {
+                consulted.incrementAndGet();
+                assertThat(claim.retryWaiting()).isFalse();
+                assertThat(claim.downstreamKey()).isNotEqualTo(key.key());
+                return StaleClaimResolver.Resolution.complete(charged);
+            };
+            ExecutorService executor = Executors.newFixedThreadPool(2);
+            CyclicBarrier together = new CyclicBarrier(2);
+            List<Future<StaleClaimSweeper.Sweep>> sweeps = new ArrayList<>();
+            for (int instance = 0; instance < 2; instance++) {
+                StaleClaimSweeper sweeper = new StaleClaimSweeper(store, resolver, new DownstreamKeys("secret"),
+                        Duration.ofSeconds(30), 100);
+                sweeps.add(executor.submit(() -> {
+                    together.await();
+                    return sweeper.sweep();
+                }));
+            }
+            int resolved = 0;
+            for (Future<StaleClaimSweeper.Sweep> sweep : sweeps) {
+                resolved += sweep.get(30, TimeUnit.SECONDS).resolved();
+            }
+            executor.shutdownNow();
+
+            assertThat(resolved).isEqualTo(1);
+            assertThat(consulted).hasValue(1);
+            assertThat(store.find(key).orElseThrow().status()).isEqualTo(RecordStatus.SUCCEEDED);
+            assertThat(store.find(key).orElseThrow().response()).isEqualTo(charged);
+        }
+    }
+
+    /**
+     * The database's clock is moved an hour away from the JVM's (a function {@code now()} that shadows PostgreSQL's
+     * in the connection's search path). Were any lease or expiry decided on the JVM clock, a fresh claim would look
+     * expired an hour early, or an expired one live for an hour.
+     */
+    @ParameterizedTest(name = "database clock {0} relative to the JVM")
+    @ValueSource(strings = {"+ interval '1 hour'", "- interval '1 hour'"})
+    void leaseAndExpiryFollowTheDatabaseClockWhenTheJvmClockIsAnHourOff(String skew) throws Exception {
+        try (HikariDataSource dataSource = database(skew)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            double skewSeconds = jdbc.queryForObject(
+                    "select extract(epoch from now() - pg_catalog.now())", Double.class);
+            assertThat(Math.abs(skewSeconds)).as("the session's now() is skewed").isEqualTo(3600.0);
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyEngine first = engine(dataSource, store, StaleClaimResolver.RERUN);
+            IdempotencyEngine second = engine(dataSource, store, StaleClaimResolver.RERUN); // another instance
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            Duration lease = Duration.ofSeconds(2);
+
+            IdempotencyEngine.Start holder = first.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
+            assertThat(holder).isInstanceOf(IdempotencyEngine.Proceed.class);
+            ((IdempotencyEngine.Proceed) holder).execution().abandon(); // crashed: no renewal from now on
+
+            assertThat(store.find(key).orElseThrow().leaseExpired()).as("a fresh lease is live").isFalse();
+            assertThat(second.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
+                    .as("a duplicate during the lease").isInstanceOf(IdempotencyEngine.InProgress.class);
+            Thread.sleep(2_300);
+            IdempotencyEngine.Start retry = second.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
+            assertThat(retry).as("after the lease, the retry takes over").isInstanceOf(IdempotencyEngine.Proceed.class);
+            ((IdempotencyEngine.Proceed) retry).execution().finish(new StoredResponse(201, List.of(), null));
+
+            // expiry: kept within the retention, removable after it, by the database clock
+            ScopedKey shortLived = new ScopedKey("", "POST /x", UUID.randomUUID().toString());
+            IdempotencyEngine brief = new IdempotencyEngine(store, transactions(dataSource), StoragePolicy.DEFAULT,
+                    Duration.ofMillis(500), Duration.ofMillis(300));
+            ((IdempotencyEngine.Proceed) brief.start(shortLived, HASH)).execution()
+                    .finish(new StoredResponse(200, List.of(), null));
+            assertThat(store.deleteExpired(100)).as("nothing has expired yet").isZero();
+            Thread.sleep(700);
+            assertThat(store.deleteExpired(100)).isEqualTo(1);
+            assertThat(store.find(shortLived)).isEmpty();
+            assertThat(store.find(key)).as("the 1-day record stays").isPresent();
+            first.shutdown();
+            second.shutdown();
+            brief.shutdown();
+        }
+    }
+
+    @Test
+    void theTemplateRunsWorkOncePerKeyAndReplaysItsResult() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table effects (id bigserial primary key, message text)");
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyTemplate template = new IdempotencyTemplate(engine(dataSource, store, StaleClaimResolver.RERUN));
+            ScopedKey key = new ScopedKey("", "events", "message-1");
+            byte[] body = "{\"amount\":\"12.50\"}".getBytes(StandardCharsets.UTF_8);
+
+            List<IdempotencyTemplate.Result> results = new ArrayList<>();
+            for (int delivery = 0; delivery < 3; delivery++) {
+                results.add(template.execute(key, body, () -> {
+                    jdbc.update("insert into effects (message) values ('message-1')");
+                    return "applied".getBytes(StandardCharsets.UTF_8);
+                }));
+            }
+
+            assertThat(results).extracting(IdempotencyTemplate.Result::replayed).containsExactly(false, true, true);
+            assertThat(results).allSatisfy(result -> assertThat(new String(result.value(), StandardCharsets.UTF_8))
+                    .isEqualTo("applied"));
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isEqualTo(1);
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> template.execute(key, "other".getBytes(), () -> null))
+                    .isInstanceOf(IdempotencyTemplate.KeyReusedException.class);
+        }
+    }
+
+    private static IdempotencyEngine engine(HikariDataSource dataSource, PostgresIdempotencyStore store,
+                                            StaleClaimResolver resolver) {
+        return new IdempotencyEngine(store, transactions(dataSource), StoragePolicy.DEFAULT, DAY,
+                Duration.ofMillis(300), resolver, new DownstreamKeys("secret"));
+    }
+
+    private static Transactions transactions(HikariDataSource dataSource) {
+        return new SpringTransactions(new DataSourceTransactionManager(dataSource));
+    }
+
+    /** A fresh database; with {@code skew}, a {@code now()} that shadows PostgreSQL's by that interval. */
+    private static HikariDataSource database(String skew) {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        if (skew == null) {
+            HikariDataSource dataSource = database.dataSource(6);
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+            return dataSource;
+        }
+        String clock = database.schema() + "_clock";
+        database.queryString("create schema " + clock);
+        database.queryString("create function " + clock + ".now() returns timestamptz language sql stable"
+                + " as $$ select pg_catalog.now() " + skew + " $$");
+        // pg_catalog named last, so the shadowing now() is found first
+        TestPostgres.Database skewed = new TestPostgres.Database(
+                database.url() + "," + clock + ",pg_catalog", database.user(), database.password(), database.schema());
+        HikariDataSource dataSource = skewed.dataSource(6);
+        new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+        return dataSource;
+    }
+}

@@ -1,0 +1,194 @@
+package io.idempotency.spring;
+
+import io.idempotency.core.DownstreamKeys;
+import io.idempotency.core.IdempotencyStore;
+import io.idempotency.core.StaleClaimSweeper;
+import io.idempotency.spring.app.FakeGateway;
+import io.idempotency.spring.app.GatewayResolver;
+import io.idempotency.spring.app.TestApplication;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.web.server.LocalServerPort;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Side effects outside the database, over real HTTP on real PostgreSQL: the intent is committed before the handler
+ * calls the gateway; duplicates wait for the lease; an unknown outcome is resolved by asking the gateway once the
+ * lease ran out; a definite failure frees the key at once; and a holder whose lease was taken over cannot record
+ * its late result.
+ */
+@SpringBootTest(classes = TestApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
+        properties = {"idempotency.in-flight-wait=300ms", "idempotency.sweeper.enabled=false"})
+class IntentFirstIntegrationTest {
+
+    static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
+
+    static {
+        DATABASE.queryString("create table orders (id bigserial primary key, note text not null)");
+    }
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        registry.add("spring.datasource.url", DATABASE::url);
+        registry.add("spring.datasource.username", DATABASE::user);
+        registry.add("spring.datasource.password", () -> DATABASE.password() == null ? "" : DATABASE.password());
+    }
+
+    @LocalServerPort
+    int port;
+
+    @Autowired
+    FakeGateway gateway;
+
+    @Autowired
+    GatewayResolver resolver;
+
+    @Autowired
+    IdempotencyStore store;
+
+    @Autowired
+    DownstreamKeys downstreamKeys;
+
+    private final HttpClient http = HttpClient.newHttpClient();
+
+    @Test
+    void theIntentIsCommittedBeforeTheChargeAndTheResultWithTheLocalWrites() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "intent-" + key;
+        int chargesBefore = gateway.charges();
+
+        CompletableFuture<HttpResponse<String>> first = CompletableFuture.supplyAsync(
+                () -> post("/intent/charges", key, note, "X-Sleep-Ms", "800"));
+        Thread.sleep(300);
+        assertThat(DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'"))
+                .as("the intent is visible to everyone while the handler runs").isEqualTo("PROCESSING");
+        HttpResponse<String> duplicate = post("/intent/charges", key, note);
+        HttpResponse<String> answer = first.get(30, TimeUnit.SECONDS);
+        HttpResponse<String> replay = post("/intent/charges", key, note);
+
+        assertThat(duplicate.statusCode()).as("a duplicate during the lease").isEqualTo(409);
+        assertThat(duplicate.headers().firstValue("Retry-After")).isPresent();
+        assertThat(answer.statusCode()).isEqualTo(201);
+        assertThat(replay.statusCode()).isEqualTo(201);
+        assertThat(replay.body()).isEqualTo(answer.body());
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(gateway.charges() - chargesBefore).isEqualTo(1);
+        assertThat(rows(note)).as("the local write committed with the result").isEqualTo(1);
+        assertThat(DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'"))
+                .isEqualTo("SUCCEEDED");
+    }
+
+    @Test
+    void anUnknownOutcomeWaitsForTheLeaseThenTheResolverAsksTheGateway() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "unknown-" + key;
+        int consultedBefore = resolver.consultations();
+
+        HttpResponse<String> timeout = post("/intent/charges", key, note, "X-Fail", "unknown");
+        HttpResponse<String> tooEarly = post("/intent/charges", key, note);
+        Thread.sleep(1_300); // the 1 s lease runs out; nobody renews it
+        HttpResponse<String> retry = post("/intent/charges", key, note);
+        HttpResponse<String> again = post("/intent/charges", key, note);
+
+        assertThat(timeout.statusCode()).isEqualTo(500);
+        assertThat(rows(note)).as("the local write of the failed attempt rolled back").isZero();
+        assertThat(tooEarly.statusCode()).as("unknown is not failure: the claim holds until its lease ends")
+                .isEqualTo(409);
+        assertThat(retry.statusCode()).isEqualTo(201);
+        assertThat(retry.body()).contains("\"resolved\":true");
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(again.body()).isEqualTo(retry.body());
+        assertThat(resolver.consultations() - consultedBefore).as("consulted once").isEqualTo(1);
+        assertThat(gateway.chargeFor(downstreamKeyOf(key))).isNotNull();
+    }
+
+    @Test
+    void aDefiniteFailureFreesTheKeyAtOnce() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "definite-" + key;
+
+        HttpResponse<String> declined = post("/intent/charges", key, note, "X-Fail", "definite-before");
+        assertThat(DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'"))
+                .isEqualTo("FAILED");
+        HttpResponse<String> retry = post("/intent/charges", key, note);
+
+        assertThat(declined.statusCode()).isEqualTo(500);
+        assertThat(retry.statusCode()).as("no waiting for the lease").isEqualTo(201);
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void aHolderWhoseLeaseWasTakenOverCannotRecordItsLateResult() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "fenced-" + key;
+        int chargesBefore = gateway.charges();
+
+        CompletableFuture<HttpResponse<String>> slow = CompletableFuture.supplyAsync(
+                () -> post("/intent/long-lease", key, note, "X-Sleep-Ms", "1500"));
+        Thread.sleep(400); // the slow holder has charged and is writing locally
+        // its lease ends (as if it had hung past it) and another instance's sweeper takes the claim over
+        DATABASE.queryString("update idempotency_keys set locked_until = now() - interval '1 second'"
+                + " where idempotency_key = '" + key + "'");
+        StaleClaimSweeper.Sweep sweep = new StaleClaimSweeper(store, resolver, downstreamKeys, Duration.ofSeconds(30),
+                100).sweep();
+        HttpResponse<String> late = slow.get(30, TimeUnit.SECONDS);
+        HttpResponse<String> after = post("/intent/long-lease", key, note);
+
+        assertThat(sweep.completed()).as("the resolver found the charge").isEqualTo(1);
+        assertThat(late.statusCode()).as("the late holder is fenced out").isEqualTo(409);
+        assertThat(late.body()).contains("idempotency-lease-lost");
+        assertThat(after.statusCode()).isEqualTo(201);
+        assertThat(after.body()).as("the recorded result is the new holder's").contains("\"resolved\":true");
+        assertThat(rows(note)).as("the late holder's local write rolled back").isZero();
+        assertThat(gateway.charges() - chargesBefore).isEqualTo(1);
+    }
+
+    @Test
+    void theDownstreamKeyIsNeverTheClientsKey() throws Exception {
+        String key = UUID.randomUUID().toString();
+        assertThat(post("/intent/charges", key, "downstream-" + key).statusCode()).isEqualTo(201);
+
+        assertThat(gateway.chargeFor(key)).as("the raw key never reaches the gateway").isNull();
+        assertThat(gateway.chargeFor(downstreamKeyOf(key))).isNotNull();
+    }
+
+    private static String downstreamKeyOf(String key) {
+        return new io.idempotency.core.DownstreamKeys(io.idempotency.core.IdempotencyEngine.DEFAULT_DOWNSTREAM_SECRET)
+                .derive(new io.idempotency.core.ScopedKey("", "POST /intent/charges", key));
+    }
+
+    private long rows(String note) {
+        return DATABASE.queryLong("select count(*) from orders where note = '" + note + "'");
+    }
+
+    private HttpResponse<String> post(String path, String key, String note, String... headers) {
+        try {
+            HttpRequest.Builder request = HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))
+                    .header("Content-Type", "application/json")
+                    .header("Idempotency-Key", key)
+                    .POST(HttpRequest.BodyPublishers.ofString("{\"note\":\"" + note + "\"}"));
+            if (headers.length > 0) {
+                request.headers(headers);
+            }
+            return http.send(request.build(), HttpResponse.BodyHandlers.ofString());
+        } catch (IOException | InterruptedException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+}
