@@ -41,8 +41,17 @@ import java.util.concurrent.TimeoutException;
  * </ol>
  *
  * <p>A crash at any point before the commit leaves nothing behind (the database rolls the transaction back); a
- * crash after it leaves the SUCCEEDED record, so the retry is a replay. Thread-safe; one {@link Execution} belongs
- * to the thread that started it.
+ * crash after it leaves the SUCCEEDED record, so the retry is a replay.
+ *
+ * <p><b>{@link IdempotencyMode#INTENT_FIRST}</b>, for work with side effects outside the database, changes steps 2–4:
+ * the claim is committed at once with a lease ({@code locked_until}, database clock); the handler runs in a second
+ * transaction while the lease is renewed; the answer is recorded with the handler's local writes under the claim's
+ * fencing token ({@link LeaseLostException} if the claim was taken over meanwhile). An unknown outcome leaves the claim
+ * PROCESSING; a duplicate polls it until {@code maxWait} runs out; a retry that finds the lease expired takes the claim
+ * over and asks the {@link StaleClaimResolver} — rerun, fail, or complete with an answer. The
+ * {@link StaleClaimSweeper} does the same for stale claims no retry touches.
+ *
+ * <p>Thread-safe; one {@link Execution} belongs to the thread that started it.
  */
 public final class IdempotencyEngine {
 
