@@ -6,22 +6,18 @@ import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-import org.springframework.context.SmartLifecycle;
 
 import java.time.Duration;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.TimeUnit;
 
 /**
  * Removes records past their retention, on one background thread of its own, every
  * {@code idempotency.retention.cleanup.interval}: batched deletes, or — in partitioned mode — partitions created ahead
  * and dropped when all their records have expired. In partitioned mode the first run happens at startup, before the
  * application takes requests, because a claim needs a partition for the current time. Every run logs what it
- * removed, and counts it in the metric {@value #REMOVED_METRIC} when Micrometer is present. A failed run is logged
- * and retried at the next interval. Safe on several instances at once.
+ * removed, and counts it in the metric {@value #REMOVED_METRIC} when Micrometer is present. Safe on several
+ * instances at once.
  */
-class RetentionScheduler implements SmartLifecycle {
+class RetentionScheduler extends PeriodicTask {
 
     /** Counter of records (or partitions, tagged {@code unit=partitions}) removed by the cleanup. */
     static final String REMOVED_METRIC = "idempotency.cleanup.removed";
@@ -31,10 +27,8 @@ class RetentionScheduler implements SmartLifecycle {
     private final ExpiredRecordCleaner cleaner;
     private final PostgresPartitionMaintenance partitions;
     private final Duration retention;
-    private final Duration interval;
     private final Counter removedRecords;
     private final Counter removedPartitions;
-    private ScheduledExecutorService executor;
 
     /**
      * @param cleaner    batched deletes, or null in partitioned mode
@@ -43,10 +37,10 @@ class RetentionScheduler implements SmartLifecycle {
      */
     RetentionScheduler(ExpiredRecordCleaner cleaner, PostgresPartitionMaintenance partitions, Duration retention,
                        Duration interval, Object registry) {
+        super("idempotency-cleanup", interval);
         this.cleaner = cleaner;
         this.partitions = partitions;
         this.retention = retention;
-        this.interval = interval;
         if (registry instanceof MeterRegistry meters) {
             this.removedRecords = Counter.builder(REMOVED_METRIC).tag("unit", "records")
                     .description("Idempotency records removed after their retention").register(meters);
@@ -58,7 +52,8 @@ class RetentionScheduler implements SmartLifecycle {
         }
     }
 
-    /** One run, as the schedule does it; public to the package for tests and operators' tooling. */
+    /** One run, as the schedule does it. */
+    @Override
     void runOnce() {
         if (partitions != null) {
             PostgresPartitionMaintenance.Run run = partitions.run(retention);
@@ -89,34 +84,12 @@ class RetentionScheduler implements SmartLifecycle {
         if (partitions != null) {
             runOnce(); // claims need a partition for now: fail the start rather than every request
         }
-        executor = Executors.newSingleThreadScheduledExecutor(runnable -> {
-            Thread thread = new Thread(runnable, "idempotency-cleanup");
-            thread.setDaemon(true);
-            return thread;
-        });
-        long period = Math.max(1, interval.toMillis());
-        executor.scheduleWithFixedDelay(this::runSafely, partitions != null ? period : Math.min(period, 10_000),
-                period, TimeUnit.MILLISECONDS);
-    }
-
-    private void runSafely() {
-        try {
-            runOnce();
-        } catch (RuntimeException e) {
-            log.warn("Idempotency cleanup failed; it runs again in {}", interval, e);
-        }
+        super.start();
     }
 
     @Override
-    public void stop() {
-        if (executor != null) {
-            executor.shutdownNow();
-            executor = null;
-        }
-    }
-
-    @Override
-    public boolean isRunning() {
-        return executor != null;
+    Duration firstDelay() {
+        // the first delete run soon after startup, not an interval later
+        return partitions != null ? interval() : Duration.ofMillis(Math.min(interval().toMillis(), 10_000));
     }
 }

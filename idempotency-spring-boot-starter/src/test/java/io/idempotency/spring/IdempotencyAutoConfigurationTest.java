@@ -6,7 +6,6 @@ import io.idempotency.core.IdempotencyStore;
 import io.idempotency.jdbc.PostgresIdempotencyStore;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
-import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
@@ -30,17 +29,7 @@ class IdempotencyAutoConfigurationTest {
 
     private static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
 
-    private final WebApplicationContextRunner runner = new WebApplicationContextRunner()
-            .withConfiguration(AutoConfigurations.of(
-                    org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration.class,
-                    org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration.class,
-                    org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration.class,
-                    org.springframework.boot.webmvc.autoconfigure.WebMvcAutoConfiguration.class,
-                    org.springframework.boot.webmvc.autoconfigure.DispatcherServletAutoConfiguration.class,
-                    IdempotencyAutoConfiguration.class))
-            .withPropertyValues("spring.datasource.url=" + DATABASE.url(),
-                    "spring.datasource.username=" + DATABASE.user(),
-                    "spring.datasource.password=" + (DATABASE.password() == null ? "" : DATABASE.password()));
+    private final WebApplicationContextRunner runner = TestDatabases.contextRunner(DATABASE);
 
     @Test
     void providesEveryBeanAndCreatesTheTable() {

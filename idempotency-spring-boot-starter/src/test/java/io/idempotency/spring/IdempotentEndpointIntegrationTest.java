@@ -24,19 +24,11 @@ import static org.assertj.core.api.Assertions.assertThat;
 @SpringBootTest(classes = TestApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
 class IdempotentEndpointIntegrationTest {
 
-    static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
-
-    static {
-        DATABASE.queryString("create table orders (id bigserial primary key, note text not null)");
-        DATABASE.queryString("create table order_audit (order_id bigint not null references orders (id)"
-                + " deferrable initially deferred)");
-    }
+    static final TestPostgres.Database DATABASE = TestDatabases.withOrders();
 
     @DynamicPropertySource
     static void database(DynamicPropertyRegistry registry) {
-        registry.add("spring.datasource.url", DATABASE::url);
-        registry.add("spring.datasource.username", DATABASE::user);
-        registry.add("spring.datasource.password", () -> DATABASE.password() == null ? "" : DATABASE.password());
+        TestDatabases.register(registry, DATABASE);
     }
 
     @LocalServerPort

@@ -36,17 +36,11 @@ import static org.assertj.core.api.Assertions.assertThat;
         properties = {"idempotency.in-flight-wait=300ms", "idempotency.sweeper.enabled=false"})
 class IntentFirstIntegrationTest {
 
-    static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
-
-    static {
-        DATABASE.queryString("create table orders (id bigserial primary key, note text not null)");
-    }
+    static final TestPostgres.Database DATABASE = TestDatabases.withOrders();
 
     @DynamicPropertySource
     static void database(DynamicPropertyRegistry registry) {
-        registry.add("spring.datasource.url", DATABASE::url);
-        registry.add("spring.datasource.username", DATABASE::user);
-        registry.add("spring.datasource.password", () -> DATABASE.password() == null ? "" : DATABASE.password());
+        TestDatabases.register(registry, DATABASE);
     }
 
     @LocalServerPort

@@ -6,8 +6,6 @@ import io.idempotency.testkit.TestPostgres;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import org.junit.jupiter.api.Test;
-import org.springframework.boot.autoconfigure.AutoConfigurations;
-import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 
@@ -16,23 +14,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 /** Retention wired by the starter: the startup check, the scheduled cleanup, and the partitioned mode. */
 class RetentionConfigurationTest {
 
-    private static WebApplicationContextRunner runner(TestPostgres.Database database) {
-        return new WebApplicationContextRunner()
-                .withConfiguration(AutoConfigurations.of(
-                        org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration.class,
-                        org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration.class,
-                        org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration.class,
-                        org.springframework.boot.webmvc.autoconfigure.WebMvcAutoConfiguration.class,
-                        org.springframework.boot.webmvc.autoconfigure.DispatcherServletAutoConfiguration.class,
-                        IdempotencyAutoConfiguration.class))
-                .withPropertyValues("spring.datasource.url=" + database.url(),
-                        "spring.datasource.username=" + database.user(),
-                        "spring.datasource.password=" + (database.password() == null ? "" : database.password()));
-    }
-
     @Test
     void aRetentionShorterThanTheRetryWindowStopsTheStartAndSaysWhy() {
-        runner(TestPostgres.newDatabase())
+        TestDatabases.contextRunner(TestPostgres.newDatabase())
                 .withPropertyValues("idempotency.retention.ttl=1d", "idempotency.retention.max-retry-window=3d")
                 .run(context -> {
                     assertThat(context).hasFailed();
@@ -48,10 +32,10 @@ class RetentionConfigurationTest {
 
     @Test
     void theTtlMustAlsoCoverTheLease() {
-        runner(TestPostgres.newDatabase())
+        TestDatabases.contextRunner(TestPostgres.newDatabase())
                 .withPropertyValues("idempotency.retention.ttl=7d", "idempotency.retention.max-retry-window=7d")
                 .run(context -> assertThat(context).hasFailed());
-        runner(TestPostgres.newDatabase())
+        TestDatabases.contextRunner(TestPostgres.newDatabase())
                 .withPropertyValues("idempotency.retention.ttl=7d", "idempotency.retention.max-retry-window=6d")
                 .run(context -> assertThat(context).hasNotFailed());
     }
@@ -59,7 +43,7 @@ class RetentionConfigurationTest {
     @Test
     void theScheduledCleanupRemovesExpiredRecordsOnlyAndCountsThem() {
         TestPostgres.Database database = TestPostgres.newDatabase();
-        runner(database)
+        TestDatabases.contextRunner(database)
                 .withUserConfiguration(Meters.class)
                 .withPropertyValues("idempotency.retention.cleanup.interval=200ms")
                 .run(context -> {
@@ -88,7 +72,7 @@ class RetentionConfigurationTest {
     @Test
     void thePartitionedModeCreatesAPartitionedTableWithPartitionsAhead() {
         TestPostgres.Database database = TestPostgres.newDatabase();
-        runner(database)
+        TestDatabases.contextRunner(database)
                 .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
                         "idempotency.retention.cleanup.partition-interval=1h",
                         "idempotency.retention.cleanup.partitions-ahead=3")
@@ -105,8 +89,8 @@ class RetentionConfigurationTest {
     @Test
     void thePartitionedModeRefusesATableCreatedForDeletes() {
         TestPostgres.Database database = TestPostgres.newDatabase();
-        runner(database).run(context -> assertThat(context).hasNotFailed()); // creates the plain table
-        runner(database)
+        TestDatabases.contextRunner(database).run(context -> assertThat(context).hasNotFailed()); // creates the plain table
+        TestDatabases.contextRunner(database)
                 .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions")
                 .run(context -> {
                     assertThat(context).hasFailed();

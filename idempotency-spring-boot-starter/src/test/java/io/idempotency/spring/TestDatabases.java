@@ -1,0 +1,44 @@
+package io.idempotency.spring;
+
+import io.idempotency.testkit.TestPostgres;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
+import org.springframework.test.context.DynamicPropertyRegistry;
+
+/** The starter tests' databases, and how a Spring context is pointed at one. */
+final class TestDatabases {
+
+    private TestDatabases() {
+    }
+
+    /** A fresh database with the test application's business tables. */
+    static TestPostgres.Database withOrders() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        database.queryString("create table orders (id bigserial primary key, note text not null)");
+        database.queryString("create table order_audit (order_id bigint not null references orders (id)"
+                + " deferrable initially deferred)");
+        return database;
+    }
+
+    /** Points a {@code @SpringBootTest} at {@code database}. */
+    static void register(DynamicPropertyRegistry registry, TestPostgres.Database database) {
+        registry.add("spring.datasource.url", database::url);
+        registry.add("spring.datasource.username", database::user);
+        registry.add("spring.datasource.password", () -> database.password() == null ? "" : database.password());
+    }
+
+    /** A web application context with the auto-configurations the starter works with, on {@code database}. */
+    static WebApplicationContextRunner contextRunner(TestPostgres.Database database) {
+        return new WebApplicationContextRunner()
+                .withConfiguration(AutoConfigurations.of(
+                        org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration.class,
+                        org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration.class,
+                        org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration.class,
+                        org.springframework.boot.webmvc.autoconfigure.WebMvcAutoConfiguration.class,
+                        org.springframework.boot.webmvc.autoconfigure.DispatcherServletAutoConfiguration.class,
+                        IdempotencyAutoConfiguration.class))
+                .withPropertyValues("spring.datasource.url=" + database.url(),
+                        "spring.datasource.username=" + database.user(),
+                        "spring.datasource.password=" + (database.password() == null ? "" : database.password()));
+    }
+}
