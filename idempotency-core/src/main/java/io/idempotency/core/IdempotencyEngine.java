@@ -63,7 +63,8 @@ public final class IdempotencyEngine {
     private final StaleClaimResolver resolver;
     private final DownstreamKeys downstreamKeys;
     private final ConcurrentHashMap<ScopedKey, Flight> flights = new ConcurrentHashMap<>();
-    private final ScheduledExecutorService renewals = Executors.newSingleThreadScheduledExecutor(runnable -> {
+    // two threads: a renewal waiting for a pool connection does not hold up every other renewal
+    private final ScheduledExecutorService renewals = Executors.newScheduledThreadPool(2, runnable -> {
         Thread thread = new Thread(runnable, "idempotency-lease-renewal");
         thread.setDaemon(true);
         return thread;

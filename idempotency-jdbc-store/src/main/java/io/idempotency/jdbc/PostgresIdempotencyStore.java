@@ -97,7 +97,8 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
                 + table + " WHERE status = 'PROCESSING' AND locked_until < now() ORDER BY locked_until LIMIT ?";
         this.takeOverSql = "UPDATE " + table + " SET status = 'PROCESSING', request_hash = ?, fencing_token = ?::uuid,"
                 + " created_at = now(), updated_at = now(), expires_at = now() + ? * interval '1 millisecond',"
-                + " locked_until = NULL" + keyMatch + " AND status = 'FAILED' AND fencing_token = ?::uuid";
+                + " locked_until = now() + ?::bigint * interval '1 millisecond'"
+                + keyMatch + " AND status = 'FAILED' AND fencing_token = ?::uuid";
         this.completeSql = "UPDATE " + table + " SET status = 'SUCCEEDED', response_status = ?, response_headers = ?,"
                 + " response_body = ?, updated_at = now(), locked_until = NULL"
                 + keyMatch + " AND fencing_token = ?::uuid AND status = 'PROCESSING'";
@@ -144,7 +145,7 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
                 return new ClaimResult.Existing(record);
             }
             int takenOver = jdbc.update(takeOverSql, request.requestHash(), token, request.retention().toMillis(),
-                    key.caller(), key.scope(), key.key(), record.fencingToken());
+                    leaseMillis(request), key.caller(), key.scope(), key.key(), record.fencingToken());
             if (takenOver == 1) {
                 return new ClaimResult.Claimed(token);
             }

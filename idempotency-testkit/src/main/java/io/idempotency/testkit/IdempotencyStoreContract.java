@@ -250,6 +250,24 @@ public abstract class IdempotencyStoreContract {
     }
 
     @Test
+    void aFailedRecordTakenOverWithALeaseHoldsThatLease() throws InterruptedException {
+        ScopedKey key = newKey();
+        String first = claimed(inTransaction(store -> store.claim(new ClaimRequest(key, HASH_A, DAY, LONG_WAIT,
+                Duration.ofMillis(300)))));
+        assertThat(holds(store -> store.fail(key, first))).isTrue();
+
+        String second = claimed(inTransaction(store -> store.claim(new ClaimRequest(key, HASH_A, DAY, LONG_WAIT,
+                Duration.ofMillis(300)))));
+
+        IdempotencyRecord held = store().find(key).orElseThrow();
+        assertThat(held.fencingToken()).isEqualTo(second);
+        assertThat(held.lockedUntil()).as("a lease, or a crash now would block the key for good").isNotNull();
+        assertThat(held.leaseExpired()).isFalse();
+        Thread.sleep(400);
+        assertThat(store().findExpiredLeases(1000)).extracting(IdempotencyRecord::key).contains(key);
+    }
+
+    @Test
     void onlyTheHolderRenewsItsLease() throws InterruptedException {
         ScopedKey key = newKey();
         String token = claimed(inTransaction(store -> store.claim(new ClaimRequest(key, HASH_A, DAY, LONG_WAIT,
