@@ -9,14 +9,17 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
 import org.springframework.web.server.ResponseStatusException;
 
 import java.util.ArrayList;
+import java.util.EnumSet;
 import java.util.List;
+import java.util.Set;
 
 /**
- * Fault injection for demos and crash tests, driven by the {@value #HEADER} request header on {@code POST /payments}.
- * Honoured only when {@code sample.chaos.enabled=true}; otherwise the header is ignored.
+ * Fault injection for demos and crash tests, driven by the {@value #HEADER} request header on {@code POST /payments}
+ * and {@code POST /charges}. Honoured only when {@code sample.chaos.enabled=true}; otherwise the header is ignored.
  *
- * <p>The header holds one or more comma-separated faults, applied in order right after the payment row is written
- * (or, when the second wall finds the payer's existing payment for the order, right after it is read):
+ * <p>On {@code POST /payments} the header holds one or more comma-separated faults, applied in order right after the
+ * payment row is written (or, when the second wall finds the payer's existing payment for the order, right after it
+ * is read):
  * <ul>
  *   <li>{@code fail-after-write}: throw an exception (the app answers 500; the starter rolls everything back);</li>
  *   <li>{@code fail-at-commit}: write an audit row whose deferred foreign key points nowhere, and return normally,
@@ -25,6 +28,18 @@ import java.util.List;
  *   <li>{@code crash-after-commit}: halt the JVM right after the commit, before the client gets the answer;</li>
  *   <li>{@code delay-ms=N}: sleep N milliseconds (at most {@value #MAX_DELAY_MS}), to make requests overlap.</li>
  * </ul>
+ * On {@code POST /charges} each fault has its own point in the handler ({@link #parseForCharges}):
+ * <ul>
+ *   <li>{@code crash-before-charge}: halt the JVM after the claim was committed, before the gateway is called;</li>
+ *   <li>{@code fail-before-charge}: throw at that same point instead (the app answers 500 and stays up; nothing was
+ *       charged, but for the starter the outcome is unknown);</li>
+ *   <li>{@code crash-after-charge}: halt the JVM after the gateway answered (the charge is booked there), before the
+ *       application records it;</li>
+ *   <li>{@code fail-after-charge}: throw at that same point instead (the app answers 500 and stays up; for the starter
+ *       the outcome is unknown);</li>
+ *   <li>{@code delay-ms=N}: sleep N milliseconds after the charge was recorded, before answering.</li>
+ * </ul>
+ * A fault the endpoint does not know is refused with 400 before anything is claimed or written.
  * Halting uses {@link Runtime#halt(int)}: no shutdown hooks, no graceful close, like {@code kill -9}.
  */
 @Component
@@ -37,6 +52,14 @@ public class FaultInjector {
     public static final int HALT_STATUS = 137;
 
     static final long MAX_DELAY_MS = 60_000;
+
+    /** The faults {@code POST /payments} accepts. */
+    static final Set<Kind> PAYMENT_FAULTS = EnumSet.of(Kind.FAIL_AFTER_WRITE, Kind.FAIL_AT_COMMIT,
+            Kind.CRASH_AFTER_WRITE, Kind.CRASH_AFTER_COMMIT, Kind.DELAY);
+
+    /** The faults {@code POST /charges} accepts. */
+    static final Set<Kind> CHARGE_FAULTS = EnumSet.of(Kind.CRASH_BEFORE_CHARGE, Kind.FAIL_BEFORE_CHARGE,
+            Kind.CRASH_AFTER_CHARGE, Kind.FAIL_AFTER_CHARGE, Kind.DELAY);
 
     private static final Logger log = LoggerFactory.getLogger(FaultInjector.class);
 
@@ -53,20 +76,75 @@ public class FaultInjector {
     }
 
     /**
-     * Parses the header before anything is written, so that a typo in it is a 400 and not a half-applied fault.
+     * Parses the header of a {@code POST /payments} before anything is written, so that a typo in it is a 400 and not
+     * a half-applied fault.
      *
      * @return the faults to apply; empty when the header is absent or fault injection is off
      * @throws ResponseStatusException 400 for an unknown fault
      */
     public List<Fault> parse(String header) {
+        return parse(header, PAYMENT_FAULTS);
+    }
+
+    /**
+     * Parses the header of a {@code POST /charges}. Called while Spring MVC binds the handler's arguments (see
+     * {@link ChargeWebConfiguration}), so a typo is a 400 before the starter claims the key.
+     *
+     * @return the faults to apply; empty when the header is absent or fault injection is off
+     * @throws ResponseStatusException 400 for a fault {@code POST /charges} does not know
+     */
+    public List<Fault> parseForCharges(String header) {
+        return parse(header, CHARGE_FAULTS);
+    }
+
+    private List<Fault> parse(String header, Set<Kind> accepted) {
         if (!enabled || header == null || header.isBlank()) {
             return List.of();
         }
         List<Fault> faults = new ArrayList<>();
         for (String part : header.split(",")) {
-            faults.add(Fault.parse(part.trim()));
+            Fault fault = Fault.parse(part.trim(), accepted);
+            faults.add(fault);
         }
         return faults;
+    }
+
+    /**
+     * {@code POST /charges}: applies {@code crash-before-charge} and {@code fail-before-charge}, in order, after the
+     * claim was committed and before the gateway is called.
+     */
+    public void beforeCharge(List<Fault> faults) {
+        for (Fault fault : faults) {
+            if (fault.kind() == Kind.CRASH_BEFORE_CHARGE) {
+                halt("before calling the gateway");
+            } else if (fault.kind() == Kind.FAIL_BEFORE_CHARGE) {
+                throw new SimulatedFailureException("simulated failure before calling the gateway");
+            }
+        }
+    }
+
+    /**
+     * {@code POST /charges}: applies {@code crash-after-charge} and {@code fail-after-charge}, in order, after the
+     * gateway booked charge {@code gatewayChargeId} and before the application records it.
+     */
+    public void afterCharge(List<Fault> faults, long gatewayChargeId) {
+        for (Fault fault : faults) {
+            if (fault.kind() == Kind.CRASH_AFTER_CHARGE) {
+                halt("after the gateway booked charge " + gatewayChargeId + ", before recording it");
+            } else if (fault.kind() == Kind.FAIL_AFTER_CHARGE) {
+                throw new SimulatedFailureException("simulated failure after the gateway booked charge "
+                        + gatewayChargeId + ", before recording it");
+            }
+        }
+    }
+
+    /** {@code POST /charges}: applies {@code delay-ms=N}, after the charge was recorded, before answering. */
+    public void afterRecord(List<Fault> faults) {
+        for (Fault fault : faults) {
+            if (fault.kind() == Kind.DELAY) {
+                sleep(fault.delayMs());
+            }
+        }
     }
 
     /**
@@ -101,6 +179,8 @@ public class FaultInjector {
                 });
             }
             case DELAY -> sleep(fault.delayMs());
+            case CRASH_BEFORE_CHARGE, FAIL_BEFORE_CHARGE, CRASH_AFTER_CHARGE, FAIL_AFTER_CHARGE ->
+                    throw new IllegalStateException(fault.kind() + " is not a fault of POST /payments");
         }
     }
 
@@ -130,6 +210,14 @@ public class FaultInjector {
         CRASH_AFTER_WRITE,
         /** Halt the JVM after the commit, before the answer is sent. */
         CRASH_AFTER_COMMIT,
+        /** {@code POST /charges}: halt the JVM before the gateway is called. */
+        CRASH_BEFORE_CHARGE,
+        /** {@code POST /charges}: throw before the gateway is called. */
+        FAIL_BEFORE_CHARGE,
+        /** {@code POST /charges}: halt the JVM after the gateway booked the charge, before it is recorded. */
+        CRASH_AFTER_CHARGE,
+        /** {@code POST /charges}: throw after the gateway booked the charge, before it is recorded. */
+        FAIL_AFTER_CHARGE,
         /** Sleep inside the handler. */
         DELAY
     }
@@ -142,18 +230,29 @@ public class FaultInjector {
      */
     public record Fault(Kind kind, long delayMs) {
 
-        static Fault parse(String value) {
-            switch (value) {
-                case "fail-after-write":
-                    return new Fault(Kind.FAIL_AFTER_WRITE, 0);
-                case "fail-at-commit":
-                    return new Fault(Kind.FAIL_AT_COMMIT, 0);
-                case "crash-after-write":
-                    return new Fault(Kind.CRASH_AFTER_WRITE, 0);
-                case "crash-after-commit":
-                    return new Fault(Kind.CRASH_AFTER_COMMIT, 0);
-                default:
-                    break;
+        static Fault parse(String value, Set<Kind> accepted) {
+            Fault fault = parseAny(value);
+            if (fault == null || !accepted.contains(fault.kind())) {
+                List<String> expected = new ArrayList<>();
+                for (Kind kind : accepted) {
+                    expected.add(kind == Kind.DELAY ? "delay-ms=N (0.." + MAX_DELAY_MS + ")" : name(kind));
+                }
+                throw new ResponseStatusException(HttpStatus.BAD_REQUEST, "unknown " + HEADER + " value '" + value
+                        + "'; expected " + String.join(", ", expected));
+            }
+            return fault;
+        }
+
+        /** The header's name of a fault, e.g. {@code crash-after-charge}. */
+        static String name(Kind kind) {
+            return kind.name().toLowerCase(java.util.Locale.ROOT).replace('_', '-');
+        }
+
+        private static Fault parseAny(String value) {
+            for (Kind kind : Kind.values()) {
+                if (kind != Kind.DELAY && name(kind).equals(value)) {
+                    return new Fault(kind, 0);
+                }
             }
             if (value.startsWith("delay-ms=")) {
                 try {
@@ -162,12 +261,10 @@ public class FaultInjector {
                         return new Fault(Kind.DELAY, millis);
                     }
                 } catch (NumberFormatException e) {
-                    // reported below
+                    // reported by the caller
                 }
             }
-            throw new ResponseStatusException(HttpStatus.BAD_REQUEST, "unknown " + HEADER + " value '" + value
-                    + "'; expected fail-after-write, fail-at-commit, crash-after-write, crash-after-commit"
-                    + " or delay-ms=N (0.." + MAX_DELAY_MS + ")");
+            return null;
         }
     }
 }

@@ -6,7 +6,8 @@ import java.util.List;
 import java.util.regex.Pattern;
 
 /**
- * The body of {@code POST /payments}, e.g. {@code {"orderId":"o-1","amount":"12.50","currency":"EUR"}}.
+ * The body of {@code POST /payments} and {@code POST /charges}, e.g.
+ * {@code {"orderId":"o-1","amount":"12.50","currency":"EUR"}}.
  *
  * <p>The amount is taken as text and parsed into a {@link BigDecimal} here, so its value is never rounded on the
  * way in; a JSON number is accepted as well and keeps its exact digits.

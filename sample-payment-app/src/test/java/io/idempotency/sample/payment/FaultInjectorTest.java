@@ -28,4 +28,25 @@ class FaultInjectorTest {
         assertThatThrownBy(() -> enabled.parse("crash-sometime")).isInstanceOf(ResponseStatusException.class);
         assertThatThrownBy(() -> enabled.parse("delay-ms=-1")).isInstanceOf(ResponseStatusException.class);
     }
+
+    @Test
+    void eachEndpointAcceptsOnlyItsOwnFaults() {
+        FaultInjector enabled = new FaultInjector(new ChaosProperties(true), null);
+
+        assertThat(enabled.parseForCharges("crash-before-charge,fail-before-charge, crash-after-charge,"
+                + "fail-after-charge, delay-ms=5"))
+                .containsExactly(new FaultInjector.Fault(FaultInjector.Kind.CRASH_BEFORE_CHARGE, 0),
+                        new FaultInjector.Fault(FaultInjector.Kind.FAIL_BEFORE_CHARGE, 0),
+                        new FaultInjector.Fault(FaultInjector.Kind.CRASH_AFTER_CHARGE, 0),
+                        new FaultInjector.Fault(FaultInjector.Kind.FAIL_AFTER_CHARGE, 0),
+                        new FaultInjector.Fault(FaultInjector.Kind.DELAY, 5));
+        assertThatThrownBy(() -> enabled.parseForCharges("crash-after-commit"))
+                .isInstanceOf(ResponseStatusException.class)
+                .hasMessageContaining("crash-after-charge");
+        assertThatThrownBy(() -> enabled.parse("crash-after-charge"))
+                .isInstanceOf(ResponseStatusException.class)
+                .hasMessageContaining("crash-after-commit");
+        assertThat(new FaultInjector(new ChaosProperties(false), null).parseForCharges("crash-after-charge"))
+                .isEmpty();
+    }
 }

@@ -1,0 +1,115 @@
+package io.idempotency.sample.payment;
+
+import io.idempotency.core.IdempotencyContext;
+import io.idempotency.core.IdempotencyMode;
+import io.idempotency.core.Idempotent;
+import org.springframework.http.HttpStatus;
+import org.springframework.http.MediaType;
+import org.springframework.http.ResponseEntity;
+import org.springframework.web.bind.annotation.GetMapping;
+import org.springframework.web.bind.annotation.PathVariable;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestBody;
+import org.springframework.web.bind.annotation.RequestMapping;
+import org.springframework.web.bind.annotation.RequestParam;
+import org.springframework.web.bind.annotation.RestController;
+import org.springframework.web.server.ResponseStatusException;
+
+import java.math.BigDecimal;
+import java.security.Principal;
+import java.util.List;
+
+/**
+ * Charges through an external payment gateway: a side effect that no database transaction of this application can
+ * roll back, so {@code POST /charges} uses the starter's {@link IdempotencyMode#INTENT_FIRST intent-first} mode.
+ *
+ * <p>The starter commits the claim of the {@code Idempotency-Key} (with a lease, {@code idempotency.lease}) before the
+ * handler runs, and renews the lease while it runs. The handler calls the gateway with the key the starter derives for
+ * this caller and key ({@link IdempotencyContext#downstreamKey()}), never the client's raw key; the gateway books a
+ * charge once per key. Then the handler records the charge in the local {@code charges} table, in the transaction that
+ * stores the answer as SUCCEEDED. If the process dies or the handler fails in between, the claim stays PROCESSING
+ * until its lease runs out; then a retry, or the background sweeper, takes it over and asks
+ * {@link GatewayChargeResolver}, which looks the charge up at the gateway by the same derived key.
+ *
+ * <p>Outcomes of the gateway call:
+ * <ul>
+ *   <li>booked (now or before, under this key) → the charge is recorded → 201, stored and replayed;</li>
+ *   <li>declined → 402 problem+json, returned as a final answer: stored and replayed, the gateway is not asked
+ *       again ({@link ChargeResponses#declined});</li>
+ *   <li>not reachable at all → {@link GatewayUnreachableException}, a definite failure: 503, the claim is marked
+ *       FAILED at once and a retry runs again;</li>
+ *   <li>no usable answer (timeout, 5xx) → {@link GatewayOutcomeUnknownException}: 502; the charge may exist, so the
+ *       claim waits for its lease to run out and the resolver to find out.</li>
+ * </ul>
+ */
+@RestController
+@RequestMapping("/charges")
+public class ChargeController {
+
+    /** The idempotency scope of {@code POST /charges}; {@link GatewayChargeResolver} resolves claims of this scope. */
+    public static final String SCOPE = "POST /charges";
+
+    private final GatewayClient gateway;
+    private final ChargeRepository charges;
+    private final ChargeResponses responses;
+    private final FaultInjector faults;
+
+    /**
+     * @param gateway   the payment gateway, over HTTP
+     * @param charges   the application's record of its charges
+     * @param responses renders the answers (shared with the resolver)
+     * @param faults    fault injection ({@code X-Chaos}), inert unless enabled
+     */
+    public ChargeController(GatewayClient gateway, ChargeRepository charges, ChargeResponses responses,
+                            FaultInjector faults) {
+        this.gateway = gateway;
+        this.charges = charges;
+        this.responses = responses;
+        this.faults = faults;
+    }
+
+    /**
+     * Charges the order: 201 with the charge and its {@code Location}; 402 problem+json when the gateway declines.
+     * The body was validated and {@code X-Chaos} parsed before the key was claimed ({@link ChargeWebConfiguration}).
+     *
+     * @param principal the authenticated caller, or null when anonymous; its name is the payer
+     */
+    @Idempotent(mode = IdempotencyMode.INTENT_FIRST, scope = SCOPE)
+    @PostMapping(consumes = MediaType.APPLICATION_JSON_VALUE,
+            produces = {MediaType.APPLICATION_JSON_VALUE, MediaType.APPLICATION_PROBLEM_JSON_VALUE})
+    public ResponseEntity<?> create(@RequestBody PaymentRequest request, ChargeFaults chaos, Principal principal) {
+        PaymentRequest.ValidPayment valid = request.validate();
+        List<FaultInjector.Fault> injected = chaos.faults();
+        // The same caller namespace the starter scopes keys by: the principal's name, "" for anonymous requests.
+        String payer = principal == null || principal.getName() == null ? "" : principal.getName();
+        // HMAC of (caller, scope, key): stable across retries, restarts and instances, distinct per caller.
+        String gatewayKey = IdempotencyContext.require().downstreamKey();
+
+        faults.beforeCharge(injected);
+        GatewayClient.Result result = gateway.charge(gatewayKey, valid.orderId(), valid.amount(), valid.currency());
+        if (result instanceof GatewayClient.Declined declined) {
+            return responses.declined(valid.orderId(), declined.detail());
+        }
+        GatewayClient.GatewayCharge booked = ((GatewayClient.Approved) result).charge();
+        faults.afterCharge(injected, booked.id());
+
+        // What the gateway booked is what happened: record its figures, once per gateway charge.
+        Charge charge = charges.record(payer, booked.orderId(), new BigDecimal(booked.amount()), booked.currency(),
+                booked.id());
+        faults.afterRecord(injected);
+        return responses.created(charge);
+    }
+
+    /** The charges of one order, oldest first (an empty list when there are none). */
+    @GetMapping(params = "orderId", produces = MediaType.APPLICATION_JSON_VALUE)
+    public List<Charge> byOrder(@RequestParam String orderId) {
+        return charges.findByOrderId(orderId);
+    }
+
+    /** One charge; 404 problem+json when there is none with this id. */
+    @GetMapping(path = "/{id}", produces = MediaType.APPLICATION_JSON_VALUE)
+    public Charge byId(@PathVariable long id) {
+        return charges.findById(id)
+                .orElseThrow(() -> new ResponseStatusException(HttpStatus.NOT_FOUND, "no charge with id " + id));
+    }
+}

@@ -1,0 +1,73 @@
+package io.idempotency.sample.payment;
+
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.beans.factory.annotation.Value;
+import org.springframework.core.Ordered;
+import org.springframework.core.annotation.Order;
+import org.springframework.http.HttpHeaders;
+import org.springframework.http.HttpStatus;
+import org.springframework.http.ProblemDetail;
+import org.springframework.http.ResponseEntity;
+import org.springframework.web.bind.annotation.ExceptionHandler;
+import org.springframework.web.bind.annotation.RestControllerAdvice;
+
+import java.net.URI;
+import java.time.Duration;
+
+/**
+ * The gateway failures of {@code POST /charges} as {@code application/problem+json}. Ordered before
+ * {@link PaymentExceptionHandler}, which answers everything else (invalid bodies, unexpected failures). Exceptions
+ * are never stored by the starter; what happens to the claim depends on the exception, not on the status chosen here:
+ * a {@code DefiniteFailureException} marks it FAILED, any other leaves it PROCESSING until its lease runs out.
+ */
+@RestControllerAdvice(assignableTypes = ChargeController.class)
+@Order(Ordered.HIGHEST_PRECEDENCE)
+public class ChargeExceptionHandler {
+
+    private static final Logger log = LoggerFactory.getLogger(ChargeExceptionHandler.class);
+
+    private static final String PROBLEM_TYPE_BASE = "https://idempotency-starter.github.io/problems/sample/";
+
+    /** Problem type of a charge the gateway could not be asked to make. */
+    public static final URI GATEWAY_UNREACHABLE = URI.create(PROBLEM_TYPE_BASE + "gateway-unreachable");
+
+    /** Problem type of a charge whose outcome at the gateway is unknown. */
+    public static final URI GATEWAY_OUTCOME_UNKNOWN = URI.create(PROBLEM_TYPE_BASE + "gateway-outcome-unknown");
+
+    private final String leaseSeconds;
+
+    /** @param lease the starter's lease: how long an unknown outcome holds the key */
+    public ChargeExceptionHandler(@Value("${idempotency.lease:5m}") Duration lease) {
+        this.leaseSeconds = Long.toString(Math.max(1, (lease.toMillis() + 999) / 1000));
+    }
+
+    /** 503: the charge was not made; the claim is FAILED, so a retry with the same key runs at once. */
+    @ExceptionHandler(GatewayUnreachableException.class)
+    public ResponseEntity<ProblemDetail> unreachable(GatewayUnreachableException e) {
+        log.warn("charge not made: {}", e.getMessage());
+        ProblemDetail problem = ProblemDetail.forStatusAndDetail(HttpStatus.SERVICE_UNAVAILABLE,
+                "The payment gateway could not be reached, so no charge was made. Retry with the same Idempotency-Key.");
+        problem.setType(GATEWAY_UNREACHABLE);
+        problem.setTitle("Payment gateway unreachable");
+        return ResponseEntity.status(HttpStatus.SERVICE_UNAVAILABLE).header(HttpHeaders.RETRY_AFTER, "1").body(problem);
+    }
+
+    /**
+     * 502: the charge may or may not have been made. The key stays claimed until its lease runs out; a retry with the
+     * same key then gets the charge if the gateway booked it, or runs again if it did not. {@code Retry-After} is
+     * the lease.
+     */
+    @ExceptionHandler(GatewayOutcomeUnknownException.class)
+    public ResponseEntity<ProblemDetail> outcomeUnknown(GatewayOutcomeUnknownException e) {
+        log.warn("charge outcome unknown: {}", e.getMessage());
+        ProblemDetail problem = ProblemDetail.forStatusAndDetail(HttpStatus.BAD_GATEWAY,
+                "The payment gateway gave no usable answer, so the charge may or may not have been made. Retry with"
+                        + " the same Idempotency-Key: once the request's lease has run out, the retry gets the charge"
+                        + " if the gateway made it, and charges otherwise.");
+        problem.setType(GATEWAY_OUTCOME_UNKNOWN);
+        problem.setTitle("Charge outcome unknown");
+        return ResponseEntity.status(HttpStatus.BAD_GATEWAY).header(HttpHeaders.RETRY_AFTER, leaseSeconds)
+                .body(problem);
+    }
+}

@@ -1,0 +1,86 @@
+package io.idempotency.sample.payment;
+
+import io.idempotency.core.StaleClaimResolver;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.stereotype.Component;
+
+import java.math.BigDecimal;
+import java.util.Optional;
+
+/**
+ * Decides what became of a {@code POST /charges} whose claim was left PROCESSING when its lease ran out — the process
+ * died, hung, or the handler failed after calling the gateway — by asking the gateway.
+ *
+ * <p>The starter calls it (replacing its default, "rerun") for whoever took the stale claim over: a retry of the
+ * request, or the background sweeper when no retry comes. The take-over is a compare-and-set on the claim's fencing
+ * token, so each stale claim is resolved by one of them, even across instances.
+ * <ul>
+ *   <li>The gateway has a charge under the request's derived key ({@code GET /gateway/charges/by-key/{key}}): the
+ *       charge is recorded locally if it is not yet, and the answer the handler would have given (201, the charge,
+ *       its {@code Location}) is returned as {@code complete}: the starter stores it as SUCCEEDED and replays it.</li>
+ *   <li>The gateway has nothing under the key: {@code rerun} — the retry runs the handler again (the sweeper marks
+ *       the claim FAILED, so that the next request runs). Safe even if a late first attempt books the charge after
+ *       this look-up: it sends the same key, so the gateway books it once, and that attempt's own result is refused
+ *       by the fencing token.</li>
+ *   <li>The gateway cannot be asked: the exception is thrown on. The claim stays PROCESSING under the new holder's
+ *       lease and is resolved by a later retry or sweep; a waiting retry is answered 502/503.</li>
+ * </ul>
+ * Every consultation is recorded in {@code charge_resolutions}. This runs outside any request transaction, so each
+ * statement commits on its own; recording the charge is idempotent (unique {@code gateway_charge_id}), so a
+ * resolution interrupted after it and repeated later records nothing twice. Claims of other scopes are answered
+ * {@code rerun}, the starter's default. Thread-safe.
+ */
+@Component
+public class GatewayChargeResolver implements StaleClaimResolver {
+
+    private static final Logger log = LoggerFactory.getLogger(GatewayChargeResolver.class);
+
+    private final GatewayClient gateway;
+    private final ChargeRepository charges;
+    private final ChargeResponses responses;
+
+    /**
+     * @param gateway   the payment gateway, over HTTP
+     * @param charges   the application's record of charges and of resolutions
+     * @param responses renders the answer the handler would have given
+     */
+    public GatewayChargeResolver(GatewayClient gateway, ChargeRepository charges, ChargeResponses responses) {
+        this.gateway = gateway;
+        this.charges = charges;
+        this.responses = responses;
+    }
+
+    @Override
+    public Resolution resolve(StaleClaim claim) {
+        if (!ChargeController.SCOPE.equals(claim.key().scope())) {
+            return Resolution.rerun();
+        }
+        ChargeRepository.ResolvedBy by = claim.retryWaiting()
+                ? ChargeRepository.ResolvedBy.RETRY : ChargeRepository.ResolvedBy.SWEEPER;
+        String caller = claim.key().caller();
+        String key = claim.key().key();
+
+        Optional<GatewayClient.GatewayCharge> booked;
+        try {
+            booked = gateway.findByKey(claim.downstreamKey());
+        } catch (RuntimeException e) {
+            charges.recordResolution(caller, key, claim.downstreamKey(), "error", by, null);
+            log.warn("stale charge claim {} (by {}): the gateway could not be asked; left for a later attempt: {}",
+                    claim.key(), by, e.getMessage());
+            throw e;
+        }
+        if (booked.isEmpty()) {
+            charges.recordResolution(caller, key, claim.downstreamKey(), "rerun", by, null);
+            log.info("stale charge claim {} (by {}): the gateway has no charge under its key; rerun", claim.key(), by);
+            return Resolution.rerun();
+        }
+        GatewayClient.GatewayCharge charge = booked.get();
+        Charge recorded = charges.record(caller, charge.orderId(), new BigDecimal(charge.amount()), charge.currency(),
+                charge.id());
+        charges.recordResolution(caller, key, claim.downstreamKey(), "complete", by, charge.id());
+        log.info("stale charge claim {} (by {}): the gateway booked charge {}; recorded as charge {} and completed",
+                claim.key(), by, charge.id(), recorded.id());
+        return Resolution.complete(responses.createdForReplay(recorded));
+    }
+}

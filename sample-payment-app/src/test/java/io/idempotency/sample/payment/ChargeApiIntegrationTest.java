@@ -1,0 +1,349 @@
+package io.idempotency.sample.payment;
+
+import io.idempotency.core.DownstreamKeys;
+import io.idempotency.core.ScopedKey;
+import io.idempotency.core.StaleClaimResolver;
+import io.idempotency.core.StoredResponse;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.web.server.LocalServerPort;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+import java.net.http.HttpResponse;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+import static io.idempotency.sample.payment.ChargeApi.numberField;
+import static io.idempotency.sample.payment.PaymentApi.REPLAYED_HEADER;
+import static io.idempotency.sample.payment.PaymentApi.body;
+import static io.idempotency.sample.payment.PaymentApi.contentType;
+import static io.idempotency.sample.payment.PaymentApi.newOrderId;
+import static io.idempotency.sample.payment.PaymentApi.text;
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * {@code POST /charges} (intent-first mode) and the fake gateway, in process, over real HTTP on a real PostgreSQL: the
+ * handler really calls {@code /gateway/charges} over the loopback interface. Cases without a crash; the crashes are
+ * in {@link ChargeCrashRecoveryIntegrationTest}.
+ *
+ * <p>A 2 s lease and a 500 ms in-flight wait keep the lease-bound cases short. The sweeper is off, so that a stale
+ * claim here is resolved by the retry that the test sends, deterministically.
+ */
+@SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT, properties = {
+        "sample.chaos.enabled=true",
+        "idempotency.lease=2s",
+        "idempotency.in-flight-wait=500ms",
+        "idempotency.sweeper.enabled=false"})
+class ChargeApiIntegrationTest {
+
+    private static final TestPostgres.Database DB = TestPostgres.newDatabase();
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        registry.add("spring.datasource.url", DB::url);
+        registry.add("spring.datasource.username", DB::user);
+        registry.add("spring.datasource.password", DB::password);
+    }
+
+    @LocalServerPort
+    int port;
+
+    @Autowired
+    DownstreamKeys downstreamKeys;
+
+    @Autowired
+    GatewayChargeResolver resolver;
+
+    ChargeApi api;
+
+    @BeforeEach
+    void client() {
+        api = ChargeApi.onPort(port);
+    }
+
+    @Test
+    void chargeIsMadeOnceAtTheGatewayRecordedAndReplayedByteForByte() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+        String body = body(orderId, "12.50");
+
+        HttpResponse<byte[]> first = api.charge(key, body, null);
+
+        assertThat(first.statusCode()).as(text(first)).isEqualTo(201);
+        assertThat(contentType(first)).isEqualTo("application/json");
+        assertThat(first.headers().firstValue(REPLAYED_HEADER)).isEmpty();
+        String created = text(first);
+        long id = numberField(created, "id");
+        long gatewayChargeId = numberField(created, "gatewayChargeId");
+        assertThat(created).startsWith("{\"id\":" + id + ",\"orderId\":\"" + orderId + "\",\"amount\":\"12.50\","
+                + "\"currency\":\"EUR\",\"gatewayChargeId\":" + gatewayChargeId + ",\"createdAt\":\"");
+        assertThat(first.headers().firstValue("Location")).hasValue("/charges/" + id);
+
+        // The gateway's ledger holds the charge, booked under a derived key, never the client's.
+        String ledger = api.gatewayCharges(orderId);
+        assertThat(ledger).startsWith("[{\"id\":" + gatewayChargeId + ",\"idempotencyKey\":\"")
+                .contains("\"orderId\":\"" + orderId + "\",\"amount\":\"12.50\",\"currency\":\"EUR\"")
+                .doesNotContain(key);
+        assertThat(countOf(ledger)).isEqualTo(1);
+
+        HttpResponse<byte[]> again = api.charge(key, "{ \"currency\":\"EUR\", \"amount\":\"12.50\", \"orderId\":\""
+                + orderId + "\" }", null);
+        assertThat(again.statusCode()).isEqualTo(201);
+        assertThat(again.body()).isEqualTo(first.body());
+        assertThat(again.headers().firstValue(REPLAYED_HEADER)).hasValue("true");
+        assertThat(again.headers().firstValue("Location")).hasValue("/charges/" + id);
+
+        assertThat(countOf(api.gatewayCharges(orderId))).isEqualTo(1);
+        assertThat(api.charges(orderId)).isEqualTo("[" + created + "]");
+        assertThat(api.get("/charges/" + id).body()).isEqualTo(created);
+        assertThat(api.get("/charges/" + (id + 1_000_000)).statusCode()).isEqualTo(404);
+        assertThat(api.get("/gateway/charges?orderId=" + newOrderId()).body()).isEqualTo("[]");
+    }
+
+    @Test
+    void duplicateDuringTheLeaseGets409ThenTheReplayAndNeverASecondCharge() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+        String body = body(orderId, "30.00");
+
+        // The first request holds its claim for 1.5 s, renewing its 2 s lease meanwhile.
+        CompletableFuture<HttpResponse<byte[]>> first = CompletableFuture.supplyAsync(() -> send(key, body,
+                "delay-ms=1500"));
+        awaitStatus(key, "PROCESSING");
+
+        List<CompletableFuture<HttpResponse<byte[]>>> duplicates = new ArrayList<>();
+        for (int i = 0; i < 3; i++) {
+            duplicates.add(CompletableFuture.supplyAsync(() -> send(key, body, null)));
+        }
+        HttpResponse<byte[]> original = first.get(10, TimeUnit.SECONDS);
+        assertThat(original.statusCode()).as(text(original)).isEqualTo(201);
+        assertThat(original.headers().firstValue(REPLAYED_HEADER)).isEmpty();
+        int inProgress = 0;
+        for (CompletableFuture<HttpResponse<byte[]>> duplicate : duplicates) {
+            HttpResponse<byte[]> answer = duplicate.get(10, TimeUnit.SECONDS);
+            if (answer.statusCode() == 409) {
+                inProgress++;
+                assertThat(contentType(answer)).startsWith("application/problem+json");
+                assertThat(text(answer)).contains("idempotency-request-in-progress");
+                assertThat(answer.headers().firstValue("Retry-After")).isPresent();
+            } else {
+                // only on a very slow machine: the duplicate arrived after the first request was done
+                assertThat(answer.statusCode()).as(text(answer)).isEqualTo(201);
+                assertThat(answer.headers().firstValue(REPLAYED_HEADER)).hasValue("true");
+                assertThat(answer.body()).isEqualTo(original.body());
+            }
+        }
+        assertThat(inProgress).as("duplicates sent during the first request's 1.5 s").isPositive();
+
+        HttpResponse<byte[]> after = api.charge(key, body, null);
+        assertThat(after.statusCode()).isEqualTo(201);
+        assertThat(after.body()).isEqualTo(original.body());
+        assertThat(after.headers().firstValue(REPLAYED_HEADER)).hasValue("true");
+
+        assertThat(countOf(api.gatewayCharges(orderId))).isEqualTo(1);
+        assertThat(chargesInDatabase(orderId)).isEqualTo(1);
+    }
+
+    @Test
+    void gatewayGetsAKeyDerivedPerCallerNeverTheClientsKey() throws Exception {
+        String orderId = newOrderId();
+        String key = "shared-" + UUID.randomUUID();
+        String body = body(orderId, "4.00");
+
+        HttpResponse<byte[]> alice = api.chargeAs("alice", "alice-pass", key, body, null);
+        HttpResponse<byte[]> bob = api.chargeAs("bob", "bob-pass", key, body, null);
+        HttpResponse<byte[]> anonymous = api.charge(key, body, null);
+        assertThat(List.of(alice, bob, anonymous)).allSatisfy(answer -> {
+            assertThat(answer.statusCode()).as(text(answer)).isEqualTo(201);
+            assertThat(answer.headers().firstValue(REPLAYED_HEADER)).isEmpty();
+        });
+
+        List<String> gatewayKeys = List.of(DB.queryString("select string_agg(idempotency_key, ',' order by id)"
+                + " from gateway_ledger where order_id = '" + orderId + "'").split(","));
+        assertThat(gatewayKeys).hasSize(3).doesNotHaveDuplicates().doesNotContain(key)
+                .allSatisfy(gatewayKey -> assertThat(gatewayKey).doesNotContain(key).hasSize(43))
+                .containsExactly(
+                        downstreamKeys.derive(new ScopedKey("alice", ChargeController.SCOPE, key)),
+                        downstreamKeys.derive(new ScopedKey("bob", ChargeController.SCOPE, key)),
+                        downstreamKeys.derive(new ScopedKey("", ChargeController.SCOPE, key)));
+        assertThat(DB.queryString("select string_agg(payer, ',' order by id) from charges where order_id = '"
+                + orderId + "'")).isEqualTo("alice,bob,");
+    }
+
+    @Test
+    void unknownOutcomeHoldsTheKeyForTheLeaseThenTheRetryGetsTheChargeFromTheGateway() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+        String body = body(orderId, "8.80");
+
+        // The gateway books the charge, then the handler fails: the local record is rolled back, the claim stays.
+        HttpResponse<byte[]> failed = api.charge(key, body, "fail-after-charge");
+        assertThat(failed.statusCode()).as(text(failed)).isEqualTo(500);
+        assertThat(DB.queryLong("select count(*) from gateway_ledger where order_id = '" + orderId + "'")).isEqualTo(1);
+        assertThat(chargesInDatabase(orderId)).isZero();
+        assertThat(statusOf(key)).isEqualTo("PROCESSING");
+
+        // While the lease lasts, a retry is told to come back later, and nothing runs.
+        HttpResponse<byte[]> tooEarly = api.charge(key, body, null);
+        assertThat(tooEarly.statusCode()).as(text(tooEarly)).isEqualTo(409);
+        assertThat(text(tooEarly)).contains("idempotency-request-in-progress");
+
+        awaitLeaseExpired(key);
+        HttpResponse<byte[]> retry = api.charge(key, body, null);
+
+        assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
+        assertThat(retry.headers().firstValue(REPLAYED_HEADER)).as("the resolver's answer").hasValue("true");
+        long gatewayChargeId = DB.queryLong("select id from gateway_ledger where order_id = '" + orderId + "'");
+        assertThat(numberField(text(retry), "gatewayChargeId")).isEqualTo(gatewayChargeId);
+        assertThat(retry.headers().firstValue("Location")).hasValue("/charges/" + numberField(text(retry), "id"));
+        assertThat(countOf(api.gatewayCharges(orderId))).isEqualTo(1);
+        assertThat(api.charges(orderId)).isEqualTo("[" + text(retry) + "]");
+        assertThat(statusOf(key)).isEqualTo("SUCCEEDED");
+        assertThat(DB.queryString("select string_agg(decision || '/' || resolved_by, ',') from charge_resolutions"
+                + " where idempotency_key = '" + key + "'")).isEqualTo("complete/retry");
+
+        HttpResponse<byte[]> replay = api.charge(key, body, null);
+        assertThat(replay.statusCode()).isEqualTo(201);
+        assertThat(replay.body()).isEqualTo(retry.body());
+    }
+
+    @Test
+    void resolverAnswersExactlyWhatTheHandlerAnswered() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+        HttpResponse<byte[]> created = api.charge(key, body(orderId, "9.99"), null);
+        assertThat(created.statusCode()).as(text(created)).isEqualTo(201);
+        StoredResponse storedByHandler = storedResponseOf(key);
+
+        // As if the request had died after the gateway call: the resolver finds the charge, and the row recorded.
+        ScopedKey scopedKey = new ScopedKey("", ChargeController.SCOPE, key);
+        StaleClaimResolver.Resolution resolution = resolver.resolve(new StaleClaimResolver.StaleClaim(scopedKey,
+                downstreamKeys.derive(scopedKey), "0".repeat(64), Instant.now(), Instant.now(), true));
+
+        assertThat(resolution).isInstanceOf(StaleClaimResolver.Complete.class);
+        StoredResponse builtByResolver = ((StaleClaimResolver.Complete) resolution).response();
+        assertThat(builtByResolver.status()).isEqualTo(storedByHandler.status());
+        assertThat(builtByResolver.headers()).isEqualTo(storedByHandler.headers());
+        assertThat(new String(builtByResolver.body())).isEqualTo(new String(storedByHandler.body()));
+        assertThat(builtByResolver).isEqualTo(storedByHandler);
+        assertThat(chargesInDatabase(orderId)).as("the resolver recorded nothing twice").isEqualTo(1);
+    }
+
+    @Test
+    void declinedChargeIsAFinalAnswerStoredAndReplayed() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+        String body = body(orderId, "10000.01");
+
+        HttpResponse<byte[]> declined = api.charge(key, body, null);
+
+        assertThat(declined.statusCode()).as(text(declined)).isEqualTo(402);
+        assertThat(contentType(declined)).startsWith("application/problem+json");
+        assertThat(text(declined)).contains("charge-declined").contains("\"orderId\":\"" + orderId + "\"");
+        assertThat(statusOf(key)).isEqualTo("SUCCEEDED");
+
+        HttpResponse<byte[]> again = api.charge(key, body, null);
+        assertThat(again.statusCode()).isEqualTo(402);
+        assertThat(again.body()).isEqualTo(declined.body());
+        assertThat(again.headers().firstValue(REPLAYED_HEADER)).hasValue("true");
+        assertThat(api.gatewayCharges(orderId)).isEqualTo("[]");
+        assertThat(chargesInDatabase(orderId)).isZero();
+    }
+
+    @Test
+    void invalidBodyOrChaosHeaderIsRefusedBeforeTheKeyIsClaimed() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+
+        HttpResponse<byte[]> invalid = api.charge(key,
+                "{\"orderId\":\"" + orderId + "\",\"amount\":\"12.345\",\"currency\":\"eur\"}", null);
+        assertThat(invalid.statusCode()).as(text(invalid)).isEqualTo(400);
+        assertThat(contentType(invalid)).startsWith("application/problem+json");
+        assertThat(text(invalid)).contains("invalid-payment").contains("amount").contains("currency");
+
+        HttpResponse<byte[]> badChaos = api.charge(key, body(orderId, "1.00"), "crash-after-write");
+        assertThat(badChaos.statusCode()).as(text(badChaos)).isEqualTo(400);
+        assertThat(text(badChaos)).contains("crash-after-charge");
+
+        // Nothing was claimed: no record holds the key for a lease, and the corrected request runs at once.
+        assertThat(DB.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + key + "'"))
+                .isZero();
+        HttpResponse<byte[]> corrected = api.charge(key, body(orderId, "12.3"), null);
+        assertThat(corrected.statusCode()).as(text(corrected)).isEqualTo(201);
+        assertThat(text(corrected)).contains("\"amount\":\"12.30\"");
+        assertThat(api.gatewayCharges(orderId)).contains("\"amount\":\"12.30\"");
+    }
+
+    private HttpResponse<byte[]> send(String key, String body, String chaos) {
+        try {
+            return api.charge(key, body, chaos);
+        } catch (Exception e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** How many objects a JSON array of ledger entries or charges holds (counted by their ids). */
+    static int countOf(String jsonArray) {
+        int count = 0;
+        for (int i = jsonArray.indexOf("{\"id\":"); i >= 0; i = jsonArray.indexOf("{\"id\":", i + 1)) {
+            count++;
+        }
+        return count;
+    }
+
+    private static long chargesInDatabase(String orderId) {
+        return DB.queryLong("select count(*) from charges where order_id = '" + orderId + "'");
+    }
+
+    private static String statusOf(String key) {
+        return DB.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'");
+    }
+
+    private static void awaitStatus(String key, String status) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (!status.equals(statusOf(key))) {
+            assertThat(System.nanoTime()).as("record of %s never became %s", key, status).isLessThan(deadline);
+            Thread.sleep(20);
+        }
+    }
+
+    /** Waits until the claim's lease has run out by the database clock. */
+    static void awaitLeaseExpired(TestPostgres.Database db, String key) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (!"t".equals(db.queryString("select locked_until < now() from idempotency_keys"
+                + " where idempotency_key = '" + key + "'"))) {
+            assertThat(System.nanoTime()).as("the lease on %s never ran out", key).isLessThan(deadline);
+            Thread.sleep(50);
+        }
+    }
+
+    private static void awaitLeaseExpired(String key) throws InterruptedException {
+        awaitLeaseExpired(DB, key);
+    }
+
+    /** The answer stored for {@code key}, read from the starter's table. */
+    private static StoredResponse storedResponseOf(String key) throws Exception {
+        try (Connection connection = DriverManager.getConnection(DB.url(), DB.user(), DB.password());
+             PreparedStatement statement = connection.prepareStatement("select response_status, response_headers,"
+                     + " response_body from idempotency_keys where idempotency_key = ?")) {
+            statement.setString(1, key);
+            try (ResultSet rs = statement.executeQuery()) {
+                assertThat(rs.next()).isTrue();
+                return new StoredResponse(rs.getInt(1), StoredResponse.headersFromText(rs.getString(2)),
+                        rs.getBytes(3));
+            }
+        }
+    }
+}

@@ -1,0 +1,304 @@
+package io.idempotency.sample.payment;
+
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
+
+import java.io.IOException;
+import java.net.http.HttpResponse;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+import static io.idempotency.sample.payment.ChargeApi.numberField;
+import static io.idempotency.sample.payment.ChargeApiIntegrationTest.awaitLeaseExpired;
+import static io.idempotency.sample.payment.ChargeApiIntegrationTest.countOf;
+import static io.idempotency.sample.payment.PaymentApi.REPLAYED_HEADER;
+import static io.idempotency.sample.payment.PaymentApi.body;
+import static io.idempotency.sample.payment.PaymentApi.newOrderId;
+import static io.idempotency.sample.payment.PaymentApi.text;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/**
+ * Kills the application for real in the middle of a charge — before the gateway was called, and after the gateway
+ * booked the charge but before the application recorded it — and checks that the charge is made exactly once and
+ * the client gets it: from a retry after the lease ran out (the resolver asks the gateway), or from the background
+ * sweeper when no retry comes, with two instances sweeping the same database.
+ *
+ * <p>The application runs in JVMs of its own on a {@link TestPostgres} database (a schema of its own), with a 2 s
+ * lease and a 500 ms in-flight wait. The instance that crashes and the one restarted after it have the sweeper off, so
+ * that the retry is what resolves the stale claim, deterministically; the two sweeping instances run it every 200 ms.
+ */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
+class ChargeCrashRecoveryIntegrationTest {
+
+    private static final Path LOG_DIR = Path.of("target", "charge-crash-recovery");
+    private static final Duration EXIT_TIMEOUT = Duration.ofSeconds(30);
+
+    private static TestPostgres.Database db;
+    private static SampleAppProcess app;
+
+    @BeforeAll
+    static void database() {
+        db = TestPostgres.newDatabase();
+    }
+
+    @BeforeEach
+    void appIsRunning() throws Exception {
+        if (app == null || !app.process().isAlive()) {
+            app = start("charge-app", false);
+        }
+    }
+
+    @AfterAll
+    static void stopApp() throws Exception {
+        if (app != null) {
+            app.close();
+        }
+    }
+
+    @Test
+    @Order(1)
+    void crashAfterTheGatewayChargedThenTheRetryAfterTheLeaseGetsThatCharge() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+        String body = body(orderId, "25.00");
+
+        crash(key, body, "crash-after-charge");
+
+        // The gateway booked the charge; the application recorded nothing; the claim is left PROCESSING.
+        assertThat(ledgerEntries(orderId)).isEqualTo(1);
+        assertThat(charges(orderId)).isZero();
+        assertThat(statusOf(key)).isEqualTo("PROCESSING");
+
+        app = start("charge-app", false);
+        awaitLeaseExpired(db, key);
+        ChargeApi api = ChargeApi.onPort(app.port());
+        HttpResponse<byte[]> retry = api.charge(key, body, null);
+
+        assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
+        assertThat(retry.headers().firstValue(REPLAYED_HEADER)).as("the resolver's answer, replayed").hasValue("true");
+        long gatewayChargeId = db.queryLong("select id from gateway_ledger where order_id = '" + orderId + "'");
+        assertThat(numberField(text(retry), "gatewayChargeId")).isEqualTo(gatewayChargeId);
+        assertThat(retry.headers().firstValue("Location")).hasValue("/charges/" + numberField(text(retry), "id"));
+        assertThat(ledgerEntries(orderId)).isEqualTo(1);
+        assertThat(countOf(api.gatewayCharges(orderId))).isEqualTo(1);
+        assertThat(api.charges(orderId)).isEqualTo("[" + text(retry) + "]");
+        assertThat(statusOf(key)).isEqualTo("SUCCEEDED");
+        assertThat(resolutionsOf(key)).isEqualTo("complete/retry");
+
+        HttpResponse<byte[]> replay = api.charge(key, body, null);
+        assertThat(replay.statusCode()).isEqualTo(201);
+        assertThat(replay.body()).isEqualTo(retry.body());
+        assertThat(resolutionsOf(key)).as("a SUCCEEDED record is replayed without asking").isEqualTo("complete/retry");
+    }
+
+    @Test
+    @Order(2)
+    void crashBeforeTheGatewayWasCalledThenTheRetryAfterTheLeaseCharges() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+        String body = body(orderId, "26.00");
+
+        crash(key, body, "crash-before-charge");
+
+        assertThat(ledgerEntries(orderId)).isZero();
+        assertThat(statusOf(key)).isEqualTo("PROCESSING");
+
+        app = start("charge-app", false);
+        awaitLeaseExpired(db, key);
+        ChargeApi api = ChargeApi.onPort(app.port());
+        HttpResponse<byte[]> retry = api.charge(key, body, null);
+
+        assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
+        assertThat(retry.headers().firstValue(REPLAYED_HEADER)).as("the handler ran again").isEmpty();
+        assertThat(ledgerEntries(orderId)).isEqualTo(1);
+        assertThat(charges(orderId)).isEqualTo(1);
+        assertThat(api.charges(orderId)).isEqualTo("[" + text(retry) + "]");
+        assertThat(resolutionsOf(key)).isEqualTo("rerun/retry");
+    }
+
+    @Test
+    @Order(3)
+    void twoSweepingInstancesResolveEveryAbandonedClaimOnceWithoutAnyRetry() throws Exception {
+        ChargeApi api = ChargeApi.onPort(app.port());
+        // Stale claims no client will retry: nine whose handler failed after the gateway charged, one whose handler
+        // failed before calling it (the app answers 500 and stays up), and one whose JVM died after the charge.
+        List<String> chargedKeys = new ArrayList<>();
+        List<String> chargedOrders = new ArrayList<>();
+        for (int i = 0; i < 9; i++) {
+            String orderId = newOrderId();
+            String key = UUID.randomUUID().toString();
+            HttpResponse<byte[]> failed = api.charge(key, body(orderId, "1" + i + ".00"), "fail-after-charge");
+            assertThat(failed.statusCode()).as(text(failed)).isEqualTo(500);
+            chargedKeys.add(key);
+            chargedOrders.add(orderId);
+        }
+        String unchargedOrder = newOrderId();
+        String unchargedKey = UUID.randomUUID().toString();
+        String unchargedBody = body(unchargedOrder, "2.00");
+        assertThat(api.charge(unchargedKey, unchargedBody, "fail-before-charge").statusCode()).isEqualTo(500);
+        String crashedOrder = newOrderId();
+        String crashedKey = UUID.randomUUID().toString();
+        crash(crashedKey, body(crashedOrder, "3.00"), "crash-after-charge");
+        app = null;
+        chargedKeys.add(crashedKey);
+        chargedOrders.add(crashedOrder);
+        List<String> allKeys = new ArrayList<>(chargedKeys);
+        allKeys.add(unchargedKey);
+        String keyList = "'" + String.join("','", allKeys) + "'";
+        assertThat(db.queryLong("select count(*) from idempotency_keys where status = 'PROCESSING'"
+                + " and idempotency_key in (" + keyList + ")")).isEqualTo(allKeys.size());
+
+        SampleAppProcess first = SampleAppProcess.launch("sweeper-1", LOG_DIR, args(true));
+        SampleAppProcess second = SampleAppProcess.launch("sweeper-2", LOG_DIR, args(true));
+        try {
+            first.awaitHealthy();
+            second.awaitHealthy();
+
+            // No request is sent: the sweepers find the claims once their leases ran out, and resolve them.
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (db.queryLong("select count(*) from idempotency_keys where status = 'PROCESSING'"
+                    + " and idempotency_key in (" + keyList + ")") > 0) {
+                assertThat(System.nanoTime()).as("stale claims left unresolved").isLessThan(deadline);
+                Thread.sleep(100);
+            }
+
+            for (int i = 0; i < chargedKeys.size(); i++) {
+                String key = chargedKeys.get(i);
+                assertThat(statusOf(key)).isEqualTo("SUCCEEDED");
+                assertThat(resolutionsOf(key)).as("resolved once, by one sweeper").isEqualTo("complete/sweeper");
+                assertThat(ledgerEntries(chargedOrders.get(i))).isEqualTo(1);
+                assertThat(charges(chargedOrders.get(i))).isEqualTo(1);
+            }
+            assertThat(statusOf(unchargedKey)).as("nothing at the gateway: rerun, which the sweeper records as FAILED")
+                    .isEqualTo("FAILED");
+            assertThat(resolutionsOf(unchargedKey)).isEqualTo("rerun/sweeper");
+            assertThat(db.queryLong("select count(*) from charge_resolutions where idempotency_key in (" + keyList
+                    + ")")).isEqualTo(allKeys.size());
+            System.out.println("[charge sweepers] instance 1 log: " + resolvedLines(first) + "; instance 2 log: "
+                    + resolvedLines(second));
+
+            // A later retry, on either instance, replays the charge the sweeper stored.
+            List<ChargeApi> instances = List.of(ChargeApi.onPort(first.port()), ChargeApi.onPort(second.port()));
+            for (int i = 0; i < chargedKeys.size(); i++) {
+                HttpResponse<byte[]> retry = instances.get(i % 2).charge(chargedKeys.get(i),
+                        body(chargedOrders.get(i), i < 9 ? "1" + i + ".00" : "3.00"), null);
+                assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
+                assertThat(retry.headers().firstValue(REPLAYED_HEADER)).hasValue("true");
+                assertThat(numberField(text(retry), "gatewayChargeId")).isEqualTo(db.queryLong(
+                        "select id from gateway_ledger where order_id = '" + chargedOrders.get(i) + "'"));
+                assertThat(instances.get(i % 2).charges(chargedOrders.get(i))).isEqualTo("[" + text(retry) + "]");
+            }
+            // The FAILED one runs again, and charges.
+            HttpResponse<byte[]> rerun = instances.get(0).charge(unchargedKey, unchargedBody, null);
+            assertThat(rerun.statusCode()).as(text(rerun)).isEqualTo(201);
+            assertThat(rerun.headers().firstValue(REPLAYED_HEADER)).isEmpty();
+            assertThat(ledgerEntries(unchargedOrder)).isEqualTo(1);
+            assertThat(resolutionsOf(unchargedKey)).as("a FAILED record is claimed without asking")
+                    .isEqualTo("rerun/sweeper");
+
+            duplicateOnAnotherInstanceDuringTheLeaseGets409(instances.get(0), instances.get(1));
+        } finally {
+            first.close();
+            second.close();
+        }
+    }
+
+    /**
+     * Across instances no in-memory coalescing helps: the duplicate polls the committed claim in the database until
+     * {@code idempotency.in-flight-wait} and answers 409; after the first request finished, it replays.
+     */
+    private static void duplicateOnAnotherInstanceDuringTheLeaseGets409(ChargeApi one, ChargeApi other)
+            throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+        String body = body(orderId, "44.00");
+        CompletableFuture<HttpResponse<byte[]>> slow = CompletableFuture.supplyAsync(() -> {
+            try {
+                return one.charge(key, body, "delay-ms=1500");
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (!"PROCESSING".equals(statusOf(key))) {
+            assertThat(System.nanoTime()).as("the first request never claimed its key").isLessThan(deadline);
+            Thread.sleep(20);
+        }
+
+        HttpResponse<byte[]> duplicate = other.charge(key, body, null);
+        assertThat(duplicate.statusCode()).as(text(duplicate)).isEqualTo(409);
+        assertThat(text(duplicate)).contains("idempotency-request-in-progress");
+
+        HttpResponse<byte[]> original = slow.get(10, TimeUnit.SECONDS);
+        assertThat(original.statusCode()).as(text(original)).isEqualTo(201);
+        HttpResponse<byte[]> replay = other.charge(key, body, null);
+        assertThat(replay.statusCode()).isEqualTo(201);
+        assertThat(replay.body()).isEqualTo(original.body());
+        assertThat(replay.headers().firstValue(REPLAYED_HEADER)).hasValue("true");
+        assertThat(ledgerEntries(orderId)).isEqualTo(1);
+    }
+
+    /** Sends the request with the fault and checks that the JVM died without answering. */
+    private static void crash(String key, String body, String fault) throws Exception {
+        ChargeApi api = ChargeApi.onPort(app.port());
+        assertThatThrownBy(() -> api.charge(key, body, fault))
+                .as("the JVM must die before answering")
+                .isInstanceOf(IOException.class);
+        assertThat(app.awaitExit(EXIT_TIMEOUT)).isEqualTo(FaultInjector.HALT_STATUS);
+    }
+
+    private static SampleAppProcess start(String name, boolean sweeper) throws Exception {
+        return SampleAppProcess.start(name, LOG_DIR, args(sweeper));
+    }
+
+    private static List<String> args(boolean sweeper) {
+        List<String> args = new ArrayList<>(List.of(
+                "--sample.chaos.enabled=true",
+                "--idempotency.lease=2s",
+                "--idempotency.in-flight-wait=500ms",
+                "--idempotency.sweeper.enabled=" + sweeper,
+                "--idempotency.sweeper.interval=200ms",
+                "--spring.datasource.url=" + db.url()));
+        if (db.user() != null) {
+            args.add("--spring.datasource.username=" + db.user());
+        }
+        if (db.password() != null) {
+            args.add("--spring.datasource.password=" + db.password());
+        }
+        return args;
+    }
+
+    private static long ledgerEntries(String orderId) {
+        return db.queryLong("select count(*) from gateway_ledger where order_id = '" + orderId + "'");
+    }
+
+    private static long charges(String orderId) {
+        return db.queryLong("select count(*) from charges where order_id = '" + orderId + "'");
+    }
+
+    private static String statusOf(String key) {
+        return db.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'");
+    }
+
+    /** The resolver's consultations for {@code key}, oldest first, as {@code decision/resolved_by}, comma-separated. */
+    private static String resolutionsOf(String key) {
+        return db.queryString("select string_agg(decision || '/' || resolved_by, ',' order by id)"
+                + " from charge_resolutions where idempotency_key = '" + key + "'");
+    }
+
+    private static long resolvedLines(SampleAppProcess instance) {
+        return instance.output().lines().filter(line -> line.contains("stale charge claim")).count();
+    }
+}
