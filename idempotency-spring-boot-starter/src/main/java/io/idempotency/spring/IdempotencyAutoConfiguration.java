@@ -30,7 +30,6 @@ import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Role;
 import org.springframework.transaction.PlatformTransactionManager;
 
-import org.springframework.util.ClassUtils;
 
 import javax.sql.DataSource;
 import java.time.Duration;
@@ -82,25 +81,30 @@ public class IdempotencyAutoConfiguration {
     RetentionScheduler idempotencyRetentionScheduler(IdempotencyStore store, DataSource dataSource,
                                                      IdempotencyProperties properties,
                                                      ObjectProvider<IdempotencySchemaInitializer> schemaInitializer,
-                                                     ApplicationContext context) {
+                                                     ObjectProvider<IdempotencyMeters> meters) {
         schemaInitializer.ifAvailable(initializer -> { }); // created first, so the table exists
         IdempotencyProperties.Cleanup cleanup = properties.getRetention().getCleanup();
-        Object registry = meterRegistry(context);
+        IdempotencyMeters counters = meters.getIfAvailable(() -> IdempotencyMeters.NONE);
         if (partitioned(properties)) {
             return new RetentionScheduler(null, new PostgresPartitionMaintenance(dataSource,
                     properties.getJdbc().getTableName(), cleanup.getPartitionInterval(), cleanup.getPartitionsAhead(),
-                    Duration.ofSeconds(2)), properties.getRetention().getTtl(), cleanup.getInterval(), registry);
+                    Duration.ofSeconds(2)), properties.getRetention().getTtl(), cleanup.getInterval(), counters);
         }
         return new RetentionScheduler(new ExpiredRecordCleaner(store, cleanup.getBatchSize()), null,
-                properties.getRetention().getTtl(), cleanup.getInterval(), registry);
+                properties.getRetention().getTtl(), cleanup.getInterval(), counters);
     }
 
-    private static Object meterRegistry(ApplicationContext context) {
-        if (!ClassUtils.isPresent("io.micrometer.core.instrument.MeterRegistry",
-                IdempotencyAutoConfiguration.class.getClassLoader())) {
-            return null;
+    /** Counters of the background work, when Micrometer is on the class path and the application has a registry. */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnClass(name = "io.micrometer.core.instrument.MeterRegistry")
+    static class Metrics {
+
+        @Bean
+        @ConditionalOnMissingBean
+        IdempotencyMeters idempotencyMeters(ObjectProvider<io.micrometer.core.instrument.MeterRegistry> registry) {
+            io.micrometer.core.instrument.MeterRegistry meters = registry.getIfUnique();
+            return meters == null ? IdempotencyMeters.NONE : new MicrometerIdempotencyMeters(meters);
         }
-        return context.getBeanProvider(io.micrometer.core.instrument.MeterRegistry.class).getIfUnique();
     }
 
     private static boolean partitioned(IdempotencyProperties properties) {
@@ -180,11 +184,12 @@ public class IdempotencyAutoConfiguration {
                                                                  DownstreamKeys downstreamKeys,
                                                                  IdempotencyProperties properties,
                                                                  ObjectProvider<IdempotencySchemaInitializer> schema,
-                                                                 ApplicationContext context) {
+                                                                 ObjectProvider<IdempotencyMeters> meters) {
         schema.ifAvailable(initializer -> { }); // created first, so the table exists
         IdempotencyProperties.Sweeper sweeper = properties.getSweeper();
         return new StaleClaimSweepScheduler(new StaleClaimSweeper(store, resolver, downstreamKeys,
-                properties.getLease(), sweeper.getBatchSize()), sweeper.getInterval(), meterRegistry(context));
+                properties.getLease(), sweeper.getBatchSize()), sweeper.getInterval(),
+                meters.getIfAvailable(() -> IdempotencyMeters.NONE));
     }
 
     /** The HTTP side: filter, advice, problem answers and the checks of the annotated handler methods. */

@@ -2,8 +2,6 @@ package io.idempotency.spring;
 
 import io.idempotency.core.ExpiredRecordCleaner;
 import io.idempotency.jdbc.PostgresPartitionMaintenance;
-import io.micrometer.core.instrument.Counter;
-import io.micrometer.core.instrument.MeterRegistry;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -14,42 +12,30 @@ import java.time.Duration;
  * {@code idempotency.retention.cleanup.interval}: batched deletes, or — in partitioned mode — partitions created ahead
  * and dropped when all their records have expired. In partitioned mode the first run happens at startup, before the
  * application takes requests, because a claim needs a partition for the current time. Every run logs what it
- * removed, and counts it in the metric {@value #REMOVED_METRIC} when Micrometer is present. Safe on several
+ * removed, and counts it in the metric {@code idempotency.cleanup.removed} when Micrometer is present. Safe on several
  * instances at once.
  */
 class RetentionScheduler extends PeriodicTask {
-
-    /** Counter of records (or partitions, tagged {@code unit=partitions}) removed by the cleanup. */
-    static final String REMOVED_METRIC = "idempotency.cleanup.removed";
 
     private static final Logger log = LoggerFactory.getLogger(RetentionScheduler.class);
 
     private final ExpiredRecordCleaner cleaner;
     private final PostgresPartitionMaintenance partitions;
     private final Duration retention;
-    private final Counter removedRecords;
-    private final Counter removedPartitions;
+    private final IdempotencyMeters meters;
 
     /**
      * @param cleaner    batched deletes, or null in partitioned mode
      * @param partitions partition maintenance, or null in delete mode
-     * @param registry   where to count, or null without Micrometer
+     * @param meters     where to count what was removed
      */
     RetentionScheduler(ExpiredRecordCleaner cleaner, PostgresPartitionMaintenance partitions, Duration retention,
-                       Duration interval, Object registry) {
+                       Duration interval, IdempotencyMeters meters) {
         super("idempotency-cleanup", interval);
         this.cleaner = cleaner;
         this.partitions = partitions;
         this.retention = retention;
-        if (registry instanceof MeterRegistry meters) {
-            this.removedRecords = Counter.builder(REMOVED_METRIC).tag("unit", "records")
-                    .description("Idempotency records removed after their retention").register(meters);
-            this.removedPartitions = Counter.builder(REMOVED_METRIC).tag("unit", "partitions")
-                    .description("Idempotency partitions dropped after their retention").register(meters);
-        } else {
-            this.removedRecords = null;
-            this.removedPartitions = null;
-        }
+        this.meters = meters;
     }
 
     /** One run, as the schedule does it. */
@@ -64,9 +50,7 @@ class RetentionScheduler extends PeriodicTask {
             if (!run.created().isEmpty() || !run.dropped().isEmpty()) {
                 log.info("Idempotency partitions: created {}, dropped {}", run.created(), run.dropped());
             }
-            if (removedPartitions != null) {
-                removedPartitions.increment(run.dropped().size());
-            }
+            meters.partitionsDropped(run.dropped().size());
             return;
         }
         ExpiredRecordCleaner.Run run = cleaner.run();
@@ -74,9 +58,7 @@ class RetentionScheduler extends PeriodicTask {
             log.info("Removed {} expired idempotency records in {} ms ({} batches)", run.deleted(),
                     run.took().toMillis(), run.batches());
         }
-        if (removedRecords != null) {
-            removedRecords.increment(run.deleted());
-        }
+        meters.recordsRemoved(run.deleted());
     }
 
     @Override

@@ -6,6 +6,7 @@ import io.idempotency.testkit.TestPostgres;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import org.junit.jupiter.api.Test;
+import org.springframework.boot.test.context.FilteredClassLoader;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 
@@ -64,7 +65,7 @@ class RetentionConfigurationTest {
                     assertThat(database.queryLong("select count(*) from idempotency_keys where idempotency_key = 'live'"))
                             .isEqualTo(1);
                     MeterRegistry meters = context.getBean(MeterRegistry.class);
-                    assertThat(meters.get(RetentionScheduler.REMOVED_METRIC).tag("unit", "records").counter().count())
+                    assertThat(meters.get(MicrometerIdempotencyMeters.REMOVED).tag("unit", "records").counter().count())
                             .isEqualTo(1.0);
                 });
     }
@@ -99,6 +100,19 @@ class RetentionConfigurationTest {
                         root = root.getCause();
                     }
                     assertThat(root.getMessage()).contains("is not partitioned");
+                });
+    }
+
+    @Test
+    void theStarterRunsWithoutMicrometer() {
+        TestDatabases.contextRunner(TestPostgres.newDatabase())
+                .withClassLoader(new FilteredClassLoader("io.micrometer"))
+                .withPropertyValues("idempotency.retention.cleanup.interval=100ms", "idempotency.sweeper.interval=100ms")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    assertThat(context.getBean(RetentionScheduler.class).isRunning()).isTrue();
+                    Thread.sleep(300); // both tasks have run at least once, counting into nothing
+                    assertThat(context).doesNotHaveBean(MicrometerIdempotencyMeters.class);
                 });
     }
 
