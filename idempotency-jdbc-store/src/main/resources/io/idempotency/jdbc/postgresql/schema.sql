@@ -24,6 +24,7 @@ CREATE TABLE idempotency_keys (
 
 CREATE INDEX idempotency_keys_expires_at_idx ON idempotency_keys (expires_at);
 
--- claims committed before their work, found by the sweeper when their lease ran out. Deliberately not a partial
--- index on status: an indexed status would keep completing a claim (PROCESSING -> SUCCEEDED) from being a HOT update.
-CREATE INDEX idempotency_keys_locked_until_idx ON idempotency_keys (locked_until);
+-- claims committed before their work, found by the sweeper when their lease ran out. Only leased claims are indexed,
+-- so claims of the default mode (no lease) cost no entry here; and not by status, which would keep completing a claim
+-- (PROCESSING -> SUCCEEDED) from being a HOT update.
+CREATE INDEX idempotency_keys_locked_until_idx ON idempotency_keys (locked_until) WHERE locked_until IS NOT NULL;
