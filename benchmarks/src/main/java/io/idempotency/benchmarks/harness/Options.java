@@ -1,0 +1,93 @@
+package io.idempotency.benchmarks.harness;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+
+/** The command line of {@code benchmarks/run}; see {@link #USAGE}. */
+record Options(boolean quick, boolean jmh, boolean explain, int connections, int stormSize, int rounds,
+               Duration roundDuration, int warmupCycles, Duration warmupDuration, List<Long> growthRows,
+               int growthRounds, Duration growthRoundDuration, String appHeap) {
+
+    static final String USAGE = """
+            usage: benchmarks/run [--quick] [--explain] [--jmh] [--connections N] [--rounds N] [--seconds S]
+                                  [--storm-size N] [--growth-rows 0,1000000,10000000 | --no-growth]
+
+              (default)      the HTTP benchmark: plain, first execution, replay and storm rounds, alternating,
+                             then the growth case; prints a table and, last, one RESULT line
+              --quick        shorter rounds and the growth case up to 1M rows only (under 3 minutes on 2 cores)
+              --explain      with the benchmark: print the SQL of every round trip of one sample request per
+                             scenario; alone: only that (no timing), quickly
+              --jmh          the JMH micro-benchmarks instead (key parsing, fingerprinting, response capture)
+              --connections  concurrent HTTP connections of the steady rounds (default 16)
+              --rounds       rounds of each scenario (default 8, quick 4)
+              --seconds      seconds per round (default 5, quick 3)
+              --storm-size   concurrent requests per storm key (default 20)
+              --growth-rows  table sizes of the growth case (default 0,1000000,10000000; quick 0,1000000)
+
+            environment: BENCH_JDBC_URL (+ BENCH_JDBC_USER, BENCH_JDBC_PASSWORD) to choose the PostgreSQL server;
+            else localhost:5432 as postgres when it answers, else an embedded PostgreSQL.
+            """;
+
+    static Options parse(String[] args) {
+        boolean quick = false;
+        boolean jmh = false;
+        boolean explain = false;
+        boolean measure = false;
+        Integer connections = null;
+        Integer rounds = null;
+        Integer seconds = null;
+        Integer stormSize = null;
+        List<Long> growth = null;
+        for (int i = 0; i < args.length; i++) {
+            String option = args[i];
+            switch (option) {
+                case "--quick" -> quick = true;
+                case "--jmh" -> jmh = true;
+                case "--explain" -> explain = true;
+                case "--connections" -> connections = Integer.parseInt(value(args, ++i));
+                case "--rounds" -> rounds = Integer.parseInt(value(args, ++i));
+                case "--seconds" -> seconds = Integer.parseInt(value(args, ++i));
+                case "--storm-size" -> stormSize = Integer.parseInt(value(args, ++i));
+                case "--growth-rows" -> {
+                    growth = new ArrayList<>();
+                    for (String rows : value(args, ++i).split(",")) {
+                        growth.add(Long.parseLong(rows.trim().replace("_", "")));
+                    }
+                }
+                case "--no-growth" -> growth = List.of();
+                case "-h", "--help" -> throw new IllegalArgumentException("");
+                default -> throw new IllegalArgumentException("unknown option " + option);
+            }
+            if (!option.equals("--jmh") && !option.equals("--explain")) {
+                measure = true; // an option of the HTTP benchmark itself
+            }
+        }
+        // --explain alone: traces only; with any other option of the HTTP benchmark: the benchmark and the traces
+        boolean explainOnly = explain && !measure;
+        return new Options(quick, jmh, explain,
+                connections != null ? connections : 16,
+                stormSize != null ? stormSize : 20,
+                explainOnly ? 0 : rounds != null ? rounds : quick ? 4 : 8,
+                Duration.ofSeconds(seconds != null ? seconds : quick ? 3 : 5),
+                quick ? 3 : 4,
+                Duration.ofSeconds(quick ? 2 : 3),
+                explainOnly ? List.of() : growth != null ? growth
+                        : quick ? List.of(0L, 1_000_000L) : List.of(0L, 1_000_000L, 10_000_000L),
+                quick ? 2 : 3,
+                Duration.ofSeconds(quick ? 2 : 3),
+                "1g");
+    }
+
+    /** {@code --explain} without any option of the benchmark itself: traces only, no timing. */
+    boolean explainOnly() {
+        return explain && rounds == 0;
+    }
+
+    private static String value(String[] args, int index) {
+        if (index >= args.length) {
+            throw new IllegalArgumentException(args[index - 1] + " needs a value");
+        }
+        return args[index];
+    }
+}

@@ -1,0 +1,303 @@
+package io.idempotency.benchmarks.harness;
+
+import io.idempotency.benchmarks.harness.BenchmarkMain.Growth;
+import io.idempotency.benchmarks.harness.BenchmarkMain.Machine;
+import io.idempotency.benchmarks.harness.BenchmarkMain.StormCheck;
+import io.idempotency.benchmarks.harness.LoadGenerator.Round;
+import tools.jackson.databind.JsonNode;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.TreeMap;
+
+import static io.idempotency.benchmarks.harness.BenchmarkMain.FIRST;
+import static io.idempotency.benchmarks.harness.BenchmarkMain.PLAIN;
+import static io.idempotency.benchmarks.harness.BenchmarkMain.REPLAY;
+import static io.idempotency.benchmarks.harness.BenchmarkMain.STORM;
+
+/** The table, the derived ratios, the targets, and the RESULT line (printed last). */
+final class Report {
+
+    private final Options options;
+    private final Machine machine;
+    private final String postgres;
+    private final Map<String, List<Round>> rounds;
+    private final Map<String, CpuMeter.Usage> cpu;
+    private final Map<String, Long> walBytes;
+    private final String tableWrites;
+    private final JsonNode stats;
+    private final StormCheck storm;
+    private final List<Growth> growth;
+    private final Traces traces;
+
+    Report(Options options, Machine machine, String postgres, Map<String, List<Round>> rounds,
+           Map<String, CpuMeter.Usage> cpu, Map<String, Long> walBytes, String tableWrites, JsonNode stats,
+           StormCheck storm, List<Growth> growth, Traces traces) {
+        this.options = options;
+        this.machine = machine;
+        this.postgres = postgres;
+        this.rounds = rounds;
+        this.cpu = cpu;
+        this.walBytes = walBytes;
+        this.tableWrites = tableWrites;
+        this.stats = stats;
+        this.storm = storm;
+        this.growth = growth;
+        this.traces = traces;
+    }
+
+    /** A scenario's rounds from the client's side, and its statistics from the application's side. */
+    private final class Scenario {
+        final String name;
+        final long requests;
+        final long errors;
+        final double throughput;
+        final double minRound;
+        final double maxRound;
+        final double p50;
+        final double p99;
+        final JsonNode app;
+        final TreeMap<Integer, Long> roundTrips = new TreeMap<>();
+
+        Scenario(String name) {
+            this.name = name;
+            List<Round> done = rounds.getOrDefault(name, List.of());
+            long requests = 0;
+            long errors = 0;
+            long elapsed = 0;
+            double min = Double.MAX_VALUE;
+            double max = 0;
+            List<long[]> latencies = new ArrayList<>();
+            for (Round round : done) {
+                requests += round.requests();
+                errors += round.errors();
+                elapsed += round.elapsedNanos();
+                min = Math.min(min, round.throughput());
+                max = Math.max(max, round.throughput());
+                latencies.add(round.latencies());
+            }
+            long[] all = latencies.stream().flatMapToLong(Arrays::stream).sorted().toArray();
+            this.requests = requests;
+            this.errors = errors;
+            this.throughput = elapsed == 0 ? 0 : requests * 1e9 / elapsed;
+            this.minRound = done.isEmpty() ? 0 : min;
+            this.maxRound = max;
+            this.p50 = percentile(all, 0.50) / 1e6;
+            this.p99 = percentile(all, 0.99) / 1e6;
+            this.app = stats.path("scenarios").path(name);
+            for (Map.Entry<String, JsonNode> entry : app.path("roundTrips").properties()) {
+                roundTrips.put(Integer.parseInt(entry.getKey()), entry.getValue().asLong());
+            }
+        }
+
+        /** The number of round trips most requests of this scenario made. */
+        int typicalRoundTrips() {
+            return roundTrips.entrySet().stream().max(Map.Entry.comparingByValue()).map(Map.Entry::getKey).orElse(-1);
+        }
+
+        double meanRoundTrips() {
+            long count = roundTrips.values().stream().mapToLong(Long::longValue).sum();
+            long total = roundTrips.entrySet().stream().mapToLong(e -> (long) e.getKey() * e.getValue()).sum();
+            return count == 0 ? 0 : (double) total / count;
+        }
+
+        String roundTripsColumn() {
+            if (roundTrips.isEmpty()) {
+                return "?";
+            }
+            if (roundTrips.size() == 1) {
+                return Integer.toString(roundTrips.firstKey());
+            }
+            long count = roundTrips.values().stream().mapToLong(Long::longValue).sum();
+            StringBuilder text = new StringBuilder(String.format(Locale.ROOT, "%d (mean %.2f:", typicalRoundTrips(),
+                    meanRoundTrips()));
+            roundTrips.forEach((value, n) -> text.append(String.format(Locale.ROOT, " %d×%s", value,
+                    percent(n, count))));
+            return text.append(')').toString();
+        }
+
+        double claimP50() {
+            return app.path("claim").path("p50Micros").asDouble();
+        }
+
+        double claimP99() {
+            return app.path("claim").path("p99Micros").asDouble();
+        }
+    }
+
+    void print() {
+        Scenario plain = new Scenario(PLAIN);
+        Scenario first = new Scenario(FIRST);
+        Scenario replay = new Scenario(REPLAY);
+        Scenario stormScenario = new Scenario(STORM);
+
+        System.out.println();
+        System.out.println("machine: " + machine.summary());
+        System.out.println("database: " + postgres);
+        System.out.println("library: git " + System.getProperty("bench.source", "unknown"));
+        System.out.printf(Locale.ROOT, "load: %d keep-alive HTTP connections, %d alternating rounds of %d s per"
+                        + " scenario; storm: groups of %d concurrent requests per key%n", options.connections(),
+                options.rounds(), options.roundDuration().toSeconds(), options.stormSize());
+        System.out.println();
+        String header = String.format(Locale.ROOT, "%-34s %9s %8s %15s %8s %8s  %s", "scenario", "requests", "req/s",
+                "rounds min-max", "p50 ms", "p99 ms", "DB round trips/request");
+        System.out.println(header);
+        System.out.println("-".repeat(header.length() + 10));
+        row("plain (@Transactional)", plain);
+        row("first execution (@Idempotent)", first);
+        row("replay (@Idempotent, same key)", replay);
+        row("storm (" + options.stormSize() + " requests per key)", stormScenario);
+        for (Growth size : growth) {
+            row("growth: first @ " + size.label() + " rows", new Scenario(Growth.scenario(size.label(), FIRST)));
+        }
+        for (Growth size : growth) {
+            row("growth: plain @ " + size.label() + " rows", new Scenario(Growth.scenario(size.label(), PLAIN)));
+        }
+
+        printCpu(List.of(plain, first, replay, stormScenario));
+
+        double firstRatio = first.throughput / plain.throughput;
+        double replayRatio = replay.throughput / first.throughput;
+        int plainTrips = plain.typicalRoundTrips();
+        int firstTrips = first.typicalRoundTrips() - plainTrips;
+        int replayTrips = replay.typicalRoundTrips();
+        int maxConnections = stormScenario.app.path("maxConnectionsPerKey").asInt();
+        long executions = storm.maxRowsPerKey();
+
+        System.out.println();
+        System.out.printf(Locale.ROOT, "first_ratio  = first / plain throughput  = %.0f / %.0f = %.2f%n",
+                first.throughput, plain.throughput, firstRatio);
+        System.out.printf(Locale.ROOT, "replay_ratio = replay / first throughput = %.0f / %.0f = %.2f%n",
+                replay.throughput, first.throughput, replayRatio);
+        System.out.printf(Locale.ROOT, "round trips per request (counted on the wire): plain %d, first %d (the library"
+                        + " adds %d),%n  replay %d (all the library's: the handler does not run)%n", plainTrips,
+                first.typicalRoundTrips(), firstTrips, replayTrips);
+        System.out.printf(Locale.ROOT, "storm: %,d requests in groups of %d sharing a key: %,d executed, %,d replayed,"
+                        + " %d unexpected answers%n", sum(STORM, Round::requests), options.stormSize(),
+                sum(STORM, Round::executed), sum(STORM, Round::replayed), stormScenario.errors);
+        System.out.printf(Locale.ROOT, "  business rows per key, counted in the database over all %,d storm keys: max %d"
+                        + " (keys with none: %d, with several: %d)%n", storm.keys(), executions,
+                storm.keysWithoutRow(), storm.keysWithSeveralRows());
+        System.out.printf(Locale.ROOT, "  pool connections held at once by requests with the same key (instrumented):"
+                + " max %d%n", maxConnections);
+        System.out.printf(Locale.ROOT, "pgjdbc round trips outside requests since the warm-up: %d (pool upkeep);"
+                        + " Flush messages: %d; wire parse errors: %s%n",
+                stats.path("roundTripsOutsideRequestsSinceReset").asLong(), stats.path("flushesTotal").asLong(),
+                stats.path("wireUnreadable").isNull() ? "none" : stats.path("wireUnreadable").asString());
+        String growthRatioText = "not measured";
+        double growthRatio = Double.NaN;
+        if (!growth.isEmpty()) {
+            System.out.println();
+            System.out.println("growth: first executions with N rows already in idempotency_keys (alternating with"
+                    + " plain requests)");
+            System.out.printf(Locale.ROOT, "  %-10s %11s %8s %8s %11s %11s %14s %14s %10s%n", "rows", "first req/s",
+                    "p50 ms", "p99 ms", "plain req/s", "first/plain", "claim p50 µs", "claim p99 µs", "fill s");
+            Scenario empty = null;
+            Scenario largest = null;
+            for (Growth size : growth) {
+                Scenario f = new Scenario(Growth.scenario(size.label(), FIRST));
+                Scenario p = new Scenario(Growth.scenario(size.label(), PLAIN));
+                System.out.printf(Locale.ROOT, "  %-10s %11.0f %8.2f %8.2f %11.0f %11.2f %14.0f %14.0f %10.0f%n",
+                        String.format(Locale.ROOT, "%,d", size.rows()), f.throughput, f.p50, f.p99, p.throughput,
+                        f.throughput / p.throughput, f.claimP50(), f.claimP99(), size.fillSeconds());
+                if (size.rows() == 0) {
+                    empty = f;
+                }
+                largest = f;
+            }
+            if (empty != null && largest != null && largest != empty) {
+                growthRatio = largest.claimP50() / empty.claimP50();
+                Growth biggest = growth.get(growth.size() - 1);
+                growthRatioText = String.format(Locale.ROOT, "%.2f× (claim p50 at %s rows / at 0 rows)", growthRatio,
+                        biggest.label());
+            }
+            System.out.println("  claim = the library's one claim statement, timed around executeQuery() in the"
+                    + " application: one round trip");
+        }
+
+        traces.print(options.explain());
+
+        System.out.println();
+        System.out.println("targets (shown by this benchmark, not asserted by tests)");
+        target("first_ratio >= 0.85", String.format(Locale.ROOT, "%.2f", firstRatio), firstRatio >= 0.85);
+        target("replay_ratio >= 3.0", String.format(Locale.ROOT, "%.2f", replayRatio), replayRatio >= 3.0);
+        target("first_round_trips <= 2 beyond the handler's", Integer.toString(firstTrips), firstTrips <= 2);
+        target("replay_round_trips <= 2", Integer.toString(replayTrips), replayTrips <= 2);
+        target("storm_executions_per_key = 1", Long.toString(executions),
+                executions == 1 && storm.keysWithoutRow() == 0);
+        target("storm_max_connections_per_key = 1", Integer.toString(maxConnections), maxConnections == 1);
+        boolean tenMillion = growth.stream().anyMatch(g -> g.rows() >= 10_000_000);
+        target("claim latency at 10M rows <= 1.5× empty" + (tenMillion ? "" : " (10M skipped: largest size shown)"),
+                growthRatioText, !Double.isNaN(growthRatio) && growthRatio <= 1.5);
+
+        System.out.println();
+        System.out.printf(Locale.ROOT, "RESULT first_ratio=%.2f replay_ratio=%.2f first_round_trips=%d"
+                        + " replay_round_trips=%d storm_executions_per_key=%d storm_max_connections_per_key=%d%n",
+                firstRatio, replayRatio, firstTrips, replayTrips, executions, maxConnections);
+    }
+
+    /** CPU time per request of each party, from /proc: on two saturated cores this is what sets throughput. */
+    private void printCpu(List<Scenario> scenarios) {
+        CpuMeter.Usage total = cpu.values().stream().reduce(CpuMeter.Usage.NONE, CpuMeter.Usage::plus);
+        if (total.busy() + total.idle() == 0) {
+            return;
+        }
+        System.out.println();
+        System.out.println("CPU time per request, µs (Linux /proc; all share the machine's " + machine.cpus()
+                + " cores;");
+        System.out.println("  other = PostgreSQL's background processes, the kernel and everything else running)");
+        System.out.printf(Locale.ROOT, "  %-10s %12s %10s %12s %10s %10s %8s %14s%n", "scenario", "load client", "app",
+                "PG backends", "other", "total", "idle", "WAL bytes/req");
+        for (Scenario scenario : scenarios) {
+            CpuMeter.Usage used = cpu.get(scenario.name);
+            if (used == null || scenario.requests == 0) {
+                continue;
+            }
+            double perRequest = 1e6 / CpuMeter.ticksPerSecond() / scenario.requests;
+            System.out.printf(Locale.ROOT, "  %-10s %12.0f %10.0f %12.0f %10.0f %10.0f %7.0f%% %14.0f%n", scenario.name,
+                    used.client() * perRequest, used.app() * perRequest, used.database() * perRequest,
+                    used.other() * perRequest, used.busy() * perRequest,
+                    100.0 * used.idle() / Math.max(1, used.idle() + used.busy()),
+                    (double) walBytes.getOrDefault(scenario.name, 0L) / scenario.requests);
+        }
+        System.out.println("  WAL bytes are the server's (cluster-wide), checkpoints' full-page images included");
+        System.out.println("  idempotency_keys since it was created (warm-up included): " + tableWrites);
+    }
+
+    private void row(String label, Scenario scenario) {
+        if (scenario.requests == 0) {
+            return;
+        }
+        System.out.printf(Locale.ROOT, "%-34s %9d %8.0f %15s %8.2f %8.2f  %s%s%n", label, scenario.requests,
+                scenario.throughput, String.format(Locale.ROOT, "%.0f-%.0f", scenario.minRound, scenario.maxRound),
+                scenario.p50, scenario.p99, scenario.roundTripsColumn(),
+                scenario.errors == 0 ? "" : "  (" + scenario.errors + " unexpected answers)");
+    }
+
+    private static void target(String target, String measured, boolean met) {
+        System.out.printf(Locale.ROOT, "  %-62s %-40s %s%n", target, measured, met ? "met" : "MISSED");
+    }
+
+    private long sum(String scenario, java.util.function.ToLongFunction<Round> value) {
+        return rounds.getOrDefault(scenario, List.of()).stream().mapToLong(value).sum();
+    }
+
+    private static String percent(long part, long whole) {
+        double value = 100.0 * part / whole;
+        if (value < 0.01) {
+            return "<0.01%";
+        }
+        return value >= 1 ? String.format(Locale.ROOT, "%.0f%%", value) : String.format(Locale.ROOT, "%.2f%%", value);
+    }
+
+    private static long percentile(long[] sorted, double fraction) {
+        if (sorted.length == 0) {
+            return 0;
+        }
+        int index = (int) Math.ceil(fraction * sorted.length) - 1;
+        return sorted[Math.max(0, Math.min(sorted.length - 1, index))];
+    }
+}
