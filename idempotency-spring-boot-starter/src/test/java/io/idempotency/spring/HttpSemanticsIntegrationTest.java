@@ -1,20 +1,13 @@
 package io.idempotency.spring;
 
-import io.idempotency.spring.app.TestApplication;
-import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
-import org.springframework.boot.test.context.SpringBootTest;
-import org.springframework.boot.test.web.server.LocalServerPort;
-import org.springframework.test.context.DynamicPropertyRegistry;
-import org.springframework.test.context.DynamicPropertySource;
+import org.springframework.test.context.TestPropertySource;
 
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.Socket;
-import java.net.URI;
-import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
@@ -26,21 +19,8 @@ import static org.assertj.core.api.Assertions.assertThat;
  * The HTTP semantics of the IETF Idempotency-Key draft and of Stripe: key syntax, fingerprints, expression keys,
  * methods, storage policies and the stored-body cap — over real HTTP on real PostgreSQL.
  */
-@SpringBootTest(classes = TestApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
-        properties = "idempotency.max-stored-body-size=64KB")
-class HttpSemanticsIntegrationTest {
-
-    static final TestPostgres.Database DATABASE = TestDatabases.withOrders();
-
-    @DynamicPropertySource
-    static void database(DynamicPropertyRegistry registry) {
-        TestDatabases.register(registry, DATABASE);
-    }
-
-    @LocalServerPort
-    int port;
-
-    private final HttpClient http = HttpClient.newHttpClient();
+@TestPropertySource(properties = "idempotency.max-stored-body-size=64KB")
+class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
 
     // ---------------------------------------------------------------- key syntax
 
@@ -229,21 +209,6 @@ class HttpSemanticsIntegrationTest {
 
     // ---------------------------------------------------------------- helpers
 
-    private long rows(String note) {
-        return DATABASE.queryLong("select count(*) from orders where note = '" + note + "'");
-    }
-
-    private long keyRows(String key) {
-        return DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + key + "'");
-    }
-
-    static void assertProblem(HttpResponse<byte[]> response, String type) {
-        assertThat(response.headers().firstValue("Content-Type")).hasValueSatisfying(
-                value -> assertThat(value).startsWith("application/problem+json"));
-        assertThat(new String(response.body(), StandardCharsets.UTF_8))
-                .contains("\"type\":\"" + ProblemResponses.DEFAULT_TYPE_BASE + type + "\"");
-    }
-
     private String raw(String request) throws IOException {
         try (Socket socket = new Socket("localhost", port)) {
             OutputStream out = socket.getOutputStream();
@@ -256,17 +221,4 @@ class HttpSemanticsIntegrationTest {
         }
     }
 
-    private HttpRequest.Builder request(String path, String body) {
-        return HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))
-                .header("Content-Type", "application/json")
-                .POST(HttpRequest.BodyPublishers.ofString(body));
-    }
-
-    private HttpResponse<byte[]> post(String path, String key, String body) throws IOException, InterruptedException {
-        return send(request(path, body).header("Idempotency-Key", key).build());
-    }
-
-    private HttpResponse<byte[]> send(HttpRequest request) throws IOException, InterruptedException {
-        return http.send(request, HttpResponse.BodyHandlers.ofByteArray());
-    }
 }

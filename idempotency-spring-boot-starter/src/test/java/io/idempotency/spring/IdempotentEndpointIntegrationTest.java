@@ -1,17 +1,7 @@
 package io.idempotency.spring;
 
-import io.idempotency.spring.app.TestApplication;
-import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
-import org.springframework.boot.test.context.SpringBootTest;
-import org.springframework.boot.test.web.server.LocalServerPort;
-import org.springframework.test.context.DynamicPropertyRegistry;
-import org.springframework.test.context.DynamicPropertySource;
 
-import java.io.IOException;
-import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.util.UUID;
 
@@ -21,20 +11,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * The starter in a real application, over real HTTP, on real PostgreSQL: what is stored, what is replayed, what
  * rolls back.
  */
-@SpringBootTest(classes = TestApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
-class IdempotentEndpointIntegrationTest {
-
-    static final TestPostgres.Database DATABASE = TestDatabases.withOrders();
-
-    @DynamicPropertySource
-    static void database(DynamicPropertyRegistry registry) {
-        TestDatabases.register(registry, DATABASE);
-    }
-
-    @LocalServerPort
-    int port;
-
-    private final HttpClient http = HttpClient.newHttpClient();
+class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
 
     @Test
     void theSameRequestIsExecutedOnceAndReplayedByteForByte() throws Exception {
@@ -240,31 +217,4 @@ class IdempotentEndpointIntegrationTest {
 
     // ---------------------------------------------------------------- helpers
 
-    private long rows(String note) {
-        return DATABASE.queryLong("select count(*) from orders where note = '" + note + "'");
-    }
-
-    private long keyRows(String key) {
-        return DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + key + "'");
-    }
-
-    private static void assertProblem(HttpResponse<byte[]> response, String type) {
-        assertThat(response.headers().firstValue("Content-Type")).hasValueSatisfying(
-                value -> assertThat(value).startsWith("application/problem+json"));
-        assertThat(new String(response.body())).contains("\"type\":\"" + ProblemResponses.DEFAULT_TYPE_BASE + type + "\"");
-    }
-
-    private HttpRequest.Builder request(String path, String body) {
-        return HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))
-                .header("Content-Type", "application/json")
-                .POST(HttpRequest.BodyPublishers.ofString(body));
-    }
-
-    private HttpResponse<byte[]> post(String path, String key, String body) throws IOException, InterruptedException {
-        return send(request(path, body).header("Idempotency-Key", key).build());
-    }
-
-    private HttpResponse<byte[]> send(HttpRequest request) throws IOException, InterruptedException {
-        return http.send(request, HttpResponse.BodyHandlers.ofByteArray());
-    }
 }

@@ -1,12 +1,7 @@
 package io.idempotency.spring;
 
-import io.idempotency.spring.app.TestApplication;
-import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
-import org.springframework.boot.test.context.SpringBootTest;
-import org.springframework.boot.test.web.server.LocalServerPort;
-import org.springframework.test.context.DynamicPropertyRegistry;
-import org.springframework.test.context.DynamicPropertySource;
+import org.springframework.test.context.TestPropertySource;
 
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -31,22 +26,11 @@ import static org.assertj.core.api.Assertions.assertThat;
  * connections that gives up after 1 s. Duplicates wait in memory behind the one request that claimed the key, so the
  * storm holds one connection and other endpoints keep answering.
  */
-@SpringBootTest(classes = TestApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
-        properties = {"spring.datasource.hikari.maximum-pool-size=10",
+@TestPropertySource(properties = {"spring.datasource.hikari.maximum-pool-size=10",
                 "spring.datasource.hikari.connection-timeout=1000",
                 "idempotency.in-flight-wait=5s",
                 "server.tomcat.threads.max=100"})
-class InFlightStormIntegrationTest {
-
-    static final TestPostgres.Database DATABASE = TestDatabases.withOrders();
-
-    @DynamicPropertySource
-    static void database(DynamicPropertyRegistry registry) {
-        TestDatabases.register(registry, DATABASE);
-    }
-
-    @LocalServerPort
-    int port;
+class InFlightStormIntegrationTest extends OrdersApplicationTest {
 
     @Test
     void fiftyRequestsWithOneKeyExecuteOnceWhileOtherEndpointsStillAnswer() throws Exception {
@@ -62,7 +46,7 @@ class InFlightStormIntegrationTest {
             answers.add(CompletableFuture.supplyAsync(() -> {
                 try {
                     go.await();
-                    return http.send(post("/orders/slow?millis=1500", body).header("Idempotency-Key", key).build(),
+                    return http.send(postWithTimeout("/orders/slow?millis=1500", body).header("Idempotency-Key", key).build(),
                             HttpResponse.BodyHandlers.ofString());
                 } catch (Exception e) {
                     throw new IllegalStateException(e);
@@ -74,7 +58,7 @@ class InFlightStormIntegrationTest {
 
         List<Integer> others = new ArrayList<>();
         for (int i = 0; i < 12; i++) { // more requests than the pool has connections, one after the other
-            others.add(http.send(post("/orders/plain", "{\"note\":\"other-" + key + "\"}").build(),
+            others.add(http.send(postWithTimeout("/orders/plain", "{\"note\":\"other-" + key + "\"}").build(),
                     HttpResponse.BodyHandlers.ofString()).statusCode());
         }
 
@@ -103,7 +87,7 @@ class InFlightStormIntegrationTest {
         assertThat(statuses.getOrDefault(201, 0)).isPositive();
     }
 
-    private HttpRequest.Builder post(String path, String body) {
+    private HttpRequest.Builder postWithTimeout(String path, String body) {
         return HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))
                 .timeout(Duration.ofSeconds(30))
                 .header("Content-Type", "application/json")

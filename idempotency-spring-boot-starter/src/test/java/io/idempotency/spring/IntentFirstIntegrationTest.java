@@ -5,18 +5,12 @@ import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.StaleClaimSweeper;
 import io.idempotency.spring.app.FakeGateway;
 import io.idempotency.spring.app.GatewayResolver;
-import io.idempotency.spring.app.TestApplication;
-import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
-import org.springframework.boot.test.context.SpringBootTest;
-import org.springframework.boot.test.web.server.LocalServerPort;
-import org.springframework.test.context.DynamicPropertyRegistry;
-import org.springframework.test.context.DynamicPropertySource;
+import org.springframework.test.context.TestPropertySource;
 
 import java.io.IOException;
 import java.net.URI;
-import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Duration;
@@ -32,19 +26,8 @@ import static org.assertj.core.api.Assertions.assertThat;
  * lease ran out; a definite failure frees the key at once; and a holder whose lease was taken over cannot record
  * its late result.
  */
-@SpringBootTest(classes = TestApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
-        properties = {"idempotency.in-flight-wait=300ms", "idempotency.sweeper.enabled=false"})
-class IntentFirstIntegrationTest {
-
-    static final TestPostgres.Database DATABASE = TestDatabases.withOrders();
-
-    @DynamicPropertySource
-    static void database(DynamicPropertyRegistry registry) {
-        TestDatabases.register(registry, DATABASE);
-    }
-
-    @LocalServerPort
-    int port;
+@TestPropertySource(properties = {"idempotency.in-flight-wait=300ms", "idempotency.sweeper.enabled=false"})
+class IntentFirstIntegrationTest extends OrdersApplicationTest {
 
     @Autowired
     FakeGateway gateway;
@@ -58,8 +41,6 @@ class IntentFirstIntegrationTest {
     @Autowired
     DownstreamKeys downstreamKeys;
 
-    private final HttpClient http = HttpClient.newHttpClient();
-
     @Test
     void theIntentIsCommittedBeforeTheChargeAndTheResultWithTheLocalWrites() throws Exception {
         String key = UUID.randomUUID().toString();
@@ -67,13 +48,13 @@ class IntentFirstIntegrationTest {
         int chargesBefore = gateway.charges();
 
         CompletableFuture<HttpResponse<String>> first = CompletableFuture.supplyAsync(
-                () -> post("/intent/charges", key, note, "X-Sleep-Ms", "800"));
+                () -> charge("/intent/charges", key, note, "X-Sleep-Ms", "800"));
         Thread.sleep(300);
         assertThat(DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'"))
                 .as("the intent is visible to everyone while the handler runs").isEqualTo("PROCESSING");
-        HttpResponse<String> duplicate = post("/intent/charges", key, note);
+        HttpResponse<String> duplicate = charge("/intent/charges", key, note);
         HttpResponse<String> answer = first.get(30, TimeUnit.SECONDS);
-        HttpResponse<String> replay = post("/intent/charges", key, note);
+        HttpResponse<String> replay = charge("/intent/charges", key, note);
 
         assertThat(duplicate.statusCode()).as("a duplicate during the lease").isEqualTo(409);
         assertThat(duplicate.headers().firstValue("Retry-After")).isPresent();
@@ -93,11 +74,11 @@ class IntentFirstIntegrationTest {
         String note = "unknown-" + key;
         int consultedBefore = resolver.consultations();
 
-        HttpResponse<String> timeout = post("/intent/charges", key, note, "X-Fail", "unknown");
-        HttpResponse<String> tooEarly = post("/intent/charges", key, note);
+        HttpResponse<String> timeout = charge("/intent/charges", key, note, "X-Fail", "unknown");
+        HttpResponse<String> tooEarly = charge("/intent/charges", key, note);
         Thread.sleep(1_300); // the 1 s lease runs out; nobody renews it
-        HttpResponse<String> retry = post("/intent/charges", key, note);
-        HttpResponse<String> again = post("/intent/charges", key, note);
+        HttpResponse<String> retry = charge("/intent/charges", key, note);
+        HttpResponse<String> again = charge("/intent/charges", key, note);
 
         assertThat(timeout.statusCode()).isEqualTo(500);
         assertThat(rows(note)).as("the local write of the failed attempt rolled back").isZero();
@@ -116,10 +97,10 @@ class IntentFirstIntegrationTest {
         String key = UUID.randomUUID().toString();
         String note = "definite-" + key;
 
-        HttpResponse<String> declined = post("/intent/charges", key, note, "X-Fail", "definite-before");
+        HttpResponse<String> declined = charge("/intent/charges", key, note, "X-Fail", "definite-before");
         assertThat(DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'"))
                 .isEqualTo("FAILED");
-        HttpResponse<String> retry = post("/intent/charges", key, note);
+        HttpResponse<String> retry = charge("/intent/charges", key, note);
 
         assertThat(declined.statusCode()).isEqualTo(500);
         assertThat(retry.statusCode()).as("no waiting for the lease").isEqualTo(201);
@@ -134,7 +115,7 @@ class IntentFirstIntegrationTest {
         int chargesBefore = gateway.charges();
 
         CompletableFuture<HttpResponse<String>> slow = CompletableFuture.supplyAsync(
-                () -> post("/intent/long-lease", key, note, "X-Sleep-Ms", "1500"));
+                () -> charge("/intent/long-lease", key, note, "X-Sleep-Ms", "1500"));
         Thread.sleep(400); // the slow holder has charged and is writing locally
         // its lease ends (as if it had hung past it) and another instance's sweeper takes the claim over
         DATABASE.queryString("update idempotency_keys set locked_until = now() - interval '1 second'"
@@ -142,7 +123,7 @@ class IntentFirstIntegrationTest {
         StaleClaimSweeper.Sweep sweep = new StaleClaimSweeper(store, resolver, downstreamKeys, Duration.ofSeconds(30),
                 100).sweep();
         HttpResponse<String> late = slow.get(30, TimeUnit.SECONDS);
-        HttpResponse<String> after = post("/intent/long-lease", key, note);
+        HttpResponse<String> after = charge("/intent/long-lease", key, note);
 
         assertThat(sweep.completed()).as("the resolver found the charge").isEqualTo(1);
         assertThat(late.statusCode()).as("the late holder is fenced out").isEqualTo(409);
@@ -156,7 +137,7 @@ class IntentFirstIntegrationTest {
     @Test
     void theDownstreamKeyIsNeverTheClientsKey() throws Exception {
         String key = UUID.randomUUID().toString();
-        assertThat(post("/intent/charges", key, "downstream-" + key).statusCode()).isEqualTo(201);
+        assertThat(charge("/intent/charges", key, "downstream-" + key).statusCode()).isEqualTo(201);
 
         assertThat(gateway.chargeFor(key)).as("the raw key never reaches the gateway").isNull();
         assertThat(gateway.chargeFor(downstreamKeyOf(key))).isNotNull();
@@ -167,11 +148,7 @@ class IntentFirstIntegrationTest {
                 .derive(new io.idempotency.core.ScopedKey("", "POST /intent/charges", key));
     }
 
-    private long rows(String note) {
-        return DATABASE.queryLong("select count(*) from orders where note = '" + note + "'");
-    }
-
-    private HttpResponse<String> post(String path, String key, String note, String... headers) {
+    private HttpResponse<String> charge(String path, String key, String note, String... headers) {
         try {
             HttpRequest.Builder request = HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))
                     .header("Content-Type", "application/json")
