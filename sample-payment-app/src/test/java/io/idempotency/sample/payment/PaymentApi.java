@@ -55,7 +55,16 @@ final class PaymentApi {
     /** POST /payments with HTTP Basic credentials; anonymous when {@code user} is null. */
     HttpResponse<byte[]> createPaymentAs(String user, String password, String key, String body, String chaos)
             throws IOException, InterruptedException {
-        HttpRequest.Builder request = HttpRequest.newBuilder(base.resolve("/payments"))
+        return postJson("/payments", user, password, key, body, chaos);
+    }
+
+    /**
+     * POST of a JSON body to a path of the API, with HTTP Basic credentials unless {@code user} is null;
+     * {@code key} and {@code chaos} are left out when null.
+     */
+    HttpResponse<byte[]> postJson(String path, String user, String password, String key, String body, String chaos)
+            throws IOException, InterruptedException {
+        HttpRequest.Builder request = HttpRequest.newBuilder(base.resolve(path))
                 .timeout(Duration.ofSeconds(30))
                 .header("Content-Type", "application/json")
                 .header("Accept", "application/json, application/problem+json")
@@ -64,7 +73,7 @@ final class PaymentApi {
             request.header(KEY_HEADER, key);
         }
         if (chaos != null) {
-            request.header("X-Chaos", chaos);
+            request.header(FaultInjector.HEADER, chaos);
         }
         if (user != null) {
             request.header("Authorization", "Basic " + java.util.Base64.getEncoder()
@@ -82,14 +91,19 @@ final class PaymentApi {
         return http.send(request, HttpResponse.BodyHandlers.ofString());
     }
 
-    /** The payments of an order, as the API lists them (a JSON array). */
-    String paymentsOf(String orderId) throws IOException, InterruptedException {
-        HttpResponse<String> response = get("/payments?orderId=" + orderId);
+    /** The body of a GET that must answer 200, e.g. a list; fails otherwise. */
+    String getOk(String pathAndQuery) throws IOException, InterruptedException {
+        HttpResponse<String> response = get(pathAndQuery);
         if (response.statusCode() != 200) {
-            throw new IllegalStateException("GET /payments?orderId=" + orderId + " answered " + response.statusCode()
-                    + ": " + response.body());
+            throw new IllegalStateException("GET " + pathAndQuery + " answered " + response.statusCode() + ": "
+                    + response.body());
         }
         return response.body();
+    }
+
+    /** The payments of an order, as the API lists them (a JSON array). */
+    String paymentsOf(String orderId) throws IOException, InterruptedException {
+        return getOk("/payments?orderId=" + orderId);
     }
 
     /** How many payments the API lists for an order (counts the objects in the JSON array by their ids). */
