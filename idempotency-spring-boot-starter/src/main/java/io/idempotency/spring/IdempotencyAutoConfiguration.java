@@ -211,12 +211,18 @@ public class IdempotencyAutoConfiguration {
         }
 
         @Bean
+        IdempotentMethods idempotentMethods() {
+            return new IdempotentMethods();
+        }
+
+        @Bean
         @ConditionalOnMissingBean(name = "idempotencyFilterRegistration")
         public FilterRegistrationBean<IdempotencyFilter> idempotencyFilterRegistration(ProblemResponses problems,
-                                                                                      IdempotencyProperties properties) {
+                                                                                      IdempotencyProperties properties,
+                                                                                      IdempotentMethods methods) {
             IdempotencyFilter filter = new IdempotencyFilter(problems,
                     (int) Math.min(Integer.MAX_VALUE - 8, properties.getMaxRequestBodySize().toBytes()),
-                    properties.getMaxStoredBodySize().toBytes(), new HashSet<>(properties.getReplayedHeaders()));
+                    properties.getMaxStoredBodySize().toBytes(), new HashSet<>(properties.getReplayedHeaders()), methods);
             FilterRegistrationBean<IdempotencyFilter> registration = new FilterRegistrationBean<>(filter);
             registration.setName("idempotencyFilter");
             registration.setOrder(IdempotencyFilter.ORDER);
@@ -240,8 +246,9 @@ public class IdempotencyAutoConfiguration {
         @Bean
         static IdempotencyStartupChecks idempotencyStartupChecks(ApplicationContext context,
                                                                  ObjectProvider<IdempotencyProperties> properties,
-                                                                 ObjectProvider<StoragePolicy> storagePolicy) {
-            return new IdempotencyStartupChecks(context, properties, storagePolicy);
+                                                                 ObjectProvider<StoragePolicy> storagePolicy,
+                                                                 ObjectProvider<IdempotentMethods> methods) {
+            return new IdempotencyStartupChecks(context, properties, storagePolicy, methods.getObject());
         }
 
         /** Builds the real interceptor on first use, once the beans it needs exist. */

@@ -41,9 +41,11 @@ public class IdempotencyFilter extends OncePerRequestFilter {
     private final int maxRequestBodySize;
     private final long maxStoredBodySize;
     private final Set<String> replayedHeaders;
+    private final IdempotentMethods idempotentMethods;
 
     public IdempotencyFilter(ProblemResponses problems, int maxRequestBodySize, long maxStoredBodySize,
-                             Set<String> replayedHeaders) {
+                             Set<String> replayedHeaders, IdempotentMethods idempotentMethods) {
+        this.idempotentMethods = idempotentMethods;
         this.problems = problems;
         this.maxRequestBodySize = maxRequestBodySize;
         this.maxStoredBodySize = maxStoredBodySize;
@@ -56,6 +58,12 @@ public class IdempotencyFilter extends OncePerRequestFilter {
     /** Headers that carry credentials or session state of one client: never stored, whatever the configuration. */
     static final Set<String> NEVER_STORED = Set.of("set-cookie", "set-cookie2", "authorization",
             "proxy-authorization", "proxy-authenticate", "www-authenticate", "cookie");
+
+    /** Requests that cannot reach an idempotent endpoint (typically every GET) are not wrapped at all. */
+    @Override
+    protected boolean shouldNotFilter(HttpServletRequest request) {
+        return !idempotentMethods.mayApplyTo(request.getMethod());
+    }
 
     @Override
     protected void doFilterInternal(HttpServletRequest request, HttpServletResponse response, FilterChain chain)

@@ -19,14 +19,18 @@ import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandl
 import javax.sql.DataSource;
 import java.lang.reflect.Method;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Locale;
+import java.util.Set;
 import java.util.Optional;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Future;
 
 /**
- * Refuses to start an application whose {@code @Idempotent} endpoints could not keep their promise:
+ * Looks at every {@code @Idempotent} endpoint once the handler mappings exist: learns the HTTP methods they serve
+ * ({@link IdempotentMethods}), and refuses to start an application whose endpoints could not keep their promise:
  * <ul>
  *   <li>an async return type ({@code DeferredResult}, {@code Callable}, {@code CompletableFuture},
  *       {@code StreamingResponseBody}, {@code ResponseBodyEmitter}/SSE, reactive types): the answer would be written
@@ -52,10 +56,12 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
     private final ApplicationContext context;
     private final ObjectProvider<IdempotencyProperties> properties;
     private final ObjectProvider<StoragePolicy> storagePolicy;
+    private final IdempotentMethods idempotentMethods;
 
     IdempotencyStartupChecks(ApplicationContext context, ObjectProvider<IdempotencyProperties> properties,
-                             ObjectProvider<StoragePolicy> storagePolicy) {
+                             ObjectProvider<StoragePolicy> storagePolicy, IdempotentMethods idempotentMethods) {
         this.context = context;
+        this.idempotentMethods = idempotentMethods;
         this.properties = properties;
         this.storagePolicy = storagePolicy;
     }
@@ -63,6 +69,9 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
     @Override
     public void afterSingletonsInstantiated() {
         List<String> problems = new ArrayList<>();
+        // the configured methods also serve @Idempotent methods outside controllers, called during such requests
+        Set<String> methods = new HashSet<>(properties.getObject().getMethods().stream()
+                .map(method -> method.toUpperCase(Locale.ROOT)).toList());
         for (RequestMappingHandlerMapping mapping : context.getBeansOfType(RequestMappingHandlerMapping.class).values()) {
             for (HandlerMethod handler : mapping.getHandlerMethods().values()) {
                 Method method = handler.getMethod();
@@ -70,8 +79,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 if (idempotent != null) {
                     problemWith(method).ifPresent(problems::add);
                     try {
-                        IdempotentEndpoint.of(method, idempotent, properties.getObject().getMethods(),
-                                storagePolicy.getObject(), properties.getObject().getLease());
+                        methods.addAll(IdempotentEndpoint.of(method, idempotent, properties.getObject().getMethods(),
+                                storagePolicy.getObject(), properties.getObject().getLease()).methods);
                     } catch (IllegalStateException e) {
                         problems.add(e.getMessage());
                     }
@@ -82,6 +91,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
             throw new BeanInitializationException("@Idempotent cannot be used on these methods:\n  - "
                     + String.join("\n  - ", problems));
         }
+        idempotentMethods.learn(methods);
     }
 
     static Optional<String> problemWith(Method method) {

@@ -90,16 +90,18 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
     @Override
     public Object invoke(MethodInvocation invocation) throws Throwable {
         HttpServletRequest request = currentRequest();
+        IdempotentEndpoint endpoint = endpoint(invocation.getMethod());
+        if (request != null && !endpoint.appliesTo(request.getMethod())) {
+            return invocation.proceed(); // not idempotent for this verb (the filter may not even have seen it)
+        }
         IdempotentExchange exchange = request == null ? null
                 : (IdempotentExchange) request.getAttribute(IdempotentExchange.ATTRIBUTE);
         if (exchange == null) {
             throw new IllegalStateException("@Idempotent method " + invocation.getMethod()
                     + " was called outside a request that passed the IdempotencyFilter");
         }
-        IdempotentEndpoint endpoint = endpoint(invocation.getMethod());
-        if (exchange.isTaken() || !endpoint.appliesTo(request.getMethod())) {
-            // another @Idempotent method already took this request, or the method is not idempotent for this verb
-            return invocation.proceed();
+        if (exchange.isTaken()) {
+            return invocation.proceed(); // an @Idempotent method called by another within one request
         }
         String instance = request.getRequestURI();
         String headerName = properties.getHeaderName();

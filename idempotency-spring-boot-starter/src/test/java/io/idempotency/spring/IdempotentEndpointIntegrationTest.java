@@ -2,6 +2,7 @@ package io.idempotency.spring;
 
 import org.junit.jupiter.api.Test;
 
+import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.util.UUID;
 
@@ -186,6 +187,17 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
         post("/orders/optional", key, body);
         assertThat(post("/orders/optional", key, body).headers().firstValue("Idempotent-Replayed")).hasValue("true");
         assertThat(rows(note)).isEqualTo(3);
+    }
+
+    @Test
+    void onlyRequestsWithAMethodOfSomeIdempotentEndpointAreWrapped() throws Exception {
+        // POST and PATCH by default, PUT because one endpoint opts in; nothing declares GET or DELETE
+        for (String method : new String[] {"GET", "POST", "PUT", "DELETE"}) {
+            HttpResponse<byte[]> answer = send(request("/orders/wrapped", "{}")
+                    .method(method, HttpRequest.BodyPublishers.ofString("{}")).build());
+            boolean expected = method.equals("POST") || method.equals("PUT");
+            assertThat(new String(answer.body())).as(method).isEqualTo("{\"wrapped\":" + expected + "}");
+        }
     }
 
     @Test

@@ -11,6 +11,7 @@ import org.springframework.web.bind.annotation.PutMapping;
 import org.springframework.web.bind.annotation.RequestParam;
 import org.springframework.web.bind.annotation.RequestBody;
 import org.springframework.web.bind.annotation.RequestMapping;
+import org.springframework.web.bind.annotation.RequestMethod;
 import org.springframework.web.bind.annotation.ResponseStatus;
 import org.springframework.web.bind.annotation.RestController;
 
@@ -138,6 +139,13 @@ public class OrderController {
         long id = insert(request.note());
         Thread.sleep(millis);
         return new Order(id, request.note(), request.amount());
+    }
+
+    /** Whether the idempotency filter wrapped this request. */
+    @RequestMapping(path = "/wrapped", method = {RequestMethod.GET, RequestMethod.POST, RequestMethod.PUT,
+            RequestMethod.DELETE})
+    public Map<String, Object> wrapped(jakarta.servlet.http.HttpServletRequest request) {
+        return Map.of("wrapped", request.getAttribute("io.idempotency.spring.IdempotentExchange") != null);
     }
 
     @PostMapping("/optional")
