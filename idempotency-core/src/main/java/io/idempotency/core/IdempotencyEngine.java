@@ -62,6 +62,7 @@ public final class IdempotencyEngine {
     private final Duration maxWait;
     private final StaleClaimResolver resolver;
     private final DownstreamKeys downstreamKeys;
+    private final ReplayCache replayCache;
     private final ConcurrentHashMap<ScopedKey, Flight> flights = new ConcurrentHashMap<>();
     // two threads: a renewal waiting for a pool connection does not hold up every other renewal
     private final ScheduledExecutorService renewals = Executors.newScheduledThreadPool(2, runnable -> {
@@ -95,6 +96,17 @@ public final class IdempotencyEngine {
     public IdempotencyEngine(IdempotencyStore store, Transactions transactions, StoragePolicy defaultPolicy,
                              Duration retention, Duration maxWait, StaleClaimResolver resolver,
                              DownstreamKeys downstreamKeys) {
+        this(store, transactions, defaultPolicy, retention, maxWait, resolver, downstreamKeys, ReplayCache.NONE);
+    }
+
+    /**
+     * @param replayCache completed answers kept in memory, so that replays need no round trip
+     *                    ({@link ReplayCache#NONE} keeps none)
+     */
+    public IdempotencyEngine(IdempotencyStore store, Transactions transactions, StoragePolicy defaultPolicy,
+                             Duration retention, Duration maxWait, StaleClaimResolver resolver,
+                             DownstreamKeys downstreamKeys, ReplayCache replayCache) {
+        this.replayCache = Objects.requireNonNull(replayCache, "replayCache");
         this.store = Objects.requireNonNull(store, "store");
         this.transactions = Objects.requireNonNull(transactions, "transactions");
         this.defaultPolicy = Objects.requireNonNull(defaultPolicy, "defaultPolicy");
@@ -165,6 +177,10 @@ public final class IdempotencyEngine {
         if (mode == IdempotencyMode.INTENT_FIRST) {
             positive(lease, "lease");
         }
+        Start known = replayCache.answer(key, requestHash);
+        if (known != null) {
+            return known;
+        }
         long deadline = System.nanoTime() + maxWait.toNanos();
         while (true) {
             Flight mine = new Flight(requestHash);
@@ -214,7 +230,7 @@ public final class IdempotencyEngine {
             throw e;
         }
         if (claim instanceof ClaimResult.Claimed claimed) {
-            return new Proceed(new Execution(IdempotencyMode.ONE_TRANSACTION, transaction, key,
+            return new Proceed(new Execution(IdempotencyMode.ONE_TRANSACTION, transaction, key, requestHash,
                     claimed.fencingToken(), null));
         }
         transaction.rollback();
@@ -224,6 +240,7 @@ public final class IdempotencyEngine {
                 return new Mismatch();
             }
             if (record.status() == RecordStatus.SUCCEEDED) {
+                replayCache.put(key, requestHash, record.response());
                 return new Replay(record.response());
             }
         }
@@ -243,7 +260,7 @@ public final class IdempotencyEngine {
                 if (claim instanceof ClaimResult.Claimed claimed) {
                     transaction.commit(); // the intent is durable before any side effect
                     return new Proceed(new Execution(IdempotencyMode.INTENT_FIRST, transactions.begin(), key,
-                            claimed.fencingToken(), lease));
+                            requestHash, claimed.fencingToken(), lease));
                 }
             } finally {
                 transaction.rollback();
@@ -256,6 +273,7 @@ public final class IdempotencyEngine {
                 return new Mismatch();
             }
             if (record.status() == RecordStatus.SUCCEEDED) {
+                replayCache.put(key, requestHash, record.response());
                 return new Replay(record.response());
             }
             if (record.status() == RecordStatus.PROCESSING && record.leaseExpired()) {
@@ -289,13 +307,15 @@ public final class IdempotencyEngine {
             if (!store.complete(key, token, complete.response())) {
                 return null;
             }
+            replayCache.put(key, stale.requestHash(), complete.response());
             return new Replay(complete.response());
         }
         if (resolution instanceof StaleClaimResolver.Fail) {
             store.fail(key, token);
             return null;
         }
-        return new Proceed(new Execution(IdempotencyMode.INTENT_FIRST, transactions.begin(), key, token, lease));
+        return new Proceed(new Execution(IdempotencyMode.INTENT_FIRST, transactions.begin(), key,
+                stale.requestHash(), token, lease));
     }
 
     private static void sleep(long millis) {
@@ -349,12 +369,14 @@ public final class IdempotencyEngine {
         private final Transactions.Transaction transaction;
         private final ScopedKey key;
         private final String fencingToken;
+        private final String requestHash;
         private final Flight flight;
         private final ScheduledFuture<?> renewal;
         private boolean ended;
 
         private Execution(IdempotencyMode mode, Transactions.Transaction transaction, ScopedKey key,
-                          String fencingToken, Duration lease) {
+                          String requestHash, String fencingToken, Duration lease) {
+            this.requestHash = requestHash;
             this.mode = mode;
             this.transaction = transaction;
             this.key = key;
@@ -431,6 +453,7 @@ public final class IdempotencyEngine {
                     throw new CommitFailedException(key, e);
                 }
                 landed = new Replay(response);
+                replayCache.put(key, requestHash, response);
                 return Outcome.STORED;
             } finally {
                 if (!transactionEnded) {

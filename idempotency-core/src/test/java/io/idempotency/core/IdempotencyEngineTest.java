@@ -275,6 +275,22 @@ class IdempotencyEngineTest {
         assertThat(transactions.hasOpen()).isFalse();
     }
 
+    @Test
+    void withAReplayCacheAStoredAnswerIsReplayedWithoutTheStore() {
+        IdempotencyEngine cached = new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION,
+                MAX_WAIT, StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
+                new ReplayCache(100, 1024, Duration.ofMinutes(1)));
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
+        ((Proceed) cached.start(KEY, HASH)).execution().finish(CREATED);
+        int claims = store.claims.size();
+
+        assertThat(cached.start(KEY, HASH)).isEqualTo(new Replay(CREATED));
+        assertThat(cached.start(KEY, OTHER_HASH)).isEqualTo(new Mismatch());
+        assertThat(store.claims).as("no claim reached the store").hasSize(claims);
+        assertThat(transactions.begun).hasSize(1);
+        cached.shutdown();
+    }
+
     // ---- coalescing in one instance ----
 
     @Test

@@ -7,6 +7,7 @@ import io.idempotency.core.Transactions;
 import io.idempotency.core.DownstreamKeys;
 import io.idempotency.core.ExpiredRecordCleaner;
 import io.idempotency.core.IdempotencyTemplate;
+import io.idempotency.core.ReplayCache;
 import io.idempotency.core.StaleClaimResolver;
 import io.idempotency.core.StaleClaimSweeper;
 import io.idempotency.jdbc.PartitionedPostgresIdempotencyStore;
@@ -167,8 +168,10 @@ public class IdempotencyAutoConfiguration {
                                                StoragePolicy storagePolicy, StaleClaimResolver resolver,
                                                DownstreamKeys downstreamKeys, IdempotencyProperties properties) {
         checkRetention(properties);
+        IdempotencyProperties.ReplayCache cache = properties.getReplayCache();
         return new IdempotencyEngine(store, transactions, storagePolicy, properties.getRetention().getTtl(),
-                properties.getInFlightWait(), resolver, downstreamKeys);
+                properties.getInFlightWait(), resolver, downstreamKeys, new ReplayCache(cache.getMaxEntries(),
+                        (int) Math.min(Integer.MAX_VALUE, cache.getMaxBodySize().toBytes()), cache.getMaxAge()));
     }
 
     /** The idempotency rules for code that is not an HTTP endpoint, such as message listeners. */

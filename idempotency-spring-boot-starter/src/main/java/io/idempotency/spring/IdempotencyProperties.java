@@ -89,6 +89,49 @@ public class IdempotencyProperties {
 
     private final Sweeper sweeper = new Sweeper();
 
+    private final ReplayCache replayCache = new ReplayCache();
+
+    /**
+     * Completed answers kept in memory per instance, so that a replay needs no database round trip. Safe because a
+     * completed record never changes; a record removed after its retention (or by hand) may still be answered from
+     * memory for at most {@code max-age} on an instance that cached it.
+     */
+    public static class ReplayCache {
+
+        /** How many answers each instance keeps at most; 0 switches the cache off. */
+        private int maxEntries = 10_000;
+
+        /** Larger answers are not kept in memory (they are replayed from the database). */
+        private DataSize maxBodySize = DataSize.ofKilobytes(64);
+
+        /** How long an answer is kept after it was stored or read. */
+        private Duration maxAge = Duration.ofMinutes(10);
+
+        public int getMaxEntries() {
+            return maxEntries;
+        }
+
+        public void setMaxEntries(int maxEntries) {
+            this.maxEntries = maxEntries;
+        }
+
+        public DataSize getMaxBodySize() {
+            return maxBodySize;
+        }
+
+        public void setMaxBodySize(DataSize maxBodySize) {
+            this.maxBodySize = maxBodySize;
+        }
+
+        public Duration getMaxAge() {
+            return maxAge;
+        }
+
+        public void setMaxAge(Duration maxAge) {
+            this.maxAge = maxAge;
+        }
+    }
+
     private final Retention retention = new Retention();
 
     private final Jdbc jdbc = new Jdbc();
@@ -367,6 +410,10 @@ public class IdempotencyProperties {
 
     public void setDownstreamKeySecret(String downstreamKeySecret) {
         this.downstreamKeySecret = downstreamKeySecret;
+    }
+
+    public ReplayCache getReplayCache() {
+        return replayCache;
     }
 
     public Sweeper getSweeper() {

@@ -1,0 +1,51 @@
+package io.idempotency.core;
+
+import org.junit.jupiter.api.Test;
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+class ReplayCacheTest {
+
+    private static final ScopedKey KEY = new ScopedKey("alice", "POST /payments", "k-1");
+    private static final StoredResponse ANSWER =
+            new StoredResponse(201, List.of(), "{\"id\":1}".getBytes(StandardCharsets.UTF_8));
+
+    @Test
+    void answersAReplayForTheSameRequestAndAMismatchForAnother() {
+        ReplayCache cache = new ReplayCache(10, 1024, Duration.ofMinutes(1));
+        cache.put(KEY, "a", ANSWER);
+
+        assertThat(cache.answer(KEY, "a")).isEqualTo(new IdempotencyEngine.Replay(ANSWER));
+        assertThat(cache.answer(KEY, "b")).isEqualTo(new IdempotencyEngine.Mismatch());
+        assertThat(cache.answer(new ScopedKey("bob", KEY.scope(), KEY.key()), "a")).as("other caller").isNull();
+    }
+
+    @Test
+    void keepsNeitherLargeAnswersNorOldOnesNorMoreThanItsSize() throws InterruptedException {
+        ReplayCache small = new ReplayCache(10, 4, Duration.ofMinutes(1));
+        small.put(KEY, "a", ANSWER);
+        assertThat(small.answer(KEY, "a")).as("larger than the body cap").isNull();
+
+        ReplayCache brief = new ReplayCache(10, 1024, Duration.ofMillis(20));
+        brief.put(KEY, "a", ANSWER);
+        Thread.sleep(50);
+        assertThat(brief.answer(KEY, "a")).as("older than max age").isNull();
+
+        ReplayCache two = new ReplayCache(2, 1024, Duration.ofMinutes(1));
+        ScopedKey second = new ScopedKey("", "POST /x", "2");
+        ScopedKey third = new ScopedKey("", "POST /x", "3");
+        two.put(KEY, "a", ANSWER);
+        two.put(second, "a", ANSWER);
+        two.answer(KEY, "a"); // used: the second is now the least recently used
+        two.put(third, "a", ANSWER);
+        assertThat(two.answer(second, "a")).isNull();
+        assertThat(two.answer(KEY, "a")).isNotNull();
+        assertThat(two.answer(third, "a")).isNotNull();
+
+        assertThat(ReplayCache.NONE.answer(KEY, "a")).isNull();
+    }
+}
