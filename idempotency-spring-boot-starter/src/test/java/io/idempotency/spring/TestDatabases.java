@@ -22,9 +22,7 @@ final class TestDatabases {
 
     /** Points a {@code @SpringBootTest} at {@code database}. */
     static void register(DynamicPropertyRegistry registry, TestPostgres.Database database) {
-        registry.add("spring.datasource.url", database::url);
-        registry.add("spring.datasource.username", database::user);
-        registry.add("spring.datasource.password", () -> database.password() == null ? "" : database.password());
+        database.springProperties().forEach((name, value) -> registry.add(name, () -> value));
     }
 
     /** A web application context with the auto-configurations the starter works with, on {@code database}. */
@@ -37,8 +35,6 @@ final class TestDatabases {
                         org.springframework.boot.webmvc.autoconfigure.WebMvcAutoConfiguration.class,
                         org.springframework.boot.webmvc.autoconfigure.DispatcherServletAutoConfiguration.class,
                         IdempotencyAutoConfiguration.class))
-                .withPropertyValues("spring.datasource.url=" + database.url(),
-                        "spring.datasource.username=" + database.user(),
-                        "spring.datasource.password=" + (database.password() == null ? "" : database.password()));
+                .withPropertyValues(database.springPropertyValues().toArray(String[]::new));
     }
 }

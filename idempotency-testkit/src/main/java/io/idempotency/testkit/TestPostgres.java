@@ -12,6 +12,9 @@ import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
 import java.util.UUID;
 
 /**
@@ -39,6 +42,27 @@ public final class TestPostgres {
 
     /** Connection settings of one isolated test database (a fresh schema, set as the connection's default). */
     public record Database(String url, String user, String password, String schema) {
+
+        /**
+         * The standard Spring Boot properties that point an application at this database: {@code spring.datasource.url},
+         * and user and password when they are set.
+         */
+        public Map<String, String> springProperties() {
+            Map<String, String> properties = new LinkedHashMap<>();
+            properties.put("spring.datasource.url", url);
+            if (user != null) {
+                properties.put("spring.datasource.username", user);
+            }
+            if (password != null) {
+                properties.put("spring.datasource.password", password);
+            }
+            return properties;
+        }
+
+        /** {@link #springProperties()} as {@code name=value} pairs (prefix {@code --} for command-line arguments). */
+        public List<String> springPropertyValues() {
+            return springProperties().entrySet().stream().map(e -> e.getKey() + "=" + e.getValue()).toList();
+        }
 
         /** A pooled DataSource for this database. */
         public HikariDataSource dataSource(int maxPoolSize) {

@@ -175,9 +175,7 @@ class RedeliveredMessageIntegrationTest {
                         org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration.class,
                         IdempotencyAutoConfiguration.class))
                 .withUserConfiguration(ListenerConfig.class)
-                .withPropertyValues("spring.datasource.url=" + database.url(),
-                        "spring.datasource.username=" + database.user(),
-                        "spring.datasource.password=" + (database.password() == null ? "" : database.password()));
+                .withPropertyValues(database.springPropertyValues().toArray(String[]::new));
     }
 
     @Configuration(proxyBeanMethods = false)

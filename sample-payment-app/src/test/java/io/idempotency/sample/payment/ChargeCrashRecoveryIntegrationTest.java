@@ -269,14 +269,8 @@ class ChargeCrashRecoveryIntegrationTest {
                 "--idempotency.lease=2s",
                 "--idempotency.in-flight-wait=500ms",
                 "--idempotency.sweeper.enabled=" + sweeper,
-                "--idempotency.sweeper.interval=200ms",
-                "--spring.datasource.url=" + db.url()));
-        if (db.user() != null) {
-            args.add("--spring.datasource.username=" + db.user());
-        }
-        if (db.password() != null) {
-            args.add("--spring.datasource.password=" + db.password());
-        }
+                "--idempotency.sweeper.interval=200ms"));
+        db.springPropertyValues().forEach(value -> args.add("--" + value));
         return args;
     }
 

@@ -37,9 +37,7 @@ class PaymentApiIntegrationTest {
 
     @DynamicPropertySource
     static void database(DynamicPropertyRegistry registry) {
-        registry.add("spring.datasource.url", DB::url);
-        registry.add("spring.datasource.username", DB::user);
-        registry.add("spring.datasource.password", DB::password);
+        DB.springProperties().forEach((name, value) -> registry.add(name, () -> value));
     }
 
     @LocalServerPort

@@ -48,9 +48,7 @@ class SecondWallIntegrationTest {
 
     @DynamicPropertySource
     static void database(DynamicPropertyRegistry registry) {
-        registry.add("spring.datasource.url", DB::url);
-        registry.add("spring.datasource.username", DB::user);
-        registry.add("spring.datasource.password", DB::password);
+        DB.springProperties().forEach((name, value) -> registry.add(name, () -> value));
     }
 
     @LocalServerPort
@@ -231,14 +229,8 @@ class SecondWallIntegrationTest {
                     "--server.port=0",
                     "--spring.main.banner-mode=off",
                     "--sample.second-wall.enabled=false",
-                    "--idempotency.replay-cache.max-entries=0",
-                    "--spring.datasource.url=" + DB.url()));
-            if (DB.user() != null) {
-                args.add("--spring.datasource.username=" + DB.user());
-            }
-            if (DB.password() != null) {
-                args.add("--spring.datasource.password=" + DB.password());
-            }
+                    "--idempotency.replay-cache.max-entries=0"));
+            DB.springPropertyValues().forEach(value -> args.add("--" + value));
             wallOff = new SpringApplicationBuilder(SamplePaymentApplication.class).run(args.toArray(String[]::new));
         }
         return PaymentApi.onPort(wallOff.getEnvironment().getRequiredProperty("local.server.port", Integer.class));

@@ -49,14 +49,8 @@ class TwoInstancesConcurrencyIntegrationTest {
                 // This test proves that the idempotency layer alone runs the handler once. With the second wall on,
                 // a second execution would find the first payment and answer 200 instead of writing a second row,
                 // so the payment count would no longer tell.
-                "--sample.second-wall.enabled=false",
-                "--spring.datasource.url=" + db.url()));
-        if (db.user() != null) {
-            args.add("--spring.datasource.username=" + db.user());
-        }
-        if (db.password() != null) {
-            args.add("--spring.datasource.password=" + db.password());
-        }
+                "--sample.second-wall.enabled=false"));
+        db.springPropertyValues().forEach(value -> args.add("--" + value));
         // Started side by side (both run the migrations; Flyway serialises them with a database lock).
         first = SampleAppProcess.launch("instance-1", LOG_DIR, args);
         second = SampleAppProcess.launch("instance-2", LOG_DIR, args);
