@@ -42,26 +42,7 @@ public class PartitionedPostgresIdempotencyStore extends PostgresIdempotencyStor
                      LATERAL (SELECT pg_advisory_xact_lock(hashtextextended(?, 0))
                               WHERE settings.applied IS NOT NULL) AS locked
                 """;
-        this.claimIfAbsentSql = """
-                WITH existing AS (
-                    SELECT %2$s, locked_until < now() AS lease_expired
-                    FROM %1$s WHERE caller = ? AND scope = ? AND idempotency_key = ?
-                ), claimed AS (
-                    INSERT INTO %1$s (caller, scope, idempotency_key, status, request_hash, fencing_token, expires_at,
-                                      locked_until)
-                    SELECT ?, ?, ?, 'PROCESSING', ?, ?::uuid, now() + ? * interval '1 millisecond',
-                           now() + ?::bigint * interval '1 millisecond'
-                    WHERE NOT EXISTS (SELECT 1 FROM existing)
-                    RETURNING 1
-                ), done AS (
-                    SELECT (SELECT count(*) FROM claimed) AS inserted
-                )
-                SELECT done.inserted,
-                       set_config('lock_timeout', ?, true) AS restored,
-                       current_setting('transaction_isolation') AS isolation,
-                       existing.*
-                FROM done LEFT JOIN existing ON true
-                """.formatted(table, COLUMNS);
+        this.claimIfAbsentSql = claimIfAbsentSql(table, false);
     }
 
     @Override

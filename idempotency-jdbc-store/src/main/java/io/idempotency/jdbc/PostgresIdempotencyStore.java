@@ -33,9 +33,10 @@ import java.util.UUID;
  * other transaction committed, whereas a single-statement "insert or read" would not (its snapshot predates the
  * wait); at REPEATABLE READ or SERIALIZABLE the insert raises 40001 instead. Hence:
  * <ol>
- *   <li>One statement sets {@code lock_timeout} to the bounded wait, inserts, restores the previous
- *       {@code lock_timeout} for the handler, and returns the record as its snapshot shows it — one round trip, which
- *       is all a first execution or the replay of a long-completed request needs.</li>
+ *   <li>One statement looks the key up and, only when its snapshot shows no record, inserts the claim, with
+ *       {@code lock_timeout} set to the bounded wait and restored for the handler before the statement returns. It
+ *       returns the record as its snapshot shows it — one round trip, which is all a first execution or the replay
+ *       of a completed request needs (a replay inserts nothing).</li>
  *   <li>0 rows and no record in that snapshot (it was committed while the insert waited): a second statement reads
  *       it. A FAILED record is taken over with a compare-and-set on its fencing token. A record that vanished in
  *       between (released or deleted) is claimed again.</li>
@@ -67,35 +68,14 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
         this.jdbc = new JdbcTemplate(dataSource);
         String table = IdempotencySchema.checkTableName(tableName);
         String keyMatch = " WHERE caller = ? AND scope = ? AND idempotency_key = ?";
-        String columns = COLUMNS;
-        this.claimSql = """
-                WITH timeout AS (
-                    SELECT set_config('lock_timeout', ?, true) AS waiting, previous
-                    FROM (SELECT current_setting('lock_timeout') AS previous OFFSET 0) AS session
-                ), claimed AS (
-                    INSERT INTO %1$s (caller, scope, idempotency_key, status, request_hash, fencing_token, expires_at,
-                                      locked_until)
-                    SELECT ?, ?, ?, 'PROCESSING', ?, ?::uuid, now() + ? * interval '1 millisecond',
-                           now() + ?::bigint * interval '1 millisecond' FROM timeout
-                    ON CONFLICT (caller, scope, idempotency_key) DO NOTHING
-                    RETURNING 1
-                ), done AS (
-                    SELECT (SELECT count(*) FROM claimed) AS inserted
-                )
-                SELECT done.inserted,
-                       set_config('lock_timeout', (SELECT previous FROM timeout), true) AS restored,
-                       current_setting('transaction_isolation') AS isolation,
-                       %2$s, existing.locked_until < now() AS lease_expired
-                FROM done LEFT JOIN %1$s existing
-                  ON existing.caller = ? AND existing.scope = ? AND existing.idempotency_key = ?
-                """.formatted(table, columns.replaceAll("(\\w+)", "existing.$1"));
-        this.selectSql = "SELECT " + columns + ", locked_until < now() AS lease_expired FROM " + table + keyMatch;
+        this.claimSql = claimIfAbsentSql(table, true);
+        this.selectSql = "SELECT " + COLUMNS + ", locked_until < now() AS lease_expired FROM " + table + keyMatch;
         this.renewSql = "UPDATE " + table + " SET locked_until = now() + ? * interval '1 millisecond', updated_at = now()"
                 + keyMatch + " AND fencing_token = ?::uuid AND status = 'PROCESSING'";
         this.takeOverExpiredSql = "UPDATE " + table + " SET fencing_token = ?::uuid,"
                 + " locked_until = now() + ? * interval '1 millisecond', updated_at = now()" + keyMatch
                 + " AND fencing_token = ?::uuid AND status = 'PROCESSING' AND locked_until < now()";
-        this.expiredLeasesSql = "SELECT caller, scope, idempotency_key, " + columns + ", true AS lease_expired FROM "
+        this.expiredLeasesSql = "SELECT caller, scope, idempotency_key, " + COLUMNS + ", true AS lease_expired FROM "
                 + table + " WHERE status = 'PROCESSING' AND locked_until < now() ORDER BY locked_until LIMIT ?";
         this.takeOverSql = "UPDATE " + table + " SET status = 'PROCESSING', request_hash = ?, fencing_token = ?::uuid,"
                 + " created_at = now(), updated_at = now(), expires_at = now() + ? * interval '1 millisecond',"
@@ -165,9 +145,9 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
      */
     protected ClaimRow claimOnce(ClaimRequest request, String token) {
         ScopedKey key = request.key();
-        return jdbc.queryForObject(claimSql, (rs, n) -> claimRow(key, rs), waitSetting(request),
-                key.caller(), key.scope(), key.key(), request.requestHash(), token,
-                request.retention().toMillis(), leaseMillis(request), key.caller(), key.scope(), key.key());
+        return jdbc.queryForObject(claimSql, (rs, n) -> claimRow(key, rs), key.caller(), key.scope(), key.key(),
+                waitSetting(request), key.caller(), key.scope(), key.key(), request.requestHash(), token,
+                request.retention().toMillis(), leaseMillis(request));
     }
 
     /**
@@ -202,6 +182,47 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
     /** The record's columns, as {@link #claimRow} reads them (with {@code lease_expired} computed beside them). */
     protected static final String COLUMNS = "status, request_hash, fencing_token, response_status, response_headers,"
             + " response_body, created_at, expires_at, locked_until";
+
+    /**
+     * The statement that looks the key up and inserts the claim only when its snapshot shows no record, returning
+     * columns {@code inserted}, {@code isolation} and the record's. The look-up comes first, so a replay (the key is
+     * there) costs one index probe and inserts nothing.
+     *
+     * <p>With {@code arbitrate} (the plain store), the statement also bounds the wait — its first parameter after the
+     * key sets {@code lock_timeout}, restored before it returns — and lets the unique key arbitrate: an insert that
+     * meets an uncommitted claim of the key waits for it, then inserts nothing. Without (the partitioned store, whose
+     * caller already holds the key's lock), its last parameter is the {@code lock_timeout} to restore.
+     */
+    protected static String claimIfAbsentSql(String table, boolean arbitrate) {
+        String timeout = """
+                timeout AS (
+                    SELECT set_config('lock_timeout', ?, true) AS waiting, previous
+                    FROM (SELECT current_setting('lock_timeout') AS previous OFFSET 0) AS session
+                ),""";
+        return """
+                WITH existing AS MATERIALIZED (
+                    SELECT %2$s, locked_until < now() AS lease_expired
+                    FROM %1$s WHERE caller = ? AND scope = ? AND idempotency_key = ?
+                ), %3$s claimed AS (
+                    INSERT INTO %1$s (caller, scope, idempotency_key, status, request_hash, fencing_token, expires_at,
+                                      locked_until)
+                    SELECT ?, ?, ?, 'PROCESSING', ?, ?::uuid, now() + ? * interval '1 millisecond',
+                           now() + ?::bigint * interval '1 millisecond' %4$s
+                    WHERE NOT EXISTS (SELECT 1 FROM existing)
+                    %5$s
+                    RETURNING 1
+                ), done AS (
+                    SELECT (SELECT count(*) FROM claimed) AS inserted
+                )
+                SELECT done.inserted,
+                       set_config('lock_timeout', %6$s, true) AS restored,
+                       current_setting('transaction_isolation') AS isolation,
+                       existing.*
+                FROM done LEFT JOIN existing ON true
+                """.formatted(table, COLUMNS, arbitrate ? timeout : "", arbitrate ? "FROM timeout" : "",
+                arbitrate ? "ON CONFLICT (caller, scope, idempotency_key) DO NOTHING" : "",
+                arbitrate ? "(SELECT previous FROM timeout)" : "?");
+    }
 
     @Override
     public boolean complete(ScopedKey key, String fencingToken, StoredResponse response) {
