@@ -1,6 +1,7 @@
 package io.idempotency.core;
 
 import java.util.Optional;
+import java.util.function.Supplier;
 
 /**
  * What a handler running under idempotency can know about its request: the key, and the key to send to third
@@ -12,12 +13,14 @@ public final class IdempotencyContext {
     private static final ThreadLocal<IdempotencyContext> CURRENT = new ThreadLocal<>();
 
     private final ScopedKey key;
-    private final String downstreamKey;
     private final IdempotencyMode mode;
+    private final Supplier<String> downstreamKeySource;
+    private String downstreamKey;
 
-    public IdempotencyContext(ScopedKey key, String downstreamKey, IdempotencyMode mode) {
+    /** @param downstreamKey derives the downstream key, when first asked for (most handlers never ask) */
+    public IdempotencyContext(ScopedKey key, Supplier<String> downstreamKey, IdempotencyMode mode) {
         this.key = key;
-        this.downstreamKey = downstreamKey;
+        this.downstreamKeySource = downstreamKey;
         this.mode = mode;
     }
 
@@ -41,6 +44,9 @@ public final class IdempotencyContext {
      * {@link DownstreamKeys}), never the client's raw key.
      */
     public String downstreamKey() {
+        if (downstreamKey == null) {
+            downstreamKey = downstreamKeySource.get();
+        }
         return downstreamKey;
     }
 

@@ -400,7 +400,7 @@ public final class IdempotencyEngine {
 
         /** The context to expose to the handler. */
         public IdempotencyContext context() {
-            return new IdempotencyContext(key, downstreamKey(key), mode);
+            return new IdempotencyContext(key, () -> downstreamKey(key), mode);
         }
 
         private void renew(Duration lease) {

@@ -66,9 +66,11 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
             throw new BodyTooLargeException(limit);
         }
         ServletInputStream in = getInputStream();
-        byte[] buffer = new byte[8192];
-        while (!overflow && in.read(buffer) != -1) {
-            // RecordingStream copies what passes
+        if (!in.isFinished()) { // usually the handler's arguments have read it all already
+            byte[] buffer = new byte[8192];
+            while (!overflow && in.read(buffer) != -1) {
+                // RecordingStream copies what passes
+            }
         }
         if (overflow) {
             throw new BodyTooLargeException(limit);
@@ -98,8 +100,12 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         @Override
         public int read() throws IOException {
             int b = delegate.read();
-            if (b >= 0) {
-                record(new byte[] {(byte) b}, 0, 1);
+            if (b >= 0 && !overflow) {
+                if (copy.size() + 1 > limit) {
+                    overflow = true;
+                } else {
+                    copy.write(b);
+                }
             }
             return b;
         }
