@@ -46,6 +46,10 @@ final class AppUnderTest implements AutoCloseable {
         command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         command.add("-Xms" + heap);
         command.add("-Xmx" + heap);
+        String extraOptions = System.getenv("BENCH_APP_JAVA_OPTIONS"); // e.g. a profiler's, see docs/performance.md
+        if (extraOptions != null && !extraOptions.isBlank()) {
+            command.addAll(List.of(extraOptions.trim().split("\\s+")));
+        }
         command.add("-cp");
         command.add(System.getProperty("java.class.path"));
         command.add(BenchApplication.class.getName());
