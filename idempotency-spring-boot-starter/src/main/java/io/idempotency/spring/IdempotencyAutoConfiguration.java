@@ -29,11 +29,13 @@ import org.springframework.context.ApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Role;
+import org.springframework.core.env.Environment;
 import org.springframework.transaction.PlatformTransactionManager;
 
 
 import javax.sql.DataSource;
 import java.time.Duration;
+import java.util.Optional;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.util.HashSet;
@@ -124,15 +126,27 @@ public class IdempotencyAutoConfiguration {
      * application does not start when the retention does not cover the declared retry window plus the lease.
      */
     static void checkRetention(IdempotencyProperties properties) {
+        retentionProblem(properties, properties.getLease(), "idempotency.lease").ifPresent(problem -> {
+            throw new IllegalStateException(problem);
+        });
+    }
+
+    /**
+     * What is wrong when the retention does not cover the retry window plus {@code lease}; the startup checks also
+     * ask this for every endpoint with a lease of its own.
+     *
+     * @param leaseSource where the lease was set, as the message names it
+     */
+    static Optional<String> retentionProblem(IdempotencyProperties properties, Duration lease, String leaseSource) {
         Duration ttl = properties.getRetention().getTtl();
         Duration window = properties.getRetention().getMaxRetryWindow();
-        Duration lease = properties.getLease();
-        if (ttl.compareTo(window.plus(lease)) < 0) {
-            throw new IllegalStateException("idempotency.retention.ttl (" + ttl + ") must be at least"
-                    + " idempotency.retention.max-retry-window (" + window + ") plus idempotency.lease (" + lease
-                    + "): a record removed before a client's last retry lets that retry run the request again."
-                    + " Raise the TTL or declare a shorter retry window.");
+        if (ttl.compareTo(window.plus(lease)) >= 0) {
+            return Optional.empty();
         }
+        return Optional.of("idempotency.retention.ttl (" + ttl + ") must be at least"
+                + " idempotency.retention.max-retry-window (" + window + ") plus " + leaseSource + " (" + lease
+                + "): a record removed before a client's last retry lets that retry run the request again."
+                + " Raise the TTL or declare a shorter retry window.");
     }
 
     /** Asked once at startup, so that transactions need not set (and first query) the isolation level. */
@@ -242,8 +256,10 @@ public class IdempotencyAutoConfiguration {
                                                           ObjectProvider<CallerResolver> callerResolver,
                                                           ObjectProvider<ProblemResponses> problems,
                                                           ObjectProvider<IdempotencyProperties> properties,
-                                                          ObjectProvider<StoragePolicy> storagePolicy) {
-            return new IdempotentAdvisor(new LazyInterceptor(engine, callerResolver, problems, properties, storagePolicy));
+                                                          ObjectProvider<StoragePolicy> storagePolicy,
+                                                          Environment environment) {
+            return new IdempotentAdvisor(new LazyInterceptor(engine, callerResolver, problems, properties, storagePolicy,
+                    environment));
         }
 
         @Bean
@@ -262,12 +278,14 @@ public class IdempotencyAutoConfiguration {
             private final ObjectProvider<ProblemResponses> problems;
             private final ObjectProvider<IdempotencyProperties> properties;
             private final ObjectProvider<StoragePolicy> storagePolicy;
+            private final Environment environment;
             private volatile IdempotentMethodInterceptor delegate;
 
             private LazyInterceptor(ObjectProvider<IdempotencyEngine> engine, ObjectProvider<CallerResolver> callerResolver,
                                     ObjectProvider<ProblemResponses> problems,
                                     ObjectProvider<IdempotencyProperties> properties,
-                                    ObjectProvider<StoragePolicy> storagePolicy) {
+                                    ObjectProvider<StoragePolicy> storagePolicy, Environment environment) {
+                this.environment = environment;
                 this.engine = engine;
                 this.callerResolver = callerResolver;
                 this.problems = problems;
@@ -280,7 +298,7 @@ public class IdempotencyAutoConfiguration {
                 IdempotentMethodInterceptor interceptor = delegate;
                 if (interceptor == null) {
                     interceptor = new IdempotentMethodInterceptor(engine.getObject(), callerResolver.getObject(),
-                            problems.getObject(), properties.getObject(), storagePolicy.getObject());
+                            problems.getObject(), properties.getObject(), storagePolicy.getObject(), environment);
                     delegate = interceptor;
                 }
                 return interceptor.invoke(invocation);

@@ -1,6 +1,7 @@
 package io.idempotency.spring;
 
 import io.idempotency.core.Idempotent;
+import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.StoragePolicy;
 import org.springframework.beans.factory.BeanInitializationException;
 import org.springframework.beans.factory.ObjectProvider;
@@ -36,7 +37,10 @@ import java.util.concurrent.Future;
  *       {@code StreamingResponseBody}, {@code ResponseBodyEmitter}/SSE, reactive types): the answer would be written
  *       on another thread, after the transaction had to end;</li>
  *   <li>a primitive return type: a replayed request returns without running the method;</li>
- *   <li>an expression on {@code @Idempotent} that does not parse, or a storage policy that cannot be created;</li>
+ *   <li>an expression on {@code @Idempotent} that does not parse, a lease that is not a positive duration or
+ *       names a property that is not set, or a storage policy that cannot be created;</li>
+ *   <li>an intent-first endpoint whose own lease the retention does not cover (TTL below the retry window plus
+ *       that lease);</li>
  *   <li>a transaction manager that does not manage the store's DataSource: the claim and the handler's writes would
  *       not commit together.</li>
  * </ul>
@@ -79,8 +83,14 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 if (idempotent != null) {
                     problemWith(method).ifPresent(problems::add);
                     try {
-                        methods.addAll(IdempotentEndpoint.of(method, idempotent, properties.getObject().getMethods(),
-                                storagePolicy.getObject(), properties.getObject().getLease()).methods);
+                        IdempotencyProperties settings = properties.getObject();
+                        IdempotentEndpoint endpoint = IdempotentEndpoint.of(method, idempotent, settings.getMethods(),
+                                storagePolicy.getObject(), settings.getLease(), context.getEnvironment());
+                        methods.addAll(endpoint.methods);
+                        if (endpoint.mode == IdempotencyMode.INTENT_FIRST && !idempotent.lease().isBlank()) {
+                            IdempotencyAutoConfiguration.retentionProblem(settings, endpoint.lease,
+                                    "the lease of " + method).ifPresent(problems::add);
+                        }
                     } catch (IllegalStateException e) {
                         problems.add(e.getMessage());
                     }

@@ -5,6 +5,7 @@ import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.StoragePolicy;
 import org.springframework.beans.BeanUtils;
 import org.springframework.boot.convert.DurationStyle;
+import org.springframework.core.env.PropertyResolver;
 import org.springframework.expression.Expression;
 import org.springframework.expression.spel.standard.SpelExpressionParser;
 
@@ -45,11 +46,14 @@ final class IdempotentEndpoint {
     }
 
     /**
-     * @throws IllegalStateException if an expression does not parse or the storage policy cannot be created; the
+     * @param placeholders resolves {@code ${…}} placeholders in the annotation's lease (the application's
+     *                     environment)
+     * @throws IllegalStateException if an expression does not parse, the lease is not a positive duration (or names
+     *                               a property that is not set), or the storage policy cannot be created; the
      *                               startup checks call this for every endpoint, so such mistakes stop the start
      */
     static IdempotentEndpoint of(Method method, Idempotent annotation, Collection<String> defaultMethods,
-                                 StoragePolicy defaultPolicy, Duration defaultLease) {
+                                 StoragePolicy defaultPolicy, Duration defaultLease, PropertyResolver placeholders) {
         try {
             Expression key = annotation.key().isBlank() ? null : PARSER.parseExpression(annotation.key());
             List<Expression> fingerprint = Arrays.stream(annotation.fingerprint())
@@ -58,7 +62,9 @@ final class IdempotentEndpoint {
                     ? defaultMethods : Arrays.asList(annotation.methods());
             StoragePolicy policy = annotation.storagePolicy() == StoragePolicy.class
                     ? defaultPolicy : BeanUtils.instantiateClass(annotation.storagePolicy());
-            Duration lease = annotation.lease().isBlank() ? defaultLease : DurationStyle.detectAndParse(annotation.lease());
+            String leaseText = annotation.lease().isBlank() ? ""
+                    : placeholders.resolveRequiredPlaceholders(annotation.lease()).trim();
+            Duration lease = leaseText.isEmpty() ? defaultLease : DurationStyle.detectAndParse(leaseText);
             if (lease.isNegative() || lease.isZero()) {
                 throw new IllegalArgumentException("the lease must be positive: " + annotation.lease());
             }

@@ -16,6 +16,7 @@ import org.springframework.context.expression.MethodBasedEvaluationContext;
 import org.springframework.core.DefaultParameterNameDiscoverer;
 import org.springframework.core.ParameterNameDiscoverer;
 import org.springframework.core.annotation.AnnotatedElementUtils;
+import org.springframework.core.env.PropertyResolver;
 import org.springframework.expression.EvaluationException;
 import org.springframework.expression.Expression;
 import org.springframework.expression.spel.support.MapAccessor;
@@ -66,11 +67,14 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
     private final IdempotencyProperties properties;
     private final StoragePolicy defaultPolicy;
     private final String retryAfterSeconds;
+    private final PropertyResolver placeholders;
     private final Map<Method, IdempotentEndpoint> endpoints = new ConcurrentHashMap<>();
 
+    /** @param placeholders resolves {@code ${…}} placeholders in {@link Idempotent#lease()} */
     public IdempotentMethodInterceptor(IdempotencyEngine engine, CallerResolver callerResolver,
                                        ProblemResponses problems, IdempotencyProperties properties,
-                                       StoragePolicy defaultPolicy) {
+                                       StoragePolicy defaultPolicy, PropertyResolver placeholders) {
+        this.placeholders = placeholders;
         this.engine = engine;
         this.callerResolver = callerResolver;
         this.problems = problems;
@@ -84,7 +88,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
     IdempotentEndpoint endpoint(Method method) {
         return endpoints.computeIfAbsent(method, m -> IdempotentEndpoint.of(m,
                 AnnotatedElementUtils.findMergedAnnotation(m, Idempotent.class), properties.getMethods(),
-                defaultPolicy, properties.getLease()));
+                defaultPolicy, properties.getLease(), placeholders));
     }
 
     @Override

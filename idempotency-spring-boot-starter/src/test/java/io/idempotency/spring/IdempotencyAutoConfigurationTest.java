@@ -2,7 +2,9 @@ package io.idempotency.spring;
 
 import io.idempotency.core.Idempotent;
 import io.idempotency.core.IdempotencyEngine;
+import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.IdempotencyStore;
+import io.idempotency.core.StoragePolicy;
 import io.idempotency.jdbc.PostgresIdempotencyStore;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
@@ -11,6 +13,7 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.jdbc.datasource.DriverManagerDataSource;
+import org.springframework.mock.env.MockEnvironment;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RestController;
@@ -19,6 +22,9 @@ import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
 import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
 import org.springframework.http.ResponseEntity;
 
+import java.lang.reflect.Method;
+import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 
@@ -78,6 +84,32 @@ class IdempotencyAutoConfigurationTest {
         });
     }
 
+    @Test
+    void anEndpointLeaseResolvesPlaceholdersAndMustFitTheRetention() throws Exception {
+        runner.withUserConfiguration(LeasedController.class).withPropertyValues("orders.lease=2h")
+                .run(context -> assertThat(context).hasNotFailed());
+        MockEnvironment environment = new MockEnvironment().withProperty("orders.lease", "2h");
+        Method create = LeasedController.class.getMethod("create");
+        IdempotentEndpoint endpoint = IdempotentEndpoint.of(create, create.getAnnotation(Idempotent.class),
+                List.of("POST"), StoragePolicy.DEFAULT, Duration.ofMinutes(5), environment);
+        assertThat(endpoint.lease).isEqualTo(Duration.ofHours(2));
+        assertThat(IdempotentEndpoint.of(create, create.getAnnotation(Idempotent.class), List.of("POST"),
+                StoragePolicy.DEFAULT, Duration.ofMinutes(5), new MockEnvironment()).lease)
+                .as("the placeholder's default").isEqualTo(Duration.ofSeconds(45));
+
+        // the default retention: ttl 30d, retry window 7d, so an endpoint's lease may be 23 days at most
+        runner.withUserConfiguration(LeasedController.class).withPropertyValues("orders.lease=24d").run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(rootMessage(context.getStartupFailure())).contains("idempotency.retention.ttl (PT720H)",
+                    "plus the lease of", "LeasedController.create()", "(PT576H)");
+        });
+        runner.withUserConfiguration(UnresolvedLeaseController.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(rootMessage(context.getStartupFailure())).contains("UnresolvedLeaseController.create()",
+                    "Could not resolve placeholder 'charges.lease'");
+        });
+    }
+
     private static String rootMessage(Throwable failure) {
         Throwable root = failure;
         while (root.getCause() != null) {
@@ -102,6 +134,24 @@ class IdempotencyAutoConfigurationTest {
         PlatformTransactionManager transactionManager() {
             return new DataSourceTransactionManager(new DriverManagerDataSource(DATABASE.url(), DATABASE.user(),
                     DATABASE.password() == null ? "" : DATABASE.password()));
+        }
+    }
+
+    @RestController
+    static class LeasedController {
+        @PostMapping("/leased")
+        @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "${orders.lease:45s}")
+        public String create() {
+            return "created";
+        }
+    }
+
+    @RestController
+    static class UnresolvedLeaseController {
+        @PostMapping("/unresolved")
+        @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "${charges.lease}")
+        public String create() {
+            return "created";
         }
     }
 
