@@ -8,6 +8,7 @@ import io.idempotency.testkit.IdempotencyStoreContract;
 import io.idempotency.testkit.TestPostgres;
 import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
+import io.idempotency.core.ScopedKey;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.jdbc.core.JdbcTemplate;
@@ -35,17 +36,31 @@ class PostgresIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         DATA_SOURCE.close();
     }
 
-    /** The bounded wait of the claim must not leak into the handler's statements. */
+    /**
+     * The bounded wait of the claim must not leak into the handler's statements: neither when the claim inserts, nor
+     * when it finds a record (a FAILED one is taken over, and the handler then runs in that transaction).
+     */
     @Test
     void theClaimRestoresTheLockTimeoutTheHandlerRunsWith() {
+        ScopedKey key = newKey();
+        ClaimResult first = lockTimeoutAfterClaiming(key);
+        assertThat(first).isInstanceOf(ClaimResult.Claimed.class);
+        new TransactionTemplate(new DataSourceTransactionManager(DATA_SOURCE)).executeWithoutResult(status ->
+                assertThat(STORE.fail(key, ((ClaimResult.Claimed) first).fencingToken())).isTrue());
+        assertThat(lockTimeoutAfterClaiming(key)).as("a FAILED record taken over")
+                .isInstanceOf(ClaimResult.Claimed.class);
+    }
+
+    /** Claims {@code key} in a transaction whose lock_timeout is 7s, and checks it is 7s again after the claim. */
+    private static ClaimResult lockTimeoutAfterClaiming(ScopedKey key) {
         JdbcTemplate jdbc = new JdbcTemplate(DATA_SOURCE);
-        String during = new TransactionTemplate(new DataSourceTransactionManager(DATA_SOURCE)).execute(status -> {
+        return new TransactionTemplate(new DataSourceTransactionManager(DATA_SOURCE)).execute(status -> {
             jdbc.execute("SET LOCAL lock_timeout = '7s'");
-            assertThat(STORE.claim(new ClaimRequest(newKey(), "d".repeat(64), Duration.ofDays(1),
-                    Duration.ofMillis(100)))).isInstanceOf(ClaimResult.Claimed.class);
-            return jdbc.queryForObject("SHOW lock_timeout", String.class);
+            ClaimResult result = STORE.claim(new ClaimRequest(key, "d".repeat(64), Duration.ofDays(1),
+                    Duration.ofMillis(100)));
+            assertThat(jdbc.queryForObject("SHOW lock_timeout", String.class)).isEqualTo("7s");
+            return result;
         });
-        assertThat(during).isEqualTo("7s");
     }
 
     @Override
