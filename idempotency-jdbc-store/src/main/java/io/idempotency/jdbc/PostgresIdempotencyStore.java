@@ -38,8 +38,9 @@ import java.util.UUID;
  *       returns the record as its snapshot shows it — one round trip, which is all a first execution or the replay
  *       of a completed request needs (a replay inserts nothing).</li>
  *   <li>0 rows and no record in that snapshot (it was committed while the insert waited): a second statement reads
- *       it. A FAILED record is taken over with a compare-and-set on its fencing token. A record that vanished in
- *       between (released or deleted) is claimed again.</li>
+ *       it. A FAILED record is taken over with a compare-and-set on its fencing token, under the same bounded wait
+ *       (another request may be taking it over at that moment). A record that vanished in between (released or
+ *       deleted) is claimed again.</li>
  * </ol>
  * The caller's transaction must be at READ COMMITTED. Thread-safe.
  */
@@ -77,10 +78,13 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
                 + " AND fencing_token = ?::uuid AND status = 'PROCESSING' AND locked_until < now()";
         this.expiredLeasesSql = "SELECT caller, scope, idempotency_key, " + COLUMNS + ", true AS lease_expired FROM "
                 + table + " WHERE status = 'PROCESSING' AND locked_until < now() ORDER BY locked_until LIMIT ?";
-        this.takeOverSql = "UPDATE " + table + " SET status = 'PROCESSING', request_hash = ?, fencing_token = ?::uuid,"
+        // bounded like the claim: the record may be in the middle of being taken over by another transaction
+        this.takeOverSql = "WITH " + BOUNDED_WAIT + ", taken AS (UPDATE " + table
+                + " SET status = 'PROCESSING', request_hash = ?, fencing_token = ?::uuid,"
                 + " created_at = now(), updated_at = now(), expires_at = now() + ? * interval '1 millisecond',"
-                + " locked_until = now() + ?::bigint * interval '1 millisecond'"
-                + keyMatch + " AND status = 'FAILED' AND fencing_token = ?::uuid";
+                + " locked_until = now() + ?::bigint * interval '1 millisecond' FROM timeout"
+                + keyMatch + " AND status = 'FAILED' AND fencing_token = ?::uuid RETURNING 1)"
+                + " SELECT (SELECT count(*) FROM taken) AS taken, " + RESTORE_WAIT;
         this.completeSql = "UPDATE " + table + " SET status = 'SUCCEEDED', response_status = ?, response_headers = ?,"
                 + " response_body = ?, updated_at = now(), locked_until = NULL"
                 + keyMatch + " AND fencing_token = ?::uuid AND status = 'PROCESSING'";
@@ -126,8 +130,17 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
             if (record.status() != RecordStatus.FAILED) {
                 return new ClaimResult.Existing(record);
             }
-            int takenOver = jdbc.update(takeOverSql, request.requestHash(), token, request.retention().toMillis(),
-                    leaseMillis(request), key.caller(), key.scope(), key.key(), record.fencingToken());
+            long takenOver;
+            try {
+                takenOver = jdbc.queryForObject(takeOverSql, (rs, n) -> rs.getLong("taken"), waitSetting(request),
+                        request.requestHash(), token, request.retention().toMillis(), leaseMillis(request),
+                        key.caller(), key.scope(), key.key(), record.fencingToken());
+            } catch (DataAccessException e) {
+                if (LOCK_NOT_AVAILABLE.equals(sqlState(e))) {
+                    return new ClaimResult.Busy();
+                }
+                throw e;
+            }
             if (takenOver == 1) {
                 return new ClaimResult.Claimed(token);
             }
@@ -179,6 +192,19 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
         return Math.max(1, request.maxWait().toMillis()) + "ms";
     }
 
+    /**
+     * A CTE {@code timeout} that sets {@code lock_timeout} to its parameter (the bounded wait) for the rest of the
+     * statement, keeping the previous value; {@link #RESTORE_WAIT} puts that back before the statement returns.
+     */
+    private static final String BOUNDED_WAIT = """
+            timeout AS (
+                SELECT set_config('lock_timeout', ?, true) AS waiting, previous
+                FROM (SELECT current_setting('lock_timeout') AS previous OFFSET 0) AS session
+            )""";
+
+    private static final String RESTORE_WAIT = "set_config('lock_timeout', (SELECT previous FROM timeout), true)"
+            + " AS restored";
+
     /** The record's columns, as {@link #claimRow} reads them (with {@code lease_expired} computed beside them). */
     protected static final String COLUMNS = "status, request_hash, fencing_token, response_status, response_headers,"
             + " response_body, created_at, expires_at, locked_until";
@@ -194,11 +220,6 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
      * caller already holds the key's lock), its last parameter is the {@code lock_timeout} to restore.
      */
     protected static String claimIfAbsentSql(String table, boolean arbitrate) {
-        String timeout = """
-                timeout AS (
-                    SELECT set_config('lock_timeout', ?, true) AS waiting, previous
-                    FROM (SELECT current_setting('lock_timeout') AS previous OFFSET 0) AS session
-                ),""";
         return """
                 WITH existing AS MATERIALIZED (
                     SELECT %2$s, locked_until < now() AS lease_expired
@@ -219,7 +240,7 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
                        current_setting('transaction_isolation') AS isolation,
                        existing.*
                 FROM done LEFT JOIN existing ON true
-                """.formatted(table, COLUMNS, arbitrate ? timeout : "", arbitrate ? "FROM timeout" : "",
+                """.formatted(table, COLUMNS, arbitrate ? BOUNDED_WAIT + "," : "", arbitrate ? "FROM timeout" : "",
                 arbitrate ? "ON CONFLICT (caller, scope, idempotency_key) DO NOTHING" : "",
                 arbitrate ? "(SELECT previous FROM timeout)" : "?");
     }

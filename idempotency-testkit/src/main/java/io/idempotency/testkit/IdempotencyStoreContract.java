@@ -386,6 +386,29 @@ public abstract class IdempotencyStoreContract {
     }
 
     @Test
+    void theWaitForAFailedRecordBeingTakenOverIsBounded() throws Exception {
+        ScopedKey key = newKey();
+        String failed = claimed(claimCommitted(key, HASH_A, DAY));
+        assertThat(holds(store -> store.fail(key, failed))).isTrue();
+        Transactions.Transaction holder = transactions().begin();
+        claimed(store().claim(claim(key, HASH_A, DAY))); // takes the FAILED record over, not yet committed
+        try {
+            ClaimResult result = CompletableFuture.supplyAsync(() -> {
+                Transactions.Transaction transaction = transactions().begin();
+                try {
+                    return store().claim(new ClaimRequest(key, HASH_A, DAY, Duration.ofMillis(200)));
+                } finally {
+                    transaction.rollback();
+                }
+            }).get(30, TimeUnit.SECONDS); // the holder does not end before this returns: only the wait can end it
+
+            assertThat(result).isInstanceOf(ClaimResult.Busy.class);
+        } finally {
+            holder.rollback();
+        }
+    }
+
+    @Test
     void concurrentClaimsOfOneKeyHaveExactlyOneWinner() throws Exception {
         int threads = 16;
         ExecutorService executor = Executors.newFixedThreadPool(threads);
