@@ -1,5 +1,6 @@
 package io.idempotency.core;
 
+import java.util.Objects;
 import java.util.Optional;
 import java.util.function.Supplier;
 
@@ -20,8 +21,14 @@ public final class IdempotencyContext {
     /** @param downstreamKey derives the downstream key, when first asked for (most handlers never ask) */
     public IdempotencyContext(ScopedKey key, Supplier<String> downstreamKey, IdempotencyMode mode) {
         this.key = key;
-        this.downstreamKeySource = downstreamKey;
+        this.downstreamKeySource = Objects.requireNonNull(downstreamKey, "downstreamKey");
         this.mode = mode;
+    }
+
+    /** A context with a known downstream key, e.g. to run a handler under test. */
+    public IdempotencyContext(ScopedKey key, String downstreamKey, IdempotencyMode mode) {
+        this(key, () -> downstreamKey, mode);
+        Objects.requireNonNull(downstreamKey, "downstreamKey");
     }
 
     /** The context of the idempotent request this thread is handling, if any. */

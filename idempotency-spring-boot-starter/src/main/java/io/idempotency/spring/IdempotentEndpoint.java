@@ -66,7 +66,8 @@ final class IdempotentEndpoint {
                     : placeholders.resolveRequiredPlaceholders(annotation.lease()).trim();
             Duration lease = leaseText.isEmpty() ? defaultLease : DurationStyle.detectAndParse(leaseText);
             if (lease.isNegative() || lease.isZero()) {
-                throw new IllegalArgumentException("the lease must be positive: " + annotation.lease());
+                throw new IllegalArgumentException("the lease must be positive: " + annotation.lease()
+                        + (leaseText.equals(annotation.lease()) ? "" : " (" + leaseText + ")"));
             }
             return new IdempotentEndpoint(annotation.scope(), annotation.keyRequired(), key, fingerprint,
                     methods.stream().map(m -> m.toUpperCase(Locale.ROOT)).collect(Collectors.toUnmodifiableSet()),
