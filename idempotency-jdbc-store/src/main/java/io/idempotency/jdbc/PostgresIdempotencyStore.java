@@ -100,54 +100,51 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
 
     @Override
     public ClaimResult claim(ClaimRequest request) {
-        ScopedKey key = request.key();
         for (int attempt = 1; attempt <= MAX_CLAIM_ATTEMPTS; attempt++) {
-            String token = UUID.randomUUID().toString();
-            ClaimRow row;
+            ClaimResult result;
             try {
-                row = claimOnce(request, token);
+                result = attempt(request, UUID.randomUUID().toString());
             } catch (DataAccessException e) {
                 if (LOCK_NOT_AVAILABLE.equals(sqlState(e))) {
-                    return new ClaimResult.Busy();
+                    return new ClaimResult.Busy(); // the bounded wait ran out
                 }
                 throw e;
             }
-            if (!"read committed".equals(row.isolation())) {
-                // at REPEATABLE READ or SERIALIZABLE a concurrent claim raises 40001 instead of waiting
-                throw new IllegalStateException("the idempotency claim must run at READ COMMITTED, but the transaction"
-                        + " runs at " + row.isolation());
+            if (result != null) {
+                return result;
             }
-            if (row.inserted()) {
-                return new ClaimResult.Claimed(token);
-            }
-            // The statement's snapshot shows a record committed before it started; one committed while it waited
-            // needs a statement of its own.
-            Optional<IdempotencyRecord> existing = row.existing() != null ? Optional.of(row.existing()) : find(key);
-            if (existing.isEmpty()) {
-                continue; // released or deleted since the insert looked: claim again
-            }
-            IdempotencyRecord record = existing.get();
-            if (record.status() != RecordStatus.FAILED) {
-                return new ClaimResult.Existing(record);
-            }
-            long takenOver;
-            try {
-                takenOver = jdbc.queryForObject(takeOverSql, (rs, n) -> rs.getLong("taken"), waitSetting(request),
-                        request.requestHash(), token, request.retention().toMillis(), leaseMillis(request),
-                        key.caller(), key.scope(), key.key(), record.fencingToken());
-            } catch (DataAccessException e) {
-                if (LOCK_NOT_AVAILABLE.equals(sqlState(e))) {
-                    return new ClaimResult.Busy();
-                }
-                throw e;
-            }
-            if (takenOver == 1) {
-                return new ClaimResult.Claimed(token);
-            }
-            // another request took the FAILED record over first: look again
         }
-        throw new IllegalStateException("could not claim " + key + " in " + MAX_CLAIM_ATTEMPTS
+        throw new IllegalStateException("could not claim " + request.key() + " in " + MAX_CLAIM_ATTEMPTS
                 + " attempts: the record keeps changing between claim and read");
+    }
+
+    /** One claim attempt with {@code token}; null when the record changed under it and the claim should look again. */
+    private ClaimResult attempt(ClaimRequest request, String token) {
+        ScopedKey key = request.key();
+        ClaimRow row = claimOnce(request, token);
+        if (!"read committed".equals(row.isolation())) {
+            // at REPEATABLE READ or SERIALIZABLE a concurrent claim raises 40001 instead of waiting
+            throw new IllegalStateException("the idempotency claim must run at READ COMMITTED, but the transaction"
+                    + " runs at " + row.isolation());
+        }
+        if (row.inserted()) {
+            return new ClaimResult.Claimed(token);
+        }
+        // The statement's snapshot shows a record committed before it started; one committed while it waited
+        // needs a statement of its own.
+        Optional<IdempotencyRecord> existing = row.existing() != null ? Optional.of(row.existing()) : find(key);
+        if (existing.isEmpty()) {
+            return null; // released or deleted since the insert looked: claim again
+        }
+        IdempotencyRecord record = existing.get();
+        if (record.status() != RecordStatus.FAILED) {
+            return new ClaimResult.Existing(record);
+        }
+        long takenOver = jdbc.queryForObject(takeOverSql, (rs, n) -> rs.getLong("taken"), waitSetting(request),
+                request.requestHash(), token, request.retention().toMillis(), leaseMillis(request),
+                key.caller(), key.scope(), key.key(), record.fencingToken());
+        // 0: another request took the FAILED record over first: look again
+        return takenOver == 1 ? new ClaimResult.Claimed(token) : null;
     }
 
     /**
