@@ -370,16 +370,7 @@ public abstract class IdempotencyStoreContract {
         Transactions.Transaction holder = transactions().begin();
         claimed(store().claim(claim(key, HASH_A, DAY)));
         try {
-            ClaimResult result = CompletableFuture.supplyAsync(() -> {
-                Transactions.Transaction transaction = transactions().begin();
-                try {
-                    return store().claim(new ClaimRequest(key, HASH_A, DAY, Duration.ofMillis(200)));
-                } finally {
-                    transaction.rollback();
-                }
-            }).get(30, TimeUnit.SECONDS);
-
-            assertThat(result).isInstanceOf(ClaimResult.Busy.class);
+            assertThat(claimWhileHeld(key)).isInstanceOf(ClaimResult.Busy.class);
         } finally {
             holder.rollback();
         }
@@ -393,19 +384,25 @@ public abstract class IdempotencyStoreContract {
         Transactions.Transaction holder = transactions().begin();
         claimed(store().claim(claim(key, HASH_A, DAY))); // takes the FAILED record over, not yet committed
         try {
-            ClaimResult result = CompletableFuture.supplyAsync(() -> {
-                Transactions.Transaction transaction = transactions().begin();
-                try {
-                    return store().claim(new ClaimRequest(key, HASH_A, DAY, Duration.ofMillis(200)));
-                } finally {
-                    transaction.rollback();
-                }
-            }).get(30, TimeUnit.SECONDS); // the holder does not end before this returns: only the wait can end it
-
-            assertThat(result).isInstanceOf(ClaimResult.Busy.class);
+            assertThat(claimWhileHeld(key)).isInstanceOf(ClaimResult.Busy.class);
         } finally {
             holder.rollback();
         }
+    }
+
+    /**
+     * Claims {@code key} on another thread, allowing a 200 ms wait, while this thread's transaction holds it: the
+     * holder does not end before this returns, so only the bounded wait can end the claim.
+     */
+    private ClaimResult claimWhileHeld(ScopedKey key) throws Exception {
+        return CompletableFuture.supplyAsync(() -> {
+            Transactions.Transaction transaction = transactions().begin();
+            try {
+                return store().claim(new ClaimRequest(key, HASH_A, DAY, Duration.ofMillis(200)));
+            } finally {
+                transaction.rollback();
+            }
+        }).get(30, TimeUnit.SECONDS);
     }
 
     @Test
