@@ -469,15 +469,7 @@ public final class IdempotencyEngine {
          * call after {@link #finish}.
          */
         public void abandon() {
-            if (!ended) {
-                ended = true;
-                stopRenewal();
-                try {
-                    transaction.rollback();
-                } finally {
-                    landFlight(null);
-                }
-            }
+            abandon(false);
         }
 
         /**
@@ -485,12 +477,16 @@ public final class IdempotencyEngine {
          * {@link IdempotencyMode#INTENT_FIRST} mark the claim FAILED so the next request runs at once.
          */
         public void abandonDefinitely() {
+            abandon(true);
+        }
+
+        private void abandon(boolean definitely) {
             if (!ended) {
                 ended = true;
                 stopRenewal();
                 try {
                     transaction.rollback();
-                    if (mode == IdempotencyMode.INTENT_FIRST) {
+                    if (definitely && mode == IdempotencyMode.INTENT_FIRST) {
                         store.fail(key, fencingToken);
                     }
                 } finally {
