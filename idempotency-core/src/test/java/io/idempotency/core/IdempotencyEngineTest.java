@@ -279,7 +279,7 @@ class IdempotencyEngineTest {
     void withAReplayCacheAStoredAnswerIsReplayedWithoutTheStore() {
         IdempotencyEngine cached = new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION,
                 MAX_WAIT, StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
-                new ReplayCache(100, 1024, Duration.ofMinutes(1)));
+                new ReplayCache(100, 1024, 1 << 20, Duration.ofMinutes(1)));
         store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
         ((Proceed) cached.start(KEY, HASH)).execution().finish(CREATED);
         int claims = store.claims.size();

@@ -16,7 +16,7 @@ class ReplayCacheTest {
 
     @Test
     void answersAReplayForTheSameRequestAndAMismatchForAnother() {
-        ReplayCache cache = new ReplayCache(10, 1024, Duration.ofMinutes(1));
+        ReplayCache cache = new ReplayCache(10, 1024, 1 << 20, Duration.ofMinutes(1));
         cache.put(KEY, "a", ANSWER);
 
         assertThat(cache.answer(KEY, "a")).isEqualTo(new IdempotencyEngine.Replay(ANSWER));
@@ -26,16 +26,16 @@ class ReplayCacheTest {
 
     @Test
     void keepsNeitherLargeAnswersNorOldOnesNorMoreThanItsSize() throws InterruptedException {
-        ReplayCache small = new ReplayCache(10, 4, Duration.ofMinutes(1));
+        ReplayCache small = new ReplayCache(10, 4, 1 << 20, Duration.ofMinutes(1));
         small.put(KEY, "a", ANSWER);
         assertThat(small.answer(KEY, "a")).as("larger than the body cap").isNull();
 
-        ReplayCache brief = new ReplayCache(10, 1024, Duration.ofMillis(20));
+        ReplayCache brief = new ReplayCache(10, 1024, 1 << 20, Duration.ofMillis(20));
         brief.put(KEY, "a", ANSWER);
         Thread.sleep(50);
         assertThat(brief.answer(KEY, "a")).as("older than max age").isNull();
 
-        ReplayCache two = new ReplayCache(2, 1024, Duration.ofMinutes(1));
+        ReplayCache two = new ReplayCache(2, 1024, 1 << 20, Duration.ofMinutes(1));
         ScopedKey second = new ScopedKey("", "POST /x", "2");
         ScopedKey third = new ScopedKey("", "POST /x", "3");
         two.put(KEY, "a", ANSWER);
@@ -47,5 +47,32 @@ class ReplayCacheTest {
         assertThat(two.answer(third, "a")).isNotNull();
 
         assertThat(ReplayCache.NONE.answer(KEY, "a")).isNull();
+    }
+
+    @Test
+    void keepsItsAnswersWithinItsMemoryBudgetDroppingTheLeastRecentlyUsed() {
+        StoredResponse large = new StoredResponse(201, List.of(new StoredResponse.Header("Content-Type",
+                "application/json")), new byte[10_000]);
+        long each = ReplayCache.footprint(KEY, "a", large);
+        assertThat(each).isGreaterThan(10_000);
+        ReplayCache cache = new ReplayCache(1_000, 64 * 1024, 2 * each + each / 2, Duration.ofMinutes(1));
+        ScopedKey second = new ScopedKey("alice", "POST /payments", "k-2");
+        ScopedKey third = new ScopedKey("alice", "POST /payments", "k-3");
+        cache.put(KEY, "a", large);
+        cache.put(second, "a", large);
+        cache.answer(KEY, "a"); // used: the second is now the least recently used
+        cache.put(third, "a", large);
+
+        assertThat(cache.answer(second, "a")).as("dropped: three do not fit").isNull();
+        assertThat(cache.answer(KEY, "a")).isNotNull();
+        assertThat(cache.answer(third, "a")).isNotNull();
+        cache.put(KEY, "a", large); // the same key again replaces its entry, it does not count twice
+        cache.put(second, "a", large);
+        assertThat(cache.answer(third, "a")).as("dropped for the second").isNull();
+        assertThat(cache.answer(KEY, "a")).isNotNull();
+
+        ReplayCache tiny = new ReplayCache(1_000, 64 * 1024, each - 1, Duration.ofMinutes(1));
+        tiny.put(KEY, "a", large);
+        assertThat(tiny.answer(KEY, "a")).as("larger than the whole budget").isNull();
     }
 }

@@ -185,7 +185,8 @@ public class IdempotencyAutoConfiguration {
         IdempotencyProperties.ReplayCache cache = properties.getReplayCache();
         return new IdempotencyEngine(store, transactions, storagePolicy, properties.getRetention().getTtl(),
                 properties.getInFlightWait(), resolver, downstreamKeys, new ReplayCache(cache.getMaxEntries(),
-                        (int) Math.min(Integer.MAX_VALUE, cache.getMaxBodySize().toBytes()), cache.getMaxAge()));
+                        (int) Math.min(Integer.MAX_VALUE, cache.getMaxBodySize().toBytes()),
+                        cache.getMaxTotalSize().toBytes(), cache.getMaxAge()));
     }
 
     /** The idempotency rules for code that is not an HTTP endpoint, such as message listeners. */

@@ -104,6 +104,12 @@ public class IdempotencyProperties {
         /** Larger answers are not kept in memory (they are replayed from the database). */
         private DataSize maxBodySize = DataSize.ofKilobytes(64);
 
+        /**
+         * How much memory the kept answers may take in all (estimated: bodies, headers, keys and a fixed overhead);
+         * the least recently used go first beyond it.
+         */
+        private DataSize maxTotalSize = DataSize.ofMegabytes(32);
+
         /** How long an answer is kept after it was stored or read. */
         private Duration maxAge = Duration.ofMinutes(10);
 
@@ -121,6 +127,14 @@ public class IdempotencyProperties {
 
         public void setMaxBodySize(DataSize maxBodySize) {
             this.maxBodySize = maxBodySize;
+        }
+
+        public DataSize getMaxTotalSize() {
+            return maxTotalSize;
+        }
+
+        public void setMaxTotalSize(DataSize maxTotalSize) {
+            this.maxTotalSize = maxTotalSize;
         }
 
         public Duration getMaxAge() {
