@@ -181,13 +181,11 @@ class IntentFirstEngineIntegrationTest {
             new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
             return dataSource;
         }
-        String clock = database.schema() + "_clock";
-        database.queryString("create schema " + clock);
-        database.queryString("create function " + clock + ".now() returns timestamptz language sql stable"
+        // in the test's own schema (dropped with it), named before pg_catalog, so the shadowing now() is found first
+        database.queryString("create function " + database.schema() + ".now() returns timestamptz language sql stable"
                 + " as $$ select pg_catalog.now() " + skew + " $$");
-        // pg_catalog named last, so the shadowing now() is found first
         TestPostgres.Database skewed = new TestPostgres.Database(
-                database.url() + "," + clock + ",pg_catalog", database.user(), database.password(), database.schema());
+                database.url() + ",pg_catalog", database.user(), database.password(), database.schema());
         HikariDataSource dataSource = skewed.dataSource(6);
         new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
         return dataSource;

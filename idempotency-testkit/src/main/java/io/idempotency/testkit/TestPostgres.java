@@ -10,8 +10,13 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.sql.Connection;
 import java.sql.DriverManager;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.time.Duration;
+import java.time.Instant;
+import java.time.format.DateTimeParseException;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -26,7 +31,9 @@ import java.util.UUID;
  *   <li>a Testcontainers PostgreSQL, when a Docker engine is reachable;</li>
  *   <li>an embedded PostgreSQL (zonky), started as a child process.</li>
  * </ol>
- * Each {@link #newDatabase()} gets a schema of its own on that server, so tests never see each other's rows.
+ * Each {@link #newDatabase()} gets a schema of its own on that server, so tests never see each other's rows. On a
+ * configured server, which outlives the tests, the schemas are dropped when the JVM exits, and schemas that an
+ * earlier run could not drop (it was killed) are dropped a day after they were created.
  */
 public final class TestPostgres {
 
@@ -35,7 +42,11 @@ public final class TestPostgres {
     public static final String USER_ENV = "IDEMPOTENCY_TEST_JDBC_USER";
     public static final String PASSWORD_ENV = "IDEMPOTENCY_TEST_JDBC_PASSWORD";
 
+    private static final String SCHEMA_COMMENT = "idempotency test schema, created ";
+    private static final Duration ABANDONED_AFTER = Duration.ofDays(1);
+
     private static Server server;
+    private static final List<String> schemasToDrop = new ArrayList<>();
 
     private TestPostgres() {
     }
@@ -105,27 +116,35 @@ public final class TestPostgres {
         try (Connection connection = DriverManager.getConnection(server.url(), server.user(), server.password());
              Statement statement = connection.createStatement()) {
             statement.execute("CREATE SCHEMA " + schema);
+            statement.execute("COMMENT ON SCHEMA " + schema + " IS '" + SCHEMA_COMMENT + Instant.now() + "'");
         } catch (SQLException e) {
             throw new IllegalStateException("could not create a test schema on " + server.description(), e);
+        }
+        if (server.outlivesTests()) {
+            schemasToDrop.add(schema);
         }
         String separator = server.url().contains("?") ? "&" : "?";
         return new Database(server.url() + separator + "currentSchema=" + schema, server.user(), server.password(), schema);
     }
 
-    private record Server(String url, String user, String password, String description) {
+    private record Server(String url, String user, String password, String description, boolean outlivesTests) {
     }
 
     private static Server chooseServer() {
         String url = System.getProperty(URL_PROPERTY, System.getenv(URL_ENV));
         if (url != null && !url.isBlank()) {
-            return new Server(url, System.getenv(USER_ENV), System.getenv(PASSWORD_ENV), "configured " + url);
+            Server configured = new Server(url, System.getenv(USER_ENV), System.getenv(PASSWORD_ENV),
+                    "configured " + url, true);
+            dropAbandonedSchemas(configured);
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> dropSchemas(configured), "drop-test-schemas"));
+            return configured;
         }
         if (dockerAvailable()) {
             PostgreSQLContainer container = new PostgreSQLContainer("postgres:16-alpine");
             container.start();
             Runtime.getRuntime().addShutdownHook(new Thread(container::stop, "stop-test-postgres"));
             return new Server(container.getJdbcUrl(), container.getUsername(), container.getPassword(),
-                    "Testcontainers " + container.getDockerImageName());
+                    "Testcontainers " + container.getDockerImageName(), false);
         }
         try {
             EmbeddedPostgres embedded = EmbeddedPostgres.builder().start();
@@ -137,10 +156,64 @@ public final class TestPostgres {
                 }
             }, "stop-test-postgres"));
             return new Server(embedded.getJdbcUrl("postgres", "postgres"), "postgres", null,
-                    "embedded PostgreSQL on port " + embedded.getPort());
+                    "embedded PostgreSQL on port " + embedded.getPort(), false);
         } catch (IOException e) {
             throw new UncheckedIOException("no PostgreSQL for the tests: none configured (" + URL_ENV
                     + "), no Docker, and the embedded PostgreSQL did not start", e);
+        }
+    }
+
+    /** Drops the schemas this JVM created; a schema still locked by a lingering transaction is left to the sweep. */
+    private static void dropSchemas(Server server) {
+        List<String> schemas;
+        synchronized (TestPostgres.class) {
+            schemas = List.copyOf(schemasToDrop);
+        }
+        dropEach(server, schemas);
+    }
+
+    /** Drops the test schemas that were created more than a day ago: a run that was killed could not drop them. */
+    private static void dropAbandonedSchemas(Server server) {
+        List<String> abandoned = new ArrayList<>();
+        Instant before = Instant.now().minus(ABANDONED_AFTER);
+        try (Connection connection = DriverManager.getConnection(server.url(), server.user(), server.password());
+             Statement statement = connection.createStatement();
+             ResultSet rs = statement.executeQuery("SELECT nspname, obj_description(oid, 'pg_namespace')"
+                     + " FROM pg_namespace WHERE nspname LIKE 't\\_%' AND obj_description(oid, 'pg_namespace')"
+                     + " LIKE '" + SCHEMA_COMMENT + "%'")) {
+            while (rs.next()) {
+                try {
+                    if (Instant.parse(rs.getString(2).substring(SCHEMA_COMMENT.length())).isBefore(before)) {
+                        abandoned.add(rs.getString(1));
+                    }
+                } catch (DateTimeParseException ignored) {
+                    // not one of ours after all
+                }
+            }
+        } catch (SQLException e) {
+            System.err.println("[idempotency tests] could not look for abandoned test schemas: " + e.getMessage());
+            return;
+        }
+        dropEach(server, abandoned);
+    }
+
+    private static void dropEach(Server server, List<String> schemas) {
+        if (schemas.isEmpty()) {
+            return;
+        }
+        try (Connection connection = DriverManager.getConnection(server.url(), server.user(), server.password());
+             Statement statement = connection.createStatement()) {
+            statement.execute("SET lock_timeout = '5s'"); // never hang the JVM's exit on a lingering transaction
+            for (String schema : schemas) {
+                try {
+                    statement.execute("DROP SCHEMA IF EXISTS " + schema + " CASCADE");
+                } catch (SQLException e) {
+                    System.err.println("[idempotency tests] could not drop test schema " + schema + ": "
+                            + e.getMessage());
+                }
+            }
+        } catch (SQLException e) {
+            System.err.println("[idempotency tests] could not drop the test schemas: " + e.getMessage());
         }
     }
 
