@@ -225,7 +225,11 @@ public class IdempotencyAutoConfiguration {
         @Bean
         @ConditionalOnMissingBean
         public ProblemResponses idempotencyProblemResponses(IdempotencyProperties properties) {
-            return new ProblemResponses(properties.getProblemTypeBase());
+            if (!ProblemResponses.isValidMismatchStatus(properties.getMismatchStatus())) {
+                throw new IllegalStateException("idempotency.mismatch-status must be a 4xx other than 408, 409, 425"
+                        + " and 429 (those tell a client to retry), not " + properties.getMismatchStatus());
+            }
+            return new ProblemResponses(properties.getProblemTypeBase(), properties.getMismatchStatus());
         }
 
         @Bean

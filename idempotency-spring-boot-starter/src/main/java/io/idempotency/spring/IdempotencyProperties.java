@@ -74,6 +74,13 @@ public class IdempotencyProperties {
     private String problemTypeBase = ProblemResponses.DEFAULT_TYPE_BASE;
 
     /**
+     * Status of the answer to a key reused with a different request (problem type
+     * {@code idempotency-key-mismatch}): 422 by default, e.g. 400 for clients that know no other. Must be a 4xx other
+     * than 408, 409, 425 and 429: those tell a client to retry, and a retry of a mismatched request never succeeds.
+     */
+    private int mismatchStatus = 422;
+
+    /**
      * How long a claim committed before its work (for side effects outside the database) is held before another
      * request may take it over; measured on the database clock. The retention must cover the longest retry window
      * plus this lease.
@@ -416,6 +423,14 @@ public class IdempotencyProperties {
 
     public void setProblemTypeBase(String problemTypeBase) {
         this.problemTypeBase = problemTypeBase;
+    }
+
+    public int getMismatchStatus() {
+        return mismatchStatus;
+    }
+
+    public void setMismatchStatus(int mismatchStatus) {
+        this.mismatchStatus = mismatchStatus;
     }
 
     public String getDownstreamKeySecret() {

@@ -15,7 +15,7 @@ public final class ProblemResponses {
     /** Default base of the problem type URIs. */
     public static final String DEFAULT_TYPE_BASE = "https://idempotency-starter.github.io/problems/";
 
-    /** The problems the library answers with: type name, status and title. */
+    /** The problems the library answers with: type name, default status and title. */
     public enum Problem {
         KEY_MISSING("idempotency-key-missing", 400, "Idempotency key missing"),
         KEY_MALFORMED("idempotency-key-malformed", 400, "Idempotency key malformed"),
@@ -52,23 +52,49 @@ public final class ProblemResponses {
     }
 
     private final String typeBase;
+    private final int mismatchStatus;
 
+    /** Problems with their default statuses (a reused key with a different request: 422). */
     public ProblemResponses(String typeBase) {
+        this(typeBase, Problem.KEY_MISMATCH.status());
+    }
+
+    /**
+     * @param mismatchStatus the status of {@link Problem#KEY_MISMATCH}, a 4xx other than 408, 409, 425 and 429
+     *                       (those mean "retry later", which a reused key never is)
+     */
+    public ProblemResponses(String typeBase, int mismatchStatus) {
+        if (!isValidMismatchStatus(mismatchStatus)) {
+            throw new IllegalArgumentException("the status of a reused key with a different request must be a 4xx"
+                    + " other than 408, 409, 425 and 429, not " + mismatchStatus);
+        }
         this.typeBase = typeBase;
+        this.mismatchStatus = mismatchStatus;
+    }
+
+    /** Whether {@code status} may answer a reused key with a different request. */
+    static boolean isValidMismatchStatus(int status) {
+        return status >= 400 && status <= 499 && status != 408 && status != 409 && status != 425 && status != 429;
+    }
+
+    /** The status this instance answers {@code problem} with. */
+    public int status(Problem problem) {
+        return problem == Problem.KEY_MISMATCH ? mismatchStatus : problem.status();
     }
 
     /** The problem answer; {@code extraHeaders} are added after Content-Type (e.g. Retry-After). */
     public StoredResponse render(Problem problem, String detail, String instance, StoredResponse.Header... extraHeaders) {
+        int status = status(problem);
         String json = "{\"type\":" + quote(typeBase + problem.typeName())
                 + ",\"title\":" + quote(problem.title())
-                + ",\"status\":" + problem.status()
+                + ",\"status\":" + status
                 + ",\"detail\":" + quote(detail)
                 + (instance == null ? "" : ",\"instance\":" + quote(instance))
                 + "}";
         List<StoredResponse.Header> headers = new ArrayList<>();
         headers.add(new StoredResponse.Header("Content-Type", "application/problem+json"));
         headers.addAll(List.of(extraHeaders));
-        return new StoredResponse(problem.status(), headers, json.getBytes(StandardCharsets.UTF_8));
+        return new StoredResponse(status, headers, json.getBytes(StandardCharsets.UTF_8));
     }
 
     private static String quote(String text) {

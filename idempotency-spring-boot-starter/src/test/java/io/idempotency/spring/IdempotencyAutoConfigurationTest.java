@@ -23,6 +23,7 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
 import org.springframework.http.ResponseEntity;
 
 import java.lang.reflect.Method;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.Callable;
@@ -108,6 +109,29 @@ class IdempotencyAutoConfigurationTest {
             assertThat(rootMessage(context.getStartupFailure())).contains("UnresolvedLeaseController.create()",
                     "Could not resolve placeholder 'charges.lease'");
         });
+    }
+
+    @Test
+    void theMismatchStatusIsConfigurableWithinTheStatusesThatDoNotInviteARetry() {
+        runner.withPropertyValues("idempotency.mismatch-status=400").run(context -> {
+            assertThat(context).hasNotFailed();
+            ProblemResponses problems = context.getBean(ProblemResponses.class);
+            assertThat(problems.render(ProblemResponses.Problem.KEY_MISMATCH, "d", "/x").status()).isEqualTo(400);
+            assertThat(new String(problems.render(ProblemResponses.Problem.KEY_MISMATCH, "d", "/x").body(),
+                    StandardCharsets.UTF_8)).contains("\"status\":400", "idempotency-key-mismatch");
+            assertThat(problems.render(ProblemResponses.Problem.KEY_MISSING, "d", "/x").status()).isEqualTo(400);
+            assertThat(problems.render(ProblemResponses.Problem.REQUEST_IN_PROGRESS, "d", "/x").status())
+                    .isEqualTo(409);
+        });
+        runner.run(context -> assertThat(context.getBean(ProblemResponses.class)
+                .render(ProblemResponses.Problem.KEY_MISMATCH, "d", null).status()).isEqualTo(422));
+        for (String refused : List.of("409", "429", "500", "200")) {
+            runner.withPropertyValues("idempotency.mismatch-status=" + refused).run(context -> {
+                assertThat(context).hasFailed();
+                assertThat(rootMessage(context.getStartupFailure()))
+                        .contains("idempotency.mismatch-status must be a 4xx", "not " + refused);
+            });
+        }
     }
 
     private static String rootMessage(Throwable failure) {
