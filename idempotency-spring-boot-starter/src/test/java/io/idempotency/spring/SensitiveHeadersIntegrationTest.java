@@ -1,0 +1,39 @@
+package io.idempotency.spring;
+
+import org.junit.jupiter.api.Test;
+import org.springframework.test.context.TestPropertySource;
+
+import java.net.http.HttpResponse;
+import java.util.UUID;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Headers that carry one client's credentials or session are never stored or replayed, even when the application
+ * lists them among the replayed headers: an anonymous caller's stored answer could otherwise hand one client's session
+ * to another.
+ */
+@TestPropertySource(properties = {
+        "idempotency.replayed-headers=Content-Type,Location,Set-Cookie,Authorization,WWW-Authenticate",
+        "idempotency.replay-cache.max-entries=0"})
+class SensitiveHeadersIntegrationTest extends OrdersApplicationTest {
+
+    @Test
+    void credentialsAreNeverStoredEvenWhenListed() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"cookie-" + key + "\"}";
+
+        HttpResponse<byte[]> first = post("/orders", key, body);
+        HttpResponse<byte[]> replay = post("/orders", key, body);
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(first.headers().firstValue("Set-Cookie")).as("the first answer is sent whole").isPresent();
+        String stored = DATABASE.queryString(
+                "select response_headers from idempotency_keys where idempotency_key = '" + key + "'");
+        assertThat(stored).containsIgnoringCase("Location:").doesNotContainIgnoringCase("set-cookie")
+                .doesNotContain("secret-");
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.headers().firstValue("Location")).isEqualTo(first.headers().firstValue("Location"));
+        assertThat(replay.headers().firstValue("Set-Cookie")).isEmpty();
+    }
+}
