@@ -145,6 +145,23 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aHandlerThatCallsSendErrorLeavesNothingWhateverTheStatus() throws Exception {
+        for (int status : new int[] {400, 503}) {
+            String key = UUID.randomUUID().toString();
+            String note = "send-error-" + status + "-" + key;
+
+            HttpResponse<byte[]> first = post("/orders/send-error/" + status, key, "{\"note\":\"" + note + "\"}");
+            assertThat(first.statusCode()).isEqualTo(status);
+            assertThat(rows(note)).as("rows after sendError(%d)", status).isZero();
+            assertThat(keyRows(key)).as("key rows after sendError(%d)", status).isZero();
+
+            HttpResponse<byte[]> retry = post("/orders/send-error/" + status, key, "{\"note\":\"" + note + "\"}");
+            assertThat(retry.statusCode()).isEqualTo(status);
+            assertThat(retry.headers().firstValue("Idempotent-Replayed")).as("not stored, so not replayed").isEmpty();
+        }
+    }
+
+    @Test
     void aTransactionalHandlerJoinsTheIdempotentTransaction() throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "tx-" + key;

@@ -1,6 +1,7 @@
 package io.idempotency.spring.app;
 
 import io.idempotency.core.Idempotent;
+import jakarta.servlet.http.HttpServletResponse;
 import org.springframework.http.HttpStatus;
 import org.springframework.http.ResponseEntity;
 import org.springframework.jdbc.core.simple.JdbcClient;
@@ -15,6 +16,7 @@ import org.springframework.web.bind.annotation.RequestMethod;
 import org.springframework.web.bind.annotation.ResponseStatus;
 import org.springframework.web.bind.annotation.RestController;
 
+import java.io.IOException;
 import java.net.URI;
 import java.util.Map;
 
@@ -70,6 +72,15 @@ public class OrderController {
     public Order failing(@PathVariable int status, @RequestBody OrderRequest request) {
         insert(request.note());
         throw new OrderFailure(status);
+    }
+
+    /** Writes a row, then ends with {@code sendError} instead of throwing. */
+    @PostMapping("/send-error/{status}")
+    @Idempotent
+    public void sendError(@PathVariable int status, @RequestBody OrderRequest request,
+                          HttpServletResponse response) throws IOException {
+        insert(request.note());
+        response.sendError(status, "refused by the handler");
     }
 
     /** Writes a row that breaks a deferred constraint: the database refuses it only at commit. */
