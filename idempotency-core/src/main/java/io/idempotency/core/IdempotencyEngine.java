@@ -384,7 +384,13 @@ public final class IdempotencyEngine {
             this.flight = flights.get(key);
             if (mode == IdempotencyMode.INTENT_FIRST) {
                 long period = Math.max(1, lease.toMillis() / 3);
-                this.renewal = renewals.scheduleWithFixedDelay(() -> renew(lease), period, period, TimeUnit.MILLISECONDS);
+                try {
+                    this.renewal = renewals.scheduleWithFixedDelay(() -> renew(lease), period, period,
+                            TimeUnit.MILLISECONDS);
+                } catch (RuntimeException e) { // shutting down: no transaction may stay bound to the thread
+                    transaction.rollback();
+                    throw e;
+                }
             } else {
                 this.renewal = null;
             }
@@ -456,10 +462,13 @@ public final class IdempotencyEngine {
                 replayCache.put(key, requestHash, response);
                 return Outcome.STORED;
             } finally {
-                if (!transactionEnded) {
-                    transaction.rollback();
+                try {
+                    if (!transactionEnded) {
+                        transaction.rollback(); // throws too when the connection is gone
+                    }
+                } finally {
+                    landFlight(landed); // whatever happened, the requests waiting here must not wait for ever
                 }
-                landFlight(landed);
             }
         }
 

@@ -369,6 +369,21 @@ class IdempotencyEngineTest {
     private record Completion(ScopedKey key, String token, StoredResponse response) {
     }
 
+    @Test
+    void aConnectionLostWhileFinishingDoesNotStrandTheKeyInThisInstance() {
+        IdempotencyEngine.Execution execution = proceed("token-1");
+        store.completeFailure = new RuntimeException("I/O error: the connection is gone");
+        transactions.rollbackFailure = new RuntimeException("rollback failed: the connection is gone");
+
+        assertThatExceptionOfType(RuntimeException.class).isThrownBy(() -> execution.finish(CREATED));
+
+        // the next request with the key asks the database again, instead of waiting for a flight that never lands
+        transactions.rollbackFailure = null;
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-2");
+        assertThat(engine.start(KEY, HASH)).isInstanceOf(Proceed.class);
+        assertThat(store.claims).hasSize(2);
+    }
+
     private final class FakeStore implements IdempotencyStore {
         Supplier<ClaimResult> claimAnswer;
         boolean completeAnswer = true;
@@ -434,6 +449,7 @@ class IdempotencyEngineTest {
     private static final class FakeTransactions implements Transactions {
         final List<RecordingTransaction> begun = Collections.synchronizedList(new ArrayList<>());
         RuntimeException commitFailure;
+        RuntimeException rollbackFailure;
 
         @Override
         public Transaction begin() {
@@ -473,6 +489,9 @@ class IdempotencyEngineTest {
         @Override
         public void rollback() {
             rollbacks++;
+            if (owner.rollbackFailure != null) {
+                throw owner.rollbackFailure;
+            }
         }
     }
 }
