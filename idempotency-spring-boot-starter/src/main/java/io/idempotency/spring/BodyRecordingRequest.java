@@ -27,7 +27,7 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
     }
 
     private final int limit;
-    private final ByteArrayOutputStream copy = new ByteArrayOutputStream();
+    private final Copy copy = new Copy();
     private boolean overflow;
     private RecordingStream stream;
     private BufferedReader reader;
@@ -56,26 +56,26 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
     }
 
     /**
-     * The whole body: what the application read, plus the rest, which is read now.
+     * The whole body: what the application read, plus the rest, which is read now — and kept, so that the
+     * application, reading on later (an {@code InputStream} or {@code Reader} argument), still gets every byte.
      *
      * @throws BodyTooLargeException if the body is larger than the cap
      */
     byte[] body() throws IOException, BodyTooLargeException {
-        long declared = getContentLengthLong();
-        if (declared > limit) {
-            throw new BodyTooLargeException(limit);
-        }
-        ServletInputStream in = getInputStream();
-        if (!in.isFinished()) { // usually the handler's arguments have read it all already
-            byte[] buffer = new byte[8192];
-            while (!overflow && in.read(buffer) != -1) {
-                // RecordingStream copies what passes
-            }
-        }
+        checkDeclaredLength();
+        RecordingStream in = (RecordingStream) getInputStream();
+        in.drain();
         if (overflow) {
             throw new BodyTooLargeException(limit);
         }
         return copy.toByteArray();
+    }
+
+    /** @throws BodyTooLargeException if the request declares a body larger than the cap */
+    void checkDeclaredLength() throws BodyTooLargeException {
+        if (getContentLengthLong() > limit) {
+            throw new BodyTooLargeException(limit);
+        }
     }
 
     private void record(byte[] bytes, int offset, int length) {
@@ -89,22 +89,55 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         copy.write(bytes, offset, length);
     }
 
+    /**
+     * The application's view of the body. Bytes come from the container's stream and are copied as they pass; once
+     * {@link #drain()} has read ahead, the application is served from the copy until it catches up.
+     */
     private final class RecordingStream extends ServletInputStream {
 
         private final ServletInputStream delegate;
+        private int delivered; // bytes handed to the application
+        private boolean drained;
 
         RecordingStream(ServletInputStream delegate) {
             this.delegate = delegate;
         }
 
+        /** Reads the rest of the body into the copy, without handing it to the application yet. */
+        void drain() throws IOException {
+            if (drained || delegate.isFinished()) { // usually the handler's arguments have read it all already
+                drained = true;
+                return;
+            }
+            byte[] buffer = new byte[8192];
+            int n;
+            while (!overflow && (n = delegate.read(buffer)) != -1) {
+                record(buffer, 0, n);
+            }
+            drained = true;
+        }
+
+        private boolean aheadOfApplication() {
+            return delivered < copy.size();
+        }
+
         @Override
         public int read() throws IOException {
+            if (aheadOfApplication()) {
+                return copy.byteAt(delivered++);
+            }
+            if (drained) {
+                return -1;
+            }
             int b = delegate.read();
-            if (b >= 0 && !overflow) {
-                if (copy.size() + 1 > limit) {
-                    overflow = true;
-                } else {
-                    copy.write(b);
+            if (b >= 0) {
+                delivered++;
+                if (!overflow) {
+                    if (copy.size() + 1 > limit) {
+                        overflow = true;
+                    } else {
+                        copy.write(b);
+                    }
                 }
             }
             return b;
@@ -112,24 +145,48 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
 
         @Override
         public int read(byte[] b, int off, int len) throws IOException {
+            if (aheadOfApplication()) {
+                int n = Math.min(len, copy.size() - delivered);
+                copy.copyTo(delivered, b, off, n);
+                delivered += n;
+                return n;
+            }
+            if (drained) {
+                return len == 0 ? 0 : -1;
+            }
             int n = delegate.read(b, off, len);
-            record(b, off, n);
+            if (n > 0) {
+                delivered += n;
+                record(b, off, n);
+            }
             return n;
         }
 
         @Override
         public boolean isFinished() {
-            return delegate.isFinished();
+            return !aheadOfApplication() && (drained || delegate.isFinished());
         }
 
         @Override
         public boolean isReady() {
-            return delegate.isReady();
+            return aheadOfApplication() || drained || delegate.isReady();
         }
 
         @Override
         public void setReadListener(ReadListener listener) {
             delegate.setReadListener(listener);
+        }
+    }
+
+    /** The copy, readable at any position without copying it whole. */
+    private static final class Copy extends ByteArrayOutputStream {
+
+        int byteAt(int index) {
+            return buf[index] & 0xff;
+        }
+
+        void copyTo(int from, byte[] target, int offset, int length) {
+            System.arraycopy(buf, from, target, offset, length);
         }
     }
 }

@@ -11,6 +11,8 @@ import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.OutputStreamWriter;
 import java.io.PrintWriter;
+import java.io.UncheckedIOException;
+import java.io.Writer;
 import java.nio.charset.Charset;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -38,8 +40,10 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     private final Map<String, List<String>> headers = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
     private String characterEncoding;
     private final ByteArrayOutputStream body = new ByteArrayOutputStream();
-    private ServletOutputStream outputStream;
-    private PrintWriter writer;
+    private ServletOutputStream outputStream; // the buffer's
+    private PrintWriter writer; // the buffer's
+    private ServletOutputStream switchingStream; // what the application gets
+    private PrintWriter switchingWriter; // what the application gets
 
     DeferredResponse(HttpServletResponse response) {
         super(response);
@@ -296,11 +300,75 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     // ---------------------------------------------------------------- body
 
+    /**
+     * Always this wrapper's own stream, even before {@link #capture()}: Spring MVC resolves an {@code OutputStream}
+     * or {@code Writer} handler argument before the advice switches capture on, and bytes written through it must
+     * still wait for the commit. Each write goes to the client while not capturing and to the buffer once capturing;
+     * the container's own stream is only asked for when something passes through.
+     */
     @Override
-    public ServletOutputStream getOutputStream() throws IOException {
-        if (!capturing) {
-            return super.getOutputStream();
+    public ServletOutputStream getOutputStream() {
+        if (switchingStream == null) {
+            switchingStream = new ServletOutputStream() {
+                @Override
+                public void write(int b) throws IOException {
+                    if (capturing) {
+                        captured().write(b);
+                    } else {
+                        DeferredResponse.super.getOutputStream().write(b);
+                    }
+                }
+
+                @Override
+                public void write(byte[] b, int off, int len) throws IOException {
+                    if (capturing) {
+                        captured().write(b, off, len);
+                    } else {
+                        DeferredResponse.super.getOutputStream().write(b, off, len);
+                    }
+                }
+
+                @Override
+                public void flush() throws IOException {
+                    if (!capturing) {
+                        DeferredResponse.super.getOutputStream().flush();
+                    }
+                }
+
+                @Override
+                public void close() throws IOException {
+                    if (!capturing) {
+                        DeferredResponse.super.getOutputStream().close();
+                    }
+                }
+
+                @Override
+                public boolean isReady() {
+                    try {
+                        return capturing || DeferredResponse.super.getOutputStream().isReady();
+                    } catch (IOException e) {
+                        throw new UncheckedIOException(e);
+                    }
+                }
+
+                @Override
+                public void setWriteListener(WriteListener listener) {
+                    if (capturing) {
+                        throw new UnsupportedOperationException("an idempotent response is written synchronously");
+                    }
+                    try {
+                        DeferredResponse.super.getOutputStream().setWriteListener(listener);
+                    } catch (IOException e) {
+                        throw new UncheckedIOException(e);
+                    }
+                }
+            };
         }
+        return switchingStream;
+    }
+
+    /** The buffer's stream, for writes made while capturing. */
+    private ServletOutputStream captured() {
         if (outputStream == null) {
             outputStream = new ServletOutputStream() {
                 @Override
@@ -331,13 +399,49 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         return outputStream;
     }
 
+    /**
+     * Always this wrapper's own writer, for the reason given at {@link #getOutputStream()}. While capturing, text is
+     * encoded with the character encoding in effect at the first write.
+     */
     @Override
-    public PrintWriter getWriter() throws IOException {
-        if (!capturing) {
-            return super.getWriter();
+    public PrintWriter getWriter() {
+        if (switchingWriter == null) {
+            switchingWriter = new PrintWriter(new Writer() {
+                @Override
+                public void write(char[] chars, int off, int len) throws IOException {
+                    target().write(chars, off, len);
+                }
+
+                @Override
+                public void write(String text, int off, int len) throws IOException {
+                    target().write(text, off, len);
+                }
+
+                @Override
+                public void flush() throws IOException {
+                    target().flush();
+                }
+
+                @Override
+                public void close() throws IOException {
+                    if (capturing) {
+                        capturedWriter().flush();
+                    } else {
+                        DeferredResponse.super.getWriter().close();
+                    }
+                }
+
+                private Writer target() throws IOException {
+                    return capturing ? capturedWriter() : DeferredResponse.super.getWriter();
+                }
+            });
         }
+        return switchingWriter;
+    }
+
+    private PrintWriter capturedWriter() {
         if (writer == null) {
-            writer = new PrintWriter(new OutputStreamWriter(getOutputStream(), Charset.forName(getCharacterEncoding())));
+            writer = new PrintWriter(new OutputStreamWriter(captured(), Charset.forName(getCharacterEncoding())));
         }
         return writer;
     }

@@ -28,6 +28,7 @@ import org.springframework.web.context.request.RequestContextHolder;
 import org.springframework.web.context.request.ServletRequestAttributes;
 import org.springframework.web.servlet.HandlerMapping;
 
+import java.io.IOException;
 import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -117,7 +118,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         }
         RequestView view;
         try {
-            view = new RequestView(request, exchange.request().body());
+            view = new RequestView(request, exchange.request());
         } catch (BodyRecordingRequest.BodyTooLargeException e) {
             return answer(exchange, problems.render(ProblemResponses.Problem.REQUEST_TOO_LARGE,
                     "The request body is too large to be fingerprinted: " + e.getMessage() + ".", instance));
@@ -256,10 +257,17 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         private final boolean form;
         private final Object json; // parsed JSON body, or null when the body is not JSON
 
-        RequestView(HttpServletRequest request, byte[] recordedBody) throws CanonicalJson.InvalidJsonException {
+        RequestView(HttpServletRequest request, BodyRecordingRequest recorded)
+                throws IOException, BodyRecordingRequest.BodyTooLargeException, CanonicalJson.InvalidJsonException {
             this.request = request;
             this.form = isForm(request);
-            this.body = form ? formBytes(request) : recordedBody;
+            if (form) {
+                // the container parses the form from its own stream: reading the body here would leave it nothing
+                recorded.checkDeclaredLength();
+                this.body = formBytes(request);
+            } else {
+                this.body = recorded.body();
+            }
             this.json = !form && body.length > 0 && isJson(request) ? CanonicalJson.parse(body) : null;
         }
 

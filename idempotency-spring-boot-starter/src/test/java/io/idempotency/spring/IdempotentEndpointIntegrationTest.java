@@ -4,6 +4,7 @@ import org.junit.jupiter.api.Test;
 
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
 import java.util.UUID;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -159,6 +160,81 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
             assertThat(retry.statusCode()).isEqualTo(status);
             assertThat(retry.headers().firstValue("Idempotent-Replayed")).as("not stored, so not replayed").isEmpty();
         }
+    }
+
+    @Test
+    void aHandlerWritingThroughAWriterArgumentIsHeldUntilTheCommitAndReplayed() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "writer-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> first = post("/orders/writer", key, body);
+        HttpResponse<byte[]> replay = post("/orders/writer", key, body);
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(new String(first.body(), StandardCharsets.UTF_8)).startsWith("order ").endsWith(note + " \u20ac");
+        assertThat(replay.statusCode()).isEqualTo(201);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(first.body());
+        assertThat(replay.headers().firstValue("Content-Type")).isEqualTo(first.headers().firstValue("Content-Type"));
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void aFailureAtCommitIsAnErrorEvenWhenTheHandlerFlushedAWriterArgument() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "writer-commit-" + key;
+
+        HttpResponse<byte[]> answer = post("/orders/writer?failAtCommit=true", key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(answer.statusCode()).isEqualTo(500);
+        assertProblem(answer, "idempotency-commit-failed");
+        assertThat(new String(answer.body(), StandardCharsets.UTF_8)).doesNotContain("order ");
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+    }
+
+    @Test
+    void aHandlerReadingItsBodyFromAnInputStreamReadsAllOfIt() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "streams-" + key;
+        HttpRequest.Builder request = HttpRequest.newBuilder(java.net.URI.create("http://localhost:" + port
+                        + "/orders/streams")).header("Content-Type", "text/plain").header("Idempotency-Key", key);
+
+        HttpResponse<byte[]> first = send(request.POST(HttpRequest.BodyPublishers.ofString(note)).build());
+        HttpResponse<byte[]> replay = send(request.POST(HttpRequest.BodyPublishers.ofString(note)).build());
+        HttpResponse<byte[]> other = send(request.POST(HttpRequest.BodyPublishers.ofString(note + "-other")).build());
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(new String(first.body(), StandardCharsets.UTF_8)).endsWith(" for " + note);
+        assertThat(rows(note)).as("the handler read the whole body").isEqualTo(1);
+        assertThat(replay.body()).isEqualTo(first.body());
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(other.statusCode()).as("another body under the key").isEqualTo(422);
+    }
+
+    @Test
+    void aFormIsFingerprintedByItsParametersAndStillReadableByTheHandler() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "form-" + key;
+        HttpRequest.Builder request = HttpRequest.newBuilder(java.net.URI.create("http://localhost:" + port
+                + "/orders/form")).header("Content-Type", "application/x-www-form-urlencoded")
+                .header("Idempotency-Key", key);
+
+        HttpResponse<byte[]> first = send(request.POST(HttpRequest.BodyPublishers.ofString(
+                "note=" + note + "&amount=1")).build());
+        HttpResponse<byte[]> replay = send(request.POST(HttpRequest.BodyPublishers.ofString(
+                "amount=1&note=" + note)).build());
+        HttpResponse<byte[]> other = send(request.POST(HttpRequest.BodyPublishers.ofString(
+                "note=" + note + "&amount=999")).build());
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(new String(first.body(), StandardCharsets.UTF_8)).contains("\"amount\":\"1\"");
+        assertThat(rows(note)).as("the handler read the parameters").isEqualTo(1);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).as("parameter order does not matter")
+                .hasValue("true");
+        assertThat(other.statusCode()).as("another amount under the key").isEqualTo(422);
+        assertThat(rows(note)).isEqualTo(1);
     }
 
     @Test

@@ -1,6 +1,7 @@
 package io.idempotency.spring.app;
 
 import io.idempotency.core.Idempotent;
+import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import org.springframework.http.HttpStatus;
 import org.springframework.http.ResponseEntity;
@@ -17,7 +18,11 @@ import org.springframework.web.bind.annotation.ResponseStatus;
 import org.springframework.web.bind.annotation.RestController;
 
 import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.io.Writer;
 import java.net.URI;
+import java.nio.charset.StandardCharsets;
 import java.util.Map;
 
 /** Endpoints that write a row into {@code orders} and answer in different ways. */
@@ -81,6 +86,45 @@ public class OrderController {
                           HttpServletResponse response) throws IOException {
         insert(request.note());
         response.sendError(status, "refused by the handler");
+    }
+
+    /**
+     * Writes its answer through a {@code Writer} argument, which Spring MVC takes from the response before the
+     * advice runs; {@code ?failAtCommit=true} also breaks a deferred constraint.
+     */
+    @PostMapping("/writer")
+    @Idempotent
+    public void writer(@RequestBody OrderRequest request, @RequestParam(defaultValue = "false") boolean failAtCommit,
+                       HttpServletResponse response, Writer out) throws IOException {
+        long id = insert(request.note());
+        if (failAtCommit) {
+            jdbc.sql("insert into order_audit (order_id) values (?)").param(-id).update();
+        }
+        response.setStatus(HttpStatus.CREATED.value());
+        response.setContentType("text/plain;charset=UTF-8");
+        out.write("order " + id + " for " + request.note() + " \u20ac");
+        out.flush();
+    }
+
+    /** Reads its own body from an {@code InputStream} argument and writes its answer to an {@code OutputStream}. */
+    @PostMapping("/streams")
+    @Idempotent
+    public void streams(InputStream in, OutputStream out, HttpServletResponse response) throws IOException {
+        String note = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        long id = insert(note);
+        response.setStatus(HttpStatus.CREATED.value());
+        response.setContentType("text/plain");
+        out.write(("order " + id + " for " + note).getBytes(StandardCharsets.UTF_8));
+        out.flush();
+    }
+
+    /** A form post whose handler reads the parameters from the request itself. */
+    @PostMapping(path = "/form", consumes = "application/x-www-form-urlencoded")
+    @Idempotent
+    @ResponseStatus(HttpStatus.CREATED)
+    public Map<String, Object> form(HttpServletRequest request) {
+        long id = insert(request.getParameter("note"));
+        return Map.of("id", id, "amount", String.valueOf(request.getParameter("amount")));
     }
 
     /** Writes a row that breaks a deferred constraint: the database refuses it only at commit. */
