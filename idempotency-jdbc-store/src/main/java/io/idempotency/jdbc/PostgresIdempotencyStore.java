@@ -10,6 +10,9 @@ import io.idempotency.core.StoredResponse;
 import org.springframework.dao.DataAccessException;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.core.SqlParameterValue;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
+import org.springframework.transaction.support.TransactionTemplate;
 
 import javax.sql.DataSource;
 import java.sql.ResultSet;
@@ -21,6 +24,7 @@ import java.time.Instant;
 import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
+import java.util.function.IntSupplier;
 
 /**
  * The PostgreSQL store (14 and later). All statements run on the connection of the transaction open on the current
@@ -50,6 +54,7 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
     private static final int MAX_CLAIM_ATTEMPTS = 10;
 
     protected final JdbcTemplate jdbc;
+    private final TransactionTemplate ownTransaction;
     private final String claimSql;
     private final String selectSql;
     private final String renewSql;
@@ -67,6 +72,7 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
      */
     public PostgresIdempotencyStore(DataSource dataSource, String tableName) {
         this.jdbc = new JdbcTemplate(dataSource);
+        this.ownTransaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
         String table = IdempotencySchema.checkTableName(tableName);
         String keyMatch = " WHERE caller = ? AND scope = ? AND idempotency_key = ?";
         this.claimSql = claimIfAbsentSql(table, true);
@@ -244,30 +250,31 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
 
     @Override
     public boolean complete(ScopedKey key, String fencingToken, StoredResponse response) {
-        return jdbc.update(completeSql, response.status(), response.headersAsText(), response.body(),
-                key.caller(), key.scope(), key.key(), fencingToken) == 1;
+        return committed(() -> jdbc.update(completeSql, response.status(), response.headersAsText(),
+                response.body(), key.caller(), key.scope(), key.key(), fencingToken)) == 1;
     }
 
     @Override
     public boolean fail(ScopedKey key, String fencingToken) {
-        return jdbc.update(failSql, key.caller(), key.scope(), key.key(), fencingToken) == 1;
+        return committed(() -> jdbc.update(failSql, key.caller(), key.scope(), key.key(), fencingToken)) == 1;
     }
 
     @Override
     public boolean release(ScopedKey key, String fencingToken) {
-        return jdbc.update(releaseSql, key.caller(), key.scope(), key.key(), fencingToken) == 1;
+        return committed(() -> jdbc.update(releaseSql, key.caller(), key.scope(), key.key(), fencingToken)) == 1;
     }
 
     @Override
     public boolean renew(ScopedKey key, String fencingToken, Duration lease) {
-        return jdbc.update(renewSql, lease.toMillis(), key.caller(), key.scope(), key.key(), fencingToken) == 1;
+        return committed(() -> jdbc.update(renewSql, lease.toMillis(), key.caller(), key.scope(), key.key(),
+                fencingToken)) == 1;
     }
 
     @Override
     public Optional<String> takeOver(ScopedKey key, String expiredToken, Duration lease) {
         String token = UUID.randomUUID().toString();
-        int taken = jdbc.update(takeOverExpiredSql, token, lease.toMillis(), key.caller(), key.scope(), key.key(),
-                expiredToken);
+        int taken = committed(() -> jdbc.update(takeOverExpiredSql, token, lease.toMillis(), key.caller(),
+                key.scope(), key.key(), expiredToken));
         return taken == 1 ? Optional.of(token) : Optional.empty();
     }
 
@@ -289,7 +296,20 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
         if (limit < 1) {
             throw new IllegalArgumentException("limit must be positive: " + limit);
         }
-        return jdbc.update(deleteExpiredSql, limit);
+        return committed(() -> jdbc.update(deleteExpiredSql, limit));
+    }
+
+    /**
+     * Runs a write in the caller's transaction if one is open, else in a transaction of its own that commits before
+     * this returns. Writing "outside a transaction" is not enough: with a pool whose connections do not auto-commit,
+     * the pool would roll the write back when the connection returns, after it had been reported done.
+     */
+    private int committed(IntSupplier write) {
+        if (TransactionSynchronizationManager.isActualTransactionActive()) {
+            return write.getAsInt();
+        }
+        Integer result = ownTransaction.execute(status -> write.getAsInt());
+        return result == null ? 0 : result;
     }
 
     private static IdempotencyRecord record(ScopedKey key, ResultSet rs) throws SQLException {

@@ -80,19 +80,35 @@ public class PostgresPartitionMaintenance {
             if (!tryLock(connection)) {
                 return new Run(true, List.of(), List.of());
             }
+            String previousLockTimeout = null;
             try {
                 checkPartitioned(connection);
+                previousLockTimeout = currentLockTimeout(connection);
                 execute(connection, "SET lock_timeout = '" + Math.max(1, ddlLockTimeout.toMillis()) + "ms'");
                 Instant now = databaseNow(connection);
                 List<String> created = createAhead(connection, now);
                 List<String> dropped = dropExpired(connection, now.minus(retention));
                 return new Run(false, created, dropped);
             } finally {
-                execute(connection, "RESET lock_timeout");
+                if (previousLockTimeout != null) { // the pooled connection goes back as it came
+                    try (PreparedStatement restore = connection.prepareStatement(
+                            "SELECT set_config('lock_timeout', ?, false)")) {
+                        restore.setString(1, previousLockTimeout);
+                        restore.execute();
+                    }
+                }
                 unlock(connection);
             }
         } catch (SQLException e) {
             throw new IllegalStateException("maintenance of the partitions of " + table + " failed", e);
+        }
+    }
+
+    private static String currentLockTimeout(Connection connection) throws SQLException {
+        try (PreparedStatement statement = connection.prepareStatement("SELECT current_setting('lock_timeout')");
+             ResultSet rs = statement.executeQuery()) {
+            rs.next();
+            return rs.getString(1);
         }
     }
 

@@ -1,0 +1,94 @@
+package io.idempotency.jdbc;
+
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.core.ClaimRequest;
+import io.idempotency.core.ClaimResult;
+import io.idempotency.core.ScopedKey;
+import io.idempotency.core.StoredResponse;
+import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Test;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.support.TransactionTemplate;
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.UUID;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Pools are often configured not to auto-commit. The store's writes made outside a transaction (lease renewal,
+ * take-over, fail, complete by a resolver, cleanup) must still persist: the pool rolls back whatever a connection
+ * left uncommitted when it comes back. Each check reads the table on a connection of its own.
+ */
+class NonAutoCommitPoolIntegrationTest {
+
+    private static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
+    private static final HikariDataSource POOL = pool();
+    private static final PostgresIdempotencyStore STORE;
+
+    static {
+        new IdempotencySchemaMigrator(POOL, IdempotencySchema.DEFAULT_TABLE_NAME).migrate();
+        STORE = new PostgresIdempotencyStore(POOL, IdempotencySchema.DEFAULT_TABLE_NAME);
+    }
+
+    private static HikariDataSource pool() {
+        HikariConfig config = new HikariConfig();
+        config.setJdbcUrl(DATABASE.url());
+        config.setUsername(DATABASE.user());
+        config.setPassword(DATABASE.password());
+        config.setMaximumPoolSize(2);
+        config.setAutoCommit(false);
+        return new HikariDataSource(config);
+    }
+
+    @AfterAll
+    static void closePool() {
+        POOL.close();
+    }
+
+    @Test
+    void writesOutsideATransactionPersist() {
+        ScopedKey renewed = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+        String token = leasedClaim(renewed);
+        assertThat(STORE.renew(renewed, token, Duration.ofHours(1))).isTrue();
+        assertThat(DATABASE.queryString("select locked_until > now() + interval '30 minutes' from idempotency_keys"
+                + " where idempotency_key = '" + renewed.key() + "'")).as("renewed lease").isEqualTo("t");
+        assertThat(STORE.fail(renewed, token)).isTrue();
+        assertThat(status(renewed)).isEqualTo("FAILED");
+
+        ScopedKey completed = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+        String second = leasedClaim(completed);
+        assertThat(STORE.complete(completed, second, new StoredResponse(201, List.of(),
+                "{}".getBytes(StandardCharsets.UTF_8)))).isTrue();
+        assertThat(status(completed)).isEqualTo("SUCCEEDED");
+
+        ScopedKey released = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+        assertThat(STORE.release(released, leasedClaim(released))).isTrue();
+        assertThat(DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key = '"
+                + released.key() + "'")).isZero();
+
+        DATABASE.queryString("update idempotency_keys set expires_at = now() - interval '1 second'"
+                + " where idempotency_key = '" + completed.key() + "'");
+        assertThat(STORE.deleteExpired(100)).isEqualTo(1);
+        assertThat(DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key = '"
+                + completed.key() + "'")).as("cleaned up").isZero();
+    }
+
+    /** A claim committed with a lease, as intent-first mode makes it; returns its fencing token. */
+    private static String leasedClaim(ScopedKey key) {
+        ClaimResult claim = new TransactionTemplate(new DataSourceTransactionManager(POOL)).execute(status ->
+                STORE.claim(new ClaimRequest(key, "e".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1),
+                        Duration.ofSeconds(30))));
+        assertThat(claim).isInstanceOf(ClaimResult.Claimed.class);
+        return ((ClaimResult.Claimed) claim).fencingToken();
+    }
+
+    private static String status(ScopedKey key) {
+        return DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key.key() + "'");
+    }
+}
