@@ -16,8 +16,9 @@ import java.util.concurrent.TimeoutException;
  *
  * <ol>
  *   <li><b>Coalesce</b> (in this instance): if another request of this application instance is already working on
- *       the same (caller, scope, key), a request with a different fingerprint is answered {@link Start.Mismatch} at
- *       once, and one with the same fingerprint waits — holding no database connection — for that request's outcome
+ *       the same (caller, scope, key), a request with a different fingerprint is answered {@link Start.Mismatch} as
+ *       soon as that request holds the key (should it not get the key, the request looks again), and one with the
+ *       same fingerprint waits — holding no database connection — for that request's outcome
  *       (bounded by {@code maxWait}): its stored answer ({@link Start.Replay}), or, if it rolled back, a fresh claim.
  *       So a storm of one key holds at most one connection per key per instance. This is only an economy: the
  *       database still arbitrates every claim, across instances too.</li>
@@ -189,7 +190,16 @@ public final class IdempotencyEngine {
                 return lead(key, mine, mode, lease, deadline);
             }
             if (!current.requestHash.equals(requestHash)) {
-                return new Mismatch();
+                // another request is the one to compare with only once it holds the key; until then it may itself
+                // be a reuse of a key completed for this very request
+                Boolean held = current.awaitClaim(deadline - System.nanoTime());
+                if (held == null) {
+                    return new InProgress();
+                }
+                if (held) {
+                    return new Mismatch();
+                }
+                continue; // it did not get the key: look again
             }
             Start outcome = current.await(deadline - System.nanoTime());
             if (outcome != null) {
@@ -208,23 +218,28 @@ public final class IdempotencyEngine {
         try {
             start = mode == IdempotencyMode.INTENT_FIRST
                     ? claimIntent(key, flight.requestHash, lease, deadline)
-                    : claim(key, flight.requestHash);
+                    : claim(key, flight.requestHash, deadline);
         } catch (RuntimeException | Error e) {
             land(key, flight, null);
             throw e;
         }
         if (start instanceof Proceed) {
+            flight.claimed.complete(true);
             return start; // the flight lands when the execution ends
         }
         land(key, flight, start);
         return start;
     }
 
-    private Start claim(ScopedKey key, String requestHash) {
+    private Start claim(ScopedKey key, String requestHash, long deadline) {
+        Duration wait = remaining(deadline);
+        if (wait == null) {
+            return new InProgress();
+        }
         Transactions.Transaction transaction = transactions.begin();
         ClaimResult claim;
         try {
-            claim = store.claim(new ClaimRequest(key, requestHash, retention, maxWait));
+            claim = store.claim(new ClaimRequest(key, requestHash, retention, wait));
         } catch (RuntimeException | Error e) {
             transaction.rollback();
             throw e;
@@ -253,10 +268,14 @@ public final class IdempotencyEngine {
      */
     private Start claimIntent(ScopedKey key, String requestHash, Duration lease, long deadline) {
         while (true) {
+            Duration wait = remaining(deadline);
+            if (wait == null) {
+                return new InProgress();
+            }
             Transactions.Transaction transaction = transactions.begin();
             ClaimResult claim;
             try {
-                claim = store.claim(new ClaimRequest(key, requestHash, retention, maxWait, lease));
+                claim = store.claim(new ClaimRequest(key, requestHash, retention, wait, lease));
                 if (claim instanceof ClaimResult.Claimed claimed) {
                     transaction.commit(); // the intent is durable before any side effect
                     return new Proceed(new Execution(IdempotencyMode.INTENT_FIRST, transactions.begin(), key,
@@ -318,6 +337,12 @@ public final class IdempotencyEngine {
                 stale.requestHash(), token, lease));
     }
 
+    /** The time left until {@code deadline} (at least a millisecond), or null if it has passed. */
+    private static Duration remaining(long deadline) {
+        long left = deadline - System.nanoTime();
+        return left <= 0 ? null : Duration.ofNanos(Math.max(left, TimeUnit.MILLISECONDS.toNanos(1)));
+    }
+
     private static void sleep(long millis) {
         try {
             Thread.sleep(millis);
@@ -330,6 +355,7 @@ public final class IdempotencyEngine {
     /** Ends this instance's flight on {@code key}; waiters get {@code outcome}, or claim again when it is null. */
     private void land(ScopedKey key, Flight flight, Start outcome) {
         flights.remove(key, flight);
+        flight.claimed.complete(false); // no-op if it held the key
         flight.outcome.complete(outcome);
     }
 
@@ -337,9 +363,25 @@ public final class IdempotencyEngine {
     private static final class Flight {
         final String requestHash;
         final CompletableFuture<Start> outcome = new CompletableFuture<>();
+        /** True once the request holds the key; false if it landed without. */
+        final CompletableFuture<Boolean> claimed = new CompletableFuture<>();
 
         Flight(String requestHash) {
             this.requestHash = requestHash;
+        }
+
+        /** Whether the request got the key, or null if that was not known in time. */
+        Boolean awaitClaim(long nanos) {
+            try {
+                return claimed.get(Math.max(0, nanos), TimeUnit.NANOSECONDS);
+            } catch (TimeoutException e) {
+                return null;
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return null;
+            } catch (ExecutionException e) {
+                return false;
+            }
         }
 
         /** The outcome, null if the key was released, or InProgress if it did not come in time. */

@@ -20,6 +20,7 @@ import java.util.Optional;
 import java.util.function.Supplier;
 import java.util.Collections;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
@@ -60,7 +61,14 @@ class IdempotencyEngineTest {
 
         engine.start(KEY, HASH);
 
-        assertThat(store.claims).containsExactly(new ClaimRequest(KEY, HASH, RETENTION, MAX_WAIT));
+        assertThat(store.claims).hasSize(1);
+        ClaimRequest request = store.claims.get(0);
+        assertThat(request.key()).isEqualTo(KEY);
+        assertThat(request.requestHash()).isEqualTo(HASH);
+        assertThat(request.retention()).isEqualTo(RETENTION);
+        assertThat(request.lease()).isNull();
+        assertThat(request.maxWait()).as("what is left of the engine's wait")
+                .isLessThanOrEqualTo(MAX_WAIT).isGreaterThan(MAX_WAIT.minusMillis(200));
         // the claim runs inside the transaction that was opened for it
         assertThat(store.transactionOpenDuringClaim).isTrue();
     }
@@ -313,6 +321,38 @@ class IdempotencyEngineTest {
 
         assertThat(engine.start(KEY, OTHER_HASH)).isEqualTo(new Mismatch());
         assertThat(transactions.begun).hasSize(1);
+    }
+
+    @Test
+    void aRetryIsNotRefusedBecauseOfAnotherRequestThatHasNotGotTheKey() throws Exception {
+        // the key was completed for OTHER_HASH; a reuse with HASH is claiming (slowly) when the genuine retry comes
+        CountDownLatch claiming = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        store.claimAnswer = () -> {
+            if (claiming.getCount() > 0) {
+                claiming.countDown();
+                await(release);
+            }
+            return existing(RecordStatus.SUCCEEDED, OTHER_HASH, CREATED);
+        };
+        CompletableFuture<Start> reuse = CompletableFuture.supplyAsync(() -> engine.start(KEY, HASH));
+        assertThat(claiming.await(5, TimeUnit.SECONDS)).isTrue();
+
+        CompletableFuture<Start> retry = CompletableFuture.supplyAsync(() -> engine.start(KEY, OTHER_HASH));
+        Thread.sleep(100);
+        assertThat(retry).as("waits to see whether the other request gets the key").isNotDone();
+        release.countDown();
+
+        assertThat(reuse.get(5, TimeUnit.SECONDS)).isEqualTo(new Mismatch());
+        assertThat(retry.get(5, TimeUnit.SECONDS)).isEqualTo(new Replay(CREATED));
+    }
+
+    private static void await(CountDownLatch latch) {
+        try {
+            assertThat(latch.await(5, TimeUnit.SECONDS)).isTrue();
+        } catch (InterruptedException e) {
+            throw new IllegalStateException(e);
+        }
     }
 
     @Test

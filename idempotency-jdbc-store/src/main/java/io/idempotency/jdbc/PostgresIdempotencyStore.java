@@ -51,6 +51,7 @@ import java.util.function.IntSupplier;
 public class PostgresIdempotencyStore implements IdempotencyStore {
 
     private static final String LOCK_NOT_AVAILABLE = "55P03";
+    private static final long MIN_WAIT_NANOS = 1_000_000; // lock_timeout counts in milliseconds
     private static final int MAX_CLAIM_ATTEMPTS = 10;
 
     protected final JdbcTemplate jdbc;
@@ -106,10 +107,22 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
 
     @Override
     public ClaimResult claim(ClaimRequest request) {
+        // maxWait bounds the whole claim, not each wait: a key released and claimed again while we waited would
+        // otherwise start a fresh wait
+        long deadline = System.nanoTime() + request.maxWait().toNanos();
+        ClaimRequest remaining = request;
         for (int attempt = 1; attempt <= MAX_CLAIM_ATTEMPTS; attempt++) {
+            if (attempt > 1) {
+                long left = deadline - System.nanoTime();
+                if (left < MIN_WAIT_NANOS) {
+                    return new ClaimResult.Busy();
+                }
+                remaining = new ClaimRequest(request.key(), request.requestHash(), request.retention(),
+                        Duration.ofNanos(left), request.lease());
+            }
             ClaimResult result;
             try {
-                result = attempt(request, UUID.randomUUID().toString());
+                result = attempt(remaining, UUID.randomUUID().toString());
             } catch (DataAccessException e) {
                 if (LOCK_NOT_AVAILABLE.equals(sqlState(e))) {
                     return new ClaimResult.Busy(); // the bounded wait ran out
