@@ -55,6 +55,7 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
     private static final int MAX_CLAIM_ATTEMPTS = 10;
 
     protected final JdbcTemplate jdbc;
+    private final DataSource dataSource;
     private final TransactionTemplate ownTransaction;
     private final String claimSql;
     private final String selectSql;
@@ -72,6 +73,7 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
      * @param tableName  a plain identifier, looked up in the connection's default schema
      */
     public PostgresIdempotencyStore(DataSource dataSource, String tableName) {
+        this.dataSource = dataSource;
         this.jdbc = new JdbcTemplate(dataSource);
         this.ownTransaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
         String table = IdempotencySchema.checkTableName(tableName);
@@ -103,6 +105,11 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
                 + " WHERE expires_at < now() AND status <> 'PROCESSING' LIMIT ? FOR UPDATE SKIP LOCKED) expired"
                 + " WHERE t.caller = expired.caller AND t.scope = expired.scope"
                 + " AND t.idempotency_key = expired.idempotency_key";
+    }
+
+    /** The DataSource the store works on: the one whose transactions the claim joins. */
+    public DataSource dataSource() {
+        return dataSource;
     }
 
     @Override

@@ -180,8 +180,13 @@ public class IdempotencyAutoConfiguration {
     @ConditionalOnMissingBean
     public IdempotencyEngine idempotencyEngine(IdempotencyStore store, Transactions transactions,
                                                StoragePolicy storagePolicy, StaleClaimResolver resolver,
-                                               DownstreamKeys downstreamKeys, IdempotencyProperties properties) {
+                                               DownstreamKeys downstreamKeys, IdempotencyProperties properties,
+                                               ObjectProvider<PlatformTransactionManager> transactionManager) {
         checkRetention(properties);
+        if (store instanceof PostgresIdempotencyStore jdbcStore && transactionManager.getIfUnique() != null) {
+            // also a store the application defined itself: it must claim in the handler's transaction
+            IdempotencyStartupChecks.checkTransactionManager(transactionManager.getIfUnique(), jdbcStore.dataSource());
+        }
         IdempotencyProperties.ReplayCache cache = properties.getReplayCache();
         return new IdempotencyEngine(store, transactions, storagePolicy, properties.getRetention().getTtl(),
                 properties.getInFlightWait(), resolver, downstreamKeys, new ReplayCache(cache.getMaxEntries(),

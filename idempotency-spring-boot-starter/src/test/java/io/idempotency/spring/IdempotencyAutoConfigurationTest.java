@@ -86,6 +86,14 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void refusesAStoreOfTheApplicationOnAnotherDataSource() {
+        runner.withUserConfiguration(ForeignStore.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(rootMessage(context.getStartupFailure())).contains("must commit in one transaction");
+        });
+    }
+
+    @Test
     void anEndpointLeaseResolvesPlaceholdersAndMustFitTheRetention() throws Exception {
         runner.withUserConfiguration(LeasedController.class).withPropertyValues("orders.lease=2h")
                 .run(context -> assertThat(context).hasNotFailed());
@@ -158,6 +166,15 @@ class IdempotencyAutoConfigurationTest {
         PlatformTransactionManager transactionManager() {
             return new DataSourceTransactionManager(new DriverManagerDataSource(DATABASE.url(), DATABASE.user(),
                     DATABASE.password() == null ? "" : DATABASE.password()));
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class ForeignStore {
+        @Bean
+        IdempotencyStore idempotencyStore() {
+            return new PostgresIdempotencyStore(new DriverManagerDataSource(DATABASE.url(), DATABASE.user(),
+                    DATABASE.password() == null ? "" : DATABASE.password()), "idempotency_keys");
         }
     }
 
