@@ -39,6 +39,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     private boolean errorSent;
     private final Map<String, List<String>> headers = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
     private String characterEncoding;
+    private Locale locale;
     private final ByteArrayOutputStream body = new ByteArrayOutputStream();
     private ServletOutputStream outputStream; // the buffer's
     private PrintWriter writer; // the buffer's
@@ -147,13 +148,31 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     @Override
     public void sendRedirect(String location) throws IOException {
+        sendRedirect(location, SC_FOUND, true);
+    }
+
+    @Override
+    public void sendRedirect(String location, boolean clearBuffer) throws IOException {
+        sendRedirect(location, SC_FOUND, clearBuffer);
+    }
+
+    @Override
+    public void sendRedirect(String location, int sc) throws IOException {
+        sendRedirect(location, sc, true);
+    }
+
+    @Override
+    public void sendRedirect(String location, int sc, boolean clearBuffer) throws IOException {
         if (!capturing) {
-            super.sendRedirect(location);
+            super.sendRedirect(location, sc, clearBuffer);
             return;
         }
-        status = SC_FOUND;
+        status = sc;
         setHeader("Location", location);
-        body.reset();
+        if (clearBuffer) {
+            flushWriter();
+            body.reset();
+        }
     }
 
     // ---------------------------------------------------------------- headers
@@ -162,6 +181,8 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     public void setHeader(String name, String value) {
         if (!capturing) {
             super.setHeader(name, value);
+        } else if (CONTENT_TYPE.equalsIgnoreCase(name)) {
+            setContentType(value); // keeps the writer's encoding in step with the header
         } else if (value == null) {
             headers.remove(name);
         } else {
@@ -175,6 +196,8 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     public void addHeader(String name, String value) {
         if (!capturing) {
             super.addHeader(name, value);
+        } else if (CONTENT_TYPE.equalsIgnoreCase(name)) {
+            setContentType(value); // one Content-Type, as the container keeps it
         } else if (value != null) {
             headers.computeIfAbsent(name, n -> new ArrayList<>(1)).add(value);
         }
@@ -241,13 +264,19 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             super.setContentType(type);
             return;
         }
-        setHeader(CONTENT_TYPE, type);
-        if (type != null) {
-            String charset = charsetOf(type);
-            if (charset != null) {
-                characterEncoding = charset;
-            }
+        if (type == null) {
+            headers.remove(CONTENT_TYPE);
+            return;
         }
+        String charset = charsetOf(type);
+        if (charset != null) {
+            characterEncoding = charset;
+        } else if (characterEncoding != null) {
+            type = type + ";charset=" + characterEncoding; // as the container would send it
+        }
+        List<String> values = new ArrayList<>(1);
+        values.add(type);
+        headers.put(CONTENT_TYPE, values);
     }
 
     @Override
@@ -274,6 +303,30 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             String withoutCharset = type.replaceAll("(?i);\\s*charset=[^;]*", "");
             setHeader(CONTENT_TYPE, withoutCharset + ";charset=" + charset);
         }
+    }
+
+    @Override
+    public void setCharacterEncoding(Charset charset) {
+        if (!capturing) {
+            super.setCharacterEncoding(charset);
+        } else {
+            setCharacterEncoding(charset == null ? null : charset.name());
+        }
+    }
+
+    @Override
+    public void setLocale(Locale locale) {
+        if (!capturing) {
+            super.setLocale(locale);
+        } else if (locale != null) {
+            this.locale = locale;
+            setHeader("Content-Language", locale.toLanguageTag());
+        }
+    }
+
+    @Override
+    public Locale getLocale() {
+        return capturing && locale != null ? locale : super.getLocale();
     }
 
     @Override
@@ -480,6 +533,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             headers.clear();
             status = SC_OK;
             characterEncoding = null;
+            locale = null;
         }
     }
 
@@ -499,8 +553,12 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         return (end < 0 ? charset : charset.substring(0, end)).trim().replace("\"", "");
     }
 
+    /** IMF-fixdate (RFC 9110), e.g. {@code Sun, 06 Nov 1994 08:49:37 GMT}. */
+    private static final java.time.format.DateTimeFormatter HTTP_DATE =
+            java.time.format.DateTimeFormatter.ofPattern("EEE, dd MMM yyyy HH:mm:ss 'GMT'", Locale.US)
+                    .withZone(java.time.ZoneOffset.UTC);
+
     private static String httpDate(long epochMillis) {
-        return java.time.format.DateTimeFormatter.RFC_1123_DATE_TIME
-                .format(java.time.Instant.ofEpochMilli(epochMillis).atZone(java.time.ZoneOffset.UTC));
+        return HTTP_DATE.format(java.time.Instant.ofEpochMilli(epochMillis));
     }
 }

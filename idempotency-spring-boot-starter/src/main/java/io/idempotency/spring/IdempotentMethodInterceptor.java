@@ -26,6 +26,7 @@ import org.springframework.util.LinkedCaseInsensitiveMap;
 import org.springframework.web.context.request.RequestAttributes;
 import org.springframework.web.context.request.RequestContextHolder;
 import org.springframework.web.context.request.ServletRequestAttributes;
+import org.springframework.web.method.HandlerMethod;
 import org.springframework.web.servlet.HandlerMapping;
 
 import java.io.IOException;
@@ -33,6 +34,7 @@ import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -107,6 +109,13 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         }
         if (exchange.isTaken()) {
             return invocation.proceed(); // an @Idempotent method called by another within one request
+        }
+        if (!isHandlerOf(request, invocation)) {
+            // a replay or a refusal could not stop the handler that called this method: whatever it did next would
+            // run again on every retry, outside any transaction
+            throw new IllegalStateException("@Idempotent on " + invocation.getMethod() + " cannot work: it was"
+                    + " called by the request's handler instead of being it. Put @Idempotent on the controller method"
+                    + " (the handler), or use IdempotencyTemplate.");
         }
         String instance = request.getRequestURI();
         String headerName = properties.getHeaderName();
@@ -220,6 +229,20 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         }
         return RequestFingerprint.of(request.getMethod(), request.getRequestURI(), request.getQueryString(),
                 view.bodyFingerprintBytes(properties.getBodyFingerprint()));
+    }
+
+    /** Whether the advised method is the handler Spring MVC chose for the request (or no handler is known). */
+    private static boolean isHandlerOf(HttpServletRequest request, MethodInvocation invocation) {
+        Object handler = request.getAttribute(HandlerMapping.BEST_MATCHING_HANDLER_ATTRIBUTE);
+        if (!(handler instanceof HandlerMethod handlerMethod)) {
+            return true;
+        }
+        Method called = invocation.getMethod();
+        Method mapped = handlerMethod.getMethod();
+        return called.getName().equals(mapped.getName())
+                && Arrays.equals(called.getParameterTypes(), mapped.getParameterTypes())
+                && (mapped.getDeclaringClass().isAssignableFrom(called.getDeclaringClass())
+                || called.getDeclaringClass().isAssignableFrom(mapped.getDeclaringClass()));
     }
 
     private static Object answer(IdempotentExchange exchange, StoredResponse answer, StoredResponse.Header... headers) {

@@ -238,6 +238,53 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void textWrittenWithTheServletsOwnCallsIsReplayedWithItsEncodingAndLanguage() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"text-" + key + "\"}";
+
+        HttpResponse<byte[]> first = post("/orders/text", key, body);
+        HttpResponse<byte[]> replay = post("/orders/text", key, body);
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(new String(first.body(), StandardCharsets.UTF_8)).endsWith(": caf\u00e9 \u20ac");
+        assertThat(first.headers().firstValue("Content-Type").orElseThrow().toLowerCase(java.util.Locale.ROOT)
+                .replace(" ", "")).isEqualTo("text/plain;charset=utf-8");
+        assertThat(first.headers().firstValue("Content-Language")).hasValue("de-DE");
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(first.body());
+        assertThat(replay.headers().firstValue("Content-Type")).isEqualTo(first.headers().firstValue("Content-Type"));
+        assertThat(replay.headers().firstValue("Content-Language")).hasValue("de-DE");
+    }
+
+    @Test
+    void aRedirectWithAStatusIsCapturedLikeAnyOtherAnswer() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "redirect-" + key;
+
+        HttpResponse<byte[]> first = post("/orders/redirect/303", key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(first.statusCode()).isEqualTo(303);
+        assertThat(first.headers().firstValue("Location")).hasValueSatisfying(l -> assertThat(l).contains("/orders/"));
+        // a 3xx is not stored by the default policy: rolled back like the one-argument sendRedirect
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+    }
+
+    @Test
+    void anIdempotentMethodCalledByTheHandlerInsteadOfBeingItIsRefusedLoudly() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "via-service-" + key;
+
+        HttpResponse<byte[]> answer = post("/orders/via-service", key, "{\"note\":\"" + note + "\"}");
+
+        // a replay could not have stopped the controller's own write after the call: refused before anything ran
+        assertThat(answer.statusCode()).isEqualTo(500);
+        assertThat(rows(note)).isZero();
+        assertThat(rows(note + "-after")).isZero();
+        assertThat(keyRows(key)).isZero();
+    }
+
+    @Test
     void aTransactionalHandlerJoinsTheIdempotentTransaction() throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "tx-" + key;

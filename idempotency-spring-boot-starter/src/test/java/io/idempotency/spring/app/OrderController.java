@@ -37,9 +37,11 @@ public class OrderController {
     }
 
     private final JdbcClient jdbc;
+    private final OrderService service;
 
-    public OrderController(JdbcClient jdbc) {
+    public OrderController(JdbcClient jdbc, OrderService service) {
         this.jdbc = jdbc;
+        this.service = service;
     }
 
     private long insert(String note) {
@@ -116,6 +118,36 @@ public class OrderController {
         response.setContentType("text/plain");
         out.write(("order " + id + " for " + note).getBytes(StandardCharsets.UTF_8));
         out.flush();
+    }
+
+    /** Text written the servlet way: encoding set as a Charset before the type, a locale, a writer. */
+    @PostMapping("/text")
+    @Idempotent
+    public void text(@RequestBody OrderRequest request, HttpServletResponse response) throws IOException {
+        long id = insert(request.note());
+        response.setStatus(HttpStatus.CREATED.value());
+        response.setCharacterEncoding(StandardCharsets.UTF_8);
+        response.setContentType("text/plain");
+        response.setLocale(java.util.Locale.GERMANY);
+        response.getWriter().write("Bestellung " + id + ": caf\u00e9 \u20ac");
+    }
+
+    /** Answers with a redirect of a chosen status (Servlet 6.1's two-argument form). */
+    @PostMapping("/redirect/{status}")
+    @Idempotent
+    public void redirect(@PathVariable int status, @RequestBody OrderRequest request, HttpServletResponse response)
+            throws IOException {
+        long id = insert(request.note());
+        response.sendRedirect("/orders/" + id, status);
+    }
+
+    /** Not idempotent itself, but calls an {@code @Idempotent} service method, then writes a row of its own. */
+    @PostMapping("/via-service")
+    @ResponseStatus(HttpStatus.CREATED)
+    public Map<String, Object> viaService(@RequestBody OrderRequest request) {
+        long id = service.insert(request.note());
+        insert(request.note() + "-after");
+        return Map.of("id", id);
     }
 
     /** A form post whose handler reads the parameters from the request itself. */
