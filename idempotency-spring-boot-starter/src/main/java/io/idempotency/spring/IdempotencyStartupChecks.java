@@ -73,7 +73,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
     @Override
     public void afterSingletonsInstantiated() {
         List<String> problems = new ArrayList<>();
-        // the configured methods also serve @Idempotent methods outside controllers, called during such requests
+        // the configured methods too, so that handlers these mappings do not list are still served
         Set<String> methods = new HashSet<>(properties.getObject().getMethods().stream()
                 .map(method -> method.toUpperCase(Locale.ROOT)).toList());
         for (RequestMappingHandlerMapping mapping : context.getBeansOfType(RequestMappingHandlerMapping.class).values()) {
