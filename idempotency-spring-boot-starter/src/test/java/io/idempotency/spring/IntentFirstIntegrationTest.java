@@ -135,6 +135,125 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aReusedKeyIsRefusedWhileTheClaimIsOpenAndAfterItsLease() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "reused-" + key;
+        int consultedBefore = resolver.consultations();
+        long callsBefore = gateway.calls();
+
+        assertThat(charge("/intent/charges", key, note, "X-Fail", "unknown").statusCode()).isEqualTo(500);
+        HttpResponse<String> during = charge("/intent/charges", key, note + "-other");
+        awaitLeaseExpired(key);
+        HttpResponse<String> after = charge("/intent/charges", key, note + "-other");
+
+        assertThat(during.statusCode()).as("another body while the claim holds").isEqualTo(422);
+        assertThat(after.statusCode()).as("another body after the lease ran out").isEqualTo(422);
+        assertThat(after.body()).contains("idempotency-key-mismatch");
+        assertThat(resolver.consultations() - consultedBefore).as("a mismatch never takes the claim over").isZero();
+        assertThat(gateway.calls() - callsBefore).as("the other body never reached the gateway").isEqualTo(1);
+        assertThat(rows(note + "-other")).isZero();
+
+        HttpResponse<String> original = charge("/intent/charges", key, note);
+        assertThat(original.statusCode()).isEqualTo(201);
+        assertThat(original.body()).as("the original request is resolved").contains("\"resolved\":true");
+        assertThat(resolver.consultations() - consultedBefore).isEqualTo(1);
+    }
+
+    @Test
+    void aHandlerRunningLongerThanItsLeaseKeepsItByRenewal() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "renewed-" + key;
+        int consultedBefore = resolver.consultations();
+        long callsBefore = gateway.calls();
+
+        // the lease is 1 s; the handler takes 2.5 s after charging
+        CompletableFuture<HttpResponse<String>> slow = CompletableFuture.supplyAsync(
+                () -> charge("/intent/charges", key, note, "X-Sleep-Ms", "2500"));
+        awaitStatus(key, "PROCESSING");
+        Thread.sleep(1_600);
+        assertThat(DATABASE.queryString("select locked_until > now() and locked_until > created_at + interval '1 second'"
+                + " from idempotency_keys where idempotency_key = '" + key + "'"))
+                .as("the lease was renewed past its first end").isEqualTo("t");
+        HttpResponse<String> duplicate = charge("/intent/charges", key, note);
+        HttpResponse<String> answer = slow.get(30, TimeUnit.SECONDS);
+
+        assertThat(duplicate.statusCode()).as("still held: in progress, not taken over").isEqualTo(409);
+        assertThat(answer.statusCode()).as("the holder records its result").isEqualTo(201);
+        assertThat(resolver.consultations() - consultedBefore).isZero();
+        assertThat(gateway.calls() - callsBefore).isEqualTo(1);
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void aResolverThatSaysFailLetsTheRetryRunAgain() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "resolver-fail-" + key;
+        int consultedBefore = resolver.consultations();
+
+        assertThat(charge("/intent/charges", key, note, "X-Fail", "unknown").statusCode()).isEqualTo(500);
+        awaitLeaseExpired(key);
+        resolver.decideNext(io.idempotency.core.StaleClaimResolver.Resolution::fail);
+        HttpResponse<String> retry = charge("/intent/charges", key, note);
+
+        assertThat(retry.statusCode()).isEqualTo(201);
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).as("run again, not replayed").isEmpty();
+        assertThat(retry.body()).doesNotContain("resolved");
+        assertThat(resolver.consultations() - consultedBefore).isEqualTo(1);
+        assertThat(rows(note)).isEqualTo(1);
+        assertThat(DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'"))
+                .isEqualTo("SUCCEEDED");
+    }
+
+    @Test
+    void aResolverThatThrowsLeavesTheClaimForTheNextAttempt() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "resolver-throws-" + key;
+        int consultedBefore = resolver.consultations();
+
+        assertThat(charge("/intent/charges", key, note, "X-Fail", "unknown").statusCode()).isEqualTo(500);
+        awaitLeaseExpired(key);
+        String tokenBefore = token(key);
+        resolver.decideNext(() -> {
+            throw new IllegalStateException("the gateway's status API is down");
+        });
+        HttpResponse<String> failed = charge("/intent/charges", key, note);
+
+        assertThat(failed.statusCode()).isEqualTo(500);
+        assertThat(DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'"))
+                .as("neither failed nor completed: still unresolved").isEqualTo("PROCESSING");
+        assertThat(token(key)).as("taken over, with a lease of its own").isNotEqualTo(tokenBefore);
+
+        awaitLeaseExpired(key);
+        HttpResponse<String> later = charge("/intent/charges", key, note);
+        assertThat(later.statusCode()).isEqualTo(201);
+        assertThat(later.body()).contains("\"resolved\":true");
+        assertThat(resolver.consultations() - consultedBefore).isEqualTo(2);
+    }
+
+    private static String token(String key) {
+        return DATABASE.queryString("select fencing_token from idempotency_keys where idempotency_key = '" + key + "'");
+    }
+
+    /** Waits (on the database clock) until the claim of {@code key} has a lease that ran out. */
+    private static void awaitLeaseExpired(String key) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (!"t".equals(DATABASE.queryString("select locked_until < now() from idempotency_keys"
+                + " where idempotency_key = '" + key + "'"))) {
+            assertThat(System.nanoTime() < deadline).as("the lease of %s runs out", key).isTrue();
+            Thread.sleep(50);
+        }
+    }
+
+    private static void awaitStatus(String key, String status) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (!status.equals(DATABASE.queryString("select status from idempotency_keys where idempotency_key = '"
+                + key + "'"))) {
+            assertThat(System.nanoTime() < deadline).as("%s becomes %s", key, status).isTrue();
+            Thread.sleep(20);
+        }
+    }
+
+    @Test
     void theDownstreamKeyIsNeverTheClientsKey() throws Exception {
         String key = UUID.randomUUID().toString();
         assertThat(charge("/intent/charges", key, "downstream-" + key).statusCode()).isEqualTo(201);
