@@ -14,7 +14,8 @@ import java.time.Duration;
 /** The partitioned PostgreSQL store against the whole store contract. */
 class PartitionedPostgresIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
 
-    private static final HikariDataSource DATA_SOURCE = TestPostgres.newDatabase().dataSource(MIN_POOL_SIZE + 4);
+    private static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
+    private static final HikariDataSource DATA_SOURCE = DATABASE.dataSource(MIN_POOL_SIZE + 4);
     private static final IdempotencyStore STORE;
     private static final Transactions TRANSACTIONS = new SpringTransactions(new DataSourceTransactionManager(DATA_SOURCE));
 
@@ -38,5 +39,10 @@ class PartitionedPostgresIdempotencyStoreIntegrationTest extends IdempotencyStor
     @Override
     protected Transactions transactions() {
         return TRANSACTIONS;
+    }
+
+    @Override
+    protected void awaitBlockedClaim() throws InterruptedException {
+        DATABASE.awaitLockWaiter(Duration.ofSeconds(30));
     }
 }

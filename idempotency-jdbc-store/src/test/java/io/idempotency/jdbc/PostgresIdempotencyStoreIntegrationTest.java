@@ -22,7 +22,8 @@ import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 /** The PostgreSQL store against the whole store contract, on a schema created by the shipped migration. */
 class PostgresIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
 
-    private static final HikariDataSource DATA_SOURCE = TestPostgres.newDatabase().dataSource(MIN_POOL_SIZE + 4);
+    private static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
+    private static final HikariDataSource DATA_SOURCE = DATABASE.dataSource(MIN_POOL_SIZE + 4);
     private static final IdempotencyStore STORE;
     private static final Transactions TRANSACTIONS = new SpringTransactions(new DataSourceTransactionManager(DATA_SOURCE));
 
@@ -71,5 +72,10 @@ class PostgresIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
     @Override
     protected Transactions transactions() {
         return TRANSACTIONS;
+    }
+
+    @Override
+    protected void awaitBlockedClaim() throws InterruptedException {
+        DATABASE.awaitLockWaiter(Duration.ofSeconds(30));
     }
 }

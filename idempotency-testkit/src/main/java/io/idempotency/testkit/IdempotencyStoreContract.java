@@ -48,6 +48,15 @@ public abstract class IdempotencyStoreContract {
     /** Transactions on the connection the store uses. */
     protected abstract Transactions transactions();
 
+    /**
+     * Returns once a claim running on another thread is blocked by the claim this thread's transaction holds. This
+     * default only gives it 200 ms; stores whose database shows lock waits should wait until it shows one, so that
+     * a slow machine cannot turn the test into one where the duplicate arrives after the holder ended.
+     */
+    protected void awaitBlockedClaim() throws InterruptedException {
+        Thread.sleep(200);
+    }
+
     // ---------------------------------------------------------------- claim, complete, replay
 
     @Test
@@ -330,7 +339,7 @@ public abstract class IdempotencyStoreContract {
                 return claimCommitted(key, HASH_A, DAY);
             });
             waiting.await();
-            Thread.sleep(200);
+            awaitBlockedClaim();
             assertThat(duplicate).as("the duplicate waits while the claim is uncommitted").isNotDone();
             assertThat(store().complete(key, token, response)).isTrue();
             holder.commit();
@@ -354,7 +363,8 @@ public abstract class IdempotencyStoreContract {
         try {
             Future<ClaimResult> duplicate = executor.submit(
                     () -> claimCommitted(key, HASH_A, DAY));
-            Thread.sleep(200);
+            awaitBlockedClaim();
+            assertThat(duplicate).as("the duplicate waits while the claim is uncommitted").isNotDone();
             holder.rollback();
 
             assertThat(duplicate.get(30, TimeUnit.SECONDS)).isInstanceOf(ClaimResult.Claimed.class);

@@ -104,6 +104,23 @@ public final class TestPostgres {
         public long queryLong(String sql) {
             return Long.parseLong(queryString(sql));
         }
+
+        /**
+         * Waits until some session of this database waits for a lock (a row, a key or an advisory lock), so that a
+         * test knows a concurrent claim is really blocked instead of guessing with a sleep.
+         *
+         * @throws AssertionError if none does within {@code timeout}
+         */
+        public void awaitLockWaiter(Duration timeout) throws InterruptedException {
+            long deadline = System.nanoTime() + timeout.toNanos();
+            while (queryLong("select count(*) from pg_stat_activity where datname = current_database()"
+                    + " and wait_event_type = 'Lock'") == 0) {
+                if (System.nanoTime() - deadline > 0) {
+                    throw new AssertionError("no session waited for a lock within " + timeout);
+                }
+                Thread.sleep(10);
+            }
+        }
     }
 
     /** A new, empty schema on the chosen server. */
