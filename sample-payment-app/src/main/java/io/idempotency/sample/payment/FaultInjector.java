@@ -25,6 +25,8 @@ import java.util.Set;
  *   <li>{@code fail-at-commit}: write an audit row whose deferred foreign key points nowhere, and return normally,
  *       so the database refuses the COMMIT (23503) after the answer was rendered;</li>
  *   <li>{@code crash-after-write}: halt the JVM before the commit;</li>
+ *   <li>{@code crash-before-commit}: halt the JVM at the last moment before the commit, when the answer has been
+ *       rendered and stored in the (uncommitted) transaction;</li>
  *   <li>{@code crash-after-commit}: halt the JVM right after the commit, before the client gets the answer;</li>
  *   <li>{@code delay-ms=N}: sleep N milliseconds (at most {@value #MAX_DELAY_MS}), to make requests overlap.</li>
  * </ul>
@@ -55,7 +57,7 @@ public class FaultInjector {
 
     /** The faults {@code POST /payments} accepts. */
     static final Set<Kind> PAYMENT_FAULTS = EnumSet.of(Kind.FAIL_AFTER_WRITE, Kind.FAIL_AT_COMMIT,
-            Kind.CRASH_AFTER_WRITE, Kind.CRASH_AFTER_COMMIT, Kind.DELAY);
+            Kind.CRASH_AFTER_WRITE, Kind.CRASH_BEFORE_COMMIT, Kind.CRASH_AFTER_COMMIT, Kind.DELAY);
 
     /** The faults {@code POST /charges} accepts. */
     static final Set<Kind> CHARGE_FAULTS = EnumSet.of(Kind.CRASH_BEFORE_CHARGE, Kind.FAIL_BEFORE_CHARGE,
@@ -166,22 +168,30 @@ public class FaultInjector {
                 // be satisfied; being deferred, it is checked only when the transaction commits.
                     payments.insertAudit(-payment.id(), "chaos:fail-at-commit");
             case CRASH_AFTER_WRITE -> halt("after writing payment " + payment.id() + ", before the commit");
-            case CRASH_AFTER_COMMIT -> {
-                if (!TransactionSynchronizationManager.isSynchronizationActive()) {
-                    throw new IllegalStateException("crash-after-commit needs a transaction around the handler;"
-                            + " is the idempotency starter enabled?");
+            case CRASH_BEFORE_COMMIT -> onTransaction(fault, new TransactionSynchronization() {
+                @Override
+                public void beforeCommit(boolean readOnly) {
+                    halt("with payment " + payment.id() + " and its answer written, before the commit");
                 }
-                TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
-                    @Override
-                    public void afterCommit() {
-                        halt("after committing payment " + payment.id() + ", before answering");
-                    }
-                });
-            }
+            });
+            case CRASH_AFTER_COMMIT -> onTransaction(fault, new TransactionSynchronization() {
+                @Override
+                public void afterCommit() {
+                    halt("after committing payment " + payment.id() + ", before answering");
+                }
+            });
             case DELAY -> sleep(fault.delayMs());
             case CRASH_BEFORE_CHARGE, FAIL_BEFORE_CHARGE, CRASH_AFTER_CHARGE, FAIL_AFTER_CHARGE ->
                     throw new IllegalStateException(fault.kind() + " is not a fault of POST /payments");
         }
+    }
+
+    private static void onTransaction(Fault fault, TransactionSynchronization synchronization) {
+        if (!TransactionSynchronizationManager.isSynchronizationActive()) {
+            throw new IllegalStateException(Fault.name(fault.kind()) + " needs a transaction around the handler;"
+                    + " is the idempotency starter enabled?");
+        }
+        TransactionSynchronizationManager.registerSynchronization(synchronization);
     }
 
     private static void halt(String when) {
@@ -208,6 +218,8 @@ public class FaultInjector {
         FAIL_AT_COMMIT,
         /** Halt the JVM before the commit. */
         CRASH_AFTER_WRITE,
+        /** Halt the JVM when the transaction is about to commit, everything written but not committed. */
+        CRASH_BEFORE_COMMIT,
         /** Halt the JVM after the commit, before the answer is sent. */
         CRASH_AFTER_COMMIT,
         /** {@code POST /charges}: halt the JVM before the gateway is called. */

@@ -74,6 +74,22 @@ class CrashRecoveryIntegrationTest {
     }
 
     @Test
+    void crashJustBeforeTheCommitLeavesNothingEvenWithTheAnswerStored() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+        String body = body(orderId, "27.00");
+
+        // the handler has returned, the answer is rendered and the SUCCEEDED record written: only COMMIT is missing
+        crash(key, body, "crash-before-commit");
+
+        assertThat(app.api().countPaymentsOf(orderId)).isZero();
+        HttpResponse<byte[]> retry = app.api().createPayment(key, body, null);
+        assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
+        assertThat(retry.headers().firstValue(REPLAYED_HEADER)).as("runs again: nothing was kept").isEmpty();
+        assertThat(app.api().countPaymentsOf(orderId)).isEqualTo(1);
+    }
+
+    @Test
     void crashAfterCommitKeepsThePaymentAndTheRetryIsAReplay() throws Exception {
         String orderId = newOrderId();
         String key = UUID.randomUUID().toString();
