@@ -96,6 +96,7 @@ class ChargeCrashRecoveryIntegrationTest {
         assertThat(api.charges(orderId)).isEqualTo("[" + text(retry) + "]");
         assertThat(statusOf(key)).isEqualTo("SUCCEEDED");
         assertThat(resolutionsOf(key)).isEqualTo("complete/retry");
+        assertThat(gatewayCalls(orderId)).as("the resolver asked; nobody charged again").isEqualTo(1);
 
         HttpResponse<byte[]> replay = api.charge(key, body, null);
         assertThat(replay.statusCode()).isEqualTo(201);
@@ -126,6 +127,7 @@ class ChargeCrashRecoveryIntegrationTest {
         assertThat(charges(orderId)).isEqualTo(1);
         assertThat(api.charges(orderId)).isEqualTo("[" + text(retry) + "]");
         assertThat(resolutionsOf(key)).isEqualTo("rerun/retry");
+        assertThat(gatewayCalls(orderId)).isEqualTo(1);
     }
 
     @Test
@@ -199,12 +201,14 @@ class ChargeCrashRecoveryIntegrationTest {
                 assertThat(numberField(text(retry), "gatewayChargeId")).isEqualTo(db.queryLong(
                         "select id from gateway_ledger where order_id = '" + chargedOrders.get(i) + "'"));
                 assertThat(instances.get(i % 2).charges(chargedOrders.get(i))).isEqualTo("[" + text(retry) + "]");
+                assertThat(gatewayCalls(chargedOrders.get(i))).as("charged once, never again").isEqualTo(1);
             }
             // The FAILED one runs again, and charges.
             HttpResponse<byte[]> rerun = instances.get(0).charge(unchargedKey, unchargedBody, null);
             assertThat(rerun.statusCode()).as(text(rerun)).isEqualTo(201);
             assertThat(rerun.headers().firstValue(REPLAYED_HEADER)).isEmpty();
             assertThat(ledgerEntries(unchargedOrder)).isEqualTo(1);
+            assertThat(gatewayCalls(unchargedOrder)).isEqualTo(1);
             assertThat(resolutionsOf(unchargedKey)).as("a FAILED record is claimed without asking")
                     .isEqualTo("rerun/sweeper");
 
@@ -248,6 +252,7 @@ class ChargeCrashRecoveryIntegrationTest {
         assertThat(replay.body()).isEqualTo(original.body());
         assertThat(replay.headers().firstValue(REPLAYED_HEADER)).hasValue("true");
         assertThat(ledgerEntries(orderId)).isEqualTo(1);
+        assertThat(gatewayCalls(orderId)).as("the duplicate never reached the gateway").isEqualTo(1);
     }
 
     /** Sends the request with the fault and checks that the JVM died without answering. */
@@ -272,6 +277,11 @@ class ChargeCrashRecoveryIntegrationTest {
                 "--idempotency.sweeper.interval=200ms"));
         db.springPropertyValues().forEach(value -> args.add("--" + value));
         return args;
+    }
+
+    /** Charge requests the gateway received for the order, booked or not: the ledger alone deduplicates them. */
+    private static long gatewayCalls(String orderId) {
+        return db.queryLong("select count(*) from gateway_calls where order_id = '" + orderId + "'");
     }
 
     private static long ledgerEntries(String orderId) {

@@ -86,6 +86,7 @@ public class GatewayController {
             return problem(HttpStatus.BAD_REQUEST, "invalid-charge", "Invalid charge request",
                     String.join("; ", errors));
         }
+        ledger.logCall(key, request.orderId());
         // A booked key answers with its charge before any rule is applied: the same request gets the same outcome.
         Optional<LedgerEntry> booked = ledger.findByKey(key);
         if (booked.isPresent()) {

@@ -54,6 +54,14 @@ public class GatewayLedger {
                 .optional();
     }
 
+    /** Logs a charge request, booked or not (table {@code gateway_calls}), so that calls can be counted. */
+    public void logCall(String key, String orderId) {
+        jdbc.sql("INSERT INTO gateway_calls (idempotency_key, order_id) VALUES (:key, :orderId)")
+                .param("key", key)
+                .param("orderId", orderId)
+                .update();
+    }
+
     /** The charge booked under {@code key}, if any. */
     public Optional<LedgerEntry> findByKey(String key) {
         return jdbc.sql("SELECT " + COLUMNS + " FROM gateway_ledger WHERE idempotency_key = :key")
