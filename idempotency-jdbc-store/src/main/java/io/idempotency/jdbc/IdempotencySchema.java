@@ -22,7 +22,14 @@ public final class IdempotencySchema {
     /** Where the script of the table partitioned by creation time lies in the jar. */
     public static final String POSTGRESQL_PARTITIONED_SCRIPT = "io/idempotency/jdbc/postgresql/partitioned-schema.sql";
 
-    private static final Pattern TABLE_NAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_]{0,62}");
+    /**
+     * The longest table name: PostgreSQL cuts names at 63 characters, and the longest name derived from the table's
+     * (an index, a partition: the table's name plus {@code _pYYYYMMDD_HHMMSS}) adds 17; cut, two such names could
+     * collide.
+     */
+    public static final int MAX_TABLE_NAME_LENGTH = 63 - 17;
+
+    private static final Pattern TABLE_NAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_]{0," + (MAX_TABLE_NAME_LENGTH - 1) + "}");
 
     private IdempotencySchema() {
     }
@@ -41,12 +48,14 @@ public final class IdempotencySchema {
      * Table names are spliced into SQL, so only plain identifiers are accepted (the table is created in, and
      * looked up through, the connection's default schema).
      *
-     * @throws IllegalArgumentException if {@code tableName} is not a plain SQL identifier
+     * @throws IllegalArgumentException if {@code tableName} is not a plain SQL identifier of at most
+     *                                  {@value #MAX_TABLE_NAME_LENGTH} characters
      */
     public static String checkTableName(String tableName) {
         if (tableName == null || !TABLE_NAME.matcher(tableName).matches()) {
             throw new IllegalArgumentException("idempotency table name must be a plain SQL identifier"
-                    + " ([A-Za-z_][A-Za-z0-9_]*, at most 63 characters): " + tableName);
+                    + " ([A-Za-z_][A-Za-z0-9_]*) of at most " + MAX_TABLE_NAME_LENGTH + " characters, so that the"
+                    + " index and partition names made from it fit PostgreSQL's 63: " + tableName);
         }
         return tableName;
     }

@@ -82,5 +82,10 @@ class PostgresSchemaIntegrationTest {
                 .hasMessageContaining("plain SQL identifier");
         assertThatThrownBy(() -> IdempotencySchema.checkTableName("public.keys"))
                 .isInstanceOf(IllegalArgumentException.class);
+        // the names made from it (indexes, partitions) must stay distinct after PostgreSQL cuts them at 63
+        String longest = "k".repeat(IdempotencySchema.MAX_TABLE_NAME_LENGTH);
+        assertThat(IdempotencySchema.checkTableName(longest)).isEqualTo(longest);
+        assertThatThrownBy(() -> IdempotencySchema.checkTableName(longest + "k"))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("at most 46 characters");
     }
 }
