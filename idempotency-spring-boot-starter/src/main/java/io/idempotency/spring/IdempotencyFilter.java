@@ -91,6 +91,13 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         if (execution == null) {
             return; // not an idempotent request: everything has passed through already
         }
+        if (request.isAsyncStarted()) {
+            // an async answer the startup checks did not recognise: it would be written after the transaction
+            exchange.abandon();
+            log.error("Idempotent request {} {} started async processing, which @Idempotent does not support;"
+                    + " rolled back, and its answer will not be sent", request.getMethod(), request.getRequestURI());
+            return;
+        }
         if (exchange.handlerFailed() || response.isErrorSent()) {
             exchange.abandon();
             response.sendCaptured();

@@ -55,7 +55,14 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
             "org.reactivestreams.Publisher",
             "reactor.core.publisher.Flux",
             "reactor.core.publisher.Mono",
-            "kotlinx.coroutines.flow.Flow");
+            "kotlinx.coroutines.flow.Flow",
+            "io.reactivex.rxjava3.core.Single",
+            "io.reactivex.rxjava3.core.Maybe",
+            "io.reactivex.rxjava3.core.Completable",
+            "io.reactivex.rxjava3.core.Observable",
+            "io.reactivex.rxjava3.core.Flowable",
+            "io.smallrye.mutiny.Uni",
+            "io.smallrye.mutiny.Multi");
 
     private final ApplicationContext context;
     private final ObjectProvider<IdempotencyProperties> properties;
@@ -112,6 +119,11 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         ResolvableType type = ResolvableType.forMethodReturnType(method);
         if (HttpEntity.class.isAssignableFrom(returnType)) {
             type = type.as(HttpEntity.class).getGeneric(0);
+        }
+        Class<?>[] parameters = method.getParameterTypes();
+        if (parameters.length > 0 && parameters[parameters.length - 1].getName().equals("kotlin.coroutines.Continuation")) {
+            return Optional.of(method + " is a Kotlin suspend function: its answer is written after the transaction"
+                    + " has to end; make it a regular function");
         }
         if (isAsync(type.resolve())) {
             return Optional.of(method + " returns " + type + ": async answers are written after the transaction"
