@@ -13,11 +13,13 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 import static io.idempotency.sample.payment.PaymentApi.REPLAYED_HEADER;
 import static io.idempotency.sample.payment.PaymentApi.body;
@@ -99,6 +101,17 @@ class TwoInstancesConcurrencyIntegrationTest {
 
         ExecutorService pool = Executors.newFixedThreadPool(REQUESTS);
         List<HttpResponse<byte[]>> answers = new ArrayList<>();
+        // Duplicates inside one instance wait in memory; a session waiting for a lock in the database can only be
+        // the other instance's claim, blocked by the one holding the key: proof that the two really overlapped.
+        AtomicBoolean stormRunning = new AtomicBoolean(true);
+        CompletableFuture<Long> mostLockWaiters = CompletableFuture.supplyAsync(() -> {
+            long most = 0;
+            while (stormRunning.get()) {
+                most = Math.max(most, db.queryLong("select count(*) from pg_stat_activity"
+                        + " where datname = current_database() and wait_event_type = 'Lock'"));
+            }
+            return most;
+        });
         try {
             CountDownLatch go = new CountDownLatch(1);
             List<Future<HttpResponse<byte[]>>> futures = new ArrayList<>();
@@ -115,8 +128,11 @@ class TwoInstancesConcurrencyIntegrationTest {
                 answers.add(future.get(60, TimeUnit.SECONDS));
             }
         } finally {
+            stormRunning.set(false);
             pool.shutdownNow();
         }
+        assertThat(mostLockWaiters.get(30, TimeUnit.SECONDS))
+                .as("a claim of one instance waited in the database for the other's").isPositive();
 
         Map<String, Integer> seen = new TreeMap<>();
         byte[] createdBody = null;
