@@ -114,52 +114,37 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     @Test
     void aRetryableAnswerRollsBackAndTheRetryRunsAgain() throws Exception {
         for (int status : new int[] {503, 500, 409, 429}) {
-            String key = UUID.randomUUID().toString();
-            String note = status + "-" + key;
-
-            HttpResponse<byte[]> first = post("/orders/status/" + status, key, "{\"note\":\"" + note + "\"}");
-            assertThat(first.statusCode()).isEqualTo(status);
-            assertThat(rows(note)).as("rows after %d", status).isZero();
-            assertThat(keyRows(key)).as("key rows after %d", status).isZero();
-
-            HttpResponse<byte[]> retry = post("/orders/status/" + status, key, "{\"note\":\"" + note + "\"}");
-            assertThat(retry.statusCode()).isEqualTo(status);
-            assertThat(retry.headers().firstValue("Idempotent-Replayed")).as("the retry ran again").isEmpty();
+            leavesNothingAndTheRetryRunsAgain("/orders/status/" + status, status);
         }
     }
 
     @Test
     void aHandlerThatThrowsLeavesNothingWhateverStatusItMapsTo() throws Exception {
         for (int status : new int[] {400, 404, 500}) {
-            String key = UUID.randomUUID().toString();
-            String note = "throws-" + status + "-" + key;
-
-            HttpResponse<byte[]> first = post("/orders/fail/" + status, key, "{\"note\":\"" + note + "\"}");
-            HttpResponse<byte[]> retry = post("/orders/fail/" + status, key, "{\"note\":\"" + note + "\"}");
-
-            assertThat(first.statusCode()).isEqualTo(status);
-            assertThat(retry.statusCode()).isEqualTo(status);
-            assertThat(retry.headers().firstValue("Idempotent-Replayed")).as("not stored, so not replayed").isEmpty();
-            assertThat(rows(note)).isZero();
-            assertThat(keyRows(key)).isZero();
+            leavesNothingAndTheRetryRunsAgain("/orders/fail/" + status, status);
         }
     }
 
     @Test
     void aHandlerThatCallsSendErrorLeavesNothingWhateverTheStatus() throws Exception {
         for (int status : new int[] {400, 503}) {
-            String key = UUID.randomUUID().toString();
-            String note = "send-error-" + status + "-" + key;
-
-            HttpResponse<byte[]> first = post("/orders/send-error/" + status, key, "{\"note\":\"" + note + "\"}");
-            assertThat(first.statusCode()).isEqualTo(status);
-            assertThat(rows(note)).as("rows after sendError(%d)", status).isZero();
-            assertThat(keyRows(key)).as("key rows after sendError(%d)", status).isZero();
-
-            HttpResponse<byte[]> retry = post("/orders/send-error/" + status, key, "{\"note\":\"" + note + "\"}");
-            assertThat(retry.statusCode()).isEqualTo(status);
-            assertThat(retry.headers().firstValue("Idempotent-Replayed")).as("not stored, so not replayed").isEmpty();
+            leavesNothingAndTheRetryRunsAgain("/orders/send-error/" + status, status);
         }
+    }
+
+    /** A request to {@code path}, whose handler writes a row and answers {@code status}, leaves nothing behind. */
+    private void leavesNothingAndTheRetryRunsAgain(String path, int status) throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "nothing-" + key;
+
+        HttpResponse<byte[]> first = post(path, key, "{\"note\":\"" + note + "\"}");
+        assertThat(first.statusCode()).as(path).isEqualTo(status);
+        assertThat(rows(note)).as("rows after %s", path).isZero();
+        assertThat(keyRows(key)).as("key rows after %s", path).isZero();
+
+        HttpResponse<byte[]> retry = post(path, key, "{\"note\":\"" + note + "\"}");
+        assertThat(retry.statusCode()).as(path).isEqualTo(status);
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).as("%s: not stored, so run again", path).isEmpty();
     }
 
     @Test
