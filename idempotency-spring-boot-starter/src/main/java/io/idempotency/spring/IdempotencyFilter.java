@@ -92,10 +92,14 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             return; // not an idempotent request: everything has passed through already
         }
         if (request.isAsyncStarted()) {
-            // an async answer the startup checks did not recognise: it would be written after the transaction
+            // an async answer the startup checks did not recognise: it would be written after the transaction had
+            // to end, into the capture, and the client would get an empty 200 for effects that were rolled back
             exchange.abandon();
             log.error("Idempotent request {} {} started async processing, which @Idempotent does not support;"
-                    + " rolled back, and its answer will not be sent", request.getMethod(), request.getRequestURI());
+                    + " rolled back", request.getMethod(), request.getRequestURI());
+            response.send(problems.render(ProblemResponses.Problem.COMMIT_FAILED,
+                    "The handler answered asynchronously, which an idempotent endpoint cannot do: its effects could"
+                            + " not be committed with its answer, so none were kept.", request.getRequestURI()));
             return;
         }
         if (exchange.handlerFailed() || response.isErrorSent()) {

@@ -270,6 +270,19 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aHandlerThatGoesAsyncIsRolledBackAndAnsweredWithAnError() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "async-" + key;
+
+        HttpResponse<byte[]> answer = post("/orders/async-servlet", key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(answer.statusCode()).as("never an empty 200 for effects that were rolled back").isEqualTo(500);
+        assertProblem(answer, "idempotency-commit-failed");
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+    }
+
+    @Test
     void aTransactionalHandlerJoinsTheIdempotentTransaction() throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "tx-" + key;

@@ -150,6 +150,24 @@ public class OrderController {
         return Map.of("id", id);
     }
 
+    /** Writes a row, then answers asynchronously through the servlet API, which no startup check can see. */
+    @PostMapping("/async-servlet")
+    @Idempotent
+    public void asyncServlet(@RequestBody OrderRequest request, HttpServletRequest servletRequest,
+                             HttpServletResponse servletResponse) {
+        insert(request.note());
+        jakarta.servlet.AsyncContext async = servletRequest.startAsync(servletRequest, servletResponse);
+        async.start(() -> {
+            try {
+                async.getResponse().getWriter().write("late answer");
+            } catch (IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            } finally {
+                async.complete();
+            }
+        });
+    }
+
     /** A form post whose handler reads the parameters from the request itself. */
     @PostMapping(path = "/form", consumes = "application/x-www-form-urlencoded")
     @Idempotent
