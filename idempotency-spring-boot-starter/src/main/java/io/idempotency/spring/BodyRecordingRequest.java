@@ -73,7 +73,12 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
 
     /** @throws BodyTooLargeException if the request declares a body larger than the cap */
     void checkDeclaredLength() throws BodyTooLargeException {
-        if (getContentLengthLong() > limit) {
+        checkLength(getContentLengthLong());
+    }
+
+    /** @throws BodyTooLargeException if {@code length} is above the cap */
+    void checkLength(long length) throws BodyTooLargeException {
+        if (length > limit) {
             throw new BodyTooLargeException(limit);
         }
     }
@@ -96,7 +101,7 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
     private final class RecordingStream extends ServletInputStream {
 
         private final ServletInputStream delegate;
-        private int delivered; // bytes handed to the application
+        private long delivered; // bytes handed to the application (a body may pass 2 GB)
         private boolean drained;
 
         RecordingStream(ServletInputStream delegate) {
@@ -124,7 +129,7 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         @Override
         public int read() throws IOException {
             if (aheadOfApplication()) {
-                return copy.byteAt(delivered++);
+                return copy.byteAt((int) delivered++);
             }
             if (drained) {
                 return -1;
@@ -146,8 +151,8 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         @Override
         public int read(byte[] b, int off, int len) throws IOException {
             if (aheadOfApplication()) {
-                int n = Math.min(len, copy.size() - delivered);
-                copy.copyTo(delivered, b, off, n);
+                int n = (int) Math.min(len, copy.size() - delivered);
+                copy.copyTo((int) delivered, b, off, n);
                 delivered += n;
                 return n;
             }

@@ -148,25 +148,41 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     @Override
     public void sendRedirect(String location) throws IOException {
-        sendRedirect(location, SC_FOUND, true);
+        if (!capturing) {
+            super.sendRedirect(location); // the same overload below: wrappers there may only know this one
+        } else {
+            captureRedirect(location, SC_FOUND, true);
+        }
     }
 
     @Override
     public void sendRedirect(String location, boolean clearBuffer) throws IOException {
-        sendRedirect(location, SC_FOUND, clearBuffer);
+        if (!capturing) {
+            super.sendRedirect(location, clearBuffer);
+        } else {
+            captureRedirect(location, SC_FOUND, clearBuffer);
+        }
     }
 
     @Override
     public void sendRedirect(String location, int sc) throws IOException {
-        sendRedirect(location, sc, true);
+        if (!capturing) {
+            super.sendRedirect(location, sc);
+        } else {
+            captureRedirect(location, sc, true);
+        }
     }
 
     @Override
     public void sendRedirect(String location, int sc, boolean clearBuffer) throws IOException {
         if (!capturing) {
             super.sendRedirect(location, sc, clearBuffer);
-            return;
+        } else {
+            captureRedirect(location, sc, clearBuffer);
         }
+    }
+
+    private void captureRedirect(String location, int sc, boolean clearBuffer) {
         status = sc;
         setHeader("Location", location);
         if (clearBuffer) {
@@ -196,9 +212,11 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     public void addHeader(String name, String value) {
         if (!capturing) {
             super.addHeader(name, value);
+        } else if (value == null) {
+            return; // as the container does
         } else if (CONTENT_TYPE.equalsIgnoreCase(name)) {
             setContentType(value); // one Content-Type, as the container keeps it
-        } else if (value != null) {
+        } else {
             headers.computeIfAbsent(name, n -> new ArrayList<>(1)).add(value);
         }
     }
@@ -269,7 +287,10 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             return;
         }
         String charset = charsetOf(type);
-        if (charset != null) {
+        if (writer != null) {
+            // text is already being encoded: as in the container, the writer's encoding stays and the header says so
+            type = withoutCharset(type) + ";charset=" + getCharacterEncoding();
+        } else if (charset != null) {
             characterEncoding = charset;
         } else if (characterEncoding != null) {
             type = type + ";charset=" + characterEncoding; // as the container would send it
@@ -297,12 +318,19 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             super.setCharacterEncoding(charset);
             return;
         }
-        characterEncoding = charset;
-        String type = getHeader(CONTENT_TYPE);
-        if (type != null && charset != null) {
-            String withoutCharset = type.replaceAll("(?i);\\s*charset=[^;]*", "");
-            setHeader(CONTENT_TYPE, withoutCharset + ";charset=" + charset);
+        if (writer != null) {
+            return; // too late: text is already being encoded (the container ignores it too)
         }
+        characterEncoding = charset;
+        List<String> types = headers.get(CONTENT_TYPE);
+        if (types != null && !types.isEmpty()) {
+            String type = withoutCharset(types.get(0));
+            types.set(0, charset == null ? type : type + ";charset=" + charset);
+        }
+    }
+
+    private static String withoutCharset(String type) {
+        return type.replaceAll("(?i);\\s*charset=[^;]*", "");
     }
 
     @Override
@@ -534,6 +562,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             status = SC_OK;
             characterEncoding = null;
             locale = null;
+            writer = null; // a writer made after the reset encodes with the encoding set after it
         }
     }
 

@@ -1,0 +1,161 @@
+package io.idempotency.spring;
+
+import jakarta.servlet.ReadListener;
+import jakarta.servlet.ServletInputStream;
+import jakarta.servlet.http.HttpServletRequestWrapper;
+import jakarta.servlet.http.HttpServletResponseWrapper;
+import org.junit.jupiter.api.Test;
+import org.springframework.mock.web.MockHttpServletRequest;
+import org.springframework.mock.web.MockHttpServletResponse;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/** The request and response wrappers on their own, for what an HTTP test cannot reach cheaply. */
+class RequestAndResponseWrappersTest {
+
+    @Test
+    void aBodyLargerThan2GbPassesThroughWhole() throws Exception {
+        long size = (1L << 31) + (4L << 20);
+        BodyRecordingRequest request = new BodyRecordingRequest(new SizedBodyRequest(size), 1024);
+        ServletInputStream in = request.getInputStream();
+        byte[] buffer = new byte[1 << 20];
+        long read = 0;
+        int n;
+        while ((n = in.read(buffer, 0, buffer.length)) != -1) {
+            read += n;
+        }
+        assertThat(read).isEqualTo(size);
+    }
+
+    @Test
+    void whatTheFingerprintReadAheadIsStillServedToTheHandler() throws Exception {
+        MockHttpServletRequest mock = new MockHttpServletRequest("POST", "/x");
+        mock.setContent("0123456789".getBytes(StandardCharsets.UTF_8));
+        BodyRecordingRequest request = new BodyRecordingRequest(mock, 1024);
+        ServletInputStream in = request.getInputStream();
+        assertThat(in.read()).isEqualTo('0'); // the handler's argument started reading
+
+        assertThat(new String(request.body(), StandardCharsets.UTF_8)).isEqualTo("0123456789");
+
+        assertThat(new String(in.readAllBytes(), StandardCharsets.UTF_8)).isEqualTo("123456789");
+        assertThat(in.read()).isEqualTo(-1);
+        assertThat(in.isFinished()).isTrue();
+    }
+
+    @Test
+    void eachRedirectReachesTheSameMethodOfTheWrapperBelowWhileNotCapturing() throws Exception {
+        List<String> calls = new ArrayList<>();
+        HttpServletResponseWrapper below = new HttpServletResponseWrapper(new MockHttpServletResponse()) {
+            @Override
+            public void sendRedirect(String location) throws IOException {
+                calls.add("sendRedirect(location)"); // e.g. a security wrapper that writes its headers here
+                super.sendRedirect(location);
+            }
+        };
+        new DeferredResponse(below).sendRedirect("/elsewhere");
+        assertThat(calls).containsExactly("sendRedirect(location)");
+    }
+
+    @Test
+    void aRedirectWhileCapturingIsKeptWithItsStatus() throws Exception {
+        MockHttpServletResponse container = new MockHttpServletResponse();
+        DeferredResponse response = new DeferredResponse(container);
+        response.capture();
+
+        response.sendRedirect("/orders/1", 303);
+
+        assertThat(container.isCommitted()).isFalse();
+        assertThat(container.getRedirectedUrl()).isNull();
+        assertThat(response.toStoredResponse(java.util.Set.of("location")).status()).isEqualTo(303);
+        assertThat(response.getHeader("Location")).isEqualTo("/orders/1");
+    }
+
+    @Test
+    void theStoredContentTypeSaysHowTheBytesWereEncoded() throws Exception {
+        DeferredResponse response = new DeferredResponse(new MockHttpServletResponse());
+        response.capture();
+        response.setContentType("text/plain");
+        response.getWriter().write("caf\u00e9");
+        response.setContentType("text/plain;charset=UTF-8"); // too late: the writer encodes ISO-8859-1 already
+        response.setCharacterEncoding("UTF-16");
+        response.getWriter().flush();
+
+        var stored = response.toStoredResponse(java.util.Set.of("content-type"));
+        assertThat(stored.headers()).extracting(h -> h.value().toLowerCase(java.util.Locale.ROOT).replace(" ", ""))
+                .containsExactly("text/plain;charset=iso-8859-1");
+        assertThat(stored.body()).isEqualTo("caf\u00e9".getBytes(StandardCharsets.ISO_8859_1));
+
+        response.reset();
+        response.setCharacterEncoding("UTF-8");
+        response.setContentType("text/plain");
+        response.getWriter().write("\u20ac");
+        response.setCharacterEncoding((String) null);
+        response.getWriter().flush();
+        stored = response.toStoredResponse(java.util.Set.of("content-type"));
+        assertThat(stored.body()).as("a writer made after reset() uses the new encoding")
+                .isEqualTo("\u20ac".getBytes(StandardCharsets.UTF_8));
+        assertThat(stored.headers()).extracting(h -> h.value().toLowerCase(java.util.Locale.ROOT).replace(" ", ""))
+                .containsExactly("text/plain;charset=utf-8");
+    }
+
+    /** A request whose body is {@code size} bytes, made up on the fly. */
+    private static final class SizedBodyRequest extends HttpServletRequestWrapper {
+        private final long size;
+
+        SizedBodyRequest(long size) {
+            super(new MockHttpServletRequest("POST", "/upload"));
+            this.size = size;
+        }
+
+        @Override
+        public long getContentLengthLong() {
+            return size;
+        }
+
+        @Override
+        public ServletInputStream getInputStream() {
+            return new ServletInputStream() {
+                private long left = size;
+
+                @Override
+                public int read() {
+                    if (left == 0) {
+                        return -1;
+                    }
+                    left--;
+                    return 'x';
+                }
+
+                @Override
+                public int read(byte[] b, int off, int len) {
+                    if (left == 0) {
+                        return -1;
+                    }
+                    int n = (int) Math.min(len, left);
+                    left -= n;
+                    return n; // the bytes' values do not matter here
+                }
+
+                @Override
+                public boolean isFinished() {
+                    return left == 0;
+                }
+
+                @Override
+                public boolean isReady() {
+                    return true;
+                }
+
+                @Override
+                public void setReadListener(ReadListener listener) {
+                    throw new UnsupportedOperationException();
+                }
+            };
+        }
+    }
+}
