@@ -18,6 +18,7 @@ final class IdempotentExchange {
     private StoragePolicy storagePolicy = StoragePolicy.DEFAULT;
     private boolean handlerFailed;
     private boolean definiteFailure;
+    private boolean passedThrough;
     private StoredResponse answer;
     private StoredResponse.Header[] answerHeaders = new StoredResponse.Header[0];
 
@@ -34,9 +35,17 @@ final class IdempotentExchange {
         return response;
     }
 
-    /** True once the advice has taken this request on (started an execution or decided an answer). */
+    /**
+     * True once the advice has taken this request on: started an execution, decided an answer, or let an
+     * optional-key handler run without a key.
+     */
     boolean isTaken() {
-        return execution != null || answer != null;
+        return execution != null || answer != null || passedThrough;
+    }
+
+    /** An optional-key handler runs without a key: methods it calls run as they are. */
+    void passThrough() {
+        passedThrough = true;
     }
 
     /** The handler runs in {@code execution}'s transaction; capture its answer. */

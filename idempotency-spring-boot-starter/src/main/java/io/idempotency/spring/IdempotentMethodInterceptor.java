@@ -151,6 +151,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         }
         if (parsed instanceof IdempotencyKeyParser.Missing) {
             if (!endpoint.keyRequired) {
+                exchange.passThrough();
                 return invocation.proceed();
             }
             return answer(exchange, problems.render(ProblemResponses.Problem.KEY_MISSING,
@@ -288,6 +289,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 // the container parses the form from its own stream: reading the body here would leave it nothing
                 recorded.checkDeclaredLength();
                 this.body = formBytes(request);
+                recorded.checkLength(body.length); // a chunked form declares no length
             } else {
                 this.body = recorded.body();
             }

@@ -283,6 +283,17 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void anOptionalKeyHandlerWithoutAKeyMayCallIdempotentMethods() throws Exception {
+        String note = "optional-nested-" + UUID.randomUUID();
+
+        HttpResponse<byte[]> answer = send(request("/orders/optional-via-service", "{\"note\":\"" + note + "\"}")
+                .build());
+
+        assertThat(answer.statusCode()).isEqualTo(201);
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
     void aTransactionalHandlerJoinsTheIdempotentTransaction() throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "tx-" + key;

@@ -168,6 +168,14 @@ public class OrderController {
         });
     }
 
+    /** An optional-key handler calling an optional-key service method. */
+    @PostMapping("/optional-via-service")
+    @Idempotent(keyRequired = false)
+    @ResponseStatus(HttpStatus.CREATED)
+    public Map<String, Object> optionalViaService(@RequestBody OrderRequest request) {
+        return Map.of("id", service.insertOptionally(request.note()));
+    }
+
     /** A form post whose handler reads the parameters from the request itself. */
     @PostMapping(path = "/form", consumes = "application/x-www-form-urlencoded")
     @Idempotent

@@ -4,7 +4,10 @@ import io.idempotency.core.Idempotent;
 import org.springframework.jdbc.core.simple.JdbcClient;
 import org.springframework.stereotype.Service;
 
-/** A misplaced {@code @Idempotent}: on a service method the controller calls, not on the controller method. */
+/**
+ * {@code @Idempotent} on service methods a controller calls: misplaced ({@link #insert}) unless the handler itself
+ * is idempotent ({@link #insertOptionally}).
+ */
 @Service
 public class OrderService {
 
@@ -12,6 +15,12 @@ public class OrderService {
 
     public OrderService(JdbcClient jdbc) {
         this.jdbc = jdbc;
+    }
+
+    /** Nested in an optional-key handler that got no key, it runs as it is. */
+    @Idempotent(keyRequired = false)
+    public Long insertOptionally(String note) {
+        return insert(note);
     }
 
     @Idempotent
