@@ -320,13 +320,13 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
     }
 
     /**
-     * Runs a write in the caller's transaction if one is open, else in a transaction of its own that commits before
-     * this returns. Writing "outside a transaction" is not enough: with a pool whose connections do not auto-commit,
+     * Runs a write in the caller's transaction if one holds a connection of this store's DataSource, else in a
+     * transaction of its own that commits before this returns. Writing "outside a transaction" is not enough: with a pool whose connections do not auto-commit,
      * the pool would roll the write back when the connection returns, after it had been reported done.
      */
     private int committed(IntSupplier write) {
-        if (TransactionSynchronizationManager.isActualTransactionActive()) {
-            return write.getAsInt();
+        if (TransactionSynchronizationManager.hasResource(dataSource)) {
+            return write.getAsInt(); // the caller's transaction holds a connection of this DataSource: join it
         }
         Integer result = ownTransaction.execute(status -> write.getAsInt());
         return result == null ? 0 : result;
