@@ -105,6 +105,12 @@ public final class TestPostgres {
             return Long.parseLong(queryString(sql));
         }
 
+        /** Sessions of this database (not of other tests on the same server) that wait for a lock now. */
+        public long lockWaiters() {
+            return queryLong("select count(*) from pg_stat_activity where application_name = '" + schema + "'"
+                    + " and wait_event_type = 'Lock'");
+        }
+
         /**
          * Waits until some session of this database waits for a lock (a row, a key or an advisory lock), so that a
          * test knows a concurrent claim is really blocked instead of guessing with a sleep.
@@ -113,8 +119,7 @@ public final class TestPostgres {
          */
         public void awaitLockWaiter(Duration timeout) throws InterruptedException {
             long deadline = System.nanoTime() + timeout.toNanos();
-            while (queryLong("select count(*) from pg_stat_activity where datname = current_database()"
-                    + " and wait_event_type = 'Lock'") == 0) {
+            while (lockWaiters() == 0) {
                 if (System.nanoTime() - deadline > 0) {
                     throw new AssertionError("no session waited for a lock within " + timeout);
                 }
@@ -141,7 +146,9 @@ public final class TestPostgres {
             schemasToDrop.add(schema);
         }
         String separator = server.url().contains("?") ? "&" : "?";
-        return new Database(server.url() + separator + "currentSchema=" + schema, server.user(), server.password(), schema);
+        // the application name marks this database's sessions in pg_stat_activity (see awaitLockWaiter)
+        return new Database(server.url() + separator + "currentSchema=" + schema + "&ApplicationName=" + schema,
+                server.user(), server.password(), schema);
     }
 
     private record Server(String url, String user, String password, String description, boolean outlivesTests) {

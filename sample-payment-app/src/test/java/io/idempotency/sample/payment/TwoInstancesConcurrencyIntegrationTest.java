@@ -107,8 +107,7 @@ class TwoInstancesConcurrencyIntegrationTest {
         CompletableFuture<Long> mostLockWaiters = CompletableFuture.supplyAsync(() -> {
             long most = 0;
             while (stormRunning.get()) {
-                most = Math.max(most, db.queryLong("select count(*) from pg_stat_activity"
-                        + " where datname = current_database() and wait_event_type = 'Lock'"));
+                most = Math.max(most, db.lockWaiters());
             }
             return most;
         });
