@@ -147,7 +147,8 @@ public final class TestPostgres {
         }
         String separator = server.url().contains("?") ? "&" : "?";
         // the application name marks this database's sessions in pg_stat_activity (see awaitLockWaiter)
-        return new Database(server.url() + separator + "currentSchema=" + schema + "&ApplicationName=" + schema,
+        // (currentSchema stays last: a test may extend the search path by appending to the URL)
+        return new Database(server.url() + separator + "ApplicationName=" + schema + "&currentSchema=" + schema,
                 server.user(), server.password(), schema);
     }
 
