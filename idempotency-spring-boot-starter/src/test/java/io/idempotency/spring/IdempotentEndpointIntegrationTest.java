@@ -166,20 +166,6 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
-    void aFailureAtCommitIsAnErrorEvenWhenTheHandlerFlushedAWriterArgument() throws Exception {
-        String key = UUID.randomUUID().toString();
-        String note = "writer-commit-" + key;
-
-        HttpResponse<byte[]> answer = post("/orders/writer?failAtCommit=true", key, "{\"note\":\"" + note + "\"}");
-
-        assertThat(answer.statusCode()).isEqualTo(500);
-        assertProblem(answer, "idempotency-commit-failed");
-        assertThat(new String(answer.body(), StandardCharsets.UTF_8)).doesNotContain("order ");
-        assertThat(rows(note)).isZero();
-        assertThat(keyRows(key)).isZero();
-    }
-
-    @Test
     void aHandlerReadingItsBodyFromAnInputStreamReadsAllOfIt() throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "streams-" + key;
@@ -311,16 +297,19 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
 
     @Test
     void aFailureAtCommitIsAnErrorAndLeavesNothing() throws Exception {
-        String key = UUID.randomUUID().toString();
-        String note = "commit-" + key;
+        // the second handler writes and flushes its answer through a Writer argument before the commit fails
+        for (String path : new String[] {"/orders/fails-at-commit", "/orders/writer?failAtCommit=true"}) {
+            String key = UUID.randomUUID().toString();
+            String note = "commit-" + key;
 
-        HttpResponse<byte[]> answer = post("/orders/fails-at-commit", key, "{\"note\":\"" + note + "\"}");
+            HttpResponse<byte[]> answer = post(path, key, "{\"note\":\"" + note + "\"}");
 
-        assertThat(answer.statusCode()).isEqualTo(500);
-        assertProblem(answer, "idempotency-commit-failed");
-        assertThat(new String(answer.body())).doesNotContain(note);
-        assertThat(rows(note)).isZero();
-        assertThat(keyRows(key)).isZero();
+            assertThat(answer.statusCode()).as(path).isEqualTo(500);
+            assertProblem(answer, "idempotency-commit-failed");
+            assertThat(new String(answer.body(), StandardCharsets.UTF_8)).as(path).doesNotContain(note);
+            assertThat(rows(note)).as(path).isZero();
+            assertThat(keyRows(key)).as(path).isZero();
+        }
     }
 
     @Test
