@@ -240,6 +240,9 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         }
         Method called = invocation.getMethod();
         Method mapped = handlerMethod.getMethod();
+        if (called.equals(mapped)) {
+            return true; // the usual case, without comparing parameter lists on every request
+        }
         return called.getName().equals(mapped.getName())
                 && Arrays.equals(called.getParameterTypes(), mapped.getParameterTypes())
                 && (mapped.getDeclaringClass().isAssignableFrom(called.getDeclaringClass())
