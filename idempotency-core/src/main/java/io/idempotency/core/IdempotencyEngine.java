@@ -458,6 +458,17 @@ public final class IdempotencyEngine {
             }
         }
 
+        /**
+         * The handler has returned: writes what its ORM still holds back ({@link Transactions.Transaction#flush()}),
+         * so that a failing write fails the handler, where its caller can still handle it, and not the commit.
+         */
+        public void flush() {
+            if (ended) {
+                throw new IllegalStateException("the execution for " + key + " has already ended");
+            }
+            transaction.flush();
+        }
+
         /** Finishes with the default storage policy. */
         public Outcome finish(StoredResponse response) {
             return finish(response, defaultPolicy);

@@ -72,6 +72,7 @@ public final class IdempotencyTemplate {
         byte[] value;
         try {
             value = execution.context().runWith(work::call);
+            execution.flush(); // an ORM's held-back writes fail here, as the work's own failure
         } catch (DefiniteFailureException e) {
             execution.abandonDefinitely();
             throw e;

@@ -18,5 +18,13 @@ public interface Transactions {
 
         /** Rolls back, unless the transaction has already ended. */
         void rollback();
+
+        /**
+         * Writes what the transaction holds back to the database now, not at the commit: an ORM's pending inserts
+         * and updates (JPA flushes them at commit by default). Called when the handler returns, so that the errors
+         * of its writes, such as a unique constraint, surface as the handler's errors. Does nothing by default.
+         */
+        default void flush() {
+        }
     }
 }

@@ -240,6 +240,36 @@ class IdempotencyEngineTest {
     }
 
     @Test
+    void flushWritesThroughTheOpenTransactionWithoutEndingIt() {
+        IdempotencyEngine.Execution execution = proceed("token-1");
+
+        execution.flush();
+
+        assertThat(transactions.only().flushes).isEqualTo(1);
+        assertThat(transactions.only().commits).isZero();
+        assertThat(transactions.only().rollbacks).isZero();
+        execution.finish(CREATED);
+        assertThatThrownBy(execution::flush).isInstanceOf(IllegalStateException.class);
+    }
+
+    /** An ORM's write that fails at the flush is the work's failure: rolled back, nothing stored, thrown as is. */
+    @Test
+    void aTemplateWhoseFlushFailsRollsBackAndThrowsTheFlushFailure() {
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
+        RuntimeException duplicate = new IllegalStateException("duplicate key value violates unique constraint");
+        transactions.flushFailure = duplicate;
+        byte[] input = "{}".getBytes(UTF_8);
+
+        assertThatThrownBy(() -> new IdempotencyTemplate(engine).execute(KEY, input, () -> input))
+                .isSameAs(duplicate);
+
+        assertThat(transactions.only().flushes).isEqualTo(1);
+        assertThat(transactions.only().rollbacks).isEqualTo(1);
+        assertThat(transactions.only().commits).isZero();
+        assertThat(store.completions).isEmpty();
+    }
+
+    @Test
     void abandonAfterFinishDoesNothing() {
         IdempotencyEngine.Execution execution = proceed("token-1");
         execution.finish(CREATED);
@@ -516,6 +546,7 @@ class IdempotencyEngineTest {
         final List<RecordingTransaction> begun = Collections.synchronizedList(new ArrayList<>());
         RuntimeException commitFailure;
         RuntimeException rollbackFailure;
+        RuntimeException flushFailure;
 
         @Override
         public Transaction begin() {
@@ -538,9 +569,18 @@ class IdempotencyEngineTest {
         private final FakeTransactions owner;
         int commits;
         int rollbacks;
+        int flushes;
 
         RecordingTransaction(FakeTransactions owner) {
             this.owner = owner;
+        }
+
+        @Override
+        public void flush() {
+            flushes++;
+            if (owner.flushFailure != null) {
+                throw owner.flushFailure;
+            }
         }
 
         @Override
