@@ -11,6 +11,7 @@ import org.springframework.dao.DataAccessException;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.core.SqlParameterValue;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.jdbc.datasource.TransactionAwareDataSourceProxy;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
@@ -56,6 +57,8 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
 
     protected final JdbcTemplate jdbc;
     private final DataSource dataSource;
+    /** The key under which a transaction manager binds this DataSource's connection to the thread. */
+    private final DataSource transactionResource;
     private final TransactionTemplate ownTransaction;
     private final String claimSql;
     private final String selectSql;
@@ -74,6 +77,8 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
      */
     public PostgresIdempotencyStore(DataSource dataSource, String tableName) {
         this.dataSource = dataSource;
+        this.transactionResource = dataSource instanceof TransactionAwareDataSourceProxy proxy
+                && proxy.getTargetDataSource() != null ? proxy.getTargetDataSource() : dataSource;
         this.jdbc = new JdbcTemplate(dataSource);
         this.ownTransaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
         String table = IdempotencySchema.checkTableName(tableName);
@@ -114,6 +119,14 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
 
     @Override
     public ClaimResult claim(ClaimRequest request) {
+        if (TransactionSynchronizationManager.isActualTransactionActive()
+                && !TransactionSynchronizationManager.hasResource(transactionResource)) {
+            // the claim would run on a connection of its own, and commit apart from the handler's writes
+            throw new IllegalStateException("The transaction open on this thread holds no connection of the"
+                    + " idempotency store's DataSource " + dataSource + ": its transaction manager manages another"
+                    + " DataSource, or (JPA) its dialect cannot expose the JDBC connection. The claim, the handler's"
+                    + " writes and the stored answer must commit in one transaction.");
+        }
         // maxWait bounds the whole claim, not each wait: a key released and claimed again while we waited would
         // otherwise start a fresh wait
         long deadline = System.nanoTime() + request.maxWait().toNanos();
@@ -325,7 +338,7 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
      * the pool would roll the write back when the connection returns, after it had been reported done.
      */
     private int committed(IntSupplier write) {
-        if (TransactionSynchronizationManager.hasResource(dataSource)) {
+        if (TransactionSynchronizationManager.hasResource(transactionResource)) {
             return write.getAsInt(); // the caller's transaction holds a connection of this DataSource: join it
         }
         Integer result = ownTransaction.execute(status -> write.getAsInt());

@@ -55,6 +55,11 @@ public class SpringTransactions implements Transactions {
             }
 
             @Override
+            public void flush() {
+                status.flush(); // JPA: EntityManager.flush(); plain JDBC: nothing to write
+            }
+
+            @Override
             public void rollback() {
                 if (!status.isCompleted()) {
                     transactionManager.rollback(status);

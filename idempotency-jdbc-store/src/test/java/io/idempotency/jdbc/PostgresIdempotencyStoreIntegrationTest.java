@@ -17,6 +17,7 @@ import org.springframework.transaction.support.TransactionTemplate;
 import java.time.Duration;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 
 /** The PostgreSQL store against the whole store contract, on a schema created by the shipped migration. */
@@ -50,6 +51,24 @@ class PostgresIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
                 assertThat(STORE.fail(key, ((ClaimResult.Claimed) first).fencingToken())).isTrue());
         assertThat(lockTimeoutAfterClaiming(key)).as("a FAILED record taken over")
                 .isInstanceOf(ClaimResult.Claimed.class);
+    }
+
+    /**
+     * A transaction that holds no connection of the store's DataSource (another pool, here on the same database)
+     * must not get a claim that commits on its own: the claim refuses, and writes nothing.
+     */
+    @Test
+    void aClaimInATransactionOnAnotherDataSourceIsRefused() {
+        ScopedKey key = newKey();
+        try (HikariDataSource otherPool = DATABASE.dataSource(1)) {
+            TransactionTemplate other = new TransactionTemplate(new DataSourceTransactionManager(otherPool));
+            assertThatThrownBy(() -> other.executeWithoutResult(status -> {
+                new JdbcTemplate(otherPool).execute("SELECT 1"); // the other transaction holds its connection
+                STORE.claim(new ClaimRequest(key, "d".repeat(64), Duration.ofDays(1), Duration.ofMillis(100)));
+            })).isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("holds no connection of the idempotency store's DataSource");
+        }
+        assertThat(STORE.find(key)).as("nothing was written for the refused claim").isEmpty();
     }
 
     /** Claims {@code key} in a transaction whose lock_timeout is 7s, and checks it is 7s again after the claim. */
