@@ -22,6 +22,7 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
@@ -48,6 +49,7 @@ import java.util.HashSet;
  */
 @AutoConfiguration(afterName = {
         "org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration",
+        "org.springframework.boot.hibernate.autoconfigure.HibernateJpaAutoConfiguration",
         "org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration",
         "org.springframework.boot.flyway.autoconfigure.FlywayAutoConfiguration"})
 @ConditionalOnClass({DataSource.class, PlatformTransactionManager.class})
@@ -242,14 +244,32 @@ public class IdempotencyAutoConfiguration {
             return new IdempotentMethods();
         }
 
+        /**
+         * JPA's open-in-view (Boot's default): the request's EntityManager must outlive the transaction the filter
+         * ends, so the filter opens and closes it ({@link OpenEntityManagerAroundTransaction}).
+         */
+        @Configuration(proxyBeanMethods = false)
+        @ConditionalOnClass(name = "org.springframework.orm.jpa.support.OpenEntityManagerInViewInterceptor")
+        @ConditionalOnSingleCandidate(type = "org.springframework.orm.jpa.support.OpenEntityManagerInViewInterceptor")
+        static class OpenInView {
+
+            @Bean
+            IdempotencyFilter.RequestScope idempotencyOpenEntityManager(
+                    org.springframework.orm.jpa.support.OpenEntityManagerInViewInterceptor interceptor) {
+                return new OpenEntityManagerAroundTransaction(interceptor);
+            }
+        }
+
         @Bean
         @ConditionalOnMissingBean(name = "idempotencyFilterRegistration")
         public FilterRegistrationBean<IdempotencyFilter> idempotencyFilterRegistration(ProblemResponses problems,
                                                                                       IdempotencyProperties properties,
-                                                                                      IdempotentMethods methods) {
+                                                                                      IdempotentMethods methods,
+                                                                                      ObjectProvider<IdempotencyFilter.RequestScope> requestScope) {
             IdempotencyFilter filter = new IdempotencyFilter(problems,
                     (int) Math.min(Integer.MAX_VALUE - 8, properties.getMaxRequestBodySize().toBytes()),
-                    properties.getMaxStoredBodySize().toBytes(), new HashSet<>(properties.getReplayedHeaders()), methods);
+                    properties.getMaxStoredBodySize().toBytes(), new HashSet<>(properties.getReplayedHeaders()), methods,
+                    requestScope.getIfUnique(() -> IdempotencyFilter.RequestScope.NONE));
             FilterRegistrationBean<IdempotencyFilter> registration = new FilterRegistrationBean<>(filter);
             registration.setName("idempotencyFilter");
             registration.setOrder(IdempotencyFilter.ORDER);

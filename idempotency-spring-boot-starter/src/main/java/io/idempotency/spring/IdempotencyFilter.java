@@ -42,9 +42,30 @@ public class IdempotencyFilter extends OncePerRequestFilter {
     private final long maxStoredBodySize;
     private final Set<String> replayedHeaders;
     private final IdempotentMethods idempotentMethods;
+    private final RequestScope requestScope;
+
+    /**
+     * What must stay open for the whole request, around the transaction this filter ends: JPA's EntityManager under
+     * open-in-view, which the dispatcher would otherwise close before the commit.
+     */
+    @FunctionalInterface
+    public interface RequestScope {
+
+        RequestScope NONE = () -> () -> { };
+
+        /** Opens for one request; the returned action closes it, after the request's transaction has ended. */
+        Runnable open();
+    }
 
     public IdempotencyFilter(ProblemResponses problems, int maxRequestBodySize, long maxStoredBodySize,
                              Set<String> replayedHeaders, IdempotentMethods idempotentMethods) {
+        this(problems, maxRequestBodySize, maxStoredBodySize, replayedHeaders, idempotentMethods, RequestScope.NONE);
+    }
+
+    public IdempotencyFilter(ProblemResponses problems, int maxRequestBodySize, long maxStoredBodySize,
+                             Set<String> replayedHeaders, IdempotentMethods idempotentMethods,
+                             RequestScope requestScope) {
+        this.requestScope = requestScope;
         this.idempotentMethods = idempotentMethods;
         this.problems = problems;
         this.maxRequestBodySize = maxRequestBodySize;
@@ -72,12 +93,17 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         DeferredResponse deferredResponse = new DeferredResponse(response);
         IdempotentExchange exchange = new IdempotentExchange(recordingRequest, deferredResponse);
         request.setAttribute(IdempotentExchange.ATTRIBUTE, exchange);
+        Runnable closeScope = requestScope.open();
         try {
             chain.doFilter(recordingRequest, deferredResponse);
             finish(exchange, request);
         } finally {
-            exchange.abandon(); // no transaction outlives the request, whatever happened above
-            request.removeAttribute(IdempotentExchange.ATTRIBUTE);
+            try {
+                exchange.abandon(); // no transaction outlives the request, whatever happened above
+                request.removeAttribute(IdempotentExchange.ATTRIBUTE);
+            } finally {
+                closeScope.run();
+            }
         }
     }
 

@@ -12,8 +12,11 @@ import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.http.HttpEntity;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.jdbc.datasource.TransactionAwareDataSourceProxy;
+import org.springframework.orm.jpa.DefaultJpaDialect;
+import org.springframework.orm.jpa.JpaTransactionManager;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.support.ResourceTransactionManager;
+import org.springframework.util.ClassUtils;
 import org.springframework.web.method.HandlerMethod;
 import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandlerMapping;
 
@@ -63,6 +66,9 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
             "io.reactivex.rxjava3.core.Flowable",
             "io.smallrye.mutiny.Uni",
             "io.smallrye.mutiny.Multi");
+
+    private static final boolean JPA_PRESENT = ClassUtils.isPresent("org.springframework.orm.jpa.JpaTransactionManager",
+            IdempotencyStartupChecks.class.getClassLoader());
 
     private final ApplicationContext context;
     private final ObjectProvider<IdempotencyProperties> properties;
@@ -153,11 +159,23 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         return false;
     }
 
-    /** The claim, the handler's writes and the answer must commit in one transaction: one DataSource for both. */
+    /**
+     * The claim, the handler's writes and the answer must commit in one transaction: one DataSource for both. Accepted:
+     * a JDBC transaction manager on the store's DataSource; JPA's, when it exposes its connection to JDBC code
+     * (a DataSource and a dialect that can expose it, as Boot configures it with Hibernate); any other whose
+     * resource is the DataSource.
+     */
     static void checkTransactionManager(PlatformTransactionManager transactionManager, DataSource dataSource) {
         Object managed = null;
         if (transactionManager instanceof DataSourceTransactionManager jdbc) {
             managed = jdbc.getDataSource();
+        } else if (JPA_PRESENT && Jpa.isJpa(transactionManager)) {
+            Jpa.problem(transactionManager).ifPresent(problem -> {
+                throw new BeanInitializationException("The idempotency store cannot join the transactions of "
+                        + transactionManager + ": " + problem + ". The claim, the handler's writes and the stored"
+                        + " answer must commit in one transaction.");
+            });
+            managed = Jpa.dataSource(transactionManager);
         } else if (transactionManager instanceof ResourceTransactionManager resource) {
             managed = resource.getResourceFactory();
         }
@@ -168,6 +186,35 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 + ", but the transaction manager " + transactionManager + " manages " + managed + ". The claim, the"
                 + " handler's writes and the stored answer must commit in one transaction: give the store the"
                 + " DataSource of the application's transaction manager.");
+    }
+
+    /** JPA's transaction manager; loaded only when spring-orm is on the class path. */
+    private static final class Jpa {
+
+        static boolean isJpa(PlatformTransactionManager transactionManager) {
+            return transactionManager instanceof JpaTransactionManager;
+        }
+
+        /**
+         * Why JDBC code (the store) would not run on the connection of JPA's transactions: JpaTransactionManager binds
+         * that connection for JDBC code only when it knows the DataSource and its dialect can hand the connection out.
+         */
+        static Optional<String> problem(PlatformTransactionManager transactionManager) {
+            JpaTransactionManager jpa = (JpaTransactionManager) transactionManager;
+            if (jpa.getDataSource() == null) {
+                return Optional.of("it knows no DataSource, so it exposes no JDBC connection (set its dataSource)");
+            }
+            if (jpa.getJpaDialect().getClass() == DefaultJpaDialect.class) {
+                return Optional.of("its JpaDialect (" + DefaultJpaDialect.class.getName() + ") cannot expose the"
+                        + " JDBC connection of a transaction; use the JPA provider's dialect, such as"
+                        + " HibernateJpaDialect");
+            }
+            return Optional.empty();
+        }
+
+        static DataSource dataSource(PlatformTransactionManager transactionManager) {
+            return ((JpaTransactionManager) transactionManager).getDataSource();
+        }
     }
 
     private static boolean sameDataSource(DataSource a, DataSource b) {

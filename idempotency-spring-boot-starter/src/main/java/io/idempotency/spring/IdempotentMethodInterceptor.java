@@ -179,7 +179,11 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         if (start instanceof IdempotencyEngine.Proceed proceed) {
             exchange.begin(proceed.execution(), endpoint.storagePolicy);
             try {
-                return proceed.execution().context().runWith(invocation::proceed);
+                Object result = proceed.execution().context().runWith(invocation::proceed);
+                // JPA holds writes back until the commit, which the filter makes after the answer is written: write
+                // them now, so that a failing one (a unique constraint) reaches Spring MVC's exception handling
+                proceed.execution().flush();
+                return result;
             } catch (DefiniteFailureException definite) {
                 exchange.markHandlerFailed(true);
                 throw definite;

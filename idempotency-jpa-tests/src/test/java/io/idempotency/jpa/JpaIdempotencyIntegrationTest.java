@@ -1,0 +1,140 @@
+package io.idempotency.jpa;
+
+import io.idempotency.jpa.app.JpaTestApplication;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.web.server.LocalServerPort;
+import org.springframework.orm.jpa.JpaTransactionManager;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+import org.springframework.transaction.PlatformTransactionManager;
+
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.util.UUID;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The starter in a Spring Data JPA application, over real HTTP on real PostgreSQL: the transaction manager is JPA's,
+ * the handler's INSERT is held back by Hibernate until a flush, and Boot's open-in-view keeps an EntityManager open
+ * for the whole request (its default).
+ */
+@SpringBootTest(classes = JpaTestApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
+class JpaIdempotencyIntegrationTest {
+
+    static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
+
+    static {
+        DATABASE.queryString("create sequence purchases_seq");
+        DATABASE.queryString("create table purchases (id bigint primary key, reference text not null unique,"
+                + " note text not null)");
+    }
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        DATABASE.springProperties().forEach((name, value) -> registry.add(name, () -> value));
+    }
+
+    @LocalServerPort
+    int port;
+
+    @Autowired
+    PlatformTransactionManager transactionManager;
+
+    final HttpClient http = HttpClient.newHttpClient();
+
+    @Test
+    void theApplicationRunsOnJpasTransactionManager() {
+        assertThat(transactionManager).isInstanceOf(JpaTransactionManager.class);
+    }
+
+    @Test
+    void theClaimIsWrittenInTheTransactionJpaRunsTheHandlerIn() throws Exception {
+        HttpResponse<String> response = post("/purchases/claim-transaction", UUID.randomUUID().toString(), "{}");
+
+        assertThat(response.statusCode()).isEqualTo(200);
+        assertThat(response.body()).isEqualTo("{\"claimWrittenInThisTransaction\":true}");
+    }
+
+    @Test
+    void aPurchaseIsMadeOnceAndReplayedByteForByte() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String reference = "once-" + key;
+        String body = purchase(reference);
+
+        HttpResponse<String> first = post("/purchases", key, body);
+        HttpResponse<String> second = post("/purchases", key, body);
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(first.body()).contains("\"reference\":\"" + reference + "\"");
+        assertThat(second.statusCode()).isEqualTo(201);
+        assertThat(second.body()).isEqualTo(first.body());
+        assertThat(second.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(second.headers().firstValue("Location")).isEqualTo(first.headers().firstValue("Location"));
+        assertThat(purchases(reference)).isEqualTo(1);
+        assertThat(record(key)).isEqualTo("SUCCEEDED 201");
+    }
+
+    /**
+     * Without @Idempotent, the handler's own transaction commits (and flushes) when it returns, so a unique constraint
+     * reaches the application's exception handler. With it, the commit comes after the answer is written; the
+     * library flushes when the handler returns, so the application still answers it, and nothing is stored.
+     */
+    @Test
+    void aConstraintViolationHeldBackByJpaReachesTheApplicationsExceptionHandler() throws Exception {
+        String reference = "taken-" + UUID.randomUUID();
+        assertThat(post("/purchases", UUID.randomUUID().toString(), purchase(reference)).statusCode()).isEqualTo(201);
+        String key = UUID.randomUUID().toString();
+
+        HttpResponse<String> duplicate = post("/purchases", key, purchase(reference));
+        HttpResponse<String> retry = post("/purchases", key, purchase(reference));
+
+        assertThat(duplicate.statusCode()).isEqualTo(409);
+        assertThat(duplicate.body()).isEqualTo("{\"error\":\"duplicate-reference\"}");
+        assertThat(retry.statusCode()).as("a 409 is not stored: the retry runs again").isEqualTo(409);
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(purchases(reference)).isEqualTo(1);
+        assertThat(record(key)).as("nothing stored for the refused purchase").isNull();
+    }
+
+    @Test
+    void aHandlerFailingAfterItsWriteLeavesNeitherThePurchaseNorTheClaim() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String reference = "failing-" + key;
+
+        HttpResponse<String> failed = post("/purchases/failing", key, purchase(reference));
+
+        assertThat(failed.statusCode()).isEqualTo(500);
+        assertThat(purchases(reference)).isZero();
+        assertThat(record(key)).isNull();
+    }
+
+    private static String purchase(String reference) {
+        return "{\"reference\":\"" + reference + "\",\"note\":\"two tickets\"}";
+    }
+
+    private static long purchases(String reference) {
+        return DATABASE.queryLong("select count(*) from purchases where reference = '" + reference + "'");
+    }
+
+    /** The key's record as "STATUS response_status", or null when there is none. */
+    private static String record(String key) {
+        return DATABASE.queryString("select status || ' ' || coalesce(response_status::text, '-')"
+                + " from idempotency_keys where idempotency_key = '" + key + "'");
+    }
+
+    private HttpResponse<String> post(String path, String key, String body) throws IOException, InterruptedException {
+        return http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))
+                .header("Content-Type", "application/json")
+                .header("Idempotency-Key", key)
+                .POST(HttpRequest.BodyPublishers.ofString(body, StandardCharsets.UTF_8)).build(),
+                HttpResponse.BodyHandlers.ofString());
+    }
+}

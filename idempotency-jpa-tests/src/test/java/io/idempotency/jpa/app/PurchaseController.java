@@ -1,0 +1,73 @@
+package io.idempotency.jpa.app;
+
+import io.idempotency.core.Idempotent;
+import jakarta.persistence.EntityManager;
+import jakarta.persistence.PersistenceContext;
+import org.springframework.dao.DataIntegrityViolationException;
+import org.springframework.http.HttpStatus;
+import org.springframework.http.ResponseEntity;
+import org.springframework.transaction.annotation.Transactional;
+import org.springframework.web.bind.annotation.ExceptionHandler;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestBody;
+import org.springframework.web.bind.annotation.RequestHeader;
+import org.springframework.web.bind.annotation.RequestMapping;
+import org.springframework.web.bind.annotation.RestController;
+
+import java.net.URI;
+import java.util.Map;
+
+@RestController
+@RequestMapping("/purchases")
+public class PurchaseController {
+
+    public record PurchaseRequest(String reference, String note) {
+    }
+
+    private final PurchaseRepository purchases;
+
+    @PersistenceContext
+    private EntityManager entityManager;
+
+    public PurchaseController(PurchaseRepository purchases) {
+        this.purchases = purchases;
+    }
+
+    /** Saves through the repository; the INSERT waits for the flush. */
+    @PostMapping
+    @Idempotent
+    @Transactional
+    public ResponseEntity<Map<String, Object>> create(@RequestBody PurchaseRequest request) {
+        Purchase saved = purchases.save(new Purchase(request.reference(), request.note()));
+        return ResponseEntity.created(URI.create("/purchases/" + saved.getId()))
+                .body(Map.of("id", saved.getId(), "reference", saved.getReference(), "note", saved.getNote()));
+    }
+
+    /** Saves, then fails: the purchase and the claim must both roll back. */
+    @PostMapping("/failing")
+    @Idempotent
+    @Transactional
+    public ResponseEntity<Map<String, Object>> createThenFail(@RequestBody PurchaseRequest request) {
+        purchases.save(new Purchase(request.reference(), request.note()));
+        entityManager.flush(); // the INSERT has run: only the rollback can undo it
+        throw new IllegalStateException("the gateway said no after the purchase was written");
+    }
+
+    /**
+     * Which transaction wrote this request's claim, as seen through JPA's own connection: true when it is the
+     * transaction the handler runs in (the claim row's xmin is this transaction's id).
+     */
+    @PostMapping("/claim-transaction")
+    @Idempotent
+    public Map<String, Object> claimTransaction(@RequestHeader("Idempotency-Key") String key) {
+        Object sameTransaction = entityManager.createNativeQuery("select coalesce(bool_and(xmin = xid(pg_current_xact_id())),"
+                        + " false) from idempotency_keys where idempotency_key = :key and status = 'PROCESSING'")
+                .setParameter("key", key).getSingleResult();
+        return Map.of("claimWrittenInThisTransaction", sameTransaction);
+    }
+
+    @ExceptionHandler(DataIntegrityViolationException.class)
+    ResponseEntity<Map<String, String>> duplicateReference(DataIntegrityViolationException e) {
+        return ResponseEntity.status(HttpStatus.CONFLICT).body(Map.of("error", "duplicate-reference"));
+    }
+}
