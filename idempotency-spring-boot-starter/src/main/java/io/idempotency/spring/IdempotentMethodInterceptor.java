@@ -186,9 +186,11 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 return result;
             } catch (DefiniteFailureException definite) {
                 exchange.markHandlerFailed(true);
+                abandonBeforeTheExceptionIsHandled(exchange, definite);
                 throw definite;
             } catch (Throwable handlerFailure) {
                 exchange.markHandlerFailed(false);
+                abandonBeforeTheExceptionIsHandled(exchange, handlerFailure);
                 throw handlerFailure;
             }
         }
@@ -203,6 +205,20 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         return answer(exchange, problems.render(ProblemResponses.Problem.REQUEST_IN_PROGRESS,
                 "A request with this idempotency key is still being processed. Retry later with the same key.",
                 instance, new StoredResponse.Header("Retry-After", retryAfterSeconds)));
+    }
+
+    /**
+     * Rolls the handler's transaction back now, before Spring MVC hands the exception to the application's exception
+     * handlers: as without {@code @Idempotent}, where the handler's own transaction has rolled back by then. An
+     * exception handler that reads the database would otherwise run in a transaction PostgreSQL has aborted, or (JPA)
+     * make Hibernate retry the write that failed.
+     */
+    private static void abandonBeforeTheExceptionIsHandled(IdempotentExchange exchange, Throwable handlerFailure) {
+        try {
+            exchange.abandon();
+        } catch (RuntimeException | Error e) {
+            handlerFailure.addSuppressed(e); // the filter finds the execution ended either way
+        }
     }
 
     private static IdempotencyKeyParser.Result keyFromExpression(Expression expression,
