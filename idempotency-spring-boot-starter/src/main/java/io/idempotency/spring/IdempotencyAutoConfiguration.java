@@ -244,9 +244,49 @@ public class IdempotencyAutoConfiguration {
             return new IdempotentMethods();
         }
 
+        /** Every {@link IdempotencyFilter.TransactionResources} bean, closed in the reverse order of opening. */
+        private static IdempotencyFilter.TransactionResources allOf(
+                java.util.List<IdempotencyFilter.TransactionResources> resources) {
+            if (resources.isEmpty()) {
+                return IdempotencyFilter.TransactionResources.NONE;
+            }
+            if (resources.size() == 1) {
+                return resources.get(0);
+            }
+            return request -> {
+                java.util.Deque<Runnable> closers = new java.util.ArrayDeque<>();
+                try {
+                    resources.forEach(resource -> closers.push(resource.keepOpen(request)));
+                } catch (RuntimeException e) {
+                    runAll(closers);
+                    throw e;
+                }
+                return () -> runAll(closers);
+            };
+        }
+
+        /** Runs every action, even when one throws; the first failure is thrown, the others added to it. */
+        private static void runAll(Iterable<Runnable> actions) {
+            RuntimeException failure = null;
+            for (Runnable action : actions) {
+                try {
+                    action.run();
+                } catch (RuntimeException e) {
+                    if (failure == null) {
+                        failure = e;
+                    } else {
+                        failure.addSuppressed(e);
+                    }
+                }
+            }
+            if (failure != null) {
+                throw failure;
+            }
+        }
+
         /**
-         * JPA's open-in-view (Boot's default): the request's EntityManager must outlive the transaction the filter
-         * ends, so the filter opens and closes it ({@link OpenEntityManagerAroundTransaction}).
+         * JPA's open-in-view (Boot's default): the EntityManager of a request that claimed its key must outlive the
+         * transaction the filter ends ({@link OpenInViewEntityManagerKeeper}).
          */
         @Configuration(proxyBeanMethods = false)
         @ConditionalOnClass(name = "org.springframework.orm.jpa.support.OpenEntityManagerInViewInterceptor")
@@ -254,9 +294,9 @@ public class IdempotencyAutoConfiguration {
         static class OpenInView {
 
             @Bean
-            IdempotencyFilter.RequestScope idempotencyOpenEntityManager(
+            IdempotencyFilter.TransactionResources idempotencyOpenInViewEntityManager(
                     org.springframework.orm.jpa.support.OpenEntityManagerInViewInterceptor interceptor) {
-                return new OpenEntityManagerAroundTransaction(interceptor);
+                return new OpenInViewEntityManagerKeeper(interceptor);
             }
         }
 
@@ -265,11 +305,11 @@ public class IdempotencyAutoConfiguration {
         public FilterRegistrationBean<IdempotencyFilter> idempotencyFilterRegistration(ProblemResponses problems,
                                                                                       IdempotencyProperties properties,
                                                                                       IdempotentMethods methods,
-                                                                                      ObjectProvider<IdempotencyFilter.RequestScope> requestScope) {
+                                                                                      ObjectProvider<IdempotencyFilter.TransactionResources> resources) {
             IdempotencyFilter filter = new IdempotencyFilter(problems,
                     (int) Math.min(Integer.MAX_VALUE - 8, properties.getMaxRequestBodySize().toBytes()),
                     properties.getMaxStoredBodySize().toBytes(), new HashSet<>(properties.getReplayedHeaders()), methods,
-                    requestScope.getIfUnique(() -> IdempotencyFilter.RequestScope.NONE));
+                    allOf(resources.orderedStream().toList()));
             FilterRegistrationBean<IdempotencyFilter> registration = new FilterRegistrationBean<>(filter);
             registration.setName("idempotencyFilter");
             registration.setOrder(IdempotencyFilter.ORDER);

@@ -42,30 +42,35 @@ public class IdempotencyFilter extends OncePerRequestFilter {
     private final long maxStoredBodySize;
     private final Set<String> replayedHeaders;
     private final IdempotentMethods idempotentMethods;
-    private final RequestScope requestScope;
+    private final TransactionResources transactionResources;
 
     /**
-     * What must stay open for the whole request, around the transaction this filter ends: JPA's EntityManager under
-     * open-in-view, which the dispatcher would otherwise close before the commit.
+     * What must stay open until this filter has ended an idempotent request's transaction, although something inside
+     * the dispatcher would close it earlier: JPA's EntityManager under Boot's open-in-view interceptor.
      */
     @FunctionalInterface
-    public interface RequestScope {
+    public interface TransactionResources {
 
-        RequestScope NONE = () -> () -> { };
+        TransactionResources NONE = request -> () -> { };
 
-        /** Opens for one request; the returned action closes it, after the request's transaction has ended. */
-        Runnable open();
+        /**
+         * Called once a request has claimed its key and its handler's transaction is open.
+         *
+         * @return what closes them, run by the filter after the transaction has ended
+         */
+        Runnable keepOpen(HttpServletRequest request);
     }
 
     public IdempotencyFilter(ProblemResponses problems, int maxRequestBodySize, long maxStoredBodySize,
                              Set<String> replayedHeaders, IdempotentMethods idempotentMethods) {
-        this(problems, maxRequestBodySize, maxStoredBodySize, replayedHeaders, idempotentMethods, RequestScope.NONE);
+        this(problems, maxRequestBodySize, maxStoredBodySize, replayedHeaders, idempotentMethods,
+                TransactionResources.NONE);
     }
 
     public IdempotencyFilter(ProblemResponses problems, int maxRequestBodySize, long maxStoredBodySize,
                              Set<String> replayedHeaders, IdempotentMethods idempotentMethods,
-                             RequestScope requestScope) {
-        this.requestScope = requestScope;
+                             TransactionResources transactionResources) {
+        this.transactionResources = transactionResources;
         this.idempotentMethods = idempotentMethods;
         this.problems = problems;
         this.maxRequestBodySize = maxRequestBodySize;
@@ -91,9 +96,9 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             throws ServletException, IOException {
         BodyRecordingRequest recordingRequest = new BodyRecordingRequest(request, maxRequestBodySize);
         DeferredResponse deferredResponse = new DeferredResponse(response);
-        IdempotentExchange exchange = new IdempotentExchange(recordingRequest, deferredResponse);
+        IdempotentExchange exchange = new IdempotentExchange(recordingRequest, deferredResponse,
+                () -> transactionResources.keepOpen(request));
         request.setAttribute(IdempotentExchange.ATTRIBUTE, exchange);
-        Runnable closeScope = requestScope.open();
         try {
             chain.doFilter(recordingRequest, deferredResponse);
             finish(exchange, request);
@@ -102,7 +107,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
                 exchange.abandon(); // no transaction outlives the request, whatever happened above
                 request.removeAttribute(IdempotentExchange.ATTRIBUTE);
             } finally {
-                closeScope.run();
+                exchange.closeResources();
             }
         }
     }

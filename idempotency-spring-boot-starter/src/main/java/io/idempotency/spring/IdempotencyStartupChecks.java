@@ -14,6 +14,10 @@ import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.jdbc.datasource.TransactionAwareDataSourceProxy;
 import org.springframework.orm.jpa.DefaultJpaDialect;
 import org.springframework.orm.jpa.JpaTransactionManager;
+import org.springframework.orm.jpa.support.OpenEntityManagerInViewFilter;
+import org.springframework.boot.web.servlet.FilterRegistrationBean;
+import org.springframework.core.Ordered;
+import org.springframework.core.annotation.OrderUtils;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.support.ResourceTransactionManager;
 import org.springframework.util.ClassUtils;
@@ -23,6 +27,8 @@ import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandl
 import javax.sql.DataSource;
 import java.lang.reflect.Method;
 import java.util.ArrayList;
+import java.util.Collections;
+import java.util.IdentityHashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
@@ -69,6 +75,9 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
 
     private static final boolean JPA_PRESENT = ClassUtils.isPresent("org.springframework.orm.jpa.JpaTransactionManager",
             IdempotencyStartupChecks.class.getClassLoader());
+    private static final boolean JPA_WEB_PRESENT = JPA_PRESENT && ClassUtils.isPresent(
+            "org.springframework.orm.jpa.support.OpenEntityManagerInViewFilter",
+            IdempotencyStartupChecks.class.getClassLoader());
 
     private final ApplicationContext context;
     private final ObjectProvider<IdempotencyProperties> properties;
@@ -86,6 +95,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
     @Override
     public void afterSingletonsInstantiated() {
         List<String> problems = new ArrayList<>();
+        int idempotentEndpoints = 0;
         // the configured methods too, so that handlers these mappings do not list are still served
         Set<String> methods = new HashSet<>(properties.getObject().getMethods().stream()
                 .map(method -> method.toUpperCase(Locale.ROOT)).toList());
@@ -94,6 +104,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 Method method = handler.getMethod();
                 Idempotent idempotent = AnnotatedElementUtils.findMergedAnnotation(method, Idempotent.class);
                 if (idempotent != null) {
+                    idempotentEndpoints++;
                     problemWith(method).ifPresent(problems::add);
                     try {
                         IdempotencyProperties settings = properties.getObject();
@@ -109,6 +120,9 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                     }
                 }
             }
+        }
+        if (idempotentEndpoints > 0 && JPA_WEB_PRESENT) {
+            Jpa.openInViewFilterProblem(context).ifPresent(problems::add);
         }
         if (!problems.isEmpty()) {
             throw new BeanInitializationException("@Idempotent cannot be used on these methods:\n  - "
@@ -214,6 +228,39 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
 
         static DataSource dataSource(PlatformTransactionManager transactionManager) {
             return ((JpaTransactionManager) transactionManager).getDataSource();
+        }
+
+        /**
+         * An {@code OpenEntityManagerInViewFilter} that runs inside the idempotency filter closes the EntityManager
+         * before that filter ends the transaction: the rollback of a failed request would then fail. (Boot's
+         * open-in-view interceptor is handled; a filter only needs to come first.)
+         */
+        static Optional<String> openInViewFilterProblem(ApplicationContext context) {
+            Set<Object> registered = Collections.newSetFromMap(new IdentityHashMap<>());
+            for (FilterRegistrationBean<?> registration : context.getBeansOfType(FilterRegistrationBean.class).values()) {
+                registered.add(registration.getFilter());
+                if (registration.getFilter() instanceof OpenEntityManagerInViewFilter && registration.isEnabled()
+                        && registration.getOrder() >= IdempotencyFilter.ORDER) {
+                    return Optional.of(openInViewFilterMessage(registration.getOrder()));
+                }
+            }
+            for (OpenEntityManagerInViewFilter filter : context.getBeansOfType(OpenEntityManagerInViewFilter.class).values()) {
+                if (!registered.contains(filter)) { // registered by Spring Boot with its own order, or the lowest
+                    int order = filter instanceof Ordered ordered ? ordered.getOrder()
+                            : OrderUtils.getOrder(filter.getClass(), Ordered.LOWEST_PRECEDENCE);
+                    if (order >= IdempotencyFilter.ORDER) {
+                        return Optional.of(openInViewFilterMessage(order));
+                    }
+                }
+            }
+            return Optional.empty();
+        }
+
+        private static String openInViewFilterMessage(int order) {
+            return "an OpenEntityManagerInViewFilter runs after the IdempotencyFilter (order " + order + " >= "
+                    + IdempotencyFilter.ORDER + "): it would close the EntityManager before the idempotent request's"
+                    + " transaction ends. Register it with an order below IdempotencyFilter.ORDER, or use Spring Boot's"
+                    + " spring.jpa.open-in-view instead";
         }
     }
 

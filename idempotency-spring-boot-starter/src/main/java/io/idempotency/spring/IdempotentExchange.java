@@ -4,6 +4,8 @@ import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
 
+import java.util.function.Supplier;
+
 /**
  * What the filter and the advice share about one request, kept as a request attribute: the recorded body, the
  * deferred response, and either the running execution or the answer the advice decided on. Not thread-safe.
@@ -21,10 +23,18 @@ final class IdempotentExchange {
     private boolean passedThrough;
     private StoredResponse answer;
     private StoredResponse.Header[] answerHeaders = new StoredResponse.Header[0];
+    private final Supplier<Runnable> keepResourcesOpen;
+    private Runnable closeResources = () -> { };
 
-    IdempotentExchange(BodyRecordingRequest request, DeferredResponse response) {
+    /**
+     * @param keepResourcesOpen called when an execution begins: keeps open what must outlive the dispatcher until the
+     *                          transaction has ended, and returns what closes it
+     */
+    IdempotentExchange(BodyRecordingRequest request, DeferredResponse response,
+                       Supplier<Runnable> keepResourcesOpen) {
         this.request = request;
         this.response = response;
+        this.keepResourcesOpen = keepResourcesOpen;
     }
 
     BodyRecordingRequest request() {
@@ -53,6 +63,14 @@ final class IdempotentExchange {
         this.execution = execution;
         this.storagePolicy = policy;
         response.capture();
+        closeResources = keepResourcesOpen.get();
+    }
+
+    /** Closes what {@link #begin} kept open; the filter calls it once the transaction has ended. */
+    void closeResources() {
+        Runnable close = closeResources;
+        closeResources = () -> { };
+        close.run();
     }
 
     /**
