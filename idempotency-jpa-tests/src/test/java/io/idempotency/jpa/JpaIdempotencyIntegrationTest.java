@@ -97,7 +97,8 @@ class JpaIdempotencyIntegrationTest {
         HttpResponse<String> retry = post("/purchases", key, purchase(reference));
 
         assertThat(duplicate.statusCode()).isEqualTo(409);
-        assertThat(duplicate.body()).isEqualTo("{\"error\":\"duplicate-reference\"}");
+        assertThat(duplicate.body()).as("the exception handler could read the database").contains(
+                "\"error\":\"duplicate-reference\"", "\"purchases\":" + DATABASE.queryLong("select count(*) from purchases"));
         assertThat(retry.statusCode()).as("a 409 is not stored: the retry runs again").isEqualTo(409);
         assertThat(retry.headers().firstValue("Idempotent-Replayed")).isEmpty();
         assertThat(purchases(reference)).isEqualTo(1);
@@ -116,6 +117,34 @@ class JpaIdempotencyIntegrationTest {
         assertThat(record(key)).isNull();
     }
 
+    /** An answer that is not stored is rolled back by the filter, after the dispatcher has finished. */
+    @Test
+    void anAnswerThatIsNotStoredRollsThePurchaseBackAfterTheDispatcherFinished() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String reference = "unavailable-" + key;
+
+        HttpResponse<String> answer = post("/purchases/unavailable", key, purchase(reference));
+
+        assertThat(answer.statusCode()).isEqualTo(503);
+        assertThat(answer.body()).isEqualTo("{\"error\":\"try-later\"}");
+        assertThat(purchases(reference)).isZero();
+        assertThat(record(key)).isNull();
+    }
+
+    /** The starter leaves requests that claim nothing to open-in-view as they are, async processing included. */
+    @Test
+    void aRequestWithoutAKeyAnsweredOnAnotherThreadStillReadsThroughItsEntityManager() throws Exception {
+        String reference = "async-" + UUID.randomUUID();
+        HttpResponse<String> created = post("/purchases", UUID.randomUUID().toString(), purchase(reference));
+        String location = created.headers().firstValue("Location").orElseThrow();
+
+        HttpResponse<String> note = http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + location
+                + "/note")).POST(HttpRequest.BodyPublishers.noBody()).build(), HttpResponse.BodyHandlers.ofString());
+
+        assertThat(note.statusCode()).isEqualTo(200);
+        assertThat(note.body()).isEqualTo("two tickets");
+    }
+
     private static String purchase(String reference) {
         return "{\"reference\":\"" + reference + "\",\"note\":\"two tickets\"}";
     }
@@ -130,7 +159,7 @@ class JpaIdempotencyIntegrationTest {
                 + " from idempotency_keys where idempotency_key = '" + key + "'");
     }
 
-    private HttpResponse<String> post(String path, String key, String body) throws IOException, InterruptedException {
+    HttpResponse<String> post(String path, String key, String body) throws IOException, InterruptedException {
         return http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))
                 .header("Content-Type", "application/json")
                 .header("Idempotency-Key", key)

@@ -8,6 +8,7 @@ import org.springframework.http.HttpStatus;
 import org.springframework.http.ResponseEntity;
 import org.springframework.transaction.annotation.Transactional;
 import org.springframework.web.bind.annotation.ExceptionHandler;
+import org.springframework.web.bind.annotation.PathVariable;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestBody;
 import org.springframework.web.bind.annotation.RequestHeader;
@@ -16,6 +17,7 @@ import org.springframework.web.bind.annotation.RestController;
 
 import java.net.URI;
 import java.util.Map;
+import java.util.concurrent.Callable;
 
 @RestController
 @RequestMapping("/purchases")
@@ -54,6 +56,19 @@ public class PurchaseController {
     }
 
     /**
+     * Saves, then answers 503 without throwing: an answer that is not stored, so the filter rolls the purchase back
+     * after the dispatcher has finished.
+     */
+    @PostMapping("/unavailable")
+    @Idempotent
+    @Transactional
+    public ResponseEntity<Map<String, Object>> createThenAnswerUnavailable(@RequestBody PurchaseRequest request) {
+        purchases.save(new Purchase(request.reference(), request.note()));
+        entityManager.flush();
+        return ResponseEntity.status(HttpStatus.SERVICE_UNAVAILABLE).body(Map.of("error", "try-later"));
+    }
+
+    /**
      * Which transaction wrote this request's claim, as seen through JPA's own connection: true when it is the
      * transaction the handler runs in (the claim row's xmin is this transaction's id).
      */
@@ -66,8 +81,20 @@ public class PurchaseController {
         return Map.of("claimWrittenInThisTransaction", sameTransaction);
     }
 
+    /**
+     * A request without a key and without {@code @Idempotent}, answered on another thread: open-in-view must still
+     * give that thread the request's EntityManager, so the lazily loaded purchase can be read there.
+     */
+    @PostMapping("/{id}/note")
+    public Callable<String> noteLater(@PathVariable long id) {
+        Purchase purchase = entityManager.getReference(Purchase.class, id); // loaded on first use
+        return purchase::getNote;
+    }
+
+    /** Reads the database, as exception handlers do: it must not run in the aborted transaction of the handler. */
     @ExceptionHandler(DataIntegrityViolationException.class)
-    ResponseEntity<Map<String, String>> duplicateReference(DataIntegrityViolationException e) {
-        return ResponseEntity.status(HttpStatus.CONFLICT).body(Map.of("error", "duplicate-reference"));
+    ResponseEntity<Map<String, Object>> duplicateReference(DataIntegrityViolationException e) {
+        return ResponseEntity.status(HttpStatus.CONFLICT)
+                .body(Map.of("error", "duplicate-reference", "purchases", purchases.count()));
     }
 }

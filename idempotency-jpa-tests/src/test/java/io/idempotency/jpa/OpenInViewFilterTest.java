@@ -1,0 +1,89 @@
+package io.idempotency.jpa;
+
+import io.idempotency.core.Idempotent;
+import io.idempotency.spring.IdempotencyAutoConfiguration;
+import io.idempotency.spring.IdempotencyFilter;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
+import org.springframework.boot.web.servlet.FilterRegistrationBean;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.orm.jpa.support.OpenEntityManagerInViewFilter;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RestController;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Open-in-view through Spring's {@link OpenEntityManagerInViewFilter} instead of Boot's interceptor: a filter that runs
+ * inside the idempotency filter would close the EntityManager before the transaction ends, so the application does
+ * not start; one that runs before it is accepted ({@link OuterOpenInViewFilterIntegrationTest} runs the whole suite
+ * with one).
+ */
+class OpenInViewFilterTest {
+
+    private static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
+
+    private final WebApplicationContextRunner contextRunner = new WebApplicationContextRunner()
+            .withConfiguration(AutoConfigurations.of(
+                    org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration.class,
+                    org.springframework.boot.hibernate.autoconfigure.HibernateJpaAutoConfiguration.class,
+                    org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration.class,
+                    org.springframework.boot.webmvc.autoconfigure.WebMvcAutoConfiguration.class,
+                    org.springframework.boot.webmvc.autoconfigure.DispatcherServletAutoConfiguration.class,
+                    IdempotencyAutoConfiguration.class))
+            .withUserConfiguration(IdempotentEndpoint.class)
+            .withPropertyValues(DATABASE.springPropertyValues().toArray(String[]::new));
+
+    @Test
+    void aFilterBeanWithoutAnOrderRunsInsideAndIsRefused() {
+        contextRunner.withUserConfiguration(PlainFilterBean.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(context.getStartupFailure()).hasMessageContaining("OpenEntityManagerInViewFilter runs after the IdempotencyFilter");
+        });
+    }
+
+    @Test
+    void aFilterRegisteredAfterTheIdempotencyFilterIsRefused() {
+        contextRunner.withUserConfiguration(InnerFilterRegistration.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(context.getStartupFailure()).hasMessageContaining("OpenEntityManagerInViewFilter runs after the IdempotencyFilter");
+        });
+    }
+
+    @Test
+    void aFilterRegisteredBeforeTheIdempotencyFilterIsAccepted() {
+        contextRunner.withUserConfiguration(OuterOpenInViewFilterIntegrationTest.OuterFilter.class)
+                .run(context -> assertThat(context).hasNotFailed());
+    }
+
+    @RestController
+    static class IdempotentEndpoint {
+        @PostMapping("/things")
+        @Idempotent
+        public String create() {
+            return "made";
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class PlainFilterBean {
+        @Bean
+        OpenEntityManagerInViewFilter openEntityManagerInViewFilter() {
+            return new OpenEntityManagerInViewFilter();
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class InnerFilterRegistration {
+        @Bean
+        FilterRegistrationBean<OpenEntityManagerInViewFilter> openEntityManagerInViewFilter() {
+            FilterRegistrationBean<OpenEntityManagerInViewFilter> registration =
+                    new FilterRegistrationBean<>(new OpenEntityManagerInViewFilter());
+            registration.setOrder(IdempotencyFilter.ORDER + 1);
+            return registration;
+        }
+    }
+}
