@@ -107,28 +107,30 @@ class JpaIdempotencyIntegrationTest {
 
     @Test
     void aHandlerFailingAfterItsWriteLeavesNeitherThePurchaseNorTheClaim() throws Exception {
-        String key = UUID.randomUUID().toString();
-        String reference = "failing-" + key;
-
-        HttpResponse<String> failed = post("/purchases/failing", key, purchase(reference));
+        HttpResponse<String> failed = postLeavingNothing("/purchases/failing");
 
         assertThat(failed.statusCode()).isEqualTo(500);
-        assertThat(purchases(reference)).isZero();
-        assertThat(record(key)).isNull();
     }
 
     /** An answer that is not stored is rolled back by the filter, after the dispatcher has finished. */
     @Test
     void anAnswerThatIsNotStoredRollsThePurchaseBackAfterTheDispatcherFinished() throws Exception {
-        String key = UUID.randomUUID().toString();
-        String reference = "unavailable-" + key;
-
-        HttpResponse<String> answer = post("/purchases/unavailable", key, purchase(reference));
+        HttpResponse<String> answer = postLeavingNothing("/purchases/unavailable");
 
         assertThat(answer.statusCode()).isEqualTo(503);
         assertThat(answer.body()).isEqualTo("{\"error\":\"try-later\"}");
-        assertThat(purchases(reference)).isZero();
-        assertThat(record(key)).isNull();
+    }
+
+    /** Posts a new purchase with a new key to {@code path}, and checks that neither the purchase nor a record stayed. */
+    private HttpResponse<String> postLeavingNothing(String path) throws IOException, InterruptedException {
+        String key = UUID.randomUUID().toString();
+        String reference = "rolled-back-" + key;
+
+        HttpResponse<String> response = post(path, key, purchase(reference));
+
+        assertThat(purchases(reference)).as("the purchase").isZero();
+        assertThat(record(key)).as("the claim").isNull();
+        return response;
     }
 
     /** The starter leaves requests that claim nothing to open-in-view as they are, async processing included. */

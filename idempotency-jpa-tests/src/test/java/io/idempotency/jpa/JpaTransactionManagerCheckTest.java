@@ -1,11 +1,9 @@
 package io.idempotency.jpa;
 
-import io.idempotency.spring.IdempotencyAutoConfiguration;
 import io.idempotency.testkit.TestPostgres;
 import jakarta.persistence.EntityManagerFactory;
 import org.junit.jupiter.api.Test;
-import org.springframework.boot.autoconfigure.AutoConfigurations;
-import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.jdbc.datasource.DriverManagerDataSource;
@@ -23,13 +21,7 @@ class JpaTransactionManagerCheckTest {
 
     private static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
 
-    private final ApplicationContextRunner contextRunner = new ApplicationContextRunner()
-            .withConfiguration(AutoConfigurations.of(
-                    org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration.class,
-                    org.springframework.boot.hibernate.autoconfigure.HibernateJpaAutoConfiguration.class,
-                    org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration.class,
-                    IdempotencyAutoConfiguration.class))
-            .withPropertyValues(DATABASE.springPropertyValues().toArray(String[]::new));
+    private final WebApplicationContextRunner contextRunner = JpaContexts.contextRunner(DATABASE);
 
     @Test
     void bootsJpaTransactionManagerIsAccepted() {

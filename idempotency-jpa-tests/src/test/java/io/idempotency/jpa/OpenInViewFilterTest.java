@@ -1,11 +1,9 @@
 package io.idempotency.jpa;
 
 import io.idempotency.core.Idempotent;
-import io.idempotency.spring.IdempotencyAutoConfiguration;
 import io.idempotency.spring.IdempotencyFilter;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
-import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
 import org.springframework.context.annotation.Bean;
@@ -26,16 +24,8 @@ class OpenInViewFilterTest {
 
     private static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
 
-    private final WebApplicationContextRunner contextRunner = new WebApplicationContextRunner()
-            .withConfiguration(AutoConfigurations.of(
-                    org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration.class,
-                    org.springframework.boot.hibernate.autoconfigure.HibernateJpaAutoConfiguration.class,
-                    org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration.class,
-                    org.springframework.boot.webmvc.autoconfigure.WebMvcAutoConfiguration.class,
-                    org.springframework.boot.webmvc.autoconfigure.DispatcherServletAutoConfiguration.class,
-                    IdempotencyAutoConfiguration.class))
-            .withUserConfiguration(IdempotentEndpoint.class)
-            .withPropertyValues(DATABASE.springPropertyValues().toArray(String[]::new));
+    private final WebApplicationContextRunner contextRunner = JpaContexts.contextRunner(DATABASE)
+            .withUserConfiguration(IdempotentEndpoint.class);
 
     @Test
     void aFilterBeanWithoutAnOrderRunsInsideAndIsRefused() {
