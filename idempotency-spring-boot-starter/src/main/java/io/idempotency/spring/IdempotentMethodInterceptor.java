@@ -9,6 +9,7 @@ import io.idempotency.core.RequestFingerprint;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
+import jakarta.servlet.DispatcherType;
 import jakarta.servlet.http.HttpServletRequest;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.aopalliance.intercept.MethodInvocation;
@@ -71,12 +72,20 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
     private final StoragePolicy defaultPolicy;
     private final String retryAfterSeconds;
     private final PropertyResolver placeholders;
+    private final TransactionResources transactionResources;
     private final Map<Method, IdempotentEndpoint> endpoints = new ConcurrentHashMap<>();
 
     /** @param placeholders resolves {@code ${…}} placeholders in {@link Idempotent#lease()} */
     public IdempotentMethodInterceptor(IdempotencyEngine engine, CallerResolver callerResolver,
                                        ProblemResponses problems, IdempotencyProperties properties,
                                        StoragePolicy defaultPolicy, PropertyResolver placeholders) {
+        this(engine, callerResolver, problems, properties, defaultPolicy, placeholders, TransactionResources.NONE);
+    }
+
+    IdempotentMethodInterceptor(IdempotencyEngine engine, CallerResolver callerResolver, ProblemResponses problems,
+                                IdempotencyProperties properties, StoragePolicy defaultPolicy,
+                                PropertyResolver placeholders, TransactionResources transactionResources) {
+        this.transactionResources = transactionResources;
         this.placeholders = placeholders;
         this.engine = engine;
         this.callerResolver = callerResolver;
@@ -106,6 +115,13 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         if (exchange == null) {
             throw new IllegalStateException("@Idempotent method " + invocation.getMethod()
                     + " was called outside a request that passed the IdempotencyFilter");
+        }
+        if (request.getDispatcherType() != DispatcherType.REQUEST) {
+            // in a forward the container ends the response when the forward returns, before the filter could send the
+            // answer after the commit: the effects would be kept and the client would get an empty answer
+            throw new IllegalStateException("@Idempotent method " + invocation.getMethod() + " was reached through a "
+                    + request.getDispatcherType() + " dispatch; an idempotent endpoint must be the handler of the"
+                    + " client's request itself. Map the request to it directly.");
         }
         if (exchange.isTaken()) {
             return invocation.proceed(); // an @Idempotent method called by another within one request
@@ -179,6 +195,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         if (start instanceof IdempotencyEngine.Proceed proceed) {
             exchange.begin(proceed.execution(), endpoint.storagePolicy);
             try {
+                exchange.closeAfterTransaction(transactionResources.keepOpen(request));
                 Object result = proceed.execution().context().runWith(invocation::proceed);
                 // JPA holds writes back until the commit, which the filter makes after the answer is written: write
                 // them now, so that a failing one (a unique constraint) reaches Spring MVC's exception handling

@@ -132,6 +132,22 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
         }
     }
 
+    /**
+     * Reached through a forward, an @Idempotent handler could not send its answer after the commit (the container ends
+     * the response when the forward returns): it is refused before anything is claimed or written.
+     */
+    @Test
+    void anIdempotentHandlerReachedThroughAForwardIsRefusedAndWritesNothing() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "forwarded-" + key;
+
+        HttpResponse<byte[]> forwarded = post("/legacy/orders", key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(forwarded.statusCode()).isEqualTo(500);
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+    }
+
     /** A request to {@code path}, whose handler writes a row and answers {@code status}, leaves nothing behind. */
     private void leavesNothingAndTheRetryRunsAgain(String path, int status) throws Exception {
         String key = UUID.randomUUID().toString();
