@@ -244,46 +244,6 @@ public class IdempotencyAutoConfiguration {
             return new IdempotentMethods();
         }
 
-        /** Every {@link IdempotencyFilter.TransactionResources} bean, closed in the reverse order of opening. */
-        private static IdempotencyFilter.TransactionResources allOf(
-                java.util.List<IdempotencyFilter.TransactionResources> resources) {
-            if (resources.isEmpty()) {
-                return IdempotencyFilter.TransactionResources.NONE;
-            }
-            if (resources.size() == 1) {
-                return resources.get(0);
-            }
-            return request -> {
-                java.util.Deque<Runnable> closers = new java.util.ArrayDeque<>();
-                try {
-                    resources.forEach(resource -> closers.push(resource.keepOpen(request)));
-                } catch (RuntimeException e) {
-                    runAll(closers);
-                    throw e;
-                }
-                return () -> runAll(closers);
-            };
-        }
-
-        /** Runs every action, even when one throws; the first failure is thrown, the others added to it. */
-        private static void runAll(Iterable<Runnable> actions) {
-            RuntimeException failure = null;
-            for (Runnable action : actions) {
-                try {
-                    action.run();
-                } catch (RuntimeException e) {
-                    if (failure == null) {
-                        failure = e;
-                    } else {
-                        failure.addSuppressed(e);
-                    }
-                }
-            }
-            if (failure != null) {
-                throw failure;
-            }
-        }
-
         /**
          * JPA's open-in-view (Boot's default): the EntityManager of a request that claimed its key must outlive the
          * transaction the filter ends ({@link OpenInViewEntityManagerKeeper}).
@@ -294,7 +254,7 @@ public class IdempotencyAutoConfiguration {
         static class OpenInView {
 
             @Bean
-            IdempotencyFilter.TransactionResources idempotencyOpenInViewEntityManager(
+            TransactionResources idempotencyOpenInViewEntityManager(
                     org.springframework.orm.jpa.support.OpenEntityManagerInViewInterceptor interceptor) {
                 return new OpenInViewEntityManagerKeeper(interceptor);
             }
@@ -304,12 +264,10 @@ public class IdempotencyAutoConfiguration {
         @ConditionalOnMissingBean(name = "idempotencyFilterRegistration")
         public FilterRegistrationBean<IdempotencyFilter> idempotencyFilterRegistration(ProblemResponses problems,
                                                                                       IdempotencyProperties properties,
-                                                                                      IdempotentMethods methods,
-                                                                                      ObjectProvider<IdempotencyFilter.TransactionResources> resources) {
+                                                                                      IdempotentMethods methods) {
             IdempotencyFilter filter = new IdempotencyFilter(problems,
                     (int) Math.min(Integer.MAX_VALUE - 8, properties.getMaxRequestBodySize().toBytes()),
-                    properties.getMaxStoredBodySize().toBytes(), new HashSet<>(properties.getReplayedHeaders()), methods,
-                    allOf(resources.orderedStream().toList()));
+                    properties.getMaxStoredBodySize().toBytes(), new HashSet<>(properties.getReplayedHeaders()), methods);
             FilterRegistrationBean<IdempotencyFilter> registration = new FilterRegistrationBean<>(filter);
             registration.setName("idempotencyFilter");
             registration.setOrder(IdempotencyFilter.ORDER);
@@ -327,9 +285,10 @@ public class IdempotencyAutoConfiguration {
                                                           ObjectProvider<ProblemResponses> problems,
                                                           ObjectProvider<IdempotencyProperties> properties,
                                                           ObjectProvider<StoragePolicy> storagePolicy,
+                                                          ObjectProvider<TransactionResources> transactionResources,
                                                           Environment environment) {
             return new IdempotentAdvisor(new LazyInterceptor(engine, callerResolver, problems, properties, storagePolicy,
-                    environment));
+                    transactionResources, environment));
         }
 
         @Bean
@@ -348,14 +307,17 @@ public class IdempotencyAutoConfiguration {
             private final ObjectProvider<ProblemResponses> problems;
             private final ObjectProvider<IdempotencyProperties> properties;
             private final ObjectProvider<StoragePolicy> storagePolicy;
+            private final ObjectProvider<TransactionResources> transactionResources;
             private final Environment environment;
             private volatile IdempotentMethodInterceptor delegate;
 
             private LazyInterceptor(ObjectProvider<IdempotencyEngine> engine, ObjectProvider<CallerResolver> callerResolver,
                                     ObjectProvider<ProblemResponses> problems,
                                     ObjectProvider<IdempotencyProperties> properties,
-                                    ObjectProvider<StoragePolicy> storagePolicy, Environment environment) {
+                                    ObjectProvider<StoragePolicy> storagePolicy,
+                                    ObjectProvider<TransactionResources> transactionResources, Environment environment) {
                 this.environment = environment;
+                this.transactionResources = transactionResources;
                 this.engine = engine;
                 this.callerResolver = callerResolver;
                 this.problems = problems;
@@ -368,7 +330,8 @@ public class IdempotencyAutoConfiguration {
                 IdempotentMethodInterceptor interceptor = delegate;
                 if (interceptor == null) {
                     interceptor = new IdempotentMethodInterceptor(engine.getObject(), callerResolver.getObject(),
-                            problems.getObject(), properties.getObject(), storagePolicy.getObject(), environment);
+                            problems.getObject(), properties.getObject(), storagePolicy.getObject(), environment,
+                            TransactionResources.allOf(transactionResources.orderedStream().toList()));
                     delegate = interceptor;
                 }
                 return interceptor.invoke(invocation);

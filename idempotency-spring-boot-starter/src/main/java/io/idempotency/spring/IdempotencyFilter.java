@@ -42,35 +42,9 @@ public class IdempotencyFilter extends OncePerRequestFilter {
     private final long maxStoredBodySize;
     private final Set<String> replayedHeaders;
     private final IdempotentMethods idempotentMethods;
-    private final TransactionResources transactionResources;
-
-    /**
-     * What must stay open until this filter has ended an idempotent request's transaction, although something inside
-     * the dispatcher would close it earlier: JPA's EntityManager under Boot's open-in-view interceptor.
-     */
-    @FunctionalInterface
-    public interface TransactionResources {
-
-        TransactionResources NONE = request -> () -> { };
-
-        /**
-         * Called once a request has claimed its key and its handler's transaction is open.
-         *
-         * @return what closes them, run by the filter after the transaction has ended
-         */
-        Runnable keepOpen(HttpServletRequest request);
-    }
 
     public IdempotencyFilter(ProblemResponses problems, int maxRequestBodySize, long maxStoredBodySize,
                              Set<String> replayedHeaders, IdempotentMethods idempotentMethods) {
-        this(problems, maxRequestBodySize, maxStoredBodySize, replayedHeaders, idempotentMethods,
-                TransactionResources.NONE);
-    }
-
-    public IdempotencyFilter(ProblemResponses problems, int maxRequestBodySize, long maxStoredBodySize,
-                             Set<String> replayedHeaders, IdempotentMethods idempotentMethods,
-                             TransactionResources transactionResources) {
-        this.transactionResources = transactionResources;
         this.idempotentMethods = idempotentMethods;
         this.problems = problems;
         this.maxRequestBodySize = maxRequestBodySize;
@@ -96,8 +70,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             throws ServletException, IOException {
         BodyRecordingRequest recordingRequest = new BodyRecordingRequest(request, maxRequestBodySize);
         DeferredResponse deferredResponse = new DeferredResponse(response);
-        IdempotentExchange exchange = new IdempotentExchange(recordingRequest, deferredResponse,
-                () -> transactionResources.keepOpen(request));
+        IdempotentExchange exchange = new IdempotentExchange(recordingRequest, deferredResponse);
         request.setAttribute(IdempotentExchange.ATTRIBUTE, exchange);
         try {
             chain.doFilter(recordingRequest, deferredResponse);

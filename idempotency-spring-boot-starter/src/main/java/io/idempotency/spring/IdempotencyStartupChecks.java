@@ -15,12 +15,15 @@ import org.springframework.jdbc.datasource.TransactionAwareDataSourceProxy;
 import org.springframework.orm.jpa.DefaultJpaDialect;
 import org.springframework.orm.jpa.JpaTransactionManager;
 import org.springframework.orm.jpa.support.OpenEntityManagerInViewFilter;
+import org.springframework.boot.web.servlet.AbstractFilterRegistrationBean;
+import org.springframework.boot.web.servlet.DelegatingFilterProxyRegistrationBean;
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
 import org.springframework.core.Ordered;
 import org.springframework.core.annotation.OrderUtils;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.support.ResourceTransactionManager;
 import org.springframework.util.ClassUtils;
+import org.springframework.util.ReflectionUtils;
 import org.springframework.web.method.HandlerMethod;
 import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandlerMapping;
 
@@ -32,6 +35,7 @@ import java.util.IdentityHashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.Set;
 import java.util.Optional;
 import java.util.concurrent.Callable;
@@ -236,30 +240,61 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
          * open-in-view interceptor is handled; a filter only needs to come first.)
          */
         static Optional<String> openInViewFilterProblem(ApplicationContext context) {
+            int idempotencyOrder = IdempotencyFilter.ORDER;
             Set<Object> registered = Collections.newSetFromMap(new IdentityHashMap<>());
-            for (FilterRegistrationBean<?> registration : context.getBeansOfType(FilterRegistrationBean.class).values()) {
-                registered.add(registration.getFilter());
-                if (registration.getFilter() instanceof OpenEntityManagerInViewFilter && registration.isEnabled()
-                        && registration.getOrder() >= IdempotencyFilter.ORDER) {
-                    return Optional.of(openInViewFilterMessage(registration.getOrder()));
+            Map<Object, AbstractFilterRegistrationBean<?>> registrations = new IdentityHashMap<>();
+            for (AbstractFilterRegistrationBean<?> registration
+                    : context.getBeansOfType(AbstractFilterRegistrationBean.class).values()) {
+                Object filter = null;
+                if (registration instanceof FilterRegistrationBean<?> plain) {
+                    filter = plain.getFilter();
+                } else if (registration instanceof DelegatingFilterProxyRegistrationBean proxy) {
+                    String target = targetBeanName(proxy); // Boot registers the proxy, not the bean it names
+                    if (target != null && context.containsBean(target)) {
+                        filter = context.getBean(target);
+                    }
+                }
+                if (filter != null) {
+                    registered.add(filter);
+                    registrations.put(filter, registration);
+                    if (filter instanceof IdempotencyFilter && registration.isEnabled()) {
+                        idempotencyOrder = registration.getOrder();
+                    }
+                }
+            }
+            for (Map.Entry<Object, AbstractFilterRegistrationBean<?>> entry : registrations.entrySet()) {
+                AbstractFilterRegistrationBean<?> registration = entry.getValue();
+                if (entry.getKey() instanceof OpenEntityManagerInViewFilter && registration.isEnabled()
+                        && registration.getOrder() >= idempotencyOrder) {
+                    return Optional.of(openInViewFilterMessage(registration.getOrder(), idempotencyOrder));
                 }
             }
             for (OpenEntityManagerInViewFilter filter : context.getBeansOfType(OpenEntityManagerInViewFilter.class).values()) {
                 if (!registered.contains(filter)) { // registered by Spring Boot with its own order, or the lowest
                     int order = filter instanceof Ordered ordered ? ordered.getOrder()
                             : OrderUtils.getOrder(filter.getClass(), Ordered.LOWEST_PRECEDENCE);
-                    if (order >= IdempotencyFilter.ORDER) {
-                        return Optional.of(openInViewFilterMessage(order));
+                    if (order >= idempotencyOrder) {
+                        return Optional.of(openInViewFilterMessage(order, idempotencyOrder));
                     }
                 }
             }
             return Optional.empty();
         }
 
-        private static String openInViewFilterMessage(int order) {
+        /** The bean a proxy registration delegates to ({@code getTargetBeanName()} is protected). */
+        private static String targetBeanName(DelegatingFilterProxyRegistrationBean proxy) {
+            Method getter = ReflectionUtils.findMethod(DelegatingFilterProxyRegistrationBean.class, "getTargetBeanName");
+            if (getter == null) {
+                return null;
+            }
+            ReflectionUtils.makeAccessible(getter);
+            return (String) ReflectionUtils.invokeMethod(getter, proxy);
+        }
+
+        private static String openInViewFilterMessage(int order, int idempotencyOrder) {
             return "an OpenEntityManagerInViewFilter runs after the IdempotencyFilter (order " + order + " >= "
-                    + IdempotencyFilter.ORDER + "): it would close the EntityManager before the idempotent request's"
-                    + " transaction ends. Register it with an order below IdempotencyFilter.ORDER, or use Spring Boot's"
+                    + idempotencyOrder + "): it would close the EntityManager before the idempotent request's"
+                    + " transaction ends. Register it with an order below the IdempotencyFilter's, or use Spring Boot's"
                     + " spring.jpa.open-in-view instead";
         }
     }

@@ -4,8 +4,6 @@ import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
 
-import java.util.function.Supplier;
-
 /**
  * What the filter and the advice share about one request, kept as a request attribute: the recorded body, the
  * deferred response, and either the running execution or the answer the advice decided on. Not thread-safe.
@@ -23,18 +21,11 @@ final class IdempotentExchange {
     private boolean passedThrough;
     private StoredResponse answer;
     private StoredResponse.Header[] answerHeaders = new StoredResponse.Header[0];
-    private final Supplier<Runnable> keepResourcesOpen;
     private Runnable closeResources = () -> { };
 
-    /**
-     * @param keepResourcesOpen called when an execution begins: keeps open what must outlive the dispatcher until the
-     *                          transaction has ended, and returns what closes it
-     */
-    IdempotentExchange(BodyRecordingRequest request, DeferredResponse response,
-                       Supplier<Runnable> keepResourcesOpen) {
+    IdempotentExchange(BodyRecordingRequest request, DeferredResponse response) {
         this.request = request;
         this.response = response;
-        this.keepResourcesOpen = keepResourcesOpen;
     }
 
     BodyRecordingRequest request() {
@@ -63,10 +54,14 @@ final class IdempotentExchange {
         this.execution = execution;
         this.storagePolicy = policy;
         response.capture();
-        closeResources = keepResourcesOpen.get();
     }
 
-    /** Closes what {@link #begin} kept open; the filter calls it once the transaction has ended. */
+    /** {@code close} runs after the execution's transaction has ended (see {@link TransactionResources}). */
+    void closeAfterTransaction(Runnable close) {
+        closeResources = close;
+    }
+
+    /** Closes what was kept open for the execution; the filter calls it once the transaction has ended. */
     void closeResources() {
         Runnable close = closeResources;
         closeResources = () -> { };

@@ -15,7 +15,7 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * request attribute it keeps for that purpose), and the filter closes it after the transaction. Requests that claim
  * nothing, and any async processing, are left to the interceptor as they are.
  */
-final class OpenInViewEntityManagerKeeper implements IdempotencyFilter.TransactionResources {
+final class OpenInViewEntityManagerKeeper implements TransactionResources {
 
     private final OpenEntityManagerInViewInterceptor interceptor;
 
