@@ -5,6 +5,7 @@ import io.idempotency.spring.IdempotencyFilter;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
+import org.springframework.boot.web.servlet.DelegatingFilterProxyRegistrationBean;
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
@@ -47,6 +48,44 @@ class OpenInViewFilterTest {
     void aFilterRegisteredBeforeTheIdempotencyFilterIsAccepted() {
         contextRunner.withUserConfiguration(OuterOpenInViewFilterIntegrationTest.OuterFilter.class)
                 .run(context -> assertThat(context).hasNotFailed());
+    }
+
+    /** Boot registers the proxy, not the bean it names: the check follows the proxy to the filter and its order. */
+    @Test
+    void aFilterBeanRegisteredFirstThroughAProxyIsAccepted() {
+        contextRunner.withUserConfiguration(OuterProxyRegistration.class)
+                .run(context -> assertThat(context).hasNotFailed());
+    }
+
+    @Test
+    void aFilterBeanRegisteredAfterTheIdempotencyFilterThroughAProxyIsRefused() {
+        contextRunner.withUserConfiguration(InnerProxyRegistration.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(context.getStartupFailure())
+                    .hasMessageContaining("OpenEntityManagerInViewFilter runs after the IdempotencyFilter");
+        });
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class OuterProxyRegistration extends PlainFilterBean {
+        @Bean
+        DelegatingFilterProxyRegistrationBean openInViewProxy() {
+            DelegatingFilterProxyRegistrationBean registration =
+                    new DelegatingFilterProxyRegistrationBean("openEntityManagerInViewFilter");
+            registration.setOrder(IdempotencyFilter.ORDER - 10);
+            return registration;
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class InnerProxyRegistration extends PlainFilterBean {
+        @Bean
+        DelegatingFilterProxyRegistrationBean openInViewProxy() {
+            DelegatingFilterProxyRegistrationBean registration =
+                    new DelegatingFilterProxyRegistrationBean("openEntityManagerInViewFilter");
+            registration.setOrder(IdempotencyFilter.ORDER + 10);
+            return registration;
+        }
     }
 
     @RestController
