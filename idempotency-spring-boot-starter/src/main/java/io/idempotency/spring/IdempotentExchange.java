@@ -3,6 +3,8 @@ package io.idempotency.spring;
 import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
+import jakarta.servlet.DispatcherType;
+import jakarta.servlet.http.HttpServletRequest;
 
 /**
  * What the filter and the advice share about one request, kept as a request attribute: the recorded body, the
@@ -22,10 +24,21 @@ final class IdempotentExchange {
     private StoredResponse answer;
     private StoredResponse.Header[] answerHeaders = new StoredResponse.Header[0];
     private Runnable closeResources = () -> { };
+    private final DispatcherType dispatcherType;
 
     IdempotentExchange(BodyRecordingRequest request, DeferredResponse response) {
         this.request = request;
         this.response = response;
+        this.dispatcherType = request.getDispatcherType();
+    }
+
+    /**
+     * Whether {@code current} is in the kind of dispatch the filter wrapped (usually the client's request; a forward
+     * when a filter before this one forwarded). Not in a forward or include made later, from inside the dispatcher:
+     * the container ends the response when that returns, before the filter could send the answer.
+     */
+    boolean isTheWrappedDispatch(HttpServletRequest current) {
+        return current.getDispatcherType() == dispatcherType;
     }
 
     BodyRecordingRequest request() {

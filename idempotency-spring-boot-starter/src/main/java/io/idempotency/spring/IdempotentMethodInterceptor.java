@@ -9,7 +9,6 @@ import io.idempotency.core.RequestFingerprint;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
-import jakarta.servlet.DispatcherType;
 import jakarta.servlet.http.HttpServletRequest;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.aopalliance.intercept.MethodInvocation;
@@ -116,12 +115,13 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             throw new IllegalStateException("@Idempotent method " + invocation.getMethod()
                     + " was called outside a request that passed the IdempotencyFilter");
         }
-        if (request.getDispatcherType() != DispatcherType.REQUEST) {
-            // in a forward the container ends the response when the forward returns, before the filter could send the
-            // answer after the commit: the effects would be kept and the client would get an empty answer
+        if (!exchange.isTheWrappedDispatch(request)) {
+            // a forward made after the filter (by a handler): the container ends the response when the forward
+            // returns, before the filter could send the answer after the commit: the effects would be kept and the
+            // client would get an empty answer
             throw new IllegalStateException("@Idempotent method " + invocation.getMethod() + " was reached through a "
-                    + request.getDispatcherType() + " dispatch; an idempotent endpoint must be the handler of the"
-                    + " client's request itself. Map the request to it directly.");
+                    + request.getDispatcherType() + " dispatch made after the IdempotencyFilter ran; an idempotent"
+                    + " endpoint must be the handler of the request the filter wrapped. Map the request to it directly.");
         }
         if (exchange.isTaken()) {
             return invocation.proceed(); // an @Idempotent method called by another within one request

@@ -148,6 +148,27 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
         assertThat(keyRows(key)).isZero();
     }
 
+    /**
+     * A forward made by a filter before the idempotency filter is the dispatch that filter wraps: the answer is sent
+     * after the commit, and replayed.
+     */
+    @Test
+    void aRequestForwardedBeforeTheIdempotencyFilterIsExecutedOnceAndReplayed() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "rewritten-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> first = post("/rewritten/orders", key, body);
+        HttpResponse<byte[]> second = post("/rewritten/orders", key, body);
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(new String(first.body(), StandardCharsets.UTF_8)).contains(note);
+        assertThat(second.statusCode()).isEqualTo(201);
+        assertThat(second.body()).isEqualTo(first.body());
+        assertThat(second.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
     /** A request to {@code path}, whose handler writes a row and answers {@code status}, leaves nothing behind. */
     private void leavesNothingAndTheRetryRunsAgain(String path, int status) throws Exception {
         String key = UUID.randomUUID().toString();
