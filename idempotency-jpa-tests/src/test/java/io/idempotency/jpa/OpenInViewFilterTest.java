@@ -66,6 +66,26 @@ class OpenInViewFilterTest {
         });
     }
 
+    /** A disabled registration of the same bean must not hide the enabled one that runs it too late. */
+    @Test
+    void aLateRegistrationIsRefusedWhateverOtherDisabledRegistrationsTheFilterHas() {
+        contextRunner.withUserConfiguration(InnerProxyRegistration.class, DisabledRegistration.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(context.getStartupFailure())
+                    .hasMessageContaining("OpenEntityManagerInViewFilter runs after the IdempotencyFilter");
+        });
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class DisabledRegistration {
+        @Bean
+        FilterRegistrationBean<OpenEntityManagerInViewFilter> zzDisabledOpenInView(OpenEntityManagerInViewFilter filter) {
+            FilterRegistrationBean<OpenEntityManagerInViewFilter> registration = new FilterRegistrationBean<>(filter);
+            registration.setEnabled(false);
+            return registration;
+        }
+    }
+
     @Configuration(proxyBeanMethods = false)
     static class OuterProxyRegistration extends PlainFilterBean {
         @Bean

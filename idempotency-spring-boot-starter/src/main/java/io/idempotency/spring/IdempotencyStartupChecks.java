@@ -240,9 +240,9 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
          * open-in-view interceptor is handled; a filter only needs to come first.)
          */
         static Optional<String> openInViewFilterProblem(ApplicationContext context) {
-            int idempotencyOrder = IdempotencyFilter.ORDER;
             Set<Object> registered = Collections.newSetFromMap(new IdentityHashMap<>());
-            Map<Object, AbstractFilterRegistrationBean<?>> registrations = new IdentityHashMap<>();
+            // a filter instance registered more than once runs (OncePerRequestFilter) where it comes first
+            Map<Object, Integer> firstEnabledOrder = new IdentityHashMap<>();
             for (AbstractFilterRegistrationBean<?> registration
                     : context.getBeansOfType(AbstractFilterRegistrationBean.class).values()) {
                 Object filter = null;
@@ -256,17 +256,17 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 }
                 if (filter != null) {
                     registered.add(filter);
-                    registrations.put(filter, registration);
-                    if (filter instanceof IdempotencyFilter && registration.isEnabled()) {
-                        idempotencyOrder = registration.getOrder();
+                    if (registration.isEnabled()) {
+                        firstEnabledOrder.merge(filter, registration.getOrder(), Math::min);
                     }
                 }
             }
-            for (Map.Entry<Object, AbstractFilterRegistrationBean<?>> entry : registrations.entrySet()) {
-                AbstractFilterRegistrationBean<?> registration = entry.getValue();
-                if (entry.getKey() instanceof OpenEntityManagerInViewFilter && registration.isEnabled()
-                        && registration.getOrder() >= idempotencyOrder) {
-                    return Optional.of(openInViewFilterMessage(registration.getOrder(), idempotencyOrder));
+            int idempotencyOrder = firstEnabledOrder.entrySet().stream()
+                    .filter(entry -> entry.getKey() instanceof IdempotencyFilter)
+                    .mapToInt(Map.Entry::getValue).min().orElse(IdempotencyFilter.ORDER);
+            for (Map.Entry<Object, Integer> entry : firstEnabledOrder.entrySet()) {
+                if (entry.getKey() instanceof OpenEntityManagerInViewFilter && entry.getValue() >= idempotencyOrder) {
+                    return Optional.of(openInViewFilterMessage(entry.getValue(), idempotencyOrder));
                 }
             }
             for (OpenEntityManagerInViewFilter filter : context.getBeansOfType(OpenEntityManagerInViewFilter.class).values()) {
