@@ -72,7 +72,8 @@ class IdempotencyAutoConfigurationTest {
         runner.withUserConfiguration(AsyncController.class).run(context -> {
             assertThat(context).hasFailed();
             String message = rootMessage(context.getStartupFailure());
-            assertThat(message).contains("deferred", "callable", "future", "streaming", "sse", "primitive");
+            assertThat(message).contains("deferred", "callable", "future", "streaming", "sse", "primitive",
+                    "rxSingle", "mutinyUni", "suspended");
             assertThat(message).doesNotContain("fine");
         });
     }
@@ -226,6 +227,25 @@ class IdempotencyAutoConfigurationTest {
         @Idempotent
         public SseEmitter sse() {
             return new SseEmitter();
+        }
+
+        @PostMapping("/rx-single")
+        @Idempotent
+        public io.reactivex.rxjava3.core.Single<String> rxSingle() {
+            return io.reactivex.rxjava3.core.Single.just("x");
+        }
+
+        @PostMapping("/mutiny-uni")
+        @Idempotent
+        public io.smallrye.mutiny.Uni<String> mutinyUni() {
+            return io.smallrye.mutiny.Uni.createFrom().item("x");
+        }
+
+        /** How a Kotlin {@code suspend fun suspended(): String} looks from Java. */
+        @PostMapping("/suspended")
+        @Idempotent
+        public Object suspended(kotlin.coroutines.Continuation<? super String> continuation) {
+            return "x";
         }
 
         @PostMapping("/primitive")
