@@ -4,13 +4,29 @@ import io.idempotency.spring.IdempotencyAutoConfiguration;
 import io.idempotency.testkit.TestPostgres;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
+import org.springframework.test.context.DynamicPropertyRegistry;
 
-/** Contexts for the startup checks: Boot's JPA, web MVC and the starter, on a test database. */
+/** The tests' database with the purchases table, and contexts for the startup checks. */
 final class JpaContexts {
 
     private JpaContexts() {
     }
 
+    /** A fresh database with the test application's business table (ids from a sequence). */
+    static TestPostgres.Database withPurchases() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        database.queryString("create sequence purchases_seq");
+        database.queryString("create table purchases (id bigint primary key, reference text not null unique,"
+                + " note text not null)");
+        return database;
+    }
+
+    /** Points a {@code @SpringBootTest} at {@code database}. */
+    static void register(DynamicPropertyRegistry registry, TestPostgres.Database database) {
+        database.springProperties().forEach((name, value) -> registry.add(name, () -> value));
+    }
+
+    /** Boot's JPA, web MVC and the starter, on {@code database}. */
     static WebApplicationContextRunner contextRunner(TestPostgres.Database database) {
         return new WebApplicationContextRunner()
                 .withConfiguration(AutoConfigurations.of(

@@ -29,17 +29,11 @@ import static org.assertj.core.api.Assertions.assertThat;
 @SpringBootTest(classes = JpaTestApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
 class JpaIdempotencyIntegrationTest {
 
-    static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
-
-    static {
-        DATABASE.queryString("create sequence purchases_seq");
-        DATABASE.queryString("create table purchases (id bigint primary key, reference text not null unique,"
-                + " note text not null)");
-    }
+    static final TestPostgres.Database DATABASE = JpaContexts.withPurchases();
 
     @DynamicPropertySource
     static void database(DynamicPropertyRegistry registry) {
-        DATABASE.springProperties().forEach((name, value) -> registry.add(name, () -> value));
+        JpaContexts.register(registry, DATABASE);
     }
 
     @LocalServerPort
