@@ -331,7 +331,7 @@ public class IdempotencyAutoConfiguration {
                 if (interceptor == null) {
                     interceptor = new IdempotentMethodInterceptor(engine.getObject(), callerResolver.getObject(),
                             problems.getObject(), properties.getObject(), storagePolicy.getObject(), environment,
-                            TransactionResources.allOf(transactionResources.orderedStream().toList()));
+                            transactionResources.getIfAvailable(() -> TransactionResources.NONE));
                     delegate = interceptor;
                 }
                 return interceptor.invoke(invocation);
