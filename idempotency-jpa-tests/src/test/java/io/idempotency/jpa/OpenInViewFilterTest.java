@@ -90,10 +90,7 @@ class OpenInViewFilterTest {
     static class OuterProxyRegistration extends PlainFilterBean {
         @Bean
         DelegatingFilterProxyRegistrationBean openInViewProxy() {
-            DelegatingFilterProxyRegistrationBean registration =
-                    new DelegatingFilterProxyRegistrationBean("openEntityManagerInViewFilter");
-            registration.setOrder(IdempotencyFilter.ORDER - 10);
-            return registration;
+            return proxyRegistration(IdempotencyFilter.ORDER - 10);
         }
     }
 
@@ -101,11 +98,16 @@ class OpenInViewFilterTest {
     static class InnerProxyRegistration extends PlainFilterBean {
         @Bean
         DelegatingFilterProxyRegistrationBean openInViewProxy() {
-            DelegatingFilterProxyRegistrationBean registration =
-                    new DelegatingFilterProxyRegistrationBean("openEntityManagerInViewFilter");
-            registration.setOrder(IdempotencyFilter.ORDER + 10);
-            return registration;
+            return proxyRegistration(IdempotencyFilter.ORDER + 10);
         }
+    }
+
+    /** Registers the {@code openEntityManagerInViewFilter} bean through a proxy, at {@code order}. */
+    static DelegatingFilterProxyRegistrationBean proxyRegistration(int order) {
+        DelegatingFilterProxyRegistrationBean registration =
+                new DelegatingFilterProxyRegistrationBean("openEntityManagerInViewFilter");
+        registration.setOrder(order);
+        return registration;
     }
 
     @RestController
