@@ -2,6 +2,8 @@ package io.idempotency.jpa;
 
 import io.idempotency.jpa.app.JpaTestApplication;
 import io.idempotency.testkit.TestPostgres;
+import io.idempotency.jpa.app.ThreadBoundResources;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -18,6 +20,7 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.util.UUID;
+import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -127,6 +130,39 @@ class JpaIdempotencyIntegrationTest {
         return response;
     }
 
+    @Test
+    void anIntentFirstPurchaseIsMadeOnceAndReplayed() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String reference = "intent-" + key;
+
+        HttpResponse<String> first = post("/purchases/intent", key, purchase(reference));
+        HttpResponse<String> second = post("/purchases/intent", key, purchase(reference));
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(second.body()).isEqualTo(first.body());
+        assertThat(second.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(purchases(reference)).isEqualTo(1);
+        assertThat(record(key)).isEqualTo("SUCCEEDED 201");
+    }
+
+    /** A definite failure: the purchase rolls back, the committed claim is marked FAILED, and a retry runs at once. */
+    @Test
+    void aDeclinedIntentFirstPurchaseLeavesAFailedClaimAndTheRetryRunsAgain() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String reference = "declined-" + key;
+
+        HttpResponse<String> declined = post("/purchases/intent", key, purchase(reference));
+        String claim = record(key);
+        HttpResponse<String> retry = post("/purchases/intent", key, purchase(reference));
+
+        assertThat(declined.statusCode()).isEqualTo(402);
+        assertThat(declined.body()).as("the exception handler could read the database")
+                .contains("\"error\":\"declined\"", "\"purchases\":");
+        assertThat(claim).isEqualTo("FAILED -");
+        assertThat(retry.statusCode()).as("the retry runs at once instead of waiting for the lease").isEqualTo(402);
+        assertThat(purchases(reference)).isZero();
+    }
+
     /** The starter leaves requests that claim nothing to open-in-view as they are, async processing included. */
     @Test
     void aRequestWithoutAKeyAnsweredOnAnotherThreadStillReadsThroughItsEntityManager() throws Exception {
@@ -139,6 +175,17 @@ class JpaIdempotencyIntegrationTest {
 
         assertThat(note.statusCode()).isEqualTo(200);
         assertThat(note.body()).isEqualTo("two tickets");
+    }
+
+    /** No request of this class left an EntityManager, a connection or a transaction bound to a server thread. */
+    @AfterAll
+    static void nothingWasLeftBoundToAServerThread() throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (ThreadBoundResources.UNFINISHED.get() > 0 && System.nanoTime() < deadline) {
+            Thread.sleep(10); // the client can have its answer before the server's filter chain has unwound
+        }
+        assertThat(ThreadBoundResources.UNFINISHED.get()).isZero();
+        assertThat(ThreadBoundResources.LEFT_BOUND).isEmpty();
     }
 
     private static String purchase(String reference) {

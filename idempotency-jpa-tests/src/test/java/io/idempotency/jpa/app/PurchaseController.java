@@ -1,6 +1,8 @@
 package io.idempotency.jpa.app;
 
+import io.idempotency.core.DefiniteFailureException;
 import io.idempotency.core.Idempotent;
+import io.idempotency.core.IdempotencyMode;
 import jakarta.persistence.EntityManager;
 import jakarta.persistence.PersistenceContext;
 import org.springframework.dao.DataIntegrityViolationException;
@@ -66,6 +68,29 @@ public class PurchaseController {
         purchases.save(new Purchase(request.reference(), request.note()));
         entityManager.flush();
         return ResponseEntity.status(HttpStatus.SERVICE_UNAVAILABLE).body(Map.of("error", "try-later"));
+    }
+
+    /**
+     * Intent-first: the claim commits before the handler runs. A reference starting with "declined" is saved, then
+     * declined definitely: the purchase rolls back and the claim is marked FAILED, so a retry runs at once.
+     */
+    @PostMapping("/intent")
+    @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "30s")
+    @Transactional
+    public ResponseEntity<Map<String, Object>> createIntentFirst(@RequestBody PurchaseRequest request) {
+        Purchase saved = purchases.save(new Purchase(request.reference(), request.note()));
+        if (request.reference().startsWith("declined")) {
+            entityManager.flush();
+            throw new DefiniteFailureException("the gateway declined " + request.reference());
+        }
+        return ResponseEntity.created(URI.create("/purchases/" + saved.getId()))
+                .body(Map.of("id", saved.getId(), "reference", saved.getReference()));
+    }
+
+    @ExceptionHandler(DefiniteFailureException.class)
+    ResponseEntity<Map<String, Object>> declined(DefiniteFailureException e) {
+        return ResponseEntity.status(HttpStatus.PAYMENT_REQUIRED)
+                .body(Map.of("error", "declined", "purchases", purchases.count()));
     }
 
     /**
