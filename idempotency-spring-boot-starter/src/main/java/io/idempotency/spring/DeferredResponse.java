@@ -38,7 +38,8 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     private String errorMessage;
     private boolean errorSent;
     private final Map<String, List<String>> headers = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
-    private String characterEncoding;
+    private String characterEncoding; // set while capturing
+    private String containerEncoding = StandardCharsets.ISO_8859_1.name(); // the container's when the capture began
     private Locale locale;
     private final ByteArrayOutputStream body = new ByteArrayOutputStream();
     private ServletOutputStream outputStream; // the buffer's
@@ -52,6 +53,12 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     /** From now on, keep everything in memory. */
     void capture() {
+        // e.g. a CharacterEncodingFilter forcing the response encoding, before the chain: the container would encode
+        // text with it, so the captured writer does too
+        String encoding = getResponse().getCharacterEncoding();
+        if (encoding != null) {
+            containerEncoding = encoding;
+        }
         capturing = true;
     }
 
@@ -362,7 +369,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         if (!capturing) {
             return super.getCharacterEncoding();
         }
-        return characterEncoding != null ? characterEncoding : StandardCharsets.ISO_8859_1.name();
+        return characterEncoding != null ? characterEncoding : containerEncoding;
     }
 
     @Override
@@ -522,6 +529,8 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     private PrintWriter capturedWriter() {
         if (writer == null) {
+            // as the container does: the writer's encoding becomes the response's, and the Content-Type says so
+            setCharacterEncoding(getCharacterEncoding());
             writer = new PrintWriter(new OutputStreamWriter(captured(), Charset.forName(getCharacterEncoding())));
         }
         return writer;

@@ -103,6 +103,35 @@ class RequestAndResponseWrappersTest {
                 .containsExactly("text/plain;charset=utf-8");
     }
 
+    @Test
+    void textIsEncodedWithTheEncodingTheContainerHadBeforeTheCapture() throws Exception {
+        MockHttpServletResponse container = new MockHttpServletResponse();
+        container.setCharacterEncoding("UTF-8"); // what a CharacterEncodingFilter forcing the response encoding does
+        DeferredResponse response = new DeferredResponse(container);
+        response.capture();
+        response.setContentType("text/plain");
+        response.getWriter().write("caf\u00e9 \u20ac");
+
+        var stored = response.toStoredResponse(java.util.Set.of("content-type"));
+        assertThat(stored.body()).isEqualTo("caf\u00e9 \u20ac".getBytes(StandardCharsets.UTF_8));
+        assertThat(stored.headers()).extracting(h -> h.value().toLowerCase(java.util.Locale.ROOT).replace(" ", ""))
+                .containsExactly("text/plain;charset=utf-8");
+    }
+
+    @Test
+    void aWriterMakesTheEncodingItUsesPartOfTheStoredContentType() throws Exception {
+        DeferredResponse response = new DeferredResponse(new MockHttpServletResponse());
+        response.capture();
+        response.setContentType("text/plain");
+        response.getWriter().write("caf\u00e9");
+
+        var stored = response.toStoredResponse(java.util.Set.of("content-type"));
+        assertThat(stored.body()).isEqualTo("caf\u00e9".getBytes(StandardCharsets.ISO_8859_1));
+        assertThat(stored.headers()).as("as the container sends it, so that a replay elsewhere decodes it alike")
+                .extracting(h -> h.value().toLowerCase(java.util.Locale.ROOT).replace(" ", ""))
+                .containsExactly("text/plain;charset=iso-8859-1");
+    }
+
     /** A request whose body is {@code size} bytes, made up on the fly. */
     private static final class SizedBodyRequest extends HttpServletRequestWrapper {
         private final long size;

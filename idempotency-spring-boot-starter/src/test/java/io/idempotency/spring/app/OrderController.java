@@ -132,6 +132,27 @@ public class OrderController {
         response.getWriter().write("Bestellung " + id + ": caf\u00e9 \u20ac");
     }
 
+    /** Text through the servlet's writer in whatever encoding the container has: none is set here. */
+    @PostMapping("/container-text")
+    @Idempotent
+    public void containerText(@RequestBody OrderRequest request, HttpServletResponse response) throws IOException {
+        writeContainerText(request, response);
+    }
+
+    /** The same without {@code @Idempotent}: what the container alone makes of it. */
+    @PostMapping("/container-text/unguarded")
+    public void containerTextUnguarded(@RequestBody OrderRequest request, HttpServletResponse response)
+            throws IOException {
+        writeContainerText(request, response);
+    }
+
+    private void writeContainerText(OrderRequest request, HttpServletResponse response) throws IOException {
+        insert(request.note());
+        response.setStatus(HttpStatus.CREATED.value());
+        response.setContentType("text/plain");
+        response.getWriter().write("caf\u00e9 \u20ac");
+    }
+
     /** Answers with a redirect of a chosen status (Servlet 6.1's two-argument form). */
     @PostMapping("/redirect/{status}")
     @Idempotent
