@@ -136,6 +136,14 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         String instance = request.getRequestURI();
         String headerName = properties.getHeaderName();
 
+        // a header key is read before the body, so that a request without one on an optional-key endpoint runs as
+        // it would without the library, whatever its body (a key in the body needs the body first)
+        IdempotencyKeyParser.Result headerKey = endpoint.keyExpression == null
+                ? IdempotencyKeyParser.parse(Collections.list(request.getHeaders(headerName))) : null;
+        if (headerKey instanceof IdempotencyKeyParser.Missing && !endpoint.keyRequired) {
+            exchange.passThrough();
+            return invocation.proceed();
+        }
         if (isMultipart(request)) {
             return answer(exchange, problems.render(ProblemResponses.Problem.BODY_UNSUPPORTED,
                     "Multipart bodies cannot be fingerprinted; send the request as JSON or another single body.",
@@ -158,9 +166,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
 
         IdempotencyKeyParser.Result parsed;
         try {
-            parsed = endpoint.keyExpression == null
-                    ? IdempotencyKeyParser.parse(Collections.list(request.getHeaders(headerName)))
-                    : keyFromExpression(endpoint.keyExpression, context);
+            parsed = headerKey != null ? headerKey : keyFromExpression(endpoint.keyExpression, context);
         } catch (EvaluationException e) {
             return answer(exchange, problems.render(ProblemResponses.Problem.KEY_MISSING,
                     "The idempotency key could not be read from the request: " + e.getMessage(), instance));

@@ -2,6 +2,7 @@ package io.idempotency.spring;
 
 import org.junit.jupiter.api.Test;
 
+import java.net.URI;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
@@ -347,6 +348,46 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
             assertThat(rows(note)).as(path).isZero();
             assertThat(keyRows(key)).as(path).isZero();
         }
+    }
+
+    @Test
+    void withoutAKeyAnOptionalKeyEndpointTakesBodiesItCouldNotFingerprint() throws Exception {
+        String note = "optional-body-" + UUID.randomUUID();
+        String duplicateMembers = "{\"note\":\"ignored\",\"note\":\"" + note + "\"}";
+        String large = "{\"note\":\"" + note + "-" + "x".repeat(1_100_000) + "\"}"; // over the 1 MB cap
+
+        HttpResponse<byte[]> duplicate = send(request("/orders/optional", duplicateMembers).build());
+        HttpResponse<byte[]> tooLarge = send(request("/orders/optional", large).build());
+
+        assertThat(duplicate.statusCode()).as("as without the library: the last member wins").isEqualTo(201);
+        assertThat(rows(note)).isEqualTo(1);
+        assertThat(tooLarge.statusCode()).isEqualTo(201);
+        assertThat(DATABASE.queryLong("select count(*) from orders where note like '" + note + "-x%'")).isEqualTo(1);
+
+        HttpResponse<byte[]> keyed = post("/orders/optional", UUID.randomUUID().toString(), duplicateMembers);
+        assertThat(keyed.statusCode()).as("with a key the body must be fingerprinted").isEqualTo(400);
+        assertProblem(keyed, "idempotency-body-invalid");
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void aMultipartBodyIsRefusedWith415AndLeavesNothing() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "multipart-" + key;
+        String boundary = "----part" + key;
+        String body = "--" + boundary + "\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\n" + note
+                + "\r\n--" + boundary + "--\r\n";
+
+        HttpResponse<byte[]> answer = send(HttpRequest.newBuilder(URI.create("http://localhost:" + port
+                        + "/orders/multipart"))
+                .header("Content-Type", "multipart/form-data; boundary=" + boundary)
+                .header("Idempotency-Key", key)
+                .POST(HttpRequest.BodyPublishers.ofString(body)).build());
+
+        assertThat(answer.statusCode()).isEqualTo(415);
+        assertProblem(answer, "idempotency-body-unsupported");
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
     }
 
     @Test

@@ -290,6 +290,14 @@ public class OrderController {
         return new Order(id, request.note(), request.amount());
     }
 
+    @PostMapping(path = "/multipart", consumes = "multipart/form-data")
+    @Idempotent
+    @ResponseStatus(HttpStatus.CREATED)
+    public Order multipart(@RequestParam String note) {
+        long id = insert(note);
+        return new Order(id, note, null);
+    }
+
     @PostMapping("/plain")
     @ResponseStatus(HttpStatus.CREATED)
     public Order notIdempotent(@RequestBody OrderRequest request) {
