@@ -2,6 +2,7 @@ package io.idempotency.spring;
 
 import io.idempotency.core.CommitFailedException;
 import io.idempotency.core.IdempotencyEngine;
+import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.LeaseLostException;
 import io.idempotency.core.StoredResponse;
 import jakarta.servlet.FilterChain;
@@ -103,7 +104,8 @@ public class IdempotencyFilter extends OncePerRequestFilter {
                     + " rolled back", request.getMethod(), request.getRequestURI());
             response.send(problems.render(ProblemResponses.Problem.COMMIT_FAILED,
                     "The handler answered asynchronously, which an idempotent endpoint cannot do: its effects could"
-                            + " not be committed with its answer, so none were kept.", request.getRequestURI()));
+                            + " not be committed with its answer, so none were kept." + afterRollback(execution),
+                    request.getRequestURI()));
             return;
         }
         if (exchange.handlerFailed() || response.isErrorSent()) {
@@ -119,7 +121,8 @@ public class IdempotencyFilter extends OncePerRequestFilter {
                     maxStoredBodySize);
             response.send(problems.render(ProblemResponses.Problem.RESPONSE_TOO_LARGE,
                     "The answer is larger than the largest answer this service stores for replay, so the request"
-                            + " was rolled back and nothing was kept.", request.getRequestURI()));
+                            + " was rolled back and nothing of it was kept." + afterRollback(execution),
+                    request.getRequestURI()));
             return;
         }
         try {
@@ -136,10 +139,21 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             log.warn("Idempotent request {} {} failed to commit; answering 500", request.getMethod(),
                     request.getRequestURI(), e);
             response.send(problems.render(ProblemResponses.Problem.COMMIT_FAILED,
-                    "The request's effects could not be committed, so none were kept. It is safe to retry with the same key.",
+                    "The request's effects could not be committed, so none were kept." + afterRollback(execution),
                     request.getRequestURI()));
             return;
         }
         response.sendCaptured();
+    }
+
+    /**
+     * What a client may do after its request was rolled back. In intent-first mode the claim was committed before the
+     * handler's external call, which may have happened: the claim stays for the resolver, as after any unknown outcome.
+     */
+    private static String afterRollback(IdempotencyEngine.Execution execution) {
+        return execution.mode() == IdempotencyMode.INTENT_FIRST
+                ? " The key stays claimed until the claim's lease runs out and its outcome is resolved, because an"
+                        + " external call may have been made: a retry with the same key is answered 409 until then."
+                : " It is safe to retry with the same key.";
     }
 }

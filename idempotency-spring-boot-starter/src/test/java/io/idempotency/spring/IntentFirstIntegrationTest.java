@@ -93,6 +93,30 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aFailedCommitAfterTheChargeLeavesTheClaimForTheResolverAndSaysSo() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "commit-fails-" + key;
+        int chargesBefore = gateway.charges();
+
+        HttpResponse<String> failed = charge("/intent/charges", key, note, "X-Fail", "at-commit");
+        String status = DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key
+                + "'");
+        HttpResponse<String> tooEarly = charge("/intent/charges", key, note);
+        awaitLeaseExpired(key);
+        HttpResponse<String> retry = charge("/intent/charges", key, note);
+
+        assertThat(failed.statusCode()).isEqualTo(500);
+        assertThat(failed.body()).contains("idempotency-commit-failed").contains("answered 409 until then")
+                .doesNotContain("safe to retry");
+        assertThat(status).as("the charge was made: its outcome is for the resolver").isEqualTo("PROCESSING");
+        assertThat(tooEarly.statusCode()).isEqualTo(409);
+        assertThat(retry.statusCode()).isEqualTo(201);
+        assertThat(retry.body()).as("the resolver found the charge").contains("\"resolved\":true");
+        assertThat(rows(note)).as("the failed attempt's local write rolled back").isZero();
+        assertThat(gateway.charges() - chargesBefore).isEqualTo(1);
+    }
+
+    @Test
     void aDefiniteFailureFreesTheKeyAtOnce() throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "definite-" + key;

@@ -44,6 +44,9 @@ public class IntentController {
         long id = jdbc.sql("insert into orders (note) values (?) returning id").param(request.note())
                 .query(Long.class).single(); // a local write after the external call: commits with the result
         Thread.sleep(sleepMs);
+        if (fail.equals("at-commit")) { // a deferred constraint: the local transaction fails when it commits
+            jdbc.sql("insert into order_audit (order_id) values (?)").param(-id).update();
+        }
         if (fail.equals("unknown")) {
             throw new IllegalStateException("gateway timed out: did the charge happen?");
         }
