@@ -1,0 +1,65 @@
+package io.idempotency.spring;
+
+import org.junit.jupiter.api.Test;
+import org.springframework.test.context.TestPropertySource;
+
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/** The HTTP-facing properties set to other values than their defaults, and used as set. */
+@TestPropertySource(properties = {
+        "idempotency.header-name=X-Request-Key",
+        "idempotency.retry-after=7s",
+        "idempotency.in-flight-wait=200ms",
+        "idempotency.problem-type-base=https://errors.example.com/"})
+class ConfiguredHttpPropertiesIntegrationTest extends OrdersApplicationTest {
+
+    @Test
+    void theKeyIsReadFromTheConfiguredHeaderOnly() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "header-name-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> defaultHeader = post("/orders", key, body); // Idempotency-Key: not this endpoint's
+        HttpResponse<byte[]> first = send(request("/orders", body).header("X-Request-Key", key).build());
+        HttpResponse<byte[]> replay = send(request("/orders", body).header("X-Request-Key", key).build());
+
+        assertThat(defaultHeader.statusCode()).isEqualTo(400);
+        assertThat(new String(defaultHeader.body(), StandardCharsets.UTF_8))
+                .contains("\"type\":\"https://errors.example.com/idempotency-key-missing\"")
+                .contains("X-Request-Key");
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void aDuplicateInFlightGetsTheConfiguredRetryAfter() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"retry-after-" + key + "\"}";
+
+        CompletableFuture<HttpResponse<byte[]>> slow = CompletableFuture.supplyAsync(() -> slow(key, body));
+        Thread.sleep(400); // the first request holds the key, unless this machine was slower: then it is the waiter
+        HttpResponse<byte[]> other = slow(key, body);
+        HttpResponse<byte[]> first = slow.get(30, TimeUnit.SECONDS);
+
+        HttpResponse<byte[]> duplicate = first.statusCode() == 409 ? first : other;
+        assertThat(java.util.List.of(first.statusCode(), other.statusCode())).containsExactlyInAnyOrder(201, 409);
+        assertThat(duplicate.headers().firstValue("Retry-After")).hasValue("7");
+        assertThat(new String(duplicate.body(), StandardCharsets.UTF_8))
+                .contains("\"type\":\"https://errors.example.com/idempotency-request-in-progress\"");
+    }
+
+    private HttpResponse<byte[]> slow(String key, String body) {
+        try {
+            return send(request("/orders/slow?millis=2500", body).header("X-Request-Key", key).build());
+        } catch (Exception e) {
+            throw new IllegalStateException(e);
+        }
+    }
+}
