@@ -24,7 +24,9 @@ import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.support.ResourceTransactionManager;
 import org.springframework.util.ClassUtils;
 import org.springframework.util.ReflectionUtils;
+import org.springframework.web.bind.annotation.RequestMethod;
 import org.springframework.web.method.HandlerMethod;
+import org.springframework.web.servlet.mvc.method.RequestMappingInfo;
 import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandlerMapping;
 
 import javax.sql.DataSource;
@@ -104,8 +106,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         Set<String> methods = new HashSet<>(properties.getObject().getMethods().stream()
                 .map(method -> method.toUpperCase(Locale.ROOT)).toList());
         for (RequestMappingHandlerMapping mapping : context.getBeansOfType(RequestMappingHandlerMapping.class).values()) {
-            for (HandlerMethod handler : mapping.getHandlerMethods().values()) {
-                Method method = handler.getMethod();
+            for (Map.Entry<RequestMappingInfo, HandlerMethod> mapped : mapping.getHandlerMethods().entrySet()) {
+                Method method = mapped.getValue().getMethod();
                 Idempotent idempotent = AnnotatedElementUtils.findMergedAnnotation(method, Idempotent.class);
                 if (idempotent != null) {
                     idempotentEndpoints++;
@@ -115,6 +117,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                         IdempotentEndpoint endpoint = IdempotentEndpoint.of(method, idempotent, settings.getMethods(),
                                 storagePolicy.getObject(), settings.getLease(), context.getEnvironment());
                         methods.addAll(endpoint.methods);
+                        neverApplies(method, mapped.getKey(), endpoint).ifPresent(problems::add);
                         if (endpoint.mode == IdempotencyMode.INTENT_FIRST && !idempotent.lease().isBlank()) {
                             IdempotencyAutoConfiguration.retentionProblem(settings, endpoint.lease,
                                     "the lease of " + method).ifPresent(problems::add);
@@ -133,6 +136,21 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                     + String.join("\n  - ", problems));
         }
         idempotentMethods.learn(methods);
+    }
+
+    /**
+     * An endpoint mapped only to HTTP methods its {@code @Idempotent} does not apply to (e.g. a {@code @PutMapping}
+     * under the default POST and PATCH): the annotation would silently do nothing.
+     */
+    private static Optional<String> neverApplies(Method method, RequestMappingInfo mapping, IdempotentEndpoint endpoint) {
+        Set<RequestMethod> mapped = mapping.getMethodsCondition().getMethods();
+        if (mapped.isEmpty() || mapped.stream().anyMatch(verb -> endpoint.appliesTo(verb.name()))) {
+            return Optional.empty();
+        }
+        return Optional.of(method + " is mapped to " + mapped.stream().map(Enum::name).sorted().toList()
+                + " only, but its @Idempotent applies to " + endpoint.methods.stream().sorted().toList()
+                + ", so it would never take effect; list the endpoint's methods in @Idempotent(methods = …) or in"
+                + " idempotency.methods");
     }
 
     static Optional<String> problemWith(Method method) {

@@ -166,6 +166,12 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
         send(request("/orders/1", body).PUT(HttpRequest.BodyPublishers.ofString(body)).header("Idempotency-Key", key).build());
         send(request("/orders/1", body).PUT(HttpRequest.BodyPublishers.ofString(body)).header("Idempotency-Key", key).build());
         assertThat(rows(note)).as("PUT is not idempotent by default").isEqualTo(2);
+        String posted = "post-" + key;
+        String postedBody = "{\"note\":\"" + posted + "\"}";
+        post("/orders/1", key, postedBody);
+        assertThat(post("/orders/1", key, postedBody).headers().firstValue("Idempotent-Replayed"))
+                .as("the same handler's POST is").hasValue("true");
+        assertThat(rows(posted)).isEqualTo(1);
 
         String optedIn = "put-opted-" + key;
         String optedBody = "{\"note\":\"" + optedIn + "\"}";

@@ -121,6 +121,17 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void anAnnotationThatCouldNeverApplyToItsEndpointIsRefused() {
+        runner.withUserConfiguration(PutController.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(rootMessage(context.getStartupFailure())).contains("PutController.replace()",
+                    "is mapped to [PUT] only", "applies to [PATCH, POST]", "idempotency.methods");
+        });
+        runner.withUserConfiguration(PutController.class).withPropertyValues("idempotency.methods=POST,PUT")
+                .run(context -> assertThat(context).hasNotFailed());
+    }
+
+    @Test
     void theMismatchStatusIsConfigurableWithinTheStatusesThatDoNotInviteARetry() {
         runner.withPropertyValues("idempotency.mismatch-status=400").run(context -> {
             assertThat(context).hasNotFailed();
@@ -185,6 +196,21 @@ class IdempotencyAutoConfigurationTest {
         @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "${orders.lease:45s}")
         public String create() {
             return "created";
+        }
+    }
+
+    @RestController
+    static class PutController {
+        @org.springframework.web.bind.annotation.PutMapping("/orders/{id}")
+        @Idempotent
+        public String replace() {
+            return "replaced";
+        }
+
+        @org.springframework.web.bind.annotation.RequestMapping("/any")
+        @Idempotent
+        public String anyMethod() {
+            return "mapped to every method, so POST and PATCH too";
         }
     }
 

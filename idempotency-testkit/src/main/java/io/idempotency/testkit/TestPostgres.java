@@ -56,11 +56,15 @@ public final class TestPostgres {
 
         /**
          * The standard Spring Boot properties that point an application at this database: {@code spring.datasource.url},
-         * and user and password when they are set.
+         * and user and password when they are set. Also a pool that grows on demand and shrinks back when idle: Spring
+         * keeps every test class's context alive for reuse, and with Hikari's default (a pool kept full) each would
+         * hold ten connections, so a dozen contexts would exhaust the server's.
          */
         public Map<String, String> springProperties() {
             Map<String, String> properties = new LinkedHashMap<>();
             properties.put("spring.datasource.url", url);
+            properties.put("spring.datasource.hikari.minimum-idle", "1");
+            properties.put("spring.datasource.hikari.idle-timeout", "10000"); // milliseconds
             if (user != null) {
                 properties.put("spring.datasource.username", user);
             }

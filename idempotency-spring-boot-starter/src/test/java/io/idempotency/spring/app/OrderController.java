@@ -232,7 +232,8 @@ public class OrderController {
         return Map.of("id", id, "reference", reference);
     }
 
-    @PutMapping("/{id}")
+    /** Serves POST and PUT; under the default methods only its POST requests are idempotent. */
+    @RequestMapping(path = "/{id}", method = {RequestMethod.POST, RequestMethod.PUT})
     @Idempotent
     public Map<String, Object> put(@PathVariable long id, @RequestBody OrderRequest request) {
         return Map.of("id", insert(request.note()));
