@@ -168,8 +168,9 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         try {
             parsed = headerKey != null ? headerKey : keyFromExpression(endpoint.keyExpression, context);
         } catch (EvaluationException e) {
-            return answer(exchange, problems.render(ProblemResponses.Problem.KEY_MISSING,
-                    "The idempotency key could not be read from the request: " + e.getMessage(), instance));
+            // e.g. a member the body does not have: the key is missing (the expression's own words are not the
+            // client's business)
+            parsed = new IdempotencyKeyParser.Missing();
         }
         if (parsed instanceof IdempotencyKeyParser.Missing) {
             if (!endpoint.keyRequired) {
@@ -192,7 +193,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             fingerprint = fingerprint(endpoint, view, context);
         } catch (EvaluationException e) {
             return answer(exchange, problems.render(ProblemResponses.Problem.BODY_INVALID,
-                    "The request could not be fingerprinted: " + e.getMessage(), instance));
+                    "The request does not carry the values this endpoint is fingerprinted by.", instance));
         }
         String caller = callerResolver.resolve(request);
         ScopedKey scopedKey = new ScopedKey(caller == null ? "" : caller, scopeOf(endpoint, request, invocation), key);

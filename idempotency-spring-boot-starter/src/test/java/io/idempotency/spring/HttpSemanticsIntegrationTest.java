@@ -140,7 +140,25 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
         assertThat(other.statusCode()).as("same transaction, another amount").isEqualTo(422);
         assertThat(keyless.statusCode()).isEqualTo(400);
         assertProblem(keyless, "idempotency-key-missing");
+        assertThat(new String(keyless.body(), StandardCharsets.UTF_8)).as("no expression internals for the client")
+                .contains("does not carry the value this endpoint is keyed by").doesNotContain("EL1", "HashMap");
         assertThat(rows("callback-" + transaction)).isEqualTo(1);
+    }
+
+    @Test
+    void anOptionalKeyTheBodyDoesNotCarryLetsTheRequestRunAsItIs() throws Exception {
+        String note = UUID.randomUUID().toString();
+        String body = "{\"note\":\"" + note + "\"}";
+
+        assertThat(send(request("/orders/optional-callbacks", body).build()).statusCode()).isEqualTo(200);
+        assertThat(send(request("/orders/optional-callbacks", body).build()).statusCode()).isEqualTo(200);
+        assertThat(rows("optional-callback-" + note)).as("no key, no idempotency").isEqualTo(2);
+
+        String keyed = "{\"note\":\"" + note + "-keyed\",\"transactionId\":\"tx-" + note + "\"}";
+        send(request("/orders/optional-callbacks", keyed).build());
+        assertThat(send(request("/orders/optional-callbacks", keyed).build()).headers()
+                .firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(rows("optional-callback-" + note + "-keyed")).isEqualTo(1);
     }
 
     @Test

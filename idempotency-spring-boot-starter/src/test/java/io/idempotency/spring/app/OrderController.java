@@ -224,6 +224,13 @@ public class OrderController {
         return Map.of("id", id, "received", callback.get("nonce"));
     }
 
+    /** Keyed by a member of the body when the body has it. */
+    @PostMapping("/optional-callbacks")
+    @Idempotent(key = "#body.transactionId", keyRequired = false)
+    public Map<String, Object> optionalCallback(@RequestBody Map<String, Object> callback) {
+        return Map.of("id", insert("optional-callback-" + callback.get("note")));
+    }
+
     /** Keyed by a path variable, fingerprinting nothing. */
     @PostMapping("/by-reference/{reference}")
     @Idempotent(key = "#path.reference")
