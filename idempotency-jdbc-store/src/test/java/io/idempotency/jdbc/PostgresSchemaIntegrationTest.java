@@ -59,6 +59,39 @@ class PostgresSchemaIntegrationTest {
     }
 
     @Test
+    void tablesOfOtherNamesKeepHistoriesOfTheirOwn() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+
+            // the application renamed its table: the new one is created, the old history left alone
+            assertThat(new IdempotencySchemaMigrator(dataSource, "api_requests").migrate().migrationsExecuted)
+                    .isEqualTo(1);
+            assertThat(jdbc.queryForObject("select count(*) from api_requests", Integer.class)).isZero();
+            assertThat(jdbc.queryForObject("select count(*) from api_requests_schema_history where success",
+                    Integer.class)).as("baseline and V1").isEqualTo(2);
+            assertThat(jdbc.queryForObject("select count(*) from idempotency_schema_history where success",
+                    Integer.class)).as("V1 on the empty schema, nothing since").isEqualTo(1);
+        }
+    }
+
+    @Test
+    void aTableRemadeForTheOtherCleanupModeFromItsScriptPassesTheMigrationsValidation() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+            // the documented switch to dropping partitions: the old table out of the way, a new one from the script
+            jdbc.execute("drop table idempotency_keys");
+            jdbc.execute(IdempotencySchema.postgresqlPartitioned("idempotency_keys"));
+
+            assertThat(new IdempotencySchemaMigrator(dataSource, "idempotency_keys", true).migrate().migrationsExecuted)
+                    .isZero();
+            assertThatThrownBy(() -> new IdempotencySchemaMigrator(dataSource, "idempotency_keys", false).migrate())
+                    .as("the layout is still checked").hasMessageContaining("is partitioned");
+        }
+    }
+
+    @Test
     void aClaimOutsideReadCommittedIsRefused() {
         try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
             new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();

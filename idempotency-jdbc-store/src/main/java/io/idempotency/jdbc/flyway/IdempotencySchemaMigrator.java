@@ -14,12 +14,22 @@ import java.sql.SQLException;
 
 /**
  * Applies the idempotency schema with a Flyway instance of its own: its own migrations and its own history table
- * ({@value #HISTORY_TABLE}), so it never touches the application's migrations or its {@code Flyway} bean.
+ * ({@value #HISTORY_TABLE} for the default table, {@code <table>_schema_history} for another), so it never touches
+ * the application's migrations or its {@code Flyway} bean, and tables of different names keep separate histories.
  */
 public final class IdempotencySchemaMigrator {
 
-    /** The Flyway history table of the library's migrations. */
+    /** The Flyway history table of the library's migrations for the default table. */
     public static final String HISTORY_TABLE = "idempotency_schema_history";
+
+    /**
+     * The history table of the migrations of {@code tableName}: each table has its own, or a table under a new name
+     * would never be created (the shared history would say its migration had run).
+     */
+    public static String historyTable(String tableName) {
+        return IdempotencySchema.DEFAULT_TABLE_NAME.equals(tableName) ? HISTORY_TABLE
+                : IdempotencySchema.checkTableName(tableName) + "_schema_history";
+    }
 
     private final DataSource dataSource;
     private final String tableName;
@@ -49,7 +59,7 @@ public final class IdempotencySchemaMigrator {
         checkLayout();
         return Flyway.configure(IdempotencySchemaMigrator.class.getClassLoader())
                 .dataSource(dataSource)
-                .table(HISTORY_TABLE)
+                .table(historyTable(tableName))
                 .locations(new Location[0]) // no scanning: the one migration is given below
                 .javaMigrations(new V1__Create_idempotency_keys(tableName, partitioned))
                 // a schema that already holds the application's tables is fine: start the history at version 0
