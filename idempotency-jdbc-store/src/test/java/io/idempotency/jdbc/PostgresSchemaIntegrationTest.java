@@ -92,6 +92,23 @@ class PostgresSchemaIntegrationTest {
     }
 
     @Test
+    void aSchemaManagedElsewhereIsVerifiedNotMigrated() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+
+            assertThatThrownBy(() -> new IdempotencySchemaMigrator(dataSource, "api_requests").verify())
+                    .hasMessageContaining("table api_requests does not exist")
+                    .hasMessageContaining(IdempotencySchema.POSTGRESQL_SCRIPT);
+            jdbc.execute(IdempotencySchema.postgresql("api_requests"));
+            new IdempotencySchemaMigrator(dataSource, "api_requests").verify();
+            assertThatThrownBy(() -> new IdempotencySchemaMigrator(dataSource, "api_requests", true).verify())
+                    .hasMessageContaining("is not partitioned");
+            assertThat(jdbc.queryForObject("select count(*) from pg_tables where tablename like '%schema_history'"
+                    + " and schemaname = current_schema()", Integer.class)).as("nothing migrated").isZero();
+        }
+    }
+
+    @Test
     void aClaimOutsideReadCommittedIsRefused() {
         try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
             new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();

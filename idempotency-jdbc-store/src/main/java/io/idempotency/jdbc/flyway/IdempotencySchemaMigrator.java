@@ -69,25 +69,46 @@ public final class IdempotencySchemaMigrator {
                 .migrate();
     }
 
+    /**
+     * For a schema managed elsewhere (the migration switched off): checks that the table exists with the layout
+     * asked for, so that a missing or mismatched table stops the application at startup instead of failing every
+     * claim.
+     *
+     * @throws IllegalStateException if the table does not exist, or exists with the other layout
+     */
+    public void verify() {
+        if (existingLayout() == null) {
+            throw new IllegalStateException("table " + tableName + " does not exist in the connection's schema, and"
+                    + " the library's migration is switched off: create it from " + script() + " (with the table"
+                    + " name replaced), or let the library create it");
+        }
+        checkLayout();
+    }
+
     /** A table made for one cleanup mode cannot serve the other: say so before anything else does, less clearly. */
     private void checkLayout() {
+        Boolean isPartitioned = existingLayout();
+        if (isPartitioned != null && isPartitioned != partitioned) {
+            throw new IllegalStateException("table " + tableName + (isPartitioned
+                    ? " is partitioned, but the partitioned mode is not enabled"
+                    : " is not partitioned, but the partitioned mode (dropping whole partitions) is enabled")
+                    + ". A table is created for one cleanup mode; to switch, migrate the records into a new"
+                    + " table made from " + script() + ".");
+        }
+    }
+
+    private String script() {
+        return partitioned ? IdempotencySchema.POSTGRESQL_PARTITIONED_SCRIPT : IdempotencySchema.POSTGRESQL_SCRIPT;
+    }
+
+    /** Whether the table is partitioned; {@code null} if it does not exist (yet). */
+    private Boolean existingLayout() {
         try (Connection connection = dataSource.getConnection();
              PreparedStatement statement = connection.prepareStatement(
                      "SELECT relkind FROM pg_class WHERE oid = to_regclass(?)")) {
             statement.setString(1, IdempotencySchema.checkTableName(tableName));
             try (ResultSet rs = statement.executeQuery()) {
-                if (!rs.next()) {
-                    return; // not created yet
-                }
-                boolean isPartitioned = "p".equals(rs.getString(1));
-                if (isPartitioned != partitioned) {
-                    throw new IllegalStateException("table " + tableName + (isPartitioned
-                            ? " is partitioned, but the partitioned mode is not enabled"
-                            : " is not partitioned, but the partitioned mode (dropping whole partitions) is enabled")
-                            + ". A table is created for one cleanup mode; to switch, migrate the records into a new"
-                            + " table made from " + (partitioned ? IdempotencySchema.POSTGRESQL_PARTITIONED_SCRIPT
-                            : IdempotencySchema.POSTGRESQL_SCRIPT) + ".");
-                }
+                return rs.next() ? "p".equals(rs.getString(1)) : null;
             }
         } catch (SQLException e) {
             throw new IllegalStateException("could not inspect table " + tableName, e);
