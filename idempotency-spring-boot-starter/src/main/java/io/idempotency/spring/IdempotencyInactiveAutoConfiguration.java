@@ -1,0 +1,30 @@
+package io.idempotency.spring;
+
+import org.springframework.beans.factory.config.BeanDefinition;
+import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Role;
+
+/**
+ * Applies when {@link IdempotencyAutoConfiguration} did not set up the {@code @Idempotent} advice (no
+ * {@link IdempotentAdvisor}): then every {@code @Idempotent} method would run as if it were not annotated, and a
+ * retried request would run again. Instead of letting that pass silently:
+ * <ul>
+ *   <li>while idempotency is not switched off, an application with {@code @Idempotent} methods does not start, and
+ *       the message says what the starter is missing (typically a {@code DataSource} or its transaction manager);</li>
+ *   <li>with {@code idempotency.enabled=false}, the deliberate off switch, it starts and logs one warning naming the
+ *       methods whose annotation has no effect.</li>
+ * </ul>
+ * An application that has the starter on the class path without any {@code @Idempotent} method starts as before.
+ */
+@AutoConfiguration(after = IdempotencyAutoConfiguration.class)
+@ConditionalOnMissingBean(IdempotentAdvisor.class)
+@Role(BeanDefinition.ROLE_INFRASTRUCTURE)
+public class IdempotencyInactiveAutoConfiguration {
+
+    @Bean
+    InertIdempotentCheck idempotencyInertAnnotationCheck() {
+        return new InertIdempotentCheck();
+    }
+}

@@ -1,0 +1,241 @@
+package io.idempotency.spring;
+
+import io.idempotency.core.Idempotent;
+import io.idempotency.core.IdempotencyEngine;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.WebApplicationType;
+import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Import;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.jdbc.datasource.DriverManagerDataSource;
+import org.springframework.stereotype.Service;
+import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RestController;
+
+import javax.sql.DataSource;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/**
+ * An application whose {@code @Idempotent} methods the starter cannot serve (no DataSource, no transaction manager,
+ * not Spring MVC) does not start; switched off on purpose it starts and says so; without {@code @Idempotent} it
+ * starts as before.
+ */
+@ExtendWith(OutputCaptureExtension.class)
+class IdempotencyInactiveAutoConfigurationTest {
+
+    private static final String WARNING = "idempotency.enabled=false: @Idempotent has no effect";
+
+    /** A Spring MVC application with the starter and no database. */
+    private final WebApplicationContextRunner withoutDatabase = new WebApplicationContextRunner()
+            .withConfiguration(AutoConfigurations.of(
+                    org.springframework.boot.webmvc.autoconfigure.WebMvcAutoConfiguration.class,
+                    org.springframework.boot.webmvc.autoconfigure.DispatcherServletAutoConfiguration.class,
+                    IdempotencyAutoConfiguration.class,
+                    IdempotencyInactiveAutoConfiguration.class));
+
+    @Test
+    void anIdempotentEndpointWithoutDataSourceStopsTheStartup() {
+        withoutDatabase.withUserConfiguration(PaymentController.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(rootMessage(context.getStartupFailure())).contains("@Idempotent has no effect in this application, so it does not start",
+                    "no DataSource bean and no PlatformTransactionManager bean", "spring.datasource.url",
+                    "PaymentController.create()", "set idempotency.enabled=false");
+        });
+    }
+
+    @Test
+    void theMessageNamesTheMissingTransactionManager() {
+        withoutDatabase.withUserConfiguration(PaymentController.class, OnlyADataSource.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(rootMessage(context.getStartupFailure())).contains("has no PlatformTransactionManager bean",
+                    "PaymentController.create()").doesNotContain("no DataSource bean");
+        });
+    }
+
+    @Test
+    void anIdempotentMethodOutsideTheHandlersCountsToo() {
+        withoutDatabase.withUserConfiguration(RefundService.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(rootMessage(context.getStartupFailure())).contains("no DataSource bean",
+                    "RefundService.refund()");
+        });
+    }
+
+    @Test
+    void switchedOffOnPurposeItStartsAndWarnsOnce(CapturedOutput output) {
+        withoutDatabase.withUserConfiguration(PaymentController.class, RefundService.class)
+                .withPropertyValues("idempotency.enabled=false").run(context -> {
+                    assertThat(context).hasNotFailed();
+                    assertThat(context).doesNotHaveBean(IdempotentAdvisor.class);
+                });
+        assertThat(output).contains(WARNING, "PaymentController.create()", "RefundService.refund()");
+        assertThat(output.toString().split(WARNING, -1)).hasSize(2);
+    }
+
+    @Test
+    void aValueOfEnabledThatIsNeitherTrueNorFalseIsNoOffSwitch() {
+        withoutDatabase.withUserConfiguration(PaymentController.class).withPropertyValues("idempotency.enabled=off")
+                .run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(rootMessage(context.getStartupFailure())).contains("idempotency.enabled is 'off'");
+                });
+    }
+
+    @Test
+    void withoutIdempotentMethodsTheStarterOnTheClassPathChangesNothing(CapturedOutput output) {
+        withoutDatabase.withUserConfiguration(PlainController.class).run(context -> {
+            assertThat(context).hasNotFailed();
+            assertThat(context).doesNotHaveBean(IdempotencyEngine.class);
+        });
+        withoutDatabase.withUserConfiguration(PlainController.class).withPropertyValues("idempotency.enabled=false")
+                .run(context -> assertThat(context).hasNotFailed());
+        assertThat(output).doesNotContain(WARNING);
+    }
+
+    @Test
+    void aWorkingSetupHasNoCheck() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        TestDatabases.contextRunner(database)
+                .withConfiguration(AutoConfigurations.of(IdempotencyInactiveAutoConfiguration.class))
+                .withUserConfiguration(PaymentController.class).run(context -> {
+                    assertThat(context).hasNotFailed();
+                    assertThat(context).hasSingleBean(IdempotentAdvisor.class);
+                    assertThat(context).doesNotHaveBean(InertIdempotentCheck.class);
+                });
+    }
+
+    @Test
+    void outsideSpringMvcTheAnnotationStopsTheStartupEvenWithADatabase() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        new ApplicationContextRunner()
+                .withConfiguration(AutoConfigurations.of(
+                        org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration.class,
+                        org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration.class,
+                        IdempotencyAutoConfiguration.class,
+                        IdempotencyInactiveAutoConfiguration.class))
+                .withPropertyValues(database.springPropertyValues().toArray(String[]::new))
+                .withUserConfiguration(RefundService.class).run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(rootMessage(context.getStartupFailure())).contains("not a servlet web application",
+                            "IdempotencyTemplate", "RefundService.refund()");
+                });
+    }
+
+    @Test
+    void aDataSourceDefinedAfterTheStarterIsNamedAsTheCause() {
+        withoutDatabase.withConfiguration(AutoConfigurations.of(LateDatabase.class))
+                .withUserConfiguration(PaymentController.class).run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(rootMessage(context.getStartupFailure())).contains("did not apply, although",
+                            "order the auto-configuration that defines them before", "did not find any beans of type",
+                            "PaymentController.create()").doesNotContain("Ancestor");
+                });
+    }
+
+    /** The scenario as an application meets it: auto-configuration from the starter's jar, DataSource excluded. */
+    @Test
+    void anApplicationThatExcludesTheDataSourceDoesNotStart() {
+        SpringApplicationBuilder application = new SpringApplicationBuilder(NoDatabaseApplication.class)
+                .web(WebApplicationType.SERVLET).properties("server.port=0");
+        assertThatThrownBy(application::run).satisfies(failure -> assertThat(rootMessage(failure))
+                .contains("no DataSource bean", "PaymentController.create()"));
+        SpringApplicationBuilder lazily = new SpringApplicationBuilder(NoDatabaseApplication.class)
+                .web(WebApplicationType.SERVLET).properties("server.port=0", "spring.main.lazy-initialization=true");
+        assertThatThrownBy(lazily::run).satisfies(failure -> assertThat(rootMessage(failure))
+                .contains("no DataSource bean", "PaymentController.create()"));
+        SpringApplicationBuilder switchedOff = new SpringApplicationBuilder(NoDatabaseApplication.class)
+                .web(WebApplicationType.SERVLET).properties("server.port=0", "idempotency.enabled=false");
+        switchedOff.run().close();
+    }
+
+    @Test
+    void anApplicationThatExcludesTheStarterIsToldSo() {
+        SpringApplicationBuilder application = new SpringApplicationBuilder(StarterExcludedApplication.class)
+                .web(WebApplicationType.SERVLET).properties("server.port=0");
+        assertThatThrownBy(application::run).satisfies(failure -> assertThat(rootMessage(failure))
+                .contains("IdempotencyAutoConfiguration is excluded", "PaymentController.create()"));
+    }
+
+    private static String rootMessage(Throwable failure) {
+        Throwable root = failure;
+        while (root.getCause() != null) {
+            root = root.getCause();
+        }
+        return root.getMessage();
+    }
+
+    @RestController
+    static class PaymentController {
+        @PostMapping("/payments")
+        @Idempotent
+        public String create() {
+            return "charged";
+        }
+    }
+
+    @RestController
+    static class PlainController {
+        @PostMapping("/plain")
+        public String create() {
+            return "created";
+        }
+    }
+
+    @Service
+    static class RefundService {
+        @Idempotent
+        public String refund() {
+            return "refunded";
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class OnlyADataSource {
+        @Bean
+        DataSource dataSource() {
+            return new DriverManagerDataSource("jdbc:postgresql://127.0.0.1:1/never-connected");
+        }
+    }
+
+    /** A database that another auto-configuration defines, ordered after the starter's. */
+    @AutoConfiguration(after = IdempotencyAutoConfiguration.class)
+    static class LateDatabase {
+        @Bean
+        DataSource lateDataSource() {
+            return new DriverManagerDataSource("jdbc:postgresql://127.0.0.1:1/never-connected");
+        }
+
+        @Bean
+        PlatformTransactionManager lateTransactionManager(DataSource dataSource) {
+            return new DataSourceTransactionManager(dataSource);
+        }
+    }
+
+    @SpringBootConfiguration
+    @EnableAutoConfiguration(excludeName = "org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration")
+    @Import(PaymentController.class)
+    static class NoDatabaseApplication {
+    }
+
+    @SpringBootConfiguration
+    @EnableAutoConfiguration(exclude = IdempotencyAutoConfiguration.class,
+            excludeName = "org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration")
+    @Import(PaymentController.class)
+    static class StarterExcludedApplication {
+    }
+}
