@@ -12,7 +12,11 @@ import java.util.List;
 @ConfigurationProperties("idempotency")
 public class IdempotencyProperties {
 
-    /** Whether the starter is active at all. When false, {@code @Idempotent} has no effect. */
+    /**
+     * Whether the starter is active at all. When false, {@code @Idempotent} has no effect, and a warning at startup
+     * lists the annotated methods. When true, an application whose {@code @Idempotent} methods the starter cannot
+     * serve (no DataSource or transaction manager) does not start.
+     */
     private boolean enabled = true;
 
     /** Name of the request header that carries the idempotency key. */
