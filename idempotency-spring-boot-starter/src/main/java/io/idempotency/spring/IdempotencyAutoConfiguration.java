@@ -25,6 +25,7 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.boot.sql.init.dependency.DependsOnDatabaseInitialization;
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
 import org.springframework.context.ApplicationContext;
 import org.springframework.context.annotation.Bean;
@@ -68,12 +69,15 @@ public class IdempotencyAutoConfiguration {
                 : new PostgresIdempotencyStore(dataSource, table);
     }
 
+    /**
+     * The table, created by the library's migration or, when the schema is managed elsewhere, checked. After the
+     * application's own database initialisers, which may be what creates it.
+     */
     @Bean
-    @ConditionalOnProperty(prefix = "idempotency.jdbc", name = "initialize-schema", havingValue = "true",
-            matchIfMissing = true)
+    @DependsOnDatabaseInitialization
     IdempotencySchemaInitializer idempotencySchemaInitializer(DataSource dataSource, IdempotencyProperties properties) {
         return new IdempotencySchemaInitializer(new IdempotencySchemaMigrator(dataSource,
-                properties.getJdbc().getTableName(), partitioned(properties)));
+                properties.getJdbc().getTableName(), partitioned(properties)), properties.getJdbc().isInitializeSchema());
     }
 
     /**

@@ -327,8 +327,11 @@ public class IdempotencyProperties {
 
         /**
          * Whether to create or upgrade the table at startup with the library's own Flyway migration (history table
-         * {@code idempotency_schema_history}). Switch off when the schema is managed elsewhere; the plain script is
-         * {@code io/idempotency/jdbc/postgresql/schema.sql} in the idempotency-jdbc-store jar.
+         * {@code idempotency_schema_history}, or {@code <table-name>_schema_history} for another table). Switch off
+         * when the schema is managed elsewhere; the plain script is {@code io/idempotency/jdbc/postgresql/schema.sql}
+         * in the idempotency-jdbc-store jar. Switched off, the application still checks at startup, after the
+         * application's own database initialisation (Flyway, Liquibase, SQL scripts), that the table exists with the
+         * layout of the cleanup mode.
          */
         private boolean initializeSchema = true;
 

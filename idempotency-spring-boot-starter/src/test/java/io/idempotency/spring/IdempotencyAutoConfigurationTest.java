@@ -8,6 +8,7 @@ import io.idempotency.core.StoragePolicy;
 import io.idempotency.jdbc.PostgresIdempotencyStore;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
@@ -48,6 +49,30 @@ class IdempotencyAutoConfigurationTest {
             assertThat(context.getBean(CallerResolver.class)).isSameAs(CallerResolver.PRINCIPAL);
             assertThat(DATABASE.queryLong("select count(*) from idempotency_schema_history where version = '1' and success")).isEqualTo(1);
         });
+    }
+
+    @Test
+    void aSchemaManagedElsewhereIsCheckedAfterTheApplicationsOwnInitialisation() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        WebApplicationContextRunner unmanaged = TestDatabases.contextRunner(database)
+                .withPropertyValues("idempotency.jdbc.initialize-schema=false");
+
+        unmanaged.run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(rootMessage(context.getStartupFailure())).contains("table idempotency_keys does not exist",
+                    "io/idempotency/jdbc/postgresql/schema.sql", "idempotency.jdbc.initialize-schema=false");
+        });
+        // the application's own SQL initialisation creates it from the shipped script: it runs first
+        unmanaged.withConfiguration(AutoConfigurations.of(
+                        org.springframework.boot.jdbc.autoconfigure.DataSourceInitializationAutoConfiguration.class))
+                .withPropertyValues("spring.sql.init.mode=always",
+                        "spring.sql.init.schema-locations=classpath:io/idempotency/jdbc/postgresql/schema.sql")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    assertThat(database.queryLong("select count(*) from idempotency_keys")).isZero();
+                    assertThat(database.queryLong("select count(*) from pg_tables where tablename ="
+                            + " 'idempotency_schema_history' and schemaname = current_schema()")).isZero();
+                });
     }
 
     @Test
