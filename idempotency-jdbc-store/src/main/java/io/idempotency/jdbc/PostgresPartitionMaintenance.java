@@ -29,15 +29,28 @@ import java.util.regex.Pattern;
  *       still use it) and only then dropped, when no claim can reach it any more;</li>
  *   <li>all DDL runs with a short {@code lock_timeout}, so it never queues in front of claims for long; what fails is
  *       retried at the next run;</li>
- *   <li>a session advisory lock lets one application instance at a time do the work; the others skip the run.</li>
+ *   <li>session advisory locks let one application instance at a time create partitions, and one at a time drop
+ *       them; the others skip the run (or, for creation, may wait for it, as long as the DDL lock timeout).</li>
  * </ul>
- * Partition bounds are multiples of the interval since the epoch, in UTC; times come from the database clock.
- * What a run created and dropped is returned for the caller to log. Thread-safe.
+ * Creation ({@link #createAhead(boolean)}) and removal ({@link #dropExpired(Duration)}) are separate: every instance
+ * that takes claims may keep partitions ready, whereas dropping is the retention's job. Partition bounds are multiples
+ * of the interval since the epoch, in UTC; times come from the database clock. What a run created and dropped is
+ * returned for the caller to log. Thread-safe.
  */
 public class PostgresPartitionMaintenance {
 
     private static final DateTimeFormatter NAME = DateTimeFormatter.ofPattern("yyyyMMdd'_'HHmmss").withZone(ZoneOffset.UTC);
     private static final Pattern BOUNDS = Pattern.compile("FROM \\('([^']+)'\\) TO \\('([^']+)'\\)");
+
+    /** SQLState of a lock not had within {@code lock_timeout}. */
+    public static final String LOCK_NOT_AVAILABLE = "55P03";
+
+    /**
+     * Advisory lock names, followed by the table name. Creation keeps the name that earlier versions used for their
+     * whole run, so that during a rolling upgrade two instances still never create partitions at once.
+     */
+    private static final String CREATE_LOCK = "idempotency-partitions:";
+    private static final String DROP_LOCK = "idempotency-partition-drops:";
 
     private final DataSource dataSource;
     private final String table;
@@ -71,36 +84,95 @@ public class PostgresPartitionMaintenance {
 
     /**
      * Creates the partitions for the database's current time and the next {@code ahead} intervals, and drops the
-     * partitions whose upper bound lies more than {@code retention} in the past. Skipped (and reported so) while
-     * another instance runs it.
+     * partitions whose upper bound lies more than {@code retention} in the past: {@link #createAhead(boolean)
+     * createAhead(false)}, then {@link #dropExpired(Duration)}. Skipped (and reported so) when another instance was
+     * doing both.
      */
     public Run run(Duration retention) {
+        Run created = createAhead(false);
+        Run dropped = dropExpired(retention);
+        return new Run(created.skipped() && dropped.skipped(), created.created(), dropped.dropped());
+    }
+
+    /**
+     * Creates the partitions for the database's current time and the next {@code ahead} intervals that do not exist
+     * yet; drops nothing. One instance at a time creates partitions: while another one does, this one skips the run
+     * ({@code waitForOtherInstance} false) or waits for it to finish (true), at most the DDL lock timeout, and then
+     * creates only what is still missing.
+     *
+     * @throws IllegalStateException when a lock was not available within the DDL lock timeout (its cause is the
+     *                               {@link SQLException} with SQLState {@value #LOCK_NOT_AVAILABLE}), or on any other
+     *                               failure
+     */
+    public Run createAhead(boolean waitForOtherInstance) {
+        return locked(CREATE_LOCK, waitForOtherInstance, (connection, now) ->
+                new Run(false, createAhead(connection, now), List.of()));
+    }
+
+    /**
+     * Detaches and drops the partitions whose upper bound lies more than {@code retention} in the past; creates
+     * nothing. Skipped (and reported so) while another instance drops partitions.
+     *
+     * @throws IllegalStateException when a lock was not available within the DDL lock timeout, or on any other
+     *                               failure; what was not dropped is dropped by a later call
+     */
+    public Run dropExpired(Duration retention) {
+        return locked(DROP_LOCK, false, (connection, now) ->
+                new Run(false, List.of(), dropExpired(connection, now.minus(retention))));
+    }
+
+    /** Whether an attached partition covers the database's current time, so that a claim now has one to go into. */
+    public boolean coversNow() {
+        try (Connection connection = dataSource.getConnection()) {
+            Instant now = databaseNow(connection);
+            return partitions(connection).stream()
+                    .anyMatch(p -> !p.detachPending() && !now.isBefore(p.from()) && now.isBefore(p.to()));
+        } catch (SQLException e) {
+            throw new IllegalStateException("could not list the partitions of " + table, e);
+        }
+    }
+
+    /** Whether {@code failure} (or one of its causes) is PostgreSQL's answer to a lock not had within the timeout. */
+    public static boolean isLockNotAvailable(Throwable failure) {
+        for (Throwable t = failure; t != null; t = t.getCause()) {
+            if (t instanceof SQLException sql && LOCK_NOT_AVAILABLE.equals(sql.getSQLState())) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    private interface Work {
+        Run run(Connection connection, Instant now) throws SQLException;
+    }
+
+    /** {@code work} under the session advisory lock {@code lock}, with the DDL lock timeout; skipped when not had. */
+    private Run locked(String lock, boolean wait, Work work) {
         try (Connection connection = dataSource.getConnection()) {
             connection.setAutoCommit(true); // DETACH … CONCURRENTLY cannot run inside a transaction block
-            if (!tryLock(connection)) {
-                return new Run(true, List.of(), List.of());
-            }
-            String previousLockTimeout = null;
+            String previousLockTimeout = currentLockTimeout(connection);
             try {
-                checkPartitioned(connection);
-                previousLockTimeout = currentLockTimeout(connection);
+                // before the advisory lock: waiting for another instance is bounded by it too
                 execute(connection, "SET lock_timeout = '" + Math.max(1, ddlLockTimeout.toMillis()) + "ms'");
-                Instant now = databaseNow(connection);
-                List<String> created = createAhead(connection, now);
-                List<String> dropped = dropExpired(connection, now.minus(retention));
-                return new Run(false, created, dropped);
-            } finally {
-                if (previousLockTimeout != null) { // the pooled connection goes back as it came
-                    try (PreparedStatement restore = connection.prepareStatement(
-                            "SELECT set_config('lock_timeout', ?, false)")) {
-                        restore.setString(1, previousLockTimeout);
-                        restore.execute();
-                    }
+                if (!lock(connection, lock, wait)) {
+                    return new Run(true, List.of(), List.of());
                 }
-                unlock(connection);
+                try {
+                    checkPartitioned(connection);
+                    return work.run(connection, databaseNow(connection));
+                } finally {
+                    unlock(connection, lock);
+                }
+            } finally { // the pooled connection goes back as it came
+                try (PreparedStatement restore = connection.prepareStatement(
+                        "SELECT set_config('lock_timeout', ?, false)")) {
+                    restore.setString(1, previousLockTimeout);
+                    restore.execute();
+                }
             }
         } catch (SQLException e) {
-            throw new IllegalStateException("maintenance of the partitions of " + table + " failed", e);
+            throw new IllegalStateException("maintenance of the partitions of " + table + " failed: "
+                    + e.getMessage(), e);
         }
     }
 
@@ -221,10 +293,11 @@ public class PostgresPartitionMaintenance {
         }
     }
 
-    private boolean tryLock(Connection connection) throws SQLException {
-        try (PreparedStatement statement = connection.prepareStatement(
-                "SELECT pg_try_advisory_lock(hashtextextended(?, 0))")) {
-            statement.setString(1, "idempotency-partitions:" + table);
+    private boolean lock(Connection connection, String lock, boolean wait) throws SQLException {
+        try (PreparedStatement statement = connection.prepareStatement(wait
+                ? "SELECT true FROM pg_advisory_lock(hashtextextended(?, 0))"
+                : "SELECT pg_try_advisory_lock(hashtextextended(?, 0))")) {
+            statement.setString(1, lock + table);
             try (ResultSet rs = statement.executeQuery()) {
                 rs.next();
                 return rs.getBoolean(1);
@@ -232,10 +305,10 @@ public class PostgresPartitionMaintenance {
         }
     }
 
-    private void unlock(Connection connection) throws SQLException {
+    private void unlock(Connection connection, String lock) throws SQLException {
         try (PreparedStatement statement = connection.prepareStatement(
                 "SELECT pg_advisory_unlock(hashtextextended(?, 0))")) {
-            statement.setString(1, "idempotency-partitions:" + table);
+            statement.setString(1, lock + table);
             statement.execute();
         }
     }

@@ -22,6 +22,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * The partitioned table: partitions are created ahead and dropped after the retention, a key stays unique across a
@@ -61,6 +62,65 @@ class PartitionMaintenanceIntegrationTest {
                     + " and schemaname = current_schema()", Integer.class)).as("dropped, not just detached").isZero();
 
             assertThat(maintenance.run(Duration.ofDays(1)).created()).as("a second run has nothing to do").isEmpty();
+        }
+    }
+
+    @Test
+    void creatingAheadDropsNothingAndDroppingCreatesNothing() {
+        try (HikariDataSource dataSource = partitionedDatabase()) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            PostgresPartitionMaintenance maintenance =
+                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(5));
+            attachPartition(jdbc, "idempotency_keys_old", "now() - interval '3 days'", "now() - interval '2 days'");
+            assertThat(maintenance.coversNow()).isFalse();
+
+            PostgresPartitionMaintenance.Run created = maintenance.createAhead(false);
+
+            assertThat(created.created()).hasSize(3);
+            assertThat(created.dropped()).isEmpty();
+            assertThat(maintenance.coversNow()).isTrue();
+            assertThat(maintenance.partitions()).extracting(PostgresPartitionMaintenance.Partition::name)
+                    .contains("idempotency_keys_old");
+
+            List<PostgresPartitionMaintenance.Partition> partitions = maintenance.partitions();
+            jdbc.execute("drop table " + partitions.get(partitions.size() - 1).name());
+            PostgresPartitionMaintenance.Run dropped = maintenance.dropExpired(Duration.ofDays(1));
+
+            assertThat(dropped.dropped()).containsExactly("idempotency_keys_old");
+            assertThat(dropped.created()).isEmpty();
+            assertThat(maintenance.partitions()).hasSize(2);
+        }
+    }
+
+    @Test
+    void creationWaitsForAnotherInstanceOnlyWhenAskedAndAtMostTheLockTimeout() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = partitionedDatabase(database)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            PostgresPartitionMaintenance maintenance = new PostgresPartitionMaintenance(dataSource, TABLE,
+                    Duration.ofHours(1), 1, Duration.ofMillis(300));
+            attachPartition(jdbc, "idempotency_keys_old", "now() - interval '3 days'", "now() - interval '2 days'");
+            try (java.sql.Connection otherInstance = dataSource.getConnection();
+                 java.sql.Statement statement = otherInstance.createStatement()) {
+                // another instance creating partitions right now
+                statement.execute("select pg_advisory_lock(hashtextextended('idempotency-partitions:" + TABLE + "', 0))");
+
+                assertThat(maintenance.createAhead(false).skipped()).isTrue();
+                assertThatThrownBy(() -> maintenance.createAhead(true))
+                        .satisfies(e -> assertThat(PostgresPartitionMaintenance.isLockNotAvailable(e)).isTrue());
+                assertThat(maintenance.dropExpired(Duration.ofDays(1)).dropped())
+                        .as("dropping does not wait for creation").containsExactly("idempotency_keys_old");
+
+                CompletableFuture<PostgresPartitionMaintenance.Run> waiting =
+                        CompletableFuture.supplyAsync(() -> new PostgresPartitionMaintenance(dataSource, TABLE,
+                                Duration.ofHours(1), 1, Duration.ofSeconds(10)).createAhead(true));
+                database.awaitLockWaiter(Duration.ofSeconds(5)); // it waits for the other instance, not skips
+                statement.execute("select pg_advisory_unlock(hashtextextended('idempotency-partitions:" + TABLE
+                        + "', 0))");
+                assertThat(waiting.get(10, TimeUnit.SECONDS).created()).hasSize(2);
+            }
+            assertThat(jdbc.queryForObject("select current_setting('lock_timeout')", String.class))
+                    .as("the pooled connections are given back with their own lock timeout").isEqualTo("0");
         }
     }
 
@@ -187,7 +247,11 @@ class PartitionMaintenanceIntegrationTest {
     }
 
     private static HikariDataSource partitionedDatabase() {
-        HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(8);
+        return partitionedDatabase(TestPostgres.newDatabase());
+    }
+
+    private static HikariDataSource partitionedDatabase(TestPostgres.Database database) {
+        HikariDataSource dataSource = database.dataSource(8);
         new IdempotencySchemaMigrator(dataSource, TABLE, true).migrate();
         return dataSource;
     }
