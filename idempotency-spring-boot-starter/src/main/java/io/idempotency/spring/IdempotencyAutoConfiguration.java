@@ -29,6 +29,7 @@ import org.springframework.boot.sql.init.dependency.DependsOnDatabaseInitializat
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
 import org.springframework.context.ApplicationContext;
 import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Conditional;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Role;
 import org.springframework.core.env.Environment;
@@ -81,12 +82,14 @@ public class IdempotencyAutoConfiguration {
     }
 
     /**
-     * Removal of expired records. Depends on the schema initializer (when there is one), so partitions are made for
-     * a table that exists.
+     * Removal of expired records when cleanup is enabled; in partitioned mode also — on every instance, cleanup
+     * enabled or not — the partitions made ahead, the first ones while this bean is initialised. Depends on the schema
+     * initializer (when there is one) and on the application's own database initialisers (Flyway, Liquibase, SQL
+     * scripts), so partitions are made for a table that exists.
      */
     @Bean
-    @ConditionalOnProperty(prefix = "idempotency.retention.cleanup", name = "enabled", havingValue = "true",
-            matchIfMissing = true)
+    @Conditional(RetentionSchedulerCondition.class)
+    @DependsOnDatabaseInitialization
     RetentionScheduler idempotencyRetentionScheduler(IdempotencyStore store, DataSource dataSource,
                                                      IdempotencyProperties properties,
                                                      ObjectProvider<IdempotencySchemaInitializer> schemaInitializer,
@@ -95,12 +98,13 @@ public class IdempotencyAutoConfiguration {
         IdempotencyProperties.Cleanup cleanup = properties.getRetention().getCleanup();
         IdempotencyMeters counters = meters.getIfAvailable(() -> IdempotencyMeters.NONE);
         if (partitioned(properties)) {
-            return new RetentionScheduler(null, new PostgresPartitionMaintenance(dataSource,
+            return RetentionScheduler.partitioned(new PostgresPartitionMaintenance(dataSource,
                     properties.getJdbc().getTableName(), cleanup.getPartitionInterval(), cleanup.getPartitionsAhead(),
-                    Duration.ofSeconds(2)), properties.getRetention().getTtl(), cleanup.getInterval(), counters);
+                    Duration.ofSeconds(2)), cleanup.isEnabled(), properties.getRetention().getTtl(),
+                    cleanup.getInterval(), counters);
         }
-        return new RetentionScheduler(new ExpiredRecordCleaner(store, cleanup.getBatchSize()), null,
-                properties.getRetention().getTtl(), cleanup.getInterval(), counters);
+        return RetentionScheduler.deleting(new ExpiredRecordCleaner(store, cleanup.getBatchSize()),
+                cleanup.getInterval(), counters);
     }
 
     /** Counters of the background work, when Micrometer is on the class path and the application has a registry. */

@@ -4,53 +4,96 @@ import io.idempotency.core.ExpiredRecordCleaner;
 import io.idempotency.jdbc.PostgresPartitionMaintenance;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.beans.factory.InitializingBean;
 
 import java.time.Duration;
 
 /**
- * Removes records past their retention, on one background thread of its own, every
- * {@code idempotency.retention.cleanup.interval}: batched deletes, or — in partitioned mode — partitions created ahead
- * and dropped when all their records have expired. In partitioned mode the first run happens at startup, before the
- * application takes requests, because a claim needs a partition for the current time. Every run logs what it
- * removed, and counts it in the metric {@code idempotency.cleanup.removed} when Micrometer is present. Safe on several
- * instances at once.
+ * The retention's background work, on one thread of its own, every {@code idempotency.retention.cleanup.interval}:
+ * batched deletes of expired records, or — in partitioned mode — partitions created ahead and, when cleanup is
+ * enabled, partitions dropped once all their records have expired. Every run logs what it removed, and counts it in
+ * the metric {@code idempotency.cleanup.removed} when Micrometer is present. Safe on several instances at once.
+ * <p>
+ * In partitioned mode a claim needs a partition for the current time, so this instance creates the partitions that
+ * are due while the bean is initialised: before any lifecycle starts, so before the web server (or a message listener)
+ * takes requests. A lock not had within the DDL lock timeout does not stop the start as long as a partition covers
+ * the current time (the scheduled runs try again); without one, the start fails, since every claim would.
+ * Partitions are dropped by the scheduled runs only, never during startup.
  */
-class RetentionScheduler extends PeriodicTask {
+class RetentionScheduler extends PeriodicTask implements InitializingBean {
 
     private static final Logger log = LoggerFactory.getLogger(RetentionScheduler.class);
 
+    /** Longest wait before the first scheduled run. */
+    private static final Duration FIRST_RUN_AT_MOST = Duration.ofSeconds(10);
+
     private final ExpiredRecordCleaner cleaner;
     private final PostgresPartitionMaintenance partitions;
+    private final boolean dropPartitions;
     private final Duration retention;
     private final IdempotencyMeters meters;
 
+    /** Batched deletes of expired records. */
+    static RetentionScheduler deleting(ExpiredRecordCleaner cleaner, Duration interval, IdempotencyMeters meters) {
+        return new RetentionScheduler(cleaner, null, false, null, interval, meters);
+    }
+
     /**
-     * @param cleaner    batched deletes, or null in partitioned mode
-     * @param partitions partition maintenance, or null in delete mode
-     * @param meters     where to count what was removed
+     * Partitions created ahead and, when {@code dropPartitions}, dropped after {@code retention}; in partitioned mode
+     * every instance keeps partitions ready, whether or not its cleanup is enabled.
      */
-    RetentionScheduler(ExpiredRecordCleaner cleaner, PostgresPartitionMaintenance partitions, Duration retention,
-                       Duration interval, IdempotencyMeters meters) {
+    static RetentionScheduler partitioned(PostgresPartitionMaintenance partitions, boolean dropPartitions,
+                                          Duration retention, Duration interval, IdempotencyMeters meters) {
+        return new RetentionScheduler(null, partitions, dropPartitions, retention, interval, meters);
+    }
+
+    private RetentionScheduler(ExpiredRecordCleaner cleaner, PostgresPartitionMaintenance partitions,
+                               boolean dropPartitions, Duration retention, Duration interval,
+                               IdempotencyMeters meters) {
         super("idempotency-cleanup", interval);
         this.cleaner = cleaner;
         this.partitions = partitions;
+        this.dropPartitions = dropPartitions;
         this.retention = retention;
         this.meters = meters;
+    }
+
+    /** In partitioned mode: the partitions that are due, before anything takes requests. */
+    @Override
+    public void afterPropertiesSet() {
+        if (partitions != null) {
+            createPartitionsAtStartup();
+        }
+    }
+
+    private void createPartitionsAtStartup() {
+        try {
+            // waits (at most the DDL lock timeout) for an instance creating them right now, rather than skip
+            PostgresPartitionMaintenance.Run run = partitions.createAhead(true);
+            if (!run.created().isEmpty()) {
+                log.info("Idempotency partitions created: {}", run.created());
+            }
+        } catch (RuntimeException e) {
+            if (!PostgresPartitionMaintenance.isLockNotAvailable(e)) {
+                throw e;
+            }
+            if (!partitions.coversNow()) {
+                throw new IllegalStateException("No partition of the idempotency table covers the current time, and"
+                        + " none could be created at startup because a lock was not available in time (" + e.getMessage()
+                        + "). Every claim would fail, so the application does not start. Find the session that holds"
+                        + " a lock on the table (pg_locks) or create the partition, and start again.", e);
+            }
+            log.warn("Idempotency partitions could not all be created at startup, because a lock was not available in"
+                    + " time; a partition for the current time exists, so the application starts, and the next"
+                    + " scheduled run (in {}) tries again: {}", firstDelay(), e.getMessage());
+        }
     }
 
     /** One run, as the schedule does it. */
     @Override
     void runOnce() {
         if (partitions != null) {
-            PostgresPartitionMaintenance.Run run = partitions.run(retention);
-            if (run.skipped()) {
-                log.debug("Idempotency partition maintenance skipped: another instance is running it");
-                return;
-            }
-            if (!run.created().isEmpty() || !run.dropped().isEmpty()) {
-                log.info("Idempotency partitions: created {}, dropped {}", run.created(), run.dropped());
-            }
-            meters.partitionsDropped(run.dropped().size());
+            maintainPartitions();
             return;
         }
         ExpiredRecordCleaner.Run run = cleaner.run();
@@ -61,17 +104,45 @@ class RetentionScheduler extends PeriodicTask {
         meters.recordsRemoved(run.deleted());
     }
 
-    @Override
-    public void start() {
-        if (partitions != null) {
-            runOnce(); // claims need a partition for now: fail the start rather than every request
+    private void maintainPartitions() {
+        RuntimeException creationFailure = null;
+        try {
+            PostgresPartitionMaintenance.Run run = partitions.createAhead(false);
+            if (run.skipped()) {
+                log.debug("Idempotency partitions not created in this run: another instance is creating them");
+            } else if (!run.created().isEmpty()) {
+                log.info("Idempotency partitions created: {}", run.created());
+            }
+        } catch (RuntimeException e) {
+            creationFailure = e; // dropping does not depend on it: still done, then reported
         }
-        super.start();
+        if (dropPartitions) {
+            PostgresPartitionMaintenance.Run run;
+            try {
+                run = partitions.dropExpired(retention);
+            } catch (RuntimeException e) {
+                if (creationFailure != null) {
+                    e.addSuppressed(creationFailure);
+                }
+                throw e;
+            }
+            if (run.skipped()) {
+                log.debug("Idempotency partitions not dropped in this run: another instance is dropping them");
+            } else {
+                if (!run.dropped().isEmpty()) {
+                    log.info("Idempotency partitions dropped: {}", run.dropped());
+                }
+                meters.partitionsDropped(run.dropped().size());
+            }
+        }
+        if (creationFailure != null) {
+            throw creationFailure;
+        }
     }
 
     @Override
     Duration firstDelay() {
-        // the first delete run soon after startup, not an interval later
-        return partitions != null ? interval() : Duration.ofMillis(Math.min(interval().toMillis(), 10_000));
+        // soon after startup, not an interval later: the first removal, or another try at partitions not created
+        return Duration.ofMillis(Math.min(interval().toMillis(), FIRST_RUN_AT_MOST.toMillis()));
     }
 }

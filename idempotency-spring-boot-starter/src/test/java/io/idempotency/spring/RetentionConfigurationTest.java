@@ -88,6 +88,23 @@ class RetentionConfigurationTest {
     }
 
     @Test
+    void cleanupDisabledRemovesTheSchedulerOnlyInDeleteMode() {
+        TestDatabases.contextRunner(TestPostgres.newDatabase())
+                .withPropertyValues("idempotency.retention.cleanup.enabled=false")
+                .run(context -> assertThat(context).hasNotFailed().doesNotHaveBean(RetentionScheduler.class));
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        TestDatabases.contextRunner(database)
+                .withPropertyValues("idempotency.retention.cleanup.enabled=false",
+                        "idempotency.retention.cleanup.mode=DROP_PARTITIONS", // bound like the property itself
+                        "idempotency.retention.cleanup.partitions-ahead=1")
+                .run(context -> {
+                    assertThat(context).hasNotFailed().hasSingleBean(RetentionScheduler.class);
+                    assertThat(database.queryLong("select count(*) from pg_inherits"
+                            + " where inhparent = to_regclass('idempotency_keys')")).isEqualTo(2);
+                });
+    }
+
+    @Test
     void thePartitionedModeRefusesATableCreatedForDeletes() {
         TestPostgres.Database database = TestPostgres.newDatabase();
         TestDatabases.contextRunner(database).run(context -> assertThat(context).hasNotFailed()); // creates the plain table
