@@ -203,7 +203,11 @@ public class IdempotencyProperties {
     /** Removal of records past their retention. */
     public static class Cleanup {
 
-        /** Whether this instance removes expired records (safe on several instances at once). */
+        /**
+         * Whether this instance removes expired records (safe on several instances at once). In
+         * {@code drop-partitions} mode every instance creates partitions ahead, at startup and on schedule, even when
+         * this is false; only dropping is switched off.
+         */
         private boolean enabled = true;
 
         /**
@@ -213,7 +217,7 @@ public class IdempotencyProperties {
          */
         private CleanupMode mode = CleanupMode.DELETE;
 
-        /** Time between two cleanup runs. */
+        /** Time between two cleanup runs (in {@code drop-partitions} mode also the runs that create partitions). */
         private Duration interval = Duration.ofHours(1);
 
         /** Most records removed by one statement in {@code delete} mode. */
