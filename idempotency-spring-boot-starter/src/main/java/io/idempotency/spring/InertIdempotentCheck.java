@@ -32,7 +32,9 @@ import java.util.Set;
 /**
  * Finds the {@code @Idempotent} methods of an application in which the annotation has no effect, because the starter
  * did not set up its advice, and either refuses to start (idempotency not switched off: the starter could not be
- * configured) or, with {@code idempotency.enabled=false}, logs one warning that lists them.
+ * configured) or, with {@code idempotency.enabled=false}, logs one warning that lists them. An application that is
+ * not a web application at all (no request reaches a handler; a worker using {@code IdempotencyTemplate}) starts with
+ * the same warning.
  *
  * <p>Methods are found on the classes of every bean (not only Spring MVC handlers, so that a reactive or non-web
  * application is covered too) and on the handler methods of Spring MVC's mappings. Runs once the singletons exist,
@@ -74,6 +76,13 @@ class InertIdempotentCheck implements SmartInitializingSingleton, ApplicationCon
         if ("false".equalsIgnoreCase(enabled)) {
             log.warn("{}=false: @Idempotent has no effect on these methods, requests to them run again on every"
                     + " retry:{}", ENABLED_PROPERTY, list(methods));
+            return;
+        }
+        if (beanFactory.getBeanNamesForType(IdempotencyEngine.class, true, false).length > 0 && !isWebApplication()) {
+            // no requests are served here (a worker sharing the application's classes, say): nothing a client could
+            // retry reaches these methods over HTTP, and code that is not a handler uses IdempotencyTemplate
+            log.warn("This is not a web application, so @Idempotent, which serves Spring MVC handlers, has no effect"
+                    + " on these methods; code that is not a handler uses IdempotencyTemplate:{}", list(methods));
             return;
         }
         Diagnosis diagnosis = diagnose(beanFactory, enabled);
@@ -168,8 +177,8 @@ class InertIdempotentCheck implements SmartInitializingSingleton, ApplicationCon
         }
         if (beanFactory.getBeanNamesForType(IdempotencyEngine.class, true, false).length > 0
                 && !isServletWebApplication()) {
-            return new Diagnosis("the @Idempotent advice serves Spring MVC handlers, and this is not a servlet web"
-                    + " application (it is reactive, or not a web application)", "serve these endpoints with Spring"
+            return new Diagnosis("the @Idempotent advice serves Spring MVC handlers, and this is a reactive web"
+                    + " application", "serve these endpoints with Spring"
                     + " MVC; code that is not a Spring MVC handler uses IdempotencyTemplate instead of the annotation");
         }
         return new Diagnosis("the idempotency auto-configuration did not apply, although the application has a"
@@ -177,6 +186,12 @@ class InertIdempotentCheck implements SmartInitializingSingleton, ApplicationCon
                 + " auto-configuration ordered after it defines" + outcomes(report), "define the DataSource and the"
                 + " transaction manager in the application's own configuration, or order the auto-configuration that"
                 + " defines them before " + configuration);
+    }
+
+    /** A servlet or a reactive web application: one that serves requests. */
+    private boolean isWebApplication() {
+        return isServletWebApplication() || ClassUtils.getAllInterfacesForClassAsSet(context.getClass()).stream()
+                .anyMatch(type -> type.getSimpleName().endsWith("ReactiveWebApplicationContext"));
     }
 
     private boolean isServletWebApplication() {

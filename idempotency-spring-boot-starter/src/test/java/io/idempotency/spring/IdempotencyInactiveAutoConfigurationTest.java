@@ -120,7 +120,24 @@ class IdempotencyInactiveAutoConfigurationTest {
     }
 
     @Test
-    void outsideSpringMvcTheAnnotationStopsTheStartupEvenWithADatabase() {
+    void aReactiveApplicationWithTheAnnotationDoesNotStartEvenWithADatabase() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        new org.springframework.boot.test.context.runner.ReactiveWebApplicationContextRunner()
+                .withConfiguration(AutoConfigurations.of(
+                        org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration.class,
+                        org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration.class,
+                        IdempotencyAutoConfiguration.class,
+                        IdempotencyInactiveAutoConfiguration.class))
+                .withPropertyValues(database.springPropertyValues().toArray(String[]::new))
+                .withUserConfiguration(RefundService.class).run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(rootMessage(context.getStartupFailure())).contains("a reactive web application",
+                            "IdempotencyTemplate", "RefundService.refund()");
+                });
+    }
+
+    @Test
+    void anApplicationThatServesNoRequestsStartsAndSaysTheAnnotationHasNoEffectThere(CapturedOutput output) {
         TestPostgres.Database database = TestPostgres.newDatabase();
         new ApplicationContextRunner()
                 .withConfiguration(AutoConfigurations.of(
@@ -130,10 +147,10 @@ class IdempotencyInactiveAutoConfigurationTest {
                         IdempotencyInactiveAutoConfiguration.class))
                 .withPropertyValues(database.springPropertyValues().toArray(String[]::new))
                 .withUserConfiguration(RefundService.class).run(context -> {
-                    assertThat(context).hasFailed();
-                    assertThat(rootMessage(context.getStartupFailure())).contains("not a servlet web application",
-                            "IdempotencyTemplate", "RefundService.refund()");
+                    assertThat(context).hasNotFailed();
+                    assertThat(context).hasSingleBean(io.idempotency.core.IdempotencyTemplate.class);
                 });
+        assertThat(output).contains("This is not a web application", "RefundService.refund()");
     }
 
     @Test
