@@ -75,19 +75,62 @@ class PostgresSchemaIntegrationTest {
         }
     }
 
+    /** The switch to dropping partitions as docs/retention.md describes it, step by step. */
     @Test
-    void aTableRemadeForTheOtherCleanupModeFromItsScriptPassesTheMigrationsValidation() {
+    void theDocumentedSwitchToDroppingPartitionsKeepsEveryRecordAndPassesTheMigrationsValidation() {
         try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
             new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
-            // the documented switch to dropping partitions: the old table out of the way, a new one from the script
-            jdbc.execute("drop table idempotency_keys");
-            jdbc.execute(IdempotencySchema.postgresqlPartitioned("idempotency_keys"));
+            for (String[] record : new String[][] {{"ten-days-old", "now() - interval '10 days'"},
+                    {"just-now", "now()"}}) {
+                jdbc.update("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
+                        + " fencing_token, response_status, response_body, created_at, expires_at) values ('',"
+                        + " 'POST /x', ?, 'SUCCEEDED', ?, gen_random_uuid(), 201, 'stored', " + record[1] + ", "
+                        + record[1] + " + interval '30 days')", record[0], "c".repeat(64));
+            }
 
-            assertThat(new IdempotencySchemaMigrator(dataSource, "idempotency_keys", true).migrate().migrationsExecuted)
-                    .isZero();
-            assertThatThrownBy(() -> new IdempotencySchemaMigrator(dataSource, "idempotency_keys", false).migrate())
-                    .as("the layout is still checked").hasMessageContaining("is partitioned");
+            // 1. (every instance stopped) the old table out of the way, with its indexes and constraints; the
+            // schema is called idempotency_switch in the docs, here one of this test database's own
+            String aside = jdbc.queryForObject("select current_schema()", String.class) + "_switch";
+            jdbc.execute("create schema " + aside);
+            try {
+                jdbc.execute("alter table idempotency_keys set schema " + aside);
+                // 2. the new table from the shipped script
+                jdbc.execute(IdempotencySchema.postgresqlPartitioned("idempotency_keys"));
+                // 3. one partition for every record so far, up to the end of the current UTC day, and the records
+                jdbc.execute("""
+                        do $$ begin
+                          execute format('create table idempotency_keys_before_switch partition of idempotency_keys'
+                              || ' for values from (%%L) to (%%L)',
+                              (select least(min(created_at), now()) from %s.idempotency_keys),
+                              (date_trunc('day', now() at time zone 'UTC') + interval '1 day') at time zone 'UTC');
+                        end $$""".formatted(aside));
+                jdbc.execute("insert into idempotency_keys select * from " + aside + ".idempotency_keys");
+                // 4. the application, started in drop-partitions mode: its migration and its partitions
+                assertThat(new IdempotencySchemaMigrator(dataSource, "idempotency_keys", true).migrate()
+                        .migrationsExecuted).isZero();
+                PostgresPartitionMaintenance maintenance = new PostgresPartitionMaintenance(dataSource,
+                        "idempotency_keys", Duration.ofDays(1), 7, Duration.ofSeconds(5));
+                assertThat(maintenance.createAhead(true).created()).as("the days after the current one").hasSize(7);
+                assertThat(maintenance.coversNow()).isTrue();
+                assertThat(maintenance.dropExpired(Duration.ofDays(30)).dropped()).isEmpty();
+
+                PartitionedPostgresIdempotencyStore store = new PartitionedPostgresIdempotencyStore(dataSource,
+                        "idempotency_keys");
+                TransactionTemplate transactions =
+                        new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+                for (String key : new String[] {"ten-days-old", "just-now"}) {
+                    ClaimResult result = transactions.execute(status -> store.claim(new ClaimRequest(
+                            new ScopedKey("", "POST /x", key), "c".repeat(64), Duration.ofDays(30),
+                            Duration.ofSeconds(1))));
+                    assertThat(result).as(key + " is still answered from its record")
+                            .isInstanceOf(ClaimResult.Existing.class);
+                }
+                assertThatThrownBy(() -> new IdempotencySchemaMigrator(dataSource, "idempotency_keys", false)
+                        .migrate()).as("the layout is still checked").hasMessageContaining("is partitioned");
+            } finally {
+                jdbc.execute("drop schema " + aside + " cascade"); // 5. once the copy has been checked
+            }
         }
     }
 
