@@ -118,6 +118,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                                 storagePolicy.getObject(), settings.getLease(), context.getEnvironment());
                         methods.addAll(endpoint.methods);
                         neverApplies(method, mapped.getKey(), endpoint).ifPresent(problems::add);
+                        scopeTooLong(method, mapped.getKey(), endpoint).ifPresent(problems::add);
                         if (endpoint.mode == IdempotencyMode.INTENT_FIRST && !idempotent.lease().isBlank()) {
                             IdempotencyAutoConfiguration.retentionProblem(settings, endpoint.lease,
                                     "the lease of " + method).ifPresent(problems::add);
@@ -151,6 +152,25 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 + " only, but its @Idempotent applies to " + endpoint.methods.stream().sorted().toList()
                 + ", so it would never take effect; list the endpoint's methods in @Idempotent(methods = …) or in"
                 + " idempotency.methods");
+    }
+
+    /**
+     * A scope longer than the column: every request would fail. The scope is the annotation's, or the HTTP method
+     * and route template of the request.
+     */
+    private static Optional<String> scopeTooLong(Method method, RequestMappingInfo mapping, IdempotentEndpoint endpoint) {
+        List<String> scopes = new ArrayList<>();
+        if (!endpoint.scope.isEmpty()) {
+            scopes.add(endpoint.scope);
+        } else {
+            for (String pattern : mapping.getPatternValues()) {
+                endpoint.methods.forEach(verb -> scopes.add(verb + " " + pattern));
+            }
+        }
+        return scopes.stream().filter(scope -> scope.length() > io.idempotency.core.ScopedKey.MAX_LENGTH).findFirst()
+                .map(scope -> method + " has the scope '" + scope.substring(0, 40) + "…' of " + scope.length()
+                        + " characters, more than " + io.idempotency.core.ScopedKey.MAX_LENGTH + "; give it a shorter"
+                        + " one with @Idempotent(scope = …)");
     }
 
     static Optional<String> problemWith(Method method) {

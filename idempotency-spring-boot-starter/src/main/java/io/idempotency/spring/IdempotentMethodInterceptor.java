@@ -196,7 +196,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                     "The request does not carry the values this endpoint is fingerprinted by.", instance));
         }
         String caller = callerResolver.resolve(request);
-        ScopedKey scopedKey = new ScopedKey(caller == null ? "" : caller, scopeOf(endpoint, request, invocation), key);
+        ScopedKey scopedKey = new ScopedKey(namespace(caller), scopeOf(endpoint, request, invocation), key);
 
         IdempotencyEngine.Start start = engine.start(scopedKey, fingerprint, endpoint.mode, endpoint.lease);
         if (start instanceof IdempotencyEngine.Proceed proceed) {
@@ -301,6 +301,25 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
     private static boolean isMultipart(HttpServletRequest request) {
         String type = request.getContentType();
         return type != null && type.toLowerCase(Locale.ROOT).startsWith("multipart/");
+    }
+
+    /**
+     * The caller's namespace as stored: its name, or for a name longer than the column (a long token subject, say)
+     * a digest of it, which keeps callers apart without refusing them.
+     */
+    static String namespace(String caller) {
+        if (caller == null) {
+            return "";
+        }
+        if (caller.length() <= ScopedKey.MAX_LENGTH) {
+            return caller;
+        }
+        try {
+            return "sha256:" + java.util.HexFormat.of().formatHex(java.security.MessageDigest.getInstance("SHA-256")
+                    .digest(caller.getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException("SHA-256 is missing from this Java runtime", e);
+        }
     }
 
     private static String scopeOf(IdempotentEndpoint endpoint, HttpServletRequest request, MethodInvocation invocation) {

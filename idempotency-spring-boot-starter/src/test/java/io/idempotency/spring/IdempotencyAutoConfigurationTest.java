@@ -157,6 +157,25 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void aScopeLongerThanItsColumnIsRefusedAtStartup() {
+        runner.withUserConfiguration(LongRouteController.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(rootMessage(context.getStartupFailure())).contains("LongRouteController.create()",
+                    "has the scope 'POST /" , "more than 255", "@Idempotent(scope = …)");
+        });
+    }
+
+    @Test
+    void aCallerNameLongerThanItsColumnIsStoredAsADigest() {
+        String longName = "subject-".repeat(40);
+        assertThat(IdempotentMethodInterceptor.namespace("alice")).isEqualTo("alice");
+        assertThat(IdempotentMethodInterceptor.namespace(null)).isEmpty();
+        assertThat(IdempotentMethodInterceptor.namespace(longName)).startsWith("sha256:").hasSize(71)
+                .isEqualTo(IdempotentMethodInterceptor.namespace(longName))
+                .isNotEqualTo(IdempotentMethodInterceptor.namespace(longName + "x"));
+    }
+
+    @Test
     void theMismatchStatusIsConfigurableWithinTheStatusesThatDoNotInviteARetry() {
         runner.withPropertyValues("idempotency.mismatch-status=400").run(context -> {
             assertThat(context).hasNotFailed();
@@ -236,6 +255,18 @@ class IdempotencyAutoConfigurationTest {
         @Idempotent
         public String anyMethod() {
             return "mapped to every method, so POST and PATCH too";
+        }
+    }
+
+    @RestController
+    static class LongRouteController {
+        @PostMapping("/merchants/{merchantId}/very-long-segment/very-long-segment/very-long-segment/very-long-segment/"
+                + "very-long-segment/very-long-segment/very-long-segment/very-long-segment/"
+                + "very-long-segment/very-long-segment/very-long-segment/very-long-segment/"
+                + "very-long-segment/very-long-segment/payments")
+        @Idempotent
+        public String create() {
+            return "created";
         }
     }
 
