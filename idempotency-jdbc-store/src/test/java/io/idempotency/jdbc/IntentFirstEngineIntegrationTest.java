@@ -163,6 +163,30 @@ class IntentFirstEngineIntegrationTest {
         }
     }
 
+    @Test
+    void workInsideATransactionAlreadyOpenIsRefusedBeforeAnythingIsClaimed() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyTemplate template = new IdempotencyTemplate(engine(dataSource, store, StaleClaimResolver.RERUN));
+            ScopedKey key = new ScopedKey("", "orders-listener", UUID.randomUUID().toString());
+            org.springframework.transaction.support.TransactionTemplate outer =
+                    new org.springframework.transaction.support.TransactionTemplate(
+                            new DataSourceTransactionManager(dataSource));
+
+            // a listener whose own transaction would commit the claim and the work on its own schedule
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> outer.executeWithoutResult(status -> {
+                try {
+                    template.execute(key, "m-1".getBytes(StandardCharsets.UTF_8), () -> null);
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+            })).hasRootCauseMessage("an idempotent execution must own its transaction, but one is already active on"
+                    + " this thread: is @Idempotent ordered inside @Transactional?");
+            assertThat(new JdbcTemplate(dataSource).queryForObject("select count(*) from idempotency_keys",
+                    Integer.class)).isZero();
+        }
+    }
+
     private static IdempotencyEngine engine(HikariDataSource dataSource, PostgresIdempotencyStore store,
                                             StaleClaimResolver resolver) {
         return new IdempotencyEngine(store, transactions(dataSource), StoragePolicy.DEFAULT, DAY,
