@@ -137,7 +137,8 @@ public class IdempotencyAutoConfiguration {
      */
     static void checkRetention(IdempotencyProperties properties) {
         retentionProblem(properties, properties.getLease(), "idempotency.lease").ifPresent(problem -> {
-            throw new IllegalStateException(problem);
+            throw new IdempotencyConfigurationException(problem, "Raise idempotency.retention.ttl, or declare a"
+                    + " shorter idempotency.retention.max-retry-window or idempotency.lease.");
         });
     }
 
@@ -241,8 +242,10 @@ public class IdempotencyAutoConfiguration {
         @ConditionalOnMissingBean
         public ProblemResponses idempotencyProblemResponses(IdempotencyProperties properties) {
             if (!ProblemResponses.isValidMismatchStatus(properties.getMismatchStatus())) {
-                throw new IllegalStateException("idempotency.mismatch-status must be a 4xx other than 408, 409, 425"
-                        + " and 429 (those tell a client to retry), not " + properties.getMismatchStatus());
+                throw new IdempotencyConfigurationException("idempotency.mismatch-status must be a 4xx other than"
+                        + " 408, 409, 425 and 429 (those tell a client to retry), not " + properties.getMismatchStatus()
+                        + ".", "Leave idempotency.mismatch-status at 422, or set another 4xx that does not invite a"
+                        + " retry, such as 400.");
             }
             return new ProblemResponses(properties.getProblemTypeBase(), properties.getMismatchStatus());
         }

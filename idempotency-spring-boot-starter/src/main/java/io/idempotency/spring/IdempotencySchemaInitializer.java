@@ -21,13 +21,27 @@ class IdempotencySchemaInitializer implements InitializingBean {
     @Override
     public void afterPropertiesSet() {
         if (migrate) {
-            migrator.migrate();
+            try {
+                migrator.migrate();
+            } catch (IllegalStateException e) {
+                if (e.getCause() != null) {
+                    throw e; // the database could not be asked
+                }
+                throw new IdempotencyConfigurationException(e.getMessage(), "Set"
+                        + " idempotency.retention.cleanup.mode to the mode the table was made for, or switch the table"
+                        + " as the retention documentation describes.");
+            }
         } else {
             try {
                 migrator.verify();
             } catch (IllegalStateException e) {
-                throw new IllegalStateException(e.getMessage() + " (idempotency.jdbc.initialize-schema=false)",
-                        e.getCause());
+                if (e.getCause() != null) {
+                    throw e;
+                }
+                throw new IdempotencyConfigurationException(e.getMessage()
+                        + " (idempotency.jdbc.initialize-schema=false)", "Create the table from the script the message"
+                        + " names, in the application's own migrations or by hand, or remove"
+                        + " idempotency.jdbc.initialize-schema=false to let the library create it.");
             }
         }
     }

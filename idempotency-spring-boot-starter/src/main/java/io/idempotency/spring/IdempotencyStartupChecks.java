@@ -3,7 +3,6 @@ package io.idempotency.spring;
 import io.idempotency.core.Idempotent;
 import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.StoragePolicy;
-import org.springframework.beans.factory.BeanInitializationException;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.context.ApplicationContext;
@@ -133,8 +132,9 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
             Jpa.openInViewFilterProblem(context).ifPresent(problems::add);
         }
         if (!problems.isEmpty()) {
-            throw new BeanInitializationException("@Idempotent cannot be used on these methods:\n  - "
-                    + String.join("\n  - ", problems));
+            throw new IdempotencyConfigurationException("@Idempotent cannot be used on these methods:\n  - "
+                    + String.join("\n  - ", problems), "Change each method as its line says, or remove @Idempotent"
+                    + " from it.");
         }
         idempotentMethods.learn(methods);
     }
@@ -227,9 +227,11 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
             managed = jdbc.getDataSource();
         } else if (JPA_PRESENT && Jpa.isJpa(transactionManager)) {
             Jpa.problem(transactionManager).ifPresent(problem -> {
-                throw new BeanInitializationException("The idempotency store cannot join the transactions of "
+                throw new IdempotencyConfigurationException("The idempotency store cannot join the transactions of "
                         + transactionManager + ": " + problem + ". The claim, the handler's writes and the stored"
-                        + " answer must commit in one transaction.");
+                        + " answer must commit in one transaction.", "Use Spring Boot's JPA set-up (a"
+                        + " JpaTransactionManager with the store's DataSource and Hibernate's dialect), or a"
+                        + " DataSourceTransactionManager on the store's DataSource.");
             });
             managed = Jpa.dataSource(transactionManager);
         } else if (transactionManager instanceof ResourceTransactionManager resource) {
@@ -238,10 +240,11 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         if (managed instanceof DataSource managedDataSource && sameDataSource(managedDataSource, dataSource)) {
             return;
         }
-        throw new BeanInitializationException("The idempotency store uses DataSource " + dataSource
+        throw new IdempotencyConfigurationException("The idempotency store uses DataSource " + dataSource
                 + ", but the transaction manager " + transactionManager + " manages " + managed + ". The claim, the"
-                + " handler's writes and the stored answer must commit in one transaction: give the store the"
-                + " DataSource of the application's transaction manager.");
+                + " handler's writes and the stored answer must commit in one transaction.", "Give the store the"
+                + " DataSource of the application's transaction manager, or make that transaction manager the"
+                + " primary one.");
     }
 
     /** JPA's transaction manager; loaded only when spring-orm is on the class path. */

@@ -6,7 +6,6 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.aop.framework.autoproxy.AutoProxyUtils;
 import org.springframework.beans.BeansException;
-import org.springframework.beans.factory.BeanInitializationException;
 import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
 import org.springframework.boot.autoconfigure.condition.ConditionEvaluationReport;
@@ -86,9 +85,9 @@ class InertIdempotentCheck implements SmartInitializingSingleton, ApplicationCon
             return;
         }
         Diagnosis diagnosis = diagnose(beanFactory, enabled);
-        throw new BeanInitializationException("@Idempotent has no effect in this application, so it does not start:"
-                + " a retried request to these methods would run again:" + list(methods)
-                + "\nWhy: " + diagnosis.cause() + ".\nFix: " + diagnosis.fix() + ". To run these methods without"
+        throw new IdempotencyConfigurationException("@Idempotent has no effect in this application, so it does not"
+                + " start: a retried request to these methods would run again:" + list(methods)
+                + "\nWhy: " + diagnosis.cause() + ".", capitalized(diagnosis.fix()) + ". To run these methods without"
                 + " idempotency on purpose, set " + ENABLED_PROPERTY + "=false.");
     }
 
@@ -222,6 +221,10 @@ class InertIdempotentCheck implements SmartInitializingSingleton, ApplicationCon
             }
         });
         return text.isEmpty() ? "" : text.append(')').toString();
+    }
+
+    private static String capitalized(String text) {
+        return Character.toUpperCase(text.charAt(0)) + text.substring(1);
     }
 
     private static String list(List<Method> methods) {

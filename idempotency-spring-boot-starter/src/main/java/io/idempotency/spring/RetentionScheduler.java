@@ -78,10 +78,11 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
                 throw e;
             }
             if (!partitions.coversNow()) {
-                throw new IllegalStateException("No partition of the idempotency table covers the current time, and"
-                        + " none could be created at startup because a lock was not available in time (" + e.getMessage()
-                        + "). Every claim would fail, so the application does not start. Find the session that holds"
-                        + " a lock on the table (pg_locks) or create the partition, and start again.", e);
+                throw new IdempotencyConfigurationException("No partition of the idempotency table covers the current"
+                        + " time, and none could be created at startup because a lock was not available in time ("
+                        + e.getMessage() + "). Every claim would fail, so the application does not start.", "Find the"
+                        + " session that holds a lock on the table (pg_locks) or create the partition, and start"
+                        + " again.", e);
             }
             log.warn("Idempotency partitions could not all be created at startup, because a lock was not available in"
                     + " time; a partition for the current time exists, so the application starts, and the next"

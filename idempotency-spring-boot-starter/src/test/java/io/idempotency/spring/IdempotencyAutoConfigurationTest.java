@@ -161,7 +161,8 @@ class IdempotencyAutoConfigurationTest {
         runner.withUserConfiguration(LongRouteController.class).run(context -> {
             assertThat(context).hasFailed();
             assertThat(rootMessage(context.getStartupFailure())).contains("LongRouteController.create()",
-                    "has the scope 'POST /" , "more than 255", "@Idempotent(scope = …)");
+                    "has the scope '", " /merchants/{merchantId}/very-long-", "more than 255",
+                    "@Idempotent(scope = …)");
         });
     }
 

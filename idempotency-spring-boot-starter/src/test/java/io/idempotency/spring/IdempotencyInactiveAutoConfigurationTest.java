@@ -52,7 +52,7 @@ class IdempotencyInactiveAutoConfigurationTest {
     void anIdempotentEndpointWithoutDataSourceStopsTheStartup() {
         withoutDatabase.withUserConfiguration(PaymentController.class).run(context -> {
             assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains("@Idempotent has no effect in this application, so it does not start",
+            assertThat(report(context.getStartupFailure())).contains("@Idempotent has no effect in this application, so it does not start",
                     "no DataSource bean and no PlatformTransactionManager bean", "spring.datasource.url",
                     "PaymentController.create()", "set idempotency.enabled=false");
         });
@@ -62,7 +62,7 @@ class IdempotencyInactiveAutoConfigurationTest {
     void theMessageNamesTheMissingTransactionManager() {
         withoutDatabase.withUserConfiguration(PaymentController.class, OnlyADataSource.class).run(context -> {
             assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains("has no PlatformTransactionManager bean",
+            assertThat(report(context.getStartupFailure())).contains("has no PlatformTransactionManager bean",
                     "PaymentController.create()").doesNotContain("no DataSource bean");
         });
     }
@@ -71,7 +71,7 @@ class IdempotencyInactiveAutoConfigurationTest {
     void anIdempotentMethodOutsideTheHandlersCountsToo() {
         withoutDatabase.withUserConfiguration(RefundService.class).run(context -> {
             assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains("no DataSource bean",
+            assertThat(report(context.getStartupFailure())).contains("no DataSource bean",
                     "RefundService.refund()");
         });
     }
@@ -92,7 +92,7 @@ class IdempotencyInactiveAutoConfigurationTest {
         withoutDatabase.withUserConfiguration(PaymentController.class).withPropertyValues("idempotency.enabled=off")
                 .run(context -> {
                     assertThat(context).hasFailed();
-                    assertThat(rootMessage(context.getStartupFailure())).contains("idempotency.enabled is 'off'");
+                    assertThat(report(context.getStartupFailure())).contains("idempotency.enabled is 'off'");
                 });
     }
 
@@ -131,7 +131,7 @@ class IdempotencyInactiveAutoConfigurationTest {
                 .withPropertyValues(database.springPropertyValues().toArray(String[]::new))
                 .withUserConfiguration(RefundService.class).run(context -> {
                     assertThat(context).hasFailed();
-                    assertThat(rootMessage(context.getStartupFailure())).contains("a reactive web application",
+                    assertThat(report(context.getStartupFailure())).contains("a reactive web application",
                             "IdempotencyTemplate", "RefundService.refund()");
                 });
     }
@@ -158,7 +158,7 @@ class IdempotencyInactiveAutoConfigurationTest {
         withoutDatabase.withConfiguration(AutoConfigurations.of(LateDatabase.class))
                 .withUserConfiguration(PaymentController.class).run(context -> {
                     assertThat(context).hasFailed();
-                    assertThat(rootMessage(context.getStartupFailure())).contains("did not apply, although",
+                    assertThat(report(context.getStartupFailure())).contains("did not apply, although",
                             "order the auto-configuration that defines them before", "did not find any beans of type",
                             "PaymentController.create()").doesNotContain("Ancestor");
                 });
@@ -169,11 +169,11 @@ class IdempotencyInactiveAutoConfigurationTest {
     void anApplicationThatExcludesTheDataSourceDoesNotStart() {
         SpringApplicationBuilder application = new SpringApplicationBuilder(NoDatabaseApplication.class)
                 .web(WebApplicationType.SERVLET).properties("server.port=0");
-        assertThatThrownBy(application::run).satisfies(failure -> assertThat(rootMessage(failure))
+        assertThatThrownBy(application::run).satisfies(failure -> assertThat(report(failure))
                 .contains("no DataSource bean", "PaymentController.create()"));
         SpringApplicationBuilder lazily = new SpringApplicationBuilder(NoDatabaseApplication.class)
                 .web(WebApplicationType.SERVLET).properties("server.port=0", "spring.main.lazy-initialization=true");
-        assertThatThrownBy(lazily::run).satisfies(failure -> assertThat(rootMessage(failure))
+        assertThatThrownBy(lazily::run).satisfies(failure -> assertThat(report(failure))
                 .contains("no DataSource bean", "PaymentController.create()"));
         SpringApplicationBuilder switchedOff = new SpringApplicationBuilder(NoDatabaseApplication.class)
                 .web(WebApplicationType.SERVLET).properties("server.port=0", "idempotency.enabled=false");
@@ -181,19 +181,21 @@ class IdempotencyInactiveAutoConfigurationTest {
     }
 
     @Test
-    void anApplicationThatExcludesTheStarterIsToldSo() {
+    void anApplicationThatExcludesTheStarterIsToldSo(CapturedOutput output) {
         SpringApplicationBuilder application = new SpringApplicationBuilder(StarterExcludedApplication.class)
                 .web(WebApplicationType.SERVLET).properties("server.port=0");
-        assertThatThrownBy(application::run).satisfies(failure -> assertThat(rootMessage(failure))
+        assertThatThrownBy(application::run).satisfies(failure -> assertThat(report(failure))
                 .contains("IdempotencyAutoConfiguration is excluded", "PaymentController.create()"));
+        assertThat(output).as("Spring Boot's report, found through the starter's spring.factories")
+                .contains("APPLICATION FAILED TO START", "IdempotencyAutoConfiguration is excluded", "Action:",
+                        "Remove it from the exclusions");
     }
 
-    private static String rootMessage(Throwable failure) {
-        Throwable root = failure;
-        while (root.getCause() != null) {
-            root = root.getCause();
-        }
-        return root.getMessage();
+    /** What Spring Boot's startup failure report shows: the description, then the action. */
+    private static String report(Throwable failure) {
+        org.springframework.boot.diagnostics.FailureAnalysis analysis = new IdempotencyFailureAnalyzer().analyze(failure);
+        assertThat(analysis).as("analysed: " + failure).isNotNull();
+        return analysis.getDescription() + "\n" + analysis.getAction();
     }
 
     @RestController
