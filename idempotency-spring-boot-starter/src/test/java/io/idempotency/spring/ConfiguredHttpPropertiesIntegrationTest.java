@@ -16,7 +16,9 @@ import static org.assertj.core.api.Assertions.assertThat;
         "idempotency.header-name=X-Request-Key",
         "idempotency.retry-after=7s",
         "idempotency.in-flight-wait=200ms",
-        "idempotency.problem-type-base=https://errors.example.com/"})
+        "idempotency.problem-type-base=https://errors.example.com/",
+        "idempotency.body-fingerprint=bytes",
+        "idempotency.max-request-body-size=2KB"})
 class ConfiguredHttpPropertiesIntegrationTest extends OrdersApplicationTest {
 
     @Test
@@ -36,6 +38,38 @@ class ConfiguredHttpPropertiesIntegrationTest extends OrdersApplicationTest {
         assertThat(first.statusCode()).isEqualTo(201);
         assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
         assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void bodiesAreComparedByteForByte() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "bytes-" + key;
+
+        HttpResponse<byte[]> first = send(request("/orders", "{\"note\":\"" + note + "\",\"amount\":\"1\"}")
+                .header("X-Request-Key", key).build());
+        HttpResponse<byte[]> reordered = send(request("/orders", "{\"amount\":\"1\",\"note\":\"" + note + "\"}")
+                .header("X-Request-Key", key).build());
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(reordered.statusCode()).as("the same JSON, other bytes").isEqualTo(422);
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void aBodyOverTheConfiguredSizeIsRefusedBeforeAnythingIsWritten() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "large-" + key;
+
+        HttpResponse<byte[]> large = send(request("/orders", "{\"note\":\"" + note + "-" + "x".repeat(3000) + "\"}")
+                .header("X-Request-Key", key).build());
+        HttpResponse<byte[]> small = send(request("/orders", "{\"note\":\"" + note + "\"}")
+                .header("X-Request-Key", UUID.randomUUID().toString()).build());
+
+        assertThat(large.statusCode()).isEqualTo(413);
+        assertThat(new String(large.body(), StandardCharsets.UTF_8))
+                .contains("\"type\":\"https://errors.example.com/idempotency-request-too-large\"");
+        assertThat(keyRows(key)).isZero();
+        assertThat(small.statusCode()).isEqualTo(201);
     }
 
     @Test

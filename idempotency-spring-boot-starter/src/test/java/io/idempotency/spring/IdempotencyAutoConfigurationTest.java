@@ -157,6 +157,16 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void anExpressionThatDoesNotParseOrALeaseThatIsNotPositiveIsRefusedAtStartup() {
+        runner.withUserConfiguration(BrokenAnnotationsController.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(rootMessage(context.getStartupFailure())).contains("BrokenAnnotationsController.badKey()",
+                    "BrokenAnnotationsController.badFingerprint()", "BrokenAnnotationsController.zeroLease()",
+                    "BrokenAnnotationsController.negativeLease()");
+        });
+    }
+
+    @Test
     void aScopeLongerThanItsColumnIsRefusedAtStartup() {
         runner.withUserConfiguration(LongRouteController.class).run(context -> {
             assertThat(context).hasFailed();
@@ -256,6 +266,33 @@ class IdempotencyAutoConfigurationTest {
         @Idempotent
         public String anyMethod() {
             return "mapped to every method, so POST and PATCH too";
+        }
+    }
+
+    @RestController
+    static class BrokenAnnotationsController {
+        @PostMapping("/bad-key")
+        @Idempotent(key = "#body.(")
+        public String badKey() {
+            return "x";
+        }
+
+        @PostMapping("/bad-fingerprint")
+        @Idempotent(key = "#body.id", fingerprint = "#body.amount +")
+        public String badFingerprint() {
+            return "x";
+        }
+
+        @PostMapping("/zero-lease")
+        @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "0s")
+        public String zeroLease() {
+            return "x";
+        }
+
+        @PostMapping("/negative-lease")
+        @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "-5s")
+        public String negativeLease() {
+            return "x";
         }
     }
 
