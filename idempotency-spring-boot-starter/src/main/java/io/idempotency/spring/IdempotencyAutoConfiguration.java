@@ -71,14 +71,21 @@ public class IdempotencyAutoConfiguration {
     }
 
     /**
-     * The table, created by the library's migration or, when the schema is managed elsewhere, checked. After the
+     * The table, created by the library's migration or, when the schema is managed elsewhere, checked (only for the
+     * library's own JDBC store: a store the application brings keeps its records where it likes). After the
      * application's own database initialisers, which may be what creates it.
      */
     @Bean
     @DependsOnDatabaseInitialization
-    IdempotencySchemaInitializer idempotencySchemaInitializer(DataSource dataSource, IdempotencyProperties properties) {
+    IdempotencySchemaInitializer idempotencySchemaInitializer(DataSource dataSource, IdempotencyProperties properties,
+                                                              IdempotencyStore store) {
+        boolean librarysStore = store.getClass() == PostgresIdempotencyStore.class
+                || store.getClass() == PartitionedPostgresIdempotencyStore.class;
+        IdempotencySchemaInitializer.Mode mode = properties.getJdbc().isInitializeSchema()
+                ? IdempotencySchemaInitializer.Mode.MIGRATE
+                : librarysStore ? IdempotencySchemaInitializer.Mode.VERIFY : IdempotencySchemaInitializer.Mode.NONE;
         return new IdempotencySchemaInitializer(new IdempotencySchemaMigrator(dataSource,
-                properties.getJdbc().getTableName(), partitioned(properties)), properties.getJdbc().isInitializeSchema());
+                properties.getJdbc().getTableName(), partitioned(properties)), mode);
     }
 
     /**

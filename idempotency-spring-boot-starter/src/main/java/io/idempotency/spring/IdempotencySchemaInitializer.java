@@ -10,17 +10,30 @@ import org.springframework.beans.factory.InitializingBean;
  */
 class IdempotencySchemaInitializer implements InitializingBean {
 
-    private final IdempotencySchemaMigrator migrator;
-    private final boolean migrate;
+    /** What to do with the table at startup. */
+    enum Mode {
+        /** Create or upgrade it with the library's migration. */
+        MIGRATE,
+        /** Managed elsewhere: check it is there, with the right layout. */
+        VERIFY,
+        /** Managed elsewhere, for a store the application brings: leave it alone. */
+        NONE
+    }
 
-    IdempotencySchemaInitializer(IdempotencySchemaMigrator migrator, boolean migrate) {
+    private final IdempotencySchemaMigrator migrator;
+    private final Mode mode;
+
+    IdempotencySchemaInitializer(IdempotencySchemaMigrator migrator, Mode mode) {
         this.migrator = migrator;
-        this.migrate = migrate;
+        this.mode = mode;
     }
 
     @Override
     public void afterPropertiesSet() {
-        if (migrate) {
+        if (mode == Mode.NONE) {
+            return;
+        }
+        if (mode == Mode.MIGRATE) {
             try {
                 migrator.migrate();
             } catch (IllegalStateException e) {

@@ -77,7 +77,7 @@ class InertIdempotentCheck implements SmartInitializingSingleton, ApplicationCon
                     + " retry:{}", ENABLED_PROPERTY, list(methods));
             return;
         }
-        if (beanFactory.getBeanNamesForType(IdempotencyEngine.class, true, false).length > 0 && !isWebApplication()) {
+        if (!isWebApplication()) {
             // no requests are served here (a worker sharing the application's classes, say): nothing a client could
             // retry reaches these methods over HTTP, and code that is not a handler uses IdempotencyTemplate
             log.warn("This is not a web application, so @Idempotent, which serves Spring MVC handlers, has no effect"

@@ -76,6 +76,17 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void aStoreTheApplicationBringsKeepsItsRecordsWhereItLikesWhenTheMigrationIsOff() {
+        TestDatabases.contextRunner(TestPostgres.newDatabase()).withUserConfiguration(OwnStore.class)
+                .withPropertyValues("idempotency.jdbc.initialize-schema=false",
+                        "idempotency.retention.cleanup.enabled=false", "idempotency.sweeper.enabled=false")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    assertThat(context.getBean(IdempotencyStore.class)).hasToString("own store");
+                });
+    }
+
+    @Test
     void canBeSwitchedOff() {
         runner.withPropertyValues("idempotency.enabled=false").run(context -> {
             assertThat(context).hasNotFailed();
@@ -293,6 +304,20 @@ class IdempotencyAutoConfigurationTest {
         @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "-5s")
         public String negativeLease() {
             return "x";
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class OwnStore {
+        @Bean
+        IdempotencyStore idempotencyStore() {
+            return (IdempotencyStore) java.lang.reflect.Proxy.newProxyInstance(getClass().getClassLoader(),
+                    new Class<?>[] {IdempotencyStore.class}, (proxy, method, args) -> switch (method.getName()) {
+                        case "hashCode" -> System.identityHashCode(proxy);
+                        case "equals" -> proxy == args[0];
+                        case "toString" -> "own store";
+                        default -> throw new UnsupportedOperationException(method.getName());
+                    });
         }
     }
 

@@ -151,6 +151,11 @@ class IdempotencyInactiveAutoConfigurationTest {
                     assertThat(context).hasSingleBean(io.idempotency.core.IdempotencyTemplate.class);
                 });
         assertThat(output).contains("This is not a web application", "RefundService.refund()");
+        new ApplicationContextRunner() // a batch job without a database
+                .withConfiguration(AutoConfigurations.of(IdempotencyAutoConfiguration.class,
+                        IdempotencyInactiveAutoConfiguration.class))
+                .withUserConfiguration(RefundService.class)
+                .run(context -> assertThat(context).hasNotFailed());
     }
 
     @Test
