@@ -135,6 +135,82 @@ class PostgresSchemaIntegrationTest {
     }
 
     @Test
+    void aDatabaseMigratedByAnEarlierVersionStillStartsWhateverTheTableName() {
+        for (String table : new String[] {"idempotency_keys", "api_requests"}) {
+            try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+                migrateAsEarlierVersionsDid(dataSource, table);
+
+                assertThat(new IdempotencySchemaMigrator(dataSource, table).migrate().migrationsExecuted)
+                        .as(table).isZero();
+                assertThat(new IdempotencySchemaMigrator(dataSource, table).migrate().migrationsExecuted)
+                        .as(table + ", again").isZero();
+                assertThat(new JdbcTemplate(dataSource).queryForObject("select count(*) from " + table,
+                        Integer.class)).isZero();
+            }
+        }
+    }
+
+    @Test
+    void aTableMadeFromTheScriptIsAdoptedByTheMigration() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            new JdbcTemplate(dataSource).execute(IdempotencySchema.postgresql("idempotency_keys"));
+
+            assertThat(new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate().migrationsExecuted)
+                    .as("baselined at V1, not run over the existing table").isZero();
+        }
+    }
+
+    @Test
+    void aTableNameWhoseHistoryWouldBeTheDefaultTablesIsRefused() {
+        assertThatThrownBy(() -> IdempotencySchemaMigrator.historyTable("idempotency"))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("cannot be used");
+        assertThat(IdempotencySchemaMigrator.historyTable("idempotency_keys")).isEqualTo("idempotency_schema_history");
+        assertThat(IdempotencySchemaMigrator.historyTable("api_requests")).isEqualTo("api_requests_schema_history");
+    }
+
+    @Test
+    void aHistoryThatOutlivedItsTableSaysSo() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+            new JdbcTemplate(dataSource).execute("drop table idempotency_keys");
+
+            assertThatThrownBy(() -> new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate())
+                    .hasMessageContaining("says table idempotency_keys was created, but it does not exist");
+        }
+    }
+
+    /** As versions before 0.1.0 migrated: one history for every table, V1's checksum over the filled-in script. */
+    private static void migrateAsEarlierVersionsDid(HikariDataSource dataSource, String table) {
+        org.flywaydb.core.Flyway.configure().dataSource(dataSource).table("idempotency_schema_history")
+                .locations(new org.flywaydb.core.api.Location[0])
+                .javaMigrations(new V1__Create_idempotency_keys(IdempotencySchema.postgresql(table)))
+                .baselineOnMigrate(true).baselineVersion("0").load().migrate();
+    }
+
+    /** V1 as earlier versions shipped it (same name, so the same version and description). */
+    private static final class V1__Create_idempotency_keys extends org.flywaydb.core.api.migration.BaseJavaMigration {
+        private final String script;
+
+        V1__Create_idempotency_keys(String script) {
+            this.script = script;
+        }
+
+        @Override
+        public Integer getChecksum() {
+            java.util.zip.CRC32 crc = new java.util.zip.CRC32();
+            crc.update(script.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            return (int) crc.getValue();
+        }
+
+        @Override
+        public void migrate(org.flywaydb.core.api.migration.Context context) throws Exception {
+            try (java.sql.Statement statement = context.getConnection().createStatement()) {
+                statement.execute(script);
+            }
+        }
+    }
+
+    @Test
     void aSchemaManagedElsewhereIsVerifiedNotMigrated() {
         try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);

@@ -27,8 +27,15 @@ public final class IdempotencySchemaMigrator {
      * would never be created (the shared history would say its migration had run).
      */
     public static String historyTable(String tableName) {
-        return IdempotencySchema.DEFAULT_TABLE_NAME.equals(tableName) ? HISTORY_TABLE
-                : IdempotencySchema.checkTableName(tableName) + "_schema_history";
+        if (IdempotencySchema.DEFAULT_TABLE_NAME.equals(tableName)) {
+            return HISTORY_TABLE;
+        }
+        String history = IdempotencySchema.checkTableName(tableName) + "_schema_history";
+        if (history.equals(HISTORY_TABLE)) {
+            throw new IllegalArgumentException("the table name " + tableName + " cannot be used: its migration"
+                    + " history would be " + HISTORY_TABLE + ", the default table's");
+        }
+        return history;
     }
 
     private final DataSource dataSource;
@@ -57,16 +64,61 @@ public final class IdempotencySchemaMigrator {
      */
     public MigrateResult migrate() {
         checkLayout();
-        return Flyway.configure(IdempotencySchemaMigrator.class.getClassLoader())
+        String history = historyTable(tableName);
+        boolean tableExists = existingLayout() != null;
+        boolean historyExists = exists(history);
+        if (historyExists) {
+            adoptChecksumOfEarlierVersions(history);
+        }
+        MigrateResult result = Flyway.configure(IdempotencySchemaMigrator.class.getClassLoader())
                 .dataSource(dataSource)
-                .table(historyTable(tableName))
+                .table(history)
                 .locations(new Location[0]) // no scanning: the one migration is given below
                 .javaMigrations(new V1__Create_idempotency_keys(tableName, partitioned))
-                // a schema that already holds the application's tables is fine: start the history at version 0
+                // a schema that already holds the application's tables is fine: start the history at version 0, or
+                // at 1 when the table is there without a history of its own (made from the plain script, or by a
+                // version of the library that kept one history for every table name)
                 .baselineOnMigrate(true)
-                .baselineVersion("0")
+                .baselineVersion(tableExists && !historyExists ? "1" : "0")
                 .load()
                 .migrate();
+        if (existingLayout() == null) {
+            throw new IllegalStateException("the migration history " + history + " says table " + tableName
+                    + " was created, but it does not exist: drop " + history + " so that it is created again");
+        }
+        return result;
+    }
+
+    /**
+     * Versions before 0.1.0 took V1's checksum over the script with the table name and layout filled in; a history
+     * written by them is brought to the checksum V1 has now, instead of failing Flyway's validation.
+     */
+    private void adoptChecksumOfEarlierVersions(String history) {
+        V1__Create_idempotency_keys current = new V1__Create_idempotency_keys(tableName, partitioned);
+        try (Connection connection = dataSource.getConnection();
+             PreparedStatement statement = connection.prepareStatement("UPDATE " + history
+                     + " SET checksum = ? WHERE version = '1' AND checksum IN (?, ?)")) {
+            statement.setInt(1, current.getChecksum());
+            statement.setInt(2, V1__Create_idempotency_keys.checksumOf(IdempotencySchema.postgresql(tableName)));
+            statement.setInt(3, V1__Create_idempotency_keys.checksumOf(
+                    IdempotencySchema.postgresqlPartitioned(tableName)));
+            statement.executeUpdate();
+        } catch (SQLException e) {
+            throw new IllegalStateException("could not read the migration history " + history, e);
+        }
+    }
+
+    private boolean exists(String relation) {
+        try (Connection connection = dataSource.getConnection();
+             PreparedStatement statement = connection.prepareStatement("SELECT to_regclass(?) IS NOT NULL")) {
+            statement.setString(1, relation);
+            try (ResultSet rs = statement.executeQuery()) {
+                rs.next();
+                return rs.getBoolean(1);
+            }
+        } catch (SQLException e) {
+            throw new IllegalStateException("could not look for " + relation, e);
+        }
     }
 
     /**

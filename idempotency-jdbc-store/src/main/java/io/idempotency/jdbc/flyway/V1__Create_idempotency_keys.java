@@ -29,10 +29,14 @@ public class V1__Create_idempotency_keys extends BaseJavaMigration {
      */
     @Override
     public Integer getChecksum() {
+        return checksumOf(IdempotencySchema.postgresql(IdempotencySchema.DEFAULT_TABLE_NAME)
+                + IdempotencySchema.postgresqlPartitioned(IdempotencySchema.DEFAULT_TABLE_NAME));
+    }
+
+    /** Flyway's checksum of {@code text}. */
+    static int checksumOf(String text) {
         CRC32 crc = new CRC32();
-        crc.update(IdempotencySchema.postgresql(IdempotencySchema.DEFAULT_TABLE_NAME).getBytes(StandardCharsets.UTF_8));
-        crc.update(IdempotencySchema.postgresqlPartitioned(IdempotencySchema.DEFAULT_TABLE_NAME)
-                .getBytes(StandardCharsets.UTF_8));
+        crc.update(text.getBytes(StandardCharsets.UTF_8));
         return (int) crc.getValue();
     }
 
