@@ -121,11 +121,14 @@ public class PostgresPartitionMaintenance {
                 new Run(false, List.of(), dropExpired(connection, now.minus(retention))));
     }
 
-    /** Whether an attached partition covers the database's current time, so that a claim now has one to go into. */
+    /**
+     * Whether an attached partition covers the database's current time, so that a claim now has one to go into: a
+     * range partition, or a default partition (which one made outside the library may have).
+     */
     public boolean coversNow() {
         try (Connection connection = dataSource.getConnection()) {
             Instant now = databaseNow(connection);
-            return partitions(connection).stream()
+            return hasDefaultPartition(connection) || partitions(connection).stream()
                     .anyMatch(p -> !p.detachPending() && !now.isBefore(p.from()) && now.isBefore(p.to()));
         } catch (SQLException e) {
             throw new IllegalStateException("could not list the partitions of " + table, e);
@@ -260,6 +263,9 @@ public class PostgresPartitionMaintenance {
             statement.setString(1, table);
             try (ResultSet rs = statement.executeQuery()) {
                 while (rs.next()) {
+                    if ("DEFAULT".equals(rs.getString(2))) {
+                        continue; // a catch-all made outside the library: never created nor dropped here
+                    }
                     Matcher bounds = BOUNDS.matcher(rs.getString(2));
                     if (!bounds.find()) {
                         throw new IllegalStateException("unexpected bounds of partition " + rs.getString(1) + ": "
@@ -272,6 +278,17 @@ public class PostgresPartitionMaintenance {
         }
         partitions.sort((a, b) -> a.from().compareTo(b.from()));
         return partitions;
+    }
+
+    private boolean hasDefaultPartition(Connection connection) throws SQLException {
+        try (PreparedStatement statement = connection.prepareStatement("SELECT EXISTS (SELECT 1 FROM"
+                + " pg_partitioned_table WHERE partrelid = to_regclass(?) AND partdefid <> 0)")) {
+            statement.setString(1, table);
+            try (ResultSet rs = statement.executeQuery()) {
+                rs.next();
+                return rs.getBoolean(1);
+            }
+        }
     }
 
     private static Instant parseTimestamp(Connection connection, String text) throws SQLException {

@@ -66,6 +66,23 @@ class PartitionMaintenanceIntegrationTest {
     }
 
     @Test
+    void aDefaultPartitionMadeElsewhereCoversNowAndIsNeitherListedNorDropped() {
+        try (HikariDataSource dataSource = partitionedDatabase()) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            PostgresPartitionMaintenance maintenance =
+                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(5));
+            jdbc.execute("create table idempotency_keys_default partition of idempotency_keys default");
+
+            assertThat(maintenance.coversNow()).as("the default partition takes every row").isTrue();
+            assertThat(maintenance.partitions()).isEmpty();
+            assertThat(maintenance.createAhead(false).created()).hasSize(3);
+            assertThat(maintenance.dropExpired(Duration.ZERO).dropped()).doesNotContain("idempotency_keys_default");
+            assertThat(jdbc.queryForObject("select count(*) from pg_tables where tablename = 'idempotency_keys_default'"
+                    + " and schemaname = current_schema()", Integer.class)).isEqualTo(1);
+        }
+    }
+
+    @Test
     void creatingAheadDropsNothingAndDroppingCreatesNothing() {
         try (HikariDataSource dataSource = partitionedDatabase()) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);

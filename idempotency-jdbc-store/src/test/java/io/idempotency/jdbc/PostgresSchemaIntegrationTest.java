@@ -152,11 +152,15 @@ class PostgresSchemaIntegrationTest {
 
     @Test
     void aTableMadeFromTheScriptIsAdoptedByTheMigration() {
-        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
-            new JdbcTemplate(dataSource).execute(IdempotencySchema.postgresql("idempotency_keys"));
+        for (boolean partitioned : new boolean[] {false, true}) {
+            try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+                new JdbcTemplate(dataSource).execute(partitioned
+                        ? IdempotencySchema.postgresqlPartitioned("idempotency_keys")
+                        : IdempotencySchema.postgresql("idempotency_keys"));
 
-            assertThat(new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate().migrationsExecuted)
-                    .as("baselined at V1, not run over the existing table").isZero();
+                assertThat(new IdempotencySchemaMigrator(dataSource, "idempotency_keys", partitioned).migrate()
+                        .migrationsExecuted).as("baselined at V1, not run over the existing table").isZero();
+            }
         }
     }
 

@@ -107,7 +107,8 @@ public class IdempotencyAutoConfiguration {
         if (partitioned(properties)) {
             return RetentionScheduler.partitioned(new PostgresPartitionMaintenance(dataSource,
                     properties.getJdbc().getTableName(), cleanup.getPartitionInterval(), cleanup.getPartitionsAhead(),
-                    Duration.ofSeconds(2)), cleanup.isEnabled(), properties.getRetention().getTtl(),
+                    Duration.ofSeconds(2)), cleanup.isCreatePartitions(), cleanup.isEnabled(),
+                    properties.getRetention().getTtl(),
                     cleanup.getInterval(), counters);
         }
         return RetentionScheduler.deleting(new ExpiredRecordCleaner(store, cleanup.getBatchSize()),

@@ -229,6 +229,21 @@ public class IdempotencyProperties {
         /** How many partitions after the current one are kept ready in {@code drop-partitions} mode. */
         private int partitionsAhead = 7;
 
+        /**
+         * Whether this instance creates partitions in {@code drop-partitions} mode. Switch off when partitions are
+         * managed outside the application (pg_partman, a DBA); then the application only checks at startup that a
+         * partition (or a default partition) covers the current time, and drops nothing unless cleanup is enabled.
+         */
+        private boolean createPartitions = true;
+
+        public boolean isCreatePartitions() {
+            return createPartitions;
+        }
+
+        public void setCreatePartitions(boolean createPartitions) {
+            this.createPartitions = createPartitions;
+        }
+
         public boolean isEnabled() {
             return enabled;
         }

@@ -29,30 +29,34 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
 
     private final ExpiredRecordCleaner cleaner;
     private final PostgresPartitionMaintenance partitions;
+    private final boolean createPartitions;
     private final boolean dropPartitions;
     private final Duration retention;
     private final IdempotencyMeters meters;
 
     /** Batched deletes of expired records. */
     static RetentionScheduler deleting(ExpiredRecordCleaner cleaner, Duration interval, IdempotencyMeters meters) {
-        return new RetentionScheduler(cleaner, null, false, null, interval, meters);
+        return new RetentionScheduler(cleaner, null, false, false, null, interval, meters);
     }
 
     /**
-     * Partitions created ahead and, when {@code dropPartitions}, dropped after {@code retention}; in partitioned mode
-     * every instance keeps partitions ready, whether or not its cleanup is enabled.
+     * Partitions created ahead (when {@code createPartitions}: every instance keeps them ready, whether or not its
+     * cleanup is enabled, unless they are managed outside the application) and, when {@code dropPartitions}, dropped
+     * after {@code retention}.
      */
-    static RetentionScheduler partitioned(PostgresPartitionMaintenance partitions, boolean dropPartitions,
-                                          Duration retention, Duration interval, IdempotencyMeters meters) {
-        return new RetentionScheduler(null, partitions, dropPartitions, retention, interval, meters);
+    static RetentionScheduler partitioned(PostgresPartitionMaintenance partitions, boolean createPartitions,
+                                          boolean dropPartitions, Duration retention, Duration interval,
+                                          IdempotencyMeters meters) {
+        return new RetentionScheduler(null, partitions, createPartitions, dropPartitions, retention, interval, meters);
     }
 
     private RetentionScheduler(ExpiredRecordCleaner cleaner, PostgresPartitionMaintenance partitions,
-                               boolean dropPartitions, Duration retention, Duration interval,
+                               boolean createPartitions, boolean dropPartitions, Duration retention, Duration interval,
                                IdempotencyMeters meters) {
         super("idempotency-cleanup", interval);
         this.cleaner = cleaner;
         this.partitions = partitions;
+        this.createPartitions = createPartitions;
         this.dropPartitions = dropPartitions;
         this.retention = retention;
         this.meters = meters;
@@ -61,8 +65,17 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
     /** In partitioned mode: the partitions that are due, before anything takes requests. */
     @Override
     public void afterPropertiesSet() {
-        if (partitions != null) {
+        if (partitions == null) {
+            return;
+        }
+        if (createPartitions) {
             createPartitionsAtStartup();
+        } else if (!partitions.coversNow()) {
+            throw new IdempotencyConfigurationException("No partition of the idempotency table covers the current"
+                    + " time, and idempotency.retention.cleanup.create-partitions=false leaves creating them to"
+                    + " something else. Every claim would fail, so the application does not start.", "Create the"
+                    + " partitions (or a default partition) with the tool that manages them, or let the application"
+                    + " create them (idempotency.retention.cleanup.create-partitions=true).");
         }
     }
 
@@ -106,17 +119,8 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
     }
 
     private void maintainPartitions() {
-        RuntimeException creationFailure = null;
-        try {
-            PostgresPartitionMaintenance.Run run = partitions.createAhead(false);
-            if (run.skipped()) {
-                log.debug("Idempotency partitions not created in this run: another instance is creating them");
-            } else if (!run.created().isEmpty()) {
-                log.info("Idempotency partitions created: {}", run.created());
-            }
-        } catch (RuntimeException e) {
-            creationFailure = e; // dropping does not depend on it: still done, then reported
-        }
+        // dropping does not depend on the creation: still done when it failed, then reported
+        RuntimeException creationFailure = createPartitions ? createAhead() : null;
         if (dropPartitions) {
             PostgresPartitionMaintenance.Run run;
             try {
@@ -138,6 +142,21 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
         }
         if (creationFailure != null) {
             throw creationFailure;
+        }
+    }
+
+    /** The partitions due; what went wrong, if anything. */
+    private RuntimeException createAhead() {
+        try {
+            PostgresPartitionMaintenance.Run run = partitions.createAhead(false);
+            if (run.skipped()) {
+                log.debug("Idempotency partitions not created in this run: another instance is creating them");
+            } else if (!run.created().isEmpty()) {
+                log.info("Idempotency partitions created: {}", run.created());
+            }
+            return null;
+        } catch (RuntimeException e) {
+            return e;
         }
     }
 

@@ -32,6 +32,31 @@ class RetentionConfigurationTest {
     }
 
     @Test
+    void partitionsManagedElsewhereAreLeftAloneButMustCoverTheCurrentTime() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        database.queryString(io.idempotency.jdbc.IdempotencySchema.postgresqlPartitioned("idempotency_keys"));
+        org.springframework.boot.test.context.runner.WebApplicationContextRunner managedElsewhere =
+                TestDatabases.contextRunner(database).withPropertyValues(
+                        "idempotency.retention.cleanup.mode=drop-partitions",
+                        "idempotency.retention.cleanup.create-partitions=false",
+                        "idempotency.retention.cleanup.enabled=false");
+
+        managedElsewhere.run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure()).getDescription())
+                    .contains("No partition of the idempotency table covers the current time",
+                            "create-partitions=false");
+        });
+        // the tool that manages them made a default partition (as pg_partman does): that covers now
+        database.queryString("create table idempotency_keys_default partition of idempotency_keys default");
+        managedElsewhere.run(context -> {
+            assertThat(context).hasNotFailed();
+            assertThat(database.queryLong("select count(*) from pg_inherits"
+                    + " where inhparent = to_regclass('idempotency_keys')")).as("only the tool's").isEqualTo(1);
+        });
+    }
+
+    @Test
     void theTtlMustAlsoCoverTheLease() {
         TestDatabases.contextRunner(TestPostgres.newDatabase())
                 .withPropertyValues("idempotency.retention.ttl=7d", "idempotency.retention.max-retry-window=7d")

@@ -70,7 +70,8 @@ public final class IdempotencySchemaMigrator {
         if (historyExists) {
             adoptChecksumOfEarlierVersions(history);
         }
-        MigrateResult result = Flyway.configure(IdempotencySchemaMigrator.class.getClassLoader())
+        boolean adopt = tableExists && !historyExists;
+        Flyway flyway = Flyway.configure(IdempotencySchemaMigrator.class.getClassLoader())
                 .dataSource(dataSource)
                 .table(history)
                 .locations(new Location[0]) // no scanning: the one migration is given below
@@ -79,9 +80,12 @@ public final class IdempotencySchemaMigrator {
                 // at 1 when the table is there without a history of its own (made from the plain script, or by a
                 // version of the library that kept one history for every table name)
                 .baselineOnMigrate(true)
-                .baselineVersion(tableExists && !historyExists ? "1" : "0")
-                .load()
-                .migrate();
+                .baselineVersion(adopt ? "1" : "0")
+                .load();
+        if (adopt) {
+            flyway.baseline(); // explicitly: Flyway may not count a partitioned table as making the schema non-empty
+        }
+        MigrateResult result = flyway.migrate();
         if (existingLayout() == null) {
             throw new IllegalStateException("the migration history " + history + " says table " + tableName
                     + " was created, but it does not exist: drop " + history + " so that it is created again");
