@@ -12,6 +12,7 @@ import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
 import java.time.Duration;
+import java.util.List;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -78,6 +79,11 @@ class PostgresSchemaIntegrationTest {
     /** The switch to dropping partitions as docs/retention.md describes it, step by step. */
     @Test
     void theDocumentedSwitchToDroppingPartitionsKeepsEveryRecordAndPassesTheMigrationsValidation() {
+        switchToDroppingPartitions(Duration.ofDays(1));
+        switchToDroppingPartitions(Duration.ofDays(7)); // an interval that does not end with the day
+    }
+
+    private static void switchToDroppingPartitions(Duration interval) {
         try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
             new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
@@ -97,22 +103,29 @@ class PostgresSchemaIntegrationTest {
                 jdbc.execute("alter table idempotency_keys set schema " + aside);
                 // 2. the new table from the shipped script
                 jdbc.execute(IdempotencySchema.postgresqlPartitioned("idempotency_keys"));
-                // 3. one partition for every record so far, up to the end of the current UTC day, and the records
+                // 3. one partition for every record so far, up to the end of the current partition interval (86400
+                // seconds in the docs), and the records
                 jdbc.execute("""
                         do $$ begin
                           execute format('create table idempotency_keys_before_switch partition of idempotency_keys'
                               || ' for values from (%%L) to (%%L)',
                               (select least(min(created_at), now()) from %s.idempotency_keys),
-                              (date_trunc('day', now() at time zone 'UTC') + interval '1 day') at time zone 'UTC');
-                        end $$""".formatted(aside));
+                              to_timestamp((floor(extract(epoch from now()) / %d) + 1) * %d));
+                        end $$""".formatted(aside, interval.toSeconds(), interval.toSeconds()));
                 jdbc.execute("insert into idempotency_keys select * from " + aside + ".idempotency_keys");
                 // 4. the application, started in drop-partitions mode: its migration and its partitions
                 assertThat(new IdempotencySchemaMigrator(dataSource, "idempotency_keys", true).migrate()
                         .migrationsExecuted).isZero();
                 PostgresPartitionMaintenance maintenance = new PostgresPartitionMaintenance(dataSource,
-                        "idempotency_keys", Duration.ofDays(1), 7, Duration.ofSeconds(5));
-                assertThat(maintenance.createAhead(true).created()).as("the days after the current one").hasSize(7);
+                        "idempotency_keys", interval, 3, Duration.ofSeconds(5));
+                assertThat(maintenance.createAhead(true).created()).as("the intervals after the current one")
+                        .hasSize(3);
                 assertThat(maintenance.coversNow()).isTrue();
+                List<PostgresPartitionMaintenance.Partition> partitions = maintenance.partitions();
+                for (int i = 1; i < partitions.size(); i++) {
+                    assertThat(partitions.get(i).from()).as("no gap before " + partitions.get(i).name())
+                            .isEqualTo(partitions.get(i - 1).to());
+                }
                 assertThat(maintenance.dropExpired(Duration.ofDays(30)).dropped()).isEmpty();
 
                 PartitionedPostgresIdempotencyStore store = new PartitionedPostgresIdempotencyStore(dataSource,
