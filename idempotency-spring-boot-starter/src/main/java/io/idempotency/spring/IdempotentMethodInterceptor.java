@@ -12,6 +12,8 @@ import io.idempotency.core.StoredResponse;
 import jakarta.servlet.http.HttpServletRequest;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.aopalliance.intercept.MethodInvocation;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import org.springframework.context.expression.MethodBasedEvaluationContext;
 import org.springframework.core.DefaultParameterNameDiscoverer;
 import org.springframework.core.ParameterNameDiscoverer;
@@ -57,6 +59,8 @@ import java.util.concurrent.ConcurrentHashMap;
  * The {@link IdempotencyFilter} stores the answer and commits after the response has been rendered. Thread-safe.
  */
 public class IdempotentMethodInterceptor implements MethodInterceptor {
+
+    private static final Logger log = LoggerFactory.getLogger(IdempotentMethodInterceptor.class);
 
     /** Sent with every replayed answer. */
     public static final String REPLAYED_HEADER = "Idempotent-Replayed";
@@ -169,7 +173,8 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             parsed = headerKey != null ? headerKey : keyFromExpression(endpoint.keyExpression, context);
         } catch (EvaluationException e) {
             // e.g. a member the body does not have: the key is missing (the expression's own words are not the
-            // client's business)
+            // client's business, but a mistyped expression shows here)
+            log.debug("The key expression of {} gave no key: {}", invocation.getMethod(), e.getMessage());
             parsed = new IdempotencyKeyParser.Missing();
         }
         if (parsed instanceof IdempotencyKeyParser.Missing) {
