@@ -119,15 +119,18 @@ class IdempotencyInactiveAutoConfigurationTest {
                 });
     }
 
+    /** The starter and a database, without Spring MVC. */
+    private static final AutoConfigurations STARTER_WITH_DATABASE = AutoConfigurations.of(
+            org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration.class,
+            org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration.class,
+            IdempotencyAutoConfiguration.class,
+            IdempotencyInactiveAutoConfiguration.class);
+
     @Test
     void aReactiveApplicationWithTheAnnotationDoesNotStartEvenWithADatabase() {
         TestPostgres.Database database = TestPostgres.newDatabase();
         new org.springframework.boot.test.context.runner.ReactiveWebApplicationContextRunner()
-                .withConfiguration(AutoConfigurations.of(
-                        org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration.class,
-                        org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration.class,
-                        IdempotencyAutoConfiguration.class,
-                        IdempotencyInactiveAutoConfiguration.class))
+                .withConfiguration(STARTER_WITH_DATABASE)
                 .withPropertyValues(database.springPropertyValues().toArray(String[]::new))
                 .withUserConfiguration(RefundService.class).run(context -> {
                     assertThat(context).hasFailed();
@@ -140,11 +143,7 @@ class IdempotencyInactiveAutoConfigurationTest {
     void anApplicationThatServesNoRequestsStartsAndSaysTheAnnotationHasNoEffectThere(CapturedOutput output) {
         TestPostgres.Database database = TestPostgres.newDatabase();
         new ApplicationContextRunner()
-                .withConfiguration(AutoConfigurations.of(
-                        org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration.class,
-                        org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration.class,
-                        IdempotencyAutoConfiguration.class,
-                        IdempotencyInactiveAutoConfiguration.class))
+                .withConfiguration(STARTER_WITH_DATABASE)
                 .withPropertyValues(database.springPropertyValues().toArray(String[]::new))
                 .withUserConfiguration(RefundService.class).run(context -> {
                     assertThat(context).hasNotFailed();
