@@ -96,6 +96,37 @@ class RetentionConfigurationTest {
     }
 
     @Test
+    void theSweeperResolvesAClaimWhoseLeaseRanOutAndCountsIt() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        TestDatabases.contextRunner(database)
+                .withUserConfiguration(Meters.class)
+                .withPropertyValues("idempotency.sweeper.interval=200ms")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    // an intent-first claim whose holder died: its lease ran out, nobody retried
+                    database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status,"
+                            + " request_hash, fencing_token, expires_at, locked_until) values ('', 'POST /charges',"
+                            + " 'abandoned', 'PROCESSING', repeat('a', 64), gen_random_uuid(),"
+                            + " now() + interval '1 day', now() - interval '1 second'),"
+                            + " ('', 'POST /charges', 'running', 'PROCESSING', repeat('a', 64), gen_random_uuid(),"
+                            + " now() + interval '1 day', now() + interval '1 hour')");
+                    long deadline = System.currentTimeMillis() + 15_000;
+                    while ("PROCESSING".equals(database.queryString("select status from idempotency_keys"
+                            + " where idempotency_key = 'abandoned'")) && System.currentTimeMillis() < deadline) {
+                        Thread.sleep(100);
+                    }
+                    assertThat(database.queryString("select status from idempotency_keys"
+                            + " where idempotency_key = 'abandoned'")).as("the default resolver lets a retry run")
+                            .isEqualTo("FAILED");
+                    assertThat(database.queryString("select status from idempotency_keys"
+                            + " where idempotency_key = 'running'")).as("a lease still running").isEqualTo("PROCESSING");
+                    MeterRegistry meters = context.getBean(MeterRegistry.class);
+                    assertThat(meters.get(MicrometerIdempotencyMeters.RESOLVED).tag("outcome", "failed").counter()
+                            .count()).isEqualTo(1.0);
+                });
+    }
+
+    @Test
     void thePartitionedModeCreatesAPartitionedTableWithPartitionsAhead() {
         TestPostgres.Database database = TestPostgres.newDatabase();
         TestDatabases.contextRunner(database)
