@@ -1,8 +1,11 @@
 package io.idempotency.spring;
 
 import io.idempotency.core.Idempotent;
+import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.StoragePolicy;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.context.ApplicationContext;
@@ -61,6 +64,9 @@ import java.util.concurrent.Future;
  */
 class IdempotencyStartupChecks implements SmartInitializingSingleton {
 
+    private static final Logger log = LoggerFactory.getLogger(IdempotencyStartupChecks.class);
+
+
     private static final List<String> ASYNC_TYPES = List.of(
             "org.springframework.web.context.request.async.DeferredResult",
             "org.springframework.web.context.request.async.WebAsyncTask",
@@ -100,6 +106,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
     @Override
     public void afterSingletonsInstantiated() {
         List<String> problems = new ArrayList<>();
+        List<Method> intentFirst = new ArrayList<>();
         int idempotentEndpoints = 0;
         // the configured methods too, so that handlers these mappings do not list are still served
         Set<String> methods = new HashSet<>(properties.getObject().getMethods().stream()
@@ -118,6 +125,9 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                         methods.addAll(endpoint.methods);
                         neverApplies(method, mapped.getKey(), endpoint).ifPresent(problems::add);
                         scopeTooLong(method, mapped.getKey(), endpoint).ifPresent(problems::add);
+                        if (endpoint.mode == IdempotencyMode.INTENT_FIRST) {
+                            intentFirst.add(method);
+                        }
                         if (endpoint.mode == IdempotencyMode.INTENT_FIRST && !idempotent.lease().isBlank()) {
                             IdempotencyAutoConfiguration.retentionProblem(settings, endpoint.lease,
                                     "the lease of " + method).ifPresent(problems::add);
@@ -137,6 +147,15 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                     + " from it.");
         }
         idempotentMethods.learn(methods);
+        if (!intentFirst.isEmpty() && IdempotencyEngine.DEFAULT_DOWNSTREAM_SECRET.equals(
+                properties.getObject().getDownstreamKeySecret())) {
+            // two applications on one third-party account, both with the default, derive the same downstream key for
+            // the same caller, scope and key: the third party would take the second one's call for a rerun
+            log.warn("idempotency.downstream-key-secret is not set, and {} endpoint(s) call third parties in"
+                    + " intent-first mode (e.g. {}): their downstream keys are derived with the library's public"
+                    + " default. Set a secret of this application's own, the same on every instance.",
+                    intentFirst.size(), intentFirst.get(0));
+        }
     }
 
     /**

@@ -33,6 +33,7 @@ import java.util.concurrent.CompletableFuture;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** Wiring of the auto-configuration: conditions, back-off, and the startup checks that refuse unsafe setups. */
+@org.junit.jupiter.api.extension.ExtendWith(org.springframework.boot.test.system.OutputCaptureExtension.class)
 class IdempotencyAutoConfigurationTest {
 
     private static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
@@ -175,6 +176,18 @@ class IdempotencyAutoConfigurationTest {
                     "BrokenAnnotationsController.badFingerprint()", "BrokenAnnotationsController.zeroLease()",
                     "BrokenAnnotationsController.negativeLease()");
         });
+    }
+
+    @Test
+    void intentFirstEndpointsWithTheDefaultDownstreamSecretAreWarnedAbout(
+            org.springframework.boot.test.system.CapturedOutput output) {
+        String warning = "idempotency.downstream-key-secret is not set, and 1 endpoint(s) call third parties";
+        runner.withUserConfiguration(LeasedController.class)
+                .withPropertyValues("idempotency.downstream-key-secret=orders-service-secret")
+                .run(context -> assertThat(context).hasNotFailed());
+        assertThat(output).doesNotContain(warning);
+        runner.withUserConfiguration(LeasedController.class).run(context -> assertThat(context).hasNotFailed());
+        assertThat(output).contains(warning, "LeasedController.create()");
     }
 
     @Test
