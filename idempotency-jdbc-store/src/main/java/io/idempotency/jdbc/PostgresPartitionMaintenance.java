@@ -58,8 +58,17 @@ public class PostgresPartitionMaintenance {
     private final int ahead;
     private final Duration ddlLockTimeout;
 
-    /** What one run did. */
-    public record Run(boolean skipped, List<String> created, List<String> dropped) {
+    /**
+     * What one run did.
+     *
+     * @param blocked ranges not created because a default partition holds rows in them (PostgreSQL refuses to
+     *                attach a partition over them); those rows must be moved out by whoever owns that partition
+     */
+    public record Run(boolean skipped, List<String> created, List<String> dropped, List<String> blocked) {
+
+        public Run(boolean skipped, List<String> created, List<String> dropped) {
+            this(skipped, created, dropped, List.of());
+        }
     }
 
     /**
@@ -91,7 +100,8 @@ public class PostgresPartitionMaintenance {
     public Run run(Duration retention) {
         Run created = createAhead(false);
         Run dropped = dropExpired(retention);
-        return new Run(created.skipped() && dropped.skipped(), created.created(), dropped.dropped());
+        return new Run(created.skipped() && dropped.skipped(), created.created(), dropped.dropped(),
+                created.blocked());
     }
 
     /**
@@ -106,7 +116,7 @@ public class PostgresPartitionMaintenance {
      */
     public Run createAhead(boolean waitForOtherInstance) {
         return locked(CREATE_LOCK, waitForOtherInstance, (connection, now) ->
-                new Run(false, createAhead(connection, now), List.of()));
+                createAhead(connection, now));
     }
 
     /**
@@ -217,11 +227,12 @@ public class PostgresPartitionMaintenance {
         }
     }
 
-    private List<String> createAhead(Connection connection, Instant now) throws SQLException {
+    private Run createAhead(Connection connection, Instant now) throws SQLException {
         List<Partition> existing = partitions(connection);
         long step = interval.getSeconds();
         long first = Math.floorDiv(now.getEpochSecond(), step) * step;
         List<String> created = new ArrayList<>();
+        List<String> blocked = new ArrayList<>();
         for (int i = 0; i <= ahead; i++) {
             Instant from = Instant.ofEpochSecond(first + i * step);
             Instant to = from.plus(interval);
@@ -232,11 +243,21 @@ public class PostgresPartitionMaintenance {
             // a standalone table first: CREATE … PARTITION OF would wait behind open claims
             execute(connection, "CREATE TABLE IF NOT EXISTS " + name + " (LIKE " + table
                     + " INCLUDING DEFAULTS INCLUDING CONSTRAINTS)");
-            execute(connection, "ALTER TABLE " + table + " ATTACH PARTITION " + name
-                    + " FOR VALUES FROM ('" + from + "') TO ('" + to + "')");
+            try {
+                execute(connection, "ALTER TABLE " + table + " ATTACH PARTITION " + name
+                        + " FOR VALUES FROM ('" + from + "') TO ('" + to + "')");
+            } catch (SQLException e) {
+                if (!"23514".equals(e.getSQLState())) {
+                    throw e;
+                }
+                // a default partition holds rows in this range: the later ranges can still be made
+                execute(connection, "DROP TABLE IF EXISTS " + name);
+                blocked.add("[" + from + ", " + to + ")");
+                continue;
+            }
             created.add(name);
         }
-        return created;
+        return new Run(false, created, List.of(), blocked);
     }
 
     private List<String> dropExpired(Connection connection, Instant expiredBefore) throws SQLException {

@@ -83,6 +83,25 @@ class PartitionMaintenanceIntegrationTest {
     }
 
     @Test
+    void rowsInADefaultPartitionBlockTheirRangeOnlyNotTheRangesAfterIt() {
+        try (HikariDataSource dataSource = partitionedDatabase()) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            PostgresPartitionMaintenance maintenance =
+                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(5));
+            jdbc.execute("create table idempotency_keys_default partition of idempotency_keys default");
+            insertRecord(jdbc, "in-the-default-partition", "now()"); // written while no range covered now
+
+            PostgresPartitionMaintenance.Run run = maintenance.createAhead(false);
+
+            assertThat(run.blocked()).as("the current hour").hasSize(1);
+            assertThat(run.created()).as("the two hours after it").hasSize(2);
+            assertThat(maintenance.coversNow()).isTrue();
+            assertThat(jdbc.queryForObject("select count(*) from pg_tables where tablename like 'idempotency_keys_p%'"
+                    + " and schemaname = current_schema()", Integer.class)).as("no table left unattached").isEqualTo(2);
+        }
+    }
+
+    @Test
     void creatingAheadDropsNothingAndDroppingCreatesNothing() {
         try (HikariDataSource dataSource = partitionedDatabase()) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);

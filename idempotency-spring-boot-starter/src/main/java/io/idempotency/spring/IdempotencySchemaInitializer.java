@@ -1,5 +1,6 @@
 package io.idempotency.spring;
 
+import io.idempotency.jdbc.flyway.IdempotencySchemaException;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import org.springframework.beans.factory.InitializingBean;
 
@@ -33,29 +34,26 @@ class IdempotencySchemaInitializer implements InitializingBean {
         if (mode == Mode.NONE) {
             return;
         }
-        if (mode == Mode.MIGRATE) {
-            try {
+        try {
+            if (mode == Mode.MIGRATE) {
                 migrator.migrate();
-            } catch (IllegalStateException e) {
-                if (e.getCause() != null) {
-                    throw e; // the database could not be asked
-                }
-                throw new IdempotencyConfigurationException(e.getMessage(), "Set"
-                        + " idempotency.retention.cleanup.mode to the mode the table was made for, or switch the table"
-                        + " as the retention documentation describes.");
-            }
-        } else {
-            try {
+            } else {
                 migrator.verify();
-            } catch (IllegalStateException e) {
-                if (e.getCause() != null) {
-                    throw e;
-                }
-                throw new IdempotencyConfigurationException(e.getMessage()
-                        + " (idempotency.jdbc.initialize-schema=false)", "Create the table from the script the message"
-                        + " names, in the application's own migrations or by hand, or remove"
-                        + " idempotency.jdbc.initialize-schema=false to let the library create it.");
             }
+        } catch (IdempotencySchemaException e) {
+            throw new IdempotencyConfigurationException(e.getMessage()
+                    + (mode == Mode.VERIFY ? " (idempotency.jdbc.initialize-schema=false)" : ""), action(e));
         }
+    }
+
+    private static String action(IdempotencySchemaException e) {
+        return switch (e.problem()) {
+            case WRONG_LAYOUT -> "Set idempotency.retention.cleanup.mode to the mode the table was made for, or switch"
+                    + " the table as the retention documentation describes.";
+            case MISSING -> "Create the table from the script the message names, in the application's own migrations"
+                    + " or by hand, or remove idempotency.jdbc.initialize-schema=false to let the library create it.";
+            case MISSING_DESPITE_HISTORY -> "Drop the migration history table the message names, so that the"
+                    + " library creates the table again at the next start.";
+        };
     }
 }

@@ -182,8 +182,12 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         if (!endpoint.scope.isEmpty()) {
             scopes.add(endpoint.scope);
         } else {
+            // the verbs a request can have here: those the mapping serves that the annotation applies to
+            Set<RequestMethod> mapped = mapping.getMethodsCondition().getMethods();
+            List<String> verbs = mapped.isEmpty() ? List.copyOf(endpoint.methods)
+                    : mapped.stream().map(Enum::name).filter(endpoint::appliesTo).toList();
             for (String pattern : mapping.getPatternValues()) {
-                endpoint.methods.forEach(verb -> scopes.add(verb + " " + pattern));
+                verbs.forEach(verb -> scopes.add(verb + " " + pattern));
             }
         }
         return scopes.stream().filter(scope -> scope.length() > io.idempotency.core.ScopedKey.MAX_LENGTH).findFirst()

@@ -62,6 +62,9 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
 
     private static final Logger log = LoggerFactory.getLogger(IdempotentMethodInterceptor.class);
 
+    /** Begins the stored namespace of a caller whose name is digested. */
+    private static final String DIGEST_PREFIX = "sha256:";
+
     /** Sent with every replayed answer. */
     public static final String REPLAYED_HEADER = "Idempotent-Replayed";
 
@@ -310,17 +313,18 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
 
     /**
      * The caller's namespace as stored: its name, or for a name longer than the column (a long token subject, say)
-     * a digest of it, which keeps callers apart without refusing them.
+     * a digest of it, which keeps callers apart without refusing them. A name that looks like such a digest is
+     * digested too, so that no caller can take another's namespace by choosing that name.
      */
     static String namespace(String caller) {
         if (caller == null) {
             return "";
         }
-        if (caller.length() <= ScopedKey.MAX_LENGTH) {
+        if (caller.length() <= ScopedKey.MAX_LENGTH && !caller.startsWith(DIGEST_PREFIX)) {
             return caller;
         }
         try {
-            return "sha256:" + java.util.HexFormat.of().formatHex(java.security.MessageDigest.getInstance("SHA-256")
+            return DIGEST_PREFIX + java.util.HexFormat.of().formatHex(java.security.MessageDigest.getInstance("SHA-256")
                     .digest(caller.getBytes(java.nio.charset.StandardCharsets.UTF_8)));
         } catch (java.security.NoSuchAlgorithmException e) {
             throw new IllegalStateException("SHA-256 is missing from this Java runtime", e);

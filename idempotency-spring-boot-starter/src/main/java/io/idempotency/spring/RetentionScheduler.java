@@ -86,6 +86,7 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
             if (!run.created().isEmpty()) {
                 log.info("Idempotency partitions created: {}", run.created());
             }
+            warnIfBlocked(run);
         } catch (RuntimeException e) {
             if (!PostgresPartitionMaintenance.isLockNotAvailable(e)) {
                 throw e;
@@ -154,9 +155,18 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
             } else if (!run.created().isEmpty()) {
                 log.info("Idempotency partitions created: {}", run.created());
             }
+            warnIfBlocked(run);
             return null;
         } catch (RuntimeException e) {
             return e;
+        }
+    }
+
+    private static void warnIfBlocked(PostgresPartitionMaintenance.Run run) {
+        if (!run.blocked().isEmpty()) {
+            log.warn("Idempotency partitions not created for {}: the table's default partition holds rows in those"
+                    + " ranges; move them out of the default partition (detach it, create the ranges, insert the"
+                    + " rows again) so that they can be dropped with their partition", run.blocked());
         }
     }
 

@@ -77,6 +77,29 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void eachTableProblemComesWithItsOwnAction() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        WebApplicationContextRunner runner = TestDatabases.contextRunner(database);
+        runner.run(context -> assertThat(context).hasNotFailed());
+        database.queryString("drop table idempotency_keys"); // by hand, its history left behind
+
+        runner.run(context -> assertThat(new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure()))
+                .satisfies(analysis -> {
+                    assertThat(analysis.getDescription()).contains("says table idempotency_keys was created");
+                    assertThat(analysis.getAction()).contains("Drop the migration history table")
+                            .doesNotContain("cleanup.mode");
+                }));
+        runner.withPropertyValues("idempotency.jdbc.initialize-schema=false").run(context ->
+                assertThat(new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure()).getAction())
+                        .contains("Create the table from the script"));
+        database.queryString("drop table idempotency_schema_history");
+        database.queryString(io.idempotency.jdbc.IdempotencySchema.postgresql("idempotency_keys"));
+        runner.withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions").run(context ->
+                assertThat(new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure()).getAction())
+                        .contains("Set idempotency.retention.cleanup.mode to the mode the table was made for"));
+    }
+
+    @Test
     void aStoreTheApplicationBringsKeepsItsRecordsWhereItLikesWhenTheMigrationIsOff() {
         TestDatabases.contextRunner(TestPostgres.newDatabase()).withUserConfiguration(OwnStore.class)
                 .withPropertyValues("idempotency.jdbc.initialize-schema=false",
@@ -201,6 +224,12 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void aScopeThatFitsForTheVerbsTheEndpointServesIsAccepted() {
+        runner.withUserConfiguration(PostOnlyLongRouteController.class)
+                .run(context -> assertThat(context).hasNotFailed());
+    }
+
+    @Test
     void aCallerNameLongerThanItsColumnIsStoredAsADigest() {
         String longName = "subject-".repeat(40);
         assertThat(IdempotentMethodInterceptor.namespace("alice")).isEqualTo("alice");
@@ -208,6 +237,11 @@ class IdempotencyAutoConfigurationTest {
         assertThat(IdempotentMethodInterceptor.namespace(longName)).startsWith("sha256:").hasSize(71)
                 .isEqualTo(IdempotentMethodInterceptor.namespace(longName))
                 .isNotEqualTo(IdempotentMethodInterceptor.namespace(longName + "x"));
+        String digest = IdempotentMethodInterceptor.namespace(longName);
+        assertThat(IdempotentMethodInterceptor.namespace(digest)).as("a caller named like another's digest")
+                .isNotEqualTo(digest).startsWith("sha256:");
+        String longest = "n".repeat(255);
+        assertThat(IdempotentMethodInterceptor.namespace(longest)).isEqualTo(longest);
     }
 
     @Test
@@ -331,6 +365,19 @@ class IdempotencyAutoConfigurationTest {
                         case "toString" -> "own store";
                         default -> throw new UnsupportedOperationException(method.getName());
                     });
+        }
+    }
+
+    @RestController
+    static class PostOnlyLongRouteController {
+        /** "POST " and this path are 255 characters; "PATCH " and it would be 256, but PATCH is not mapped. */
+        @PostMapping("/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                + "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                + "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                + "aaaaaaaaa")
+        @Idempotent
+        public String create() {
+            return "created";
         }
     }
 

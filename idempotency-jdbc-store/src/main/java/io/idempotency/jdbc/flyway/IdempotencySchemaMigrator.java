@@ -1,6 +1,7 @@
 package io.idempotency.jdbc.flyway;
 
 import org.flywaydb.core.Flyway;
+import org.flywaydb.core.api.FlywayException;
 import org.flywaydb.core.api.Location;
 import org.flywaydb.core.api.output.MigrateResult;
 
@@ -11,6 +12,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.util.Locale;
 
 /**
  * Applies the idempotency schema with a Flyway instance of its own: its own migrations and its own history table
@@ -18,6 +20,9 @@ import java.sql.SQLException;
  * the application's migrations or its {@code Flyway} bean, and tables of different names keep separate histories.
  */
 public final class IdempotencySchemaMigrator {
+
+    /** Attempts of a migration that lost a race with another instance starting at the same moment. */
+    private static final int ATTEMPTS = 3;
 
     /** The Flyway history table of the library's migrations for the default table. */
     public static final String HISTORY_TABLE = "idempotency_schema_history";
@@ -27,10 +32,12 @@ public final class IdempotencySchemaMigrator {
      * would never be created (the shared history would say its migration had run).
      */
     public static String historyTable(String tableName) {
-        if (IdempotencySchema.DEFAULT_TABLE_NAME.equals(tableName)) {
+        // lower case, as PostgreSQL folds the unquoted table name: Flyway quotes the name it is given
+        String folded = IdempotencySchema.checkTableName(tableName).toLowerCase(Locale.ROOT);
+        if (IdempotencySchema.DEFAULT_TABLE_NAME.equals(folded)) {
             return HISTORY_TABLE;
         }
-        String history = IdempotencySchema.checkTableName(tableName) + "_schema_history";
+        String history = folded + "_schema_history";
         if (history.equals(HISTORY_TABLE)) {
             throw new IllegalArgumentException("the table name " + tableName + " cannot be used: its migration"
                     + " history would be " + HISTORY_TABLE + ", the default table's");
@@ -58,11 +65,32 @@ public final class IdempotencySchemaMigrator {
     }
 
     /**
-     * Brings the schema up to date; safe to run from several instances at once (Flyway locks).
+     * Brings the schema up to date; safe to run from several instances at once. Flyway locks its history while it
+     * migrates, but decides on a baseline before it has the lock: an instance that loses that race to another one
+     * starting at the same moment tries again, and then finds the work done.
      *
-     * @throws IllegalStateException if the table exists with the other layout (partitioned or not) than asked for
+     * @throws IdempotencySchemaException if the table exists with the other layout (partitioned or not) than asked
+     *                                    for, or is missing although its history says it was created
      */
     public MigrateResult migrate() {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                return migrateOnce();
+            } catch (FlywayException e) {
+                if (attempt == ATTEMPTS) {
+                    throw e;
+                }
+                try {
+                    Thread.sleep(100L * attempt);
+                } catch (InterruptedException interrupted) {
+                    Thread.currentThread().interrupt();
+                    throw e;
+                }
+            }
+        }
+    }
+
+    private MigrateResult migrateOnce() {
         checkLayout();
         String history = historyTable(tableName);
         boolean tableExists = existingLayout() != null;
@@ -87,8 +115,9 @@ public final class IdempotencySchemaMigrator {
         }
         MigrateResult result = flyway.migrate();
         if (existingLayout() == null) {
-            throw new IllegalStateException("the migration history " + history + " says table " + tableName
-                    + " was created, but it does not exist: drop " + history + " so that it is created again");
+            throw new IdempotencySchemaException(IdempotencySchemaException.Problem.MISSING_DESPITE_HISTORY,
+                    "the migration history " + history + " says table " + tableName + " was created, but it does"
+                            + " not exist");
         }
         return result;
     }
@@ -134,7 +163,8 @@ public final class IdempotencySchemaMigrator {
      */
     public void verify() {
         if (existingLayout() == null) {
-            throw new IllegalStateException("table " + tableName + " does not exist in the connection's schema, and"
+            throw new IdempotencySchemaException(IdempotencySchemaException.Problem.MISSING, "table " + tableName
+                    + " does not exist in the connection's schema, and"
                     + " the library's migration is switched off: create it from " + script() + " (with the table"
                     + " name replaced), or let the library create it");
         }
@@ -145,7 +175,8 @@ public final class IdempotencySchemaMigrator {
     private void checkLayout() {
         Boolean isPartitioned = existingLayout();
         if (isPartitioned != null && isPartitioned != partitioned) {
-            throw new IllegalStateException("table " + tableName + (isPartitioned
+            throw new IdempotencySchemaException(IdempotencySchemaException.Problem.WRONG_LAYOUT, "table "
+                    + tableName + (isPartitioned
                     ? " is partitioned, but the partitioned mode is not enabled"
                     : " is not partitioned, but the partitioned mode (dropping whole partitions) is enabled")
                     + ". A table is created for one cleanup mode; to switch, migrate the records into a new"

@@ -1,0 +1,26 @@
+package io.idempotency.jdbc.flyway;
+
+/** The idempotency table is not what the configuration needs; {@link #problem()} says how. */
+public final class IdempotencySchemaException extends IllegalStateException {
+
+    /** What is wrong with the table. */
+    public enum Problem {
+        /** It exists with the layout of the other cleanup mode (partitioned or not). */
+        WRONG_LAYOUT,
+        /** It does not exist, and the library's migration is not the one to create it. */
+        MISSING,
+        /** It does not exist, although its migration history says it was created. */
+        MISSING_DESPITE_HISTORY
+    }
+
+    private final Problem problem;
+
+    IdempotencySchemaException(Problem problem, String message) {
+        super(message);
+        this.problem = problem;
+    }
+
+    public Problem problem() {
+        return problem;
+    }
+}
