@@ -247,7 +247,7 @@ class PostgresSchemaIntegrationTest {
         }
     }
 
-    /** As versions before 0.1.0 migrated: one history for every table, V1's checksum over the filled-in script. */
+    /** As earlier builds migrated: one history for every table, V1's checksum over the filled-in script. */
     private static void migrateAsEarlierVersionsDid(HikariDataSource dataSource, String table) {
         org.flywaydb.core.Flyway.configure().dataSource(dataSource).table("idempotency_schema_history")
                 .locations(new org.flywaydb.core.api.Location[0])

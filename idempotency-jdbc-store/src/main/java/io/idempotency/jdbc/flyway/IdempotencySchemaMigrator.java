@@ -123,7 +123,7 @@ public final class IdempotencySchemaMigrator {
     }
 
     /**
-     * Versions before 0.1.0 took V1's checksum over the script with the table name and layout filled in; a history
+     * Earlier builds took V1's checksum over the script with the table name and layout filled in; a history
      * written by them is brought to the checksum V1 has now, instead of failing Flyway's validation.
      */
     private void adoptChecksumOfEarlierVersions(String history) {
