@@ -163,11 +163,11 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
      * under the default POST and PATCH): the annotation would silently do nothing.
      */
     private static Optional<String> neverApplies(Method method, RequestMappingInfo mapping, IdempotentEndpoint endpoint) {
-        Set<RequestMethod> mapped = mapping.getMethodsCondition().getMethods();
-        if (mapped.isEmpty() || mapped.stream().anyMatch(verb -> endpoint.appliesTo(verb.name()))) {
+        if (!idempotentVerbs(mapping, endpoint).isEmpty()) {
             return Optional.empty();
         }
-        return Optional.of(method + " is mapped to " + mapped.stream().map(Enum::name).sorted().toList()
+        return Optional.of(method + " is mapped to " + mapping.getMethodsCondition().getMethods().stream()
+                .map(Enum::name).sorted().toList()
                 + " only, but its @Idempotent applies to " + endpoint.methods.stream().sorted().toList()
                 + ", so it would never take effect; list the endpoint's methods in @Idempotent(methods = …) or in"
                 + " idempotency.methods");
@@ -182,10 +182,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         if (!endpoint.scope.isEmpty()) {
             scopes.add(endpoint.scope);
         } else {
-            // the verbs a request can have here: those the mapping serves that the annotation applies to
-            Set<RequestMethod> mapped = mapping.getMethodsCondition().getMethods();
-            List<String> verbs = mapped.isEmpty() ? List.copyOf(endpoint.methods)
-                    : mapped.stream().map(Enum::name).filter(endpoint::appliesTo).toList();
+            List<String> verbs = idempotentVerbs(mapping, endpoint);
             for (String pattern : mapping.getPatternValues()) {
                 verbs.forEach(verb -> scopes.add(verb + " " + pattern));
             }
@@ -194,6 +191,16 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 .map(scope -> method + " has the scope '" + scope.substring(0, 40) + "…' of " + scope.length()
                         + " characters, more than " + io.idempotency.core.ScopedKey.MAX_LENGTH + "; give it a shorter"
                         + " one with @Idempotent(scope = …)");
+    }
+
+    /**
+     * The HTTP methods an idempotent request to this mapping can have: those the mapping serves that the annotation
+     * applies to (all the annotation's when the mapping serves every method).
+     */
+    private static List<String> idempotentVerbs(RequestMappingInfo mapping, IdempotentEndpoint endpoint) {
+        Set<RequestMethod> mapped = mapping.getMethodsCondition().getMethods();
+        return mapped.isEmpty() ? List.copyOf(endpoint.methods)
+                : mapped.stream().map(Enum::name).filter(endpoint::appliesTo).toList();
     }
 
     static Optional<String> problemWith(Method method) {
