@@ -38,6 +38,11 @@ public final class RequestFingerprint {
         return HexFormat.of().formatHex(sha256.digest());
     }
 
+    /** SHA-256 of {@code text} in UTF-8, as 64 lowercase hex characters. */
+    public static String sha256Hex(String text) {
+        return HexFormat.of().formatHex(newSha256().digest(text.getBytes(StandardCharsets.UTF_8)));
+    }
+
     private static void update(MessageDigest digest, byte[] part) {
         digest.update(ByteBuffer.allocate(Integer.BYTES).putInt(part.length).array());
         digest.update(part);

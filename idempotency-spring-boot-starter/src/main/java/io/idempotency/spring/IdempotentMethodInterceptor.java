@@ -323,12 +323,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         if (caller.length() <= ScopedKey.MAX_LENGTH && !caller.startsWith(DIGEST_PREFIX)) {
             return caller;
         }
-        try {
-            return DIGEST_PREFIX + java.util.HexFormat.of().formatHex(java.security.MessageDigest.getInstance("SHA-256")
-                    .digest(caller.getBytes(java.nio.charset.StandardCharsets.UTF_8)));
-        } catch (java.security.NoSuchAlgorithmException e) {
-            throw new IllegalStateException("SHA-256 is missing from this Java runtime", e);
-        }
+        return DIGEST_PREFIX + RequestFingerprint.sha256Hex(caller);
     }
 
     private static String scopeOf(IdempotentEndpoint endpoint, HttpServletRequest request, MethodInvocation invocation) {
