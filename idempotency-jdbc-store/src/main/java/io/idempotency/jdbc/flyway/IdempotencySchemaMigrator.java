@@ -91,9 +91,10 @@ public final class IdempotencySchemaMigrator {
     }
 
     private MigrateResult migrateOnce() {
-        checkLayout();
+        Boolean layout = existingLayout();
+        checkLayout(layout);
         String history = historyTable(tableName);
-        boolean tableExists = existingLayout() != null;
+        boolean tableExists = layout != null;
         boolean historyExists = exists(history);
         if (historyExists) {
             adoptChecksumOfEarlierVersions(history);
@@ -162,18 +163,18 @@ public final class IdempotencySchemaMigrator {
      * @throws IllegalStateException if the table does not exist, or exists with the other layout
      */
     public void verify() {
-        if (existingLayout() == null) {
+        Boolean layout = existingLayout();
+        if (layout == null) {
             throw new IdempotencySchemaException(IdempotencySchemaException.Problem.MISSING, "table " + tableName
                     + " does not exist in the connection's schema, and"
                     + " the library's migration is switched off: create it from " + script() + " (with the table"
                     + " name replaced), or let the library create it");
         }
-        checkLayout();
+        checkLayout(layout);
     }
 
     /** A table made for one cleanup mode cannot serve the other: say so before anything else does, less clearly. */
-    private void checkLayout() {
-        Boolean isPartitioned = existingLayout();
+    private void checkLayout(Boolean isPartitioned) {
         if (isPartitioned != null && isPartitioned != partitioned) {
             throw new IdempotencySchemaException(IdempotencySchemaException.Problem.WRONG_LAYOUT, "table "
                     + tableName + (isPartitioned
