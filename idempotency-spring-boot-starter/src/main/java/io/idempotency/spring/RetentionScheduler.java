@@ -82,11 +82,7 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
     private void createPartitionsAtStartup() {
         try {
             // waits (at most the DDL lock timeout) for an instance creating them right now, rather than skip
-            PostgresPartitionMaintenance.Run run = partitions.createAhead(true);
-            if (!run.created().isEmpty()) {
-                log.info("Idempotency partitions created: {}", run.created());
-            }
-            warnIfBlocked(run);
+            report(partitions.createAhead(true));
         } catch (RuntimeException e) {
             if (!PostgresPartitionMaintenance.isLockNotAvailable(e)) {
                 throw e;
@@ -152,17 +148,20 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
             PostgresPartitionMaintenance.Run run = partitions.createAhead(false);
             if (run.skipped()) {
                 log.debug("Idempotency partitions not created in this run: another instance is creating them");
-            } else if (!run.created().isEmpty()) {
-                log.info("Idempotency partitions created: {}", run.created());
+            } else {
+                report(run);
             }
-            warnIfBlocked(run);
             return null;
         } catch (RuntimeException e) {
             return e;
         }
     }
 
-    private static void warnIfBlocked(PostgresPartitionMaintenance.Run run) {
+    /** What a creation did: the partitions it made, and the ranges a default partition's rows kept it from. */
+    private static void report(PostgresPartitionMaintenance.Run run) {
+        if (!run.created().isEmpty()) {
+            log.info("Idempotency partitions created: {}", run.created());
+        }
         if (!run.blocked().isEmpty()) {
             log.warn("Idempotency partitions not created for {}: the table's default partition holds rows in those"
                     + " ranges; move them out of the default partition (detach it, create the ranges, insert the"
