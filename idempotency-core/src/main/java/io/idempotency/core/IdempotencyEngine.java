@@ -317,8 +317,23 @@ public final class IdempotencyEngine {
         if (token == null) {
             return null;
         }
-        StaleClaimResolver.Resolution resolution = resolver.resolve(new StaleClaimResolver.StaleClaim(key,
-                downstreamKey(key), stale.requestHash(), stale.createdAt(), stale.lockedUntil(), true));
+        // the resolver may ask a third party for longer than the lease: hold the claim meanwhile, as a handler would,
+        // or another request could take it over too, ask the resolver again and run beside this one
+        long period = Math.max(1, lease.toMillis() / 3);
+        ScheduledFuture<?> holding = renewals.scheduleWithFixedDelay(() -> {
+            try {
+                store.renew(key, token, lease);
+            } catch (RuntimeException e) {
+                // the next renewal tries again; if the lease runs out meanwhile, fencing protects the new holder
+            }
+        }, period, period, TimeUnit.MILLISECONDS);
+        StaleClaimResolver.Resolution resolution;
+        try {
+            resolution = resolver.resolve(new StaleClaimResolver.StaleClaim(key, downstreamKey(key),
+                    stale.requestHash(), stale.createdAt(), stale.lockedUntil(), true));
+        } finally {
+            holding.cancel(false);
+        }
         if (resolution instanceof StaleClaimResolver.Complete complete) {
             if (!store.complete(key, token, complete.response())) {
                 return null;

@@ -136,6 +136,68 @@ class IntentFirstEngineIntegrationTest {
         }
     }
 
+    /**
+     * A resolver asks a third party, which may take longer than the lease. The retry that took the stale claim over
+     * holds it while it asks: another instance's retry meanwhile finds the claim in progress, instead of taking it over
+     * too, consulting the resolver a second time and running the handler beside the first.
+     */
+    @Test
+    void aClaimTakenOverIsHeldWhileTheResolverIsSlowerThanTheLease() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            Duration lease = Duration.ofMillis(600);
+            IdempotencyEngine crashed = engine(dataSource, store, StaleClaimResolver.RERUN);
+            ((IdempotencyEngine.Proceed) crashed.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
+                    .execution().abandon();
+            crashed.shutdown();
+            Thread.sleep(lease.toMillis() + 100);
+
+            AtomicInteger consulted = new AtomicInteger();
+            java.util.concurrent.CountDownLatch consulting = new java.util.concurrent.CountDownLatch(1);
+            StaleClaimResolver slowGateway = claim -> {
+                if (consulted.incrementAndGet() == 1) {
+                    consulting.countDown();
+                    try {
+                        Thread.sleep(3 * lease.toMillis()); // the third party answers slowly
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                }
+                return StaleClaimResolver.Resolution.rerun();
+            };
+            IdempotencyEngine first = engine(dataSource, store, slowGateway);
+            IdempotencyEngine second = engine(dataSource, store, slowGateway); // another instance
+            ExecutorService executor = Executors.newSingleThreadExecutor();
+            Future<IdempotencyEngine.Outcome> firstRetry = executor.submit(() -> {
+                IdempotencyEngine.Start start = first.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
+                return ((IdempotencyEngine.Proceed) start).execution()
+                        .finish(new StoredResponse(201, List.of(), "charged".getBytes(StandardCharsets.UTF_8)));
+            });
+            assertThat(consulting.await(10, TimeUnit.SECONDS)).isTrue();
+            Thread.sleep(lease.toMillis() + 200); // the takeover's lease would have run out by now
+
+            IdempotencyEngine.Start secondRetry = second.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
+            if (secondRetry instanceof IdempotencyEngine.Proceed proceed) {
+                proceed.execution().abandon();
+            }
+            IdempotencyEngine.Outcome firstOutcome;
+            try {
+                firstOutcome = firstRetry.get(30, TimeUnit.SECONDS);
+            } catch (java.util.concurrent.ExecutionException e) {
+                firstOutcome = null;
+            }
+            executor.shutdownNow();
+            first.shutdown();
+            second.shutdown();
+
+            assertThat(secondRetry).isInstanceOf(IdempotencyEngine.InProgress.class);
+            assertThat(consulted).hasValue(1);
+            assertThat(firstOutcome).isEqualTo(IdempotencyEngine.Outcome.STORED);
+            assertThat(store.find(key).orElseThrow().status()).isEqualTo(RecordStatus.SUCCEEDED);
+        }
+    }
+
     @Test
     void theTemplateRunsWorkOncePerKeyAndReplaysItsResult() throws Exception {
         try (HikariDataSource dataSource = database(null)) {
