@@ -275,8 +275,7 @@ public final class IdempotencyEngine {
                 claim = store.claim(new ClaimRequest(key, requestHash, retention, wait, lease));
                 if (claim instanceof ClaimResult.Claimed claimed) {
                     transaction.commit(); // the intent is durable before any side effect
-                    return new Proceed(new Execution(IdempotencyMode.INTENT_FIRST, transactions.begin(), key,
-                            requestHash, claimed.fencingToken(), lease));
+                    return proceedIntent(key, requestHash, claimed.fencingToken(), lease);
                 }
             } finally {
                 transaction.rollback();
@@ -345,8 +344,26 @@ public final class IdempotencyEngine {
             store.fail(key, token);
             return null;
         }
-        return new Proceed(new Execution(IdempotencyMode.INTENT_FIRST, transactions.begin(), key,
-                stale.requestHash(), token, lease));
+        return proceedIntent(key, stale.requestHash(), token, lease);
+    }
+
+    /**
+     * Starts the work of the intent-first claim held by {@code token}. Should it not start (no connection for the
+     * handler's transaction, renewals shut down), the handler never ran, so the claim is marked FAILED: the next
+     * request runs at once instead of being told "in progress" until the lease has run out.
+     */
+    private Proceed proceedIntent(ScopedKey key, String requestHash, String token, Duration lease) {
+        try {
+            return new Proceed(new Execution(IdempotencyMode.INTENT_FIRST, transactions.begin(), key, requestHash,
+                    token, lease));
+        } catch (RuntimeException | Error e) {
+            try {
+                store.fail(key, token);
+            } catch (RuntimeException failed) {
+                e.addSuppressed(failed); // the lease runs out, and the claim is resolved as a stale one
+            }
+            throw e;
+        }
     }
 
     /** The time left until {@code deadline} (at least a millisecond), or null if it has passed. */

@@ -198,6 +198,52 @@ class IntentFirstEngineIntegrationTest {
         }
     }
 
+    /**
+     * The intent is committed, then the handler's transaction cannot be opened: the pool has no connection to give
+     * within its timeout. The handler never ran, so nothing can have happened: the next request runs at once, instead
+     * of being answered "in progress" until the lease has run out.
+     */
+    @Test
+    void aClaimWhoseHandlerCouldNotStartIsFreeForTheNextRequestAtOnce() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource migration = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(migration, "idempotency_keys").migrate();
+        }
+        try (HikariDataSource dataSource = database.dataSource(1)) {
+            dataSource.setConnectionTimeout(250);
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            Transactions pool = transactions(dataSource);
+            AtomicInteger begun = new AtomicInteger();
+            Transactions exhaustedOnce = () -> {
+                if (begun.incrementAndGet() != 2) {
+                    return pool.begin();
+                }
+                // another thread holds the only connection while the handler's transaction asks for one
+                try (java.sql.Connection elsewhere = dataSource.getConnection()) {
+                    return pool.begin();
+                } catch (java.sql.SQLException e) {
+                    throw new IllegalStateException(e);
+                }
+            };
+            IdempotencyEngine engine = new IdempotencyEngine(store, exhaustedOnce, StoragePolicy.DEFAULT, DAY,
+                    Duration.ofMillis(300), StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            Duration lease = Duration.ofMinutes(5);
+
+            org.assertj.core.api.Assertions.assertThatThrownBy(
+                            () -> engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
+                    .isInstanceOf(org.springframework.transaction.CannotCreateTransactionException.class);
+
+            IdempotencyEngine.Start retry = engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
+            if (retry instanceof IdempotencyEngine.Proceed proceed) {
+                proceed.execution().finish(new StoredResponse(201, List.of(), null));
+            }
+            engine.shutdown();
+            assertThat(retry).isInstanceOf(IdempotencyEngine.Proceed.class);
+            assertThat(store.find(key).orElseThrow().status()).isEqualTo(RecordStatus.SUCCEEDED);
+        }
+    }
+
     @Test
     void theTemplateRunsWorkOncePerKeyAndReplaysItsResult() throws Exception {
         try (HikariDataSource dataSource = database(null)) {
