@@ -576,9 +576,13 @@ public final class IdempotencyEngine {
                 ended = true;
                 stopRenewal();
                 try {
-                    transaction.rollback();
-                    if (definitely && mode == IdempotencyMode.INTENT_FIRST) {
-                        store.fail(key, fencingToken);
+                    try {
+                        transaction.rollback(); // throws too when the connection is gone
+                    } finally {
+                        // the work did not happen whatever became of its transaction: the next request runs at once
+                        if (definitely && mode == IdempotencyMode.INTENT_FIRST) {
+                            store.fail(key, fencingToken);
+                        }
                     }
                 } finally {
                     landFlight(null);

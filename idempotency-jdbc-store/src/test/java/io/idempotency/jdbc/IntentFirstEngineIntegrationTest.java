@@ -244,6 +244,43 @@ class IntentFirstEngineIntegrationTest {
         }
     }
 
+    /**
+     * Work that declares a definite failure after its connection was lost (the server ended the session while the
+     * work waited for a third party, say): rolling back its transaction fails, but the work definitely did not happen,
+     * so the claim is still marked FAILED and the redelivered message runs at once.
+     */
+    @Test
+    void aDefiniteFailureIsRecordedAlsoWhenTheWorksConnectionWasLost() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table attempts (id bigserial primary key)");
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyEngine engine = engine(dataSource, store, StaleClaimResolver.RERUN);
+            IdempotencyTemplate template = new IdempotencyTemplate(engine);
+            ScopedKey key = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
+            byte[] message = "charge-1".getBytes(StandardCharsets.UTF_8);
+            Duration lease = Duration.ofMinutes(5);
+
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> template.execute(key, message,
+                    IdempotencyMode.INTENT_FIRST, lease, () -> {
+                        jdbc.update("insert into attempts default values");
+                        int session = jdbc.queryForObject("select pg_backend_pid()", Integer.class);
+                        try (java.sql.Connection other = java.sql.DriverManager.getConnection(
+                                dataSource.getJdbcUrl(), dataSource.getUsername(), dataSource.getPassword())) {
+                            other.createStatement().execute("select pg_terminate_backend(" + session + ")");
+                        }
+                        throw new io.idempotency.core.DefiniteFailureException("the gateway declined the charge");
+                    })).isInstanceOf(RuntimeException.class);
+
+            assertThat(store.find(key).orElseThrow().status()).isEqualTo(RecordStatus.FAILED);
+            IdempotencyTemplate.Result redelivered = template.execute(key, message, IdempotencyMode.INTENT_FIRST,
+                    lease, () -> "charged".getBytes(StandardCharsets.UTF_8));
+            assertThat(redelivered.replayed()).isFalse();
+            assertThat(jdbc.queryForObject("select count(*) from attempts", Integer.class)).isZero();
+            engine.shutdown();
+        }
+    }
+
     @Test
     void theTemplateRunsWorkOncePerKeyAndReplaysItsResult() throws Exception {
         try (HikariDataSource dataSource = database(null)) {
