@@ -318,14 +318,7 @@ public final class IdempotencyEngine {
         }
         // the resolver may ask a third party for longer than the lease: hold the claim meanwhile, as a handler would,
         // or another request could take it over too, ask the resolver again and run beside this one
-        long period = Math.max(1, lease.toMillis() / 3);
-        ScheduledFuture<?> holding = renewals.scheduleWithFixedDelay(() -> {
-            try {
-                store.renew(key, token, lease);
-            } catch (RuntimeException e) {
-                // the next renewal tries again; if the lease runs out meanwhile, fencing protects the new holder
-            }
-        }, period, period, TimeUnit.MILLISECONDS);
+        ScheduledFuture<?> holding = holdLease(key, token, lease);
         StaleClaimResolver.Resolution resolution;
         try {
             resolution = resolver.resolve(new StaleClaimResolver.StaleClaim(key, downstreamKey(key),
@@ -364,6 +357,28 @@ public final class IdempotencyEngine {
             }
             throw e;
         }
+    }
+
+    /**
+     * Renews the lease of the claim {@code token} holds every third of the lease, until the returned future is
+     * cancelled or a renewal finds the claim taken over (its result will then be refused).
+     *
+     * @throws java.util.concurrent.RejectedExecutionException when renewals have been shut down
+     */
+    private ScheduledFuture<?> holdLease(ScopedKey key, String token, Duration lease) {
+        long period = Math.max(1, lease.toMillis() / 3);
+        CompletableFuture<ScheduledFuture<?>> self = new CompletableFuture<>();
+        ScheduledFuture<?> renewal = renewals.scheduleWithFixedDelay(() -> {
+            try {
+                if (!store.renew(key, token, lease)) {
+                    self.join().cancel(false);
+                }
+            } catch (RuntimeException e) {
+                // the next renewal tries again; if the lease runs out meanwhile, fencing protects the new holder
+            }
+        }, period, period, TimeUnit.MILLISECONDS);
+        self.complete(renewal);
+        return renewal;
     }
 
     /** The time left until {@code deadline} (at least a millisecond), or null if it has passed. */
@@ -454,10 +469,8 @@ public final class IdempotencyEngine {
             this.fencingToken = fencingToken;
             this.flight = flights.get(key);
             if (mode == IdempotencyMode.INTENT_FIRST) {
-                long period = Math.max(1, lease.toMillis() / 3);
                 try {
-                    this.renewal = renewals.scheduleWithFixedDelay(() -> renew(lease), period, period,
-                            TimeUnit.MILLISECONDS);
+                    this.renewal = holdLease(key, fencingToken, lease);
                 } catch (RuntimeException e) { // shutting down: no transaction may stay bound to the thread
                     transaction.rollback();
                     throw e;
@@ -478,16 +491,6 @@ public final class IdempotencyEngine {
         /** The context to expose to the handler. */
         public IdempotencyContext context() {
             return new IdempotencyContext(key, () -> downstreamKey(key), mode);
-        }
-
-        private void renew(Duration lease) {
-            try {
-                if (!store.renew(key, fencingToken, lease)) {
-                    renewal.cancel(false); // taken over: the result will be refused
-                }
-            } catch (RuntimeException e) {
-                // the next renewal tries again; if the lease runs out meanwhile, fencing protects the new holder
-            }
         }
 
         /**
