@@ -358,8 +358,14 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             if (form) {
                 // the container parses the form from its own stream: reading the body here would leave it nothing
                 recorded.checkDeclaredLength();
-                this.body = formBytes(request);
-                recorded.checkLength(body.length); // a chunked form declares no length
+                Map<String, Object> parameters = formParameters(request);
+                byte[] parsed = CanonicalJson.canonicalize(parameters);
+                recorded.checkLength(parsed.length); // a chunked form declares no length
+                // what the container did not parse as parameters (it reads only the exact lower-case type, and forms
+                // of some methods only) is still in the body, where the handler's converters read it
+                byte[] unparsed = recorded.body();
+                this.body = unparsed.length == 0 ? parsed : CanonicalJson.canonicalize(
+                        List.of(parameters, new String(unparsed, StandardCharsets.ISO_8859_1)));
             } else {
                 this.body = recorded.body();
             }
@@ -410,10 +416,10 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         }
 
         /** The container parsed the form itself, past our recording: fingerprint the parameters it parsed. */
-        private static byte[] formBytes(HttpServletRequest request) {
+        private static Map<String, Object> formParameters(HttpServletRequest request) {
             Map<String, Object> form = new LinkedHashMap<>();
             request.getParameterMap().forEach((name, values) -> form.put(name, List.of(values)));
-            return CanonicalJson.canonicalize(form);
+            return form;
         }
     }
 }

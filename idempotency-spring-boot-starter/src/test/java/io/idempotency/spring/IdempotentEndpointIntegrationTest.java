@@ -247,6 +247,31 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aFormTheContainerDidNotParseIsFingerprintedByItsBody() throws Exception {
+        // media types are case-insensitive: Spring MVC maps and reads this form, but the container parses only the
+        // exact lower-case type, so the parameters it offers do not include the body
+        String key = UUID.randomUUID().toString();
+        String note = "unparsed-form-" + key;
+        HttpRequest.Builder request = HttpRequest.newBuilder(java.net.URI.create("http://localhost:" + port
+                + "/orders/form-body")).header("Content-Type", "Application/X-WWW-Form-Urlencoded")
+                .header("Idempotency-Key", key);
+
+        HttpResponse<byte[]> first = send(request.POST(HttpRequest.BodyPublishers.ofString(
+                "note=" + note + "&amount=1")).build());
+        HttpResponse<byte[]> replay = send(request.POST(HttpRequest.BodyPublishers.ofString(
+                "note=" + note + "&amount=1")).build());
+        HttpResponse<byte[]> other = send(request.POST(HttpRequest.BodyPublishers.ofString(
+                "note=" + note + "&amount=999")).build());
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(new String(first.body(), StandardCharsets.UTF_8)).contains("\"amount\":\"1\"");
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(other.statusCode()).as("another amount under the key").isEqualTo(422);
+        assertProblem(other, "idempotency-key-mismatch");
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
     void textWrittenWithTheServletsOwnCallsIsReplayedWithItsEncodingAndLanguage() throws Exception {
         String key = UUID.randomUUID().toString();
         String body = "{\"note\":\"text-" + key + "\"}";

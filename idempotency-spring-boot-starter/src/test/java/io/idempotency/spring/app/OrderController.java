@@ -206,6 +206,15 @@ public class OrderController {
         return Map.of("id", id, "amount", String.valueOf(request.getParameter("amount")));
     }
 
+    /** A form post whose handler takes the form as its body, as Spring MVC's form converter reads it. */
+    @PostMapping(path = "/form-body", consumes = "application/x-www-form-urlencoded")
+    @Idempotent
+    @ResponseStatus(HttpStatus.CREATED)
+    public Map<String, Object> formBody(@RequestBody org.springframework.util.MultiValueMap<String, String> form) {
+        long id = insert(form.getFirst("note"));
+        return Map.of("id", id, "amount", String.valueOf(form.getFirst("amount")));
+    }
+
     /** Writes a row that breaks a deferred constraint: the database refuses it only at commit. */
     @PostMapping("/fails-at-commit")
     @Idempotent
