@@ -33,6 +33,10 @@ import org.springframework.web.servlet.HandlerMapping;
 
 import java.io.IOException;
 import java.lang.reflect.Method;
+import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.Charset;
+import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -369,7 +373,35 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             } else {
                 this.body = recorded.body();
             }
-            this.json = !form && body.length > 0 && isJson(request) ? CanonicalJson.parse(body) : null;
+            this.json = !form && body.length > 0 && isJson(request) ? CanonicalJson.parse(inUtf8(body, request)) : null;
+        }
+
+        /**
+         * The JSON body in UTF-8, as the canonical form reads it. Spring MVC's converters decode a body in the charset
+         * its Content-Type names (else in the request's character encoding): two bodies are the same request when
+         * they read the same, whatever their bytes.
+         */
+        private static byte[] inUtf8(byte[] body, HttpServletRequest request) throws CanonicalJson.InvalidJsonException {
+            Charset charset;
+            try {
+                charset = MediaType.parseMediaType(request.getContentType()).getCharset();
+                if (charset == null && request.getCharacterEncoding() != null) {
+                    charset = Charset.forName(request.getCharacterEncoding());
+                }
+            } catch (IllegalArgumentException e) {
+                throw new CanonicalJson.InvalidJsonException("the JSON body's charset is not supported");
+            }
+            if (charset == null || charset.equals(StandardCharsets.UTF_8)) {
+                return body;
+            }
+            try {
+                return charset.newDecoder()
+                        .onMalformedInput(CodingErrorAction.REPORT)
+                        .onUnmappableCharacter(CodingErrorAction.REPORT)
+                        .decode(ByteBuffer.wrap(body)).toString().getBytes(StandardCharsets.UTF_8);
+            } catch (CharacterCodingException e) {
+                throw new CanonicalJson.InvalidJsonException("the JSON body is not valid " + charset.name());
+            }
         }
 
         byte[] bodyFingerprintBytes(IdempotencyProperties.BodyFingerprint mode) {

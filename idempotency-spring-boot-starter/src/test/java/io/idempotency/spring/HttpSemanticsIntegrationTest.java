@@ -94,6 +94,29 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aJsonBodyIsComparedAsTheCharsetItDeclaresIsRead() throws Exception {
+        // the handler's JSON reader decodes ISO-8859-1: the bytes C3 A9 are the two characters \u00c3\u00a9 there,
+        // not the \u00e9 they would be in UTF-8
+        String key = UUID.randomUUID().toString();
+        String note = "charset-" + key;
+        byte[] latin1 = ("{\"note\":\"\u00c3\u00a9" + note + "\"}").getBytes(StandardCharsets.ISO_8859_1);
+
+        HttpResponse<byte[]> first = send(request("/orders", "").header("Idempotency-Key", key)
+                .setHeader("Content-Type", "application/json;charset=ISO-8859-1")
+                .POST(HttpRequest.BodyPublishers.ofByteArray(latin1)).build());
+        HttpResponse<byte[]> other = post("/orders", key, "{\"note\":\"\\u00e9" + note + "\"}");
+        HttpResponse<byte[]> same = post("/orders", key, "{\"note\":\"\\u00c3\\u00a9" + note + "\"}");
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(rows("\u00c3\u00a9" + note)).isEqualTo(1);
+        assertThat(other.statusCode()).as("another note under the key").isEqualTo(422);
+        assertProblem(other, "idempotency-key-mismatch");
+        assertThat(rows("\u00e9" + note)).isZero();
+        assertThat(same.headers().firstValue("Idempotent-Replayed")).as("the same note, written in UTF-8")
+                .hasValue("true");
+    }
+
+    @Test
     void duplicateJsonMembersAreRefusedAndLeaveNothing() throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "duplicate-" + key;
