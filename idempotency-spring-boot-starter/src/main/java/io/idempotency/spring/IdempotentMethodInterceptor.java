@@ -268,6 +268,10 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             return new IdempotencyKeyParser.Malformed(
                     "the key is longer than " + IdempotencyKeyParser.MAX_KEY_LENGTH + " characters");
         }
+        if (key.indexOf('\0') >= 0) {
+            // a JSON string or a decoded query can carry one, a header cannot; no text column can store it
+            return new IdempotencyKeyParser.Malformed("the key contains a NUL character");
+        }
         return new IdempotencyKeyParser.Valid(key);
     }
 

@@ -169,6 +169,20 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aKeyFromTheBodyWithANulCharacterIsMalformedAndLeavesNothing() throws Exception {
+        // a header cannot carry one, but a JSON string can: the database cannot store it as text
+        String transaction = "tx-" + UUID.randomUUID();
+        String body = "{\"transactionId\":\"" + transaction + "\\u0000\",\"amount\":\"1\",\"currency\":\"EUR\"}";
+
+        HttpResponse<byte[]> answer = send(request("/orders/callbacks", body).build());
+
+        assertThat(answer.statusCode()).isEqualTo(400);
+        assertProblem(answer, "idempotency-key-malformed");
+        assertThat(DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key like '"
+                + transaction + "%'")).isZero();
+    }
+
+    @Test
     void anOptionalKeyTheBodyDoesNotCarryLetsTheRequestRunAsItIs() throws Exception {
         String note = UUID.randomUUID().toString();
         String body = "{\"note\":\"" + note + "\"}";
