@@ -12,6 +12,8 @@ import jakarta.servlet.http.HttpServletResponse;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.web.filter.OncePerRequestFilter;
+import org.springframework.web.servlet.DispatcherServlet;
+import org.springframework.web.util.WebUtils;
 
 import java.io.IOException;
 import java.util.Locale;
@@ -108,7 +110,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
                     request.getRequestURI()));
             return;
         }
-        if (exchange.handlerFailed() || response.isErrorSent()) {
+        if (exchange.handlerFailed() || response.isErrorSent() || renderingFailed(request)) {
             exchange.abandon();
             response.sendCaptured();
             return;
@@ -144,6 +146,16 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             return;
         }
         response.sendCaptured();
+    }
+
+    /**
+     * Whether Spring MVC handled an exception raised after the handler returned (writing its answer: no converter for
+     * the Accept header, a serialization failure; an interceptor's {@code postHandle}): the answer is the exception
+     * handler's, not the outcome of the handler, whatever its status.
+     */
+    private static boolean renderingFailed(HttpServletRequest request) {
+        return request.getAttribute(DispatcherServlet.EXCEPTION_ATTRIBUTE) != null
+                || request.getAttribute(WebUtils.ERROR_EXCEPTION_ATTRIBUTE) != null;
     }
 
     /**

@@ -127,6 +127,26 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void anAnswerThatFailsToRenderLeavesNothingWhateverStatusTheFailureMapsTo() throws Exception {
+        // the handler ran and returned; writing its answer failed (no converter for the Accept header), and the
+        // application's exception handler answered 406 with a body of its own
+        String key = UUID.randomUUID().toString();
+        String note = "not-acceptable-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> refused = send(request("/orders/status/201", body).header("Idempotency-Key", key)
+                .header("Accept", "application/xml").build());
+
+        assertThat(refused.statusCode()).isEqualTo(406);
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+        HttpResponse<byte[]> retry = post("/orders/status/201", key, body);
+        assertThat(retry.statusCode()).isEqualTo(201);
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).as("not stored, so run again").isEmpty();
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
     void aHandlerThatCallsSendErrorLeavesNothingWhateverTheStatus() throws Exception {
         for (int status : new int[] {400, 503}) {
             leavesNothingAndTheRetryRunsAgain("/orders/send-error/" + status, status);

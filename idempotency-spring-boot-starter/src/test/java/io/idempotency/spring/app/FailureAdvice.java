@@ -14,4 +14,13 @@ public class FailureAdvice {
         return ResponseEntity.status(failure.status).body(ProblemDetail.forStatusAndDetail(
                 org.springframework.http.HttpStatusCode.valueOf(failure.status), failure.getMessage()));
     }
+
+    /**
+     * Raised after the handler returned, while its answer is rendered; answered with a body, as applications extending
+     * {@code ResponseEntityExceptionHandler} do, instead of Spring MVC's {@code sendError}.
+     */
+    @ExceptionHandler(org.springframework.web.HttpMediaTypeNotAcceptableException.class)
+    public ResponseEntity<ProblemDetail> notAcceptable(org.springframework.web.HttpMediaTypeNotAcceptableException e) {
+        return ResponseEntity.status(e.getStatusCode()).body(e.getBody());
+    }
 }
