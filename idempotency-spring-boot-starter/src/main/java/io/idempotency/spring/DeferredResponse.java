@@ -3,6 +3,7 @@ package io.idempotency.spring;
 import io.idempotency.core.StoredResponse;
 import jakarta.servlet.ServletOutputStream;
 import jakarta.servlet.WriteListener;
+import jakarta.servlet.http.Cookie;
 import jakarta.servlet.http.HttpServletResponse;
 import jakarta.servlet.http.HttpServletResponseWrapper;
 import org.springframework.util.LinkedCaseInsensitiveMap;
@@ -38,6 +39,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     private String errorMessage;
     private boolean errorSent;
     private final Map<String, List<String>> headers = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
+    private final List<Cookie> cookies = new ArrayList<>(); // never stored, like every Set-Cookie
     private String characterEncoding; // set while capturing
     private String containerEncoding = StandardCharsets.ISO_8859_1.name(); // the container's when the capture began
     private Locale locale;
@@ -88,6 +90,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         flushWriter();
         HttpServletResponse response = (HttpServletResponse) getResponse();
         headers.forEach((name, values) -> values.forEach(value -> response.addHeader(name, value)));
+        cookies.forEach(response::addCookie);
         if (characterEncoding != null) {
             response.setCharacterEncoding(characterEncoding);
         }
@@ -225,6 +228,16 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             setContentType(value); // one Content-Type, as the container keeps it
         } else {
             headers.computeIfAbsent(name, n -> new ArrayList<>(1)).add(value);
+        }
+    }
+
+    /** The container would add it to the response at once: held like every other header. */
+    @Override
+    public void addCookie(Cookie cookie) {
+        if (!capturing) {
+            super.addCookie(cookie);
+        } else {
+            cookies.add(cookie);
         }
     }
 
@@ -568,6 +581,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             flushWriter();
             body.reset();
             headers.clear();
+            cookies.clear();
             status = SC_OK;
             characterEncoding = null;
             locale = null;

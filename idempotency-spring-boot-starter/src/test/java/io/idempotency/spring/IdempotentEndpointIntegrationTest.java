@@ -224,6 +224,27 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aCookieTheHandlerAddsIsHeldWithItsAnswerAndDroppedWithIt() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "cookie-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> failed = post("/orders/cookie?failAtCommit=true", key, body);
+
+        assertThat(failed.statusCode()).isEqualTo(500);
+        assertProblem(failed, "idempotency-commit-failed");
+        assertThat(failed.headers().firstValue("Set-Cookie")).as("nothing of the rolled-back answer").isEmpty();
+        assertThat(rows(note)).isZero();
+
+        String kept = "cookie-kept-" + key;
+        HttpResponse<byte[]> first = post("/orders/cookie", key + "-kept", "{\"note\":\"" + kept + "\"}");
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(first.headers().firstValue("Set-Cookie")).as("the committed answer is sent whole")
+                .hasValueSatisfying(cookie -> assertThat(cookie).startsWith("order=secret-"));
+        assertThat(rows(kept)).isEqualTo(1);
+    }
+
+    @Test
     void aHandlerReadingItsBodyFromAnInputStreamReadsAllOfIt() throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "streams-" + key;

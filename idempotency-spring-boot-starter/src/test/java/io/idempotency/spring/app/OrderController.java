@@ -108,6 +108,20 @@ public class OrderController {
         out.flush();
     }
 
+    /** Sets a cookie through the servlet API; {@code ?failAtCommit=true} also breaks a deferred constraint. */
+    @PostMapping("/cookie")
+    @Idempotent
+    @ResponseStatus(HttpStatus.CREATED)
+    public Order cookie(@RequestBody OrderRequest request, @RequestParam(defaultValue = "false") boolean failAtCommit,
+                        HttpServletResponse response) {
+        long id = insert(request.note());
+        if (failAtCommit) {
+            jdbc.sql("insert into order_audit (order_id) values (?)").param(-id).update();
+        }
+        response.addCookie(new jakarta.servlet.http.Cookie("order", "secret-" + id));
+        return new Order(id, request.note(), request.amount());
+    }
+
     /** Reads its own body from an {@code InputStream} argument and writes its answer to an {@code OutputStream}. */
     @PostMapping("/streams")
     @Idempotent
