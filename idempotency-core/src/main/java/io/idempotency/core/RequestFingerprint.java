@@ -40,7 +40,12 @@ public final class RequestFingerprint {
 
     /** SHA-256 of {@code text} in UTF-8, as 64 lowercase hex characters. */
     public static String sha256Hex(String text) {
-        return HexFormat.of().formatHex(newSha256().digest(text.getBytes(StandardCharsets.UTF_8)));
+        return sha256Hex(text.getBytes(StandardCharsets.UTF_8));
+    }
+
+    /** The SHA-256 digest of {@code bytes}, in lower-case hex. */
+    public static String sha256Hex(byte[] bytes) {
+        return HexFormat.of().formatHex(newSha256().digest(bytes));
     }
 
     private static void update(MessageDigest digest, byte[] part) {

@@ -322,16 +322,38 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
     /**
      * The caller's namespace as stored: its name, or for a name longer than the column (a long token subject, say)
      * a digest of it, which keeps callers apart without refusing them. A name that looks like such a digest is
-     * digested too, so that no caller can take another's namespace by choosing that name.
+     * digested too, so that no caller can take another's namespace by choosing that name, and so is one that a text
+     * column cannot hold as it is: a NUL character (PostgreSQL refuses it) or half of a surrogate pair (the driver
+     * would send it as '?', making two such names one).
      */
     static String namespace(String caller) {
         if (caller == null) {
             return "";
         }
-        if (caller.length() <= ScopedKey.MAX_LENGTH && !caller.startsWith(DIGEST_PREFIX)) {
+        boolean storable = storableAsText(caller);
+        if (caller.length() <= ScopedKey.MAX_LENGTH && !caller.startsWith(DIGEST_PREFIX) && storable) {
             return caller;
         }
-        return DIGEST_PREFIX + RequestFingerprint.sha256Hex(caller);
+        if (storable) {
+            return DIGEST_PREFIX + RequestFingerprint.sha256Hex(caller);
+        }
+        // its UTF-16 code units, behind a byte that no UTF-8 text has: never the digest of another name
+        ByteBuffer units = ByteBuffer.allocate(1 + 2 * caller.length()).put((byte) 0xFF);
+        units.asCharBuffer().put(caller);
+        return DIGEST_PREFIX + RequestFingerprint.sha256Hex(units.array());
+    }
+
+    /** Whether {@code text} has neither a NUL character nor half of a surrogate pair. */
+    private static boolean storableAsText(String text) {
+        for (int i = 0; i < text.length(); i++) {
+            char c = text.charAt(i);
+            if (Character.isHighSurrogate(c) && i + 1 < text.length() && Character.isLowSurrogate(text.charAt(i + 1))) {
+                i++;
+            } else if (c == '\0' || Character.isSurrogate(c)) {
+                return false;
+            }
+        }
+        return true;
     }
 
     private static String scopeOf(IdempotentEndpoint endpoint, HttpServletRequest request, MethodInvocation invocation) {

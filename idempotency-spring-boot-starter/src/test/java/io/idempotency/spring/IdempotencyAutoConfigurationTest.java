@@ -245,6 +245,19 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void aCallerNameATextColumnCannotHoldIsStoredAsADigestThatKeepsCallersApart() {
+        // PostgreSQL refuses a NUL in text; the driver sends half of a surrogate pair as '?'
+        List<String> names = List.of("a\0b", "a\0c", "x\uD800", "x\uDC00", "x?", "\uD800\uD800");
+        List<String> stored = names.stream().map(IdempotentMethodInterceptor::namespace).toList();
+        assertThat(stored.subList(0, 4)).allSatisfy(namespace -> assertThat(namespace).startsWith("sha256:")
+                .hasSize(71).doesNotContain("\0").isEqualTo(new String(namespace.getBytes(StandardCharsets.UTF_8),
+                        StandardCharsets.UTF_8)));
+        assertThat(stored).doesNotHaveDuplicates();
+        assertThat(IdempotentMethodInterceptor.namespace("x\uD83D\uDE00")).as("a whole surrogate pair is text")
+                .isEqualTo("x\uD83D\uDE00");
+    }
+
+    @Test
     void theMismatchStatusIsConfigurableWithinTheStatusesThatDoNotInviteARetry() {
         runner.withPropertyValues("idempotency.mismatch-status=400").run(context -> {
             assertThat(context).hasNotFailed();
