@@ -11,6 +11,7 @@ import java.net.Socket;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
 import java.util.UUID;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -180,6 +181,25 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
         assertProblem(answer, "idempotency-key-malformed");
         assertThat(DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key like '"
                 + transaction + "%'")).isZero();
+    }
+
+    @Test
+    void aBodyWithHalfASurrogatePairIsRefusedBeforeItsKeyIsTaken() throws Exception {
+        // the driver would send either half as '?': two transactions would share one key, and as the endpoint
+        // fingerprints only the amount, the second would be answered with the first one's stored answer
+        String transaction = "tx-" + UUID.randomUUID();
+        for (String half : List.of("\\ud800", "\\udc00")) {
+            String body = "{\"transactionId\":\"" + transaction + half + "\",\"amount\":\"1\",\"currency\":\"EUR\"}";
+
+            HttpResponse<byte[]> answer = send(request("/orders/callbacks", body).build());
+
+            assertThat(answer.statusCode()).as(half).isEqualTo(400);
+            assertProblem(answer, "idempotency-body-invalid");
+        }
+        assertThat(DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key like '"
+                + transaction + "%'")).isZero();
+        assertThat(DATABASE.queryLong("select count(*) from orders where note like 'callback-" + transaction + "%'"))
+                .isZero();
     }
 
     @Test
