@@ -531,7 +531,22 @@ public final class IdempotencyEngine {
                     transaction.rollback();
                     return mode == IdempotencyMode.INTENT_FIRST ? Outcome.UNRESOLVED : Outcome.ROLLED_BACK;
                 }
-                if (!store.complete(key, fencingToken, response)) {
+                boolean completed;
+                try {
+                    completed = store.complete(key, fencingToken, response);
+                } catch (RuntimeException e) {
+                    // the transaction cannot commit now (its connection was lost, a timeout cancelled the statement,
+                    // or the handler left it aborted): a failed commit, whose rollback may fail too
+                    CommitFailedException failed = new CommitFailedException(key, e);
+                    transactionEnded = true;
+                    try {
+                        transaction.rollback();
+                    } catch (RuntimeException rollbackFailed) {
+                        failed.addSuppressed(rollbackFailed);
+                    }
+                    throw failed;
+                }
+                if (!completed) {
                     if (mode == IdempotencyMode.INTENT_FIRST) {
                         throw new LeaseLostException(key);
                     }

@@ -217,12 +217,13 @@ class IdempotencyEngineTest {
     }
 
     @Test
-    void completeThrowingRollsBackAndPropagates() {
+    void completeThrowingRollsBackAndIsAFailedCommit() {
         IdempotencyEngine.Execution execution = proceed("token-1");
         RuntimeException failure = new RuntimeException("disk full");
         store.completeFailure = failure;
 
-        assertThatThrownBy(() -> execution.finish(CREATED)).isSameAs(failure);
+        assertThatThrownBy(() -> execution.finish(CREATED)).isInstanceOf(CommitFailedException.class)
+                .hasCause(failure);
         assertThat(transactions.only().rollbacks).isEqualTo(1);
         assertThat(transactions.only().commits).isZero();
     }

@@ -1,0 +1,116 @@
+package io.idempotency.spring;
+
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.springframework.test.context.TestPropertySource;
+
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The database fails a request while its answer is being recorded, on real PostgreSQL over real HTTP: the request's
+ * backend is terminated while the statement that stores the answer runs. A trigger on the records of this test's keys
+ * makes that statement wait for an advisory lock the test holds, so the test knows the moment.
+ */
+@TestPropertySource(properties = {"idempotency.in-flight-wait=300ms", "idempotency.sweeper.enabled=false"})
+class DatabaseFaultsIntegrationTest extends OrdersApplicationTest {
+
+    private static final String PREFIX = "fault-complete-";
+
+    @BeforeEach
+    void blockCompletionOfThisTestsKeys() {
+        DATABASE.queryString("""
+                create or replace function fault_block_complete() returns trigger language plpgsql as $$
+                begin
+                    perform pg_advisory_xact_lock(hashtext(new.idempotency_key));
+                    return new;
+                end $$""");
+        DATABASE.queryString("drop trigger if exists fault_block_complete on idempotency_keys");
+        DATABASE.queryString("create trigger fault_block_complete before update on idempotency_keys for each row"
+                + " when (new.status = 'SUCCEEDED' and new.idempotency_key like '" + PREFIX + "%')"
+                + " execute function fault_block_complete()");
+    }
+
+    @AfterAll
+    static void dropTrigger() {
+        DATABASE.queryString("drop trigger if exists fault_block_complete on idempotency_keys");
+        DATABASE.queryString("drop function if exists fault_block_complete()");
+    }
+
+    @Test
+    void aConnectionLostWhileTheAnswerIsStoredIsAFailedCommitAndLeavesNothing() throws Exception {
+        String key = PREFIX + UUID.randomUUID();
+        String note = "lost-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> failed = killedWhileStoring(key, () -> post("/orders", key, body));
+
+        assertThat(failed.statusCode()).isEqualTo(500);
+        assertProblem(failed, "idempotency-commit-failed");
+        assertThat(new String(failed.body(), StandardCharsets.UTF_8)).contains("safe to retry");
+        assertThat(rows(note)).as("no business row").isZero();
+        assertThat(keyRows(key)).as("no claim").isZero();
+        HttpResponse<byte[]> retry = post("/orders", key, body);
+        assertThat(retry.statusCode()).isEqualTo(201);
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void intentFirstAConnectionLostWhileTheResultIsStoredIsAFailedCommitThatSaysTheClaimStays() throws Exception {
+        String key = PREFIX + UUID.randomUUID();
+        String note = "lost-intent-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> failed = killedWhileStoring(key, () -> post("/intent/charges", key, body));
+
+        assertThat(failed.statusCode()).isEqualTo(500);
+        assertProblem(failed, "idempotency-commit-failed");
+        assertThat(new String(failed.body(), StandardCharsets.UTF_8)).contains("answered 409 until then");
+        assertThat(rows(note)).as("the local write rolled back").isZero();
+        assertThat(DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'"))
+                .as("the external call may have happened: the claim is for the resolver").isEqualTo("PROCESSING");
+        // its lease runs out (as if a second had passed): the retry asks the resolver, which finds the charge
+        DATABASE.queryString("update idempotency_keys set locked_until = now() - interval '1 second'"
+                + " where idempotency_key = '" + key + "'");
+        HttpResponse<byte[]> retry = post("/intent/charges", key, body);
+        assertThat(retry.statusCode()).isEqualTo(201);
+        assertThat(new String(retry.body(), StandardCharsets.UTF_8)).contains("\"resolved\":true");
+    }
+
+    interface Call {
+        HttpResponse<byte[]> send() throws Exception;
+    }
+
+    /** Sends {@code call} and terminates its backend while it stores the answer of {@code key}. */
+    private HttpResponse<byte[]> killedWhileStoring(String key, Call call) throws Exception {
+        try (Connection holder = DriverManager.getConnection(DATABASE.url(), DATABASE.user(), DATABASE.password());
+             Statement statement = holder.createStatement()) {
+            statement.execute("select pg_advisory_lock(hashtext('" + key + "'))");
+            CompletableFuture<HttpResponse<byte[]>> answer = CompletableFuture.supplyAsync(() -> {
+                try {
+                    return call.send();
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            DATABASE.awaitLockWaiter(Duration.ofSeconds(10));
+            long killed = DATABASE.queryLong("select count(pg_terminate_backend(pid)) from pg_stat_activity"
+                    + " where application_name = '" + DATABASE.schema() + "' and wait_event_type = 'Lock'"
+                    + " and query like 'UPDATE%'");
+            assertThat(killed).as("the backend storing the answer").isEqualTo(1);
+            HttpResponse<byte[]> response = answer.get(30, TimeUnit.SECONDS);
+            statement.execute("select pg_advisory_unlock_all()");
+            return response;
+        }
+    }
+}
