@@ -274,7 +274,12 @@ public final class IdempotencyEngine {
             try {
                 claim = store.claim(new ClaimRequest(key, requestHash, retention, wait, lease));
                 if (claim instanceof ClaimResult.Claimed claimed) {
-                    transaction.commit(); // the intent is durable before any side effect
+                    try {
+                        transaction.commit(); // the intent is durable before any side effect
+                    } catch (RuntimeException e) {
+                        abandonUnstarted(key, claimed.fencingToken(), e);
+                        throw e;
+                    }
                     return proceedIntent(key, requestHash, claimed.fencingToken(), lease);
                 }
             } finally {
@@ -350,12 +355,21 @@ public final class IdempotencyEngine {
             return new Proceed(new Execution(IdempotencyMode.INTENT_FIRST, transactions.begin(), key, requestHash,
                     token, lease));
         } catch (RuntimeException | Error e) {
-            try {
-                store.fail(key, token);
-            } catch (RuntimeException failed) {
-                e.addSuppressed(failed); // the lease runs out, and the claim is resolved as a stale one
-            }
+            abandonUnstarted(key, token, e);
             throw e;
+        }
+    }
+
+    /**
+     * The work of the intent-first claim held by {@code token} will not start: marks the claim FAILED, so that the next
+     * request runs at once. Also when the commit of the claim failed, whose outcome is unknown when the connection was
+     * lost while it ran: had it been committed, nothing ran under it (if it was not, nothing is marked).
+     */
+    private void abandonUnstarted(ScopedKey key, String token, Throwable cause) {
+        try {
+            store.fail(key, token);
+        } catch (RuntimeException failed) {
+            cause.addSuppressed(failed); // the lease runs out, and the claim is resolved as a stale one
         }
     }
 

@@ -1,0 +1,195 @@
+package io.idempotency.spring;
+
+import io.idempotency.spring.app.FakeGateway;
+import io.idempotency.spring.app.TestApplication;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.web.server.LocalServerPort;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+import java.io.DataInputStream;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.io.UncheckedIOException;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.util.UUID;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The connection is lost while an intent-first claim commits, after PostgreSQL has committed it but before the
+ * application heard so: the application's connections go through a proxy that drops the connection instead of
+ * passing PostgreSQL's reply to a COMMIT on. The handler never ran, so the key must not stay claimed for the lease.
+ */
+@SpringBootTest(classes = TestApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
+        properties = {"idempotency.in-flight-wait=300ms", "idempotency.sweeper.enabled=false"})
+class LostCommitReplyIntegrationTest {
+
+    static final TestPostgres.Database DATABASE = TestDatabases.withOrders();
+    static final CommitReplyDropper PROXY = new CommitReplyDropper(DATABASE.url());
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        TestDatabases.register(registry, DATABASE);
+        registry.add("spring.datasource.url", PROXY::url);
+    }
+
+    @AfterAll
+    static void stopProxy() throws IOException {
+        PROXY.close();
+    }
+
+    @LocalServerPort
+    int port;
+
+    @Autowired
+    FakeGateway gateway;
+
+    final HttpClient http = HttpClient.newHttpClient();
+
+    @Test
+    void anIntentWhoseCommitReplyWasLostDoesNotHoldTheKeyForTheLease() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "lost-commit-reply-" + key;
+        long callsBefore = gateway.calls();
+
+        PROXY.dropNextCommitReply();
+        HttpResponse<String> lost = charge(key, note);
+        String committed = DATABASE.queryString("select status from idempotency_keys where idempotency_key = '"
+                + key + "'");
+        HttpResponse<String> retry = charge(key, note);
+
+        assertThat(lost.statusCode()).isEqualTo(500);
+        assertThat(committed).as("PostgreSQL committed the intent the application did not hear about")
+                .isNotNull();
+        assertThat(retry.statusCode()).as("nothing ran under the claim: not 'in progress' for a 10 s lease")
+                .isEqualTo(201);
+        assertThat(gateway.calls() - callsBefore).as("the handler of the lost one never ran").isEqualTo(1);
+        assertThat(DATABASE.queryLong("select count(*) from orders where note = '" + note + "'")).isEqualTo(1);
+    }
+
+    private HttpResponse<String> charge(String key, String note) throws IOException, InterruptedException {
+        return http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/intent/long-lease"))
+                .header("Content-Type", "application/json")
+                .header("Idempotency-Key", key)
+                .POST(HttpRequest.BodyPublishers.ofString("{\"note\":\"" + note + "\"}")).build(),
+                HttpResponse.BodyHandlers.ofString());
+    }
+
+    /**
+     * A TCP proxy in front of the PostgreSQL server that, once armed, closes the connection that next receives the
+     * server's CommandComplete for a COMMIT, instead of passing it on. Needs connections without SSL or GSS encryption,
+     * so that the server's bytes are messages from the start.
+     */
+    static final class CommitReplyDropper implements AutoCloseable {
+
+        private static final Pattern HOST = Pattern.compile("^jdbc:postgresql://([^/:]+)(?::(\\d+))?/");
+
+        private final ServerSocket server;
+        private final String host;
+        private final int port;
+        private final String url;
+        private final AtomicBoolean armed = new AtomicBoolean();
+
+        CommitReplyDropper(String targetUrl) {
+            Matcher matcher = HOST.matcher(targetUrl);
+            if (!matcher.find()) {
+                throw new IllegalArgumentException("not a PostgreSQL URL with a host: " + targetUrl);
+            }
+            this.host = matcher.group(1);
+            this.port = matcher.group(2) == null ? 5432 : Integer.parseInt(matcher.group(2));
+            try {
+                this.server = new ServerSocket(0);
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+            this.url = matcher.replaceFirst("jdbc:postgresql://127.0.0.1:" + server.getLocalPort() + "/")
+                    + "&sslmode=disable&gssEncMode=disable";
+            Thread acceptor = new Thread(this::accept, "commit-reply-dropper");
+            acceptor.setDaemon(true);
+            acceptor.start();
+        }
+
+        String url() {
+            return url;
+        }
+
+        void dropNextCommitReply() {
+            armed.set(true);
+        }
+
+        private void accept() {
+            while (!server.isClosed()) {
+                try {
+                    Socket client = server.accept();
+                    Socket upstream = new Socket(host, port);
+                    daemon(() -> copy(client, upstream));
+                    daemon(() -> relayReplies(upstream, client));
+                } catch (IOException e) {
+                    // closed
+                }
+            }
+        }
+
+        private static void daemon(Runnable task) {
+            Thread thread = new Thread(task, "commit-reply-dropper-pump");
+            thread.setDaemon(true);
+            thread.start();
+        }
+
+        private static void copy(Socket from, Socket to) {
+            try (from; to) {
+                from.getInputStream().transferTo(to.getOutputStream());
+            } catch (IOException e) {
+                // one side went away
+            }
+        }
+
+        /** Passes the server's messages on, one at a time, and drops the connection at an armed COMMIT reply. */
+        private void relayReplies(Socket from, Socket to) {
+            try (from; to) {
+                DataInputStream in = new DataInputStream(from.getInputStream());
+                OutputStream out = to.getOutputStream();
+                while (true) {
+                    int type = in.read();
+                    if (type < 0) {
+                        return;
+                    }
+                    int length = in.readInt();
+                    byte[] payload = in.readNBytes(length - 4);
+                    if (type == 'C' && new String(payload, StandardCharsets.US_ASCII).startsWith("COMMIT\0")
+                            && armed.compareAndSet(true, false)) {
+                        return; // committed on the server; the application never hears of it
+                    }
+                    out.write(type);
+                    out.write(new byte[] {(byte) (length >>> 24), (byte) (length >>> 16), (byte) (length >>> 8),
+                            (byte) length});
+                    out.write(payload);
+                    if (in.available() == 0) {
+                        out.flush();
+                    }
+                }
+            } catch (IOException e) {
+                // one side went away
+            }
+        }
+
+        @Override
+        public void close() throws IOException {
+            server.close();
+        }
+    }
+}
