@@ -238,7 +238,7 @@ public final class IdempotencyEngine {
         try {
             claim = store.claim(new ClaimRequest(key, requestHash, retention, wait));
         } catch (RuntimeException | Error e) {
-            transaction.rollback();
+            rollBackAfter(transaction, e);
             throw e;
         }
         if (claim instanceof ClaimResult.Claimed claimed) {
@@ -280,11 +280,15 @@ public final class IdempotencyEngine {
                         abandonUnstarted(key, claimed.fencingToken(), e);
                         throw e;
                     }
-                    return proceedIntent(key, requestHash, claimed.fencingToken(), lease);
                 }
-            } finally {
-                transaction.rollback();
+            } catch (RuntimeException | Error e) {
+                rollBackAfter(transaction, e);
+                throw e;
             }
+            if (claim instanceof ClaimResult.Claimed claimed) {
+                return proceedIntent(key, requestHash, claimed.fencingToken(), lease);
+            }
+            transaction.rollback();
             if (!(claim instanceof ClaimResult.Existing existing)) {
                 return new InProgress();
             }
@@ -357,6 +361,18 @@ public final class IdempotencyEngine {
         } catch (RuntimeException | Error e) {
             abandonUnstarted(key, token, e);
             throw e;
+        }
+    }
+
+    /**
+     * Rolls {@code transaction} back after {@code failure}, which stays the exception to throw: a rollback on a lost
+     * connection fails too, and would otherwise hide why the claim failed.
+     */
+    private static void rollBackAfter(Transactions.Transaction transaction, Throwable failure) {
+        try {
+            transaction.rollback();
+        } catch (RuntimeException | Error e) {
+            failure.addSuppressed(e);
         }
     }
 
@@ -553,11 +569,7 @@ public final class IdempotencyEngine {
                     // or the handler left it aborted): a failed commit, whose rollback may fail too
                     CommitFailedException failed = new CommitFailedException(key, e);
                     transactionEnded = true;
-                    try {
-                        transaction.rollback();
-                    } catch (RuntimeException rollbackFailed) {
-                        failed.addSuppressed(rollbackFailed);
-                    }
+                    rollBackAfter(transaction, failed);
                     throw failed;
                 }
                 if (!completed) {

@@ -143,6 +143,21 @@ class IdempotencyEngineTest {
     }
 
     @Test
+    void aClaimWhoseRollbackFailsTooThrowsWhyTheClaimFailed() {
+        RuntimeException failure = new RuntimeException("connection lost");
+        store.claimAnswer = () -> {
+            throw failure;
+        };
+        transactions.rollbackFailure = new RuntimeException("rollback failed: the connection is gone");
+
+        assertThatThrownBy(() -> engine.start(KEY, HASH)).isSameAs(failure)
+                .hasSuppressedException(transactions.rollbackFailure);
+        assertThatThrownBy(() -> engine.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofSeconds(30)))
+                .isSameAs(failure);
+        transactions.rollbackFailure = null;
+    }
+
+    @Test
     void claimThrowingAnErrorAlsoRollsBack() {
         StackOverflowError failure = new StackOverflowError();
         store.claimAnswer = () -> {
