@@ -19,11 +19,14 @@ import org.springframework.core.DefaultParameterNameDiscoverer;
 import org.springframework.core.ParameterNameDiscoverer;
 import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.core.env.PropertyResolver;
+import org.springframework.dao.DataAccessException;
 import org.springframework.expression.EvaluationException;
 import org.springframework.expression.Expression;
 import org.springframework.expression.spel.support.MapAccessor;
 import org.springframework.http.InvalidMediaTypeException;
 import org.springframework.http.MediaType;
+import org.springframework.transaction.CannotCreateTransactionException;
+import org.springframework.transaction.TransactionSystemException;
 import org.springframework.util.LinkedCaseInsensitiveMap;
 import org.springframework.web.context.request.RequestAttributes;
 import org.springframework.web.context.request.RequestContextHolder;
@@ -210,7 +213,17 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         String caller = callerResolver.resolve(request);
         ScopedKey scopedKey = new ScopedKey(namespace(caller), scopeOf(endpoint, request, invocation), key);
 
-        IdempotencyEngine.Start start = engine.start(scopedKey, fingerprint, endpoint.mode, endpoint.lease);
+        IdempotencyEngine.Start start;
+        try {
+            start = engine.start(scopedKey, fingerprint, endpoint.mode, endpoint.lease);
+        } catch (DataAccessException | CannotCreateTransactionException | TransactionSystemException e) {
+            // the database failed the claim or gave no connection for it: the handler did not run
+            log.warn("Idempotent request {} {} could not be claimed; answering 503", request.getMethod(),
+                    request.getRequestURI(), e);
+            return answer(exchange, problems.render(ProblemResponses.Problem.STORE_UNAVAILABLE,
+                    "The request was not run: its idempotency record could not be read or written. Retry later with"
+                            + " the same key.", instance, new StoredResponse.Header("Retry-After", retryAfterSeconds)));
+        }
         if (start instanceof IdempotencyEngine.Proceed proceed) {
             exchange.begin(proceed.execution(), endpoint.storagePolicy);
             try {

@@ -26,7 +26,8 @@ public final class ProblemResponses {
         BODY_INVALID("idempotency-body-invalid", 400, "Request body cannot be fingerprinted"),
         BODY_UNSUPPORTED("idempotency-body-unsupported", 415, "Request body type not supported on an idempotent endpoint"),
         RESPONSE_TOO_LARGE("idempotency-response-too-large", 500, "The answer is too large to be stored for replay"),
-        COMMIT_FAILED("idempotency-commit-failed", 500, "The request could not be committed");
+        COMMIT_FAILED("idempotency-commit-failed", 500, "The request could not be committed"),
+        STORE_UNAVAILABLE("idempotency-store-unavailable", 503, "The idempotency record could not be read or written");
 
         private final String typeName;
         private final int status;

@@ -18,14 +18,16 @@ import java.util.concurrent.TimeUnit;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * The database fails a request while its answer is being recorded, on real PostgreSQL over real HTTP: the request's
- * backend is terminated while the statement that stores the answer runs. A trigger on the records of this test's keys
- * makes that statement wait for an advisory lock the test holds, so the test knows the moment.
+ * The database fails a request while its key is claimed or its answer recorded, on real PostgreSQL over real HTTP:
+ * the request's backend is terminated while the claim or the statement that stores the answer runs. Triggers on the
+ * records of this test's keys make those statements wait for an advisory lock the test holds, so the test knows the
+ * moment. (The claim waits at most the in-flight wait, which is therefore long here.)
  */
-@TestPropertySource(properties = {"idempotency.in-flight-wait=300ms", "idempotency.sweeper.enabled=false"})
+@TestPropertySource(properties = {"idempotency.in-flight-wait=20s", "idempotency.sweeper.enabled=false"})
 class DatabaseFaultsIntegrationTest extends OrdersApplicationTest {
 
     private static final String PREFIX = "fault-complete-";
+    private static final String CLAIM_PREFIX = "fault-claim-";
 
     @BeforeEach
     void blockCompletionOfThisTestsKeys() {
@@ -39,11 +41,15 @@ class DatabaseFaultsIntegrationTest extends OrdersApplicationTest {
         DATABASE.queryString("create trigger fault_block_complete before update on idempotency_keys for each row"
                 + " when (new.status = 'SUCCEEDED' and new.idempotency_key like '" + PREFIX + "%')"
                 + " execute function fault_block_complete()");
+        DATABASE.queryString("drop trigger if exists fault_block_claim on idempotency_keys");
+        DATABASE.queryString("create trigger fault_block_claim before insert on idempotency_keys for each row"
+                + " when (new.idempotency_key like '" + CLAIM_PREFIX + "%') execute function fault_block_complete()");
     }
 
     @AfterAll
     static void dropTrigger() {
         DATABASE.queryString("drop trigger if exists fault_block_complete on idempotency_keys");
+        DATABASE.queryString("drop trigger if exists fault_block_claim on idempotency_keys");
         DATABASE.queryString("drop function if exists fault_block_complete()");
     }
 
@@ -87,12 +93,37 @@ class DatabaseFaultsIntegrationTest extends OrdersApplicationTest {
         assertThat(new String(retry.body(), StandardCharsets.UTF_8)).contains("\"resolved\":true");
     }
 
+    @Test
+    void aConnectionLostWhileTheKeyIsClaimedIsAnsweredUnavailableAndLeavesNothing() throws Exception {
+        for (String path : new String[] {"/orders", "/intent/charges"}) {
+            String key = CLAIM_PREFIX + UUID.randomUUID();
+            String note = "lost-claim-" + key;
+            String body = "{\"note\":\"" + note + "\"}";
+
+            HttpResponse<byte[]> failed = killedWhile(key, "WITH%", () -> post(path, key, body));
+
+            assertThat(failed.statusCode()).as(path).isEqualTo(503);
+            assertProblem(failed, "idempotency-store-unavailable");
+            assertThat(failed.headers().firstValue("Retry-After")).hasValue("1");
+            assertThat(rows(note)).as("the handler did not run").isZero();
+            assertThat(keyRows(key)).as("no claim").isZero();
+            HttpResponse<byte[]> retry = post(path, key, body);
+            assertThat(retry.statusCode()).as(path).isEqualTo(201);
+            assertThat(rows(note)).isEqualTo(1);
+        }
+    }
+
     interface Call {
         HttpResponse<byte[]> send() throws Exception;
     }
 
     /** Sends {@code call} and terminates its backend while it stores the answer of {@code key}. */
     private HttpResponse<byte[]> killedWhileStoring(String key, Call call) throws Exception {
+        return killedWhile(key, "UPDATE%", call);
+    }
+
+    /** Sends {@code call} and terminates its backend while it runs a statement like {@code query} on {@code key}. */
+    private HttpResponse<byte[]> killedWhile(String key, String query, Call call) throws Exception {
         try (Connection holder = DriverManager.getConnection(DATABASE.url(), DATABASE.user(), DATABASE.password());
              Statement statement = holder.createStatement()) {
             statement.execute("select pg_advisory_lock(hashtext('" + key + "'))");
@@ -106,8 +137,8 @@ class DatabaseFaultsIntegrationTest extends OrdersApplicationTest {
             DATABASE.awaitLockWaiter(Duration.ofSeconds(10));
             long killed = DATABASE.queryLong("select count(pg_terminate_backend(pid)) from pg_stat_activity"
                     + " where application_name = '" + DATABASE.schema() + "' and wait_event_type = 'Lock'"
-                    + " and query like 'UPDATE%'");
-            assertThat(killed).as("the backend storing the answer").isEqualTo(1);
+                    + " and query like '" + query + "'");
+            assertThat(killed).as("the backend running " + query).isEqualTo(1);
             HttpResponse<byte[]> response = answer.get(30, TimeUnit.SECONDS);
             statement.execute("select pg_advisory_unlock_all()");
             return response;
