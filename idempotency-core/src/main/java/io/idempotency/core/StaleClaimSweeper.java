@@ -1,6 +1,8 @@
 package io.idempotency.core;
 
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
 
@@ -13,8 +15,17 @@ import java.util.Optional;
  */
 public final class StaleClaimSweeper {
 
-    /** What one sweep did. */
-    public record Sweep(int found, int completed, int failed) {
+    /**
+     * What one sweep did.
+     *
+     * @param errors what the resolver threw, one per claim it could not decide; such a claim stays taken over by
+     *               the sweeper until its lease runs out, and is then resolved again
+     */
+    public record Sweep(int found, int completed, int failed, List<RuntimeException> errors) {
+
+        public Sweep {
+            errors = List.copyOf(errors);
+        }
 
         /** Claims this sweep resolved (found but taken by someone else are not counted). */
         public int resolved() {
@@ -46,15 +57,23 @@ public final class StaleClaimSweeper {
         int found = 0;
         int completed = 0;
         int failed = 0;
+        List<RuntimeException> errors = new ArrayList<>();
         for (IdempotencyRecord stale : store.findExpiredLeases(batchSize)) {
             found++;
             Optional<String> token = store.takeOver(stale.key(), stale.fencingToken(), lease);
             if (token.isEmpty()) {
                 continue; // another sweeper or a retry has it
             }
-            StaleClaimResolver.Resolution resolution = resolver.resolve(new StaleClaimResolver.StaleClaim(
-                    stale.key(), downstreamKeys.derive(stale.key()), stale.requestHash(), stale.createdAt(),
-                    stale.lockedUntil(), false));
+            StaleClaimResolver.Resolution resolution;
+            try {
+                resolution = resolver.resolve(new StaleClaimResolver.StaleClaim(stale.key(),
+                        downstreamKeys.derive(stale.key()), stale.requestHash(), stale.createdAt(),
+                        stale.lockedUntil(), false));
+            } catch (RuntimeException e) {
+                // one claim the third party cannot answer for keeps no other claim waiting
+                errors.add(e);
+                continue;
+            }
             if (resolution instanceof StaleClaimResolver.Complete complete) {
                 if (store.complete(stale.key(), token.get(), complete.response())) {
                     completed++;
@@ -63,6 +82,6 @@ public final class StaleClaimSweeper {
                 failed++;
             }
         }
-        return new Sweep(found, completed, failed);
+        return new Sweep(found, completed, failed, errors);
     }
 }

@@ -4,6 +4,7 @@ import com.zaxxer.hikari.HikariDataSource;
 import io.idempotency.core.DownstreamKeys;
 import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.IdempotencyMode;
+import io.idempotency.core.IdempotencyRecord;
 import io.idempotency.core.IdempotencyTemplate;
 import io.idempotency.core.RecordStatus;
 import io.idempotency.core.ScopedKey;
@@ -85,6 +86,39 @@ class IntentFirstEngineIntegrationTest {
             assertThat(consulted).hasValue(1);
             assertThat(store.find(key).orElseThrow().status()).isEqualTo(RecordStatus.SUCCEEDED);
             assertThat(store.find(key).orElseThrow().response()).isEqualTo(charged);
+        }
+    }
+
+    @Test
+    void aResolverFailingForOneStaleClaimKeepsNoOtherWaiting() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyEngine engine = engine(dataSource, store, StaleClaimResolver.RERUN);
+            ScopedKey unanswerable = new ScopedKey("", "POST /charges", "unanswerable-" + UUID.randomUUID());
+            ScopedKey answerable = new ScopedKey("", "POST /charges", "answerable-" + UUID.randomUUID());
+            for (ScopedKey key : List.of(unanswerable, answerable)) {
+                ((IdempotencyEngine.Proceed) engine.start(key, HASH, IdempotencyMode.INTENT_FIRST,
+                        Duration.ofMillis(200))).execution().abandon(); // crashed: the claims stay PROCESSING
+            }
+            engine.shutdown();
+            Thread.sleep(300);
+            RuntimeException unreachable = new IllegalStateException("the third party does not answer");
+            StoredResponse charged = new StoredResponse(201, List.of(), "charged".getBytes(StandardCharsets.UTF_8));
+            StaleClaimResolver resolver = claim -> {
+                if (claim.key().equals(unanswerable)) {
+                    throw unreachable;
+                }
+                return StaleClaimResolver.Resolution.complete(charged);
+            };
+
+            StaleClaimSweeper.Sweep sweep = new StaleClaimSweeper(store, resolver, new DownstreamKeys("secret"),
+                    Duration.ofSeconds(30), 100).sweep();
+
+            assertThat(sweep.errors()).containsExactly(unreachable);
+            assertThat(store.find(answerable).orElseThrow().status()).isEqualTo(RecordStatus.SUCCEEDED);
+            IdempotencyRecord held = store.find(unanswerable).orElseThrow();
+            assertThat(held.status()).as("left for a later sweep").isEqualTo(RecordStatus.PROCESSING);
+            assertThat(held.leaseExpired()).as("held by the sweeper meanwhile").isFalse();
         }
     }
 

@@ -36,6 +36,10 @@ class StaleClaimSweepScheduler extends PeriodicTask {
             log.info("Resolved {} stale idempotency claims: {} completed, {} marked failed", sweep.resolved(),
                     sweep.completed(), sweep.failed());
         }
+        for (RuntimeException error : sweep.errors()) {
+            log.warn("The stale claim resolver failed; the claim is looked at again once the sweeper's lease on it"
+                    + " has run out", error);
+        }
         meters.staleClaimsResolved(sweep.completed(), sweep.failed());
         return sweep;
     }
