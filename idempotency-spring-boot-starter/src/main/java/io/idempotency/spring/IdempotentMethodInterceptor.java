@@ -36,6 +36,7 @@ import org.springframework.web.servlet.HandlerMapping;
 
 import java.io.IOException;
 import java.lang.reflect.Method;
+import java.math.BigDecimal;
 import java.nio.ByteBuffer;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.Charset;
@@ -276,7 +277,10 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         if (value == null || value.toString().isEmpty()) {
             return new IdempotencyKeyParser.Missing();
         }
-        String key = value.toString();
+        // a JSON number is compared as its exact decimal value, as in the fingerprint: 1000, 1000.0 and 1e3 are one key
+        String key = value instanceof BigDecimal number
+                ? number.signum() == 0 ? "0" : number.stripTrailingZeros().toPlainString()
+                : value.toString();
         if (key.length() > IdempotencyKeyParser.MAX_KEY_LENGTH) {
             return new IdempotencyKeyParser.Malformed(
                     "the key is longer than " + IdempotencyKeyParser.MAX_KEY_LENGTH + " characters");

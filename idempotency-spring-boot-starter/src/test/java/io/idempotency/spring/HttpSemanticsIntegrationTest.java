@@ -13,6 +13,7 @@ import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.UUID;
+import java.util.concurrent.ThreadLocalRandom;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -181,6 +182,24 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
         assertProblem(answer, "idempotency-key-malformed");
         assertThat(DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key like '"
                 + transaction + "%'")).isZero();
+    }
+
+    @Test
+    void aKeyFromAJsonNumberIsItsDecimalValueHoweverTheNumberIsWritten() throws Exception {
+        // a provider whose serializer now writes 1000 as 1000.0 re-sends the same transaction
+        long transaction = ThreadLocalRandom.current().nextLong(1, 1_000_000_000L) * 1000;
+        String rest = ",\"amount\":\"1\",\"currency\":\"EUR\",\"nonce\":\"n\"}";
+
+        HttpResponse<byte[]> first = send(request("/orders/callbacks", "{\"transactionId\":" + transaction + rest)
+                .build());
+        assertThat(first.statusCode()).isEqualTo(200);
+        for (String written : List.of(transaction + ".0", transaction / 1000 + "e3", transaction / 1000 + "000.000")) {
+            HttpResponse<byte[]> again = send(request("/orders/callbacks", "{\"transactionId\":" + written + rest)
+                    .build());
+            assertThat(again.headers().firstValue("Idempotent-Replayed")).as(written).hasValue("true");
+            assertThat(again.body()).isEqualTo(first.body());
+        }
+        assertThat(keyRows(Long.toString(transaction))).isEqualTo(1);
     }
 
     @Test
