@@ -63,7 +63,10 @@ public class ChargeWebConfiguration implements WebMvcConfigurer {
         @Override
         public Object afterBodyRead(Object body, HttpInputMessage inputMessage, MethodParameter parameter,
                                     Type targetType, Class<? extends HttpMessageConverter<?>> converterType) {
-            ((PaymentRequest) body).validate(); // throws InvalidPaymentException, answered 400
+            // A JSON null reads as no object: left to Spring MVC, which refuses a missing required body with 400.
+            if (body instanceof PaymentRequest request) {
+                request.validate(); // throws InvalidPaymentException, answered 400
+            }
             return body;
         }
     }

@@ -284,6 +284,21 @@ class ChargeApiIntegrationTest {
         assertThat(api.gatewayCharges(orderId)).contains("\"amount\":\"12.30\"");
     }
 
+    @Test
+    void jsonNullBodyIsRefusedWith400BeforeTheKeyIsClaimed() throws Exception {
+        String key = UUID.randomUUID().toString();
+
+        HttpResponse<byte[]> refused = api.charge(key, "null", null);
+
+        assertThat(refused.statusCode()).as(text(refused)).isEqualTo(400);
+        assertThat(contentType(refused)).startsWith("application/problem+json");
+        assertThat(DB.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + key + "'"))
+                .isZero();
+        String orderId = newOrderId();
+        HttpResponse<byte[]> corrected = api.charge(key, body(orderId, "1.00"), null);
+        assertThat(corrected.statusCode()).as(text(corrected)).isEqualTo(201);
+    }
+
     private HttpResponse<byte[]> send(String key, String body, String chaos) {
         try {
             return api.charge(key, body, chaos);
