@@ -12,7 +12,7 @@ import java.util.regex.Pattern;
  * <p>The amount is taken as text and parsed into a {@link BigDecimal} here, so its value is never rounded on the
  * way in; a JSON number is accepted as well and keeps its exact digits.
  *
- * @param orderId  the order to pay, 1 to 64 characters
+ * @param orderId  the order to pay, 1 to 64 characters, none of them NUL
  * @param amount   a positive decimal with at most two fraction digits
  * @param currency three upper-case letters (ISO 4217)
  */
@@ -36,6 +36,9 @@ public record PaymentRequest(String orderId, String amount, String currency) {
             errors.add("orderId must not be blank");
         } else if (orderId.length() > MAX_ORDER_ID_LENGTH) {
             errors.add("orderId must be at most " + MAX_ORDER_ID_LENGTH + " characters");
+        } else if (orderId.indexOf('\0') >= 0) {
+            // Valid JSON, but PostgreSQL text cannot hold it: refused here rather than failing the INSERT with a 5xx.
+            errors.add("orderId must not contain the NUL character");
         }
         BigDecimal parsedAmount = null;
         if (amount == null || !AMOUNT.matcher(amount).matches()) {

@@ -299,6 +299,26 @@ class ChargeApiIntegrationTest {
         assertThat(corrected.statusCode()).as(text(corrected)).isEqualTo(201);
     }
 
+    @Test
+    void orderIdThatPostgresCannotStoreIsRefusedBeforeTheKeyIsClaimed() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+
+        // JSON allows a NUL character in a string (escaped); PostgreSQL text does not. Left to the database, the
+        // gateway would fail with 500, this charge with 502, and the key would be held for the lease, then rerun into
+        // the same failure.
+        HttpResponse<byte[]> refused = api.charge(key,
+                "{\"orderId\":\"" + orderId + "\\u0000\",\"amount\":\"1.00\",\"currency\":\"EUR\"}", null);
+
+        assertThat(refused.statusCode()).as(text(refused)).isEqualTo(400);
+        assertThat(contentType(refused)).startsWith("application/problem+json");
+        assertThat(text(refused)).contains("invalid-payment").contains("orderId");
+        assertThat(DB.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + key + "'"))
+                .isZero();
+        assertThat(DB.queryLong("select count(*) from gateway_calls where order_id like '" + orderId + "%'"))
+                .as("the gateway was not called").isZero();
+    }
+
     private HttpResponse<byte[]> send(String key, String body, String chaos) {
         try {
             return api.charge(key, body, chaos);

@@ -163,6 +163,23 @@ class PaymentApiIntegrationTest {
     }
 
     @Test
+    void orderIdThatPostgresCannotStoreIsRefusedWith400NotAServerError() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+
+        // JSON allows a NUL character in a string (escaped); PostgreSQL text does not, and its refusal would surface as
+        // a 500.
+        HttpResponse<byte[]> refused = api.createPayment(key,
+                "{\"orderId\":\"" + orderId + "\\u0000\",\"amount\":\"1.00\",\"currency\":\"EUR\"}", null);
+
+        assertThat(refused.statusCode()).as(text(refused)).isEqualTo(400);
+        assertThat(contentType(refused)).startsWith("application/problem+json");
+        assertThat(text(refused)).contains("invalid-payment").contains("orderId");
+        assertThat(idempotencyRecordsFor(key)).isZero();
+        assertThat(DB.queryLong("select count(*) from payments where order_id like '" + orderId + "%'")).isZero();
+    }
+
+    @Test
     void failureAfterTheWriteRollsEverythingBackAndTheRetrySucceeds() throws Exception {
         String orderId = newOrderId();
         String key = UUID.randomUUID().toString();
