@@ -23,8 +23,9 @@ import java.util.Optional;
  *       the claim FAILED, so that the next request runs). Safe even if a late first attempt books the charge after
  *       this look-up: it sends the same key, so the gateway books it once, and that attempt's own result is refused
  *       by the fencing token.</li>
- *   <li>The gateway cannot be asked: the exception is thrown on. The claim stays PROCESSING under the new holder's
- *       lease and is resolved by a later retry or sweep; a waiting retry is answered 502/503.</li>
+ *   <li>The gateway cannot be asked: the failure is thrown on as {@link GatewayOutcomeUnknownException} (an
+ *       unreachable gateway too: the charge may exist all the same). The claim stays PROCESSING under the new
+ *       holder's lease and is resolved by a later retry or sweep; a waiting retry is answered 502.</li>
  * </ul>
  * Every consultation is recorded in {@code charge_resolutions}. This runs outside any request transaction, so each
  * statement commits on its own; recording the charge is idempotent (unique {@code gateway_charge_id}), so a
@@ -68,6 +69,12 @@ public class GatewayChargeResolver implements StaleClaimResolver {
             charges.recordResolution(caller, key, claim.downstreamKey(), "error", by, null);
             log.warn("stale charge claim {} (by {}): the gateway could not be asked; left for a later attempt: {}",
                     claim.key(), by, e.getMessage());
+            if (e instanceof GatewayUnreachableException) {
+                // Unreachable for the look-up says nothing about the charge, which may well exist: never let it
+                // reach the client as "no charge was made" (503), and never as a definite failure.
+                throw new GatewayOutcomeUnknownException("the gateway could not be reached to ask what became of"
+                        + " the charge, which may have been made", e);
+            }
             throw e;
         }
         if (booked.isEmpty()) {

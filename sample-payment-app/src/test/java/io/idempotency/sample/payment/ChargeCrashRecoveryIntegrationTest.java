@@ -219,6 +219,41 @@ class ChargeCrashRecoveryIntegrationTest {
         }
     }
 
+    @Test
+    @Order(4)
+    void gatewayUnreachableWhileResolvingIsAnUnknownOutcomeNotANoCharge() throws Exception {
+        // A gateway of its own, so that it can be stopped while the application stays up.
+        SampleAppProcess gateway = start("gateway", false);
+        List<String> args = args(false);
+        args.add("--sample.gateway.base-url=http://127.0.0.1:" + gateway.port());
+        SampleAppProcess charging = SampleAppProcess.start("charge-app-remote-gateway", LOG_DIR, args);
+        try {
+            String orderId = newOrderId();
+            String key = UUID.randomUUID().toString();
+            String body = body(orderId, "27.00");
+            ChargeApi api = ChargeApi.onPort(charging.port());
+
+            HttpResponse<byte[]> failed = api.charge(key, body, "fail-after-charge");
+            assertThat(failed.statusCode()).as(text(failed)).isEqualTo(500);
+            assertThat(ledgerEntries(orderId)).as("the gateway booked the charge").isEqualTo(1);
+
+            gateway.close();
+            awaitLeaseExpired(db, key);
+            HttpResponse<byte[]> retry = api.charge(key, body, null);
+
+            // The charge exists, so the answer must not say that none was made: the outcome is unknown to the app.
+            assertThat(retry.statusCode()).as(text(retry)).isEqualTo(502);
+            assertThat(text(retry)).contains("gateway-outcome-unknown").doesNotContain("no charge was made");
+            assertThat(retry.headers().firstValue("Retry-After")).as("the key is held for the lease").hasValue("2");
+            assertThat(resolutionsOf(key)).isEqualTo("error/retry");
+            assertThat(statusOf(key)).isEqualTo("PROCESSING");
+            assertThat(charges(orderId)).isZero();
+        } finally {
+            charging.close();
+            gateway.close();
+        }
+    }
+
     /**
      * Across instances no in-memory coalescing helps: the duplicate polls the committed claim in the database until
      * {@code idempotency.in-flight-wait} and answers 409; after the first request finished, it replays.
