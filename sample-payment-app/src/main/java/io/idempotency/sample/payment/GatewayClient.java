@@ -8,6 +8,7 @@ import org.springframework.stereotype.Component;
 import org.springframework.util.StringUtils;
 import org.springframework.web.client.ResourceAccessException;
 import org.springframework.web.client.RestClient;
+import org.springframework.web.client.RestClientException;
 
 import java.math.BigDecimal;
 import java.net.ConnectException;
@@ -25,7 +26,8 @@ import java.util.function.Supplier;
  * <p>Failures are told apart by what they mean for the charge:
  * <ul>
  *   <li>no connection could be made → {@link GatewayUnreachableException}: the charge was definitely not made;</li>
- *   <li>anything after the request may have left (a timeout, a 5xx, a lost connection, an unexpected status) →
+ *   <li>anything after the request may have left (a timeout, a 5xx, a lost connection, an unexpected status, an
+ *       answer that cannot be read) →
  *       {@link GatewayOutcomeUnknownException}: the charge may have been made.</li>
  * </ul>
  * Thread-safe.
@@ -119,6 +121,10 @@ public class GatewayClient {
             }
             throw new GatewayOutcomeUnknownException("the gateway gave no answer to the " + what + ": " + e.getMessage(),
                     e);
+        } catch (RestClientException e) {
+            // The gateway answered, but unreadably (a body that is not what it should be): it may have booked.
+            throw new GatewayOutcomeUnknownException("the gateway's answer to the " + what + " could not be read: "
+                    + e.getMessage(), e);
         }
     }
 

@@ -95,6 +95,20 @@ class GatewayClientTest {
     }
 
     @Test
+    void approvalWhoseBodyCannotBeReadIsAnUnknownOutcome() {
+        // The gateway answered, so it may have booked the charge: not a definite failure, and not a bare client error
+        // that the application would answer as a failure of its own ("not carried out").
+        answer.set(new Answer(201, "application/json", "<html>booked</html>", 0));
+
+        assertThatThrownBy(() -> client().charge("k", "o-1", java.math.BigDecimal.TEN, "EUR"))
+                .isInstanceOf(GatewayOutcomeUnknownException.class)
+                .isNotInstanceOf(DefiniteFailureException.class);
+
+        answer.set(new Answer(200, "application/json", "{\"id\":", 0));
+        assertThatThrownBy(() -> client().findByKey("k")).isInstanceOf(GatewayOutcomeUnknownException.class);
+    }
+
+    @Test
     void noConnectionIsADefiniteFailure() throws Exception {
         int closedPort;
         try (ServerSocket socket = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
