@@ -389,26 +389,9 @@ public final class IdempotencyEngine {
         }
     }
 
-    /**
-     * Renews the lease of the claim {@code token} holds every third of the lease, until the returned future is
-     * cancelled or a renewal finds the claim taken over (its result will then be refused).
-     *
-     * @throws java.util.concurrent.RejectedExecutionException when renewals have been shut down
-     */
+    /** Renews the lease of the claim {@code token} holds while its holder works; see {@link Leases#hold}. */
     private ScheduledFuture<?> holdLease(ScopedKey key, String token, Duration lease) {
-        long period = Math.max(1, lease.toMillis() / 3);
-        CompletableFuture<ScheduledFuture<?>> self = new CompletableFuture<>();
-        ScheduledFuture<?> renewal = renewals.scheduleWithFixedDelay(() -> {
-            try {
-                if (!store.renew(key, token, lease)) {
-                    self.join().cancel(false);
-                }
-            } catch (RuntimeException e) {
-                // the next renewal tries again; if the lease runs out meanwhile, fencing protects the new holder
-            }
-        }, period, period, TimeUnit.MILLISECONDS);
-        self.complete(renewal);
-        return renewal;
+        return Leases.hold(renewals, store, key, token, lease);
     }
 
     /** The time left until {@code deadline} (at least a millisecond), or null if it has passed. */

@@ -5,6 +5,9 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
 
 /**
  * Finds claims committed before their work whose lease ran out while no retry came to resolve them, and resolves
@@ -40,7 +43,7 @@ public final class StaleClaimSweeper {
     private final int batchSize;
 
     /**
-     * @param lease     how long the sweeper holds a claim while it consults the resolver
+     * @param lease     the lease a stale claim is taken over with, renewed while the resolver answers
      * @param batchSize most stale claims looked at per sweep
      */
     public StaleClaimSweeper(IdempotencyStore store, StaleClaimResolver resolver, DownstreamKeys downstreamKeys,
@@ -58,29 +61,47 @@ public final class StaleClaimSweeper {
         int completed = 0;
         int failed = 0;
         List<RuntimeException> errors = new ArrayList<>();
-        for (IdempotencyRecord stale : store.findExpiredLeases(batchSize)) {
-            found++;
-            Optional<String> token = store.takeOver(stale.key(), stale.fencingToken(), lease);
-            if (token.isEmpty()) {
-                continue; // another sweeper or a retry has it
-            }
-            StaleClaimResolver.Resolution resolution;
-            try {
-                resolution = resolver.resolve(new StaleClaimResolver.StaleClaim(stale.key(),
-                        downstreamKeys.derive(stale.key()), stale.requestHash(), stale.createdAt(),
-                        stale.lockedUntil(), false));
-            } catch (RuntimeException e) {
-                // one claim the third party cannot answer for keeps no other claim waiting
-                errors.add(e);
-                continue;
-            }
-            if (resolution instanceof StaleClaimResolver.Complete complete) {
-                if (store.complete(stale.key(), token.get(), complete.response())) {
-                    completed++;
+        List<IdempotencyRecord> stales = store.findExpiredLeases(batchSize);
+        if (stales.isEmpty()) {
+            return new Sweep(0, 0, 0, errors);
+        }
+        // the resolver may ask a slow third party: the claim is held meanwhile, or another sweeper or a retry could
+        // take it over too and ask again
+        ScheduledExecutorService renewals = Executors.newSingleThreadScheduledExecutor(runnable -> {
+            Thread thread = new Thread(runnable, "idempotency-sweeper-lease");
+            thread.setDaemon(true);
+            return thread;
+        });
+        try {
+            for (IdempotencyRecord stale : stales) {
+                found++;
+                Optional<String> token = store.takeOver(stale.key(), stale.fencingToken(), lease);
+                if (token.isEmpty()) {
+                    continue; // another sweeper or a retry has it
                 }
-            } else if (store.fail(stale.key(), token.get())) {
-                failed++;
+                StaleClaimResolver.Resolution resolution;
+                ScheduledFuture<?> holding = Leases.hold(renewals, store, stale.key(), token.get(), lease);
+                try {
+                    resolution = resolver.resolve(new StaleClaimResolver.StaleClaim(stale.key(),
+                            downstreamKeys.derive(stale.key()), stale.requestHash(), stale.createdAt(),
+                            stale.lockedUntil(), false));
+                } catch (RuntimeException e) {
+                    // one claim the third party cannot answer for keeps no other claim waiting
+                    errors.add(e);
+                    continue;
+                } finally {
+                    holding.cancel(false);
+                }
+                if (resolution instanceof StaleClaimResolver.Complete complete) {
+                    if (store.complete(stale.key(), token.get(), complete.response())) {
+                        completed++;
+                    }
+                } else if (store.fail(stale.key(), token.get())) {
+                    failed++;
+                }
             }
+        } finally {
+            renewals.shutdownNow();
         }
         return new Sweep(found, completed, failed, errors);
     }

@@ -90,6 +90,44 @@ class IntentFirstEngineIntegrationTest {
     }
 
     @Test
+    void aSweeperHoldsTheClaimWhileItsResolverIsSlowerThanTheLease() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyEngine engine = engine(dataSource, store, StaleClaimResolver.RERUN);
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            ((IdempotencyEngine.Proceed) engine.start(key, HASH, IdempotencyMode.INTENT_FIRST,
+                    Duration.ofMillis(200))).execution().abandon(); // crashed: the claim stays PROCESSING
+            engine.shutdown();
+            Thread.sleep(300);
+            Duration lease = Duration.ofMillis(300);
+            AtomicInteger consulted = new AtomicInteger();
+            List<StaleClaimSweeper.Sweep> meanwhile = new ArrayList<>();
+            StoredResponse charged = new StoredResponse(201, List.of(), "charged".getBytes(StandardCharsets.UTF_8));
+            StaleClaimSweeper[] other = new StaleClaimSweeper[1];
+            StaleClaimResolver slow = claim -> {
+                if (consulted.incrementAndGet() == 1) {
+                    try {
+                        Thread.sleep(3 * lease.toMillis()); // asks a third party for longer than the lease
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                    meanwhile.add(other[0].sweep()); // another instance sweeps meanwhile
+                }
+                return StaleClaimResolver.Resolution.complete(charged);
+            };
+            other[0] = new StaleClaimSweeper(store, slow, new DownstreamKeys("secret"), lease, 100);
+
+            StaleClaimSweeper.Sweep sweep = new StaleClaimSweeper(store, slow, new DownstreamKeys("secret"), lease,
+                    100).sweep();
+
+            assertThat(sweep.completed()).isEqualTo(1);
+            assertThat(meanwhile).singleElement().extracting(StaleClaimSweeper.Sweep::found).isEqualTo(0);
+            assertThat(consulted).as("the resolver is asked once").hasValue(1);
+            assertThat(store.find(key).orElseThrow().response()).isEqualTo(charged);
+        }
+    }
+
+    @Test
     void aResolverFailingForOneStaleClaimKeepsNoOtherWaiting() throws Exception {
         try (HikariDataSource dataSource = database(null)) {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");

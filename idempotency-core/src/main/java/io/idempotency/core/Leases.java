@@ -1,0 +1,37 @@
+package io.idempotency.core;
+
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+
+/** Keeps a claim's lease while its holder works: a handler, or a resolver asked about a stale claim. */
+final class Leases {
+
+    private Leases() {
+    }
+
+    /**
+     * Renews the lease of the claim {@code token} holds every third of the lease, on {@code renewals}, until the
+     * returned future is cancelled or a renewal finds the claim taken over (its result will then be refused).
+     *
+     * @throws java.util.concurrent.RejectedExecutionException when {@code renewals} has been shut down
+     */
+    static ScheduledFuture<?> hold(ScheduledExecutorService renewals, IdempotencyStore store, ScopedKey key,
+                                   String token, Duration lease) {
+        long period = Math.max(1, lease.toMillis() / 3);
+        CompletableFuture<ScheduledFuture<?>> self = new CompletableFuture<>();
+        ScheduledFuture<?> renewal = renewals.scheduleWithFixedDelay(() -> {
+            try {
+                if (!store.renew(key, token, lease)) {
+                    self.join().cancel(false);
+                }
+            } catch (RuntimeException e) {
+                // the next renewal tries again; if the lease runs out meanwhile, fencing protects the new holder
+            }
+        }, period, period, TimeUnit.MILLISECONDS);
+        self.complete(renewal);
+        return renewal;
+    }
+}
