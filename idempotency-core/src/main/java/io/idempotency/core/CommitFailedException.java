@@ -1,20 +1,55 @@
 package io.idempotency.core;
 
+import java.sql.SQLException;
+
 /**
  * The transaction holding a request's effects and its stored answer failed to commit (for example a deferred
- * constraint, a serialization failure or a lost connection). Nothing of the request was kept, so the answer the
- * handler produced must not be sent: the client gets a 5xx and may retry.
+ * constraint, a serialization failure or a lost connection). The answer the handler produced must not be sent: the
+ * client gets a 5xx and may retry. Nothing of the request was kept — unless the connection was lost while the commit
+ * itself ran ({@link #outcomeUnknown()}), when the database may have committed without the application hearing so.
  */
 public class CommitFailedException extends RuntimeException {
 
     private final transient ScopedKey key;
+    private final boolean outcomeUnknown;
 
     public CommitFailedException(ScopedKey key, Throwable cause) {
-        super("the transaction for " + key + " failed to commit", cause);
+        this(key, cause, false);
+    }
+
+    /**
+     * @param outcomeUnknown whether the database may have committed all the same
+     */
+    public CommitFailedException(ScopedKey key, Throwable cause, boolean outcomeUnknown) {
+        super("the transaction for " + key + (outcomeUnknown ? " may not have committed" : " failed to commit"),
+                cause);
         this.key = key;
+        this.outcomeUnknown = outcomeUnknown;
     }
 
     public ScopedKey key() {
         return key;
+    }
+
+    /**
+     * Whether the database may have committed all the same: the connection was lost while the commit ran. A retry
+     * then finds either the stored answer or no trace of the request.
+     */
+    public boolean outcomeUnknown() {
+        return outcomeUnknown;
+    }
+
+    /**
+     * Whether the database itself refused the commit (a deferred constraint, a serialization failure: an SQLSTATE
+     * outside class 08, "connection exception"), so that nothing was kept. Otherwise — the connection was lost, or the
+     * rollback after the failure failed too, which hides the commit's own exception — the outcome is unknown.
+     */
+    static boolean refusedByTheDatabase(Throwable failure) {
+        for (Throwable cause = failure; cause != null; cause = cause.getCause() == cause ? null : cause.getCause()) {
+            if (cause instanceof SQLException sql && sql.getSQLState() != null && !sql.getSQLState().startsWith("08")) {
+                return true;
+            }
+        }
+        return false;
     }
 }

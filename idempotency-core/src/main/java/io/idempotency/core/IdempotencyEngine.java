@@ -565,7 +565,8 @@ public final class IdempotencyEngine {
                 try {
                     transaction.commit();
                 } catch (RuntimeException e) {
-                    throw new CommitFailedException(key, e);
+                    // unless the database refused it, the commit may have happened: a retry finds the answer or nothing
+                    throw new CommitFailedException(key, e, !CommitFailedException.refusedByTheDatabase(e));
                 }
                 landed = new Replay(response);
                 replayCache.put(key, requestHash, response);

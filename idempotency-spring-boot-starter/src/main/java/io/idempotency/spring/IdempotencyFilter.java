@@ -140,8 +140,11 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         } catch (CommitFailedException e) {
             log.warn("Idempotent request {} {} failed to commit; answering 500", request.getMethod(),
                     request.getRequestURI(), e);
-            response.send(problems.render(ProblemResponses.Problem.COMMIT_FAILED,
-                    "The request's effects could not be committed, so none were kept." + afterRollback(execution),
+            response.send(problems.render(ProblemResponses.Problem.COMMIT_FAILED, e.outcomeUnknown()
+                    ? "The connection to the database was lost while the request's effects were being committed, so"
+                            + " whether they were kept is unknown. Retry with the same key: if they were kept, the"
+                            + " retry is answered with this request's answer;" + otherwise(execution)
+                    : "The request's effects could not be committed, so none were kept." + afterRollback(execution),
                     request.getRequestURI()));
             return;
         }
@@ -156,6 +159,14 @@ public class IdempotencyFilter extends OncePerRequestFilter {
     private static boolean renderingFailed(HttpServletRequest request) {
         return request.getAttribute(DispatcherServlet.EXCEPTION_ATTRIBUTE) != null
                 || request.getAttribute(WebUtils.ERROR_EXCEPTION_ATTRIBUTE) != null;
+    }
+
+    /** What a retry meets when a commit whose outcome is unknown did not happen. */
+    private static String otherwise(IdempotencyEngine.Execution execution) {
+        return execution.mode() == IdempotencyMode.INTENT_FIRST
+                ? " if not, it is answered 409 until the claim's lease runs out and its outcome is resolved, because"
+                        + " an external call may have been made."
+                : " if not, it runs again.";
     }
 
     /**

@@ -30,9 +30,10 @@ import java.util.regex.Pattern;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * The connection is lost while an intent-first claim commits, after PostgreSQL has committed it but before the
- * application heard so: the application's connections go through a proxy that drops the connection instead of
- * passing PostgreSQL's reply to a COMMIT on. The handler never ran, so the key must not stay claimed for the lease.
+ * The connection is lost while a transaction commits, after PostgreSQL has committed it but before the application
+ * heard so: the application's connections go through a proxy that drops the connection instead of passing
+ * PostgreSQL's reply to a COMMIT on. For an intent-first claim the handler never ran, so the key must not stay claimed
+ * for the lease; for a request's effects the client must not be told that nothing was kept.
  */
 @SpringBootTest(classes = TestApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
         properties = {"idempotency.in-flight-wait=300ms", "idempotency.sweeper.enabled=false"})
@@ -72,7 +73,8 @@ class LostCommitReplyIntegrationTest {
                 + key + "'");
         HttpResponse<String> retry = charge(key, note);
 
-        assertThat(lost.statusCode()).isEqualTo(500);
+        assertThat(lost.statusCode()).as("the request was not run").isEqualTo(503);
+        assertThat(lost.body()).contains("idempotency-store-unavailable");
         assertThat(committed).as("PostgreSQL committed the intent the application did not hear about")
                 .isNotNull();
         assertThat(retry.statusCode()).as("nothing ran under the claim: not 'in progress' for a 10 s lease")
@@ -81,8 +83,31 @@ class LostCommitReplyIntegrationTest {
         assertThat(DATABASE.queryLong("select count(*) from orders where note = '" + note + "'")).isEqualTo(1);
     }
 
+    @Test
+    void aRequestWhoseCommitReplyWasLostIsNotToldThatNothingWasKept() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "lost-effects-reply-" + key;
+
+        PROXY.dropNextCommitReply();
+        HttpResponse<String> lost = post("/orders", key, note);
+        HttpResponse<String> retry = post("/orders", key, note);
+
+        assertThat(lost.statusCode()).isEqualTo(500);
+        assertThat(lost.headers().firstValue("Content-Type")).hasValue("application/problem+json");
+        assertThat(lost.body()).contains("idempotency-commit-failed").contains("unknown")
+                .doesNotContain("none were kept");
+        assertThat(DATABASE.queryLong("select count(*) from orders where note = '" + note + "'"))
+                .as("PostgreSQL committed what the application did not hear about").isEqualTo(1);
+        assertThat(retry.statusCode()).isEqualTo(201);
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    }
+
     private HttpResponse<String> charge(String key, String note) throws IOException, InterruptedException {
-        return http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/intent/long-lease"))
+        return post("/intent/long-lease", key, note);
+    }
+
+    private HttpResponse<String> post(String path, String key, String note) throws IOException, InterruptedException {
+        return http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))
                 .header("Content-Type", "application/json")
                 .header("Idempotency-Key", key)
                 .POST(HttpRequest.BodyPublishers.ofString("{\"note\":\"" + note + "\"}")).build(),
