@@ -120,7 +120,8 @@ public class PostgresPartitionMaintenance {
     }
 
     /**
-     * Detaches and drops the partitions whose upper bound lies more than {@code retention} in the past; creates
+     * Detaches and drops the partitions whose upper bound lies more than {@code retention} in the past and that hold
+     * no record expiring later (one claimed under a longer retention keeps its partition until it expires); creates
      * nothing. Skipped (and reported so) while another instance drops partitions.
      *
      * @throws IllegalStateException when a lock was not available within the DDL lock timeout, or on any other
@@ -266,6 +267,10 @@ public class PostgresPartitionMaintenance {
             if (partition.to().isAfter(expiredBefore)) {
                 continue;
             }
+            if (!partition.detachPending() && holdsUnexpiredRecords(connection, partition)) {
+                // claimed under a longer retention than the one configured now: kept until its own expires_at
+                continue;
+            }
             // detach without blocking new claims, then drop the table no claim can reach any more
             execute(connection, "ALTER TABLE " + table + " DETACH PARTITION " + partition.name()
                     + (partition.detachPending() ? " FINALIZE" : " CONCURRENTLY"));
@@ -273,6 +278,16 @@ public class PostgresPartitionMaintenance {
             dropped.add(partition.name());
         }
         return dropped;
+    }
+
+    /** Whether a record in {@code partition} has not expired yet (found through its index on expires_at). */
+    private static boolean holdsUnexpiredRecords(Connection connection, Partition partition) throws SQLException {
+        try (Statement statement = connection.createStatement();
+             ResultSet rs = statement.executeQuery("SELECT EXISTS (SELECT 1 FROM " + partition.name()
+                     + " WHERE expires_at >= now())")) {
+            rs.next();
+            return rs.getBoolean(1);
+        }
     }
 
     private List<Partition> partitions(Connection connection) throws SQLException {

@@ -66,6 +66,30 @@ class PartitionMaintenanceIntegrationTest {
     }
 
     @Test
+    void aPartitionHoldingARecordNotYetExpiredIsKeptWhateverTheRetentionNowSays() {
+        try (HikariDataSource dataSource = partitionedDatabase()) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            PostgresPartitionMaintenance maintenance =
+                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 1, Duration.ofSeconds(5));
+            attachPartition(jdbc, "idempotency_keys_old", "now() - interval '3 days'", "now() - interval '2 days'");
+            attachPartition(jdbc, "idempotency_keys_older", "now() - interval '5 days'", "now() - interval '4 days'");
+            // claimed when the TTL was 30 days; the TTL has since been lowered to one day
+            jdbc.update("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
+                    + " fencing_token, response_status, created_at, expires_at) values ('', 'POST /x', 'long-ttl',"
+                    + " 'SUCCEEDED', ?, gen_random_uuid(), 200, now() - interval '3 days' + interval '1 minute',"
+                    + " now() - interval '3 days' + interval '1 minute' + interval '30 days')", HASH);
+            insertRecord(jdbc, "short-ttl", "now() - interval '5 days' + interval '1 minute'");
+
+            PostgresPartitionMaintenance.Run run = maintenance.dropExpired(Duration.ofDays(1));
+
+            assertThat(run.dropped()).as("only the partition whose every record has expired")
+                    .containsExactly("idempotency_keys_older");
+            assertThat(jdbc.queryForObject("select count(*) from idempotency_keys where idempotency_key = 'long-ttl'",
+                    Integer.class)).as("a record is kept until its own expiry").isEqualTo(1);
+        }
+    }
+
+    @Test
     void aDefaultPartitionMadeElsewhereCoversNowAndIsNeitherListedNorDropped() {
         try (HikariDataSource dataSource = partitionedDatabase()) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
