@@ -234,6 +234,7 @@ public class PostgresPartitionMaintenance {
         long first = Math.floorDiv(now.getEpochSecond(), step) * step;
         List<String> created = new ArrayList<>();
         List<String> blocked = new ArrayList<>();
+        String defaultPartition = defaultPartition(connection);
         for (int i = 0; i <= ahead; i++) {
             Instant from = Instant.ofEpochSecond(first + i * step);
             Instant to = from.plus(interval);
@@ -245,8 +246,7 @@ public class PostgresPartitionMaintenance {
             execute(connection, "CREATE TABLE IF NOT EXISTS " + name + " (LIKE " + table
                     + " INCLUDING DEFAULTS INCLUDING CONSTRAINTS)");
             try {
-                execute(connection, "ALTER TABLE " + table + " ATTACH PARTITION " + name
-                        + " FOR VALUES FROM ('" + from + "') TO ('" + to + "')");
+                attach(connection, name, from, to, defaultPartition);
             } catch (SQLException e) {
                 if (!"23514".equals(e.getSQLState())) {
                     throw e;
@@ -259,6 +259,45 @@ public class PostgresPartitionMaintenance {
             created.add(name);
         }
         return new Run(false, created, List.of(), blocked);
+    }
+
+    /**
+     * Attaches the standalone table {@code name} for [from, to). Beside a default partition, {@code ATTACH} also takes
+     * an ACCESS EXCLUSIVE lock on that partition (to check it holds no row of the range), which every claim's look-up
+     * reads: queued behind one open claim, it would hold up every new claim. So there the lock is taken without
+     * waiting, in the attach's transaction; when a claim holds it, the attach fails with {@value #LOCK_NOT_AVAILABLE}
+     * and is tried again at the next run, while the default partition takes the rows meanwhile.
+     */
+    private void attach(Connection connection, String name, Instant from, Instant to, String defaultPartition)
+            throws SQLException {
+        String attach = "ALTER TABLE " + table + " ATTACH PARTITION " + name
+                + " FOR VALUES FROM ('" + from + "') TO ('" + to + "')";
+        if (defaultPartition == null) {
+            execute(connection, attach);
+            return;
+        }
+        connection.setAutoCommit(false);
+        try {
+            execute(connection, "LOCK TABLE " + defaultPartition + " IN ACCESS EXCLUSIVE MODE NOWAIT");
+            execute(connection, attach);
+            connection.commit();
+        } catch (SQLException e) {
+            connection.rollback();
+            throw e;
+        } finally {
+            connection.setAutoCommit(true);
+        }
+    }
+
+    /** The table's default partition, as a name to put in SQL, or null when it has none. */
+    private String defaultPartition(Connection connection) throws SQLException {
+        try (PreparedStatement statement = connection.prepareStatement("SELECT partdefid::regclass::text FROM"
+                + " pg_partitioned_table WHERE partrelid = to_regclass(?) AND partdefid <> 0")) {
+            statement.setString(1, table);
+            try (ResultSet rs = statement.executeQuery()) {
+                return rs.next() ? rs.getString(1) : null;
+            }
+        }
     }
 
     private List<String> dropExpired(Connection connection, Instant expiredBefore) throws SQLException {

@@ -126,6 +126,63 @@ class PartitionMaintenanceIntegrationTest {
     }
 
     @Test
+    void creatingAPartitionBesideADefaultPartitionNeverMakesAClaimWait() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = partitionedDatabase(database)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table idempotency_keys_default partition of idempotency_keys default");
+            PostgresPartitionMaintenance maintenance =
+                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(30));
+            assertThat(maintenance.createAhead(false).created()).hasSize(3);
+            // drop the newest partition, so that the run below must attach one while the long request runs
+            List<PostgresPartitionMaintenance.Partition> partitions = maintenance.partitions();
+            jdbc.execute("drop table " + partitions.get(partitions.size() - 1).name());
+            PartitionedPostgresIdempotencyStore store = new PartitionedPostgresIdempotencyStore(dataSource, TABLE);
+            Transactions transactions = new SpringTransactions(new DataSourceTransactionManager(dataSource));
+
+            // a long request holds its claim open; its look-up read every partition, the default one too
+            Transactions.Transaction longRequest = transactions.begin();
+            assertThat(store.claim(request(new ScopedKey("", "POST /long", UUID.randomUUID().toString()))))
+                    .isInstanceOf(ClaimResult.Claimed.class);
+            try {
+                CompletableFuture<PostgresPartitionMaintenance.Run> run =
+                        CompletableFuture.supplyAsync(() -> maintenance.createAhead(false));
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                while (!run.isDone() && database.lockWaiters() == 0) { // the attach waits, or gave up at once
+                    assertThat(System.nanoTime() - deadline).as("the attach neither waited nor ended").isNegative();
+                    Thread.sleep(10);
+                }
+
+                ClaimResult result = CompletableFuture.supplyAsync(() -> {
+                    Transactions.Transaction transaction = transactions.begin();
+                    try {
+                        ClaimResult claimed = store.claim(new ClaimRequest(
+                                new ScopedKey("", "POST /new", UUID.randomUUID().toString()), HASH,
+                                Duration.ofDays(1), Duration.ofMillis(500)));
+                        transaction.commit();
+                        return claimed;
+                    } finally {
+                        transaction.rollback();
+                    }
+                }).get(10, TimeUnit.SECONDS);
+                assertThat(result).as("a claim while a partition is attached").isInstanceOf(ClaimResult.Claimed.class);
+
+                longRequest.commit();
+                try {
+                    run.get(30, TimeUnit.SECONDS);
+                } catch (java.util.concurrent.ExecutionException e) {
+                    assertThat(PostgresPartitionMaintenance.isLockNotAvailable(e)).as(e.toString()).isTrue();
+                }
+                maintenance.createAhead(false);
+                assertThat(maintenance.partitions()).as("attached once no claim reads the default partition")
+                        .hasSize(3);
+            } finally {
+                longRequest.rollback();
+            }
+        }
+    }
+
+    @Test
     void creatingAheadDropsNothingAndDroppingCreatesNothing() {
         try (HikariDataSource dataSource = partitionedDatabase()) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
