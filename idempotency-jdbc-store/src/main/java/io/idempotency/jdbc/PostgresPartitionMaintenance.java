@@ -236,29 +236,56 @@ public class PostgresPartitionMaintenance {
         List<String> blocked = new ArrayList<>();
         String defaultPartition = defaultPartition(connection);
         for (int i = 0; i <= ahead; i++) {
-            Instant from = Instant.ofEpochSecond(first + i * step);
-            Instant to = from.plus(interval);
-            if (existing.stream().anyMatch(p -> p.from().isBefore(to) && from.isBefore(p.to()))) {
-                continue; // this range (or part of it) is covered already
-            }
-            String name = table + "_p" + NAME.format(from);
-            // a standalone table first: CREATE … PARTITION OF would wait behind open claims
-            execute(connection, "CREATE TABLE IF NOT EXISTS " + name + " (LIKE " + table
-                    + " INCLUDING DEFAULTS INCLUDING CONSTRAINTS)");
-            try {
-                attach(connection, name, from, to, defaultPartition);
-            } catch (SQLException e) {
-                if (!"23514".equals(e.getSQLState())) {
-                    throw e;
+            Instant rangeFrom = Instant.ofEpochSecond(first + i * step);
+            // what partitions (of this interval, or of another one used before) leave uncovered of this range
+            for (Instant[] gap : uncovered(existing, rangeFrom, rangeFrom.plus(interval))) {
+                Instant from = gap[0];
+                Instant to = gap[1];
+                String name = table + "_p" + NAME.format(from);
+                // a standalone table first: CREATE … PARTITION OF would wait behind open claims
+                execute(connection, "CREATE TABLE IF NOT EXISTS " + name + " (LIKE " + table
+                        + " INCLUDING DEFAULTS INCLUDING CONSTRAINTS)");
+                try {
+                    attach(connection, name, from, to, defaultPartition);
+                } catch (SQLException e) {
+                    if (!"23514".equals(e.getSQLState())) {
+                        throw e;
+                    }
+                    // a default partition holds rows in this range: the later ranges can still be made
+                    execute(connection, "DROP TABLE IF EXISTS " + name);
+                    blocked.add("[" + from + ", " + to + ")");
+                    continue;
                 }
-                // a default partition holds rows in this range: the later ranges can still be made
-                execute(connection, "DROP TABLE IF EXISTS " + name);
-                blocked.add("[" + from + ", " + to + ")");
-                continue;
+                created.add(name);
             }
-            created.add(name);
         }
         return new Run(false, created, List.of(), blocked);
+    }
+
+    /**
+     * The parts of [from, to) that no partition of {@code existing} (oldest first, not overlapping) covers. A range
+     * is usually covered whole or not at all; after the interval was changed, partitions of the earlier one may
+     * cover only part of it, and the rest still needs a partition, or claims in it would find none.
+     */
+    private static List<Instant[]> uncovered(List<Partition> existing, Instant from, Instant to) {
+        List<Instant[]> gaps = new ArrayList<>();
+        Instant cursor = from;
+        for (Partition partition : existing) {
+            if (!partition.from().isBefore(to)) {
+                break;
+            }
+            if (!partition.to().isAfter(cursor)) {
+                continue;
+            }
+            if (partition.from().isAfter(cursor)) {
+                gaps.add(new Instant[]{cursor, partition.from()});
+            }
+            cursor = partition.to();
+        }
+        if (cursor.isBefore(to)) {
+            gaps.add(new Instant[]{cursor, to});
+        }
+        return gaps;
     }
 
     /**

@@ -183,6 +183,31 @@ class PartitionMaintenanceIntegrationTest {
     }
 
     @Test
+    void afterTheIntervalChangedTheUncoveredPartOfARangeGetsAPartitionToo() {
+        try (HikariDataSource dataSource = partitionedDatabase()) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            // a partition of the one-day interval used before, in the half of today's two-day range not holding now
+            String range = "to_timestamp(floor(extract(epoch from now()) / 172800) * 172800)";
+            String otherHalf = "(case when now() < " + range + " + interval '24 hours' then " + range
+                    + " + interval '24 hours' else " + range + " end)";
+            attachPartition(jdbc, "idempotency_keys_one_day", otherHalf, otherHalf + " + interval '24 hours'");
+            PostgresPartitionMaintenance maintenance =
+                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofDays(2), 1, Duration.ofSeconds(5));
+
+            maintenance.createAhead(false);
+
+            assertThat(maintenance.coversNow()).as("a claim now has a partition to go into").isTrue();
+            List<PostgresPartitionMaintenance.Partition> partitions = maintenance.partitions();
+            for (int i = 1; i < partitions.size(); i++) {
+                assertThat(partitions.get(i).from()).as("no gap before %s", partitions.get(i).name())
+                        .isEqualTo(partitions.get(i - 1).to());
+            }
+            Instant now = jdbc.queryForObject("select now()", java.sql.Timestamp.class).toInstant();
+            assertThat(partitions.get(partitions.size() - 1).to()).isAfter(now.plus(Duration.ofDays(2)));
+        }
+    }
+
+    @Test
     void creatingAheadDropsNothingAndDroppingCreatesNothing() {
         try (HikariDataSource dataSource = partitionedDatabase()) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
