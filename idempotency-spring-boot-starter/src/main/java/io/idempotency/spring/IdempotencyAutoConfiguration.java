@@ -105,6 +105,9 @@ public class IdempotencyAutoConfiguration {
         IdempotencyProperties.Cleanup cleanup = properties.getRetention().getCleanup();
         IdempotencyMeters counters = meters.getIfAvailable(() -> IdempotencyMeters.NONE);
         if (partitioned(properties)) {
+            if (cleanup.isCreatePartitions()) {
+                checkPartitionsAhead(cleanup);
+            }
             return RetentionScheduler.partitioned(new PostgresPartitionMaintenance(dataSource,
                     properties.getJdbc().getTableName(), cleanup.getPartitionInterval(), cleanup.getPartitionsAhead(),
                     Duration.ofSeconds(2)), cleanup.isCreatePartitions(), cleanup.isEnabled(),
@@ -113,6 +116,24 @@ public class IdempotencyAutoConfiguration {
         }
         return RetentionScheduler.deleting(new ExpiredRecordCleaner(store, cleanup.getBatchSize()),
                 cleanup.getInterval(), counters);
+    }
+
+    /**
+     * Claims need a partition for the current time, and partitions are made only by the scheduled runs. So the
+     * partitions made ahead must last until the run after the next: a run that could not get its lock (a long claim,
+     * another instance detaching) is tried again only one interval later.
+     */
+    static void checkPartitionsAhead(IdempotencyProperties.Cleanup cleanup) {
+        Duration ahead = cleanup.getPartitionInterval().multipliedBy(cleanup.getPartitionsAhead());
+        if (ahead.compareTo(cleanup.getInterval().multipliedBy(2)) >= 0) {
+            return;
+        }
+        throw new IdempotencyConfigurationException("idempotency.retention.cleanup.partitions-ahead ("
+                + cleanup.getPartitionsAhead() + ") times idempotency.retention.cleanup.partition-interval ("
+                + cleanup.getPartitionInterval() + ") must be at least twice idempotency.retention.cleanup.interval ("
+                + cleanup.getInterval() + "): partitions are created by those runs, and a claim made when the"
+                + " partitions made ahead have run out finds none to go into and fails.", "Keep more partitions"
+                + " ahead, make them longer, or run the cleanup more often.");
     }
 
     /** Counters of the background work, when Micrometer is on the class path and the application has a registry. */

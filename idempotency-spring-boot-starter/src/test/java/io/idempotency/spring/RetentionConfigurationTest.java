@@ -144,6 +144,30 @@ class RetentionConfigurationTest {
     }
 
     @Test
+    void partitionsMadeAheadMustOutlastTheTimeUntilTheNextRunsThatCreateMore() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        // seven hours of partitions ahead, but the next run that creates more comes a day later
+        TestDatabases.contextRunner(database)
+                .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
+                        "idempotency.retention.cleanup.partition-interval=1h",
+                        "idempotency.retention.cleanup.partitions-ahead=7",
+                        "idempotency.retention.cleanup.interval=1d")
+                .run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure()).getDescription())
+                            .contains("idempotency.retention.cleanup.partitions-ahead (7)",
+                                    "idempotency.retention.cleanup.partition-interval (PT1H)",
+                                    "idempotency.retention.cleanup.interval (PT24H)");
+                });
+        TestDatabases.contextRunner(TestPostgres.newDatabase())
+                .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
+                        "idempotency.retention.cleanup.partition-interval=1h",
+                        "idempotency.retention.cleanup.partitions-ahead=7",
+                        "idempotency.retention.cleanup.interval=3h")
+                .run(context -> assertThat(context).hasNotFailed());
+    }
+
+    @Test
     void cleanupDisabledRemovesTheSchedulerOnlyInDeleteMode() {
         TestDatabases.contextRunner(TestPostgres.newDatabase())
                 .withPropertyValues("idempotency.retention.cleanup.enabled=false")
