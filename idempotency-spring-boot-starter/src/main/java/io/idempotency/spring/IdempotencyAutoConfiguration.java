@@ -34,6 +34,7 @@ import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Role;
 import org.springframework.core.env.Environment;
 import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.web.servlet.handler.MappedInterceptor;
 
 
 import javax.sql.DataSource;
@@ -312,6 +313,12 @@ public class IdempotencyAutoConfiguration {
             registration.setName("idempotencyFilter");
             registration.setOrder(IdempotencyFilter.ORDER);
             return registration;
+        }
+
+        /** Detected by every handler mapping: a request the advice answered itself renders no view. */
+        @Bean
+        MappedInterceptor idempotencyAnsweredRequestInterceptor() {
+            return new MappedInterceptor(null, new AnsweredRequestInterceptor());
         }
 
         /**

@@ -1,0 +1,42 @@
+package io.idempotency.spring;
+
+import org.junit.jupiter.api.Test;
+
+import java.net.http.HttpResponse;
+import java.util.UUID;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * An {@code @Idempotent} handler of a {@code @Controller} that answers with a view name. When the library answers in
+ * its place (a refusal, a replay), the handler returns nothing, and Spring MVC must not render the view it would
+ * otherwise derive from the request's path instead of the library's answer.
+ */
+class ViewHandlerIntegrationTest extends OrdersApplicationTest {
+
+    @Test
+    void theLibrarysAnswersReachTheClientInsteadOfADefaultView() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "view-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> keyless = send(request("/views/orders", body).build());
+        assertThat(keyless.statusCode()).isEqualTo(400);
+        assertProblem(keyless, "idempotency-key-missing");
+
+        HttpResponse<byte[]> first = post("/views/orders", key, body);
+        HttpResponse<byte[]> replay = post("/views/orders", key, body);
+        HttpResponse<byte[]> other = post("/views/orders", key, "{\"note\":\"" + note + "-other\"}");
+
+        assertThat(first.statusCode()).isEqualTo(302);
+        assertThat(first.headers().firstValue("Location")).hasValueSatisfying(
+                location -> assertThat(location).contains("/orders/"));
+        assertThat(replay.statusCode()).isEqualTo(302);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.headers().firstValue("Location")).isEqualTo(first.headers().firstValue("Location"));
+        assertThat(other.statusCode()).isEqualTo(422);
+        assertProblem(other, "idempotency-key-mismatch");
+        assertThat(rows(note)).isEqualTo(1);
+        assertThat(rows(note + "-other")).isZero();
+    }
+}

@@ -1,0 +1,27 @@
+package io.idempotency.spring.app;
+
+import io.idempotency.core.Idempotent;
+import org.springframework.jdbc.core.simple.JdbcClient;
+import org.springframework.stereotype.Controller;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestBody;
+
+/** A controller that answers with views rather than bodies: Post/Redirect/Get. */
+@Controller
+public class ViewController {
+
+    private final JdbcClient jdbc;
+
+    public ViewController(JdbcClient jdbc) {
+        this.jdbc = jdbc;
+    }
+
+    /** Writes a row and redirects to it; the redirect is stored, so that a retry is sent to the same order. */
+    @PostMapping("/views/orders")
+    @Idempotent(storagePolicy = OrderController.StoreEverything.class)
+    public String create(@RequestBody OrderController.OrderRequest request) {
+        long id = jdbc.sql("insert into orders (note) values (?) returning id").param(request.note())
+                .query(Long.class).single();
+        return "redirect:/orders/" + id;
+    }
+}
