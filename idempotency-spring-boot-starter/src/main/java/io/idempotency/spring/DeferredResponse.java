@@ -2,6 +2,7 @@ package io.idempotency.spring;
 
 import io.idempotency.core.StoredResponse;
 import jakarta.servlet.ServletOutputStream;
+import jakarta.servlet.ServletResponse;
 import jakarta.servlet.WriteListener;
 import jakarta.servlet.http.Cookie;
 import jakarta.servlet.http.HttpServletResponse;
@@ -41,6 +42,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     private final Map<String, List<String>> headers = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
     private final List<Cookie> cookies = new ArrayList<>(); // never stored, like every Set-Cookie
     private String characterEncoding; // set while capturing
+    private String localeEncoding; // the container's for the locale set while capturing, unless one was set
     private String containerEncoding = StandardCharsets.ISO_8859_1.name(); // the container's when the capture began
     private Locale locale;
     private final ByteArrayOutputStream body = new ByteArrayOutputStream();
@@ -91,8 +93,8 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         HttpServletResponse response = (HttpServletResponse) getResponse();
         headers.forEach((name, values) -> values.forEach(value -> response.addHeader(name, value)));
         cookies.forEach(response::addCookie);
-        if (characterEncoding != null) {
-            response.setCharacterEncoding(characterEncoding);
+        if (characterEncoding != null || localeEncoding != null) {
+            response.setCharacterEncoding(characterEncoding != null ? characterEncoding : localeEncoding);
         }
         if (errorSent) {
             if (errorMessage == null) {
@@ -312,8 +314,9 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             type = withoutCharset(type) + ";charset=" + getCharacterEncoding();
         } else if (charset != null) {
             characterEncoding = charset;
-        } else if (characterEncoding != null) {
-            type = type + ";charset=" + characterEncoding; // as the container would send it
+        } else if (characterEncoding != null || localeEncoding != null) {
+            // as the container would send it
+            type = type + ";charset=" + (characterEncoding != null ? characterEncoding : localeEncoding);
         }
         List<String> values = new ArrayList<>(1);
         values.add(type);
@@ -326,8 +329,9 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             return super.getContentType();
         }
         String type = getHeader(CONTENT_TYPE);
-        if (type != null && characterEncoding != null && charsetOf(type) == null) {
-            return type + ";charset=" + characterEncoding;
+        String encoding = characterEncoding != null ? characterEncoding : localeEncoding;
+        if (type != null && encoding != null && charsetOf(type) == null) {
+            return type + ";charset=" + encoding;
         }
         return type;
     }
@@ -342,6 +346,14 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             return; // too late: text is already being encoded (the container ignores it too)
         }
         characterEncoding = charset;
+        if (charset == null) {
+            localeEncoding = null; // the container forgets the locale's too
+        }
+        withCharset(charset);
+    }
+
+    /** Names {@code charset} (none: {@code null}) in the Content-Type header, if there is one. */
+    private void withCharset(String charset) {
         List<String> types = headers.get(CONTENT_TYPE);
         if (types != null && !types.isEmpty()) {
             String type = withoutCharset(types.get(0));
@@ -369,7 +381,30 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         } else if (locale != null) {
             this.locale = locale;
             setHeader("Content-Language", locale.toLanguageTag());
+            if (writer == null && characterEncoding == null) {
+                // as the container does: text takes the charset its locale-encoding mapping gives the locale (in
+                // Spring Boot, UTF-8 for English), unless the handler chose one
+                String mapped = containerEncodingFor(locale);
+                if (mapped != null) {
+                    localeEncoding = mapped;
+                    withCharset(mapped);
+                }
+            }
         }
+    }
+
+    /**
+     * The charset the container maps {@code locale} to, or {@code null} when it maps it to none. The servlet API
+     * offers no other way to read the container's locale-encoding mapping than to set the locale; the locale is
+     * unset again at once, so that the container's response stays as the capture began.
+     */
+    private String containerEncodingFor(Locale locale) {
+        ServletResponse container = getResponse();
+        String before = container.getCharacterEncoding();
+        container.setLocale(locale);
+        String mapped = container.getCharacterEncoding();
+        container.setLocale(null);
+        return mapped == null || mapped.equalsIgnoreCase(before) ? null : mapped;
     }
 
     @Override
@@ -382,7 +417,10 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         if (!capturing) {
             return super.getCharacterEncoding();
         }
-        return characterEncoding != null ? characterEncoding : containerEncoding;
+        if (characterEncoding != null) {
+            return characterEncoding;
+        }
+        return localeEncoding != null ? localeEncoding : containerEncoding;
     }
 
     @Override
@@ -584,6 +622,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             cookies.clear();
             status = SC_OK;
             characterEncoding = null;
+            localeEncoding = null;
             locale = null;
             writer = null; // a writer made after the reset encodes with the encoding set after it
         }

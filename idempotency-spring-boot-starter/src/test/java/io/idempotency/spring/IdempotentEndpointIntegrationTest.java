@@ -332,6 +332,28 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void textEncodedAsTheResponsesLocaleMapsIsSentAndReplayedAsTheContainerWouldSendIt() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"localized-" + key + "\"}";
+
+        HttpResponse<byte[]> unguarded = send(request("/orders/localized-text/unguarded",
+                "{\"note\":\"localized-unguarded-" + key + "\"}").build());
+        HttpResponse<byte[]> first = post("/orders/localized-text", key, body);
+        HttpResponse<byte[]> replay = post("/orders/localized-text", key, body);
+
+        assertThat(unguarded.body()).as("the container alone")
+                .isEqualTo("caf\u00e9 \u20ac".getBytes(StandardCharsets.UTF_8));
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(first.body()).isEqualTo(unguarded.body());
+        assertThat(first.headers().firstValue("Content-Type")).isEqualTo(unguarded.headers().firstValue("Content-Type"));
+        assertThat(first.headers().firstValue("Content-Language")).hasValue("en");
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(unguarded.body());
+        assertThat(replay.headers().firstValue("Content-Type")).isEqualTo(unguarded.headers().firstValue("Content-Type"));
+        assertThat(rows("localized-" + key)).isEqualTo(1);
+    }
+
+    @Test
     void aRedirectWithAStatusIsCapturedLikeAnyOtherAnswer() throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "redirect-" + key;

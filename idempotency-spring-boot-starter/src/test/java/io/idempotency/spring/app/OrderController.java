@@ -167,6 +167,31 @@ public class OrderController {
         response.getWriter().write("caf\u00e9 \u20ac");
     }
 
+    /**
+     * Text whose encoding comes from the response's locale: no charset is set, so the container takes the one its
+     * locale-encoding mapping gives the locale (UTF-8 for English in Spring Boot).
+     */
+    @PostMapping("/localized-text")
+    @Idempotent
+    public void localizedText(@RequestBody OrderRequest request, HttpServletResponse response) throws IOException {
+        writeLocalizedText(request, response);
+    }
+
+    /** The same without {@code @Idempotent}: what the container alone makes of it. */
+    @PostMapping("/localized-text/unguarded")
+    public void localizedTextUnguarded(@RequestBody OrderRequest request, HttpServletResponse response)
+            throws IOException {
+        writeLocalizedText(request, response);
+    }
+
+    private void writeLocalizedText(OrderRequest request, HttpServletResponse response) throws IOException {
+        insert(request.note());
+        response.setStatus(HttpStatus.CREATED.value());
+        response.setContentType("text/plain");
+        response.setLocale(java.util.Locale.ENGLISH);
+        response.getWriter().write("caf\u00e9 \u20ac");
+    }
+
     /** Answers with a redirect of a chosen status (Servlet 6.1's two-argument form). */
     @PostMapping("/redirect/{status}")
     @Idempotent
