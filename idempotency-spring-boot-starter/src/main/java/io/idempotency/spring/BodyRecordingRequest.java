@@ -1,7 +1,11 @@
 package io.idempotency.spring;
 
 import jakarta.servlet.ReadListener;
+import jakarta.servlet.RequestDispatcher;
+import jakarta.servlet.ServletException;
 import jakarta.servlet.ServletInputStream;
+import jakarta.servlet.ServletRequest;
+import jakarta.servlet.ServletResponse;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletRequestWrapper;
 
@@ -11,6 +15,7 @@ import java.io.IOException;
 import java.io.InputStreamReader;
 import java.nio.charset.Charset;
 import java.nio.charset.StandardCharsets;
+import java.util.function.BooleanSupplier;
 
 /**
  * Keeps a copy of the request body as the application reads it, so the body can be fingerprinted after Spring MVC
@@ -32,9 +37,48 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
     private RecordingStream stream;
     private BufferedReader reader;
 
+    private BooleanSupplier holdingAnswer = () -> false;
+
     BodyRecordingRequest(HttpServletRequest request, int limit) {
         super(request);
         this.limit = limit;
+    }
+
+    /** From now on, a forward is refused while {@code holdingAnswer} says the answer is held for the commit. */
+    void refuseForwardsWhile(BooleanSupplier holdingAnswer) {
+        this.holdingAnswer = holdingAnswer;
+    }
+
+    /**
+     * The container's dispatcher, except that a forward (a view such as {@code "forward:/x"} or a JSP) is refused while
+     * the answer is held for the commit: the container ends the response when a forward returns, so the answer the
+     * filter sends after the commit would never reach the client, while the effects would be kept.
+     */
+    @Override
+    public RequestDispatcher getRequestDispatcher(String path) {
+        RequestDispatcher dispatcher = super.getRequestDispatcher(path);
+        if (dispatcher == null) {
+            return null;
+        }
+        return new RequestDispatcher() {
+            @Override
+            public void forward(ServletRequest request, ServletResponse response) throws ServletException,
+                    IOException {
+                if (holdingAnswer.getAsBoolean()) {
+                    throw new IllegalStateException("The answer of an idempotent request cannot be forwarded to "
+                            + path + ": the container ends the response when the forward returns, before the"
+                            + " answer can be sent after the commit. Answer from the handler itself (a body, or a"
+                            + " view that renders without forwarding).");
+                }
+                dispatcher.forward(request, response);
+            }
+
+            @Override
+            public void include(ServletRequest request, ServletResponse response) throws ServletException,
+                    IOException {
+                dispatcher.include(request, response);
+            }
+        };
     }
 
     @Override

@@ -39,4 +39,18 @@ class ViewHandlerIntegrationTest extends OrdersApplicationTest {
         assertThat(rows(note)).isEqualTo(1);
         assertThat(rows(note + "-other")).isZero();
     }
+
+    @Test
+    void aViewThatForwardsIsRefusedAndLeavesNothing() throws Exception {
+        // the container ends the response when the forward returns, before the filter could send the answer after
+        // the commit: kept effects with an empty answer, unless the forward is refused
+        String key = UUID.randomUUID().toString();
+        String note = "forwarding-view-" + key;
+
+        HttpResponse<byte[]> answer = post("/views/forwarding-orders", key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(answer.statusCode()).isEqualTo(500);
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+    }
 }

@@ -5,6 +5,7 @@ import org.springframework.jdbc.core.simple.JdbcClient;
 import org.springframework.stereotype.Controller;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestBody;
+import org.springframework.web.bind.annotation.ResponseBody;
 
 /** A controller that answers with views rather than bodies: Post/Redirect/Get. */
 @Controller
@@ -23,5 +24,20 @@ public class ViewController {
         long id = jdbc.sql("insert into orders (note) values (?) returning id").param(request.note())
                 .query(Long.class).single();
         return "redirect:/orders/" + id;
+    }
+
+    /** Writes a row and forwards to a page about it: the container ends the response when a forward returns. */
+    @PostMapping("/views/forwarding-orders")
+    @Idempotent
+    public String createAndForward(@RequestBody OrderController.OrderRequest request) {
+        jdbc.sql("insert into orders (note) values (?)").param(request.note()).update();
+        return "forward:/views/order-page";
+    }
+
+    /** The page a forward shows. */
+    @PostMapping("/views/order-page")
+    @ResponseBody
+    public String orderPage() {
+        return "order placed";
     }
 }
