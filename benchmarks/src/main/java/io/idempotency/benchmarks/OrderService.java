@@ -1,5 +1,6 @@
 package io.idempotency.benchmarks;
 
+import io.idempotency.benchmarks.instrument.BenchStats;
 import org.springframework.http.ResponseEntity;
 import org.springframework.jdbc.core.simple.JdbcClient;
 import org.springframework.stereotype.Service;
@@ -13,13 +14,16 @@ import java.time.OffsetDateTime;
 public class OrderService {
 
     private final JdbcClient jdbc;
+    private final BenchStats stats;
 
-    public OrderService(JdbcClient jdbc) {
+    public OrderService(JdbcClient jdbc, BenchStats stats) {
         this.jdbc = jdbc;
+        this.stats = stats;
     }
 
     @Transactional
     public ResponseEntity<Order> create(OrderRequest request) {
+        stats.handlerRan(request.reference()); // every execution, also one whose transaction is rolled back
         Order order = jdbc.sql("""
                         INSERT INTO bench_orders (reference, customer, amount, currency, description)
                         VALUES (?, ?, ?, ?, ?) RETURNING id, created_at""")

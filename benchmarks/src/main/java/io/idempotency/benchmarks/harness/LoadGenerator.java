@@ -1,5 +1,7 @@
 package io.idempotency.benchmarks.harness;
 
+import io.idempotency.benchmarks.instrument.BenchStats;
+
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -160,7 +162,7 @@ final class LoadGenerator implements AutoCloseable {
         long deadline = System.nanoTime() + duration.toNanos();
         CyclicBarrier group = new CyclicBarrier(size, () -> { // runs before the group's requests are sent
             stop[0] = System.nanoTime() >= deadline || keys.size() >= maxGroups;
-            currentKey[0] = "storm-" + newKey();
+            currentKey[0] = BenchStats.STORM_KEY_PREFIX + newKey();
             if (!stop[0]) {
                 keys.add(currentKey[0]);
             }
