@@ -231,6 +231,19 @@ public final class CanonicalJson {
 
         private String readString() throws InvalidJsonException {
             position++; // "
+            // most strings have no escape: taken as they are (the text was decoded strictly, so it holds no unpaired
+            // surrogate; only an escape can make one)
+            for (int end = position; end < text.length(); end++) {
+                char c = text.charAt(end);
+                if (c == '"') {
+                    String value = text.substring(position, end);
+                    position = end + 1;
+                    return value;
+                }
+                if (c == '\\' || c < 0x20) {
+                    break; // read it character by character, which also reports what is wrong
+                }
+            }
             StringBuilder value = new StringBuilder();
             while (true) {
                 if (position >= text.length()) {

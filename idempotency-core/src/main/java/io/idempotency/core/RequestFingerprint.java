@@ -53,7 +53,18 @@ public final class RequestFingerprint {
         digest.update(part);
     }
 
+    /** Cloned for each digest: looking the algorithm up among the security providers costs more than hashing. */
+    private static final MessageDigest SHA_256 = lookUpSha256();
+
     private static MessageDigest newSha256() {
+        try {
+            return (MessageDigest) SHA_256.clone();
+        } catch (CloneNotSupportedException e) {
+            return lookUpSha256(); // a provider whose digests cannot be cloned
+        }
+    }
+
+    private static MessageDigest lookUpSha256() {
         try {
             return MessageDigest.getInstance("SHA-256");
         } catch (NoSuchAlgorithmException e) {
