@@ -153,18 +153,7 @@ class PartitionMaintenanceIntegrationTest {
                     Thread.sleep(10);
                 }
 
-                ClaimResult result = CompletableFuture.supplyAsync(() -> {
-                    Transactions.Transaction transaction = transactions.begin();
-                    try {
-                        ClaimResult claimed = store.claim(new ClaimRequest(
-                                new ScopedKey("", "POST /new", UUID.randomUUID().toString()), HASH,
-                                Duration.ofDays(1), Duration.ofMillis(500)));
-                        transaction.commit();
-                        return claimed;
-                    } finally {
-                        transaction.rollback();
-                    }
-                }).get(10, TimeUnit.SECONDS);
+                ClaimResult result = claimANewKey(store, transactions);
                 assertThat(result).as("a claim while a partition is attached").isInstanceOf(ClaimResult.Claimed.class);
 
                 longRequest.commit();
@@ -356,18 +345,7 @@ class PartitionMaintenanceIntegrationTest {
                 List<Long> latencies = new ArrayList<>();
                 for (int i = 0; i < 20; i++) {
                     long started = System.nanoTime();
-                    ClaimResult result = CompletableFuture.supplyAsync(() -> {
-                        Transactions.Transaction transaction = transactions.begin();
-                        try {
-                            ClaimResult claimed = store.claim(new ClaimRequest(
-                                    new ScopedKey("", "POST /new", UUID.randomUUID().toString()), HASH,
-                                    Duration.ofDays(1), Duration.ofMillis(500)));
-                            transaction.commit();
-                            return claimed;
-                        } finally {
-                            transaction.rollback();
-                        }
-                    }).get(10, TimeUnit.SECONDS);
+                    ClaimResult result = claimANewKey(store, transactions);
                     latencies.add((System.nanoTime() - started) / 1_000_000);
                     assertThat(result).as("claim %d while partitions change", i).isInstanceOf(ClaimResult.Claimed.class);
                 }
@@ -408,5 +386,22 @@ class PartitionMaintenanceIntegrationTest {
         jdbc.update("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash, fencing_token,"
                 + " response_status, created_at, expires_at) values ('', 'POST /x', ?, 'SUCCEEDED', ?, gen_random_uuid(),"
                 + " 200, " + createdAt + ", " + createdAt + " + interval '1 day')", key, HASH);
+    }
+
+    /** Claims a new key on another thread, as a new request would, allowing it to wait at most 500 ms for a lock. */
+    private static ClaimResult claimANewKey(PartitionedPostgresIdempotencyStore store, Transactions transactions)
+            throws Exception {
+        return CompletableFuture.supplyAsync(() -> {
+            Transactions.Transaction transaction = transactions.begin();
+            try {
+                ClaimResult claimed = store.claim(new ClaimRequest(
+                        new ScopedKey("", "POST /new", UUID.randomUUID().toString()), HASH,
+                        Duration.ofDays(1), Duration.ofMillis(500)));
+                transaction.commit();
+                return claimed;
+            } finally {
+                transaction.rollback();
+            }
+        }).get(10, TimeUnit.SECONDS);
     }
 }
