@@ -135,15 +135,12 @@ class PartitionMaintenanceIntegrationTest {
                     new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(30));
             assertThat(maintenance.createAhead(false).created()).hasSize(3);
             // drop the newest partition, so that the run below must attach one while the long request runs
-            List<PostgresPartitionMaintenance.Partition> partitions = maintenance.partitions();
-            jdbc.execute("drop table " + partitions.get(partitions.size() - 1).name());
+            dropTheNewestPartition(jdbc, maintenance);
             PartitionedPostgresIdempotencyStore store = new PartitionedPostgresIdempotencyStore(dataSource, TABLE);
             Transactions transactions = new SpringTransactions(new DataSourceTransactionManager(dataSource));
 
             // a long request holds its claim open; its look-up read every partition, the default one too
-            Transactions.Transaction longRequest = transactions.begin();
-            assertThat(store.claim(request(new ScopedKey("", "POST /long", UUID.randomUUID().toString()))))
-                    .isInstanceOf(ClaimResult.Claimed.class);
+            Transactions.Transaction longRequest = holdAClaimOpen(store, transactions);
             try {
                 CompletableFuture<PostgresPartitionMaintenance.Run> run =
                         CompletableFuture.supplyAsync(() -> maintenance.createAhead(false));
@@ -213,8 +210,7 @@ class PartitionMaintenanceIntegrationTest {
             assertThat(maintenance.partitions()).extracting(PostgresPartitionMaintenance.Partition::name)
                     .contains("idempotency_keys_old");
 
-            List<PostgresPartitionMaintenance.Partition> partitions = maintenance.partitions();
-            jdbc.execute("drop table " + partitions.get(partitions.size() - 1).name());
+            dropTheNewestPartition(jdbc, maintenance);
             PostgresPartitionMaintenance.Run dropped = maintenance.dropExpired(Duration.ofDays(1));
 
             assertThat(dropped.dropped()).containsExactly("idempotency_keys_old");
@@ -328,15 +324,12 @@ class PartitionMaintenanceIntegrationTest {
             maintenance.run(Duration.ofDays(1));
             attachPartition(jdbc, "idempotency_keys_expired", "now() - interval '5 days'", "now() - interval '4 days'");
             // drop the newest partition, so that the run below must create and attach one while the long request runs
-            List<PostgresPartitionMaintenance.Partition> partitions = maintenance.partitions();
-            jdbc.execute("drop table " + partitions.get(partitions.size() - 1).name());
+            dropTheNewestPartition(jdbc, maintenance);
             PartitionedPostgresIdempotencyStore store = new PartitionedPostgresIdempotencyStore(dataSource, TABLE);
             Transactions transactions = new SpringTransactions(new DataSourceTransactionManager(dataSource));
 
             // a long request holds its claim (and its transaction on the table) open
-            Transactions.Transaction longRequest = transactions.begin();
-            assertThat(store.claim(request(new ScopedKey("", "POST /long", UUID.randomUUID().toString()))))
-                    .isInstanceOf(ClaimResult.Claimed.class);
+            Transactions.Transaction longRequest = holdAClaimOpen(store, transactions);
             try {
                 CompletableFuture<PostgresPartitionMaintenance.Run> run =
                         CompletableFuture.supplyAsync(() -> maintenance.run(Duration.ofDays(1)));
@@ -403,5 +396,19 @@ class PartitionMaintenanceIntegrationTest {
                 transaction.rollback();
             }
         }).get(10, TimeUnit.SECONDS);
+    }
+
+    private static void dropTheNewestPartition(JdbcTemplate jdbc, PostgresPartitionMaintenance maintenance) {
+        List<PostgresPartitionMaintenance.Partition> partitions = maintenance.partitions();
+        jdbc.execute("drop table " + partitions.get(partitions.size() - 1).name());
+    }
+
+    /** A long request: its claim made, its transaction left open for the caller to end. */
+    private static Transactions.Transaction holdAClaimOpen(PartitionedPostgresIdempotencyStore store,
+                                                           Transactions transactions) {
+        Transactions.Transaction longRequest = transactions.begin();
+        assertThat(store.claim(request(new ScopedKey("", "POST /long", UUID.randomUUID().toString()))))
+                .isInstanceOf(ClaimResult.Claimed.class);
+        return longRequest;
     }
 }
