@@ -40,16 +40,22 @@ public class CommitFailedException extends RuntimeException {
     }
 
     /**
-     * Whether the database itself refused the commit (a deferred constraint, a serialization failure: an SQLSTATE
-     * outside class 08, "connection exception"), so that nothing was kept. Otherwise — the connection was lost, or the
-     * rollback after the failure failed too, which hides the commit's own exception — the outcome is unknown.
+     * Whether the commit that failed with {@code failure} may have happened all the same. Not when the database itself
+     * refused it (a deferred constraint, a serialization failure: an SQLSTATE outside class 08, "connection
+     * exception"), nor when the failure names no database error at all: the transaction manager then rolled back
+     * without asking the database to commit (a transaction marked rollback-only). Otherwise — the connection was lost,
+     * or the rollback after the failure failed too, which hides the commit's own exception — the outcome is unknown.
      */
-    static boolean refusedByTheDatabase(Throwable failure) {
+    static boolean mayHaveCommitted(Throwable failure) {
+        boolean fromTheDatabase = false;
         for (Throwable cause = failure; cause != null; cause = cause.getCause() == cause ? null : cause.getCause()) {
-            if (cause instanceof SQLException sql && sql.getSQLState() != null && !sql.getSQLState().startsWith("08")) {
-                return true;
+            if (cause instanceof SQLException sql) {
+                if (sql.getSQLState() != null && !sql.getSQLState().startsWith("08")) {
+                    return false;
+                }
+                fromTheDatabase = true;
             }
         }
-        return false;
+        return fromTheDatabase;
     }
 }

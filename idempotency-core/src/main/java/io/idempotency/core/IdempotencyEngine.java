@@ -565,8 +565,9 @@ public final class IdempotencyEngine {
                 try {
                     transaction.commit();
                 } catch (RuntimeException e) {
-                    // unless the database refused it, the commit may have happened: a retry finds the answer or nothing
-                    throw new CommitFailedException(key, e, !CommitFailedException.refusedByTheDatabase(e));
+                    // unless it was refused or never asked for, the commit may have happened: a retry finds the
+                    // answer or nothing
+                    throw new CommitFailedException(key, e, CommitFailedException.mayHaveCommitted(e));
                 }
                 landed = new Replay(response);
                 replayCache.put(key, requestHash, response);

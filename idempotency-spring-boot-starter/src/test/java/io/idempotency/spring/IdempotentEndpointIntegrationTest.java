@@ -440,6 +440,23 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aTransactionMarkedRollbackOnlyIsKnownToHaveKeptNothing() throws Exception {
+        // a @Transactional method the handler called failed and the handler carried on: the commit rolls back,
+        // which nothing about a lost connection makes uncertain
+        String key = UUID.randomUUID().toString();
+        String note = "rollback-only-" + key;
+
+        HttpResponse<byte[]> answer = post("/orders/caught-inner-failure", key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(answer.statusCode()).isEqualTo(500);
+        assertProblem(answer, "idempotency-commit-failed");
+        assertThat(new String(answer.body(), StandardCharsets.UTF_8)).contains("none were kept")
+                .doesNotContain("unknown");
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+    }
+
+    @Test
     void withoutAKeyAnOptionalKeyEndpointTakesBodiesItCouldNotFingerprint() throws Exception {
         String note = "optional-body-" + UUID.randomUUID();
         String duplicateMembers = "{\"note\":\"ignored\",\"note\":\"" + note + "\"}";

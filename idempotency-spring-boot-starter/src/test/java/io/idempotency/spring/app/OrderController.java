@@ -254,6 +254,23 @@ public class OrderController {
         return Map.of("id", id, "amount", String.valueOf(form.getFirst("amount")));
     }
 
+    /**
+     * Carries on after a {@code @Transactional} method it called failed: the transaction they share is marked
+     * rollback-only, so the commit rolls back instead.
+     */
+    @PostMapping("/caught-inner-failure")
+    @Idempotent
+    @ResponseStatus(HttpStatus.CREATED)
+    public Order caughtInnerFailure(@RequestBody OrderRequest request) {
+        long id = insert(request.note());
+        try {
+            service.insertAndFail(request.note() + "-inner");
+        } catch (IllegalStateException e) {
+            // answered as if nothing had happened
+        }
+        return new Order(id, request.note(), request.amount());
+    }
+
     /** Writes a row that breaks a deferred constraint: the database refuses it only at commit. */
     @PostMapping("/fails-at-commit")
     @Idempotent

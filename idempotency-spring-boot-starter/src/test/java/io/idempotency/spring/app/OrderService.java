@@ -3,6 +3,7 @@ package io.idempotency.spring.app;
 import io.idempotency.core.Idempotent;
 import org.springframework.jdbc.core.simple.JdbcClient;
 import org.springframework.stereotype.Service;
+import org.springframework.transaction.annotation.Transactional;
 
 /**
  * {@code @Idempotent} on service methods a controller calls: misplaced ({@link #insert}) unless the handler itself
@@ -26,5 +27,12 @@ public class OrderService {
     @Idempotent
     public Long insert(String note) {
         return jdbc.sql("insert into orders (note) values (?) returning id").param(note).query(Long.class).single();
+    }
+
+    /** Writes a row and fails: joined to its caller's transaction, it leaves that transaction able only to roll back. */
+    @Transactional
+    public void insertAndFail(String note) {
+        jdbc.sql("insert into orders (note) values (?)").param(note).update();
+        throw new IllegalStateException("refused");
     }
 }
