@@ -396,7 +396,8 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     /**
      * The charset the container maps {@code locale} to, or {@code null} when it maps it to none. The servlet API
      * offers no other way to read the container's locale-encoding mapping than to set the locale; the locale is
-     * unset again at once, so that the container's response stays as the capture began.
+     * unset again at once. (A locale set on the container's response before the capture began is unset with it; the
+     * handler's locale, held here, is what the answer carries.)
      */
     private String containerEncodingFor(Locale locale) {
         ServletResponse container = getResponse();
