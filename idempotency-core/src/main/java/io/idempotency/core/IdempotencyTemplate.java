@@ -53,7 +53,8 @@ public final class IdempotencyTemplate {
      * @param lease the lease in {@link IdempotencyMode#INTENT_FIRST} mode; ignored otherwise
      * @throws InProgressException if another execution with the key is running
      * @throws KeyReusedException  if the key was used for other input
-     * @throws Exception           what {@code work} threw; its writes were rolled back
+     * @throws Exception           what {@code work} threw, also when rolling its writes back failed (that failure is
+     *                             attached as suppressed); its writes were rolled back
      */
     public Result execute(ScopedKey key, byte[] input, IdempotencyMode mode, Duration lease, Callable<byte[]> work)
             throws Exception {
@@ -74,13 +75,25 @@ public final class IdempotencyTemplate {
             value = execution.context().runWith(work::call);
             execution.flush(); // an ORM's held-back writes fail here, as the work's own failure
         } catch (DefiniteFailureException e) {
-            execution.abandonDefinitely();
+            abandonAfter(execution::abandonDefinitely, e);
             throw e;
         } catch (Exception | Error e) {
-            execution.abandon();
+            abandonAfter(execution::abandon, e);
             throw e;
         }
         execution.finish(new StoredResponse(200, List.of(), value), status -> true);
         return new Result(value == null ? new byte[0] : value, false);
+    }
+
+    /**
+     * Ends the execution after the work failed with {@code failure}, which stays the exception to throw: a rollback on
+     * a lost connection fails too, and would otherwise hide what the work threw (a definite failure among others).
+     */
+    private static void abandonAfter(Runnable abandon, Throwable failure) {
+        try {
+            abandon.run();
+        } catch (RuntimeException | Error e) {
+            failure.addSuppressed(e);
+        }
     }
 }

@@ -342,7 +342,9 @@ class IntentFirstEngineIntegrationTest {
                             other.createStatement().execute("select pg_terminate_backend(" + session + ")");
                         }
                         throw new io.idempotency.core.DefiniteFailureException("the gateway declined the charge");
-                    })).isInstanceOf(RuntimeException.class);
+                    })).as("the work's own failure, not the rollback's")
+                    .isInstanceOf(io.idempotency.core.DefiniteFailureException.class)
+                    .hasMessage("the gateway declined the charge");
 
             assertThat(store.find(key).orElseThrow().status()).isEqualTo(RecordStatus.FAILED);
             IdempotencyTemplate.Result redelivered = template.execute(key, message, IdempotencyMode.INTENT_FIRST,
@@ -350,6 +352,42 @@ class IntentFirstEngineIntegrationTest {
             assertThat(redelivered.replayed()).isFalse();
             assertThat(jdbc.queryForObject("select count(*) from attempts", Integer.class)).isZero();
             engine.shutdown();
+        }
+    }
+
+    /**
+     * Work whose connection was lost before it failed on its own account (a listener that classifies failures to
+     * dead-letter a message, say): its transaction cannot be rolled back on that connection, but the caller still gets
+     * the work's own exception — with the failed rollback attached — and the key stays free for the redelivery.
+     */
+    @Test
+    void theWorksOwnFailureIsThrownAlsoWhenRollingBackItsLostConnectionFails() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table effects (id bigserial primary key)");
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyTemplate template = new IdempotencyTemplate(engine(dataSource, store, StaleClaimResolver.RERUN));
+            ScopedKey key = new ScopedKey("", "events", UUID.randomUUID().toString());
+            byte[] message = "event-1".getBytes(StandardCharsets.UTF_8);
+
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> template.execute(key, message, () -> {
+                        jdbc.update("insert into effects default values");
+                        int session = jdbc.queryForObject("select pg_backend_pid()", Integer.class);
+                        try (java.sql.Connection other = java.sql.DriverManager.getConnection(
+                                dataSource.getJdbcUrl(), dataSource.getUsername(), dataSource.getPassword())) {
+                            other.createStatement().execute("select pg_terminate_backend(" + session + ")");
+                        }
+                        throw new IllegalArgumentException("the event cannot be parsed");
+                    })).as("the work's own failure, not the rollback's")
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessage("the event cannot be parsed")
+                    .satisfies(thrown -> assertThat(thrown.getSuppressed()).isNotEmpty());
+
+            assertThat(store.find(key)).isEmpty();
+            IdempotencyTemplate.Result redelivered = template.execute(key, message,
+                    () -> "applied".getBytes(StandardCharsets.UTF_8));
+            assertThat(redelivered.replayed()).isFalse();
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isZero();
         }
     }
 
