@@ -72,8 +72,12 @@ public final class IdempotencyTemplate {
         IdempotencyEngine.Execution execution = proceed.execution();
         byte[] value;
         try {
-            value = execution.context().runWith(work::call);
-            execution.flush(); // an ORM's held-back writes fail here, as the work's own failure
+            value = execution.context().runWith(() -> {
+                byte[] returned = work.call();
+                // an ORM's held-back writes are the work's: made under its context, and failing as its own failure
+                execution.flush();
+                return returned;
+            });
         } catch (DefiniteFailureException e) {
             abandonAfter(execution::abandonDefinitely, e);
             throw e;

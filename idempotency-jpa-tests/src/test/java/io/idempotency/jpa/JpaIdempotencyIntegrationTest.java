@@ -1,6 +1,7 @@
 package io.idempotency.jpa;
 
 import io.idempotency.jpa.app.JpaTestApplication;
+import io.idempotency.jpa.app.PurchaseUpdates;
 import io.idempotency.testkit.TestPostgres;
 import io.idempotency.jpa.app.ThreadBoundResources;
 import org.junit.jupiter.api.AfterAll;
@@ -100,6 +101,28 @@ class JpaIdempotencyIntegrationTest {
         assertThat(retry.headers().firstValue("Idempotent-Replayed")).isEmpty();
         assertThat(purchases(reference)).isEqualTo(1);
         assertThat(record(key)).as("nothing stored for the refused purchase").isNull();
+    }
+
+    /**
+     * An UPDATE Hibernate holds back until the flush is still the handler's write: an entity listener called at the
+     * flush sees the request's idempotency context, as the handler's own statements do with plain JDBC.
+     */
+    @Test
+    void aHeldBackUpdateIsWrittenUnderTheRequestsContext() throws Exception {
+        String reference = "renoted-" + UUID.randomUUID();
+        HttpResponse<String> created = post("/purchases", UUID.randomUUID().toString(), purchase(reference));
+        assertThat(created.statusCode()).isEqualTo(201);
+        String id = created.headers().firstValue("Location").orElseThrow().substring("/purchases/".length());
+        String key = UUID.randomUUID().toString();
+
+        HttpResponse<String> renoted = post("/purchases/" + id + "/renote", key,
+                "{\"reference\":\"" + reference + "\",\"note\":\"changed\"}");
+
+        assertThat(renoted.statusCode()).isEqualTo(200);
+        assertThat(DATABASE.queryString("select note from purchases where reference = '" + reference + "'"))
+                .isEqualTo("changed");
+        assertThat(PurchaseUpdates.SEEN).filteredOn(seen -> seen.startsWith(reference + " "))
+                .containsExactly(reference + " " + key);
     }
 
     @Test

@@ -5,6 +5,7 @@ import io.idempotency.core.ScopedKey;
 import io.idempotency.jpa.app.JpaTestApplication;
 import io.idempotency.jpa.app.Purchase;
 import io.idempotency.jpa.app.PurchaseRepository;
+import io.idempotency.jpa.app.PurchaseUpdates;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
@@ -66,6 +67,27 @@ class JpaIdempotencyTemplateIntegrationTest {
 
         assertThat(count(reference)).isEqualTo(1);
         assertThat(record(key.key())).as("the key stays free for a retry").isNull();
+    }
+
+    /**
+     * An update Hibernate holds back until the flush is still a write of the work: an entity listener called at the
+     * flush sees the work's idempotency context, as the work's own statements do with plain JDBC.
+     */
+    @Test
+    void aHeldBackUpdateIsWrittenUnderTheWorksContext() throws Exception {
+        String reference = "noted-" + UUID.randomUUID();
+        long id = purchases.save(new Purchase(reference, "from a message")).getId();
+        ScopedKey key = new ScopedKey("", "purchases-queue", "note-" + reference);
+
+        template.execute(key, bytes(reference), () -> {
+            purchases.findById(id).orElseThrow().setNote("noted by a message");
+            return bytes("noted");
+        });
+
+        assertThat(DATABASE.queryString("select note from purchases where reference = '" + reference + "'"))
+                .isEqualTo("noted by a message");
+        assertThat(PurchaseUpdates.SEEN).filteredOn(seen -> seen.startsWith(reference + " "))
+                .containsExactly(reference + " " + key.key());
     }
 
     /** Saves through the repository; with a sequence id, Hibernate sends the INSERT at the flush. */

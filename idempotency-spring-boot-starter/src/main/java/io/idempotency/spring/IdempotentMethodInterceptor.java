@@ -229,11 +229,14 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             exchange.begin(proceed.execution(), endpoint.storagePolicy);
             try {
                 exchange.closeAfterTransaction(transactionResources.keepOpen(request));
-                Object result = proceed.execution().context().runWith(invocation::proceed);
-                // JPA holds writes back until the commit, which the filter makes after the answer is written: write
-                // them now, so that a failing one (a unique constraint) reaches Spring MVC's exception handling
-                proceed.execution().flush();
-                return result;
+                return proceed.execution().context().runWith(() -> {
+                    Object result = invocation.proceed();
+                    // JPA holds writes back until the commit, which the filter makes after the answer is written:
+                    // write them now, so that a failing one (a unique constraint) reaches Spring MVC's exception
+                    // handling, and under the handler's context (entity listeners run at the flush)
+                    proceed.execution().flush();
+                    return result;
+                });
             } catch (DefiniteFailureException definite) {
                 exchange.markHandlerFailed(true);
                 abandonBeforeTheExceptionIsHandled(exchange, definite);

@@ -2,6 +2,7 @@ package io.idempotency.jpa.app;
 
 import jakarta.persistence.Column;
 import jakarta.persistence.Entity;
+import jakarta.persistence.EntityListeners;
 import jakarta.persistence.GeneratedValue;
 import jakarta.persistence.GenerationType;
 import jakarta.persistence.Id;
@@ -14,6 +15,7 @@ import jakarta.persistence.Table;
  */
 @Entity
 @Table(name = "purchases")
+@EntityListeners(PurchaseUpdates.class)
 public class Purchase {
 
     @Id
@@ -45,5 +47,9 @@ public class Purchase {
 
     public String getNote() {
         return note;
+    }
+
+    public void setNote(String note) {
+        this.note = note;
     }
 }

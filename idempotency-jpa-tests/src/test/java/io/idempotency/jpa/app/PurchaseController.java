@@ -87,6 +87,15 @@ public class PurchaseController {
                 .body(Map.of("id", saved.getId(), "reference", saved.getReference()));
     }
 
+    /** Changes a purchase's note: Hibernate writes the UPDATE at the flush (see {@link PurchaseUpdates}). */
+    @PostMapping("/{id}/renote")
+    @Idempotent
+    @Transactional
+    public Map<String, Object> renote(@PathVariable long id, @RequestBody PurchaseRequest request) {
+        purchases.findById(id).orElseThrow().setNote(request.note());
+        return Map.of("id", id, "note", request.note());
+    }
+
     @ExceptionHandler(DefiniteFailureException.class)
     ResponseEntity<Map<String, Object>> declined(DefiniteFailureException e) {
         return ResponseEntity.status(HttpStatus.PAYMENT_REQUIRED)
