@@ -166,6 +166,13 @@ public class IdempotencyAutoConfiguration {
      * application does not start when the retention does not cover the declared retry window plus the lease.
      */
     static void checkRetention(IdempotencyProperties properties) {
+        Duration lease = properties.getLease();
+        if (lease.isNegative() || lease.isZero()) {
+            // else every endpoint without a lease of its own would be blamed for it, and intent-first calls would fail
+            throw new IdempotencyConfigurationException("idempotency.lease (" + lease + ") must be positive: it is"
+                    + " how long an intent-first claim is held before another request may take it over.", "Set"
+                    + " idempotency.lease to a positive duration, such as 5m (the default).");
+        }
         retentionProblem(properties, properties.getLease(), "idempotency.lease").ifPresent(problem -> {
             throw new IdempotencyConfigurationException(problem, "Raise idempotency.retention.ttl, or declare a"
                     + " shorter idempotency.retention.max-retry-window or idempotency.lease.");

@@ -202,6 +202,25 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void aDefaultLeaseThatIsNotPositiveIsRefusedAsTheSettingItIs() {
+        // the endpoints have no lease of their own: the setting is at fault, not their annotations
+        runner.withUserConfiguration(PostOnlyLongRouteController.class).withPropertyValues("idempotency.lease=0s")
+                .run(context -> {
+                    assertThat(context).hasFailed();
+                    org.springframework.boot.diagnostics.FailureAnalysis analysis =
+                            new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure());
+                    assertThat(analysis.getDescription()).contains("idempotency.lease (PT0S) must be positive")
+                            .doesNotContain("@Idempotent cannot be used");
+                    assertThat(analysis.getAction()).contains("idempotency.lease");
+                });
+        // nor does an application without endpoints (IdempotencyTemplate) start, to fail its intent-first calls later
+        runner.withPropertyValues("idempotency.lease=-1s").run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(rootMessage(context.getStartupFailure())).contains("idempotency.lease (PT-1S) must be positive");
+        });
+    }
+
+    @Test
     void intentFirstEndpointsWithTheDefaultDownstreamSecretAreWarnedAbout(
             org.springframework.boot.test.system.CapturedOutput output) {
         String warning = "idempotency.downstream-key-secret is not set, and 1 endpoint(s) call third parties";
