@@ -105,6 +105,7 @@ public class IdempotencyAutoConfiguration {
         schemaInitializer.ifAvailable(initializer -> { }); // created first, so the table exists
         IdempotencyProperties.Cleanup cleanup = properties.getRetention().getCleanup();
         IdempotencyMeters counters = meters.getIfAvailable(() -> IdempotencyMeters.NONE);
+        checkInterval(cleanup.getInterval(), "idempotency.retention.cleanup.interval");
         if (partitioned(properties)) {
             if (cleanup.isCreatePartitions()) {
                 checkPartitionsAhead(cleanup);
@@ -117,6 +118,15 @@ public class IdempotencyAutoConfiguration {
         }
         return RetentionScheduler.deleting(new ExpiredRecordCleaner(store, cleanup.getBatchSize()),
                 cleanup.getInterval(), counters);
+    }
+
+    /** A run every millisecond, back to back against the database, is no schedule anyone means to set. */
+    static void checkInterval(Duration interval, String property) {
+        if (interval.isNegative() || interval.isZero()) {
+            throw new IdempotencyConfigurationException(property + " (" + interval + ") must be positive: it is the"
+                    + " time between two runs of work against the database.", "Set " + property + " to a positive"
+                    + " duration.");
+        }
     }
 
     /**
@@ -258,6 +268,7 @@ public class IdempotencyAutoConfiguration {
                                                                  ObjectProvider<IdempotencyMeters> meters) {
         schema.ifAvailable(initializer -> { }); // created first, so the table exists
         IdempotencyProperties.Sweeper sweeper = properties.getSweeper();
+        checkInterval(sweeper.getInterval(), "idempotency.sweeper.interval");
         return new StaleClaimSweepScheduler(new StaleClaimSweeper(store, resolver, downstreamKeys,
                 properties.getLease(), sweeper.getBatchSize()), sweeper.getInterval(),
                 meters.getIfAvailable(() -> IdempotencyMeters.NONE));

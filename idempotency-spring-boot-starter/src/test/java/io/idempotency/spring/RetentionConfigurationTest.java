@@ -168,6 +168,23 @@ class RetentionConfigurationTest {
     }
 
     @Test
+    void intervalsOfTheBackgroundWorkMustBePositive() {
+        // else the work would run back to back, every millisecond, against the database
+        for (String interval : new String[]{"idempotency.retention.cleanup.interval=0s",
+                "idempotency.retention.cleanup.interval=-1h", "idempotency.sweeper.interval=0s"}) {
+            TestDatabases.contextRunner(TestPostgres.newDatabase()).withPropertyValues(interval).run(context -> {
+                assertThat(context).as(interval).hasFailed();
+                assertThat(new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure()).getDescription())
+                        .contains(interval.substring(0, interval.indexOf('=')), "must be positive");
+            });
+        }
+        TestDatabases.contextRunner(TestPostgres.newDatabase())
+                .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
+                        "idempotency.retention.cleanup.interval=-1h")
+                .run(context -> assertThat(context).as("not taken for partitions that always last").hasFailed());
+    }
+
+    @Test
     void cleanupDisabledRemovesTheSchedulerOnlyInDeleteMode() {
         TestDatabases.contextRunner(TestPostgres.newDatabase())
                 .withPropertyValues("idempotency.retention.cleanup.enabled=false")
