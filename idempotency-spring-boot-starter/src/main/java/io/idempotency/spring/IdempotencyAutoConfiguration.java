@@ -172,6 +172,69 @@ public class IdempotencyAutoConfiguration {
     }
 
     /**
+     * Settings that would otherwise stop the application with a bare exception from deep inside a bean, or start it
+     * in a state that cannot work (every body refused, a sweep that never resolves anything): refused here, by name.
+     */
+    static void checkSettings(IdempotencyProperties properties) {
+        String header = properties.getHeaderName();
+        if (header == null || header.isEmpty() || !header.chars().allMatch(IdempotencyAutoConfiguration::isTokenChar)) {
+            refuse("idempotency.header-name", "\"" + header + "\"", "an HTTP header name (letters, digits and"
+                    + " !#$%&'*+-.^_`|~)");
+        }
+        positive("idempotency.in-flight-wait", properties.getInFlightWait());
+        if (properties.getMaxRequestBodySize().toBytes() <= 0) {
+            refuse("idempotency.max-request-body-size", properties.getMaxRequestBodySize(), "positive");
+        }
+        if (properties.getMaxStoredBodySize().toBytes() <= 0) {
+            refuse("idempotency.max-stored-body-size", properties.getMaxStoredBodySize(), "positive");
+        }
+        if (properties.getDownstreamKeySecret() == null || properties.getDownstreamKeySecret().isEmpty()) {
+            refuse("idempotency.downstream-key-secret", "\"\"", "a secret of at least one character");
+        }
+        IdempotencyProperties.ReplayCache cache = properties.getReplayCache();
+        if (cache.getMaxEntries() < 0) {
+            refuse("idempotency.replay-cache.max-entries", cache.getMaxEntries(), "0 (no cache) or more");
+        }
+        if (cache.getMaxBodySize().toBytes() < 0 || cache.getMaxTotalSize().toBytes() < 0) {
+            refuse("idempotency.replay-cache.max-body-size and max-total-size", cache.getMaxBodySize() + ", "
+                    + cache.getMaxTotalSize(), "0 or more");
+        }
+        if (cache.getMaxAge().isNegative()) {
+            refuse("idempotency.replay-cache.max-age", cache.getMaxAge(), "0 or more");
+        }
+        IdempotencyProperties.Cleanup cleanup = properties.getRetention().getCleanup();
+        if (cleanup.getBatchSize() < 1) {
+            refuse("idempotency.retention.cleanup.batch-size", cleanup.getBatchSize(), "1 or more");
+        }
+        if (cleanup.getPartitionsAhead() < 0) {
+            refuse("idempotency.retention.cleanup.partitions-ahead", cleanup.getPartitionsAhead(), "0 or more");
+        }
+        if (cleanup.getPartitionInterval().toMillis() < 1000 || cleanup.getPartitionInterval().toMillis() % 1000 != 0) {
+            // partition bounds are whole seconds: a fraction would make ranges overlap
+            refuse("idempotency.retention.cleanup.partition-interval", cleanup.getPartitionInterval(),
+                    "a whole number of seconds, at least one");
+        }
+        if (properties.getSweeper().getBatchSize() < 1) {
+            refuse("idempotency.sweeper.batch-size", properties.getSweeper().getBatchSize(), "1 or more");
+        }
+    }
+
+    private static boolean isTokenChar(int c) {
+        return c < 0x7F && (Character.isLetterOrDigit(c) || "!#$%&'*+-.^_`|~".indexOf(c) >= 0);
+    }
+
+    private static void positive(String property, Duration value) {
+        if (value.isNegative() || value.isZero()) {
+            refuse(property, value, "positive");
+        }
+    }
+
+    private static void refuse(String property, Object value, String expected) {
+        throw new IdempotencyConfigurationException(property + " (" + value + ") must be " + expected + ".",
+                "Set " + property + " to a valid value, or remove it to use the default.");
+    }
+
+    /**
      * The seed lesson: records cleaned up before a client's last retry let that retry run the business again. So the
      * application does not start when the retention does not cover the declared retry window plus the lease.
      */

@@ -1,6 +1,7 @@
 package io.idempotency.spring;
 
 import io.idempotency.jdbc.IdempotencySchema;
+import org.springframework.beans.factory.InitializingBean;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 import org.springframework.util.unit.DataSize;
 
@@ -10,7 +11,13 @@ import java.util.List;
 
 /** Settings of the idempotency starter, under {@code idempotency.*}. */
 @ConfigurationProperties("idempotency")
-public class IdempotencyProperties {
+public class IdempotencyProperties implements InitializingBean {
+
+    /** Once bound, before any bean uses them: settings that cannot work stop the start, named. */
+    @Override
+    public void afterPropertiesSet() {
+        IdempotencyAutoConfiguration.checkSettings(this);
+    }
 
     /**
      * Whether the starter is active at all. When false, {@code @Idempotent} has no effect, and a warning at startup

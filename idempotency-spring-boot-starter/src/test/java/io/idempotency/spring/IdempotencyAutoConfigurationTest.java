@@ -8,6 +8,8 @@ import io.idempotency.core.StoragePolicy;
 import io.idempotency.jdbc.PostgresIdempotencyStore;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
@@ -198,6 +200,31 @@ class IdempotencyAutoConfigurationTest {
             assertThat(rootMessage(context.getStartupFailure())).contains("BrokenAnnotationsController.badKey()",
                     "BrokenAnnotationsController.badFingerprint()", "BrokenAnnotationsController.zeroLease()",
                     "BrokenAnnotationsController.negativeLease()");
+        });
+    }
+
+    @ParameterizedTest(name = "{0}={1}")
+    @CsvSource(delimiterString = " = ", value = {
+            "idempotency.header-name = ''",
+            "idempotency.header-name = Idempotency Key",
+            "idempotency.in-flight-wait = 0s",
+            "idempotency.max-request-body-size = 0",
+            "idempotency.max-stored-body-size = -1B",
+            "idempotency.downstream-key-secret = ''",
+            "idempotency.replay-cache.max-entries = -1",
+            "idempotency.replay-cache.max-age = -1s",
+            "idempotency.retention.cleanup.batch-size = 0",
+            "idempotency.retention.cleanup.partitions-ahead = -1",
+            "idempotency.retention.cleanup.partition-interval = 1500ms",
+            "idempotency.sweeper.batch-size = 0"})
+    void aSettingThatCannotWorkIsRefusedByName(String property, String value) {
+        runner.withPropertyValues(property + "=" + value).run(context -> {
+            assertThat(context).hasFailed();
+            org.springframework.boot.diagnostics.FailureAnalysis analysis =
+                    new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure());
+            assertThat(analysis).as("a report naming the setting, not a bare exception").isNotNull();
+            assertThat(analysis.getDescription()).startsWith(property + " (");
+            assertThat(analysis.getAction()).contains(property);
         });
     }
 
