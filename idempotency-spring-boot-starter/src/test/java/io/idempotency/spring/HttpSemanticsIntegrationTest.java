@@ -45,13 +45,13 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
         String note = "control-" + UUID.randomUUID();
         String body = "{\"note\":\"" + note + "\"}";
 
-        for (String key : new String[] {"", "\"\"", "a\tb", "\"a\tb\"", "a b"}) {
+        for (String key : new String[] {"", "\"\"", "a\tb", "\"a\tb\"", "a b", "caf\u00e9"}) {
             String answer = rawPost(key, body);
             assertThat(answer).as("key %s", key).startsWith("HTTP/1.1 400");
             assertThat(answer).as("key %s", key).contains("idempotency-key-malformed");
         }
-        // other control characters and non-ASCII bytes never get past the servlet container's own header parser
-        for (String key : new String[] {"a\u0001b", "a\u007fb", "caf\u00e9"}) {
+        // other control characters never get past the servlet container's own header parser
+        for (String key : new String[] {"a\u0001b", "a\u007fb"}) {
             assertThat(rawPost(key, body)).startsWith("HTTP/1.1 400");
         }
         assertThat(rows(note)).isZero();
