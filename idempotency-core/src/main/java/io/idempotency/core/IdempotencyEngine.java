@@ -5,9 +5,9 @@ import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 
@@ -66,11 +66,7 @@ public final class IdempotencyEngine {
     private final ReplayCache replayCache;
     private final ConcurrentHashMap<ScopedKey, Flight> flights = new ConcurrentHashMap<>();
     // two threads: a renewal waiting for a pool connection does not hold up every other renewal
-    private final ScheduledExecutorService renewals = Executors.newScheduledThreadPool(2, runnable -> {
-        Thread thread = new Thread(runnable, "idempotency-lease-renewal");
-        thread.setDaemon(true);
-        return thread;
-    });
+    private final ScheduledExecutorService renewals = renewalExecutor();
 
     /**
      * An engine for {@link IdempotencyMode#ONE_TRANSACTION} and for {@link IdempotencyMode#INTENT_FIRST} with the
@@ -630,6 +626,20 @@ public final class IdempotencyEngine {
                 land(key, flight, outcome);
             }
         }
+    }
+
+    /**
+     * Runs the lease renewals. A renewal cancelled when its execution ends leaves the queue at once: kept until its
+     * next run, a third of the lease later, it would hold its key and token that long, for every request.
+     */
+    private static ScheduledExecutorService renewalExecutor() {
+        ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(2, runnable -> {
+            Thread thread = new Thread(runnable, "idempotency-lease-renewal");
+            thread.setDaemon(true);
+            return thread;
+        });
+        executor.setRemoveOnCancelPolicy(true);
+        return executor;
     }
 
     private static Duration positive(Duration duration, String name) {

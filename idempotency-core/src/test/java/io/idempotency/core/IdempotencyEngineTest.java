@@ -496,6 +496,31 @@ class IdempotencyEngineTest {
         assertThat(store.claims).hasSize(2);
     }
 
+    @Test
+    void anEndedIntentFirstExecutionLeavesNoRenewalBehindInMemory() throws Exception {
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
+        Duration lease = Duration.ofHours(1); // renewals every 20 minutes: none runs during the test
+        try {
+            for (int i = 0; i < 100; i++) {
+                ScopedKey key = new ScopedKey("alice", "POST /charges", "k-" + i);
+                Proceed proceed = (Proceed) engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
+                if (i % 2 == 0) {
+                    proceed.execution().finish(CREATED);
+                } else {
+                    proceed.execution().abandon();
+                }
+            }
+
+            // a cancelled renewal that stays queued until its next run keeps its key and token for a third of the
+            // lease: at a steady rate of requests, that is memory in proportion to the lease
+            java.lang.reflect.Field renewals = IdempotencyEngine.class.getDeclaredField("renewals");
+            renewals.setAccessible(true);
+            assertThat(((java.util.concurrent.ThreadPoolExecutor) renewals.get(engine)).getQueue()).isEmpty();
+        } finally {
+            engine.shutdown();
+        }
+    }
+
     private final class FakeStore implements IdempotencyStore {
         Supplier<ClaimResult> claimAnswer;
         boolean completeAnswer = true;
