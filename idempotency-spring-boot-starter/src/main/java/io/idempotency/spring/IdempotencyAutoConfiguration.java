@@ -122,11 +122,7 @@ public class IdempotencyAutoConfiguration {
 
     /** A run every millisecond, back to back against the database, is no schedule anyone means to set. */
     static void checkInterval(Duration interval, String property) {
-        if (interval.isNegative() || interval.isZero()) {
-            throw new IdempotencyConfigurationException(property + " (" + interval + ") must be positive: it is the"
-                    + " time between two runs of work against the database.", "Set " + property + " to a positive"
-                    + " duration.");
-        }
+        positive(property, interval, "it is the time between two runs of work against the database");
     }
 
     /**
@@ -181,7 +177,7 @@ public class IdempotencyAutoConfiguration {
             refuse("idempotency.header-name", "\"" + header + "\"", "an HTTP header name (letters, digits and"
                     + " !#$%&'*+-.^_`|~)");
         }
-        positive("idempotency.in-flight-wait", properties.getInFlightWait());
+        positive("idempotency.in-flight-wait", properties.getInFlightWait(), null);
         if (properties.getMaxRequestBodySize().toBytes() <= 0) {
             refuse("idempotency.max-request-body-size", properties.getMaxRequestBodySize(), "positive");
         }
@@ -223,9 +219,10 @@ public class IdempotencyAutoConfiguration {
         return c < 0x7F && (Character.isLetterOrDigit(c) || "!#$%&'*+-.^_`|~".indexOf(c) >= 0);
     }
 
-    private static void positive(String property, Duration value) {
+    /** @param why what the setting is for, said in the refusal; or null */
+    private static void positive(String property, Duration value, String why) {
         if (value.isNegative() || value.isZero()) {
-            refuse(property, value, "positive");
+            refuse(property, value, why == null ? "positive" : "positive: " + why);
         }
     }
 
@@ -239,13 +236,9 @@ public class IdempotencyAutoConfiguration {
      * application does not start when the retention does not cover the declared retry window plus the lease.
      */
     static void checkRetention(IdempotencyProperties properties) {
-        Duration lease = properties.getLease();
-        if (lease.isNegative() || lease.isZero()) {
-            // else every endpoint without a lease of its own would be blamed for it, and intent-first calls would fail
-            throw new IdempotencyConfigurationException("idempotency.lease (" + lease + ") must be positive: it is"
-                    + " how long an intent-first claim is held before another request may take it over.", "Set"
-                    + " idempotency.lease to a positive duration, such as 5m (the default).");
-        }
+        // else every endpoint without a lease of its own would be blamed for it, and intent-first calls would fail
+        positive("idempotency.lease", properties.getLease(), "it is how long an intent-first claim is held before"
+                + " another request may take it over");
         retentionProblem(properties, properties.getLease(), "idempotency.lease").ifPresent(problem -> {
             throw new IdempotencyConfigurationException(problem, "Raise idempotency.retention.ttl, or declare a"
                     + " shorter idempotency.retention.max-retry-window or idempotency.lease.");
