@@ -419,7 +419,8 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             } else {
                 this.body = recorded.body();
             }
-            this.json = !form && body.length > 0 && isJson(request) ? CanonicalJson.parse(inUtf8(body, request)) : null;
+            MediaType jsonType = form || body.length == 0 ? null : jsonType(request);
+            this.json = jsonType != null ? CanonicalJson.parse(inUtf8(body, jsonType, request)) : null;
         }
 
         /**
@@ -427,10 +428,11 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
          * its Content-Type names (else in the request's character encoding): two bodies are the same request when
          * they read the same, whatever their bytes.
          */
-        private static byte[] inUtf8(byte[] body, HttpServletRequest request) throws CanonicalJson.InvalidJsonException {
+        private static byte[] inUtf8(byte[] body, MediaType type, HttpServletRequest request)
+                throws CanonicalJson.InvalidJsonException {
             Charset charset;
             try {
-                charset = MediaType.parseMediaType(request.getContentType()).getCharset();
+                charset = type.getCharset();
                 if (charset == null && request.getCharacterEncoding() != null) {
                     charset = Charset.forName(request.getCharacterEncoding());
                 }
@@ -475,16 +477,18 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             return context;
         }
 
-        private static boolean isJson(HttpServletRequest request) {
+        /** The request's content type when it is JSON ({@code json} or {@code +json}), else null. */
+        private static MediaType jsonType(HttpServletRequest request) {
             String type = request.getContentType();
             if (type == null) {
-                return false;
+                return null;
             }
             try {
-                String subtype = MediaType.parseMediaType(type).getSubtype();
-                return subtype.equals("json") || subtype.endsWith("+json");
+                MediaType parsed = MediaType.parseMediaType(type);
+                String subtype = parsed.getSubtype();
+                return subtype.equals("json") || subtype.endsWith("+json") ? parsed : null;
             } catch (InvalidMediaTypeException e) {
-                return false;
+                return null;
             }
         }
 
