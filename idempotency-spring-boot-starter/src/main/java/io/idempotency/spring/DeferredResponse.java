@@ -93,8 +93,8 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         HttpServletResponse response = (HttpServletResponse) getResponse();
         headers.forEach((name, values) -> values.forEach(value -> response.addHeader(name, value)));
         cookies.forEach(response::addCookie);
-        if (characterEncoding != null || localeEncoding != null) {
-            response.setCharacterEncoding(characterEncoding != null ? characterEncoding : localeEncoding);
+        if (chosenEncoding() != null) {
+            response.setCharacterEncoding(chosenEncoding());
         }
         if (errorSent) {
             if (errorMessage == null) {
@@ -314,9 +314,8 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             type = withoutCharset(type) + ";charset=" + getCharacterEncoding();
         } else if (charset != null) {
             characterEncoding = charset;
-        } else if (characterEncoding != null || localeEncoding != null) {
-            // as the container would send it
-            type = type + ";charset=" + (characterEncoding != null ? characterEncoding : localeEncoding);
+        } else if (chosenEncoding() != null) {
+            type = type + ";charset=" + chosenEncoding(); // as the container would send it
         }
         List<String> values = new ArrayList<>(1);
         values.add(type);
@@ -329,7 +328,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             return super.getContentType();
         }
         String type = getHeader(CONTENT_TYPE);
-        String encoding = characterEncoding != null ? characterEncoding : localeEncoding;
+        String encoding = chosenEncoding();
         if (type != null && encoding != null && charsetOf(type) == null) {
             return type + ";charset=" + encoding;
         }
@@ -418,10 +417,12 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         if (!capturing) {
             return super.getCharacterEncoding();
         }
-        if (characterEncoding != null) {
-            return characterEncoding;
-        }
-        return localeEncoding != null ? localeEncoding : containerEncoding;
+        return chosenEncoding() != null ? chosenEncoding() : containerEncoding;
+    }
+
+    /** The encoding chosen while capturing: set by the handler, else mapped from its locale; null when neither. */
+    private String chosenEncoding() {
+        return characterEncoding != null ? characterEncoding : localeEncoding;
     }
 
     @Override
