@@ -54,7 +54,8 @@ import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * The advice around {@code @Idempotent} methods. It runs after Spring MVC has bound and validated the arguments
- * (so a request rejected before the handler body runs leaves nothing behind), and outside any {@code @Transactional}
+ * (so a request rejected before the handler body runs leaves nothing behind; arguments left to Spring's
+ * method-validation proxy are checked inside it, see {@link RefusedArguments}), and outside any {@code @Transactional}
  * advice ({@link IdempotentAdvisor#ORDER}), so that it opens the transaction the handler's writes join:
  * <ol>
  *   <li>find the key (header or expression) and fingerprint the request — all before a database connection is
@@ -237,12 +238,11 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                     proceed.execution().flush();
                     return result;
                 });
-            } catch (DefiniteFailureException definite) {
-                exchange.markHandlerFailed(true);
-                abandonBeforeTheExceptionIsHandled(exchange, definite);
-                throw definite;
             } catch (Throwable handlerFailure) {
-                exchange.markHandlerFailed(false);
+                // definitely not done: the handler says so, or the method-validation proxy refused its arguments
+                // before its body ran (intent-first: the claim is marked FAILED, so the corrected request runs)
+                exchange.markHandlerFailed(handlerFailure instanceof DefiniteFailureException
+                        || RefusedArguments.of(invocation, handlerFailure));
                 abandonBeforeTheExceptionIsHandled(exchange, handlerFailure);
                 throw handlerFailure;
             }

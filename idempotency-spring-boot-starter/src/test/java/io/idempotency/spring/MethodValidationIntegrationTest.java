@@ -1,0 +1,60 @@
+package io.idempotency.spring;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import java.net.http.HttpResponse;
+import java.util.UUID;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * A controller whose arguments Spring's method-validation proxy checks (class-level {@code @Validated}): Spring MVC
+ * leaves the checking to the proxy, whose advice runs inside the {@code @Idempotent} advice. A request it refuses
+ * must leave nothing that holds the key, as a request Spring MVC refuses while binding does: the client corrects it
+ * and sends it again under the same key.
+ */
+class MethodValidationIntegrationTest extends OrdersApplicationTest {
+
+    @ParameterizedTest
+    @ValueSource(strings = {"/validated/orders", "/validated/charges"})
+    void aRequestTheValidationRefusesLeavesNothingAndTheCorrectedRequestRunsUnderTheSameKey(String path)
+            throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "validated-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> refused = send(request(path, body).header("Idempotency-Key", key)
+                .header("X-Quantity", "11").build());
+
+        assertThat(refused.statusCode()).isEqualTo(400);
+        assertThat(rows(note)).isZero();
+        // the default mode rolls the claim back; intent-first had committed it, and marks it FAILED
+        assertThat(DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + key
+                + "' and status <> 'FAILED'")).isZero();
+
+        HttpResponse<byte[]> corrected = send(request(path, body).header("Idempotency-Key", key)
+                .header("X-Quantity", "3").build());
+        HttpResponse<byte[]> replay = send(request(path, body).header("Idempotency-Key", key)
+                .header("X-Quantity", "3").build());
+
+        assertThat(corrected.statusCode()).isEqualTo(201);
+        assertThat(replay.statusCode()).isEqualTo(201);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void aRefusedAnswerCameAfterTheHandlerRanSoIntentFirstKeepsItsClaimForTheResolver() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "unanswered-" + key;
+
+        HttpResponse<byte[]> refused = post("/validated/unanswered-charges", key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(refused.statusCode()).isEqualTo(400);
+        assertThat(rows(note)).isZero(); // the local write rolled back
+        assertThat(DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + key
+                + "' and status = 'PROCESSING'")).isEqualTo(1);
+    }
+}
