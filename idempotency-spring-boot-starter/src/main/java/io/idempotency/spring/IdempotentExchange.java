@@ -71,7 +71,27 @@ final class IdempotentExchange {
 
     /** {@code close} runs after the execution's transaction has ended (see {@link TransactionResources}). */
     void closeAfterTransaction(Runnable close) {
-        closeResources = close;
+        Runnable earlier = closeResources; // an earlier attempt's (see retry)
+        closeResources = () -> {
+            try {
+                close.run();
+            } finally {
+                earlier.run();
+            }
+        };
+    }
+
+    /**
+     * The handler failed and is run again by an advice outside the {@code @Idempotent} one (a retry): its execution
+     * has ended (rolled back, or in intent-first mode left for the resolver or marked failed), and the next attempt
+     * starts afresh, claiming the key again. What was kept open for the ended execution is closed with the new one's.
+     */
+    void retry() {
+        abandon(); // ended already when the handler's exception left the advice; a no-op then
+        execution = null;
+        storagePolicy = StoragePolicy.DEFAULT;
+        handlerFailed = false;
+        definiteFailure = false;
     }
 
     /** Closes what was kept open for the execution; the filter calls it once the transaction has ended. */

@@ -139,6 +139,11 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                     + request.getDispatcherType() + " dispatch made after the IdempotencyFilter ran; an idempotent"
                     + " endpoint must be the handler of the request the filter wrapped. Map the request to it directly.");
         }
+        if (exchange.handlerFailed() && isHandlerOf(request, invocation)) {
+            // an advice outside this one runs the handler again after it failed (Spring's @Retryable): a new attempt
+            // under the key, claimed again, as the client's own retry would be; never the handler without idempotency
+            exchange.retry();
+        }
         if (exchange.isTaken()) {
             return invocation.proceed(); // an @Idempotent method called by another within one request
         }

@@ -1,0 +1,61 @@
+package io.idempotency.spring;
+
+import io.idempotency.spring.app.RetryingController;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+import org.springframework.beans.factory.annotation.Autowired;
+
+import java.net.http.HttpResponse;
+import java.util.UUID;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Spring's {@code @Retryable} on an {@code @Idempotent} handler. Its advice sits outside the {@code @Idempotent}
+ * advice, so an attempt after a failure enters the advice again: it must be a new attempt under the key — its own
+ * transaction, the key claimed again — never the handler run without idempotency, whose effects would be kept with
+ * no record of its answer and made again by the client's next retry.
+ */
+class RetryableIntegrationTest extends OrdersApplicationTest {
+
+    @Autowired
+    RetryingController controller;
+
+    @ParameterizedTest
+    @ValueSource(strings = {"/retried/orders", "/retried/declined-charges"})
+    void theAttemptAfterAFailureRunsUnderTheKeyAndItsAnswerIsReplayed(String path) throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "retried-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> first = post(path, key, body);
+        HttpResponse<byte[]> replay = post(path, key, body);
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(controller.attempts(note)).isEqualTo(2);
+        assertThat(rows(note)).isEqualTo(1); // the failed attempt's write rolled back, the second one's kept
+        assertThat(DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + key
+                + "' and status = 'SUCCEEDED'")).isEqualTo(1);
+        assertThat(replay.statusCode()).isEqualTo(201);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(first.body());
+        assertThat(controller.attempts(note)).isEqualTo(2);
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void afterAnUnknownOutcomeIntentFirstDoesNotRunTheHandlerAgainUntilTheClaimIsResolved() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "unknown-" + key;
+
+        HttpResponse<byte[]> first = post("/retried/unknown-charges", key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(first.statusCode()).isEqualTo(409);
+        assertProblem(first, "idempotency-request-in-progress");
+        assertThat(controller.attempts(note)).isEqualTo(1);
+        assertThat(rows(note)).isZero();
+        assertThat(DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + key
+                + "' and status = 'PROCESSING'")).isEqualTo(1);
+    }
+}
