@@ -11,7 +11,7 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * Background work of the starter (cleanup, sweeping) on one daemon thread of its own, at a fixed delay while the
- * application runs. A failed run is logged and tried again at the next interval.
+ * application runs. A failed run — whatever it threw — is logged and tried again at the next interval.
  */
 abstract class PeriodicTask implements SmartLifecycle {
 
@@ -54,6 +54,11 @@ abstract class PeriodicTask implements SmartLifecycle {
             runOnce();
         } catch (RuntimeException e) {
             log.warn("{} failed; it runs again in {}", name, interval, e);
+        } catch (Error e) {
+            // a scheduled executor ends the schedule for good, without a word, on anything its task throws: an error
+            // in an application's resolver (a class that fails to initialise, an assertion) must not end cleanup or
+            // sweeping on this instance until it restarts
+            log.error("{} failed; it runs again in {}", name, interval, e);
         }
     }
 
