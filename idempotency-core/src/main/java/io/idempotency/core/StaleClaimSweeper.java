@@ -55,7 +55,10 @@ public final class StaleClaimSweeper {
         this.batchSize = batchSize;
     }
 
-    /** Resolves the stale claims found now; call with no transaction open. */
+    /**
+     * Resolves the stale claims found now; call with no transaction open. An interrupt of the calling thread stops
+     * the sweep before the next claim: the claims not looked at yet are left as they were.
+     */
     public Sweep sweep() {
         int found = 0;
         int completed = 0;
@@ -74,6 +77,11 @@ public final class StaleClaimSweeper {
         });
         try {
             for (IdempotencyRecord stale : stales) {
+                if (Thread.currentThread().isInterrupted()) {
+                    // asked to stop (the application shuts down): a claim taken over now would only wait for this
+                    // sweeper's lease to run out before anyone could resolve it; leave it to the next sweep
+                    break;
+                }
                 found++;
                 Optional<String> token = store.takeOver(stale.key(), stale.fencingToken(), lease);
                 if (token.isEmpty()) {

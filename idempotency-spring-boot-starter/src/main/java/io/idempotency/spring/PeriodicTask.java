@@ -20,6 +20,13 @@ abstract class PeriodicTask implements SmartLifecycle {
     private final String name;
     private final Duration interval;
     private ScheduledExecutorService executor;
+    private volatile boolean stopping;
+
+    /** How long {@link #stop()} waits for a run in progress. */
+    private static final Duration STOP_WAIT = Duration.ofSeconds(10);
+
+    /** Bounds the wait of {@link #stop(Runnable)}, whose caller gives up after its own timeout anyway. */
+    private static final Duration STOP_WAIT_FOR_LIFECYCLE = Duration.ofMinutes(5);
 
     PeriodicTask(String name, Duration interval) {
         this.name = name;
@@ -39,7 +46,8 @@ abstract class PeriodicTask implements SmartLifecycle {
     }
 
     @Override
-    public void start() {
+    public synchronized void start() {
+        stopping = false;
         executor = Executors.newSingleThreadScheduledExecutor(runnable -> {
             Thread thread = new Thread(runnable, name);
             thread.setDaemon(true);
@@ -53,6 +61,11 @@ abstract class PeriodicTask implements SmartLifecycle {
         try {
             runOnce();
         } catch (RuntimeException e) {
+            if (stopping) {
+                // interrupted by the stop: no run follows, and the failure is the stop's, not the database's
+                log.info("{} stopped during a run: {}", name, e.toString());
+                return;
+            }
             log.warn("{} failed; it runs again in {}", name, interval, e);
         } catch (Error e) {
             // a scheduled executor ends the schedule for good, without a word, on anything its task throws: an error
@@ -62,16 +75,64 @@ abstract class PeriodicTask implements SmartLifecycle {
         }
     }
 
+    /**
+     * Stops the schedule and interrupts a run in progress (a sweep then takes no further claim over, a cleanup deletes
+     * no further batch), and waits for that run to end, at most {@link #STOP_WAIT}: the connection pool and the
+     * application's resolver are closed once this returns.
+     */
     @Override
     public void stop() {
-        if (executor != null) {
-            executor.shutdownNow();
+        ScheduledExecutorService stopped = halt();
+        if (stopped != null) {
+            awaitEnd(stopped, STOP_WAIT);
+        }
+    }
+
+    /**
+     * As {@link #stop()}, but lets Spring's lifecycle wait for the run in progress, as long as it waits for every
+     * component of this phase ({@code spring.lifecycle.timeout-per-shutdown-phase}).
+     */
+    @Override
+    public void stop(Runnable callback) {
+        ScheduledExecutorService stopped = halt();
+        if (stopped == null) {
+            callback.run();
+            return;
+        }
+        Thread waiting = new Thread(() -> {
+            try {
+                awaitEnd(stopped, STOP_WAIT_FOR_LIFECYCLE);
+            } finally {
+                callback.run();
+            }
+        }, name + "-stop");
+        waiting.setDaemon(true);
+        waiting.start();
+    }
+
+    private synchronized ScheduledExecutorService halt() {
+        ScheduledExecutorService stopped = executor;
+        if (stopped != null) {
+            stopping = true;
+            stopped.shutdownNow();
             executor = null;
+        }
+        return stopped;
+    }
+
+    private void awaitEnd(ScheduledExecutorService stopped, Duration wait) {
+        try {
+            if (!stopped.awaitTermination(wait.toMillis(), TimeUnit.MILLISECONDS)) {
+                log.warn("{} was still running {} after it was asked to stop; the application stops without waiting"
+                        + " for it", name, wait);
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 
     @Override
-    public boolean isRunning() {
+    public synchronized boolean isRunning() {
         return executor != null;
     }
 }

@@ -3,8 +3,10 @@ package io.idempotency.spring;
 import org.junit.jupiter.api.Test;
 
 import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -32,5 +34,36 @@ class PeriodicTaskTest {
         } finally {
             task.stop();
         }
+    }
+
+    @Test
+    void theLifecycleStopCallsBackOnceTheRunInProgressHasEnded() throws Exception {
+        CountDownLatch running = new CountDownLatch(1);
+        AtomicBoolean runEnded = new AtomicBoolean();
+        PeriodicTask task = new PeriodicTask("idempotency-test-task", Duration.ofMillis(20)) {
+            @Override
+            void runOnce() {
+                running.countDown();
+                try {
+                    Thread.sleep(30_000); // a statement in progress
+                } catch (InterruptedException e) {
+                    // the statement finishes all the same before the run notices
+                    long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(200);
+                    while (System.nanoTime() < until) {
+                        Thread.onSpinWait();
+                    }
+                    runEnded.set(true);
+                    Thread.currentThread().interrupt();
+                }
+            }
+        };
+        task.start();
+        assertThat(running.await(10, TimeUnit.SECONDS)).isTrue();
+        CompletableFuture<Boolean> endedWhenCalledBack = new CompletableFuture<>();
+
+        task.stop(() -> endedWhenCalledBack.complete(runEnded.get()));
+
+        assertThat(task.isRunning()).isFalse();
+        assertThat(endedWhenCalledBack.get(10, TimeUnit.SECONDS)).as("the run had ended").isTrue();
     }
 }
