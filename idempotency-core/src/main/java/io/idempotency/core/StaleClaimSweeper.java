@@ -21,19 +21,28 @@ public final class StaleClaimSweeper {
     /**
      * What one sweep did.
      *
-     * @param errors what the resolver threw, one per claim it could not decide; such a claim stays taken over by
-     *               the sweeper until its lease runs out, and is then resolved again
+     * @param unresolved the claims the resolver could not decide, each with what it threw; such a claim stays taken
+     *                   over by the sweeper until its lease runs out, and is then resolved again
      */
-    public record Sweep(int found, int completed, int failed, List<RuntimeException> errors) {
+    public record Sweep(int found, int completed, int failed, List<Unresolved> unresolved) {
 
         public Sweep {
-            errors = List.copyOf(errors);
+            unresolved = List.copyOf(unresolved);
+        }
+
+        /** What the resolver threw, one per claim it could not decide. */
+        public List<RuntimeException> errors() {
+            return unresolved.stream().map(Unresolved::error).toList();
         }
 
         /** Claims this sweep resolved (found but taken by someone else are not counted). */
         public int resolved() {
             return completed + failed;
         }
+    }
+
+    /** A claim the resolver could not decide, and what it threw. */
+    public record Unresolved(ScopedKey key, RuntimeException error) {
     }
 
     private final IdempotencyStore store;
@@ -63,7 +72,7 @@ public final class StaleClaimSweeper {
         int found = 0;
         int completed = 0;
         int failed = 0;
-        List<RuntimeException> errors = new ArrayList<>();
+        List<Unresolved> errors = new ArrayList<>();
         List<IdempotencyRecord> stales = store.findExpiredLeases(batchSize);
         if (stales.isEmpty()) {
             return new Sweep(0, 0, 0, errors);
@@ -95,7 +104,7 @@ public final class StaleClaimSweeper {
                             stale.lockedUntil(), false));
                 } catch (RuntimeException e) {
                     // one claim the third party cannot answer for keeps no other claim waiting
-                    errors.add(e);
+                    errors.add(new Unresolved(stale.key(), e));
                     continue;
                 } finally {
                     holding.cancel(false);

@@ -1,5 +1,6 @@
 package io.idempotency.spring;
 
+import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StaleClaimSweeper;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -36,9 +37,12 @@ class StaleClaimSweepScheduler extends PeriodicTask {
             log.info("Resolved {} stale idempotency claims: {} completed, {} marked failed", sweep.resolved(),
                     sweep.completed(), sweep.failed());
         }
-        for (RuntimeException error : sweep.errors()) {
-            log.warn("The stale claim resolver failed; the claim is looked at again once the sweeper's lease on it"
-                    + " has run out", error);
+        for (StaleClaimSweeper.Unresolved unresolved : sweep.unresolved()) {
+            // the claim's identity, as the table holds it, so that it can be looked up (and the third party asked)
+            ScopedKey key = unresolved.key();
+            log.warn("The stale claim resolver failed for the claim of caller '{}' on '{}' with key '{}'; the claim"
+                    + " is looked at again once the sweeper's lease on it has run out", key.caller(), key.scope(),
+                    key.key(), unresolved.error());
         }
         meters.staleClaimsResolved(sweep.completed(), sweep.failed());
         return sweep;

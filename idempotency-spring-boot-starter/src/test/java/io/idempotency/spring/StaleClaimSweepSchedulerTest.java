@@ -8,6 +8,9 @@ import io.idempotency.jdbc.PostgresIdempotencyStore;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
 
 import java.time.Duration;
 import java.util.List;
@@ -17,8 +20,34 @@ import java.util.concurrent.atomic.AtomicBoolean;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-/** The sweeper's schedule when the application stops. */
+/** The sweeper's schedule: what it logs, and what it does when the application stops. */
+@ExtendWith(OutputCaptureExtension.class)
 class StaleClaimSweepSchedulerTest {
+
+    @Test
+    void aResolverFailureIsLoggedWithTheClaimItWasAbout(CapturedOutput output) {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+            database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
+                    + " fencing_token, expires_at, locked_until) values ('alice', 'POST /charges', 'k-unreachable',"
+                    + " 'PROCESSING', repeat('a', 64), gen_random_uuid(), now() + interval '1 day',"
+                    + " now() - interval '1 second')");
+            StaleClaimSweepScheduler scheduler = new StaleClaimSweepScheduler(new StaleClaimSweeper(
+                    new PostgresIdempotencyStore(dataSource, "idempotency_keys"), claim -> {
+                        throw new IllegalStateException("gateway unreachable");
+                    }, new DownstreamKeys("secret"), Duration.ofMinutes(5), 100), Duration.ofHours(1),
+                    IdempotencyMeters.NONE);
+
+            StaleClaimSweeper.Sweep sweep = scheduler.sweepOnce();
+
+            assertThat(sweep.errors()).singleElement().extracting(Throwable::getMessage)
+                    .isEqualTo("gateway unreachable");
+            // the operator must be able to find the record, and ask the third party about it, from the log alone
+            assertThat(output).contains("The stale claim resolver failed", "gateway unreachable", "alice",
+                    "POST /charges", "k-unreachable");
+        }
+    }
 
     @Test
     void stoppingDuringASweepTakesNoFurtherClaimOverAndWaitsForTheSweepToEnd() throws Exception {
