@@ -1,0 +1,69 @@
+package io.idempotency.spring;
+
+import io.idempotency.spring.app.TestApplication;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.boot.web.server.context.WebServerApplicationContext;
+import org.springframework.context.ConfigurableApplicationContext;
+
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * An application shutting down (Spring Boot's default graceful shutdown) while an intent-first request runs: the web
+ * server drains it before the engine stops renewing leases, so its claim is never left to another instance while it
+ * still runs, and its result is recorded.
+ */
+class GracefulShutdownIntegrationTest {
+
+    @Test
+    void anIntentFirstRequestInFlightKeepsItsLeaseWhileTheServerDrainsAndRecordsItsResult() throws Exception {
+        TestPostgres.Database database = TestDatabases.withOrders();
+        List<String> properties = new ArrayList<>(database.springPropertyValues());
+        properties.add("server.port=0");
+        properties.add("idempotency.sweeper.enabled=false");
+        ConfigurableApplicationContext context = new SpringApplicationBuilder(TestApplication.class)
+                .properties(properties.toArray(String[]::new)).run();
+        int port = ((WebServerApplicationContext) context).getWebServer().getPort();
+        // lease 1 s, renewed every third of it; the handler runs 3 s, most of it after the shutdown began
+        CompletableFuture<HttpResponse<String>> answer = HttpClient.newHttpClient().sendAsync(
+                HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/intent/charges"))
+                        .header("Content-Type", "application/json").header("Idempotency-Key", "draining")
+                        .header("X-Sleep-Ms", "3000")
+                        .POST(HttpRequest.BodyPublishers.ofString("{\"note\":\"draining\"}")).build(),
+                HttpResponse.BodyHandlers.ofString());
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (database.queryLong("select count(*) from idempotency_keys where idempotency_key = 'draining'") == 0
+                && System.nanoTime() < deadline) { // the intent is committed before the handler runs
+            Thread.sleep(20);
+        }
+        assertThat(answer).as("still running when the shutdown begins").isNotDone();
+
+        CompletableFuture<Void> closed = CompletableFuture.runAsync(context::close);
+        long leftLeast = Long.MAX_VALUE;
+        while (!answer.isDone()) {
+            // what is left of the lease, by the database clock: a second instance takes the claim over at zero
+            String left = database.queryString("select (extract(epoch from locked_until - now()) * 1000)::bigint"
+                    + " from idempotency_keys where idempotency_key = 'draining' and status = 'PROCESSING'");
+            if (left != null) {
+                leftLeast = Math.min(leftLeast, Long.parseLong(left));
+            }
+            Thread.sleep(50);
+        }
+        closed.get(30, TimeUnit.SECONDS);
+
+        assertThat(answer.get().statusCode()).isEqualTo(201);
+        assertThat(database.queryString("select status from idempotency_keys where idempotency_key = 'draining'"))
+                .isEqualTo("SUCCEEDED");
+        assertThat(leftLeast).as("the lease never ran out while the handler ran").isPositive();
+    }
+}
