@@ -9,6 +9,8 @@ import java.util.concurrent.TimeUnit;
 /** Keeps a claim's lease while its holder works: a handler, or a resolver asked about a stale claim. */
 final class Leases {
 
+    private static final System.Logger log = System.getLogger(Leases.class.getName());
+
     private Leases() {
     }
 
@@ -28,7 +30,12 @@ final class Leases {
                     self.join().cancel(false);
                 }
             } catch (RuntimeException e) {
-                // the next renewal tries again; if the lease runs out meanwhile, fencing protects the new holder
+                // the next renewal tries again; if the lease runs out meanwhile, fencing protects the new holder. The
+                // holder may then lose its claim: say so, as it happens, rather than only when its result is refused
+                log.log(System.Logger.Level.WARNING, () -> "Renewing the lease of the claim of caller '"
+                        + key.caller() + "' on '" + key.scope() + "' with key '" + key.key() + "' failed; tried"
+                        + " again in " + period + " ms. Should the lease run out first, another request or the"
+                        + " sweeper may take the claim over, and the result of its holder is then refused", e);
             }
         }, period, period, TimeUnit.MILLISECONDS);
         self.complete(renewal);

@@ -1,0 +1,73 @@
+package io.idempotency.core;
+
+import org.junit.jupiter.api.Test;
+
+import java.lang.reflect.Proxy;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.logging.Handler;
+import java.util.logging.Level;
+import java.util.logging.LogRecord;
+import java.util.logging.Logger;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/** Lease renewals while a claim's holder works. */
+class LeasesTest {
+
+    @Test
+    void aRenewalThatFailsIsLoggedWithItsClaimAndTriedAgain() throws Exception {
+        AtomicInteger renewals = new AtomicInteger();
+        CountDownLatch renewedAfterTheFailure = new CountDownLatch(1);
+        IdempotencyStore store = (IdempotencyStore) Proxy.newProxyInstance(getClass().getClassLoader(),
+                new Class<?>[] {IdempotencyStore.class}, (proxy, method, args) -> {
+                    if (!method.getName().equals("renew")) {
+                        throw new UnsupportedOperationException(method.getName());
+                    }
+                    if (renewals.incrementAndGet() == 1) {
+                        throw new IllegalStateException("connection refused");
+                    }
+                    renewedAfterTheFailure.countDown();
+                    return true;
+                });
+        List<LogRecord> logged = new CopyOnWriteArrayList<>();
+        Handler handler = new Handler() {
+            @Override
+            public void publish(LogRecord record) {
+                logged.add(record);
+            }
+
+            @Override
+            public void flush() {
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+        Logger logger = Logger.getLogger(Leases.class.getName());
+        logger.addHandler(handler);
+        ScheduledExecutorService executor = Executors.newSingleThreadScheduledExecutor();
+        try {
+            Leases.hold(executor, store, new ScopedKey("alice", "POST /charges", "k-1"), "token-1",
+                    Duration.ofMillis(60));
+
+            assertThat(renewedAfterTheFailure.await(10, TimeUnit.SECONDS)).as("tried again").isTrue();
+            // a holder whose lease cannot be renewed may lose its claim: the operator must hear of it
+            assertThat(logged).singleElement().satisfies(record -> {
+                assertThat(record.getLevel()).isEqualTo(Level.WARNING);
+                assertThat(record.getMessage()).contains("alice", "POST /charges", "k-1");
+                assertThat(record.getThrown()).hasMessage("connection refused");
+            });
+        } finally {
+            executor.shutdownNow();
+            logger.removeHandler(handler);
+        }
+    }
+}
