@@ -2,6 +2,7 @@ package io.idempotency.core;
 
 import java.time.Duration;
 import java.util.Objects;
+import java.util.function.IntConsumer;
 
 /**
  * Deletes expired records in bounded batches, each in a transaction of its own, until none is left. Batches skip
@@ -33,12 +34,22 @@ public final class ExpiredRecordCleaner {
 
     /** Deletes batches until one comes back short. */
     public Run run() {
+        return run(removed -> { });
+    }
+
+    /**
+     * Deletes batches until one comes back short, telling {@code afterBatch} how many records each batch removed as
+     * soon as it has committed: a run that fails later (the database went away) has still removed those.
+     */
+    public Run run(IntConsumer afterBatch) {
+        Objects.requireNonNull(afterBatch, "afterBatch");
         long started = System.nanoTime();
         long deleted = 0;
         int batches = 0;
         int last;
         do {
             last = store.deleteExpired(batchSize);
+            afterBatch.accept(last);
             deleted += last;
             batches++;
         } while (last == batchSize && !Thread.currentThread().isInterrupted());

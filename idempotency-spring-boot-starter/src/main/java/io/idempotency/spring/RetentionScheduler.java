@@ -107,12 +107,24 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
             maintainPartitions();
             return;
         }
-        ExpiredRecordCleaner.Run run = cleaner.run();
+        long[] removed = {0};
+        ExpiredRecordCleaner.Run run;
+        try {
+            // counted batch by batch: a run that fails half-way has still removed what its batches committed
+            run = cleaner.run(batch -> {
+                removed[0] += batch;
+                meters.recordsRemoved(batch);
+            });
+        } catch (RuntimeException e) {
+            if (removed[0] > 0) {
+                log.info("Removed {} expired idempotency records before the cleanup run failed", removed[0]);
+            }
+            throw e;
+        }
         if (run.deleted() > 0) {
             log.info("Removed {} expired idempotency records in {} ms ({} batches)", run.deleted(),
                     run.took().toMillis(), run.batches());
         }
-        meters.recordsRemoved(run.deleted());
     }
 
     private void maintainPartitions() {
