@@ -20,6 +20,8 @@ final class IdempotentExchange {
     private StoragePolicy storagePolicy = StoragePolicy.DEFAULT;
     private boolean handlerFailed;
     private boolean definiteFailure;
+    private boolean attemptRunning;
+    private boolean attemptEnded;
     private boolean passedThrough;
     private StoredResponse answer;
     private StoredResponse.Header[] answerHeaders = new StoredResponse.Header[0];
@@ -81,17 +83,41 @@ final class IdempotentExchange {
         };
     }
 
+    /** The advice runs the handler of the execution begun: until {@link #attemptEnded()}. */
+    void attemptStarted() {
+        attemptRunning = true;
+    }
+
+    /** The handler's attempt has left the advice, returning or throwing. */
+    void attemptEnded() {
+        attemptRunning = false;
+        attemptEnded = true;
+    }
+
+    /** Whether the advice is running the handler (a method called now is called from inside it). */
+    boolean attemptRunning() {
+        return attemptRunning;
+    }
+
+    /** Whether the handler's attempt has left the advice: the handler run once more is a new attempt. */
+    boolean attemptHasEnded() {
+        return attemptEnded;
+    }
+
     /**
-     * The handler failed and is run again by an advice outside the {@code @Idempotent} one (a retry): its execution
-     * has ended (rolled back, or in intent-first mode left for the resolver or marked failed), and the next attempt
-     * starts afresh, claiming the key again. What was kept open for the ended execution is closed with the new one's.
+     * The handler's attempt has ended — it failed, or it returned and an advice outside the {@code @Idempotent} one
+     * refused the result — and that advice runs the handler again (a retry): the next attempt starts afresh, claiming
+     * the key again. The ended attempt's execution is ended here if it is still open (it is when the handler
+     * returned): its writes roll back, and in intent-first mode the claim is left for the resolver, or marked failed
+     * after a definite failure. What was kept open for it is closed with the new one's.
      */
     void retry() {
-        abandon(); // ended already when the handler's exception left the advice; a no-op then
+        abandon();
         execution = null;
         storagePolicy = StoragePolicy.DEFAULT;
         handlerFailed = false;
         definiteFailure = false;
+        attemptEnded = false;
     }
 
     /** Closes what was kept open for the execution; the filter calls it once the transaction has ended. */

@@ -139,10 +139,17 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                     + request.getDispatcherType() + " dispatch made after the IdempotencyFilter ran; an idempotent"
                     + " endpoint must be the handler of the request the filter wrapped. Map the request to it directly.");
         }
-        if (exchange.handlerFailed() && isHandlerOf(request, invocation)) {
-            // an advice outside this one runs the handler again after it failed (Spring's @Retryable): a new attempt
-            // under the key, claimed again, as the client's own retry would be; never the handler without idempotency
-            exchange.retry();
+        if (!exchange.attemptRunning() && isHandlerOf(request, invocation)) {
+            // the handler called again by an advice outside this one (Spring's @Retryable), after its attempt ended
+            if (exchange.answer() != null) {
+                return null; // the answer decided (a replay, a refusal) stands: the handler does not run
+            }
+            if (exchange.attemptHasEnded()) {
+                // it failed, or returned and an advice outside refused the result: a new attempt under the key,
+                // claimed again, as the client's own retry would be; never the handler without idempotency, nor in
+                // the ended attempt's transaction
+                exchange.retry();
+            }
         }
         if (exchange.isTaken()) {
             return invocation.proceed(); // an @Idempotent method called by another within one request
@@ -233,6 +240,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         }
         if (start instanceof IdempotencyEngine.Proceed proceed) {
             exchange.begin(proceed.execution(), endpoint.storagePolicy);
+            exchange.attemptStarted();
             try {
                 exchange.closeAfterTransaction(transactionResources.keepOpen(request));
                 return proceed.execution().context().runWith(() -> {
@@ -250,6 +258,8 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                         || RefusedArguments.of(invocation, handlerFailure));
                 abandonBeforeTheExceptionIsHandled(exchange, handlerFailure);
                 throw handlerFailure;
+            } finally {
+                exchange.attemptEnded();
             }
         }
         if (start instanceof IdempotencyEngine.Replay replay) {

@@ -58,4 +58,52 @@ class RetryableIntegrationTest extends OrdersApplicationTest {
         assertThat(DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + key
                 + "' and status = 'PROCESSING'")).isEqualTo(1);
     }
+
+    /**
+     * An advice between {@code @Retryable} and {@code @Idempotent} refuses what the handler returned ({@code
+     * @PostAuthorize} does): the handler did not fail, but its attempt has ended all the same, and the next one must
+     * not run in the same transaction, on top of the refused attempt's writes.
+     */
+    @Test
+    void theAttemptAfterAnAnswerRefusedOutsideTheAdviceRunsUnderTheKeyWithoutTheRefusedAttemptsWrites()
+            throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "refused-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> first = post("/retried/refused-orders", key, body);
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(controller.attempts(note)).isEqualTo(2);
+        assertThat(rows(note)).isEqualTo(1); // the refused attempt's write rolled back
+
+        HttpResponse<byte[]> replay = post("/retried/refused-orders", key, body);
+
+        assertThat(replay.statusCode()).isEqualTo(201);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(first.body());
+        assertThat(controller.attempts(note)).isEqualTo(2);
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    /**
+     * A replay does not run the handler; an advice outside refusing what the {@code @Idempotent} advice returned then
+     * (nothing) makes {@code @Retryable} try again, and that attempt must meet the same answer, not run the handler.
+     */
+    @Test
+    void anAttemptAfterAReplayWasRefusedOutsideTheAdviceIsTheReplayAgain() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "refused-replay-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> first = post("/retried/refused-replays", key, body);
+        HttpResponse<byte[]> replay = post("/retried/refused-replays", key, body);
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(replay.statusCode()).isEqualTo(201);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(first.body());
+        assertThat(controller.attempts(note)).isEqualTo(1);
+        assertThat(rows(note)).isEqualTo(1);
+    }
 }

@@ -3,7 +3,15 @@ package io.idempotency.spring.app;
 import io.idempotency.core.DefiniteFailureException;
 import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.Idempotent;
+import io.idempotency.spring.IdempotentAdvisor;
+import org.aopalliance.intercept.MethodInterceptor;
+import org.springframework.aop.Advisor;
+import org.springframework.aop.support.DefaultPointcutAdvisor;
+import org.springframework.aop.support.annotation.AnnotationMatchingPointcut;
+import org.springframework.beans.factory.config.BeanDefinition;
+import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Role;
 import org.springframework.http.ResponseEntity;
 import org.springframework.jdbc.core.simple.JdbcClient;
 import org.springframework.resilience.annotation.EnableResilientMethods;
@@ -13,7 +21,12 @@ import org.springframework.web.bind.annotation.RequestBody;
 import org.springframework.web.bind.annotation.RequestMapping;
 import org.springframework.web.bind.annotation.RestController;
 
+import java.lang.annotation.ElementType;
+import java.lang.annotation.Retention;
+import java.lang.annotation.RetentionPolicy;
+import java.lang.annotation.Target;
 import java.net.URI;
+import java.util.Set;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -30,6 +43,38 @@ public class RetryingController {
     @Configuration
     @EnableResilientMethods
     static class Resilience {
+
+        /**
+         * An advice between {@code @Retryable} and {@code @Idempotent} that refuses, once, what the handler's advice
+         * returned, as {@code @PostAuthorize} refuses an answer: {@code @Retryable} then makes another attempt.
+         */
+        @Bean
+        @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
+        static Advisor refusingOnceAfterReturning() {
+            Set<String> refused = ConcurrentHashMap.newKeySet();
+            MethodInterceptor refuseOnce = invocation -> {
+                Object result = invocation.proceed();
+                RefusedOnce refusing = invocation.getMethod().getAnnotation(RefusedOnce.class);
+                String note = ((OrderController.OrderRequest) invocation.getArguments()[0]).note();
+                if ((result == null || !refusing.onlyNothing()) && refused.add(note + "/" + (result == null))) {
+                    throw new IllegalStateException("the answer was refused after the handler returned");
+                }
+                return result;
+            };
+            DefaultPointcutAdvisor advisor = new DefaultPointcutAdvisor(
+                    AnnotationMatchingPointcut.forMethodAnnotation(RefusedOnce.class), refuseOnce);
+            advisor.setOrder(IdempotentAdvisor.ORDER - 1); // outside the @Idempotent advice
+            return advisor;
+        }
+    }
+
+    /** The handler's return value is refused once by an advice outside the {@code @Idempotent} one (see above). */
+    @Target(ElementType.METHOD)
+    @Retention(RetentionPolicy.RUNTIME)
+    @interface RefusedOnce {
+
+        /** Only when the {@code @Idempotent} advice returned nothing (a replay, a refusal: the handler did not run). */
+        boolean onlyNothing() default false;
     }
 
     private final JdbcClient jdbc;
@@ -66,6 +111,29 @@ public class RetryingController {
     public ResponseEntity<Map<String, Object>> unknownCharge(@RequestBody OrderController.OrderRequest request) {
         return insertThenFailOnce(request, "/retried/unknown-charges/",
                 new IllegalStateException("the gateway timed out: did the charge happen?"));
+    }
+
+    @PostMapping("/refused-orders")
+    @Idempotent
+    @Retryable(maxRetries = 2, delay = 0)
+    @RefusedOnce
+    public ResponseEntity<Map<String, Object>> refusedOrder(@RequestBody OrderController.OrderRequest request) {
+        return insert(request, "/retried/refused-orders/");
+    }
+
+    @PostMapping("/refused-replays")
+    @Idempotent
+    @Retryable(maxRetries = 2, delay = 0)
+    @RefusedOnce(onlyNothing = true)
+    public ResponseEntity<Map<String, Object>> refusedReplay(@RequestBody OrderController.OrderRequest request) {
+        return insert(request, "/retried/refused-replays/");
+    }
+
+    private ResponseEntity<Map<String, Object>> insert(OrderController.OrderRequest request, String path) {
+        long id = jdbc.sql("insert into orders (note) values (?) returning id").param(request.note())
+                .query(Long.class).single();
+        attempts.computeIfAbsent(request.note(), note -> new AtomicInteger()).incrementAndGet();
+        return ResponseEntity.created(URI.create(path + id)).body(Map.of("id", id));
     }
 
     private ResponseEntity<Map<String, Object>> insertThenFailOnce(OrderController.OrderRequest request, String path,
