@@ -22,6 +22,7 @@ final class IdempotentExchange {
     private boolean definiteFailure;
     private boolean attemptRunning;
     private boolean attemptEnded;
+    private boolean reentered;
     private boolean passedThrough;
     private StoredResponse answer;
     private StoredResponse.Header[] answerHeaders = new StoredResponse.Header[0];
@@ -86,6 +87,7 @@ final class IdempotentExchange {
     /** The advice runs the handler of the execution begun: until {@link #attemptEnded()}. */
     void attemptStarted() {
         attemptRunning = true;
+        reentered = false;
     }
 
     /** The handler's attempt has left the advice, returning or throwing. */
@@ -102,6 +104,19 @@ final class IdempotentExchange {
     /** Whether the handler's attempt has left the advice: the handler run once more is a new attempt. */
     boolean attemptHasEnded() {
         return attemptEnded;
+    }
+
+    /**
+     * The handler called an {@code @Idempotent} method through its proxy (itself, say) while it ran: its body had
+     * started.
+     */
+    void noteReentry() {
+        reentered = true;
+    }
+
+    /** Whether the running attempt's handler has called an {@code @Idempotent} method through its proxy. */
+    boolean reentered() {
+        return reentered;
     }
 
     /**

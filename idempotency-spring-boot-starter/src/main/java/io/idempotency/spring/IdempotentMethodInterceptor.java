@@ -139,7 +139,9 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                     + request.getDispatcherType() + " dispatch made after the IdempotencyFilter ran; an idempotent"
                     + " endpoint must be the handler of the request the filter wrapped. Map the request to it directly.");
         }
-        if (!exchange.attemptRunning() && isHandlerOf(request, invocation)) {
+        if (exchange.attemptRunning()) {
+            exchange.noteReentry(); // the handler's body has started: it calls an @Idempotent method itself
+        } else if (isHandlerOf(request, invocation)) {
             // the handler called again by an advice outside this one (Spring's @Retryable), after its attempt ended
             if (exchange.answer() != null) {
                 return null; // the answer decided (a replay, a refusal) stands: the handler does not run
@@ -253,9 +255,11 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 });
             } catch (Throwable handlerFailure) {
                 // definitely not done: the handler says so, or the method-validation proxy refused its arguments
-                // before its body ran (intent-first: the claim is marked FAILED, so the corrected request runs)
+                // before its body ran (intent-first: the claim is marked FAILED, so the corrected request runs). A
+                // refusal of a call the handler made to itself through its proxy names the same method and object,
+                // but its body had run: it passed this advice again (reentered)
                 exchange.markHandlerFailed(handlerFailure instanceof DefiniteFailureException
-                        || RefusedArguments.of(invocation, handlerFailure));
+                        || !exchange.reentered() && RefusedArguments.of(invocation, handlerFailure));
                 abandonBeforeTheExceptionIsHandled(exchange, handlerFailure);
                 throw handlerFailure;
             } finally {

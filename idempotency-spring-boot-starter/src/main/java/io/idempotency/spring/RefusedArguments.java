@@ -21,7 +21,8 @@ import java.util.Set;
  *
  * <p>Only a refusal of the invoked method's arguments on the invoked object counts: not a refused return value
  * (the body ran), nor a refusal of another bean's arguments that the handler called (it may have done something
- * first).
+ * first). A refusal of a call the handler made to itself through its proxy looks the same as the refusal of its own
+ * arguments; the advice, which sees that call pass, does not ask here then.
  */
 final class RefusedArguments {
 

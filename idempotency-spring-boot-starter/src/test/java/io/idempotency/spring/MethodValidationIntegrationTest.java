@@ -1,8 +1,10 @@
 package io.idempotency.spring;
 
+import io.idempotency.spring.app.ValidatedController;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
+import org.springframework.beans.factory.annotation.Autowired;
 
 import java.net.http.HttpResponse;
 import java.util.UUID;
@@ -16,6 +18,9 @@ import static org.assertj.core.api.Assertions.assertThat;
  * and sends it again under the same key.
  */
 class MethodValidationIntegrationTest extends OrdersApplicationTest {
+
+    @Autowired
+    ValidatedController controller;
 
     @ParameterizedTest
     @ValueSource(strings = {"/validated/orders", "/validated/charges"})
@@ -54,6 +59,25 @@ class MethodValidationIntegrationTest extends OrdersApplicationTest {
 
         assertThat(refused.statusCode()).isEqualTo(400);
         assertThat(rows(note)).isZero(); // the local write rolled back
+        assertThat(DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + key
+                + "' and status = 'PROCESSING'")).isEqualTo(1);
+    }
+
+    /**
+     * The handler calls itself through its proxy, and the validation refuses that call's arguments: the refusal names
+     * the handler's own method and object, but comes after its body ran (and made its external call), so the outcome
+     * is unknown and the claim stays for the resolver.
+     */
+    @Test
+    void aRefusalOfACallTheHandlerMadeToItselfCameAfterItsBodyRanSoIntentFirstKeepsItsClaim() throws Exception {
+        String key = UUID.randomUUID().toString();
+        int calls = controller.relayedCalls();
+
+        HttpResponse<byte[]> refused = send(request("/validated/relayed-charges", "{\"note\":\"relayed-" + key + "\"}")
+                .header("Idempotency-Key", key).header("X-Quantity", "3").build());
+
+        assertThat(refused.statusCode()).isEqualTo(400);
+        assertThat(controller.relayedCalls()).isEqualTo(calls + 1);
         assertThat(DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + key
                 + "' and status = 'PROCESSING'")).isEqualTo(1);
     }

@@ -5,6 +5,7 @@ import io.idempotency.core.Idempotent;
 import jakarta.validation.ConstraintViolationException;
 import jakarta.validation.constraints.Max;
 import jakarta.validation.constraints.NotNull;
+import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.http.HttpStatus;
 import org.springframework.http.ResponseEntity;
 import org.springframework.jdbc.core.simple.JdbcClient;
@@ -19,6 +20,7 @@ import org.springframework.web.bind.annotation.RestController;
 
 import java.net.URI;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * A controller validated the classic way: class-level {@code @Validated}, so its arguments are checked by Spring's
@@ -31,9 +33,29 @@ import java.util.Map;
 public class ValidatedController {
 
     private final JdbcClient jdbc;
+    private final ObjectProvider<ValidatedController> self;
+    private final AtomicInteger relayedCalls = new AtomicInteger();
 
-    public ValidatedController(JdbcClient jdbc) {
+    public ValidatedController(JdbcClient jdbc, ObjectProvider<ValidatedController> self) {
         this.jdbc = jdbc;
+        this.self = self;
+    }
+
+    /** External calls {@link #relayedCharge} has made. */
+    public int relayedCalls() {
+        return relayedCalls.get();
+    }
+
+    /**
+     * Makes its external call, then calls itself through the proxy with a quantity the validation refuses: a refusal
+     * of the handler's own method and object, raised after its body ran.
+     */
+    @PostMapping("/relayed-charges")
+    @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "30s")
+    public ResponseEntity<Map<String, Object>> relayedCharge(@RequestBody OrderController.OrderRequest request,
+                                                             @RequestHeader(name = "X-Quantity") @Max(10) int quantity) {
+        relayedCalls.incrementAndGet();
+        return self.getObject().relayedCharge(request, quantity + 10);
     }
 
     @PostMapping("/orders")
