@@ -135,6 +135,22 @@ class MvcFeaturesIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aBodyTheHandlerCompressedIsReplayedWithItsContentEncoding() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"gzipped-" + key + "\"}";
+
+        HttpResponse<byte[]> first = post("/mvc/gzipped", key, body);
+        HttpResponse<byte[]> replay = post("/mvc/gzipped", key, body);
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(first.headers().firstValue("Content-Encoding")).hasValue("gzip");
+        assertThat(gunzip(first.body())).startsWith("{\"id\":");
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(first.body());
+        assertThat(replay.headers().firstValue("Content-Encoding")).hasValue("gzip");
+    }
+
+    @Test
     void cachingHeadersReachTheFirstAnswerOnly() throws Exception {
         String key = UUID.randomUUID().toString();
         String body = "{\"note\":\"caching-" + key + "\"}";

@@ -3,6 +3,7 @@ package io.idempotency.spring.app;
 import io.idempotency.core.Idempotent;
 import org.springframework.http.CacheControl;
 import org.springframework.http.HttpStatus;
+import org.springframework.http.MediaType;
 import org.springframework.http.ResponseEntity;
 import org.springframework.jdbc.core.simple.JdbcClient;
 import org.springframework.web.ErrorResponseException;
@@ -13,7 +14,12 @@ import org.springframework.web.bind.annotation.ResponseStatus;
 import org.springframework.web.bind.annotation.RestController;
 import org.springframework.web.server.ResponseStatusException;
 
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
 import java.util.Map;
+import java.util.zip.GZIPOutputStream;
 
 /**
  * Endpoints whose answer Spring MVC shapes around the handler (body advice, interceptors, {@code @ResponseStatus},
@@ -48,6 +54,17 @@ public class MvcFeaturesController {
     @ResponseStatus(HttpStatus.CREATED)
     public Map<String, Object> plainUnguarded(@RequestBody Note request) {
         return plain(request);
+    }
+
+    /** A body the handler compressed itself, and says so. */
+    @PostMapping("/gzipped")
+    @Idempotent
+    public ResponseEntity<byte[]> gzipped(@RequestBody Note request) {
+        long id = insert(request.note());
+        return ResponseEntity.status(HttpStatus.CREATED)
+                .contentType(MediaType.APPLICATION_JSON)
+                .header("Content-Encoding", "gzip")
+                .body(gzip("{\"id\":" + id + "}"));
     }
 
     /** An answer the storage policy does not keep. */
@@ -97,5 +114,15 @@ public class MvcFeaturesController {
     public Map<String, Object> errorResponse(@RequestBody Note request) {
         insert(request.note());
         throw new ErrorResponseException(HttpStatus.BAD_REQUEST);
+    }
+
+    private static byte[] gzip(String text) {
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        try (GZIPOutputStream out = new GZIPOutputStream(bytes)) {
+            out.write(text.getBytes(StandardCharsets.UTF_8));
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        return bytes.toByteArray();
     }
 }
