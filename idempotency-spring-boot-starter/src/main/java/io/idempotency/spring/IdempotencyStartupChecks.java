@@ -26,7 +26,9 @@ import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.support.ResourceTransactionManager;
 import org.springframework.util.ClassUtils;
 import org.springframework.util.ReflectionUtils;
+import org.springframework.util.StringUtils;
 import org.springframework.web.bind.annotation.RequestMethod;
+import org.springframework.web.bind.annotation.ResponseStatus;
 import org.springframework.web.method.HandlerMethod;
 import org.springframework.web.servlet.mvc.method.RequestMappingInfo;
 import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandlerMapping;
@@ -54,6 +56,8 @@ import java.util.concurrent.Future;
  *       {@code StreamingResponseBody}, {@code ResponseBodyEmitter}/SSE, reactive types): the answer would be written
  *       on another thread, after the transaction had to end;</li>
  *   <li>a primitive return type: a replayed request returns without running the method;</li>
+ *   <li>a {@code @ResponseStatus} with a reason: Spring MVC answers with {@code sendError}, which cannot be
+ *       stored, so every request would be rolled back under a status that may say it succeeded;</li>
  *   <li>an expression on {@code @Idempotent} that does not parse, a lease that is not a positive duration or
  *       names a property that is not set, or a storage policy that cannot be created;</li>
  *   <li>an intent-first endpoint whose own lease the retention does not cover (TTL below the retry window plus
@@ -118,6 +122,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 if (idempotent != null) {
                     idempotentEndpoints++;
                     problemWith(method).ifPresent(problems::add);
+                    reasonProblem(mapped.getValue()).ifPresent(problems::add);
                     try {
                         IdempotencyProperties settings = properties.getObject();
                         IdempotentEndpoint endpoint = IdempotentEndpoint.of(method, idempotent, settings.getMethods(),
@@ -201,6 +206,26 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         Set<RequestMethod> mapped = mapping.getMethodsCondition().getMethods();
         return mapped.isEmpty() ? List.copyOf(endpoint.methods)
                 : mapped.stream().map(Enum::name).filter(endpoint::appliesTo).toList();
+    }
+
+    /**
+     * A {@code @ResponseStatus} with a reason, on the handler or its class: Spring MVC answers every request with
+     * {@code sendError} once the handler has returned, and the container renders that answer after the filter, so
+     * there is never an answer to store and every request, retries included, is rolled back under the status named.
+     */
+    private static Optional<String> reasonProblem(HandlerMethod handler) {
+        // found as Spring MVC finds it: on the method, else on the controller
+        ResponseStatus status = handler.getMethodAnnotation(ResponseStatus.class);
+        if (status == null) {
+            status = AnnotatedElementUtils.findMergedAnnotation(handler.getBeanType(), ResponseStatus.class);
+        }
+        if (status == null || !StringUtils.hasText(status.reason())) {
+            return Optional.empty();
+        }
+        return Optional.of(handler.getMethod() + " has @ResponseStatus with a reason: Spring MVC then answers with"
+                + " sendError, whose answer the container renders after the transaction has ended, so nothing could"
+                + " be stored and every request would be rolled back under status " + status.code().value()
+                + "; remove the reason, or return a ResponseEntity");
     }
 
     static Optional<String> problemWith(Method method) {

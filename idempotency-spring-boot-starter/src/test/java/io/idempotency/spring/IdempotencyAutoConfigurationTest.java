@@ -141,6 +141,17 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void refusesAResponseStatusWithAReasonOnIdempotentEndpoints() {
+        runner.withUserConfiguration(ReasonController.class, ReasonOnClassController.class).run(context -> {
+            assertThat(context).hasFailed();
+            String message = rootMessage(context.getStartupFailure());
+            assertThat(message).contains("ReasonController.created()", "ReasonOnClassController.accepted()",
+                    "@ResponseStatus with a reason");
+            assertThat(message).doesNotContain("withoutReason", "notIdempotent");
+        });
+    }
+
+    @Test
     void refusesATransactionManagerOfAnotherDataSource() {
         runner.withUserConfiguration(ForeignTransactionManager.class).run(context -> {
             assertThat(context).hasFailed();
@@ -359,6 +370,42 @@ class IdempotencyAutoConfigurationTest {
         IdempotencyStore idempotencyStore() {
             return new PostgresIdempotencyStore(new DriverManagerDataSource(DATABASE.url(), DATABASE.user(),
                     DATABASE.password() == null ? "" : DATABASE.password()), "idempotency_keys");
+        }
+    }
+
+    @RestController
+    static class ReasonController {
+        @PostMapping("/reason/created")
+        @Idempotent
+        @org.springframework.web.bind.annotation.ResponseStatus(code = org.springframework.http.HttpStatus.CREATED,
+                reason = "Order created")
+        public String created() {
+            return "sent as an error page instead";
+        }
+
+        @PostMapping("/reason/without")
+        @Idempotent
+        @org.springframework.web.bind.annotation.ResponseStatus(org.springframework.http.HttpStatus.CREATED)
+        public String withoutReason() {
+            return "created";
+        }
+
+        @PostMapping("/reason/not-idempotent")
+        @org.springframework.web.bind.annotation.ResponseStatus(code = org.springframework.http.HttpStatus.CREATED,
+                reason = "Order created")
+        public String notIdempotent() {
+            return "not the library's concern";
+        }
+    }
+
+    @RestController
+    @org.springframework.web.bind.annotation.ResponseStatus(code = org.springframework.http.HttpStatus.ACCEPTED,
+            reason = "Accepted")
+    static class ReasonOnClassController {
+        @PostMapping("/reason/accepted")
+        @Idempotent
+        public String accepted() {
+            return "sent as an error page instead";
         }
     }
 
