@@ -20,7 +20,6 @@ abstract class PeriodicTask implements SmartLifecycle {
     private final String name;
     private final Duration interval;
     private ScheduledExecutorService executor;
-    private volatile boolean stopping;
 
     /** How long {@link #stop()} waits for a run in progress. */
     private static final Duration STOP_WAIT = Duration.ofSeconds(10);
@@ -47,21 +46,22 @@ abstract class PeriodicTask implements SmartLifecycle {
 
     @Override
     public synchronized void start() {
-        stopping = false;
-        executor = Executors.newSingleThreadScheduledExecutor(runnable -> {
+        ScheduledExecutorService started = Executors.newSingleThreadScheduledExecutor(runnable -> {
             Thread thread = new Thread(runnable, name);
             thread.setDaemon(true);
             return thread;
         });
-        executor.scheduleWithFixedDelay(this::runSafely, Math.max(1, firstDelay().toMillis()),
+        executor = started;
+        started.scheduleWithFixedDelay(() -> runSafely(started), Math.max(1, firstDelay().toMillis()),
                 Math.max(1, interval.toMillis()), TimeUnit.MILLISECONDS);
     }
 
-    private void runSafely() {
+    /** One run on {@code schedule}; a stop shuts that schedule down (a later start makes another one). */
+    private void runSafely(ScheduledExecutorService schedule) {
         try {
             runOnce();
         } catch (RuntimeException e) {
-            if (stopping) {
+            if (schedule.isShutdown()) {
                 // interrupted by the stop: no run follows, and the failure is the stop's, not the database's
                 log.info("{} stopped during a run: {}", name, e.toString());
                 return;
@@ -113,7 +113,6 @@ abstract class PeriodicTask implements SmartLifecycle {
     private synchronized ScheduledExecutorService halt() {
         ScheduledExecutorService stopped = executor;
         if (stopped != null) {
-            stopping = true;
             stopped.shutdownNow();
             executor = null;
         }

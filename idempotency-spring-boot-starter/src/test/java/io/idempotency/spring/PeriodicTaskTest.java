@@ -1,6 +1,9 @@
 package io.idempotency.spring;
 
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
 
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
@@ -12,6 +15,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** The schedule of the background work (cleanup, sweeping): a failed run never ends it. */
+@ExtendWith(OutputCaptureExtension.class)
 class PeriodicTaskTest {
 
     @Test
@@ -65,5 +69,49 @@ class PeriodicTaskTest {
 
         assertThat(task.isRunning()).isFalse();
         assertThat(endedWhenCalledBack.get(10, TimeUnit.SECONDS)).as("the run had ended").isTrue();
+    }
+
+    @Test
+    void aRunInterruptedByAStopIsTheStopsFailureAlsoWhenTheTaskStartedAgainMeanwhile(CapturedOutput output)
+            throws Exception {
+        CountDownLatch running = new CountDownLatch(1);
+        CountDownLatch failed = new CountDownLatch(1);
+        AtomicInteger runs = new AtomicInteger();
+        PeriodicTask task = new PeriodicTask("idempotency-restarted-task", Duration.ofMillis(20)) {
+            @Override
+            void runOnce() {
+                if (runs.incrementAndGet() > 1) {
+                    return; // the new schedule's runs
+                }
+                running.countDown();
+                try {
+                    Thread.sleep(30_000); // a statement in progress
+                } catch (InterruptedException e) {
+                    try {
+                        Thread.sleep(300); // the run ends after the task has been started again
+                    } catch (InterruptedException ignored) {
+                        // ends now
+                    }
+                    failed.countDown();
+                    throw new IllegalStateException("statement cancelled by the interrupt");
+                }
+            }
+        };
+        task.start();
+        assertThat(running.await(10, TimeUnit.SECONDS)).isTrue();
+        CountDownLatch calledBack = new CountDownLatch(1);
+
+        task.stop(calledBack::countDown);
+        task.start();
+        try {
+            assertThat(failed.await(10, TimeUnit.SECONDS)).isTrue();
+            assertThat(calledBack.await(10, TimeUnit.SECONDS)).isTrue();
+        } finally {
+            task.stop();
+        }
+
+        assertThat(output.getOut() + output.getErr())
+                .contains("idempotency-restarted-task stopped during a run")
+                .doesNotContain("idempotency-restarted-task failed");
     }
 }
