@@ -6,6 +6,8 @@ import io.idempotency.core.StoredResponse;
 import jakarta.servlet.DispatcherType;
 import jakarta.servlet.http.HttpServletRequest;
 
+import java.lang.reflect.Method;
+
 /**
  * What the filter and the advice share about one request, kept as a request attribute: the recorded body, the
  * deferred response, and either the running execution or the answer the advice decided on. Not thread-safe.
@@ -24,6 +26,8 @@ final class IdempotentExchange {
     private boolean attemptEnded;
     private boolean reentered;
     private boolean passedThrough;
+    private Method takenBy;
+    private Object takenOn;
     private StoredResponse answer;
     private StoredResponse.Header[] answerHeaders = new StoredResponse.Header[0];
     private Runnable closeResources = () -> { };
@@ -58,6 +62,20 @@ final class IdempotentExchange {
      */
     boolean isTaken() {
         return execution != null || answer != null || passedThrough;
+    }
+
+    /**
+     * The advice takes the request on with {@code method} called on {@code target}: only that call made again (by an
+     * advice outside, after its attempt ended) is the request's handler run once more.
+     */
+    void takeOnWith(Method method, Object target) {
+        takenBy = method;
+        takenOn = target;
+    }
+
+    /** Whether the advice took the request on with {@code method} called on {@code target}. */
+    boolean takenOnWith(Method method, Object target) {
+        return method.equals(takenBy) && target == takenOn;
     }
 
     /** An optional-key handler runs without a key: methods it calls run as they are. */

@@ -146,10 +146,12 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             if (exchange.answer() != null) {
                 return null; // the answer decided (a replay, a refusal) stands: the handler does not run
             }
-            if (exchange.attemptHasEnded()) {
+            if (exchange.attemptHasEnded() && exchange.takenOnWith(invocation.getMethod(), invocation.getThis())) {
                 // it failed, or returned and an advice outside refused the result: a new attempt under the key,
                 // claimed again, as the client's own retry would be; never the handler without idempotency, nor in
-                // the ended attempt's transaction
+                // the ended attempt's transaction. Only the call that took the request on: where no controller
+                // method is known to be the handler (a functional endpoint's), another @Idempotent method called
+                // after it is part of the request, and must not roll back what the first one did
                 exchange.retry();
             }
         }
@@ -163,6 +165,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                     + " called by the request's handler instead of being it. Put @Idempotent on the controller method"
                     + " (the handler), or use IdempotencyTemplate.");
         }
+        exchange.takeOnWith(invocation.getMethod(), invocation.getThis());
         String instance = request.getRequestURI();
         String headerName = properties.getHeaderName();
 

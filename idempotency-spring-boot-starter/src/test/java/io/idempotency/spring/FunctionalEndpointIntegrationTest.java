@@ -1,0 +1,36 @@
+package io.idempotency.spring;
+
+import org.junit.jupiter.api.Test;
+
+import java.net.http.HttpResponse;
+import java.util.UUID;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * A functional endpoint has no controller method to carry {@code @Idempotent}; the {@code @Idempotent} service method
+ * it calls first takes the request on, and a second one it calls after the first returned is part of that request, not
+ * an attempt that starts it again.
+ */
+class FunctionalEndpointIntegrationTest extends OrdersApplicationTest {
+
+    @Test
+    void aSecondIdempotentMethodCalledAfterTheFirstReturnedRunsInTheSameRequest() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "functional-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> first = post("/functional/two-orders", key, body);
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(rows(note)).as("the first method's write is kept with the second's").isEqualTo(2);
+        assertThat(keyRows(key)).isEqualTo(1);
+
+        HttpResponse<byte[]> replay = post("/functional/two-orders", key, body);
+
+        assertThat(replay.statusCode()).isEqualTo(201);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(first.body());
+        assertThat(rows(note)).isEqualTo(2);
+    }
+}
