@@ -187,4 +187,41 @@ class MvcFeaturesIntegrationTest extends OrdersApplicationTest {
             return new String(in.readAllBytes(), StandardCharsets.UTF_8);
         }
     }
+
+    /**
+     * An interceptor's {@code postHandle} calls an {@code @Idempotent} service method after the handler returned:
+     * it is part of the request (neither the handler run again nor a misplaced annotation), and its write is kept
+     * with the handler's.
+     */
+    @Test
+    void anIdempotentMethodCalledInPostHandleIsPartOfTheRequest() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "post-handled-" + key;
+
+        HttpResponse<byte[]> first = send(request("/mvc/post-handled", "{\"note\":\"" + note + "\"}")
+                .header("Idempotency-Key", key).header("X-Post-Note", note + "-post").build());
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(rows(note)).isEqualTo(1);
+        assertThat(rows(note + "-post")).isEqualTo(1);
+        assertThat(keyRows(key)).isEqualTo(1);
+    }
+
+    /**
+     * An {@code @ExceptionHandler} calls an {@code @Idempotent} service method after the handler failed: the call is
+     * not taken for a retry of the handler, the handler's write is rolled back, and the exception handler's answer
+     * reaches the client.
+     */
+    @Test
+    void anIdempotentMethodCalledByAnExceptionHandlerIsNoRetryOfTheHandler() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "refused-note-" + key;
+
+        HttpResponse<byte[]> first = post("/mvc/refused-note", key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(first.statusCode()).isEqualTo(422);
+        assertThat(text(first)).contains("\"refusal\":");
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+    }
 }

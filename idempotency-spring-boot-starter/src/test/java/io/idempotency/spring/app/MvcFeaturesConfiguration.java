@@ -3,6 +3,7 @@ package io.idempotency.spring.app;
 import io.idempotency.spring.IdempotencyFilter;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
+import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
@@ -31,9 +32,11 @@ import java.util.Map;
 public class MvcFeaturesConfiguration implements WebMvcConfigurer {
 
     private final JdbcClient jdbc;
+    private final ObjectProvider<OrderService> service;
 
-    public MvcFeaturesConfiguration(JdbcClient jdbc) {
+    public MvcFeaturesConfiguration(JdbcClient jdbc, ObjectProvider<OrderService> service) {
         this.jdbc = jdbc;
+        this.service = service;
     }
 
     @Override
@@ -69,6 +72,14 @@ public class MvcFeaturesConfiguration implements WebMvcConfigurer {
                 }
             }
         }).addPathPatterns("/mvc/intercepted", "/mvc/intercepted/unavailable", "/mvc/unguarded/intercepted");
+        // calls an @Idempotent service method once the handler's attempt has ended
+        registry.addInterceptor(new HandlerInterceptor() {
+            @Override
+            public void postHandle(HttpServletRequest request, HttpServletResponse response, Object handler,
+                                   ModelAndView modelAndView) {
+                service.getObject().insert(request.getHeader("X-Post-Note"));
+            }
+        }).addPathPatterns("/mvc/post-handled");
     }
 
     @Bean

@@ -7,6 +7,7 @@ import org.springframework.http.MediaType;
 import org.springframework.http.ResponseEntity;
 import org.springframework.jdbc.core.simple.JdbcClient;
 import org.springframework.web.ErrorResponseException;
+import org.springframework.web.bind.annotation.ExceptionHandler;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestBody;
 import org.springframework.web.bind.annotation.RequestMapping;
@@ -33,9 +34,36 @@ public class MvcFeaturesController {
     }
 
     private final JdbcClient jdbc;
+    private final OrderService service;
 
-    public MvcFeaturesController(JdbcClient jdbc) {
+    public MvcFeaturesController(JdbcClient jdbc, OrderService service) {
         this.jdbc = jdbc;
+        this.service = service;
+    }
+
+    /** Refuses a note after writing it; answered by {@link #noteRefused}. */
+    public static class NoteRefused extends RuntimeException {
+
+        final String note;
+
+        NoteRefused(String note) {
+            super("note refused");
+            this.note = note;
+        }
+    }
+
+    @PostMapping("/refused-note")
+    @Idempotent
+    public Map<String, Object> refusedNote(@RequestBody Note request) {
+        insert(request.note());
+        throw new NoteRefused(request.note());
+    }
+
+    /** Records the refusal through an {@code @Idempotent} service method, after the handler's attempt ended. */
+    @ExceptionHandler(NoteRefused.class)
+    public ResponseEntity<Map<String, Object>> noteRefused(NoteRefused refused) {
+        long id = service.insert(refused.note + "-refusal");
+        return ResponseEntity.status(HttpStatus.UNPROCESSABLE_CONTENT).body(Map.of("refusal", id));
     }
 
     private long insert(String note) {
@@ -43,7 +71,7 @@ public class MvcFeaturesController {
     }
 
     /** Its body is wrapped by {@link MvcFeaturesConfiguration.WrappingBodyAdvice}. */
-    @PostMapping({"/wrapped", "/intercepted", "/advice-fails"})
+    @PostMapping({"/wrapped", "/intercepted", "/advice-fails", "/post-handled"})
     @Idempotent
     @ResponseStatus(HttpStatus.CREATED)
     public Map<String, Object> plain(@RequestBody Note request) {
