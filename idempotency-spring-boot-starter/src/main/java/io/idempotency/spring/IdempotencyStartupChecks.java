@@ -122,13 +122,17 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 if (idempotent != null) {
                     idempotentEndpoints++;
                     problemWith(method).ifPresent(problems::add);
-                    reasonProblem(mapped.getValue()).ifPresent(problems::add);
                     try {
                         IdempotencyProperties settings = properties.getObject();
                         IdempotentEndpoint endpoint = IdempotentEndpoint.of(method, idempotent, settings.getMethods(),
                                 storagePolicy.getObject(), settings.getLease(), context.getEnvironment());
                         methods.addAll(endpoint.methods);
-                        neverApplies(method, mapped.getKey(), endpoint).ifPresent(problems::add);
+                        Optional<String> neverApplies = neverApplies(method, mapped.getKey(), endpoint);
+                        neverApplies.ifPresent(problems::add);
+                        if (neverApplies.isEmpty()) {
+                            // an endpoint the annotation never applies to is refused for that alone
+                            reasonProblem(mapped.getValue()).ifPresent(problems::add);
+                        }
                         scopeTooLong(method, mapped.getKey(), endpoint).ifPresent(problems::add);
                         if (endpoint.mode == IdempotencyMode.INTENT_FIRST) {
                             intentFirst.add(method);

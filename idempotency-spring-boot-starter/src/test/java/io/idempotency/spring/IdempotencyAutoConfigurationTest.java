@@ -152,6 +152,21 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void findsTheReasonWhereSpringMvcFindsItAndOnlyOnEndpointsTheAnnotationAppliesTo() {
+        runner.withUserConfiguration(ReasonInheritedController.class, ReasonOnSuperclassController.class,
+                ReasonOnNeverIdempotentController.class).run(context -> {
+            assertThat(context).hasFailed();
+            String message = rootMessage(context.getStartupFailure());
+            assertThat(message).contains("ReasonInheritedController.composed() has @ResponseStatus with a reason",
+                    "ReasonInheritedController.declared() has @ResponseStatus with a reason",
+                    "ReasonOnSuperclassController.accepted() has @ResponseStatus with a reason",
+                    "ReasonOnNeverIdempotentController.replaced() is mapped to [PUT] only");
+            // its @Idempotent never applies: no request is answered through the advice, so none is rolled back
+            assertThat(message).doesNotContain("replaced() has @ResponseStatus");
+        });
+    }
+
+    @Test
     void refusesATransactionManagerOfAnotherDataSource() {
         runner.withUserConfiguration(ForeignTransactionManager.class).run(context -> {
             assertThat(context).hasFailed();
@@ -406,6 +421,60 @@ class IdempotencyAutoConfigurationTest {
         @Idempotent
         public String accepted() {
             return "sent as an error page instead";
+        }
+    }
+
+    @java.lang.annotation.Retention(java.lang.annotation.RetentionPolicy.RUNTIME)
+    @org.springframework.web.bind.annotation.ResponseStatus(code = org.springframework.http.HttpStatus.CREATED,
+            reason = "Order created")
+    @interface CreatedWithReason {
+    }
+
+    interface ReasonDeclaringApi {
+        @org.springframework.web.bind.annotation.ResponseStatus(code = org.springframework.http.HttpStatus.CREATED,
+                reason = "Order created")
+        String declared();
+    }
+
+    @RestController
+    static class ReasonInheritedController implements ReasonDeclaringApi {
+        @PostMapping("/reason/composed")
+        @Idempotent
+        @CreatedWithReason
+        public String composed() {
+            return "sent as an error page instead";
+        }
+
+        @Override
+        @PostMapping("/reason/declared")
+        @Idempotent
+        public String declared() {
+            return "sent as an error page instead";
+        }
+    }
+
+    @org.springframework.web.bind.annotation.ResponseStatus(code = org.springframework.http.HttpStatus.ACCEPTED,
+            reason = "Accepted")
+    abstract static class ReasonDeclaringController {
+    }
+
+    @RestController
+    static class ReasonOnSuperclassController extends ReasonDeclaringController {
+        @PostMapping("/reason/inherited")
+        @Idempotent
+        public String accepted() {
+            return "sent as an error page instead";
+        }
+    }
+
+    @RestController
+    static class ReasonOnNeverIdempotentController {
+        @org.springframework.web.bind.annotation.PutMapping("/reason/replaced")
+        @Idempotent
+        @org.springframework.web.bind.annotation.ResponseStatus(code = org.springframework.http.HttpStatus.OK,
+                reason = "Replaced")
+        public String replaced() {
+            return "sent as an error page";
         }
     }
 
