@@ -44,8 +44,12 @@ abstract class PeriodicTask implements SmartLifecycle {
         return interval;
     }
 
+    /** Starts the schedule; a task already running keeps the one it has. */
     @Override
     public synchronized void start() {
+        if (executor != null) {
+            return; // a second schedule would run beside the first, and no stop would end it
+        }
         ScheduledExecutorService started = Executors.newSingleThreadScheduledExecutor(runnable -> {
             Thread thread = new Thread(runnable, name);
             thread.setDaemon(true);

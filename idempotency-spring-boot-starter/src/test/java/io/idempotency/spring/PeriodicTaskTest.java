@@ -76,6 +76,7 @@ class PeriodicTaskTest {
             throws Exception {
         CountDownLatch running = new CountDownLatch(1);
         CountDownLatch failed = new CountDownLatch(1);
+        CountDownLatch restarted = new CountDownLatch(1);
         AtomicInteger runs = new AtomicInteger();
         PeriodicTask task = new PeriodicTask("idempotency-restarted-task", Duration.ofMillis(20)) {
             @Override
@@ -88,7 +89,7 @@ class PeriodicTaskTest {
                     Thread.sleep(30_000); // a statement in progress
                 } catch (InterruptedException e) {
                     try {
-                        Thread.sleep(300); // the run ends after the task has been started again
+                        restarted.await(10, TimeUnit.SECONDS); // the run ends after the task has been started again
                     } catch (InterruptedException ignored) {
                         // ends now
                     }
@@ -103,6 +104,7 @@ class PeriodicTaskTest {
 
         task.stop(calledBack::countDown);
         task.start();
+        restarted.countDown();
         try {
             assertThat(failed.await(10, TimeUnit.SECONDS)).isTrue();
             assertThat(calledBack.await(10, TimeUnit.SECONDS)).isTrue();
@@ -113,5 +115,26 @@ class PeriodicTaskTest {
         assertThat(output.getOut() + output.getErr())
                 .contains("idempotency-restarted-task stopped during a run")
                 .doesNotContain("idempotency-restarted-task failed");
+    }
+
+    /** Started again while running, as {@code SmartLifecycle} allows: one schedule, which the stop ends. */
+    @Test
+    void aStartWhileRunningKeepsOneScheduleThatTheStopEnds() throws InterruptedException {
+        PeriodicTask task = new PeriodicTask("idempotency-started-twice", Duration.ofMillis(20)) {
+            @Override
+            void runOnce() {
+            }
+        };
+        task.start();
+        task.start();
+        task.stop();
+
+        assertThat(task.isRunning()).isFalse();
+        for (Thread thread : Thread.getAllStackTraces().keySet()) {
+            if (thread.getName().equals("idempotency-started-twice")) {
+                thread.join(10_000); // a stopped schedule's thread ends as soon as it has left its last run
+                assertThat(thread.isAlive()).as("a schedule left running").isFalse();
+            }
+        }
     }
 }
