@@ -23,7 +23,6 @@ final class IdempotentExchange {
     private boolean handlerFailed;
     private boolean definiteFailure;
     private boolean attemptRunning;
-    private boolean attemptEnded;
     private boolean reentered;
     private boolean passedThrough;
     private Method takenBy;
@@ -83,10 +82,15 @@ final class IdempotentExchange {
         passedThrough = true;
     }
 
-    /** The handler runs in {@code execution}'s transaction; capture its answer. */
+    /**
+     * The handler runs in {@code execution}'s transaction; capture its answer. Its attempt runs from now until
+     * {@link #attemptEnded()}.
+     */
     void begin(IdempotencyEngine.Execution execution, StoragePolicy policy) {
         this.execution = execution;
         this.storagePolicy = policy;
+        attemptRunning = true;
+        reentered = false;
         response.capture();
     }
 
@@ -102,16 +106,9 @@ final class IdempotentExchange {
         };
     }
 
-    /** The advice runs the handler of the execution begun: until {@link #attemptEnded()}. */
-    void attemptStarted() {
-        attemptRunning = true;
-        reentered = false;
-    }
-
     /** The handler's attempt has left the advice, returning or throwing. */
     void attemptEnded() {
         attemptRunning = false;
-        attemptEnded = true;
     }
 
     /** Whether the advice is running the handler (a method called now is called from inside it). */
@@ -121,7 +118,7 @@ final class IdempotentExchange {
 
     /** Whether the handler's attempt has left the advice: the handler run once more is a new attempt. */
     boolean attemptHasEnded() {
-        return attemptEnded;
+        return execution != null && !attemptRunning;
     }
 
     /**
@@ -150,7 +147,6 @@ final class IdempotentExchange {
         storagePolicy = StoragePolicy.DEFAULT;
         handlerFailed = false;
         definiteFailure = false;
-        attemptEnded = false;
     }
 
     /** Closes what was kept open for the execution; the filter calls it once the transaction has ended. */

@@ -245,7 +245,6 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         }
         if (start instanceof IdempotencyEngine.Proceed proceed) {
             exchange.begin(proceed.execution(), endpoint.storagePolicy);
-            exchange.attemptStarted();
             try {
                 exchange.closeAfterTransaction(transactionResources.keepOpen(request));
                 return proceed.execution().context().runWith(() -> {
