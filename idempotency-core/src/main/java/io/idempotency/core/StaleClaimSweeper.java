@@ -30,11 +30,6 @@ public final class StaleClaimSweeper {
             unresolved = List.copyOf(unresolved);
         }
 
-        /** What the resolver threw, one per claim it could not decide. */
-        public List<RuntimeException> errors() {
-            return unresolved.stream().map(Unresolved::error).toList();
-        }
-
         /** Claims this sweep resolved (found but taken by someone else are not counted). */
         public int resolved() {
             return completed + failed;
@@ -72,10 +67,10 @@ public final class StaleClaimSweeper {
         int found = 0;
         int completed = 0;
         int failed = 0;
-        List<Unresolved> errors = new ArrayList<>();
+        List<Unresolved> unresolved = new ArrayList<>();
         List<IdempotencyRecord> stales = store.findExpiredLeases(batchSize);
         if (stales.isEmpty()) {
-            return new Sweep(0, 0, 0, errors);
+            return new Sweep(0, 0, 0, unresolved);
         }
         // the resolver may ask a slow third party: the claim is held meanwhile, or another sweeper or a retry could
         // take it over too and ask again
@@ -104,7 +99,7 @@ public final class StaleClaimSweeper {
                             stale.lockedUntil(), false));
                 } catch (RuntimeException e) {
                     // one claim the third party cannot answer for keeps no other claim waiting
-                    errors.add(new Unresolved(stale.key(), e));
+                    unresolved.add(new Unresolved(stale.key(), e));
                     continue;
                 } finally {
                     holding.cancel(false);
@@ -120,6 +115,6 @@ public final class StaleClaimSweeper {
         } finally {
             renewals.shutdownNow();
         }
-        return new Sweep(found, completed, failed, errors);
+        return new Sweep(found, completed, failed, unresolved);
     }
 }

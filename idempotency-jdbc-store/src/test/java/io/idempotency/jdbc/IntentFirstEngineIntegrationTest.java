@@ -152,7 +152,7 @@ class IntentFirstEngineIntegrationTest {
             StaleClaimSweeper.Sweep sweep = new StaleClaimSweeper(store, resolver, new DownstreamKeys("secret"),
                     Duration.ofSeconds(30), 100).sweep();
 
-            assertThat(sweep.errors()).containsExactly(unreachable);
+            assertThat(sweep.unresolved()).containsExactly(new StaleClaimSweeper.Unresolved(unanswerable, unreachable));
             assertThat(store.find(answerable).orElseThrow().status()).isEqualTo(RecordStatus.SUCCEEDED);
             IdempotencyRecord held = store.find(unanswerable).orElseThrow();
             assertThat(held.status()).as("left for a later sweep").isEqualTo(RecordStatus.PROCESSING);

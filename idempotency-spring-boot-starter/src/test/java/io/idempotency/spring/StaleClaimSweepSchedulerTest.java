@@ -41,7 +41,7 @@ class StaleClaimSweepSchedulerTest {
 
             StaleClaimSweeper.Sweep sweep = scheduler.sweepOnce();
 
-            assertThat(sweep.errors()).singleElement().extracting(Throwable::getMessage)
+            assertThat(sweep.unresolved()).singleElement().extracting(unresolved -> unresolved.error().getMessage())
                     .isEqualTo("gateway unreachable");
             // the operator must be able to find the record, and ask the third party about it, from the log alone
             assertThat(output).contains("The stale claim resolver failed", "gateway unreachable", "alice",
