@@ -326,8 +326,8 @@ public final class IdempotencyEngine {
         ScheduledFuture<?> holding = holdLease(key, token, lease);
         StaleClaimResolver.Resolution resolution;
         try {
-            resolution = resolver.resolve(new StaleClaimResolver.StaleClaim(key, downstreamKey(key),
-                    stale.requestHash(), stale.createdAt(), stale.lockedUntil(), true));
+            resolution = decided(resolver.resolve(new StaleClaimResolver.StaleClaim(key, downstreamKey(key),
+                    stale.requestHash(), stale.createdAt(), stale.lockedUntil(), true)), key);
         } finally {
             holding.cancel(false);
         }
@@ -343,6 +343,19 @@ public final class IdempotencyEngine {
             return null;
         }
         return proceedIntent(key, stale.requestHash(), token, lease);
+    }
+
+    /**
+     * The resolver's decision about the stale claim on {@code key}. A null answer decides nothing — it is neither
+     * "rerun" nor "fail", both of which would let the work run again without anyone having found out what happened —
+     * so it fails like a resolver that throws: the claim stays PROCESSING for a later resolution.
+     */
+    static StaleClaimResolver.Resolution decided(StaleClaimResolver.Resolution resolution, ScopedKey key) {
+        if (resolution == null) {
+            throw new IllegalStateException("the stale claim resolver answered null for " + key + ", which decides"
+                    + " nothing: the claim stays PROCESSING and is resolved again once its lease has run out");
+        }
+        return resolution;
     }
 
     /**

@@ -14,7 +14,10 @@ import java.util.Objects;
 @FunctionalInterface
 public interface StaleClaimResolver {
 
-    /** What to do with the stale claim. Must not return null. */
+    /**
+     * What to do with the stale claim. Must not return null: a null answer is taken as a failure of the resolver, like
+     * an exception (the claim stays PROCESSING, and is resolved again once the lease of whoever asked has run out).
+     */
     Resolution resolve(StaleClaim claim);
 
     /**

@@ -94,9 +94,9 @@ public final class StaleClaimSweeper {
                 StaleClaimResolver.Resolution resolution;
                 ScheduledFuture<?> holding = Leases.hold(renewals, store, stale.key(), token.get(), lease);
                 try {
-                    resolution = resolver.resolve(new StaleClaimResolver.StaleClaim(stale.key(),
-                            downstreamKeys.derive(stale.key()), stale.requestHash(), stale.createdAt(),
-                            stale.lockedUntil(), false));
+                    resolution = IdempotencyEngine.decided(resolver.resolve(new StaleClaimResolver.StaleClaim(
+                            stale.key(), downstreamKeys.derive(stale.key()), stale.requestHash(), stale.createdAt(),
+                            stale.lockedUntil(), false)), stale.key());
                 } catch (RuntimeException e) {
                     // one claim the third party cannot answer for keeps no other claim waiting
                     unresolved.add(new Unresolved(stale.key(), e));

@@ -161,6 +161,50 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
+     * A resolver that answers null has not decided anything (a look-up written as {@code .orElse(null)}, say). Taking
+     * that for "rerun" would run the work again without anyone having asked the third party, and the sweeper would
+     * free the key for any request: it is a resolver failure, and the claim stays PROCESSING for a later resolution.
+     */
+    @Test
+    void aResolverAnsweringNullDecidesNothingAndTheClaimStaysForALaterResolution() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            StaleClaimResolver undecided = claim -> null;
+            IdempotencyEngine engine = engine(dataSource, store, undecided);
+            ScopedKey retried = new ScopedKey("", "POST /charges", "retried-" + UUID.randomUUID());
+            ScopedKey swept = new ScopedKey("", "POST /charges", "swept-" + UUID.randomUUID());
+            Duration lease = Duration.ofMillis(200);
+            for (ScopedKey key : List.of(retried, swept)) {
+                ((IdempotencyEngine.Proceed) engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
+                        .execution().abandon(); // unknown outcome: the claims stay PROCESSING
+            }
+            Thread.sleep(300);
+
+            Object retry;
+            try {
+                retry = engine.start(retried, HASH, IdempotencyMode.INTENT_FIRST, lease);
+            } catch (RuntimeException e) {
+                retry = e;
+            }
+            if (retry instanceof IdempotencyEngine.Proceed proceed) {
+                proceed.execution().abandon();
+            }
+            assertThat(retry).as("the retry is not run on a decision nobody made")
+                    .isInstanceOf(IllegalStateException.class);
+            assertThat(((Exception) retry).getMessage()).contains("null");
+            assertThat(store.find(retried).orElseThrow().status()).isEqualTo(RecordStatus.PROCESSING);
+
+            StaleClaimSweeper.Sweep sweep = new StaleClaimSweeper(store, undecided, new DownstreamKeys("secret"),
+                    Duration.ofSeconds(30), 100).sweep();
+            assertThat(sweep.resolved()).isZero();
+            assertThat(sweep.unresolved()).extracting(StaleClaimSweeper.Unresolved::key).containsExactly(swept);
+            assertThat(store.find(swept).orElseThrow().status()).as("not freed for any request")
+                    .isEqualTo(RecordStatus.PROCESSING);
+            engine.shutdown();
+        }
+    }
+
+    /**
      * The database's clock is moved an hour away from the JVM's (a function {@code now()} that shadows PostgreSQL's
      * in the connection's search path). Were any lease or expiry decided on the JVM clock, a fresh claim would look
      * expired an hour early, or an expired one live for an hour.
