@@ -298,6 +298,12 @@ public final class IdempotencyEngine {
             }
             if (record.status() == RecordStatus.PROCESSING && record.leaseExpired()) {
                 Start resolved = resolveStale(record, lease);
+                if (resolved == FREED) {
+                    // this request's resolver has just marked the claim FAILED, however long it took to decide: claim
+                    // the key now, rather than answer "in progress" for a key nobody holds
+                    deadline = System.nanoTime() + maxWait.toNanos();
+                    continue;
+                }
                 if (resolved != null) {
                     return resolved;
                 }
@@ -311,9 +317,12 @@ public final class IdempotencyEngine {
         }
     }
 
+    /** What {@link #resolveStale} answers when it marked the claim FAILED: claim the key again. Never returned. */
+    private static final Start FREED = new InProgress();
+
     /**
-     * Takes a stale claim over and asks the resolver about it; null means "claim again" (taken by somebody else, or
-     * marked FAILED).
+     * Takes a stale claim over and asks the resolver about it; {@link #FREED} when it marked the claim FAILED, null
+     * when somebody else has it (claim again, within the wait).
      */
     private Start resolveStale(IdempotencyRecord stale, Duration lease) {
         ScopedKey key = stale.key();
@@ -339,8 +348,7 @@ public final class IdempotencyEngine {
             return new Replay(complete.response());
         }
         if (resolution instanceof StaleClaimResolver.Fail) {
-            store.fail(key, token);
-            return null;
+            return store.fail(key, token) ? FREED : null;
         }
         return proceedIntent(key, stale.requestHash(), token, lease);
     }

@@ -205,6 +205,41 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
+     * A resolver that asks a third party can take longer than the in-flight wait. When it decides "fail", the retry
+     * that asked still claims the key it has just freed and runs, as documented, rather than answering "in progress"
+     * for a key nobody holds.
+     */
+    @Test
+    void aRetryWhoseSlowResolverSaysFailStillRuns() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            StaleClaimResolver slowFail = claim -> {
+                try {
+                    Thread.sleep(600); // longer than the engine's in-flight wait (300 ms)
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                return StaleClaimResolver.Resolution.fail();
+            };
+            IdempotencyEngine engine = engine(dataSource, store, slowFail);
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            Duration lease = Duration.ofMillis(200);
+            ((IdempotencyEngine.Proceed) engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
+                    .execution().abandon(); // unknown outcome
+            Thread.sleep(300);
+
+            IdempotencyEngine.Start retry = engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
+            if (retry instanceof IdempotencyEngine.Proceed proceed) {
+                proceed.execution().finish(new StoredResponse(201, List.of(), null));
+            }
+            engine.shutdown();
+
+            assertThat(retry).isInstanceOf(IdempotencyEngine.Proceed.class);
+            assertThat(store.find(key).orElseThrow().status()).isEqualTo(RecordStatus.SUCCEEDED);
+        }
+    }
+
+    /**
      * The database's clock is moved an hour away from the JVM's (a function {@code now()} that shadows PostgreSQL's
      * in the connection's search path). Were any lease or expiry decided on the JVM clock, a fresh claim would look
      * expired an hour early, or an expired one live for an hour.
