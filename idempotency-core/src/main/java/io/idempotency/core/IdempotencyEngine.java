@@ -368,8 +368,8 @@ public final class IdempotencyEngine {
 
     /**
      * Starts the work of the intent-first claim held by {@code token}. Should it not start (no connection for the
-     * handler's transaction, renewals shut down), the handler never ran, so the claim is marked FAILED: the next
-     * request runs at once instead of being told "in progress" until the lease has run out.
+     * handler's transaction, renewals shut down), the handler never ran, so the claim is released: the next request
+     * runs at once instead of being told "in progress" until the lease has run out.
      */
     private Proceed proceedIntent(ScopedKey key, String requestHash, String token, Duration lease) {
         try {
@@ -394,13 +394,14 @@ public final class IdempotencyEngine {
     }
 
     /**
-     * The work of the intent-first claim held by {@code token} will not start: marks the claim FAILED, so that the next
-     * request runs at once. Also when the commit of the claim failed, whose outcome is unknown when the connection was
-     * lost while it ran: had it been committed, nothing ran under it (if it was not, nothing is marked).
+     * The work of the intent-first claim held by {@code token} will not start: releases the claim, so that the next
+     * request runs at once — any request, as nothing was sent anywhere under the key. Also when the commit of the claim
+     * failed, whose outcome is unknown when the connection was lost while it ran: had it been committed, nothing ran
+     * under it (if it was not, there is nothing to release).
      */
     private void abandonUnstarted(ScopedKey key, String token, Throwable cause) {
         try {
-            store.fail(key, token);
+            store.release(key, token);
         } catch (RuntimeException failed) {
             cause.addSuppressed(failed); // the lease runs out, and the claim is resolved as a stale one
         }
@@ -431,6 +432,16 @@ public final class IdempotencyEngine {
         flights.remove(key, flight);
         flight.claimed.complete(false); // no-op if it held the key
         flight.outcome.complete(outcome);
+    }
+
+    /** How an execution ended without an answer: what became of its work, and so of an intent-first claim. */
+    private enum Abandon {
+        /** The work may have happened: the claim stays PROCESSING for the resolver (intent-first). */
+        UNKNOWN,
+        /** The work failed definitely: FAILED, for the same request to run again. */
+        FAILED,
+        /** The work never started: released, for any request. */
+        UNRUN
     }
 
     /** A request of this instance working on a key, and what the requests waiting behind it will get. */
@@ -606,18 +617,29 @@ public final class IdempotencyEngine {
          * call after {@link #finish}.
          */
         public void abandon() {
-            abandon(false);
+            abandon(Abandon.UNKNOWN);
         }
 
         /**
          * The handler failed definitely ({@link DefiniteFailureException}): roll back its writes, and in
-         * {@link IdempotencyMode#INTENT_FIRST} mark the claim FAILED so the next request runs at once.
+         * {@link IdempotencyMode#INTENT_FIRST} mark the claim FAILED so that the same request, sent again, runs at
+         * once. The key stays with that request: the handler may have told a third party about it (under its
+         * downstream key), so another request with the key is a mismatch, as for any other record.
          */
         public void abandonDefinitely() {
-            abandon(true);
+            abandon(Abandon.FAILED);
         }
 
-        private void abandon(boolean definitely) {
+        /**
+         * The handler's body never ran (its arguments were refused before it): roll back, and in
+         * {@link IdempotencyMode#INTENT_FIRST} release the committed claim, so that the next request with the key —
+         * a corrected one too — runs at once, as if the key had never been claimed.
+         */
+        public void abandonUnrun() {
+            abandon(Abandon.UNRUN);
+        }
+
+        private void abandon(Abandon how) {
             if (!ended) {
                 ended = true;
                 stopRenewal();
@@ -626,8 +648,10 @@ public final class IdempotencyEngine {
                         transaction.rollback(); // throws too when the connection is gone
                     } finally {
                         // the work did not happen whatever became of its transaction: the next request runs at once
-                        if (definitely && mode == IdempotencyMode.INTENT_FIRST) {
+                        if (mode == IdempotencyMode.INTENT_FIRST && how == Abandon.FAILED) {
                             store.fail(key, fencingToken);
+                        } else if (mode == IdempotencyMode.INTENT_FIRST && how == Abandon.UNRUN) {
+                            store.release(key, fencingToken);
                         }
                     }
                 } finally {

@@ -22,8 +22,10 @@ public interface IdempotencyStore {
      *
      * <ul>
      *   <li>No record: inserts a PROCESSING record and returns {@link ClaimResult.Claimed}.</li>
-     *   <li>A FAILED record: takes it over (new fencing token, new request hash) and returns
-     *       {@link ClaimResult.Claimed}.</li>
+     *   <li>A FAILED record of the same request (the same request hash): takes it over (new fencing token) and
+     *       returns {@link ClaimResult.Claimed}. A FAILED record of another request is returned as
+     *       {@link ClaimResult.Existing}, like any other record: the failed attempt may have reached a third party
+     *       under the key, so the key stays with its request.</li>
      *   <li>An uncommitted claim by another transaction: waits up to {@link ClaimRequest#maxWait()} for it to end.
      *       If it commits, the committed record is returned as {@link ClaimResult.Existing}; if it rolls back, the
      *       key is claimed; if the wait runs out, {@link ClaimResult.Busy} is returned.</li>
@@ -43,8 +45,8 @@ public interface IdempotencyStore {
     boolean complete(ScopedKey key, String fencingToken, StoredResponse response);
 
     /**
-     * Marks the claim holding {@code fencingToken} as definitely failed (PROCESSING → FAILED), so that the next
-     * request with the key runs again while the record still shows what happened.
+     * Marks the claim holding {@code fencingToken} as definitely failed (PROCESSING → FAILED), so that the same
+     * request, sent again, runs again while the record still shows what happened.
      *
      * @return true if the record was marked; false if the token no longer holds the key
      */

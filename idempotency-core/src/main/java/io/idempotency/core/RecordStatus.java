@@ -7,7 +7,7 @@ package io.idempotency.core;
  *            claim                 complete
  *   (none) ─────────► PROCESSING ───────────► SUCCEEDED   (replayed on every later hit)
  *                        │   ▲
- *          fail          │   │ claim (takeover)
+ *          fail          │   │ claim (takeover, by the same request)
  *                        ▼   │
  *                       FAILED
  *   release (or rollback of the claiming transaction): PROCESSING ──► (none)
@@ -18,6 +18,9 @@ public enum RecordStatus {
     PROCESSING,
     /** The request finished with a storable answer. Duplicates get that answer replayed. */
     SUCCEEDED,
-    /** The request failed definitely. The next request with the key may run again. */
+    /**
+     * The request failed definitely. The same request may run again under the key; another request with the key is a
+     * mismatch, as for any other record.
+     */
     FAILED
 }

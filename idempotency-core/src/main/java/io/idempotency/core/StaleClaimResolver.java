@@ -48,7 +48,7 @@ public interface StaleClaimResolver {
             return new Rerun();
         }
 
-        /** The work definitely failed: the claim is marked FAILED, after which the next request runs again. */
+        /** The work definitely failed: the claim is marked FAILED, after which its request, sent again, runs again. */
         static Resolution fail() {
             return new Fail();
         }

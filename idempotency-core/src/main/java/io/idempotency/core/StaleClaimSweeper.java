@@ -14,7 +14,7 @@ import java.util.concurrent.ScheduledFuture;
  * them: a stale claim is never left hanging. Each stale claim is first taken over (a new fencing token and lease,
  * compare-and-set on the old token), so that of several sweepers — on several instances — and retries, exactly one
  * consults the resolver and records its decision. A "complete" decision stores the answer as SUCCEEDED; "fail" and
- * "rerun" mark the claim FAILED, so that the next request with the key runs again. Thread-safe.
+ * "rerun" mark the claim FAILED, so that its request, sent again, runs again. Thread-safe.
  */
 public final class StaleClaimSweeper {
 

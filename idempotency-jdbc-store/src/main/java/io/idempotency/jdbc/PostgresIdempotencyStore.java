@@ -176,7 +176,9 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
             return null; // released or deleted since the insert looked: claim again
         }
         IdempotencyRecord record = existing.get();
-        if (record.status() != RecordStatus.FAILED) {
+        if (record.status() != RecordStatus.FAILED || !record.requestHash().equals(request.requestHash())) {
+            // a FAILED record is taken over by its own request only: the failed attempt may have reached a third
+            // party under the key, and another request must not run under it
             return new ClaimResult.Existing(record);
         }
         long takenOver = jdbc.queryForObject(takeOverSql, (rs, n) -> rs.getLong("taken"), waitSetting(request),

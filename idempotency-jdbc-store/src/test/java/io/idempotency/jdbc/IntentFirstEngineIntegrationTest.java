@@ -161,6 +161,45 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
+     * A FAILED claim stays with its request. A definite failure may have reached the third party (a decline), and the
+     * sweeper's "rerun" (the default resolver, which asks nobody) does not know whether the charge happened: either way
+     * the third party may hold something under the key's downstream key, which a request with another body would send
+     * again. So only the same request runs again; another body is a mismatch, as for any other record.
+     */
+    @Test
+    void aFailedClaimRunsAgainForItsOwnRequestOnlyAfterADefiniteFailureOrTheSweepersRerun() throws Exception {
+        String other = "8".repeat(64);
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyEngine engine = engine(dataSource, store, StaleClaimResolver.RERUN);
+            ScopedKey declined = new ScopedKey("", "POST /charges", "declined-" + UUID.randomUUID());
+            ScopedKey swept = new ScopedKey("", "POST /charges", "swept-" + UUID.randomUUID());
+            ((IdempotencyEngine.Proceed) engine.start(declined, HASH, IdempotencyMode.INTENT_FIRST,
+                    Duration.ofMinutes(5))).execution().abandonDefinitely();
+            ((IdempotencyEngine.Proceed) engine.start(swept, HASH, IdempotencyMode.INTENT_FIRST,
+                    Duration.ofMillis(200))).execution().abandon(); // unknown outcome: stays PROCESSING
+            Thread.sleep(300);
+            StaleClaimSweeper.Sweep sweep = new StaleClaimSweeper(store, StaleClaimResolver.RERUN,
+                    new DownstreamKeys("secret"), Duration.ofSeconds(30), 100).sweep();
+            assertThat(sweep.resolved()).isEqualTo(1);
+
+            for (ScopedKey key : List.of(declined, swept)) {
+                assertThat(store.find(key).orElseThrow().status()).isEqualTo(RecordStatus.FAILED);
+                assertThat(engine.start(key, other, IdempotencyMode.INTENT_FIRST, Duration.ofMinutes(5)))
+                        .as("another body under the key of " + key.key()).isInstanceOf(IdempotencyEngine.Mismatch.class);
+                assertThat(store.find(key).orElseThrow().requestHash()).isEqualTo(HASH);
+
+                IdempotencyEngine.Start again = engine.start(key, HASH, IdempotencyMode.INTENT_FIRST,
+                        Duration.ofMinutes(5));
+                assertThat(again).as("the same request again").isInstanceOf(IdempotencyEngine.Proceed.class);
+                ((IdempotencyEngine.Proceed) again).execution().finish(new StoredResponse(201, List.of(), null));
+                assertThat(store.find(key).orElseThrow().status()).isEqualTo(RecordStatus.SUCCEEDED);
+            }
+            engine.shutdown();
+        }
+    }
+
+    /**
      * A resolver that answers null has not decided anything (a look-up written as {@code .orElse(null)}, say). Taking
      * that for "rerun" would run the work again without anyone having asked the third party, and the sweeper would
      * free the key for any request: it is a resolver failure, and the claim stays PROCESSING for a later resolution.

@@ -21,7 +21,7 @@ final class IdempotentExchange {
     private IdempotencyEngine.Execution execution;
     private StoragePolicy storagePolicy = StoragePolicy.DEFAULT;
     private boolean handlerFailed;
-    private boolean definiteFailure;
+    private HandlerFailure handlerFailure = HandlerFailure.UNKNOWN;
     private boolean attemptRunning;
     private boolean reentered;
     private boolean passedThrough;
@@ -138,15 +138,16 @@ final class IdempotentExchange {
      * The handler's attempt has ended — it failed, or it returned and an advice outside the {@code @Idempotent} one
      * refused the result — and that advice runs the handler again (a retry): the next attempt starts afresh, claiming
      * the key again. The ended attempt's execution is ended here if it is still open (it is when the handler
-     * returned): its writes roll back, and in intent-first mode the claim is left for the resolver, or marked failed
-     * after a definite failure. What was kept open for it is closed with the new one's.
+     * returned): its writes roll back, and in intent-first mode the claim is left for the resolver, marked failed
+     * after a definite failure, or released when the handler's body never ran. What was kept open for it is closed
+     * with the new one's.
      */
     void retry() {
         abandon();
         execution = null;
         storagePolicy = StoragePolicy.DEFAULT;
         handlerFailed = false;
-        definiteFailure = false;
+        handlerFailure = HandlerFailure.UNKNOWN;
     }
 
     /** Closes what was kept open for the execution; the filter calls it once the transaction has ended. */
@@ -166,18 +167,20 @@ final class IdempotentExchange {
         response.capture();
     }
 
-    /**
-     * The handler threw: whatever the exception is rendered as, its transaction rolls back.
-     *
-     * @param definite whether the handler declared its work definitely not done ({@code DefiniteFailureException})
-     */
-    void markHandlerFailed(boolean definite) {
-        handlerFailed = true;
-        definiteFailure = definite;
+    /** What is known of a failed handler's work, which decides what becomes of an intent-first claim. */
+    enum HandlerFailure {
+        /** It may have happened: the claim stays for the resolver. */
+        UNKNOWN,
+        /** The handler declared it definitely not done ({@code DefiniteFailureException}): FAILED, for a retry. */
+        DEFINITE,
+        /** The handler's body never ran (its arguments were refused): the claim is released. */
+        NOT_RUN
     }
 
-    boolean definiteFailure() {
-        return definiteFailure;
+    /** The handler threw: whatever the exception is rendered as, its transaction rolls back. */
+    void markHandlerFailed(HandlerFailure failure) {
+        handlerFailed = true;
+        handlerFailure = failure;
     }
 
     IdempotencyEngine.Execution execution() {
@@ -201,17 +204,17 @@ final class IdempotentExchange {
     }
 
     /**
-     * Rolls back the execution unless it has ended; after a definite failure of the handler, also marks the claim
-     * failed (intent-first mode), so that a retry runs at once.
+     * Rolls back the execution unless it has ended; in intent-first mode, also marks the claim failed after a definite
+     * failure of the handler (so that a retry runs at once), or releases it when the handler's body never ran.
      */
     void abandon() {
         if (execution == null) {
             return;
         }
-        if (definiteFailure) {
-            execution.abandonDefinitely();
-        } else {
-            execution.abandon();
+        switch (handlerFailure) {
+            case DEFINITE -> execution.abandonDefinitely();
+            case NOT_RUN -> execution.abandonUnrun();
+            case UNKNOWN -> execution.abandon();
         }
     }
 }

@@ -24,6 +24,7 @@ import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -67,16 +68,19 @@ class LostCommitReplyIntegrationTest {
         String note = "lost-commit-reply-" + key;
         long callsBefore = gateway.calls();
 
+        int droppedBefore = PROXY.dropped();
         PROXY.dropNextCommitReply();
         HttpResponse<String> lost = charge(key, note);
-        String committed = DATABASE.queryString("select status from idempotency_keys where idempotency_key = '"
+        String left = DATABASE.queryString("select status from idempotency_keys where idempotency_key = '"
                 + key + "'");
         HttpResponse<String> retry = charge(key, note);
 
         assertThat(lost.statusCode()).as("the request was not run").isEqualTo(503);
         assertThat(lost.body()).contains("idempotency-store-unavailable");
-        assertThat(committed).as("PostgreSQL committed the intent the application did not hear about")
-                .isNotNull();
+        assertThat(PROXY.dropped() - droppedBefore)
+                .as("PostgreSQL committed the intent (its COMMIT reply was dropped): the application did not hear so")
+                .isEqualTo(1);
+        assertThat(left).as("the committed intent was released: nothing ran under it").isNull();
         assertThat(retry.statusCode()).as("nothing ran under the claim: not 'in progress' for a 10 s lease")
                 .isEqualTo(201);
         assertThat(gateway.calls() - callsBefore).as("the handler of the lost one never ran").isEqualTo(1);
@@ -128,6 +132,7 @@ class LostCommitReplyIntegrationTest {
         private final int port;
         private final String url;
         private final AtomicBoolean armed = new AtomicBoolean();
+        private final AtomicInteger dropped = new AtomicInteger();
 
         CommitReplyDropper(String targetUrl) {
             Matcher matcher = HOST.matcher(targetUrl);
@@ -154,6 +159,11 @@ class LostCommitReplyIntegrationTest {
 
         void dropNextCommitReply() {
             armed.set(true);
+        }
+
+        /** How many COMMIT replies were dropped: each was a transaction PostgreSQL had committed. */
+        int dropped() {
+            return dropped.get();
         }
 
         private void accept() {
@@ -197,6 +207,7 @@ class LostCommitReplyIntegrationTest {
                     byte[] payload = in.readNBytes(length - 4);
                     if (type == 'C' && new String(payload, StandardCharsets.US_ASCII).startsWith("COMMIT\0")
                             && armed.compareAndSet(true, false)) {
+                        dropped.incrementAndGet();
                         return; // committed on the server; the application never hears of it
                     }
                     out.write(type);

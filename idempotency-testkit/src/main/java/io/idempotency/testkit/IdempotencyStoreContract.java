@@ -167,21 +167,40 @@ public abstract class IdempotencyStoreContract {
     }
 
     @Test
-    void aFailedRecordIsTakenOverByTheNextClaim() {
+    void aFailedRecordIsTakenOverByItsRequestSentAgain() {
         ScopedKey key = newKey();
         String first = claimed(claimCommitted(key, HASH_A, DAY));
         assertThat(holds(store -> store.fail(key, first))).isTrue();
         assertThat(store().find(key).orElseThrow().status()).isEqualTo(RecordStatus.FAILED);
 
-        ClaimResult retry = claimCommitted(key, HASH_B, DAY);
+        ClaimResult retry = claimCommitted(key, HASH_A, DAY);
 
         String second = claimed(retry);
         assertThat(second).isNotEqualTo(first);
         IdempotencyRecord record = store().find(key).orElseThrow();
         assertThat(record.status()).isEqualTo(RecordStatus.PROCESSING);
-        assertThat(record.requestHash()).isEqualTo(HASH_B);
+        assertThat(record.requestHash()).isEqualTo(HASH_A);
         assertThat(holds(store -> store.complete(key, first, new StoredResponse(200, List.of(), null))))
                 .as("the old token lost the key").isFalse();
+    }
+
+    @Test
+    void aFailedRecordIsNotTakenOverByAnotherRequest() {
+        // the failed attempt may have reached a third party under the key: another request must not run under it
+        ScopedKey key = newKey();
+        String first = claimed(claimCommitted(key, HASH_A, DAY));
+        assertThat(holds(store -> store.fail(key, first))).isTrue();
+
+        ClaimResult other = claimCommitted(key, HASH_B, DAY);
+
+        assertThat(other).isInstanceOf(ClaimResult.Existing.class);
+        IdempotencyRecord seen = ((ClaimResult.Existing) other).record();
+        assertThat(seen.status()).isEqualTo(RecordStatus.FAILED);
+        assertThat(seen.requestHash()).isEqualTo(HASH_A);
+        IdempotencyRecord record = store().find(key).orElseThrow();
+        assertThat(record.status()).isEqualTo(RecordStatus.FAILED);
+        assertThat(record.requestHash()).isEqualTo(HASH_A);
+        assertThat(record.fencingToken()).isEqualTo(first);
     }
 
     // ---------------------------------------------------------------- expiry
