@@ -17,9 +17,10 @@ import java.util.concurrent.TimeoutException;
  * <ol>
  *   <li><b>Coalesce</b> (in this instance): if another request of this application instance is already working on
  *       the same (caller, scope, key), a request with a different fingerprint is answered {@link Start.Mismatch} as
- *       soon as that request holds the key, or when the wait runs out (should it not get the key, the request looks
- *       again), and one with the same fingerprint waits — holding no database connection — for that request's outcome
- *       (bounded by {@code maxWait}): its stored answer ({@link Start.Replay}), or, if it rolled back, a fresh claim.
+ *       soon as that request holds the key (should it not get the key, the request looks again; should that not be
+ *       known before the wait runs out, {@link Start.InProgress}), and one with the same fingerprint waits —
+ *       holding no database connection — for that request's outcome (bounded by {@code maxWait}): its stored answer
+ *       ({@link Start.Replay}), or, if it rolled back, a fresh claim.
  *       So a storm of one key holds at most one connection per key per instance. This is only an economy: the
  *       database still arbitrates every claim, across instances too.</li>
  *   <li><b>Claim</b> ({@link #start}): open a transaction at READ COMMITTED and ask the store to claim the key
@@ -187,9 +188,14 @@ public final class IdempotencyEngine {
             }
             if (!current.requestHash.equals(requestHash)) {
                 // another request is the one to compare with once it holds the key; until then it may itself be a
-                // reuse of a key completed for this very request. If it does not get the key, look again; if that
-                // is not known in time, its fingerprint is the one in flight, and differs.
-                if (Boolean.FALSE.equals(current.awaitClaim(deadline - System.nanoTime()))) {
+                // reuse of a key completed, or held on another instance, for this very request. If it does not get
+                // the key, look again; if that is not known in time, nothing is known about the key's own request:
+                // "come back later", never a refusal this request may not deserve
+                Boolean claimed = current.awaitClaim(deadline - System.nanoTime());
+                if (claimed == null) {
+                    return new InProgress();
+                }
+                if (!claimed) {
                     continue;
                 }
                 return new Mismatch();

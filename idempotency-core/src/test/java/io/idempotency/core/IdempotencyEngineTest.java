@@ -401,7 +401,8 @@ class IdempotencyEngineTest {
     }
 
     @Test
-    void anotherFingerprintBehindARequestStillClaimingIsAMismatchWhenTheWaitRunsOut() throws Exception {
+    void anotherFingerprintBehindARequestStillClaimingIsInProgressWhenTheWaitRunsOutAndAMismatchOnceItHoldsTheKey()
+            throws Exception {
         CountDownLatch claiming = new CountDownLatch(1);
         CountDownLatch release = new CountDownLatch(1);
         store.claimAnswer = () -> {
@@ -415,8 +416,35 @@ class IdempotencyEngineTest {
         Start other = engine.start(KEY, OTHER_HASH);
         release.countDown();
 
-        assertThat(other).as("the fingerprint in flight is visible and differs").isEqualTo(new Mismatch());
+        assertThat(other).as("not known in time whose the key is").isEqualTo(new InProgress());
         assertThat(first.get(5, TimeUnit.SECONDS)).isInstanceOf(Proceed.class);
+        assertThat(engine.start(KEY, OTHER_HASH)).as("the fingerprint holding the key is visible and differs")
+                .isEqualTo(new Mismatch());
+    }
+
+    @Test
+    void aRetryBehindAnotherRequestThatCannotClaimInTimeIsToldToComeBackNotRefused() throws Exception {
+        // the key was completed for HASH; a reuse with OTHER_HASH is claiming, and its claim takes longer than the
+        // genuine retry's wait (no pool connection to be had, say): whether it gets the key is not known in time
+        CountDownLatch claiming = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        store.claimAnswer = () -> {
+            if (claiming.getCount() > 0) {
+                claiming.countDown();
+                await(release);
+            }
+            return existing(RecordStatus.SUCCEEDED, HASH, CREATED);
+        };
+        CompletableFuture<Start> reuse = CompletableFuture.supplyAsync(() -> engine.start(KEY, OTHER_HASH));
+        assertThat(claiming.await(5, TimeUnit.SECONDS)).isTrue();
+
+        Start retry = engine.start(KEY, HASH);
+        release.countDown();
+
+        assertThat(retry).as("the retry is the request the key was completed for: never a mismatch")
+                .isEqualTo(new InProgress());
+        assertThat(reuse.get(5, TimeUnit.SECONDS)).isEqualTo(new Mismatch());
+        assertThat(engine.start(KEY, HASH)).as("its next retry").isEqualTo(new Replay(CREATED));
     }
 
     private static void await(CountDownLatch latch) {
