@@ -1,0 +1,69 @@
+package io.idempotency.jdbc;
+
+import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.core.DownstreamKeys;
+import io.idempotency.core.IdempotencyEngine;
+import io.idempotency.core.ScopedKey;
+import io.idempotency.core.StaleClaimResolver;
+import io.idempotency.core.StoragePolicy;
+import io.idempotency.core.StoredResponse;
+import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Test;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+
+import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.time.Duration;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/** Duplicates of one instance that wait in memory behind another request, on real PostgreSQL and a real pool. */
+class CoalescingIntegrationTest {
+
+    private static final String RETRIED = "1".repeat(64);
+    private static final String OTHER = "2".repeat(64);
+
+    @Test
+    void aRetryOfACompletedRequestBehindAReuseWaitingForAConnectionIsNeverRefused() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource migration = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(migration, "idempotency_keys").migrate();
+        }
+        try (HikariDataSource dataSource = database.dataSource(1)) {
+            IdempotencyEngine engine = new IdempotencyEngine(new PostgresIdempotencyStore(dataSource,
+                    "idempotency_keys"), new SpringTransactions(new DataSourceTransactionManager(dataSource)),
+                    StoragePolicy.DEFAULT, Duration.ofDays(1), Duration.ofMillis(500), StaleClaimResolver.RERUN,
+                    new DownstreamKeys("secret"));
+            try {
+                ScopedKey key = new ScopedKey("alice", "POST /payments", UUID.randomUUID().toString());
+                StoredResponse paid = new StoredResponse(201, List.of(), "paid".getBytes(StandardCharsets.UTF_8));
+                ((IdempotencyEngine.Proceed) engine.start(key, RETRIED)).execution().finish(paid);
+
+                CompletableFuture<IdempotencyEngine.Start> reuse;
+                IdempotencyEngine.Start retry;
+                try (Connection busy = dataSource.getConnection()) { // the pool has nothing left to give
+                    reuse = CompletableFuture.supplyAsync(() -> engine.start(key, OTHER));
+                    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                    while (dataSource.getHikariPoolMXBean().getThreadsAwaitingConnection() == 0) {
+                        assertThat(System.nanoTime()).isLessThan(deadline);
+                        Thread.sleep(5);
+                    }
+
+                    retry = engine.start(key, RETRIED); // waits in memory behind the reuse
+                }
+
+                assertThat(retry).as("the request the key was completed for, told to come back, not refused")
+                        .isInstanceOf(IdempotencyEngine.InProgress.class);
+                assertThat(reuse.get(10, TimeUnit.SECONDS)).isInstanceOf(IdempotencyEngine.Mismatch.class);
+                assertThat(engine.start(key, RETRIED)).isEqualTo(new IdempotencyEngine.Replay(paid));
+            } finally {
+                engine.shutdown();
+            }
+        }
+    }
+}
