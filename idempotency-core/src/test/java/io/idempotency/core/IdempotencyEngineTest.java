@@ -372,17 +372,8 @@ class IdempotencyEngineTest {
     @Test
     void aRetryIsNotRefusedBecauseOfAnotherRequestThatHasNotGotTheKey() throws Exception {
         // the key was completed for OTHER_HASH; a reuse with HASH is claiming (slowly) when the genuine retry comes
-        CountDownLatch claiming = new CountDownLatch(1);
         CountDownLatch release = new CountDownLatch(1);
-        store.claimAnswer = () -> {
-            if (claiming.getCount() > 0) {
-                claiming.countDown();
-                await(release);
-            }
-            return existing(RecordStatus.SUCCEEDED, OTHER_HASH, CREATED);
-        };
-        CompletableFuture<Start> reuse = CompletableFuture.supplyAsync(() -> engine.start(KEY, HASH));
-        assertThat(claiming.await(5, TimeUnit.SECONDS)).isTrue();
+        CompletableFuture<Start> reuse = reuseClaimingUntil(release, HASH, OTHER_HASH);
 
         CompletableFuture<Start> retry = new CompletableFuture<>();
         Thread retrying = new Thread(() -> retry.complete(engine.start(KEY, OTHER_HASH)));
@@ -426,17 +417,8 @@ class IdempotencyEngineTest {
     void aRetryBehindAnotherRequestThatCannotClaimInTimeIsToldToComeBackNotRefused() throws Exception {
         // the key was completed for HASH; a reuse with OTHER_HASH is claiming, and its claim takes longer than the
         // genuine retry's wait (no pool connection to be had, say): whether it gets the key is not known in time
-        CountDownLatch claiming = new CountDownLatch(1);
         CountDownLatch release = new CountDownLatch(1);
-        store.claimAnswer = () -> {
-            if (claiming.getCount() > 0) {
-                claiming.countDown();
-                await(release);
-            }
-            return existing(RecordStatus.SUCCEEDED, HASH, CREATED);
-        };
-        CompletableFuture<Start> reuse = CompletableFuture.supplyAsync(() -> engine.start(KEY, OTHER_HASH));
-        assertThat(claiming.await(5, TimeUnit.SECONDS)).isTrue();
+        CompletableFuture<Start> reuse = reuseClaimingUntil(release, OTHER_HASH, HASH);
 
         Start retry = engine.start(KEY, HASH);
         release.countDown();
@@ -445,6 +427,26 @@ class IdempotencyEngineTest {
                 .isEqualTo(new InProgress());
         assertThat(reuse.get(5, TimeUnit.SECONDS)).isEqualTo(new Mismatch());
         assertThat(engine.start(KEY, HASH)).as("its next retry").isEqualTo(new Replay(CREATED));
+    }
+
+    /**
+     * Starts a request with {@code reuseHash} for the key completed for {@code completedHash}, whose claim is held up
+     * until {@code release} (no pool connection to be had, say); returns once it is claiming. Later claims find the
+     * completed record at once.
+     */
+    private CompletableFuture<Start> reuseClaimingUntil(CountDownLatch release, String reuseHash,
+                                                        String completedHash) throws InterruptedException {
+        CountDownLatch claiming = new CountDownLatch(1);
+        store.claimAnswer = () -> {
+            if (claiming.getCount() > 0) {
+                claiming.countDown();
+                await(release);
+            }
+            return existing(RecordStatus.SUCCEEDED, completedHash, CREATED);
+        };
+        CompletableFuture<Start> reuse = CompletableFuture.supplyAsync(() -> engine.start(KEY, reuseHash));
+        assertThat(claiming.await(5, TimeUnit.SECONDS)).isTrue();
+        return reuse;
     }
 
     private static void await(CountDownLatch latch) {

@@ -267,14 +267,7 @@ class IntentFirstEngineIntegrationTest {
                     .execution().abandon(); // unknown outcome
             Thread.sleep(300);
 
-            IdempotencyEngine.Start retry = engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
-            if (retry instanceof IdempotencyEngine.Proceed proceed) {
-                proceed.execution().finish(new StoredResponse(201, List.of(), null));
-            }
-            engine.shutdown();
-
-            assertThat(retry).isInstanceOf(IdempotencyEngine.Proceed.class);
-            assertThat(store.find(key).orElseThrow().status()).isEqualTo(RecordStatus.SUCCEEDED);
+            assertTheRetryRuns(engine, store, key, lease);
         }
     }
 
@@ -424,13 +417,7 @@ class IntentFirstEngineIntegrationTest {
                             () -> engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
                     .isInstanceOf(org.springframework.transaction.CannotCreateTransactionException.class);
 
-            IdempotencyEngine.Start retry = engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
-            if (retry instanceof IdempotencyEngine.Proceed proceed) {
-                proceed.execution().finish(new StoredResponse(201, List.of(), null));
-            }
-            engine.shutdown();
-            assertThat(retry).isInstanceOf(IdempotencyEngine.Proceed.class);
-            assertThat(store.find(key).orElseThrow().status()).isEqualTo(RecordStatus.SUCCEEDED);
+            assertTheRetryRuns(engine, store, key, lease);
         }
     }
 
@@ -558,6 +545,18 @@ class IntentFirstEngineIntegrationTest {
             assertThat(new JdbcTemplate(dataSource).queryForObject("select count(*) from idempotency_keys",
                     Integer.class)).isZero();
         }
+    }
+
+    /** The retry of {@code key}'s request runs (it is not told "in progress"), and its answer is stored. */
+    private static void assertTheRetryRuns(IdempotencyEngine engine, PostgresIdempotencyStore store, ScopedKey key,
+                                           Duration lease) {
+        IdempotencyEngine.Start retry = engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
+        if (retry instanceof IdempotencyEngine.Proceed proceed) {
+            proceed.execution().finish(new StoredResponse(201, List.of(), null));
+        }
+        engine.shutdown();
+        assertThat(retry).isInstanceOf(IdempotencyEngine.Proceed.class);
+        assertThat(store.find(key).orElseThrow().status()).isEqualTo(RecordStatus.SUCCEEDED);
     }
 
     private static IdempotencyEngine engine(HikariDataSource dataSource, PostgresIdempotencyStore store,
