@@ -27,6 +27,9 @@ public final class CanonicalJson {
     /** Deepest nesting of arrays and objects accepted. */
     public static final int MAX_DEPTH = 128;
 
+    /** Longest number accepted, in characters: as long as Jackson reads by default (its {@code maxNumberLength}). */
+    public static final int MAX_NUMBER_LENGTH = 1000;
+
     /** Largest decimal exponent, and most digits, a number may have. */
     private static final int MAX_SCALE = 100_000;
 
@@ -333,6 +336,10 @@ public final class CanonicalJson {
                     throw error("invalid number: digits must follow the exponent");
                 }
                 skipDigits();
+            }
+            if (position - start > MAX_NUMBER_LENGTH) {
+                // converting n digits costs time in n squared: refused before any of it is spent
+                throw error("number longer than " + MAX_NUMBER_LENGTH + " characters");
             }
             BigDecimal number;
             try {

@@ -566,4 +566,32 @@ class CanonicalJsonTest {
             }
         });
     }
+
+    @Test
+    void aNumberOfAtMostAThousandCharactersIsRead() throws Exception {
+        String digits = "1" + "0".repeat(CanonicalJson.MAX_NUMBER_LENGTH - 1);
+        assertThat(canon(digits)).isEqualTo("1E+" + (CanonicalJson.MAX_NUMBER_LENGTH - 1));
+        String fraction = "-0." + "0".repeat(CanonicalJson.MAX_NUMBER_LENGTH - 4) + "1";
+        assertThat(fraction).hasSize(CanonicalJson.MAX_NUMBER_LENGTH);
+        assertThat(canon(fraction)).isEqualTo("-1E-" + (CanonicalJson.MAX_NUMBER_LENGTH - 3));
+    }
+
+    @Test
+    void aLongerNumberIsRefusedBeforeItsValueIsComputed() {
+        // converting a number of n digits costs time in n squared: a body of the default 1 MB cap holding one number
+        // took seconds of CPU, before any database work, also when the handler reads the body as text
+        assertThatThrownBy(() -> parse("1" + "0".repeat(CanonicalJson.MAX_NUMBER_LENGTH)))
+                .isInstanceOf(InvalidJsonException.class)
+                .hasMessageContaining("number");
+        assertThatThrownBy(() -> parse("[0." + "1".repeat(CanonicalJson.MAX_NUMBER_LENGTH) + "]"))
+                .isInstanceOf(InvalidJsonException.class);
+        assertThatThrownBy(() -> parse("1e" + "0".repeat(CanonicalJson.MAX_NUMBER_LENGTH) + "1"))
+                .isInstanceOf(InvalidJsonException.class);
+        String tenLongNumbers = "[" + String.join(",", Collections.nCopies(10, "1" + "0".repeat(99_990))) + "]";
+        assertTimeoutPreemptively(NO_HANG, () -> assertThatThrownBy(() -> parse(tenLongNumbers))
+                .isInstanceOf(InvalidJsonException.class));
+        String oneMegabyteNumber = "9".repeat(1_000_000);
+        assertTimeoutPreemptively(NO_HANG, () -> assertThatThrownBy(() -> parse(oneMegabyteNumber))
+                .isInstanceOf(InvalidJsonException.class));
+    }
 }
