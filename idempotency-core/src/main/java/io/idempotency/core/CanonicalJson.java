@@ -1,11 +1,13 @@
 package io.idempotency.core;
 
+import java.lang.reflect.Array;
 import java.math.BigDecimal;
 import java.nio.ByteBuffer;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -48,7 +50,11 @@ public final class CanonicalJson {
         return canonicalize(parse(utf8));
     }
 
-    /** The canonical UTF-8 form of a parsed value (as {@link #parse} returns, or any mix of those types). */
+    /**
+     * The canonical UTF-8 form of a parsed value (as {@link #parse} returns, or any mix of those types). Other values
+     * are written too: any number by its decimal value (NaN and the infinities as text), collections and arrays
+     * by their elements, anything else as the text of its {@code toString()}.
+     */
     public static byte[] canonicalize(Object value) {
         StringBuilder out = new StringBuilder();
         write(value, out);
@@ -97,17 +103,32 @@ public final class CanonicalJson {
                 write(member.getValue(), out);
             }
             out.append('}');
-        } else if (value instanceof List<?> list) {
+        } else if (value instanceof Collection<?> elements) {
             out.append('[');
-            for (int i = 0; i < list.size(); i++) {
+            boolean first = true;
+            for (Object element : elements) {
+                if (!first) {
+                    out.append(',');
+                }
+                first = false;
+                write(element, out);
+            }
+            out.append(']');
+        } else if (value.getClass().isArray()) {
+            // an array's own toString() names the instance, not its elements
+            out.append('[');
+            for (int i = 0; i < Array.getLength(value); i++) {
                 if (i > 0) {
                     out.append(',');
                 }
-                write(list.get(i), out);
+                write(Array.get(value, i), out);
             }
             out.append(']');
         } else if (value instanceof BigDecimal number) {
             out.append(number.signum() == 0 ? "0" : number.stripTrailingZeros().toString());
+        } else if (value instanceof Double number && !Double.isFinite(number)
+                || value instanceof Float single && !Float.isFinite(single)) {
+            writeString(value.toString(), out); // NaN and the infinities have no decimal value
         } else if (value instanceof Number number) {
             write(new BigDecimal(number.toString()), out);
         } else if (value instanceof Boolean bool) {

@@ -594,4 +594,17 @@ class CanonicalJsonTest {
         assertTimeoutPreemptively(NO_HANG, () -> assertThatThrownBy(() -> parse(oneMegabyteNumber))
                 .isInstanceOf(InvalidJsonException.class));
     }
+
+    @Test
+    void javaArraysAreWrittenByTheirElementsAndNotFiniteNumbersAsText() throws Exception {
+        // values of fingerprint expressions: an array's toString() names the instance, so a retry would not match
+        assertThat(new String(CanonicalJson.canonicalize(new String[] {"a", "b"}), UTF_8)).isEqualTo("[\"a\",\"b\"]");
+        assertThat(CanonicalJson.canonicalize(new int[] {1, 2})).isEqualTo(CanonicalJson.canonicalize(List.of(1, 2)));
+        assertThat(CanonicalJson.canonicalize(new Object[] {new long[] {3}}))
+                .isEqualTo(CanonicalJson.canonicalize(new Object[] {new long[] {3}}));
+        assertThat(new String(CanonicalJson.canonicalize(java.util.Set.of(1.50)), UTF_8)).isEqualTo("[1.5]");
+        assertThat(new String(CanonicalJson.canonicalize(
+                Arrays.asList(Double.NaN, Double.NEGATIVE_INFINITY, Float.POSITIVE_INFINITY, 2.0)), UTF_8))
+                .isEqualTo("[\"NaN\",\"-Infinity\",\"Infinity\",2]");
+    }
 }

@@ -203,6 +203,28 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void fingerprintValuesThatAreArraysOrNotFiniteNumbersFingerprintTheSameRequestAlike() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"tagged-" + key + "\"}";
+
+        HttpResponse<byte[]> first = post("/orders/tagged?tags=a&tags=b&weight=1.5", key, body);
+        HttpResponse<byte[]> retry = post("/orders/tagged?tags=a&tags=b&weight=1.5", key, body);
+        HttpResponse<byte[]> other = post("/orders/tagged?tags=a&tags=c&weight=1.5", key, body);
+
+        assertThat(first.statusCode()).isEqualTo(200);
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).as("a retry of the same request").hasValue("true");
+        assertThat(other.statusCode()).as("other tags under the key").isEqualTo(422);
+
+        String nan = UUID.randomUUID().toString();
+        String nanBody = "{\"note\":\"tagged-" + nan + "\"}";
+        HttpResponse<byte[]> notANumber = post("/orders/tagged?tags=a&weight=NaN", nan, nanBody);
+        HttpResponse<byte[]> again = post("/orders/tagged?tags=a&weight=NaN", nan, nanBody);
+        assertThat(notANumber.statusCode()).isEqualTo(200);
+        assertThat(again.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(rows("tagged-" + key) + rows("tagged-" + nan)).isEqualTo(2);
+    }
+
+    @Test
     void aBodyWithHalfASurrogatePairIsRefusedBeforeItsKeyIsTaken() throws Exception {
         // the driver would send either half as '?': two transactions would share one key, and as the endpoint
         // fingerprints only the amount, the second would be answered with the first one's stored answer

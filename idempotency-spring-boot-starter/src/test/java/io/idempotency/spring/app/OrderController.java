@@ -296,6 +296,14 @@ public class OrderController {
         return Map.of("id", insert("optional-callback-" + callback.get("note")));
     }
 
+    /** Fingerprinted by parameters that are an array and a double. */
+    @PostMapping("/tagged")
+    @Idempotent(fingerprint = {"#tags", "#weight"})
+    public Map<String, Object> tagged(@RequestParam String[] tags, @RequestParam double weight,
+                                      @RequestBody OrderRequest request) {
+        return Map.of("id", insert(request.note()));
+    }
+
     /** Keyed by a path variable, fingerprinting nothing. */
     @PostMapping("/by-reference/{reference}")
     @Idempotent(key = "#path.reference")
