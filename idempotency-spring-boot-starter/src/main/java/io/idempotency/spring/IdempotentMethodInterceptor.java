@@ -45,6 +45,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collection;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -305,8 +306,12 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             return new IdempotencyKeyParser.Missing();
         }
         // a JSON number is compared as its exact decimal value, as in the fingerprint: 1000, 1000.0 and 1e3 are one key
+        // an object or array (of the body, or a collection) as its canonical JSON, as in the fingerprint: its
+        // toString() depends on the order of its members and on how its numbers are written
         String key = value instanceof BigDecimal number
                 ? number.signum() == 0 ? "0" : number.stripTrailingZeros().toPlainString()
+                : value instanceof Map<?, ?> || value instanceof Collection<?> || value.getClass().isArray()
+                ? new String(CanonicalJson.canonicalize(value), StandardCharsets.UTF_8)
                 : value.toString();
         if (key.length() > IdempotencyKeyParser.MAX_KEY_LENGTH) {
             return new IdempotencyKeyParser.Malformed(

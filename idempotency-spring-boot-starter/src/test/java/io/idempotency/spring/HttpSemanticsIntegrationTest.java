@@ -203,6 +203,23 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aKeyFromAnObjectInTheBodyIsTheSameKeyHoweverTheObjectIsWritten() throws Exception {
+        // a provider re-sends the callback with the members of its reference in another order, its number written
+        // another way: the same transaction, to be run once
+        String note = "ref-" + UUID.randomUUID();
+        String first = "{\"reference\":{\"bank\":\"b-1\",\"id\":1000},\"note\":\"" + note + "\"}";
+        String resent = "{\"note\":\"" + note + "\",\"reference\":{\"id\":1000.0,\"bank\":\"b-1\"}}";
+
+        HttpResponse<byte[]> answer = send(request("/orders/callbacks-by-reference", first).build());
+        HttpResponse<byte[]> again = send(request("/orders/callbacks-by-reference", resent).build());
+
+        assertThat(answer.statusCode()).isEqualTo(200);
+        assertThat(again.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(again.body()).isEqualTo(answer.body());
+        assertThat(rows("reference-callback-" + note)).isEqualTo(1);
+    }
+
+    @Test
     void fingerprintValuesThatAreArraysOrNotFiniteNumbersFingerprintTheSameRequestAlike() throws Exception {
         String key = UUID.randomUUID().toString();
         String body = "{\"note\":\"tagged-" + key + "\"}";

@@ -296,6 +296,13 @@ public class OrderController {
         return Map.of("id", insert("optional-callback-" + callback.get("note")));
     }
 
+    /** Keyed by a member of the body that is itself an object: a provider's reference made of several parts. */
+    @PostMapping("/callbacks-by-reference")
+    @Idempotent(key = "#body.reference")
+    public Map<String, Object> callbackByReference(@RequestBody Map<String, Object> callback) {
+        return Map.of("id", insert("reference-callback-" + callback.get("note")));
+    }
+
     /** Fingerprinted by parameters that are an array and a double. */
     @PostMapping("/tagged")
     @Idempotent(fingerprint = {"#tags", "#weight"})
