@@ -28,7 +28,9 @@ public @interface Idempotent {
 
     /**
      * The scope that keys are unique in. Default: the HTTP method and route template, e.g.
-     * {@code "POST /payments/{id}/refunds"}. Give two endpoints the same scope to make them share keys.
+     * {@code "POST /payments/{id}/refunds"}. Give two endpoints the same scope to make them share keys. Two handler
+     * methods on the same HTTP method and route template (told apart by a header, a media type or a version) would
+     * share the default, so the starter refuses to start until each names its scope.
      */
     String scope() default "";
 

@@ -38,6 +38,8 @@ import java.lang.reflect.Method;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.IdentityHashMap;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
@@ -63,7 +65,9 @@ import java.util.concurrent.Future;
  *   <li>an intent-first endpoint whose own lease the retention does not cover (TTL below the retry window plus
  *       that lease);</li>
  *   <li>a transaction manager that does not manage the store's DataSource: the claim and the handler's writes would
- *       not commit together.</li>
+ *       not commit together;</li>
+ *   <li>two handler methods that would share a default scope (the same HTTP method and route template, told apart by
+ *       a header, a media type or a version): a key used with one would replay the other's answer.</li>
  * </ul>
  */
 class IdempotencyStartupChecks implements SmartInitializingSingleton {
@@ -112,6 +116,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         List<String> problems = new ArrayList<>();
         List<Method> intentFirst = new ArrayList<>();
         int idempotentEndpoints = 0;
+        Map<String, Set<Method>> defaultScopes = new LinkedHashMap<>();
         // the configured methods too, so that handlers these mappings do not list are still served
         Set<String> methods = new HashSet<>(properties.getObject().getMethods().stream()
                 .map(method -> method.toUpperCase(Locale.ROOT)).toList());
@@ -134,6 +139,10 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                             reasonProblem(mapped.getValue()).ifPresent(problems::add);
                         }
                         scopeTooLong(method, mapped.getKey(), endpoint).ifPresent(problems::add);
+                        if (endpoint.scope.isEmpty()) {
+                            defaultScopes(mapped.getKey(), endpoint).forEach(scope -> defaultScopes
+                                    .computeIfAbsent(scope, s -> new LinkedHashSet<>()).add(method));
+                        }
                         if (endpoint.mode == IdempotencyMode.INTENT_FIRST) {
                             intentFirst.add(method);
                         }
@@ -147,6 +156,14 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 }
             }
         }
+        defaultScopes.forEach((scope, handlers) -> {
+            if (handlers.size() > 1) {
+                problems.add(handlers.stream().map(Method::toString).sorted().toList() + " share the default scope '"
+                        + scope + "' (HTTP method and route template), so a key used with one would be answered with"
+                        + " the other's stored answer; give each its own scope with @Idempotent(scope = …), or the"
+                        + " same one only if they are one operation");
+            }
+        });
         if (idempotentEndpoints > 0 && JPA_WEB_PRESENT) {
             Jpa.openInViewFilterProblem(context).ifPresent(problems::add);
         }
@@ -182,20 +199,22 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 + " idempotency.methods");
     }
 
+    /** The default scopes of a mapping: each HTTP method it is idempotent for, with each of its route templates. */
+    private static List<String> defaultScopes(RequestMappingInfo mapping, IdempotentEndpoint endpoint) {
+        List<String> scopes = new ArrayList<>();
+        List<String> verbs = idempotentVerbs(mapping, endpoint);
+        for (String pattern : mapping.getPatternValues()) {
+            verbs.forEach(verb -> scopes.add(verb + " " + pattern));
+        }
+        return scopes;
+    }
+
     /**
      * A scope longer than the column: every request would fail. The scope is the annotation's, or the HTTP method
      * and route template of the request.
      */
     private static Optional<String> scopeTooLong(Method method, RequestMappingInfo mapping, IdempotentEndpoint endpoint) {
-        List<String> scopes = new ArrayList<>();
-        if (!endpoint.scope.isEmpty()) {
-            scopes.add(endpoint.scope);
-        } else {
-            List<String> verbs = idempotentVerbs(mapping, endpoint);
-            for (String pattern : mapping.getPatternValues()) {
-                verbs.forEach(verb -> scopes.add(verb + " " + pattern));
-            }
-        }
+        List<String> scopes = endpoint.scope.isEmpty() ? defaultScopes(mapping, endpoint) : List.of(endpoint.scope);
         return scopes.stream().filter(scope -> scope.length() > io.idempotency.core.ScopedKey.MAX_LENGTH).findFirst()
                 .map(scope -> method + " has the scope '" + scope.substring(0, 40) + "…' of " + scope.length()
                         + " characters, more than " + io.idempotency.core.ScopedKey.MAX_LENGTH + "; give it a shorter"

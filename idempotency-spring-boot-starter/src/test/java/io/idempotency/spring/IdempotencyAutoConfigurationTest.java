@@ -302,6 +302,23 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void twoEndpointsThatWouldShareOneDefaultScopeAreRefusedAtStartup() {
+        // Spring MVC tells them apart by a header; the records could not: a refund sent with a capture's key and body
+        // would be answered with the capture's stored answer, and never run
+        runner.withUserConfiguration(HeaderDispatchedController.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(rootMessage(context.getStartupFailure())).contains("HeaderDispatchedController.capture()",
+                    "HeaderDispatchedController.refund()", "'POST /transfers'", "@Idempotent(scope = …)");
+        });
+    }
+
+    @Test
+    void endpointsWithScopesOfTheirOwnMayShareARouteAndOneHandlerMayServeSeveral() {
+        runner.withUserConfiguration(ScopedHeaderDispatchedController.class, SeveralRoutesController.class)
+                .run(context -> assertThat(context).hasNotFailed());
+    }
+
+    @Test
     void aCallerNameLongerThanItsColumnIsStoredAsADigest() {
         String longName = "subject-".repeat(40);
         assertThat(IdempotentMethodInterceptor.namespace("alice")).isEqualTo("alice");
@@ -484,6 +501,47 @@ class IdempotencyAutoConfigurationTest {
         @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "${orders.lease:45s}")
         public String create() {
             return "created";
+        }
+    }
+
+    @RestController
+    static class HeaderDispatchedController {
+        @PostMapping(path = "/transfers", headers = "X-Operation=capture")
+        @Idempotent
+        public String capture() {
+            return "captured";
+        }
+
+        @PostMapping(path = "/transfers", headers = "X-Operation=refund")
+        @Idempotent
+        public String refund() {
+            return "refunded";
+        }
+    }
+
+    @RestController
+    static class ScopedHeaderDispatchedController {
+        @PostMapping(path = "/transfers", headers = "X-Operation=capture")
+        @Idempotent(scope = "capture")
+        public String capture() {
+            return "captured";
+        }
+
+        @PostMapping(path = "/transfers", headers = "X-Operation=refund")
+        @Idempotent(scope = "refund")
+        public String refund() {
+            return "refunded";
+        }
+    }
+
+    @RestController
+    static class SeveralRoutesController {
+        @org.springframework.web.bind.annotation.RequestMapping(path = {"/notes", "/v1/notes"},
+                method = {org.springframework.web.bind.annotation.RequestMethod.POST,
+                        org.springframework.web.bind.annotation.RequestMethod.PATCH})
+        @Idempotent
+        public String note() {
+            return "noted";
         }
     }
 
