@@ -6,7 +6,9 @@ import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.StoragePolicy;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.aop.framework.autoproxy.AutoProxyUtils;
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
 import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.context.ApplicationContext;
 import org.springframework.core.ResolvableType;
@@ -122,7 +124,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 .map(method -> method.toUpperCase(Locale.ROOT)).toList());
         for (RequestMappingHandlerMapping mapping : context.getBeansOfType(RequestMappingHandlerMapping.class).values()) {
             for (Map.Entry<RequestMappingInfo, HandlerMethod> mapped : mapping.getHandlerMethods().entrySet()) {
-                Method method = mapped.getValue().getMethod();
+                Method method = annotatedMethod(mapped.getValue());
                 Idempotent idempotent = AnnotatedElementUtils.findMergedAnnotation(method, Idempotent.class);
                 if (idempotent != null) {
                     idempotentEndpoints++;
@@ -182,6 +184,21 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                     + " default. Set a secret of this application's own, the same on every instance.",
                     intentFirst.size(), intentFirst.get(0));
         }
+    }
+
+    /**
+     * The handler's method, or the method that carries {@code @Idempotent} for it: a controller proxied through an
+     * interface is mapped with the interface's methods, and the annotation may be on the implementing one.
+     */
+    private Method annotatedMethod(HandlerMethod handler) {
+        Method method = handler.getMethod();
+        if (AnnotatedElementUtils.hasAnnotation(method, Idempotent.class) || !(handler.getBean() instanceof String name)
+                || !(context.getAutowireCapableBeanFactory() instanceof ConfigurableListableBeanFactory beanFactory)
+                || !beanFactory.containsBeanDefinition(name)) {
+            return method;
+        }
+        Method annotated = IdempotentAdvisor.annotated(method, AutoProxyUtils.determineTargetClass(beanFactory, name));
+        return annotated != null ? annotated : method;
     }
 
     /**

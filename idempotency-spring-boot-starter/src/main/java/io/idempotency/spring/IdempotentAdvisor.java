@@ -2,11 +2,13 @@ package io.idempotency.spring;
 
 import io.idempotency.core.Idempotent;
 import org.aopalliance.aop.Advice;
+import org.springframework.aop.support.AopUtils;
 import org.springframework.aop.support.StaticMethodMatcherPointcutAdvisor;
 import org.springframework.core.Ordered;
 import org.springframework.core.annotation.AnnotatedElementUtils;
 
 import java.lang.reflect.Method;
+import java.lang.reflect.Proxy;
 
 /**
  * Applies the {@link IdempotentMethodInterceptor} to methods annotated {@code @Idempotent}, ordered outside
@@ -28,6 +30,25 @@ public class IdempotentAdvisor extends StaticMethodMatcherPointcutAdvisor {
 
     @Override
     public boolean matches(Method method, Class<?> targetClass) {
-        return AnnotatedElementUtils.hasAnnotation(method, Idempotent.class);
+        return annotated(method, targetClass) != null;
+    }
+
+    /**
+     * The method that carries {@code @Idempotent} for a call of {@code method} on an object of {@code targetClass}:
+     * the method itself (or one it overrides or implements), else the target class's implementation of it. A proxy
+     * made through an interface is called with the interface's method, which does not carry an annotation put on the
+     * implementing method.
+     *
+     * @return null when neither carries it
+     */
+    static Method annotated(Method method, Class<?> targetClass) {
+        if (AnnotatedElementUtils.hasAnnotation(method, Idempotent.class)) {
+            return method;
+        }
+        if (targetClass == null || Proxy.isProxyClass(targetClass)) {
+            return null;
+        }
+        Method specific = AopUtils.getMostSpecificMethod(method, targetClass);
+        return specific != method && AnnotatedElementUtils.hasAnnotation(specific, Idempotent.class) ? specific : null;
     }
 }

@@ -14,6 +14,7 @@ import org.aopalliance.intercept.MethodInterceptor;
 import org.aopalliance.intercept.MethodInvocation;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.aop.support.AopUtils;
 import org.springframework.context.expression.MethodBasedEvaluationContext;
 import org.springframework.core.DefaultParameterNameDiscoverer;
 import org.springframework.core.ParameterNameDiscoverer;
@@ -122,7 +123,9 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
     @Override
     public Object invoke(MethodInvocation invocation) throws Throwable {
         HttpServletRequest request = currentRequest();
-        IdempotentEndpoint endpoint = endpoint(invocation.getMethod());
+        Method annotated = invocation.getThis() == null ? null
+                : IdempotentAdvisor.annotated(invocation.getMethod(), AopUtils.getTargetClass(invocation.getThis()));
+        IdempotentEndpoint endpoint = endpoint(annotated != null ? annotated : invocation.getMethod());
         if (request != null && !endpoint.appliesTo(request.getMethod())) {
             return invocation.proceed(); // not idempotent for this verb (the filter may not even have seen it)
         }

@@ -1,0 +1,128 @@
+package io.idempotency.spring;
+
+import io.idempotency.core.Idempotent;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Test;
+import org.springframework.aop.support.AopUtils;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.WebApplicationType;
+import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.web.server.LocalServerPort;
+import org.springframework.context.annotation.Import;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RestController;
+
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/**
+ * A controller declared by an interface and proxied through it ({@code spring.aop.proxy-target-class=false}), with
+ * {@code @Idempotent} on the implementing method: the proxy is called with the interface's method, and the annotation
+ * must still take effect.
+ */
+@SpringBootTest(classes = JdkProxiedControllerIntegrationTest.App.class,
+        webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT, properties = "spring.aop.proxy-target-class=false")
+class JdkProxiedControllerIntegrationTest {
+
+    private static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
+    private static final AtomicInteger RUNS = new AtomicInteger();
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        TestDatabases.register(registry, DATABASE);
+    }
+
+    @SpringBootConfiguration
+    @EnableAutoConfiguration
+    @Import(TransfersController.class)
+    static class App {
+    }
+
+    @RestController
+    public interface TransfersApi {
+        @PostMapping("/jdk-proxied/transfers")
+        String create();
+    }
+
+    public static class TransfersController implements TransfersApi {
+        @Override
+        @Idempotent
+        public String create() {
+            return "transfer " + RUNS.incrementAndGet();
+        }
+    }
+
+    @SpringBootConfiguration
+    @EnableAutoConfiguration
+    @Import(AsyncController.class)
+    static class AsyncApp {
+    }
+
+    @RestController
+    public interface AsyncApi {
+        @PostMapping("/jdk-proxied/async")
+        CompletableFuture<String> create();
+    }
+
+    public static class AsyncController implements AsyncApi {
+        @Override
+        @Idempotent
+        public CompletableFuture<String> create() {
+            return CompletableFuture.completedFuture("late");
+        }
+    }
+
+    @LocalServerPort
+    int port;
+
+    @Autowired
+    TransfersApi controller;
+
+    @Test
+    void theRetryOfARequestToAnInterfaceProxiedControllerIsAReplay() throws Exception {
+        assertThat(AopUtils.isJdkDynamicProxy(controller)).as("the controller is proxied through its interface").isTrue();
+        String key = UUID.randomUUID().toString();
+
+        HttpResponse<String> first = post(key);
+        HttpResponse<String> retry = post(key);
+
+        assertThat(first.statusCode()).isEqualTo(200);
+        assertThat(retry.statusCode()).isEqualTo(200);
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(retry.body()).isEqualTo(first.body());
+        assertThat(RUNS).hasValue(1);
+        assertThat(DATABASE.queryString("select scope from idempotency_keys where idempotency_key = '" + key + "'"))
+                .isEqualTo("POST /jdk-proxied/transfers");
+    }
+
+    @Test
+    void theStartupChecksSeeTheAnnotationOnTheImplementingMethod() {
+        SpringApplicationBuilder application = new SpringApplicationBuilder(AsyncApp.class)
+                .web(WebApplicationType.SERVLET)
+                .properties("spring.aop.proxy-target-class=false", "server.port=0");
+        DATABASE.springProperties().forEach((name, value) -> application.properties(name + "=" + value));
+
+        assertThatThrownBy(application::run)
+                .hasMessageContaining("AsyncController.create()").hasMessageContaining("async answers");
+    }
+
+    private HttpResponse<String> post(String key) throws Exception {
+        return HttpClient.newHttpClient().send(HttpRequest.newBuilder(
+                        URI.create("http://localhost:" + port + "/jdk-proxied/transfers"))
+                .header("Content-Type", "application/json").header("Idempotency-Key", key)
+                .POST(HttpRequest.BodyPublishers.ofString("{}")).build(), HttpResponse.BodyHandlers.ofString());
+    }
+}
