@@ -41,12 +41,12 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
-import java.util.LinkedHashSet;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeSet;
 import java.util.Optional;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletionStage;
@@ -118,7 +118,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         List<String> problems = new ArrayList<>();
         List<Method> intentFirst = new ArrayList<>();
         int idempotentEndpoints = 0;
-        Map<String, Set<Method>> defaultScopes = new LinkedHashMap<>();
+        // the handlers (controller and method: one method can serve two controllers) under each default scope
+        Map<String, Set<String>> defaultScopes = new LinkedHashMap<>();
         // the configured methods too, so that handlers these mappings do not list are still served
         Set<String> methods = new HashSet<>(properties.getObject().getMethods().stream()
                 .map(method -> method.toUpperCase(Locale.ROOT)).toList());
@@ -143,7 +144,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                         scopeTooLong(method, mapped.getKey(), endpoint).ifPresent(problems::add);
                         if (endpoint.scope.isEmpty()) {
                             defaultScopes(mapped.getKey(), endpoint).forEach(scope -> defaultScopes
-                                    .computeIfAbsent(scope, s -> new LinkedHashSet<>()).add(method));
+                                    .computeIfAbsent(scope, s -> new TreeSet<>()).add(mapped.getValue().toString()));
                         }
                         if (endpoint.mode == IdempotencyMode.INTENT_FIRST) {
                             intentFirst.add(method);
@@ -160,7 +161,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         }
         defaultScopes.forEach((scope, handlers) -> {
             if (handlers.size() > 1) {
-                problems.add(handlers.stream().map(Method::toString).sorted().toList() + " share the default scope '"
+                problems.add(handlers + " share the default scope '"
                         + scope + "' (HTTP method and route template), so a key used with one would be answered with"
                         + " the other's stored answer; give each its own scope with @Idempotent(scope = …), or the"
                         + " same one only if they are one operation");

@@ -307,8 +307,17 @@ class IdempotencyAutoConfigurationTest {
         // would be answered with the capture's stored answer, and never run
         runner.withUserConfiguration(HeaderDispatchedController.class).run(context -> {
             assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains("HeaderDispatchedController.capture()",
-                    "HeaderDispatchedController.refund()", "'POST /transfers'", "@Idempotent(scope = …)");
+            assertThat(rootMessage(context.getStartupFailure())).contains("HeaderDispatchedController#capture()",
+                    "HeaderDispatchedController#refund()", "'POST /transfers'", "@Idempotent(scope = …)");
+        });
+    }
+
+    @Test
+    void oneInheritedMethodServingTwoControllersUnderOneDefaultScopeIsRefusedToo() {
+        runner.withUserConfiguration(CaptureController.class, RefundController.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(rootMessage(context.getStartupFailure())).contains("CaptureController#create()",
+                    "RefundController#create()", "'POST /payouts'");
         });
     }
 
@@ -517,6 +526,24 @@ class IdempotencyAutoConfigurationTest {
         public String refund() {
             return "refunded";
         }
+    }
+
+    abstract static class PayoutEndpoint {
+        @PostMapping
+        @Idempotent
+        public String create() {
+            return getClass().getSimpleName();
+        }
+    }
+
+    @RestController
+    @org.springframework.web.bind.annotation.RequestMapping(path = "/payouts", headers = "X-Operation=capture")
+    static class CaptureController extends PayoutEndpoint {
+    }
+
+    @RestController
+    @org.springframework.web.bind.annotation.RequestMapping(path = "/payouts", headers = "X-Operation=refund")
+    static class RefundController extends PayoutEndpoint {
     }
 
     @RestController
