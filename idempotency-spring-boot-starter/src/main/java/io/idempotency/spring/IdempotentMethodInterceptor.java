@@ -17,6 +17,7 @@ import org.slf4j.LoggerFactory;
 import org.springframework.aop.support.AopUtils;
 import org.springframework.context.expression.MethodBasedEvaluationContext;
 import org.springframework.core.DefaultParameterNameDiscoverer;
+import org.springframework.core.MethodClassKey;
 import org.springframework.core.ParameterNameDiscoverer;
 import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.core.env.PropertyResolver;
@@ -91,6 +92,8 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
     private final PropertyResolver placeholders;
     private final TransactionResources transactionResources;
     private final Map<Method, IdempotentEndpoint> endpoints = new ConcurrentHashMap<>();
+    /** The endpoint of each method called on each target class, found once: the per-request path does no look-up. */
+    private final Map<MethodClassKey, IdempotentEndpoint> calls = new ConcurrentHashMap<>();
 
     /** @param placeholders resolves {@code ${…}} placeholders in {@link Idempotent#lease()} */
     public IdempotentMethodInterceptor(IdempotencyEngine engine, CallerResolver callerResolver,
@@ -120,12 +123,23 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 defaultPolicy, properties.getLease(), placeholders));
     }
 
+    /**
+     * The endpoint settings of the method called: the method itself, or — for a proxy made through an interface,
+     * called with the interface's method — the target's implementation that carries {@code @Idempotent}.
+     */
+    private IdempotentEndpoint endpoint(MethodInvocation invocation) {
+        Method method = invocation.getMethod();
+        Class<?> targetClass = invocation.getThis() == null ? null : AopUtils.getTargetClass(invocation.getThis());
+        return calls.computeIfAbsent(new MethodClassKey(method, targetClass), call -> {
+            Method annotated = targetClass == null ? null : IdempotentAdvisor.annotated(method, targetClass);
+            return endpoint(annotated != null ? annotated : method);
+        });
+    }
+
     @Override
     public Object invoke(MethodInvocation invocation) throws Throwable {
         HttpServletRequest request = currentRequest();
-        Method annotated = invocation.getThis() == null ? null
-                : IdempotentAdvisor.annotated(invocation.getMethod(), AopUtils.getTargetClass(invocation.getThis()));
-        IdempotentEndpoint endpoint = endpoint(annotated != null ? annotated : invocation.getMethod());
+        IdempotentEndpoint endpoint = endpoint(invocation);
         if (request != null && !endpoint.appliesTo(request.getMethod())) {
             return invocation.proceed(); // not idempotent for this verb (the filter may not even have seen it)
         }
