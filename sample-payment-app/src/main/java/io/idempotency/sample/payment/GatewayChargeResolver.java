@@ -16,9 +16,10 @@ import java.util.Optional;
  * request, or the background sweeper when no retry comes. The take-over is a compare-and-set on the claim's fencing
  * token, so each stale claim is resolved by one of them, even across instances.
  * <ul>
- *   <li>The gateway has a charge under the request's derived key ({@code GET /gateway/charges/by-key/{key}}): the
- *       charge is recorded locally if it is not yet, and the answer the handler would have given (201, the charge,
- *       its {@code Location}) is returned as {@code complete}: the starter stores it as SUCCEEDED and replays it.</li>
+ *   <li>The gateway has a charge under the request's derived key ({@code GET /gateway/charges/by-key}, the key in
+ *       its {@code Idempotency-Key} header): the charge is recorded locally if it is not yet, and the answer the
+ *       handler would have given (201, the charge, its {@code Location}) is returned as {@code complete}: the
+ *       starter stores it as SUCCEEDED and replays it.</li>
  *   <li>The gateway has nothing under the key: {@code rerun} — the retry runs the handler again (the sweeper marks
  *       the claim FAILED, so that the next request runs). Safe even if a late first attempt books the charge after
  *       this look-up: it sends the same key, so the gateway books it once, and that attempt's own result is refused

@@ -97,7 +97,9 @@ public class GatewayClient {
     /** The charge the gateway booked under {@code key}, if any. */
     public Optional<GatewayCharge> findByKey(String key) {
         return call("look-up", () -> http().get()
-                .uri("/gateway/charges/by-key/{key}", key)
+                .uri("/gateway/charges/by-key")
+                // in a header, never in the address: access logs show that, and so does a failed call's message
+                .header("Idempotency-Key", key)
                 .accept(MediaType.APPLICATION_JSON, MediaType.APPLICATION_PROBLEM_JSON)
                 .exchange((request, response) -> {
                     int status = response.getStatusCode().value();

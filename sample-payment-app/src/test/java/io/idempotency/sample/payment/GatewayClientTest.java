@@ -30,6 +30,7 @@ class GatewayClientTest {
 
     private final AtomicReference<Answer> answer = new AtomicReference<>();
     private final AtomicReference<String> receivedKey = new AtomicReference<>();
+    private final AtomicReference<String> receivedTarget = new AtomicReference<>();
     private HttpServer server;
 
     private record Answer(int status, String contentType, String body, long delayMs) {
@@ -40,6 +41,7 @@ class GatewayClientTest {
         server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
         server.createContext("/", exchange -> {
             receivedKey.set(exchange.getRequestHeaders().getFirst("Idempotency-Key"));
+            receivedTarget.set(exchange.getRequestURI().toString());
             exchange.getRequestBody().readAllBytes();
             Answer current = answer.get();
             try {
@@ -133,6 +135,26 @@ class GatewayClientTest {
 
         answer.set(new Answer(503, "text/plain", "busy", 0));
         assertThatThrownBy(() -> client().findByKey("k")).isInstanceOf(GatewayOutcomeUnknownException.class);
+    }
+
+    @Test
+    void theLookUpKeepsTheKeyOutOfItsAddressAndOutOfItsFailures() {
+        // the derived key identifies a charge at the gateway: an address ends up in access logs, and a failed call's
+        // address in the failure's message, which the resolver and the sweeper log
+        String key = "derived-" + java.util.UUID.randomUUID();
+        answer.set(new Answer(200, "application/json", CHARGE, 0));
+        assertThat(client().findByKey(key)).isPresent();
+        assertThat(receivedKey.get()).isEqualTo(key);
+        assertThat(receivedTarget.get()).doesNotContain(key);
+
+        answer.set(new Answer(200, "application/json", CHARGE, 1_000)); // no answer within the read timeout
+        assertThatThrownBy(() -> client().findByKey(key))
+                .isInstanceOf(GatewayOutcomeUnknownException.class)
+                .satisfies(failure -> {
+                    for (Throwable cause = failure; cause != null; cause = cause.getCause()) {
+                        assertThat(String.valueOf(cause.getMessage())).doesNotContain(key);
+                    }
+                });
     }
 
     private GatewayClient client() {

@@ -5,7 +5,6 @@ import org.springframework.http.MediaType;
 import org.springframework.http.ProblemDetail;
 import org.springframework.http.ResponseEntity;
 import org.springframework.web.bind.annotation.GetMapping;
-import org.springframework.web.bind.annotation.PathVariable;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestBody;
 import org.springframework.web.bind.annotation.RequestHeader;
@@ -34,7 +33,8 @@ import java.util.regex.Pattern;
  *       the charge is declined (amounts above {@value #LIMIT}; nothing is booked, so the same key may be sent again);
  *       {@code 400} problem for an invalid request.</li>
  *   <li>{@code GET /gateway/charges?orderId=o-1} → the order's ledger entries, oldest first.</li>
- *   <li>{@code GET /gateway/charges/by-key/{key}} → the entry booked under the key, or {@code 404}.</li>
+ *   <li>{@code GET /gateway/charges/by-key} (header {@code Idempotency-Key}) → the entry booked under the key, or
+ *       {@code 404}.</li>
  * </ul>
  * Not {@code @Idempotent}: the gateway's deduplication is its own, the unique index on its ledger's key.
  */
@@ -113,9 +113,9 @@ public class GatewayController {
     }
 
     /** The entry booked under {@code key}: 200, or 404 when nothing is booked under it. */
-    @GetMapping(path = "/by-key/{key}", produces = {MediaType.APPLICATION_JSON_VALUE,
+    @GetMapping(path = "/by-key", produces = {MediaType.APPLICATION_JSON_VALUE,
             MediaType.APPLICATION_PROBLEM_JSON_VALUE})
-    public ResponseEntity<?> byKey(@PathVariable String key) {
+    public ResponseEntity<?> byKey(@RequestHeader("Idempotency-Key") String key) {
         return ledger.findByKey(key)
                 .<ResponseEntity<?>>map(ResponseEntity::ok)
                 .orElseGet(() -> problem(HttpStatus.NOT_FOUND, "no-such-charge", "No such charge",
