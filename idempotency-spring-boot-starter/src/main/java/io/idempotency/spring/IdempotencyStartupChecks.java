@@ -11,6 +11,7 @@ import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
 import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.context.ApplicationContext;
+import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.core.ResolvableType;
 import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.http.HttpEntity;
@@ -41,6 +42,7 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
@@ -176,14 +178,33 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                     + " from it.");
         }
         idempotentMethods.learn(methods);
-        if (!intentFirst.isEmpty() && IdempotencyEngine.DEFAULT_DOWNSTREAM_SECRET.equals(
-                properties.getObject().getDownstreamKeySecret())) {
+        if (IdempotencyEngine.DEFAULT_DOWNSTREAM_SECRET.equals(properties.getObject().getDownstreamKeySecret())) {
+            warnOfTheDefaultDownstreamSecret(intentFirst);
+        }
+    }
+
+    /**
+     * Warns that intent-first endpoints derive their downstream keys with the library's public default secret: the
+     * controller methods in {@code intentFirst}, and the {@code @Idempotent} methods of other beans (those a functional
+     * route calls, which no handler mapping lists).
+     */
+    private void warnOfTheDefaultDownstreamSecret(List<Method> handlers) {
+        Set<Method> intentFirst = new LinkedHashSet<>(handlers);
+        if (context instanceof ConfigurableApplicationContext configurable) {
+            for (Method method : InertIdempotentCheck.idempotentMethods(configurable.getBeanFactory())) {
+                Idempotent idempotent = AnnotatedElementUtils.findMergedAnnotation(method, Idempotent.class);
+                if (idempotent != null && idempotent.mode() == IdempotencyMode.INTENT_FIRST) {
+                    intentFirst.add(method);
+                }
+            }
+        }
+        if (!intentFirst.isEmpty()) {
             // two applications on one third-party account, both with the default, derive the same downstream key for
             // the same caller, scope and key: the third party would take the second one's call for a rerun
             log.warn("idempotency.downstream-key-secret is not set, and {} endpoint(s) call third parties in"
                     + " intent-first mode (e.g. {}): their downstream keys are derived with the library's public"
                     + " default. Set a secret of this application's own, the same on every instance.",
-                    intentFirst.size(), intentFirst.get(0));
+                    intentFirst.size(), intentFirst.iterator().next());
         }
     }
 

@@ -114,7 +114,7 @@ class InertIdempotentCheck implements SmartInitializingSingleton, ApplicationCon
     }
 
     /** The {@code @Idempotent} methods of the application's beans and Spring MVC handlers, in a stable order. */
-    private List<Method> idempotentMethods(ConfigurableListableBeanFactory beanFactory) {
+    static List<Method> idempotentMethods(ConfigurableListableBeanFactory beanFactory) {
         Set<Method> found = new LinkedHashSet<>();
         Set<Class<?>> seen = new HashSet<>();
         for (String name : beanFactory.getBeanNamesForType(Object.class, true, false)) {

@@ -286,6 +286,16 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void intentFirstMethodsBehindFunctionalRoutesAreWarnedAboutToo(
+            org.springframework.boot.test.system.CapturedOutput output) {
+        // a functional route's handler is no controller method: the @Idempotent service method it calls is the
+        // endpoint, and its downstream keys are derived with the same secret
+        String warning = "idempotency.downstream-key-secret is not set, and 1 endpoint(s) call third parties";
+        runner.withUserConfiguration(LeasedService.class).run(context -> assertThat(context).hasNotFailed());
+        assertThat(output).contains(warning, "LeasedService.charge()");
+    }
+
+    @Test
     void aScopeLongerThanItsColumnIsRefusedAtStartup() {
         runner.withUserConfiguration(LongRouteController.class).run(context -> {
             assertThat(context).hasFailed();
@@ -510,6 +520,22 @@ class IdempotencyAutoConfigurationTest {
         @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "${orders.lease:45s}")
         public String create() {
             return "created";
+        }
+    }
+
+    static class LeasedService {
+        @Idempotent(mode = IdempotencyMode.INTENT_FIRST)
+        public String charge() {
+            return "charged";
+        }
+
+        @Bean
+        org.springframework.web.servlet.function.RouterFunction<org.springframework.web.servlet.function.ServerResponse>
+                charges(LeasedService service) {
+            return org.springframework.web.servlet.function.RouterFunctions.route()
+                    .POST("/functional-charges", request -> org.springframework.web.servlet.function.ServerResponse
+                            .ok().body(service.charge()))
+                    .build();
         }
     }
 
