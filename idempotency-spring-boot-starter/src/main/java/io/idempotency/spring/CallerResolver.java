@@ -5,7 +5,8 @@ import jakarta.servlet.http.HttpServletRequest;
 /**
  * Names the caller a request comes from. The name is part of every record's unique key, so two callers using the
  * same idempotency key never meet: neither can replay, block or detect the other's request. Declare a bean of this
- * type to scope keys by tenant or API key. Implementations must be thread-safe.
+ * type to scope keys by tenant or API key: return an identifier (the API key's id), never a credential, since the
+ * name is stored in plain text and named in log messages. Implementations must be thread-safe.
  */
 @FunctionalInterface
 public interface CallerResolver {
