@@ -350,9 +350,7 @@ class IdempotencyEngineTest {
     @Test
     void aDuplicateInThisInstanceWaitsWithoutATransactionAndGetsTheStoredAnswer() throws Exception {
         IdempotencyEngine.Execution leader = proceed("token-1");
-        CompletableFuture<Start> duplicate = CompletableFuture.supplyAsync(() -> engine.start(KEY, HASH));
-        Thread.sleep(100);
-        assertThat(duplicate).as("waits for the request holding the key").isNotDone();
+        CompletableFuture<Start> duplicate = startWaitingBehindTheKey();
 
         leader.finish(CREATED);
 
@@ -449,6 +447,29 @@ class IdempotencyEngineTest {
         return reuse;
     }
 
+    /**
+     * Starts a duplicate of {@code KEY} with {@code HASH} on a thread of its own, and returns once that thread waits for
+     * the request holding the key: one that came only after the holder had ended would not show what the test is about.
+     */
+    private CompletableFuture<Start> startWaitingBehindTheKey() throws InterruptedException {
+        CompletableFuture<Start> duplicate = new CompletableFuture<>();
+        Thread waiting = new Thread(() -> {
+            try {
+                duplicate.complete(engine.start(KEY, HASH));
+            } catch (Throwable e) {
+                duplicate.completeExceptionally(e);
+            }
+        });
+        waiting.start();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (waiting.getState() != Thread.State.TIMED_WAITING) {
+            assertThat(duplicate).as("waits for the request holding the key").isNotDone();
+            assertThat(System.nanoTime()).as("the duplicate began to wait").isLessThan(deadline);
+            Thread.sleep(5);
+        }
+        return duplicate;
+    }
+
     private static void await(CountDownLatch latch) {
         try {
             assertThat(latch.await(5, TimeUnit.SECONDS)).isTrue();
@@ -460,8 +481,7 @@ class IdempotencyEngineTest {
     @Test
     void whenTheRequestHoldingTheKeyRollsBackAWaiterClaimsItself() throws Exception {
         IdempotencyEngine.Execution leader = proceed("token-1");
-        CompletableFuture<Start> duplicate = CompletableFuture.supplyAsync(() -> engine.start(KEY, HASH));
-        Thread.sleep(100);
+        CompletableFuture<Start> duplicate = startWaitingBehindTheKey();
 
         store.claimAnswer = () -> new ClaimResult.Claimed("token-2");
         leader.abandon();
