@@ -317,7 +317,8 @@ class PartitionMaintenanceIntegrationTest {
 
     @Test
     void partitionChangesNeverMakeAClaimWait() throws Exception {
-        try (HikariDataSource dataSource = partitionedDatabase()) {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = partitionedDatabase(database)) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
             PostgresPartitionMaintenance maintenance =
                     new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(60));
@@ -333,7 +334,7 @@ class PartitionMaintenanceIntegrationTest {
             try {
                 CompletableFuture<PostgresPartitionMaintenance.Run> run =
                         CompletableFuture.supplyAsync(() -> maintenance.run(Duration.ofDays(1)));
-                Thread.sleep(500); // the detach now waits for the long request, in the background
+                database.awaitLockWaiter(Duration.ofSeconds(30)); // the detach waits for the long request
 
                 List<Long> latencies = new ArrayList<>();
                 for (int i = 0; i < 20; i++) {
