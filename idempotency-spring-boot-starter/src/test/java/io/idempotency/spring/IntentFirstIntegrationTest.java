@@ -48,10 +48,9 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         int chargesBefore = gateway.charges();
 
         CompletableFuture<HttpResponse<String>> first = CompletableFuture.supplyAsync(
-                () -> charge("/intent/charges", key, note, "X-Sleep-Ms", "800"));
-        Thread.sleep(300);
-        assertThat(DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'"))
-                .as("the intent is visible to everyone while the handler runs").isEqualTo("PROCESSING");
+                () -> charge("/intent/charges", key, note, "X-Sleep-Ms", "2000"));
+        // the intent is visible to everyone while the handler runs (it sleeps 2 s after the claim is committed)
+        awaitStatus(key, "PROCESSING");
         HttpResponse<String> duplicate = charge("/intent/charges", key, note);
         HttpResponse<String> answer = first.get(30, TimeUnit.SECONDS);
         HttpResponse<String> replay = charge("/intent/charges", key, note);
