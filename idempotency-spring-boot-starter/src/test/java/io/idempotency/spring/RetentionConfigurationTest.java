@@ -3,12 +3,15 @@ package io.idempotency.spring;
 import io.idempotency.core.IdempotencyStore;
 import io.idempotency.jdbc.PartitionedPostgresIdempotencyStore;
 import io.idempotency.testkit.TestPostgres;
+import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.test.context.FilteredClassLoader;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+
+import java.util.function.Supplier;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -89,9 +92,10 @@ class RetentionConfigurationTest {
                             .isZero();
                     assertThat(database.queryLong("select count(*) from idempotency_keys where idempotency_key = 'live'"))
                             .isEqualTo(1);
+                    // counted once the batch has committed: the record can be gone a moment before it is counted
                     MeterRegistry meters = context.getBean(MeterRegistry.class);
-                    assertThat(meters.get(MicrometerIdempotencyMeters.REMOVED).tag("unit", "records").counter().count())
-                            .isEqualTo(1.0);
+                    assertThat(awaitCount(() -> meters.find(MicrometerIdempotencyMeters.REMOVED).tag("unit", "records")
+                            .counter())).isEqualTo(1.0);
                 });
     }
 
@@ -120,9 +124,10 @@ class RetentionConfigurationTest {
                             .isEqualTo("FAILED");
                     assertThat(database.queryString("select status from idempotency_keys"
                             + " where idempotency_key = 'running'")).as("a lease still running").isEqualTo("PROCESSING");
+                    // counted once the sweep has ended: the claim can be FAILED a moment before it is counted
                     MeterRegistry meters = context.getBean(MeterRegistry.class);
-                    assertThat(meters.get(MicrometerIdempotencyMeters.RESOLVED).tag("outcome", "failed").counter()
-                            .count()).isEqualTo(1.0);
+                    assertThat(awaitCount(() -> meters.find(MicrometerIdempotencyMeters.RESOLVED).tag("outcome", "failed")
+                            .counter())).isEqualTo(1.0);
                 });
     }
 
@@ -228,6 +233,15 @@ class RetentionConfigurationTest {
                     Thread.sleep(300); // both tasks have run at least once, counting into nothing
                     assertThat(context).doesNotHaveBean(MicrometerIdempotencyMeters.class);
                 });
+    }
+
+    /** The count of {@code counter} once it is positive, or after 15 s. */
+    private static double awaitCount(Supplier<Counter> counter) throws InterruptedException {
+        long deadline = System.currentTimeMillis() + 15_000;
+        while ((counter.get() == null || counter.get().count() == 0) && System.currentTimeMillis() < deadline) {
+            Thread.sleep(50);
+        }
+        return counter.get() == null ? 0 : counter.get().count();
     }
 
     @Configuration(proxyBeanMethods = false)
