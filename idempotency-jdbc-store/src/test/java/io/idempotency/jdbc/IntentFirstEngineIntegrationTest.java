@@ -398,8 +398,15 @@ class IntentFirstEngineIntegrationTest {
         try (HikariDataSource migration = database.dataSource(2)) {
             new IdempotencySchemaMigrator(migration, "idempotency_keys").migrate();
         }
-        try (HikariDataSource dataSource = database.dataSource(1)) {
-            dataSource.setConnectionTimeout(250);
+        // a pool of one connection that gives up after 250 ms (set before the pool starts: a running pool keeps the
+        // timeout it started with)
+        com.zaxxer.hikari.HikariConfig config = new com.zaxxer.hikari.HikariConfig();
+        config.setJdbcUrl(database.url());
+        config.setUsername(database.user());
+        config.setPassword(database.password());
+        config.setMaximumPoolSize(1);
+        config.setConnectionTimeout(250);
+        try (HikariDataSource dataSource = new HikariDataSource(config)) {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
             Transactions pool = transactions(dataSource);
             AtomicInteger begun = new AtomicInteger();
