@@ -91,7 +91,7 @@ class GatewayClientTest {
                 .isNotInstanceOf(DefiniteFailureException.class);
 
         answer.set(new Answer(201, "application/json", CHARGE, 1_000));
-        assertThatThrownBy(() -> client().charge("k", "o-1", java.math.BigDecimal.TEN, "EUR"))
+        assertThatThrownBy(() -> client(Duration.ofMillis(300)).charge("k", "o-1", java.math.BigDecimal.TEN, "EUR"))
                 .isInstanceOf(GatewayOutcomeUnknownException.class)
                 .isNotInstanceOf(DefiniteFailureException.class);
     }
@@ -148,7 +148,7 @@ class GatewayClientTest {
         assertThat(receivedTarget.get()).doesNotContain(key);
 
         answer.set(new Answer(200, "application/json", CHARGE, 1_000)); // no answer within the read timeout
-        assertThatThrownBy(() -> client().findByKey(key))
+        assertThatThrownBy(() -> client(Duration.ofMillis(300)).findByKey(key))
                 .isInstanceOf(GatewayOutcomeUnknownException.class)
                 .satisfies(failure -> {
                     for (Throwable cause = failure; cause != null; cause = cause.getCause()) {
@@ -157,8 +157,13 @@ class GatewayClientTest {
                 });
     }
 
+    /** A client that waits long enough for any answer the test server gives without a delay of its own. */
     private GatewayClient client() {
+        return client(Duration.ofSeconds(10));
+    }
+
+    private GatewayClient client(Duration readTimeout) {
         return new GatewayClient(new GatewayProperties("http://127.0.0.1:" + server.getAddress().getPort(),
-                Duration.ofSeconds(1), Duration.ofMillis(300)), new MockEnvironment());
+                Duration.ofSeconds(1), readTimeout), new MockEnvironment());
     }
 }
