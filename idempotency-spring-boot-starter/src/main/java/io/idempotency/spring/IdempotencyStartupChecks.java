@@ -126,6 +126,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         Set<String> methods = new HashSet<>(properties.getObject().getMethods().stream()
                 .map(method -> method.toUpperCase(Locale.ROOT)).toList());
         for (RequestMappingHandlerMapping mapping : context.getBeansOfType(RequestMappingHandlerMapping.class).values()) {
+            Map<RequestMappingInfo, Set<String>> takenVerbs = verbsTakenFromMappingsWithoutMethods(mapping);
             for (Map.Entry<RequestMappingInfo, HandlerMethod> mapped : mapping.getHandlerMethods().entrySet()) {
                 Method method = annotatedMethod(mapped.getValue());
                 Idempotent idempotent = AnnotatedElementUtils.findMergedAnnotation(method, Idempotent.class);
@@ -145,8 +146,11 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                         }
                         scopeTooLong(method, mapped.getKey(), endpoint).ifPresent(problems::add);
                         if (endpoint.scope.isEmpty()) {
-                            defaultScopes(mapped.getKey(), endpoint).forEach(scope -> defaultScopes
-                                    .computeIfAbsent(scope, s -> new TreeSet<>()).add(mapped.getValue().toString()));
+                            Set<String> taken = takenVerbs.getOrDefault(mapped.getKey(), Set.of());
+                            defaultScopes(mapped.getKey(), endpoint).stream()
+                                    .filter(scope -> !taken.contains(scope.substring(0, scope.indexOf(' '))))
+                                    .forEach(scope -> defaultScopes.computeIfAbsent(scope, s -> new TreeSet<>())
+                                            .add(mapped.getValue().toString()));
                         }
                         if (endpoint.mode == IdempotencyMode.INTENT_FIRST) {
                             intentFirst.add(method);
@@ -236,6 +240,25 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 + " only, but its @Idempotent applies to " + endpoint.methods.stream().sorted().toList()
                 + ", so it would never take effect; list the endpoint's methods in @Idempotent(methods = …) or in"
                 + " idempotency.methods");
+    }
+
+    /**
+     * The HTTP methods that a mapping without methods never serves, because another mapping of {@code handlerMapping}
+     * names them and is otherwise the same (route, headers, parameters, media types, version): Spring MVC prefers the
+     * one that names the method. A {@code @RequestMapping("/x")} beside a {@code @PostMapping("/x")} gets no POST, so
+     * the two share no default scope.
+     */
+    private static Map<RequestMappingInfo, Set<String>> verbsTakenFromMappingsWithoutMethods(
+            RequestMappingHandlerMapping handlerMapping) {
+        Map<RequestMappingInfo, Set<String>> taken = new java.util.HashMap<>();
+        for (RequestMappingInfo info : handlerMapping.getHandlerMethods().keySet()) {
+            Set<RequestMethod> named = info.getMethodsCondition().getMethods();
+            if (!named.isEmpty()) {
+                taken.computeIfAbsent(info.mutate().methods().build(), i -> new HashSet<>())
+                        .addAll(named.stream().map(Enum::name).toList());
+            }
+        }
+        return taken;
     }
 
     /** The default scopes of a mapping: each HTTP method it is idempotent for, with each of its route templates. */

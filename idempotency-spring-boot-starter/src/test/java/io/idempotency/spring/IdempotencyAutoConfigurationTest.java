@@ -338,6 +338,19 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void anEndpointForEveryMethodBesideOneForPostSharesNoScopeWithIt() {
+        // Spring MVC sends every POST to the @PostMapping, whose methods condition is the more specific: the
+        // @RequestMapping without methods never serves a POST, so under "POST /tickets" there is only one handler
+        runner.withUserConfiguration(CatchAllController.class).run(context -> assertThat(context).hasNotFailed());
+        // one told apart by a header wins the POSTs that carry it: the two do share "POST /tickets"
+        runner.withUserConfiguration(HeaderCatchAllController.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(rootMessage(context.getStartupFailure())).contains("HeaderCatchAllController#create()",
+                    "HeaderCatchAllController#update()", "'POST /tickets'");
+        });
+    }
+
+    @Test
     void aCallerNameLongerThanItsColumnIsStoredAsADigest() {
         String longName = "subject-".repeat(40);
         assertThat(IdempotentMethodInterceptor.namespace("alice")).isEqualTo("alice");
@@ -584,6 +597,36 @@ class IdempotencyAutoConfigurationTest {
         @Idempotent(scope = "refund")
         public String refund() {
             return "refunded";
+        }
+    }
+
+    @RestController
+    static class CatchAllController {
+        @org.springframework.web.bind.annotation.RequestMapping("/tickets")
+        @Idempotent
+        public String update() {
+            return "updated";
+        }
+
+        @PostMapping("/tickets")
+        @Idempotent
+        public String create() {
+            return "created";
+        }
+    }
+
+    @RestController
+    static class HeaderCatchAllController {
+        @org.springframework.web.bind.annotation.RequestMapping(path = "/tickets", headers = "X-Operation=update")
+        @Idempotent
+        public String update() {
+            return "updated";
+        }
+
+        @PostMapping("/tickets")
+        @Idempotent
+        public String create() {
+            return "created";
         }
     }
 
