@@ -40,6 +40,7 @@ import javax.sql.DataSource;
 import java.lang.reflect.Method;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
@@ -250,7 +251,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
      */
     private static Map<RequestMappingInfo, Set<String>> verbsTakenFromMappingsWithoutMethods(
             RequestMappingHandlerMapping handlerMapping) {
-        Map<RequestMappingInfo, Set<String>> taken = new java.util.HashMap<>();
+        Map<RequestMappingInfo, Set<String>> taken = new HashMap<>();
         for (RequestMappingInfo info : handlerMapping.getHandlerMethods().keySet()) {
             Set<RequestMethod> named = info.getMethodsCondition().getMethods();
             if (!named.isEmpty()) {

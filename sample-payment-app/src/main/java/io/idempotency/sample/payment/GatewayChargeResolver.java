@@ -21,9 +21,9 @@ import java.util.Optional;
  *       handler would have given (201, the charge, its {@code Location}) is returned as {@code complete}: the
  *       starter stores it as SUCCEEDED and replays it.</li>
  *   <li>The gateway has nothing under the key: {@code rerun} — the retry runs the handler again (the sweeper marks
- *       the claim FAILED, so that the request, sent again, runs). Safe even if a late first attempt books the charge after
- *       this look-up: it sends the same key, so the gateway books it once, and that attempt's own result is refused
- *       by the fencing token.</li>
+ *       the claim FAILED, so that the request, sent again, runs). Safe even if a late first attempt books the charge
+ *       after this look-up: it sends the same key, so the gateway books it once, and that attempt's own result is
+ *       refused by the fencing token.</li>
  *   <li>The gateway cannot be asked: the failure is thrown on as {@link GatewayOutcomeUnknownException} (an
  *       unreachable gateway too: the charge may exist all the same). The claim stays PROCESSING under the new
  *       holder's lease and is resolved by a later retry or sweep; a waiting retry is answered 502.</li>
