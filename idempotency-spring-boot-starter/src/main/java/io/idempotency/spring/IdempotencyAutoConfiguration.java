@@ -10,6 +10,7 @@ import io.idempotency.core.IdempotencyTemplate;
 import io.idempotency.core.ReplayCache;
 import io.idempotency.core.StaleClaimResolver;
 import io.idempotency.core.StaleClaimSweeper;
+import io.idempotency.jdbc.IdempotencySchema;
 import io.idempotency.jdbc.PartitionedPostgresIdempotencyStore;
 import io.idempotency.jdbc.PostgresIdempotencyStore;
 import io.idempotency.jdbc.PostgresPartitionMaintenance;
@@ -178,6 +179,7 @@ public class IdempotencyAutoConfiguration {
                     + " !#$%&'*+-.^_`|~)");
         }
         positive("idempotency.in-flight-wait", properties.getInFlightWait(), null);
+        checkTableName(properties.getJdbc().getTableName());
         if (properties.getMaxRequestBodySize().toBytes() <= 0) {
             refuse("idempotency.max-request-body-size", properties.getMaxRequestBodySize(), "positive");
         }
@@ -212,6 +214,23 @@ public class IdempotencyAutoConfiguration {
         }
         if (properties.getSweeper().getBatchSize() < 1) {
             refuse("idempotency.sweeper.batch-size", properties.getSweeper().getBatchSize(), "1 or more");
+        }
+    }
+
+    /** The name is spliced into SQL and names the table's own migration history: the store and migrator check it. */
+    private static void checkTableName(String table) {
+        try {
+            IdempotencySchema.checkTableName(table);
+        } catch (IllegalArgumentException e) {
+            refuse("idempotency.jdbc.table-name", "\"" + table + "\"", "a plain SQL identifier ([A-Za-z_][A-Za-z0-9_]*)"
+                    + " of at most " + IdempotencySchema.MAX_TABLE_NAME_LENGTH + " characters, so that the index and"
+                    + " partition names made from it fit PostgreSQL's 63");
+        }
+        try {
+            IdempotencySchemaMigrator.historyTable(table);
+        } catch (IllegalArgumentException e) {
+            refuse("idempotency.jdbc.table-name", "\"" + table + "\"", "another name: its migration history would be "
+                    + IdempotencySchemaMigrator.HISTORY_TABLE + ", the default table's");
         }
     }
 

@@ -242,7 +242,9 @@ class IdempotencyAutoConfigurationTest {
             "idempotency.retention.cleanup.batch-size = 0",
             "idempotency.retention.cleanup.partitions-ahead = -1",
             "idempotency.retention.cleanup.partition-interval = 1500ms",
-            "idempotency.sweeper.batch-size = 0"})
+            "idempotency.sweeper.batch-size = 0",
+            "idempotency.jdbc.table-name = idempotency-keys",
+            "idempotency.jdbc.table-name = idempotency"})
     void aSettingThatCannotWorkIsRefusedByName(String property, String value) {
         runner.withPropertyValues(property + "=" + value).run(context -> {
             assertThat(context).hasFailed();
