@@ -13,6 +13,9 @@ import java.util.Comparator;
 import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
 import static io.idempotency.sample.payment.PaymentApi.REPLAYED_HEADER;
@@ -104,6 +107,35 @@ class CrashRecoveryIntegrationTest {
         assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
         assertThat(retry.headers().firstValue(REPLAYED_HEADER)).hasValue("true");
         assertThat(app.api().paymentsOf(orderId)).isEqualTo("[" + text(retry) + "]");
+    }
+
+    @Test
+    void aGracefulStopLetsTheRequestInFlightCommitBeforeTheDatabaseStops() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+        String body = body(orderId, "28.00");
+        PaymentApi api = app.api();
+
+        CompletableFuture<HttpResponse<byte[]>> inFlight = CompletableFuture.supplyAsync(() -> {
+            try {
+                return api.createPayment(key, body, "delay-ms=5000");
+            } catch (IOException | InterruptedException e) {
+                throw new CompletionException(e);
+            }
+        });
+        TimeUnit.MILLISECONDS.sleep(1500); // the handler is sleeping, its transaction open
+        app.process().destroy(); // SIGTERM: the web server finishes the request, then the context stops the database
+
+        HttpResponse<byte[]> answer = inFlight.get(30, TimeUnit.SECONDS);
+        assertThat(answer.statusCode()).as(text(answer)).isEqualTo(201);
+        app.awaitExit(EXIT_TIMEOUT);
+        assertThat(PostgresOrphans.runningServer(DATA_DIR)).as("stopped with the application").isEmpty();
+
+        app = start();
+        HttpResponse<byte[]> retry = app.api().createPayment(key, body, null);
+        assertThat(retry.headers().firstValue(REPLAYED_HEADER)).as("the answer was kept").hasValue("true");
+        assertThat(text(retry)).isEqualTo(text(answer));
+        assertThat(app.api().countPaymentsOf(orderId)).isEqualTo(1);
     }
 
     /**
