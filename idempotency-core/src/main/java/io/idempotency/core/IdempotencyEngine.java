@@ -653,7 +653,8 @@ public final class IdempotencyEngine {
                     try {
                         transaction.rollback(); // throws too when the connection is gone
                     } finally {
-                        // the work did not happen whatever became of its transaction: the next request runs at once
+                        // the work did not happen, whatever became of its transaction: its request sent again
+                        // (FAILED), or any request (released), runs at once
                         if (mode == IdempotencyMode.INTENT_FIRST && how == Abandon.FAILED) {
                             store.fail(key, fencingToken);
                         } else if (mode == IdempotencyMode.INTENT_FIRST && how == Abandon.UNRUN) {
