@@ -68,7 +68,7 @@ import java.util.concurrent.Future;
  *   <li>an expression on {@code @Idempotent} that does not parse, a lease that is not a positive duration or
  *       names a property that is not set, or a storage policy that cannot be created;</li>
  *   <li>an intent-first endpoint whose own lease the retention does not cover (TTL below the retry window plus
- *       that lease);</li>
+ *       that lease), or is invalid — also an {@code @Idempotent} method that a functional route calls;</li>
  *   <li>a transaction manager that does not manage the store's DataSource: the claim and the handler's writes would
  *       not commit together;</li>
  *   <li>two handler methods that would share a default scope (the same HTTP method and route template, told apart by
@@ -120,6 +120,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
     public void afterSingletonsInstantiated() {
         List<String> problems = new ArrayList<>();
         List<Method> intentFirst = new ArrayList<>();
+        Set<Method> handlers = new HashSet<>();
         int idempotentEndpoints = 0;
         // the handlers (controller and method: one method can serve two controllers) under each default scope
         Map<String, Set<String>> defaultScopes = new LinkedHashMap<>();
@@ -133,6 +134,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 Idempotent idempotent = AnnotatedElementUtils.findMergedAnnotation(method, Idempotent.class);
                 if (idempotent != null) {
                     idempotentEndpoints++;
+                    handlers.add(method);
                     problemWith(method).ifPresent(problems::add);
                     try {
                         IdempotencyProperties settings = properties.getObject();
@@ -166,9 +168,10 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 }
             }
         }
-        defaultScopes.forEach((scope, handlers) -> {
-            if (handlers.size() > 1) {
-                problems.add(handlers + " share the default scope '"
+        leaseProblemsOfOtherMethods(handlers, problems);
+        defaultScopes.forEach((scope, sharing) -> {
+            if (sharing.size() > 1) {
+                problems.add(sharing + " share the default scope '"
                         + scope + "' (HTTP method and route template), so a key used with one would be answered with"
                         + " the other's stored answer; give each its own scope with @Idempotent(scope = …), or the"
                         + " same one only if they are one operation");
@@ -185,6 +188,32 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         idempotentMethods.learn(methods);
         if (IdempotencyEngine.DEFAULT_DOWNSTREAM_SECRET.equals(properties.getObject().getDownstreamKeySecret())) {
             warnOfTheDefaultDownstreamSecret(intentFirst);
+        }
+    }
+
+    /**
+     * The lease of an intent-first {@code @Idempotent} method that no handler mapping lists (one a functional route
+     * calls) holds its claims as long as a controller method's does: it must be valid and fit the retention too.
+     */
+    private void leaseProblemsOfOtherMethods(Set<Method> handlers, List<String> problems) {
+        if (!(context instanceof ConfigurableApplicationContext configurable)) {
+            return;
+        }
+        IdempotencyProperties settings = properties.getObject();
+        for (Method method : InertIdempotentCheck.idempotentMethods(configurable.getBeanFactory())) {
+            Idempotent idempotent = AnnotatedElementUtils.findMergedAnnotation(method, Idempotent.class);
+            if (handlers.contains(method) || idempotent == null || idempotent.mode() != IdempotencyMode.INTENT_FIRST
+                    || idempotent.lease().isBlank()) {
+                continue;
+            }
+            try {
+                IdempotentEndpoint endpoint = IdempotentEndpoint.of(method, idempotent, settings.getMethods(),
+                        storagePolicy.getObject(), settings.getLease(), context.getEnvironment());
+                IdempotencyAutoConfiguration.retentionProblem(settings, endpoint.lease, "the lease of " + method)
+                        .ifPresent(problems::add);
+            } catch (IllegalStateException e) {
+                problems.add(e.getMessage());
+            }
         }
     }
 

@@ -209,6 +209,25 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void theLeaseOfAMethodBehindAFunctionalRouteMustFitTheRetentionToo() {
+        // no controller method: the @Idempotent service method a functional route calls is the endpoint, and its claim
+        // is held as long as its own lease says
+        runner.withUserConfiguration(LeasedFunctionalService.class).withPropertyValues("payouts.lease=2h")
+                .run(context -> assertThat(context).hasNotFailed());
+        runner.withUserConfiguration(LeasedFunctionalService.class).withPropertyValues("payouts.lease=24d")
+                .run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(rootMessage(context.getStartupFailure())).contains("idempotency.retention.ttl (PT720H)",
+                            "plus the lease of", "LeasedFunctionalService.payout()", "(PT576H)");
+                });
+        runner.withUserConfiguration(LeasedFunctionalService.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(rootMessage(context.getStartupFailure())).contains("LeasedFunctionalService.payout()",
+                    "Could not resolve placeholder 'payouts.lease'");
+        });
+    }
+
+    @Test
     void anAnnotationThatCouldNeverApplyToItsEndpointIsRefused() {
         runner.withUserConfiguration(PutController.class).run(context -> {
             assertThat(context).hasFailed();
@@ -721,6 +740,22 @@ class IdempotencyAutoConfigurationTest {
         @Idempotent
         public String create() {
             return "created";
+        }
+    }
+
+    static class LeasedFunctionalService {
+        @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "${payouts.lease}")
+        public String payout() {
+            return "paid out";
+        }
+
+        @Bean
+        org.springframework.web.servlet.function.RouterFunction<org.springframework.web.servlet.function.ServerResponse>
+                payouts(LeasedFunctionalService service) {
+            return org.springframework.web.servlet.function.RouterFunctions.route()
+                    .POST("/functional-payouts", request -> org.springframework.web.servlet.function.ServerResponse
+                            .ok().body(service.payout()))
+                    .build();
         }
     }
 
