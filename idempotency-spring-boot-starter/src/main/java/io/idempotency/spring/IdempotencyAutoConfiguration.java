@@ -258,6 +258,11 @@ public class IdempotencyAutoConfiguration {
         // else every endpoint without a lease of its own would be blamed for it, and intent-first calls would fail
         positive("idempotency.lease", properties.getLease(), "it is how long an intent-first claim is held before"
                 + " another request may take it over");
+        if (properties.getRetention().getMaxRetryWindow().isNegative()) {
+            // a negative window would let any TTL pass the check below
+            refuse("idempotency.retention.max-retry-window", properties.getRetention().getMaxRetryWindow(),
+                    "0 or more: it is the longest time after a first attempt that a client may still retry it");
+        }
         retentionProblem(properties, properties.getLease(), "idempotency.lease").ifPresent(problem -> {
             throw new IdempotencyConfigurationException(problem, "Raise idempotency.retention.ttl, or declare a"
                     + " shorter idempotency.retention.max-retry-window or idempotency.lease.");

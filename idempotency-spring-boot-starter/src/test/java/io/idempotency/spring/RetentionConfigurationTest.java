@@ -60,6 +60,18 @@ class RetentionConfigurationTest {
     }
 
     @Test
+    void aNegativeRetryWindowIsRefusedRatherThanLettingAnyTtlPass() {
+        // window plus lease below zero: every TTL would cover it, and records could go before the clients' retries
+        TestDatabases.contextRunner(TestPostgres.newDatabase())
+                .withPropertyValues("idempotency.retention.ttl=1h", "idempotency.retention.max-retry-window=-7d")
+                .run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure()).getDescription())
+                            .contains("idempotency.retention.max-retry-window (PT-168H) must be 0 or more");
+                });
+    }
+
+    @Test
     void theTtlMustAlsoCoverTheLease() {
         TestDatabases.contextRunner(TestPostgres.newDatabase())
                 .withPropertyValues("idempotency.retention.ttl=7d", "idempotency.retention.max-retry-window=7d")
