@@ -168,7 +168,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 }
             }
         }
-        leaseProblemsOfOtherMethods(handlers, problems);
+        List<Method> intentFirstElsewhere = intentFirstMethodsElsewhere(handlers);
+        leaseProblems(intentFirstElsewhere, problems);
         defaultScopes.forEach((scope, sharing) -> {
             if (sharing.size() > 1) {
                 problems.add(sharing + " share the default scope '"
@@ -187,23 +188,39 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         }
         idempotentMethods.learn(methods);
         if (IdempotencyEngine.DEFAULT_DOWNSTREAM_SECRET.equals(properties.getObject().getDownstreamKeySecret())) {
+            intentFirst.addAll(intentFirstElsewhere);
             warnOfTheDefaultDownstreamSecret(intentFirst);
         }
     }
 
     /**
-     * The lease of an intent-first {@code @Idempotent} method that no handler mapping lists (one a functional route
-     * calls) holds its claims as long as a controller method's does: it must be valid and fit the retention too.
+     * The intent-first {@code @Idempotent} methods of beans that no handler mapping lists among {@code handlers}: those
+     * a functional route calls.
      */
-    private void leaseProblemsOfOtherMethods(Set<Method> handlers, List<String> problems) {
+    private List<Method> intentFirstMethodsElsewhere(Set<Method> handlers) {
         if (!(context instanceof ConfigurableApplicationContext configurable)) {
-            return;
+            return List.of();
         }
-        IdempotencyProperties settings = properties.getObject();
+        List<Method> found = new ArrayList<>();
         for (Method method : InertIdempotentCheck.idempotentMethods(configurable.getBeanFactory())) {
             Idempotent idempotent = AnnotatedElementUtils.findMergedAnnotation(method, Idempotent.class);
-            if (handlers.contains(method) || idempotent == null || idempotent.mode() != IdempotencyMode.INTENT_FIRST
-                    || idempotent.lease().isBlank()) {
+            if (!handlers.contains(method) && idempotent != null
+                    && idempotent.mode() == IdempotencyMode.INTENT_FIRST) {
+                found.add(method);
+            }
+        }
+        return found;
+    }
+
+    /**
+     * The lease of an intent-first method that no handler mapping lists holds its claims as long as a controller
+     * method's does: it must be valid and fit the retention too.
+     */
+    private void leaseProblems(List<Method> intentFirst, List<String> problems) {
+        IdempotencyProperties settings = properties.getObject();
+        for (Method method : intentFirst) {
+            Idempotent idempotent = AnnotatedElementUtils.findMergedAnnotation(method, Idempotent.class);
+            if (idempotent == null || idempotent.lease().isBlank()) {
                 continue;
             }
             try {
@@ -219,19 +236,10 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
 
     /**
      * Warns that intent-first endpoints derive their downstream keys with the library's public default secret: the
-     * controller methods in {@code intentFirst}, and the {@code @Idempotent} methods of other beans (those a functional
-     * route calls, which no handler mapping lists).
+     * controller methods and the methods functional routes call, in {@code intentFirst}.
      */
-    private void warnOfTheDefaultDownstreamSecret(List<Method> handlers) {
-        Set<Method> intentFirst = new LinkedHashSet<>(handlers);
-        if (context instanceof ConfigurableApplicationContext configurable) {
-            for (Method method : InertIdempotentCheck.idempotentMethods(configurable.getBeanFactory())) {
-                Idempotent idempotent = AnnotatedElementUtils.findMergedAnnotation(method, Idempotent.class);
-                if (idempotent != null && idempotent.mode() == IdempotencyMode.INTENT_FIRST) {
-                    intentFirst.add(method);
-                }
-            }
-        }
+    private void warnOfTheDefaultDownstreamSecret(List<Method> endpoints) {
+        Set<Method> intentFirst = new LinkedHashSet<>(endpoints); // each method once, however many mappings list it
         if (!intentFirst.isEmpty()) {
             // two applications on one third-party account, both with the default, derive the same downstream key for
             // the same caller, scope and key: the third party would take the second one's call for a rerun
