@@ -34,6 +34,7 @@ import java.util.Set;
 final class DeferredResponse extends HttpServletResponseWrapper {
 
     private static final String CONTENT_TYPE = "Content-Type";
+    private static final int SC_EARLY_HINTS = 103;
 
     private boolean capturing;
     private int status = SC_OK;
@@ -145,6 +146,11 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     public void sendError(int sc, String msg) throws IOException {
         if (!capturing) {
             super.sendError(sc, msg);
+            return;
+        }
+        if (sc == SC_EARLY_HINTS) {
+            // Tomcat's way to send 103 Early Hints, not an error: the handler goes on to answer. A hint is bytes on
+            // the wire before the commit, and optional: it is not sent
             return;
         }
         status = sc;

@@ -1,0 +1,93 @@
+package io.idempotency.spring;
+
+import org.junit.jupiter.api.Test;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.util.UUID;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Handlers that drive the servlet response the way low-level code does — flushing, closing, declaring lengths,
+ * early hints — read byte for byte off the socket: nothing may reach the client before the commit,
+ * and what the first client gets is what a replay gets.
+ */
+class ResponseCaptureIntegrationTest extends OrdersApplicationTest {
+
+    @Test
+    void flushingAndClosingALargeAnswerSendsNothingBeforeTheCommit() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "flushing-" + key;
+
+        String failed = raw("/capture/flushing?size=20000&failAtCommit=true", key, note);
+        assertThat(failed).as("the commit failed: no 201, nothing of the body").startsWith("HTTP/1.1 500 ")
+                .contains("idempotency-commit-failed").doesNotContain("order ");
+        assertThat(rows(note)).isZero();
+
+        String first = raw("/capture/flushing?size=20000", key, note);
+        String replay = raw("/capture/flushing?size=20000", key, note);
+        assertThat(first).startsWith("HTTP/1.1 201 ").contains("Content-Length: 20000\r\n");
+        assertThat(replay).startsWith("HTTP/1.1 201 ").contains("Idempotent-Replayed: true");
+        assertThat(body(replay)).isEqualTo(body(first)).hasSize(20000);
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void aDeclaredLengthThatIsWrongNeitherCutsNorStallsTheAnswer() throws Exception {
+        for (int declared : new int[] {10, 1000}) {
+            String key = UUID.randomUUID().toString();
+            String note = "declared-" + key;
+
+            String first = raw("/capture/flushing?size=100&declared=" + declared, key, note);
+            String replay = raw("/capture/flushing?size=100&declared=" + declared, key, note);
+
+            assertThat(first).as("declared %s", declared).startsWith("HTTP/1.1 201 ")
+                    .contains("Content-Length: 100\r\n");
+            assertThat(body(first)).hasSize(100);
+            assertThat(body(replay)).isEqualTo(body(first));
+        }
+    }
+
+    @Test
+    void earlyHintsNeitherRollBackTheRequestNorLoseItsAnswer() throws Exception {
+        // Tomcat sends 103 Early Hints through sendError(103), and the handler goes on to answer
+        String key = UUID.randomUUID().toString();
+        String note = "early-hints-" + key;
+
+        String first = raw("/capture/early-hints", key, note);
+        String replay = raw("/capture/early-hints", key, note);
+
+        assertThat(first).as("no interim answer before the commit").startsWith("HTTP/1.1 201 ")
+                .doesNotContain("HTTP/1.1 103");
+        assertThat(body(first)).startsWith("order ");
+        assertThat(rows(note)).isEqualTo(1);
+        assertThat(replay).startsWith("HTTP/1.1 201 ").contains("Idempotent-Replayed: true");
+        assertThat(body(replay)).isEqualTo(body(first));
+    }
+
+    private static String body(String answer) {
+        return answer.substring(answer.indexOf("\r\n\r\n") + 4);
+    }
+
+    private String raw(String path, String key, String note) throws IOException {
+        String body = "{\"note\":\"" + note + "\"}";
+        String request = "POST " + path + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                + "Idempotency-Key: " + key + "\r\nContent-Length: " + body.length()
+                + "\r\nConnection: close\r\n\r\n" + body;
+        try (Socket socket = new Socket("localhost", port)) {
+            socket.setSoTimeout(10_000); // an answer shorter than its declared length would stall until then
+            OutputStream out = socket.getOutputStream();
+            out.write(request.getBytes(StandardCharsets.ISO_8859_1));
+            out.flush();
+            InputStream in = socket.getInputStream();
+            ByteArrayOutputStream answer = new ByteArrayOutputStream();
+            in.transferTo(answer);
+            return answer.toString(StandardCharsets.ISO_8859_1);
+        }
+    }
+}
