@@ -24,6 +24,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.Supplier;
 
 /**
  * A response that passes everything through until {@link #capture()} is called, and from then on keeps status,
@@ -42,6 +43,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     private boolean errorSent;
     private final Map<String, List<String>> headers = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
     private final List<Cookie> cookies = new ArrayList<>(); // never stored, like every Set-Cookie
+    private Supplier<Map<String, String>> trailerFields; // set while capturing; never stored
     private String characterEncoding; // set while capturing
     private String localeEncoding; // the container's for the locale set while capturing, unless one was set
     private String containerEncoding = StandardCharsets.ISO_8859_1.name(); // the container's when the capture began
@@ -94,6 +96,9 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         HttpServletResponse response = (HttpServletResponse) getResponse();
         headers.forEach((name, values) -> values.forEach(value -> response.addHeader(name, value)));
         cookies.forEach(response::addCookie);
+        if (trailerFields != null) {
+            response.setTrailerFields(trailerFields);
+        }
         if (chosenEncoding() != null) {
             response.setCharacterEncoding(chosenEncoding());
         }
@@ -210,6 +215,24 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     }
 
     // ---------------------------------------------------------------- headers
+
+    /**
+     * Held with the headers: given to the container at once, the trailer fields would end whatever it sends, the
+     * library's 500 after a failed commit too, carrying what the handler made of effects that were rolled back.
+     */
+    @Override
+    public void setTrailerFields(Supplier<Map<String, String>> supplier) {
+        if (!capturing) {
+            super.setTrailerFields(supplier);
+        } else {
+            trailerFields = supplier;
+        }
+    }
+
+    @Override
+    public Supplier<Map<String, String>> getTrailerFields() {
+        return capturing ? trailerFields : super.getTrailerFields();
+    }
 
     @Override
     public void setHeader(String name, String value) {
@@ -628,6 +651,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             body.reset();
             headers.clear();
             cookies.clear();
+            trailerFields = null;
             status = SC_OK;
             characterEncoding = null;
             localeEncoding = null;

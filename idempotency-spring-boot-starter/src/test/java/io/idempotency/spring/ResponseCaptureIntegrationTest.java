@@ -14,7 +14,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * Handlers that drive the servlet response the way low-level code does — flushing, closing, declaring lengths,
- * early hints — read byte for byte off the socket: nothing may reach the client before the commit,
+ * early hints, trailer fields — read byte for byte off the socket: nothing may reach the client before the commit,
  * and what the first client gets is what a replay gets.
  */
 class ResponseCaptureIntegrationTest extends OrdersApplicationTest {
@@ -70,6 +70,21 @@ class ResponseCaptureIntegrationTest extends OrdersApplicationTest {
         assertThat(body(replay)).isEqualTo(body(first));
     }
 
+    @Test
+    void trailerFieldsOfAHandlerWhoseCommitFailedAreNotSent() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "trailers-" + key;
+
+        String failed = raw("/capture/trailers?failAtCommit=true", key, note);
+        assertThat(failed).startsWith("HTTP/1.1 500 ").contains("idempotency-commit-failed")
+                .as("the rolled-back order's trailer").doesNotContain("x-checksum");
+        assertThat(rows(note)).isZero();
+
+        String first = raw("/capture/trailers", key, note);
+        assertThat(first).startsWith("HTTP/1.1 201 ").contains("x-checksum: order-");
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
     private static String body(String answer) {
         return answer.substring(answer.indexOf("\r\n\r\n") + 4);
     }
@@ -77,7 +92,7 @@ class ResponseCaptureIntegrationTest extends OrdersApplicationTest {
     private String raw(String path, String key, String note) throws IOException {
         String body = "{\"note\":\"" + note + "\"}";
         String request = "POST " + path + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-                + "Idempotency-Key: " + key + "\r\nContent-Length: " + body.length()
+                + "TE: trailers\r\nIdempotency-Key: " + key + "\r\nContent-Length: " + body.length()
                 + "\r\nConnection: close\r\n\r\n" + body;
         try (Socket socket = new Socket("localhost", port)) {
             socket.setSoTimeout(10_000); // an answer shorter than its declared length would stall until then

@@ -13,6 +13,7 @@ import java.io.IOException;
 import java.io.OutputStream;
 import java.io.PrintWriter;
 import java.nio.charset.StandardCharsets;
+import java.util.Map;
 
 /** Handlers that drive the servlet response the way low-level code does. */
 @RestController
@@ -83,5 +84,17 @@ public class CaptureController {
         try (PrintWriter out = response.getWriter()) {
             out.print("order " + id + " \u20ac");
         }
+    }
+
+    @PostMapping("/trailers")
+    @Idempotent
+    public void trailers(@RequestBody OrderController.OrderRequest request,
+                         @RequestParam(defaultValue = "false") boolean failAtCommit,
+                         HttpServletResponse response) throws IOException {
+        long id = insert(request.note(), failAtCommit);
+        response.setTrailerFields(() -> Map.of("x-checksum", "order-" + id));
+        response.setStatus(201);
+        response.setContentType("text/plain");
+        response.getOutputStream().write(("order " + id).getBytes(StandardCharsets.UTF_8));
     }
 }
