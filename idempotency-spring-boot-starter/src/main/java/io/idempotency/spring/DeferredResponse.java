@@ -218,13 +218,18 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     /**
      * Held with the headers: given to the container at once, the trailer fields would end whatever it sends, the
-     * library's 500 after a failed commit too, carrying what the handler made of effects that were rolled back.
+     * library's 500 after a failed commit too, carrying what the handler made of effects that were rolled back. The
+     * container is still asked now whether it can send them (not over HTTP/1.0): it refuses them to the handler, which
+     * can answer without them, rather than after the commit, when the answer would be lost.
      */
     @Override
     public void setTrailerFields(Supplier<Map<String, String>> supplier) {
         if (!capturing) {
             super.setTrailerFields(supplier);
         } else {
+            Supplier<Map<String, String>> before = super.getTrailerFields();
+            super.setTrailerFields(supplier); // throws IllegalStateException when they cannot be sent
+            super.setTrailerFields(before);
             trailerFields = supplier;
         }
     }

@@ -85,13 +85,30 @@ class ResponseCaptureIntegrationTest extends OrdersApplicationTest {
         assertThat(rows(note)).isEqualTo(1);
     }
 
+    @Test
+    void trailerFieldsTheContainerCannotSendAreRefusedToTheHandlerNotAfterTheCommit() throws Exception {
+        // over HTTP/1.0 the container refuses trailer fields when the handler sets them, and the handler can answer
+        // without them; refused only once the request had committed, the client would get an error for kept effects
+        String key = UUID.randomUUID().toString();
+        String note = "trailers-http10-" + key;
+
+        String first = raw("/capture/trailers-or-header", key, note, "HTTP/1.0");
+        assertThat(first).startsWith("HTTP/1.1 201 ").contains("X-Checksum: order-");
+        assertThat(body(first)).startsWith("order ");
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
     private static String body(String answer) {
         return answer.substring(answer.indexOf("\r\n\r\n") + 4);
     }
 
     private String raw(String path, String key, String note) throws IOException {
+        return raw(path, key, note, "HTTP/1.1");
+    }
+
+    private String raw(String path, String key, String note, String protocol) throws IOException {
         String body = "{\"note\":\"" + note + "\"}";
-        String request = "POST " + path + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        String request = "POST " + path + " " + protocol + "\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                 + "TE: trailers\r\nIdempotency-Key: " + key + "\r\nContent-Length: " + body.length()
                 + "\r\nConnection: close\r\n\r\n" + body;
         try (Socket socket = new Socket("localhost", port)) {

@@ -97,4 +97,20 @@ public class CaptureController {
         response.setContentType("text/plain");
         response.getOutputStream().write(("order " + id).getBytes(StandardCharsets.UTF_8));
     }
+
+    @PostMapping("/trailers-or-header")
+    @Idempotent
+    public void trailersOrHeader(@RequestBody OrderController.OrderRequest request, HttpServletResponse response)
+            throws IOException {
+        long id = insert(request.note(), false);
+        try {
+            response.setTrailerFields(() -> Map.of("x-checksum", "order-" + id));
+        } catch (IllegalStateException e) {
+            // the container cannot send trailer fields on this connection (an HTTP/1.0 request): a header instead
+            response.setHeader("X-Checksum", "order-" + id);
+        }
+        response.setStatus(201);
+        response.setContentType("text/plain");
+        response.getOutputStream().write(("order " + id).getBytes(StandardCharsets.UTF_8));
+    }
 }
