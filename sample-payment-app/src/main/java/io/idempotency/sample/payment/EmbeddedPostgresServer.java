@@ -53,6 +53,10 @@ public final class EmbeddedPostgresServer implements AutoCloseable {
      * @throws IOException           if the server does not start
      */
     public static EmbeddedPostgresServer start(Path dataDir, int port) throws IOException {
+        return start(dataDir, port, STARTUP_WAIT);
+    }
+
+    static EmbeddedPostgresServer start(Path dataDir, int port, Duration startupWait) throws IOException {
         Path dir = dataDir.toAbsolutePath().normalize();
         Files.createDirectories(dir);
         // Only an initialised directory can have a server running on it; an empty one must stay empty for initdb.
@@ -61,18 +65,24 @@ public final class EmbeddedPostgresServer implements AutoCloseable {
             PostgresOrphans.stopOrphan(dir, PostgresOrphans.DEFAULT_STOP_TIMEOUT);
         }
         log.info("starting embedded PostgreSQL on data directory {}", dir);
-        EmbeddedPostgres postgres = EmbeddedPostgres.builder()
-                .setDataDirectory(dir.toFile())
-                .setCleanDataDirectory(false)
-                .setPort(port)
-                .setPGStartupWait(STARTUP_WAIT)
-                // The library turns this off for speed; a payment sample keeps every committed row on disk.
-                .setServerConfig("synchronous_commit", "on")
-                // The library's own JVM shutdown hook would stop the server as soon as the JVM is asked to stop, while
-                // the web server still finishes the requests in flight (graceful shutdown); the application context
-                // stops it instead, after the connection pool (close()).
-                .setRegisterShutdownHook(false)
-                .start();
+        EmbeddedPostgres postgres;
+        try {
+            postgres = EmbeddedPostgres.builder()
+                    .setDataDirectory(dir.toFile())
+                    .setCleanDataDirectory(false)
+                    .setPort(port)
+                    .setPGStartupWait(startupWait)
+                    // The library turns this off for speed; a payment sample keeps every committed row on disk.
+                    .setServerConfig("synchronous_commit", "on")
+                    // The library's own JVM shutdown hook would stop the server as soon as the JVM is asked to stop, while
+                    // the web server still finishes the requests in flight (graceful shutdown); the application context
+                    // stops it instead, after the connection pool (close()).
+                    .setRegisterShutdownHook(false)
+                    .start();
+        } catch (IOException | RuntimeException e) {
+            stopAfterFailedStart(dir, e);
+            throw e;
+        }
         log.info("embedded PostgreSQL listens on port {}", postgres.getPort());
         return new EmbeddedPostgresServer(postgres, dir);
     }
@@ -102,6 +112,18 @@ public final class EmbeddedPostgresServer implements AutoCloseable {
     public void close() throws IOException {
         log.info("stopping embedded PostgreSQL on data directory {}", dataDir);
         postgres.close();
+    }
+
+    /**
+     * A server that was launched but did not become ready in time (a long crash recovery, say) keeps running once the
+     * start has failed: no context will close it, and the library's shutdown hook is off, so it is stopped here.
+     */
+    private static void stopAfterFailedStart(Path dir, Exception failure) {
+        try {
+            PostgresOrphans.stopOrphan(dir, PostgresOrphans.DEFAULT_STOP_TIMEOUT);
+        } catch (IOException | RuntimeException e) {
+            failure.addSuppressed(e);
+        }
     }
 
     /**
