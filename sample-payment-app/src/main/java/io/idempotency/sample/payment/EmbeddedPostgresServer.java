@@ -74,9 +74,9 @@ public final class EmbeddedPostgresServer implements AutoCloseable {
                     .setPGStartupWait(startupWait)
                     // The library turns this off for speed; a payment sample keeps every committed row on disk.
                     .setServerConfig("synchronous_commit", "on")
-                    // The library's own JVM shutdown hook would stop the server as soon as the JVM is asked to stop, while
-                    // the web server still finishes the requests in flight (graceful shutdown); the application context
-                    // stops it instead, after the connection pool (close()).
+                    // The library's own JVM shutdown hook would stop the server as soon as the JVM is asked to stop,
+                    // while the web server still finishes the requests in flight (graceful shutdown); the application
+                    // context stops it instead, after the connection pool (close()).
                     .setRegisterShutdownHook(false)
                     .start();
         } catch (IOException | RuntimeException e) {
