@@ -26,6 +26,10 @@ import org.springframework.boot.web.servlet.FilterRegistrationBean;
 import org.springframework.core.Ordered;
 import org.springframework.core.annotation.OrderUtils;
 import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.TransactionDefinition;
+import org.springframework.transaction.annotation.AnnotationTransactionAttributeSource;
+import org.springframework.transaction.interceptor.TransactionAttribute;
+import org.springframework.transaction.interceptor.TransactionAttributeSource;
 import org.springframework.transaction.support.ResourceTransactionManager;
 import org.springframework.util.ClassUtils;
 import org.springframework.util.ReflectionUtils;
@@ -65,6 +69,8 @@ import java.util.concurrent.Future;
  *   <li>a primitive return type: a replayed request returns without running the method;</li>
  *   <li>a {@code @ResponseStatus} with a reason: Spring MVC answers with {@code sendError}, which cannot be
  *       stored, so every request would be rolled back under a status that may say it succeeded;</li>
+ *   <li>a {@code @Transactional} handler whose propagation leaves the request's transaction
+ *       ({@code REQUIRES_NEW}, {@code NOT_SUPPORTED}, {@code NEVER});</li>
  *   <li>an expression on {@code @Idempotent} that does not parse, a lease that is not a positive duration or
  *       names a property that is not set, or a storage policy that cannot be created;</li>
  *   <li>an intent-first endpoint whose own lease the retention does not cover (TTL below the retry window plus
@@ -146,6 +152,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                         if (neverApplies.isEmpty()) {
                             // an endpoint the annotation never applies to is refused for that alone
                             reasonProblem(mapped.getValue()).ifPresent(problems::add);
+                            propagationProblem(mapped.getValue()).ifPresent(problems::add);
                         }
                         scopeTooLong(method, mapped.getKey(), endpoint).ifPresent(problems::add);
                         if (endpoint.scope.isEmpty()) {
@@ -349,6 +356,33 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 + " sendError, whose answer the container renders after the transaction has ended, so nothing could"
                 + " be stored and every request would be rolled back under status " + status.code().value()
                 + "; remove the reason, or return a ResponseEntity");
+    }
+
+    /**
+     * A {@code @Transactional} on the handler (or its class) whose propagation leaves the request's transaction:
+     * {@code REQUIRES_NEW} commits the handler's writes when it returns, before the answer is stored, and
+     * {@code NOT_SUPPORTED} runs them outside any transaction; either way they stay when the request is rolled back
+     * (an answer that is not stored, a failed commit) and run again on the retry. {@code NEVER} fails every request.
+     */
+    private Optional<String> propagationProblem(HandlerMethod handler) {
+        TransactionAttributeSource source = context.getBeanProvider(TransactionAttributeSource.class)
+                .getIfUnique(() -> new AnnotationTransactionAttributeSource(false));
+        TransactionAttribute attribute = source.getTransactionAttribute(handler.getMethod(), handler.getBeanType());
+        if (attribute == null) {
+            return Optional.empty();
+        }
+        String propagation = switch (attribute.getPropagationBehavior()) {
+            case TransactionDefinition.PROPAGATION_REQUIRES_NEW -> "REQUIRES_NEW";
+            case TransactionDefinition.PROPAGATION_NOT_SUPPORTED -> "NOT_SUPPORTED";
+            case TransactionDefinition.PROPAGATION_NEVER -> "NEVER";
+            default -> null;
+        };
+        if (propagation == null) {
+            return Optional.empty();
+        }
+        return Optional.of(handler.getMethod() + " is @Transactional with propagation " + propagation + ": its writes"
+                + " would not commit in the transaction that holds the claim and the stored answer, and would stay when"
+                + " the request is rolled back; use the default propagation (REQUIRED)");
     }
 
     static Optional<String> problemWith(Method method) {

@@ -1,0 +1,103 @@
+package io.idempotency.jpa;
+
+import io.idempotency.core.Idempotent;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
+import org.springframework.transaction.annotation.Propagation;
+import org.springframework.transaction.annotation.Transactional;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RestController;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * An {@code @Idempotent} handler whose own {@code @Transactional} leaves the request's transaction: its writes would
+ * commit (or run) apart from the claim and the stored answer, and stay when the request is rolled back.
+ */
+class HandlerPropagationCheckTest {
+
+    private static final TestPostgres.Database DATABASE = JpaContexts.withPurchases();
+
+    private final WebApplicationContextRunner contextRunner = JpaContexts.contextRunner(DATABASE);
+
+    @Test
+    void aHandlerThatLeavesTheRequestsTransactionStopsTheApplication() {
+        contextRunner.withUserConfiguration(EscapingController.class, EscapingClassController.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(context.getStartupFailure()).message().contains(
+                    "EscapingController.requiresNew()", "EscapingController.notSupported()",
+                    "EscapingController.never()", "EscapingClassController.inherited()", "REQUIRES_NEW",
+                    "NOT_SUPPORTED", "NEVER").doesNotContain("joins()", "nested()", "mandatory()", "plain()");
+        });
+    }
+
+    @Test
+    void handlersThatRunInTheRequestsTransactionAreAccepted() {
+        contextRunner.withUserConfiguration(JoiningController.class).run(context -> assertThat(context).hasNotFailed());
+    }
+
+    @RestController
+    static class EscapingController {
+        @PostMapping("/requires-new")
+        @Idempotent
+        @Transactional(propagation = Propagation.REQUIRES_NEW)
+        public String requiresNew() {
+            return "";
+        }
+
+        @PostMapping("/not-supported")
+        @Idempotent
+        @Transactional(propagation = Propagation.NOT_SUPPORTED)
+        public String notSupported() {
+            return "";
+        }
+
+        @PostMapping("/never")
+        @Idempotent
+        @jakarta.transaction.Transactional(jakarta.transaction.Transactional.TxType.NEVER)
+        public String never() {
+            return "";
+        }
+    }
+
+    @RestController
+    @Transactional(propagation = Propagation.REQUIRES_NEW)
+    static class EscapingClassController {
+        @PostMapping("/inherited")
+        @Idempotent
+        public String inherited() {
+            return "";
+        }
+    }
+
+    @RestController
+    static class JoiningController {
+        @PostMapping("/joins")
+        @Idempotent
+        @Transactional
+        public String joins() {
+            return "";
+        }
+
+        @PostMapping("/nested")
+        @Idempotent
+        @Transactional(propagation = Propagation.NESTED)
+        public String nested() {
+            return "";
+        }
+
+        @PostMapping("/mandatory")
+        @Idempotent
+        @Transactional(propagation = Propagation.MANDATORY)
+        public String mandatory() {
+            return "";
+        }
+
+        @PostMapping("/plain")
+        @Idempotent
+        public String plain() {
+            return "";
+        }
+    }
+}
