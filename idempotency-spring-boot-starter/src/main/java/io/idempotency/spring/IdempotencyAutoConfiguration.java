@@ -179,7 +179,7 @@ public class IdempotencyAutoConfiguration {
                     + " !#$%&'*+-.^_`|~)");
         }
         positive("idempotency.in-flight-wait", properties.getInFlightWait(), null);
-        checkTableName(properties.getJdbc().getTableName());
+        checkTableName(properties.getJdbc().getTableName(), properties.getJdbc().isInitializeSchema());
         if (properties.getMaxRequestBodySize().toBytes() <= 0) {
             refuse("idempotency.max-request-body-size", properties.getMaxRequestBodySize(), "positive");
         }
@@ -217,14 +217,20 @@ public class IdempotencyAutoConfiguration {
         }
     }
 
-    /** The name is spliced into SQL and names the table's own migration history: the store and migrator check it. */
-    private static void checkTableName(String table) {
+    /**
+     * The name is spliced into SQL and, when the library migrates the table, names its own migration history: the
+     * store and migrator check it. A table the application's own migrations make has no history of the library's.
+     */
+    private static void checkTableName(String table, boolean migrated) {
         try {
             IdempotencySchema.checkTableName(table);
         } catch (IllegalArgumentException e) {
             refuse("idempotency.jdbc.table-name", "\"" + table + "\"", "a plain SQL identifier ([A-Za-z_][A-Za-z0-9_]*)"
                     + " of at most " + IdempotencySchema.MAX_TABLE_NAME_LENGTH + " characters, so that the index and"
                     + " partition names made from it fit PostgreSQL's 63");
+        }
+        if (!migrated) {
+            return;
         }
         try {
             IdempotencySchemaMigrator.historyTable(table);

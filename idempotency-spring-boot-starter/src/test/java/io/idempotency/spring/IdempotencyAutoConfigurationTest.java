@@ -276,6 +276,15 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void aTableTheApplicationsOwnMigrationsMakeMayBeNamedIdempotency() {
+        // its history would be the default table's only if the library migrated it
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        database.queryString(io.idempotency.jdbc.IdempotencySchema.postgresql("idempotency"));
+        TestDatabases.contextRunner(database).withPropertyValues("idempotency.jdbc.table-name=idempotency",
+                "idempotency.jdbc.initialize-schema=false").run(context -> assertThat(context).hasNotFailed());
+    }
+
+    @Test
     void aDefaultLeaseThatIsNotPositiveIsRefusedAsTheSettingItIs() {
         // the endpoints have no lease of their own: the setting is at fault, not their annotations
         runner.withUserConfiguration(PostOnlyLongRouteController.class).withPropertyValues("idempotency.lease=0s")
