@@ -2,6 +2,7 @@ package io.idempotency.sample.payment;
 
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 import java.io.IOException;
@@ -11,6 +12,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Comparator;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
@@ -40,11 +42,28 @@ class CrashRecoveryIntegrationTest {
     private static final Path DATA_DIR = WORK_DIR.resolve("postgres").toAbsolutePath();
     private static final Duration EXIT_TIMEOUT = Duration.ofSeconds(30);
 
+    /**
+     * What the application logs when it halts at each crash point: the proof that it died there, and not earlier or
+     * for another reason.
+     */
+    private static final Map<String, String> HALTED_AT = Map.of(
+            "crash-after-write", "X-Chaos: halting the JVM after writing payment ",
+            "crash-before-commit", "and its answer written, before the commit",
+            "crash-after-commit", "X-Chaos: halting the JVM after committing payment ");
+
     private static SampleAppProcess app;
 
     @BeforeAll
     static void startApp() throws Exception {
         app = start();
+    }
+
+    /** A test that failed half-way may have left the application dead; the next one starts from a live one. */
+    @BeforeEach
+    void appIsRunning() throws Exception {
+        if (!app.process().isAlive()) {
+            app = start();
+        }
     }
 
     @AfterAll
@@ -139,15 +158,19 @@ class CrashRecoveryIntegrationTest {
     }
 
     /**
-     * Sends the request with the fault, checks that the JVM died without answering and left its database running,
-     * then starts the application again on the same data directory.
+     * Sends the request with the fault, checks that the JVM was up, died at the fault's point without answering and
+     * left its database running, then starts the application again on the same data directory.
      */
     private static void crash(String key, String body, String fault) throws Exception {
+        // A request to a JVM that is already dead fails with an IOException too, and its exit status would be that of
+        // an earlier crash: without these checks the crash would not have to happen for the test to pass.
+        assertThat(app.process().isAlive()).as("the application is up before the crash").isTrue();
         PaymentApi api = app.api();
         assertThatThrownBy(() -> api.createPayment(key, body, fault))
                 .as("the JVM must die before answering")
                 .isInstanceOf(IOException.class);
         assertThat(app.awaitExit(EXIT_TIMEOUT)).isEqualTo(FaultInjector.HALT_STATUS);
+        assertThat(app.output()).as("halted at the point of %s", fault).contains(HALTED_AT.get(fault));
         assertThat(PostgresOrphans.runningServer(DATA_DIR))
                 .as("the embedded PostgreSQL outlives the halted JVM")
                 .isPresent();
