@@ -12,6 +12,7 @@ import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
 import java.net.http.HttpResponse;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
@@ -180,7 +181,12 @@ class SecondWallIntegrationTest {
         CompletableFuture<HttpResponse<byte[]>> slow = CompletableFuture.supplyAsync(() -> send(
                 UUID.randomUUID().toString(), body, "delay-ms=1500"));
         TimeUnit.MILLISECONDS.sleep(300);
-        HttpResponse<byte[]> fast = api.createPayment(UUID.randomUUID().toString(), body, null);
+        CompletableFuture<HttpResponse<byte[]>> second = CompletableFuture.supplyAsync(() -> send(
+                UUID.randomUUID().toString(), body, null));
+        // The keys differ, so no claim waits: a session waiting for a lock is the second insert, blocked on the unique
+        // index by the first one's uncommitted row. Without this, two requests that did not overlap would pass too.
+        DB.awaitLockWaiter(Duration.ofSeconds(5));
+        HttpResponse<byte[]> fast = second.get(30, TimeUnit.SECONDS);
         HttpResponse<byte[]> first = slow.get(30, TimeUnit.SECONDS);
 
         List<Integer> statuses = new ArrayList<>(List.of(first.statusCode(), fast.statusCode()));
