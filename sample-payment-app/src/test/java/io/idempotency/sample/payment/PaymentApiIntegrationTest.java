@@ -111,7 +111,8 @@ class PaymentApiIntegrationTest {
     void sameKeyWithAnotherBodyIsRefusedAndChangesNothing() throws Exception {
         String orderId = newOrderId();
         String key = UUID.randomUUID().toString();
-        assertThat(api.createPayment(key, body(orderId, "10.00"), null).statusCode()).isEqualTo(201);
+        HttpResponse<byte[]> created = api.createPayment(key, body(orderId, "10.00"), null);
+        assertThat(created.statusCode()).isEqualTo(201);
 
         HttpResponse<byte[]> reused = api.createPayment(key, body(orderId, "99.00"), null);
 
@@ -121,6 +122,11 @@ class PaymentApiIntegrationTest {
         assertThat(paymentsInDatabase(orderId)).isEqualTo(1);
         assertThat(DB.queryString("select amount from payments where order_id = '" + orderId + "'"))
                 .isEqualTo("10.00");
+        // Nothing of the refused request was stored under the key either: it still replays the first answer.
+        HttpResponse<byte[]> original = api.createPayment(key, body(orderId, "10.00"), null);
+        assertThat(original.statusCode()).isEqualTo(201);
+        assertThat(original.body()).isEqualTo(created.body());
+        assertThat(original.headers().firstValue(REPLAYED_HEADER)).hasValue("true");
     }
 
     @Test
