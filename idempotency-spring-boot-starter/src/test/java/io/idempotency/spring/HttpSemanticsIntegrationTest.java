@@ -3,11 +3,7 @@ package io.idempotency.spring;
 import org.junit.jupiter.api.Test;
 import org.springframework.test.context.TestPropertySource;
 
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.io.InputStream;
-import java.io.OutputStream;
-import java.net.Socket;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
@@ -346,19 +342,4 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
         assertThat(rows(note)).as("only the answer that fits was kept").isEqualTo(1);
         assertThat(keyRows(key)).isZero();
     }
-
-    // ---------------------------------------------------------------- helpers
-
-    private String raw(String request) throws IOException {
-        try (Socket socket = new Socket("localhost", port)) {
-            OutputStream out = socket.getOutputStream();
-            out.write(request.getBytes(StandardCharsets.ISO_8859_1));
-            out.flush();
-            InputStream in = socket.getInputStream();
-            ByteArrayOutputStream answer = new ByteArrayOutputStream();
-            in.transferTo(answer);
-            return answer.toString(StandardCharsets.ISO_8859_1);
-        }
-    }
-
 }

@@ -7,7 +7,10 @@ import org.springframework.boot.test.web.server.LocalServerPort;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
+import java.io.OutputStream;
+import java.net.Socket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -51,6 +54,23 @@ abstract class OrdersApplicationTest {
                 value -> assertThat(value).startsWith("application/problem+json"));
         assertThat(new String(response.body(), StandardCharsets.UTF_8))
                 .contains("\"type\":\"" + ProblemResponses.DEFAULT_TYPE_BASE + type + "\"");
+    }
+
+    /**
+     * Sends {@code request} as it is over a socket of its own and reads the answer to its end, byte for byte (the
+     * request should say {@code Connection: close}). An answer shorter than its declared length fails after 10 s
+     * instead of stalling.
+     */
+    String raw(String request) throws IOException {
+        try (Socket socket = new Socket("localhost", port)) {
+            socket.setSoTimeout(10_000);
+            OutputStream out = socket.getOutputStream();
+            out.write(request.getBytes(StandardCharsets.ISO_8859_1));
+            out.flush();
+            ByteArrayOutputStream answer = new ByteArrayOutputStream();
+            socket.getInputStream().transferTo(answer);
+            return answer.toString(StandardCharsets.ISO_8859_1);
+        }
     }
 
     HttpRequest.Builder request(String path, String body) {

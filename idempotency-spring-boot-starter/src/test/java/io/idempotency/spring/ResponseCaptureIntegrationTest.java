@@ -2,12 +2,7 @@ package io.idempotency.spring;
 
 import org.junit.jupiter.api.Test;
 
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.io.InputStream;
-import java.io.OutputStream;
-import java.net.Socket;
-import java.nio.charset.StandardCharsets;
 import java.util.UUID;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -111,15 +106,6 @@ class ResponseCaptureIntegrationTest extends OrdersApplicationTest {
         String request = "POST " + path + " " + protocol + "\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                 + "TE: trailers\r\nIdempotency-Key: " + key + "\r\nContent-Length: " + body.length()
                 + "\r\nConnection: close\r\n\r\n" + body;
-        try (Socket socket = new Socket("localhost", port)) {
-            socket.setSoTimeout(10_000); // an answer shorter than its declared length would stall until then
-            OutputStream out = socket.getOutputStream();
-            out.write(request.getBytes(StandardCharsets.ISO_8859_1));
-            out.flush();
-            InputStream in = socket.getInputStream();
-            ByteArrayOutputStream answer = new ByteArrayOutputStream();
-            in.transferTo(answer);
-            return answer.toString(StandardCharsets.ISO_8859_1);
-        }
+        return raw(request);
     }
 }
