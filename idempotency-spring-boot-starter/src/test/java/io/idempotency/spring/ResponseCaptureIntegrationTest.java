@@ -33,6 +33,25 @@ class ResponseCaptureIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void closingTheWriterSendsNothingBeforeTheCommit() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "writer-closed-" + key;
+
+        String failed = raw("/capture/writer-closed?failAtCommit=true", key, note);
+        assertThat(failed).as("the commit failed: no 201, nothing of the body").startsWith("HTTP/1.1 500 ")
+                .contains("idempotency-commit-failed").doesNotContain("order ");
+        assertThat(rows(note)).isZero();
+
+        String first = raw("/capture/writer-closed", key, note);
+        String replay = raw("/capture/writer-closed", key, note);
+        assertThat(first).startsWith("HTTP/1.1 201 ").contains("charset=UTF-8");
+        assertThat(body(first)).startsWith("order ").endsWith(" \u00e2\u0082\u00ac"); // the euro sign's UTF-8 bytes
+        assertThat(replay).startsWith("HTTP/1.1 201 ").contains("Idempotent-Replayed: true");
+        assertThat(body(replay)).isEqualTo(body(first));
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
     void aDeclaredLengthThatIsWrongNeitherCutsNorStallsTheAnswer() throws Exception {
         for (int declared : new int[] {10, 1000}) {
             String key = UUID.randomUUID().toString();
