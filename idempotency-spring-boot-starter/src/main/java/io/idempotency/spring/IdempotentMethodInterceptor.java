@@ -219,10 +219,17 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         try {
             parsed = headerKey != null ? headerKey : keyFromExpression(endpoint.keyExpression, context);
         } catch (EvaluationException e) {
-            // e.g. a member the body does not have: the key is missing (the expression's own words are not the
-            // client's business, but a mistyped expression shows here)
-            log.debug("The key expression of {} gave no key: {}", invocation.getMethod(), e.getMessage());
-            parsed = new IdempotencyKeyParser.Missing();
+            if (e.getCause() == null) {
+                // e.g. a member the body does not have: the key is missing (the expression's own words are not the
+                // client's business, but a mistyped expression shows here)
+                log.debug("The key expression of {} gave no key: {}", invocation.getMethod(), e.getMessage());
+                parsed = new IdempotencyKeyParser.Missing();
+            } else {
+                parsed = unreadableKey(invocation, e);
+            }
+        } catch (RuntimeException e) {
+            // code the expression called refused the request's value (SpEL passes its unchecked exceptions on)
+            parsed = unreadableKey(invocation, e);
         }
         if (parsed instanceof IdempotencyKeyParser.Missing) {
             if (!endpoint.keyRequired) {
@@ -316,6 +323,20 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         }
     }
 
+    /**
+     * A key the request carries but the key expression could not read: code it called refused the value (e.g.
+     * {@code T(java.util.UUID).fromString(#body.eventId)} given something else), or a conversion failed. The client
+     * sent a value meant as its key, so the request is refused as with a malformed header (400), not run without
+     * idempotency, and not answered 500. The exception's message is not logged: {@code UUID.fromString} and
+     * {@code Long.parseLong} quote the text they could not read, which may be a card or account number.
+     */
+    private static IdempotencyKeyParser.Result unreadableKey(MethodInvocation invocation, RuntimeException e) {
+        Throwable cause = e instanceof EvaluationException && e.getCause() != null ? e.getCause() : e;
+        log.debug("The key expression of {} could not read the request's key: {} (its message may quote the request,"
+                + " so it is not logged)", invocation.getMethod(), cause.getClass().getName());
+        return new IdempotencyKeyParser.Malformed("the value this endpoint is keyed by cannot be read as its key");
+    }
+
     private static IdempotencyKeyParser.Result keyFromExpression(Expression expression,
                                                                  MethodBasedEvaluationContext context) {
         Object value = expression.getValue(context);
@@ -346,7 +367,15 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         if (!endpoint.fingerprintExpressions.isEmpty()) {
             List<Object> values = new ArrayList<>();
             for (Expression expression : endpoint.fingerprintExpressions) {
-                values.add(expression.getValue(context));
+                try {
+                    values.add(expression.getValue(context));
+                } catch (EvaluationException e) {
+                    throw e;
+                } catch (RuntimeException e) {
+                    // code the expression called refused the request's value (SpEL passes its unchecked exceptions
+                    // on): the request does not carry a value this endpoint can be fingerprinted by, as above
+                    throw new EvaluationException("the fingerprint expression could not read the request", e);
+                }
             }
             return RequestFingerprint.of(request.getMethod(), request.getRequestURI(), null,
                     CanonicalJson.canonicalize(values));

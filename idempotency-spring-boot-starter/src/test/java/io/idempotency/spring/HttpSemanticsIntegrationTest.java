@@ -1,6 +1,11 @@
 package io.idempotency.spring;
 
+import ch.qos.logback.classic.Level;
+import ch.qos.logback.classic.Logger;
+import ch.qos.logback.classic.spi.ILoggingEvent;
+import ch.qos.logback.core.read.ListAppender;
 import org.junit.jupiter.api.Test;
+import org.slf4j.LoggerFactory;
 import org.springframework.test.context.TestPropertySource;
 
 import java.io.IOException;
@@ -271,6 +276,52 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
         assertThat(send(request("/orders/optional-callbacks", keyed).build()).headers()
                 .firstValue("Idempotent-Replayed")).hasValue("true");
         assertThat(rows("optional-callback-" + note + "-keyed")).isEqualTo(1);
+    }
+
+    @Test
+    void aKeyExpressionThatCannotReadTheRequestsValueRefusesItWithoutLoggingTheValue() throws Exception {
+        String note = UUID.randomUUID().toString();
+        String account = "4111" + ThreadLocalRandom.current().nextLong(100_000_000_000L, 999_999_999_999L);
+        String body = "{\"note\":\"" + note + "\",\"eventId\":\"" + account + "\",\"amount\":\"12\"}";
+        Logger logger = (Logger) LoggerFactory.getLogger(IdempotentMethodInterceptor.class);
+        Level level = logger.getLevel();
+        ListAppender<ILoggingEvent> appender = new ListAppender<>();
+        appender.start();
+        logger.addAppender(appender);
+        logger.setLevel(Level.DEBUG);
+        HttpResponse<byte[]> refused;
+        try {
+            refused = send(request("/orders/events", body).build());
+        } finally {
+            logger.setLevel(level);
+            logger.detachAppender(appender);
+        }
+
+        // UUID.fromString refused the value: the client sent a key this endpoint cannot read, as a malformed header
+        assertThat(refused.statusCode()).isEqualTo(400);
+        assertThat(new String(refused.body(), StandardCharsets.UTF_8)).contains("malformed").doesNotContain(account);
+        assertThat(rows("event-" + note)).as("refused before the handler ran").isZero();
+        List<String> lines = appender.list.stream().map(ILoggingEvent::getFormattedMessage).toList();
+        assertThat(lines).anySatisfy(line -> assertThat(line)
+                .contains("could not read").contains(IllegalArgumentException.class.getName()));
+        assertThat(lines).noneSatisfy(line -> assertThat(line).contains(account));
+    }
+
+    @Test
+    void aFingerprintExpressionThatCannotReadTheRequestsValueRefusesIt() throws Exception {
+        String note = UUID.randomUUID().toString();
+        String event = UUID.randomUUID().toString();
+
+        HttpResponse<byte[]> refused = send(request("/orders/events",
+                "{\"note\":\"" + note + "\",\"eventId\":\"" + event + "\",\"amount\":\"12x\"}").build());
+        assertThat(refused.statusCode()).isEqualTo(400);
+        assertThat(rows("event-" + note)).isZero();
+
+        String body = "{\"note\":\"" + note + "\",\"eventId\":\"" + event + "\",\"amount\":\"12\"}";
+        assertThat(send(request("/orders/events", body).build()).statusCode()).isEqualTo(200);
+        assertThat(send(request("/orders/events", body).build()).headers().firstValue("Idempotent-Replayed"))
+                .hasValue("true");
+        assertThat(rows("event-" + note)).as("the corrected request ran once").isEqualTo(1);
     }
 
     @Test

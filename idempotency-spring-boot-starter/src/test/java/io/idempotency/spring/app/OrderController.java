@@ -296,6 +296,14 @@ public class OrderController {
         return Map.of("id", insert("optional-callback-" + callback.get("note")));
     }
 
+    /** Keyed by a member of the body read as a UUID, when the body has one; fingerprinted by an amount read as a number. */
+    @PostMapping("/events")
+    @Idempotent(key = "T(java.util.UUID).fromString(#body.eventId)", keyRequired = false,
+            fingerprint = "T(java.lang.Long).parseLong(#body.amount)")
+    public Map<String, Object> event(@RequestBody Map<String, Object> event) {
+        return Map.of("id", insert("event-" + event.get("note")));
+    }
+
     /** Keyed by a member of the body that is itself an object: a provider's reference made of several parts. */
     @PostMapping("/callbacks-by-reference")
     @Idempotent(key = "#body.reference")
