@@ -97,7 +97,13 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         }
         IdempotencyEngine.Execution execution = exchange.execution();
         if (execution == null) {
-            return; // not an idempotent request: everything has passed through already
+            if (response.isCapturing()) {
+                // an attempt ran and ended (rolled back), and the next one was never claimed: its claim failed with
+                // an exception the application's exception handling answered (a retry of Spring's @Retryable whose
+                // stale-claim resolver threw). That answer is the client's; nothing is left to commit
+                response.sendCaptured();
+            }
+            return; // otherwise not an idempotent request: everything has passed through already
         }
         if (request.isAsyncStarted()) {
             // an async answer the startup checks did not recognise: it would be written after the transaction had

@@ -1,5 +1,6 @@
 package io.idempotency.spring;
 
+import io.idempotency.spring.app.GatewayResolver;
 import io.idempotency.spring.app.RetryingController;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -21,6 +22,9 @@ class RetryableIntegrationTest extends OrdersApplicationTest {
 
     @Autowired
     RetryingController controller;
+
+    @Autowired
+    GatewayResolver resolver;
 
     @ParameterizedTest
     @ValueSource(strings = {"/retried/orders", "/retried/declined-charges"})
@@ -53,6 +57,31 @@ class RetryableIntegrationTest extends OrdersApplicationTest {
         assertThat(rows(note)).isZero();
         assertThat(DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + key
                 + "' and status = 'PROCESSING'")).isEqualTo(1);
+    }
+
+    /**
+     * The second attempt's claim fails with the application's own exception (the resolver of the stale claim cannot
+     * reach the gateway), which its exception handler answers: that answer is the client's, although the first
+     * attempt had switched the response to capture.
+     */
+    @Test
+    void anAttemptWhoseClaimFailsAfterAnEarlierAttemptSendsTheAnswerToItsFailure() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "stale-" + key;
+        resolver.decideNext(() -> {
+            throw new RetryingController.GatewayUnreachable();
+        });
+
+        HttpResponse<byte[]> first = post("/retried/stale-charges", key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(first.statusCode()).isEqualTo(503);
+        assertThat(new String(first.body(), java.nio.charset.StandardCharsets.UTF_8))
+                .isEqualTo("the gateway cannot be asked");
+        assertThat(first.headers().firstValue("Retry-After")).hasValue("5");
+        assertThat(controller.attempts(note)).as("the second attempt did not run the handler").isEqualTo(1);
+        assertThat(rows(note)).isZero();
+        assertThat(DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'"))
+                .as("unresolved: left for a later resolution").isEqualTo("PROCESSING");
     }
 
     /**

@@ -16,6 +16,7 @@ import org.springframework.http.ResponseEntity;
 import org.springframework.jdbc.core.simple.JdbcClient;
 import org.springframework.resilience.annotation.EnableResilientMethods;
 import org.springframework.resilience.annotation.Retryable;
+import org.springframework.web.bind.annotation.ExceptionHandler;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestBody;
 import org.springframework.web.bind.annotation.RequestMapping;
@@ -111,6 +112,30 @@ public class RetryingController {
     public ResponseEntity<Map<String, Object>> unknownCharge(@RequestBody OrderController.OrderRequest request) {
         return insertThenFailOnce(request, "/retried/unknown-charges/",
                 new IllegalStateException("the gateway timed out: did the charge happen?"));
+    }
+
+    /**
+     * Fails its first attempt with an unknown outcome; {@code @Retryable} tries again after the claim's lease has run
+     * out, so the next attempt's claim asks the resolver first.
+     */
+    @PostMapping("/stale-charges")
+    @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "1s")
+    @Retryable(maxRetries = 1, delay = 3000)
+    public ResponseEntity<Map<String, Object>> staleCharge(@RequestBody OrderController.OrderRequest request) {
+        return insertThenFailOnce(request, "/retried/stale-charges/",
+                new IllegalStateException("the gateway timed out: did the charge happen?"));
+    }
+
+    /** The gateway's status could not be asked. */
+    public static class GatewayUnreachable extends RuntimeException {
+        public GatewayUnreachable() {
+            super("the gateway's status API is down");
+        }
+    }
+
+    @ExceptionHandler(GatewayUnreachable.class)
+    ResponseEntity<String> gatewayUnreachable(GatewayUnreachable e) {
+        return ResponseEntity.status(503).header("Retry-After", "5").body("the gateway cannot be asked");
     }
 
     @PostMapping("/refused-orders")
