@@ -328,7 +328,8 @@ public class PostgresPartitionMaintenance {
     }
 
     private List<String> dropExpired(Connection connection, Instant expiredBefore) throws SQLException {
-        List<String> dropped = new ArrayList<>();
+        String mark = removalMark(connection);
+        List<String> dropped = dropDetachedLeftovers(connection, mark);
         for (Partition partition : partitions(connection)) {
             if (partition.to().isAfter(expiredBefore)) {
                 continue;
@@ -337,6 +338,10 @@ public class PostgresPartitionMaintenance {
                 // claimed under a longer retention than the one configured now: kept until its own expires_at
                 continue;
             }
+            // marked first: a run that ends between the detach and the drop (the process stopped, the connection
+            // lost, the drop's lock not had in time) leaves a table that is no partition any more, which the next run
+            // finds by this mark and drops
+            execute(connection, "COMMENT ON TABLE " + partition.name() + " IS " + literal(mark));
             // detach without blocking new claims, then drop the table no claim can reach any more
             execute(connection, "ALTER TABLE " + table + " DETACH PARTITION " + partition.name()
                     + (partition.detachPending() ? " FINALIZE" : " CONCURRENTLY"));
@@ -344,6 +349,46 @@ public class PostgresPartitionMaintenance {
             dropped.add(partition.name());
         }
         return dropped;
+    }
+
+    /**
+     * The comment a partition gets before it is detached for removal: names the table it belongs to (with its schema),
+     * so that only this table's leftovers are dropped.
+     */
+    private String removalMark(Connection connection) throws SQLException {
+        try (PreparedStatement statement = connection.prepareStatement("SELECT format('%I.%I', n.nspname, c.relname)"
+                + " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(?)")) {
+            statement.setString(1, table);
+            try (ResultSet rs = statement.executeQuery()) {
+                rs.next();
+                return "idempotency: detached from " + rs.getString(1) + " to be dropped";
+            }
+        }
+    }
+
+    /** Drops the tables an earlier run detached from this table but did not drop; returns their names. */
+    private static List<String> dropDetachedLeftovers(Connection connection, String mark) throws SQLException {
+        List<String[]> leftovers = new ArrayList<>();
+        try (PreparedStatement statement = connection.prepareStatement("SELECT c.oid::regclass::text, c.relname"
+                + " FROM pg_class c JOIN pg_description d ON d.objoid = c.oid AND d.classoid = 'pg_class'::regclass"
+                + " AND d.objsubid = 0 WHERE c.relkind = 'r' AND NOT c.relispartition AND d.description = ?")) {
+            statement.setString(1, mark);
+            try (ResultSet rs = statement.executeQuery()) {
+                while (rs.next()) {
+                    leftovers.add(new String[]{rs.getString(1), rs.getString(2)});
+                }
+            }
+        }
+        List<String> dropped = new ArrayList<>();
+        for (String[] leftover : leftovers) {
+            execute(connection, "DROP TABLE " + leftover[0]);
+            dropped.add(leftover[1]);
+        }
+        return dropped;
+    }
+
+    private static String literal(String text) {
+        return "'" + text.replace("'", "''") + "'";
     }
 
     /** Whether a record in {@code partition} has not expired yet (found through its index on expires_at). */

@@ -219,6 +219,63 @@ class PartitionMaintenanceIntegrationTest {
         }
     }
 
+    /**
+     * The detach and the drop are two statements: a run can end between them (the process stopped, the connection
+     * lost, or here the drop not getting its lock in time). The table is then no partition any more, so listing the
+     * partitions no longer finds it: a later run must still drop it, or its records stay forever.
+     */
+    @Test
+    void aPartitionDetachedButNotDroppedIsDroppedByALaterRun() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = partitionedDatabase(database)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            PostgresPartitionMaintenance maintenance =
+                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(3));
+            maintenance.createAhead(false);
+            attachPartition(jdbc, "idempotency_keys_expired", "now() - interval '5 days'", "now() - interval '4 days'");
+            insertRecord(jdbc, "expired-key", "now() - interval '5 days' + interval '1 minute'");
+
+            try (java.sql.Connection reader = dataSource.getConnection();
+                 java.sql.Connection laterReader = dataSource.getConnection()) {
+                // someone reads the old partition itself: the detach waits for them
+                reader.setAutoCommit(false);
+                reader.createStatement().execute("select count(*) from idempotency_keys_expired");
+                CompletableFuture<PostgresPartitionMaintenance.Run> run =
+                        CompletableFuture.supplyAsync(() -> maintenance.dropExpired(Duration.ofDays(1)));
+                database.awaitLockWaiter(Duration.ofSeconds(10));
+                // another reader queues behind the detach, so it has the table between the detach and the drop
+                laterReader.setAutoCommit(false);
+                CompletableFuture<Void> queued = CompletableFuture.runAsync(() -> {
+                    try {
+                        laterReader.createStatement().execute(
+                                "lock table idempotency_keys_expired in access share mode");
+                    } catch (java.sql.SQLException e) {
+                        throw new IllegalStateException(e);
+                    }
+                });
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                while (database.lockWaiters() < 2) {
+                    assertThat(System.nanoTime()).as("the second reader queues").isLessThan(deadline);
+                    Thread.sleep(10);
+                }
+                reader.commit();
+                queued.get(10, TimeUnit.SECONDS);
+
+                assertThatThrownBy(() -> run.get(30, TimeUnit.SECONDS)).as("the drop did not get its lock")
+                        .satisfies(e -> assertThat(PostgresPartitionMaintenance.isLockNotAvailable(e)).isTrue());
+                laterReader.commit();
+            }
+            assertThat(maintenance.partitions()).extracting(PostgresPartitionMaintenance.Partition::name)
+                    .as("detached").doesNotContain("idempotency_keys_expired");
+
+            PostgresPartitionMaintenance.Run later = maintenance.dropExpired(Duration.ofDays(1));
+
+            assertThat(later.dropped()).containsExactly("idempotency_keys_expired");
+            assertThat(jdbc.queryForObject("select count(*) from pg_tables where tablename = 'idempotency_keys_expired'"
+                    + " and schemaname = current_schema()", Integer.class)).as("dropped by the later run").isZero();
+        }
+    }
+
     @Test
     void creationWaitsForAnotherInstanceOnlyWhenAskedAndAtMostTheLockTimeout() throws Exception {
         TestPostgres.Database database = TestPostgres.newDatabase();
