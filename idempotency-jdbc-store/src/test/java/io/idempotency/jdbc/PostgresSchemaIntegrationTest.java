@@ -295,6 +295,51 @@ class PostgresSchemaIntegrationTest {
         }
     }
 
+    /**
+     * A table of the configured name that exists is adopted as it is: one made by another tool under the same name,
+     * or by hand from an outdated script, must stop the start with what is wrong, not fail every claim (or, with
+     * times stored without time zone, compare leases differently on instances in different time zones).
+     */
+    @Test
+    void aTableOfAnotherShapeIsRefusedAtStartupWithWhatIsWrong() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table other_tool_keys (key varchar(255) primary key, response text)");
+            jdbc.execute(IdempotencySchema.postgresql("no_unique_key").replace(
+                    "CONSTRAINT no_unique_key_pkey PRIMARY KEY (caller, scope, idempotency_key),", ""));
+            jdbc.execute(IdempotencySchema.postgresql("local_times")
+                    .replace("locked_until     timestamptz", "locked_until     timestamp"));
+            jdbc.execute(IdempotencySchema.postgresqlPartitioned("partitioned_local_times")
+                    .replace("expires_at       timestamptz", "expires_at       timestamp"));
+
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "other_tool_keys").migrate(),
+                    "table other_tool_keys lacks columns", "caller", "fencing_token", "expires_at");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "other_tool_keys").verify(),
+                    "table other_tool_keys lacks columns");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "no_unique_key").migrate(),
+                    "no unique key on (caller, scope, idempotency_key)");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "local_times").verify(),
+                    "locked_until is timestamp without time zone", "timestamptz");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "partitioned_local_times", true).verify(),
+                    "expires_at is timestamp without time zone");
+
+            jdbc.execute(IdempotencySchema.postgresql("right_shape"));
+            new IdempotencySchemaMigrator(dataSource, "right_shape").verify();
+            new IdempotencySchemaMigrator(dataSource, "right_shape").migrate();
+            new IdempotencySchemaMigrator(dataSource, "partitioned_right_shape", true).migrate();
+            new IdempotencySchemaMigrator(dataSource, "partitioned_right_shape", true).verify();
+        }
+    }
+
+    private static void assertWrongShape(org.assertj.core.api.ThrowableAssert.ThrowingCallable startup,
+                                         String... said) {
+        assertThatThrownBy(startup)
+                .isInstanceOfSatisfying(io.idempotency.jdbc.flyway.IdempotencySchemaException.class, e ->
+                        assertThat(e.problem()).isEqualTo(
+                                io.idempotency.jdbc.flyway.IdempotencySchemaException.Problem.WRONG_SHAPE))
+                .message().contains(said);
+    }
+
     @Test
     void aClaimOutsideReadCommittedIsRefused() {
         try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {

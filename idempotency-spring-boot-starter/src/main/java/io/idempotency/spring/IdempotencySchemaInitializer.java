@@ -50,6 +50,8 @@ class IdempotencySchemaInitializer implements InitializingBean {
         return switch (e.problem()) {
             case WRONG_LAYOUT -> "Set idempotency.retention.cleanup.mode to the mode the table was made for, or switch"
                     + " the table as the retention documentation describes.";
+            case WRONG_SHAPE -> "Create the table from the script the message names (another table name, or the records"
+                    + " moved into a new table), or point idempotency.jdbc.table-name at a table made from it.";
             case MISSING -> "Create the table from the script the message names, in the application's own migrations"
                     + " or by hand, or remove idempotency.jdbc.initialize-schema=false to let the library create it.";
             case MISSING_DESPITE_HISTORY -> "Drop the migration history table the message names, so that the"

@@ -7,6 +7,8 @@ public final class IdempotencySchemaException extends IllegalStateException {
     public enum Problem {
         /** It exists with the layout of the other cleanup mode (partitioned or not). */
         WRONG_LAYOUT,
+        /** It exists, but lacks columns the store uses, has them of another type, or lacks the key the claim needs. */
+        WRONG_SHAPE,
         /** It does not exist, and the library's migration is not the one to create it. */
         MISSING,
         /** It does not exist, although its migration history says it was created. */

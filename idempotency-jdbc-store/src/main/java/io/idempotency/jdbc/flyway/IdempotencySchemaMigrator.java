@@ -12,7 +12,11 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 
 /**
  * Applies the idempotency schema with a Flyway instance of its own: its own migrations and its own history table
@@ -120,6 +124,7 @@ public final class IdempotencySchemaMigrator {
                     "the migration history " + history + " says table " + tableName + " was created, but it does"
                             + " not exist");
         }
+        checkShape(); // a table that was there already was adopted as it is
         return result;
     }
 
@@ -171,6 +176,70 @@ public final class IdempotencySchemaMigrator {
                     + " name replaced), or let the library create it");
         }
         checkLayout(layout);
+        checkShape();
+    }
+
+    /** The columns the store reads and writes. */
+    private static final List<String> COLUMNS = List.of("caller", "scope", "idempotency_key", "status",
+            "request_hash", "fencing_token", "response_status", "response_headers", "response_body", "created_at",
+            "updated_at", "expires_at", "locked_until");
+
+    /** Compared with the database's clock: stored without time zone, they would be read in each session's zone. */
+    private static final List<String> TIME_COLUMNS = List.of("created_at", "updated_at", "expires_at", "locked_until");
+
+    /**
+     * A table that exists under the configured name is used as it is: one made by another tool, or from an outdated
+     * or edited script, must stop the start with what is wrong rather than fail every claim — or, with its times
+     * stored without time zone, compare leases and expiry differently on instances in different time zones.
+     */
+    private void checkShape() {
+        Map<String, String> columns = new HashMap<>();
+        boolean uniqueKey;
+        try (Connection connection = dataSource.getConnection()) {
+            try (PreparedStatement statement = connection.prepareStatement("SELECT attname, format_type(atttypid,"
+                    + " atttypmod) FROM pg_attribute WHERE attrelid = to_regclass(?) AND attnum > 0"
+                    + " AND NOT attisdropped")) {
+                statement.setString(1, tableName);
+                try (ResultSet rs = statement.executeQuery()) {
+                    while (rs.next()) {
+                        columns.put(rs.getString(1), rs.getString(2));
+                    }
+                }
+            }
+            // what the plain store's INSERT … ON CONFLICT (caller, scope, idempotency_key) needs
+            try (PreparedStatement statement = connection.prepareStatement("SELECT EXISTS (SELECT 1 FROM pg_index i"
+                    + " WHERE i.indrelid = to_regclass(?) AND i.indisunique AND i.indpred IS NULL"
+                    + " AND i.indexprs IS NULL AND i.indnkeyatts = 3 AND (SELECT array_agg(a.attname::text ORDER BY"
+                    + " a.attname) FROM pg_attribute a WHERE a.attrelid = i.indrelid AND a.attnum = ANY"
+                    + " ((i.indkey::int2[])[0:2])) = ARRAY['caller', 'idempotency_key', 'scope'])")) {
+                statement.setString(1, tableName);
+                try (ResultSet rs = statement.executeQuery()) {
+                    rs.next();
+                    uniqueKey = rs.getBoolean(1);
+                }
+            }
+        } catch (SQLException e) {
+            throw new IllegalStateException("could not inspect table " + tableName, e);
+        }
+        List<String> problems = new ArrayList<>();
+        List<String> missing = COLUMNS.stream().filter(column -> !columns.containsKey(column)).toList();
+        if (!missing.isEmpty()) {
+            problems.add("table " + tableName + " lacks columns " + String.join(", ", missing));
+        }
+        for (String column : TIME_COLUMNS) {
+            String type = columns.get(column);
+            if (type != null && !type.equals("timestamp with time zone")) {
+                problems.add(column + " is " + type + ", not timestamptz");
+            }
+        }
+        if (!partitioned && !uniqueKey) {
+            problems.add("there is no unique key on (caller, scope, idempotency_key), which arbitrates claims");
+        }
+        if (!problems.isEmpty()) {
+            throw new IdempotencySchemaException(IdempotencySchemaException.Problem.WRONG_SHAPE, "table " + tableName
+                    + " is not the library's idempotency table: " + String.join("; ", problems) + ". Create it from "
+                    + script() + ".");
+        }
     }
 
     /** A table made for one cleanup mode cannot serve the other: say so before anything else does, less clearly. */
