@@ -65,6 +65,7 @@ public final class IdempotencyEngine {
     private final StaleClaimResolver resolver;
     private final DownstreamKeys downstreamKeys;
     private final ReplayCache replayCache;
+    private final long maxStoredBodySize;
     private final ConcurrentHashMap<ScopedKey, Flight> flights = new ConcurrentHashMap<>();
     // two threads: a renewal waiting for a pool connection does not hold up every other renewal
     private final ScheduledExecutorService renewals = renewalExecutor();
@@ -104,6 +105,25 @@ public final class IdempotencyEngine {
     public IdempotencyEngine(IdempotencyStore store, Transactions transactions, StoragePolicy defaultPolicy,
                              Duration retention, Duration maxWait, StaleClaimResolver resolver,
                              DownstreamKeys downstreamKeys, ReplayCache replayCache) {
+        this(store, transactions, defaultPolicy, retention, maxWait, resolver, downstreamKeys, replayCache,
+                DEFAULT_MAX_STORED_BODY_SIZE);
+    }
+
+    /** The cap on stored bodies when none is given: the Spring Boot starter's default. */
+    public static final long DEFAULT_MAX_STORED_BODY_SIZE = 1024 * 1024;
+
+    /**
+     * @param maxStoredBodySize the largest body, in bytes, stored for replay from this engine's programmatic callers
+     *                          ({@link IdempotencyTemplate}) and from the {@code resolver}; positive. A larger one is
+     *                          refused with {@link StoredBodyTooLargeException} before anything is stored.
+     */
+    public IdempotencyEngine(IdempotencyStore store, Transactions transactions, StoragePolicy defaultPolicy,
+                             Duration retention, Duration maxWait, StaleClaimResolver resolver,
+                             DownstreamKeys downstreamKeys, ReplayCache replayCache, long maxStoredBodySize) {
+        if (maxStoredBodySize <= 0) {
+            throw new IllegalArgumentException("maxStoredBodySize must be positive: " + maxStoredBodySize);
+        }
+        this.maxStoredBodySize = maxStoredBodySize;
         this.replayCache = Objects.requireNonNull(replayCache, "replayCache");
         this.store = Objects.requireNonNull(store, "store");
         this.transactions = Objects.requireNonNull(transactions, "transactions");
@@ -112,6 +132,11 @@ public final class IdempotencyEngine {
         this.maxWait = positive(maxWait, "maxWait");
         this.resolver = Objects.requireNonNull(resolver, "resolver");
         this.downstreamKeys = Objects.requireNonNull(downstreamKeys, "downstreamKeys");
+    }
+
+    /** The largest body, in bytes, stored for replay (see {@link StoredBodyTooLargeException}). */
+    public long maxStoredBodySize() {
+        return maxStoredBodySize;
     }
 
     /** The key a handler of {@code key}'s request sends to third parties. */
@@ -342,7 +367,7 @@ public final class IdempotencyEngine {
         StaleClaimResolver.Resolution resolution;
         try {
             resolution = decided(resolver.resolve(new StaleClaimResolver.StaleClaim(key, downstreamKey(key),
-                    stale.requestHash(), stale.createdAt(), stale.lockedUntil(), true)), key);
+                    stale.requestHash(), stale.createdAt(), stale.lockedUntil(), true)), key, maxStoredBodySize);
         } finally {
             holding.cancel(false);
         }
@@ -362,12 +387,20 @@ public final class IdempotencyEngine {
     /**
      * The resolver's decision about the stale claim on {@code key}. A null answer decides nothing — it is neither
      * "rerun" nor "fail", both of which would let the work run again without anyone having found out what happened —
-     * so it fails like a resolver that throws: the claim stays PROCESSING for a later resolution.
+     * so it fails like a resolver that throws: the claim stays PROCESSING for a later resolution. So does an answer
+     * larger than the cap on stored bodies: stored, it would keep what no handler's answer may keep; cut short, it
+     * would replay a different answer; and it is not "the work did not happen" either.
      */
-    static StaleClaimResolver.Resolution decided(StaleClaimResolver.Resolution resolution, ScopedKey key) {
+    static StaleClaimResolver.Resolution decided(StaleClaimResolver.Resolution resolution, ScopedKey key,
+                                                 long maxStoredBodySize) {
         if (resolution == null) {
             throw new IllegalStateException("the stale claim resolver answered null for " + key + ", which decides"
                     + " nothing: the claim stays PROCESSING and is resolved again once its lease has run out");
+        }
+        if (resolution instanceof StaleClaimResolver.Complete complete
+                && complete.response().bodyLength() > maxStoredBodySize) {
+            throw new StoredBodyTooLargeException(key, "the stale claim resolver's answer",
+                    complete.response().bodyLength(), maxStoredBodySize);
         }
         return resolution;
     }

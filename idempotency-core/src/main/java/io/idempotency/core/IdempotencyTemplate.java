@@ -51,10 +51,17 @@ public final class IdempotencyTemplate {
      *
      * @param input what identifies "the same work" besides the key (e.g. the message body)
      * @param lease the lease in {@link IdempotencyMode#INTENT_FIRST} mode; ignored otherwise
-     * @throws InProgressException if another execution with the key is running
-     * @throws KeyReusedException  if the key was used for other input
-     * @throws Exception           what {@code work} threw, also when rolling its writes back failed (that failure is
-     *                             attached as suppressed); its writes were rolled back
+     * @throws InProgressException         if another execution with the key is running
+     * @throws KeyReusedException          if the key was used for other input
+     * @throws StoredBodyTooLargeException if the work's result is larger than the engine's cap on stored bodies
+     *                                     ({@link IdempotencyEngine#maxStoredBodySize()}): it was not stored and the
+     *                                     work's writes were rolled back, as after a failure of the work (in
+     *                                     {@link IdempotencyMode#INTENT_FIRST} mode the claim stays PROCESSING for
+     *                                     the {@link StaleClaimResolver}); also if a resolver asked about a stale
+     *                                     claim of the key answered with a body above the cap (nothing stored, the
+     *                                     claim stays PROCESSING)
+     * @throws Exception                   what {@code work} threw, also when rolling its writes back failed (that
+     *                                     failure is attached as suppressed); its writes were rolled back
      */
     public Result execute(ScopedKey key, byte[] input, IdempotencyMode mode, Duration lease, Callable<byte[]> work)
             throws Exception {
@@ -84,6 +91,13 @@ public final class IdempotencyTemplate {
         } catch (Exception | Error e) {
             abandonAfter(execution::abandon, e);
             throw e;
+        }
+        if (value != null && value.length > engine.maxStoredBodySize()) {
+            // as for an HTTP answer above the cap: neither kept cut short nor committed without it
+            StoredBodyTooLargeException tooLarge = new StoredBodyTooLargeException(key, "the result of the work",
+                    value.length, engine.maxStoredBodySize());
+            abandonAfter(execution::abandon, tooLarge);
+            throw tooLarge;
         }
         execution.finish(new StoredResponse(200, List.of(), value), status -> true);
         return new Result(value == null ? new byte[0] : value, false);

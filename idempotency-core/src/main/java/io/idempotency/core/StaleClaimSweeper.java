@@ -45,13 +45,33 @@ public final class StaleClaimSweeper {
     private final DownstreamKeys downstreamKeys;
     private final Duration lease;
     private final int batchSize;
+    private final long maxStoredBodySize;
 
     /**
+     * A sweeper that stores answers of the resolver up to
+     * {@link IdempotencyEngine#DEFAULT_MAX_STORED_BODY_SIZE}.
+     *
      * @param lease     the lease a stale claim is taken over with, renewed while the resolver answers
      * @param batchSize most stale claims looked at per sweep
      */
     public StaleClaimSweeper(IdempotencyStore store, StaleClaimResolver resolver, DownstreamKeys downstreamKeys,
                              Duration lease, int batchSize) {
+        this(store, resolver, downstreamKeys, lease, batchSize, IdempotencyEngine.DEFAULT_MAX_STORED_BODY_SIZE);
+    }
+
+    /**
+     * @param lease             the lease a stale claim is taken over with, renewed while the resolver answers
+     * @param batchSize         most stale claims looked at per sweep
+     * @param maxStoredBodySize the largest answer body, in bytes, stored for replay; a resolver's larger answer is
+     *                          not stored, and the claim is reported {@link Unresolved} with a
+     *                          {@link StoredBodyTooLargeException}
+     */
+    public StaleClaimSweeper(IdempotencyStore store, StaleClaimResolver resolver, DownstreamKeys downstreamKeys,
+                             Duration lease, int batchSize, long maxStoredBodySize) {
+        if (maxStoredBodySize <= 0) {
+            throw new IllegalArgumentException("maxStoredBodySize must be positive: " + maxStoredBodySize);
+        }
+        this.maxStoredBodySize = maxStoredBodySize;
         this.store = Objects.requireNonNull(store, "store");
         this.resolver = Objects.requireNonNull(resolver, "resolver");
         this.downstreamKeys = Objects.requireNonNull(downstreamKeys, "downstreamKeys");
@@ -96,9 +116,9 @@ public final class StaleClaimSweeper {
                 try {
                     resolution = IdempotencyEngine.decided(resolver.resolve(new StaleClaimResolver.StaleClaim(
                             stale.key(), downstreamKeys.derive(stale.key()), stale.requestHash(), stale.createdAt(),
-                            stale.lockedUntil(), false)), stale.key());
+                            stale.lockedUntil(), false)), stale.key(), maxStoredBodySize);
                 } catch (RuntimeException e) {
-                    // one claim the third party cannot answer for keeps no other claim waiting
+                    // one claim the third party cannot answer for (or not storably) keeps no other claim waiting
                     unresolved.add(new Unresolved(stale.key(), e));
                     continue;
                 } finally {

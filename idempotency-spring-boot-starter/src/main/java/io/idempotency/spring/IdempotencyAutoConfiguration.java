@@ -335,7 +335,8 @@ public class IdempotencyAutoConfiguration {
         return new IdempotencyEngine(store, transactions, storagePolicy, properties.getRetention().getTtl(),
                 properties.getInFlightWait(), resolver, downstreamKeys, new ReplayCache(cache.getMaxEntries(),
                         (int) Math.min(Integer.MAX_VALUE, cache.getMaxBodySize().toBytes()),
-                        cache.getMaxTotalSize().toBytes(), cache.getMaxAge()));
+                        cache.getMaxTotalSize().toBytes(), cache.getMaxAge()),
+                properties.getMaxStoredBodySize().toBytes());
     }
 
     /** The idempotency rules for code that is not an HTTP endpoint, such as message listeners. */
@@ -356,7 +357,8 @@ public class IdempotencyAutoConfiguration {
         IdempotencyProperties.Sweeper sweeper = properties.getSweeper();
         checkInterval(sweeper.getInterval(), "idempotency.sweeper.interval");
         return new StaleClaimSweepScheduler(new StaleClaimSweeper(store, resolver, downstreamKeys,
-                properties.getLease(), sweeper.getBatchSize()), sweeper.getInterval(),
+                properties.getLease(), sweeper.getBatchSize(), properties.getMaxStoredBodySize().toBytes()),
+                sweeper.getInterval(),
                 meters.getIfAvailable(() -> IdempotencyMeters.NONE));
     }
 

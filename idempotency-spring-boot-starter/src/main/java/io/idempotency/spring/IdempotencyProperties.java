@@ -55,7 +55,9 @@ public class IdempotencyProperties implements InitializingBean {
 
     /**
      * Largest answer body that is stored for replay. A storable answer above it is not committed: the request rolls
-     * back and is answered 500 {@code idempotency-response-too-large}, so an answer is never replayed cut short.
+     * back and is answered 500 {@code idempotency-response-too-large}, so an answer is never replayed cut short. The
+     * same cap holds for the results of IdempotencyTemplate work (refused with StoredBodyTooLargeException, the work's
+     * writes rolled back) and for the answers of a StaleClaimResolver (not stored; the claim stays PROCESSING).
      */
     private DataSize maxStoredBodySize = DataSize.ofMegabytes(1);
 
