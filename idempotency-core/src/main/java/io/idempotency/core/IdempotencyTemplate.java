@@ -49,7 +49,8 @@ public final class IdempotencyTemplate {
     /**
      * Runs {@code work} at most once per key, in the given mode. Must be called with no transaction open.
      *
-     * @param input what identifies "the same work" besides the key (e.g. the message body)
+     * @param input what identifies "the same work" besides the key (e.g. the message body); null (a message without
+     *              a body) is the empty input
      * @param lease the lease in {@link IdempotencyMode#INTENT_FIRST} mode; ignored otherwise
      * @throws InProgressException         if another execution with the key is running
      * @throws KeyReusedException          if the key was used for other input
@@ -65,7 +66,8 @@ public final class IdempotencyTemplate {
      */
     public Result execute(ScopedKey key, byte[] input, IdempotencyMode mode, Duration lease, Callable<byte[]> work)
             throws Exception {
-        String fingerprint = RequestFingerprint.of("EXECUTE", key.scope(), null, input);
+        byte[] identifying = input == null ? new byte[0] : input;
+        String fingerprint = RequestFingerprint.of("EXECUTE", key.scope(), null, identifying);
         IdempotencyEngine.Start start = engine.start(key, fingerprint, mode, lease);
         if (start instanceof IdempotencyEngine.Replay replay) {
             return new Result(replay.response().body(), true);

@@ -538,6 +538,32 @@ class IntentFirstEngineIntegrationTest {
         }
     }
 
+    /**
+     * A message without a body (a Kafka tombstone, an AMQP message with only headers) is executed with a null input:
+     * it is the empty input, so its redelivery is a replay, not a failure before the work could even be claimed.
+     */
+    @Test
+    void aMessageWithoutABodyRunsOnceAndItsRedeliveryIsAReplay() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table effects (id bigserial primary key)");
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyTemplate template = new IdempotencyTemplate(engine(dataSource, store, StaleClaimResolver.RERUN));
+            ScopedKey key = new ScopedKey("", "tombstones", UUID.randomUUID().toString());
+
+            List<IdempotencyTemplate.Result> results = new ArrayList<>();
+            for (byte[] input : new byte[][] {null, null, new byte[0]}) {
+                results.add(template.execute(key, input, () -> {
+                    jdbc.update("insert into effects default values");
+                    return "deleted".getBytes(StandardCharsets.UTF_8);
+                }));
+            }
+
+            assertThat(results).extracting(IdempotencyTemplate.Result::replayed).containsExactly(false, true, true);
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isEqualTo(1);
+        }
+    }
+
     @Test
     void workInsideATransactionAlreadyOpenIsRefusedBeforeAnythingIsClaimed() throws Exception {
         try (HikariDataSource dataSource = database(null)) {
