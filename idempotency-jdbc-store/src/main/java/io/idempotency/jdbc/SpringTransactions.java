@@ -44,8 +44,11 @@ public class SpringTransactions implements Transactions {
     public Transaction begin() {
         if (TransactionSynchronizationManager.isActualTransactionActive()) {
             // joining would let the outer transaction commit on its own schedule: before or after the answer
+            // the hint names both callers: the startup checks catch most misordered @Idempotent handlers, while a
+            // listener calling IdempotencyTemplate from a @Transactional method meets this only at run time
             throw new IllegalStateException("an idempotent execution must own its transaction, but one is already"
-                    + " active on this thread: is @Idempotent ordered inside @Transactional?");
+                    + " active on this thread: call IdempotencyTemplate.execute outside any transaction (not from a"
+                    + " @Transactional method), and order @Idempotent outside @Transactional");
         }
         TransactionStatus status = transactionManager.getTransaction(definition);
         return new Transaction() {

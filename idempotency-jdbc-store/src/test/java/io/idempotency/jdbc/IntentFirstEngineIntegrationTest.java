@@ -564,8 +564,9 @@ class IntentFirstEngineIntegrationTest {
         }
     }
 
-    @Test
-    void workInsideATransactionAlreadyOpenIsRefusedBeforeAnythingIsClaimed() throws Exception {
+    @ParameterizedTest
+    @ValueSource(strings = {"ONE_TRANSACTION", "INTENT_FIRST"})
+    void workInsideATransactionAlreadyOpenIsRefusedBeforeAnythingIsClaimed(IdempotencyMode mode) throws Exception {
         try (HikariDataSource dataSource = database(null)) {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
             IdempotencyTemplate template = new IdempotencyTemplate(engine(dataSource, store, StaleClaimResolver.RERUN));
@@ -577,12 +578,14 @@ class IntentFirstEngineIntegrationTest {
             // a listener whose own transaction would commit the claim and the work on its own schedule
             org.assertj.core.api.Assertions.assertThatThrownBy(() -> outer.executeWithoutResult(status -> {
                 try {
-                    template.execute(key, "m-1".getBytes(StandardCharsets.UTF_8), () -> null);
+                    template.execute(key, "m-1".getBytes(StandardCharsets.UTF_8), mode, Duration.ofMinutes(5),
+                            () -> null);
                 } catch (Exception e) {
                     throw new IllegalStateException(e);
                 }
             })).hasRootCauseMessage("an idempotent execution must own its transaction, but one is already active on"
-                    + " this thread: is @Idempotent ordered inside @Transactional?");
+                    + " this thread: call IdempotencyTemplate.execute outside any transaction (not from a"
+                    + " @Transactional method), and order @Idempotent outside @Transactional");
             assertThat(new JdbcTemplate(dataSource).queryForObject("select count(*) from idempotency_keys",
                     Integer.class)).isZero();
         }
