@@ -179,6 +179,9 @@ public class IdempotencyAutoConfiguration {
                     + " !#$%&'*+-.^_`|~)");
         }
         positive("idempotency.in-flight-wait", properties.getInFlightWait(), null);
+        // else 409 answers would tell clients to retry in a second whatever the setting says
+        positive("idempotency.retry-after", properties.getRetryAfter(), "it is the time 409 answers tell a client"
+                + " to wait before it retries");
         checkTableName(properties.getJdbc().getTableName(), properties.getJdbc().isInitializeSchema());
         if (properties.getMaxRequestBodySize().toBytes() <= 0) {
             refuse("idempotency.max-request-body-size", properties.getMaxRequestBodySize(), "positive");

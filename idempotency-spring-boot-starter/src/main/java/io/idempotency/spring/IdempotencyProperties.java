@@ -35,7 +35,7 @@ public class IdempotencyProperties implements InitializingBean {
      */
     private Duration inFlightWait = Duration.ofSeconds(2);
 
-    /** The {@code Retry-After} sent with 409 {@code idempotency-request-in-progress} (rounded up to seconds). */
+    /** The {@code Retry-After} sent with 409 {@code idempotency-request-in-progress} (rounded up to seconds); positive. */
     private Duration retryAfter = Duration.ofSeconds(1);
 
     /**

@@ -253,6 +253,8 @@ class IdempotencyAutoConfigurationTest {
             "idempotency.header-name = ''",
             "idempotency.header-name = Idempotency Key",
             "idempotency.in-flight-wait = 0s",
+            "idempotency.retry-after = 0s",
+            "idempotency.retry-after = -1s",
             "idempotency.max-request-body-size = 0",
             "idempotency.max-stored-body-size = -1B",
             "idempotency.downstream-key-secret = ''",
