@@ -172,6 +172,9 @@ public class IdempotencyAutoConfiguration {
      * Settings that would otherwise stop the application with a bare exception from deep inside a bean, or start it
      * in a state that cannot work (every body refused, a sweep that never resolves anything): refused here, by name.
      */
+    /** The longest in-flight wait: PostgreSQL's {@code lock_timeout} takes at most 2^31 - 1 milliseconds. */
+    static final Duration MAX_IN_FLIGHT_WAIT = Duration.ofDays(24);
+
     static void checkSettings(IdempotencyProperties properties) {
         String header = properties.getHeaderName();
         if (header == null || header.isEmpty() || !header.chars().allMatch(IdempotencyAutoConfiguration::isTokenChar)) {
@@ -179,6 +182,11 @@ public class IdempotencyAutoConfiguration {
                     + " !#$%&'*+-.^_`|~)");
         }
         positive("idempotency.in-flight-wait", properties.getInFlightWait(), null);
+        if (properties.getInFlightWait().compareTo(MAX_IN_FLIGHT_WAIT) > 0) {
+            // a claim waits through PostgreSQL's lock_timeout, which refuses more: every claim would fail
+            refuse("idempotency.in-flight-wait", properties.getInFlightWait(), "at most 24d: a claim waits with"
+                    + " PostgreSQL's lock_timeout, which takes no more than about 24.8 days");
+        }
         // else 409 answers would tell clients to retry in a second whatever the setting says
         positive("idempotency.retry-after", properties.getRetryAfter(), "it is the time 409 answers tell a client"
                 + " to wait before it retries");

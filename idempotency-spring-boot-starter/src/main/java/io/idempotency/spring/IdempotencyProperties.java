@@ -31,11 +31,15 @@ public class IdempotencyProperties implements InitializingBean {
 
     /**
      * How long a duplicate request waits for the request that holds its key to finish before it is answered
-     * 409 {@code idempotency-request-in-progress}. Keep it short: the waiting request holds a connection.
+     * 409 {@code idempotency-request-in-progress}. Keep it short: the waiting request holds a connection. At most
+     * 24 days, the longest wait PostgreSQL's {@code lock_timeout} takes.
      */
     private Duration inFlightWait = Duration.ofSeconds(2);
 
-    /** The {@code Retry-After} sent with 409 {@code idempotency-request-in-progress} (rounded up to seconds); positive. */
+    /**
+     * The {@code Retry-After} sent with 409 {@code idempotency-request-in-progress} (rounded up to seconds); must be
+     * positive.
+     */
     private Duration retryAfter = Duration.ofSeconds(1);
 
     /**

@@ -253,6 +253,7 @@ class IdempotencyAutoConfigurationTest {
             "idempotency.header-name = ''",
             "idempotency.header-name = Idempotency Key",
             "idempotency.in-flight-wait = 0s",
+            "idempotency.in-flight-wait = 25d",
             "idempotency.retry-after = 0s",
             "idempotency.retry-after = -1s",
             "idempotency.max-request-body-size = 0",
