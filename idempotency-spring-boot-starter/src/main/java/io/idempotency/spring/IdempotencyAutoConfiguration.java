@@ -175,6 +175,12 @@ public class IdempotencyAutoConfiguration {
     /** The longest in-flight wait: PostgreSQL's {@code lock_timeout} takes at most 2^31 - 1 milliseconds. */
     static final Duration MAX_IN_FLIGHT_WAIT = Duration.ofDays(24);
 
+    /**
+     * The longest TTL, far below what PostgreSQL can add to now(): its intervals end at about 292,000 years, and
+     * every claim past that fails with "interval out of range".
+     */
+    static final Duration MAX_TTL = Duration.ofDays(36_500_000);
+
     static void checkSettings(IdempotencyProperties properties) {
         String header = properties.getHeaderName();
         if (header == null || header.isEmpty() || !header.chars().allMatch(IdempotencyAutoConfiguration::isTokenChar)) {
@@ -199,6 +205,11 @@ public class IdempotencyAutoConfiguration {
         }
         if (properties.getDownstreamKeySecret() == null || properties.getDownstreamKeySecret().isEmpty()) {
             refuse("idempotency.downstream-key-secret", "\"\"", "a secret of at least one character");
+        }
+        if (properties.getRetention().getTtl().compareTo(MAX_TTL) > 0) {
+            // a record expires at now() plus the TTL on the database clock: beyond it, every claim would fail
+            refuse("idempotency.retention.ttl", properties.getRetention().getTtl(), "at most 36500000d (about 100,000"
+                    + " years): a record's expiry must be a time PostgreSQL can hold");
         }
         IdempotencyProperties.ReplayCache cache = properties.getReplayCache();
         if (cache.getMaxEntries() < 0) {

@@ -181,7 +181,8 @@ public class IdempotencyProperties implements InitializingBean {
         /**
          * Minimum time a record is kept after its key was claimed. Must exceed the longest time a client may retry or
          * replay a request (offline jobs, message redelivery, an old browser tab) plus the lease: a record that is
-         * gone lets an old request run again. A record that still exists is honoured, expired or not.
+         * gone lets an old request run again. A record that still exists is honoured, expired or not. At most
+         * 36500000d (about 100,000 years): the expiry must be a time PostgreSQL can hold.
          */
         private Duration ttl = Duration.ofDays(30);
 

@@ -256,6 +256,7 @@ class IdempotencyAutoConfigurationTest {
             "idempotency.in-flight-wait = 25d",
             "idempotency.retry-after = 0s",
             "idempotency.retry-after = -1s",
+            "idempotency.retention.ttl = 110000000d",
             "idempotency.max-request-body-size = 0",
             "idempotency.max-stored-body-size = -1B",
             "idempotency.downstream-key-secret = ''",
