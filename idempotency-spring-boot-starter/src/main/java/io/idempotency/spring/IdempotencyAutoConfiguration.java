@@ -168,10 +168,6 @@ public class IdempotencyAutoConfiguration {
         return new SpringTransactions(transactionManager, connectionsDefaultToReadCommitted(dataSource));
     }
 
-    /**
-     * Settings that would otherwise stop the application with a bare exception from deep inside a bean, or start it
-     * in a state that cannot work (every body refused, a sweep that never resolves anything): refused here, by name.
-     */
     /** The longest in-flight wait: PostgreSQL's {@code lock_timeout} takes at most 2^31 - 1 milliseconds. */
     static final Duration MAX_IN_FLIGHT_WAIT = Duration.ofDays(24);
 
@@ -181,6 +177,10 @@ public class IdempotencyAutoConfiguration {
      */
     static final Duration MAX_TTL = Duration.ofDays(36_500_000);
 
+    /**
+     * Settings that would otherwise stop the application with a bare exception from deep inside a bean, or start it
+     * in a state that cannot work (every body refused, a sweep that never resolves anything): refused here, by name.
+     */
     static void checkSettings(IdempotencyProperties properties) {
         String header = properties.getHeaderName();
         if (header == null || header.isEmpty() || !header.chars().allMatch(IdempotencyAutoConfiguration::isTokenChar)) {
