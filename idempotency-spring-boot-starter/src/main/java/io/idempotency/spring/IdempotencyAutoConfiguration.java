@@ -111,8 +111,11 @@ public class IdempotencyAutoConfiguration {
             if (cleanup.isCreatePartitions()) {
                 checkPartitionsAhead(cleanup);
             }
+            // partitions made elsewhere: the count kept ahead is not this application's to say (0 is as good as 7)
+            int ahead = cleanup.isCreatePartitions() ? cleanup.getPartitionsAhead()
+                    : Math.max(1, cleanup.getPartitionsAhead());
             return RetentionScheduler.partitioned(new PostgresPartitionMaintenance(dataSource,
-                    properties.getJdbc().getTableName(), cleanup.getPartitionInterval(), cleanup.getPartitionsAhead(),
+                    properties.getJdbc().getTableName(), cleanup.getPartitionInterval(), ahead,
                     Duration.ofSeconds(2)), cleanup.isCreatePartitions(), cleanup.isEnabled(),
                     properties.getRetention().getTtl(),
                     cleanup.getInterval(), counters);
