@@ -190,6 +190,12 @@ public class IdempotencyAutoConfiguration {
             refuse("idempotency.header-name", "\"" + header + "\"", "an HTTP header name (letters, digits and"
                     + " !#$%&'*+-.^_`|~)");
         }
+        String unknownMethods = IdempotentEndpoint.unknownMethods(properties.getMethods());
+        if (unknownMethods != null) {
+            // a misspelt method would leave the requests meant for it unprotected, which nothing else notices
+            refuse("idempotency.methods", properties.getMethods(), "HTTP methods among "
+                    + IdempotentEndpoint.HTTP_METHODS + "; " + unknownMethods + " is none");
+        }
         positive("idempotency.in-flight-wait", properties.getInFlightWait(), null);
         if (properties.getInFlightWait().compareTo(MAX_IN_FLIGHT_WAIT) > 0) {
             // a claim waits through PostgreSQL's lock_timeout, which refuses more: every claim would fail

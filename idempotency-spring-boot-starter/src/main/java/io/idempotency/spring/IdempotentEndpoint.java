@@ -8,6 +8,7 @@ import org.springframework.boot.convert.DurationStyle;
 import org.springframework.core.env.PropertyResolver;
 import org.springframework.expression.Expression;
 import org.springframework.expression.spel.standard.SpelExpressionParser;
+import org.springframework.web.bind.annotation.RequestMethod;
 
 import java.lang.reflect.Method;
 import java.time.Duration;
@@ -60,6 +61,13 @@ final class IdempotentEndpoint {
                     .map(PARSER::parseExpression).toList();
             Collection<String> methods = annotation.methods().length == 0
                     ? defaultMethods : Arrays.asList(annotation.methods());
+            if (annotation.methods().length > 0) {
+                String unknown = unknownMethods(methods);
+                if (unknown != null) {
+                    throw new IllegalArgumentException("methods names " + unknown + ", not among the HTTP methods "
+                            + HTTP_METHODS + ": the requests meant would run without idempotency");
+                }
+            }
             StoragePolicy policy = annotation.storagePolicy() == StoragePolicy.class
                     ? defaultPolicy : BeanUtils.instantiateClass(annotation.storagePolicy());
             String leaseText = annotation.lease().isBlank() ? ""
@@ -75,6 +83,20 @@ final class IdempotentEndpoint {
         } catch (RuntimeException e) {
             throw new IllegalStateException("invalid @Idempotent on " + method + ": " + e.getMessage(), e);
         }
+    }
+
+    /** The HTTP methods a Spring MVC mapping can name. */
+    static final List<String> HTTP_METHODS = Arrays.stream(RequestMethod.values()).map(Enum::name).toList();
+
+    /**
+     * The names among {@code methods} that are no HTTP method (a misspelt {@code PSOT}), joined; null if there are
+     * none. On an endpoint mapped to POST and PATCH, idempotent for "PSOT, PATCH", POST requests would run without
+     * idempotency, and no other check would notice.
+     */
+    static String unknownMethods(Collection<String> methods) {
+        List<String> unknown = methods.stream()
+                .filter(m -> m == null || !HTTP_METHODS.contains(m.trim().toUpperCase(Locale.ROOT))).toList();
+        return unknown.isEmpty() ? null : String.join(", ", unknown.stream().map(String::valueOf).toList());
     }
 
     boolean appliesTo(String httpMethod) {

@@ -19,6 +19,8 @@ import org.springframework.jdbc.datasource.DriverManagerDataSource;
 import org.springframework.mock.env.MockEnvironment;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestMapping;
+import org.springframework.web.bind.annotation.RequestMethod;
 import org.springframework.web.bind.annotation.RestController;
 import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
@@ -244,7 +246,8 @@ class IdempotencyAutoConfigurationTest {
             assertThat(context).hasFailed();
             assertThat(rootMessage(context.getStartupFailure())).contains("BrokenAnnotationsController.badKey()",
                     "BrokenAnnotationsController.badFingerprint()", "BrokenAnnotationsController.zeroLease()",
-                    "BrokenAnnotationsController.negativeLease()");
+                    "BrokenAnnotationsController.negativeLease()", "BrokenAnnotationsController.misspeltMethod()",
+                    "PSOT");
         });
     }
 
@@ -254,6 +257,7 @@ class IdempotencyAutoConfigurationTest {
             "idempotency.header-name = Idempotency Key",
             "idempotency.in-flight-wait = 0s",
             "idempotency.in-flight-wait = 25d",
+            "idempotency.methods = 'POST,PSOT'",
             "idempotency.retry-after = 0s",
             "idempotency.retry-after = -1s",
             "idempotency.retention.ttl = 110000000d",
@@ -713,6 +717,13 @@ class IdempotencyAutoConfigurationTest {
         @PostMapping("/negative-lease")
         @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "-5s")
         public String negativeLease() {
+            return "x";
+        }
+
+        /** A misspelt method: the POST requests this endpoint serves would silently run without idempotency. */
+        @RequestMapping(path = "/misspelt-method", method = {RequestMethod.POST, RequestMethod.PATCH})
+        @Idempotent(methods = {"PSOT", "PATCH"})
+        public String misspeltMethod() {
             return "x";
         }
     }
