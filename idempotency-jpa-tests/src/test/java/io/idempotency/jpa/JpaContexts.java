@@ -18,6 +18,14 @@ final class JpaContexts {
         database.queryString("create sequence purchases_seq");
         database.queryString("create table purchases (id bigint primary key, reference text not null unique,"
                 + " note text not null)");
+        // a check PostgreSQL makes only at COMMIT, after every flush: a purchase noted "fails-at-commit" is refused
+        database.queryString("create function purchases_refused_at_commit() returns trigger language plpgsql as $$"
+                + " begin if new.note = 'fails-at-commit' then raise exception 'purchase % refused at commit',"
+                + " new.reference using errcode = '23514'; end if; return null; end $$");
+        database.queryString("create constraint trigger purchases_checked_at_commit after insert or update on"
+                + " purchases deferrable initially deferred for each row execute function purchases_refused_at_commit()");
+        database.queryString("create table accounts (id bigint primary key, balance bigint not null,"
+                + " version bigint not null)");
         return database;
     }
 

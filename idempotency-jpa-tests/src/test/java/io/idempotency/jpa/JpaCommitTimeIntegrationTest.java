@@ -1,0 +1,142 @@
+package io.idempotency.jpa;
+
+import io.idempotency.jpa.app.CommitTimeController;
+import io.idempotency.jpa.app.JpaTestApplication;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.web.server.LocalServerPort;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.util.UUID;
+import java.util.concurrent.ThreadLocalRandom;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * What a JPA application's transaction does at the commit, which the filter makes after the answer has been rendered:
+ * a deferred constraint that fails there, callbacks and transactional event listeners that run there, and Hibernate's
+ * optimistic locking at the flush after the handler returned. Over real HTTP on real PostgreSQL, open-in-view on.
+ */
+@SpringBootTest(classes = JpaTestApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
+class JpaCommitTimeIntegrationTest {
+
+    static final TestPostgres.Database DATABASE = JpaContexts.withPurchases();
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        JpaContexts.register(registry, DATABASE);
+    }
+
+    @LocalServerPort
+    int port;
+
+    final HttpClient http = HttpClient.newHttpClient();
+
+    /**
+     * The flush after the handler passes; PostgreSQL refuses the purchase only at the COMMIT. The client gets a 500
+     * that says nothing was kept, nothing is kept, the key is free, and the retry runs again instead of replaying.
+     */
+    @Test
+    void aDeferredConstraintThatFailsAtTheCommitKeepsNothingAndLeavesTheKeyFree() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String reference = "deferred-" + key;
+
+        HttpResponse<String> refused = post("/commit-time/purchases", key, purchase(reference, "fails-at-commit"));
+        String afterFirst = record(key);
+        HttpResponse<String> retry = post("/commit-time/purchases", key, purchase(reference, "fails-at-commit"));
+
+        assertThat(refused.statusCode()).isEqualTo(500);
+        assertThat(refused.headers().firstValue("Content-Type")).hasValue("application/problem+json");
+        assertThat(refused.body()).contains("idempotency-commit-failed", "none were kept",
+                "safe to retry with the same key").doesNotContain(reference);
+        assertThat(afterFirst).as("the key is free").isNull();
+        assertThat(retry.statusCode()).as("the retry runs again").isEqualTo(500);
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(purchases(reference)).isZero();
+        assertThat(record(key)).isNull();
+        assertThat(CommitTimeController.HEARD).filteredOn(heard -> heard.contains(" " + reference))
+                .as("before-commit listeners ran in each attempt, after-commit ones never")
+                .containsExactly("before-commit " + reference + " -", "after-rollback " + reference,
+                        "before-commit " + reference + " -", "after-rollback " + reference);
+    }
+
+    /** After-commit listeners run once, after the real commit; a replay commits nothing and runs none. */
+    @Test
+    void afterCommitListenersRunOnceAfterTheRealCommitAndNotForReplays() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String reference = "listened-" + key;
+
+        HttpResponse<String> first = post("/commit-time/purchases", key, purchase(reference, "two tickets"));
+        HttpResponse<String> replay = post("/commit-time/purchases", key, purchase(reference, "two tickets"));
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(first.body());
+        assertThat(CommitTimeController.HEARD).filteredOn(heard -> heard.contains(" " + reference))
+                .containsExactly("before-commit " + reference + " -", "after-commit " + reference);
+        assertThat(purchases(reference)).isEqualTo(1);
+        assertThat(record(key)).isEqualTo("SUCCEEDED 201");
+    }
+
+    /**
+     * Hibernate's versioned UPDATE runs at the flush after the handler returned and finds the account changed: the
+     * application's exception handler answers (and can read the database), nothing is stored, and the retry runs.
+     */
+    @Test
+    void anOptimisticLockFailureAtTheFlushReachesTheApplicationAndLeavesTheKeyFree() throws Exception {
+        long id = ThreadLocalRandom.current().nextLong(1, Long.MAX_VALUE);
+        DATABASE.queryString("insert into accounts (id, balance, version) values (" + id + ", 100, 0)");
+        String key = UUID.randomUUID().toString();
+
+        HttpResponse<String> conflict = post("/commit-time/accounts/" + id + "/debit", key,
+                "{\"amount\":30,\"concurrent\":5}");
+        String afterConflict = record(key);
+        HttpResponse<String> retry = post("/commit-time/accounts/" + id + "/debit", key,
+                "{\"amount\":30,\"concurrent\":5}");
+
+        assertThat(conflict.statusCode()).isEqualTo(409);
+        assertThat(conflict.body()).contains("\"error\":\"changed-meanwhile\"", "\"accounts\":");
+        assertThat(afterConflict).isNull();
+        assertThat(retry.statusCode()).isEqualTo(409);
+        assertThat(DATABASE.queryLong("select balance from accounts where id = " + id))
+                .as("only the concurrent debits").isEqualTo(90);
+        assertThat(record(key)).isNull();
+
+        String other = UUID.randomUUID().toString();
+        HttpResponse<String> debited = post("/commit-time/accounts/" + id + "/debit", other, "{\"amount\":30}");
+        HttpResponse<String> replayed = post("/commit-time/accounts/" + id + "/debit", other, "{\"amount\":30}");
+        assertThat(debited.statusCode()).isEqualTo(200);
+        assertThat(replayed.body()).isEqualTo(debited.body());
+        assertThat(DATABASE.queryLong("select balance from accounts where id = " + id)).isEqualTo(60);
+    }
+
+    private static String purchase(String reference, String note) {
+        return "{\"reference\":\"" + reference + "\",\"note\":\"" + note + "\"}";
+    }
+
+    private static long purchases(String reference) {
+        return DATABASE.queryLong("select count(*) from purchases where reference = '" + reference + "'");
+    }
+
+    /** The key's record as "STATUS response_status", or null when there is none. */
+    private static String record(String key) {
+        return DATABASE.queryString("select status || ' ' || coalesce(response_status::text, '-')"
+                + " from idempotency_keys where idempotency_key = '" + key + "'");
+    }
+
+    HttpResponse<String> post(String path, String key, String body) throws IOException, InterruptedException {
+        return http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))
+                        .header("Content-Type", "application/json")
+                        .header("Idempotency-Key", key)
+                        .POST(HttpRequest.BodyPublishers.ofString(body, StandardCharsets.UTF_8)).build(),
+                HttpResponse.BodyHandlers.ofString());
+    }
+}
