@@ -5,6 +5,7 @@ import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.TransactionStatus;
 import org.springframework.transaction.support.DefaultTransactionDefinition;
+import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
 import java.util.Objects;
@@ -17,6 +18,8 @@ import java.util.Objects;
  * for its isolation level is a query), or because it is set on each transaction. Thread-safe.
  */
 public class SpringTransactions implements Transactions {
+
+    private static final System.Logger log = System.getLogger(SpringTransactions.class.getName());
 
     private final PlatformTransactionManager transactionManager;
     private final TransactionDefinition definition;
@@ -54,7 +57,20 @@ public class SpringTransactions implements Transactions {
         return new Transaction() {
             @Override
             public void commit() {
-                transactionManager.commit(status);
+                CompletionWatch completion = CompletionWatch.register();
+                try {
+                    transactionManager.commit(status);
+                } catch (RuntimeException e) {
+                    if (!completion.committed()) {
+                        throw e;
+                    }
+                    // the database committed; what failed is a callback the application registered for after the
+                    // commit (a TransactionSynchronization's afterCommit, which Spring passes on to the caller while
+                    // it considers the transaction committed). The request's effects and its answer are kept, so the
+                    // answer stands: reporting a failed commit would tell the client nothing was kept
+                    log.log(System.Logger.Level.ERROR, "A transaction callback failed after the idempotent"
+                            + " execution's transaction had committed; its effects and answer are kept", e);
+                }
             }
 
             @Override
@@ -69,5 +85,29 @@ public class SpringTransactions implements Transactions {
                 }
             }
         };
+    }
+
+    /** Learns how the transaction completed, from the callback Spring runs after every other one of its commit. */
+    private static final class CompletionWatch implements TransactionSynchronization {
+
+        private volatile boolean committed;
+
+        static CompletionWatch register() {
+            CompletionWatch watch = new CompletionWatch();
+            if (TransactionSynchronizationManager.isSynchronizationActive()) {
+                TransactionSynchronizationManager.registerSynchronization(watch);
+            }
+            // without synchronization no callback runs, so a failed commit is a commit that failed
+            return watch;
+        }
+
+        @Override
+        public void afterCompletion(int status) {
+            committed = status == STATUS_COMMITTED;
+        }
+
+        boolean committed() {
+            return committed;
+        }
     }
 }

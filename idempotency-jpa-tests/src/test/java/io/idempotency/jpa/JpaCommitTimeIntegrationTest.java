@@ -87,6 +87,27 @@ class JpaCommitTimeIntegrationTest {
     }
 
     /**
+     * A callback after the commit fails (a message that could not be sent once the purchase was kept): the purchase
+     * and its answer are committed, so the client gets that answer, as every retry does, never a 500 saying that
+     * nothing was kept.
+     */
+    @Test
+    void aFailingAfterCommitCallbackDoesNotTurnACommittedPurchaseIntoAFailure() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String reference = "announced-" + key;
+
+        HttpResponse<String> first = post("/commit-time/purchases/announced", key, purchase(reference, "two tickets"));
+        HttpResponse<String> retry = post("/commit-time/purchases/announced", key, purchase(reference, "two tickets"));
+
+        assertThat(purchases(reference)).isEqualTo(1);
+        assertThat(record(key)).isEqualTo("SUCCEEDED 201");
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(first.body()).contains("\"reference\":\"" + reference + "\"");
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(retry.body()).isEqualTo(first.body());
+    }
+
+    /**
      * Hibernate's versioned UPDATE runs at the flush after the handler returned and finds the account changed: the
      * application's exception handler answers (and can read the database), nothing is stored, and the retry runs.
      */

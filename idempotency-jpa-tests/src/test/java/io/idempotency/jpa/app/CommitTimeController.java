@@ -12,6 +12,8 @@ import org.springframework.jdbc.core.simple.JdbcClient;
 import org.springframework.transaction.annotation.Transactional;
 import org.springframework.transaction.event.TransactionPhase;
 import org.springframework.transaction.event.TransactionalEventListener;
+import org.springframework.transaction.support.TransactionSynchronization;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
 import org.springframework.web.bind.annotation.ExceptionHandler;
 import org.springframework.web.bind.annotation.PathVariable;
 import org.springframework.web.bind.annotation.PostMapping;
@@ -66,6 +68,26 @@ public class CommitTimeController {
     public ResponseEntity<Map<String, Object>> purchase(@RequestBody PurchaseController.PurchaseRequest request) {
         Purchase saved = purchases.save(new Purchase(request.reference(), request.note()));
         events.publishEvent(new Purchased(request.reference()));
+        return ResponseEntity.created(URI.create("/purchases/" + saved.getId()))
+                .body(Map.of("id", saved.getId(), "reference", saved.getReference()));
+    }
+
+    /**
+     * Saves a purchase and registers a callback for after the commit (a message sent once the purchase is kept) that
+     * fails: the purchase and the answer are committed all the same.
+     */
+    @PostMapping("/purchases/announced")
+    @Idempotent
+    @Transactional
+    public ResponseEntity<Map<String, Object>> announced(@RequestBody PurchaseController.PurchaseRequest request) {
+        Purchase saved = purchases.save(new Purchase(request.reference(), request.note()));
+        TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
+            @Override
+            public void afterCommit() {
+                throw new IllegalStateException("the broker is down: purchase " + request.reference()
+                        + " was not announced");
+            }
+        });
         return ResponseEntity.created(URI.create("/purchases/" + saved.getId()))
                 .body(Map.of("id", saved.getId(), "reference", saved.getReference()));
     }
