@@ -4,6 +4,7 @@ import io.idempotency.core.Idempotent;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
+import org.springframework.transaction.annotation.Isolation;
 import org.springframework.transaction.annotation.Propagation;
 import org.springframework.transaction.annotation.Transactional;
 import org.springframework.web.bind.annotation.PostMapping;
@@ -29,6 +30,22 @@ class HandlerPropagationCheckTest {
                     "EscapingController.requiresNew()", "EscapingController.notSupported()",
                     "EscapingController.never()", "EscapingClassController.inherited()", "REQUIRES_NEW",
                     "NOT_SUPPORTED", "NEVER").doesNotContain("joins()", "nested()", "mandatory()", "plain()");
+        });
+    }
+
+    /**
+     * A handler asking for REPEATABLE READ or SERIALIZABLE joins the request's transaction, which runs at READ
+     * COMMITTED: Spring ignores the isolation of a transaction it joins, so it would silently lose what it asked for
+     * (a balance check under SERIALIZABLE would allow write skew).
+     */
+    @Test
+    void aHandlerAskingForAStricterIsolationThanTheRequestsTransactionStopsTheApplication() {
+        contextRunner.withUserConfiguration(IsolatedController.class, IsolatedClassController.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(context.getStartupFailure()).message().contains(
+                    "IsolatedController.serializable()", "IsolatedController.repeatableRead()",
+                    "IsolatedClassController.inheritedIsolation()", "isolation SERIALIZABLE",
+                    "isolation REPEATABLE_READ", "READ COMMITTED").doesNotContain("readCommitted()");
         });
     }
 
@@ -97,6 +114,47 @@ class HandlerPropagationCheckTest {
         @PostMapping("/plain")
         @Idempotent
         public String plain() {
+            return "";
+        }
+
+        @PostMapping("/read-committed")
+        @Idempotent
+        @Transactional(isolation = Isolation.READ_COMMITTED)
+        public String readCommitted() {
+            return "";
+        }
+    }
+
+    @RestController
+    static class IsolatedController {
+        @PostMapping("/serializable")
+        @Idempotent
+        @Transactional(isolation = Isolation.SERIALIZABLE)
+        public String serializable() {
+            return "";
+        }
+
+        @PostMapping("/repeatable-read")
+        @Idempotent
+        @Transactional(isolation = Isolation.REPEATABLE_READ)
+        public String repeatableRead() {
+            return "";
+        }
+
+        @PostMapping("/read-committed-too")
+        @Idempotent
+        @Transactional(isolation = Isolation.READ_COMMITTED)
+        public String readCommitted() {
+            return "";
+        }
+    }
+
+    @RestController
+    @Transactional(isolation = Isolation.SERIALIZABLE)
+    static class IsolatedClassController {
+        @PostMapping("/inherited-isolation")
+        @Idempotent
+        public String inheritedIsolation() {
             return "";
         }
     }

@@ -70,7 +70,8 @@ import java.util.concurrent.Future;
  *   <li>a {@code @ResponseStatus} with a reason: Spring MVC answers with {@code sendError}, which cannot be
  *       stored, so every request would be rolled back under a status that may say it succeeded;</li>
  *   <li>a {@code @Transactional} handler whose propagation leaves the request's transaction
- *       ({@code REQUIRES_NEW}, {@code NOT_SUPPORTED}, {@code NEVER});</li>
+ *       ({@code REQUIRES_NEW}, {@code NOT_SUPPORTED}, {@code NEVER}), or that asks for an isolation above READ
+ *       COMMITTED, which the request's transaction (READ COMMITTED, for the claim) cannot give it;</li>
  *   <li>an expression on {@code @Idempotent} that does not parse, a lease that is not a positive duration or
  *       names a property that is not set, or a storage policy that cannot be created;</li>
  *   <li>an intent-first endpoint whose own lease the retention does not cover (TTL below the retry window plus
@@ -363,6 +364,9 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
      * {@code REQUIRES_NEW} commits the handler's writes when it returns, before the answer is stored, and
      * {@code NOT_SUPPORTED} runs them outside any transaction; either way they stay when the request is rolled back
      * (an answer that is not stored, a failed commit) and run again on the retry. {@code NEVER} fails every request.
+     * Or one that joins it asking for {@code REPEATABLE_READ} or {@code SERIALIZABLE}: the request's transaction runs
+     * at READ COMMITTED, Spring ignores the isolation of a transaction it joins, and PostgreSQL cannot raise it after
+     * the claim's statement, so the handler would lose the protection it asks for without a word.
      */
     private Optional<String> propagationProblem(HandlerMethod handler) {
         TransactionAttributeSource source = context.getBeanProvider(TransactionAttributeSource.class)
@@ -371,12 +375,26 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         if (attribute == null) {
             return Optional.empty();
         }
+        String isolation = switch (attribute.getIsolationLevel()) {
+            case TransactionDefinition.ISOLATION_REPEATABLE_READ -> "REPEATABLE_READ";
+            case TransactionDefinition.ISOLATION_SERIALIZABLE -> "SERIALIZABLE";
+            default -> null;
+        };
         String propagation = switch (attribute.getPropagationBehavior()) {
             case TransactionDefinition.PROPAGATION_REQUIRES_NEW -> "REQUIRES_NEW";
             case TransactionDefinition.PROPAGATION_NOT_SUPPORTED -> "NOT_SUPPORTED";
             case TransactionDefinition.PROPAGATION_NEVER -> "NEVER";
             default -> null;
         };
+        if (propagation == null && isolation != null) {
+            // Spring ignores the isolation of a transaction it joins, and PostgreSQL cannot change it once a
+            // statement (the claim) has run: the handler would silently run at READ COMMITTED
+            return Optional.of(handler.getMethod() + " is @Transactional with isolation " + isolation + ": it joins"
+                    + " the request's transaction, which runs at READ COMMITTED (the claim needs it), and Spring ignores"
+                    + " the isolation of a transaction it joins, so it would silently run at READ COMMITTED; remove the"
+                    + " isolation and guard what it protects with row locks (SELECT ... FOR UPDATE) or optimistic"
+                    + " locking (@Version)");
+        }
         if (propagation == null) {
             return Optional.empty();
         }
