@@ -139,6 +139,28 @@ class JpaCommitTimeIntegrationTest {
         assertThat(DATABASE.queryLong("select balance from accounts where id = " + id)).isEqualTo(60);
     }
 
+    /**
+     * An answer that loads a lazy entity while it is serialized, after the handler returned: the request's transaction
+     * is still open then (with open-in-view off too), so the answer is complete, stored and replayed byte for byte.
+     */
+    @Test
+    void anEntityLoadedLazilyWhileTheAnswerIsSerializedIsStoredAndReplayed() throws Exception {
+        String reference = "lazy-" + UUID.randomUUID();
+        HttpResponse<String> created = post("/commit-time/purchases", UUID.randomUUID().toString(),
+                purchase(reference, "two tickets"));
+        String location = created.headers().firstValue("Location").orElseThrow();
+        String key = UUID.randomUUID().toString();
+
+        HttpResponse<String> first = post("/commit-time" + location + "/lazy-note", key, "");
+        HttpResponse<String> replay = post("/commit-time" + location + "/lazy-note", key, "");
+
+        assertThat(first.statusCode()).isEqualTo(200);
+        assertThat(first.body()).isEqualTo("{\"note\":\"two tickets\"}");
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(first.body());
+        assertThat(record(key)).isEqualTo("SUCCEEDED 200");
+    }
+
     private static String purchase(String reference, String note) {
         return "{\"reference\":\"" + reference + "\",\"note\":\"" + note + "\"}";
     }

@@ -113,6 +113,27 @@ public class CommitTimeController {
         return Map.of("id", id, "balance", account.getBalance());
     }
 
+    /** What {@link #lazyNote} answers: the purchase is read only when the answer is serialized. */
+    public static final class LazyNote {
+
+        private final Purchase purchase;
+
+        LazyNote(Purchase purchase) {
+            this.purchase = purchase;
+        }
+
+        public String getNote() {
+            return purchase.getNote();
+        }
+    }
+
+    /** Answers with a purchase Hibernate loads only when the answer is serialized, after the handler returned. */
+    @PostMapping("/purchases/{id}/lazy-note")
+    @Idempotent
+    public LazyNote lazyNote(@PathVariable long id) {
+        return new LazyNote(entityManager.getReference(Purchase.class, id));
+    }
+
     @ExceptionHandler(OptimisticLockingFailureException.class)
     ResponseEntity<Map<String, Object>> changedMeanwhile(OptimisticLockingFailureException e) {
         // reads the database, as exception handlers do: not in the transaction the failed flush aborted
