@@ -5,16 +5,10 @@ import io.idempotency.jpa.app.JpaTestApplication;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.test.context.SpringBootTest;
-import org.springframework.boot.test.web.server.LocalServerPort;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
-import java.io.IOException;
-import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
-import java.nio.charset.StandardCharsets;
 import java.util.UUID;
 import java.util.concurrent.ThreadLocalRandom;
 
@@ -26,19 +20,19 @@ import static org.assertj.core.api.Assertions.assertThat;
  * optimistic locking at the flush after the handler returned. Over real HTTP on real PostgreSQL, open-in-view on.
  */
 @SpringBootTest(classes = JpaTestApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
-class JpaCommitTimeIntegrationTest {
+class JpaCommitTimeIntegrationTest extends JpaHttpTest {
 
     static final TestPostgres.Database DATABASE = JpaContexts.withPurchases();
+
+    @Override
+    TestPostgres.Database database() {
+        return DATABASE;
+    }
 
     @DynamicPropertySource
     static void database(DynamicPropertyRegistry registry) {
         JpaContexts.register(registry, DATABASE);
     }
-
-    @LocalServerPort
-    int port;
-
-    final HttpClient http = HttpClient.newHttpClient();
 
     /**
      * The flush after the handler passes; PostgreSQL refuses the purchase only at the COMMIT. The client gets a 500
@@ -163,23 +157,5 @@ class JpaCommitTimeIntegrationTest {
 
     private static String purchase(String reference, String note) {
         return "{\"reference\":\"" + reference + "\",\"note\":\"" + note + "\"}";
-    }
-
-    private static long purchases(String reference) {
-        return DATABASE.queryLong("select count(*) from purchases where reference = '" + reference + "'");
-    }
-
-    /** The key's record as "STATUS response_status", or null when there is none. */
-    private static String record(String key) {
-        return DATABASE.queryString("select status || ' ' || coalesce(response_status::text, '-')"
-                + " from idempotency_keys where idempotency_key = '" + key + "'");
-    }
-
-    HttpResponse<String> post(String path, String key, String body) throws IOException, InterruptedException {
-        return http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))
-                        .header("Content-Type", "application/json")
-                        .header("Idempotency-Key", key)
-                        .POST(HttpRequest.BodyPublishers.ofString(body, StandardCharsets.UTF_8)).build(),
-                HttpResponse.BodyHandlers.ofString());
     }
 }

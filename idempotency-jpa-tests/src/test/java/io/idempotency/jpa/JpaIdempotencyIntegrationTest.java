@@ -8,7 +8,6 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
-import org.springframework.boot.test.web.server.LocalServerPort;
 import org.springframework.orm.jpa.JpaTransactionManager;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
@@ -16,10 +15,8 @@ import org.springframework.transaction.PlatformTransactionManager;
 
 import java.io.IOException;
 import java.net.URI;
-import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
-import java.nio.charset.StandardCharsets;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 
@@ -31,22 +28,22 @@ import static org.assertj.core.api.Assertions.assertThat;
  * for the whole request (its default).
  */
 @SpringBootTest(classes = JpaTestApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
-class JpaIdempotencyIntegrationTest {
+class JpaIdempotencyIntegrationTest extends JpaHttpTest {
 
     static final TestPostgres.Database DATABASE = JpaContexts.withPurchases();
+
+    @Override
+    TestPostgres.Database database() {
+        return DATABASE;
+    }
 
     @DynamicPropertySource
     static void database(DynamicPropertyRegistry registry) {
         JpaContexts.register(registry, DATABASE);
     }
 
-    @LocalServerPort
-    int port;
-
     @Autowired
     PlatformTransactionManager transactionManager;
-
-    final HttpClient http = HttpClient.newHttpClient();
 
     @Test
     void theApplicationRunsOnJpasTransactionManager() {
@@ -213,23 +210,5 @@ class JpaIdempotencyIntegrationTest {
 
     private static String purchase(String reference) {
         return "{\"reference\":\"" + reference + "\",\"note\":\"two tickets\"}";
-    }
-
-    private static long purchases(String reference) {
-        return DATABASE.queryLong("select count(*) from purchases where reference = '" + reference + "'");
-    }
-
-    /** The key's record as "STATUS response_status", or null when there is none. */
-    private static String record(String key) {
-        return DATABASE.queryString("select status || ' ' || coalesce(response_status::text, '-')"
-                + " from idempotency_keys where idempotency_key = '" + key + "'");
-    }
-
-    HttpResponse<String> post(String path, String key, String body) throws IOException, InterruptedException {
-        return http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))
-                .header("Content-Type", "application/json")
-                .header("Idempotency-Key", key)
-                .POST(HttpRequest.BodyPublishers.ofString(body, StandardCharsets.UTF_8)).build(),
-                HttpResponse.BodyHandlers.ofString());
     }
 }
