@@ -10,7 +10,6 @@ import io.idempotency.core.StoredBodyTooLargeException;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
-import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
@@ -145,14 +144,8 @@ class StoredBodyCapIntegrationTest {
 
     /** A non-web application with the starter, a cap of {@value #CAP} bytes, and a resolver that answers above it. */
     private static ApplicationContextRunner runner(TestPostgres.Database database) {
-        return new ApplicationContextRunner()
-                .withConfiguration(AutoConfigurations.of(
-                        org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration.class,
-                        org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration.class,
-                        org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration.class,
-                        IdempotencyAutoConfiguration.class))
+        return TestDatabases.nonWebRunner(database)
                 .withUserConfiguration(ResolverConfig.class)
-                .withPropertyValues(database.springPropertyValues().toArray(String[]::new))
                 .withPropertyValues("idempotency.max-stored-body-size=" + CAP + "B",
                         "idempotency.in-flight-wait=200ms", "idempotency.sweeper.interval=1h");
     }

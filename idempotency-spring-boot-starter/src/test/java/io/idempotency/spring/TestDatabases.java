@@ -2,11 +2,12 @@ package io.idempotency.spring;
 
 import io.idempotency.testkit.TestPostgres;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
 import org.springframework.test.context.DynamicPropertyRegistry;
 
 /** The starter tests' databases, and how a Spring context is pointed at one. */
-final class TestDatabases {
+public final class TestDatabases {
 
     private TestDatabases() {
     }
@@ -23,6 +24,20 @@ final class TestDatabases {
     /** Points a {@code @SpringBootTest} at {@code database}. */
     static void register(DynamicPropertyRegistry registry, TestPostgres.Database database) {
         database.springProperties().forEach((name, value) -> registry.add(name, () -> value));
+    }
+
+    /**
+     * A non-web application context (a message listener's, a batch job's): a DataSource, its transactions and the
+     * starter, on {@code database}.
+     */
+    public static ApplicationContextRunner nonWebRunner(TestPostgres.Database database) {
+        return new ApplicationContextRunner()
+                .withConfiguration(AutoConfigurations.of(
+                        org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration.class,
+                        org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration.class,
+                        org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration.class,
+                        IdempotencyAutoConfiguration.class))
+                .withPropertyValues(database.springPropertyValues().toArray(String[]::new));
     }
 
     /** A web application context with the auto-configurations the starter works with, on {@code database}. */

@@ -7,10 +7,9 @@ import com.rabbitmq.client.DefaultConsumer;
 import com.rabbitmq.client.Envelope;
 import io.idempotency.core.IdempotencyTemplate;
 import io.idempotency.core.ScopedKey;
-import io.idempotency.spring.IdempotencyAutoConfiguration;
+import io.idempotency.spring.TestDatabases;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
-import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
@@ -168,14 +167,8 @@ class RedeliveredMessageIntegrationTest {
 
     /** A non-web Spring Boot application: DataSource, transactions and the starter, and the listener bean. */
     private static ApplicationContextRunner runner(TestPostgres.Database database) {
-        return new ApplicationContextRunner()
-                .withConfiguration(AutoConfigurations.of(
-                        org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration.class,
-                        org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration.class,
-                        org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration.class,
-                        IdempotencyAutoConfiguration.class))
-                .withUserConfiguration(ListenerConfig.class)
-                .withPropertyValues(database.springPropertyValues().toArray(String[]::new));
+        return TestDatabases.nonWebRunner(database)
+                .withUserConfiguration(ListenerConfig.class);
     }
 
     @Configuration(proxyBeanMethods = false)
