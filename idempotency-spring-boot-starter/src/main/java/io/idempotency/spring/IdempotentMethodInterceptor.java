@@ -164,12 +164,15 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             if (exchange.answer() != null) {
                 return null; // the answer decided (a replay, a refusal) stands: the handler does not run
             }
-            if (exchange.attemptHasEnded() && exchange.takenOnWith(invocation.getMethod(), invocation.getThis())) {
+            if (exchange.attemptHasEnded() && exchange.takenOnWith(invocation.getMethod(), invocation.getThis())
+                    && (exchange.handlerFailed() || isControllerHandled(request))) {
                 // it failed, or returned and an advice outside refused the result: a new attempt under the key,
                 // claimed again, as the client's own retry would be; never the handler without idempotency, nor in
                 // the ended attempt's transaction. Only the call that took the request on: where no controller
                 // method is known to be the handler (a functional endpoint's), another @Idempotent method called
-                // after it is part of the request, and must not roll back what the first one did
+                // after it is part of the request, and must not roll back what the first one did. So is the same
+                // method called again after it returned (a handler function calling it once per item): only a call
+                // after one that failed is a new attempt there
                 exchange.retry();
             }
         }
@@ -385,6 +388,11 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         }
         return RequestFingerprint.of(request.getMethod(), request.getRequestURI(), request.getQueryString(),
                 view.bodyFingerprintBytes(properties.getBodyFingerprint()));
+    }
+
+    /** Whether Spring MVC maps the request to a controller method, rather than to a handler function. */
+    private static boolean isControllerHandled(HttpServletRequest request) {
+        return request.getAttribute(HandlerMapping.BEST_MATCHING_HANDLER_ATTRIBUTE) instanceof HandlerMethod;
     }
 
     /** Whether the advised method is the handler Spring MVC chose for the request (or no handler is known). */

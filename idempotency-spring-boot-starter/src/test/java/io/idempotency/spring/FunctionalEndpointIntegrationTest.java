@@ -33,4 +33,26 @@ class FunctionalEndpointIntegrationTest extends OrdersApplicationTest {
         assertThat(replay.body()).isEqualTo(first.body());
         assertThat(rows(note)).isEqualTo(2);
     }
+
+    @Test
+    void theSameIdempotentMethodCalledAgainAfterItReturnedIsPartOfTheRequest() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String a = "each-a-" + key;
+        String b = "each-b-" + key;
+        String c = "each-c-" + key;
+        String body = "{\"notes\":[\"" + a + "\",\"" + b + "\",\"" + c + "\"]}";
+
+        HttpResponse<byte[]> first = post("/functional/each-order", key, body);
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(rows(a) + rows(b) + rows(c)).as("every call's write is kept, as the answer says").isEqualTo(3);
+        assertThat(keyRows(key)).isEqualTo(1);
+
+        HttpResponse<byte[]> replay = post("/functional/each-order", key, body);
+
+        assertThat(replay.statusCode()).isEqualTo(201);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(first.body());
+        assertThat(rows(a) + rows(b) + rows(c)).isEqualTo(3);
+    }
 }

@@ -2,21 +2,29 @@ package io.idempotency.spring.app;
 
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.jdbc.core.simple.JdbcClient;
 import org.springframework.web.servlet.function.RouterFunction;
 import org.springframework.web.servlet.function.RouterFunctions;
 import org.springframework.web.servlet.function.ServerResponse;
 
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 
 /**
- * A functional endpoint, which has no controller method: the {@code @Idempotent} service method it calls first is
- * taken as its handler, and a second one it calls runs inside that request.
+ * Functional endpoints, which have no controller method: the {@code @Idempotent} service method a handler function
+ * calls first is taken as its handler, and what the function does after it (a second {@code @Idempotent} call, the
+ * same method called again, a write of its own) runs inside that request.
  */
 @Configuration(proxyBeanMethods = false)
 public class FunctionalRoutes {
 
+    /** A body of several notes. */
+    public record Notes(List<String> notes) {
+    }
+
     @Bean
-    RouterFunction<ServerResponse> functionalOrders(OrderService service) {
+    RouterFunction<ServerResponse> functionalOrders(OrderService service, JdbcClient jdbc) {
         return RouterFunctions.route()
                 .POST("/functional/two-orders", request -> {
                     String note = request.body(OrderController.OrderRequest.class).note();
@@ -24,6 +32,21 @@ public class FunctionalRoutes {
                     Long second = service.insertOptionally(note);
                     return ServerResponse.status(201).body(Map.of("first", String.valueOf(first),
                             "second", String.valueOf(second)));
+                })
+                .POST("/functional/each-order", request -> {
+                    // the same @Idempotent method once per note: every call is part of the one request
+                    List<Long> ids = new ArrayList<>();
+                    for (String note : request.body(Notes.class).notes()) {
+                        ids.add(service.insert(note));
+                    }
+                    return ServerResponse.status(201).body(Map.of("ids", ids));
+                })
+                .POST("/functional/order-with-audit", request -> {
+                    // uses what the @Idempotent method returned, and writes after it
+                    String note = request.body(OrderController.OrderRequest.class).note();
+                    long id = service.insert(note);
+                    jdbc.sql("insert into orders (note) values (?)").param(note + "-audit").update();
+                    return ServerResponse.status(201).body(Map.of("id", id));
                 })
                 .build();
     }
