@@ -458,6 +458,12 @@ public class IdempotencyAutoConfiguration {
             return new MappedInterceptor(null, new AnsweredRequestInterceptor());
         }
 
+        /** Ends a handler function whose @Idempotent call was answered without running, without an error. */
+        @Bean
+        RequestAnsweredExceptionResolver idempotencyRequestAnsweredExceptionResolver() {
+            return new RequestAnsweredExceptionResolver();
+        }
+
         /**
          * The advisor is created early, while the auto-proxy creator looks for advisors, so it reaches the other beans
          * lazily: they are then created as ordinary, fully post-processed beans.

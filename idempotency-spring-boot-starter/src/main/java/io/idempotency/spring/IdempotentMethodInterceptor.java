@@ -162,7 +162,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         } else if (isHandlerOf(request, invocation)) {
             // the handler called again by an advice outside this one (Spring's @Retryable), after its attempt ended
             if (exchange.answer() != null) {
-                return null; // the answer decided (a replay, a refusal) stands: the handler does not run
+                return answered(request); // the answer decided (a replay, a refusal) stands: the handler does not run
             }
             if (exchange.attemptHasEnded() && exchange.takenOnWith(invocation.getMethod(), invocation.getThis())
                     && (exchange.handlerFailed() || isControllerHandled(request))) {
@@ -414,7 +414,20 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
 
     private static Object answer(IdempotentExchange exchange, StoredResponse answer, StoredResponse.Header... headers) {
         exchange.answer(answer, headers);
-        return null;
+        return answered(exchange.request());
+    }
+
+    /**
+     * What the advice gives back when it answered the request without running the method. A controller method is the
+     * handler: it did not run, and Spring MVC renders nothing of its {@code null}. A method that a handler function
+     * called is not: the function would go on with a {@code null} it does not expect, and do its work after the call
+     * again on every retry, outside any transaction; the exception stops it (see {@link RequestAnsweredException}).
+     */
+    private static Object answered(HttpServletRequest request) {
+        if (isControllerHandled(request)) {
+            return null;
+        }
+        throw new RequestAnsweredException();
     }
 
     private static boolean isMultipart(HttpServletRequest request) {

@@ -3,6 +3,7 @@ package io.idempotency.spring;
 import org.junit.jupiter.api.Test;
 
 import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
 import java.util.UUID;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -54,5 +55,33 @@ class FunctionalEndpointIntegrationTest extends OrdersApplicationTest {
         assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
         assertThat(replay.body()).isEqualTo(first.body());
         assertThat(rows(a) + rows(b) + rows(c)).isEqualTo(3);
+    }
+
+    @Test
+    void aReplayStopsTheHandlerFunctionSoItsOwnWorkAfterTheCallDoesNotRunAgain() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "audited-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> first = post("/functional/order-with-audit", key, body);
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(rows(note)).isEqualTo(1);
+        assertThat(rows(note + "-audit")).as("the function's own write commits with the claim").isEqualTo(1);
+
+        HttpResponse<byte[]> replay = post("/functional/order-with-audit", key, body);
+
+        assertThat(replay.statusCode()).as(new String(replay.body(), StandardCharsets.UTF_8)).isEqualTo(201);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(first.body());
+        assertThat(rows(note)).isEqualTo(1);
+        assertThat(rows(note + "-audit")).as("the function's own write is not made again").isEqualTo(1);
+
+        HttpResponse<byte[]> mismatch = post("/functional/order-with-audit", key,
+                "{\"note\":\"" + note + "-other\"}");
+
+        assertThat(mismatch.statusCode()).isEqualTo(422);
+        assertProblem(mismatch, "idempotency-key-mismatch");
+        assertThat(rows(note + "-other-audit")).as("nor after a refusal").isZero();
     }
 }
