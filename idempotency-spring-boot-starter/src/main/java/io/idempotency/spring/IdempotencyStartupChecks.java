@@ -73,7 +73,8 @@ import java.util.concurrent.Future;
  *       ({@code REQUIRES_NEW}, {@code NOT_SUPPORTED}, {@code NEVER}), or that asks for an isolation above READ
  *       COMMITTED, which the request's transaction (READ COMMITTED, for the claim) cannot give it;</li>
  *   <li>an expression on {@code @Idempotent} that does not parse, a lease that is not a positive duration or
- *       names a property that is not set, or a storage policy that cannot be created;</li>
+ *       names a property that is not set, or a storage policy that cannot be created — also on an
+ *       {@code @Idempotent} method that a functional route calls, whose HTTP methods are learnt too;</li>
  *   <li>an intent-first endpoint whose own lease the retention does not cover (TTL below the retry window plus
  *       that lease), or is invalid — also an {@code @Idempotent} method that a functional route calls;</li>
  *   <li>a transaction manager that does not manage the store's DataSource: the claim and the handler's writes would
@@ -176,8 +177,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 }
             }
         }
-        List<Method> intentFirstElsewhere = intentFirstMethodsElsewhere(handlers);
-        leaseProblems(intentFirstElsewhere, problems);
+        List<Method> intentFirstElsewhere = new ArrayList<>();
+        methodsElsewhere(handlers, methods, intentFirstElsewhere, problems);
         defaultScopes.forEach((scope, sharing) -> {
             if (sharing.size() > 1) {
                 problems.add(sharing + " share the default scope '"
@@ -202,40 +203,33 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
     }
 
     /**
-     * The intent-first {@code @Idempotent} methods of beans that no handler mapping lists among {@code handlers}: those
-     * a functional route calls.
+     * The {@code @Idempotent} methods of beans that no handler mapping lists among {@code handlers}: those a functional
+     * route calls. Their HTTP methods are added to {@code methods}, so that the filter wraps the requests that reach
+     * them; the intent-first ones to {@code intentFirst}. Their settings must be valid, and the lease of an intent-first
+     * one holds its claims as long as a controller method's does: it must fit the retention too.
      */
-    private List<Method> intentFirstMethodsElsewhere(Set<Method> handlers) {
+    private void methodsElsewhere(Set<Method> handlers, Set<String> methods, List<Method> intentFirst,
+                                  List<String> problems) {
         if (!(context instanceof ConfigurableApplicationContext configurable)) {
-            return List.of();
+            return;
         }
-        List<Method> found = new ArrayList<>();
+        IdempotencyProperties settings = properties.getObject();
         for (Method method : InertIdempotentCheck.idempotentMethods(configurable.getBeanFactory())) {
             Idempotent idempotent = AnnotatedElementUtils.findMergedAnnotation(method, Idempotent.class);
-            if (!handlers.contains(method) && idempotent != null
-                    && idempotent.mode() == IdempotencyMode.INTENT_FIRST) {
-                found.add(method);
-            }
-        }
-        return found;
-    }
-
-    /**
-     * The lease of an intent-first method that no handler mapping lists holds its claims as long as a controller
-     * method's does: it must be valid and fit the retention too.
-     */
-    private void leaseProblems(List<Method> intentFirst, List<String> problems) {
-        IdempotencyProperties settings = properties.getObject();
-        for (Method method : intentFirst) {
-            Idempotent idempotent = AnnotatedElementUtils.findMergedAnnotation(method, Idempotent.class);
-            if (idempotent == null || idempotent.lease().isBlank()) {
+            if (handlers.contains(method) || idempotent == null) {
                 continue;
             }
             try {
                 IdempotentEndpoint endpoint = IdempotentEndpoint.of(method, idempotent, settings.getMethods(),
                         storagePolicy.getObject(), settings.getLease(), context.getEnvironment());
-                IdempotencyAutoConfiguration.retentionProblem(settings, endpoint.lease, "the lease of " + method)
-                        .ifPresent(problems::add);
+                methods.addAll(endpoint.methods);
+                if (endpoint.mode == IdempotencyMode.INTENT_FIRST) {
+                    intentFirst.add(method);
+                    if (!idempotent.lease().isBlank()) {
+                        IdempotencyAutoConfiguration.retentionProblem(settings, endpoint.lease, "the lease of " + method)
+                                .ifPresent(problems::add);
+                    }
+                }
             } catch (IllegalStateException e) {
                 problems.add(e.getMessage());
             }

@@ -5,7 +5,7 @@ import java.util.Set;
 
 /**
  * The HTTP methods any {@code @Idempotent} endpoint of the application is idempotent for, learnt at startup from the
- * handler mappings. Requests with other methods — typically every GET — skip the filter's wrappers entirely. Until it
+ * handler mappings and the {@code @Idempotent} methods that functional routes call. Requests with other methods — typically every GET — skip the filter's wrappers entirely. Until it
  * is known, every request is wrapped. Thread-safe.
  */
 public final class IdempotentMethods {

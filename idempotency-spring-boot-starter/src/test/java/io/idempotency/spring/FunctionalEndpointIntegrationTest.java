@@ -2,6 +2,8 @@ package io.idempotency.spring;
 
 import org.junit.jupiter.api.Test;
 
+import java.net.URI;
+import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.util.UUID;
@@ -83,5 +85,26 @@ class FunctionalEndpointIntegrationTest extends OrdersApplicationTest {
         assertThat(mismatch.statusCode()).isEqualTo(422);
         assertProblem(mismatch, "idempotency-key-mismatch");
         assertThat(rows(note + "-other-audit")).as("nor after a refusal").isZero();
+    }
+
+    @Test
+    void anIdempotentMethodForAVerbNoControllerServesIsReachedThroughTheFilter() throws Exception {
+        String key = UUID.randomUUID().toString();
+        long id = Math.floorMod(UUID.randomUUID().getMostSignificantBits(), 1_000_000_000L);
+        HttpRequest delete = HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/functional/orders/" + id))
+                .header("Idempotency-Key", key).DELETE().build();
+
+        HttpResponse<byte[]> first = send(delete);
+
+        assertThat(first.statusCode()).as(new String(first.body(), StandardCharsets.UTF_8)).isEqualTo(200);
+        assertThat(rows("cancel-" + id)).isEqualTo(1);
+        assertThat(keyRows(key)).isEqualTo(1);
+
+        HttpResponse<byte[]> replay = send(delete);
+
+        assertThat(replay.statusCode()).isEqualTo(200);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(first.body());
+        assertThat(rows("cancel-" + id)).isEqualTo(1);
     }
 }

@@ -211,6 +211,16 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void anInvalidExpressionOnAMethodBehindAFunctionalRouteStopsTheStart() {
+        // found at startup like a controller method's, not on the first request
+        runner.withUserConfiguration(MiskeyedFunctionalService.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(rootMessage(context.getStartupFailure())).contains("MiskeyedFunctionalService.refund()",
+                    "invalid @Idempotent");
+        });
+    }
+
+    @Test
     void theLeaseOfAMethodBehindAFunctionalRouteMustFitTheRetentionToo() {
         // no controller method: the @Idempotent service method a functional route calls is the endpoint, and its claim
         // is held as long as its own lease says
@@ -764,6 +774,22 @@ class IdempotencyAutoConfigurationTest {
         @Idempotent
         public String create() {
             return "created";
+        }
+    }
+
+    static class MiskeyedFunctionalService {
+        @Idempotent(key = "#body.")
+        public String refund() {
+            return "refunded";
+        }
+
+        @Bean
+        org.springframework.web.servlet.function.RouterFunction<org.springframework.web.servlet.function.ServerResponse>
+                refunds(MiskeyedFunctionalService service) {
+            return org.springframework.web.servlet.function.RouterFunctions.route()
+                    .POST("/functional-refunds", request -> org.springframework.web.servlet.function.ServerResponse
+                            .ok().body(service.refund()))
+                    .build();
         }
     }
 

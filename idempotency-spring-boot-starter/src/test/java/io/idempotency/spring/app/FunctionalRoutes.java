@@ -48,6 +48,8 @@ public class FunctionalRoutes {
                     jdbc.sql("insert into orders (note) values (?)").param(note + "-audit").update();
                     return ServerResponse.status(201).body(Map.of("id", id));
                 })
+                .DELETE("/functional/orders/{id}", request -> ServerResponse.ok().body(Map.of("cancelled",
+                        service.cancel(Long.parseLong(request.pathVariable("id"))))))
                 .build();
     }
 }

@@ -29,6 +29,13 @@ public class OrderService {
         return jdbc.sql("insert into orders (note) values (?) returning id").param(note).query(Long.class).single();
     }
 
+    /** Idempotent for DELETE only, which no controller method is: a functional route calls it. */
+    @Idempotent(methods = "DELETE")
+    public Long cancel(long id) {
+        return jdbc.sql("insert into orders (note) values (?) returning id").param("cancel-" + id).query(Long.class)
+                .single();
+    }
+
     /** Writes a row and fails: joined to its caller's transaction, it leaves that transaction able only to roll back. */
     @Transactional
     public void insertAndFail(String note) {
