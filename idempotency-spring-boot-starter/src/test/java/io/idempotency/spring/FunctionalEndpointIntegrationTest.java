@@ -107,4 +107,50 @@ class FunctionalEndpointIntegrationTest extends OrdersApplicationTest {
         assertThat(replay.body()).isEqualTo(first.body());
         assertThat(rows("cancel-" + id)).isEqualTo(1);
     }
+
+    @Test
+    void twoRoutesCallingOneIdempotentMethodHaveScopesOfTheirOwn() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "two-routes-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> one = post("/functional/two-orders", key, body);
+        HttpResponse<byte[]> other = post("/functional/order-with-audit", key, body);
+
+        assertThat(one.statusCode()).isEqualTo(201);
+        assertThat(other.statusCode()).as("not the other route's answer").isEqualTo(201);
+        assertThat(other.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(rows(note)).isEqualTo(3);
+        assertThat(DATABASE.queryString("select string_agg(scope, ',' order by scope) from idempotency_keys"
+                + " where idempotency_key = '" + key + "'"))
+                .isEqualTo("POST /functional/order-with-audit,POST /functional/two-orders");
+    }
+
+    @Test
+    void anAsyncServerResponseIsRolledBack() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "async-" + key;
+
+        HttpResponse<byte[]> answer = post("/functional/async-order", key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(answer.statusCode()).isEqualTo(500);
+        assertProblem(answer, "idempotency-commit-failed");
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+    }
+
+    @Test
+    void aBodyTheFunctionReadsAfterTheCallIsFingerprinted() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "late-body-" + key;
+
+        HttpResponse<byte[]> first = post("/functional/notes/" + note, key, "{\"amount\":100}");
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(new String(first.body(), StandardCharsets.UTF_8)).contains("amount");
+        assertThat(post("/functional/notes/" + note, key, "{ \"amount\": 100 }").statusCode()).isEqualTo(201);
+        HttpResponse<byte[]> other = post("/functional/notes/" + note, key, "{\"amount\":200}");
+        assertThat(other.statusCode()).isEqualTo(422);
+        assertThat(rows(note)).isEqualTo(1);
+    }
 }

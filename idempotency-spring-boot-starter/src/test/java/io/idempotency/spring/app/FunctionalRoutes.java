@@ -10,6 +10,7 @@ import org.springframework.web.servlet.function.ServerResponse;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 
 /**
  * Functional endpoints, which have no controller method: the {@code @Idempotent} service method a handler function
@@ -50,6 +51,16 @@ public class FunctionalRoutes {
                 })
                 .DELETE("/functional/orders/{id}", request -> ServerResponse.ok().body(Map.of("cancelled",
                         service.cancel(Long.parseLong(request.pathVariable("id"))))))
+                .POST("/functional/async-order", request -> {
+                    // an answer Spring MVC writes on another thread, which no startup check can see in a function
+                    service.insert(request.body(OrderController.OrderRequest.class).note());
+                    return ServerResponse.async(CompletableFuture.supplyAsync(() -> ServerResponse.ok().body("late")));
+                })
+                .POST("/functional/notes/{note}", request -> {
+                    // the body is read only after the @Idempotent call: it was fingerprinted all the same
+                    Long id = service.insert(request.pathVariable("note"));
+                    return ServerResponse.status(201).body(Map.of("id", id, "body", request.body(String.class)));
+                })
                 .build();
     }
 }
