@@ -5,8 +5,8 @@ import java.util.Set;
 
 /**
  * The HTTP methods any {@code @Idempotent} endpoint of the application is idempotent for, learnt at startup from the
- * handler mappings and the {@code @Idempotent} methods that functional routes call. Requests with other methods — typically every GET — skip the filter's wrappers entirely. Until it
- * is known, every request is wrapped. Thread-safe.
+ * handler mappings and the {@code @Idempotent} methods that functional routes call. Requests with other methods —
+ * typically every GET — skip the filter's wrappers entirely. Until it is known, every request is wrapped. Thread-safe.
  */
 public final class IdempotentMethods {
 
