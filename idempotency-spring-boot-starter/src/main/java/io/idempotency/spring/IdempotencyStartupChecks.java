@@ -71,7 +71,8 @@ import java.util.concurrent.Future;
  *       stored, so every request would be rolled back under a status that may say it succeeded;</li>
  *   <li>a {@code @Transactional} handler whose propagation leaves the request's transaction
  *       ({@code REQUIRES_NEW}, {@code NOT_SUPPORTED}, {@code NEVER}), or that asks for an isolation above READ
- *       COMMITTED, which the request's transaction (READ COMMITTED, for the claim) cannot give it;</li>
+ *       COMMITTED, which the request's transaction (READ COMMITTED, for the claim) cannot give it — also an
+ *       {@code @Idempotent} method that a functional route calls;</li>
  *   <li>an expression on {@code @Idempotent} that does not parse, a lease that is not a positive duration or
  *       names a property that is not set, or a storage policy that cannot be created — also on an
  *       {@code @Idempotent} method that a functional route calls, whose HTTP methods are learnt too;</li>
@@ -154,7 +155,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                         if (neverApplies.isEmpty()) {
                             // an endpoint the annotation never applies to is refused for that alone
                             reasonProblem(mapped.getValue()).ifPresent(problems::add);
-                            propagationProblem(mapped.getValue()).ifPresent(problems::add);
+                            propagationProblem(mapped.getValue().getMethod(), mapped.getValue().getBeanType())
+                                    .ifPresent(problems::add);
                         }
                         scopeTooLong(method, mapped.getKey(), endpoint).ifPresent(problems::add);
                         if (endpoint.scope.isEmpty()) {
@@ -223,6 +225,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 IdempotentEndpoint endpoint = IdempotentEndpoint.of(method, idempotent, settings.getMethods(),
                         storagePolicy.getObject(), settings.getLease(), context.getEnvironment());
                 methods.addAll(endpoint.methods);
+                // its @Idempotent advice opens the request's transaction as a controller method's does
+                propagationProblem(method, method.getDeclaringClass()).ifPresent(problems::add);
                 if (endpoint.mode == IdempotencyMode.INTENT_FIRST) {
                     intentFirst.add(method);
                     if (!idempotent.lease().isBlank()) {
@@ -354,7 +358,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
     }
 
     /**
-     * A {@code @Transactional} on the handler (or its class) whose propagation leaves the request's transaction:
+     * A {@code @Transactional} on the handler (or its class; also on an {@code @Idempotent} method a functional route
+     * calls) whose propagation leaves the request's transaction:
      * {@code REQUIRES_NEW} commits the handler's writes when it returns, before the answer is stored, and
      * {@code NOT_SUPPORTED} runs them outside any transaction; either way they stay when the request is rolled back
      * (an answer that is not stored, a failed commit) and run again on the retry. {@code NEVER} fails every request.
@@ -362,10 +367,10 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
      * at READ COMMITTED, Spring ignores the isolation of a transaction it joins, and PostgreSQL cannot raise it after
      * the claim's statement, so the handler would lose the protection it asks for without a word.
      */
-    private Optional<String> propagationProblem(HandlerMethod handler) {
+    private Optional<String> propagationProblem(Method method, Class<?> beanType) {
         TransactionAttributeSource source = context.getBeanProvider(TransactionAttributeSource.class)
                 .getIfUnique(() -> new AnnotationTransactionAttributeSource(false));
-        TransactionAttribute attribute = source.getTransactionAttribute(handler.getMethod(), handler.getBeanType());
+        TransactionAttribute attribute = source.getTransactionAttribute(method, beanType);
         if (attribute == null) {
             return Optional.empty();
         }
@@ -383,7 +388,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         if (propagation == null && isolation != null) {
             // Spring ignores the isolation of a transaction it joins, and PostgreSQL cannot change it once a
             // statement (the claim) has run: the handler would silently run at READ COMMITTED
-            return Optional.of(handler.getMethod() + " is @Transactional with isolation " + isolation + ": it joins"
+            return Optional.of(method + " is @Transactional with isolation " + isolation + ": it joins"
                     + " the request's transaction, which runs at READ COMMITTED (the claim needs it), and Spring ignores"
                     + " the isolation of a transaction it joins, so it would silently run at READ COMMITTED; remove the"
                     + " isolation and guard what it protects with row locks (SELECT ... FOR UPDATE) or optimistic"
@@ -392,7 +397,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         if (propagation == null) {
             return Optional.empty();
         }
-        return Optional.of(handler.getMethod() + " is @Transactional with propagation " + propagation + ": its writes"
+        return Optional.of(method + " is @Transactional with propagation " + propagation + ": its writes"
                 + " would not commit in the transaction that holds the claim and the stored answer, and would stay when"
                 + " the request is rolled back; use the default propagation (REQUIRED)");
     }

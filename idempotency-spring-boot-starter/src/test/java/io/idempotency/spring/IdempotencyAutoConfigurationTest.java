@@ -221,6 +221,18 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void aMethodBehindAFunctionalRouteThatLeavesTheRequestsTransactionStopsTheStart() {
+        // its advice opens the request's transaction as a controller method's does: REQUIRES_NEW would commit its
+        // writes apart from the claim and the stored answer, and a stricter isolation would be silently ignored
+        runner.withUserConfiguration(EscapingFunctionalService.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(rootMessage(context.getStartupFailure())).contains(
+                    "EscapingFunctionalService.refund()", "propagation REQUIRES_NEW",
+                    "EscapingFunctionalService.payout()", "isolation SERIALIZABLE").doesNotContain("joins()");
+        });
+    }
+
+    @Test
     void theLeaseOfAMethodBehindAFunctionalRouteMustFitTheRetentionToo() {
         // no controller method: the @Idempotent service method a functional route calls is the endpoint, and its claim
         // is held as long as its own lease says
@@ -789,6 +801,41 @@ class IdempotencyAutoConfigurationTest {
             return org.springframework.web.servlet.function.RouterFunctions.route()
                     .POST("/functional-refunds", request -> org.springframework.web.servlet.function.ServerResponse
                             .ok().body(service.refund()))
+                    .build();
+        }
+    }
+
+    static class EscapingFunctionalService {
+        @Idempotent
+        @org.springframework.transaction.annotation.Transactional(
+                propagation = org.springframework.transaction.annotation.Propagation.REQUIRES_NEW)
+        public String refund() {
+            return "refunded";
+        }
+
+        @Idempotent
+        @org.springframework.transaction.annotation.Transactional(
+                isolation = org.springframework.transaction.annotation.Isolation.SERIALIZABLE)
+        public String payout() {
+            return "paid out";
+        }
+
+        @Idempotent
+        @org.springframework.transaction.annotation.Transactional
+        public String joins() {
+            return "joined";
+        }
+
+        @Bean
+        org.springframework.web.servlet.function.RouterFunction<org.springframework.web.servlet.function.ServerResponse>
+                escapingRoutes(EscapingFunctionalService service) {
+            return org.springframework.web.servlet.function.RouterFunctions.route()
+                    .POST("/functional-escaping-refunds", request -> org.springframework.web.servlet.function
+                            .ServerResponse.ok().body(service.refund()))
+                    .POST("/functional-escaping-payouts", request -> org.springframework.web.servlet.function
+                            .ServerResponse.ok().body(service.payout()))
+                    .POST("/functional-joining", request -> org.springframework.web.servlet.function
+                            .ServerResponse.ok().body(service.joins()))
                     .build();
         }
     }
