@@ -12,7 +12,8 @@ import jakarta.servlet.http.HttpServletRequest;
 public interface CallerResolver {
 
     /**
-     * @return the caller's namespace, at most 255 characters; {@code ""} for anonymous requests; never null
+     * @return the caller's namespace; {@code ""} for anonymous requests; never null. A name longer than 255
+     *         characters (or one the database cannot store as text) is stored as its SHA-256 digest instead
      */
     String resolve(HttpServletRequest request);
 
