@@ -200,7 +200,7 @@ public final class IdempotencyEngine {
         if (mode == IdempotencyMode.INTENT_FIRST) {
             positive(lease, "lease");
         }
-        Start known = replayCache.answer(key, requestHash);
+        Replay known = replayCache.answer(key, requestHash); // never a refusal: only the database can tell
         if (known != null) {
             return known;
         }

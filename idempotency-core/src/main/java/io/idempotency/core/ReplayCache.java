@@ -5,12 +5,14 @@ import java.util.Iterator;
 import java.util.LinkedHashMap;
 
 /**
- * Completed answers kept in memory, so that a replay — or a key reused for another request — is answered without a
- * database round trip. Sound because a SUCCEEDED record never changes: the only thing that can happen to it is its
- * removal after the retention, and the retention is a lower bound, so answering from memory for at most
- * {@code maxAge} longer is allowed. Entries age on the monotonic clock (never the wall clock), the least recently used
- * go first when there are more than {@code maxEntries} or they take more than {@code maxTotalBytes}, and only answers
- * up to {@code maxBodyBytes} are kept. Thread-safe.
+ * Completed answers kept in memory, so that a replay is answered without a database round trip. Sound because a
+ * SUCCEEDED record never changes: the only thing that can happen to it is its removal after the retention, and the
+ * retention is a lower bound, so replaying it from memory to its own request for at most {@code maxAge} longer is
+ * allowed. A request with another fingerprint is never refused from memory: the record kept here may have been
+ * removed and its key used again, on any instance, so only the database can say whether the key belongs to another
+ * request or to this very one. Entries age on the monotonic clock (never the wall clock) from when they were stored,
+ * the least recently used go first when there are more than {@code maxEntries} or they take more than
+ * {@code maxTotalBytes}, and only answers up to {@code maxBodyBytes} are kept. Thread-safe.
  */
 public final class ReplayCache {
 
@@ -34,7 +36,8 @@ public final class ReplayCache {
      * @param maxEntries    how many answers are kept at most; 0 keeps none
      * @param maxBodyBytes  larger answers are not kept
      * @param maxTotalBytes how much memory the kept answers may take at most, as {@link #footprint} estimates it
-     * @param maxAge        how long an answer is kept after it was stored or read
+     * @param maxAge        how long an answer is kept after it was stored (reading it from the cache does not extend
+     *                      it; reading it from the database again does)
      */
     public ReplayCache(int maxEntries, int maxBodyBytes, long maxTotalBytes, Duration maxAge) {
         this.maxEntries = Math.max(0, maxEntries);
@@ -60,8 +63,11 @@ public final class ReplayCache {
         }
     }
 
-    /** The decision for a request with {@code key} and {@code requestHash}, or null if nothing is known here. */
-    IdempotencyEngine.Start answer(ScopedKey key, String requestHash) {
+    /**
+     * The replay for a request with {@code key} and {@code requestHash}, or null if the database must decide: nothing
+     * is kept for the key, or what is kept is the answer of another request (which may no longer hold the key).
+     */
+    IdempotencyEngine.Replay answer(ScopedKey key, String requestHash) {
         if (maxEntries == 0) {
             return null;
         }
@@ -77,8 +83,7 @@ public final class ReplayCache {
         if (entry == null) {
             return null;
         }
-        return entry.requestHash().equals(requestHash)
-                ? new IdempotencyEngine.Replay(entry.response()) : new IdempotencyEngine.Mismatch();
+        return entry.requestHash().equals(requestHash) ? new IdempotencyEngine.Replay(entry.response()) : null;
     }
 
     /** An estimate of the memory one kept answer takes: its body, its strings, and a fixed overhead. */

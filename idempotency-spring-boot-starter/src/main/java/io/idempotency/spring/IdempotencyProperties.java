@@ -119,8 +119,9 @@ public class IdempotencyProperties implements InitializingBean {
 
     /**
      * Completed answers kept in memory per instance, so that a replay needs no database round trip. Safe because a
-     * completed record never changes; a record removed after its retention (or by hand) may still be answered from
-     * memory for at most {@code max-age} on an instance that cached it.
+     * completed record never changes; a record removed after its retention (or by hand) may still be replayed from
+     * memory to its own request for at most {@code max-age} on an instance that cached it. A request with another
+     * fingerprint is always judged by the database, never refused from memory.
      */
     public static class ReplayCache {
 
@@ -136,7 +137,7 @@ public class IdempotencyProperties implements InitializingBean {
          */
         private DataSize maxTotalSize = DataSize.ofMegabytes(32);
 
-        /** How long an answer is kept after it was stored or read. */
+        /** How long an answer is kept after it was stored or last read from the database. */
         private Duration maxAge = Duration.ofMinutes(10);
 
         public int getMaxEntries() {

@@ -1,0 +1,114 @@
+package io.idempotency.jdbc;
+
+import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.core.DownstreamKeys;
+import io.idempotency.core.ExpiredRecordCleaner;
+import io.idempotency.core.IdempotencyEngine;
+import io.idempotency.core.ReplayCache;
+import io.idempotency.core.ScopedKey;
+import io.idempotency.core.StaleClaimResolver;
+import io.idempotency.core.StoragePolicy;
+import io.idempotency.core.StoredResponse;
+import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.UUID;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Two application instances on one database, each with its own replay cache, while records are removed by the
+ * retention cleanup and their keys used again: what an instance answers from memory must not contradict a record the
+ * database holds.
+ */
+class ReplayCacheIntegrationTest {
+
+    private static final String FIRST = "1".repeat(64);
+    private static final String SECOND = "2".repeat(64);
+    /** A TTL that has passed by the time the cleanup runs. */
+    private static final Duration SHORT_TTL = Duration.ofMillis(1);
+
+    private HikariDataSource poolA;
+    private HikariDataSource poolB;
+    private IdempotencyEngine instanceA;
+    private IdempotencyEngine instanceB;
+    private ExpiredRecordCleaner cleaner;
+
+    @BeforeEach
+    void twoInstances() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        poolA = database.dataSource(2);
+        poolB = database.dataSource(2);
+        new IdempotencySchemaMigrator(poolA, "idempotency_keys").migrate();
+        instanceA = engine(poolA);
+        instanceB = engine(poolB);
+        cleaner = new ExpiredRecordCleaner(new PostgresIdempotencyStore(poolB, "idempotency_keys"), 100);
+    }
+
+    @AfterEach
+    void stop() {
+        instanceA.shutdown();
+        instanceB.shutdown();
+        poolA.close();
+        poolB.close();
+    }
+
+    private static IdempotencyEngine engine(HikariDataSource pool) {
+        return new IdempotencyEngine(new PostgresIdempotencyStore(pool, "idempotency_keys"),
+                new SpringTransactions(new DataSourceTransactionManager(pool)), StoragePolicy.DEFAULT, SHORT_TTL,
+                Duration.ofSeconds(2), StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
+                new ReplayCache(100, 64 * 1024, 1 << 20, Duration.ofMinutes(10)));
+    }
+
+    private static StoredResponse answer(String text) {
+        return new StoredResponse(201, List.of(), text.getBytes(StandardCharsets.UTF_8));
+    }
+
+    private void removeExpiredRecords() throws InterruptedException {
+        Thread.sleep(20); // past the TTL
+        assertThat(cleaner.run().deleted()).isPositive();
+    }
+
+    @Test
+    void aKeyUsedAgainAfterItsRecordWasRemovedIsReplayedNotRefusedByAnInstanceThatCachedTheOldAnswer()
+            throws InterruptedException {
+        ScopedKey key = new ScopedKey("alice", "POST /payments", UUID.randomUUID().toString());
+        StoredResponse first = answer("first payment");
+        StoredResponse second = answer("second payment");
+        ((IdempotencyEngine.Proceed) instanceA.start(key, FIRST)).execution().finish(first); // cached on A
+        removeExpiredRecords();
+
+        // the key is free again: a new request with it runs on B, and its record is in the database
+        ((IdempotencyEngine.Proceed) instanceB.start(key, SECOND)).execution().finish(second);
+
+        // its retry reaches A: the record that exists is honoured, as B would
+        assertThat(instanceB.start(key, SECOND)).isEqualTo(new IdempotencyEngine.Replay(second));
+        assertThat(instanceA.start(key, SECOND)).as("the retry of the request the database holds, on A")
+                .isEqualTo(new IdempotencyEngine.Replay(second));
+        // and A now knows the record the database holds: the first request is the one refused
+        assertThat(instanceA.start(key, FIRST)).isEqualTo(new IdempotencyEngine.Mismatch());
+    }
+
+    @Test
+    void aKeyUsedAgainAfterItsRecordWasRemovedRunsOnTheInstanceThatCachedTheOldAnswer() throws InterruptedException {
+        ScopedKey key = new ScopedKey("alice", "POST /payments", UUID.randomUUID().toString());
+        ((IdempotencyEngine.Proceed) instanceA.start(key, FIRST)).execution().finish(answer("first payment"));
+        removeExpiredRecords();
+
+        IdempotencyEngine.Start reuse = instanceA.start(key, SECOND);
+
+        assertThat(reuse).as("no record holds the key: the new request runs, as on any other instance")
+                .isInstanceOf(IdempotencyEngine.Proceed.class);
+        StoredResponse second = answer("second payment");
+        ((IdempotencyEngine.Proceed) reuse).execution().finish(second);
+        assertThat(instanceA.start(key, SECOND)).isEqualTo(new IdempotencyEngine.Replay(second));
+        assertThat(instanceB.start(key, SECOND)).isEqualTo(new IdempotencyEngine.Replay(second));
+    }
+}
