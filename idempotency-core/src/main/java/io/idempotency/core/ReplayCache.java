@@ -46,10 +46,22 @@ public final class ReplayCache {
         this.maxAgeNanos = maxAge.toNanos();
     }
 
-    /** Remembers the committed answer of {@code key}. */
+    /**
+     * Remembers the committed answer of {@code key}. An answer too large to keep still replaces what was kept for the
+     * key: that came from a record which has since been removed, and its key used again.
+     */
     void put(ScopedKey key, String requestHash, StoredResponse response) {
+        if (maxEntries == 0) {
+            return;
+        }
         long bytes = footprint(key, requestHash, response);
-        if (maxEntries == 0 || response.bodyLength() > maxBodyBytes || bytes > maxTotalBytes) {
+        if (response.bodyLength() > maxBodyBytes || bytes > maxTotalBytes) {
+            synchronized (entries) {
+                Entry superseded = entries.remove(key);
+                if (superseded != null) {
+                    totalBytes -= superseded.bytes();
+                }
+            }
             return;
         }
         synchronized (entries) {

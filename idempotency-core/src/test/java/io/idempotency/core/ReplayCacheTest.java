@@ -26,6 +26,21 @@ class ReplayCacheTest {
     }
 
     @Test
+    void aNewAnswerForTheKeyTooLargeToKeepStillReplacesTheOldOne() {
+        ReplayCache cache = new ReplayCache(10, 64, 1 << 20, Duration.ofMinutes(1));
+        cache.put(KEY, "a", ANSWER);
+
+        // the record of "a" was removed, and the key used again for "b", whose answer is larger than the cap
+        cache.put(KEY, "b", new StoredResponse(201, List.of(), new byte[65]));
+
+        assertThat(cache.answer(KEY, "a")).as("the answer of a record that is gone").isNull();
+        assertThat(cache.answer(KEY, "b")).as("too large to keep").isNull();
+        cache.put(KEY, "a", ANSWER);
+        cache.put(new ScopedKey("", "POST /x", "2"), "a", ANSWER);
+        assertThat(cache.answer(KEY, "a")).as("the budget counts only what is kept").isNotNull();
+    }
+
+    @Test
     void keepsNeitherLargeAnswersNorOldOnesNorMoreThanItsSize() throws InterruptedException {
         ReplayCache small = new ReplayCache(10, 4, 1 << 20, Duration.ofMinutes(1));
         small.put(KEY, "a", ANSWER);
