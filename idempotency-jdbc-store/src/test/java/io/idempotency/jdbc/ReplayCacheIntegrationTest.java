@@ -1,6 +1,7 @@
 package io.idempotency.jdbc;
 
 import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.core.CommitFailedException;
 import io.idempotency.core.DownstreamKeys;
 import io.idempotency.core.ExpiredRecordCleaner;
 import io.idempotency.core.IdempotencyEngine;
@@ -14,14 +15,18 @@ import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * Two application instances on one database, each with its own replay cache, while records are removed by the
@@ -110,5 +115,33 @@ class ReplayCacheIntegrationTest {
         ((IdempotencyEngine.Proceed) reuse).execution().finish(second);
         assertThat(instanceA.start(key, SECOND)).isEqualTo(new IdempotencyEngine.Replay(second));
         assertThat(instanceB.start(key, SECOND)).isEqualTo(new IdempotencyEngine.Replay(second));
+    }
+
+    @Test
+    void anAnswerWhoseCommitFailedIsNeitherCachedNorHandedToTheDuplicatesWaitingForIt() throws Exception {
+        JdbcTemplate jdbc = new JdbcTemplate(poolA);
+        jdbc.execute("CREATE TABLE IF NOT EXISTS charges (payment text,"
+                + " CONSTRAINT one_charge UNIQUE (payment) DEFERRABLE INITIALLY DEFERRED)");
+        ScopedKey key = new ScopedKey("alice", "POST /payments", UUID.randomUUID().toString());
+        IdempotencyEngine.Execution first = ((IdempotencyEngine.Proceed) instanceA.start(key, FIRST)).execution();
+        jdbc.update("INSERT INTO charges VALUES (?), (?)", key.key(), key.key()); // refused only at commit
+        CompletableFuture<IdempotencyEngine.Start> duplicate = CompletableFuture.supplyAsync(() -> {
+            IdempotencyEngine.Start start = instanceA.start(key, FIRST); // waits in memory behind it
+            if (start instanceof IdempotencyEngine.Proceed proceed) {
+                proceed.execution().abandon(); // on the thread its transaction is bound to
+            }
+            return start;
+        });
+        Thread.sleep(100);
+
+        assertThatThrownBy(() -> first.finish(answer("charged"))).isInstanceOf(CommitFailedException.class);
+
+        IdempotencyEngine.Start behind = duplicate.get(10, TimeUnit.SECONDS);
+        assertThat(behind).as("nothing was committed: the duplicate runs").isInstanceOf(IdempotencyEngine.Proceed.class);
+        IdempotencyEngine.Start retry = instanceA.start(key, FIRST);
+        assertThat(retry).as("no answer from memory").isInstanceOf(IdempotencyEngine.Proceed.class);
+        ((IdempotencyEngine.Proceed) retry).execution().abandon();
+        assertThat(jdbc.queryForObject("SELECT count(*) FROM charges WHERE payment = ?", Long.class, key.key()))
+                .isZero();
     }
 }
