@@ -5,9 +5,11 @@ import io.idempotency.core.CommitFailedException;
 import io.idempotency.core.DownstreamKeys;
 import io.idempotency.core.ExpiredRecordCleaner;
 import io.idempotency.core.IdempotencyEngine;
+import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.ReplayCache;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StaleClaimResolver;
+import io.idempotency.core.StaleClaimSweeper;
 import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
@@ -143,5 +145,25 @@ class ReplayCacheIntegrationTest {
         ((IdempotencyEngine.Proceed) retry).execution().abandon();
         assertThat(jdbc.queryForObject("SELECT count(*) FROM charges WHERE payment = ?", Long.class, key.key()))
                 .isZero();
+    }
+
+    @Test
+    void anAnswerTheSweeperRecordedForAKeyUsedAgainIsReplayedByAnInstanceThatCachedTheOldOne() throws Exception {
+        ScopedKey key = new ScopedKey("alice", "POST /purchases", UUID.randomUUID().toString());
+        ((IdempotencyEngine.Proceed) instanceA.start(key, FIRST)).execution().finish(answer("first purchase"));
+        removeExpiredRecords();
+
+        // the key is used again on B, intent-first; the outcome of the call to the third party is unknown
+        Duration lease = Duration.ofMillis(200);
+        ((IdempotencyEngine.Proceed) instanceB.start(key, SECOND, IdempotencyMode.INTENT_FIRST, lease)).execution()
+                .abandon();
+        Thread.sleep(400); // the lease runs out
+        StoredResponse asked = answer("second purchase, as the third party reports it");
+        StaleClaimSweeper sweeper = new StaleClaimSweeper(new PostgresIdempotencyStore(poolB, "idempotency_keys"),
+                claim -> StaleClaimResolver.Resolution.complete(asked), new DownstreamKeys("secret"), lease, 10);
+        assertThat(sweeper.sweep().completed()).isEqualTo(1);
+
+        assertThat(instanceA.start(key, SECOND, IdempotencyMode.INTENT_FIRST, lease))
+                .as("the answer the database holds for this request").isEqualTo(new IdempotencyEngine.Replay(asked));
     }
 }
