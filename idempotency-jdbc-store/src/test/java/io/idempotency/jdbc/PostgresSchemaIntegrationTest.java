@@ -331,6 +331,27 @@ class PostgresSchemaIntegrationTest {
         }
     }
 
+    /**
+     * A precision on the time columns (Hibernate's DDL writes {@code timestamp(6) with time zone}, a DBA may write
+     * {@code timestamptz(3)}) keeps them timestamptz: the table is the library's, and the start goes on.
+     */
+    @Test
+    void timesWithAPrecisionAreTimestamptzAllTheSame() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute(IdempotencySchema.postgresql("precise_times")
+                    .replace("created_at       timestamptz", "created_at       timestamp(6) with time zone")
+                    .replace("locked_until     timestamptz", "locked_until     timestamptz(3)"));
+            jdbc.execute(IdempotencySchema.postgresqlPartitioned("partitioned_precise_times")
+                    .replace("expires_at       timestamptz", "expires_at       timestamptz(6)"));
+
+            new IdempotencySchemaMigrator(dataSource, "precise_times").verify();
+            new IdempotencySchemaMigrator(dataSource, "precise_times").migrate();
+            new IdempotencySchemaMigrator(dataSource, "partitioned_precise_times", true).verify();
+            new IdempotencySchemaMigrator(dataSource, "partitioned_precise_times", true).migrate();
+        }
+    }
+
     private static void assertWrongShape(org.assertj.core.api.ThrowableAssert.ThrowingCallable startup,
                                          String... said) {
         assertThatThrownBy(startup)

@@ -196,8 +196,9 @@ public final class IdempotencySchemaMigrator {
         Map<String, String> columns = new HashMap<>();
         boolean uniqueKey;
         try (Connection connection = dataSource.getConnection()) {
+            // the type without its modifier: a precision (timestamptz(6), as Hibernate's DDL writes it) is no other type
             try (PreparedStatement statement = connection.prepareStatement("SELECT attname, format_type(atttypid,"
-                    + " atttypmod) FROM pg_attribute WHERE attrelid = to_regclass(?) AND attnum > 0"
+                    + " NULL) FROM pg_attribute WHERE attrelid = to_regclass(?) AND attnum > 0"
                     + " AND NOT attisdropped")) {
                 statement.setString(1, tableName);
                 try (ResultSet rs = statement.executeQuery()) {
