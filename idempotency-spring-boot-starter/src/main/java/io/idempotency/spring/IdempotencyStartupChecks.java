@@ -50,7 +50,6 @@ import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.HashSet;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
@@ -135,7 +134,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         Map<String, Set<String>> defaultScopes = new LinkedHashMap<>();
         // the configured methods too, so that handlers these mappings do not list are still served
         Set<String> methods = new HashSet<>(properties.getObject().getMethods().stream()
-                .map(method -> method.toUpperCase(Locale.ROOT)).toList());
+                .map(IdempotentEndpoint::methodName).toList());
         for (RequestMappingHandlerMapping mapping : context.getBeansOfType(RequestMappingHandlerMapping.class).values()) {
             Map<RequestMappingInfo, Set<String>> takenVerbs = verbsTakenFromMappingsWithoutMethods(mapping);
             for (Map.Entry<RequestMappingInfo, HandlerMethod> mapped : mapping.getHandlerMethods().entrySet()) {

@@ -78,7 +78,7 @@ final class IdempotentEndpoint {
                         + (leaseText.equals(annotation.lease()) ? "" : " (" + leaseText + ")"));
             }
             return new IdempotentEndpoint(annotation.scope(), annotation.keyRequired(), key, fingerprint,
-                    methods.stream().map(m -> m.toUpperCase(Locale.ROOT)).collect(Collectors.toUnmodifiableSet()),
+                    methods.stream().map(IdempotentEndpoint::methodName).collect(Collectors.toUnmodifiableSet()),
                     policy, annotation.mode(), lease);
         } catch (RuntimeException e) {
             throw new IllegalStateException("invalid @Idempotent on " + method + ": " + e.getMessage(), e);
@@ -95,8 +95,16 @@ final class IdempotentEndpoint {
      */
     static String unknownMethods(Collection<String> methods) {
         List<String> unknown = methods.stream()
-                .filter(m -> m == null || !HTTP_METHODS.contains(m.trim().toUpperCase(Locale.ROOT))).toList();
+                .filter(m -> m == null || !HTTP_METHODS.contains(methodName(m))).toList();
         return unknown.isEmpty() ? null : String.join(", ", unknown.stream().map(String::valueOf).toList());
+    }
+
+    /**
+     * A configured HTTP method name as requests carry it: upper case, without the spaces around it that
+     * {@link #unknownMethods} accepts too.
+     */
+    static String methodName(String configured) {
+        return configured.trim().toUpperCase(Locale.ROOT);
     }
 
     boolean appliesTo(String httpMethod) {

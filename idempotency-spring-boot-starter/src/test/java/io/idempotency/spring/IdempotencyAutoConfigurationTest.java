@@ -184,6 +184,36 @@ class IdempotencyAutoConfigurationTest {
         });
     }
 
+    /**
+     * A method name written with spaces around it is accepted as the method it names: then it must also be the method
+     * the endpoint is idempotent for, or those requests would run without idempotency although the check passed.
+     */
+    @Test
+    void aMethodNameWithSpacesAroundItIsTheMethodItNames() throws Exception {
+        Method cancel = SpacedMethodService.class.getMethod("cancel");
+        IdempotentEndpoint endpoint = IdempotentEndpoint.of(cancel, cancel.getAnnotation(Idempotent.class),
+                List.of("POST"), StoragePolicy.DEFAULT, Duration.ofMinutes(5), new MockEnvironment());
+        assertThat(endpoint.appliesTo("DELETE")).isTrue();
+        assertThat(endpoint.appliesTo("POST")).isTrue();
+        assertThat(IdempotentEndpoint.of(cancel, cancel.getAnnotation(Idempotent.class), List.of(" PATCH"),
+                StoragePolicy.DEFAULT, Duration.ofMinutes(5), new MockEnvironment()).appliesTo("POST")).isTrue();
+        Method defaults = SpacedMethodService.class.getMethod("defaults");
+        assertThat(IdempotentEndpoint.of(defaults, defaults.getAnnotation(Idempotent.class), List.of(" PATCH "),
+                StoragePolicy.DEFAULT, Duration.ofMinutes(5), new MockEnvironment()).appliesTo("PATCH")).isTrue();
+    }
+
+    static class SpacedMethodService {
+        @Idempotent(methods = {" delete ", "POST "})
+        public String cancel() {
+            return "cancelled";
+        }
+
+        @Idempotent
+        public String defaults() {
+            return "done";
+        }
+    }
+
     @Test
     void anEndpointLeaseResolvesPlaceholdersAndMustFitTheRetention() throws Exception {
         runner.withUserConfiguration(LeasedController.class).withPropertyValues("orders.lease=2h")
