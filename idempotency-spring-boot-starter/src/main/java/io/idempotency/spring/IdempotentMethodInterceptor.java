@@ -65,8 +65,9 @@ import java.util.concurrent.ConcurrentHashMap;
  *       taken;</li>
  *   <li>claim the key through the {@link IdempotencyEngine};</li>
  *   <li>run the handler with the response captured, or hand the filter the answer to send instead (replay,
- *       mismatch, in progress, or a problem with the request), in which case the handler does not run and
- *       {@code null} is returned.</li>
+ *       mismatch, in progress, or a problem with the request), in which case the method does not run: a controller
+ *       method returns {@code null}, and a method that a handler function called throws
+ *       {@link RequestAnsweredException} to stop that function.</li>
  * </ol>
  * The {@link IdempotencyFilter} stores the answer and commits after the response has been rendered. Thread-safe.
  */
