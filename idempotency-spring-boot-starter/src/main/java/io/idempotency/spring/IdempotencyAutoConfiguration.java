@@ -193,8 +193,8 @@ public class IdempotencyAutoConfiguration {
         String unknownMethods = IdempotentEndpoint.unknownMethods(properties.getMethods());
         if (unknownMethods != null) {
             // a misspelt method would leave the requests meant for it unprotected, which nothing else notices
-            refuse("idempotency.methods", properties.getMethods(), "HTTP methods among "
-                    + IdempotentEndpoint.HTTP_METHODS + "; " + unknownMethods + " is none");
+            refuse("idempotency.methods", properties.getMethods(), "registered HTTP methods (e.g. POST, PATCH, PUT,"
+                    + " DELETE); " + unknownMethods + " is none");
         }
         positive("idempotency.in-flight-wait", properties.getInFlightWait(), null);
         if (properties.getInFlightWait().compareTo(MAX_IN_FLIGHT_WAIT) > 0) {

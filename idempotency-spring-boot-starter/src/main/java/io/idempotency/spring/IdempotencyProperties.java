@@ -50,8 +50,8 @@ public class IdempotencyProperties implements InitializingBean {
 
     /**
      * HTTP methods that {@code @Idempotent} endpoints are idempotent for, unless the annotation names its own.
-     * Requests with other methods run normally and their header is ignored. Names that are no HTTP method are refused
-     * at startup.
+     * Requests with other methods run normally and their header is ignored. Names that are no registered HTTP method
+     * are refused at startup.
      */
     private List<String> methods = new ArrayList<>(List.of("POST", "PATCH"));
 

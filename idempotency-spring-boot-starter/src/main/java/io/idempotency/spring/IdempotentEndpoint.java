@@ -8,7 +8,6 @@ import org.springframework.boot.convert.DurationStyle;
 import org.springframework.core.env.PropertyResolver;
 import org.springframework.expression.Expression;
 import org.springframework.expression.spel.standard.SpelExpressionParser;
-import org.springframework.web.bind.annotation.RequestMethod;
 
 import java.lang.reflect.Method;
 import java.time.Duration;
@@ -64,8 +63,8 @@ final class IdempotentEndpoint {
             if (annotation.methods().length > 0) {
                 String unknown = unknownMethods(methods);
                 if (unknown != null) {
-                    throw new IllegalArgumentException("methods names " + unknown + ", not among the HTTP methods "
-                            + HTTP_METHODS + ": the requests meant would run without idempotency");
+                    throw new IllegalArgumentException("methods names " + unknown + ", which is no registered HTTP"
+                            + " method (e.g. POST, PATCH, PUT, DELETE): the requests meant would run without idempotency");
                 }
             }
             StoragePolicy policy = annotation.storagePolicy() == StoragePolicy.class
@@ -85,8 +84,15 @@ final class IdempotentEndpoint {
         }
     }
 
-    /** The HTTP methods a Spring MVC mapping can name. */
-    static final List<String> HTTP_METHODS = Arrays.stream(RequestMethod.values()).map(Enum::name).toList();
+    /**
+     * The HTTP methods of the IANA HTTP Method Registry: the eight a Spring MVC mapping can name, and those of WebDAV
+     * and its kin, which a mapping without methods (or a functional route) serves too.
+     */
+    static final List<String> HTTP_METHODS = List.of("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS",
+            "TRACE", "ACL", "BASELINE-CONTROL", "BIND", "CHECKIN", "CHECKOUT", "COPY", "LABEL", "LINK", "LOCK",
+            "MERGE", "MKACTIVITY", "MKCALENDAR", "MKCOL", "MKREDIRECTREF", "MKWORKSPACE", "MOVE", "ORDERPATCH",
+            "PROPFIND", "PROPPATCH", "QUERY", "REBIND", "REPORT", "SEARCH", "UNBIND", "UNCHECKOUT", "UNLINK",
+            "UNLOCK", "UPDATE", "UPDATEREDIRECTREF", "VERSION-CONTROL");
 
     /**
      * The names among {@code methods} that are no HTTP method (a misspelt {@code PSOT}), joined; null if there are

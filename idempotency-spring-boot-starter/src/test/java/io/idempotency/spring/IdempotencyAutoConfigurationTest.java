@@ -336,6 +336,13 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void registeredMethodsBeyondSpringMvcsOwnAreAccepted() {
+        // a WebDAV method is served by a mapping without methods, or a functional route: not a misspelling
+        runner.withPropertyValues("idempotency.methods=POST,PATCH,LOCK")
+                .run(context -> assertThat(context).hasNotFailed());
+    }
+
+    @Test
     void aTableTheApplicationsOwnMigrationsMakeMayBeNamedIdempotency() {
         // its history would be the default table's only if the library migrated it
         TestPostgres.Database database = TestPostgres.newDatabase();
