@@ -104,10 +104,10 @@ public final class BenchmarkMain {
                         () -> load.steady(REPLAY, Kind.REPLAY, length),
                         () -> load.storm(STORM, length, Integer.MAX_VALUE, false));
                 for (int round = 1; round <= options.rounds(); round++) {
-                    // every scenario takes every position in turn, so that no scenario always follows the same one
+                    // every scenario takes every position in turn, so that drift over the run hits them alike
                     List<Round> done = new ArrayList<>();
-                    for (int i = 0; i < scenarios.size(); i++) {
-                        done.add(measure(scenarios.get((round - 1 + i) % scenarios.size())));
+                    for (RoundRunner scenario : RoundOrder.rotated(scenarios, round - 1)) {
+                        done.add(measure(scenario));
                     }
                     progress("round " + round + "/" + options.rounds(), done);
                 }
@@ -205,10 +205,14 @@ public final class BenchmarkMain {
             double fillSeconds = (System.nanoTime() - fillStarted) / 1e9;
             check(load.steady("warmup-growth", Kind.FIRST, Duration.ofSeconds(1)));
             List<Round> done = new ArrayList<>();
+            Duration length = options.growthRoundDuration();
+            RoundRunner plain = () -> load.steady(Growth.scenario(label, PLAIN), Kind.PLAIN, length);
+            RoundRunner first = () -> load.steady(Growth.scenario(label, FIRST), Kind.FIRST, length);
             for (int round = 0; round < options.growthRounds(); round++) {
-                Duration length = options.growthRoundDuration();
-                done.add(measure(() -> load.steady(Growth.scenario(label, PLAIN), Kind.PLAIN, length)));
-                done.add(measure(() -> load.steady(Growth.scenario(label, FIRST), Kind.FIRST, length)));
+                // plain, first; first, plain; …: over an even number of rounds neither runs later on average
+                for (RoundRunner scenario : RoundOrder.alternated(plain, first, round)) {
+                    done.add(measure(scenario));
+                }
             }
             progress("growth @ " + label + " rows (filled in " + String.format(Locale.ROOT, "%.0f s", fillSeconds)
                     + ")", done);
