@@ -67,7 +67,18 @@ final class AppUnderTest implements AutoCloseable {
                 .redirectOutput(log.toFile()).start();
         AppUnderTest app = new AppUnderTest(process, port, log);
         Runtime.getRuntime().addShutdownHook(new Thread(process::destroy, "stop-app-under-test"));
-        app.awaitReady(Duration.ofSeconds(120));
+        try {
+            app.awaitReady(Duration.ofSeconds(120));
+        } catch (IOException | InterruptedException | RuntimeException e) {
+            // nothing else stops it before this JVM exits, and the schema's drop would wait for the locks it holds
+            try {
+                app.close();
+            } catch (InterruptedException stopping) {
+                e.addSuppressed(stopping);
+                Thread.currentThread().interrupt();
+            }
+            throw e;
+        }
         return app;
     }
 
