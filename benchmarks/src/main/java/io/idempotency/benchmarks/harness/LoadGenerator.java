@@ -159,7 +159,9 @@ final class LoadGenerator implements AutoCloseable {
         List<String> keys = new ArrayList<>();
         String[] currentKey = new String[1];
         boolean[] stop = new boolean[1];
-        long deadline = System.nanoTime() + duration.toNanos();
+        // the round starts before its workers do: the first group may be sent before submit() returns
+        long began = System.nanoTime();
+        long deadline = began + duration.toNanos();
         CyclicBarrier group = new CyclicBarrier(size, () -> { // runs before the group's requests are sent
             stop[0] = System.nanoTime() >= deadline || keys.size() >= maxGroups;
             currentKey[0] = BenchStats.STORM_KEY_PREFIX + newKey();
@@ -186,7 +188,7 @@ final class LoadGenerator implements AutoCloseable {
                 return worker;
             }));
         }
-        return collect(scenario, System.nanoTime(), futures, keys);
+        return collect(scenario, began, futures, keys);
     }
 
     private Round collect(String scenario, long began, List<Future<Worker>> futures, List<String> stormKeys)
