@@ -70,6 +70,8 @@ public final class FrontendMessageParser {
     private int remaining;      // body bytes of the current message still to come
     private byte[] body;        // kept prefix of the body, or null when the body is skipped
     private int bodyFill;
+    private int messagesInTurn;     // messages since the last endTurn()
+    private boolean emptyQueryInTurn;
 
     public FrontendMessageParser(Listener listener) {
         this.listener = listener;
@@ -135,12 +137,16 @@ public final class FrontendMessageParser {
         if (!startupDone) {
             endStartupMessage();
         } else {
+            messagesInTurn++;
             if (listener.wantsStatements()) {
                 listener.message(type);
             }
             switch (type) {
                 case 'S' -> listener.readyForQueryRequested('S');
                 case 'Q' -> {
+                    if (bodyFill > 0 && body[0] == 0) {
+                        emptyQueryInTurn = true;
+                    }
                     if (listener.wantsStatements()) {
                         listener.statement(cString(body, bodyFill, 0));
                     }
@@ -174,6 +180,18 @@ public final class FrontendMessageParser {
             }
         }
         body = null;
+    }
+
+    /**
+     * Ends a turn of the conversation (the client now waits for the answer) and tells whether all it sent since the
+     * last turn was one empty simple Query: pgjdbc's {@code Connection.isValid()}, which a pool calls to check a
+     * connection before lending it, not a statement of the application.
+     */
+    public boolean endTurn() {
+        boolean livenessCheck = messagesInTurn == 1 && emptyQueryInTurn;
+        messagesInTurn = 0;
+        emptyQueryInTurn = false;
+        return livenessCheck;
     }
 
     private String sqlOf(String statementName) {

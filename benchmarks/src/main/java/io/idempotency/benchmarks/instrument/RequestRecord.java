@@ -76,6 +76,13 @@ public final class RequestRecord {
         }
     }
 
+    /** What was sent since the last round trip was not the request's (the pool's liveness check): forget it. */
+    void discardPending() {
+        pendingStatements = null;
+        pendingDescribed = null;
+        pendingMessages = null;
+    }
+
     void readyForQueryRequested(char kind) {
         syncs++;
     }

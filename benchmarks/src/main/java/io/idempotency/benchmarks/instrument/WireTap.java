@@ -13,6 +13,9 @@ final class WireTap {
     interface TurnListener {
         /** The client wrote and now waits for the answer. */
         void roundTrip();
+
+        /** The client sent only an empty query and now waits: a pool checking the connection, not the application. */
+        void livenessCheck();
     }
 
     private final FrontendMessageParser parser;
@@ -36,7 +39,11 @@ final class WireTap {
     void reading() {
         if (wroteSinceLastRead) {
             wroteSinceLastRead = false;
-            turns.roundTrip();
+            if (parser.endTurn()) {
+                turns.livenessCheck();
+            } else {
+                turns.roundTrip();
+            }
         }
     }
 }

@@ -6,7 +6,8 @@ import java.util.concurrent.atomic.LongAdder;
 /**
  * Totals of the PostgreSQL traffic of this JVM, fed by every {@link CountingSocketFactory} connection: round trips
  * inside requests go to the request's {@link RequestRecord} (pgjdbc writes and reads on the thread that uses the
- * connection), the others (pool start-up, keepalive) only to {@link #outsideRequests}. Thread-safe.
+ * connection), the others (pool start-up, keepalive, and the pool's liveness check of a connection it is about to lend,
+ * which runs on the borrowing request's thread) only to {@link #outsideRequests}. Thread-safe.
  */
 public final class WireTraffic {
 
@@ -74,13 +75,27 @@ public final class WireTraffic {
             public void unreadable(String reason) {
                 UNREADABLE.compareAndSet(null, reason);
             }
-        }, () -> {
-            ROUND_TRIPS.increment();
-            RequestRecord record = RequestRecord.current();
-            if (record == null) {
+        }, new WireTap.TurnListener() {
+            @Override
+            public void roundTrip() {
+                ROUND_TRIPS.increment();
+                RequestRecord record = RequestRecord.current();
+                if (record == null) {
+                    OUTSIDE_REQUESTS.increment();
+                } else {
+                    record.roundTrip();
+                }
+            }
+
+            @Override
+            public void livenessCheck() {
+                // the pool's upkeep, even on a request's thread (Hikari checks an idle connection before lending it)
+                ROUND_TRIPS.increment();
                 OUTSIDE_REQUESTS.increment();
-            } else {
-                record.roundTrip();
+                RequestRecord record = RequestRecord.current();
+                if (record != null) {
+                    record.discardPending();
+                }
             }
         });
     }

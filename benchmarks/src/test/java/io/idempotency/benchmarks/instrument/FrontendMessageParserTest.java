@@ -49,6 +49,17 @@ class FrontendMessageParserTest {
         }
     };
     private final FrontendMessageParser parser = new FrontendMessageParser(listener);
+    private final WireTap.TurnListener turns = new WireTap.TurnListener() {
+        @Override
+        public void roundTrip() {
+            events.add("round trip");
+        }
+
+        @Override
+        public void livenessCheck() {
+            events.add("liveness check");
+        }
+    };
 
     @Test
     void readsStatementsAndSyncsHoweverTheBytesAreSplit() {
@@ -76,7 +87,7 @@ class FrontendMessageParserTest {
 
     @Test
     void aRoundTripIsAWriteFollowedByARead() {
-        WireTap tap = new WireTap(listener, () -> events.add("round trip"));
+        WireTap tap = new WireTap(listener, turns);
         byte[] startup = startup();
         tap.wrote(startup, 0, startup.length);
         tap.reading();
@@ -92,6 +103,29 @@ class FrontendMessageParserTest {
         tap.reading();
 
         assertThat(events).containsExactly("round trip", "BEGIN", "ready? Q", "SELECT 1", "ready? S", "round trip");
+    }
+
+    @Test
+    void aTurnOfOneEmptyQueryIsThePoolCheckingTheConnection() { // Connection.isValid(), e.g. by Hikari before lending
+        WireTap tap = new WireTap(listener, turns);
+        byte[] startup = startup();
+        tap.wrote(startup, 0, startup.length);
+        tap.reading();
+        byte[] check = message('Q', cstring(""));
+        tap.wrote(check, 0, 3);
+        tap.wrote(check, 3, check.length - 3);
+        tap.reading();
+        byte[] begin = message('Q', cstring("BEGIN"));
+        tap.wrote(begin, 0, begin.length);
+        tap.reading();
+        ByteArrayOutputStream both = new ByteArrayOutputStream(); // an empty query among others is not a check
+        both.writeBytes(message('Q', cstring("")));
+        both.writeBytes(message('Q', cstring("COMMIT")));
+        tap.wrote(both.toByteArray(), 0, both.size());
+        tap.reading();
+
+        assertThat(events).containsExactly("round trip", "", "ready? Q", "liveness check", "BEGIN", "ready? Q",
+                "round trip", "", "ready? Q", "COMMIT", "ready? Q", "round trip");
     }
 
     @Test
