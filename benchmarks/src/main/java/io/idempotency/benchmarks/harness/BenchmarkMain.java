@@ -2,6 +2,7 @@ package io.idempotency.benchmarks.harness;
 
 import io.idempotency.benchmarks.harness.LoadGenerator.Kind;
 import io.idempotency.benchmarks.harness.LoadGenerator.Round;
+import tools.jackson.databind.JsonNode;
 
 import java.io.IOException;
 import java.nio.file.Files;
@@ -177,7 +178,15 @@ public final class BenchmarkMain {
         load.single(Kind.REPLAY, "explain-replay", key, true);
         Round storm = load.storm("explain-storm", Duration.ofSeconds(10), 1, true);
         stormKeys.addAll(storm.stormKeys());
-        return Traces.from(app.stats());
+        // the application records a request after its answer has gone out: wait a moment for the group's last ones
+        long patience = System.nanoTime() + Duration.ofSeconds(2).toNanos();
+        JsonNode stats = app.stats();
+        while (stats.path("scenarios").path("explain-storm").path("traces").size() < storm.requests()
+                && System.nanoTime() < patience) {
+            Thread.sleep(50);
+            stats = app.stats();
+        }
+        return Traces.from(stats);
     }
 
     /** First executions (alternating with plain requests) with 0, 1M, 10M… rows in the idempotency table. */
