@@ -15,6 +15,8 @@ import java.io.IOException;
 import java.io.InputStreamReader;
 import java.nio.charset.Charset;
 import java.nio.charset.StandardCharsets;
+import java.util.Collections;
+import java.util.List;
 import java.util.function.BooleanSupplier;
 
 /**
@@ -113,6 +115,19 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
             throw new BodyTooLargeException(limit);
         }
         return copy.toByteArray();
+    }
+
+    /**
+     * {@link #body()} as the handler reads it once the application has undone the content codings its
+     * {@code Content-Encoding} declares (see {@link ContentCodings}); decoded, it is capped as well.
+     *
+     * @throws BodyTooLargeException if the body, or the body decoded, is larger than the cap
+     */
+    ContentCodings.Decoded decodedBody() throws IOException, BodyTooLargeException {
+        byte[] body = body();
+        List<String> codings = Collections.list(getHeaders("Content-Encoding"));
+        return codings.isEmpty() ? new ContentCodings.Decoded(body, false)
+                : ContentCodings.decode(body, codings, limit);
     }
 
     /** @throws BodyTooLargeException if the request declares a body larger than the cap */

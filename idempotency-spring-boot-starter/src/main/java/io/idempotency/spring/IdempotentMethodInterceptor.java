@@ -496,6 +496,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         private final HttpServletRequest request;
         private final byte[] body;
         private final boolean form;
+        private final boolean coded; // still in a content coding the library cannot undo
         private final Object json; // parsed JSON body, or null when the body is not JSON
 
         RequestView(HttpServletRequest request, BodyRecordingRequest recorded)
@@ -513,10 +514,14 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 byte[] unparsed = recorded.body();
                 this.body = unparsed.length == 0 ? parsed : CanonicalJson.canonicalize(
                         List.of(parameters, new String(unparsed, StandardCharsets.ISO_8859_1)));
+                this.coded = false;
             } else {
-                this.body = recorded.body();
+                ContentCodings.Decoded decoded = recorded.decodedBody();
+                this.body = decoded.bytes();
+                this.coded = decoded.coded();
             }
-            MediaType jsonType = form || body.length == 0 ? null : jsonType(request);
+            // a body still in a content coding the library cannot undo is compared as the bytes it is
+            MediaType jsonType = form || coded || body.length == 0 ? null : jsonType(request);
             this.json = jsonType != null ? CanonicalJson.parse(inUtf8(body, jsonType, request)) : null;
         }
 

@@ -1,0 +1,94 @@
+package io.idempotency.spring;
+
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.zip.GZIPInputStream;
+import java.util.zip.InflaterInputStream;
+
+/**
+ * Undoes the content codings a request body declares in its {@code Content-Encoding} ({@code gzip}, {@code x-gzip},
+ * {@code deflate}), so that the body is fingerprinted as the handler reads it once the application has decompressed
+ * it (a filter of its own, or the handler): two compressions of one body are one request. A body that a filter
+ * before the library has decompressed already, leaving the header, is recognised by its first bytes and left as it
+ * is. The decoded body is capped like the recorded one. Stateless.
+ */
+final class ContentCodings {
+
+    /** The body with every coding undone ({@code coded} false), or with a coding the library cannot undo left on. */
+    record Decoded(byte[] bytes, boolean coded) {
+    }
+
+    private ContentCodings() {
+    }
+
+    /**
+     * @param headers the values of the request's {@code Content-Encoding} headers, codings in the order applied
+     * @throws BodyRecordingRequest.BodyTooLargeException if the decoded body is larger than {@code limit}
+     */
+    static Decoded decode(byte[] body, List<String> headers, int limit)
+            throws BodyRecordingRequest.BodyTooLargeException {
+        List<String> codings = new ArrayList<>();
+        for (String header : headers) {
+            for (String coding : header.split(",")) {
+                String name = coding.trim().toLowerCase(Locale.ROOT);
+                if (!name.isEmpty() && !name.equals("identity")) {
+                    codings.add(name);
+                }
+            }
+        }
+        byte[] bytes = body;
+        for (int i = codings.size() - 1; i >= 0 && bytes.length > 0; i--) {
+            String coding = codings.get(i);
+            boolean gzip = coding.equals("gzip") || coding.equals("x-gzip");
+            if (!gzip && !coding.equals("deflate")) {
+                return new Decoded(bytes, true); // br, zstd, compress: compared as the bytes they are
+            }
+            if (gzip ? !isGzip(bytes) : !isZlib(bytes)) {
+                // not in the coding the header names: undone already, by a filter before the library (an inner
+                // coding with it)
+                return new Decoded(bytes, false);
+            }
+            try (InputStream in = gzip ? new GZIPInputStream(new ByteArrayInputStream(bytes))
+                    : new InflaterInputStream(new ByteArrayInputStream(bytes))) {
+                bytes = readCapped(in, limit);
+            } catch (IOException e) {
+                return new Decoded(body, true); // corrupt: whoever decompresses it for the handler fails as well
+            }
+        }
+        return new Decoded(bytes, false);
+    }
+
+    private static byte[] readCapped(InputStream in, int limit)
+            throws IOException, BodyRecordingRequest.BodyTooLargeException {
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        byte[] buffer = new byte[8192];
+        int n;
+        while ((n = in.read(buffer)) != -1) {
+            if (out.size() + n > limit) {
+                throw new BodyRecordingRequest.BodyTooLargeException(limit);
+            }
+            out.write(buffer, 0, n);
+        }
+        return out.toByteArray();
+    }
+
+    /** Whether {@code bytes} begin as a gzip member does (RFC 1952). */
+    private static boolean isGzip(byte[] bytes) {
+        return bytes.length >= 2 && (bytes[0] & 0xff) == 0x1f && (bytes[1] & 0xff) == 0x8b;
+    }
+
+    /** Whether {@code bytes} begin with a zlib header of the deflate method (RFC 1950), as HTTP's deflate is. */
+    private static boolean isZlib(byte[] bytes) {
+        if (bytes.length < 2) {
+            return false;
+        }
+        int cmf = bytes[0] & 0xff;
+        int flg = bytes[1] & 0xff;
+        return (cmf & 0x0f) == 8 && (cmf >> 4) <= 7 && ((cmf << 8) | flg) % 31 == 0;
+    }
+}

@@ -1,0 +1,105 @@
+package io.idempotency.spring;
+
+import org.junit.jupiter.api.Test;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.URI;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.util.UUID;
+import java.util.zip.Deflater;
+import java.util.zip.GZIPOutputStream;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Request bodies sent with {@code Content-Encoding: gzip} and decompressed for the handler — by a filter of the
+ * application before the idempotency filter, by one after it, or by the handler itself: the request is fingerprinted
+ * by what the handler reads, so two compressions of one body are one request, and two bodies that differ are not.
+ */
+class CompressedRequestBodiesIntegrationTest extends OrdersApplicationTest {
+
+    @Test
+    void twoCompressionsOfOneJsonBodyAreOneRequestWhereverItIsDecompressed() throws Exception {
+        for (String path : new String[] {"/compressed/before/orders", "/compressed/after/orders"}) {
+            String key = UUID.randomUUID().toString();
+            String note = "gzip-json-" + key;
+
+            HttpResponse<byte[]> first = postGzip(path, key, "application/json",
+                    gzip("{\"note\":\"" + note + "\",\"amount\":\"1.00\"}", Deflater.BEST_COMPRESSION));
+            HttpResponse<byte[]> replay = postGzip(path, key, "application/json",
+                    gzip("{ \"amount\": \"1.00\", \"note\": \"" + note + "\" }", Deflater.NO_COMPRESSION));
+            HttpResponse<byte[]> other = postGzip(path, key, "application/json",
+                    gzip("{\"note\":\"" + note + "\",\"amount\":\"2.00\"}", Deflater.BEST_COMPRESSION));
+
+            assertThat(first.statusCode()).as(path + ": " + text(first)).isEqualTo(201);
+            assertThat(replay.statusCode()).as(path + ": " + text(replay)).isEqualTo(201);
+            assertThat(replay.headers().firstValue("Idempotent-Replayed")).as(path).hasValue("true");
+            assertThat(replay.body()).isEqualTo(first.body());
+            assertThat(other.statusCode()).as(path + ": " + text(other)).isEqualTo(422);
+            assertThat(rows(note)).as(path).isEqualTo(1);
+        }
+    }
+
+    @Test
+    void twoCompressionsOfOneTextBodyAreOneRequestWhereverItIsDecompressed() throws Exception {
+        for (String path : new String[] {"/compressed/before/text", "/compressed/after/text", "/compressed/self"}) {
+            String key = UUID.randomUUID().toString();
+            String note = "gzip-text-" + key;
+
+            HttpResponse<byte[]> first = postGzip(path, key, "text/plain", gzip(note, Deflater.BEST_COMPRESSION));
+            HttpResponse<byte[]> replay = postGzip(path, key, "text/plain", gzip(note, Deflater.NO_COMPRESSION));
+            HttpResponse<byte[]> other = postGzip(path, key, "text/plain", gzip(note + "!", Deflater.NO_COMPRESSION));
+
+            assertThat(first.statusCode()).as(path + ": " + text(first)).isEqualTo(201);
+            assertThat(replay.statusCode()).as(path + ": " + text(replay)).isEqualTo(201);
+            assertThat(replay.headers().firstValue("Idempotent-Replayed")).as(path).hasValue("true");
+            assertThat(other.statusCode()).as(path + ": " + text(other)).isEqualTo(422);
+            assertThat(rows(note)).as(path).isEqualTo(1);
+        }
+    }
+
+    @Test
+    void aCompressedBodyLargerThanTheCapOnceDecompressedIsTooLarge() throws Exception {
+        // a few kilobytes on the wire, 2 MB for the handler: the cap holds for what the handler reads
+        for (String path : new String[] {"/compressed/before/text", "/compressed/after/text", "/compressed/self"}) {
+            String key = UUID.randomUUID().toString();
+            byte[] bomb = gzip("b".repeat(2 * 1024 * 1024), Deflater.BEST_COMPRESSION);
+            assertThat(bomb.length).isLessThan(1024 * 1024);
+
+            HttpResponse<byte[]> answer = postGzip(path, key, "text/plain", bomb);
+
+            assertThat(answer.statusCode()).as(path).isEqualTo(413);
+            assertProblem(answer, "idempotency-request-too-large");
+            assertThat(keyRows(key)).isZero();
+        }
+    }
+
+    private HttpResponse<byte[]> postGzip(String path, String key, String type, byte[] body)
+            throws IOException, InterruptedException {
+        return send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))
+                .header("Content-Type", type).header("Content-Encoding", "gzip").header("Idempotency-Key", key)
+                .POST(HttpRequest.BodyPublishers.ofByteArray(body)).build());
+    }
+
+    private static String text(HttpResponse<byte[]> response) {
+        return new String(response.body(), StandardCharsets.UTF_8);
+    }
+
+    static byte[] gzip(String text, int level) {
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        try (GZIPOutputStream out = new GZIPOutputStream(bytes) {
+            {
+                def.setLevel(level);
+            }
+        }) {
+            out.write(text.getBytes(StandardCharsets.UTF_8));
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        return bytes.toByteArray();
+    }
+}

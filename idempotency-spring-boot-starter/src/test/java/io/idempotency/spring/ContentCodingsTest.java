@@ -1,0 +1,74 @@
+package io.idempotency.spring;
+
+import org.junit.jupiter.api.Test;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.List;
+import java.util.zip.DeflaterOutputStream;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/** How a compressed request body is decoded to be fingerprinted, and when it is left as it is. */
+class ContentCodingsTest {
+
+    private static final byte[] TEXT = "{\"note\":\"coded\"}".getBytes(StandardCharsets.UTF_8);
+
+    @Test
+    void undoesEveryCodingInTheReverseOrderOfTheirListing() throws Exception {
+        byte[] twice = gzipBytes(deflate(TEXT));
+
+        ContentCodings.Decoded decoded = ContentCodings.decode(twice, List.of("deflate", "GZIP"), 1024);
+
+        assertThat(decoded.coded()).isFalse();
+        assertThat(decoded.bytes()).isEqualTo(TEXT);
+        assertThat(ContentCodings.decode(twice, List.of("identity, deflate, x-gzip"), 1024).bytes()).isEqualTo(TEXT);
+    }
+
+    @Test
+    void aBodyNotInTheCodingItsHeaderNamesWasDecodedBeforeAndIsLeftAsItIs() throws Exception {
+        ContentCodings.Decoded decoded = ContentCodings.decode(TEXT, List.of("gzip"), 1024);
+
+        assertThat(decoded.coded()).isFalse();
+        assertThat(decoded.bytes()).isEqualTo(TEXT);
+        assertThat(ContentCodings.decode(TEXT, List.of("deflate"), 1024).bytes()).isEqualTo(TEXT);
+    }
+
+    @Test
+    void aCodingTheLibraryCannotUndoAndACorruptBodyAreLeftCoded() throws Exception {
+        byte[] corrupt = Arrays.copyOf(gzipBytes(TEXT), 12);
+
+        assertThat(ContentCodings.decode(TEXT, List.of("br"), 1024).coded()).isTrue();
+        ContentCodings.Decoded decoded = ContentCodings.decode(corrupt, List.of("gzip"), 1024);
+        assertThat(decoded.coded()).isTrue();
+        assertThat(decoded.bytes()).isEqualTo(corrupt);
+    }
+
+    @Test
+    void theDecodedBodyIsCapped() throws Exception {
+        byte[] large = gzipBytes(new byte[4096]);
+
+        assertThat(ContentCodings.decode(large, List.of("gzip"), 4096).bytes()).hasSize(4096);
+        assertThatThrownBy(() -> ContentCodings.decode(large, List.of("gzip"), 4095))
+                .isInstanceOf(BodyRecordingRequest.BodyTooLargeException.class);
+    }
+
+    private static byte[] deflate(byte[] bytes) throws IOException {
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        try (DeflaterOutputStream deflater = new DeflaterOutputStream(out)) {
+            deflater.write(bytes);
+        }
+        return out.toByteArray();
+    }
+
+    private static byte[] gzipBytes(byte[] bytes) throws IOException {
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        try (java.util.zip.GZIPOutputStream gzip = new java.util.zip.GZIPOutputStream(out)) {
+            gzip.write(bytes);
+        }
+        return out.toByteArray();
+    }
+}
