@@ -113,7 +113,12 @@ final class IdempotentEndpoint {
         return configured.trim().toUpperCase(Locale.ROOT);
     }
 
+    /**
+     * Whether a request with {@code httpMethod} is idempotent here. A HEAD request is wherever a GET is: Spring MVC
+     * serves it with the GET's handler, which would otherwise run without idempotency (and without a key).
+     */
     boolean appliesTo(String httpMethod) {
-        return methods.contains(httpMethod.toUpperCase(Locale.ROOT));
+        String method = httpMethod.toUpperCase(Locale.ROOT);
+        return methods.contains(method) || method.equals("HEAD") && methods.contains("GET");
     }
 }

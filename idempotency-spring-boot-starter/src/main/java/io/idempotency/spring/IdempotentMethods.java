@@ -17,9 +17,16 @@ public final class IdempotentMethods {
         this.methods = Set.copyOf(methods);
     }
 
-    /** Whether a request with {@code method} may reach an idempotent endpoint. */
+    /**
+     * Whether a request with {@code method} may reach an idempotent endpoint; a HEAD request may wherever a GET may,
+     * since Spring MVC serves it with the GET's handler.
+     */
     public boolean mayApplyTo(String method) {
         Set<String> known = methods;
-        return known == null || known.contains(method.toUpperCase(Locale.ROOT));
+        if (known == null) {
+            return true;
+        }
+        String name = method.toUpperCase(Locale.ROOT);
+        return known.contains(name) || name.equals("HEAD") && known.contains("GET");
     }
 }
