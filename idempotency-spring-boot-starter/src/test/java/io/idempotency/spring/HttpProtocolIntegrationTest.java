@@ -1,0 +1,232 @@
+package io.idempotency.spring;
+
+import org.junit.jupiter.api.Test;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.util.UUID;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * HTTP/1.1 as clients speak it, off a raw socket: {@code Expect: 100-continue}, chunked bodies, several requests on
+ * one connection, clients that leave mid-body. A replay must leave the connection usable, and a request whose body
+ * never arrived whole must leave nothing behind.
+ */
+class HttpProtocolIntegrationTest extends OrdersApplicationTest {
+
+    /** One keep-alive connection, read answer by answer. */
+    final class Connection implements AutoCloseable {
+        final Socket socket;
+        final OutputStream out;
+        final InputStream in;
+
+        Connection() throws IOException {
+            socket = new Socket("localhost", port);
+            socket.setSoTimeout(10_000);
+            out = socket.getOutputStream();
+            in = socket.getInputStream();
+        }
+
+        void send(String text) throws IOException {
+            send(text.getBytes(StandardCharsets.ISO_8859_1));
+        }
+
+        void send(byte[] bytes) throws IOException {
+            out.write(bytes);
+            out.flush();
+        }
+
+        String line() throws IOException {
+            ByteArrayOutputStream line = new ByteArrayOutputStream();
+            int b;
+            while ((b = in.read()) != -1) {
+                if (b == '\n') {
+                    break;
+                }
+                if (b != '\r') {
+                    line.write(b);
+                }
+            }
+            if (b == -1 && line.size() == 0) {
+                return null;
+            }
+            return line.toString(StandardCharsets.ISO_8859_1);
+        }
+
+        /** Head and body of the next answer; a 1xx answer is returned alone. */
+        String answer() throws IOException {
+            StringBuilder head = new StringBuilder();
+            String status = line();
+            if (status == null) {
+                return null;
+            }
+            head.append(status).append("\r\n");
+            long length = -1;
+            boolean chunked = false;
+            String line;
+            while ((line = line()) != null && !line.isEmpty()) {
+                head.append(line).append("\r\n");
+                String lower = line.toLowerCase();
+                if (lower.startsWith("content-length:")) {
+                    length = Long.parseLong(line.substring(15).trim());
+                } else if (lower.startsWith("transfer-encoding:") && lower.contains("chunked")) {
+                    chunked = true;
+                }
+            }
+            head.append("\r\n");
+            if (status.split(" ")[1].startsWith("1")) {
+                return head.toString();
+            }
+            ByteArrayOutputStream body = new ByteArrayOutputStream();
+            if (chunked) {
+                while (true) {
+                    int size = Integer.parseInt(line().trim(), 16);
+                    if (size == 0) {
+                        while (!(line = line()).isEmpty()) {
+                            head.append(line).append("\r\n");
+                        }
+                        break;
+                    }
+                    body.write(in.readNBytes(size));
+                    line();
+                }
+            } else if (length >= 0) {
+                body.write(in.readNBytes((int) length));
+            } else {
+                in.transferTo(body);
+            }
+            return head + body.toString(StandardCharsets.ISO_8859_1);
+        }
+
+        @Override
+        public void close() throws IOException {
+            socket.close();
+        }
+    }
+
+    static String post(String path, String key, String contentType, String body) {
+        return headers(path, key, contentType, "Content-Length: " + body.getBytes(StandardCharsets.ISO_8859_1).length)
+                + body;
+    }
+
+    static String headers(String path, String key, String contentType, String framing) {
+        return "POST " + path + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: " + contentType
+                + "\r\nIdempotency-Key: " + key + "\r\n" + framing + "\r\n\r\n";
+    }
+
+    static String chunked(String body, int chunk) {
+        StringBuilder chunks = new StringBuilder();
+        for (int at = 0; at < body.length(); at += chunk) {
+            String part = body.substring(at, Math.min(body.length(), at + chunk));
+            chunks.append(Integer.toHexString(part.length())).append("\r\n").append(part).append("\r\n");
+        }
+        return chunks.append("0\r\n\r\n").toString();
+    }
+
+    private static String body(String answer) {
+        return answer.substring(answer.indexOf("\r\n\r\n") + 4);
+    }
+
+    @Test
+    void expectContinueFirstAndOnReplayOnOneConnection() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"expect-" + key + "\"}";
+        String head = headers("/orders", key, "application/json",
+                "Expect: 100-continue\r\nContent-Length: " + body.length());
+        try (Connection connection = new Connection()) {
+            connection.send(head);
+            assertThat(connection.answer()).startsWith("HTTP/1.1 100 ");
+            connection.send(body);
+            String first = connection.answer();
+            connection.send(head);
+            assertThat(connection.answer()).startsWith("HTTP/1.1 100 ");
+            connection.send(body);
+            String replay = connection.answer();
+            String next = UUID.randomUUID().toString();
+            connection.send(post("/orders", next, "application/json", "{\"note\":\"expect-" + next + "\"}"));
+            String afterwards = connection.answer();
+
+            assertThat(first).startsWith("HTTP/1.1 201 ");
+            assertThat(replay).startsWith("HTTP/1.1 201 ").contains("Idempotent-Replayed: true");
+            assertThat(body(replay)).isEqualTo(body(first));
+            assertThat(afterwards).as("the connection serves the next request").startsWith("HTTP/1.1 201 ")
+                    .doesNotContain("Idempotent-Replayed");
+        }
+        assertThat(rows("expect-" + key)).isEqualTo(1);
+    }
+
+    @Test
+    void aBodyTheAdviceReadsAheadIsReadWholeOnReplayAndMismatch() throws Exception {
+        // the handler reads its body from an InputStream after the advice: on a replay or a mismatch the advice is the
+        // only reader, and what it leaves unread would be taken for the next request on the connection
+        String key = UUID.randomUUID().toString();
+        String note = "streamed-" + key + "-" + "s".repeat(20_000);
+        try (Connection connection = new Connection()) {
+            connection.send(post("/orders/streams", key, "text/plain", note));
+            String first = connection.answer();
+            connection.send(headers("/orders/streams", key, "text/plain", "Transfer-Encoding: chunked")
+                    + chunked(note, 4096));
+            String replay = connection.answer();
+            connection.send(post("/orders/streams", key, "text/plain", note + "!"));
+            String mismatch = connection.answer();
+            connection.send(post("/orders/streams", key, "text/plain", note));
+            String again = connection.answer();
+
+            assertThat(first).startsWith("HTTP/1.1 201 ");
+            assertThat(replay).as("chunked or not, one request").startsWith("HTTP/1.1 201 ")
+                    .contains("Idempotent-Replayed: true");
+            assertThat(body(replay)).isEqualTo(body(first));
+            assertThat(mismatch).startsWith("HTTP/1.1 422 ");
+            assertThat(again).startsWith("HTTP/1.1 201 ").contains("Idempotent-Replayed: true");
+        }
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void aClientThatLeavesMidBodyLeavesNothingAndItsRetryRuns() throws Exception {
+        for (String path : new String[] {"/orders", "/orders/streams"}) {
+            String key = UUID.randomUUID().toString();
+            String note = "mid-body-" + key;
+            String body = "{\"note\":\"" + note + "\"}";
+            try (Connection connection = new Connection()) {
+                connection.send(headers(path, key, "application/json", "Content-Length: " + (body.length() + 50))
+                        + body);
+            }
+            try (Connection connection = new Connection()) {
+                connection.send(headers(path, key, "application/json", "Transfer-Encoding: chunked")
+                        + Integer.toHexString(body.length()) + "\r\n" + body + "\r\n");
+            }
+            Thread.sleep(500);
+            assertThat(rows(note)).as(path).isZero();
+            assertThat(keyRows(key)).as(path).isZero();
+
+            try (Connection connection = new Connection()) {
+                connection.send(post(path, key, "application/json", body));
+                assertThat(connection.answer()).as(path).startsWith("HTTP/1.1 201 ")
+                        .doesNotContain("Idempotent-Replayed");
+            }
+            assertThat(rows(path.equals("/orders") ? note : body)).as(path).isEqualTo(1);
+        }
+    }
+
+    @Test
+    void anHttp10ClientGetsTheReplayWithItsLength() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"http10-" + key + "\"}";
+        String request = "POST /orders HTTP/1.0\r\nContent-Type: application/json\r\nIdempotency-Key: " + key
+                + "\r\nContent-Length: " + body.length() + "\r\n\r\n" + body;
+
+        String first = raw(request);
+        String replay = raw(request);
+
+        assertThat(first).startsWith("HTTP/1.1 201 ");
+        assertThat(replay).startsWith("HTTP/1.1 201 ").contains("Idempotent-Replayed: true")
+                .contains("Content-Length: " + body(first).length() + "\r\n");
+        assertThat(body(replay)).isEqualTo(body(first));
+    }
+}
