@@ -14,11 +14,7 @@ import org.springframework.web.bind.annotation.GetMapping;
 import org.springframework.web.bind.annotation.RequestParam;
 import org.springframework.web.bind.annotation.RestController;
 
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.io.OutputStream;
-import java.net.Socket;
-import java.nio.charset.StandardCharsets;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
@@ -97,14 +93,6 @@ class HeadRequestsIntegrationTest {
     private String raw(String method, String token, String key) throws IOException {
         String request = method + " /confirmations?token=" + token + " HTTP/1.1\r\nHost: localhost\r\n"
                 + (key == null ? "" : "Idempotency-Key: " + key + "\r\n") + "Connection: close\r\n\r\n";
-        try (Socket socket = new Socket("localhost", port)) {
-            socket.setSoTimeout(10_000);
-            OutputStream out = socket.getOutputStream();
-            out.write(request.getBytes(StandardCharsets.ISO_8859_1));
-            out.flush();
-            ByteArrayOutputStream answer = new ByteArrayOutputStream();
-            socket.getInputStream().transferTo(answer);
-            return answer.toString(StandardCharsets.ISO_8859_1);
-        }
+        return OrdersApplicationTest.raw(port, request);
     }
 }

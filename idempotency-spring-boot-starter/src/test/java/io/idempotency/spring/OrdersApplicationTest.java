@@ -62,6 +62,11 @@ abstract class OrdersApplicationTest {
      * instead of stalling.
      */
     String raw(String request) throws IOException {
+        return raw(port, request);
+    }
+
+    /** {@link #raw(String)} to the application listening on {@code port}. */
+    static String raw(int port, String request) throws IOException {
         try (Socket socket = new Socket("localhost", port)) {
             socket.setSoTimeout(10_000);
             OutputStream out = socket.getOutputStream();
