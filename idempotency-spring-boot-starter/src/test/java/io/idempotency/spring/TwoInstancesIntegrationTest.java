@@ -1,0 +1,379 @@
+package io.idempotency.spring;
+
+import io.idempotency.core.Idempotent;
+import io.idempotency.spring.app.TestApplication;
+import io.idempotency.testkit.TestPostgres;
+import jakarta.servlet.FilterChain;
+import jakarta.servlet.ServletException;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.boot.web.server.context.WebServerApplicationContext;
+import org.springframework.boot.web.servlet.FilterRegistrationBean;
+import org.springframework.context.ConfigurableApplicationContext;
+import org.springframework.context.annotation.Bean;
+import org.springframework.core.Ordered;
+import org.springframework.http.HttpStatus;
+import org.springframework.jdbc.core.simple.JdbcClient;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestBody;
+import org.springframework.web.bind.annotation.ResponseStatus;
+import org.springframework.web.bind.annotation.RestController;
+import org.springframework.web.filter.OncePerRequestFilter;
+
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BooleanSupplier;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Two instances of the application — two contexts, each with its own web server and connection pool — on one
+ * database, over real HTTP. Duplicates within one instance wait in memory; across instances only the database's
+ * unique index stands between them, so these are the cases no lock inside one JVM could decide. The first request
+ * is held inside its handler (after its business write, claim uncommitted) until the test lets it go, and the test
+ * waits for the other instance's claim to be seen waiting in PostgreSQL before it does.
+ */
+class TwoInstancesIntegrationTest {
+
+    private static final Duration IN_FLIGHT_WAIT = Duration.ofSeconds(3);
+    private static final Duration PATIENCE = Duration.ofSeconds(20);
+
+    private static TestPostgres.Database database;
+    private static ConfigurableApplicationContext first;
+    private static ConfigurableApplicationContext second;
+    private final HttpClient http = HttpClient.newHttpClient();
+
+    @BeforeAll
+    static void startTwoInstances() {
+        database = TestDatabases.withOrders();
+        first = start(database);
+        second = start(database);
+    }
+
+    @AfterAll
+    static void stopInstances() {
+        for (ConfigurableApplicationContext context : new ConfigurableApplicationContext[] {first, second}) {
+            if (context != null) {
+                context.close();
+            }
+        }
+    }
+
+    @Test
+    void aDuplicateWaitingOnTheOtherInstanceRunsItselfOnceWhenTheFirstRollsBack() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "rolled-back-" + key;
+        Gate gate = Gate.hold(note, true);
+
+        CompletableFuture<HttpResponse<String>> onFirst = post(first, key, note);
+        gate.awaitEntered();
+        CompletableFuture<HttpResponse<String>> onSecond = post(second, key, note);
+        awaitClaimWaitingInTheDatabase();
+        gate.release();
+
+        HttpResponse<String> failed = onFirst.get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
+        assertThat(failed.statusCode()).as(failed.body()).isEqualTo(500);
+        HttpResponse<String> ran = onSecond.get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
+        assertThat(ran.statusCode()).as("the key was freed, so the waiting duplicate runs: %s", ran.body())
+                .isEqualTo(201);
+        assertThat(ran.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(Gated.executions(note)).as("the handler ran twice: the failed first, then the duplicate").isEqualTo(2);
+        assertThat(rows(note)).as("only the duplicate's write committed").isEqualTo(1);
+
+        // Both instances now replay what the duplicate stored; nothing runs again.
+        for (ConfigurableApplicationContext instance : List.of(first, second)) {
+            HttpResponse<String> replay = post(instance, key, note).get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
+            assertThat(replay.statusCode()).isEqualTo(201);
+            assertThat(replay.body()).isEqualTo(ran.body());
+            assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        }
+        assertThat(Gated.executions(note)).isEqualTo(2);
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void aRollbackBehindDuplicatesOnBothInstancesLeavesExactlyOneExecution() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "rolled-back-storm-" + key;
+        Gate gate = Gate.hold(note, true);
+        int duplicatesPerInstance = 3;
+
+        CompletableFuture<HttpResponse<String>> onFirst = post(first, key, note);
+        gate.awaitEntered();
+        int arrivedBefore = Arrivals.count();
+        List<CompletableFuture<HttpResponse<String>>> duplicates = new ArrayList<>();
+        for (int i = 0; i < duplicatesPerInstance; i++) {
+            duplicates.add(post(first, key, note));
+            duplicates.add(post(second, key, note));
+        }
+        // every duplicate is in, and the other instance's claim waits for the first one's in the database
+        await(() -> Arrivals.count() - arrivedBefore >= 2 * duplicatesPerInstance, "all duplicates arrived");
+        awaitClaimWaitingInTheDatabase();
+        gate.release();
+
+        assertThat(onFirst.get(PATIENCE.toSeconds(), TimeUnit.SECONDS).statusCode()).isEqualTo(500);
+        int originals = 0;
+        String stored = null;
+        for (CompletableFuture<HttpResponse<String>> duplicate : duplicates) {
+            HttpResponse<String> answer = duplicate.get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
+            if (answer.statusCode() == 409) {
+                assertThat(answer.headers().firstValue("Retry-After")).isPresent();
+                assertThat(answer.body()).contains("idempotency-request-in-progress");
+                continue;
+            }
+            assertThat(answer.statusCode()).as("unexpected answer: %s", answer.body()).isEqualTo(201);
+            if (answer.headers().firstValue("Idempotent-Replayed").isEmpty()) {
+                originals++;
+            }
+            if (stored == null) {
+                stored = answer.body();
+            }
+            assertThat(answer.body()).as("every 201 is the one stored answer").isEqualTo(stored);
+        }
+        assertThat(originals).as("exactly one duplicate ran after the rollback").isEqualTo(1);
+        assertThat(Gated.executions(note)).isEqualTo(2);
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void anotherBodyOnTheOtherInstanceIsRefusedOnceTheFirstCommitsAndNeverRuns() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "first-" + key;
+        String other = "other-" + key;
+        Gate gate = Gate.hold(note, false);
+
+        CompletableFuture<HttpResponse<String>> onFirst = post(first, key, note);
+        gate.awaitEntered();
+        CompletableFuture<HttpResponse<String>> onSecond = post(second, key, other);
+        awaitClaimWaitingInTheDatabase();
+        gate.release();
+
+        assertThat(onFirst.get(PATIENCE.toSeconds(), TimeUnit.SECONDS).statusCode()).isEqualTo(201);
+        HttpResponse<String> refused = onSecond.get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
+        assertThat(refused.statusCode()).as(refused.body()).isEqualTo(422);
+        assertThat(refused.headers().firstValue("Content-Type")).hasValueSatisfying(
+                type -> assertThat(type).startsWith("application/problem+json"));
+        assertThat(refused.body()).contains("idempotency-key-mismatch");
+        assertThat(Gated.executions(other)).isZero();
+        assertThat(rows(note)).isEqualTo(1);
+        assertThat(rows(other)).isZero();
+    }
+
+    @Test
+    void anotherBodyOnTheOtherInstanceGets409WhileTheFirstOutlastsTheWaitThen422() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "slow-" + key;
+        String other = "other-" + key;
+        Gate gate = Gate.hold(note, false);
+
+        CompletableFuture<HttpResponse<String>> onFirst = post(first, key, note);
+        gate.awaitEntered();
+        // the first request is held until this answer is in: it outlasts the in-flight wait whatever the timing
+        HttpResponse<String> busy = post(second, key, other).get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
+        assertThat(busy.statusCode()).as(busy.body()).isEqualTo(409);
+        assertThat(busy.headers().firstValue("Retry-After")).isPresent();
+        assertThat(busy.body()).contains("idempotency-request-in-progress");
+        gate.release();
+        HttpResponse<String> created = onFirst.get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
+        assertThat(created.statusCode()).isEqualTo(201);
+
+        HttpResponse<String> refused = post(second, key, other).get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
+        assertThat(refused.statusCode()).as(refused.body()).isEqualTo(422);
+        HttpResponse<String> replay = post(second, key, note).get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
+        assertThat(replay.statusCode()).isEqualTo(201);
+        assertThat(replay.body()).isEqualTo(created.body());
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(Gated.executions(other)).isZero();
+        assertThat(Gated.executions(note)).isEqualTo(1);
+        assertThat(rows(note)).isEqualTo(1);
+        assertThat(rows(other)).isZero();
+    }
+
+    @Test
+    void anotherBodyWaitingOnTheOtherInstanceRunsWhenTheFirstRollsBackAndTheFirstThenGets422() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "rolled-back-first-" + key;
+        String other = "other-" + key;
+        Gate gate = Gate.hold(note, true);
+
+        CompletableFuture<HttpResponse<String>> onFirst = post(first, key, note);
+        gate.awaitEntered();
+        CompletableFuture<HttpResponse<String>> onSecond = post(second, key, other);
+        awaitClaimWaitingInTheDatabase();
+        gate.release();
+
+        assertThat(onFirst.get(PATIENCE.toSeconds(), TimeUnit.SECONDS).statusCode()).isEqualTo(500);
+        HttpResponse<String> ran = onSecond.get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
+        assertThat(ran.statusCode()).as("the rolled-back request left the key free: %s", ran.body()).isEqualTo(201);
+        HttpResponse<String> retry = post(first, key, note).get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
+        assertThat(retry.statusCode()).as("the key now belongs to the other request: %s", retry.body())
+                .isEqualTo(422);
+        assertThat(rows(note)).isZero();
+        assertThat(rows(other)).isEqualTo(1);
+        assertThat(Gated.executions(other)).isEqualTo(1);
+    }
+
+    /** One more instance of the test application, on a port of its own, with a connection pool of its own. */
+    private static ConfigurableApplicationContext start(TestPostgres.Database database) {
+        List<String> args = new ArrayList<>();
+        database.springPropertyValues().forEach(value -> args.add("--" + value));
+        args.add("--server.port=0");
+        args.add("--spring.main.banner-mode=off");
+        args.add("--idempotency.in-flight-wait=" + IN_FLIGHT_WAIT.toMillis() + "ms");
+        return new SpringApplicationBuilder(TestApplication.class, Gated.class).run(args.toArray(String[]::new));
+    }
+
+    private CompletableFuture<HttpResponse<String>> post(ConfigurableApplicationContext instance, String key,
+                                                         String note) {
+        int port = ((WebServerApplicationContext) instance).getWebServer().getPort();
+        HttpRequest request = HttpRequest.newBuilder(URI.create("http://localhost:" + port + Gated.PATH))
+                .timeout(PATIENCE)
+                .header("Content-Type", "application/json")
+                .header("Idempotency-Key", key)
+                .POST(HttpRequest.BodyPublishers.ofString("{\"note\":\"" + note + "\"}", StandardCharsets.UTF_8))
+                .build();
+        return http.sendAsync(request, HttpResponse.BodyHandlers.ofString());
+    }
+
+    /**
+     * Within one instance duplicates wait in memory, holding no connection; so a session of this database waiting for
+     * a lock is the other instance's claim, blocked on the held one's uncommitted row.
+     */
+    private static void awaitClaimWaitingInTheDatabase() throws InterruptedException {
+        await(() -> database.lockWaiters() > 0, "a claim waiting in the database for the held one");
+    }
+
+    private static long rows(String note) {
+        return database.queryLong("select count(*) from orders where note = '" + note + "'");
+    }
+
+    private static void await(BooleanSupplier condition, String what) throws InterruptedException {
+        long deadline = System.nanoTime() + PATIENCE.toNanos();
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() - deadline > 0) {
+                throw new AssertionError("not within " + PATIENCE + ": " + what);
+            }
+            Thread.sleep(10);
+        }
+    }
+
+    /** Holds the request that writes a given note inside its handler until released; then it returns or throws. */
+    static final class Gate {
+
+        private static final Map<String, Gate> GATES = new ConcurrentHashMap<>();
+
+        private final CountDownLatch entered = new CountDownLatch(1);
+        private final CountDownLatch released = new CountDownLatch(1);
+        private final boolean fail;
+
+        private Gate(boolean fail) {
+            this.fail = fail;
+        }
+
+        /** Holds the first request that writes {@code note}; with {@code fail} its handler then throws. */
+        static Gate hold(String note, boolean fail) {
+            Gate gate = new Gate(fail);
+            GATES.put(note, gate);
+            return gate;
+        }
+
+        void awaitEntered() throws InterruptedException {
+            assertThat(entered.await(PATIENCE.toSeconds(), TimeUnit.SECONDS)).as("the held request reached its handler")
+                    .isTrue();
+        }
+
+        void release() {
+            released.countDown();
+        }
+
+        /** Called by the handler after its write: waits if the note is held, then throws if asked to. */
+        static void pass(String note) throws InterruptedException {
+            Gate gate = GATES.remove(note); // only the first request with the note is held
+            if (gate == null) {
+                return;
+            }
+            gate.entered.countDown();
+            if (!gate.released.await(PATIENCE.toSeconds(), TimeUnit.SECONDS)) {
+                throw new IllegalStateException("never released");
+            }
+            if (gate.fail) {
+                throw new IllegalStateException("the held request fails, as asked");
+            }
+        }
+    }
+
+    /** Counts the requests to the held endpoint that reached the server, before any idempotency handling. */
+    static final class Arrivals extends OncePerRequestFilter {
+
+        private static final AtomicInteger ARRIVED = new AtomicInteger();
+
+        static int count() {
+            return ARRIVED.get();
+        }
+
+        @Override
+        protected void doFilterInternal(HttpServletRequest request, HttpServletResponse response, FilterChain chain)
+                throws ServletException, IOException {
+            if (Gated.PATH.equals(request.getRequestURI())) {
+                ARRIVED.incrementAndGet();
+            }
+            chain.doFilter(request, response);
+        }
+    }
+
+    /** The endpoint both instances serve: writes a row, passes the gate, answers 201. */
+    @RestController
+    static class Gated {
+
+        static final String PATH = "/gated-orders";
+        private static final Map<String, AtomicInteger> EXECUTIONS = new ConcurrentHashMap<>();
+
+        private final JdbcClient jdbc;
+
+        Gated(JdbcClient jdbc) {
+            this.jdbc = jdbc;
+        }
+
+        static int executions(String note) {
+            AtomicInteger count = EXECUTIONS.get(note);
+            return count == null ? 0 : count.get();
+        }
+
+        @Bean
+        static FilterRegistrationBean<Arrivals> arrivals() {
+            FilterRegistrationBean<Arrivals> registration = new FilterRegistrationBean<>(new Arrivals());
+            registration.setOrder(Ordered.HIGHEST_PRECEDENCE);
+            return registration;
+        }
+
+        @PostMapping(PATH)
+        @Idempotent
+        @ResponseStatus(HttpStatus.CREATED)
+        public Map<String, Object> create(@RequestBody Map<String, String> body) throws InterruptedException {
+            String note = body.get("note");
+            EXECUTIONS.computeIfAbsent(note, n -> new AtomicInteger()).incrementAndGet();
+            long id = jdbc.sql("insert into orders (note) values (?) returning id").param(note).query(Long.class)
+                    .single();
+            Gate.pass(note);
+            return Map.of("id", id, "note", note);
+        }
+    }
+}
