@@ -10,6 +10,7 @@ import jakarta.servlet.http.HttpServletResponse;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
 import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.boot.web.server.context.WebServerApplicationContext;
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
@@ -51,25 +52,31 @@ import static org.assertj.core.api.Assertions.assertThat;
  * is held inside its handler (after its business write, claim uncommitted) until the test lets it go, and the test
  * waits for the other instance's claim to be seen waiting in PostgreSQL before it does.
  */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class TwoInstancesIntegrationTest {
 
     private static final Duration IN_FLIGHT_WAIT = Duration.ofSeconds(3);
     private static final Duration PATIENCE = Duration.ofSeconds(20);
 
-    private static TestPostgres.Database database;
-    private static ConfigurableApplicationContext first;
-    private static ConfigurableApplicationContext second;
+    private TestPostgres.Database database;
+    private ConfigurableApplicationContext first;
+    private ConfigurableApplicationContext second;
     private final HttpClient http = HttpClient.newHttpClient();
 
+    /** Properties both instances run with besides the database's. */
+    List<String> properties() {
+        return List.of();
+    }
+
     @BeforeAll
-    static void startTwoInstances() {
+    void startTwoInstances() {
         database = TestDatabases.withOrders();
         first = start(database);
         second = start(database);
     }
 
     @AfterAll
-    static void stopInstances() {
+    void stopInstances() {
         for (ConfigurableApplicationContext context : new ConfigurableApplicationContext[] {first, second}) {
             if (context != null) {
                 context.close();
@@ -232,12 +239,13 @@ class TwoInstancesIntegrationTest {
     }
 
     /** One more instance of the test application, on a port of its own, with a connection pool of its own. */
-    private static ConfigurableApplicationContext start(TestPostgres.Database database) {
+    private ConfigurableApplicationContext start(TestPostgres.Database database) {
         List<String> args = new ArrayList<>();
         database.springPropertyValues().forEach(value -> args.add("--" + value));
         args.add("--server.port=0");
         args.add("--spring.main.banner-mode=off");
         args.add("--idempotency.in-flight-wait=" + IN_FLIGHT_WAIT.toMillis() + "ms");
+        properties().forEach(property -> args.add("--" + property));
         return new SpringApplicationBuilder(TestApplication.class, Gated.class).run(args.toArray(String[]::new));
     }
 
@@ -257,11 +265,11 @@ class TwoInstancesIntegrationTest {
      * Within one instance duplicates wait in memory, holding no connection; so a session of this database waiting for
      * a lock is the other instance's claim, blocked on the held one's uncommitted row.
      */
-    private static void awaitClaimWaitingInTheDatabase() throws InterruptedException {
+    private void awaitClaimWaitingInTheDatabase() throws InterruptedException {
         await(() -> database.lockWaiters() > 0, "a claim waiting in the database for the held one");
     }
 
-    private static long rows(String note) {
+    private long rows(String note) {
         return database.queryLong("select count(*) from orders where note = '" + note + "'");
     }
 
