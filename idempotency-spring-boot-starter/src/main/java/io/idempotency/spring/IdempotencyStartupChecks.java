@@ -306,8 +306,11 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
 
     /** The default scopes of a mapping: each HTTP method it is idempotent for, with each of its route templates. */
     private static List<String> defaultScopes(RequestMappingInfo mapping, IdempotentEndpoint endpoint) {
+        return defaultScopes(mapping, idempotentVerbs(mapping, endpoint));
+    }
+
+    private static List<String> defaultScopes(RequestMappingInfo mapping, List<String> verbs) {
         List<String> scopes = new ArrayList<>();
-        List<String> verbs = idempotentVerbs(mapping, endpoint);
         for (String pattern : mapping.getPatternValues()) {
             verbs.forEach(verb -> scopes.add(verb + " " + pattern));
         }
@@ -316,10 +319,19 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
 
     /**
      * A scope longer than the column: every request would fail. The scope is the annotation's, or the HTTP method
-     * and route template of the request.
+     * and route template of the request (HEAD too where GET is served).
      */
     private static Optional<String> scopeTooLong(Method method, RequestMappingInfo mapping, IdempotentEndpoint endpoint) {
-        List<String> scopes = endpoint.scope.isEmpty() ? defaultScopes(mapping, endpoint) : List.of(endpoint.scope);
+        List<String> scopes = List.of(endpoint.scope);
+        if (endpoint.scope.isEmpty()) {
+            List<String> verbs = new ArrayList<>(idempotentVerbs(mapping, endpoint));
+            if (verbs.contains("GET") && !verbs.contains("HEAD")) {
+                // Spring MVC serves HEAD with a GET mapping, and the HEAD is idempotent under "HEAD " and the route,
+                // one character longer than the GET's scope
+                verbs.add("HEAD");
+            }
+            scopes = defaultScopes(mapping, verbs);
+        }
         return scopes.stream().filter(scope -> scope.length() > io.idempotency.core.ScopedKey.MAX_LENGTH).findFirst()
                 .map(scope -> method + " has the scope '" + scope.substring(0, 40) + "…' of " + scope.length()
                         + " characters, more than " + io.idempotency.core.ScopedKey.MAX_LENGTH + "; give it a shorter"

@@ -409,6 +409,16 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void aDefaultScopeThatFitsForGetButNotForTheHeadItServesIsRefusedAtStartup() {
+        // Spring MVC serves HEAD with the GET's handler, and the HEAD request is idempotent too, under "HEAD " + route
+        runner.withUserConfiguration(GetOnlyLongRouteController.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(rootMessage(context.getStartupFailure())).contains("GetOnlyLongRouteController.confirm()",
+                    "has the scope 'HEAD /aaa", "of 256 characters", "more than 255");
+        });
+    }
+
+    @Test
     void twoEndpointsThatWouldShareOneDefaultScopeAreRefusedAtStartup() {
         // Spring MVC tells them apart by a header; the records could not: a refund sent with a capture's key and body
         // would be answered with the capture's stored answer, and never run
@@ -811,6 +821,20 @@ class IdempotencyAutoConfigurationTest {
         @Idempotent
         public String create() {
             return "created";
+        }
+    }
+
+    @RestController
+    static class GetOnlyLongRouteController {
+        /** "GET " and this path are 255 characters; "HEAD " and it are 256, and HEAD is served with the GET. */
+        @org.springframework.web.bind.annotation.GetMapping("/"
+                + "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                + "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                + "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                + "aaaaaaaaaa")
+        @Idempotent(methods = "GET")
+        public String confirm() {
+            return "confirmed";
         }
     }
 
