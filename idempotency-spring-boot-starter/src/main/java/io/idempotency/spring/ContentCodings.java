@@ -7,12 +7,14 @@ import java.io.InputStream;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.zip.DataFormatException;
 import java.util.zip.GZIPInputStream;
+import java.util.zip.Inflater;
 import java.util.zip.InflaterInputStream;
 
 /**
  * Undoes the content codings a request body declares in its {@code Content-Encoding} ({@code gzip}, {@code x-gzip},
- * {@code deflate}), so that the body is fingerprinted as the handler reads it once the application has decompressed
+ * {@code deflate}, zlib-wrapped as specified or raw as some clients send it), so that the body is fingerprinted as the handler reads it once the application has decompressed
  * it (a filter of its own, or the handler): two compressions of one body are one request. A body that a filter
  * before the library has decompressed already, leaving the header, is recognised by its first bytes and left as it
  * is. The decoded body is capped like the recorded one. Stateless.
@@ -48,6 +50,14 @@ final class ContentCodings {
             if (!gzip && !coding.equals("deflate")) {
                 return new Decoded(bytes, true); // br, zstd, compress: compared as the bytes they are
             }
+            if (!gzip && !isZlib(bytes)) {
+                // HTTP's deflate is zlib-wrapped, but clients send raw deflate too, and lenient decoders read both
+                byte[] inflated = inflateRaw(bytes, limit);
+                if (inflated != null) {
+                    bytes = inflated;
+                    continue;
+                }
+            }
             if (gzip ? !isGzip(bytes) : !isZlib(bytes)) {
                 // not in the coding the header names: undone already, by a filter before the library (an inner
                 // coding with it)
@@ -75,6 +85,34 @@ final class ContentCodings {
             out.write(buffer, 0, n);
         }
         return out.toByteArray();
+    }
+
+    /**
+     * {@code bytes} inflated as raw deflate (RFC 1951), or null if they are no such stream: one that ends exactly at
+     * their end. Text is not: its first bytes read as a block that breaks off, or that does not end where they do.
+     */
+    private static byte[] inflateRaw(byte[] bytes, int limit) throws BodyRecordingRequest.BodyTooLargeException {
+        Inflater inflater = new Inflater(true);
+        try {
+            inflater.setInput(bytes);
+            ByteArrayOutputStream out = new ByteArrayOutputStream();
+            byte[] buffer = new byte[8192];
+            while (!inflater.finished()) {
+                int n = inflater.inflate(buffer);
+                if (n == 0 && (inflater.needsInput() || inflater.needsDictionary())) {
+                    return null; // broken off before its end
+                }
+                if (out.size() + n > limit) {
+                    throw new BodyRecordingRequest.BodyTooLargeException(limit);
+                }
+                out.write(buffer, 0, n);
+            }
+            return inflater.getRemaining() == 0 ? out.toByteArray() : null;
+        } catch (DataFormatException e) {
+            return null;
+        } finally {
+            inflater.end();
+        }
     }
 
     /** Whether {@code bytes} begin as a gzip member does (RFC 1952). */

@@ -63,6 +63,49 @@ class CompressedRequestBodiesIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aRawDeflateJsonBodyIsFingerprintedDecompressedToo() throws Exception {
+        // HTTP's deflate is zlib-wrapped, but clients send raw deflate too, and lenient decoders read both
+        for (String path : new String[] {"/compressed/before/orders", "/compressed/after/orders"}) {
+            String key = UUID.randomUUID().toString();
+            String note = "raw-deflate-json-" + key;
+
+            HttpResponse<byte[]> first = postDeflate(path, key,
+                    rawDeflate("{\"note\":\"" + note + "\",\"amount\":\"1.00\"}", Deflater.BEST_COMPRESSION));
+            HttpResponse<byte[]> replay = postDeflate(path, key,
+                    rawDeflate("{ \"amount\": \"1.00\", \"note\": \"" + note + "\" }", Deflater.NO_COMPRESSION));
+            HttpResponse<byte[]> other = postDeflate(path, key,
+                    rawDeflate("{\"note\":\"" + note + "\",\"amount\":\"2.00\"}", Deflater.BEST_COMPRESSION));
+
+            assertThat(first.statusCode()).as(path + ": " + text(first)).isEqualTo(201);
+            assertThat(replay.statusCode()).as(path + ": " + text(replay)).isEqualTo(201);
+            assertThat(replay.headers().firstValue("Idempotent-Replayed")).as(path).hasValue("true");
+            assertThat(replay.body()).isEqualTo(first.body());
+            assertThat(other.statusCode()).as(path + ": " + text(other)).isEqualTo(422);
+            assertThat(rows(note)).as(path).isEqualTo(1);
+        }
+    }
+
+    private HttpResponse<byte[]> postDeflate(String path, String key, byte[] body)
+            throws IOException, InterruptedException {
+        return send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))
+                .header("Content-Type", "application/json").header("Content-Encoding", "deflate")
+                .header("Idempotency-Key", key).POST(HttpRequest.BodyPublishers.ofByteArray(body)).build());
+    }
+
+    static byte[] rawDeflate(String text, int level) {
+        Deflater deflater = new Deflater(level, true);
+        deflater.setInput(text.getBytes(StandardCharsets.UTF_8));
+        deflater.finish();
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        byte[] buffer = new byte[1024];
+        while (!deflater.finished()) {
+            bytes.write(buffer, 0, deflater.deflate(buffer));
+        }
+        deflater.end();
+        return bytes.toByteArray();
+    }
+
+    @Test
     void aCompressedBodyLargerThanTheCapOnceDecompressedIsTooLarge() throws Exception {
         // a few kilobytes on the wire, 2 MB for the handler: the cap holds for what the handler reads
         for (String path : new String[] {"/compressed/before/text", "/compressed/after/text", "/compressed/self"}) {

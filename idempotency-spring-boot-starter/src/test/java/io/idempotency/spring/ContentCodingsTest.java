@@ -29,6 +29,19 @@ class ContentCodingsTest {
     }
 
     @Test
+    void aRawDeflateBodyIsUndoneAsAZlibOneIs() throws Exception {
+        byte[] raw = CompressedRequestBodiesIntegrationTest.rawDeflate(new String(TEXT, StandardCharsets.UTF_8),
+                java.util.zip.Deflater.BEST_COMPRESSION);
+
+        ContentCodings.Decoded decoded = ContentCodings.decode(raw, List.of("deflate"), 1024);
+
+        assertThat(decoded.coded()).isFalse();
+        assertThat(decoded.bytes()).isEqualTo(TEXT);
+        assertThatThrownBy(() -> ContentCodings.decode(raw, List.of("deflate"), TEXT.length - 1))
+                .isInstanceOf(BodyRecordingRequest.BodyTooLargeException.class);
+    }
+
+    @Test
     void aBodyNotInTheCodingItsHeaderNamesWasDecodedBeforeAndIsLeftAsItIs() throws Exception {
         ContentCodings.Decoded decoded = ContentCodings.decode(TEXT, List.of("gzip"), 1024);
 

@@ -58,7 +58,9 @@ public class CompressedRequestsConfiguration {
         @Override
         protected void doFilterInternal(HttpServletRequest request, HttpServletResponse response, FilterChain chain)
                 throws ServletException, IOException {
-            if (!"gzip".equalsIgnoreCase(request.getHeader("Content-Encoding"))) {
+            String coding = request.getHeader("Content-Encoding");
+            boolean gzip = "gzip".equalsIgnoreCase(coding);
+            if (!gzip && !"deflate".equalsIgnoreCase(coding)) {
                 chain.doFilter(request, response);
                 return;
             }
@@ -68,7 +70,8 @@ public class CompressedRequestsConfiguration {
                 @Override
                 public ServletInputStream getInputStream() throws IOException {
                     if (stream == null) {
-                        stream = new Decompressed(new GZIPInputStream(super.getInputStream()));
+                        stream = new Decompressed(gzip ? new GZIPInputStream(super.getInputStream())
+                                : inflating(super.getInputStream().readAllBytes()));
                     }
                     return stream;
                 }
@@ -84,6 +87,13 @@ public class CompressedRequestsConfiguration {
                 }
             }, response);
         }
+    }
+
+    /** HTTP's deflate as lenient decoders read it: zlib-wrapped as specified, or the raw deflate some clients send. */
+    static InputStream inflating(byte[] body) {
+        boolean zlib = body.length >= 2 && (body[0] & 0x0f) == 8 && (((body[0] & 0xff) << 8) | (body[1] & 0xff)) % 31 == 0;
+        return new java.util.zip.InflaterInputStream(new java.io.ByteArrayInputStream(body),
+                new java.util.zip.Inflater(!zlib));
     }
 
     private static final class Decompressed extends ServletInputStream {
