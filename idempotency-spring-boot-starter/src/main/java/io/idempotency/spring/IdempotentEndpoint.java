@@ -86,7 +86,8 @@ final class IdempotentEndpoint {
 
     /**
      * The HTTP methods of the IANA HTTP Method Registry: the eight a Spring MVC mapping can name, and those of WebDAV
-     * and its kin, which a mapping without methods (or a functional route) serves too.
+     * and its kin, which a mapping without methods (or a functional route) serves too. Left out are CONNECT, which
+     * opens a tunnel and has no answer to replay, PRI, which is HTTP/2's connection preface, and the wildcard.
      */
     static final List<String> HTTP_METHODS = List.of("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS",
             "TRACE", "ACL", "BASELINE-CONTROL", "BIND", "CHECKIN", "CHECKOUT", "COPY", "LABEL", "LINK", "LOCK",
