@@ -275,6 +275,7 @@ public final class IdempotencyEngine {
         transaction.rollback();
         if (claim instanceof ClaimResult.Existing existing) {
             IdempotencyRecord record = existing.record();
+            replayCache.holds(key, record.requestHash());
             if (!record.requestHash().equals(requestHash)) {
                 return new Mismatch();
             }
@@ -320,6 +321,7 @@ public final class IdempotencyEngine {
                 return new InProgress();
             }
             IdempotencyRecord record = existing.record();
+            replayCache.holds(key, record.requestHash());
             if (!record.requestHash().equals(requestHash)) {
                 return new Mismatch();
             }

@@ -76,6 +76,24 @@ public final class ReplayCache {
     }
 
     /**
+     * Learnt from the database: {@code key} is held by the request with {@code requestHash}. An answer kept for another
+     * request came from a record that has since been removed, its key used again: it is given up, so that its own
+     * request, should it come again, is judged by the database too.
+     */
+    void holds(ScopedKey key, String requestHash) {
+        if (maxEntries == 0) {
+            return;
+        }
+        synchronized (entries) {
+            Entry kept = entries.get(key);
+            if (kept != null && !kept.requestHash().equals(requestHash)) {
+                entries.remove(key);
+                totalBytes -= kept.bytes();
+            }
+        }
+    }
+
+    /**
      * The replay for a request with {@code key} and {@code requestHash}, or null if the database must decide: nothing
      * is kept for the key, or what is kept is the answer of another request (which may no longer hold the key).
      */

@@ -330,6 +330,25 @@ class IdempotencyEngineTest {
     }
 
     @Test
+    void aRecordOfAnotherRequestInTheStoreTakesTheKeysOldAnswerOutOfMemory() {
+        IdempotencyEngine cached = new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION,
+                MAX_WAIT, StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
+                new ReplayCache(100, 1024, 1 << 20, Duration.ofMinutes(1)));
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
+        ((Proceed) cached.start(KEY, HASH)).execution().finish(CREATED);
+
+        // the record was removed and the key used again for OTHER_HASH: a third request learns it from the store
+        store.claimAnswer = () -> existing(RecordStatus.SUCCEEDED, OTHER_HASH, CREATED);
+        assertThat(cached.start(KEY, "c".repeat(64))).isEqualTo(new Mismatch());
+        int claims = store.claims.size();
+
+        // the old request is now the store's to judge too: the key belongs to another request
+        assertThat(cached.start(KEY, HASH)).isEqualTo(new Mismatch());
+        assertThat(store.claims).as("judged by the store, not replayed from memory").hasSize(claims + 1);
+        cached.shutdown();
+    }
+
+    @Test
     void withAReplayCacheAStoredAnswerIsReplayedWithoutTheStore() {
         IdempotencyEngine cached = new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION,
                 MAX_WAIT, StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
