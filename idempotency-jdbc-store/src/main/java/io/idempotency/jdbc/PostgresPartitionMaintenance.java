@@ -34,8 +34,8 @@ import java.util.regex.Pattern;
  * </ul>
  * Creation ({@link #createAhead(boolean)}) and removal ({@link #dropExpired(Duration)}) are separate: every instance
  * that takes claims may keep partitions ready, whereas dropping is the retention's job. Partition bounds are multiples
- * of the interval since the epoch, in UTC; times come from the database clock. What a run created and dropped is
- * returned for the caller to log. Thread-safe.
+ * of the interval since the epoch, in UTC; times come from the database clock. What a run created and dropped, and
+ * what it could not, is returned for the caller to log. Thread-safe.
  */
 public class PostgresPartitionMaintenance {
 
@@ -61,10 +61,21 @@ public class PostgresPartitionMaintenance {
     /**
      * What one run did.
      *
-     * @param blocked ranges not created because a default partition holds rows in them (PostgreSQL refuses to
-     *                attach a partition over them); those rows must be moved out by whoever owns that partition
+     * @param blocked    ranges not created because a default partition holds rows in them (PostgreSQL refuses to
+     *                   attach a partition over them); those rows must be moved out by whoever owns that partition
+     * @param notDropped tables detached from this table for removal that could not be dropped, each as its name and
+     *                   PostgreSQL's reason ({@code name: reason}) — typically a view or another object made on
+     *                   that table, which a drop without {@code CASCADE} refuses to take along. They are tried again
+     *                   at every run and hold up nothing else: the run still drops the other tables and the
+     *                   expired partitions. The library never drops with {@code CASCADE}, since that would drop
+     *                   objects it did not make: whoever made them must drop them (or the table)
      */
-    public record Run(boolean skipped, List<String> created, List<String> dropped, List<String> blocked) {
+    public record Run(boolean skipped, List<String> created, List<String> dropped, List<String> blocked,
+                      List<String> notDropped) {
+
+        public Run(boolean skipped, List<String> created, List<String> dropped, List<String> blocked) {
+            this(skipped, created, dropped, blocked, List.of());
+        }
 
         public Run(boolean skipped, List<String> created, List<String> dropped) {
             this(skipped, created, dropped, List.of());
@@ -101,7 +112,7 @@ public class PostgresPartitionMaintenance {
         Run created = createAhead(false);
         Run dropped = dropExpired(retention);
         return new Run(created.skipped() && dropped.skipped(), created.created(), dropped.dropped(),
-                created.blocked());
+                created.blocked(), dropped.notDropped());
     }
 
     /**
@@ -122,14 +133,16 @@ public class PostgresPartitionMaintenance {
     /**
      * Detaches and drops the partitions whose upper bound lies more than {@code retention} in the past and that hold
      * no record expiring later (one claimed under a longer retention keeps its partition until it expires); creates
-     * nothing. Skipped (and reported so) while another instance drops partitions.
+     * nothing. Skipped (and reported so) while another instance drops partitions. First drops the tables an earlier
+     * call detached but did not drop; one of those that cannot be dropped (an object depends on it, or its lock was
+     * not had in time) is reported in {@link Run#notDropped()} and tried again by the next call, while the others
+     * and the expired partitions are still dropped.
      *
-     * @throws IllegalStateException when a lock was not available within the DDL lock timeout, or on any other
-     *                               failure; what was not dropped is dropped by a later call
+     * @throws IllegalStateException when a lock of an expired partition was not available within the DDL lock
+     *                               timeout, or on any other failure; what was not dropped is dropped by a later call
      */
     public Run dropExpired(Duration retention) {
-        return locked(DROP_LOCK, false, (connection, now) ->
-                new Run(false, List.of(), dropExpired(connection, now.minus(retention))));
+        return locked(DROP_LOCK, false, (connection, now) -> dropExpired(connection, now.minus(retention)));
     }
 
     /**
@@ -327,9 +340,11 @@ public class PostgresPartitionMaintenance {
         }
     }
 
-    private List<String> dropExpired(Connection connection, Instant expiredBefore) throws SQLException {
+    private Run dropExpired(Connection connection, Instant expiredBefore) throws SQLException {
         String mark = removalMark(connection);
-        List<String> dropped = dropDetachedLeftovers(connection, mark);
+        List<String> dropped = new ArrayList<>();
+        List<String> notDropped = new ArrayList<>();
+        dropDetachedLeftovers(connection, mark, dropped, notDropped);
         for (Partition partition : partitions(connection)) {
             if (partition.to().isAfter(expiredBefore)) {
                 continue;
@@ -348,7 +363,7 @@ public class PostgresPartitionMaintenance {
             execute(connection, "DROP TABLE " + partition.name());
             dropped.add(partition.name());
         }
-        return dropped;
+        return new Run(false, List.of(), dropped, List.of(), notDropped);
     }
 
     /**
@@ -366,8 +381,15 @@ public class PostgresPartitionMaintenance {
         }
     }
 
-    /** Drops the tables an earlier run detached from this table but did not drop; returns their names. */
-    private static List<String> dropDetachedLeftovers(Connection connection, String mark) throws SQLException {
+    /**
+     * Drops the tables an earlier run detached from this table but did not drop, adding their names to
+     * {@code dropped}. One that cannot be dropped goes to {@code notDropped} with the reason, and the others are still
+     * dropped: a table that keeps refusing (a view made on it, which a drop without {@code CASCADE} will not take
+     * along) must not stop the removal of everything after it, run after run. Each drop is a statement of its own
+     * (the connection is in auto-commit), so a failed one leaves nothing to roll back.
+     */
+    private static void dropDetachedLeftovers(Connection connection, String mark, List<String> dropped,
+                                              List<String> notDropped) throws SQLException {
         List<String[]> leftovers = new ArrayList<>();
         try (PreparedStatement statement = connection.prepareStatement("SELECT c.oid::regclass::text, c.relname"
                 + " FROM pg_class c JOIN pg_description d ON d.objoid = c.oid AND d.classoid = 'pg_class'::regclass"
@@ -379,12 +401,16 @@ public class PostgresPartitionMaintenance {
                 }
             }
         }
-        List<String> dropped = new ArrayList<>();
         for (String[] leftover : leftovers) {
-            execute(connection, "DROP TABLE " + leftover[0]);
+            try {
+                execute(connection, "DROP TABLE " + leftover[0]);
+            } catch (SQLException e) {
+                notDropped.add(leftover[1] + ": " + String.join(" ", String.valueOf(e.getMessage()).strip()
+                        .split("\\s*\\R\\s*")));
+                continue;
+            }
             dropped.add(leftover[1]);
         }
-        return dropped;
     }
 
     private static String literal(String text) {

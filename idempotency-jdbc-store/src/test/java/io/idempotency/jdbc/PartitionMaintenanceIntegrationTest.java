@@ -276,6 +276,61 @@ class PartitionMaintenanceIntegrationTest {
         }
     }
 
+    /**
+     * A detached table whose drop keeps failing — here an operator made a view on the partition, and a drop without
+     * CASCADE refuses to take it along — must not stop retention: later runs still drop the expired partitions and the
+     * other detached tables, report the one they could not drop, and never drop the operator's view.
+     */
+    @Test
+    void aDetachedTableThatCannotBeDroppedIsReportedAndHoldsUpNothingElse() {
+        try (HikariDataSource dataSource = partitionedDatabase()) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            PostgresPartitionMaintenance maintenance =
+                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(3));
+            maintenance.createAhead(false);
+            attachPartition(jdbc, "idempotency_keys_viewed", "now() - interval '9 days'", "now() - interval '8 days'");
+            insertRecord(jdbc, "viewed-key", "now() - interval '9 days' + interval '1 minute'");
+            jdbc.execute("create view old_keys_report as select idempotency_key from idempotency_keys_viewed");
+
+            assertThatThrownBy(() -> maintenance.dropExpired(Duration.ofDays(1)))
+                    .as("detached, then its drop refused because of the view")
+                    .hasMessageContaining("idempotency_keys_viewed")
+                    .satisfies(e -> assertThat(PostgresPartitionMaintenance.isLockNotAvailable(e)).isFalse());
+            assertThat(maintenance.partitions()).extracting(PostgresPartitionMaintenance.Partition::name)
+                    .doesNotContain("idempotency_keys_viewed");
+
+            // another table detached for removal and not dropped yet, and a partition that has expired since
+            jdbc.execute("create table idempotency_keys_left (like idempotency_keys including defaults)");
+            jdbc.execute("do $$ begin execute format('comment on table idempotency_keys_left is %L', format("
+                    + "'idempotency: detached from %I.%I to be dropped', current_schema(), 'idempotency_keys')); end $$");
+            attachPartition(jdbc, "idempotency_keys_expired", "now() - interval '5 days'", "now() - interval '4 days'");
+            insertRecord(jdbc, "expired-key", "now() - interval '5 days' + interval '1 minute'");
+
+            for (int i = 1; i <= 2; i++) {
+                PostgresPartitionMaintenance.Run run = maintenance.dropExpired(Duration.ofDays(1));
+
+                assertThat(run.skipped()).isFalse();
+                assertThat(run.dropped()).as("run %d", i).containsExactlyInAnyOrderElementsOf(
+                        i == 1 ? List.of("idempotency_keys_left", "idempotency_keys_expired") : List.of());
+                assertThat(run.notDropped()).as("run %d reports the table it could not drop, and why", i)
+                        .singleElement().asString()
+                        .startsWith("idempotency_keys_viewed: ").contains("old_keys_report").doesNotContain("\n");
+            }
+            assertThat(jdbc.queryForObject("select count(*) from idempotency_keys where idempotency_key = 'expired-key'",
+                    Integer.class)).isZero();
+            assertThat(jdbc.queryForObject("select count(*) from pg_tables where tablename in ('idempotency_keys_left',"
+                    + " 'idempotency_keys_expired') and schemaname = current_schema()", Integer.class)).isZero();
+            assertThat(jdbc.queryForObject("select count(*) from old_keys_report", Integer.class))
+                    .as("no CASCADE: the view and its table are left to whoever made the view").isEqualTo(1);
+
+            jdbc.execute("drop view old_keys_report");
+            PostgresPartitionMaintenance.Run afterTheViewIsGone = maintenance.dropExpired(Duration.ofDays(1));
+
+            assertThat(afterTheViewIsGone.dropped()).containsExactly("idempotency_keys_viewed");
+            assertThat(afterTheViewIsGone.notDropped()).isEmpty();
+        }
+    }
+
     @Test
     void creationWaitsForAnotherInstanceOnlyWhenAskedAndAtMostTheLockTimeout() throws Exception {
         TestPostgres.Database database = TestPostgres.newDatabase();

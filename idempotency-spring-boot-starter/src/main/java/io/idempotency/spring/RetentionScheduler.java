@@ -147,6 +147,12 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
                     log.info("Idempotency partitions dropped: {}", run.dropped());
                 }
                 meters.partitionsDropped(run.dropped().size());
+                if (!run.notDropped().isEmpty()) {
+                    log.warn("Idempotency tables detached for removal could not be dropped, and each run tries again"
+                            + " (the other expired partitions are still dropped): {}. The library never drops with"
+                            + " CASCADE: drop the objects that depend on these tables (such as views), or the tables"
+                            + " themselves", run.notDropped());
+                }
             }
         }
         if (creationFailure != null) {
