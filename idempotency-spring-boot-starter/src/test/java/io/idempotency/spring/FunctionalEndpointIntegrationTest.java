@@ -127,6 +127,23 @@ class FunctionalEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void anAsyncServerResponseAlreadyCompletedIsAnAnswerLikeAnyOther() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "completed-async-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> first = post("/functional/completed-async-order", key, body);
+        HttpResponse<byte[]> replay = post("/functional/completed-async-order", key, body);
+
+        assertThat(first.statusCode()).isEqualTo(200);
+        assertThat(new String(first.body(), StandardCharsets.UTF_8)).isEqualTo("late");
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(first.body());
+        assertThat(rows(note)).isEqualTo(1);
+        assertThat(keyRows(key)).isEqualTo(1);
+    }
+
+    @Test
     void anAsyncServerResponseIsRolledBack() throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "async-" + key;

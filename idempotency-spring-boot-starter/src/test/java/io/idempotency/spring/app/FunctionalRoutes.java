@@ -11,6 +11,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 
 /**
  * Functional endpoints, which have no controller method: the {@code @Idempotent} service method a handler function
@@ -52,9 +53,16 @@ public class FunctionalRoutes {
                 .DELETE("/functional/orders/{id}", request -> ServerResponse.ok().body(Map.of("cancelled",
                         service.cancel(Long.parseLong(request.pathVariable("id"))))))
                 .POST("/functional/async-order", request -> {
-                    // an answer Spring MVC writes on another thread, which no startup check can see in a function
+                    // an answer Spring MVC writes on another thread, which no startup check can see in a function;
+                    // it is not there yet when the function returns (a future done by then is written at once)
                     service.insert(request.body(OrderController.OrderRequest.class).note());
-                    return ServerResponse.async(CompletableFuture.supplyAsync(() -> ServerResponse.ok().body("late")));
+                    return ServerResponse.async(CompletableFuture.supplyAsync(() -> ServerResponse.ok().body("late"),
+                            CompletableFuture.delayedExecutor(1, TimeUnit.SECONDS)));
+                })
+                .POST("/functional/completed-async-order", request -> {
+                    // an async answer whose result is there when the function returns: Spring MVC writes it at once
+                    service.insert(request.body(OrderController.OrderRequest.class).note());
+                    return ServerResponse.async(CompletableFuture.completedFuture(ServerResponse.ok().body("late")));
                 })
                 .POST("/functional/notes/{note}", request -> {
                     // the body is read only after the @Idempotent call: it was fingerprinted all the same
