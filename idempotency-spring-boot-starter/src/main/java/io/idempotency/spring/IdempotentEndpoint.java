@@ -119,6 +119,14 @@ final class IdempotentEndpoint {
      * serves it with the GET's handler, which would otherwise run without idempotency (and without a key).
      */
     boolean appliesTo(String httpMethod) {
+        return covers(methods, httpMethod);
+    }
+
+    /**
+     * Whether {@code methods} (upper case) cover a request with {@code httpMethod}: they list it, or it is a HEAD and
+     * they list GET, whose handler Spring MVC serves a HEAD with.
+     */
+    static boolean covers(Set<String> methods, String httpMethod) {
         String method = httpMethod.toUpperCase(Locale.ROOT);
         return methods.contains(method) || method.equals("HEAD") && methods.contains("GET");
     }

@@ -1,6 +1,5 @@
 package io.idempotency.spring;
 
-import java.util.Locale;
 import java.util.Set;
 
 /**
@@ -23,10 +22,6 @@ public final class IdempotentMethods {
      */
     public boolean mayApplyTo(String method) {
         Set<String> known = methods;
-        if (known == null) {
-            return true;
-        }
-        String name = method.toUpperCase(Locale.ROOT);
-        return known.contains(name) || name.equals("HEAD") && known.contains("GET");
+        return known == null || IdempotentEndpoint.covers(known, method);
     }
 }
