@@ -307,6 +307,12 @@ class PostgresSchemaIntegrationTest {
             jdbc.execute("create table other_tool_keys (key varchar(255) primary key, response text)");
             jdbc.execute(IdempotencySchema.postgresql("no_unique_key").replace(
                     "CONSTRAINT no_unique_key_pkey PRIMARY KEY (caller, scope, idempotency_key),", ""));
+            jdbc.execute(IdempotencySchema.postgresql("deferrable_key").replace(
+                    "PRIMARY KEY (caller, scope, idempotency_key)",
+                    "UNIQUE (caller, scope, idempotency_key) DEFERRABLE INITIALLY IMMEDIATE"));
+            jdbc.execute(IdempotencySchema.postgresql("also_deferrable_key"));
+            jdbc.execute("alter table also_deferrable_key add constraint also_deferrable_key_deferred"
+                    + " unique (idempotency_key, scope, caller) deferrable initially deferred");
             jdbc.execute(IdempotencySchema.postgresql("local_times")
                     .replace("locked_until     timestamptz", "locked_until     timestamp"));
             jdbc.execute(IdempotencySchema.postgresqlPartitioned("partitioned_local_times")
@@ -318,6 +324,16 @@ class PostgresSchemaIntegrationTest {
                     "table other_tool_keys lacks columns");
             assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "no_unique_key").migrate(),
                     "no unique key on (caller, scope, idempotency_key)");
+            // PostgreSQL refuses a deferrable arbiter even beside the primary key: every claim would fail
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "deferrable_key").verify(),
+                    "unique key on (caller, scope, idempotency_key) is deferrable");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "also_deferrable_key").migrate(),
+                    "is deferrable");
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "also_deferrable_key");
+            assertThatThrownBy(() -> new TransactionTemplate(new DataSourceTransactionManager(dataSource))
+                    .execute(status -> store.claim(new ClaimRequest(new ScopedKey("", "POST /x", "k-deferrable"),
+                            "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1)))))
+                    .as("what the check prevents").hasStackTraceContaining("deferrable");
             assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "local_times").verify(),
                     "locked_until is timestamp without time zone", "timestamptz");
             assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "partitioned_local_times", true).verify(),

@@ -195,6 +195,7 @@ public final class IdempotencySchemaMigrator {
     private void checkShape() {
         Map<String, String> columns = new HashMap<>();
         boolean uniqueKey;
+        boolean deferrableKey;
         try (Connection connection = dataSource.getConnection()) {
             // the type without its modifier: a precision (timestamptz(6), as Hibernate's DDL writes it) is no other type
             try (PreparedStatement statement = connection.prepareStatement("SELECT attname, format_type(atttypid,"
@@ -207,16 +208,20 @@ public final class IdempotencySchemaMigrator {
                     }
                 }
             }
-            // what the plain store's INSERT … ON CONFLICT (caller, scope, idempotency_key) needs
-            try (PreparedStatement statement = connection.prepareStatement("SELECT EXISTS (SELECT 1 FROM pg_index i"
+            // what the plain store's INSERT … ON CONFLICT (caller, scope, idempotency_key) needs: a unique key on
+            // exactly these columns, and none of them deferrable — PostgreSQL refuses to arbitrate with a deferrable
+            // one, even beside an immediate one, so every claim would fail
+            try (PreparedStatement statement = connection.prepareStatement("SELECT coalesce(bool_or(i.indimmediate),"
+                    + " false), coalesce(bool_or(NOT i.indimmediate), false) FROM pg_index i"
                     + " WHERE i.indrelid = to_regclass(?) AND i.indisunique AND i.indpred IS NULL"
                     + " AND i.indexprs IS NULL AND i.indnkeyatts = 3 AND (SELECT array_agg(a.attname::text ORDER BY"
                     + " a.attname) FROM pg_attribute a WHERE a.attrelid = i.indrelid AND a.attnum = ANY"
-                    + " ((i.indkey::int2[])[0:2])) = ARRAY['caller', 'idempotency_key', 'scope'])")) {
+                    + " ((i.indkey::int2[])[0:2])) = ARRAY['caller', 'idempotency_key', 'scope']")) {
                 statement.setString(1, tableName);
                 try (ResultSet rs = statement.executeQuery()) {
                     rs.next();
                     uniqueKey = rs.getBoolean(1);
+                    deferrableKey = rs.getBoolean(2);
                 }
             }
         } catch (SQLException e) {
@@ -235,6 +240,10 @@ public final class IdempotencySchemaMigrator {
         }
         if (!partitioned && !uniqueKey) {
             problems.add("there is no unique key on (caller, scope, idempotency_key), which arbitrates claims");
+        }
+        if (!partitioned && deferrableKey) {
+            problems.add("its unique key on (caller, scope, idempotency_key) is deferrable, which PostgreSQL cannot"
+                    + " use to arbitrate claims (INSERT … ON CONFLICT): make it not deferrable");
         }
         if (!problems.isEmpty()) {
             throw new IdempotencySchemaException(IdempotencySchemaException.Problem.WRONG_SHAPE, "table " + tableName
