@@ -43,7 +43,9 @@ public final class ReplayCache {
         this.maxEntries = Math.max(0, maxEntries);
         this.maxBodyBytes = maxBodyBytes;
         this.maxTotalBytes = maxTotalBytes;
-        this.maxAgeNanos = maxAge.toNanos();
+        // beyond about 292 years, nanoseconds do not fit a long: such an age is "as long as the entry stays"
+        this.maxAgeNanos = maxAge.compareTo(Duration.ofNanos(Long.MAX_VALUE)) >= 0 ? Long.MAX_VALUE
+                : maxAge.toNanos();
     }
 
     /**

@@ -26,6 +26,14 @@ class ReplayCacheTest {
     }
 
     @Test
+    void anAgeLongerThanNanosecondsCanCountKeepsAnswersAsLongAsTheyStay() {
+        ReplayCache cache = new ReplayCache(10, 1024, 1 << 20, Duration.ofDays(1000 * 365));
+        cache.put(KEY, "a", ANSWER);
+
+        assertThat(cache.answer(KEY, "a")).isEqualTo(new IdempotencyEngine.Replay(ANSWER));
+    }
+
+    @Test
     void aNewAnswerForTheKeyTooLargeToKeepStillReplacesTheOldOne() {
         ReplayCache cache = new ReplayCache(10, 64, 1 << 20, Duration.ofMinutes(1));
         cache.put(KEY, "a", ANSWER);

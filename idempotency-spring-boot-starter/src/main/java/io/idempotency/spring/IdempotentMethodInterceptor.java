@@ -114,7 +114,9 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         this.properties = properties;
         this.defaultPolicy = defaultPolicy;
         Duration retryAfter = properties.getRetryAfter();
-        this.retryAfterSeconds = Long.toString(Math.max(1, (retryAfter.toMillis() + 999) / 1000));
+        // whole seconds, rounded up; in seconds, as no duration overflows them
+        this.retryAfterSeconds =
+                Long.toString(Math.max(1, retryAfter.getSeconds() + (retryAfter.getNano() > 0 ? 1 : 0)));
     }
 
     /** The endpoint settings of {@code method}, parsed once; fails on invalid expressions. */

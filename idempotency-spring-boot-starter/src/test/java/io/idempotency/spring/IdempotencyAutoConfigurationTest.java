@@ -335,6 +335,23 @@ class IdempotencyAutoConfigurationTest {
         });
     }
 
+    @ParameterizedTest(name = "{0}={1}")
+    @CsvSource(delimiterString = " = ", value = {
+            "idempotency.replay-cache.max-age = 400000d",
+            "idempotency.retry-after = 200000000000d"})
+    void aDurationBeyondWhatALongCountsStarts(String property, String value) {
+        // absurd (1,100 years of nanoseconds, 550 million years of milliseconds), but workable: no arithmetic
+        // overflow may stop the start
+        runner.withPropertyValues(property + "=" + value).run(context -> {
+            assertThat(context).hasNotFailed();
+            // the advice is made at the first idempotent request
+            assertThat(new IdempotentMethodInterceptor(context.getBean(io.idempotency.core.IdempotencyEngine.class),
+                    context.getBean(CallerResolver.class), context.getBean(ProblemResponses.class),
+                    context.getBean(IdempotencyProperties.class),
+                    context.getBean(io.idempotency.core.StoragePolicy.class), context.getEnvironment())).isNotNull();
+        });
+    }
+
     @Test
     void registeredMethodsBeyondSpringMvcsOwnAreAccepted() {
         // a WebDAV method is served by a mapping without methods, or a functional route: not a misspelling
