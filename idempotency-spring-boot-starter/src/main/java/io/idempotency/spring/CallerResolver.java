@@ -19,10 +19,9 @@ public interface CallerResolver {
 
     /**
      * The default: the authenticated principal's name ({@link HttpServletRequest#getUserPrincipal()}, which Spring
-     * Security fills in and leaves empty for anonymous requests), else {@code ""}.
+     * Security fills in and leaves empty for anonymous requests), else {@code ""}. A principal without a name (a JWT
+     * without the claim its name is read from) has no namespace of its own: it shares the anonymous one, and a
+     * warning says so once; declare a resolver that names such callers.
      */
-    CallerResolver PRINCIPAL = request -> {
-        var principal = request.getUserPrincipal();
-        return principal == null || principal.getName() == null ? "" : principal.getName();
-    };
+    CallerResolver PRINCIPAL = new PrincipalCaller();
 }
