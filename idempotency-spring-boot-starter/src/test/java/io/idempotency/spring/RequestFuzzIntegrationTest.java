@@ -1,0 +1,225 @@
+package io.idempotency.spring;
+
+import org.junit.jupiter.api.Test;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.UUID;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Bad keys and bodies, generated: hundreds of requests to {@code POST /orders} over raw sockets, with keys of every
+ * shape a client or an attacker can put in the header (structured-field syntax, quotes and escapes, commas, bytes
+ * outside ASCII, several headers, nothing) and bodies that are valid JSON written every which way or broken in every
+ * way a JSON reader meets (truncated, trailing bytes, deep nesting, numbers of thousands of digits, invalid UTF-8, the
+ * wrong media type). Whatever arrives, the rules hold:
+ * <ul>
+ *   <li>never a server error: bad input gets a 4xx;</li>
+ *   <li>a 2xx kept its business row exactly once, the same bytes sent again are its replay, byte for byte, and
+ *       another body under its key is refused (422) and keeps nothing;</li>
+ *   <li>a refusal kept nothing, and the same bytes sent again are refused the same way (no claim was left behind to
+ *       answer "in progress").</li>
+ * </ul>
+ * The generator's seed is random per run and named in every failure; {@code -Didempotency.fuzz.seed=…} replays a run.
+ */
+class RequestFuzzIntegrationTest extends OrdersApplicationTest {
+
+    private static final int REQUESTS = 300;
+
+    @Test
+    void badKeysAndBodiesAreRefusedCleanlyAndGoodOnesRunOnceAndReplay() throws Exception {
+        long seed = Long.getLong("idempotency.fuzz.seed", new Random().nextLong());
+        Random random = new Random(seed);
+        String run = UUID.randomUUID().toString().substring(0, 8);
+        int kept = 0;
+        int refused = 0;
+        java.util.Map<Integer, Integer> statuses = new java.util.TreeMap<>();
+        for (int i = 0; i < REQUESTS; i++) {
+            String note = "fuzz-" + run + "-" + i;
+            String request = request(random, run + i, note);
+            String what = "seed " + seed + ", request " + i + ":\n" + request;
+
+            Answer first = Answer.of(raw(request));
+            assertThat(first.status).as("no server error; " + what + "\nanswer:\n" + first.text).isLessThan(500);
+            statuses.merge(first.status, 1, Integer::sum);
+            Answer again = Answer.of(raw(request));
+            if (first.status < 300) {
+                kept++;
+                assertThat(rows(note)).as("kept once; " + what).isEqualTo(1);
+                assertThat(again.status).as("replayed; " + what).isEqualTo(first.status);
+                assertThat(again.headers).as("replayed; " + what).containsIgnoringCase("Idempotent-Replayed: true");
+                assertThat(again.body).as("the same answer; " + what).isEqualTo(first.body);
+                Answer other = Answer.of(raw(withBody(request, body(request).replace(note, note + "-other"))));
+                assertThat(other.status).as("another body under the key; " + what + "\nanswer:\n" + other.text)
+                        .isEqualTo(422);
+                assertThat(rows(note + "-other")).as("another body under the key; " + what).isZero();
+            } else {
+                refused++;
+                assertThat(rows(note)).as("nothing kept; " + what + "\nanswer:\n" + first.text).isZero();
+                assertThat(again.status).as("refused again the same way; " + what + "\nanswers:\n" + first.text
+                        + "\n" + again.text).isEqualTo(first.status);
+            }
+        }
+        System.out.println("request fuzz, seed " + seed + ": first answers by status " + statuses);
+        // the generator must reach both sides, or the rules above prove nothing
+        assertThat(kept).as("requests kept, seed " + seed).isGreaterThan(REQUESTS / 10);
+        assertThat(refused).as("requests refused, seed " + seed).isGreaterThan(REQUESTS / 10);
+    }
+
+    /** One whole HTTP/1.1 request, as ISO-8859-1 characters (one per byte). */
+    private static String request(Random random, String unique, String note) {
+        StringBuilder head = new StringBuilder("POST /orders HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+        int contentType = random.nextInt(20);
+        if (contentType == 0) {
+            head.append("Content-Type: text/plain\r\n");
+        } else if (contentType == 1) {
+            head.append("Content-Type: application/json;charset=UTF-8\r\n");
+        } else if (contentType != 2) {
+            head.append("Content-Type: application/json\r\n");
+        }
+        for (String key : keys(random, unique)) {
+            head.append("Idempotency-Key: ").append(key).append("\r\n");
+        }
+        byte[] body = body(random, note);
+        head.append("Content-Length: ").append(body.length).append("\r\n\r\n");
+        return head + new String(body, StandardCharsets.ISO_8859_1);
+    }
+
+    private static String body(String request) {
+        return request.substring(request.indexOf("\r\n\r\n") + 4);
+    }
+
+    /** {@code request} with another body, and its length. */
+    private static String withBody(String request, String body) {
+        String head = request.substring(0, request.indexOf("\r\n\r\n"));
+        return head.replaceFirst("Content-Length: \\d+", "Content-Length: " + body.length()) + "\r\n\r\n" + body;
+    }
+
+    /** The header values to send: usually one, unique to the request unless it is malformed on purpose. */
+    private static List<String> keys(Random random, String unique) {
+        List<String> keys = new ArrayList<>();
+        switch (random.nextInt(24)) {
+            case 0 -> { } // none
+            case 1 -> keys.add("");
+            case 2 -> keys.add("\"" + unique + "\"");
+            case 3 -> keys.add("\"" + unique + "\\\"q\\\\" + "\""); // escapes inside a quoted key
+            case 4 -> keys.add(unique + ", other-" + unique); // a list
+            case 5 -> keys.add("\"" + unique + "\";p=1"); // a parameter
+            case 6 -> keys.add(":" + java.util.Base64.getEncoder().encodeToString(unique.getBytes()) + ":"); // bytes
+            case 7 -> keys.add(unique + "\u00e9\u00ff"); // obs-text bytes
+            case 8 -> keys.add(unique + randomText(random, 250 + random.nextInt(60), 0x21, 0x7e)); // long
+            case 9 -> {
+                keys.add(unique);
+                keys.add(unique + "-second");
+            }
+            case 10 -> keys.add("\"" + unique + "\\"); // an unterminated quote
+            case 11, 12, 13 -> keys.add(unique + randomText(random, random.nextInt(40), 0x20, 0x7e)); // any visible ASCII
+            case 14, 15, 16, 17 -> { // any visible ASCII, quoted as a string
+                String text = randomText(random, random.nextInt(40), 0x20, 0x7e);
+                keys.add("\"" + unique + text.replace("\\", "\\\\").replace("\"", "\\\"") + "\"");
+            }
+            default -> keys.add(unique);
+        }
+        return keys;
+    }
+
+    private static byte[] body(Random random, String note) {
+        String valid = validJson(random, note);
+        byte[] utf8 = valid.getBytes(StandardCharsets.UTF_8);
+        return switch (random.nextInt(20)) {
+            case 0 -> java.util.Arrays.copyOf(utf8, random.nextInt(utf8.length)); // truncated
+            case 1 -> (valid + randomText(random, 1 + random.nextInt(5), 0x21, 0x7e)).getBytes(StandardCharsets.UTF_8);
+            case 2 -> ("{\"note\":\"" + note + "\",\"deep\":" + "[".repeat(600 + random.nextInt(2000))
+                    + "]".repeat(600)).getBytes(StandardCharsets.UTF_8); // unbalanced and too deep
+            case 3 -> ("{\"note\":\"" + note + "\",\"n\":" + "9".repeat(900 + random.nextInt(300)) + "}")
+                    .getBytes(StandardCharsets.UTF_8); // a number near the length limit, either side of it
+            case 4 -> { // a byte that is no UTF-8 inside a string
+                byte[] bad = ("{\"note\":\"" + note + "\",\"x\":\"a_b\"}").getBytes(StandardCharsets.UTF_8);
+                bad[bad.length - 4] = (byte) (0x80 + random.nextInt(0x7f));
+                yield bad;
+            }
+            case 5 -> new byte[0];
+            case 6 -> "null".getBytes(StandardCharsets.UTF_8);
+            case 7 -> ("[" + valid + "]").getBytes(StandardCharsets.UTF_8);
+            case 8 -> ("{'note':'" + note + "'}").getBytes(StandardCharsets.UTF_8);
+            case 9 -> ("{\"note\":\"" + note + "\",\"n\":NaN}").getBytes(StandardCharsets.UTF_8);
+            default -> utf8;
+        };
+    }
+
+    /** A JSON object with {@code note}, members in any order, any spacing, and values of every kind. */
+    private static String validJson(Random random, String note) {
+        List<String> members = new ArrayList<>();
+        members.add("\"note\"" + space(random) + ":" + space(random) + "\"" + note + "\"");
+        members.add("\"amount\":\"" + random.nextInt(100000) / 100.0 + "\"");
+        int extra = random.nextInt(5);
+        for (int i = 0; i < extra; i++) {
+            members.add("\"x" + i + "\"" + space(random) + ":" + space(random) + value(random, 3));
+        }
+        java.util.Collections.shuffle(members, random);
+        return "{" + space(random) + String.join("," + space(random), members) + space(random) + "}";
+    }
+
+    private static String value(Random random, int depth) {
+        int kind = random.nextInt(depth > 0 ? 9 : 7);
+        return switch (kind) {
+            case 0 -> "true";
+            case 1 -> "null";
+            case 2 -> Long.toString(random.nextLong());
+            case 3 -> random.nextInt(1000) + "." + random.nextInt(1000) + (random.nextBoolean() ? "e" + (random.nextInt(20) - 10) : "");
+            case 4 -> "\"\\u00e9\\n\\\"\\\\\\/" + randomText(random, random.nextInt(10), 0x23, 0x5b) + "\"";
+            case 5 -> "\"caf\u00e9 \u20ac \ud83d\ude00\"";
+            case 6 -> "-0.0";
+            case 7 -> "[" + value(random, depth - 1) + "," + space(random) + value(random, depth - 1) + "]";
+            default -> "{\"a\":" + value(random, depth - 1) + ",\"b\":" + value(random, depth - 1) + "}";
+        };
+    }
+
+    private static String space(Random random) {
+        return switch (random.nextInt(6)) {
+            case 0 -> " ";
+            case 1 -> "\n\t ";
+            default -> "";
+        };
+    }
+
+    private static String randomText(Random random, int length, int from, int to) {
+        StringBuilder text = new StringBuilder(length);
+        for (int i = 0; i < length; i++) {
+            text.append((char) (from + random.nextInt(to - from + 1)));
+        }
+        return text.toString();
+    }
+
+    /** An answer read from a socket: status, header section and body (de-chunked). */
+    private record Answer(int status, String headers, String body, String text) {
+
+        static Answer of(String text) throws IOException {
+            int end = text.indexOf("\r\n\r\n");
+            if (!text.startsWith("HTTP/1.1 ") || end < 0) {
+                throw new IOException("not an HTTP answer: " + text);
+            }
+            String headers = text.substring(0, end);
+            String body = text.substring(end + 4);
+            if (headers.toLowerCase(java.util.Locale.ROOT).contains("transfer-encoding: chunked")) {
+                StringBuilder joined = new StringBuilder();
+                int at = 0;
+                while (true) {
+                    int lineEnd = body.indexOf("\r\n", at);
+                    int size = Integer.parseInt(body.substring(at, lineEnd).trim(), 16);
+                    if (size == 0) {
+                        break;
+                    }
+                    joined.append(body, lineEnd + 2, lineEnd + 2 + size);
+                    at = lineEnd + 2 + size + 2;
+                }
+                body = joined.toString();
+            }
+            return new Answer(Integer.parseInt(text.substring(9, 12)), headers, body, text);
+        }
+    }
+}
