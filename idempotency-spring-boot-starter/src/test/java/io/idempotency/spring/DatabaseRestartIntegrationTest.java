@@ -1,0 +1,172 @@
+package io.idempotency.spring;
+
+import io.idempotency.spring.app.TestApplication;
+import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.boot.web.server.context.WebServerApplicationContext;
+import org.springframework.context.ConfigurableApplicationContext;
+
+import java.io.IOException;
+import java.net.ServerSocket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * PostgreSQL restarted under load: clients send payments-like requests back to back, each retrying its request with
+ * the same key until it gets a final answer, while the database is shut down (its sessions ended in the middle of
+ * claims, handler writes, stored answers and commits) and started again. Afterwards every request was kept exactly
+ * once, and every success a client was given for a key — the first and every replay — is the same answer, naming the
+ * row that was kept. Nothing was answered 2xx that is not there.
+ *
+ * <p>The test restarts a server, so it cannot use the configured or shared one: it always runs an embedded
+ * PostgreSQL of its own (zonky, a real PostgreSQL process on a data directory of the test's), stopped with a fast
+ * shutdown and started again on the same directory and port.
+ */
+class DatabaseRestartIntegrationTest {
+
+    private static final int CLIENTS = 6;
+
+    @TempDir
+    Path dataDirectory;
+
+    @Test
+    void everyRequestIsKeptOnceAndEverySuccessIsTheSameAnswerAcrossARestart() throws Exception {
+        int port = freePort();
+        EmbeddedPostgres postgres = start(port);
+        String url = "jdbc:postgresql://localhost:" + port + "/postgres?user=postgres";
+        try (Connection connection = DriverManager.getConnection(url);
+             Statement statement = connection.createStatement()) {
+            statement.execute("create table orders (id bigserial primary key, note text not null)");
+            statement.execute("create table order_audit (order_id bigint not null references orders (id)"
+                    + " deferrable initially deferred)");
+        }
+        ConfigurableApplicationContext application = new SpringApplicationBuilder(TestApplication.class).properties(
+                "server.port=0",
+                "spring.datasource.url=" + url,
+                "spring.datasource.hikari.maximum-pool-size=" + CLIENTS,
+                "spring.datasource.hikari.connection-timeout=1000",
+                "spring.datasource.hikari.validation-timeout=500",
+                "idempotency.in-flight-wait=1s").run();
+        try {
+            int httpPort = ((WebServerApplicationContext) application).getWebServer().getPort();
+            HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+            AtomicBoolean loadOn = new AtomicBoolean(true);
+            AtomicInteger failedAnswers = new AtomicInteger();
+            Map<Integer, Integer> failures = new ConcurrentHashMap<>(); // status -> answers
+            AtomicInteger keptBeforeTheirFirstSuccess = new AtomicInteger(); // a failed answer, then a replay
+            Map<String, List<String>> successes = new ConcurrentHashMap<>(); // note -> every 2xx body given for it
+            ExecutorService clients = Executors.newFixedThreadPool(CLIENTS);
+            List<Future<?>> running = new ArrayList<>();
+            for (int c = 0; c < CLIENTS; c++) {
+                running.add(clients.submit(() -> {
+                    while (loadOn.get()) {
+                        String key = UUID.randomUUID().toString();
+                        String note = "restart-" + key;
+                        HttpRequest request = HttpRequest.newBuilder(URI.create("http://localhost:" + httpPort
+                                        + "/orders")).timeout(Duration.ofSeconds(20))
+                                .header("Content-Type", "application/json").header("Idempotency-Key", key)
+                                .POST(HttpRequest.BodyPublishers.ofString("{\"note\":\"" + note + "\"}")).build();
+                        // the client's retry loop: the same request until a success, then once more (a replay)
+                        int successesForKey = 0;
+                        long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+                        while (successesForKey < 2) {
+                            assertThat(System.nanoTime() - deadline).as("no final answer for " + key).isNegative();
+                            HttpResponse<String> answer = http.send(request, HttpResponse.BodyHandlers.ofString());
+                            if (answer.statusCode() == 201) {
+                                if (successesForKey == 0 && answer.headers().firstValue("Idempotent-Replayed")
+                                        .isPresent()) {
+                                    keptBeforeTheirFirstSuccess.incrementAndGet();
+                                }
+                                successes.computeIfAbsent(note, n -> new ArrayList<>()).add(answer.body());
+                                successesForKey++;
+                            } else {
+                                // 503 (no connection, claim failed), 500 (commit failed or unknown), 409 (a claim of
+                                // this key still held by a session the shutdown has not yet ended): retry
+                                assertThat(answer.statusCode()).as(answer.body()).isIn(409, 500, 503);
+                                failedAnswers.incrementAndGet();
+                                failures.merge(answer.statusCode(), 1, Integer::sum);
+                                Thread.sleep(50);
+                            }
+                        }
+                    }
+                    return null;
+                }));
+            }
+            Thread.sleep(1500);
+            postgres.close(); // a fast shutdown: every session ends now, whatever it was doing
+            Thread.sleep(1000);
+            postgres = start(port);
+            Thread.sleep(2500);
+            loadOn.set(false);
+            for (Future<?> client : running) {
+                client.get();
+            }
+            clients.shutdown();
+
+            assertThat(failedAnswers.get()).as("the restart was felt by the clients").isPositive();
+            try (Connection connection = DriverManager.getConnection(url);
+                 Statement statement = connection.createStatement()) {
+                for (Map.Entry<String, List<String>> kept : successes.entrySet()) {
+                    List<Long> ids = new ArrayList<>();
+                    try (ResultSet rs = statement.executeQuery("select id from orders where note = '"
+                            + kept.getKey() + "'")) {
+                        while (rs.next()) {
+                            ids.add(rs.getLong(1));
+                        }
+                    }
+                    assertThat(ids).as("rows of " + kept.getKey()).hasSize(1);
+                    assertThat(kept.getValue()).as("every success for " + kept.getKey() + " is the same answer")
+                            .hasSize(2).allMatch(body -> body.equals(kept.getValue().get(0)))
+                            .allMatch(body -> body.contains("\"id\":" + ids.get(0) + ","));
+                }
+                try (ResultSet rs = statement.executeQuery("select count(*), count(distinct note) from orders")) {
+                    rs.next();
+                    assertThat(rs.getLong(1)).as("no row without a success, none twice").isEqualTo(successes.size())
+                            .isEqualTo(rs.getLong(2));
+                }
+            }
+            System.out.println("database restart: " + successes.size() + " requests kept; on the way, answers by"
+                    + " status " + failures + "; requests first answered with a replay: "
+                    + keptBeforeTheirFirstSuccess.get());
+        } finally {
+            application.close();
+            postgres.close();
+        }
+    }
+
+    private EmbeddedPostgres start(int port) throws IOException {
+        // durable commits, as on a production server (the embedded default turns synchronous_commit off)
+        return EmbeddedPostgres.builder().setDataDirectory(dataDirectory.toFile()).setCleanDataDirectory(false)
+                .setPort(port).setServerConfig("synchronous_commit", "on").start();
+    }
+
+    private static int freePort() throws IOException {
+        try (ServerSocket socket = new ServerSocket(0)) {
+            return socket.getLocalPort();
+        }
+    }
+}
