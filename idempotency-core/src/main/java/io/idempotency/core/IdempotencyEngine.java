@@ -314,7 +314,7 @@ public final class IdempotencyEngine {
                 throw e;
             }
             if (claim instanceof ClaimResult.Claimed claimed) {
-                return proceedIntent(key, requestHash, claimed.fencingToken(), lease);
+                return proceedIntent(key, requestHash, claimed.fencingToken(), lease, false);
             }
             transaction.rollback();
             if (!(claim instanceof ClaimResult.Existing existing)) {
@@ -383,7 +383,7 @@ public final class IdempotencyEngine {
         if (resolution instanceof StaleClaimResolver.Fail) {
             return store.fail(key, token) ? FREED : null;
         }
-        return proceedIntent(key, stale.requestHash(), token, lease);
+        return proceedIntent(key, stale.requestHash(), token, lease, true);
     }
 
     /**
@@ -410,14 +410,20 @@ public final class IdempotencyEngine {
     /**
      * Starts the work of the intent-first claim held by {@code token}. Should it not start (no connection for the
      * handler's transaction, renewals shut down), the handler never ran, so the claim is released: the next request
-     * runs at once instead of being told "in progress" until the lease has run out.
+     * runs at once instead of being told "in progress" until the lease has run out. A {@code rerun} of a stale claim
+     * is marked FAILED instead, as the sweeper's rerun is: the earlier attempt under the claim may have reached a third
+     * party under the key's downstream key, so only the same request may run under the key again.
      */
-    private Proceed proceedIntent(ScopedKey key, String requestHash, String token, Duration lease) {
+    private Proceed proceedIntent(ScopedKey key, String requestHash, String token, Duration lease, boolean rerun) {
         try {
             return new Proceed(new Execution(IdempotencyMode.INTENT_FIRST, transactions.begin(), key, requestHash,
                     token, lease));
         } catch (RuntimeException | Error e) {
-            abandonUnstarted(key, token, e);
+            if (rerun) {
+                abandonRerun(key, token, e);
+            } else {
+                abandonUnstarted(key, token, e);
+            }
             throw e;
         }
     }
@@ -445,6 +451,18 @@ public final class IdempotencyEngine {
             store.release(key, token);
         } catch (RuntimeException failed) {
             cause.addSuppressed(failed); // the lease runs out, and the claim is resolved as a stale one
+        }
+    }
+
+    /**
+     * The rerun of the stale claim held by {@code token} will not start: marks it FAILED, so that its request, sent
+     * again, runs at once, and another request under the key is a mismatch, as after the sweeper's rerun.
+     */
+    private void abandonRerun(ScopedKey key, String token, Throwable cause) {
+        try {
+            store.fail(key, token);
+        } catch (RuntimeException failed) {
+            cause.addSuppressed(failed); // the lease runs out, and the claim is resolved as a stale one again
         }
     }
 

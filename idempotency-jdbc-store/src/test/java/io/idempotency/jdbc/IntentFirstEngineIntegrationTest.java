@@ -437,6 +437,65 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
+     * A retry takes a stale claim over and its resolver says "rerun", but the work cannot start: the pool gives no
+     * connection for its transaction in time. The earlier attempt under the claim may have reached the third party, so
+     * the key is not freed for any request, as for a fresh claim whose work never started: it is marked FAILED, as the
+     * sweeper's "rerun" does. The same request runs again at once; another body under the key is a mismatch.
+     */
+    @Test
+    void aStaleClaimWhoseRerunCouldNotStartStaysWithItsRequest() throws Exception {
+        String other = "8".repeat(64);
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource migration = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(migration, "idempotency_keys").migrate();
+        }
+        com.zaxxer.hikari.HikariConfig config = new com.zaxxer.hikari.HikariConfig();
+        config.setJdbcUrl(database.url());
+        config.setUsername(database.user());
+        config.setPassword(database.password());
+        config.setMaximumPoolSize(1);
+        config.setConnectionTimeout(250);
+        try (HikariDataSource dataSource = new HikariDataSource(config)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            Transactions pool = transactions(dataSource);
+            java.util.concurrent.atomic.AtomicBoolean exhausted = new java.util.concurrent.atomic.AtomicBoolean();
+            Transactions exhaustedAfterTheResolver = () -> {
+                if (!exhausted.getAndSet(false)) {
+                    return pool.begin();
+                }
+                // another thread holds the only connection while the rerun's transaction asks for one
+                try (java.sql.Connection elsewhere = dataSource.getConnection()) {
+                    return pool.begin();
+                } catch (java.sql.SQLException e) {
+                    throw new IllegalStateException(e);
+                }
+            };
+            StaleClaimResolver rerun = claim -> {
+                exhausted.set(true);
+                return StaleClaimResolver.Resolution.rerun();
+            };
+            IdempotencyEngine engine = new IdempotencyEngine(store, exhaustedAfterTheResolver, StoragePolicy.DEFAULT,
+                    DAY, Duration.ofMillis(300), rerun, new DownstreamKeys("secret"));
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            Duration lease = Duration.ofMinutes(5);
+            ((IdempotencyEngine.Proceed) engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease)).execution()
+                    .abandon(); // unknown outcome: the claim stays PROCESSING
+            new JdbcTemplate(dataSource).update("update idempotency_keys set locked_until = now() - interval '1 minute'"
+                    + " where idempotency_key = ?", key.key()); // its lease has run out
+
+            org.assertj.core.api.Assertions.assertThatThrownBy(
+                            () -> engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
+                    .isInstanceOf(org.springframework.transaction.CannotCreateTransactionException.class);
+
+            assertThat(store.find(key)).as("the key stays with its request").isPresent()
+                    .get().extracting(IdempotencyRecord::status).isEqualTo(RecordStatus.FAILED);
+            assertThat(engine.start(key, other, IdempotencyMode.INTENT_FIRST, lease))
+                    .as("another body under the key").isInstanceOf(IdempotencyEngine.Mismatch.class);
+            assertTheRetryRuns(engine, store, key, lease);
+        }
+    }
+
+    /**
      * Work that declares a definite failure after its connection was lost (the server ended the session while the
      * work waited for a third party, say): rolling back its transaction fails, but the work definitely did not happen,
      * so the claim is still marked FAILED and the redelivered message runs at once.
