@@ -8,10 +8,18 @@ public sealed interface ClaimResult {
     /**
      * The caller now holds the key: a PROCESSING record exists in the caller's transaction (uncommitted until the
      * caller commits), and only {@code fencingToken} can complete, fail or release it.
+     *
+     * @param failedBefore whether the claim took over a FAILED record of the same request: an earlier attempt may have
+     *                     reached a third party under the key, so the key must not be released for any request
      */
-    record Claimed(String fencingToken) implements ClaimResult {
+    record Claimed(String fencingToken, boolean failedBefore) implements ClaimResult {
         public Claimed {
             Objects.requireNonNull(fencingToken, "fencingToken");
+        }
+
+        /** A claim of a key that had no record. */
+        public Claimed(String fencingToken) {
+            this(fencingToken, false);
         }
     }
 

@@ -270,7 +270,7 @@ public final class IdempotencyEngine {
         }
         if (claim instanceof ClaimResult.Claimed claimed) {
             return new Proceed(new Execution(IdempotencyMode.ONE_TRANSACTION, transaction, key, requestHash,
-                    claimed.fencingToken(), null));
+                    claimed.fencingToken(), null, false));
         }
         transaction.rollback();
         if (claim instanceof ClaimResult.Existing existing) {
@@ -305,7 +305,7 @@ public final class IdempotencyEngine {
                     try {
                         transaction.commit(); // the intent is durable before any side effect
                     } catch (RuntimeException e) {
-                        abandonUnstarted(key, claimed.fencingToken(), e);
+                        abandonUnstarted(key, claimed.fencingToken(), claimed.failedBefore(), e);
                         throw e;
                     }
                 }
@@ -314,7 +314,7 @@ public final class IdempotencyEngine {
                 throw e;
             }
             if (claim instanceof ClaimResult.Claimed claimed) {
-                return proceedIntent(key, requestHash, claimed.fencingToken(), lease, false);
+                return proceedIntent(key, requestHash, claimed.fencingToken(), lease, claimed.failedBefore());
             }
             transaction.rollback();
             if (!(claim instanceof ClaimResult.Existing existing)) {
@@ -410,20 +410,18 @@ public final class IdempotencyEngine {
     /**
      * Starts the work of the intent-first claim held by {@code token}. Should it not start (no connection for the
      * handler's transaction, renewals shut down), the handler never ran, so the claim is released: the next request
-     * runs at once instead of being told "in progress" until the lease has run out. A {@code rerun} of a stale claim
-     * is marked FAILED instead, as the sweeper's rerun is: the earlier attempt under the claim may have reached a third
-     * party under the key's downstream key, so only the same request may run under the key again.
+     * runs at once instead of being told "in progress" until the lease has run out. A claim {@code heldBefore} — a
+     * stale one taken over for a rerun, or a FAILED one its request took over — is marked FAILED instead: an earlier
+     * attempt under it may have reached a third party under the key's downstream key, so only the same request may
+     * run under the key again.
      */
-    private Proceed proceedIntent(ScopedKey key, String requestHash, String token, Duration lease, boolean rerun) {
+    private Proceed proceedIntent(ScopedKey key, String requestHash, String token, Duration lease,
+                                  boolean heldBefore) {
         try {
             return new Proceed(new Execution(IdempotencyMode.INTENT_FIRST, transactions.begin(), key, requestHash,
-                    token, lease));
+                    token, lease, heldBefore));
         } catch (RuntimeException | Error e) {
-            if (rerun) {
-                abandonRerun(key, token, e);
-            } else {
-                abandonUnstarted(key, token, e);
-            }
+            abandonUnstarted(key, token, heldBefore, e);
             throw e;
         }
     }
@@ -444,25 +442,19 @@ public final class IdempotencyEngine {
      * The work of the intent-first claim held by {@code token} will not start: releases the claim, so that the next
      * request runs at once — any request, as nothing was sent anywhere under the key. Also when the commit of the claim
      * failed, whose outcome is unknown when the connection was lost while it ran: had it been committed, nothing ran
-     * under it (if it was not, there is nothing to release).
+     * under it (if it was not, there is nothing to release). A claim {@code heldBefore} by an earlier attempt, which
+     * may have sent something under the key, is marked FAILED instead: its request, sent again, runs at once, and
+     * another request under the key is a mismatch.
      */
-    private void abandonUnstarted(ScopedKey key, String token, Throwable cause) {
+    private void abandonUnstarted(ScopedKey key, String token, boolean heldBefore, Throwable cause) {
         try {
-            store.release(key, token);
+            if (heldBefore) {
+                store.fail(key, token);
+            } else {
+                store.release(key, token);
+            }
         } catch (RuntimeException failed) {
             cause.addSuppressed(failed); // the lease runs out, and the claim is resolved as a stale one
-        }
-    }
-
-    /**
-     * The rerun of the stale claim held by {@code token} will not start: marks it FAILED, so that its request, sent
-     * again, runs at once, and another request under the key is a mismatch, as after the sweeper's rerun.
-     */
-    private void abandonRerun(ScopedKey key, String token, Throwable cause) {
-        try {
-            store.fail(key, token);
-        } catch (RuntimeException failed) {
-            cause.addSuppressed(failed); // the lease runs out, and the claim is resolved as a stale one again
         }
     }
 
@@ -558,10 +550,13 @@ public final class IdempotencyEngine {
         private final String requestHash;
         private final Flight flight;
         private final ScheduledFuture<?> renewal;
+        /** Whether an earlier attempt held the claim (see {@link #proceedIntent}): it is never released. */
+        private final boolean heldBefore;
         private boolean ended;
 
         private Execution(IdempotencyMode mode, Transactions.Transaction transaction, ScopedKey key,
-                          String requestHash, String fencingToken, Duration lease) {
+                          String requestHash, String fencingToken, Duration lease, boolean heldBefore) {
+            this.heldBefore = heldBefore;
             this.requestHash = requestHash;
             this.mode = mode;
             this.transaction = transaction;
@@ -692,7 +687,9 @@ public final class IdempotencyEngine {
         /**
          * The handler's body never ran (its arguments were refused before it): roll back, and in
          * {@link IdempotencyMode#INTENT_FIRST} release the committed claim, so that the next request with the key —
-         * a corrected one too — runs at once, as if the key had never been claimed.
+         * a corrected one too — runs at once, as if the key had never been claimed. A claim an earlier attempt held
+         * (a stale one rerun, a FAILED one run again) is marked FAILED instead: that attempt may have reached a third
+         * party under the key.
          */
         public void abandonUnrun() {
             abandon(Abandon.UNRUN);
@@ -708,10 +705,12 @@ public final class IdempotencyEngine {
                     } finally {
                         // the work did not happen, whatever became of its transaction: its request sent again
                         // (FAILED), or any request (released), runs at once
-                        if (mode == IdempotencyMode.INTENT_FIRST && how == Abandon.FAILED) {
-                            store.fail(key, fencingToken);
-                        } else if (mode == IdempotencyMode.INTENT_FIRST && how == Abandon.UNRUN) {
+                        if (mode == IdempotencyMode.INTENT_FIRST && how == Abandon.UNRUN && !heldBefore) {
                             store.release(key, fencingToken);
+                        } else if (mode == IdempotencyMode.INTENT_FIRST && how != Abandon.UNKNOWN) {
+                            // an earlier attempt under the claim may have sent something under the key: it stays
+                            // with its request
+                            store.fail(key, fencingToken);
                         }
                     }
                 } finally {

@@ -185,7 +185,7 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
                 request.requestHash(), token, request.retention().toMillis(), leaseMillis(request),
                 key.caller(), key.scope(), key.key(), record.fencingToken());
         // 0: another request took the FAILED record over first: look again
-        return takenOver == 1 ? new ClaimResult.Claimed(token) : null;
+        return takenOver == 1 ? new ClaimResult.Claimed(token, true) : null;
     }
 
     /**

@@ -496,6 +496,85 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
+     * A request runs again under its FAILED claim (its earlier attempt failed definitely, maybe after telling the third
+     * party about the key), but its work cannot start: the pool gives no connection for its transaction in time. The
+     * claim goes back to FAILED rather than being released as if never made: another body under the key is still a
+     * mismatch, and the same request still runs at once.
+     */
+    @Test
+    void aFailedClaimWhoseNewAttemptCouldNotStartStaysWithItsRequest() throws Exception {
+        String other = "8".repeat(64);
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource migration = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(migration, "idempotency_keys").migrate();
+        }
+        com.zaxxer.hikari.HikariConfig config = new com.zaxxer.hikari.HikariConfig();
+        config.setJdbcUrl(database.url());
+        config.setUsername(database.user());
+        config.setPassword(database.password());
+        config.setMaximumPoolSize(1);
+        config.setConnectionTimeout(250);
+        try (HikariDataSource dataSource = new HikariDataSource(config)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            Transactions pool = transactions(dataSource);
+            AtomicInteger begun = new AtomicInteger();
+            Transactions exhaustedOnce = () -> {
+                if (begun.incrementAndGet() != 4) { // the first attempt's two, the second's claim, then its work
+                    return pool.begin();
+                }
+                try (java.sql.Connection elsewhere = dataSource.getConnection()) {
+                    return pool.begin();
+                } catch (java.sql.SQLException e) {
+                    throw new IllegalStateException(e);
+                }
+            };
+            IdempotencyEngine engine = new IdempotencyEngine(store, exhaustedOnce, StoragePolicy.DEFAULT, DAY,
+                    Duration.ofMillis(300), StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            Duration lease = Duration.ofMinutes(5);
+            ((IdempotencyEngine.Proceed) engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease)).execution()
+                    .abandonDefinitely(); // declined: FAILED
+
+            org.assertj.core.api.Assertions.assertThatThrownBy(
+                            () -> engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
+                    .isInstanceOf(org.springframework.transaction.CannotCreateTransactionException.class);
+
+            assertThat(store.find(key)).as("the key stays with its request").isPresent()
+                    .get().extracting(IdempotencyRecord::status).isEqualTo(RecordStatus.FAILED);
+            assertThat(engine.start(key, other, IdempotencyMode.INTENT_FIRST, lease))
+                    .as("another body under the key").isInstanceOf(IdempotencyEngine.Mismatch.class);
+            assertTheRetryRuns(engine, store, key, lease);
+        }
+    }
+
+    /**
+     * A request runs again under its FAILED claim, and its arguments are refused before its body runs. Nothing ran this
+     * time, but the earlier attempt may have told the third party about the key: the claim goes back to FAILED, for
+     * that request only, rather than being released for any request.
+     */
+    @Test
+    void aFailedClaimWhoseNewAttemptWasRefusedBeforeItRanStaysWithItsRequest() throws Exception {
+        String other = "8".repeat(64);
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyEngine engine = engine(dataSource, store, StaleClaimResolver.RERUN);
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            Duration lease = Duration.ofMinutes(5);
+            ((IdempotencyEngine.Proceed) engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease)).execution()
+                    .abandonDefinitely(); // declined: FAILED
+
+            ((IdempotencyEngine.Proceed) engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease)).execution()
+                    .abandonUnrun(); // its arguments refused this time
+
+            assertThat(store.find(key)).as("the key stays with its request").isPresent()
+                    .get().extracting(IdempotencyRecord::status).isEqualTo(RecordStatus.FAILED);
+            assertThat(engine.start(key, other, IdempotencyMode.INTENT_FIRST, lease))
+                    .as("another body under the key").isInstanceOf(IdempotencyEngine.Mismatch.class);
+            assertTheRetryRuns(engine, store, key, lease);
+        }
+    }
+
+    /**
      * Work that declares a definite failure after its connection was lost (the server ended the session while the
      * work waited for a third party, say): rolling back its transaction fails, but the work definitely did not happen,
      * so the claim is still marked FAILED and the redelivered message runs at once.
