@@ -69,6 +69,7 @@ public abstract class IdempotencyStoreContract {
         assertThat(record.status()).isEqualTo(RecordStatus.PROCESSING);
         assertThat(record.requestHash()).isEqualTo(HASH_A);
         assertThat(record.fencingToken()).isEqualTo(((ClaimResult.Claimed) result).fencingToken());
+        assertThat(((ClaimResult.Claimed) result).failedBefore()).as("no earlier attempt").isFalse();
         assertThat(record.response()).isNull();
         assertThat(Duration.between(record.createdAt(), record.expiresAt())).isEqualTo(DAY);
     }
@@ -177,6 +178,9 @@ public abstract class IdempotencyStoreContract {
 
         String second = claimed(retry);
         assertThat(second).isNotEqualTo(first);
+        // the engine must know: the failed attempt may have reached a third party, so the key is never released
+        assertThat(((ClaimResult.Claimed) retry).failedBefore()).as("a claim that took a FAILED record over says so")
+                .isTrue();
         IdempotencyRecord record = store().find(key).orElseThrow();
         assertThat(record.status()).isEqualTo(RecordStatus.PROCESSING);
         assertThat(record.requestHash()).isEqualTo(HASH_A);
