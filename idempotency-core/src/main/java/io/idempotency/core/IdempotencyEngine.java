@@ -57,6 +57,9 @@ import java.util.concurrent.TimeoutException;
  */
 public final class IdempotencyEngine {
 
+    /** The shortest lease: claims are held to the millisecond. */
+    public static final Duration MIN_LEASE = Duration.ofMillis(1);
+
     private final IdempotencyStore store;
     private final Transactions transactions;
     private final StoragePolicy defaultPolicy;
@@ -194,11 +197,18 @@ public final class IdempotencyEngine {
     /**
      * Claims {@code key} in the given mode. Must be called on a thread with no open transaction.
      *
-     * @param lease the lease of an {@link IdempotencyMode#INTENT_FIRST} claim (positive); ignored otherwise
+     * @param lease the lease of an {@link IdempotencyMode#INTENT_FIRST} claim (at least {@link #MIN_LEASE}); ignored
+     *              otherwise
      */
     public Start start(ScopedKey key, String requestHash, IdempotencyMode mode, Duration lease) {
         if (mode == IdempotencyMode.INTENT_FIRST) {
             positive(lease, "lease");
+            if (lease.compareTo(MIN_LEASE) < 0) {
+                // stored to the millisecond, it would be over when claimed: any duplicate could take the key over
+                // while this request runs
+                throw new IllegalArgumentException("lease must be at least " + MIN_LEASE.toMillis()
+                        + " ms, the precision claims are held to: " + lease);
+            }
         }
         Replay known = replayCache.answer(key, requestHash); // never a refusal: only the database can tell
         if (known != null) {

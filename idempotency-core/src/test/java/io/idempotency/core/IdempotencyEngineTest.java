@@ -158,6 +158,19 @@ class IdempotencyEngineTest {
     }
 
     @Test
+    void aLeaseShorterThanTheMillisecondClaimsAreHeldToIsRefusedBeforeAnythingIsClaimed() {
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
+
+        // stored as 0 ms, the claim would be stale at once: a duplicate could take it over while this one runs
+        assertThatThrownBy(() -> engine.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofNanos(500_000)))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("at least 1 ms");
+        assertThat(store.claims).isEmpty();
+        IdempotencyEngine.Start shortest = engine.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofMillis(1));
+        assertThat(shortest).isInstanceOf(IdempotencyEngine.Proceed.class);
+        ((IdempotencyEngine.Proceed) shortest).execution().abandon();
+    }
+
+    @Test
     void claimThrowingAnErrorAlsoRollsBack() {
         StackOverflowError failure = new StackOverflowError();
         store.claimAnswer = () -> {

@@ -295,6 +295,9 @@ public class IdempotencyAutoConfiguration {
         // else every endpoint without a lease of its own would be blamed for it, and intent-first calls would fail
         positive("idempotency.lease", properties.getLease(), "it is how long an intent-first claim is held before"
                 + " another request may take it over");
+        if (properties.getLease().compareTo(IdempotencyEngine.MIN_LEASE) < 0) {
+            refuse("idempotency.lease", properties.getLease(), "at least 1ms, the precision claims are held to");
+        }
         if (properties.getRetention().getMaxRetryWindow().isNegative()) {
             // a negative window would let any TTL pass the check below
             refuse("idempotency.retention.max-retry-window", properties.getRetention().getMaxRetryWindow(),

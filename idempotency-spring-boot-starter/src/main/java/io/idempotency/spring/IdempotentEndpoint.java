@@ -1,6 +1,7 @@
 package io.idempotency.spring;
 
 import io.idempotency.core.Idempotent;
+import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.StoragePolicy;
 import org.springframework.beans.BeanUtils;
@@ -75,6 +76,10 @@ final class IdempotentEndpoint {
             if (lease.isNegative() || lease.isZero()) {
                 throw new IllegalArgumentException("the lease must be positive: " + annotation.lease()
                         + (leaseText.equals(annotation.lease()) ? "" : " (" + leaseText + ")"));
+            }
+            if (lease.compareTo(IdempotencyEngine.MIN_LEASE) < 0) {
+                throw new IllegalArgumentException("the lease must be at least 1ms, the precision claims are held to: "
+                        + annotation.lease() + (leaseText.equals(annotation.lease()) ? "" : " (" + leaseText + ")"));
             }
             return new IdempotentEndpoint(annotation.scope(), annotation.keyRequired(), key, fingerprint,
                     methods.stream().map(IdempotentEndpoint::methodName).collect(Collectors.toUnmodifiableSet()),

@@ -299,6 +299,7 @@ class IdempotencyAutoConfigurationTest {
             assertThat(rootMessage(context.getStartupFailure())).contains("BrokenAnnotationsController.badKey()",
                     "BrokenAnnotationsController.badFingerprint()", "BrokenAnnotationsController.zeroLease()",
                     "BrokenAnnotationsController.negativeLease()", "BrokenAnnotationsController.misspeltMethod()",
+                    "BrokenAnnotationsController.subMillisecondLease()", "at least 1ms",
                     "PSOT");
         });
     }
@@ -311,6 +312,7 @@ class IdempotencyAutoConfigurationTest {
             "idempotency.in-flight-wait = 25d",
             "idempotency.methods = 'POST,PSOT'",
             "idempotency.retry-after = 0s",
+            "idempotency.lease = 500us",
             "idempotency.retry-after = -1s",
             "idempotency.retention.ttl = 110000000d",
             "idempotency.max-request-body-size = 0",
@@ -803,6 +805,13 @@ class IdempotencyAutoConfigurationTest {
         @PostMapping("/negative-lease")
         @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "-5s")
         public String negativeLease() {
+            return "x";
+        }
+
+        /** Held to the millisecond, it would be over when claimed. */
+        @PostMapping("/sub-millisecond-lease")
+        @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "500us")
+        public String subMillisecondLease() {
             return "x";
         }
 
