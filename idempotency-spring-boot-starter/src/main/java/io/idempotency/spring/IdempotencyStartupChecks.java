@@ -7,7 +7,11 @@ import io.idempotency.core.StoragePolicy;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.aop.framework.autoproxy.AutoProxyUtils;
+import io.idempotency.core.IdempotencyStore;
+import io.idempotency.jdbc.PostgresIdempotencyStore;
+import org.springframework.beans.factory.NoSuchBeanDefinitionException;
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.annotation.BeanFactoryAnnotationUtils;
 import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
 import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.context.ApplicationContext;
@@ -27,6 +31,7 @@ import org.springframework.core.Ordered;
 import org.springframework.core.annotation.OrderUtils;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
+import org.springframework.transaction.TransactionManager;
 import org.springframework.transaction.annotation.AnnotationTransactionAttributeSource;
 import org.springframework.transaction.interceptor.TransactionAttribute;
 import org.springframework.transaction.interceptor.TransactionAttributeSource;
@@ -78,7 +83,8 @@ import java.util.concurrent.Future;
  *   <li>an intent-first endpoint whose own lease the retention does not cover (TTL below the retry window plus
  *       that lease), or is invalid — also an {@code @Idempotent} method that a functional route calls;</li>
  *   <li>a transaction manager that does not manage the store's DataSource: the claim and the handler's writes would
- *       not commit together;</li>
+ *       not commit together — also one that a {@code @Transactional} handler names
+ *       ({@code @Transactional(transactionManager = …)});</li>
  *   <li>two handler methods that would share a default scope (the same HTTP method and route template, told apart by
  *       a header, a media type or a version): a key used with one would replay the other's answer.</li>
  * </ul>
@@ -156,6 +162,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                             reasonProblem(mapped.getValue()).ifPresent(problems::add);
                             propagationProblem(mapped.getValue().getMethod(), mapped.getValue().getBeanType())
                                     .ifPresent(problems::add);
+                            transactionManagerProblem(mapped.getValue().getMethod(), mapped.getValue().getBeanType())
+                                    .ifPresent(problems::add);
                         }
                         scopeTooLong(method, mapped.getKey(), endpoint).ifPresent(problems::add);
                         if (endpoint.scope.isEmpty()) {
@@ -226,6 +234,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 methods.addAll(endpoint.methods);
                 // its @Idempotent advice opens the request's transaction as a controller method's does
                 propagationProblem(method, method.getDeclaringClass()).ifPresent(problems::add);
+                transactionManagerProblem(method, method.getDeclaringClass()).ifPresent(problems::add);
                 if (endpoint.mode == IdempotencyMode.INTENT_FIRST) {
                     intentFirst.add(method);
                     if (!idempotent.lease().isBlank()) {
@@ -411,6 +420,57 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         return Optional.of(method + " is @Transactional with propagation " + propagation + ": its writes"
                 + " would not commit in the transaction that holds the claim and the stored answer, and would stay when"
                 + " the request is rolled back; use the default propagation (REQUIRED)");
+    }
+
+    /**
+     * A {@code @Transactional} on the handler (or its class; also on an {@code @Idempotent} method a functional route
+     * calls) that names a transaction manager of its own: unless that one manages the store's DataSource, the
+     * handler's writes commit in a transaction of their own when it returns, before the answer is stored, and stay
+     * when the request is rolled back, as with {@code REQUIRES_NEW}. A name that matches no transaction manager
+     * fails every request.
+     */
+    private Optional<String> transactionManagerProblem(Method method, Class<?> beanType) {
+        TransactionAttributeSource source = context.getBeanProvider(TransactionAttributeSource.class)
+                .getIfUnique(() -> new AnnotationTransactionAttributeSource(false));
+        TransactionAttribute attribute = source.getTransactionAttribute(method, beanType);
+        String qualifier = attribute == null ? null : attribute.getQualifier();
+        if (!StringUtils.hasText(qualifier)) {
+            return Optional.empty(); // the application's default transaction manager: the one the store is checked with
+        }
+        TransactionManager named;
+        try {
+            // as Spring's transaction interceptor finds it
+            named = BeanFactoryAnnotationUtils.qualifiedBeanOfType(context.getAutowireCapableBeanFactory(),
+                    TransactionManager.class, qualifier);
+        } catch (NoSuchBeanDefinitionException e) {
+            return Optional.of(method + " is @Transactional with transaction manager '" + qualifier + "', which"
+                    + " names no single transaction manager bean, so every request to it would fail; name the transaction"
+                    + " manager of the idempotency store's DataSource, or none");
+        }
+        DataSource dataSource = storeDataSource();
+        if (dataSource == null) {
+            return Optional.empty(); // a store of the application's own: where it keeps its records is its business
+        }
+        String problem = null;
+        if (!(named instanceof PlatformTransactionManager platform)) {
+            problem = "is not a PlatformTransactionManager";
+        } else {
+            try {
+                checkTransactionManager(platform, dataSource);
+            } catch (IdempotencyConfigurationException e) {
+                problem = "does not manage the idempotency store's DataSource";
+            }
+        }
+        return Optional.ofNullable(problem).map(why -> method + " is @Transactional with transaction manager '"
+                + qualifier + "', which " + why + ": its writes would not commit in the transaction that holds the"
+                + " claim and the stored answer, and would stay when the request is rolled back; use the transaction"
+                + " manager of the store's DataSource (or name none, for the application's primary one)");
+    }
+
+    /** The DataSource of the library's JDBC store (also one the application defined); null for any other store. */
+    private DataSource storeDataSource() {
+        return context.getBeanProvider(IdempotencyStore.class).getIfUnique() instanceof PostgresIdempotencyStore store
+                ? store.dataSource() : null;
     }
 
     static Optional<String> problemWith(Method method) {

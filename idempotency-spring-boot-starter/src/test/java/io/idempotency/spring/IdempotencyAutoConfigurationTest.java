@@ -176,6 +176,27 @@ class IdempotencyAutoConfigurationTest {
         });
     }
 
+    /**
+     * An application with a second database: a handler whose {@code @Transactional} names the other database's
+     * transaction manager would commit its writes on their own, before the answer is stored.
+     */
+    @Test
+    void refusesATransactionalHandlerThatNamesTheTransactionManagerOfAnotherDataSource() {
+        runner.withUserConfiguration(TwoTransactionManagers.class, NamedTransactionManagerController.class)
+                .run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(rootMessage(context.getStartupFailure())).contains(
+                            "NamedTransactionManagerController.otherDatabase() is @Transactional with transaction"
+                                    + " manager 'otherTransactionManager', which does not manage the idempotency"
+                                    + " store's DataSource",
+                            "NamedTransactionManagerController.misspelt() is @Transactional with transaction manager"
+                                    + " 'otherTransactionManger', which names no single transaction manager bean")
+                            .doesNotContain("sameDatabase()");
+                });
+        runner.withUserConfiguration(TwoTransactionManagers.class, SameDatabaseController.class)
+                .run(context -> assertThat(context).hasNotFailed());
+    }
+
     @Test
     void refusesAStoreOfTheApplicationOnAnotherDataSource() {
         runner.withUserConfiguration(ForeignStore.class).run(context -> {
@@ -551,6 +572,61 @@ class IdempotencyAutoConfigurationTest {
         PlatformTransactionManager transactionManager() {
             return new DataSourceTransactionManager(new DriverManagerDataSource(DATABASE.url(), DATABASE.user(),
                     DATABASE.password() == null ? "" : DATABASE.password()));
+        }
+    }
+
+    /** The application's database (primary), a second one, and a transaction manager for each. */
+    @Configuration(proxyBeanMethods = false)
+    static class TwoTransactionManagers {
+        @Bean
+        @org.springframework.context.annotation.Primary
+        PlatformTransactionManager transactionManager(javax.sql.DataSource dataSource) {
+            return new DataSourceTransactionManager(dataSource);
+        }
+
+        @Bean
+        PlatformTransactionManager sameDatabaseTransactionManager(javax.sql.DataSource dataSource) {
+            return new DataSourceTransactionManager(dataSource);
+        }
+
+        @Bean
+        PlatformTransactionManager otherTransactionManager() {
+            return new DataSourceTransactionManager(new DriverManagerDataSource(DATABASE.url(), DATABASE.user(),
+                    DATABASE.password() == null ? "" : DATABASE.password()));
+        }
+    }
+
+    @RestController
+    static class NamedTransactionManagerController {
+        @PostMapping("/named/other")
+        @Idempotent
+        @org.springframework.transaction.annotation.Transactional(transactionManager = "otherTransactionManager")
+        public String otherDatabase() {
+            return "written on the other database, committed before the answer is stored";
+        }
+
+        @PostMapping("/named/misspelt")
+        @Idempotent
+        @org.springframework.transaction.annotation.Transactional(transactionManager = "otherTransactionManger")
+        public String misspelt() {
+            return "never runs";
+        }
+
+        @PostMapping("/named/same")
+        @Idempotent
+        @org.springframework.transaction.annotation.Transactional(transactionManager = "sameDatabaseTransactionManager")
+        public String sameDatabase() {
+            return "joins the request's transaction";
+        }
+    }
+
+    @RestController
+    static class SameDatabaseController {
+        @PostMapping("/named/same")
+        @Idempotent
+        @org.springframework.transaction.annotation.Transactional(transactionManager = "sameDatabaseTransactionManager")
+        public String sameDatabase() {
+            return "joins the request's transaction";
         }
     }
 
