@@ -43,6 +43,11 @@ public class SpringTransactions implements Transactions {
         this.definition = definition;
     }
 
+    /** The transaction manager the executions' transactions are run with. */
+    public PlatformTransactionManager transactionManager() {
+        return transactionManager;
+    }
+
     @Override
     public Transaction begin() {
         if (TransactionSynchronizationManager.isActualTransactionActive()) {

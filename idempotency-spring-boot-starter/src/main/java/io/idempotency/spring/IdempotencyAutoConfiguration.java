@@ -79,14 +79,15 @@ public class IdempotencyAutoConfiguration {
      */
     @Bean
     @DependsOnDatabaseInitialization
-    IdempotencySchemaInitializer idempotencySchemaInitializer(DataSource dataSource, IdempotencyProperties properties,
+    IdempotencySchemaInitializer idempotencySchemaInitializer(ObjectProvider<DataSource> dataSource,
+                                                              IdempotencyProperties properties,
                                                               IdempotencyStore store) {
         boolean librarysStore = store.getClass() == PostgresIdempotencyStore.class
                 || store.getClass() == PartitionedPostgresIdempotencyStore.class;
         IdempotencySchemaInitializer.Mode mode = properties.getJdbc().isInitializeSchema()
                 ? IdempotencySchemaInitializer.Mode.MIGRATE
                 : librarysStore ? IdempotencySchemaInitializer.Mode.VERIFY : IdempotencySchemaInitializer.Mode.NONE;
-        return new IdempotencySchemaInitializer(new IdempotencySchemaMigrator(dataSource,
+        return new IdempotencySchemaInitializer(new IdempotencySchemaMigrator(storeDataSource(store, dataSource),
                 properties.getJdbc().getTableName(), partitioned(properties)), mode);
     }
 
@@ -99,7 +100,7 @@ public class IdempotencyAutoConfiguration {
     @Bean
     @Conditional(RetentionSchedulerCondition.class)
     @DependsOnDatabaseInitialization
-    RetentionScheduler idempotencyRetentionScheduler(IdempotencyStore store, DataSource dataSource,
+    RetentionScheduler idempotencyRetentionScheduler(IdempotencyStore store, ObjectProvider<DataSource> dataSource,
                                                      IdempotencyProperties properties,
                                                      ObjectProvider<IdempotencySchemaInitializer> schemaInitializer,
                                                      ObjectProvider<IdempotencyMeters> meters) {
@@ -114,7 +115,7 @@ public class IdempotencyAutoConfiguration {
             // partitions made elsewhere: the count kept ahead is not this application's to say (0 is as good as 7)
             int ahead = cleanup.isCreatePartitions() ? cleanup.getPartitionsAhead()
                     : Math.max(1, cleanup.getPartitionsAhead());
-            return RetentionScheduler.partitioned(new PostgresPartitionMaintenance(dataSource,
+            return RetentionScheduler.partitioned(new PostgresPartitionMaintenance(storeDataSource(store, dataSource),
                     properties.getJdbc().getTableName(), cleanup.getPartitionInterval(), ahead,
                     Duration.ofSeconds(2)), cleanup.isCreatePartitions(), cleanup.isEnabled(),
                     properties.getRetention().getTtl(),
@@ -160,13 +161,23 @@ public class IdempotencyAutoConfiguration {
         }
     }
 
+    /**
+     * The DataSource of the table: the JDBC store's (also one the application defined, on a DataSource that need not be
+     * the primary one), else the application's.
+     */
+    private static DataSource storeDataSource(IdempotencyStore store, ObjectProvider<DataSource> dataSource) {
+        return store instanceof PostgresIdempotencyStore jdbcStore ? jdbcStore.dataSource() : dataSource.getObject();
+    }
+
     private static boolean partitioned(IdempotencyProperties properties) {
         return properties.getRetention().getCleanup().getMode() == IdempotencyProperties.CleanupMode.DROP_PARTITIONS;
     }
 
     @Bean
     @ConditionalOnMissingBean
-    public Transactions idempotencyTransactions(PlatformTransactionManager transactionManager, DataSource dataSource) {
+    public Transactions idempotencyTransactions(PlatformTransactionManager transactionManager, IdempotencyStore store,
+                                                ObjectProvider<DataSource> dataSources) {
+        DataSource dataSource = storeDataSource(store, dataSources);
         IdempotencyStartupChecks.checkTransactionManager(transactionManager, dataSource);
         return new SpringTransactions(transactionManager, connectionsDefaultToReadCommitted(dataSource));
     }
@@ -361,9 +372,12 @@ public class IdempotencyAutoConfiguration {
                                                DownstreamKeys downstreamKeys, IdempotencyProperties properties,
                                                ObjectProvider<PlatformTransactionManager> transactionManager) {
         checkRetention(properties);
-        if (store instanceof PostgresIdempotencyStore jdbcStore && transactionManager.getIfUnique() != null) {
+        // the transaction manager the executions run with: that of transactions the application defined, if known
+        PlatformTransactionManager used = transactions instanceof SpringTransactions spring
+                ? spring.transactionManager() : transactionManager.getIfUnique();
+        if (store instanceof PostgresIdempotencyStore jdbcStore && used != null) {
             // also a store the application defined itself: it must claim in the handler's transaction
-            IdempotencyStartupChecks.checkTransactionManager(transactionManager.getIfUnique(), jdbcStore.dataSource());
+            IdempotencyStartupChecks.checkTransactionManager(used, jdbcStore.dataSource());
         }
         IdempotencyProperties.ReplayCache cache = properties.getReplayCache();
         return new IdempotencyEngine(store, transactions, storagePolicy, properties.getRetention().getTtl(),

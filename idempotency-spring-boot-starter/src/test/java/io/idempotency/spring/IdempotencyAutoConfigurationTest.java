@@ -197,6 +197,34 @@ class IdempotencyAutoConfigurationTest {
                 .run(context -> assertThat(context).hasNotFailed());
     }
 
+    /**
+     * Idempotency on the application's second database: a store and transactions of the application's own, both on
+     * it. The library's checks and its table go with the store, not with the primary DataSource and transaction
+     * manager.
+     */
+    @Test
+    void aStoreAndTransactionsOfTheApplicationOnItsSecondDatabaseAreUsedThere() {
+        TestPostgres.Database primary = TestPostgres.newDatabase();
+        TestPostgres.Database second = TestPostgres.newDatabase();
+        TestDatabases.contextRunner(primary).withBean("second", javax.sql.DataSource.class, () -> dataSource(second))
+                .withUserConfiguration(SecondDatabaseIdempotency.class)
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    assertThat(second.queryLong("select count(*) from pg_tables where tablename = 'idempotency_keys'"
+                            + " and schemaname = current_schema()")).isEqualTo(1);
+                    assertThat(primary.queryLong("select count(*) from pg_tables where tablename = 'idempotency_keys'"
+                            + " and schemaname = current_schema()")).isZero();
+                });
+    }
+
+    @Test
+    void refusesTransactionsOfTheApplicationOnAnotherDataSourceThanTheStores() {
+        runner.withUserConfiguration(ForeignTransactions.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(rootMessage(context.getStartupFailure())).contains("must commit in one transaction");
+        });
+    }
+
     @Test
     void refusesAStoreOfTheApplicationOnAnotherDataSource() {
         runner.withUserConfiguration(ForeignStore.class).run(context -> {
@@ -575,6 +603,51 @@ class IdempotencyAutoConfigurationTest {
         }
     }
 
+    private static javax.sql.DataSource dataSource(TestPostgres.Database database) {
+        return new DriverManagerDataSource(database.url(), database.user(),
+                database.password() == null ? "" : database.password());
+    }
+
+    /**
+     * Beside the primary DataSource and its transaction manager: a second database's transaction manager, and the
+     * idempotency store and transactions on that database.
+     */
+    @Configuration(proxyBeanMethods = false)
+    static class SecondDatabaseIdempotency {
+        @Bean
+        @org.springframework.context.annotation.Primary
+        javax.sql.DataSource dataSource(org.springframework.core.env.Environment environment) {
+            return new DriverManagerDataSource(environment.getProperty("spring.datasource.url"),
+                    environment.getProperty("spring.datasource.username"),
+                    environment.getProperty("spring.datasource.password", ""));
+        }
+
+        @Bean
+        @org.springframework.context.annotation.Primary
+        PlatformTransactionManager transactionManager(javax.sql.DataSource dataSource) {
+            return new DataSourceTransactionManager(dataSource);
+        }
+
+        @Bean
+        PlatformTransactionManager secondTransactionManager(
+                @org.springframework.beans.factory.annotation.Qualifier("second") javax.sql.DataSource second) {
+            return new DataSourceTransactionManager(second);
+        }
+
+        @Bean
+        IdempotencyStore idempotencyStore(
+                @org.springframework.beans.factory.annotation.Qualifier("second") javax.sql.DataSource second) {
+            return new PostgresIdempotencyStore(second, "idempotency_keys");
+        }
+
+        @Bean
+        io.idempotency.core.Transactions idempotencyTransactions(
+                @org.springframework.beans.factory.annotation.Qualifier("secondTransactionManager")
+                PlatformTransactionManager second) {
+            return new io.idempotency.jdbc.SpringTransactions(second);
+        }
+    }
+
     /** The application's database (primary), a second one, and a transaction manager for each. */
     @Configuration(proxyBeanMethods = false)
     static class TwoTransactionManagers {
@@ -627,6 +700,14 @@ class IdempotencyAutoConfigurationTest {
         @org.springframework.transaction.annotation.Transactional(transactionManager = "sameDatabaseTransactionManager")
         public String sameDatabase() {
             return "joins the request's transaction";
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class ForeignTransactions {
+        @Bean
+        io.idempotency.core.Transactions idempotencyTransactions() {
+            return new io.idempotency.jdbc.SpringTransactions(new DataSourceTransactionManager(dataSource(DATABASE)));
         }
     }
 
