@@ -424,7 +424,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
 
     /**
      * A {@code @Transactional} on the handler (or its class; also on an {@code @Idempotent} method a functional route
-     * calls) that names a transaction manager of its own: unless that one manages the store's DataSource, the
+     * calls) whose transaction manager — the one it names, else the application's default — does not manage the
+     * store's DataSource (a second database's, or the primary one while the records are kept in a second): the
      * handler's writes commit in a transaction of their own when it returns, before the answer is stored, and stay
      * when the request is rolled back, as with {@code REQUIRES_NEW}. A name that matches no transaction manager
      * fails every request.
@@ -433,19 +434,31 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         TransactionAttributeSource source = context.getBeanProvider(TransactionAttributeSource.class)
                 .getIfUnique(() -> new AnnotationTransactionAttributeSource(false));
         TransactionAttribute attribute = source.getTransactionAttribute(method, beanType);
-        String qualifier = attribute == null ? null : attribute.getQualifier();
-        if (!StringUtils.hasText(qualifier)) {
-            return Optional.empty(); // the application's default transaction manager: the one the store is checked with
+        if (attribute == null) {
+            return Optional.empty();
         }
+        String qualifier = attribute.getQualifier();
+        String which;
         TransactionManager named;
-        try {
-            // as Spring's transaction interceptor finds it
-            named = BeanFactoryAnnotationUtils.qualifiedBeanOfType(context.getAutowireCapableBeanFactory(),
-                    TransactionManager.class, qualifier);
-        } catch (NoSuchBeanDefinitionException e) {
-            return Optional.of(method + " is @Transactional with transaction manager '" + qualifier + "', which"
-                    + " names no single transaction manager bean, so every request to it would fail; name the transaction"
-                    + " manager of the idempotency store's DataSource, or none");
+        if (!StringUtils.hasText(qualifier)) {
+            // the primary one, as Spring's transaction interceptor takes it: not the store's when the application
+            // keeps its records in a second database, with transactions of its own on that database's
+            which = "the application's default transaction manager";
+            named = context.getBeanProvider(TransactionManager.class).getIfUnique();
+            if (named == null) {
+                return Optional.empty();
+            }
+        } else {
+            which = "transaction manager '" + qualifier + "'";
+            try {
+                // as Spring's transaction interceptor finds it
+                named = BeanFactoryAnnotationUtils.qualifiedBeanOfType(context.getAutowireCapableBeanFactory(),
+                        TransactionManager.class, qualifier);
+            } catch (NoSuchBeanDefinitionException e) {
+                return Optional.of(method + " is @Transactional with transaction manager '" + qualifier + "', which"
+                        + " names no single transaction manager bean, so every request to it would fail; name the"
+                        + " transaction manager of the idempotency store's DataSource, or none");
+            }
         }
         DataSource dataSource = storeDataSource();
         if (dataSource == null) {
@@ -461,10 +474,10 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 problem = "does not manage the idempotency store's DataSource";
             }
         }
-        return Optional.ofNullable(problem).map(why -> method + " is @Transactional with transaction manager '"
-                + qualifier + "', which " + why + ": its writes would not commit in the transaction that holds the"
-                + " claim and the stored answer, and would stay when the request is rolled back; use the transaction"
-                + " manager of the store's DataSource (or name none, for the application's primary one)");
+        return Optional.ofNullable(problem).map(why -> method + " is @Transactional with " + which + ", which "
+                + why + ": its writes would not commit in the transaction that holds the claim and the stored answer,"
+                + " and would stay when the request is rolled back; name the transaction manager of the store's"
+                + " DataSource");
     }
 
     /** The DataSource of the library's JDBC store (also one the application defined); null for any other store. */

@@ -215,6 +215,17 @@ class IdempotencyAutoConfigurationTest {
                     assertThat(primary.queryLong("select count(*) from pg_tables where tablename = 'idempotency_keys'"
                             + " and schemaname = current_schema()")).isZero();
                 });
+        // a @Transactional handler must then name the second database's transaction manager: the default, primary
+        // one would commit its writes on their own
+        TestDatabases.contextRunner(primary).withBean("second", javax.sql.DataSource.class, () -> dataSource(second))
+                .withUserConfiguration(SecondDatabaseIdempotency.class, SecondDatabaseController.class)
+                .run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(rootMessage(context.getStartupFailure())).contains("SecondDatabaseController"
+                            + ".defaultTransactionManager() is @Transactional with the application's default"
+                            + " transaction manager, which does not manage the idempotency store's DataSource")
+                            .doesNotContain("secondTransactionManager()");
+                });
     }
 
     @Test
@@ -645,6 +656,23 @@ class IdempotencyAutoConfigurationTest {
                 @org.springframework.beans.factory.annotation.Qualifier("secondTransactionManager")
                 PlatformTransactionManager second) {
             return new io.idempotency.jdbc.SpringTransactions(second);
+        }
+    }
+
+    @RestController
+    static class SecondDatabaseController {
+        @PostMapping("/second/default")
+        @Idempotent
+        @org.springframework.transaction.annotation.Transactional
+        public String defaultTransactionManager() {
+            return "written on the primary database, committed before the answer is stored";
+        }
+
+        @PostMapping("/second/named")
+        @Idempotent
+        @org.springframework.transaction.annotation.Transactional(transactionManager = "secondTransactionManager")
+        public String secondTransactionManager() {
+            return "joins the request's transaction";
         }
     }
 
