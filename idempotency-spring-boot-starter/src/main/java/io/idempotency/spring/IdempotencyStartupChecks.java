@@ -35,6 +35,7 @@ import org.springframework.transaction.TransactionManager;
 import org.springframework.transaction.annotation.AnnotationTransactionAttributeSource;
 import org.springframework.transaction.interceptor.TransactionAttribute;
 import org.springframework.transaction.interceptor.TransactionAttributeSource;
+import org.springframework.transaction.interceptor.TransactionInterceptor;
 import org.springframework.transaction.support.ResourceTransactionManager;
 import org.springframework.util.ClassUtils;
 import org.springframework.util.ReflectionUtils;
@@ -444,7 +445,11 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
             // the primary one, as Spring's transaction interceptor takes it: not the store's when the application
             // keeps its records in a second database, with transactions of its own on that database's
             which = "the application's default transaction manager";
-            named = context.getBeanProvider(TransactionManager.class).getIfUnique();
+            // a TransactionManagementConfigurer's, which the interceptor holds, else the primary one
+            TransactionInterceptor interceptor = context.getBeanProvider(TransactionInterceptor.class).getIfUnique();
+            named = interceptor != null && interceptor.getTransactionManager() != null
+                    ? interceptor.getTransactionManager()
+                    : context.getBeanProvider(TransactionManager.class).getIfUnique();
             if (named == null) {
                 return Optional.empty();
             }

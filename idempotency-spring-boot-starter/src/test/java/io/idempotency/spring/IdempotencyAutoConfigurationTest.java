@@ -236,6 +236,21 @@ class IdempotencyAutoConfigurationTest {
         });
     }
 
+    /**
+     * A TransactionManagementConfigurer gives @Transactional a default transaction manager other than the primary
+     * one, which the store is checked with: a handler using it would commit its writes on their own.
+     */
+    @Test
+    void refusesATransactionalHandlerWhoseDefaultTransactionManagerIsAnotherDataSources() {
+        runner.withUserConfiguration(OtherDefaultForTransactional.class, DefaultTransactionalController.class)
+                .run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(rootMessage(context.getStartupFailure())).contains("DefaultTransactionalController"
+                            + ".create() is @Transactional with the application's default transaction manager, which"
+                            + " does not manage the idempotency store's DataSource");
+                });
+    }
+
     @Test
     void refusesAStoreOfTheApplicationOnAnotherDataSource() {
         runner.withUserConfiguration(ForeignStore.class).run(context -> {
@@ -673,6 +688,33 @@ class IdempotencyAutoConfigurationTest {
         @org.springframework.transaction.annotation.Transactional(transactionManager = "secondTransactionManager")
         public String secondTransactionManager() {
             return "joins the request's transaction";
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class OtherDefaultForTransactional implements
+            org.springframework.transaction.annotation.TransactionManagementConfigurer {
+        private final PlatformTransactionManager other = new DataSourceTransactionManager(dataSource(DATABASE));
+
+        @Bean
+        @org.springframework.context.annotation.Primary
+        PlatformTransactionManager transactionManager(javax.sql.DataSource dataSource) {
+            return new DataSourceTransactionManager(dataSource);
+        }
+
+        @Override
+        public org.springframework.transaction.TransactionManager annotationDrivenTransactionManager() {
+            return other;
+        }
+    }
+
+    @RestController
+    static class DefaultTransactionalController {
+        @PostMapping("/default-transactional")
+        @Idempotent
+        @org.springframework.transaction.annotation.Transactional
+        public String create() {
+            return "written with the configurer's transaction manager";
         }
     }
 
