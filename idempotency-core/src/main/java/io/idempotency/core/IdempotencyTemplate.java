@@ -67,6 +67,8 @@ public final class IdempotencyTemplate {
      */
     public Result execute(ScopedKey key, byte[] input, IdempotencyMode mode, Duration lease, Callable<byte[]> work)
             throws Exception {
+        // before the claim: in intent-first mode a committed claim without work would hold the key for its lease
+        Objects.requireNonNull(work, "work");
         byte[] identifying = input == null ? new byte[0] : input;
         String fingerprint = RequestFingerprint.of("EXECUTE", key.scope(), null, identifying);
         IdempotencyEngine.Start start = engine.start(key, fingerprint, mode, lease);

@@ -9,7 +9,8 @@ import java.util.Objects;
  *
  * @param caller namespace of the caller (principal, tenant, API key id); {@code ""} when anonymous; never null
  * @param scope  the operation, e.g. {@code "POST /payments"}; never null or empty
- * @param key    the idempotency key as parsed from the request; 1–255 characters
+ * @param key    the idempotency key as parsed from the request; 1–255 characters, none of them NUL or half of a
+ *               surrogate pair
  */
 public record ScopedKey(String caller, String scope, String key) {
 
@@ -29,5 +30,22 @@ public record ScopedKey(String caller, String scope, String key) {
         if (caller.length() > MAX_LENGTH || scope.length() > MAX_LENGTH || key.length() > MAX_LENGTH) {
             throw new IllegalArgumentException("caller, scope and key are limited to " + MAX_LENGTH + " characters");
         }
+        if (!storable(key)) {
+            // PostgreSQL refuses a NUL; the driver sends half a surrogate pair as '?', which would make two keys one
+            throw new IllegalArgumentException("key must not contain a NUL character or half of a surrogate pair");
+        }
+    }
+
+    /** Whether {@code text} has neither a NUL character nor half of a surrogate pair: whether text columns hold it. */
+    public static boolean storable(String text) {
+        for (int i = 0; i < text.length(); i++) {
+            char c = text.charAt(i);
+            if (Character.isHighSurrogate(c) && i + 1 < text.length() && Character.isLowSurrogate(text.charAt(i + 1))) {
+                i++;
+            } else if (c == '\0' || Character.isSurrogate(c)) {
+                return false;
+            }
+        }
+        return true;
     }
 }

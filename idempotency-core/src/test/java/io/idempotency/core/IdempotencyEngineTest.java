@@ -299,6 +299,28 @@ class IdempotencyEngineTest {
     }
 
     @Test
+    void templateWithoutWorkIsRefusedBeforeAnythingIsClaimed() {
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
+
+        // an intent-first claim committed without work would hold the key for its lease
+        assertThatThrownBy(() -> new IdempotencyTemplate(engine).execute(KEY, new byte[0],
+                IdempotencyMode.INTENT_FIRST, Duration.ofSeconds(30), null))
+                .isInstanceOf(NullPointerException.class).hasMessage("work");
+        assertThat(store.claims).isEmpty();
+    }
+
+    @Test
+    void keysThatNoTextColumnCanHoldAreRefused() {
+        assertThatThrownBy(() -> new ScopedKey("", "s", "message-\ud800"))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("surrogate");
+        assertThatThrownBy(() -> new ScopedKey("", "s", "message-\udc00x"))
+                .isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> new ScopedKey("", "s", "message-\0")).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("NUL");
+        assertThat(new ScopedKey("", "s", "message-\ud83d\ude00").key()).endsWith("\ud83d\ude00");
+    }
+
+    @Test
     void abandonAfterFinishDoesNothing() {
         IdempotencyEngine.Execution execution = proceed("token-1");
         execution.finish(CREATED);

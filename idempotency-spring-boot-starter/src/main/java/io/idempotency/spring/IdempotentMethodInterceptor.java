@@ -365,6 +365,10 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             // a JSON string or a decoded query can carry one, a header cannot; no text column can store it
             return new IdempotencyKeyParser.Malformed("the key contains a NUL character");
         }
+        if (!ScopedKey.storable(key)) {
+            // a JSON escape can write one (\ud800); the driver would send it as '?', making two keys one
+            return new IdempotencyKeyParser.Malformed("the key contains half of a surrogate pair");
+        }
         return new IdempotencyKeyParser.Valid(key);
     }
 
@@ -449,7 +453,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         if (caller == null) {
             return "";
         }
-        boolean storable = storableAsText(caller);
+        boolean storable = ScopedKey.storable(caller);
         if (caller.length() <= ScopedKey.MAX_LENGTH && !caller.startsWith(DIGEST_PREFIX) && storable) {
             return caller;
         }
@@ -460,19 +464,6 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         ByteBuffer units = ByteBuffer.allocate(1 + 2 * caller.length()).put((byte) 0xFF);
         units.asCharBuffer().put(caller);
         return DIGEST_PREFIX + RequestFingerprint.sha256Hex(units.array());
-    }
-
-    /** Whether {@code text} has neither a NUL character nor half of a surrogate pair. */
-    private static boolean storableAsText(String text) {
-        for (int i = 0; i < text.length(); i++) {
-            char c = text.charAt(i);
-            if (Character.isHighSurrogate(c) && i + 1 < text.length() && Character.isLowSurrogate(text.charAt(i + 1))) {
-                i++;
-            } else if (c == '\0' || Character.isSurrogate(c)) {
-                return false;
-            }
-        }
-        return true;
     }
 
     private static String scopeOf(IdempotentEndpoint endpoint, HttpServletRequest request, MethodInvocation invocation) {

@@ -186,6 +186,26 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aKeyFromTheBodyWithHalfASurrogatePairIsRefusedAndLeavesNothing() throws Exception {
+        // the driver would send it as '?': "tx-…\ud800" and "tx-…?" would be one key. The body is refused before
+        // the key is read (no canonical JSON has it); a key from elsewhere would be refused as malformed
+        String transaction = "tx-" + UUID.randomUUID();
+        String body = "{\"transactionId\":\"" + transaction + "\\ud800\",\"amount\":\"1\",\"currency\":\"EUR\","
+                + "\"nonce\":\"n\"}";
+
+        HttpResponse<byte[]> answer = send(request("/orders/callbacks", body).build());
+
+        assertThat(answer.statusCode()).isEqualTo(400);
+        assertProblem(answer, "idempotency-body-invalid");
+        assertThat(new String(answer.body(), StandardCharsets.UTF_8)).contains("unpaired surrogate");
+        assertThat(DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key like '"
+                + transaction + "%'")).isZero();
+        HttpResponse<byte[]> whole = send(request("/orders/callbacks", body.replace("\\ud800",
+                "\\ud83d\\ude00")).build());
+        assertThat(whole.statusCode()).as("a whole pair is a character like any other").isEqualTo(200);
+    }
+
+    @Test
     void aKeyFromAJsonNumberIsItsDecimalValueHoweverTheNumberIsWritten() throws Exception {
         // a provider whose serializer now writes 1000 as 1000.0 re-sends the same transaction
         long transaction = ThreadLocalRandom.current().nextLong(1, 1_000_000_000L) * 1000;
