@@ -80,6 +80,12 @@ public class SpringTransactions implements Transactions {
 
             @Override
             public void flush() {
+                if (status.isRollbackOnly()) {
+                    // a write failed inside (a repository call the handler caught): the commit will roll back
+                    // without flushing, as Spring does; flushing now would send the failed write again and fail the
+                    // handler, whose answer must be sent as it returned it
+                    return;
+                }
                 status.flush(); // JPA: EntityManager.flush(); plain JDBC: nothing to write
             }
 

@@ -101,6 +101,26 @@ class JpaIdempotencyIntegrationTest extends JpaHttpTest {
     }
 
     /**
+     * A handler that catches the failure of its repository's write and answers 409 itself: the failed write left the
+     * transaction to be rolled back, which Spring does without flushing again, so the handler's answer is sent and
+     * nothing is kept.
+     */
+    @Test
+    void aHandlerAnsweringTheFailureOfItsOwnWriteGetsItsAnswerSent() throws Exception {
+        String reference = "caught-" + UUID.randomUUID();
+        assertThat(post("/purchases/or-conflict", UUID.randomUUID().toString(), purchase(reference)).statusCode())
+                .isEqualTo(201);
+        String key = UUID.randomUUID().toString();
+
+        HttpResponse<String> duplicate = post("/purchases/or-conflict", key, purchase(reference));
+
+        assertThat(duplicate.statusCode()).isEqualTo(409);
+        assertThat(duplicate.body()).isEqualTo("{\"error\":\"reference-taken\"}");
+        assertThat(purchases(reference)).isEqualTo(1);
+        assertThat(record(key)).isNull();
+    }
+
+    /**
      * An UPDATE Hibernate holds back until the flush is still the handler's write: an entity listener called at the
      * flush sees the request's idempotency context, as the handler's own statements do with plain JDBC.
      */

@@ -87,6 +87,23 @@ public class PurchaseController {
                 .body(Map.of("id", saved.getId(), "reference", saved.getReference()));
     }
 
+    /**
+     * Not {@code @Transactional}: saves through the repository's own transaction, flushed at once, and answers a taken
+     * reference itself with 409 (an answer that is not stored), as it would without {@code @Idempotent}.
+     */
+    @PostMapping("/or-conflict")
+    @Idempotent
+    public ResponseEntity<Map<String, Object>> createOrConflict(@RequestBody PurchaseRequest request) {
+        Purchase saved;
+        try {
+            saved = purchases.saveAndFlush(new Purchase(request.reference(), request.note()));
+        } catch (DataIntegrityViolationException e) {
+            return ResponseEntity.status(HttpStatus.CONFLICT).body(Map.of("error", "reference-taken"));
+        }
+        return ResponseEntity.created(URI.create("/purchases/" + saved.getId()))
+                .body(Map.of("id", saved.getId(), "reference", saved.getReference()));
+    }
+
     /** Changes a purchase's note: Hibernate writes the UPDATE at the flush (see {@link PurchaseUpdates}). */
     @PostMapping("/{id}/renote")
     @Idempotent
