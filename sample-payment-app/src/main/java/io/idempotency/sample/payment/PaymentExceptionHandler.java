@@ -1,5 +1,8 @@
 package io.idempotency.sample.payment;
 
+import io.idempotency.core.IdempotencyMode;
+import io.idempotency.core.Idempotent;
+import jakarta.servlet.http.HttpServletRequest;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.core.annotation.AnnotatedElementUtils;
@@ -10,6 +13,8 @@ import org.springframework.web.ErrorResponse;
 import org.springframework.web.bind.annotation.ExceptionHandler;
 import org.springframework.web.bind.annotation.ResponseStatus;
 import org.springframework.web.bind.annotation.RestControllerAdvice;
+import org.springframework.web.method.HandlerMethod;
+import org.springframework.web.servlet.HandlerMapping;
 import org.springframework.web.servlet.mvc.method.annotation.ResponseEntityExceptionHandler;
 
 import java.net.URI;
@@ -75,15 +80,34 @@ public class PaymentExceptionHandler extends ResponseEntityExceptionHandler {
     /**
      * 500 for anything unexpected, without internals in the answer. Exceptions that already define their answer are
      * rethrown, which hands them on to the resolvers that know how to render them.
+     *
+     * <p>The answer tells what a retry can expect. A request of an intent-first handler ({@code POST /charges}) may
+     * have failed after its external call (the gateway may have booked the charge), and its claim stays until the
+     * lease runs out: telling that client "not carried out" could make it pay again under another key.
      */
     @ExceptionHandler(Exception.class)
-    public ResponseEntity<ProblemDetail> unexpected(Exception e) throws Exception {
+    public ResponseEntity<ProblemDetail> unexpected(Exception e, HttpServletRequest request) throws Exception {
         if (e instanceof ErrorResponse
                 || AnnotatedElementUtils.hasAnnotation(e.getClass(), ResponseStatus.class)) {
             throw e;
         }
         log.error("request failed", e);
+        if (intentFirst(request)) {
+            return internalError("The request failed inside the server, possibly after the payment gateway was"
+                    + " called, so the charge may have been made. Retry with the same Idempotency-Key: the retry is"
+                    + " answered 409 until the request's lease has run out, then gets the charge if the gateway made"
+                    + " it, and charges otherwise.");
+        }
         return internalError("The request failed inside the server; it was not carried out and may be retried.");
+    }
+
+    /** Whether the request was mapped to an {@code @Idempotent} handler in intent-first mode. */
+    private static boolean intentFirst(HttpServletRequest request) {
+        if (!(request.getAttribute(HandlerMapping.BEST_MATCHING_HANDLER_ATTRIBUTE) instanceof HandlerMethod handler)) {
+            return false;
+        }
+        Idempotent idempotent = handler.getMethodAnnotation(Idempotent.class);
+        return idempotent != null && idempotent.mode() == IdempotencyMode.INTENT_FIRST;
     }
 
     private static ResponseEntity<ProblemDetail> internalError(String detail) {

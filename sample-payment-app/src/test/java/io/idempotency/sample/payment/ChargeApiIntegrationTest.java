@@ -218,6 +218,38 @@ class ChargeApiIntegrationTest {
     }
 
     @Test
+    void unexpectedFailureAfterTheGatewayCallIsNeverAnsweredAsNotCarriedOut() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+        String body = body(orderId, "4.40");
+        // The database refuses this order's local record: an unexpected failure after the gateway booked the charge.
+        String refuse = "refuse_" + orderId.replaceAll("[^A-Za-z0-9]", "_");
+        DB.queryString("create function " + refuse + "() returns trigger language plpgsql as"
+                + " $$ begin raise exception 'refused for the test'; end $$");
+        DB.queryString("create trigger " + refuse + " before insert on charges for each row"
+                + " when (new.order_id = '" + orderId + "') execute function " + refuse + "()");
+        try {
+            HttpResponse<byte[]> failed = api.charge(key, body, null);
+
+            assertThat(failed.statusCode()).as(text(failed)).isEqualTo(500);
+            assertThat(countOf(api.gatewayCharges(orderId))).as("the gateway booked the charge").isEqualTo(1);
+            assertThat(chargesInDatabase(orderId)).isZero();
+            assertThat(statusOf(key)).isEqualTo("PROCESSING");
+            // The charge was made: the client must not be told that the request was not carried out.
+            assertThat(text(failed)).doesNotContain("not carried out")
+                    .contains("may have been made").contains("same Idempotency-Key");
+        } finally {
+            DB.queryString("drop trigger " + refuse + " on charges");
+        }
+
+        awaitLeaseExpired(key);
+        HttpResponse<byte[]> retry = api.charge(key, body, null);
+        assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
+        assertThat(countOf(api.gatewayCharges(orderId))).isEqualTo(1);
+        assertThat(api.charges(orderId)).isEqualTo("[" + text(retry) + "]");
+    }
+
+    @Test
     void resolverAnswersExactlyWhatTheHandlerAnswered() throws Exception {
         String orderId = newOrderId();
         String key = UUID.randomUUID().toString();
