@@ -188,7 +188,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
             }
         }
         List<Method> intentFirstElsewhere = new ArrayList<>();
-        methodsElsewhere(handlers, methods, intentFirstElsewhere, problems);
+        int elsewhere = methodsElsewhere(handlers, methods, intentFirstElsewhere, problems);
         defaultScopes.forEach((scope, sharing) -> {
             if (sharing.size() > 1) {
                 problems.add(sharing + " share the default scope '"
@@ -205,6 +205,12 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                     + String.join("\n  - ", problems), "Change each method as its line says, or remove @Idempotent"
                     + " from it.");
         }
+        if (idempotentEndpoints + elsewhere > 0) {
+            // the advice finds these at the first idempotent request: two of a kind (neither @Primary) would fail
+            // every such request with 500, so the application fails to start instead, as Spring says why
+            context.getBean(CallerResolver.class);
+            context.getBean(ProblemResponses.class);
+        }
         idempotentMethods.learn(methods);
         if (IdempotencyEngine.DEFAULT_DOWNSTREAM_SECRET.equals(properties.getObject().getDownstreamKeySecret())) {
             intentFirst.addAll(intentFirstElsewhere);
@@ -217,18 +223,22 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
      * route calls. Their HTTP methods are added to {@code methods}, so that the filter wraps the requests that reach
      * them; the intent-first ones to {@code intentFirst}. Their settings must be valid, and the lease of an intent-first
      * one holds its claims as long as a controller method's does: it must fit the retention too.
+     *
+     * @return how many there are
      */
-    private void methodsElsewhere(Set<Method> handlers, Set<String> methods, List<Method> intentFirst,
-                                  List<String> problems) {
+    private int methodsElsewhere(Set<Method> handlers, Set<String> methods, List<Method> intentFirst,
+                                 List<String> problems) {
         if (!(context instanceof ConfigurableApplicationContext configurable)) {
-            return;
+            return 0;
         }
+        int found = 0;
         IdempotencyProperties settings = properties.getObject();
         for (Method method : InertIdempotentCheck.idempotentMethods(configurable.getBeanFactory())) {
             Idempotent idempotent = AnnotatedElementUtils.findMergedAnnotation(method, Idempotent.class);
             if (handlers.contains(method) || idempotent == null) {
                 continue;
             }
+            found++;
             try {
                 IdempotentEndpoint endpoint = IdempotentEndpoint.of(method, idempotent, settings.getMethods(),
                         storagePolicy.getObject(), settings.getLease(), context.getEnvironment());
@@ -247,6 +257,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 problems.add(e.getMessage());
             }
         }
+        return found;
     }
 
     /**

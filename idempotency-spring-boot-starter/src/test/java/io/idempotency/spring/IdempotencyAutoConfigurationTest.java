@@ -430,6 +430,32 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void twoCallerResolversWithoutAPrimaryOneStopTheStartInsteadOfEveryRequest() {
+        runner.withUserConfiguration(PostOnlyLongRouteController.class, TwoCallerResolvers.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(context.getStartupFailure()).isInstanceOf(
+                    org.springframework.beans.factory.NoUniqueBeanDefinitionException.class)
+                    .hasMessageContaining("tenantCaller").hasMessageContaining("apiKeyCaller");
+        });
+        // without endpoints the advice never asks for one
+        runner.withUserConfiguration(TwoCallerResolvers.class).run(context -> assertThat(context).hasNotFailed());
+    }
+
+    @org.springframework.context.annotation.Configuration(proxyBeanMethods = false)
+    static class TwoCallerResolvers {
+
+        @org.springframework.context.annotation.Bean
+        CallerResolver tenantCaller() {
+            return request -> "tenant";
+        }
+
+        @org.springframework.context.annotation.Bean
+        CallerResolver apiKeyCaller() {
+            return request -> "api-key";
+        }
+    }
+
+    @Test
     void registeredMethodsBeyondSpringMvcsOwnAreAccepted() {
         // a WebDAV method is served by a mapping without methods, or a functional route: not a misspelling
         runner.withPropertyValues("idempotency.methods=POST,PATCH,LOCK")
