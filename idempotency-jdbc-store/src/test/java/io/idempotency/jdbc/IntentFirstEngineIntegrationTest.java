@@ -396,33 +396,11 @@ class IntentFirstEngineIntegrationTest {
      */
     @Test
     void aClaimWhoseHandlerCouldNotStartIsFreeForTheNextRequestAtOnce() throws Exception {
-        TestPostgres.Database database = TestPostgres.newDatabase();
-        try (HikariDataSource migration = database.dataSource(2)) {
-            new IdempotencySchemaMigrator(migration, "idempotency_keys").migrate();
-        }
-        // a pool of one connection that gives up after 250 ms (set before the pool starts: a running pool keeps the
-        // timeout it started with)
-        com.zaxxer.hikari.HikariConfig config = new com.zaxxer.hikari.HikariConfig();
-        config.setJdbcUrl(database.url());
-        config.setUsername(database.user());
-        config.setPassword(database.password());
-        config.setMaximumPoolSize(1);
-        config.setConnectionTimeout(250);
-        try (HikariDataSource dataSource = new HikariDataSource(config)) {
+        try (HikariDataSource dataSource = oneConnectionPool()) {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
-            Transactions pool = transactions(dataSource);
             AtomicInteger begun = new AtomicInteger();
-            Transactions exhaustedOnce = () -> {
-                if (begun.incrementAndGet() != 2) {
-                    return pool.begin();
-                }
-                // another thread holds the only connection while the handler's transaction asks for one
-                try (java.sql.Connection elsewhere = dataSource.getConnection()) {
-                    return pool.begin();
-                } catch (java.sql.SQLException e) {
-                    throw new IllegalStateException(e);
-                }
-            };
+            // the handler's transaction
+            Transactions exhaustedOnce = exhaustedWhen(dataSource, () -> begun.incrementAndGet() == 2);
             IdempotencyEngine engine = new IdempotencyEngine(store, exhaustedOnce, StoragePolicy.DEFAULT, DAY,
                     Duration.ofMillis(300), StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
@@ -445,31 +423,11 @@ class IntentFirstEngineIntegrationTest {
     @Test
     void aStaleClaimWhoseRerunCouldNotStartStaysWithItsRequest() throws Exception {
         String other = "8".repeat(64);
-        TestPostgres.Database database = TestPostgres.newDatabase();
-        try (HikariDataSource migration = database.dataSource(2)) {
-            new IdempotencySchemaMigrator(migration, "idempotency_keys").migrate();
-        }
-        com.zaxxer.hikari.HikariConfig config = new com.zaxxer.hikari.HikariConfig();
-        config.setJdbcUrl(database.url());
-        config.setUsername(database.user());
-        config.setPassword(database.password());
-        config.setMaximumPoolSize(1);
-        config.setConnectionTimeout(250);
-        try (HikariDataSource dataSource = new HikariDataSource(config)) {
+        try (HikariDataSource dataSource = oneConnectionPool()) {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
-            Transactions pool = transactions(dataSource);
             java.util.concurrent.atomic.AtomicBoolean exhausted = new java.util.concurrent.atomic.AtomicBoolean();
-            Transactions exhaustedAfterTheResolver = () -> {
-                if (!exhausted.getAndSet(false)) {
-                    return pool.begin();
-                }
-                // another thread holds the only connection while the rerun's transaction asks for one
-                try (java.sql.Connection elsewhere = dataSource.getConnection()) {
-                    return pool.begin();
-                } catch (java.sql.SQLException e) {
-                    throw new IllegalStateException(e);
-                }
-            };
+            // the rerun's transaction
+            Transactions exhaustedAfterTheResolver = exhaustedWhen(dataSource, () -> exhausted.getAndSet(false));
             StaleClaimResolver rerun = claim -> {
                 exhausted.set(true);
                 return StaleClaimResolver.Resolution.rerun();
@@ -504,30 +462,11 @@ class IntentFirstEngineIntegrationTest {
     @Test
     void aFailedClaimWhoseNewAttemptCouldNotStartStaysWithItsRequest() throws Exception {
         String other = "8".repeat(64);
-        TestPostgres.Database database = TestPostgres.newDatabase();
-        try (HikariDataSource migration = database.dataSource(2)) {
-            new IdempotencySchemaMigrator(migration, "idempotency_keys").migrate();
-        }
-        com.zaxxer.hikari.HikariConfig config = new com.zaxxer.hikari.HikariConfig();
-        config.setJdbcUrl(database.url());
-        config.setUsername(database.user());
-        config.setPassword(database.password());
-        config.setMaximumPoolSize(1);
-        config.setConnectionTimeout(250);
-        try (HikariDataSource dataSource = new HikariDataSource(config)) {
+        try (HikariDataSource dataSource = oneConnectionPool()) {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
-            Transactions pool = transactions(dataSource);
             AtomicInteger begun = new AtomicInteger();
-            Transactions exhaustedOnce = () -> {
-                if (begun.incrementAndGet() != 4) { // the first attempt's two, the second's claim, then its work
-                    return pool.begin();
-                }
-                try (java.sql.Connection elsewhere = dataSource.getConnection()) {
-                    return pool.begin();
-                } catch (java.sql.SQLException e) {
-                    throw new IllegalStateException(e);
-                }
-            };
+            // the first attempt's two, the second's claim, then its work
+            Transactions exhaustedOnce = exhaustedWhen(dataSource, () -> begun.incrementAndGet() == 4);
             IdempotencyEngine engine = new IdempotencyEngine(store, exhaustedOnce, StoragePolicy.DEFAULT, DAY,
                     Duration.ofMillis(300), StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
@@ -767,5 +706,41 @@ class IntentFirstEngineIntegrationTest {
         HikariDataSource dataSource = skewed.dataSource(6);
         new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
         return dataSource;
+    }
+
+    /**
+     * A pool of one connection that gives up after 250 ms (set before the pool starts: a running pool keeps the
+     * timeout it started with), on a new database with the library's table.
+     */
+    private static HikariDataSource oneConnectionPool() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource migration = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(migration, "idempotency_keys").migrate();
+        }
+        com.zaxxer.hikari.HikariConfig config = new com.zaxxer.hikari.HikariConfig();
+        config.setJdbcUrl(database.url());
+        config.setUsername(database.user());
+        config.setPassword(database.password());
+        config.setMaximumPoolSize(1);
+        config.setConnectionTimeout(250);
+        return new HikariDataSource(config);
+    }
+
+    /**
+     * Transactions on the pool {@code dataSource} whose beginning, when {@code exhausted} says so, finds no connection:
+     * the only one is held elsewhere while the transaction asks for one.
+     */
+    private static Transactions exhaustedWhen(HikariDataSource dataSource, java.util.function.BooleanSupplier exhausted) {
+        Transactions pool = transactions(dataSource);
+        return () -> {
+            if (!exhausted.getAsBoolean()) {
+                return pool.begin();
+            }
+            try (java.sql.Connection elsewhere = dataSource.getConnection()) {
+                return pool.begin();
+            } catch (java.sql.SQLException e) {
+                throw new IllegalStateException(e);
+            }
+        };
     }
 }

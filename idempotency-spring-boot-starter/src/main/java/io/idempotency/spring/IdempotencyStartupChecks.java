@@ -399,10 +399,18 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
      * at READ COMMITTED, Spring ignores the isolation of a transaction it joins, and PostgreSQL cannot raise it after
      * the claim's statement, so the handler would lose the protection it asks for without a word.
      */
-    private Optional<String> propagationProblem(Method method, Class<?> beanType) {
+    /**
+     * The {@code @Transactional} settings of {@code method} on {@code beanType} as the application's transaction advice
+     * reads them (jakarta {@code @Transactional} included); null for none.
+     */
+    private TransactionAttribute transactionAttribute(Method method, Class<?> beanType) {
         TransactionAttributeSource source = context.getBeanProvider(TransactionAttributeSource.class)
                 .getIfUnique(() -> new AnnotationTransactionAttributeSource(false));
-        TransactionAttribute attribute = source.getTransactionAttribute(method, beanType);
+        return source.getTransactionAttribute(method, beanType);
+    }
+
+    private Optional<String> propagationProblem(Method method, Class<?> beanType) {
+        TransactionAttribute attribute = transactionAttribute(method, beanType);
         if (attribute == null) {
             return Optional.empty();
         }
@@ -443,9 +451,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
      * fails every request.
      */
     private Optional<String> transactionManagerProblem(Method method, Class<?> beanType) {
-        TransactionAttributeSource source = context.getBeanProvider(TransactionAttributeSource.class)
-                .getIfUnique(() -> new AnnotationTransactionAttributeSource(false));
-        TransactionAttribute attribute = source.getTransactionAttribute(method, beanType);
+        TransactionAttribute attribute = transactionAttribute(method, beanType);
         if (attribute == null) {
             return Optional.empty();
         }
