@@ -40,6 +40,21 @@ public final class StaleClaimSweeper {
     public record Unresolved(ScopedKey key, RuntimeException error) {
     }
 
+    /**
+     * What a sweep does, told claim by claim as it happens: a sweep that fails later (the database went away) has
+     * still resolved the claims it told of.
+     */
+    public interface Progress {
+
+        /** {@code key}'s claim was resolved: its answer stored ({@code completed}), or marked FAILED. */
+        default void resolved(ScopedKey key, boolean completed) {
+        }
+
+        /** The resolver could not decide a claim. */
+        default void unresolved(Unresolved unresolved) {
+        }
+    }
+
     private final IdempotencyStore store;
     private final StaleClaimResolver resolver;
     private final DownstreamKeys downstreamKeys;
@@ -84,6 +99,16 @@ public final class StaleClaimSweeper {
      * the sweep before the next claim: the claims not looked at yet are left as they were.
      */
     public Sweep sweep() {
+        return sweep(new Progress() {
+        });
+    }
+
+    /**
+     * As {@link #sweep()}, telling {@code progress} of each claim as soon as it is resolved (its resolution
+     * committed) or its resolver has failed.
+     */
+    public Sweep sweep(Progress progress) {
+        Objects.requireNonNull(progress, "progress");
         int found = 0;
         int completed = 0;
         int failed = 0;
@@ -119,7 +144,9 @@ public final class StaleClaimSweeper {
                             stale.lockedUntil(), false)), stale.key(), maxStoredBodySize);
                 } catch (RuntimeException e) {
                     // one claim the third party cannot answer for (or not storably) keeps no other claim waiting
-                    unresolved.add(new Unresolved(stale.key(), e));
+                    Unresolved failure = new Unresolved(stale.key(), e);
+                    unresolved.add(failure);
+                    progress.unresolved(failure);
                     continue;
                 } finally {
                     holding.cancel(false);
@@ -127,9 +154,11 @@ public final class StaleClaimSweeper {
                 if (resolution instanceof StaleClaimResolver.Complete complete) {
                     if (store.complete(stale.key(), token.get(), complete.response())) {
                         completed++;
+                        progress.resolved(stale.key(), true);
                     }
                 } else if (store.fail(stale.key(), token.get())) {
                     failed++;
+                    progress.resolved(stale.key(), false);
                 }
             }
         } finally {

@@ -30,21 +30,45 @@ class StaleClaimSweepScheduler extends PeriodicTask {
         sweepOnce();
     }
 
-    /** One sweep, as the schedule does it. */
+    /**
+     * One sweep, as the schedule does it. Each claim is logged and counted as the sweep records it: a sweep that fails
+     * half-way (the database went away) has still resolved the claims before.
+     */
     StaleClaimSweeper.Sweep sweepOnce() {
-        StaleClaimSweeper.Sweep sweep = sweeper.sweep();
-        if (sweep.resolved() > 0) {
-            log.info("Resolved {} stale idempotency claims: {} completed, {} marked failed", sweep.resolved(),
-                    sweep.completed(), sweep.failed());
+        int[] resolved = new int[2]; // completed, marked failed
+        boolean ended = false;
+        try {
+            StaleClaimSweeper.Sweep sweep = sweeper.sweep(new StaleClaimSweeper.Progress() {
+                @Override
+                public void resolved(ScopedKey key, boolean completed) {
+                    resolved[completed ? 0 : 1]++;
+                }
+
+                @Override
+                public void unresolved(StaleClaimSweeper.Unresolved unresolved) {
+                    warn(unresolved);
+                }
+            });
+            ended = true;
+            if (sweep.resolved() > 0) {
+                log.info("Resolved {} stale idempotency claims: {} completed, {} marked failed", sweep.resolved(),
+                        sweep.completed(), sweep.failed());
+            }
+            return sweep;
+        } finally {
+            if (!ended && resolved[0] + resolved[1] > 0) {
+                log.info("Resolved {} stale idempotency claims before the sweep failed: {} completed, {} marked"
+                        + " failed", resolved[0] + resolved[1], resolved[0], resolved[1]);
+            }
+            meters.staleClaimsResolved(resolved[0], resolved[1]);
         }
-        for (StaleClaimSweeper.Unresolved unresolved : sweep.unresolved()) {
-            // the claim's identity, as the table holds it, so that it can be looked up (and the third party asked)
-            ScopedKey key = unresolved.key();
-            log.warn("The stale claim resolver failed for the claim of caller '{}' on '{}' with key '{}'; the claim"
-                    + " is looked at again once the sweeper's lease on it has run out", key.caller(), key.scope(),
-                    key.key(), unresolved.error());
-        }
-        meters.staleClaimsResolved(sweep.completed(), sweep.failed());
-        return sweep;
+    }
+
+    private static void warn(StaleClaimSweeper.Unresolved unresolved) {
+        // the claim's identity, as the table holds it, so that it can be looked up (and the third party asked)
+        ScopedKey key = unresolved.key();
+        log.warn("The stale claim resolver failed for the claim of caller '{}' on '{}' with key '{}'; the claim"
+                + " is looked at again once the sweeper's lease on it has run out", key.caller(), key.scope(),
+                key.key(), unresolved.error());
     }
 }

@@ -2,23 +2,31 @@ package io.idempotency.spring;
 
 import com.zaxxer.hikari.HikariDataSource;
 import io.idempotency.core.DownstreamKeys;
+import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.StaleClaimResolver;
 import io.idempotency.core.StaleClaimSweeper;
 import io.idempotency.jdbc.PostgresIdempotencyStore;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.TestPostgres;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.boot.test.system.CapturedOutput;
 import org.springframework.boot.test.system.OutputCaptureExtension;
+import org.springframework.dao.DataAccessResourceFailureException;
 
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Proxy;
 import java.time.Duration;
 import java.util.List;
+import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatExceptionOfType;
 
 /** The sweeper's schedule: what it logs, and what it does when the application stops. */
 @ExtendWith(OutputCaptureExtension.class)
@@ -46,6 +54,60 @@ class StaleClaimSweepSchedulerTest {
             // the operator must be able to find the record, and ask the third party about it, from the log alone
             assertThat(output).contains("The stale claim resolver failed", "gateway unreachable", "alice",
                     "POST /charges", "k-unreachable");
+        }
+    }
+
+    @Test
+    void claimsResolvedBeforeASweepFailsAreCountedAndLogged(CapturedOutput output) {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+            String prefix = "k-" + UUID.randomUUID() + "-";
+            // three intent-first claims whose holders died: their leases ran out, nobody retried
+            database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
+                    + " fencing_token, expires_at, locked_until) select 'alice', 'POST /charges', '" + prefix
+                    + "' || i, 'PROCESSING', repeat('a', 64), gen_random_uuid(), now() + interval '1 day',"
+                    + " now() - interval '1 second' from generate_series(1, 3) i");
+            IdempotencyStore postgres = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            AtomicInteger takeOvers = new AtomicInteger();
+            // the database goes away when the sweep takes the third claim over
+            IdempotencyStore store = (IdempotencyStore) Proxy.newProxyInstance(getClass().getClassLoader(),
+                    new Class<?>[] {IdempotencyStore.class}, (proxy, method, args) -> {
+                        if (method.getName().equals("takeOver") && takeOvers.incrementAndGet() == 3) {
+                            throw new DataAccessResourceFailureException("connection refused");
+                        }
+                        try {
+                            return method.invoke(postgres, args);
+                        } catch (InvocationTargetException e) {
+                            throw e.getCause();
+                        }
+                    });
+            AtomicInteger asked = new AtomicInteger();
+            CompletableFuture<String> unanswered = new CompletableFuture<>();
+            // the first claim is marked failed, the gateway cannot be asked about the second
+            StaleClaimResolver gateway = claim -> {
+                if (asked.incrementAndGet() == 1) {
+                    return StaleClaimResolver.Resolution.fail();
+                }
+                unanswered.complete(claim.key().key());
+                throw new IllegalStateException("gateway unreachable");
+            };
+            SimpleMeterRegistry registry = new SimpleMeterRegistry();
+            StaleClaimSweepScheduler scheduler = new StaleClaimSweepScheduler(new StaleClaimSweeper(store, gateway,
+                    new DownstreamKeys("secret"), Duration.ofMinutes(5), 100), Duration.ofHours(1),
+                    new MicrometerIdempotencyMeters(registry));
+
+            assertThatExceptionOfType(DataAccessResourceFailureException.class).isThrownBy(scheduler::sweepOnce);
+
+            assertThat(database.queryLong("select count(*) from idempotency_keys where status = 'FAILED'"))
+                    .isEqualTo(1);
+            assertThat(registry.get(MicrometerIdempotencyMeters.RESOLVED).tag("outcome", "failed").counter().count())
+                    .as("the claim marked failed is counted").isEqualTo(1.0);
+            assertThat(registry.get(MicrometerIdempotencyMeters.RESOLVED).tag("outcome", "completed").counter()
+                    .count()).isZero();
+            assertThat(output).contains("Resolved 1 stale idempotency claims before the sweep failed");
+            assertThat(output).contains("The stale claim resolver failed", "gateway unreachable",
+                    unanswered.getNow("none"));
         }
     }
 
