@@ -14,6 +14,7 @@ import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
+import java.util.function.Consumer;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -142,7 +143,17 @@ public class PostgresPartitionMaintenance {
      *                               timeout, or on any other failure; what was not dropped is dropped by a later call
      */
     public Run dropExpired(Duration retention) {
-        return locked(DROP_LOCK, false, (connection, now) -> dropExpired(connection, now.minus(retention)));
+        return dropExpired(retention, name -> { });
+    }
+
+    /**
+     * As {@link #dropExpired(Duration)}, telling {@code afterDrop} the name of each table as soon as it is dropped: a
+     * call that fails later (another partition's lock not had in time, its drop refused) has still dropped those.
+     */
+    public Run dropExpired(Duration retention, Consumer<String> afterDrop) {
+        Objects.requireNonNull(afterDrop, "afterDrop");
+        return locked(DROP_LOCK, false, (connection, now) -> dropExpired(connection, now.minus(retention),
+                afterDrop));
     }
 
     /**
@@ -340,11 +351,12 @@ public class PostgresPartitionMaintenance {
         }
     }
 
-    private Run dropExpired(Connection connection, Instant expiredBefore) throws SQLException {
+    private Run dropExpired(Connection connection, Instant expiredBefore, Consumer<String> afterDrop)
+            throws SQLException {
         String mark = removalMark(connection);
         List<String> dropped = new ArrayList<>();
         List<String> notDropped = new ArrayList<>();
-        dropDetachedLeftovers(connection, mark, dropped, notDropped);
+        dropDetachedLeftovers(connection, mark, dropped, notDropped, afterDrop);
         for (Partition partition : partitions(connection)) {
             if (partition.to().isAfter(expiredBefore)) {
                 continue;
@@ -362,6 +374,7 @@ public class PostgresPartitionMaintenance {
                     + (partition.detachPending() ? " FINALIZE" : " CONCURRENTLY"));
             execute(connection, "DROP TABLE " + partition.name());
             dropped.add(partition.name());
+            afterDrop.accept(partition.name());
         }
         return new Run(false, List.of(), dropped, List.of(), notDropped);
     }
@@ -389,7 +402,8 @@ public class PostgresPartitionMaintenance {
      * (the connection is in auto-commit), so a failed one leaves nothing to roll back.
      */
     private static void dropDetachedLeftovers(Connection connection, String mark, List<String> dropped,
-                                              List<String> notDropped) throws SQLException {
+                                              List<String> notDropped, Consumer<String> afterDrop)
+            throws SQLException {
         List<String[]> leftovers = new ArrayList<>();
         try (PreparedStatement statement = connection.prepareStatement("SELECT c.oid::regclass::text, c.relname"
                 + " FROM pg_class c JOIN pg_description d ON d.objoid = c.oid AND d.classoid = 'pg_class'::regclass"
@@ -410,6 +424,7 @@ public class PostgresPartitionMaintenance {
                 continue;
             }
             dropped.add(leftover[1]);
+            afterDrop.accept(leftover[1]);
         }
     }
 

@@ -7,6 +7,8 @@ import org.slf4j.LoggerFactory;
 import org.springframework.beans.factory.InitializingBean;
 
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * The retention's background work, on one thread of its own, every {@code idempotency.retention.cleanup.interval}:
@@ -132,9 +134,17 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
         RuntimeException creationFailure = createPartitions ? createAhead() : null;
         if (dropPartitions) {
             PostgresPartitionMaintenance.Run run;
+            List<String> dropped = new ArrayList<>();
             try {
-                run = partitions.dropExpired(retention);
+                // counted table by table: a run that fails half-way has still dropped the tables before
+                run = partitions.dropExpired(retention, name -> {
+                    dropped.add(name);
+                    meters.partitionsDropped(1);
+                });
             } catch (RuntimeException e) {
+                if (!dropped.isEmpty()) {
+                    log.info("Idempotency partitions dropped before the run failed: {}", dropped);
+                }
                 if (creationFailure != null) {
                     e.addSuppressed(creationFailure);
                 }
@@ -146,7 +156,6 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
                 if (!run.dropped().isEmpty()) {
                     log.info("Idempotency partitions dropped: {}", run.dropped());
                 }
-                meters.partitionsDropped(run.dropped().size());
                 if (!run.notDropped().isEmpty()) {
                     log.warn("Idempotency tables detached for removal could not be dropped, and each run tries again"
                             + " (the other expired partitions are still dropped): {}. The library never drops with"

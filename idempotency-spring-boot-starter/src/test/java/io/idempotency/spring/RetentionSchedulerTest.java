@@ -17,6 +17,7 @@ import org.springframework.dao.DataAccessResourceFailureException;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Proxy;
 import java.time.Duration;
+import java.util.UUID;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -88,6 +89,40 @@ class RetentionSchedulerTest {
                     .contains("view old_keys_report depends on table idempotency_keys_viewed");
             assertThat(registry.get(MicrometerIdempotencyMeters.REMOVED).tag("unit", "partitions").counter().count())
                     .isEqualTo(1.0);
+        }
+    }
+
+    @Test
+    void partitionsDroppedBeforeARunFailsAreCountedAndLogged(CapturedOutput output) {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys", true).migrate();
+            String suffix = UUID.randomUUID().toString().replace("-", "").substring(0, 12);
+            String oldest = "idempotency_keys_oldest_" + suffix;
+            String viewed = "idempotency_keys_viewed_" + suffix;
+            // two expired partitions; the newer one is read by a view, so its drop, after its detach, is refused
+            database.queryString("create table " + oldest + " (like idempotency_keys including defaults including"
+                    + " constraints)");
+            database.queryString("do $$ begin execute format('alter table idempotency_keys attach partition " + oldest
+                    + " for values from (%L) to (%L)', now() - interval '6 days', now() - interval '5 days'); end $$");
+            database.queryString("create table " + viewed + " (like idempotency_keys including defaults including"
+                    + " constraints)");
+            database.queryString("do $$ begin execute format('alter table idempotency_keys attach partition " + viewed
+                    + " for values from (%L) to (%L)', now() - interval '5 days', now() - interval '4 days'); end $$");
+            database.queryString("create view report_" + suffix + " as select * from " + viewed);
+            SimpleMeterRegistry registry = new SimpleMeterRegistry();
+            RetentionScheduler scheduler = RetentionScheduler.partitioned(new PostgresPartitionMaintenance(dataSource,
+                    "idempotency_keys", Duration.ofHours(1), 2, Duration.ofSeconds(3)), false, true,
+                    Duration.ofDays(1), Duration.ofHours(1), new MicrometerIdempotencyMeters(registry));
+
+            assertThatExceptionOfType(IllegalStateException.class).isThrownBy(scheduler::runOnce)
+                    .withMessageContaining("depends on table " + viewed);
+
+            assertThat(database.queryLong("select count(*) from pg_class where relname = '" + oldest + "'"))
+                    .isZero();
+            assertThat(registry.get(MicrometerIdempotencyMeters.REMOVED).tag("unit", "partitions").counter().count())
+                    .as("the partition that is gone is counted").isEqualTo(1.0);
+            assertThat(output).contains("Idempotency partitions dropped before the run failed: [" + oldest + "]");
         }
     }
 }
