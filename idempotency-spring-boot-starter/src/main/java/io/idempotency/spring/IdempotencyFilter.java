@@ -145,8 +145,10 @@ public class IdempotencyFilter extends OncePerRequestFilter {
                     request.getRequestURI()), new StoredResponse.Header("Retry-After", "1"));
             return;
         } catch (CommitFailedException e) {
-            log.warn("Idempotent request {} {} failed to commit; answering 500", request.getMethod(),
-                    request.getRequestURI(), e);
+            // a lost connection leaves the commit's outcome unknown: the line must not say it failed
+            log.warn("Idempotent request {} {} {}; answering 500", request.getMethod(), request.getRequestURI(),
+                    e.outcomeUnknown() ? "lost its connection while committing (whether it committed is unknown)"
+                            : "failed to commit", e);
             response.send(problems.render(ProblemResponses.Problem.COMMIT_FAILED, e.outcomeUnknown()
                     ? "The connection to the database was lost while the request's effects were being committed, so"
                             + " whether they were kept is unknown. Retry with the same key: if they were kept, the"

@@ -38,6 +38,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  */
 @SpringBootTest(classes = TestApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
         properties = {"idempotency.in-flight-wait=300ms", "idempotency.sweeper.enabled=false"})
+@org.junit.jupiter.api.extension.ExtendWith(org.springframework.boot.test.system.OutputCaptureExtension.class)
 class LostCommitReplyIntegrationTest {
 
     static final TestPostgres.Database DATABASE = TestDatabases.withOrders();
@@ -88,7 +89,8 @@ class LostCommitReplyIntegrationTest {
     }
 
     @Test
-    void aRequestWhoseCommitReplyWasLostIsNotToldThatNothingWasKept() throws Exception {
+    void aRequestWhoseCommitReplyWasLostIsNotToldThatNothingWasKept(
+            org.springframework.boot.test.system.CapturedOutput output) throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "lost-effects-reply-" + key;
 
@@ -104,6 +106,9 @@ class LostCommitReplyIntegrationTest {
                 .as("PostgreSQL committed what the application did not hear about").isEqualTo(1);
         assertThat(retry.statusCode()).isEqualTo(201);
         assertThat(retry.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(output).as("the operator's line does not say it failed either")
+                .contains("lost its connection while committing (whether it committed is unknown)")
+                .doesNotContain("failed to commit");
     }
 
     private HttpResponse<String> charge(String key, String note) throws IOException, InterruptedException {
