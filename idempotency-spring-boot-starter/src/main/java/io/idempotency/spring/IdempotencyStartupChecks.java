@@ -458,7 +458,16 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         String qualifier = attribute.getQualifier();
         String which;
         TransactionManager named;
-        if (!StringUtils.hasText(qualifier)) {
+        // without a name of its own, a @Qualifier on the class names it when it names one, as for Spring's
+        // transaction interceptor (a qualifier for other beans leaves the default)
+        String typeQualifier = StringUtils.hasText(qualifier) ? null
+                : BeanFactoryAnnotationUtils.getQualifierValue(beanType);
+        TransactionManager typeQualified = StringUtils.hasText(typeQualifier)
+                ? qualifiedTransactionManager(typeQualifier) : null;
+        if (typeQualified != null) {
+            which = "transaction manager '" + typeQualifier + "' (the @Qualifier of its class)";
+            named = typeQualified;
+        } else if (!StringUtils.hasText(qualifier)) {
             // the primary one, as Spring's transaction interceptor takes it: not the store's when the application
             // keeps its records in a second database, with transactions of its own on that database's
             which = "the application's default transaction manager";
@@ -500,6 +509,16 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 + why + ": its writes would not commit in the transaction that holds the claim and the stored answer,"
                 + " and would stay when the request is rolled back; name the transaction manager of the store's"
                 + " DataSource");
+    }
+
+    /** The transaction manager {@code qualifier} names, as Spring's transaction interceptor finds it; null if none. */
+    private TransactionManager qualifiedTransactionManager(String qualifier) {
+        try {
+            return BeanFactoryAnnotationUtils.qualifiedBeanOfType(context.getAutowireCapableBeanFactory(),
+                    TransactionManager.class, qualifier);
+        } catch (NoSuchBeanDefinitionException e) {
+            return null;
+        }
     }
 
     /** The DataSource of the library's JDBC store (also one the application defined); null for any other store. */

@@ -228,6 +228,26 @@ class IdempotencyAutoConfigurationTest {
                 });
     }
 
+    /**
+     * A {@code @Qualifier} on the handler's class names the transaction manager of its plain {@code @Transactional}
+     * methods, as it does for Spring's transaction interceptor: it is the one checked, not the default one.
+     */
+    @Test
+    void aQualifierOnTheHandlersClassNamesItsTransactionManager() {
+        runner.withUserConfiguration(TwoTransactionManagers.class, TypeQualifiedOtherController.class)
+                .run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(rootMessage(context.getStartupFailure())).contains("TypeQualifiedOtherController"
+                            + ".create() is @Transactional with transaction manager 'otherTransactionManager'",
+                            "which does not manage the idempotency store's DataSource");
+                });
+        TestPostgres.Database primary = TestPostgres.newDatabase();
+        TestPostgres.Database second = TestPostgres.newDatabase();
+        TestDatabases.contextRunner(primary).withBean("second", javax.sql.DataSource.class, () -> dataSource(second))
+                .withUserConfiguration(SecondDatabaseIdempotency.class, TypeQualifiedSecondController.class)
+                .run(context -> assertThat(context).hasNotFailed());
+    }
+
     @Test
     void refusesTransactionsOfTheApplicationOnAnotherDataSourceThanTheStores() {
         runner.withUserConfiguration(ForeignTransactions.class).run(context -> {
@@ -785,6 +805,28 @@ class IdempotencyAutoConfigurationTest {
         @Idempotent
         @org.springframework.transaction.annotation.Transactional(transactionManager = "sameDatabaseTransactionManager")
         public String sameDatabase() {
+            return "joins the request's transaction";
+        }
+    }
+
+    @RestController
+    @org.springframework.beans.factory.annotation.Qualifier("otherTransactionManager")
+    static class TypeQualifiedOtherController {
+        @PostMapping("/qualified/other")
+        @Idempotent
+        @org.springframework.transaction.annotation.Transactional
+        public String create() {
+            return "written on the other database, committed before the answer is stored";
+        }
+    }
+
+    @RestController
+    @org.springframework.beans.factory.annotation.Qualifier("secondTransactionManager")
+    static class TypeQualifiedSecondController {
+        @PostMapping("/qualified/second")
+        @Idempotent
+        @org.springframework.transaction.annotation.Transactional
+        public String create() {
             return "joins the request's transaction";
         }
     }
