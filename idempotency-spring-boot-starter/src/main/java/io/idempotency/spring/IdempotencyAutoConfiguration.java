@@ -249,7 +249,7 @@ public class IdempotencyAutoConfiguration {
         if (cleanup.getPartitionsAhead() < 0) {
             refuse("idempotency.retention.cleanup.partitions-ahead", cleanup.getPartitionsAhead(), "0 or more");
         }
-        if (cleanup.getPartitionInterval().toMillis() < 1000 || cleanup.getPartitionInterval().toMillis() % 1000 != 0) {
+        if (cleanup.getPartitionInterval().getSeconds() < 1 || cleanup.getPartitionInterval().getNano() != 0) {
             // partition bounds are whole seconds: a fraction would make ranges overlap
             refuse("idempotency.retention.cleanup.partition-interval", cleanup.getPartitionInterval(),
                     "a whole number of seconds, at least one");

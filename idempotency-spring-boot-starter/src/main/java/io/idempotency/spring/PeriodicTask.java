@@ -56,8 +56,13 @@ abstract class PeriodicTask implements SmartLifecycle {
             return thread;
         });
         executor = started;
-        started.scheduleWithFixedDelay(() -> runSafely(started), Math.max(1, firstDelay().toMillis()),
-                Math.max(1, interval.toMillis()), TimeUnit.MILLISECONDS);
+        started.scheduleWithFixedDelay(() -> runSafely(started), Math.max(1, millis(firstDelay())),
+                Math.max(1, millis(interval)), TimeUnit.MILLISECONDS);
+    }
+
+    /** {@code duration} in milliseconds; beyond about 292 million years, which do not fit a long, "never". */
+    static long millis(Duration duration) {
+        return duration.compareTo(Duration.ofMillis(Long.MAX_VALUE)) >= 0 ? Long.MAX_VALUE : duration.toMillis();
     }
 
     /** One run on {@code schedule}; a stop shuts that schedule down (a later start makes another one). */

@@ -199,6 +199,6 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
     @Override
     Duration firstDelay() {
         // soon after startup, not an interval later: the first removal, or another try at partitions not created
-        return Duration.ofMillis(Math.min(interval().toMillis(), FIRST_RUN_AT_MOST.toMillis()));
+        return Duration.ofMillis(Math.min(millis(interval()), FIRST_RUN_AT_MOST.toMillis()));
     }
 }

@@ -435,7 +435,10 @@ class IdempotencyAutoConfigurationTest {
     @ParameterizedTest(name = "{0}={1}")
     @CsvSource(delimiterString = " = ", value = {
             "idempotency.replay-cache.max-age = 400000d",
-            "idempotency.retry-after = 200000000000d"})
+            "idempotency.retry-after = 200000000000d",
+            "idempotency.retention.cleanup.interval = 200000000000d",
+            "idempotency.retention.cleanup.partition-interval = 200000000000d",
+            "idempotency.sweeper.interval = 200000000000d"})
     void aDurationBeyondWhatALongCountsStarts(String property, String value) {
         // absurd (1,100 years of nanoseconds, 550 million years of milliseconds), but workable: no arithmetic
         // overflow may stop the start
