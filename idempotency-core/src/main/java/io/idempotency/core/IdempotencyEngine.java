@@ -202,13 +202,7 @@ public final class IdempotencyEngine {
      */
     public Start start(ScopedKey key, String requestHash, IdempotencyMode mode, Duration lease) {
         if (mode == IdempotencyMode.INTENT_FIRST) {
-            positive(lease, "lease");
-            if (lease.compareTo(MIN_LEASE) < 0) {
-                // stored to the millisecond, it would be over when claimed: any duplicate could take the key over
-                // while this request runs
-                throw new IllegalArgumentException("lease must be at least " + MIN_LEASE.toMillis()
-                        + " ms, the precision claims are held to: " + lease);
-            }
+            lease(lease);
         }
         Replay known = replayCache.answer(key, requestHash); // never a refusal: only the database can tell
         if (known != null) {
@@ -754,6 +748,19 @@ public final class IdempotencyEngine {
         });
         executor.setRemoveOnCancelPolicy(true);
         return executor;
+    }
+
+    /**
+     * {@code lease}, if it is one a claim can be held with: at least {@link #MIN_LEASE}. Stored to the millisecond, a
+     * shorter one would be over when claimed: any duplicate could take the key over while its holder works.
+     */
+    static Duration lease(Duration lease) {
+        positive(lease, "lease");
+        if (lease.compareTo(MIN_LEASE) < 0) {
+            throw new IllegalArgumentException("lease must be at least " + MIN_LEASE.toMillis()
+                    + " ms, the precision claims are held to: " + lease);
+        }
+        return lease;
     }
 
     private static Duration positive(Duration duration, String name) {

@@ -66,7 +66,8 @@ public final class StaleClaimSweeper {
      * A sweeper that stores answers of the resolver up to
      * {@link IdempotencyEngine#DEFAULT_MAX_STORED_BODY_SIZE}.
      *
-     * @param lease     the lease a stale claim is taken over with, renewed while the resolver answers
+     * @param lease     the lease a stale claim is taken over with, renewed while the resolver answers; at least
+     *                  {@link IdempotencyEngine#MIN_LEASE}
      * @param batchSize most stale claims looked at per sweep
      */
     public StaleClaimSweeper(IdempotencyStore store, StaleClaimResolver resolver, DownstreamKeys downstreamKeys,
@@ -75,7 +76,8 @@ public final class StaleClaimSweeper {
     }
 
     /**
-     * @param lease             the lease a stale claim is taken over with, renewed while the resolver answers
+     * @param lease             the lease a stale claim is taken over with, renewed while the resolver answers; at
+     *                          least {@link IdempotencyEngine#MIN_LEASE}
      * @param batchSize         most stale claims looked at per sweep
      * @param maxStoredBodySize the largest answer body, in bytes, stored for replay; a resolver's larger answer is
      *                          not stored, and the claim is reported {@link Unresolved} with a
@@ -90,7 +92,7 @@ public final class StaleClaimSweeper {
         this.store = Objects.requireNonNull(store, "store");
         this.resolver = Objects.requireNonNull(resolver, "resolver");
         this.downstreamKeys = Objects.requireNonNull(downstreamKeys, "downstreamKeys");
-        this.lease = Objects.requireNonNull(lease, "lease");
+        this.lease = IdempotencyEngine.lease(lease);
         this.batchSize = batchSize;
     }
 

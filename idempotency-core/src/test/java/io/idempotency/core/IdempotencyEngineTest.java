@@ -171,6 +171,19 @@ class IdempotencyEngineTest {
     }
 
     @Test
+    void aSweeperWithALeaseShorterThanTheMillisecondClaimsAreHeldToIsRefused() {
+        // stored as 0 ms, a claim the sweeper took over would be stale at once: a retry could take it over and ask
+        // the resolver beside the sweeper
+        assertThatThrownBy(() -> new StaleClaimSweeper(store, StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
+                Duration.ofNanos(500_000), 10)).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("at least 1 ms");
+        assertThatThrownBy(() -> new StaleClaimSweeper(store, StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
+                Duration.ZERO, 10)).isInstanceOf(IllegalArgumentException.class);
+        assertThat(new StaleClaimSweeper(store, StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
+                IdempotencyEngine.MIN_LEASE, 10)).isNotNull();
+    }
+
+    @Test
     void claimThrowingAnErrorAlsoRollsBack() {
         StackOverflowError failure = new StackOverflowError();
         store.claimAnswer = () -> {
