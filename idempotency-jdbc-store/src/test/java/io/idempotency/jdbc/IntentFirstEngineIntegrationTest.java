@@ -445,11 +445,7 @@ class IntentFirstEngineIntegrationTest {
                             () -> engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
                     .isInstanceOf(org.springframework.transaction.CannotCreateTransactionException.class);
 
-            assertThat(store.find(key)).as("the key stays with its request").isPresent()
-                    .get().extracting(IdempotencyRecord::status).isEqualTo(RecordStatus.FAILED);
-            assertThat(engine.start(key, other, IdempotencyMode.INTENT_FIRST, lease))
-                    .as("another body under the key").isInstanceOf(IdempotencyEngine.Mismatch.class);
-            assertTheRetryRuns(engine, store, key, lease);
+            assertTheKeyStaysWithItsRequest(engine, store, key, other, lease);
         }
     }
 
@@ -478,11 +474,7 @@ class IntentFirstEngineIntegrationTest {
                             () -> engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
                     .isInstanceOf(org.springframework.transaction.CannotCreateTransactionException.class);
 
-            assertThat(store.find(key)).as("the key stays with its request").isPresent()
-                    .get().extracting(IdempotencyRecord::status).isEqualTo(RecordStatus.FAILED);
-            assertThat(engine.start(key, other, IdempotencyMode.INTENT_FIRST, lease))
-                    .as("another body under the key").isInstanceOf(IdempotencyEngine.Mismatch.class);
-            assertTheRetryRuns(engine, store, key, lease);
+            assertTheKeyStaysWithItsRequest(engine, store, key, other, lease);
         }
     }
 
@@ -505,11 +497,7 @@ class IntentFirstEngineIntegrationTest {
             ((IdempotencyEngine.Proceed) engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease)).execution()
                     .abandonUnrun(); // its arguments refused this time
 
-            assertThat(store.find(key)).as("the key stays with its request").isPresent()
-                    .get().extracting(IdempotencyRecord::status).isEqualTo(RecordStatus.FAILED);
-            assertThat(engine.start(key, other, IdempotencyMode.INTENT_FIRST, lease))
-                    .as("another body under the key").isInstanceOf(IdempotencyEngine.Mismatch.class);
-            assertTheRetryRuns(engine, store, key, lease);
+            assertTheKeyStaysWithItsRequest(engine, store, key, other, lease);
         }
     }
 
@@ -706,6 +694,19 @@ class IntentFirstEngineIntegrationTest {
         HikariDataSource dataSource = skewed.dataSource(6);
         new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
         return dataSource;
+    }
+
+    /**
+     * The claim of {@code key} is FAILED, not released: another body under the key is a mismatch, and the same request
+     * runs again at once.
+     */
+    private static void assertTheKeyStaysWithItsRequest(IdempotencyEngine engine, PostgresIdempotencyStore store,
+                                                        ScopedKey key, String other, Duration lease) {
+        assertThat(store.find(key)).as("the key stays with its request").isPresent()
+                .get().extracting(IdempotencyRecord::status).isEqualTo(RecordStatus.FAILED);
+        assertThat(engine.start(key, other, IdempotencyMode.INTENT_FIRST, lease))
+                .as("another body under the key").isInstanceOf(IdempotencyEngine.Mismatch.class);
+        assertTheRetryRuns(engine, store, key, lease);
     }
 
     /**
