@@ -23,9 +23,9 @@ public interface IdempotencyStore {
      * <ul>
      *   <li>No record: inserts a PROCESSING record and returns {@link ClaimResult.Claimed}.</li>
      *   <li>A FAILED record of the same request (the same request hash): takes it over (new fencing token) and
-     *       returns {@link ClaimResult.Claimed} with {@code failedBefore}. A FAILED record of another request is returned as
-     *       {@link ClaimResult.Existing}, like any other record: the failed attempt may have reached a third party
-     *       under the key, so the key stays with its request.</li>
+     *       returns {@link ClaimResult.Claimed} with {@code failedBefore}. A FAILED record of another request is
+     *       returned as {@link ClaimResult.Existing}, like any other record: the failed attempt may have reached a
+     *       third party under the key, so the key stays with its request.</li>
      *   <li>An uncommitted claim by another transaction: waits up to {@link ClaimRequest#maxWait()} for it to end.
      *       If it commits, the committed record is returned as {@link ClaimResult.Existing}; if it rolls back, the
      *       key is claimed; if the wait runs out, {@link ClaimResult.Busy} is returned.</li>

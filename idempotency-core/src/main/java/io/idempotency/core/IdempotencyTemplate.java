@@ -51,8 +51,8 @@ public final class IdempotencyTemplate {
      *
      * @param input what identifies "the same work" besides the key (e.g. the message body); null (a message without
      *              a body) is the empty input
-     * @param lease the lease in {@link IdempotencyMode#INTENT_FIRST} mode, at least {@link IdempotencyEngine#MIN_LEASE};
-     *              ignored otherwise
+     * @param lease the lease in {@link IdempotencyMode#INTENT_FIRST} mode, at least
+     *              {@link IdempotencyEngine#MIN_LEASE}; ignored otherwise
      * @throws InProgressException         if another execution with the key is running
      * @throws KeyReusedException          if the key was used for other input
      * @throws StoredBodyTooLargeException if the work's result is larger than the engine's cap on stored bodies
