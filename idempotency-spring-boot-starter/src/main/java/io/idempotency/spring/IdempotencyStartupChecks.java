@@ -3,12 +3,12 @@ package io.idempotency.spring;
 import io.idempotency.core.Idempotent;
 import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.IdempotencyMode;
+import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.StoragePolicy;
+import io.idempotency.jdbc.PostgresIdempotencyStore;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.aop.framework.autoproxy.AutoProxyUtils;
-import io.idempotency.core.IdempotencyStore;
-import io.idempotency.jdbc.PostgresIdempotencyStore;
 import org.springframework.beans.factory.NoSuchBeanDefinitionException;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.annotation.BeanFactoryAnnotationUtils;
@@ -390,16 +390,6 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
     }
 
     /**
-     * A {@code @Transactional} on the handler (or its class; also on an {@code @Idempotent} method a functional route
-     * calls) whose propagation leaves the request's transaction:
-     * {@code REQUIRES_NEW} commits the handler's writes when it returns, before the answer is stored, and
-     * {@code NOT_SUPPORTED} runs them outside any transaction; either way they stay when the request is rolled back
-     * (an answer that is not stored, a failed commit) and run again on the retry. {@code NEVER} fails every request.
-     * Or one that joins it asking for {@code REPEATABLE_READ} or {@code SERIALIZABLE}: the request's transaction runs
-     * at READ COMMITTED, Spring ignores the isolation of a transaction it joins, and PostgreSQL cannot raise it after
-     * the claim's statement, so the handler would lose the protection it asks for without a word.
-     */
-    /**
      * The {@code @Transactional} settings of {@code method} on {@code beanType} as the application's transaction advice
      * reads them (jakarta {@code @Transactional} included); null for none.
      */
@@ -409,6 +399,16 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         return source.getTransactionAttribute(method, beanType);
     }
 
+    /**
+     * A {@code @Transactional} on the handler (or its class; also on an {@code @Idempotent} method a functional route
+     * calls) whose propagation leaves the request's transaction:
+     * {@code REQUIRES_NEW} commits the handler's writes when it returns, before the answer is stored, and
+     * {@code NOT_SUPPORTED} runs them outside any transaction; either way they stay when the request is rolled back
+     * (an answer that is not stored, a failed commit) and run again on the retry. {@code NEVER} fails every request.
+     * Or one that joins it asking for {@code REPEATABLE_READ} or {@code SERIALIZABLE}: the request's transaction runs
+     * at READ COMMITTED, Spring ignores the isolation of a transaction it joins, and PostgreSQL cannot raise it after
+     * the claim's statement, so the handler would lose the protection it asks for without a word.
+     */
     private Optional<String> propagationProblem(Method method, Class<?> beanType) {
         TransactionAttribute attribute = transactionAttribute(method, beanType);
         if (attribute == null) {
