@@ -1,7 +1,11 @@
 package io.idempotency.jdbc;
 
 import io.idempotency.core.ClaimRequest;
+import io.idempotency.core.ClaimResult;
 import io.idempotency.core.ScopedKey;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
+import org.springframework.transaction.support.TransactionTemplate;
 
 import javax.sql.DataSource;
 
@@ -22,13 +26,17 @@ import javax.sql.DataSource;
  *       holder committed, looks the key up across all partitions, inserts the claim only if it is absent, restores
  *       {@code lock_timeout}, and returns what it found.</li>
  * </ol>
- * Two different keys whose lock numbers collide merely queue behind each other. Everything else (complete, fail,
- * release, replay look-ups, batch deletes) is the same as the plain store. Thread-safe.
+ * Two different keys whose lock numbers collide merely queue behind each other. The lock lasts as long as the
+ * transaction, so a claim made with no transaction open on the thread runs in a transaction of its own, which commits
+ * the claim before this returns (as a claim of the plain store without a transaction does): in auto-commit, the lock
+ * would end with its statement, before the look-up. Everything else (complete, fail, release, replay look-ups, batch
+ * deletes) is the same as the plain store. Thread-safe.
  */
 public class PartitionedPostgresIdempotencyStore extends PostgresIdempotencyStore {
 
     private final String lockSql;
     private final String claimIfAbsentSql;
+    private final TransactionTemplate ownTransaction;
 
     public PartitionedPostgresIdempotencyStore(DataSource dataSource, String tableName) {
         super(dataSource, tableName);
@@ -43,6 +51,21 @@ public class PartitionedPostgresIdempotencyStore extends PostgresIdempotencyStor
                               WHERE settings.applied IS NOT NULL) AS locked
                 """;
         this.claimIfAbsentSql = claimIfAbsentSql(table, false);
+        this.ownTransaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+    }
+
+    @Override
+    public ClaimResult claim(ClaimRequest request) {
+        if (TransactionSynchronizationManager.isActualTransactionActive()) {
+            return super.claim(request);
+        }
+        return ownTransaction.execute(status -> {
+            ClaimResult result = super.claim(request);
+            if (!(result instanceof ClaimResult.Claimed)) {
+                status.setRollbackOnly(); // nothing to keep, and a wait that ran out has aborted the transaction
+            }
+            return result;
+        });
     }
 
     @Override

@@ -12,13 +12,23 @@ import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.jdbc.datasource.DelegatingDataSource;
 
+import javax.sql.DataSource;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Proxy;
+import java.sql.Connection;
+import java.sql.SQLException;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -426,6 +436,80 @@ class PartitionMaintenanceIntegrationTest {
             assertThat(((ClaimResult.Existing) result).record().response()).isEqualTo(answer);
             assertThat(jdbc.queryForObject("select count(*) from idempotency_keys where idempotency_key = ?",
                     Integer.class, key.key())).isEqualTo(1);
+        }
+    }
+
+    @Test
+    void aClaimOutsideATransactionKeepsTheKeysLockUntilItsRecordIsCommitted() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource pool = partitionedDatabase(database)) {
+            new PostgresPartitionMaintenance(pool, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(5))
+                    .run(Duration.ofDays(1));
+            // the claim without a transaction stops before its look-up until released
+            CountDownLatch lookingUp = new CountDownLatch(1);
+            CountDownLatch release = new CountDownLatch(1);
+            DataSource pausing = new DelegatingDataSource(pool) {
+                @Override
+                public Connection getConnection() throws SQLException {
+                    Connection connection = super.getConnection();
+                    if (!Thread.currentThread().getName().equals("without-transaction")) {
+                        return connection;
+                    }
+                    return (Connection) Proxy.newProxyInstance(getClass().getClassLoader(),
+                            new Class<?>[]{Connection.class}, (proxy, method, args) -> {
+                                if (method.getName().equals("prepareStatement")
+                                        && ((String) args[0]).contains("WITH existing AS")) {
+                                    lookingUp.countDown();
+                                    assertThat(release.await(30, TimeUnit.SECONDS)).isTrue();
+                                }
+                                try {
+                                    return method.invoke(connection, args);
+                                } catch (InvocationTargetException e) {
+                                    throw e.getCause();
+                                }
+                            });
+                }
+            };
+            PartitionedPostgresIdempotencyStore store = new PartitionedPostgresIdempotencyStore(pausing, TABLE);
+            Transactions transactions = new SpringTransactions(new DataSourceTransactionManager(pausing));
+            ScopedKey key = new ScopedKey("", "POST /no-transaction", UUID.randomUUID().toString());
+            ExecutorService withoutTransaction = Executors.newSingleThreadExecutor(
+                    runnable -> new Thread(runnable, "without-transaction"));
+            try {
+                Future<ClaimResult> outside = withoutTransaction.submit(() -> store.claim(request(key)));
+                assertThat(lookingUp.await(30, TimeUnit.SECONDS)).isTrue();
+
+                // a request in a transaction claims the key while the first one is between its lock and its look-up,
+                // and commits only after the first one's claim has returned
+                CountDownLatch insideClaimed = new CountDownLatch(1);
+                CompletableFuture<ClaimResult> inside = CompletableFuture.supplyAsync(() -> {
+                    Transactions.Transaction transaction = transactions.begin();
+                    try {
+                        ClaimResult result = store.claim(request(key));
+                        insideClaimed.countDown();
+                        outside.get(30, TimeUnit.SECONDS);
+                        transaction.commit();
+                        return result;
+                    } catch (Exception e) {
+                        throw new IllegalStateException(e);
+                    } finally {
+                        transaction.rollback();
+                    }
+                });
+                while (insideClaimed.getCount() > 0 && !inside.isDone() && database.lockWaiters() == 0) {
+                    Thread.sleep(10); // either claimed at once, or waiting for the key's lock
+                }
+                release.countDown();
+
+                List<ClaimResult> results = List.of(outside.get(30, TimeUnit.SECONDS), inside.get(30, TimeUnit.SECONDS));
+                assertThat(results).filteredOn(ClaimResult.Claimed.class::isInstance).as("claims that won").hasSize(1);
+                assertThat(new JdbcTemplate(pool).queryForObject(
+                        "select count(*) from idempotency_keys where idempotency_key = ?", Integer.class, key.key()))
+                        .isEqualTo(1);
+            } finally {
+                release.countDown();
+                withoutTransaction.shutdownNow();
+            }
         }
     }
 
