@@ -41,7 +41,8 @@ import java.util.regex.Pattern;
 public class PostgresPartitionMaintenance {
 
     private static final DateTimeFormatter NAME = DateTimeFormatter.ofPattern("yyyyMMdd'_'HHmmss").withZone(ZoneOffset.UTC);
-    private static final Pattern BOUNDS = Pattern.compile("FROM \\('([^']+)'\\) TO \\('([^']+)'\\)");
+    /** A range's bounds; a partition made elsewhere may leave one end open (MINVALUE, MAXVALUE). */
+    private static final Pattern BOUNDS = Pattern.compile("FROM \\((MINVALUE|'[^']+')\\) TO \\((MAXVALUE|'[^']+')\\)");
 
     /** SQLState of a lock not had within {@code lock_timeout}. */
     public static final String LOCK_NOT_AVAILABLE = "55P03";
@@ -231,7 +232,10 @@ public class PostgresPartitionMaintenance {
         }
     }
 
-    /** One attached partition and its range [from, to). */
+    /**
+     * One attached partition and its range [from, to); an end left open (MINVALUE, MAXVALUE, in a partition made
+     * elsewhere) is {@link Instant#MIN} or {@link Instant#MAX}.
+     */
     public record Partition(String name, Instant from, Instant to, boolean detachPending) {
     }
 
@@ -459,8 +463,8 @@ public class PostgresPartitionMaintenance {
                         throw new IllegalStateException("unexpected bounds of partition " + rs.getString(1) + ": "
                                 + rs.getString(2));
                     }
-                    partitions.add(new Partition(rs.getString(1), parseTimestamp(connection, bounds.group(1)),
-                            parseTimestamp(connection, bounds.group(2)), rs.getBoolean(3)));
+                    partitions.add(new Partition(rs.getString(1), parseBound(connection, bounds.group(1)),
+                            parseBound(connection, bounds.group(2)), rs.getBoolean(3)));
                 }
             }
         }
@@ -477,6 +481,17 @@ public class PostgresPartitionMaintenance {
                 return rs.getBoolean(1);
             }
         }
+    }
+
+    /** A bound as {@code pg_get_expr} shows it: a quoted time, or MINVALUE or MAXVALUE as the earliest or latest. */
+    private static Instant parseBound(Connection connection, String bound) throws SQLException {
+        if (bound.equals("MINVALUE")) {
+            return Instant.MIN;
+        }
+        if (bound.equals("MAXVALUE")) {
+            return Instant.MAX;
+        }
+        return parseTimestamp(connection, bound.substring(1, bound.length() - 1));
     }
 
     private static Instant parseTimestamp(Connection connection, String text) throws SQLException {

@@ -117,6 +117,37 @@ class PartitionMaintenanceIntegrationTest {
     }
 
     @Test
+    void partitionsMadeElsewhereWithOpenBoundsAreListedAndKeptUpWith() {
+        try (HikariDataSource dataSource = partitionedDatabase()) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            PostgresPartitionMaintenance maintenance =
+                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(5));
+            // everything before the last days in one partition, and a partition for all time from a far day on
+            jdbc.execute("create table idempotency_keys_history (like idempotency_keys including defaults"
+                    + " including constraints)");
+            jdbc.execute("do $$ begin execute format('alter table idempotency_keys attach partition"
+                    + " idempotency_keys_history for values from (minvalue) to (%L)', now() - interval '10 days');"
+                    + " end $$");
+            jdbc.execute("create table idempotency_keys_future (like idempotency_keys including defaults"
+                    + " including constraints)");
+            jdbc.execute("do $$ begin execute format('alter table idempotency_keys attach partition"
+                    + " idempotency_keys_future for values from (%L) to (maxvalue)', now() + interval '100 days');"
+                    + " end $$");
+            insertRecord(jdbc, "history", "now() - interval '20 days'");
+
+            assertThat(maintenance.partitions()).extracting(PostgresPartitionMaintenance.Partition::name)
+                    .containsExactly("idempotency_keys_history", "idempotency_keys_future");
+            assertThat(maintenance.coversNow()).as("no partition covers now yet").isFalse();
+            assertThat(maintenance.createAhead(false).created()).hasSize(3);
+            assertThat(maintenance.coversNow()).isTrue();
+            assertThat(maintenance.dropExpired(Duration.ofDays(30)).dropped()).as("its records are within the TTL")
+                    .isEmpty();
+            assertThat(maintenance.dropExpired(Duration.ofDays(1)).dropped())
+                    .containsExactly("idempotency_keys_history");
+        }
+    }
+
+    @Test
     void rowsInADefaultPartitionBlockTheirRangeOnlyNotTheRangesAfterIt() {
         try (HikariDataSource dataSource = partitionedDatabase()) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
@@ -501,7 +532,8 @@ class PartitionMaintenanceIntegrationTest {
                 }
                 release.countDown();
 
-                List<ClaimResult> results = List.of(outside.get(30, TimeUnit.SECONDS), inside.get(30, TimeUnit.SECONDS));
+                List<ClaimResult> results =
+                        List.of(outside.get(30, TimeUnit.SECONDS), inside.get(30, TimeUnit.SECONDS));
                 assertThat(results).filteredOn(ClaimResult.Claimed.class::isInstance).as("claims that won").hasSize(1);
                 assertThat(new JdbcTemplate(pool).queryForObject(
                         "select count(*) from idempotency_keys where idempotency_key = ?", Integer.class, key.key()))
