@@ -162,12 +162,15 @@ public class IdempotencyFilter extends OncePerRequestFilter {
 
     /**
      * Whether Spring MVC handled an exception raised after the handler returned (writing its answer: no converter for
-     * the Accept header, a serialization failure; an interceptor's {@code postHandle}): the answer is the exception
-     * handler's, not the outcome of the handler, whatever its status.
+     * the Accept header, a serialization failure; an interceptor's {@code postHandle}), or met one that none of its
+     * exception handlers resolved and that a filter after this one answered (a {@code @PostAuthorize} refusal answered
+     * by Spring Security's chain ordered after this filter): the answer is the exception handler's, not the outcome
+     * of the handler, whatever its status.
      */
     private static boolean renderingFailed(HttpServletRequest request) {
         return request.getAttribute(DispatcherServlet.EXCEPTION_ATTRIBUTE) != null
-                || request.getAttribute(WebUtils.ERROR_EXCEPTION_ATTRIBUTE) != null;
+                || request.getAttribute(WebUtils.ERROR_EXCEPTION_ATTRIBUTE) != null
+                || request.getAttribute(RequestAnsweredExceptionResolver.EXCEPTION_ATTRIBUTE) != null;
     }
 
     /** What a retry meets when a commit whose outcome is unknown did not happen. */

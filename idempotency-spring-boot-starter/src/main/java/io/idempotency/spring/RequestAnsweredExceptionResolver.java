@@ -8,14 +8,28 @@ import org.springframework.web.servlet.ModelAndView;
 
 /**
  * Resolves a {@link RequestAnsweredException} before the application's exception handlers see it: it is no failure,
- * and the filter sends the answer the advice decided on. Renders nothing.
+ * and the filter sends the answer the advice decided on. Renders nothing. Every other exception is noted on the
+ * request ({@link #EXCEPTION_ATTRIBUTE}) and left to the application's exception handlers.
  */
 final class RequestAnsweredExceptionResolver implements HandlerExceptionResolver, Ordered {
+
+    /**
+     * The exception Spring MVC's handling of the request ended with, whether an exception handler resolved it or
+     * not: the answer is then not the outcome of the handler. One that none resolves leaves the servlet, and a filter
+     * between the {@link IdempotencyFilter} and the servlet may answer it without passing it on (Spring Security's
+     * chain, when it is ordered after the filter, answering a {@code @PostAuthorize} refusal with an access-denied
+     * handler of its own).
+     */
+    static final String EXCEPTION_ATTRIBUTE = RequestAnsweredExceptionResolver.class.getName() + ".EXCEPTION";
 
     @Override
     public ModelAndView resolveException(HttpServletRequest request, HttpServletResponse response, Object handler,
                                          Exception ex) {
-        return ex instanceof RequestAnsweredException ? new ModelAndView() : null;
+        if (ex instanceof RequestAnsweredException) {
+            return new ModelAndView();
+        }
+        request.setAttribute(EXCEPTION_ATTRIBUTE, ex);
+        return null;
     }
 
     @Override
