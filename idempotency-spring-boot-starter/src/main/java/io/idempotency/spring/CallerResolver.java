@@ -12,8 +12,10 @@ import jakarta.servlet.http.HttpServletRequest;
 public interface CallerResolver {
 
     /**
-     * @return the caller's namespace; {@code ""} for anonymous requests; never null. A name longer than 255
-     *         characters (or one the database cannot store as text) is stored as its SHA-256 digest instead
+     * @return the caller's namespace; {@code ""} for anonymous requests; never null (an {@code @Idempotent} request
+     *         it names no caller for is refused with an {@link IllegalStateException} before anything is claimed,
+     *         rather than scoped as anonymous). A name longer than 255 characters (or one the database cannot store
+     *         as text) is stored as its SHA-256 digest instead
      */
     String resolve(HttpServletRequest request);
 

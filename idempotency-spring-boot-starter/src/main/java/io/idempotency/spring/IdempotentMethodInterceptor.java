@@ -261,6 +261,12 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                     "The request does not carry the values this endpoint is fingerprinted by.", instance));
         }
         String caller = callerResolver.resolve(request);
+        if (caller == null) {
+            // not anonymous: scoped as "", it would be answered with every anonymous client's stored answers
+            throw new IllegalStateException("The CallerResolver " + callerResolver.getClass().getName()
+                    + " named no caller for a request to " + invocation.getMethod() + ": it must return the caller's"
+                    + " namespace, \"\" for an anonymous request, never null");
+        }
         ScopedKey scopedKey = new ScopedKey(namespace(caller), scopeOf(endpoint, request, invocation), key);
 
         IdempotencyEngine.Start start;
@@ -450,9 +456,6 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
      * would send it as '?', making two such names one).
      */
     static String namespace(String caller) {
-        if (caller == null) {
-            return "";
-        }
         boolean storable = ScopedKey.storable(caller);
         if (caller.length() <= ScopedKey.MAX_LENGTH && !caller.startsWith(DIGEST_PREFIX) && storable) {
             return caller;
