@@ -3,6 +3,7 @@ package io.idempotency.sample.payment;
 import io.idempotency.core.Idempotent;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.boot.test.context.TestConfiguration;
 import org.springframework.boot.test.web.server.LocalServerPort;
@@ -14,6 +15,8 @@ import org.springframework.security.access.AccessDeniedException;
 import org.springframework.security.access.prepost.PostAuthorize;
 import org.springframework.security.access.prepost.PreAuthorize;
 import org.springframework.security.config.annotation.method.configuration.EnableMethodSecurity;
+import org.springframework.security.core.userdetails.User;
+import org.springframework.security.provisioning.InMemoryUserDetailsManager;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 import org.springframework.transaction.annotation.Transactional;
@@ -58,7 +61,28 @@ class MethodSecurityIntegrationTest {
     @LocalServerPort
     int port;
 
+    @Autowired
+    InMemoryUserDetailsManager users;
+
     private final HttpClient http = HttpClient.newHttpClient();
+
+    @Test
+    void aReplayIsRefusedToACallerThatNoLongerPassesTheCheckBeforeTheHandler() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String name = "admin-" + UUID.randomUUID();
+        users.createUser(User.withUsername(name).password("{noop}pass").roles("ADMIN").build());
+
+        HttpResponse<byte[]> first = post("/guarded/admins-only/" + key, key, name + ":pass");
+        HttpResponse<byte[]> replay = post("/guarded/admins-only/" + key, key, name + ":pass");
+        users.updateUser(User.withUsername(name).password("{noop}pass").roles("PAYER").build());
+        HttpResponse<byte[]> revoked = post("/guarded/admins-only/" + key, key, name + ":pass");
+
+        assertThat(first.statusCode()).isEqualTo(200);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(revoked.statusCode()).isEqualTo(REFUSED);
+        assertThat(revoked.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(notes(key)).isEqualTo(1);
+    }
 
     @Test
     void aRefusalBeforeTheHandlerClaimsNothing() throws Exception {
