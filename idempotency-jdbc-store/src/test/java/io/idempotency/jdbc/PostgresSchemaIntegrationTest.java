@@ -348,6 +348,35 @@ class PostgresSchemaIntegrationTest {
     }
 
     /**
+     * The unique key tells callers, scopes and keys apart only if its columns compare text exactly: under a
+     * case-insensitive collation {@code Alice} and {@code alice} would be one caller, answered with each other's
+     * stored answers; in {@code character(n)} trailing spaces do not count. Such a table is not the library's.
+     */
+    @Test
+    void keyColumnsThatDoNotCompareTextExactlyAreRefused() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create collation ignoring_case (provider = icu, locale = 'und-u-ks-level2',"
+                    + " deterministic = false)");
+            jdbc.execute(IdempotencySchema.postgresql("callers_ignoring_case")
+                    .replace("caller           varchar(255)", "caller           varchar(255) collate ignoring_case"));
+            jdbc.execute(IdempotencySchema.postgresqlPartitioned("partitioned_keys_ignoring_case").replace(
+                    "idempotency_key  varchar(255)", "idempotency_key  varchar(255) collate ignoring_case"));
+            jdbc.execute(IdempotencySchema.postgresql("padded_scopes")
+                    .replace("scope            varchar(255)", "scope            character(255)"));
+
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "callers_ignoring_case").verify(),
+                    "caller", "ignoring_case", "exactly");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "callers_ignoring_case").migrate(),
+                    "caller");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "partitioned_keys_ignoring_case", true)
+                    .verify(), "idempotency_key");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "padded_scopes").verify(),
+                    "scope is character", "varchar");
+        }
+    }
+
+    /**
      * A precision on the time columns (Hibernate's DDL writes {@code timestamp(6) with time zone}, a DBA may write
      * {@code timestamptz(3)}) keeps them timestamptz: the table is the library's, and the start goes on.
      */

@@ -184,6 +184,13 @@ public final class IdempotencySchemaMigrator {
             "request_hash", "fencing_token", "response_status", "response_headers", "response_body", "created_at",
             "updated_at", "expires_at", "locked_until");
 
+    /**
+     * The unique key's text: compared otherwise than exactly (a case-insensitive collation, {@code character(n)}
+     * ignoring trailing spaces), two callers, scopes or keys would be one record, and one caller answered with
+     * another's stored answers.
+     */
+    private static final List<String> KEY_COLUMNS = List.of("caller", "scope", "idempotency_key");
+
     /** Compared with the database's clock: stored without time zone, they would be read in each session's zone. */
     private static final List<String> TIME_COLUMNS = List.of("created_at", "updated_at", "expires_at", "locked_until");
 
@@ -194,17 +201,23 @@ public final class IdempotencySchemaMigrator {
      */
     private void checkShape() {
         Map<String, String> columns = new HashMap<>();
+        Map<String, String> inexactCollations = new HashMap<>();
         boolean uniqueKey;
         boolean deferrableKey;
         try (Connection connection = dataSource.getConnection()) {
             // the type without its modifier: a precision (timestamptz(6), as Hibernate's DDL writes it) is no other type
-            try (PreparedStatement statement = connection.prepareStatement("SELECT attname, format_type(atttypid,"
-                    + " NULL) FROM pg_attribute WHERE attrelid = to_regclass(?) AND attnum > 0"
-                    + " AND NOT attisdropped")) {
+            // and the collation of a text column whose equality is not byte for byte (case-insensitive, say)
+            try (PreparedStatement statement = connection.prepareStatement("SELECT a.attname, format_type(a.atttypid,"
+                    + " NULL), CASE WHEN NOT c.collisdeterministic THEN c.collname END FROM pg_attribute a"
+                    + " LEFT JOIN pg_collation c ON c.oid = a.attcollation WHERE a.attrelid = to_regclass(?)"
+                    + " AND a.attnum > 0 AND NOT a.attisdropped")) {
                 statement.setString(1, tableName);
                 try (ResultSet rs = statement.executeQuery()) {
                     while (rs.next()) {
                         columns.put(rs.getString(1), rs.getString(2));
+                        if (rs.getString(3) != null) {
+                            inexactCollations.put(rs.getString(1), rs.getString(3));
+                        }
                     }
                 }
             }
@@ -236,6 +249,15 @@ public final class IdempotencySchemaMigrator {
             String type = columns.get(column);
             if (type != null && !type.equals("timestamp with time zone")) {
                 problems.add(column + " is " + type + ", not timestamptz");
+            }
+        }
+        for (String column : KEY_COLUMNS) {
+            String type = columns.get(column);
+            if (type != null && !type.equals("character varying") && !type.equals("text")) {
+                problems.add(column + " is " + type + ", not varchar: the unique key must compare it exactly");
+            } else if (inexactCollations.containsKey(column)) {
+                problems.add(column + " has the nondeterministic collation " + inexactCollations.get(column)
+                        + ": the unique key must compare it exactly, or it makes distinct values one");
             }
         }
         if (!partitioned && !uniqueKey) {
