@@ -60,7 +60,8 @@ public class IdempotencyFilter extends OncePerRequestFilter {
 
     /** Headers that carry credentials or session state of one client: never stored, whatever the configuration. */
     static final Set<String> NEVER_STORED = Set.of("set-cookie", "set-cookie2", "authorization",
-            "proxy-authorization", "proxy-authenticate", "www-authenticate", "cookie");
+            "proxy-authorization", "proxy-authenticate", "www-authenticate", "cookie", "authentication-info",
+            "proxy-authentication-info");
 
     /** Requests that cannot reach an idempotent endpoint (typically every GET) are not wrapped at all. */
     @Override

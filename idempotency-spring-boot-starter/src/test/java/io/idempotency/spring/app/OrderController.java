@@ -55,6 +55,7 @@ public class OrderController {
         return ResponseEntity.created(URI.create("/orders/" + id))
                 .eTag("\"v" + id + "\"")
                 .header("Set-Cookie", "session=secret-" + id)
+                .header("Authentication-Info", "nextnonce=\"secret-" + id + "\"")
                 .header("X-Not-Replayed", "only-first")
                 .body(new Order(id, request.note(), request.amount()));
     }
