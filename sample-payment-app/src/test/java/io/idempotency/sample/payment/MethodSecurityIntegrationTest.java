@@ -25,12 +25,7 @@ import org.springframework.web.bind.annotation.PathVariable;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RestController;
 
-import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
-import java.nio.charset.StandardCharsets;
-import java.util.Base64;
 import java.util.Map;
 import java.util.UUID;
 
@@ -63,8 +58,6 @@ class MethodSecurityIntegrationTest {
 
     @Autowired
     InMemoryUserDetailsManager users;
-
-    private final HttpClient http = HttpClient.newHttpClient();
 
     @Test
     void aReplayIsRefusedToACallerThatNoLongerPassesTheCheckBeforeTheHandler() throws Exception {
@@ -120,11 +113,7 @@ class MethodSecurityIntegrationTest {
     }
 
     private HttpResponse<byte[]> post(String path, String key, String credentials) throws Exception {
-        return http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))
-                .header("Idempotency-Key", key)
-                .header("Authorization", "Basic " + Base64.getEncoder()
-                        .encodeToString(credentials.getBytes(StandardCharsets.UTF_8)))
-                .POST(HttpRequest.BodyPublishers.noBody()).build(), HttpResponse.BodyHandlers.ofByteArray());
+        return PaymentApi.onPort(port).postEmpty(path, key, credentials);
     }
 
     private long notes(String note) {

@@ -76,10 +76,23 @@ final class PaymentApi {
             request.header(FaultInjector.HEADER, chaos);
         }
         if (user != null) {
-            request.header("Authorization", "Basic " + java.util.Base64.getEncoder()
-                    .encodeToString((user + ":" + password).getBytes(StandardCharsets.UTF_8)));
+            request.header("Authorization", basic(user + ":" + password));
         }
         return http.send(request.build(), HttpResponse.BodyHandlers.ofByteArray());
+    }
+
+    /** POST without a body to a path of the API, with {@code key} and HTTP Basic {@code credentials} (user:password). */
+    HttpResponse<byte[]> postEmpty(String path, String key, String credentials)
+            throws IOException, InterruptedException {
+        return http.send(HttpRequest.newBuilder(base.resolve(path))
+                .timeout(Duration.ofSeconds(30))
+                .header(KEY_HEADER, key)
+                .header("Authorization", basic(credentials))
+                .POST(HttpRequest.BodyPublishers.noBody()).build(), HttpResponse.BodyHandlers.ofByteArray());
+    }
+
+    private static String basic(String credentials) {
+        return "Basic " + java.util.Base64.getEncoder().encodeToString(credentials.getBytes(StandardCharsets.UTF_8));
     }
 
     /** GET on a path of the API, e.g. {@code /payments?orderId=o-1}. */

@@ -22,12 +22,7 @@ import org.springframework.web.bind.annotation.PathVariable;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RestController;
 
-import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
-import java.nio.charset.StandardCharsets;
-import java.util.Base64;
 import java.util.Map;
 import java.util.UUID;
 
@@ -53,17 +48,15 @@ class SecurityChainAfterTheFilterIntegrationTest {
     @LocalServerPort
     int port;
 
-    private final HttpClient http = HttpClient.newHttpClient();
-
     @Test
     void aRefusalOfTheReturnedAnswerAnsweredByTheChainRollsTheHandlerBackAndStoresNothing() throws Exception {
         String key = UUID.randomUUID().toString();
 
-        HttpResponse<String> refused = post(key, "alice:alice-pass");
-        HttpResponse<String> again = post(key, "alice:alice-pass");
+        HttpResponse<byte[]> refused = post(key, "alice:alice-pass");
+        HttpResponse<byte[]> again = post(key, "alice:alice-pass");
 
         assertThat(refused.statusCode()).isEqualTo(403);
-        assertThat(refused.body()).isEqualTo("{\"error\":\"denied\"}");
+        assertThat(PaymentApi.text(refused)).isEqualTo("{\"error\":\"denied\"}");
         assertThat(again.statusCode()).isEqualTo(403);
         assertThat(again.headers().firstValue("Idempotent-Replayed")).isEmpty();
         assertThat(notes(key)).isZero();
@@ -74,24 +67,19 @@ class SecurityChainAfterTheFilterIntegrationTest {
     void anAcceptedAnswerIsStillStoredAndReplayed() throws Exception {
         String key = UUID.randomUUID().toString();
 
-        HttpResponse<String> first = post(key, "bob:bob-pass");
-        HttpResponse<String> again = post(key, "bob:bob-pass");
+        HttpResponse<byte[]> first = post(key, "bob:bob-pass");
+        HttpResponse<byte[]> again = post(key, "bob:bob-pass");
 
         assertThat(first.statusCode()).isEqualTo(200);
         assertThat(again.statusCode()).isEqualTo(200);
         assertThat(again.headers().firstValue("Idempotent-Replayed")).hasValue("true");
-        assertThat(again.body()).isEqualTo(first.body());
+        assertThat(PaymentApi.text(again)).isEqualTo(PaymentApi.text(first));
         assertThat(notes(key)).isEqualTo(1);
         assertThat(records(key)).isEqualTo(1);
     }
 
-    private HttpResponse<String> post(String note, String credentials) throws Exception {
-        return http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/late-chain/owned-by-bob/"
-                        + note))
-                .header("Idempotency-Key", note)
-                .header("Authorization", "Basic " + Base64.getEncoder()
-                        .encodeToString(credentials.getBytes(StandardCharsets.UTF_8)))
-                .POST(HttpRequest.BodyPublishers.noBody()).build(), HttpResponse.BodyHandlers.ofString());
+    private HttpResponse<byte[]> post(String note, String credentials) throws Exception {
+        return PaymentApi.onPort(port).postEmpty("/late-chain/owned-by-bob/" + note, note, credentials);
     }
 
     private long notes(String note) {
