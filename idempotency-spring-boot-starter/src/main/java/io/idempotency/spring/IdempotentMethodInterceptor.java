@@ -367,13 +367,11 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             return new IdempotencyKeyParser.Malformed(
                     "the key is longer than " + IdempotencyKeyParser.MAX_KEY_LENGTH + " characters");
         }
-        if (key.indexOf('\0') >= 0) {
-            // a JSON string or a decoded query can carry one, a header cannot; no text column can store it
-            return new IdempotencyKeyParser.Malformed("the key contains a NUL character");
-        }
         if (!ScopedKey.storable(key)) {
-            // a JSON escape can write one (\ud800); the driver would send it as '?', making two keys one
-            return new IdempotencyKeyParser.Malformed("the key contains half of a surrogate pair");
+            // a JSON string or a decoded query can carry these, a header cannot: no text column stores a NUL, and the
+            // driver would send half of a surrogate pair (a JSON escape, \ud800) as '?', making two keys one
+            return new IdempotencyKeyParser.Malformed(key.indexOf('\0') >= 0 ? "the key contains a NUL character"
+                    : "the key contains half of a surrogate pair");
         }
         return new IdempotencyKeyParser.Valid(key);
     }
