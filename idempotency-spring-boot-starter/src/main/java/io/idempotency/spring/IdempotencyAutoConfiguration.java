@@ -74,8 +74,9 @@ public class IdempotencyAutoConfiguration {
 
     /**
      * The table, created by the library's migration or, when the schema is managed elsewhere, checked (only for the
-     * library's own JDBC store: a store the application brings keeps its records where it likes). After the
-     * application's own database initialisers, which may be what creates it.
+     * library's own JDBC store: a store the application brings keeps its records where it likes, and on a database
+     * other than PostgreSQL gets no table). After the application's own database initialisers, which may be what
+     * creates it.
      */
     @Bean
     @DependsOnDatabaseInitialization
@@ -85,7 +86,8 @@ public class IdempotencyAutoConfiguration {
         boolean librarysStore = store.getClass() == PostgresIdempotencyStore.class
                 || store.getClass() == PartitionedPostgresIdempotencyStore.class;
         IdempotencySchemaInitializer.Mode mode = properties.getJdbc().isInitializeSchema()
-                ? IdempotencySchemaInitializer.Mode.MIGRATE
+                ? librarysStore ? IdempotencySchemaInitializer.Mode.MIGRATE
+                        : IdempotencySchemaInitializer.Mode.MIGRATE_ON_POSTGRESQL
                 : librarysStore ? IdempotencySchemaInitializer.Mode.VERIFY : IdempotencySchemaInitializer.Mode.NONE;
         return new IdempotencySchemaInitializer(new IdempotencySchemaMigrator(storeDataSource(store, dataSource),
                 properties.getJdbc().getTableName(), partitioned(properties)), mode);

@@ -2,6 +2,8 @@ package io.idempotency.spring;
 
 import io.idempotency.jdbc.flyway.IdempotencySchemaException;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import org.springframework.beans.factory.InitializingBean;
 
 /**
@@ -11,10 +13,17 @@ import org.springframework.beans.factory.InitializingBean;
  */
 class IdempotencySchemaInitializer implements InitializingBean {
 
+    private static final Logger log = LoggerFactory.getLogger(IdempotencySchemaInitializer.class);
+
     /** What to do with the table at startup. */
     enum Mode {
         /** Create or upgrade it with the library's migration. */
         MIGRATE,
+        /**
+         * For a store the application brings: create or upgrade it on PostgreSQL (a store wrapping the library's
+         * needs its table); leave another database alone, where the store keeps its records in its own way.
+         */
+        MIGRATE_ON_POSTGRESQL,
         /** Managed elsewhere: check it is there, with the right layout. */
         VERIFY,
         /** Managed elsewhere, for a store the application brings: leave it alone. */
@@ -34,8 +43,13 @@ class IdempotencySchemaInitializer implements InitializingBean {
         if (mode == Mode.NONE) {
             return;
         }
+        if (mode == Mode.MIGRATE_ON_POSTGRESQL && !migrator.onPostgreSQL()) {
+            log.info("The idempotency table is not created: the application's IdempotencyStore keeps its records"
+                    + " in a database other than PostgreSQL, which the library's table is made for");
+            return;
+        }
         try {
-            if (mode == Mode.MIGRATE) {
+            if (mode != Mode.VERIFY) {
                 migrator.migrate();
             } else {
                 migrator.verify();
@@ -56,6 +70,9 @@ class IdempotencySchemaInitializer implements InitializingBean {
                     + " or by hand, or remove idempotency.jdbc.initialize-schema=false to let the library create it.";
             case MISSING_DESPITE_HISTORY -> "Drop the migration history table the message names, so that the"
                     + " library creates the table again at the next start.";
+            case NOT_POSTGRESQL -> "Keep the idempotency records in PostgreSQL (define the IdempotencyStore on a"
+                    + " PostgreSQL DataSource, as the README describes for applications with several databases), or"
+                    + " bring an IdempotencyStore for this database.";
         };
     }
 }

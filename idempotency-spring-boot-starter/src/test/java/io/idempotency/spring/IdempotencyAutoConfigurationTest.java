@@ -27,9 +27,13 @@ import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
 import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
 import org.springframework.http.ResponseEntity;
 
+import javax.sql.DataSource;
 import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.sql.ResultSet;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
@@ -112,6 +116,47 @@ class IdempotencyAutoConfigurationTest {
                     assertThat(context).hasNotFailed();
                     assertThat(context.getBean(IdempotencyStore.class)).hasToString("own store");
                 });
+    }
+
+    @Test
+    void aStoreTheApplicationBringsForAnotherDatabaseGetsNoPostgresTable() {
+        onAnotherDatabase("store").withUserConfiguration(OwnStore.class)
+                .withPropertyValues("idempotency.retention.cleanup.enabled=false", "idempotency.sweeper.enabled=false")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    assertThat(context.getBean(IdempotencyStore.class)).hasToString("own store");
+                    try (Connection connection = context.getBean(DataSource.class).getConnection();
+                         ResultSet tables = connection.getMetaData().getTables(null, null, "%", null)) {
+                        List<String> names = new ArrayList<>();
+                        while (tables.next()) {
+                            if (!"INFORMATION_SCHEMA".equals(tables.getString("TABLE_SCHEM"))) {
+                                names.add(tables.getString("TABLE_NAME"));
+                            }
+                        }
+                        assertThat(names).isEmpty();
+                    }
+                });
+    }
+
+    @Test
+    void theLibrarysStoreOnAnotherDatabaseIsRefusedSayingSo() {
+        for (String initializeSchema : List.of("true", "false")) {
+            onAnotherDatabase("refused-" + initializeSchema)
+                    .withPropertyValues("idempotency.jdbc.initialize-schema=" + initializeSchema)
+                    .run(context -> {
+                        assertThat(context).hasFailed();
+                        assertThat(rootMessage(context.getStartupFailure())).contains("table idempotency_keys and its"
+                                + " migration are made for PostgreSQL", "the DataSource is H2");
+                        assertThat(new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure()).getAction())
+                                .contains("Keep the idempotency records in PostgreSQL");
+                    });
+        }
+    }
+
+    /** The starter on an in-memory H2 database of its own. */
+    private static WebApplicationContextRunner onAnotherDatabase(String name) {
+        return TestDatabases.contextRunner().withPropertyValues("spring.datasource.url=jdbc:h2:mem:" + name
+                + ";DB_CLOSE_DELAY=-1", "spring.datasource.username=sa", "spring.datasource.password=");
     }
 
     @Test

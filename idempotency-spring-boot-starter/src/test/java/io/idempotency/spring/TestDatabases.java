@@ -36,12 +36,16 @@ public final class TestDatabases {
                         org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration.class,
                         org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration.class,
                         org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration.class,
-                        IdempotencyAutoConfiguration.class))
-                .withPropertyValues(database.springPropertyValues().toArray(String[]::new));
+                        IdempotencyAutoConfiguration.class));
     }
 
     /** A web application context with the auto-configurations the starter works with, on {@code database}. */
     static WebApplicationContextRunner contextRunner(TestPostgres.Database database) {
+        return contextRunner().withPropertyValues(database.springPropertyValues().toArray(String[]::new));
+    }
+
+    /** The same, for a {@code DataSource} the caller's properties describe. */
+    static WebApplicationContextRunner contextRunner() {
         return new WebApplicationContextRunner()
                 .withConfiguration(AutoConfigurations.of(
                         org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration.class,
@@ -49,7 +53,6 @@ public final class TestDatabases {
                         org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration.class,
                         org.springframework.boot.webmvc.autoconfigure.WebMvcAutoConfiguration.class,
                         org.springframework.boot.webmvc.autoconfigure.DispatcherServletAutoConfiguration.class,
-                        IdempotencyAutoConfiguration.class))
-                .withPropertyValues(database.springPropertyValues().toArray(String[]::new));
+                        IdempotencyAutoConfiguration.class));
     }
 }

@@ -12,7 +12,9 @@ public final class IdempotencySchemaException extends IllegalStateException {
         /** It does not exist, and the library's migration is not the one to create it. */
         MISSING,
         /** It does not exist, although its migration history says it was created. */
-        MISSING_DESPITE_HISTORY
+        MISSING_DESPITE_HISTORY,
+        /** The database is not PostgreSQL. */
+        NOT_POSTGRESQL
     }
 
     private final Problem problem;

@@ -9,6 +9,7 @@ import io.idempotency.jdbc.IdempotencySchema;
 
 import javax.sql.DataSource;
 import java.sql.Connection;
+import java.sql.DatabaseMetaData;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
@@ -95,6 +96,7 @@ public final class IdempotencySchemaMigrator {
     }
 
     private MigrateResult migrateOnce() {
+        requirePostgreSQL();
         Boolean layout = existingLayout();
         checkLayout(layout);
         String history = historyTable(tableName);
@@ -168,6 +170,7 @@ public final class IdempotencySchemaMigrator {
      * @throws IllegalStateException if the table does not exist, or exists with the other layout
      */
     public void verify() {
+        requirePostgreSQL();
         Boolean layout = existingLayout();
         if (layout == null) {
             throw new IdempotencySchemaException(IdempotencySchemaException.Problem.MISSING, "table " + tableName
@@ -291,6 +294,34 @@ public final class IdempotencySchemaMigrator {
     }
 
     /** Whether the table is partitioned; {@code null} if it does not exist (yet). */
+    /**
+     * Whether the {@code DataSource} is a PostgreSQL one, the only database the table, its migration and the
+     * library's stores are made for.
+     */
+    public boolean onPostgreSQL() {
+        return "PostgreSQL".equals(databaseProduct()[0]);
+    }
+
+    /** Another database would fail the migration or the checks with its own words for PostgreSQL's SQL. */
+    private void requirePostgreSQL() {
+        String[] product = databaseProduct();
+        if (!"PostgreSQL".equals(product[0])) {
+            throw new IdempotencySchemaException(IdempotencySchemaException.Problem.NOT_POSTGRESQL, "table "
+                    + tableName + " and its migration are made for PostgreSQL (14 or later), but the DataSource is "
+                    + product[0] + " " + product[1]);
+        }
+    }
+
+    /** The database's product name and version, as its driver reports them. */
+    private String[] databaseProduct() {
+        try (Connection connection = dataSource.getConnection()) {
+            DatabaseMetaData metaData = connection.getMetaData();
+            return new String[] {metaData.getDatabaseProductName(), metaData.getDatabaseProductVersion()};
+        } catch (SQLException e) {
+            throw new IllegalStateException("could not ask the DataSource which database it is", e);
+        }
+    }
+
     private Boolean existingLayout() {
         try (Connection connection = dataSource.getConnection();
              PreparedStatement statement = connection.prepareStatement(
