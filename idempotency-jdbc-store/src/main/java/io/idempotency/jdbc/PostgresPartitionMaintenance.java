@@ -85,7 +85,7 @@ public class PostgresPartitionMaintenance {
     }
 
     /**
-     * @param interval       the span of one partition (at least one second)
+     * @param interval       the span of one partition (a whole number of seconds, at least one)
      * @param ahead          how many partitions after the current one to keep ready
      * @param ddlLockTimeout the longest a DDL statement may wait for a lock before the run gives up on it
      */
@@ -93,8 +93,10 @@ public class PostgresPartitionMaintenance {
                                         Duration ddlLockTimeout) {
         this.dataSource = Objects.requireNonNull(dataSource, "dataSource");
         this.table = IdempotencySchema.checkTableName(tableName);
-        if (interval.compareTo(Duration.ofSeconds(1)) < 0) {
-            throw new IllegalArgumentException("partition interval must be at least one second: " + interval);
+        if (interval.getSeconds() < 1 || interval.getNano() != 0) {
+            // bounds are steps of whole seconds since the epoch, and names are made of them: a fraction does not fit
+            throw new IllegalArgumentException("partition interval must be a whole number of seconds, at least one: "
+                    + interval);
         }
         if (ahead < 1) {
             throw new IllegalArgumentException("at least one partition must be kept ahead: " + ahead);

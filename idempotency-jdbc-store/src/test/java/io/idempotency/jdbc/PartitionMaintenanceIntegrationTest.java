@@ -10,6 +10,7 @@ import io.idempotency.core.Transactions;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
+import org.postgresql.ds.PGSimpleDataSource;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.jdbc.datasource.DelegatingDataSource;
@@ -72,6 +73,17 @@ class PartitionMaintenanceIntegrationTest {
                     + " and schemaname = current_schema()", Integer.class)).as("dropped, not just detached").isZero();
 
             assertThat(maintenance.run(Duration.ofDays(1)).created()).as("a second run has nothing to do").isEmpty();
+        }
+    }
+
+    @Test
+    void anIntervalOfOtherThanWholeSecondsIsRefused() {
+        // bounds are steps of whole seconds since the epoch, and names are made of them: a fraction does not fit
+        for (Duration interval : List.of(Duration.ofMillis(1500), Duration.ofMillis(999),
+                Duration.ofDays(1).plusNanos(1))) {
+            assertThatThrownBy(() -> new PostgresPartitionMaintenance(new PGSimpleDataSource(), TABLE, interval, 3,
+                    Duration.ofSeconds(5))).isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("a whole number of seconds");
         }
     }
 
