@@ -37,8 +37,8 @@ public class IdempotencyProperties implements InitializingBean {
     private Duration inFlightWait = Duration.ofSeconds(2);
 
     /**
-     * The {@code Retry-After} sent with 409 {@code idempotency-request-in-progress} (rounded up to seconds); must be
-     * positive.
+     * The {@code Retry-After} sent with 409 {@code idempotency-request-in-progress} and 503
+     * {@code idempotency-store-unavailable} (rounded up to seconds); must be positive.
      */
     private Duration retryAfter = Duration.ofSeconds(1);
 
