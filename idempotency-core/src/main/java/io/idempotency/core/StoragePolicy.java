@@ -8,11 +8,14 @@ package io.idempotency.core;
 public interface StoragePolicy {
 
     /**
-     * The default, after Stripe: answers the handler produced with 2xx or 4xx are final and stored; 5xx, and the
-     * 4xx answers that mean "try again" (408 Request Timeout, 409 Conflict, 425 Too Early, 429 Too Many Requests),
-     * are not: the transaction rolls back and the key is released.
+     * The default, after Stripe: answers the handler produced with 2xx or 4xx are final and stored, and so are
+     * redirects (a 303 See Other is how a POST says "done, see the result there": rolled back, its effect would be
+     * lost behind an answer that says it happened). 5xx, 304 Not Modified (an answer to the conditional headers,
+     * which are not part of the request's fingerprint), and the 4xx answers that mean "try again" (408 Request
+     * Timeout, 409 Conflict, 425 Too Early, 429 Too Many Requests) are not: the transaction rolls back and the key is
+     * released.
      */
-    StoragePolicy DEFAULT = status -> (status >= 200 && status < 300)
+    StoragePolicy DEFAULT = status -> (status >= 200 && status < 400 && status != 304)
             || (status >= 400 && status < 500 && status != 408 && status != 409 && status != 425 && status != 429);
 
     /** True if an answer with this status commits and is replayed to later requests with the same key. */

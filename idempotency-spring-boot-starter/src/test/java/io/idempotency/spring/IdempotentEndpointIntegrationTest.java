@@ -353,18 +353,24 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
         assertThat(rows("localized-" + key)).isEqualTo(1);
     }
 
+    /**
+     * A 303 See Other is how a POST says "done, see the result there": the effect the redirect points to is kept and
+     * the redirect replayed, never rolled back behind an answer that claims it happened.
+     */
     @Test
-    void aRedirectWithAStatusIsCapturedLikeAnyOtherAnswer() throws Exception {
+    void aRedirectWithAStatusIsCapturedStoredAndReplayedLikeAnyOtherAnswer() throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "redirect-" + key;
 
         HttpResponse<byte[]> first = post("/orders/redirect/303", key, "{\"note\":\"" + note + "\"}");
+        HttpResponse<byte[]> again = post("/orders/redirect/303", key, "{\"note\":\"" + note + "\"}");
 
         assertThat(first.statusCode()).isEqualTo(303);
         assertThat(first.headers().firstValue("Location")).hasValueSatisfying(l -> assertThat(l).contains("/orders/"));
-        // a 3xx is not stored by the default policy: rolled back like the one-argument sendRedirect
-        assertThat(rows(note)).isZero();
-        assertThat(keyRows(key)).isZero();
+        assertThat(rows(note)).as("the effect the redirect points to").isEqualTo(1);
+        assertThat(again.statusCode()).isEqualTo(303);
+        assertThat(again.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(again.headers().firstValue("Location")).isEqualTo(first.headers().firstValue("Location"));
     }
 
     @Test

@@ -19,7 +19,7 @@ public class ViewController {
 
     /** Writes a row and redirects to it; the redirect is stored, so that a retry is sent to the same order. */
     @PostMapping("/views/orders")
-    @Idempotent(storagePolicy = OrderController.StoreEverything.class)
+    @Idempotent
     public String create(@RequestBody OrderController.OrderRequest request) {
         long id = jdbc.sql("insert into orders (note) values (?) returning id").param(request.note())
                 .query(Long.class).single();
