@@ -252,6 +252,10 @@ public final class IdempotencyEngine {
             throw e;
         }
         if (start instanceof Proceed) {
+            // the key is this request's now: an answer kept for another one came from a record that is gone, and
+            // replayed from here it would contradict the claim the database holds (before the flight shows the claim,
+            // so that the requests that see it are judged by it)
+            replayCache.holds(key, flight.requestHash);
             flight.claimed.complete(true);
             return start; // the flight lands when the execution ends
         }

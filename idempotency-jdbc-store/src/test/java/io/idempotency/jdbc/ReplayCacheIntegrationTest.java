@@ -119,6 +119,40 @@ class ReplayCacheIntegrationTest {
         assertThat(instanceB.start(key, SECOND)).isEqualTo(new IdempotencyEngine.Replay(second));
     }
 
+    /**
+     * The instance that cached the old answer claims the key for a new request itself: it has learnt that the old
+     * record is gone and that the key is another request's now. The old request, sent again, is judged as on any other
+     * instance — 422 while the new request holds the key — not replayed an answer from memory that the database
+     * contradicts.
+     */
+    @Test
+    void anInstanceThatClaimedAKeyForANewRequestNoLongerReplaysTheOldAnswerFromMemory() throws Exception {
+        ScopedKey key = new ScopedKey("alice", "POST /payments", UUID.randomUUID().toString());
+        ScopedKey intentKey = new ScopedKey("alice", "POST /purchases", UUID.randomUUID().toString());
+        ((IdempotencyEngine.Proceed) instanceA.start(key, FIRST)).execution().finish(answer("first payment"));
+        ((IdempotencyEngine.Proceed) instanceA.start(intentKey, FIRST)).execution().finish(answer("first purchase"));
+        removeExpiredRecords();
+
+        IdempotencyEngine.Execution second = ((IdempotencyEngine.Proceed) instanceA.start(key, SECOND)).execution();
+        IdempotencyEngine.Start old;
+        try {
+            old = CompletableFuture.supplyAsync(() -> instanceA.start(key, FIRST)).get(10, TimeUnit.SECONDS);
+        } finally {
+            second.abandon(); // on the thread its transaction is bound to
+        }
+        assertThat(old).as("the new request holds the key on this very instance")
+                .isEqualTo(new IdempotencyEngine.Mismatch());
+
+        // intent-first: the new request's claim is committed, and stays when the outcome of its work is unknown
+        Duration lease = Duration.ofMinutes(1);
+        ((IdempotencyEngine.Proceed) instanceA.start(intentKey, SECOND, IdempotencyMode.INTENT_FIRST, lease))
+                .execution().abandon();
+        assertThat(instanceB.start(intentKey, FIRST, IdempotencyMode.INTENT_FIRST, lease)).as("on B")
+                .isEqualTo(new IdempotencyEngine.Mismatch());
+        assertThat(instanceA.start(intentKey, FIRST, IdempotencyMode.INTENT_FIRST, lease))
+                .as("on A, which made the claim the database holds").isEqualTo(new IdempotencyEngine.Mismatch());
+    }
+
     @Test
     void anAnswerWhoseCommitFailedIsNeitherCachedNorHandedToTheDuplicatesWaitingForIt() throws Exception {
         JdbcTemplate jdbc = new JdbcTemplate(poolA);
