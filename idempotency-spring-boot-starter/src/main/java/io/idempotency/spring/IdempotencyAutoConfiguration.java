@@ -111,13 +111,22 @@ public class IdempotencyAutoConfiguration {
         IdempotencyMeters counters = meters.getIfAvailable(() -> IdempotencyMeters.NONE);
         checkInterval(cleanup.getInterval(), "idempotency.retention.cleanup.interval");
         if (partitioned(properties)) {
+            DataSource storeDataSource = storeDataSource(store, dataSource);
+            if (!(store instanceof PostgresIdempotencyStore) && !new IdempotencySchemaMigrator(storeDataSource,
+                    properties.getJdbc().getTableName(), true).onPostgreSQL()) {
+                throw new IdempotencyConfigurationException("idempotency.retention.cleanup.mode=drop-partitions"
+                        + " keeps the records in PostgreSQL partitions, but the application's IdempotencyStore"
+                        + " keeps them in a database other than PostgreSQL.", "Remove"
+                        + " idempotency.retention.cleanup.mode (the default, delete, asks the store to delete"
+                        + " expired records), or keep the records in PostgreSQL.");
+            }
             if (cleanup.isCreatePartitions()) {
                 checkPartitionsAhead(cleanup);
             }
             // partitions made elsewhere: the count kept ahead is not this application's to say (0 is as good as 7)
             int ahead = cleanup.isCreatePartitions() ? cleanup.getPartitionsAhead()
                     : Math.max(1, cleanup.getPartitionsAhead());
-            return RetentionScheduler.partitioned(new PostgresPartitionMaintenance(storeDataSource(store, dataSource),
+            return RetentionScheduler.partitioned(new PostgresPartitionMaintenance(storeDataSource,
                     properties.getJdbc().getTableName(), cleanup.getPartitionInterval(), ahead,
                     Duration.ofSeconds(2)), cleanup.isCreatePartitions(), cleanup.isEnabled(),
                     properties.getRetention().getTtl(),

@@ -153,6 +153,18 @@ class IdempotencyAutoConfigurationTest {
         }
     }
 
+    @Test
+    void partitionsForAStoreOnAnotherDatabaseAreRefusedSayingSo() {
+        onAnotherDatabase("partitions").withUserConfiguration(OwnStore.class)
+                .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
+                        "idempotency.sweeper.enabled=false")
+                .run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(rootMessage(context.getStartupFailure())).contains("drop-partitions keeps the records"
+                            + " in PostgreSQL partitions", "a database other than PostgreSQL");
+                });
+    }
+
     /** The starter on an in-memory H2 database of its own. */
     private static WebApplicationContextRunner onAnotherDatabase(String name) {
         return TestDatabases.contextRunner().withPropertyValues("spring.datasource.url=jdbc:h2:mem:" + name
