@@ -3,29 +3,19 @@ package io.idempotency.jdbc;
 import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
 import io.idempotency.core.IdempotencyRecord;
-import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.RecordStatus;
 import io.idempotency.core.ScopedKey;
-import io.idempotency.core.StoredResponse;
 import org.springframework.dao.DataAccessException;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.core.SqlParameterValue;
-import org.springframework.jdbc.datasource.DataSourceTransactionManager;
-import org.springframework.jdbc.datasource.TransactionAwareDataSourceProxy;
-import org.springframework.transaction.support.TransactionSynchronizationManager;
-import org.springframework.transaction.support.TransactionTemplate;
 
 import javax.sql.DataSource;
 import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.sql.Timestamp;
 import java.sql.Types;
 import java.time.Duration;
-import java.time.Instant;
-import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
-import java.util.function.IntSupplier;
 
 /**
  * The PostgreSQL store (14 and later). All statements run on the connection of the transaction open on the current
@@ -49,26 +39,14 @@ import java.util.function.IntSupplier;
  * </ol>
  * The caller's transaction must be at READ COMMITTED. Thread-safe.
  */
-public class PostgresIdempotencyStore implements IdempotencyStore {
+public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
 
     private static final String LOCK_NOT_AVAILABLE = "55P03";
     private static final long MIN_WAIT_NANOS = 1_000_000; // lock_timeout counts in milliseconds
     private static final int MAX_CLAIM_ATTEMPTS = 10;
 
-    protected final JdbcTemplate jdbc;
-    private final DataSource dataSource;
-    /** The key under which a transaction manager binds this DataSource's connection to the thread. */
-    private final DataSource transactionResource;
-    private final TransactionTemplate ownTransaction;
     private final String claimSql;
-    private final String selectSql;
-    private final String renewSql;
-    private final String takeOverExpiredSql;
-    private final String expiredLeasesSql;
     private final String takeOverSql;
-    private final String completeSql;
-    private final String failSql;
-    private final String releaseSql;
     private final String deleteExpiredSql;
 
     /**
@@ -76,22 +54,10 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
      * @param tableName  a plain identifier, looked up in the connection's default schema
      */
     public PostgresIdempotencyStore(DataSource dataSource, String tableName) {
-        this.dataSource = dataSource;
-        this.transactionResource = dataSource instanceof TransactionAwareDataSourceProxy proxy
-                && proxy.getTargetDataSource() != null ? proxy.getTargetDataSource() : dataSource;
-        this.jdbc = new JdbcTemplate(dataSource);
-        this.ownTransaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
-        String table = IdempotencySchema.checkTableName(tableName);
+        super(dataSource, statements(IdempotencySchema.checkTableName(tableName)));
+        String table = tableName;
         String keyMatch = " WHERE caller = ? AND scope = ? AND idempotency_key = ?";
         this.claimSql = claimIfAbsentSql(table, true);
-        this.selectSql = "SELECT " + COLUMNS + ", locked_until < now() AS lease_expired FROM " + table + keyMatch;
-        this.renewSql = "UPDATE " + table + " SET locked_until = now() + ? * interval '1 millisecond', updated_at = now()"
-                + keyMatch + " AND fencing_token = ?::uuid AND status = 'PROCESSING'";
-        this.takeOverExpiredSql = "UPDATE " + table + " SET fencing_token = ?::uuid,"
-                + " locked_until = now() + ? * interval '1 millisecond', updated_at = now()" + keyMatch
-                + " AND fencing_token = ?::uuid AND status = 'PROCESSING' AND locked_until < now()";
-        this.expiredLeasesSql = "SELECT caller, scope, idempotency_key, " + COLUMNS + ", true AS lease_expired FROM "
-                + table + " WHERE status = 'PROCESSING' AND locked_until < now() ORDER BY locked_until LIMIT ?";
         // bounded like the claim: the record may be in the middle of being taken over by another transaction
         this.takeOverSql = "WITH " + BOUNDED_WAIT + ", taken AS (UPDATE " + table
                 + " SET status = 'PROCESSING', request_hash = ?, fencing_token = ?::uuid,"
@@ -99,12 +65,6 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
                 + " locked_until = now() + ?::bigint * interval '1 millisecond' FROM timeout"
                 + keyMatch + " AND status = 'FAILED' AND fencing_token = ?::uuid RETURNING 1)"
                 + " SELECT (SELECT count(*) FROM taken) AS taken, " + RESTORE_WAIT;
-        this.completeSql = "UPDATE " + table + " SET status = 'SUCCEEDED', response_status = ?, response_headers = ?,"
-                + " response_body = ?, updated_at = now(), locked_until = NULL"
-                + keyMatch + " AND fencing_token = ?::uuid AND status = 'PROCESSING'";
-        this.failSql = "UPDATE " + table + " SET status = 'FAILED', updated_at = now(), locked_until = NULL"
-                + keyMatch + " AND fencing_token = ?::uuid AND status = 'PROCESSING'";
-        this.releaseSql = "DELETE FROM " + table + keyMatch + " AND fencing_token = ?::uuid AND status = 'PROCESSING'";
         // SKIP LOCKED: never wait for a row another transaction holds, so cleanup cannot stall a claim
         this.deleteExpiredSql = "DELETE FROM " + table + " t USING (SELECT caller, scope, idempotency_key FROM " + table
                 + " WHERE expires_at < now() AND status <> 'PROCESSING' LIMIT ? FOR UPDATE SKIP LOCKED) expired"
@@ -112,21 +72,28 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
                 + " AND t.idempotency_key = expired.idempotency_key";
     }
 
-    /** The DataSource the store works on: the one whose transactions the claim joins. */
-    public DataSource dataSource() {
-        return dataSource;
+    private static Statements statements(String table) {
+        String keyMatch = " WHERE caller = ? AND scope = ? AND idempotency_key = ?";
+        return new Statements(
+                "SELECT " + COLUMNS + ", locked_until < now() AS lease_expired FROM " + table + keyMatch,
+                "UPDATE " + table + " SET status = 'SUCCEEDED', response_status = ?, response_headers = ?,"
+                        + " response_body = ?, updated_at = now(), locked_until = NULL"
+                        + keyMatch + " AND fencing_token = ?::uuid AND status = 'PROCESSING'",
+                "UPDATE " + table + " SET status = 'FAILED', updated_at = now(), locked_until = NULL"
+                        + keyMatch + " AND fencing_token = ?::uuid AND status = 'PROCESSING'",
+                "DELETE FROM " + table + keyMatch + " AND fencing_token = ?::uuid AND status = 'PROCESSING'",
+                "UPDATE " + table + " SET locked_until = now() + ? * interval '1 millisecond', updated_at = now()"
+                        + keyMatch + " AND fencing_token = ?::uuid AND status = 'PROCESSING'",
+                "UPDATE " + table + " SET fencing_token = ?::uuid,"
+                        + " locked_until = now() + ? * interval '1 millisecond', updated_at = now()" + keyMatch
+                        + " AND fencing_token = ?::uuid AND status = 'PROCESSING' AND locked_until < now()",
+                "SELECT caller, scope, idempotency_key, " + COLUMNS + ", true AS lease_expired FROM " + table
+                        + " WHERE status = 'PROCESSING' AND locked_until < now() ORDER BY locked_until LIMIT ?");
     }
 
     @Override
     public ClaimResult claim(ClaimRequest request) {
-        if (TransactionSynchronizationManager.isActualTransactionActive()
-                && !TransactionSynchronizationManager.hasResource(transactionResource)) {
-            // the claim would run on a connection of its own, and commit apart from the handler's writes
-            throw new IllegalStateException("The transaction open on this thread holds no connection of the"
-                    + " idempotency store's DataSource " + dataSource + ": its transaction manager manages another"
-                    + " DataSource, or (JPA) its dialect cannot expose the JDBC connection. The claim, the handler's"
-                    + " writes and the stored answer must commit in one transaction.");
-        }
+        checkClaimTransaction();
         // maxWait bounds the whole claim, not each wait: a key released and claimed again while we waited would
         // otherwise start a fresh wait
         long deadline = System.nanoTime() + request.maxWait().toNanos();
@@ -212,7 +179,7 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
     }
 
     /** Reads a claim row: columns {@code inserted}, {@code isolation} and the record's columns. */
-    protected static ClaimRow claimRow(ScopedKey key, ResultSet rs) throws SQLException {
+    protected ClaimRow claimRow(ScopedKey key, ResultSet rs) throws SQLException {
         return new ClaimRow(rs.getLong("inserted") == 1, rs.getString("isolation"),
                 rs.getString("status") == null ? null : record(key, rs));
     }
@@ -284,83 +251,11 @@ public class PostgresIdempotencyStore implements IdempotencyStore {
     }
 
     @Override
-    public boolean complete(ScopedKey key, String fencingToken, StoredResponse response) {
-        return committed(() -> jdbc.update(completeSql, response.status(), response.headersAsText(),
-                response.body(), key.caller(), key.scope(), key.key(), fencingToken)) == 1;
-    }
-
-    @Override
-    public boolean fail(ScopedKey key, String fencingToken) {
-        return committed(() -> jdbc.update(failSql, key.caller(), key.scope(), key.key(), fencingToken)) == 1;
-    }
-
-    @Override
-    public boolean release(ScopedKey key, String fencingToken) {
-        return committed(() -> jdbc.update(releaseSql, key.caller(), key.scope(), key.key(), fencingToken)) == 1;
-    }
-
-    @Override
-    public boolean renew(ScopedKey key, String fencingToken, Duration lease) {
-        return committed(() -> jdbc.update(renewSql, lease.toMillis(), key.caller(), key.scope(), key.key(),
-                fencingToken)) == 1;
-    }
-
-    @Override
-    public Optional<String> takeOver(ScopedKey key, String expiredToken, Duration lease) {
-        String token = UUID.randomUUID().toString();
-        int taken = committed(() -> jdbc.update(takeOverExpiredSql, token, lease.toMillis(), key.caller(),
-                key.scope(), key.key(), expiredToken));
-        return taken == 1 ? Optional.of(token) : Optional.empty();
-    }
-
-    @Override
-    public List<IdempotencyRecord> findExpiredLeases(int limit) {
-        return jdbc.query(expiredLeasesSql, (rs, n) -> record(
-                new ScopedKey(rs.getString("caller"), rs.getString("scope"), rs.getString("idempotency_key")), rs), limit);
-    }
-
-    @Override
-    public Optional<IdempotencyRecord> find(ScopedKey key) {
-        List<IdempotencyRecord> records = jdbc.query(selectSql, (rs, n) -> record(key, rs),
-                key.caller(), key.scope(), key.key());
-        return records.stream().findFirst();
-    }
-
-    @Override
     public int deleteExpired(int limit) {
         if (limit < 1) {
             throw new IllegalArgumentException("limit must be positive: " + limit);
         }
         return committed(() -> jdbc.update(deleteExpiredSql, limit));
-    }
-
-    /**
-     * Runs a write in the caller's transaction if one holds a connection of this store's DataSource, else in a
-     * transaction of its own that commits before this returns. Writing "outside a transaction" is not enough: with a pool whose connections do not auto-commit,
-     * the pool would roll the write back when the connection returns, after it had been reported done.
-     */
-    private int committed(IntSupplier write) {
-        if (TransactionSynchronizationManager.hasResource(transactionResource)) {
-            return write.getAsInt(); // the caller's transaction holds a connection of this DataSource: join it
-        }
-        Integer result = ownTransaction.execute(status -> write.getAsInt());
-        return result == null ? 0 : result;
-    }
-
-    private static IdempotencyRecord record(ScopedKey key, ResultSet rs) throws SQLException {
-        RecordStatus status = RecordStatus.valueOf(rs.getString("status"));
-        StoredResponse response = null;
-        if (status == RecordStatus.SUCCEEDED) {
-            response = new StoredResponse(rs.getInt("response_status"),
-                    StoredResponse.headersFromText(rs.getString("response_headers")), rs.getBytes("response_body"));
-        }
-        return new IdempotencyRecord(key, status, rs.getString("request_hash"), rs.getString("fencing_token"),
-                response, instant(rs.getTimestamp("created_at")), instant(rs.getTimestamp("expires_at")),
-                instant(rs.getTimestamp("locked_until")), rs.getBoolean("lease_expired"));
-    }
-
-    private static Instant instant(Timestamp timestamp) {
-        return timestamp == null ? null : timestamp.toInstant();
     }
 
     private static String sqlState(Throwable e) {

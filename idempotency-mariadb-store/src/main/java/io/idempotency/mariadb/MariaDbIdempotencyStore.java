@@ -3,16 +3,11 @@ package io.idempotency.mariadb;
 import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
 import io.idempotency.core.IdempotencyRecord;
-import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.RecordStatus;
 import io.idempotency.core.ScopedKey;
-import io.idempotency.core.StoredResponse;
+import io.idempotency.jdbc.JdbcIdempotencyStore;
 import org.springframework.dao.DataAccessException;
 import org.springframework.jdbc.core.JdbcTemplate;
-import org.springframework.jdbc.datasource.DataSourceTransactionManager;
-import org.springframework.jdbc.datasource.TransactionAwareDataSourceProxy;
-import org.springframework.transaction.support.TransactionSynchronizationManager;
-import org.springframework.transaction.support.TransactionTemplate;
 
 import javax.sql.DataSource;
 import java.io.IOException;
@@ -26,7 +21,6 @@ import java.time.Instant;
 import java.time.LocalDateTime;
 import java.time.ZoneOffset;
 import java.util.List;
-import java.util.Optional;
 import java.util.UUID;
 import java.util.function.IntSupplier;
 import java.util.regex.Pattern;
@@ -58,7 +52,7 @@ import java.util.regex.Pattern;
  * (the claim refuses another level: at REPEATABLE READ a look-up after a conflict would not see the record that caused
  * it). Times come from the database's clock ({@code UTC_TIMESTAMP(6)}). Thread-safe.
  */
-public class MariaDbIdempotencyStore implements IdempotencyStore {
+public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
 
     /** ER_DUP_ENTRY: the key was committed since the look-up. */
     private static final int DUPLICATE_KEY = 1062;
@@ -75,22 +69,13 @@ public class MariaDbIdempotencyStore implements IdempotencyStore {
     private static final Pattern TABLE_NAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_]{0,63}");
     private static final String NOW = "UTC_TIMESTAMP(6)";
     private static final String NO_WAIT = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR ";
+    private static final String KEY_MATCH = " WHERE caller = ? AND scope = ? AND idempotency_key = ?";
+    private static final String COLUMNS = "status, request_hash, fencing_token, response_status, response_headers,"
+            + " response_body, created_at, expires_at, locked_until, locked_until < " + NOW + " AS lease_expired";
 
-    private final JdbcTemplate jdbc;
-    private final DataSource dataSource;
-    /** The key under which a transaction manager binds this DataSource's connection to the thread. */
-    private final DataSource transactionResource;
-    private final TransactionTemplate ownTransaction;
     private final String lookUpSql;
     private final String insertSql;
-    private final String selectSql;
     private final String takeOverFailedSql;
-    private final String renewSql;
-    private final String takeOverExpiredSql;
-    private final String expiredLeasesSql;
-    private final String completeSql;
-    private final String failSql;
-    private final String releaseSql;
     private final String expiredSql;
     private final String deleteSql;
 
@@ -99,43 +84,40 @@ public class MariaDbIdempotencyStore implements IdempotencyStore {
      * @param tableName  a plain identifier (letters, digits, underscores), in the connection's database
      */
     public MariaDbIdempotencyStore(DataSource dataSource, String tableName) {
-        checkTableName(tableName);
-        this.dataSource = dataSource;
-        this.transactionResource = dataSource instanceof TransactionAwareDataSourceProxy proxy
-                && proxy.getTargetDataSource() != null ? proxy.getTargetDataSource() : dataSource;
-        this.jdbc = new JdbcTemplate(dataSource);
-        this.ownTransaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+        super(dataSource, statements(checkTableName(tableName)));
         String table = tableName;
-        String keyMatch = " WHERE caller = ? AND scope = ? AND idempotency_key = ?";
-        String columns = "status, request_hash, fencing_token, response_status, response_headers, response_body,"
-                + " created_at, expires_at, locked_until, locked_until < " + NOW + " AS lease_expired";
         this.lookUpSql = "SELECT @@tx_isolation AS isolation, t.* FROM (SELECT 1 AS one) AS probe LEFT JOIN (SELECT "
-                + columns + " FROM " + table + keyMatch + ") AS t ON 1 = 1";
+                + COLUMNS + " FROM " + table + KEY_MATCH + ") AS t ON 1 = 1";
         this.insertSql = NO_WAIT + "INSERT INTO " + table + " (caller, scope, idempotency_key, status, request_hash,"
                 + " fencing_token, created_at, updated_at, expires_at, locked_until) VALUES (?, ?, ?, 'PROCESSING', ?,"
-                + " ?, " + NOW + ", " + NOW + ", " + plus("?") + ", " + plus("?") + ")";
-        this.selectSql = "SELECT " + columns + " FROM " + table + keyMatch;
+                + " ?, " + NOW + ", " + NOW + ", " + plusMillis() + ", " + plusMillis() + ")";
         this.takeOverFailedSql = NO_WAIT + "UPDATE " + table + " SET status = 'PROCESSING', request_hash = ?,"
-                + " fencing_token = ?, created_at = " + NOW + ", updated_at = " + NOW + ", expires_at = " + plus("?")
-                + ", locked_until = " + plus("?") + keyMatch + " AND status = 'FAILED' AND fencing_token = ?";
-        this.renewSql = "UPDATE " + table + " SET locked_until = " + plus("?") + ", updated_at = " + NOW + keyMatch
-                + " AND fencing_token = ? AND status = 'PROCESSING'";
-        this.takeOverExpiredSql = "UPDATE " + table + " SET fencing_token = ?, locked_until = " + plus("?")
-                + ", updated_at = " + NOW + keyMatch + " AND fencing_token = ? AND status = 'PROCESSING'"
-                + " AND locked_until < " + NOW;
-        this.expiredLeasesSql = "SELECT caller, scope, idempotency_key, " + columns + " FROM " + table
-                + " WHERE status = 'PROCESSING' AND locked_until < " + NOW + " ORDER BY locked_until LIMIT ?";
-        this.completeSql = "UPDATE " + table + " SET status = 'SUCCEEDED', response_status = ?, response_headers = ?,"
-                + " response_body = ?, updated_at = " + NOW + ", locked_until = NULL" + keyMatch
-                + " AND fencing_token = ? AND status = 'PROCESSING'";
-        this.failSql = "UPDATE " + table + " SET status = 'FAILED', updated_at = " + NOW + ", locked_until = NULL"
-                + keyMatch + " AND fencing_token = ? AND status = 'PROCESSING'";
-        this.releaseSql = "DELETE FROM " + table + keyMatch + " AND fencing_token = ? AND status = 'PROCESSING'";
+                + " fencing_token = ?, created_at = " + NOW + ", updated_at = " + NOW + ", expires_at = "
+                + plusMillis() + ", locked_until = " + plusMillis() + KEY_MATCH
+                + " AND status = 'FAILED' AND fencing_token = ?";
         // SKIP LOCKED: never wait for a row another transaction holds, so cleanup cannot stall a claim
         this.expiredSql = "SELECT caller, scope, idempotency_key FROM " + table + " WHERE expires_at < " + NOW
                 + " AND status <> 'PROCESSING' ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED";
-        this.deleteSql = "DELETE FROM " + table + keyMatch + " AND expires_at < " + NOW
+        this.deleteSql = "DELETE FROM " + table + KEY_MATCH + " AND expires_at < " + NOW
                 + " AND status <> 'PROCESSING'";
+    }
+
+    private static Statements statements(String table) {
+        return new Statements(
+                "SELECT " + COLUMNS + " FROM " + table + KEY_MATCH,
+                "UPDATE " + table + " SET status = 'SUCCEEDED', response_status = ?, response_headers = ?,"
+                        + " response_body = ?, updated_at = " + NOW + ", locked_until = NULL" + KEY_MATCH
+                        + " AND fencing_token = ? AND status = 'PROCESSING'",
+                "UPDATE " + table + " SET status = 'FAILED', updated_at = " + NOW + ", locked_until = NULL"
+                        + KEY_MATCH + " AND fencing_token = ? AND status = 'PROCESSING'",
+                "DELETE FROM " + table + KEY_MATCH + " AND fencing_token = ? AND status = 'PROCESSING'",
+                "UPDATE " + table + " SET locked_until = " + plusMillis() + ", updated_at = " + NOW + KEY_MATCH
+                        + " AND fencing_token = ? AND status = 'PROCESSING'",
+                "UPDATE " + table + " SET fencing_token = ?, locked_until = " + plusMillis() + ", updated_at = "
+                        + NOW + KEY_MATCH + " AND fencing_token = ? AND status = 'PROCESSING' AND locked_until < "
+                        + NOW,
+                "SELECT caller, scope, idempotency_key, " + COLUMNS + " FROM " + table
+                        + " WHERE status = 'PROCESSING' AND locked_until < " + NOW + " ORDER BY locked_until LIMIT ?");
     }
 
     /** The shipped schema script ({@code io/idempotency/mariadb/schema.sql}), for a table named {@code tableName}. */
@@ -154,33 +136,22 @@ public class MariaDbIdempotencyStore implements IdempotencyStore {
     /** The schema script's place on the class path. */
     public static final String SCHEMA_SCRIPT = "/io/idempotency/mariadb/schema.sql";
 
-    private static void checkTableName(String tableName) {
+    private static String checkTableName(String tableName) {
         if (tableName == null || !TABLE_NAME.matcher(tableName).matches()) {
             throw new IllegalArgumentException("the table name must be a plain identifier (letters, digits and"
                     + " underscores, at most 64, not starting with a digit): " + tableName);
         }
+        return tableName;
     }
 
-    /** {@code NOW} plus a parameter in microseconds; NULL when the parameter is. */
-    private static String plus(String microseconds) {
-        return "DATE_ADD(" + NOW + ", INTERVAL " + microseconds + " MICROSECOND)";
-    }
-
-    /** The DataSource the store works on: the one whose transactions the claim joins. */
-    public DataSource dataSource() {
-        return dataSource;
+    /** {@code NOW} plus a parameter in milliseconds; NULL when the parameter is. */
+    private static String plusMillis() {
+        return "DATE_ADD(" + NOW + ", INTERVAL ? * 1000 MICROSECOND)";
     }
 
     @Override
     public ClaimResult claim(ClaimRequest request) {
-        if (TransactionSynchronizationManager.isActualTransactionActive()
-                && !TransactionSynchronizationManager.hasResource(transactionResource)) {
-            // the claim would run on a connection of its own, and commit apart from the handler's writes
-            throw new IllegalStateException("The transaction open on this thread holds no connection of the"
-                    + " idempotency store's DataSource " + dataSource + ": its transaction manager manages another"
-                    + " DataSource. The claim, the handler's writes and the stored answer must commit in one"
-                    + " transaction.");
-        }
+        checkClaimTransaction();
         long deadline = System.nanoTime() + request.maxWait().toNanos();
         long pause = FIRST_PAUSE_NANOS;
         ScopedKey key = request.key();
@@ -197,7 +168,7 @@ public class MariaDbIdempotencyStore implements IdempotencyStore {
             String token = UUID.randomUUID().toString();
             if (record == null) {
                 refused = errorOf(() -> jdbc.update(insertSql, key.caller(), key.scope(), key.key(),
-                        request.requestHash(), token, micros(retention(request)), leaseMicros(request)));
+                        request.requestHash(), token, retention(request).toMillis(), leaseMillis(request)));
                 result = refused == null ? new ClaimResult.Claimed(token) : null;
             } else if (record.status() != RecordStatus.FAILED || !record.requestHash().equals(request.requestHash())) {
                 // a FAILED record is taken over by its own request only: the failed attempt may have reached a third
@@ -206,7 +177,7 @@ public class MariaDbIdempotencyStore implements IdempotencyStore {
             } else {
                 int[] taken = new int[1];
                 refused = errorOf(() -> taken[0] = jdbc.update(takeOverFailedSql, request.requestHash(), token,
-                        micros(retention(request)), leaseMicros(request), key.caller(), key.scope(), key.key(),
+                        retention(request).toMillis(), leaseMillis(request), key.caller(), key.scope(), key.key(),
                         record.fencingToken()));
                 // 0 rows: another request took the FAILED record over first: look again
                 result = refused == null && taken[0] == 1 ? new ClaimResult.Claimed(token, true) : null;
@@ -262,54 +233,8 @@ public class MariaDbIdempotencyStore implements IdempotencyStore {
         return request.retention().compareTo(MAX_RETENTION) > 0 ? MAX_RETENTION : request.retention();
     }
 
-    private static Long leaseMicros(ClaimRequest request) {
-        return request.lease() == null ? null : micros(request.lease());
-    }
-
-    private static long micros(Duration duration) {
-        return duration.toMillis() * 1000;
-    }
-
-    @Override
-    public boolean complete(ScopedKey key, String fencingToken, StoredResponse response) {
-        return committed(() -> jdbc.update(completeSql, response.status(), response.headersAsText(),
-                response.body(), key.caller(), key.scope(), key.key(), fencingToken)) == 1;
-    }
-
-    @Override
-    public boolean fail(ScopedKey key, String fencingToken) {
-        return committed(() -> jdbc.update(failSql, key.caller(), key.scope(), key.key(), fencingToken)) == 1;
-    }
-
-    @Override
-    public boolean release(ScopedKey key, String fencingToken) {
-        return committed(() -> jdbc.update(releaseSql, key.caller(), key.scope(), key.key(), fencingToken)) == 1;
-    }
-
-    @Override
-    public boolean renew(ScopedKey key, String fencingToken, Duration lease) {
-        return committed(() -> jdbc.update(renewSql, micros(lease), key.caller(), key.scope(), key.key(),
-                fencingToken)) == 1;
-    }
-
-    @Override
-    public Optional<String> takeOver(ScopedKey key, String expiredToken, Duration lease) {
-        String token = UUID.randomUUID().toString();
-        int taken = committed(() -> jdbc.update(takeOverExpiredSql, token, micros(lease), key.caller(), key.scope(),
-                key.key(), expiredToken));
-        return taken == 1 ? Optional.of(token) : Optional.empty();
-    }
-
-    @Override
-    public List<IdempotencyRecord> findExpiredLeases(int limit) {
-        return jdbc.query(expiredLeasesSql, (rs, n) -> record(
-                new ScopedKey(rs.getString("caller"), rs.getString("scope"), rs.getString("idempotency_key")), rs), limit);
-    }
-
-    @Override
-    public Optional<IdempotencyRecord> find(ScopedKey key) {
-        return jdbc.query(selectSql, (rs, n) -> record(key, rs), key.caller(), key.scope(), key.key()).stream()
-                .findFirst();
+    private static Long leaseMillis(ClaimRequest request) {
+        return request.lease() == null ? null : request.lease().toMillis();
     }
 
     @Override
@@ -328,32 +253,9 @@ public class MariaDbIdempotencyStore implements IdempotencyStore {
         });
     }
 
-    /**
-     * Runs a write in the caller's transaction if one holds a connection of this store's DataSource, else in a
-     * transaction of its own that commits before this returns.
-     */
-    private int committed(IntSupplier write) {
-        if (TransactionSynchronizationManager.hasResource(transactionResource)) {
-            return write.getAsInt();
-        }
-        Integer result = ownTransaction.execute(status -> write.getAsInt());
-        return result == null ? 0 : result;
-    }
-
-    private static IdempotencyRecord record(ScopedKey key, ResultSet rs) throws SQLException {
-        RecordStatus status = RecordStatus.valueOf(rs.getString("status"));
-        StoredResponse response = null;
-        if (status == RecordStatus.SUCCEEDED) {
-            response = new StoredResponse(rs.getInt("response_status"),
-                    StoredResponse.headersFromText(rs.getString("response_headers")), rs.getBytes("response_body"));
-        }
-        return new IdempotencyRecord(key, status, rs.getString("request_hash"), rs.getString("fencing_token"),
-                response, instant(rs, "created_at"), instant(rs, "expires_at"), instant(rs, "locked_until"),
-                rs.getBoolean("lease_expired"));
-    }
-
     /** A {@code datetime} column, which holds UTC: read as it is, not in the JVM's time zone. */
-    private static Instant instant(ResultSet rs, String column) throws SQLException {
+    @Override
+    protected Instant instant(ResultSet rs, String column) throws SQLException {
         LocalDateTime value = rs.getObject(column, LocalDateTime.class);
         return value == null ? null : value.toInstant(ZoneOffset.UTC);
     }

@@ -1,0 +1,168 @@
+package io.idempotency.jdbc;
+
+import io.idempotency.core.IdempotencyRecord;
+import io.idempotency.core.IdempotencyStore;
+import io.idempotency.core.RecordStatus;
+import io.idempotency.core.ScopedKey;
+import io.idempotency.core.StoredResponse;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.jdbc.datasource.TransactionAwareDataSourceProxy;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
+import org.springframework.transaction.support.TransactionTemplate;
+
+import javax.sql.DataSource;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Timestamp;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.List;
+import java.util.Optional;
+import java.util.UUID;
+import java.util.function.IntSupplier;
+
+/**
+ * What the library's JDBC stores share, whatever their database: every statement runs on the connection of the
+ * transaction open on the current thread (through Spring's {@link JdbcTemplate}), so that it commits or rolls back
+ * with the handler's own writes; a write made with no such transaction commits in one of its own before it returns;
+ * and the fenced writes and look-ups are single statements, given by the database's store as {@link Statements}. A
+ * store for another database supplies those, the claim and the batch delete.
+ */
+public abstract class JdbcIdempotencyStore implements IdempotencyStore {
+
+    /**
+     * The SQL of the look-ups and fenced writes. Each matches its record on {@code caller = ? AND scope = ? AND
+     * idempotency_key = ?}; the parameters come in this order:
+     *
+     * @param select          caller, scope, key; returns the record's columns (see {@link #record}), one row or none
+     * @param complete        response status, headers (text), body, caller, scope, key, fencing token; PROCESSING
+     *                        records only
+     * @param fail            caller, scope, key, fencing token; PROCESSING → FAILED
+     * @param release         caller, scope, key, fencing token; deletes a PROCESSING record
+     * @param renew           lease in milliseconds, caller, scope, key, fencing token; PROCESSING records only
+     * @param takeOverExpired new fencing token, lease in milliseconds, caller, scope, key, expired fencing token;
+     *                        PROCESSING records whose lease has run out only
+     * @param expiredLeases   limit; returns {@code caller}, {@code scope}, {@code idempotency_key} and the record's
+     *                        columns of PROCESSING records whose lease has run out, the longest expired first
+     */
+    public record Statements(String select, String complete, String fail, String release, String renew,
+                                String takeOverExpired, String expiredLeases) {
+    }
+
+    protected final JdbcTemplate jdbc;
+    private final DataSource dataSource;
+    /** The key under which a transaction manager binds this DataSource's connection to the thread. */
+    private final DataSource transactionResource;
+    private final TransactionTemplate ownTransaction;
+    private final Statements statements;
+
+    protected JdbcIdempotencyStore(DataSource dataSource, Statements statements) {
+        this.dataSource = dataSource;
+        this.transactionResource = dataSource instanceof TransactionAwareDataSourceProxy proxy
+                && proxy.getTargetDataSource() != null ? proxy.getTargetDataSource() : dataSource;
+        this.jdbc = new JdbcTemplate(dataSource);
+        this.ownTransaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+        this.statements = statements;
+    }
+
+    /** The DataSource the store works on: the one whose transactions the claim joins. */
+    public DataSource dataSource() {
+        return dataSource;
+    }
+
+    /**
+     * Refuses to claim in a transaction that holds no connection of this store's DataSource: the claim would run on
+     * a connection of its own, and commit apart from the handler's writes.
+     */
+    protected void checkClaimTransaction() {
+        if (TransactionSynchronizationManager.isActualTransactionActive()
+                && !TransactionSynchronizationManager.hasResource(transactionResource)) {
+            throw new IllegalStateException("The transaction open on this thread holds no connection of the"
+                    + " idempotency store's DataSource " + dataSource + ": its transaction manager manages another"
+                    + " DataSource, or (JPA) its dialect cannot expose the JDBC connection. The claim, the handler's"
+                    + " writes and the stored answer must commit in one transaction.");
+        }
+    }
+
+    @Override
+    public boolean complete(ScopedKey key, String fencingToken, StoredResponse response) {
+        return committed(() -> jdbc.update(statements.complete(), response.status(), response.headersAsText(),
+                response.body(), key.caller(), key.scope(), key.key(), fencingToken)) == 1;
+    }
+
+    @Override
+    public boolean fail(ScopedKey key, String fencingToken) {
+        return committed(() -> jdbc.update(statements.fail(), key.caller(), key.scope(), key.key(),
+                fencingToken)) == 1;
+    }
+
+    @Override
+    public boolean release(ScopedKey key, String fencingToken) {
+        return committed(() -> jdbc.update(statements.release(), key.caller(), key.scope(), key.key(),
+                fencingToken)) == 1;
+    }
+
+    @Override
+    public boolean renew(ScopedKey key, String fencingToken, Duration lease) {
+        return committed(() -> jdbc.update(statements.renew(), lease.toMillis(), key.caller(), key.scope(),
+                key.key(), fencingToken)) == 1;
+    }
+
+    @Override
+    public Optional<String> takeOver(ScopedKey key, String expiredToken, Duration lease) {
+        String token = UUID.randomUUID().toString();
+        int taken = committed(() -> jdbc.update(statements.takeOverExpired(), token, lease.toMillis(), key.caller(),
+                key.scope(), key.key(), expiredToken));
+        return taken == 1 ? Optional.of(token) : Optional.empty();
+    }
+
+    @Override
+    public List<IdempotencyRecord> findExpiredLeases(int limit) {
+        return jdbc.query(statements.expiredLeases(), (rs, n) -> record(
+                new ScopedKey(rs.getString("caller"), rs.getString("scope"), rs.getString("idempotency_key")), rs), limit);
+    }
+
+    @Override
+    public Optional<IdempotencyRecord> find(ScopedKey key) {
+        return jdbc.query(statements.select(), (rs, n) -> record(key, rs), key.caller(), key.scope(), key.key())
+                .stream().findFirst();
+    }
+
+    /**
+     * Runs a write in the caller's transaction if one holds a connection of this store's DataSource, else in a
+     * transaction of its own that commits before this returns. Writing "outside a transaction" is not enough: with a
+     * pool whose connections do not auto-commit, the pool would roll the write back when the connection returns,
+     * after it had been reported done.
+     */
+    protected int committed(IntSupplier write) {
+        if (TransactionSynchronizationManager.hasResource(transactionResource)) {
+            return write.getAsInt(); // the caller's transaction holds a connection of this DataSource: join it
+        }
+        Integer result = ownTransaction.execute(status -> write.getAsInt());
+        return result == null ? 0 : result;
+    }
+
+    /**
+     * Reads a record from columns {@code status}, {@code request_hash}, {@code fencing_token},
+     * {@code response_status}, {@code response_headers}, {@code response_body}, {@code created_at},
+     * {@code expires_at}, {@code locked_until} and {@code lease_expired} (a boolean computed on the database's clock).
+     */
+    protected IdempotencyRecord record(ScopedKey key, ResultSet rs) throws SQLException {
+        RecordStatus status = RecordStatus.valueOf(rs.getString("status"));
+        StoredResponse response = null;
+        if (status == RecordStatus.SUCCEEDED) {
+            response = new StoredResponse(rs.getInt("response_status"),
+                    StoredResponse.headersFromText(rs.getString("response_headers")), rs.getBytes("response_body"));
+        }
+        return new IdempotencyRecord(key, status, rs.getString("request_hash"), rs.getString("fencing_token"),
+                response, instant(rs, "created_at"), instant(rs, "expires_at"), instant(rs, "locked_until"),
+                rs.getBoolean("lease_expired"));
+    }
+
+    /** A time column as an instant; by default a {@code timestamp with time zone}. */
+    protected Instant instant(ResultSet rs, String column) throws SQLException {
+        Timestamp timestamp = rs.getTimestamp(column);
+        return timestamp == null ? null : timestamp.toInstant();
+    }
+}
