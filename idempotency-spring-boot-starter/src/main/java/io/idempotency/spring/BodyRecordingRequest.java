@@ -16,7 +16,9 @@ import java.io.InputStreamReader;
 import java.nio.charset.Charset;
 import java.nio.charset.StandardCharsets;
 import java.util.Collections;
+import java.util.Enumeration;
 import java.util.List;
+import java.util.Locale;
 import java.util.function.BooleanSupplier;
 
 /**
@@ -46,9 +48,50 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         this.limit = limit;
     }
 
-    /** From now on, a forward is refused while {@code holdingAnswer} says the answer is held for the commit. */
-    void refuseForwardsWhile(BooleanSupplier holdingAnswer) {
+    /**
+     * Request headers that make the answer a part of the whole ({@code Range}, and {@code If-Range}, which only
+     * qualifies it). The fingerprint does not cover them, so a part would be stored and replayed to every retry under
+     * the key, also to one asking for the whole; a server may ignore them (RFC 9110), which the application does while
+     * its answer is held, and answers with the whole.
+     */
+    private static final List<String> PARTIAL_ANSWER_HEADERS = List.of("range", "if-range");
+
+    /**
+     * From now on, while {@code holdingAnswer} says the answer is held for the commit, a forward is refused and the
+     * headers asking for a part of the answer are hidden from the application.
+     */
+    void holdAnswerWhile(BooleanSupplier holdingAnswer) {
         this.holdingAnswer = holdingAnswer;
+    }
+
+    private boolean hidden(String name) {
+        return name != null && PARTIAL_ANSWER_HEADERS.contains(name.toLowerCase(Locale.ROOT))
+                && holdingAnswer.getAsBoolean();
+    }
+
+    @Override
+    public String getHeader(String name) {
+        return hidden(name) ? null : super.getHeader(name);
+    }
+
+    @Override
+    public Enumeration<String> getHeaders(String name) {
+        return hidden(name) ? Collections.emptyEnumeration() : super.getHeaders(name);
+    }
+
+    @Override
+    public long getDateHeader(String name) {
+        return hidden(name) ? -1 : super.getDateHeader(name);
+    }
+
+    @Override
+    public Enumeration<String> getHeaderNames() {
+        if (!holdingAnswer.getAsBoolean()) {
+            return super.getHeaderNames();
+        }
+        List<String> names = Collections.list(super.getHeaderNames());
+        names.removeIf(this::hidden);
+        return Collections.enumeration(names);
     }
 
     /**

@@ -75,7 +75,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         BodyRecordingRequest recordingRequest = new BodyRecordingRequest(request, maxRequestBodySize);
         DeferredResponse deferredResponse = new DeferredResponse(response);
         IdempotentExchange exchange = new IdempotentExchange(recordingRequest, deferredResponse);
-        recordingRequest.refuseForwardsWhile(deferredResponse::isCapturing);
+        recordingRequest.holdAnswerWhile(deferredResponse::isCapturing);
         request.setAttribute(IdempotentExchange.ATTRIBUTE, exchange);
         try {
             chain.doFilter(recordingRequest, deferredResponse);
