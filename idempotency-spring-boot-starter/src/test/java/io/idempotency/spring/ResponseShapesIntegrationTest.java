@@ -3,6 +3,7 @@ package io.idempotency.spring;
 import org.junit.jupiter.api.Test;
 
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import java.util.UUID;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -35,6 +36,57 @@ class ResponseShapesIntegrationTest extends OrdersApplicationTest {
         assertThat(rangedReplay).startsWith("HTTP/1.1 200 ").contains("Idempotent-Replayed: true");
         assertThat(body(rangedReplay)).isEqualTo(body(first));
         assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void everyShapeOfBodyIsReplayedByteForByte() throws Exception {
+        for (String shape : new String[] {"resource", "bytes", "text", "created", "entity"}) {
+            String key = UUID.randomUUID().toString();
+            String note = shape + "-" + key;
+
+            String first = raw("/shapes/" + shape, key, note, "");
+            String replay = raw("/shapes/" + shape, key, note, "");
+
+            assertThat(first).as(shape).startsWith(shape.equals("created") ? "HTTP/1.1 201 " : "HTTP/1.1 200 ")
+                    .doesNotContain("Idempotent-Replayed")
+                    .contains("Content-Length: " + body(first).getBytes(StandardCharsets.ISO_8859_1).length + "\r\n");
+            assertThat(replay).as(shape).contains("Idempotent-Replayed: true");
+            assertThat(statusLine(replay)).as(shape).isEqualTo(statusLine(first));
+            assertThat(header(replay, "Content-Type")).as(shape).isEqualTo(header(first, "Content-Type"));
+            assertThat(header(replay, "Location")).as(shape).isEqualTo(header(first, "Location"));
+            assertThat(header(replay, "Content-Length")).as(shape).isEqualTo(header(first, "Content-Length"));
+            assertThat(body(replay)).as(shape).isEqualTo(body(first));
+            assertThat(rows(note)).as(shape).isEqualTo(1);
+        }
+    }
+
+    @Test
+    void anExceptionCarryingResponseStatusIsAnsweredByTheErrorPageAndKeepsNothing() throws Exception {
+        for (boolean flushFirst : new boolean[] {false, true}) {
+            String key = UUID.randomUUID().toString();
+            String note = "rejected-" + flushFirst + "-" + key;
+            String path = "/shapes/rejected?flushFirst=" + flushFirst;
+
+            String first = raw(path, key, note, "");
+            String retry = raw(path, key, note, "");
+
+            assertThat(first).as("flushed first: %s", flushFirst).startsWith("HTTP/1.1 422 ")
+                    .as("nothing the handler wrote before it threw").doesNotContain("order ");
+            assertThat(body(first)).contains("\"status\":422").contains("\"path\":\"/shapes/rejected\"");
+            assertThat(retry).startsWith("HTTP/1.1 422 ").doesNotContain("Idempotent-Replayed");
+            assertThat(rows(note)).isZero();
+            assertThat(keyRows(key)).isZero();
+        }
+    }
+
+    private static String statusLine(String answer) {
+        return answer.substring(0, answer.indexOf("\r\n"));
+    }
+
+    private static String header(String answer, String name) {
+        return answer.substring(0, answer.indexOf("\r\n\r\n")).lines()
+                .filter(line -> line.regionMatches(true, 0, name + ":", 0, name.length() + 1))
+                .findFirst().orElse(null);
     }
 
     private static String body(String answer) {

@@ -1,14 +1,23 @@
 package io.idempotency.spring.app;
 
 import io.idempotency.core.Idempotent;
+import jakarta.servlet.http.HttpServletResponse;
 import org.springframework.core.io.ByteArrayResource;
 import org.springframework.core.io.Resource;
+import org.springframework.http.HttpEntity;
+import org.springframework.http.HttpHeaders;
+import org.springframework.http.HttpStatus;
+import org.springframework.http.ResponseEntity;
 import org.springframework.jdbc.core.simple.JdbcClient;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestBody;
 import org.springframework.web.bind.annotation.RequestMapping;
+import org.springframework.web.bind.annotation.RequestParam;
+import org.springframework.web.bind.annotation.ResponseStatus;
 import org.springframework.web.bind.annotation.RestController;
 
+import java.io.IOException;
+import java.net.URI;
 import java.nio.charset.StandardCharsets;
 
 /** Handlers answering in the many shapes a Spring MVC handler can give its answer. */
@@ -26,10 +35,60 @@ public class ResponseShapesController {
         return jdbc.sql("insert into orders (note) values (?) returning id").param(note).query(Long.class).single();
     }
 
+    /** Thrown after the handler wrote; Spring MVC answers it with the status it names, through the error page. */
+    @ResponseStatus(HttpStatus.UNPROCESSABLE_CONTENT)
+    public static class NoteRejected extends RuntimeException {
+        NoteRejected() {
+            super("note rejected");
+        }
+    }
+
     @PostMapping(path = "/resource", produces = "application/octet-stream")
     @Idempotent
     public Resource resource(@RequestBody OrderController.OrderRequest request) {
         return new ByteArrayResource(("receipt of order " + insert(request.note()) + " ").repeat(20)
                 .getBytes(StandardCharsets.US_ASCII));
+    }
+
+    @PostMapping(path = "/bytes", produces = "application/pdf")
+    @Idempotent
+    public byte[] bytes(@RequestBody OrderController.OrderRequest request) {
+        return ("%PDF order " + insert(request.note())).getBytes(StandardCharsets.US_ASCII);
+    }
+
+    @PostMapping(path = "/text", produces = "text/plain;charset=UTF-8")
+    @Idempotent
+    public String text(@RequestBody OrderController.OrderRequest request) {
+        return "order " + insert(request.note()) + " \u20ac";
+    }
+
+    @PostMapping("/created")
+    @Idempotent
+    public ResponseEntity<Void> created(@RequestBody OrderController.OrderRequest request) {
+        return ResponseEntity.created(URI.create("/orders/" + insert(request.note()))).build();
+    }
+
+    @PostMapping("/entity")
+    @Idempotent
+    public HttpEntity<String> entity(@RequestBody OrderController.OrderRequest request) {
+        HttpHeaders headers = new HttpHeaders();
+        headers.setContentType(org.springframework.http.MediaType.TEXT_PLAIN);
+        return new HttpEntity<>("order " + insert(request.note()), headers);
+    }
+
+    /** Writes a row and part of its answer, which it flushes with {@code ?flushFirst=true}, then throws. */
+    @PostMapping("/rejected")
+    @Idempotent
+    public void rejected(@RequestBody OrderController.OrderRequest request,
+                         @RequestParam(defaultValue = "false") boolean flushFirst, HttpServletResponse response)
+            throws IOException {
+        long id = insert(request.note());
+        if (flushFirst) {
+            response.setStatus(201);
+            response.setContentType("text/plain");
+            response.getOutputStream().write(("order " + id).getBytes(StandardCharsets.US_ASCII));
+            response.flushBuffer();
+        }
+        throw new NoteRejected();
     }
 }
