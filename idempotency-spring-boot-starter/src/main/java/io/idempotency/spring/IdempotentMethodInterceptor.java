@@ -25,6 +25,7 @@ import org.springframework.dao.DataAccessException;
 import org.springframework.expression.EvaluationException;
 import org.springframework.expression.Expression;
 import org.springframework.expression.spel.support.MapAccessor;
+import org.springframework.http.HttpHeaders;
 import org.springframework.http.InvalidMediaTypeException;
 import org.springframework.http.MediaType;
 import org.springframework.transaction.CannotCreateTransactionException;
@@ -433,10 +434,12 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
      * handler: it did not run, and Spring MVC renders nothing of its {@code null}. A method that a handler function
      * called is not: the function would go on with a {@code null} it does not expect, and do its work after the call
      * again on every retry, outside any transaction; the exception stops it (see {@link RequestAnsweredException}).
+     * Spring MVC refuses a {@code null} {@code HttpHeaders} (the request would end in a 500 instead of the decided
+     * answer), so a handler returning headers gets empty ones, of which Spring MVC renders nothing either.
      */
     private static Object answered(HttpServletRequest request) {
-        if (isControllerHandled(request)) {
-            return null;
+        if (request.getAttribute(HandlerMapping.BEST_MATCHING_HANDLER_ATTRIBUTE) instanceof HandlerMethod handler) {
+            return handler.getReturnType().getParameterType() == HttpHeaders.class ? new HttpHeaders() : null;
         }
         throw new RequestAnsweredException();
     }

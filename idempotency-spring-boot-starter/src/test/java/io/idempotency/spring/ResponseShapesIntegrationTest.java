@@ -61,6 +61,25 @@ class ResponseShapesIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void headersAloneAreReplayedAndAKeyReusedForThemIsRefused() throws Exception {
+        // Spring MVC refuses a null HttpHeaders, which is what the handler gives back when it did not run
+        String key = UUID.randomUUID().toString();
+        String note = "headers-" + key;
+
+        String first = raw("/shapes/headers", key, note, "");
+        String replay = raw("/shapes/headers", key, note, "");
+        String other = raw("/shapes/headers", key, note + "-other", "");
+
+        assertThat(first).startsWith("HTTP/1.1 200 ").contains("Location: /orders/");
+        assertThat(replay).startsWith("HTTP/1.1 200 ").contains("Idempotent-Replayed: true");
+        assertThat(header(replay, "Location")).isEqualTo(header(first, "Location"));
+        assertThat(body(replay)).isEqualTo(body(first)).isEmpty();
+        assertThat(other).startsWith("HTTP/1.1 422 ").contains("idempotency-key-mismatch");
+        assertThat(rows(note)).isEqualTo(1);
+        assertThat(rows(note + "-other")).isZero();
+    }
+
+    @Test
     void anExceptionCarryingResponseStatusIsAnsweredByTheErrorPageAndKeepsNothing() throws Exception {
         for (boolean flushFirst : new boolean[] {false, true}) {
             String key = UUID.randomUUID().toString();

@@ -76,6 +76,15 @@ public class ResponseShapesController {
         return new HttpEntity<>("order " + insert(request.note()), headers);
     }
 
+    /** Answers with headers alone, which Spring MVC sends with status 200 and no body. */
+    @PostMapping("/headers")
+    @Idempotent
+    public HttpHeaders headers(@RequestBody OrderController.OrderRequest request) {
+        HttpHeaders headers = new HttpHeaders();
+        headers.setLocation(URI.create("/orders/" + insert(request.note())));
+        return headers;
+    }
+
     /** Writes a row and part of its answer, which it flushes with {@code ?flushFirst=true}, then throws. */
     @PostMapping("/rejected")
     @Idempotent
