@@ -82,20 +82,31 @@ class ResponseShapesIntegrationTest extends OrdersApplicationTest {
     @Test
     void anExceptionCarryingResponseStatusIsAnsweredByTheErrorPageAndKeepsNothing() throws Exception {
         for (boolean flushFirst : new boolean[] {false, true}) {
-            String key = UUID.randomUUID().toString();
-            String note = "rejected-" + flushFirst + "-" + key;
-            String path = "/shapes/rejected?flushFirst=" + flushFirst;
-
-            String first = raw(path, key, note, "");
-            String retry = raw(path, key, note, "");
-
-            assertThat(first).as("flushed first: %s", flushFirst).startsWith("HTTP/1.1 422 ")
-                    .as("nothing the handler wrote before it threw").doesNotContain("order ");
-            assertThat(body(first)).contains("\"status\":422").contains("\"path\":\"/shapes/rejected\"");
-            assertThat(retry).startsWith("HTTP/1.1 422 ").doesNotContain("Idempotent-Replayed");
-            assertThat(rows(note)).isZero();
-            assertThat(keyRows(key)).isZero();
+            failureIsAnsweredByTheErrorPageAndKeepsNothing("flushFirst=" + flushFirst, 422);
         }
+    }
+
+    @Test
+    void anExceptionNoHandlerResolvesIsAnsweredByTheErrorPageAndKeepsNothing() throws Exception {
+        for (boolean flushFirst : new boolean[] {false, true}) {
+            failureIsAnsweredByTheErrorPageAndKeepsNothing("unresolved=true&flushFirst=" + flushFirst, 500);
+        }
+    }
+
+    private void failureIsAnsweredByTheErrorPageAndKeepsNothing(String query, int status) throws IOException {
+        String key = UUID.randomUUID().toString();
+        String note = "rejected-" + key;
+        String path = "/shapes/rejected?" + query;
+
+        String first = raw(path, key, note, "");
+        String retry = raw(path, key, note, "");
+
+        assertThat(first).as(query).startsWith("HTTP/1.1 " + status + " ")
+                .as("nothing the handler wrote before it threw").doesNotContain("order ");
+        assertThat(body(first)).contains("\"status\":" + status).contains("\"path\":\"/shapes/rejected\"");
+        assertThat(retry).startsWith("HTTP/1.1 " + status + " ").doesNotContain("Idempotent-Replayed");
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
     }
 
     private static String statusLine(String answer) {

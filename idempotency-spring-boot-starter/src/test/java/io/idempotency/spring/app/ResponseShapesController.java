@@ -85,11 +85,15 @@ public class ResponseShapesController {
         return headers;
     }
 
-    /** Writes a row and part of its answer, which it flushes with {@code ?flushFirst=true}, then throws. */
+    /**
+     * Writes a row and part of its answer, which it flushes with {@code ?flushFirst=true}, then throws: an exception
+     * carrying {@code @ResponseStatus}, or with {@code ?unresolved=true} one that no exception handler resolves.
+     */
     @PostMapping("/rejected")
     @Idempotent
     public void rejected(@RequestBody OrderController.OrderRequest request,
-                         @RequestParam(defaultValue = "false") boolean flushFirst, HttpServletResponse response)
+                         @RequestParam(defaultValue = "false") boolean flushFirst,
+                         @RequestParam(defaultValue = "false") boolean unresolved, HttpServletResponse response)
             throws IOException {
         long id = insert(request.note());
         if (flushFirst) {
@@ -97,6 +101,9 @@ public class ResponseShapesController {
             response.setContentType("text/plain");
             response.getOutputStream().write(("order " + id).getBytes(StandardCharsets.US_ASCII));
             response.flushBuffer();
+        }
+        if (unresolved) {
+            throw new IllegalStateException("order " + id + " cannot be placed");
         }
         throw new NoteRejected();
     }
