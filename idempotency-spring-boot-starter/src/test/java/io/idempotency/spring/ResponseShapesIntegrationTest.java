@@ -93,6 +93,21 @@ class ResponseShapesIntegrationTest extends OrdersApplicationTest {
         }
     }
 
+    @Test
+    void anExceptionHandlersAnswerReplacesWhatTheHandlerWroteAndFlushedBeforeItThrew() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "problem-" + key;
+
+        String first = raw("/shapes/rejected?problem=true&flushFirst=true", key, note, "");
+
+        assertThat(first).startsWith("HTTP/1.1 409 ").contains("Content-Type: application/problem+json")
+                .contains("Content-Length: " + body(first).length() + "\r\n");
+        assertThat(body(first)).as("the exception handler's answer alone, not after the handler's")
+                .startsWith("{\"").endsWith("}").contains("\"status\":409");
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+    }
+
     private void failureIsAnsweredByTheErrorPageAndKeepsNothing(String query, int status) throws IOException {
         String key = UUID.randomUUID().toString();
         String note = "rejected-" + key;

@@ -87,13 +87,15 @@ public class ResponseShapesController {
 
     /**
      * Writes a row and part of its answer, which it flushes with {@code ?flushFirst=true}, then throws: an exception
-     * carrying {@code @ResponseStatus}, or with {@code ?unresolved=true} one that no exception handler resolves.
+     * carrying {@code @ResponseStatus}, with {@code ?unresolved=true} one that no exception handler resolves, or with
+     * {@code ?problem=true} one an {@code @ExceptionHandler} answers with a problem detail.
      */
     @PostMapping("/rejected")
     @Idempotent
     public void rejected(@RequestBody OrderController.OrderRequest request,
                          @RequestParam(defaultValue = "false") boolean flushFirst,
-                         @RequestParam(defaultValue = "false") boolean unresolved, HttpServletResponse response)
+                         @RequestParam(defaultValue = "false") boolean unresolved,
+                         @RequestParam(defaultValue = "false") boolean problem, HttpServletResponse response)
             throws IOException {
         long id = insert(request.note());
         if (flushFirst) {
@@ -101,6 +103,9 @@ public class ResponseShapesController {
             response.setContentType("text/plain");
             response.getOutputStream().write(("order " + id).getBytes(StandardCharsets.US_ASCII));
             response.flushBuffer();
+        }
+        if (problem) {
+            throw new OrderController.OrderFailure(409);
         }
         if (unresolved) {
             throw new IllegalStateException("order " + id + " cannot be placed");
