@@ -10,9 +10,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * The many shapes in which a Spring MVC handler gives its answer — a {@code Resource}, {@code byte[]} or
- * {@code String} body with {@code produces}, a {@code ResponseEntity<Void>}, an {@code HttpEntity}, an exception
- * class carrying {@code @ResponseStatus} — read byte for byte off the socket: the first answer and its replay are
- * the same, and a failure keeps nothing.
+ * {@code String} body with {@code produces}, a {@code ResponseEntity<Void>}, an {@code HttpEntity}, {@code HttpHeaders}
+ * alone, a body larger than the response buffer, an exception class carrying {@code @ResponseStatus} — read byte for
+ * byte off the socket: the first answer and its replay are the same, and a failure keeps nothing.
  */
 class ResponseShapesIntegrationTest extends OrdersApplicationTest {
 
@@ -58,6 +58,25 @@ class ResponseShapesIntegrationTest extends OrdersApplicationTest {
             assertThat(body(replay)).as(shape).isEqualTo(body(first));
             assertThat(rows(note)).as(shape).isEqualTo(1);
         }
+    }
+
+    @Test
+    void anAnswerLargerThanTheResponseBufferIsSentWholeWithItsLengthFirstAndOnReplay() throws Exception {
+        // far above the container's buffer, which would otherwise have committed it in chunks as it was written
+        String key = UUID.randomUUID().toString();
+        String note = "large-" + key;
+
+        String first = raw("/orders/large?size=200000", key, note, "");
+        String replay = raw("/orders/large?size=200000", key, note, "");
+
+        assertThat(first).startsWith("HTTP/1.1 200 ").contains("Content-Length: 200000\r\n")
+                .doesNotContain("Transfer-Encoding");
+        assertThat(body(first)).isEqualTo("x".repeat(200000));
+        assertThat(replay).startsWith("HTTP/1.1 200 ").contains("Idempotent-Replayed: true")
+                .contains("Content-Length: 200000\r\n").doesNotContain("Transfer-Encoding");
+        assertThat(header(replay, "Content-Type")).isEqualTo(header(first, "Content-Type"));
+        assertThat(body(replay)).isEqualTo(body(first));
+        assertThat(rows(note)).isEqualTo(1);
     }
 
     @Test
