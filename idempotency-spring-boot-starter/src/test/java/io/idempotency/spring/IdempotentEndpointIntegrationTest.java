@@ -126,16 +126,6 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
         }
     }
 
-    /** An exception that leaves Spring MVC is answered by the container's error page, after the rollback. */
-    @Test
-    void aHandlerExceptionAnsweredByTheErrorPageLeavesNothing() throws Exception {
-        leavesNothingAndTheRetryRunsAgain("/orders/fail-unhandled", 500);
-
-        HttpResponse<byte[]> page = post("/orders/fail-unhandled", UUID.randomUUID().toString(), "{\"note\":\"page\"}");
-        assertThat(new String(page.body(), StandardCharsets.UTF_8)).as("rendered by the ERROR dispatch")
-                .contains("\"path\":\"/orders/fail-unhandled\"");
-    }
-
     @Test
     void anAnswerThatFailsToRenderLeavesNothingWhateverStatusTheFailureMapsTo() throws Exception {
         // the handler ran and returned; writing its answer failed (no converter for the Accept header), and the

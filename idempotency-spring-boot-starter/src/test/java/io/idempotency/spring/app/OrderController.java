@@ -82,17 +82,6 @@ public class OrderController {
         throw new OrderFailure(status);
     }
 
-    /**
-     * Writes a row, then throws an exception no exception handler maps: it leaves Spring MVC, and the container
-     * answers with its error page (an ERROR dispatch to {@code /error}).
-     */
-    @PostMapping("/fail-unhandled")
-    @Idempotent
-    public Order failingUnhandled(@RequestBody OrderRequest request) {
-        insert(request.note());
-        throw new IllegalStateException("not handled by the application");
-    }
-
     /** Writes a row, then ends with {@code sendError} instead of throwing. */
     @PostMapping("/send-error/{status}")
     @Idempotent
