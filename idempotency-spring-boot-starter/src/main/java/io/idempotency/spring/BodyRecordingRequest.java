@@ -18,7 +18,6 @@ import java.nio.charset.StandardCharsets;
 import java.util.Collections;
 import java.util.Enumeration;
 import java.util.List;
-import java.util.Locale;
 import java.util.function.BooleanSupplier;
 
 /**
@@ -49,24 +48,18 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
     }
 
     /**
-     * Request headers that make the answer a part of the whole ({@code Range}, and {@code If-Range}, which only
-     * qualifies it). The fingerprint does not cover them, so a part would be stored and replayed to every retry under
-     * the key, also to one asking for the whole; a server may ignore them (RFC 9110), which the application does while
-     * its answer is held, and answers with the whole.
-     */
-    private static final List<String> PARTIAL_ANSWER_HEADERS = List.of("range", "if-range");
-
-    /**
      * From now on, while {@code holdingAnswer} says the answer is held for the commit, a forward is refused and the
-     * headers asking for a part of the answer are hidden from the application.
+     * headers asking for a part of the answer are hidden from the application: {@code Range}, and {@code If-Range},
+     * which only qualifies it. The fingerprint does not cover them, so a part would be stored and replayed to every
+     * retry under the key, also to one asking for the whole; a server may ignore them (RFC 9110), which the
+     * application does while its answer is held, and answers with the whole.
      */
     void holdAnswerWhile(BooleanSupplier holdingAnswer) {
         this.holdingAnswer = holdingAnswer;
     }
 
     private boolean hidden(String name) {
-        return name != null && PARTIAL_ANSWER_HEADERS.contains(name.toLowerCase(Locale.ROOT))
-                && holdingAnswer.getAsBoolean();
+        return ("range".equalsIgnoreCase(name) || "if-range".equalsIgnoreCase(name)) && holdingAnswer.getAsBoolean();
     }
 
     @Override
