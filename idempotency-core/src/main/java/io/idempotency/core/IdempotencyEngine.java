@@ -17,8 +17,9 @@ import java.util.concurrent.TimeoutException;
  * <ol>
  *   <li><b>Coalesce</b> (in this instance): if another request of this application instance is already working on
  *       the same (caller, scope, key), a request with a different fingerprint is answered {@link Start.Mismatch} as
- *       soon as that request holds the key (should it not get the key, the request looks again; should that not be
- *       known before the wait runs out, {@link Start.InProgress}), and one with the same fingerprint waits —
+ *       soon as the key is known to be held for that request — by itself, or by a committed intent-first claim of an
+ *       earlier attempt of it (should it get neither, the request looks again; should that not be known before the
+ *       wait runs out, {@link Start.InProgress}) — and one with the same fingerprint waits —
  *       holding no database connection — for that request's outcome (bounded by {@code maxWait}): its stored answer
  *       ({@link Start.Replay}), or, if it rolled back, a fresh claim.
  *       So a storm of one key holds at most one connection per key per instance. This is only an economy: the
@@ -216,15 +217,15 @@ public final class IdempotencyEngine {
                 return lead(key, mine, mode, lease, deadline);
             }
             if (!current.requestHash.equals(requestHash)) {
-                // another request is the one to compare with once it holds the key; until then it may itself be a
-                // reuse of a key completed, or held on another instance, for this very request. If it does not get
-                // the key, look again; if that is not known in time, nothing is known about the key's own request:
-                // "come back later", never a refusal this request may not deserve
-                Boolean claimed = current.awaitClaim(deadline - System.nanoTime());
-                if (claimed == null) {
+                // another request is the one to compare with once the key is known to be held for it; until then it
+                // may itself be a reuse of a key completed, or held on another instance, for this very request. If it
+                // does not get the key, look again; if that is not known in time, nothing is known about the key's own
+                // request: "come back later", never a refusal this request may not deserve
+                Boolean held = current.awaitHeld(deadline - System.nanoTime());
+                if (held == null) {
                     return new InProgress();
                 }
-                if (!claimed) {
+                if (!held) {
                     continue;
                 }
                 return new Mismatch();
@@ -245,7 +246,7 @@ public final class IdempotencyEngine {
         Start start;
         try {
             start = mode == IdempotencyMode.INTENT_FIRST
-                    ? claimIntent(key, flight.requestHash, lease, deadline)
+                    ? claimIntent(key, flight, lease, deadline)
                     : claim(key, flight.requestHash, deadline);
         } catch (RuntimeException | Error e) {
             land(key, flight, null);
@@ -256,7 +257,7 @@ public final class IdempotencyEngine {
             // replayed from here it would contradict the claim the database holds (before the flight shows the claim,
             // so that the requests that see it are judged by it)
             replayCache.holds(key, flight.requestHash);
-            flight.claimed.complete(true);
+            flight.held.complete(true);
             return start; // the flight lands when the execution ends
         }
         land(key, flight, start);
@@ -296,10 +297,12 @@ public final class IdempotencyEngine {
     }
 
     /**
-     * The intent-first claim: committed at once, with a lease. A live claim of another request is waited for by
-     * polling (no connection is held between polls); an expired one is taken over and resolved.
+     * The intent-first claim of {@code flight}'s request: committed at once, with a lease. A live claim of another
+     * attempt is waited for by polling (no connection is held between polls); an expired one is taken over and
+     * resolved.
      */
-    private Start claimIntent(ScopedKey key, String requestHash, Duration lease, long deadline) {
+    private Start claimIntent(ScopedKey key, Flight flight, Duration lease, long deadline) {
+        String requestHash = flight.requestHash;
         while (true) {
             Duration wait = remaining(deadline);
             if (wait == null) {
@@ -337,6 +340,9 @@ public final class IdempotencyEngine {
                 replayCache.put(key, requestHash, record.response());
                 return new Replay(record.response());
             }
+            // the key is held by a committed claim of this very request (an earlier attempt's): a request with another
+            // body that waits here is a mismatch now, as the database would tell it, not after this request's wait
+            flight.held.complete(true);
             if (record.status() == RecordStatus.PROCESSING && record.leaseExpired()) {
                 Start resolved = resolveStale(record, lease);
                 if (resolved == FREED) {
@@ -489,7 +495,7 @@ public final class IdempotencyEngine {
     /** Ends this instance's flight on {@code key}; waiters get {@code outcome}, or claim again when it is null. */
     private void land(ScopedKey key, Flight flight, Start outcome) {
         flights.remove(key, flight);
-        flight.claimed.complete(false); // no-op if it held the key
+        flight.held.complete(false); // no-op if the key was known to be held for it
         flight.outcome.complete(outcome);
     }
 
@@ -507,17 +513,21 @@ public final class IdempotencyEngine {
     private static final class Flight {
         final String requestHash;
         final CompletableFuture<Start> outcome = new CompletableFuture<>();
-        /** True once the request holds the key; false if it landed without. */
-        final CompletableFuture<Boolean> claimed = new CompletableFuture<>();
+        /**
+         * True once the key is known to be held for this flight's fingerprint: the request holds it, or a committed
+         * claim of the same request (an earlier attempt's) does, which the request waits for; false if it landed
+         * without either.
+         */
+        final CompletableFuture<Boolean> held = new CompletableFuture<>();
 
         Flight(String requestHash) {
             this.requestHash = requestHash;
         }
 
-        /** Whether the request got the key, or null if that was not known in time. */
-        Boolean awaitClaim(long nanos) {
+        /** Whether the key is held for the request's fingerprint ({@link #held}), or null if not known in time. */
+        Boolean awaitHeld(long nanos) {
             try {
-                return claimed.get(Math.max(0, nanos), TimeUnit.NANOSECONDS);
+                return held.get(Math.max(0, nanos), TimeUnit.NANOSECONDS);
             } catch (TimeoutException e) {
                 return null;
             } catch (InterruptedException e) {

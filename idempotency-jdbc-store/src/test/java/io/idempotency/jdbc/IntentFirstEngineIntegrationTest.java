@@ -1,6 +1,8 @@
 package io.idempotency.jdbc;
 
 import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.core.ClaimRequest;
+import io.idempotency.core.ClaimResult;
 import io.idempotency.core.DownstreamKeys;
 import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.IdempotencyMode;
@@ -26,6 +28,8 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.CyclicBarrier;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -411,6 +415,57 @@ class IntentFirstEngineIntegrationTest {
                     .isInstanceOf(org.springframework.transaction.CannotCreateTransactionException.class);
 
             assertTheRetryRuns(engine, store, key, lease);
+        }
+    }
+
+    /**
+     * Another instance holds an intent-first claim, committed and visible; a retry of its request on this instance
+     * polls it. A request with another body under the key, sent to this instance meanwhile, waits in memory behind
+     * that retry — and the fingerprint holding the key is already known: it is a mismatch at once, as it would be
+     * had it asked the database itself, not "in progress" once its wait has run out.
+     */
+    @Test
+    void anotherBodyBehindARetryPollingACommittedClaimIsAMismatchAtOnce() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            CountDownLatch polling = new CountDownLatch(1);
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys") {
+                @Override
+                public ClaimResult claim(ClaimRequest request) {
+                    try {
+                        return super.claim(request);
+                    } finally {
+                        polling.countDown();
+                    }
+                }
+            };
+            Duration maxWait = Duration.ofSeconds(3);
+            IdempotencyEngine holding = engine(dataSource, store, StaleClaimResolver.RERUN); // the other instance
+            IdempotencyEngine engine = new IdempotencyEngine(store, transactions(dataSource), StoragePolicy.DEFAULT,
+                    DAY, maxWait, StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            Duration lease = Duration.ofMinutes(5);
+            ExecutorService holder = Executors.newSingleThreadExecutor(); // its work runs in its thread's transaction
+            IdempotencyEngine.Proceed held = holder.submit(() -> (IdempotencyEngine.Proceed) holding.start(key, HASH,
+                    IdempotencyMode.INTENT_FIRST, lease)).get(10, TimeUnit.SECONDS);
+            try {
+                CompletableFuture<IdempotencyEngine.Start> retry = CompletableFuture.supplyAsync(
+                        () -> engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease));
+                assertThat(polling.await(10, TimeUnit.SECONDS)).isTrue();
+
+                long started = System.nanoTime();
+                IdempotencyEngine.Start other = engine.start(key, "8".repeat(64), IdempotencyMode.INTENT_FIRST,
+                        lease);
+
+                assertThat(other).isEqualTo(new IdempotencyEngine.Mismatch());
+                assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(maxWait.dividedBy(2));
+                assertThat(retry.get(10, TimeUnit.SECONDS)).isEqualTo(new IdempotencyEngine.InProgress());
+            } finally {
+                holder.submit(() -> held.execution().finish(new StoredResponse(201, List.of(), null)))
+                        .get(10, TimeUnit.SECONDS);
+                holder.shutdown();
+                holding.shutdown();
+                engine.shutdown();
+            }
         }
     }
 
