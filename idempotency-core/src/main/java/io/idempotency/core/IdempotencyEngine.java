@@ -248,7 +248,7 @@ public final class IdempotencyEngine {
             start = mode == IdempotencyMode.INTENT_FIRST
                     ? claimIntent(key, flight, lease, deadline)
                     : claim(key, flight.requestHash, deadline);
-        } catch (RuntimeException | Error e) {
+        } catch (Throwable e) { // also a checked exception a store without them (Kotlin) passes on undeclared
             land(key, flight, null);
             throw e;
         }
@@ -273,7 +273,7 @@ public final class IdempotencyEngine {
         ClaimResult claim;
         try {
             claim = store.claim(new ClaimRequest(key, requestHash, retention, wait));
-        } catch (RuntimeException | Error e) {
+        } catch (Throwable e) {
             rollBackAfter(transaction, e);
             throw e;
         }
@@ -315,12 +315,12 @@ public final class IdempotencyEngine {
                 if (claim instanceof ClaimResult.Claimed claimed) {
                     try {
                         transaction.commit(); // the intent is durable before any side effect
-                    } catch (RuntimeException e) {
+                    } catch (Throwable e) {
                         abandonUnstarted(key, claimed.fencingToken(), claimed.failedBefore(), e);
                         throw e;
                     }
                 }
-            } catch (RuntimeException | Error e) {
+            } catch (Throwable e) {
                 rollBackAfter(transaction, e);
                 throw e;
             }
@@ -434,7 +434,7 @@ public final class IdempotencyEngine {
         try {
             return new Proceed(new Execution(IdempotencyMode.INTENT_FIRST, transactions.begin(), key, requestHash,
                     token, lease, heldBefore));
-        } catch (RuntimeException | Error e) {
+        } catch (Throwable e) {
             abandonUnstarted(key, token, heldBefore, e);
             throw e;
         }
@@ -447,7 +447,7 @@ public final class IdempotencyEngine {
     private static void rollBackAfter(Transactions.Transaction transaction, Throwable failure) {
         try {
             transaction.rollback();
-        } catch (RuntimeException | Error e) {
+        } catch (Throwable e) {
             failure.addSuppressed(e);
         }
     }

@@ -194,6 +194,31 @@ class IdempotencyEngineTest {
         assertThat(transactions.only().rollbacks).isEqualTo(1);
     }
 
+    @Test
+    void aStoreThrowingACheckedExceptionItDoesNotDeclareLeavesTheKeyFree() {
+        // a store or transactions written in a language without checked exceptions (Kotlin) passes a JDBC driver's
+        // SQLException on as it is
+        java.sql.SQLException failure = new java.sql.SQLException("connection lost", "08006");
+        store.claimAnswer = () -> sneakyThrow(failure);
+
+        assertThatThrownBy(() -> engine.start(KEY, HASH)).isSameAs(failure);
+        assertThat(transactions.only().rollbacks).as("no transaction stays open on the thread").isEqualTo(1);
+        assertThatThrownBy(() -> engine.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofSeconds(30)))
+                .isSameAs(failure);
+        assertThat(transactions.begun.get(1).rollbacks).isEqualTo(1);
+
+        // the next request with the key asks the store at once, instead of waiting for a flight that never lands
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
+        long started = System.nanoTime();
+        assertThat(engine.start(KEY, HASH)).isInstanceOf(Proceed.class);
+        assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(MAX_WAIT);
+    }
+
+    @SuppressWarnings("unchecked")
+    private static <T, E extends Throwable> T sneakyThrow(Throwable failure) throws E {
+        throw (E) failure;
+    }
+
     // ---- finish / abandon ----
 
     @Test
