@@ -600,6 +600,34 @@ class IdempotencyEngineTest {
     }
 
     @Test
+    void anInterruptedDuplicateIsToldToComeBackAtOnceAndTheOthersStillGetTheAnswer() throws Exception {
+        IdempotencyEngine.Execution leader = proceed("token-1");
+        CompletableFuture<Start> others = startWaitingBehindTheKey();
+        CompletableFuture<Start> interrupted = new CompletableFuture<>();
+        CompletableFuture<Boolean> stillInterrupted = new CompletableFuture<>();
+        Thread waiting = new Thread(() -> {
+            interrupted.complete(engine.start(KEY, HASH));
+            stillInterrupted.complete(Thread.currentThread().isInterrupted());
+        });
+        waiting.start();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (waiting.getState() != Thread.State.TIMED_WAITING) {
+            assertThat(System.nanoTime()).isLessThan(deadline);
+            Thread.sleep(5);
+        }
+
+        long started = System.nanoTime();
+        waiting.interrupt(); // the server stops the thread
+        assertThat(interrupted.get(5, TimeUnit.SECONDS)).isEqualTo(new InProgress());
+        assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(MAX_WAIT);
+        assertThat(stillInterrupted.get(5, TimeUnit.SECONDS)).as("the interrupt is kept for the caller").isTrue();
+
+        leader.finish(CREATED);
+        assertThat(others.get(5, TimeUnit.SECONDS)).isEqualTo(new Replay(CREATED));
+        assertThat(store.claims).hasSize(1);
+    }
+
+    @Test
     void otherKeysDoNotWait() {
         proceed("token-1");
         store.claimAnswer = () -> new ClaimResult.Claimed("token-2");
