@@ -88,6 +88,27 @@ class FunctionalEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aFailureTheFunctionAnswersItselfLeavesNothingAndTheRetryRunsAgain() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "refused-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> first = post("/functional/refused-order", key, body);
+
+        assertThat(first.statusCode()).as(new String(first.body(), StandardCharsets.UTF_8)).isEqualTo(400);
+        assertThat(new String(first.body(), StandardCharsets.UTF_8)).contains("refused: " + note);
+        assertThat(rows(note)).as("the failed method's write is rolled back").isZero();
+        assertThat(keyRows(key)).as("the key is released").isZero();
+
+        HttpResponse<byte[]> retry = post("/functional/refused-order", key, body);
+
+        assertThat(retry.statusCode()).isEqualTo(400);
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).as("run again, not replayed").isEmpty();
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+    }
+
+    @Test
     void anIdempotentMethodForAVerbNoControllerServesIsReachedThroughTheFilter() throws Exception {
         String key = UUID.randomUUID().toString();
         long id = Math.floorMod(UUID.randomUUID().getMostSignificantBits(), 1_000_000_000L);

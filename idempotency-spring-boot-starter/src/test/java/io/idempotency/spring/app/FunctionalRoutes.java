@@ -64,6 +64,16 @@ public class FunctionalRoutes {
                     service.insert(request.body(OrderController.OrderRequest.class).note());
                     return ServerResponse.async(CompletableFuture.completedFuture(ServerResponse.ok().body("late")));
                 })
+                .POST("/functional/refused-order", request -> {
+                    // the function answers the refusal of the @Idempotent method itself: no exception reaches Spring
+                    // MVC's exception handling, nor an error page
+                    try {
+                        return ServerResponse.status(201).body(Map.of("id",
+                                service.insertAndRefuse(request.body(OrderController.OrderRequest.class).note())));
+                    } catch (IllegalArgumentException e) {
+                        return ServerResponse.badRequest().body(Map.of("refused", e.getMessage()));
+                    }
+                })
                 .POST("/functional/notes/{note}", request -> {
                     // the body is read only after the @Idempotent call: it was fingerprinted all the same
                     Long id = service.insert(request.pathVariable("note"));

@@ -29,6 +29,13 @@ public class OrderService {
         return jdbc.sql("insert into orders (note) values (?) returning id").param(note).query(Long.class).single();
     }
 
+    /** Writes a row and refuses the request, for a handler function that answers the refusal itself. */
+    @Idempotent
+    public Long insertAndRefuse(String note) {
+        jdbc.sql("insert into orders (note) values (?)").param(note).update();
+        throw new IllegalArgumentException("refused: " + note);
+    }
+
     /** Idempotent for DELETE only, which no controller method is: a functional route calls it. */
     @Idempotent(methods = "DELETE")
     public Long cancel(long id) {
