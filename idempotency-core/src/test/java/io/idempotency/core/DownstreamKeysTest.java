@@ -1,0 +1,50 @@
+package io.idempotency.core;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import org.junit.jupiter.api.Test;
+
+class DownstreamKeysTest {
+
+    private final DownstreamKeys keys = new DownstreamKeys("secret");
+
+    @Test
+    void theSameRequestAlwaysDerivesTheSameKey() {
+        ScopedKey key = new ScopedKey("alice", "POST /charges", "k-1");
+
+        assertThat(keys.derive(key)).isEqualTo(new DownstreamKeys("secret").derive(
+                new ScopedKey("alice", "POST /charges", "k-1"))).hasSize(43);
+    }
+
+    @Test
+    void twoCallersUsingOneKeyDoNotCollideDownstream() {
+        String alice = keys.derive(new ScopedKey("alice", "POST /charges", "k-1"));
+        String bob = keys.derive(new ScopedKey("bob", "POST /charges", "k-1"));
+        String anonymous = keys.derive(new ScopedKey("", "POST /charges", "k-1"));
+
+        assertThat(alice).isNotEqualTo(bob).isNotEqualTo(anonymous);
+        assertThat(bob).isNotEqualTo(anonymous);
+    }
+
+    @Test
+    void twoScopesUsingOneKeyDoNotCollideDownstream() {
+        assertThat(keys.derive(new ScopedKey("alice", "POST /charges", "k-1")))
+                .isNotEqualTo(keys.derive(new ScopedKey("alice", "POST /refunds", "k-1")));
+    }
+
+    @Test
+    void thePartsCannotBeShiftedIntoOneAnother() {
+        assertThat(keys.derive(new ScopedKey("ab", "c", "k")))
+                .isNotEqualTo(keys.derive(new ScopedKey("a", "bc", "k")));
+        assertThat(keys.derive(new ScopedKey("a", "bc", "k")))
+                .isNotEqualTo(keys.derive(new ScopedKey("a", "b", "ck")));
+    }
+
+    @Test
+    void theKeyIsNeitherTheClientsKeyNorDerivableWithoutTheSecret() {
+        ScopedKey key = new ScopedKey("alice", "POST /charges", "k-1");
+
+        assertThat(keys.derive(key)).doesNotContain("k-1")
+                .isNotEqualTo(new DownstreamKeys("another secret").derive(key));
+    }
+}
