@@ -392,7 +392,8 @@ public class IdempotencyAutoConfiguration {
         }
         IdempotencyProperties.ReplayCache cache = properties.getReplayCache();
         return new IdempotencyEngine(store, transactions, storagePolicy, properties.getRetention().getTtl(),
-                properties.getInFlightWait(), resolver, downstreamKeys, new ReplayCache(cache.getMaxEntries(),
+                properties.getInFlightWait(), ReplayableResolver.of(resolver, properties.getReplayedHeaders()),
+                downstreamKeys, new ReplayCache(cache.getMaxEntries(),
                         (int) Math.min(Integer.MAX_VALUE, cache.getMaxBodySize().toBytes()),
                         cache.getMaxTotalSize().toBytes(), cache.getMaxAge()),
                 properties.getMaxStoredBodySize().toBytes());
@@ -415,7 +416,8 @@ public class IdempotencyAutoConfiguration {
         schema.ifAvailable(initializer -> { }); // created first, so the table exists
         IdempotencyProperties.Sweeper sweeper = properties.getSweeper();
         checkInterval(sweeper.getInterval(), "idempotency.sweeper.interval");
-        return new StaleClaimSweepScheduler(new StaleClaimSweeper(store, resolver, downstreamKeys,
+        return new StaleClaimSweepScheduler(new StaleClaimSweeper(store,
+                ReplayableResolver.of(resolver, properties.getReplayedHeaders()), downstreamKeys,
                 properties.getLease(), sweeper.getBatchSize(), properties.getMaxStoredBodySize().toBytes()),
                 sweeper.getInterval(),
                 meters.getIfAvailable(() -> IdempotencyMeters.NONE));

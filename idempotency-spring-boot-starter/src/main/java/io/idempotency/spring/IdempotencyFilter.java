@@ -16,6 +16,7 @@ import org.springframework.web.servlet.DispatcherServlet;
 import org.springframework.web.util.WebUtils;
 
 import java.io.IOException;
+import java.util.Collection;
 import java.util.Locale;
 import java.util.Set;
 import java.util.stream.Collectors;
@@ -52,7 +53,12 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         this.problems = problems;
         this.maxRequestBodySize = maxRequestBodySize;
         this.maxStoredBodySize = maxStoredBodySize;
-        this.replayedHeaders = replayedHeaders.stream()
+        this.replayedHeaders = storedHeaderNames(replayedHeaders);
+    }
+
+    /** The lower-case names of the headers stored with an answer: {@code replayedHeaders} but those never stored. */
+    static Set<String> storedHeaderNames(Collection<String> replayedHeaders) {
+        return replayedHeaders.stream()
                 .map(name -> name.toLowerCase(Locale.ROOT))
                 .filter(name -> !NEVER_STORED.contains(name))
                 .collect(Collectors.toUnmodifiableSet());

@@ -253,6 +253,34 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         assertThat(resolver.consultations() - consultedBefore).isEqualTo(2);
     }
 
+    @Test
+    void aResolversAnswerKeepsOnlyTheHeadersAHandlersAnswerWouldKeep() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "resolver-headers-" + key;
+
+        assertThat(charge("/intent/charges", key, note, "X-Fail", "unknown").statusCode()).isEqualTo(500);
+        awaitLeaseExpired(key);
+        // a resolver that passes on what the gateway's status API answered, its session cookie included
+        resolver.decideNext(() -> io.idempotency.core.StaleClaimResolver.Resolution.complete(
+                new io.idempotency.core.StoredResponse(201, java.util.List.of(
+                        new io.idempotency.core.StoredResponse.Header("Content-Type", "application/json"),
+                        new io.idempotency.core.StoredResponse.Header("Location", "/intent/charges/7"),
+                        new io.idempotency.core.StoredResponse.Header("Set-Cookie", "gateway-session=secret"),
+                        new io.idempotency.core.StoredResponse.Header("X-Gateway-Trace", "internal")),
+                        "{\"resolved\":true}".getBytes(java.nio.charset.StandardCharsets.UTF_8))));
+        HttpResponse<String> retry = charge("/intent/charges", key, note);
+        HttpResponse<String> replay = charge("/intent/charges", key, note);
+
+        for (HttpResponse<String> answer : java.util.List.of(retry, replay)) {
+            assertThat(answer.statusCode()).isEqualTo(201);
+            assertThat(answer.headers().firstValue("Location")).hasValue("/intent/charges/7");
+            assertThat(answer.headers().firstValue("Set-Cookie")).as("never stored, never replayed").isEmpty();
+            assertThat(answer.headers().firstValue("X-Gateway-Trace")).as("not a replayed header").isEmpty();
+        }
+        assertThat(DATABASE.queryString("select response_headers from idempotency_keys where idempotency_key = '"
+                + key + "'")).doesNotContainIgnoringCase("set-cookie").doesNotContain("secret");
+    }
+
     private static String token(String key) {
         return DATABASE.queryString("select fencing_token from idempotency_keys where idempotency_key = '" + key + "'");
     }
