@@ -29,9 +29,10 @@ final class Leases {
                 if (!store.renew(key, token, lease)) {
                     self.join().cancel(false);
                 }
-            } catch (RuntimeException e) {
-                // the next renewal tries again; if the lease runs out meanwhile, fencing protects the new holder. The
-                // holder may then lose its claim: say so, as it happens, rather than only when its result is refused
+            } catch (RuntimeException | Error e) {
+                // the next renewal tries again (an error too: thrown on, it would end the schedule for good, without
+                // a word); if the lease runs out meanwhile, fencing protects the new holder. The holder may then lose
+                // its claim: say so, as it happens, rather than only when its result is refused
                 log.log(System.Logger.Level.WARNING, () -> "Renewing the lease of the claim of caller '"
                         + key.caller() + "' on '" + key.scope() + "' with key '" + key.key() + "' failed; tried"
                         + " again in " + period + " ms. Should the lease run out first, another request or the"

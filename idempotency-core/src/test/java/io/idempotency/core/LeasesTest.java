@@ -21,6 +21,34 @@ import static org.assertj.core.api.Assertions.assertThat;
 /** Lease renewals while a claim's holder works. */
 class LeasesTest {
 
+    /**
+     * A scheduled executor ends a schedule for good, without a word, on anything its task throws: a renewal failing
+     * with an error (a class of the store's that fails to load, an assertion in a store of the application's) must not
+     * leave the holder without renewals, to lose its claim and have its result refused.
+     */
+    @Test
+    void aRenewalThatFailsWithAnErrorIsTriedAgain() throws Exception {
+        AtomicInteger renewals = new AtomicInteger();
+        CountDownLatch renewedAfterTheFailure = new CountDownLatch(1);
+        IdempotencyStore store = (IdempotencyStore) Proxy.newProxyInstance(getClass().getClassLoader(),
+                new Class<?>[] {IdempotencyStore.class}, (proxy, method, args) -> {
+                    if (renewals.incrementAndGet() == 1) {
+                        throw new NoClassDefFoundError("org/postgresql/core/v3/SomeLazyClass");
+                    }
+                    renewedAfterTheFailure.countDown();
+                    return true;
+                });
+        ScheduledExecutorService executor = Executors.newSingleThreadScheduledExecutor();
+        try {
+            Leases.hold(executor, store, new ScopedKey("alice", "POST /charges", "k-1"), "token-1",
+                    Duration.ofMillis(60));
+
+            assertThat(renewedAfterTheFailure.await(5, TimeUnit.SECONDS)).as("tried again").isTrue();
+        } finally {
+            executor.shutdownNow();
+        }
+    }
+
     @Test
     void aRenewalThatFailsIsLoggedWithItsClaimAndTriedAgain() throws Exception {
         AtomicInteger renewals = new AtomicInteger();
