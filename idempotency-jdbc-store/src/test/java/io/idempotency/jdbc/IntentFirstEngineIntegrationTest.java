@@ -394,6 +394,51 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
+     * A retry has taken a stale claim over and its resolver asks a slow third party. Another body under the key, sent
+     * to the same instance meanwhile, is a mismatch: the claim's fingerprint is committed for everyone to see, and the
+     * key stays with its request whatever the resolver decides. "In progress" would have the client wait for an answer
+     * it can never get.
+     */
+    @Test
+    void anotherBodyWhileTheRetryResolvesTheStaleClaimIsAMismatch() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            Duration lease = Duration.ofMillis(300);
+            IdempotencyEngine crashed = engine(dataSource, store, StaleClaimResolver.RERUN);
+            ((IdempotencyEngine.Proceed) crashed.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
+                    .execution().abandon();
+            crashed.shutdown();
+            Thread.sleep(lease.toMillis() + 100);
+
+            java.util.concurrent.CountDownLatch consulting = new java.util.concurrent.CountDownLatch(1);
+            StaleClaimResolver slowGateway = claim -> {
+                consulting.countDown();
+                try {
+                    Thread.sleep(1_500); // longer than the in-flight wait (300 ms)
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                return StaleClaimResolver.Resolution.rerun();
+            };
+            IdempotencyEngine engine = engine(dataSource, store, slowGateway);
+            ExecutorService executor = Executors.newSingleThreadExecutor();
+            Future<IdempotencyEngine.Outcome> retry = executor.submit(() -> ((IdempotencyEngine.Proceed) engine
+                    .start(key, HASH, IdempotencyMode.INTENT_FIRST, lease)).execution()
+                    .finish(new StoredResponse(201, List.of(), null)));
+            assertThat(consulting.await(10, TimeUnit.SECONDS)).isTrue();
+
+            IdempotencyEngine.Start other = engine.start(key, "8".repeat(64), IdempotencyMode.INTENT_FIRST, lease);
+            IdempotencyEngine.Outcome retried = retry.get(30, TimeUnit.SECONDS);
+            executor.shutdownNow();
+            engine.shutdown();
+
+            assertThat(other).isInstanceOf(IdempotencyEngine.Mismatch.class);
+            assertThat(retried).isEqualTo(IdempotencyEngine.Outcome.STORED);
+        }
+    }
+
+    /**
      * The intent is committed, then the handler's transaction cannot be opened: the pool has no connection to give
      * within its timeout. The handler never ran, so nothing can have happened: the next request runs at once, instead
      * of being answered "in progress" until the lease has run out.
