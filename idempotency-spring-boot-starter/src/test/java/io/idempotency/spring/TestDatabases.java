@@ -36,7 +36,8 @@ public final class TestDatabases {
                         org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration.class,
                         org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration.class,
                         org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration.class,
-                        IdempotencyAutoConfiguration.class));
+                        IdempotencyAutoConfiguration.class))
+                .withPropertyValues(database.springPropertyValues().toArray(String[]::new));
     }
 
     /** A web application context with the auto-configurations the starter works with, on {@code database}. */
