@@ -68,7 +68,7 @@ public final class StaleClaimSweeper {
      *
      * @param lease     the lease a stale claim is taken over with, renewed while the resolver answers; at least
      *                  {@link IdempotencyEngine#MIN_LEASE}
-     * @param batchSize most stale claims looked at per sweep
+     * @param batchSize most stale claims looked at per sweep; at least 1
      */
     public StaleClaimSweeper(IdempotencyStore store, StaleClaimResolver resolver, DownstreamKeys downstreamKeys,
                              Duration lease, int batchSize) {
@@ -78,7 +78,7 @@ public final class StaleClaimSweeper {
     /**
      * @param lease             the lease a stale claim is taken over with, renewed while the resolver answers; at
      *                          least {@link IdempotencyEngine#MIN_LEASE}
-     * @param batchSize         most stale claims looked at per sweep
+     * @param batchSize         most stale claims looked at per sweep; at least 1
      * @param maxStoredBodySize the largest answer body, in bytes, stored for replay; a resolver's larger answer is
      *                          not stored, and the claim is reported {@link Unresolved} with a
      *                          {@link StoredBodyTooLargeException}
@@ -87,6 +87,10 @@ public final class StaleClaimSweeper {
                              Duration lease, int batchSize, long maxStoredBodySize) {
         if (maxStoredBodySize <= 0) {
             throw new IllegalArgumentException("maxStoredBodySize must be positive: " + maxStoredBodySize);
+        }
+        if (batchSize < 1) {
+            // a sweep looking at no claim would never resolve one, and say nothing of it
+            throw new IllegalArgumentException("batchSize must be at least 1: " + batchSize);
         }
         this.maxStoredBodySize = maxStoredBodySize;
         this.store = Objects.requireNonNull(store, "store");

@@ -184,6 +184,18 @@ class IdempotencyEngineTest {
     }
 
     @Test
+    void aSweeperThatWouldLookAtNoStaleClaimIsRefused() {
+        // a batch of none would never resolve a stale claim, without a word; a negative one fails every sweep
+        for (int batchSize : new int[] {0, -1}) {
+            assertThatThrownBy(() -> new StaleClaimSweeper(store, StaleClaimResolver.RERUN,
+                    new DownstreamKeys("secret"), Duration.ofSeconds(30), batchSize))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("batchSize");
+        }
+        assertThat(new StaleClaimSweeper(store, StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
+                Duration.ofSeconds(30), 1)).isNotNull();
+    }
+
+    @Test
     void claimThrowingAnErrorAlsoRollsBack() {
         StackOverflowError failure = new StackOverflowError();
         store.claimAnswer = () -> {
