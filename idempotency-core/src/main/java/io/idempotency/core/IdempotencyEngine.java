@@ -340,11 +340,12 @@ public final class IdempotencyEngine {
                 replayCache.put(key, requestHash, record.response());
                 return new Replay(record.response());
             }
-            // the key is held by a committed claim of this very request (an earlier attempt's): a request with another
-            // body that waits here is a mismatch now, as the database would tell it, not after this request's wait
+            // the key is held by a committed claim of this very request (an earlier attempt's, or a stale one this
+            // request is about to take over and keeps whatever the resolver decides): a request with another body that
+            // waits here is a mismatch now, as the database would tell it, not after this request's wait or resolver
             flight.held.complete(true);
             if (record.status() == RecordStatus.PROCESSING && record.leaseExpired()) {
-                Start resolved = resolveStale(record, lease, flight);
+                Start resolved = resolveStale(record, lease);
                 if (resolved == FREED) {
                     // this request's resolver has just marked the claim FAILED, however long it took to decide: claim
                     // the key now, rather than answer "in progress" for a key nobody holds
@@ -371,16 +372,12 @@ public final class IdempotencyEngine {
      * Takes a stale claim over and asks the resolver about it; {@link #FREED} when it marked the claim FAILED, null
      * when somebody else has it (claim again, within the wait).
      */
-    private Start resolveStale(IdempotencyRecord stale, Duration lease, Flight flight) {
+    private Start resolveStale(IdempotencyRecord stale, Duration lease) {
         ScopedKey key = stale.key();
         String token = store.takeOver(key, stale.fencingToken(), lease).orElse(null);
         if (token == null) {
             return null;
         }
-        // this request holds the key now, and keeps it whatever the resolver decides (its answer, FAILED for this
-        // request, a rerun, or PROCESSING if the resolver fails): another body waiting here is a mismatch at once,
-        // not "in progress" for as long as the resolver takes
-        flight.claimed.complete(true);
         // the resolver may ask a third party for longer than the lease: hold the claim meanwhile, as a handler would,
         // or another request could take it over too, ask the resolver again and run beside this one
         ScheduledFuture<?> holding = holdLease(key, token, lease);
