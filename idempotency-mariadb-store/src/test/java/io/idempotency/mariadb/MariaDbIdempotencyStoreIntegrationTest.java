@@ -9,7 +9,9 @@ import io.idempotency.core.Transactions;
 import io.idempotency.jdbc.SpringTransactions;
 import io.idempotency.testkit.IdempotencyStoreContract;
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.condition.EnabledIf;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
@@ -22,21 +24,26 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /** The MariaDB store against the whole store contract, on a table made from the shipped script. */
+@EnabledIf("io.idempotency.mariadb.TestMariaDb#available")
 class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
 
-    private static final HikariDataSource DATA_SOURCE = TestMariaDb.newDatabase().dataSource(MIN_POOL_SIZE + 4);
-    private static final IdempotencyStore STORE;
-    private static final Transactions TRANSACTIONS =
-            new SpringTransactions(new DataSourceTransactionManager(DATA_SOURCE));
+    private static HikariDataSource DATA_SOURCE;
+    private static IdempotencyStore STORE;
+    private static Transactions TRANSACTIONS;
 
-    static {
+    @BeforeAll
+    static void database() {
+        DATA_SOURCE = TestMariaDb.newDatabase().dataSource(MIN_POOL_SIZE + 4);
         new JdbcTemplate(DATA_SOURCE).execute(MariaDbIdempotencyStore.schema("idempotency_keys"));
         STORE = new MariaDbIdempotencyStore(DATA_SOURCE, "idempotency_keys");
+        TRANSACTIONS = new SpringTransactions(new DataSourceTransactionManager(DATA_SOURCE));
     }
 
     @AfterAll
     static void closePool() {
-        DATA_SOURCE.close();
+        if (DATA_SOURCE != null) {
+            DATA_SOURCE.close();
+        }
     }
 
     @Override

