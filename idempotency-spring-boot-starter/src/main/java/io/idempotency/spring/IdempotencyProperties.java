@@ -74,7 +74,10 @@ public class IdempotencyProperties implements InitializingBean {
          * names are refused (400 {@code idempotency-body-invalid}). Other bodies are fingerprinted as bytes.
          */
         CANONICAL_JSON,
-        /** Every body is fingerprinted as the bytes received. */
+        /**
+         * Every body is fingerprinted as the bytes received (decompressed); a JSON body is parsed only for the
+         * expressions of an endpoint that has them.
+         */
         BYTES
     }
 

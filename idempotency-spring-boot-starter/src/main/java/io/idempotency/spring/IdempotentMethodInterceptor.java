@@ -208,8 +208,12 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                     instance));
         }
         RequestView view;
+        boolean expressions = endpoint.keyExpression != null || !endpoint.fingerprintExpressions.isEmpty();
         try {
-            view = new RequestView(request, exchange.request());
+            // a JSON body is read for the canonical fingerprint and for the expressions' #body; compared byte for
+            // byte it needs no reading, and is not refused for what only its canonical form cannot hold
+            view = new RequestView(request, exchange.request(), expressions
+                    || properties.getBodyFingerprint() == IdempotencyProperties.BodyFingerprint.CANONICAL_JSON);
         } catch (BodyRecordingRequest.BodyTooLargeException e) {
             return answer(exchange, problems.render(ProblemResponses.Problem.REQUEST_TOO_LARGE,
                     "The request body is too large to be fingerprinted: " + e.getMessage() + ".", instance));
@@ -218,7 +222,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                     "The JSON body cannot be fingerprinted: " + e.getMessage() + ".", instance));
         }
         MethodBasedEvaluationContext context = null;
-        if (endpoint.keyExpression != null || !endpoint.fingerprintExpressions.isEmpty()) {
+        if (expressions) {
             context = view.evaluationContext(invocation);
         }
 
@@ -496,7 +500,8 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         private final boolean coded; // still in a content coding the library cannot undo
         private final Object json; // parsed JSON body, or null when the body is not JSON
 
-        RequestView(HttpServletRequest request, BodyRecordingRequest recorded)
+        /** @param readJson whether a JSON body is parsed (and refused when it cannot be) */
+        RequestView(HttpServletRequest request, BodyRecordingRequest recorded, boolean readJson)
                 throws IOException, BodyRecordingRequest.BodyTooLargeException, CanonicalJson.InvalidJsonException {
             this.request = request;
             this.form = isForm(request);
@@ -518,7 +523,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 this.coded = decoded.coded();
             }
             // a body still in a content coding the library cannot undo is compared as the bytes it is
-            MediaType jsonType = form || coded || body.length == 0 ? null : jsonType(request);
+            MediaType jsonType = !readJson || form || coded || body.length == 0 ? null : jsonType(request);
             this.json = jsonType != null ? CanonicalJson.parse(inUtf8(body, jsonType, request)) : null;
         }
 
