@@ -51,7 +51,9 @@ public @interface Idempotent {
     /**
      * Expressions naming what identifies "the same request", e.g. {@code {"#body.amount", "#body.currency"}}.
      * When empty: the whole request (method, path, query and body) for header keys, nothing for {@link #key()}
-     * expressions.
+     * expressions. The values are compared as canonical JSON: body members, maps, collections, arrays, numbers,
+     * strings and booleans by their content, any other object by its {@code toString()} — so name the fields that
+     * identify the request, not an object whose {@code toString()} leaves some out or names the instance.
      */
     String[] fingerprint() default {};
 
