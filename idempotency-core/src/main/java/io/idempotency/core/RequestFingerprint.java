@@ -25,6 +25,17 @@ public final class RequestFingerprint {
      * @return 64 lowercase hex characters
      */
     public static String of(String method, String path, String query, byte[] body) {
+        return of(method, path, query, body, null);
+    }
+
+    /**
+     * {@link #of(String, String, String, byte[])} for a body that the application reads as text in {@code charset}:
+     * the same bytes in another charset are other text, so another request.
+     *
+     * @param charset the charset's name, or {@code null} for a body fingerprinted as its bytes alone (as by the
+     *                method without it)
+     */
+    public static String of(String method, String path, String query, byte[] body, String charset) {
         MessageDigest sha256 = newSha256();
         update(sha256, method.getBytes(StandardCharsets.UTF_8));
         update(sha256, path.getBytes(StandardCharsets.UTF_8));
@@ -35,6 +46,10 @@ public final class RequestFingerprint {
             update(sha256, query.getBytes(StandardCharsets.UTF_8));
         }
         update(sha256, body);
+        if (charset != null) {
+            // one part more, after the last one: never the input of a request without it
+            update(sha256, charset.getBytes(StandardCharsets.UTF_8));
+        }
         return HexFormat.of().formatHex(sha256.digest());
     }
 

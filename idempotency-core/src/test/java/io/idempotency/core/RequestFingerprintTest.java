@@ -67,6 +67,22 @@ class RequestFingerprintTest {
     }
 
     @Test
+    void theCharsetOfABodyReadAsTextMakesTheSameBytesAnotherRequest() {
+        byte[] body = "\u00c3\u00a9".getBytes(java.nio.charset.StandardCharsets.ISO_8859_1);
+        String bytesAlone = RequestFingerprint.of("POST", "/p", null, body);
+
+        assertThat(RequestFingerprint.of("POST", "/p", null, body, null)).isEqualTo(bytesAlone);
+        assertThat(RequestFingerprint.of("POST", "/p", null, body, "ISO-8859-1")).isNotEqualTo(bytesAlone)
+                .isNotEqualTo(RequestFingerprint.of("POST", "/p", null, body, "windows-1252"))
+                .isEqualTo(RequestFingerprint.of("POST", "/p", null, body.clone(), "ISO-8859-1"));
+        // a body ending in what a charset part would look like is still a body without a charset
+        byte[] forged = java.nio.ByteBuffer.allocate(body.length + 4 + 10).put(body).putInt(10)
+                .put("ISO-8859-1".getBytes(UTF_8)).array();
+        assertThat(RequestFingerprint.of("POST", "/p", null, forged))
+                .isNotEqualTo(RequestFingerprint.of("POST", "/p", null, body, "ISO-8859-1"));
+    }
+
+    @Test
     void emptyBodyIsAccepted() {
         assertThat(RequestFingerprint.of("GET", "/p", null, new byte[0])).hasSize(64);
     }

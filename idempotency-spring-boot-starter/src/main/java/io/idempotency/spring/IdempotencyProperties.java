@@ -75,8 +75,8 @@ public class IdempotencyProperties implements InitializingBean {
          */
         CANONICAL_JSON,
         /**
-         * Every body is fingerprinted as the bytes received (decompressed); a JSON body is parsed only for the
-         * expressions of an endpoint that has them.
+         * Every body is fingerprinted as the bytes received (decompressed, with the charset they are read in when
+         * it is not UTF-8); a JSON body is parsed only for the expressions of an endpoint that has them.
          */
         BYTES
     }

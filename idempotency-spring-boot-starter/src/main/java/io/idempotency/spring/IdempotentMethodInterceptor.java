@@ -402,8 +402,9 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         if (endpoint.keyExpression != null) {
             return RequestFingerprint.of(request.getMethod(), request.getRequestURI(), null, NOTHING);
         }
+        IdempotencyProperties.BodyFingerprint mode = properties.getBodyFingerprint();
         return RequestFingerprint.of(request.getMethod(), request.getRequestURI(), request.getQueryString(),
-                view.bodyFingerprintBytes(properties.getBodyFingerprint()));
+                view.bodyFingerprintBytes(mode), view.bytesCharset(mode));
     }
 
     /** Whether Spring MVC maps the request to a controller method, rather than to a handler function. */
@@ -536,10 +537,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 throws CanonicalJson.InvalidJsonException {
             Charset charset;
             try {
-                charset = type.getCharset();
-                if (charset == null && request.getCharacterEncoding() != null) {
-                    charset = Charset.forName(request.getCharacterEncoding());
-                }
+                charset = charsetOf(type, request);
             } catch (IllegalArgumentException e) {
                 throw new CanonicalJson.InvalidJsonException("the JSON body's charset is not supported");
             }
@@ -556,11 +554,56 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             }
         }
 
+        /**
+         * The charset Spring MVC reads the body in: the one its Content-Type names, else the request's character
+         * encoding (which Spring MVC adds to a type that names none), else null.
+         *
+         * @throws IllegalArgumentException if the charset is not supported
+         */
+        private static Charset charsetOf(MediaType type, HttpServletRequest request) {
+            Charset charset = type == null ? null : type.getCharset();
+            if (charset == null && request.getCharacterEncoding() != null) {
+                charset = Charset.forName(request.getCharacterEncoding());
+            }
+            return charset;
+        }
+
         byte[] bodyFingerprintBytes(IdempotencyProperties.BodyFingerprint mode) {
-            if (json != null && mode == IdempotencyProperties.BodyFingerprint.CANONICAL_JSON) {
+            if (isCanonical(mode)) {
                 return CanonicalJson.canonicalize(json);
             }
             return body;
+        }
+
+        private boolean isCanonical(IdempotencyProperties.BodyFingerprint mode) {
+            return json != null && mode == IdempotencyProperties.BodyFingerprint.CANONICAL_JSON;
+        }
+
+        /**
+         * The name of the charset a body compared as its bytes is read in, when it is not UTF-8, else null. A
+         * {@code String} argument reads the same bytes in another charset as other text: another request. A form
+         * is compared by the parameters the container decoded, a canonical JSON body as the text it reads.
+         */
+        String bytesCharset(IdempotencyProperties.BodyFingerprint mode) {
+            if (form || body.length == 0 || isCanonical(mode)) {
+                return null;
+            }
+            MediaType type;
+            try {
+                type = request.getContentType() == null ? null : MediaType.parseMediaType(request.getContentType());
+            } catch (InvalidMediaTypeException e) {
+                type = null;
+            }
+            Charset charset;
+            try {
+                charset = charsetOf(type, request);
+            } catch (IllegalArgumentException e) {
+                // unknown to this platform: named as it is spelled, which keeps it apart from the others
+                String named = type != null && type.getParameter("charset") != null ? type.getParameter("charset")
+                        : request.getCharacterEncoding();
+                return named.toLowerCase(Locale.ROOT);
+            }
+            return charset == null || charset.equals(StandardCharsets.UTF_8) ? null : charset.name();
         }
 
         MethodBasedEvaluationContext evaluationContext(MethodInvocation invocation) {

@@ -120,6 +120,33 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aBodyComparedAsBytesIsComparedWithTheCharsetItDeclares() throws Exception {
+        // a String argument reads the bytes C3 A9 as the two characters \u00c3\u00a9 in ISO-8859-1, and as the one
+        // character \u00e9 in UTF-8: the same bytes, two requests
+        String key = UUID.randomUUID().toString();
+        String note = "text-charset-" + key;
+        byte[] bytes = ("\u00c3\u00a9" + note).getBytes(StandardCharsets.ISO_8859_1);
+
+        HttpResponse<byte[]> first = postText(key, "text/plain;charset=ISO-8859-1", bytes);
+        HttpResponse<byte[]> other = postText(key, "text/plain;charset=UTF-8", bytes);
+        HttpResponse<byte[]> same = postText(key, "text/plain; charset=iso-8859-1", bytes);
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(rows("\u00c3\u00a9" + note)).isEqualTo(1);
+        assertThat(other.statusCode()).as("the same bytes in another charset").isEqualTo(422);
+        assertProblem(other, "idempotency-key-mismatch");
+        assertThat(rows("\u00e9" + note)).isZero();
+        assertThat(same.headers().firstValue("Idempotent-Replayed")).as("the same charset, spelled otherwise")
+                .hasValue("true");
+    }
+
+    private HttpResponse<byte[]> postText(String key, String type, byte[] body)
+            throws IOException, InterruptedException {
+        return send(request("/orders/text-note", "").header("Idempotency-Key", key).setHeader("Content-Type", type)
+                .POST(HttpRequest.BodyPublishers.ofByteArray(body)).build());
+    }
+
+    @Test
     void duplicateJsonMembersAreRefusedAndLeaveNothing() throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "duplicate-" + key;

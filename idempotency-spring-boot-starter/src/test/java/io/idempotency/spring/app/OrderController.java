@@ -237,6 +237,14 @@ public class OrderController {
         return Map.of("id", service.insertOptionally(request.note()));
     }
 
+    /** A text body, which Spring MVC reads in the charset its type names. */
+    @PostMapping(path = "/text-note", consumes = "text/plain")
+    @Idempotent
+    @ResponseStatus(HttpStatus.CREATED)
+    public Map<String, Object> textNote(@RequestBody String note) {
+        return Map.of("id", insert(note));
+    }
+
     /** A form post whose handler reads the parameters from the request itself. */
     @PostMapping(path = "/form", consumes = "application/x-www-form-urlencoded")
     @Idempotent
