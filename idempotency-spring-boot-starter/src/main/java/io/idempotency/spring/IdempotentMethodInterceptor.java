@@ -41,6 +41,7 @@ import java.io.IOException;
 import java.lang.reflect.Method;
 import java.math.BigDecimal;
 import java.nio.ByteBuffer;
+import java.nio.CharBuffer;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.Charset;
 import java.nio.charset.CodingErrorAction;
@@ -544,13 +545,27 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             if (charset == null || charset.equals(StandardCharsets.UTF_8)) {
                 return body;
             }
+            CharBuffer text;
             try {
-                return charset.newDecoder()
+                text = charset.newDecoder()
                         .onMalformedInput(CodingErrorAction.REPORT)
                         .onUnmappableCharacter(CodingErrorAction.REPORT)
-                        .decode(ByteBuffer.wrap(body)).toString().getBytes(StandardCharsets.UTF_8);
+                        .decode(ByteBuffer.wrap(body));
             } catch (CharacterCodingException e) {
                 throw new CanonicalJson.InvalidJsonException("the JSON body is not valid " + charset.name());
+            }
+            try {
+                // some decoders (CESU-8, UTF-32) give half of a surrogate pair, which UTF-8 cannot hold: replaced
+                // by '?', the body would read as another
+                ByteBuffer utf8 = StandardCharsets.UTF_8.newEncoder()
+                        .onMalformedInput(CodingErrorAction.REPORT)
+                        .onUnmappableCharacter(CodingErrorAction.REPORT)
+                        .encode(text);
+                byte[] bytes = new byte[utf8.remaining()];
+                utf8.get(bytes);
+                return bytes;
+            } catch (CharacterCodingException e) {
+                throw new CanonicalJson.InvalidJsonException("the JSON body holds half of a surrogate pair");
             }
         }
 

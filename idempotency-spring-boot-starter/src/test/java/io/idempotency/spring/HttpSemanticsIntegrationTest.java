@@ -120,6 +120,26 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aJsonBodyWhoseCharsetGivesHalfASurrogatePairIsRefused() throws Exception {
+        // CESU-8 decodes ED A0 80 to the lone surrogate \ud800, which the handler's JSON reader takes, and which no
+        // UTF-8 text holds: written as UTF-8 it would become '?', the canonical form of another body
+        String key = UUID.randomUUID().toString();
+        String note = "cesu-" + key;
+        byte[] body = ("{\"note\":\"\u00ed\u00a0\u0080" + note + "\"}").getBytes(StandardCharsets.ISO_8859_1);
+
+        HttpResponse<byte[]> lone = send(request("/orders", "").header("Idempotency-Key", key)
+                .setHeader("Content-Type", "application/json;charset=CESU-8")
+                .POST(HttpRequest.BodyPublishers.ofByteArray(body)).build());
+        HttpResponse<byte[]> question = post("/orders", key, "{\"note\":\"?" + note + "\"}");
+
+        assertThat(lone.statusCode()).isEqualTo(400);
+        assertProblem(lone, "idempotency-body-invalid");
+        assertThat(question.statusCode()).as("another body, run as its own request").isEqualTo(201);
+        assertThat(question.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(rows("?" + note)).isEqualTo(1);
+    }
+
+    @Test
     void aBodyComparedAsBytesIsComparedWithTheCharsetItDeclares() throws Exception {
         // a String argument reads the bytes C3 A9 as the two characters \u00c3\u00a9 in ISO-8859-1, and as the one
         // character \u00e9 in UTF-8: the same bytes, two requests
