@@ -607,4 +607,29 @@ class CanonicalJsonTest {
                 Arrays.asList(Double.NaN, Double.NEGATIVE_INFINITY, Float.POSITIVE_INFINITY, 2.0)), UTF_8))
                 .isEqualTo("[\"NaN\",\"-Infinity\",\"Infinity\",2]");
     }
+
+    /**
+     * The canonical text of a number is what {@link BigDecimal#stripTrailingZeros()} gives, also for the long numbers
+     * whose zeros are counted on the digits: numbers of 1 to 1000 digits, with and without trailing zeros, both signs,
+     * every scale, from a fixed seed.
+     */
+    @Test
+    void longNumbersAreCanonicalExactlyAsStrippingTheirZerosWouldMakeThem() {
+        java.util.Random random = new java.util.Random(20261130);
+        for (int i = 0; i < 3000; i++) {
+            int length = 1 + random.nextInt(i % 10 == 0 ? 1000 : 40);
+            StringBuilder digits = new StringBuilder().append(1 + random.nextInt(9));
+            int zeros = random.nextInt(3) == 0 ? 0 : random.nextInt(length);
+            for (int d = 1; d < length; d++) {
+                digits.append(d >= length - zeros ? '0' : (char) ('0' + random.nextInt(10)));
+            }
+            BigDecimal number = new BigDecimal(new java.math.BigInteger((random.nextBoolean() ? "-" : "") + digits),
+                    random.nextInt(2401) - 1200);
+            assertThat(CanonicalJson.canonicalNumber(number)).as(number.toString())
+                    .isEqualTo(number.stripTrailingZeros().toString());
+        }
+        assertThat(CanonicalJson.canonicalNumber(new BigDecimal("0E+5"))).isEqualTo("0");
+        assertThat(CanonicalJson.canonicalNumber(new BigDecimal("1" + "0".repeat(999)))).isEqualTo("1E+999");
+        assertThat(CanonicalJson.canonicalNumber(new BigDecimal("-12.50" + "0".repeat(990)))).isEqualTo("-12.5");
+    }
 }
