@@ -8,6 +8,7 @@ import io.idempotency.core.StoredResponse;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.jdbc.datasource.TransactionAwareDataSourceProxy;
+import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
@@ -58,11 +59,21 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
     private final Statements statements;
 
     protected JdbcIdempotencyStore(DataSource dataSource, Statements statements) {
+        this(dataSource, statements, TransactionDefinition.ISOLATION_DEFAULT);
+    }
+
+    /**
+     * @param ownIsolation the isolation level of the transactions the store opens for itself (a write made with no
+     *                     transaction, the batch delete): a {@link TransactionDefinition} {@code ISOLATION_} constant;
+     *                     {@code ISOLATION_DEFAULT} leaves the connection's own
+     */
+    protected JdbcIdempotencyStore(DataSource dataSource, Statements statements, int ownIsolation) {
         this.dataSource = dataSource;
         this.transactionResource = dataSource instanceof TransactionAwareDataSourceProxy proxy
                 && proxy.getTargetDataSource() != null ? proxy.getTargetDataSource() : dataSource;
         this.jdbc = new JdbcTemplate(dataSource);
         this.ownTransaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+        this.ownTransaction.setIsolationLevel(ownIsolation);
         this.statements = statements;
     }
 

@@ -8,6 +8,7 @@ import io.idempotency.core.ScopedKey;
 import io.idempotency.jdbc.JdbcIdempotencyStore;
 import org.springframework.dao.DataAccessException;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.transaction.TransactionDefinition;
 
 import javax.sql.DataSource;
 import java.io.IOException;
@@ -50,7 +51,8 @@ import java.util.regex.Pattern;
  * A duplicate therefore learns that the claim it waits for has ended up to one pause later than it would by waiting
  * for the lock; the pause starts at 2 ms and doubles up to 25 ms. The caller's transaction must be at READ COMMITTED
  * (the claim refuses another level: at REPEATABLE READ a look-up after a conflict would not see the record that caused
- * it). Times come from the database's clock ({@code UTC_TIMESTAMP(6)}). Thread-safe.
+ * it); the transactions the store opens itself (a write made outside one, the batch delete) run at READ COMMITTED
+ * too. Times come from the database's clock ({@code UTC_TIMESTAMP(6)}). Thread-safe.
  */
 public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
 
@@ -84,7 +86,10 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
      * @param tableName  a plain identifier (letters, digits, underscores), in the connection's database
      */
     public MariaDbIdempotencyStore(DataSource dataSource, String tableName) {
-        super(dataSource, statements(checkTableName(tableName)));
+        // READ COMMITTED for the store's own transactions too: at REPEATABLE READ, InnoDB's default, the batch delete's
+        // search would lock the gaps it scans (the end of the table when all it found had expired), and every claim
+        // inserting there would be refused until it committed
+        super(dataSource, statements(checkTableName(tableName)), TransactionDefinition.ISOLATION_READ_COMMITTED);
         String table = tableName;
         this.lookUpSql = "SELECT @@tx_isolation AS isolation, t.* FROM (SELECT 1 AS one) AS probe LEFT JOIN (SELECT "
                 + COLUMNS + " FROM " + table + KEY_MATCH + ") AS t ON 1 = 1";

@@ -19,6 +19,8 @@ import org.springframework.transaction.support.TransactionTemplate;
 
 import java.time.Duration;
 import java.time.Instant;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -105,5 +107,43 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
                 "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1)))))
                 .isInstanceOf(IllegalStateException.class).hasMessageContaining("must run at READ COMMITTED");
         assertThat(STORE.find(key)).isEmpty();
+    }
+
+    /**
+     * Cleanup on a pool left at InnoDB's default, REPEATABLE READ, while claims come in: at that level its search for
+     * expired records would lock the gaps it scans — up to the end of the table when every record there has expired —
+     * and a claim's insert into such a gap would be refused until cleanup commits. Cleanup is made slow here (a
+     * trigger that sleeps on each delete); a claim made meanwhile is not held up.
+     */
+    @Test
+    void cleanupOnARepeatableReadPoolDoesNotHoldUpAClaim() throws Exception {
+        try (HikariDataSource dataSource = TestMariaDb.newDatabase().dataSource(4)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute(MariaDbIdempotencyStore.schema("idempotency_keys"));
+            assertThat(jdbc.queryForObject("SELECT @@tx_isolation", String.class)).isEqualTo("REPEATABLE-READ");
+            MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(dataSource, "idempotency_keys");
+            Transactions transactions = new SpringTransactions(new DataSourceTransactionManager(dataSource));
+            for (int i = 0; i < 3; i++) {
+                ScopedKey expired = newKey();
+                Transactions.Transaction transaction = transactions.begin();
+                store.fail(expired, ((ClaimResult.Claimed) store.claim(new ClaimRequest(expired, "c".repeat(64),
+                        Duration.ofMillis(1), Duration.ofSeconds(1)))).fencingToken());
+                transaction.commit();
+            }
+            jdbc.execute("CREATE TRIGGER slow_cleanup BEFORE DELETE ON idempotency_keys FOR EACH ROW DO SLEEP(0.4)");
+            Thread.sleep(10);
+
+            CompletableFuture<Integer> cleanup = CompletableFuture.supplyAsync(() -> store.deleteExpired(100));
+            Thread.sleep(200); // cleanup is deleting its batch
+            Transactions.Transaction transaction = transactions.begin();
+            try {
+                assertThat(store.claim(new ClaimRequest(newKey(), "c".repeat(64), Duration.ofDays(1),
+                        Duration.ofMillis(300)))).isInstanceOf(ClaimResult.Claimed.class);
+                assertThat(cleanup).as("cleanup still runs").isNotDone();
+            } finally {
+                transaction.rollback();
+            }
+            assertThat(cleanup.get(30, TimeUnit.SECONDS)).isEqualTo(3);
+        }
     }
 }
