@@ -1,0 +1,373 @@
+package io.idempotency.mariadb;
+
+import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.core.ClaimRequest;
+import io.idempotency.core.ClaimResult;
+import io.idempotency.core.DownstreamKeys;
+import io.idempotency.core.IdempotencyEngine;
+import io.idempotency.core.IdempotencyMode;
+import io.idempotency.core.ReplayCache;
+import io.idempotency.core.ScopedKey;
+import io.idempotency.core.StaleClaimResolver;
+import io.idempotency.core.StoragePolicy;
+import io.idempotency.core.StoredResponse;
+import io.idempotency.core.Transactions;
+import io.idempotency.jdbc.SpringTransactions;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.UUID;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.CyclicBarrier;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The engine on the MariaDB store, on real MariaDB with two pools standing for two instances: storms of duplicates,
+ * reuses and failures run each key's effect at most once; a chain of holders that roll back with many claims waiting
+ * behind them hands the key on to one claim at a time, with no claim lost to a deadlock; and cleanup running through
+ * it all deletes only finished, expired records.
+ */
+class MariaDbEngineIntegrationTest {
+
+    private static final String RETRIED = "1".repeat(64);
+    private static final String OTHER = "2".repeat(64);
+    private static final Duration LEASE = Duration.ofMillis(200);
+
+    /**
+     * A storm on many keys, sent to two instances at once: duplicates, reuses of the key with another body, handlers
+     * that fail, answers that are not stored — while cleanup runs back to back. Each key's effect is committed at most
+     * once, and once when an answer was stored; no request is answered with another request's answer; once the storm
+     * is over every key is free or replayed at once; and cleanup deleted the expired finished records only.
+     */
+    @ParameterizedTest
+    @EnumSource(IdempotencyMode.class)
+    void aStormOnTwoInstancesWithCleanupRunningLeavesEveryKeyRunOnceOrFree(IdempotencyMode mode) throws Exception {
+        TestMariaDb.Database database = TestMariaDb.newDatabase();
+        Duration maxWait = Duration.ofMillis(400);
+        int keys = 24;
+        int requestsPerKey = 16;
+        try (HikariDataSource first = database.dataSource(8); HikariDataSource second = database.dataSource(8)) {
+            JdbcTemplate setUp = new JdbcTemplate(first);
+            setUp.execute(MariaDbIdempotencyStore.schema("idempotency_keys"));
+            setUp.execute("CREATE TABLE effects (idempotency_key varchar(255), request_hash char(64))");
+            MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(first, "idempotency_keys");
+            Transactions transactions = new SpringTransactions(new DataSourceTransactionManager(first));
+            List<ScopedKey> expired = new ArrayList<>();
+            List<ScopedKey> expiredClaims = new ArrayList<>();
+            for (int i = 0; i < 200; i++) {
+                ScopedKey done = scoped("expired-" + UUID.randomUUID());
+                ScopedKey unfinished = scoped("unfinished-" + UUID.randomUUID());
+                expired.add(done);
+                expiredClaims.add(unfinished);
+                Transactions.Transaction transaction = transactions.begin();
+                String token = ((ClaimResult.Claimed) store.claim(new ClaimRequest(done, RETRIED,
+                        Duration.ofMillis(1), maxWait))).fencingToken();
+                store.complete(done, token, new StoredResponse(200, List.of(), null));
+                store.claim(new ClaimRequest(unfinished, RETRIED, Duration.ofMillis(1), maxWait, LEASE));
+                transaction.commit();
+            }
+
+            List<IdempotencyEngine> engines = List.of(engine(first, maxWait), engine(second, maxWait));
+            List<JdbcTemplate> jdbcs = List.of(new JdbcTemplate(first), new JdbcTemplate(second));
+            ExecutorService executor = Executors.newFixedThreadPool(keys * requestsPerKey / 4 + 1);
+            AtomicBoolean storming = new AtomicBoolean(true);
+            try {
+                Future<Integer> cleanup = executor.submit(() -> {
+                    int deleted = 0;
+                    while (storming.get()) {
+                        deleted += store.deleteExpired(7);
+                    }
+                    return deleted;
+                });
+                List<String> keyNames = new ArrayList<>();
+                List<Future<Outcome>> outcomes = new ArrayList<>();
+                CountDownLatch go = new CountDownLatch(1);
+                for (int k = 0; k < keys; k++) {
+                    String key = UUID.randomUUID().toString();
+                    keyNames.add(key);
+                    for (int r = 0; r < requestsPerKey; r++) {
+                        int instance = r % 2;
+                        String hash = r % 4 == 3 ? OTHER : RETRIED;
+                        outcomes.add(executor.submit(() -> {
+                            go.await();
+                            return run(engines.get(instance), jdbcs.get(instance), key, hash, mode);
+                        }));
+                    }
+                }
+                go.countDown();
+
+                Map<String, Set<String>> stored = new HashMap<>();
+                for (Future<Outcome> future : outcomes) {
+                    Outcome outcome = future.get(60, TimeUnit.SECONDS);
+                    if (outcome.start() instanceof IdempotencyEngine.Replay replay) {
+                        assertThat(new String(replay.response().body(), StandardCharsets.UTF_8))
+                                .as("a replay is the answer of this very request")
+                                .isEqualTo(outcome.hash() + ":" + outcome.key());
+                        stored.computeIfAbsent(outcome.key(), k -> new HashSet<>()).add(outcome.hash());
+                    }
+                    if (outcome.stored()) {
+                        stored.computeIfAbsent(outcome.key(), k -> new HashSet<>()).add(outcome.hash());
+                    }
+                }
+                storming.set(false);
+                int deleted = cleanup.get(60, TimeUnit.SECONDS);
+                deleted += store.deleteExpired(1000);
+                assertThat(deleted).as("the expired finished records, and nothing else").isEqualTo(expired.size());
+                for (ScopedKey key : expired) {
+                    assertThat(store.find(key)).isEmpty();
+                }
+                for (ScopedKey key : expiredClaims) {
+                    assertThat(store.find(key)).as("an unfinished claim is never cleaned up").isPresent();
+                }
+
+                Thread.sleep(LEASE.toMillis() * 2); // intent-first claims left by failed attempts are stale by now
+                for (String key : keyNames) {
+                    List<String> effects = jdbcs.get(0).queryForList(
+                            "SELECT request_hash FROM effects WHERE idempotency_key = ?", String.class, key);
+                    Set<String> answered = stored.getOrDefault(key, Set.of());
+                    assertThat(answered).as("one request's answer per key").hasSizeLessThanOrEqualTo(1);
+                    assertThat(effects).as("each key's effect committed once, by the request answered")
+                            .containsExactlyElementsOf(answered);
+                    for (IdempotencyEngine engine : engines) {
+                        // nothing left in flight: a request now is answered at once, replayed or run
+                        long started = System.nanoTime();
+                        IdempotencyEngine.Start after = engine.start(scoped(key), RETRIED, mode, LEASE);
+                        assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(maxWait);
+                        if (after instanceof IdempotencyEngine.Proceed proceed) {
+                            assertThat(answered).isEmpty();
+                            proceed.execution().abandonUnrun();
+                        } else if (answered.contains(RETRIED)) {
+                            assertThat(after).isInstanceOf(IdempotencyEngine.Replay.class);
+                        } else {
+                            assertThat(after).isInstanceOf(IdempotencyEngine.Mismatch.class);
+                        }
+                    }
+                }
+            } finally {
+                storming.set(false);
+                executor.shutdownNow();
+                engines.forEach(IdempotencyEngine::shutdown);
+            }
+        }
+    }
+
+    /**
+     * Sixteen claims of one key from two pools, each holder rolling back after a while: InnoDB would deadlock the
+     * claims waiting to insert behind a holder that rolls back, and roll one back whole. Here each in turn claims the
+     * key, one at a time, and none fails.
+     */
+    @Test
+    void claimsBehindHoldersThatRollBackTakeTheKeyOneAtATime() throws Exception {
+        TestMariaDb.Database database = TestMariaDb.newDatabase();
+        int claims = 16;
+        try (HikariDataSource first = database.dataSource(claims);
+             HikariDataSource second = database.dataSource(claims)) {
+            new JdbcTemplate(first).execute(MariaDbIdempotencyStore.schema("idempotency_keys"));
+            List<MariaDbIdempotencyStore> stores = List.of(new MariaDbIdempotencyStore(first, "idempotency_keys"),
+                    new MariaDbIdempotencyStore(second, "idempotency_keys"));
+            List<Transactions> transactions = List.of(
+                    new SpringTransactions(new DataSourceTransactionManager(first)),
+                    new SpringTransactions(new DataSourceTransactionManager(second)));
+            ScopedKey key = scoped(UUID.randomUUID().toString());
+            ExecutorService executor = Executors.newFixedThreadPool(claims);
+            try {
+                CyclicBarrier start = new CyclicBarrier(claims);
+                AtomicInteger holding = new AtomicInteger();
+                List<Future<Boolean>> results = new ArrayList<>();
+                for (int i = 0; i < claims; i++) {
+                    int instance = i % 2;
+                    results.add(executor.submit(() -> {
+                        start.await();
+                        Transactions.Transaction transaction = transactions.get(instance).begin();
+                        try {
+                            ClaimResult result = stores.get(instance).claim(new ClaimRequest(key, RETRIED,
+                                    Duration.ofDays(1), Duration.ofSeconds(30)));
+                            assertThat(result).isInstanceOf(ClaimResult.Claimed.class);
+                            assertThat(holding.incrementAndGet()).as("holders at once").isEqualTo(1);
+                            Thread.sleep(20);
+                            holding.decrementAndGet();
+                            return true;
+                        } finally {
+                            transaction.rollback();
+                        }
+                    }));
+                }
+                for (Future<Boolean> result : results) {
+                    assertThat(result.get(60, TimeUnit.SECONDS)).isTrue();
+                }
+                assertThat(stores.get(0).find(key)).isEmpty();
+            } finally {
+                executor.shutdownNow();
+            }
+        }
+    }
+
+    /**
+     * A FAILED record sent again by its request from two instances at once: one of them takes it over, the others see
+     * the claim in progress or its answer, never a second run.
+     */
+    @Test
+    void aFailedRecordSentAgainFromTwoInstancesAtOnceIsTakenOverOnce() throws Exception {
+        TestMariaDb.Database database = TestMariaDb.newDatabase();
+        int requests = 16;
+        try (HikariDataSource first = database.dataSource(requests);
+             HikariDataSource second = database.dataSource(requests)) {
+            new JdbcTemplate(first).execute(MariaDbIdempotencyStore.schema("idempotency_keys"));
+            List<IdempotencyEngine> engines = List.of(engine(first, Duration.ofSeconds(5)),
+                    engine(second, Duration.ofSeconds(5)));
+            ExecutorService executor = Executors.newFixedThreadPool(requests);
+            try {
+                for (int round = 0; round < 5; round++) {
+                    ScopedKey key = scoped(UUID.randomUUID().toString());
+                    StoredResponse unavailable = new StoredResponse(503, List.of(), new byte[0]);
+                    IdempotencyEngine.Proceed failed = (IdempotencyEngine.Proceed) engines.get(0).start(key, RETRIED,
+                            IdempotencyMode.INTENT_FIRST, LEASE);
+                    failed.execution().finish(unavailable); // a definite failure: FAILED, for its request to retry
+                    StoredResponse paid = new StoredResponse(201, List.of(),
+                            ("paid " + round).getBytes(StandardCharsets.UTF_8));
+                    CyclicBarrier start = new CyclicBarrier(requests);
+                    AtomicInteger runs = new AtomicInteger();
+                    List<Future<IdempotencyEngine.Start>> results = new ArrayList<>();
+                    for (int i = 0; i < requests; i++) {
+                        IdempotencyEngine engine = engines.get(i % 2);
+                        results.add(executor.submit(() -> {
+                            start.await();
+                            IdempotencyEngine.Start retry = engine.start(key, RETRIED, IdempotencyMode.INTENT_FIRST,
+                                    LEASE);
+                            if (retry instanceof IdempotencyEngine.Proceed proceed) {
+                                runs.incrementAndGet();
+                                Thread.sleep(30);
+                                proceed.execution().finish(paid);
+                            }
+                            return retry;
+                        }));
+                    }
+                    for (Future<IdempotencyEngine.Start> result : results) {
+                        assertThat(result.get(60, TimeUnit.SECONDS)).isInstanceOfAny(IdempotencyEngine.Proceed.class,
+                                IdempotencyEngine.InProgress.class, IdempotencyEngine.Replay.class);
+                    }
+                    assertThat(runs).as("runs in round %d", round).hasValue(1);
+                    assertThat(engines.get(1).start(key, RETRIED, IdempotencyMode.INTENT_FIRST, LEASE))
+                            .isEqualTo(new IdempotencyEngine.Replay(paid));
+                }
+            } finally {
+                executor.shutdownNow();
+                engines.forEach(IdempotencyEngine::shutdown);
+            }
+        }
+    }
+
+    /**
+     * Callers, scopes and keys of the longest length, in characters of three and four bytes in UTF-8, are kept whole:
+     * keys that differ only in their last character are two keys, and each replays its own answer.
+     */
+    @Test
+    void theLongestKeysInMultiByteCharactersAreKeptWhole() throws Exception {
+        TestMariaDb.Database database = TestMariaDb.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(4)) {
+            new JdbcTemplate(dataSource).execute(MariaDbIdempotencyStore.schema("idempotency_keys"));
+            IdempotencyEngine engine = engine(dataSource, Duration.ofSeconds(1));
+            try {
+                String caller = "\u20ac".repeat(ScopedKey.MAX_LENGTH); // 3 bytes each
+                String scope = "POST /" + "\u00e9".repeat(ScopedKey.MAX_LENGTH - 6);
+                String emoji = "\ud83d\ude00"; // 4 bytes, two Java characters
+                String prefix = emoji.repeat((ScopedKey.MAX_LENGTH - 1) / 2);
+                List<ScopedKey> keys = List.of(new ScopedKey(caller, scope, prefix + "a"),
+                        new ScopedKey(caller, scope, prefix + "b"), new ScopedKey(caller, scope, prefix + " "),
+                        new ScopedKey(caller, scope, prefix));
+                for (ScopedKey key : keys) {
+                    assertThat(key.key().codePointCount(0, key.key().length())).isLessThanOrEqualTo(128);
+                    StoredResponse answer = new StoredResponse(201, List.of(),
+                            key.key().getBytes(StandardCharsets.UTF_8));
+                    ((IdempotencyEngine.Proceed) engine.start(key, RETRIED)).execution().finish(answer);
+                }
+                for (ScopedKey key : keys) {
+                    IdempotencyEngine.Start again = engine.start(key, RETRIED);
+                    assertThat(again).isInstanceOf(IdempotencyEngine.Replay.class);
+                    assertThat(((IdempotencyEngine.Replay) again).response().body())
+                            .isEqualTo(key.key().getBytes(StandardCharsets.UTF_8));
+                }
+                assertThat(new JdbcTemplate(dataSource).queryForObject("SELECT count(*) FROM idempotency_keys",
+                        Integer.class)).isEqualTo(keys.size());
+            } finally {
+                engine.shutdown();
+            }
+        }
+    }
+
+    /** An answer of several megabytes, with the stored-body cap raised, is stored and replayed byte for byte. */
+    @Test
+    void aLargeAnswerIsStoredAndReplayedWhole() throws Exception {
+        TestMariaDb.Database database = TestMariaDb.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(4)) {
+            new JdbcTemplate(dataSource).execute(MariaDbIdempotencyStore.schema("idempotency_keys"));
+            IdempotencyEngine engine = new IdempotencyEngine(new MariaDbIdempotencyStore(dataSource,
+                    "idempotency_keys"), new SpringTransactions(new DataSourceTransactionManager(dataSource)),
+                    StoragePolicy.DEFAULT, Duration.ofDays(1), Duration.ofSeconds(1), StaleClaimResolver.RERUN,
+                    new DownstreamKeys("secret"), ReplayCache.NONE, 8L << 20);
+            try {
+                byte[] body = new byte[6 << 20];
+                ThreadLocalRandom.current().nextBytes(body);
+                StoredResponse answer = new StoredResponse(200, List.of(), body);
+                ScopedKey key = scoped(UUID.randomUUID().toString());
+                assertThat(((IdempotencyEngine.Proceed) engine.start(key, RETRIED)).execution().finish(answer))
+                        .isEqualTo(IdempotencyEngine.Outcome.STORED);
+                assertThat(engine.start(key, RETRIED)).isEqualTo(new IdempotencyEngine.Replay(answer));
+            } finally {
+                engine.shutdown();
+            }
+        }
+    }
+
+    private record Outcome(String key, String hash, IdempotencyEngine.Start start, boolean stored) {
+    }
+
+    /** One request: claims, and when it holds the key writes its effect and fails, answers 503, or answers 201. */
+    private static Outcome run(IdempotencyEngine engine, JdbcTemplate jdbc, String key, String hash,
+                               IdempotencyMode mode) {
+        IdempotencyEngine.Start start = engine.start(scoped(key), hash, mode, LEASE);
+        boolean stored = false;
+        if (start instanceof IdempotencyEngine.Proceed proceed) {
+            jdbc.update("INSERT INTO effects VALUES (?, ?)", key, hash);
+            int dice = ThreadLocalRandom.current().nextInt(10);
+            if (dice < 2) {
+                proceed.execution().abandon(); // the handler threw
+            } else {
+                StoredResponse answer = dice < 3 ? new StoredResponse(503, List.of(), new byte[0])
+                        : new StoredResponse(201, List.of(), (hash + ":" + key).getBytes(StandardCharsets.UTF_8));
+                stored = proceed.execution().finish(answer) == IdempotencyEngine.Outcome.STORED;
+            }
+        }
+        return new Outcome(key, hash, start, stored);
+    }
+
+    private static ScopedKey scoped(String key) {
+        return new ScopedKey("alice", "POST /payments", key);
+    }
+
+    private static IdempotencyEngine engine(HikariDataSource dataSource, Duration maxWait) {
+        return new IdempotencyEngine(new MariaDbIdempotencyStore(dataSource, "idempotency_keys"),
+                new SpringTransactions(new DataSourceTransactionManager(dataSource)), StoragePolicy.DEFAULT,
+                Duration.ofDays(1), maxWait, StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
+                new ReplayCache(100, 1024, 1 << 20, Duration.ofMinutes(1)));
+    }
+}
