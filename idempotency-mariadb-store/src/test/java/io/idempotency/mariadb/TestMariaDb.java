@@ -49,7 +49,13 @@ final class TestMariaDb {
     record Database(String url, String user, String password, String name) {
 
         HikariDataSource dataSource(int maxPoolSize) {
+            return dataSource(maxPoolSize, null);
+        }
+
+        /** A pool whose connections run at {@code isolation} (e.g. {@code TRANSACTION_READ_COMMITTED}). */
+        HikariDataSource dataSource(int maxPoolSize, String isolation) {
             HikariConfig config = new HikariConfig();
+            config.setTransactionIsolation(isolation);
             config.setJdbcUrl(url);
             config.setUsername(user);
             config.setPassword(password);

@@ -11,6 +11,7 @@ import io.idempotency.core.ReplayCache;
 import io.idempotency.core.StaleClaimResolver;
 import io.idempotency.core.StaleClaimSweeper;
 import io.idempotency.jdbc.IdempotencySchema;
+import io.idempotency.jdbc.JdbcIdempotencyStore;
 import io.idempotency.jdbc.PartitionedPostgresIdempotencyStore;
 import io.idempotency.jdbc.PostgresIdempotencyStore;
 import io.idempotency.jdbc.PostgresPartitionMaintenance;
@@ -177,7 +178,7 @@ public class IdempotencyAutoConfiguration {
      * the primary one), else the application's.
      */
     private static DataSource storeDataSource(IdempotencyStore store, ObjectProvider<DataSource> dataSource) {
-        return store instanceof PostgresIdempotencyStore jdbcStore ? jdbcStore.dataSource() : dataSource.getObject();
+        return store instanceof JdbcIdempotencyStore jdbcStore ? jdbcStore.dataSource() : dataSource.getObject();
     }
 
     private static boolean partitioned(IdempotencyProperties properties) {
@@ -386,7 +387,7 @@ public class IdempotencyAutoConfiguration {
         // the transaction manager the executions run with: that of transactions the application defined, if known
         PlatformTransactionManager used = transactions instanceof SpringTransactions spring
                 ? spring.transactionManager() : transactionManager.getIfUnique();
-        if (store instanceof PostgresIdempotencyStore jdbcStore && used != null) {
+        if (store instanceof JdbcIdempotencyStore jdbcStore && used != null) {
             // also a store the application defined itself: it must claim in the handler's transaction
             IdempotencyStartupChecks.checkTransactionManager(used, jdbcStore.dataSource());
         }

@@ -5,7 +5,7 @@ import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.StoragePolicy;
-import io.idempotency.jdbc.PostgresIdempotencyStore;
+import io.idempotency.jdbc.JdbcIdempotencyStore;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.aop.framework.autoproxy.AutoProxyUtils;
@@ -521,9 +521,9 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         }
     }
 
-    /** The DataSource of the library's JDBC store (also one the application defined); null for any other store. */
+    /** The DataSource of a JDBC store of the library (also one the application defined); null for any other store. */
     private DataSource storeDataSource() {
-        return context.getBeanProvider(IdempotencyStore.class).getIfUnique() instanceof PostgresIdempotencyStore store
+        return context.getBeanProvider(IdempotencyStore.class).getIfUnique() instanceof JdbcIdempotencyStore store
                 ? store.dataSource() : null;
     }
 
