@@ -64,7 +64,7 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
     private static final long MAX_PAUSE_NANOS = 25_000_000;
     private static final int MAX_CLAIM_ATTEMPTS = 10_000;
     /**
-     * The latest expiry the table can hold is in the year 9999; a longer retention is kept until then, which is
+     * The latest expiry the table can hold is in the year 9999; a longer retention is cut to this one, which is
      * forever in every sense that matters.
      */
     private static final Duration MAX_RETENTION = Duration.ofDays(365L * 7000);
