@@ -3,7 +3,8 @@
 --
 -- The key columns compare byte for byte (utf8mb4_nopad_bin): a case-insensitive or PAD SPACE collation would make
 -- "Alice" and "alice", or "k" and "k ", one caller or one key. Times are UTC (UTC_TIMESTAMP), from the database's
--- clock, whatever the session's time zone.
+-- clock, whatever the session's time zone. Index and constraint names belong to the table, so they do not repeat its
+-- name (which may take all of MariaDB's 64 characters).
 
 CREATE TABLE idempotency_keys (
     caller           varchar(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,  -- '' when anonymous
@@ -20,8 +21,8 @@ CREATE TABLE idempotency_keys (
     expires_at       datetime(6)  NOT NULL,                      -- UTC; cleanup may delete the record after this
     locked_until     datetime(6),                                -- UTC; end of the lease of a claim committed first
     PRIMARY KEY (caller, scope, idempotency_key),
-    KEY idempotency_keys_expires_at_idx (expires_at),
-    KEY idempotency_keys_locked_until_idx (locked_until),
-    CONSTRAINT idempotency_keys_status_check CHECK (status IN ('PROCESSING', 'SUCCEEDED', 'FAILED')),
-    CONSTRAINT idempotency_keys_response_check CHECK ((status = 'SUCCEEDED') = (response_status IS NOT NULL))
+    KEY expires_at_idx (expires_at),
+    KEY locked_until_idx (locked_until),
+    CONSTRAINT status_check CHECK (status IN ('PROCESSING', 'SUCCEEDED', 'FAILED')),
+    CONSTRAINT response_check CHECK ((status = 'SUCCEEDED') = (response_status IS NOT NULL))
 ) ENGINE = InnoDB ROW_FORMAT = DYNAMIC;

@@ -109,6 +109,22 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         assertThat(STORE.find(key)).isEmpty();
     }
 
+    /** The schema script makes a table of the longest name the store accepts (64 characters, MariaDB's limit). */
+    @Test
+    void theSchemaTakesTheLongestTableName() {
+        String table = "t".repeat(64);
+        new JdbcTemplate(DATA_SOURCE).execute(MariaDbIdempotencyStore.schema(table));
+        try {
+            MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(DATA_SOURCE, table);
+            ScopedKey key = newKey();
+            String token = ((ClaimResult.Claimed) inTransaction(ignored -> store.claim(new ClaimRequest(key,
+                    "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1))))).fencingToken();
+            assertThat(store.find(key).orElseThrow().fencingToken()).isEqualTo(token);
+        } finally {
+            new JdbcTemplate(DATA_SOURCE).execute("DROP TABLE " + table);
+        }
+    }
+
     /**
      * Cleanup on a pool left at InnoDB's default, REPEATABLE READ, while claims come in: at that level its search for
      * expired records would lock the gaps it scans — up to the end of the table when every record there has expired —
