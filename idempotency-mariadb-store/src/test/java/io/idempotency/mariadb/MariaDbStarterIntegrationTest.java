@@ -36,9 +36,9 @@ import java.util.concurrent.TimeUnit;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * The starter with the MariaDB store, over real HTTP on real MariaDB: an order is made once, its answer replayed byte
- * for byte, another body under its key refused, a failing handler leaves nothing, and 20 concurrent duplicates make
- * one order.
+ * The starter with the MariaDB store, over real HTTP on real MariaDB, on a pool at REPEATABLE READ: an order is made
+ * once, its answer replayed byte for byte, another body under its key refused, a failing handler leaves nothing, and
+ * 20 concurrent duplicates make one order.
  */
 @EnabledIf("io.idempotency.mariadb.TestMariaDb#available")
 @SpringBootTest(classes = MariaDbStarterIntegrationTest.OrderApplication.class,
@@ -60,6 +60,8 @@ class MariaDbStarterIntegrationTest {
         registry.add("spring.datasource.username", () -> database.user());
         registry.add("spring.datasource.password", () -> database.password());
         registry.add("spring.datasource.hikari.maximum-pool-size", () -> "30");
+        // InnoDB's default, whatever the server's: the starter's transactions must ask for READ COMMITTED
+        registry.add("spring.datasource.hikari.transaction-isolation", () -> "TRANSACTION_REPEATABLE_READ");
     }
 
     @LocalServerPort
@@ -67,6 +69,11 @@ class MariaDbStarterIntegrationTest {
 
     @Autowired
     JdbcTemplate jdbc;
+
+    @Test
+    void thePoolsConnectionsRunAtRepeatableRead() {
+        assertThat(jdbc.queryForObject("SELECT @@tx_isolation", String.class)).isEqualTo("REPEATABLE-READ");
+    }
 
     @Test
     void anOrderIsMadeOnceAndReplayedByteForByte() throws Exception {
