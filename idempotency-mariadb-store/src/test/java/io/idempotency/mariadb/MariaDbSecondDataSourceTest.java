@@ -56,7 +56,8 @@ class MariaDbSecondDataSourceTest {
         @Bean(destroyMethod = "close")
         @Primary
         HikariDataSource reporting() {
-            return TestMariaDb.newDatabase().dataSource(2, "TRANSACTION_READ_COMMITTED");
+            return TestMariaDb.newDatabase().dataSource(2,
+                    config -> config.setTransactionIsolation("TRANSACTION_READ_COMMITTED"));
         }
 
         @Bean(destroyMethod = "close")

@@ -15,6 +15,7 @@ import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
+import java.util.function.Consumer;
 
 /**
  * The MariaDB server this module's tests run on, chosen once per JVM in this order — and never skipped:
@@ -49,18 +50,18 @@ final class TestMariaDb {
     record Database(String url, String user, String password, String name) {
 
         HikariDataSource dataSource(int maxPoolSize) {
-            return dataSource(maxPoolSize, null);
+            return dataSource(maxPoolSize, config -> { });
         }
 
-        /** A pool whose connections run at {@code isolation} (e.g. {@code TRANSACTION_READ_COMMITTED}). */
-        HikariDataSource dataSource(int maxPoolSize, String isolation) {
+        /** A pool configured further by {@code settings} (isolation level, driver properties) before it starts. */
+        HikariDataSource dataSource(int maxPoolSize, Consumer<HikariConfig> settings) {
             HikariConfig config = new HikariConfig();
-            config.setTransactionIsolation(isolation);
             config.setJdbcUrl(url);
             config.setUsername(user);
             config.setPassword(password);
             config.setMaximumPoolSize(maxPoolSize);
             config.setPoolName("test-" + name);
+            settings.accept(config);
             return new HikariDataSource(config);
         }
     }
