@@ -9,6 +9,7 @@ import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.ReplayCache;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StaleClaimResolver;
+import io.idempotency.core.StaleClaimSweeper;
 import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.core.Transactions;
@@ -28,6 +29,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.CyclicBarrier;
 import java.util.concurrent.ExecutorService;
@@ -43,8 +46,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * The engine on the MariaDB store, on real MariaDB with two pools standing for two instances: storms of duplicates,
  * reuses and failures run each key's effect at most once; a chain of holders that roll back with many claims waiting
- * behind them hands the key on to one claim at a time, with no claim lost to a deadlock; and cleanup running through
- * it all deletes only finished, expired records.
+ * behind them hands the key on to one claim at a time, with no claim lost to a deadlock; cleanup running through it
+ * all deletes only finished, expired records; and stale claims raced by sweepers and retries are resolved once.
  */
 class MariaDbEngineIntegrationTest {
 
@@ -334,6 +337,77 @@ class MariaDbEngineIntegrationTest {
                 assertThat(engine.start(key, RETRIED)).isEqualTo(new IdempotencyEngine.Replay(answer));
             } finally {
                 engine.shutdown();
+            }
+        }
+    }
+
+    /**
+     * Claims abandoned by a crashed holder, their leases run out on the database's clock, resolved by a sweeper on
+     * each instance and by retries on both at once: the resolver is asked once per claim, and each claim ends with the
+     * answer it gave.
+     */
+    @Test
+    void staleClaimsRacedBySweepersAndRetriesOnTwoInstancesAreResolvedOnce() throws Exception {
+        TestMariaDb.Database database = TestMariaDb.newDatabase();
+        int claims = 20;
+        try (HikariDataSource first = database.dataSource(8); HikariDataSource second = database.dataSource(8)) {
+            new JdbcTemplate(first).execute(MariaDbIdempotencyStore.schema("idempotency_keys"));
+            List<HikariDataSource> pools = List.of(first, second);
+            IdempotencyEngine crashed = engine(first, Duration.ofSeconds(1));
+            List<ScopedKey> keys = new ArrayList<>();
+            for (int i = 0; i < claims; i++) {
+                ScopedKey key = scoped(UUID.randomUUID().toString());
+                keys.add(key);
+                ((IdempotencyEngine.Proceed) crashed.start(key, RETRIED, IdempotencyMode.INTENT_FIRST, LEASE))
+                        .execution().abandon(); // the committed claim stays PROCESSING, its lease no longer renewed
+            }
+            crashed.shutdown();
+            Thread.sleep(LEASE.toMillis() + 100);
+
+            Map<ScopedKey, AtomicInteger> consulted = new ConcurrentHashMap<>();
+            StaleClaimResolver resolver = claim -> {
+                consulted.computeIfAbsent(claim.key(), k -> new AtomicInteger()).incrementAndGet();
+                return StaleClaimResolver.Resolution.complete(new StoredResponse(201, List.of(),
+                        claim.key().key().getBytes(StandardCharsets.UTF_8)));
+            };
+            List<IdempotencyEngine> engines = new ArrayList<>();
+            List<Callable<Object>> work = new ArrayList<>();
+            for (HikariDataSource pool : pools) {
+                MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(pool, "idempotency_keys");
+                StaleClaimSweeper sweeper = new StaleClaimSweeper(store, resolver, new DownstreamKeys("secret"),
+                        Duration.ofSeconds(30), 7);
+                work.add(() -> {
+                    while (sweeper.sweep().resolved() > 0) {
+                        // on until nothing is left to resolve
+                    }
+                    return null;
+                });
+                IdempotencyEngine engine = new IdempotencyEngine(store, new SpringTransactions(
+                        new DataSourceTransactionManager(pool)), StoragePolicy.DEFAULT, Duration.ofDays(1),
+                        Duration.ofSeconds(5), resolver, new DownstreamKeys("secret"));
+                engines.add(engine);
+                for (ScopedKey key : keys) {
+                    work.add(() -> engine.start(key, RETRIED, IdempotencyMode.INTENT_FIRST, LEASE));
+                }
+            }
+            ExecutorService executor = Executors.newFixedThreadPool(12);
+            try {
+                for (Future<Object> done : executor.invokeAll(work)) {
+                    Object start = done.get(60, TimeUnit.SECONDS);
+                    if (start != null) {
+                        assertThat(start).isInstanceOfAny(IdempotencyEngine.Replay.class,
+                                IdempotencyEngine.InProgress.class);
+                    }
+                }
+                for (ScopedKey key : keys) {
+                    assertThat(consulted.get(key)).as("resolver asked about " + key.key()).hasValue(1);
+                    assertThat(engines.get(1).start(key, RETRIED, IdempotencyMode.INTENT_FIRST, LEASE))
+                            .isEqualTo(new IdempotencyEngine.Replay(new StoredResponse(201, List.of(),
+                                    key.key().getBytes(StandardCharsets.UTF_8))));
+                }
+            } finally {
+                executor.shutdownNow();
+                engines.forEach(IdempotencyEngine::shutdown);
             }
         }
     }
