@@ -130,8 +130,8 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
 
     @Override
     public List<IdempotencyRecord> findExpiredLeases(int limit) {
-        return jdbc.query(statements.expiredLeases(), (rs, n) -> record(
-                new ScopedKey(rs.getString("caller"), rs.getString("scope"), rs.getString("idempotency_key")), rs), limit);
+        return jdbc.query(statements.expiredLeases(), (rs, n) -> record(new ScopedKey(rs.getString("caller"),
+                rs.getString("scope"), rs.getString("idempotency_key")), rs), limit);
     }
 
     @Override

@@ -17,6 +17,7 @@ import io.idempotency.jdbc.SpringTransactions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
+import org.junit.jupiter.api.condition.EnabledIf;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 
@@ -49,6 +50,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * behind them hands the key on to one claim at a time, with no claim lost to a deadlock; cleanup running through it
  * all deletes only finished, expired records; and stale claims raced by sweepers and retries are resolved once.
  */
+@EnabledIf("io.idempotency.mariadb.TestMariaDb#available")
 class MariaDbEngineIntegrationTest {
 
     private static final String RETRIED = "1".repeat(64);

@@ -7,6 +7,7 @@ import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.spring.IdempotencyAutoConfiguration;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.condition.EnabledIf;
 import org.springframework.beans.factory.annotation.Qualifier;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
@@ -27,6 +28,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * The starter with the MariaDB store on a DataSource other than the primary one, as it is with the PostgreSQL store:
  * the checks and the transactions' isolation level concern the store's DataSource, not the primary one.
  */
+@EnabledIf("io.idempotency.mariadb.TestMariaDb#available")
 class MariaDbSecondDataSourceTest {
 
     /**

@@ -175,7 +175,7 @@ class MariaDbStarterIntegrationTest {
     @SpringBootApplication
     static class OrderApplication {
 
-        /** The records in MariaDB, in the table the application made from the shipped script (as its migrations would). */
+        /** The records in MariaDB, in a table made from the shipped script (as the application's migrations would). */
         @Bean
         IdempotencyStore idempotencyStore(DataSource dataSource) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
