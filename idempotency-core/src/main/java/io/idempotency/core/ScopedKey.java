@@ -5,12 +5,12 @@ import java.util.Objects;
 /**
  * The identity of an idempotency record: who asked ({@code caller}), for which operation ({@code scope}),
  * with which client-supplied key. All three are part of the unique index, so one caller can never see
- * another caller's record.
+ * another caller's record. No part may hold a NUL character or half of a surrogate pair ({@link #storable}), which no
+ * text column holds as it is.
  *
  * @param caller namespace of the caller (principal, tenant, API key id); {@code ""} when anonymous; never null
  * @param scope  the operation, e.g. {@code "POST /payments"}; never null or empty
- * @param key    the idempotency key as parsed from the request; 1–255 characters, none of them NUL or half of a
- *               surrogate pair
+ * @param key    the idempotency key as parsed from the request; 1–255 characters
  */
 public record ScopedKey(String caller, String scope, String key) {
 
@@ -30,9 +30,12 @@ public record ScopedKey(String caller, String scope, String key) {
         if (caller.length() > MAX_LENGTH || scope.length() > MAX_LENGTH || key.length() > MAX_LENGTH) {
             throw new IllegalArgumentException("caller, scope and key are limited to " + MAX_LENGTH + " characters");
         }
-        if (!storable(key)) {
-            // PostgreSQL refuses a NUL; the driver sends half a surrogate pair as '?', which would make two keys one
-            throw new IllegalArgumentException("key must not contain a NUL character or half of a surrogate pair");
+        // PostgreSQL refuses a NUL; the driver sends half a surrogate pair as '?', which would make two callers,
+        // scopes or keys one
+        String unstorable = !storable(key) ? "key" : !storable(caller) ? "caller" : !storable(scope) ? "scope" : null;
+        if (unstorable != null) {
+            throw new IllegalArgumentException(unstorable + " must not contain a NUL character or half of a surrogate"
+                    + " pair");
         }
     }
 

@@ -368,6 +368,11 @@ class IdempotencyEngineTest {
         assertThatThrownBy(() -> new ScopedKey("", "s", "message-\0")).isInstanceOf(IllegalArgumentException.class)
                 .hasMessageContaining("NUL");
         assertThat(new ScopedKey("", "s", "message-\ud83d\ude00").key()).endsWith("\ud83d\ude00");
+        // a caller or scope sent as '?' would make two callers (or operations) one, and share their records
+        assertThatThrownBy(() -> new ScopedKey("tenant-\ud800", "s", "k")).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("caller");
+        assertThatThrownBy(() -> new ScopedKey("", "POST /\0", "k")).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("scope");
     }
 
     @Test
