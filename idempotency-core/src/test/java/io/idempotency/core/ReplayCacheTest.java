@@ -74,6 +74,30 @@ class ReplayCacheTest {
     }
 
     @Test
+    void anEntryTakenOutForAnotherRequestOrForItsAgeGivesBackItsShareOfTheBudget() throws InterruptedException {
+        long each = ReplayCache.footprint(KEY, "a", ANSWER);
+        ScopedKey second = new ScopedKey("alice", "POST /payments", "k-2");
+        ScopedKey third = new ScopedKey("alice", "POST /payments", "k-3");
+
+        ReplayCache reused = new ReplayCache(1_000, 1024, 2 * each, Duration.ofMinutes(1));
+        reused.put(KEY, "a", ANSWER);
+        reused.holds(KEY, "b"); // the key's record is now another request's
+        reused.put(second, "a", ANSWER);
+        reused.put(third, "a", ANSWER);
+        assertThat(reused.answer(second, "a")).as("two fit the budget").isNotNull();
+        assertThat(reused.answer(third, "a")).isNotNull();
+
+        ReplayCache aging = new ReplayCache(1_000, 1024, 2 * each, Duration.ofSeconds(2));
+        aging.put(KEY, "a", ANSWER);
+        Thread.sleep(2_100);
+        assertThat(aging.answer(KEY, "a")).as("older than max age").isNull();
+        aging.put(second, "a", ANSWER);
+        aging.put(third, "a", ANSWER);
+        assertThat(aging.answer(second, "a")).as("two fit the budget").isNotNull();
+        assertThat(aging.answer(third, "a")).isNotNull();
+    }
+
+    @Test
     void keepsItsAnswersWithinItsMemoryBudgetDroppingTheLeastRecentlyUsed() {
         StoredResponse large = new StoredResponse(201, List.of(new StoredResponse.Header("Content-Type",
                 "application/json")), new byte[10_000]);
