@@ -698,7 +698,7 @@ class IdempotencyAutoConfigurationTest {
         });
         runner.run(context -> assertThat(context.getBean(ProblemResponses.class)
                 .render(ProblemResponses.Problem.KEY_MISMATCH, "d", null).status()).isEqualTo(422));
-        for (String refused : List.of("409", "429", "500", "200")) {
+        for (String refused : List.of("408", "409", "425", "429", "500", "200")) {
             runner.withPropertyValues("idempotency.mismatch-status=" + refused).run(context -> {
                 assertThat(context).hasFailed();
                 assertThat(rootMessage(context.getStartupFailure()))
