@@ -1,5 +1,6 @@
 package io.idempotency.spring;
 
+import io.idempotency.core.StoredResponse;
 import jakarta.servlet.ReadListener;
 import jakarta.servlet.ServletInputStream;
 import jakarta.servlet.http.HttpServletRequestWrapper;
@@ -73,6 +74,42 @@ class RequestAndResponseWrappersTest {
         assertThat(container.getRedirectedUrl()).isNull();
         assertThat(response.toStoredResponse(java.util.Set.of("location")).status()).isEqualTo(303);
         assertThat(response.getHeader("Location")).isEqualTo("/orders/1");
+    }
+
+    @Test
+    void aResetWhileCapturingStartsTheAnswerOverFromAPlain200() throws Exception {
+        MockHttpServletResponse container = new MockHttpServletResponse();
+        DeferredResponse response = new DeferredResponse(container);
+        response.capture();
+        response.setStatus(201);
+        response.setHeader("Location", "/orders/1");
+        response.getWriter().write("created");
+
+        response.reset(); // as an exception handler does before it answers
+        response.getWriter().write("again");
+
+        StoredResponse stored = response.toStoredResponse(java.util.Set.of("location"));
+        assertThat(stored.status()).as("the status set before the reset is gone, as the container forgets it")
+                .isEqualTo(200);
+        assertThat(response.getStatus()).isEqualTo(200);
+        assertThat(stored.headers()).isEmpty();
+        assertThat(stored.body()).isEqualTo("again".getBytes(StandardCharsets.ISO_8859_1));
+        assertThat(container.isCommitted()).isFalse();
+    }
+
+    @Test
+    void anErrorSentWhileCapturingCommitsTheResponseForEveryoneAfterTheHandler() throws Exception {
+        MockHttpServletResponse container = new MockHttpServletResponse();
+        DeferredResponse response = new DeferredResponse(container);
+        response.capture();
+        assertThat(response.isCommitted()).isFalse();
+
+        response.sendError(404);
+
+        // as the container's answer would be: nothing may be written or reset after it
+        assertThat(response.isCommitted()).isTrue();
+        assertThat(container.isCommitted()).as("held until the request's transaction ends").isFalse();
+        assertThat(response.getStatus()).isEqualTo(404);
     }
 
     @Test
