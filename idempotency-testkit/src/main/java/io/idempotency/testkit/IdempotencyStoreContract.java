@@ -423,6 +423,22 @@ public abstract class IdempotencyStoreContract {
         }
     }
 
+    @Test
+    void anUncommittedClaimKeepsNoOtherKeyWaiting() throws Exception {
+        String key = UUID.randomUUID().toString();
+        Transactions.Transaction holder = transactions().begin();
+        claimed(store().claim(claim(new ScopedKey("ab", "POST /c", key), HASH_A, DAY)));
+        try {
+            // another caller, another scope, and a caller and scope that run together into the same text
+            for (ScopedKey other : List.of(new ScopedKey("alice", "POST /c", key), new ScopedKey("ab", "POST /d", key),
+                    new ScopedKey("a", "bPOST /c", key))) {
+                assertThat(claimWhileHeld(other)).as("claim of %s", other).isInstanceOf(ClaimResult.Claimed.class);
+            }
+        } finally {
+            holder.rollback();
+        }
+    }
+
     /**
      * Claims {@code key} on another thread, allowing a 200 ms wait, while this thread's transaction holds it: the
      * holder does not end before this returns, so only the bounded wait can end the claim.
