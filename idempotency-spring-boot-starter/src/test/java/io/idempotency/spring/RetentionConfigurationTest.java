@@ -82,6 +82,11 @@ class RetentionConfigurationTest {
         TestDatabases.contextRunner(TestPostgres.newDatabase())
                 .withPropertyValues("idempotency.retention.ttl=7d", "idempotency.retention.max-retry-window=6d")
                 .run(context -> assertThat(context).hasNotFailed());
+        // "at least": a TTL of exactly the window plus the lease is enough
+        TestDatabases.contextRunner(TestPostgres.newDatabase())
+                .withPropertyValues("idempotency.retention.ttl=7d", "idempotency.retention.max-retry-window=6d",
+                        "idempotency.lease=1d")
+                .run(context -> assertThat(context).hasNotFailed());
     }
 
     @Test
