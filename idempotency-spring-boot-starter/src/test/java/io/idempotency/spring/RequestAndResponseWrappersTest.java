@@ -98,7 +98,7 @@ class RequestAndResponseWrappersTest {
     }
 
     @Test
-    void anErrorSentWhileCapturingCommitsTheResponseForEveryoneAfterTheHandler() throws Exception {
+    void anErrorSentWhileCapturingCommitsTheResponseAndFixesItsStatus() throws Exception {
         MockHttpServletResponse container = new MockHttpServletResponse();
         DeferredResponse response = new DeferredResponse(container);
         response.capture();
@@ -109,7 +109,9 @@ class RequestAndResponseWrappersTest {
         // as the container's answer would be: nothing may be written or reset after it
         assertThat(response.isCommitted()).isTrue();
         assertThat(container.isCommitted()).as("held until the request's transaction ends").isFalse();
+        response.setStatus(200); // ignored, as the container ignores it once the error is sent
         assertThat(response.getStatus()).isEqualTo(404);
+        assertThat(response.toStoredResponse(java.util.Set.of()).status()).isEqualTo(404);
     }
 
     @Test
