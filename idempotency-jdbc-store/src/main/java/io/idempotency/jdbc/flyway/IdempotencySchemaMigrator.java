@@ -293,10 +293,9 @@ public final class IdempotencySchemaMigrator {
         return partitioned ? IdempotencySchema.POSTGRESQL_PARTITIONED_SCRIPT : IdempotencySchema.POSTGRESQL_SCRIPT;
     }
 
-    /** Whether the table is partitioned; {@code null} if it does not exist (yet). */
     /**
-     * Whether the {@code DataSource} is a PostgreSQL one, the only database the table, its migration and the
-     * library's stores are made for.
+     * Whether the {@code DataSource} is a PostgreSQL one, the only database the table and its migration are made for
+     * (the MariaDB store brings a schema script of its own).
      */
     public boolean onPostgreSQL() {
         return "PostgreSQL".equals(databaseProduct()[0]);
@@ -322,6 +321,7 @@ public final class IdempotencySchemaMigrator {
         }
     }
 
+    /** Whether the table is partitioned; {@code null} if it does not exist (yet). */
     private Boolean existingLayout() {
         try (Connection connection = dataSource.getConnection();
              PreparedStatement statement = connection.prepareStatement(
