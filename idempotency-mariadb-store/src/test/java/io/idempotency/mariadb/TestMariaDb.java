@@ -18,7 +18,7 @@ import java.util.UUID;
 import java.util.function.Consumer;
 
 /**
- * The MariaDB server this module's tests run on, chosen once per JVM in this order — and never skipped:
+ * The MariaDB server this module's tests run on, chosen once per JVM in this order:
  * <ol>
  *   <li>an explicitly configured server: system property {@value #URL_PROPERTY} or environment variable
  *       {@value #URL_ENV}, a JDBC URL without a database, e.g. {@code jdbc:mariadb://127.0.0.1:3306/?user=root}
