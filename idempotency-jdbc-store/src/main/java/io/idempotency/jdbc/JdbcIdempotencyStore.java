@@ -51,6 +51,9 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
                                 String takeOverExpired, String expiredLeases) {
     }
 
+    /** The condition every look-up and fenced write matches its record on, its parameters caller, scope and key. */
+    protected static final String KEY_MATCH = " WHERE caller = ? AND scope = ? AND idempotency_key = ?";
+
     protected final JdbcTemplate jdbc;
     private final DataSource dataSource;
     /** The key under which a transaction manager binds this DataSource's connection to the thread. */
@@ -138,6 +141,15 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
     public Optional<IdempotencyRecord> find(ScopedKey key) {
         return jdbc.query(statements.select(), (rs, n) -> record(key, rs), key.caller(), key.scope(), key.key())
                 .stream().findFirst();
+    }
+
+    /**
+     * Whether a claim of the request with {@code requestHash} may take {@code existing} over rather than be answered
+     * with it: only a FAILED record of that very request. The failed attempt may have reached a third party under the
+     * key, and another request must not run under it.
+     */
+    protected static boolean takesOver(IdempotencyRecord existing, String requestHash) {
+        return existing.status() == RecordStatus.FAILED && existing.requestHash().equals(requestHash);
     }
 
     /**

@@ -3,7 +3,6 @@ package io.idempotency.jdbc;
 import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
 import io.idempotency.core.IdempotencyRecord;
-import io.idempotency.core.RecordStatus;
 import io.idempotency.core.ScopedKey;
 import org.springframework.dao.DataAccessException;
 import org.springframework.jdbc.core.JdbcTemplate;
@@ -56,14 +55,13 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
     public PostgresIdempotencyStore(DataSource dataSource, String tableName) {
         super(dataSource, statements(IdempotencySchema.checkTableName(tableName)));
         String table = tableName;
-        String keyMatch = " WHERE caller = ? AND scope = ? AND idempotency_key = ?";
         this.claimSql = claimIfAbsentSql(table, true);
         // bounded like the claim: the record may be in the middle of being taken over by another transaction
         this.takeOverSql = "WITH " + BOUNDED_WAIT + ", taken AS (UPDATE " + table
                 + " SET status = 'PROCESSING', request_hash = ?, fencing_token = ?::uuid,"
                 + " created_at = now(), updated_at = now(), expires_at = now() + ? * interval '1 millisecond',"
                 + " locked_until = now() + ?::bigint * interval '1 millisecond' FROM timeout"
-                + keyMatch + " AND status = 'FAILED' AND fencing_token = ?::uuid RETURNING 1)"
+                + KEY_MATCH + " AND status = 'FAILED' AND fencing_token = ?::uuid RETURNING 1)"
                 + " SELECT (SELECT count(*) FROM taken) AS taken, " + RESTORE_WAIT;
         // SKIP LOCKED: never wait for a row another transaction holds, so cleanup cannot stall a claim
         this.deleteExpiredSql = "DELETE FROM " + table + " t USING (SELECT caller, scope, idempotency_key FROM " + table
@@ -73,19 +71,18 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
     }
 
     private static Statements statements(String table) {
-        String keyMatch = " WHERE caller = ? AND scope = ? AND idempotency_key = ?";
         return new Statements(
-                "SELECT " + COLUMNS + ", locked_until < now() AS lease_expired FROM " + table + keyMatch,
+                "SELECT " + COLUMNS + ", locked_until < now() AS lease_expired FROM " + table + KEY_MATCH,
                 "UPDATE " + table + " SET status = 'SUCCEEDED', response_status = ?, response_headers = ?,"
                         + " response_body = ?, updated_at = now(), locked_until = NULL"
-                        + keyMatch + " AND fencing_token = ?::uuid AND status = 'PROCESSING'",
+                        + KEY_MATCH + " AND fencing_token = ?::uuid AND status = 'PROCESSING'",
                 "UPDATE " + table + " SET status = 'FAILED', updated_at = now(), locked_until = NULL"
-                        + keyMatch + " AND fencing_token = ?::uuid AND status = 'PROCESSING'",
-                "DELETE FROM " + table + keyMatch + " AND fencing_token = ?::uuid AND status = 'PROCESSING'",
+                        + KEY_MATCH + " AND fencing_token = ?::uuid AND status = 'PROCESSING'",
+                "DELETE FROM " + table + KEY_MATCH + " AND fencing_token = ?::uuid AND status = 'PROCESSING'",
                 "UPDATE " + table + " SET locked_until = now() + ? * interval '1 millisecond', updated_at = now()"
-                        + keyMatch + " AND fencing_token = ?::uuid AND status = 'PROCESSING'",
+                        + KEY_MATCH + " AND fencing_token = ?::uuid AND status = 'PROCESSING'",
                 "UPDATE " + table + " SET fencing_token = ?::uuid,"
-                        + " locked_until = now() + ? * interval '1 millisecond', updated_at = now()" + keyMatch
+                        + " locked_until = now() + ? * interval '1 millisecond', updated_at = now()" + KEY_MATCH
                         + " AND fencing_token = ?::uuid AND status = 'PROCESSING' AND locked_until < now()",
                 "SELECT caller, scope, idempotency_key, " + COLUMNS + ", true AS lease_expired FROM " + table
                         + " WHERE status = 'PROCESSING' AND locked_until < now() ORDER BY locked_until LIMIT ?");
@@ -143,9 +140,7 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
             return null; // released or deleted since the insert looked: claim again
         }
         IdempotencyRecord record = existing.get();
-        if (record.status() != RecordStatus.FAILED || !record.requestHash().equals(request.requestHash())) {
-            // a FAILED record is taken over by its own request only: the failed attempt may have reached a third
-            // party under the key, and another request must not run under it
+        if (!takesOver(record, request.requestHash())) {
             return new ClaimResult.Existing(record);
         }
         long takenOver = jdbc.queryForObject(takeOverSql, (rs, n) -> rs.getLong("taken"), waitSetting(request),

@@ -3,7 +3,6 @@ package io.idempotency.mariadb;
 import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
 import io.idempotency.core.IdempotencyRecord;
-import io.idempotency.core.RecordStatus;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.jdbc.JdbcIdempotencyStore;
 import org.springframework.dao.DataAccessException;
@@ -72,7 +71,6 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
     private static final Pattern TABLE_NAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_]{0,63}");
     private static final String NOW = "UTC_TIMESTAMP(6)";
     private static final String NO_WAIT = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR ";
-    private static final String KEY_MATCH = " WHERE caller = ? AND scope = ? AND idempotency_key = ?";
     private static final String COLUMNS = "status, request_hash, fencing_token, response_status, response_headers,"
             + " response_body, created_at, expires_at, locked_until, locked_until < " + NOW + " AS lease_expired";
 
@@ -176,9 +174,7 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
                 refused = errorOf(() -> jdbc.update(insertSql, key.caller(), key.scope(), key.key(),
                         request.requestHash(), token, retention(request).toMillis(), leaseMillis(request)));
                 result = refused == null ? new ClaimResult.Claimed(token) : null;
-            } else if (record.status() != RecordStatus.FAILED || !record.requestHash().equals(request.requestHash())) {
-                // a FAILED record is taken over by its own request only: the failed attempt may have reached a third
-                // party under the key, and another request must not run under it
+            } else if (!takesOver(record, request.requestHash())) {
                 return new ClaimResult.Existing(record);
             } else {
                 int[] taken = new int[1];
