@@ -10,8 +10,8 @@ import io.idempotency.core.StaleClaimResolver;
 import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
-import io.idempotency.testkit.TestPostgres;
 import io.idempotency.testkit.EngineStorm;
+import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -94,10 +94,6 @@ class CoalescingIntegrationTest {
                 engines.forEach(IdempotencyEngine::shutdown);
             }
         }
-    }
-
-    private static ScopedKey scoped(String key) {
-        return new ScopedKey("alice", "POST /payments", key);
     }
 
     private static IdempotencyEngine engine(HikariDataSource dataSource, Duration maxWait) {

@@ -349,7 +349,7 @@ class IntentFirstEngineIntegrationTest {
             Thread.sleep(lease.toMillis() + 100);
 
             AtomicInteger consulted = new AtomicInteger();
-            java.util.concurrent.CountDownLatch consulting = new java.util.concurrent.CountDownLatch(1);
+            CountDownLatch consulting = new CountDownLatch(1);
             StaleClaimResolver slowGateway = claim -> {
                 if (consulted.incrementAndGet() == 1) {
                     consulting.countDown();
@@ -411,7 +411,7 @@ class IntentFirstEngineIntegrationTest {
             crashed.shutdown();
             Thread.sleep(lease.toMillis() + 100);
 
-            java.util.concurrent.CountDownLatch consulting = new java.util.concurrent.CountDownLatch(1);
+            CountDownLatch consulting = new CountDownLatch(1);
             StaleClaimResolver slowGateway = claim -> {
                 consulting.countDown();
                 try {
@@ -423,18 +423,21 @@ class IntentFirstEngineIntegrationTest {
             };
             IdempotencyEngine engine = engine(dataSource, store, slowGateway);
             ExecutorService executor = Executors.newSingleThreadExecutor();
-            Future<IdempotencyEngine.Outcome> retry = executor.submit(() -> ((IdempotencyEngine.Proceed) engine
-                    .start(key, HASH, IdempotencyMode.INTENT_FIRST, lease)).execution()
-                    .finish(new StoredResponse(201, List.of(), null)));
-            assertThat(consulting.await(10, TimeUnit.SECONDS)).isTrue();
+            try {
+                Future<IdempotencyEngine.Outcome> retry = executor.submit(() -> ((IdempotencyEngine.Proceed) engine
+                        .start(key, HASH, IdempotencyMode.INTENT_FIRST, lease)).execution()
+                        .finish(new StoredResponse(201, List.of(), null)));
+                assertThat(consulting.await(10, TimeUnit.SECONDS)).isTrue();
 
-            IdempotencyEngine.Start other = engine.start(key, "8".repeat(64), IdempotencyMode.INTENT_FIRST, lease);
-            IdempotencyEngine.Outcome retried = retry.get(30, TimeUnit.SECONDS);
-            executor.shutdownNow();
-            engine.shutdown();
+                IdempotencyEngine.Start other = engine.start(key, "8".repeat(64), IdempotencyMode.INTENT_FIRST,
+                        lease);
 
-            assertThat(other).isInstanceOf(IdempotencyEngine.Mismatch.class);
-            assertThat(retried).isEqualTo(IdempotencyEngine.Outcome.STORED);
+                assertThat(other).isInstanceOf(IdempotencyEngine.Mismatch.class);
+                assertThat(retry.get(30, TimeUnit.SECONDS)).isEqualTo(IdempotencyEngine.Outcome.STORED);
+            } finally {
+                executor.shutdownNow();
+                engine.shutdown();
+            }
         }
     }
 

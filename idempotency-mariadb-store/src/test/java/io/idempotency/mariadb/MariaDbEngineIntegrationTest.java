@@ -16,9 +16,9 @@ import io.idempotency.core.Transactions;
 import io.idempotency.jdbc.SpringTransactions;
 import io.idempotency.testkit.EngineStorm;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.condition.EnabledIf;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
-import org.junit.jupiter.api.condition.EnabledIf;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 
