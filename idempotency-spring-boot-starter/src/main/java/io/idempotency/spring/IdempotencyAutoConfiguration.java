@@ -75,9 +75,9 @@ public class IdempotencyAutoConfiguration {
 
     /**
      * The table, created by the library's migration or, when the schema is managed elsewhere, checked (only for the
-     * library's own JDBC store: a store the application brings keeps its records where it likes, and on a database
-     * other than PostgreSQL gets no table). After the application's own database initialisers, which may be what
-     * creates it.
+     * library's PostgreSQL store: any other store — the MariaDB one, or one the application brings — keeps its records
+     * where it likes, and on a database other than PostgreSQL gets no table). After the application's own database
+     * initialisers, which may be what creates it.
      */
     @Bean
     @DependsOnDatabaseInitialization
