@@ -51,7 +51,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 class MariaDbEngineIntegrationTest {
 
     private static final String RETRIED = "1".repeat(64);
-    private static final String OTHER = "2".repeat(64);
     private static final Duration LEASE = Duration.ofMillis(200);
 
     /**
