@@ -71,7 +71,8 @@ public class IdempotencyProperties implements InitializingBean {
         /**
          * JSON bodies (content type {@code application/json} or {@code *+json}) are read and written canonically:
          * member order and whitespace do not matter, numbers are compared as exact decimals, and duplicate member
-         * names are refused (400 {@code idempotency-body-invalid}). Other bodies are fingerprinted as bytes.
+         * names are refused (400 {@code idempotency-body-invalid}). Other bodies are fingerprinted as bytes (with the
+         * charset they are read in when it is not UTF-8).
          */
         CANONICAL_JSON,
         /**
