@@ -216,6 +216,13 @@ public final class IdempotencyEngine {
             if (current == null) {
                 return lead(key, mine, mode, lease, deadline);
             }
+            if (current.owner == Thread.currentThread()) {
+                // called again from inside its own execution: it would wait for itself, then answer "in progress" (or
+                // "key reused"), which sends a message back to its broker for ever instead of naming the mistake
+                throw new IllegalStateException("an idempotent execution with " + key + " is already running on this"
+                        + " thread: call IdempotencyTemplate.execute outside any transaction, not from the work of"
+                        + " another execution");
+            }
             if (!current.requestHash.equals(requestHash)) {
                 // another request is the one to compare with once the key is known to be held for it; until then it
                 // may itself be a reuse of a key completed, or held on another instance, for this very request. If it
@@ -513,6 +520,8 @@ public final class IdempotencyEngine {
     /** A request of this instance working on a key, and what the requests waiting behind it will get. */
     private static final class Flight {
         final String requestHash;
+        /** The thread that works on the key (an execution belongs to the thread that started it). */
+        final Thread owner = Thread.currentThread();
         final CompletableFuture<Start> outcome = new CompletableFuture<>();
         /**
          * True once the key is known to be held for this flight's fingerprint: the request holds it, or a committed

@@ -474,10 +474,26 @@ class IdempotencyEngineTest {
     }
 
     @Test
-    void aDuplicateWithAnotherFingerprintIsAMismatchAtOnce() {
+    void aDuplicateWithAnotherFingerprintIsAMismatchAtOnce() throws Exception {
         proceed("token-1");
 
-        assertThat(engine.start(KEY, OTHER_HASH)).isEqualTo(new Mismatch());
+        // another request: on another thread (the leader's own thread may not wait for itself)
+        assertThat(CompletableFuture.supplyAsync(() -> engine.start(KEY, OTHER_HASH)).get(5, TimeUnit.SECONDS))
+                .isEqualTo(new Mismatch());
+        assertThat(transactions.begun).hasSize(1);
+    }
+
+    @Test
+    void theThreadOfARunningExecutionIsRefusedTheSameKeyAtOnceRatherThanWaitingForItself() {
+        proceed("token-1");
+
+        for (String hash : List.of(HASH, OTHER_HASH)) {
+            long started = System.nanoTime();
+            assertThatThrownBy(() -> engine.start(KEY, hash))
+                    .isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("already running on this thread");
+            assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(MAX_WAIT);
+        }
         assertThat(transactions.begun).hasSize(1);
     }
 
@@ -605,14 +621,16 @@ class IdempotencyEngineTest {
     }
 
     @Test
-    void aWaiterGivesUpAfterTheMaximumWait() {
+    void aWaiterGivesUpAfterTheMaximumWait() throws Exception {
         proceed("token-1");
 
-        long started = System.nanoTime();
-        Start start = engine.start(KEY, HASH);
+        CompletableFuture<Duration> waited = CompletableFuture.supplyAsync(() -> {
+            long started = System.nanoTime();
+            assertThat(engine.start(KEY, HASH)).isEqualTo(new InProgress());
+            return Duration.ofNanos(System.nanoTime() - started);
+        });
 
-        assertThat(start).isEqualTo(new InProgress());
-        assertThat(Duration.ofNanos(System.nanoTime() - started)).isGreaterThanOrEqualTo(MAX_WAIT.minusMillis(50));
+        assertThat(waited.get(5, TimeUnit.SECONDS)).isGreaterThanOrEqualTo(MAX_WAIT.minusMillis(50));
         assertThat(transactions.begun).hasSize(1);
     }
 

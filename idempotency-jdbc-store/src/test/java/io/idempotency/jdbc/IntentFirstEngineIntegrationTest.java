@@ -759,6 +759,48 @@ class IntentFirstEngineIntegrationTest {
         }
     }
 
+    /**
+     * Work that calls the template again with its own key (a listener re-dispatching the message it is handling) runs
+     * inside the transaction of the first call, like any nested use: it is refused at once, and not told "in progress"
+     * by waiting for itself — a redelivery signal that would only make the broker hand the message back again, and
+     * again — nor "key reused" for input of its own.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"ONE_TRANSACTION", "INTENT_FIRST"})
+    void workThatExecutesItsOwnKeyAgainIsRefusedAsNestedUse(IdempotencyMode mode) throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table effects (id bigserial primary key)");
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyEngine engine = engine(dataSource, store, StaleClaimResolver.RERUN);
+            IdempotencyTemplate template = new IdempotencyTemplate(engine);
+            ScopedKey key = new ScopedKey("", "orders-listener", UUID.randomUUID().toString());
+            byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
+            Duration lease = Duration.ofMinutes(5);
+
+            for (byte[] nestedInput : new byte[][] {message, "m-2".getBytes(StandardCharsets.UTF_8)}) {
+                org.assertj.core.api.Assertions.assertThatThrownBy(() -> template.execute(key, message, mode, lease,
+                        () -> {
+                            jdbc.update("insert into effects default values");
+                            return template.execute(key, nestedInput, mode, lease, () -> null).value();
+                        }))
+                        .isInstanceOf(IllegalStateException.class)
+                        .hasMessageContaining("already running on this thread");
+                if (mode == IdempotencyMode.INTENT_FIRST) {
+                    // as after any other failure of the work: an unknown outcome, for the resolver; start afresh
+                    jdbc.update("delete from idempotency_keys");
+                }
+            }
+
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isZero();
+            assertThat(store.find(key)).isEmpty();
+            IdempotencyTemplate.Result redelivered = template.execute(key, message, mode, lease,
+                    () -> "applied".getBytes(StandardCharsets.UTF_8));
+            assertThat(redelivered.replayed()).isFalse();
+            engine.shutdown();
+        }
+    }
+
     /** The retry of {@code key}'s request runs (it is not told "in progress"), and its answer is stored. */
     private static void assertTheRetryRuns(IdempotencyEngine engine, PostgresIdempotencyStore store, ScopedKey key,
                                            Duration lease) {
