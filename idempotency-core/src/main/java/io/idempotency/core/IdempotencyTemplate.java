@@ -65,8 +65,12 @@ public final class IdempotencyTemplate {
      *                                     the {@link StaleClaimResolver}); also if a resolver asked about a stale
      *                                     claim of the key answered with a body above the cap (nothing stored, the
      *                                     claim stays PROCESSING)
-     * @throws Exception                   what {@code work} threw, also when rolling its writes back failed (that
-     *                                     failure is attached as suppressed); its writes were rolled back
+     * @throws CommitFailedException      if the work's result could not be committed with its writes: nothing of
+     *                                     this run was kept (unless {@link CommitFailedException#outcomeUnknown()})
+     * @throws LeaseLostException          ({@link IdempotencyMode#INTENT_FIRST}) if the claim was taken over while
+     *                                     the work ran; its writes were rolled back
+     * @throws Exception                   what {@code work} threw, unwrapped, also when rolling its writes back failed
+     *                                     (that failure is attached as suppressed); its writes were rolled back
      */
     public Result execute(ScopedKey key, byte[] input, IdempotencyMode mode, Duration lease, Callable<byte[]> work)
             throws Exception {

@@ -760,6 +760,133 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
+     * One message delivered to eight consumers at once, four on each of two instances (a redelivery racing the first
+     * delivery, a broker that delivers to two queues): the work runs once, and every other delivery either gets its
+     * result — never another message's — or is told to come back later, never a second run.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"ONE_TRANSACTION", "INTENT_FIRST"})
+    void oneMessageOnEightConsumersOfTwoInstancesRunsOnce(IdempotencyMode mode) throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table effects (id bigserial primary key, message text)");
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            List<IdempotencyEngine> engines = List.of(engine(dataSource, store, StaleClaimResolver.RERUN),
+                    engine(dataSource, store, StaleClaimResolver.RERUN)); // two instances
+            ScopedKey key = new ScopedKey("", "payments-listener", UUID.randomUUID().toString());
+            byte[] message = "{\"payment\":\"p-1\"}".getBytes(StandardCharsets.UTF_8);
+            AtomicInteger runs = new AtomicInteger();
+            ExecutorService consumers = Executors.newFixedThreadPool(8);
+            CyclicBarrier together = new CyclicBarrier(8);
+            List<Future<IdempotencyTemplate.Result>> deliveries = new ArrayList<>();
+            for (int consumer = 0; consumer < 8; consumer++) {
+                IdempotencyTemplate template = new IdempotencyTemplate(engines.get(consumer % 2));
+                deliveries.add(consumers.submit(() -> {
+                    together.await();
+                    return template.execute(key, message, mode, Duration.ofMinutes(5), () -> {
+                        int run = runs.incrementAndGet();
+                        jdbc.update("insert into effects (message) values (?)", key.key());
+                        Thread.sleep(100); // long enough for the others to meet the claim
+                        return ("applied by run " + run).getBytes(StandardCharsets.UTF_8);
+                    });
+                }));
+            }
+            List<IdempotencyTemplate.Result> results = new ArrayList<>();
+            int inProgress = 0;
+            for (Future<IdempotencyTemplate.Result> delivery : deliveries) {
+                try {
+                    results.add(delivery.get(30, TimeUnit.SECONDS));
+                } catch (java.util.concurrent.ExecutionException e) {
+                    assertThat(e.getCause()).isInstanceOf(IdempotencyTemplate.InProgressException.class);
+                    inProgress++;
+                }
+            }
+            consumers.shutdownNow();
+
+            assertThat(runs).as("the work ran once").hasValue(1);
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isEqualTo(1);
+            assertThat(results).filteredOn(result -> !result.replayed()).hasSize(1);
+            assertThat(results.size() + inProgress).isEqualTo(8);
+            assertThat(results).allSatisfy(result -> assertThat(result.value()).asString(StandardCharsets.UTF_8)
+                    .isEqualTo("applied by run 1"));
+            IdempotencyTemplate.Result redelivered = new IdempotencyTemplate(engines.get(1)).execute(key, message,
+                    mode, Duration.ofMinutes(5), () -> "ran again".getBytes(StandardCharsets.UTF_8));
+            assertThat(redelivered.replayed()).isTrue();
+            assertThat(redelivered.value()).asString(StandardCharsets.UTF_8).isEqualTo("applied by run 1");
+            engines.forEach(IdempotencyEngine::shutdown);
+        }
+    }
+
+    /**
+     * What the work throws reaches the listener as the work threw it — a checked exception too, and a definite failure
+     * in the default mode — so that its container tells a retryable failure from a fatal one as it would without the
+     * template; its writes are rolled back with the claim, and the redelivery runs.
+     */
+    @Test
+    void theWorksExceptionsReachTheListenerUnwrappedAndTheRedeliveryRuns() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table effects (id bigserial primary key)");
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyTemplate template = new IdempotencyTemplate(engine(dataSource, store, StaleClaimResolver.RERUN));
+            ScopedKey key = new ScopedKey("", "events", UUID.randomUUID().toString());
+            byte[] message = "event-1".getBytes(StandardCharsets.UTF_8);
+
+            for (Exception thrown : List.of(new java.io.IOException("the archive is unreachable"),
+                    new io.idempotency.core.DefiniteFailureException("the event was refused"))) {
+                org.assertj.core.api.Assertions.assertThatThrownBy(() -> template.execute(key, message, () -> {
+                    jdbc.update("insert into effects default values");
+                    throw thrown;
+                })).isSameAs(thrown);
+                assertThat(store.find(key)).isEmpty();
+            }
+
+            IdempotencyTemplate.Result redelivered = template.execute(key, message, () -> {
+                jdbc.update("insert into effects default values");
+                return "applied".getBytes(StandardCharsets.UTF_8);
+            });
+            assertThat(redelivered.replayed()).isFalse();
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isEqualTo(1);
+        }
+    }
+
+    /**
+     * Work that catches the failure of one of its statements and returns all the same (a duplicate it means to
+     * tolerate): PostgreSQL has aborted the transaction, so the result cannot be stored with it. The template says so
+     * with {@code CommitFailedException}, keeps nothing — neither the work's other writes nor, in the default mode, the
+     * claim — and the redelivery runs the work again, which fails the same way while the work swallows the failure.
+     */
+    @Test
+    void workThatSwallowsAFailedStatementKeepsNothingAndFailsAsACommitFailure() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table payments (reference text primary key)");
+            jdbc.execute("create table effects (id bigserial primary key)");
+            jdbc.update("insert into payments values ('p-1')");
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyTemplate template = new IdempotencyTemplate(engine(dataSource, store, StaleClaimResolver.RERUN));
+            ScopedKey key = new ScopedKey("", "payments-listener", UUID.randomUUID().toString());
+            byte[] message = "p-1".getBytes(StandardCharsets.UTF_8);
+
+            for (int delivery = 0; delivery < 2; delivery++) {
+                org.assertj.core.api.Assertions.assertThatThrownBy(() -> template.execute(key, message, () -> {
+                    jdbc.update("insert into effects default values");
+                    try {
+                        jdbc.update("insert into payments values ('p-1')");
+                    } catch (org.springframework.dao.DuplicateKeyException alreadyBooked) {
+                        return "already booked".getBytes(StandardCharsets.UTF_8);
+                    }
+                    return "booked".getBytes(StandardCharsets.UTF_8);
+                })).isInstanceOf(io.idempotency.core.CommitFailedException.class)
+                        .satisfies(failed -> assertThat(((io.idempotency.core.CommitFailedException) failed)
+                                .outcomeUnknown()).isFalse());
+                assertThat(store.find(key)).isEmpty();
+            }
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isZero();
+        }
+    }
+
+    /**
      * Work that calls the template again with its own key (a listener re-dispatching the message it is handling) runs
      * inside the transaction of the first call, like any nested use: it is refused at once, and not told "in progress"
      * by waiting for itself — a redelivery signal that would only make the broker hand the message back again, and
