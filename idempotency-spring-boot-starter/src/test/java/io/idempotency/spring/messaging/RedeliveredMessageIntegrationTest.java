@@ -22,11 +22,13 @@ import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -155,6 +157,65 @@ class RedeliveredMessageIntegrationTest {
         });
     }
 
+    /**
+     * The consumer's channel is lost while its work is still running (a network blip, a consumer timeout): the broker
+     * redelivers the message to another consumer at once, before the first run has committed. That redelivery must not
+     * run the work a second time: it waits for the first run, and is told "in progress" when the first takes longer
+     * than {@code idempotency.in-flight-wait}, so its consumer gives it back. The first run then commits, although its
+     * ack can no longer reach the broker, and the next redelivery replays its result.
+     */
+    @Test
+    void aRedeliveryWhileTheFirstDeliveryStillWorksIsNotRunAgain() throws Exception {
+        TestPostgres.Database database = databaseWithLedger();
+        TestAmqpBroker broker = TestAmqpBroker.get();
+        runner(database).withPropertyValues("idempotency.in-flight-wait=1s").run(context -> {
+            assertThat(context).hasNotFailed();
+            LedgerListener listener = context.getBean(LedgerListener.class);
+            CountDownLatch working = new CountDownLatch(1);
+            CountDownLatch finish = new CountDownLatch(1);
+            listener.holdNextRunAfterInsert(working, finish);
+            BlockingQueue<Observed> observed = new LinkedBlockingQueue<>();
+            String queue = "idempotency-test-" + UUID.randomUUID();
+            String messageId = "msg-" + UUID.randomUUID();
+
+            try (Connection connection = broker.connect()) {
+                Channel first = connection.createChannel();
+                declare(first, queue);
+                consume(first, queue, listener, observed, List.of(Ack.NONE));
+                publish(first, queue, messageId);
+                assertThat(working.await(DELIVERY_TIMEOUT_SECONDS, TimeUnit.SECONDS)).as("the first run started")
+                        .isTrue();
+                Channel second = connection.createChannel();
+                consume(second, queue, listener, observed, List.of(Ack.NACK_REQUEUE, Ack.ACK));
+                // the first consumer's channel is gone while it works: the broker gives the message to the second
+                first.abort();
+
+                Observed d2 = next(observed, 2, broker);
+                finish.countDown();
+                // the first run's end and the next redelivery's replay of it race to be observed
+                List<Observed> last = List.of(next(observed, 1, broker), next(observed, 3, broker));
+                assertThat(d2.redelivered()).as("the broker's redelivered flag (%s)", broker.description()).isTrue();
+                assertThat(last).extracting(Observed::redelivered).containsExactlyInAnyOrder(false, true);
+                Observed d1 = last.stream().filter(delivery -> !delivery.redelivered()).findFirst().orElseThrow();
+                Observed d3 = last.stream().filter(Observed::redelivered).findFirst().orElseThrow();
+                assertThat(observed.poll(300, TimeUnit.MILLISECONDS))
+                        .as("no fourth delivery after the ack").isNull();
+                second.queueDelete(queue);
+
+                assertThat(d2.failure()).as("the redelivery during the first run")
+                        .isInstanceOf(IdempotencyTemplate.InProgressException.class);
+                assertThat(d1.failure()).isNull();
+                assertThat(d1.result().replayed()).isFalse();
+                assertThat(d3.failure()).isNull();
+                assertThat(d3.result().replayed()).as("the redelivery after the first run committed").isTrue();
+                assertThat(d3.result().value()).isEqualTo(d1.result().value());
+            }
+
+            assertThat(listener.workRuns()).as("the work ran once").isEqualTo(1);
+            assertThat(database.queryLong("select count(*) from ledger")).as("ledger rows").isEqualTo(1);
+        });
+    }
+
     // ------------------------------------------------------------------------------------------------------------
 
     private static TestPostgres.Database databaseWithLedger() {
@@ -192,6 +253,7 @@ class RedeliveredMessageIntegrationTest {
         private final JdbcTemplate jdbc;
         private final AtomicInteger workRuns = new AtomicInteger();
         private final AtomicBoolean failNextRun = new AtomicBoolean();
+        private final AtomicReference<CountDownLatch[]> holdNextRun = new AtomicReference<>();
         private final List<Long> rowsSeenBeforeInsert = new CopyOnWriteArrayList<>();
 
         LedgerListener(IdempotencyTemplate template, JdbcTemplate jdbc) {
@@ -212,12 +274,24 @@ class RedeliveredMessageIntegrationTest {
                 if (failNextRun.getAndSet(false)) {
                     throw new IllegalStateException("simulated crash after the insert");
                 }
+                CountDownLatch[] hold = holdNextRun.getAndSet(null);
+                if (hold != null) {
+                    hold[0].countDown();
+                    if (!hold[1].await(DELIVERY_TIMEOUT_SECONDS * 2, TimeUnit.SECONDS)) {
+                        throw new IllegalStateException("the test never let the run finish");
+                    }
+                }
                 return ("booked " + messageId).getBytes(StandardCharsets.UTF_8);
             });
         }
 
         void failNextRunAfterInsert() {
             failNextRun.set(true);
+        }
+
+        /** The next run counts {@code working} down after its insert, then waits for {@code finish}. */
+        void holdNextRunAfterInsert(CountDownLatch working, CountDownLatch finish) {
+            holdNextRun.set(new CountDownLatch[] {working, finish});
         }
 
         int workRuns() {
