@@ -732,6 +732,38 @@ class IntentFirstEngineIntegrationTest {
         }
     }
 
+    /**
+     * Work with nothing to say returns null: that is a result like any other, stored as an empty one, so its
+     * redelivery is a replay of an empty array — not a null a listener would have to tell from "not run".
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"ONE_TRANSACTION", "INTENT_FIRST"})
+    void aNullResultIsStoredAndReplayedAsAnEmptyOne(IdempotencyMode mode) throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table effects (id bigserial primary key)");
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyEngine engine = engine(dataSource, store, StaleClaimResolver.RERUN);
+            IdempotencyTemplate template = new IdempotencyTemplate(engine);
+            ScopedKey key = new ScopedKey("", "events", UUID.randomUUID().toString());
+            byte[] message = "event-1".getBytes(StandardCharsets.UTF_8);
+
+            List<IdempotencyTemplate.Result> results = new ArrayList<>();
+            for (int delivery = 0; delivery < 2; delivery++) {
+                results.add(template.execute(key, message, mode, Duration.ofMinutes(5), () -> {
+                    jdbc.update("insert into effects default values");
+                    return null;
+                }));
+            }
+
+            assertThat(results).extracting(IdempotencyTemplate.Result::replayed).containsExactly(false, true);
+            assertThat(results).allSatisfy(result -> assertThat(result.value()).isNotNull().isEmpty());
+            assertThat(store.find(key).orElseThrow().status()).isEqualTo(RecordStatus.SUCCEEDED);
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isEqualTo(1);
+            engine.shutdown();
+        }
+    }
+
     @ParameterizedTest
     @ValueSource(strings = {"ONE_TRANSACTION", "INTENT_FIRST"})
     void workInsideATransactionAlreadyOpenIsRefusedBeforeAnythingIsClaimed(IdempotencyMode mode) throws Exception {
