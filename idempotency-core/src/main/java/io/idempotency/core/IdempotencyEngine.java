@@ -368,7 +368,10 @@ public final class IdempotencyEngine {
             if (remaining <= 0) {
                 return new InProgress();
             }
-            sleep(Math.min(TimeUnit.NANOSECONDS.toMillis(remaining) + 1, 50));
+            if (!pause(Math.min(TimeUnit.NANOSECONDS.toMillis(remaining) + 1, 50))) {
+                // the thread is being stopped: come back later, as a request waiting in this instance is told
+                return new InProgress();
+            }
         }
     }
 
@@ -491,12 +494,14 @@ public final class IdempotencyEngine {
         return left <= 0 ? null : Duration.ofNanos(Math.max(left, TimeUnit.MILLISECONDS.toNanos(1)));
     }
 
-    private static void sleep(long millis) {
+    /** Waits {@code millis}; false if the thread was interrupted, whose interrupt is kept for its caller. */
+    private static boolean pause(long millis) {
         try {
             Thread.sleep(millis);
+            return true;
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new IllegalStateException("interrupted while waiting for a request in progress", e);
+            return false;
         }
     }
 

@@ -919,6 +919,56 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
+     * A consumer that waits for another instance's intent-first run of its message is interrupted (its listener
+     * container is stopping): it is told at once to come back later, as a consumer waiting behind a run of its own
+     * instance is, with the interrupt kept — not failed as if the listener were wrong, which a container that
+     * dead-letters such failures would do to a message nothing is wrong with.
+     */
+    @Test
+    void aConsumerInterruptedWhileAnotherInstanceRunsItsMessageIsToldToComeBackLater() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyEngine running = engine(dataSource, store, StaleClaimResolver.RERUN);
+            IdempotencyEngine waiting = new IdempotencyEngine(store, transactions(dataSource), StoragePolicy.DEFAULT,
+                    DAY, Duration.ofSeconds(20), StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
+            ScopedKey key = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
+            byte[] message = "charge-1".getBytes(StandardCharsets.UTF_8);
+            String fingerprint = io.idempotency.core.RequestFingerprint.of("EXECUTE", key.scope(), null, message);
+            IdempotencyEngine.Proceed first = (IdempotencyEngine.Proceed) running.start(key, fingerprint,
+                    IdempotencyMode.INTENT_FIRST, Duration.ofMinutes(5));
+
+            CompletableFuture<Throwable> failure = new CompletableFuture<>();
+            CompletableFuture<Boolean> stillInterrupted = new CompletableFuture<>();
+            AtomicInteger runs = new AtomicInteger();
+            Thread consumer = new Thread(() -> {
+                try {
+                    new IdempotencyTemplate(waiting).execute(key, message, IdempotencyMode.INTENT_FIRST,
+                            Duration.ofMinutes(5), () -> new byte[runs.incrementAndGet()]);
+                    failure.complete(null);
+                } catch (Throwable e) {
+                    failure.complete(e);
+                }
+                stillInterrupted.complete(Thread.currentThread().isInterrupted());
+            });
+            consumer.start();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (consumer.getState() != Thread.State.TIMED_WAITING) { // polling the other instance's claim
+                assertThat(System.nanoTime()).isLessThan(deadline);
+                Thread.sleep(5);
+            }
+
+            consumer.interrupt();
+            assertThat(failure.get(5, TimeUnit.SECONDS)).isInstanceOf(IdempotencyTemplate.InProgressException.class);
+            assertThat(stillInterrupted.get(5, TimeUnit.SECONDS)).as("the interrupt is kept for the container")
+                    .isTrue();
+            assertThat(runs).hasValue(0);
+            first.execution().finish(new StoredResponse(200, List.of(), null));
+            running.shutdown();
+            waiting.shutdown();
+        }
+    }
+
+    /**
      * Work that calls the template again with its own key (a listener re-dispatching the message it is handling) runs
      * inside the transaction of the first call, like any nested use: it is refused at once, and not told "in progress"
      * by waiting for itself — a redelivery signal that would only make the broker hand the message back again, and
