@@ -1010,6 +1010,42 @@ class IntentFirstEngineIntegrationTest {
         }
     }
 
+    /**
+     * After its commit a transaction still shows as active to the callbacks Spring runs then (a
+     * {@code @TransactionalEventListener} of phase {@code AFTER_COMMIT}, an {@code afterCommit}), and their data access
+     * would join it: the template is refused there too, before anything is claimed, as the docs say.
+     */
+    @Test
+    void workInACallbackAfterTheCommitOfAnotherTransactionIsRefused() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyTemplate template = new IdempotencyTemplate(engine(dataSource, store, StaleClaimResolver.RERUN));
+            ScopedKey key = new ScopedKey("", "orders-listener", UUID.randomUUID().toString());
+            CompletableFuture<Throwable> refusal = new CompletableFuture<>();
+            org.springframework.transaction.support.TransactionTemplate outer =
+                    new org.springframework.transaction.support.TransactionTemplate(
+                            new DataSourceTransactionManager(dataSource));
+            org.springframework.transaction.support.TransactionSynchronization afterCommit =
+                    new org.springframework.transaction.support.TransactionSynchronization() {
+                        @Override
+                        public void afterCommit() {
+                            try {
+                                template.execute(key, new byte[0], () -> null);
+                                refusal.complete(null);
+                            } catch (Throwable e) {
+                                refusal.complete(e);
+                            }
+                        }
+                    };
+            outer.executeWithoutResult(status -> org.springframework.transaction.support
+                    .TransactionSynchronizationManager.registerSynchronization(afterCommit));
+
+            assertThat(refusal.get(5, TimeUnit.SECONDS)).isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("already active on this thread");
+            assertThat(store.find(key)).isEmpty();
+        }
+    }
+
     /** The retry of {@code key}'s request runs (it is not told "in progress"), and its answer is stored. */
     private static void assertTheRetryRuns(IdempotencyEngine engine, PostgresIdempotencyStore store, ScopedKey key,
                                            Duration lease) {
