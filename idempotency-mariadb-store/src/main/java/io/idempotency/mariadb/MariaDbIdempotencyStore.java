@@ -193,7 +193,11 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
                 if (left <= 0) {
                     return new ClaimResult.Busy();
                 }
-                sleep(Math.min(pause, left));
+                if (!pause(Math.min(pause, left))) {
+                    // the thread is being stopped: "come back later", as when the wait runs out (a listener container
+                    // stopping its consumers must not take the claim's wait for a failed message)
+                    return new ClaimResult.Busy();
+                }
                 pause = Math.min(pause * 2, MAX_PAUSE_NANOS);
             }
             // otherwise the record changed between look-up and write (committed, taken over, released): look again
@@ -222,12 +226,14 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
         }
     }
 
-    private static void sleep(long nanos) {
+    /** Waits {@code nanos}; false if the thread was interrupted, whose interrupt is kept for its caller. */
+    private static boolean pause(long nanos) {
         try {
             Thread.sleep(nanos / 1_000_000, (int) (nanos % 1_000_000));
+            return true;
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new IllegalStateException("interrupted while waiting for a concurrent claim", e);
+            return false;
         }
     }
 

@@ -97,6 +97,39 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         assertThat(record.leaseExpired()).isFalse();
     }
 
+    /**
+     * A claim whose thread is interrupted while it waits for another transaction's claim of the key is told "busy",
+     * as when its wait runs out, and keeps the interrupt: the thread is being stopped, the request is not at fault.
+     */
+    @Test
+    void aClaimInterruptedWhileItWaitsIsBusyAndKeepsTheInterrupt() throws Exception {
+        ScopedKey key = newKey();
+        Transactions.Transaction holder = TRANSACTIONS.begin();
+        try {
+            assertThat(STORE.claim(new ClaimRequest(key, "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1))))
+                    .isInstanceOf(ClaimResult.Claimed.class);
+            ClaimResult[] result = new ClaimResult[1];
+            boolean[] interrupted = new boolean[1];
+            Thread waiter = new Thread(() -> {
+                Transactions.Transaction transaction = TRANSACTIONS.begin();
+                try {
+                    Thread.currentThread().interrupt();
+                    result[0] = STORE.claim(new ClaimRequest(key, "c".repeat(64), Duration.ofDays(1),
+                            Duration.ofSeconds(10)));
+                    interrupted[0] = Thread.interrupted();
+                } finally {
+                    transaction.rollback();
+                }
+            });
+            waiter.start();
+            waiter.join(TimeUnit.SECONDS.toMillis(30));
+            assertThat(result[0]).isInstanceOf(ClaimResult.Busy.class);
+            assertThat(interrupted[0]).as("the interrupt is kept").isTrue();
+        } finally {
+            holder.rollback();
+        }
+    }
+
     /** At REPEATABLE READ (InnoDB's default) a look-up after a conflict would miss the record: refused. */
     @Test
     void aClaimAtRepeatableReadIsRefused() {
