@@ -342,11 +342,7 @@ class IntentFirstEngineIntegrationTest {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
             Duration lease = Duration.ofMillis(600);
-            IdempotencyEngine crashed = engine(dataSource, store, StaleClaimResolver.RERUN);
-            ((IdempotencyEngine.Proceed) crashed.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
-                    .execution().abandon();
-            crashed.shutdown();
-            Thread.sleep(lease.toMillis() + 100);
+            leaveAStaleClaim(dataSource, store, key, lease);
 
             AtomicInteger consulted = new AtomicInteger();
             CountDownLatch consulting = new CountDownLatch(1);
@@ -405,11 +401,7 @@ class IntentFirstEngineIntegrationTest {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
             Duration lease = Duration.ofMillis(300);
-            IdempotencyEngine crashed = engine(dataSource, store, StaleClaimResolver.RERUN);
-            ((IdempotencyEngine.Proceed) crashed.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
-                    .execution().abandon();
-            crashed.shutdown();
-            Thread.sleep(lease.toMillis() + 100);
+            leaveAStaleClaim(dataSource, store, key, lease);
 
             CountDownLatch consulting = new CountDownLatch(1);
             StaleClaimResolver slowGateway = claim -> {
@@ -1133,5 +1125,15 @@ class IntentFirstEngineIntegrationTest {
                 throw new IllegalStateException(e);
             }
         };
+    }
+
+    /** Leaves a stale claim of {@code key}: an attempt that crashed after its claim was committed, lease run out. */
+    private static void leaveAStaleClaim(HikariDataSource dataSource, PostgresIdempotencyStore store, ScopedKey key,
+                                         Duration lease) throws InterruptedException {
+        IdempotencyEngine crashed = engine(dataSource, store, StaleClaimResolver.RERUN);
+        ((IdempotencyEngine.Proceed) crashed.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
+                .execution().abandon();
+        crashed.shutdown();
+        Thread.sleep(lease.toMillis() + 100);
     }
 }
