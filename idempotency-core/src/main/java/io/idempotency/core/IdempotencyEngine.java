@@ -24,6 +24,10 @@ import java.util.concurrent.TimeoutException;
  *       ({@link Start.Replay}), or, if it rolled back, a fresh claim.
  *       So a storm of one key holds at most one connection per key per instance. This is only an economy: the
  *       database still arbitrates every claim, across instances too.</li>
+ *   <li><b>Replay from memory</b>: a request whose answer the {@link ReplayCache} keeps gets it at once; one the
+ *       cache remembers completed, without keeping its answer, is answered from one read of its record, outside any
+ *       transaction, if the record is that request's completed one (a completed record never changes). Anything else
+ *       goes on to the claim.</li>
  *   <li><b>Claim</b> ({@link #start}): open a transaction at READ COMMITTED and ask the store to claim the key
  *       atomically. The unique index arbitrates: of any number of concurrent requests — in one JVM or in many —
  *       exactly one inserts the PROCESSING record; the others wait (bounded) for that transaction to end.
@@ -252,9 +256,12 @@ public final class IdempotencyEngine {
     private Start lead(ScopedKey key, Flight flight, IdempotencyMode mode, Duration lease, long deadline) {
         Start start;
         try {
-            start = mode == IdempotencyMode.INTENT_FIRST
-                    ? claimIntent(key, flight, lease, deadline)
-                    : claim(key, flight.requestHash, deadline);
+            start = replayOfCompleted(key, flight.requestHash);
+            if (start == null) {
+                start = mode == IdempotencyMode.INTENT_FIRST
+                        ? claimIntent(key, flight, lease, deadline)
+                        : claim(key, flight.requestHash, deadline);
+            }
         } catch (Throwable e) { // also a checked exception a store without them (Kotlin) passes on undeclared
             land(key, flight, null);
             throw e;
@@ -269,6 +276,25 @@ public final class IdempotencyEngine {
         }
         land(key, flight, start);
         return start;
+    }
+
+    /**
+     * The replay of a request this instance may have seen completed, from one read of its record outside any
+     * transaction — a claim of a completed key writes nothing, but costs a transaction and its rollback. Null when
+     * the request is not remembered, or its record is not (or no longer) that request's completed one: then the claim
+     * decides, as for any request. A completed record never changes, so reading it answers as a claim would.
+     */
+    private Replay replayOfCompleted(ScopedKey key, String requestHash) {
+        if (!replayCache.mayHaveCompleted(key, requestHash)) {
+            return null;
+        }
+        IdempotencyRecord record = store.find(key).orElse(null);
+        if (record == null || record.status() != RecordStatus.SUCCEEDED
+                || !record.requestHash().equals(requestHash)) {
+            return null;
+        }
+        replayCache.put(key, requestHash, record.response());
+        return new Replay(record.response());
     }
 
     private Start claim(ScopedKey key, String requestHash, long deadline) {

@@ -12,7 +12,12 @@ import java.util.LinkedHashMap;
  * removed and its key used again, on any instance, so only the database can say whether the key belongs to another
  * request or to this very one. Entries age on the monotonic clock (never the wall clock) from when they were stored,
  * the least recently used go first when there are more than {@code maxEntries} or they take more than
- * {@code maxTotalBytes}, and only answers up to {@code maxBodyBytes} are kept. Thread-safe.
+ * {@code maxTotalBytes}, and only answers up to {@code maxBodyBytes} are kept.
+ *
+ * <p>Beyond the answers it keeps, it can remember which requests completed ({@code completedKeys} of them, a few
+ * bytes each): a request it remembers is answered from one read of its record, outside any transaction, rather than
+ * from a claim and its rollback — provided the record read is that very request's completed one; anything else is
+ * left to the claim. Thread-safe.
  */
 public final class ReplayCache {
 
@@ -31,6 +36,12 @@ public final class ReplayCache {
     private final long maxAgeNanos;
     private final LinkedHashMap<ScopedKey, Entry> entries = new LinkedHashMap<>(16, 0.75f, true);
     private long totalBytes;
+    private final CompletedKeys completed;
+
+    /** A cache that remembers no request beyond the answers it keeps. */
+    public ReplayCache(int maxEntries, int maxBodyBytes, long maxTotalBytes, Duration maxAge) {
+        this(maxEntries, maxBodyBytes, maxTotalBytes, maxAge, 0);
+    }
 
     /**
      * @param maxEntries    how many answers are kept at most; 0 keeps none
@@ -38,8 +49,11 @@ public final class ReplayCache {
      * @param maxTotalBytes how much memory the kept answers may take at most, as {@link #footprint} estimates it
      * @param maxAge        how long an answer is kept after it was stored (reading it from the cache does not extend
      *                      it; reading it from the database again does)
+     * @param completedKeys how many completed requests are remembered at least, beyond the answers kept, so that
+     *                      their replays take one read instead of a claim; 0 remembers none
      */
-    public ReplayCache(int maxEntries, int maxBodyBytes, long maxTotalBytes, Duration maxAge) {
+    public ReplayCache(int maxEntries, int maxBodyBytes, long maxTotalBytes, Duration maxAge, int completedKeys) {
+        this.completed = new CompletedKeys(completedKeys);
         this.maxEntries = Math.max(0, maxEntries);
         this.maxBodyBytes = maxBodyBytes;
         this.maxTotalBytes = maxTotalBytes;
@@ -53,6 +67,7 @@ public final class ReplayCache {
      * key: that came from a record which has since been removed, and its key used again.
      */
     void put(ScopedKey key, String requestHash, StoredResponse response) {
+        completed.add(key, requestHash);
         if (maxEntries == 0) {
             return;
         }
@@ -116,6 +131,15 @@ public final class ReplayCache {
             return null;
         }
         return entry.requestHash().equals(requestHash) ? new IdempotencyEngine.Replay(entry.response()) : null;
+    }
+
+    /**
+     * Whether the request with {@code key} and {@code requestHash} may be one this instance saw completed: worth
+     * reading its record before claiming. Often true of a request whose record has gone, now and then of one never
+     * seen; false only of requests not remembered.
+     */
+    boolean mayHaveCompleted(ScopedKey key, String requestHash) {
+        return completed.mightContain(key, requestHash);
     }
 
     /** An estimate of the memory one kept answer takes: its body, its strings, and a fixed overhead. */

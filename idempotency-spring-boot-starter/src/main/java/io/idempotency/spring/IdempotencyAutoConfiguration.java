@@ -247,6 +247,9 @@ public class IdempotencyAutoConfiguration {
         if (cache.getMaxEntries() < 0) {
             refuse("idempotency.replay-cache.max-entries", cache.getMaxEntries(), "0 (no cache) or more");
         }
+        if (cache.getCompletedKeys() < 0) {
+            refuse("idempotency.replay-cache.completed-keys", cache.getCompletedKeys(), "0 (none remembered) or more");
+        }
         if (cache.getMaxBodySize().toBytes() < 0 || cache.getMaxTotalSize().toBytes() < 0) {
             refuse("idempotency.replay-cache.max-body-size and max-total-size", cache.getMaxBodySize() + ", "
                     + cache.getMaxTotalSize(), "0 or more");
@@ -396,7 +399,7 @@ public class IdempotencyAutoConfiguration {
                 properties.getInFlightWait(), ReplayableResolver.of(resolver, properties.getReplayedHeaders()),
                 downstreamKeys, new ReplayCache(cache.getMaxEntries(),
                         (int) Math.min(Integer.MAX_VALUE, cache.getMaxBodySize().toBytes()),
-                        cache.getMaxTotalSize().toBytes(), cache.getMaxAge()),
+                        cache.getMaxTotalSize().toBytes(), cache.getMaxAge(), cache.getCompletedKeys()),
                 properties.getMaxStoredBodySize().toBytes());
     }
 

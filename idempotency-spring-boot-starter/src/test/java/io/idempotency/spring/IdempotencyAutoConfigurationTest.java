@@ -471,6 +471,7 @@ class IdempotencyAutoConfigurationTest {
             "idempotency.max-stored-body-size = -1B",
             "idempotency.downstream-key-secret = ''",
             "idempotency.replay-cache.max-entries = -1",
+            "idempotency.replay-cache.completed-keys = -1",
             "idempotency.replay-cache.max-age = -1s",
             "idempotency.retention.cleanup.batch-size = 0",
             "idempotency.retention.cleanup.partitions-ahead = -1",

@@ -9,10 +9,12 @@ import java.util.UUID;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * {@link IdempotentEndpointIntegrationTest} with the in-memory replay cache off, so that every replay and every
- * refused reuse of a key is decided by the record stored in PostgreSQL, not by the instance's memory of it.
+ * {@link IdempotentEndpointIntegrationTest} with the in-memory replay cache off — neither answers nor completed
+ * requests remembered — so that every replay and every refused reuse of a key is decided by a claim in PostgreSQL, not
+ * by the instance's memory of it.
  */
-@TestPropertySource(properties = "idempotency.replay-cache.max-entries=0")
+@TestPropertySource(properties = {"idempotency.replay-cache.max-entries=0",
+        "idempotency.replay-cache.completed-keys=0"})
 class IdempotentEndpointWithoutReplayCacheIntegrationTest extends IdempotentEndpointIntegrationTest {
 
     @Test

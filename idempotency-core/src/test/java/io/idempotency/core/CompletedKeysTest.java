@@ -1,0 +1,111 @@
+package io.idempotency.core;
+
+import org.junit.jupiter.api.Test;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.stream.IntStream;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+class CompletedKeysTest {
+
+    private static final String HASH = "a".repeat(64);
+
+    private static ScopedKey key(int n) {
+        return new ScopedKey("", "POST /payments", "key-" + n);
+    }
+
+    @Test
+    void remembersARequestByItsKeyAndItsFingerprintTogether() {
+        CompletedKeys keys = new CompletedKeys(1_000);
+        ScopedKey key = new ScopedKey("alice", "POST /payments", "k-1");
+        keys.add(key, HASH);
+
+        assertThat(keys.mightContain(key, HASH)).isTrue();
+        assertThat(keys.mightContain(key, "b".repeat(64))).as("another body under the key").isFalse();
+        assertThat(keys.mightContain(new ScopedKey("bob", "POST /payments", "k-1"), HASH)).as("caller").isFalse();
+        assertThat(keys.mightContain(new ScopedKey("alice", "POST /refunds", "k-1"), HASH)).as("scope").isFalse();
+        assertThat(keys.mightContain(new ScopedKey("alice", "POST /payments", "k-2"), HASH)).as("key").isFalse();
+    }
+
+    @Test
+    void partsRunningTogetherAreNotTheSameRequest() {
+        assertThat(CompletedKeys.hash(new ScopedKey("ab", "c", "k"), HASH))
+                .isNotEqualTo(CompletedKeys.hash(new ScopedKey("a", "bc", "k"), HASH));
+        assertThat(CompletedKeys.hash(new ScopedKey("", "POST /x", "k1"), "2"))
+                .isNotEqualTo(CompletedKeys.hash(new ScopedKey("", "POST /x", "k"), "12"));
+    }
+
+    @Test
+    void aFullGenerationMistakesAboutOneRequestInAHundredForOneItSaw() {
+        int capacity = 100_000;
+        CompletedKeys keys = new CompletedKeys(capacity);
+        for (int i = 0; i < capacity - 1; i++) { // one short of a new generation
+            keys.add(key(i), HASH);
+        }
+        long mistaken = IntStream.range(capacity, 3 * capacity).filter(i -> keys.mightContain(key(i), HASH)).count();
+
+        assertThat(IntStream.range(0, capacity - 1).allMatch(i -> keys.mightContain(key(i), HASH))).isTrue();
+        assertThat(mistaken / (2.0 * capacity)).as("false positives among requests never seen").isLessThan(0.015);
+    }
+
+    @Test
+    void remembersAtLeastTheLastCapacityRequestsAndForgetsOlderOnes() {
+        int capacity = 10_000;
+        CompletedKeys keys = new CompletedKeys(capacity);
+        int total = 5 * capacity + 1234;
+        for (int i = 0; i < total; i++) {
+            keys.add(key(i), HASH);
+        }
+
+        assertThat(IntStream.range(total - capacity, total).allMatch(i -> keys.mightContain(key(i), HASH)))
+                .as("the last capacity requests").isTrue();
+        long stillThere = IntStream.range(0, 2 * capacity).filter(i -> keys.mightContain(key(i), HASH)).count();
+        assertThat(stillThere / (2.0 * capacity)).as("requests three generations old: only false positives")
+                .isLessThan(0.03);
+    }
+
+    @Test
+    void concurrentAddsAreAllRemembered() {
+        int capacity = 50_000;
+        CompletedKeys keys = new CompletedKeys(capacity);
+        List<CompletableFuture<Void>> writers = new ArrayList<>();
+        for (int t = 0; t < 4; t++) {
+            int first = t * 10_000;
+            writers.add(CompletableFuture.runAsync(() -> {
+                for (int i = first; i < first + 10_000; i++) {
+                    keys.add(key(i), HASH);
+                }
+            }));
+        }
+        writers.forEach(CompletableFuture::join);
+
+        assertThat(IntStream.range(0, 40_000).allMatch(i -> keys.mightContain(key(i), HASH))).isTrue();
+    }
+
+    @Test
+    void capacityZeroRemembersNothingAndANegativeOneIsRefused() {
+        CompletedKeys none = new CompletedKeys(0);
+        none.add(key(1), HASH);
+
+        assertThat(none.mightContain(key(1), HASH)).isFalse();
+        assertThatThrownBy(() -> new CompletedKeys(-1)).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("capacity");
+    }
+
+    @Test
+    void theReplayCacheRemembersCompletedRequestsEvenWhenItKeepsNoAnswer() {
+        ReplayCache answersOff = new ReplayCache(0, 1024, 1 << 20, java.time.Duration.ofMinutes(1), 100);
+        StoredResponse answer = new StoredResponse(201, List.of(), new byte[10]);
+        answersOff.put(key(1), HASH, answer);
+
+        assertThat(answersOff.answer(key(1), HASH)).isNull();
+        assertThat(answersOff.mayHaveCompleted(key(1), HASH)).isTrue();
+        ReplayCache rememberingNone = new ReplayCache(10, 1024, 1 << 20, java.time.Duration.ofMinutes(1));
+        rememberingNone.put(key(1), HASH, answer);
+        assertThat(rememberingNone.mayHaveCompleted(key(1), HASH)).isFalse();
+    }
+}
