@@ -39,15 +39,18 @@ final class CompletedKeys {
             this.bits = (long) words.length * 64;
         }
 
-        void add(long first, long step) {
+        /** Sets the request's bits; false if all were set already (it was there, or looks as if it were). */
+        boolean add(long first, long step) {
+            boolean changed = false;
             for (int i = 0; i < PROBES; i++) {
                 long bit = Math.floorMod(first + i * step, bits);
                 long mask = 1L << bit; // a shift uses the low 6 bits: the bit within its word
                 int word = (int) (bit >>> 6);
                 if (((long) WORDS.getOpaque(words, word) & mask) == 0) {
-                    WORDS.getAndBitwiseOr(words, word, mask);
+                    changed |= ((long) WORDS.getAndBitwiseOr(words, word, mask) & mask) == 0;
                 }
             }
+            return changed;
         }
 
         boolean mightContain(long first, long step) {
@@ -80,8 +83,8 @@ final class CompletedKeys {
             return;
         }
         long hash = hash(key, requestHash);
-        now.current.add(hash, step(hash));
-        if (now.current.added.incrementAndGet() == capacity) {
+        // a request remembered already (replayed again) does not count again: the generation holds distinct requests
+        if (now.current.add(hash, step(hash)) && now.current.added.incrementAndGet() == capacity) {
             renew(now);
         }
     }

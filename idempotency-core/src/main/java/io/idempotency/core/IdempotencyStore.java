@@ -79,7 +79,11 @@ public interface IdempotencyStore {
     /** At most {@code limit} PROCESSING records whose lease has run out by the database clock, oldest lease first. */
     List<IdempotencyRecord> findExpiredLeases(int limit);
 
-    /** The committed record for {@code key}, if any (expired or not). */
+    /**
+     * The committed record for {@code key}, if any (expired or not). The engine also calls it with no transaction open,
+     * to answer a retry it remembers from the completed record: it must then read what is committed without waiting
+     * for a claim another transaction holds on the key.
+     */
     Optional<IdempotencyRecord> find(ScopedKey key);
 
     /**

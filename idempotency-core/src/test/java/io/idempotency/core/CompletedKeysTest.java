@@ -69,6 +69,18 @@ class CompletedKeysTest {
     }
 
     @Test
+    void aRequestAddedAgainDoesNotPushOthersOut() {
+        int capacity = 1_000;
+        CompletedKeys keys = new CompletedKeys(capacity);
+        keys.add(key(0), HASH);
+        for (int i = 0; i < 10 * capacity; i++) { // one request replayed over and over
+            keys.add(key(1), HASH);
+        }
+
+        assertThat(keys.mightContain(key(0), HASH)).as("still in the first generation").isTrue();
+    }
+
+    @Test
     void concurrentAddsAreAllRemembered() {
         int capacity = 50_000;
         CompletedKeys keys = new CompletedKeys(capacity);

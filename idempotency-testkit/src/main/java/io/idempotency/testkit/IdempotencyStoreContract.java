@@ -440,6 +440,43 @@ public abstract class IdempotencyStoreContract {
     }
 
     /**
+     * The engine reads a completed record with no transaction open before it claims (a retry of a request it
+     * remembers): the read returns what is committed, the stored answer byte for byte, and never waits for a claim
+     * another transaction holds on the key.
+     */
+    @Test
+    void aReadWithNoTransactionOpenReturnsTheCommittedRecordWithoutWaiting() throws Exception {
+        ScopedKey key = new ScopedKey("", "POST /c", UUID.randomUUID().toString());
+        StoredResponse response = new StoredResponse(201, List.of(new StoredResponse.Header("Location", "/c/1")),
+                new byte[]{0, 1, 2, (byte) 0xff});
+        Transactions.Transaction first = transactions().begin();
+        String token = claimed(store().claim(claim(key, HASH_A, DAY)));
+        assertThat(store().complete(key, token, response)).isTrue();
+        first.commit();
+
+        IdempotencyRecord record = readWithNoTransaction(key).orElseThrow();
+        assertThat(record.status()).isEqualTo(RecordStatus.SUCCEEDED);
+        assertThat(record.requestHash()).isEqualTo(HASH_A);
+        assertThat(record.response()).isEqualTo(response);
+
+        ScopedKey held = new ScopedKey("", "POST /c", UUID.randomUUID().toString());
+        Transactions.Transaction holder = transactions().begin();
+        claimed(store().claim(claim(held, HASH_A, DAY)));
+        try {
+            long started = System.nanoTime();
+            assertThat(readWithNoTransaction(held)).as("an uncommitted claim is not there yet").isEmpty();
+            assertThat(Duration.ofNanos(System.nanoTime() - started)).as("read without waiting for its holder")
+                    .isLessThan(Duration.ofSeconds(10));
+        } finally {
+            holder.rollback();
+        }
+    }
+
+    private Optional<IdempotencyRecord> readWithNoTransaction(ScopedKey key) throws Exception {
+        return CompletableFuture.supplyAsync(() -> store().find(key)).get(30, TimeUnit.SECONDS);
+    }
+
+    /**
      * Claims {@code key} on another thread, allowing a 200 ms wait, while this thread's transaction holds it: the
      * holder does not end before this returns, so only the bounded wait can end the claim.
      */
