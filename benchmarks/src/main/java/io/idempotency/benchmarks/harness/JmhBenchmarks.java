@@ -19,8 +19,8 @@ import java.util.Map;
 
 /**
  * {@code benchmarks/run --jmh}: the JMH micro-benchmarks of the hot code that does no I/O (key parsing,
- * fingerprinting, response capture), with the GC profiler for bytes allocated per operation. JMH's own output goes
- * to {@code benchmarks/target/jmh.log}; a table is printed at the end.
+ * fingerprinting, response capture, the remembered completed requests), with the GC profiler for bytes allocated per
+ * operation. JMH's own output goes to {@code benchmarks/target/jmh.log}; a table is printed at the end.
  */
 final class JmhBenchmarks {
 
@@ -32,7 +32,7 @@ final class JmhBenchmarks {
         Files.createDirectories(target);
         Path log = target.resolve("jmh.log");
         ChainedOptionsBuilder options = new OptionsBuilder()
-                .include("io\\.idempotency\\.(benchmarks\\.jmh|spring)\\.[A-Za-z]+Benchmark\\.")
+                .include("io\\.idempotency\\.(benchmarks\\.jmh|spring|core)\\.[A-Za-z]+Benchmark\\.")
                 .addProfiler(GCProfiler.class)
                 .forks(1)
                 .warmupIterations(quick ? 2 : 3)
@@ -48,7 +48,8 @@ final class JmhBenchmarks {
         List<String[]> rows = new ArrayList<>();
         for (RunResult result : results) {
             var params = result.getParams();
-            String name = params.getBenchmark().replaceFirst("^io\\.idempotency\\.(benchmarks\\.jmh|spring)\\.", "");
+            String name = params.getBenchmark()
+                    .replaceFirst("^io\\.idempotency\\.(benchmarks\\.jmh|spring|core)\\.", "");
             StringBuilder paramText = new StringBuilder();
             for (String key : params.getParamsKeys()) {
                 paramText.append(key).append('=').append(params.getParam(key)).append(' ');
