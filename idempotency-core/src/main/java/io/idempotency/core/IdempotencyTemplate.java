@@ -23,15 +23,31 @@ public final class IdempotencyTemplate {
 
     /** Another execution with the key is still running: try again later (e.g. let the broker redeliver). */
     public static class InProgressException extends RuntimeException {
+        private final ScopedKey key;
+
         public InProgressException(ScopedKey key) {
             super("an execution with " + key + " is still in progress");
+            this.key = key;
+        }
+
+        /** The key whose execution is still running: for a listener's log line or its dead-letter headers. */
+        public ScopedKey key() {
+            return key;
         }
     }
 
     /** The key was used before for different input. */
     public static class KeyReusedException extends RuntimeException {
+        private final ScopedKey key;
+
         public KeyReusedException(ScopedKey key) {
             super(key + " was already used for different input");
+            this.key = key;
+        }
+
+        /** The key that was used before for different input: for a listener's log line or its dead-letter headers. */
+        public ScopedKey key() {
+            return key;
         }
     }
 

@@ -694,7 +694,8 @@ class IntentFirstEngineIntegrationTest {
                     .isEqualTo("applied"));
             assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isEqualTo(1);
             org.assertj.core.api.Assertions.assertThatThrownBy(() -> template.execute(key, "other".getBytes(), () -> null))
-                    .isInstanceOf(IdempotencyTemplate.KeyReusedException.class);
+                    .isInstanceOfSatisfying(IdempotencyTemplate.KeyReusedException.class,
+                            reused -> assertThat(reused.key()).isEqualTo(key));
         }
     }
 
@@ -950,7 +951,8 @@ class IntentFirstEngineIntegrationTest {
             }
 
             consumer.interrupt();
-            assertThat(failure.get(5, TimeUnit.SECONDS)).isInstanceOf(IdempotencyTemplate.InProgressException.class);
+            assertThat(failure.get(5, TimeUnit.SECONDS)).isInstanceOfSatisfying(
+                    IdempotencyTemplate.InProgressException.class, busy -> assertThat(busy.key()).isEqualTo(key));
             assertThat(stillInterrupted.get(5, TimeUnit.SECONDS)).as("the interrupt is kept for the container")
                     .isTrue();
             assertThat(runs).hasValue(0);
