@@ -86,7 +86,9 @@ class CoalescingIntegrationTest {
         }
         Duration maxWait = Duration.ofMillis(400);
         try (HikariDataSource first = database.dataSource(8); HikariDataSource second = database.dataSource(8)) {
-            List<IdempotencyEngine> engines = List.of(engine(first, maxWait), engine(second, maxWait));
+            // the first instance replays from the answers it keeps, the second from one read of the records it remembers
+            List<IdempotencyEngine> engines = List.of(engine(first, maxWait),
+                    engine(second, maxWait, new ReplayCache(0, 1024, 1 << 20, Duration.ofMinutes(1), 10_000)));
             try {
                 EngineStorm.run(engines, List.of(new JdbcTemplate(first), new JdbcTemplate(second)), mode, LEASE,
                         maxWait, () -> { });
@@ -97,9 +99,12 @@ class CoalescingIntegrationTest {
     }
 
     private static IdempotencyEngine engine(HikariDataSource dataSource, Duration maxWait) {
+        return engine(dataSource, maxWait, new ReplayCache(100, 1024, 1 << 20, Duration.ofMinutes(1)));
+    }
+
+    private static IdempotencyEngine engine(HikariDataSource dataSource, Duration maxWait, ReplayCache replayCache) {
         return new IdempotencyEngine(new PostgresIdempotencyStore(dataSource, "idempotency_keys"),
                 new SpringTransactions(new DataSourceTransactionManager(dataSource)), StoragePolicy.DEFAULT,
-                Duration.ofDays(1), maxWait, StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
-                new ReplayCache(100, 1024, 1 << 20, Duration.ofMinutes(1)));
+                Duration.ofDays(1), maxWait, StaleClaimResolver.RERUN, new DownstreamKeys("secret"), replayCache);
     }
 }
