@@ -285,7 +285,8 @@ public final class IdempotencyEngine {
      * decides, as for any request. A completed record never changes, so reading it answers as a claim would.
      */
     private Replay replayOfCompleted(ScopedKey key, String requestHash) {
-        if (!replayCache.mayHaveCompleted(key, requestHash)) {
+        // not in a transaction the claim refuses, nor on a second connection while the thread holds one the claim uses
+        if (!replayCache.mayHaveCompleted(key, requestHash) || !transactions.mayReadApart()) {
             return null;
         }
         IdempotencyRecord record = store.find(key).orElse(null);

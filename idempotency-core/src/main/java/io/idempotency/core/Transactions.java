@@ -10,6 +10,17 @@ public interface Transactions {
     /** Opens a new transaction bound to the current thread. Fails if one is already active there. */
     Transaction begin();
 
+    /**
+     * Whether a record may be read before the claim on a connection of its own, with no transaction: not while a
+     * transaction is open on the current thread (the read would run in it, where {@link #begin()} refuses to start),
+     * nor while the thread holds what the next transaction would run on, such as an EntityManager kept open for the
+     * request with its connection (the read would take a second connection where the claim takes none). True by
+     * default.
+     */
+    default boolean mayReadApart() {
+        return true;
+    }
+
     /** One open transaction. Each method may be called once; {@link #rollback()} after completion does nothing. */
     interface Transaction {
 

@@ -98,6 +98,16 @@ public class SpringTransactions implements Transactions {
         };
     }
 
+    /**
+     * Only with nothing bound to the thread: an open transaction binds its connection (or EntityManager) there, and so
+     * does open-in-view its EntityManager, whose connection the next transaction reuses.
+     */
+    @Override
+    public boolean mayReadApart() {
+        return !TransactionSynchronizationManager.isActualTransactionActive()
+                && TransactionSynchronizationManager.getResourceMap().isEmpty();
+    }
+
     /** Learns how the transaction completed, from the callback Spring runs after every other one of its commit. */
     private static final class CompletionWatch implements TransactionSynchronization {
 

@@ -7,6 +7,7 @@ import io.idempotency.core.DownstreamKeys;
 import io.idempotency.core.ExpiredRecordCleaner;
 import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.IdempotencyMode;
+import io.idempotency.core.IdempotencyTemplate;
 import io.idempotency.core.IdempotencyRecord;
 import io.idempotency.core.ReplayCache;
 import io.idempotency.core.ScopedKey;
@@ -19,6 +20,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.support.TransactionTemplate;
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -31,6 +33,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * Requests an instance remembers completed, without keeping their answers in memory, are answered from one read of
@@ -226,5 +229,33 @@ class CompletedKeysIntegrationTest {
         assertThat(storeA.claims.get()).as("claims for the retries").isEqualTo(1);
         assertThat(storeA.reads.get()).as("retries in flight together wait for the first one's read, holding no"
                 + " connection").isEqualTo(1);
+    }
+
+    /**
+     * A message redelivered to a listener that calls the template inside a transaction of its own (a
+     * {@code @Transactional} method, or the work of another execution) is refused as the docs say — before anything is
+     * read or claimed — whether or not this instance remembers the message: a read would run in that transaction,
+     * and replay what a claim refuses.
+     */
+    @Test
+    void aRememberedRequestIsStillRefusedInsideAnOpenTransaction() throws Exception {
+        IdempotencyTemplate template = new IdempotencyTemplate(instanceA);
+        ScopedKey key = new ScopedKey("", "payment-events", UUID.randomUUID().toString());
+        byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
+        assertThat(template.execute(key, message, () -> "applied".getBytes(StandardCharsets.UTF_8)).replayed())
+                .isFalse();
+        int reads = storeA.reads.get();
+
+        assertThatThrownBy(() -> new TransactionTemplate(new DataSourceTransactionManager(poolA))
+                .executeWithoutResult(status -> {
+                    try {
+                        template.execute(key, message, () -> new byte[0]);
+                    } catch (Exception e) {
+                        throw new IllegalStateException(e);
+                    }
+                }))
+                .isInstanceOf(IllegalStateException.class).hasMessageContaining("already active on this thread");
+        assertThat(storeA.reads.get()).as("nothing read in the open transaction").isEqualTo(reads);
+        assertThat(template.execute(key, message, () -> new byte[0]).replayed()).as("outside it").isTrue();
     }
 }
