@@ -206,6 +206,7 @@ public final class IdempotencyEngine {
      *              otherwise
      */
     public Start start(ScopedKey key, String requestHash, IdempotencyMode mode, Duration lease) {
+        transactions.checkNoneOpen(); // also before an answer kept in memory: refused alike, kept or not
         if (mode == IdempotencyMode.INTENT_FIRST) {
             lease(lease);
         }

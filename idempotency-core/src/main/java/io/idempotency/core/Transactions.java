@@ -11,6 +11,14 @@ public interface Transactions {
     Transaction begin();
 
     /**
+     * Refuses, as {@link #begin()} does, when a transaction is open on the current thread. The engine calls it before
+     * anything else, so that such a call is refused the same way whether its answer is kept in memory or not. Does
+     * nothing by default ({@link #begin()} still refuses).
+     */
+    default void checkNoneOpen() {
+    }
+
+    /**
      * Whether a record may be read before the claim on a connection of its own, with no transaction: not while a
      * transaction is open on the current thread (the read would run in it, where {@link #begin()} refuses to start),
      * nor while the thread holds what the next transaction would run on, such as an EntityManager kept open for the

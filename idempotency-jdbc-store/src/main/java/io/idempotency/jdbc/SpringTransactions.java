@@ -49,7 +49,7 @@ public class SpringTransactions implements Transactions {
     }
 
     @Override
-    public Transaction begin() {
+    public void checkNoneOpen() {
         if (TransactionSynchronizationManager.isActualTransactionActive()) {
             // joining would let the outer transaction commit on its own schedule: before or after the answer
             // the hint names both callers: the startup checks catch most misordered @Idempotent handlers, while a
@@ -58,6 +58,11 @@ public class SpringTransactions implements Transactions {
                     + " active on this thread: call IdempotencyTemplate.execute outside any transaction (not from a"
                     + " @Transactional method), and order @Idempotent outside @Transactional");
         }
+    }
+
+    @Override
+    public Transaction begin() {
+        checkNoneOpen();
         TransactionStatus status = transactionManager.getTransaction(definition);
         return new Transaction() {
             @Override

@@ -207,7 +207,7 @@ class CompletedKeysIntegrationTest {
         StoredResponse first = answer("first payment");
         ((IdempotencyEngine.Proceed) instanceA.start(key, FIRST)).execution().finish(first);
 
-        storeA.readPauseMillis = 500;
+        storeA.readPauseMillis = 1_500;
         int retries = 16;
         CountDownLatch go = new CountDownLatch(1);
         List<CompletableFuture<IdempotencyEngine.Start>> answers = new ArrayList<>();
@@ -257,5 +257,33 @@ class CompletedKeysIntegrationTest {
                 .isInstanceOf(IllegalStateException.class).hasMessageContaining("already active on this thread");
         assertThat(storeA.reads.get()).as("nothing read in the open transaction").isEqualTo(reads);
         assertThat(template.execute(key, message, () -> new byte[0]).replayed()).as("outside it").isTrue();
+    }
+
+    /** The same with the answer kept in memory: refused before the answer is looked up, as before a claim. */
+    @Test
+    void aRequestWhoseAnswerIsKeptIsStillRefusedInsideAnOpenTransaction() throws Exception {
+        IdempotencyEngine keeping = new IdempotencyEngine(storeA,
+                new SpringTransactions(new DataSourceTransactionManager(poolA)), StoragePolicy.DEFAULT, SHORT_TTL,
+                Duration.ofSeconds(2), StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
+                new ReplayCache(100, 64 * 1024, 1 << 20, Duration.ofMinutes(10)));
+        try {
+            IdempotencyTemplate template = new IdempotencyTemplate(keeping);
+            ScopedKey key = new ScopedKey("", "payment-events", UUID.randomUUID().toString());
+            byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
+            template.execute(key, message, () -> "applied".getBytes(StandardCharsets.UTF_8));
+
+            assertThatThrownBy(() -> new TransactionTemplate(new DataSourceTransactionManager(poolA))
+                    .executeWithoutResult(status -> {
+                        try {
+                            template.execute(key, message, () -> new byte[0]);
+                        } catch (Exception e) {
+                            throw new IllegalStateException(e);
+                        }
+                    }))
+                    .isInstanceOf(IllegalStateException.class).hasMessageContaining("already active on this thread");
+            assertThat(template.execute(key, message, () -> new byte[0]).replayed()).as("outside it").isTrue();
+        } finally {
+            keeping.shutdown();
+        }
     }
 }
