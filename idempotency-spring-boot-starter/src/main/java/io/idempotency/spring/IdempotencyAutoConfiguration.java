@@ -203,6 +203,9 @@ public class IdempotencyAutoConfiguration {
      */
     static final Duration MAX_TTL = Duration.ofDays(36_500_000);
 
+    /** The most completed requests an instance may be set to remember: 250 MB of memory. */
+    static final int MAX_COMPLETED_KEYS = 100_000_000;
+
     /**
      * Settings that would otherwise stop the application with a bare exception from deep inside a bean, or start it
      * in a state that cannot work (every body refused, a sweep that never resolves anything): refused here, by name.
@@ -247,8 +250,11 @@ public class IdempotencyAutoConfiguration {
         if (cache.getMaxEntries() < 0) {
             refuse("idempotency.replay-cache.max-entries", cache.getMaxEntries(), "0 (no cache) or more");
         }
-        if (cache.getCompletedKeys() < 0) {
-            refuse("idempotency.replay-cache.completed-keys", cache.getCompletedKeys(), "0 (none remembered) or more");
+        if (cache.getCompletedKeys() < 0 || cache.getCompletedKeys() > MAX_COMPLETED_KEYS) {
+            // each remembered request takes 2.5 bytes, allocated at startup: a mistyped size fails here, not as an
+            // OutOfMemoryError
+            refuse("idempotency.replay-cache.completed-keys", cache.getCompletedKeys(), "0 (none remembered) to "
+                    + MAX_COMPLETED_KEYS + " (250 MB)");
         }
         if (cache.getMaxBodySize().toBytes() < 0 || cache.getMaxTotalSize().toBytes() < 0) {
             refuse("idempotency.replay-cache.max-body-size and max-total-size", cache.getMaxBodySize() + ", "

@@ -472,6 +472,7 @@ class IdempotencyAutoConfigurationTest {
             "idempotency.downstream-key-secret = ''",
             "idempotency.replay-cache.max-entries = -1",
             "idempotency.replay-cache.completed-keys = -1",
+            "idempotency.replay-cache.completed-keys = 100000001",
             "idempotency.replay-cache.max-age = -1s",
             "idempotency.retention.cleanup.batch-size = 0",
             "idempotency.retention.cleanup.partitions-ahead = -1",
