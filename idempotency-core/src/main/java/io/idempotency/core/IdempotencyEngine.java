@@ -206,6 +206,14 @@ public final class IdempotencyEngine {
      *              otherwise
      */
     public Start start(ScopedKey key, String requestHash, IdempotencyMode mode, Duration lease) {
+        Flight running = flights.get(key);
+        if (running != null && running.owner == Thread.currentThread()) {
+            // called again from inside its own execution: it would wait for itself, then answer "in progress" (or
+            // "key reused"), which sends a message back to its broker for ever instead of naming the mistake
+            throw new IllegalStateException("an idempotent execution with " + key + " is already running on this"
+                    + " thread: call IdempotencyTemplate.execute outside any transaction, not from the work of"
+                    + " another execution");
+        }
         transactions.checkNoneOpen(); // also before an answer kept in memory: refused alike, kept or not
         if (mode == IdempotencyMode.INTENT_FIRST) {
             lease(lease);
@@ -220,13 +228,6 @@ public final class IdempotencyEngine {
             Flight current = flights.putIfAbsent(key, mine);
             if (current == null) {
                 return lead(key, mine, mode, lease, deadline);
-            }
-            if (current.owner == Thread.currentThread()) {
-                // called again from inside its own execution: it would wait for itself, then answer "in progress" (or
-                // "key reused"), which sends a message back to its broker for ever instead of naming the mistake
-                throw new IllegalStateException("an idempotent execution with " + key + " is already running on this"
-                        + " thread: call IdempotencyTemplate.execute outside any transaction, not from the work of"
-                        + " another execution");
             }
             if (!current.requestHash.equals(requestHash)) {
                 // another request is the one to compare with once the key is known to be held for it; until then it
