@@ -246,15 +246,7 @@ class CompletedKeysIntegrationTest {
                 .isFalse();
         int reads = storeA.reads.get();
 
-        assertThatThrownBy(() -> new TransactionTemplate(new DataSourceTransactionManager(poolA))
-                .executeWithoutResult(status -> {
-                    try {
-                        template.execute(key, message, () -> new byte[0]);
-                    } catch (Exception e) {
-                        throw new IllegalStateException(e);
-                    }
-                }))
-                .isInstanceOf(IllegalStateException.class).hasMessageContaining("already active on this thread");
+        assertRefusedInsideATransaction(template, key, message);
         assertThat(storeA.reads.get()).as("nothing read in the open transaction").isEqualTo(reads);
         assertThat(template.execute(key, message, () -> new byte[0]).replayed()).as("outside it").isTrue();
     }
@@ -272,18 +264,23 @@ class CompletedKeysIntegrationTest {
             byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
             template.execute(key, message, () -> "applied".getBytes(StandardCharsets.UTF_8));
 
-            assertThatThrownBy(() -> new TransactionTemplate(new DataSourceTransactionManager(poolA))
-                    .executeWithoutResult(status -> {
-                        try {
-                            template.execute(key, message, () -> new byte[0]);
-                        } catch (Exception e) {
-                            throw new IllegalStateException(e);
-                        }
-                    }))
-                    .isInstanceOf(IllegalStateException.class).hasMessageContaining("already active on this thread");
+            assertRefusedInsideATransaction(template, key, message);
             assertThat(template.execute(key, message, () -> new byte[0]).replayed()).as("outside it").isTrue();
         } finally {
             keeping.shutdown();
         }
+    }
+
+    /** Sends {@code message} again from inside a transaction, as a {@code @Transactional} listener would. */
+    private void assertRefusedInsideATransaction(IdempotencyTemplate template, ScopedKey key, byte[] message) {
+        assertThatThrownBy(() -> new TransactionTemplate(new DataSourceTransactionManager(poolA))
+                .executeWithoutResult(status -> {
+                    try {
+                        template.execute(key, message, () -> new byte[0]);
+                    } catch (Exception e) {
+                        throw new IllegalStateException(e);
+                    }
+                }))
+                .isInstanceOf(IllegalStateException.class).hasMessageContaining("already active on this thread");
     }
 }
