@@ -24,10 +24,10 @@ import java.util.concurrent.TimeoutException;
  *       ({@link Start.Replay}), or, if it rolled back, a fresh claim.
  *       So a storm of one key holds at most one connection per key per instance. This is only an economy: the
  *       database still arbitrates every claim, across instances too.</li>
- *   <li><b>Replay from memory</b>: a request whose answer the {@link ReplayCache} keeps gets it at once; one the
- *       cache remembers completed, without keeping its answer, is answered from one read of its record, outside any
- *       transaction, if the record is that request's completed one (a completed record never changes). Anything else
- *       goes on to the claim.</li>
+ *   <li><b>Replay from memory</b>: a request whose answer the {@link ReplayCache} keeps gets it at once, before it
+ *       coalesces; one the cache remembers completed, without keeping its answer, is answered — as its instance's
+ *       only request working on the key — from one read of its record, outside any transaction, if the record is
+ *       that request's completed one (a completed record never changes). Anything else goes on to the claim.</li>
  *   <li><b>Claim</b> ({@link #start}): open a transaction at READ COMMITTED and ask the store to claim the key
  *       atomically. The unique index arbitrates: of any number of concurrent requests — in one JVM or in many —
  *       exactly one inserts the PROCESSING record; the others wait (bounded) for that transaction to end.
