@@ -8,7 +8,9 @@ import org.springframework.transaction.support.DefaultTransactionDefinition;
 import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
+import java.util.Map;
 import java.util.Objects;
+import java.util.function.Predicate;
 
 /**
  * {@link Transactions} on a Spring {@link PlatformTransactionManager}: the transaction is bound to the current thread,
@@ -23,6 +25,7 @@ public class SpringTransactions implements Transactions {
 
     private final PlatformTransactionManager transactionManager;
     private final TransactionDefinition definition;
+    private final Predicate<Object> holdsNoConnection;
 
     /** Sets READ COMMITTED on every transaction. */
     public SpringTransactions(PlatformTransactionManager transactionManager) {
@@ -34,6 +37,18 @@ public class SpringTransactions implements Transactions {
      *                                          otherwise (PostgreSQL's default), so it need not be set per transaction
      */
     public SpringTransactions(PlatformTransactionManager transactionManager, boolean connectionsDefaultToReadCommitted) {
+        this(transactionManager, connectionsDefaultToReadCommitted, resource -> false);
+    }
+
+    /**
+     * @param holdsNoConnection whether a resource bound to the thread outside any transaction holds no connection yet
+     *                          (an EntityManager kept open for the request that has not read anything), so that a
+     *                          record may still be read apart ({@link #mayReadApart()}); false of anything it does not
+     *                          know
+     */
+    public SpringTransactions(PlatformTransactionManager transactionManager, boolean connectionsDefaultToReadCommitted,
+                              Predicate<Object> holdsNoConnection) {
+        this.holdsNoConnection = Objects.requireNonNull(holdsNoConnection, "holdsNoConnection");
         this.transactionManager = Objects.requireNonNull(transactionManager, "transactionManager");
         DefaultTransactionDefinition definition =
                 new DefaultTransactionDefinition(TransactionDefinition.PROPAGATION_REQUIRED);
@@ -104,13 +119,17 @@ public class SpringTransactions implements Transactions {
     }
 
     /**
-     * Only with nothing bound to the thread: an open transaction binds its connection (or EntityManager) there, and so
-     * does open-in-view its EntityManager, whose connection the next transaction reuses.
+     * Only with no transaction open, and nothing bound to the thread that holds a connection: an open transaction
+     * binds its connection (or EntityManager) there, and so does open-in-view its EntityManager, whose connection —
+     * once it has one — the next transaction reuses.
      */
     @Override
     public boolean mayReadApart() {
-        return !TransactionSynchronizationManager.isActualTransactionActive()
-                && TransactionSynchronizationManager.getResourceMap().isEmpty();
+        if (TransactionSynchronizationManager.isActualTransactionActive()) {
+            return false;
+        }
+        Map<Object, Object> bound = TransactionSynchronizationManager.getResourceMap();
+        return bound.isEmpty() || bound.values().stream().allMatch(holdsNoConnection);
     }
 
     /** Learns how the transaction completed, from the callback Spring runs after every other one of its commit. */

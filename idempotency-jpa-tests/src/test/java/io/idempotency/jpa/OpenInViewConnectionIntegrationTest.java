@@ -20,8 +20,12 @@ import org.springframework.web.bind.annotation.RestController;
 
 import javax.sql.DataSource;
 import java.net.URI;
+import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
+import java.sql.Statement;
+import java.time.Duration;
 import java.util.Map;
 import java.util.UUID;
 
@@ -103,6 +107,41 @@ class OpenInViewConnectionIntegrationTest extends JpaHttpTest {
             assertThat(retry.body()).isEqualTo(first.body());
             assertThat(retry.headers().firstValue("Idempotent-Replayed")).hasValue("true");
         }
+        assertThat(purchases(reference)).isEqualTo(1);
+    }
+
+    /**
+     * A request whose EntityManager has read nothing holds no connection yet: its replay is read on a connection of
+     * its own, not claimed. A table locked against writes shows which: the claim's insert waits for the lock, the
+     * read does not.
+     */
+    @Test
+    void aReplayIsReadWhenTheRequestsEntityManagerHoldsNoConnectionYet() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String reference = "read-apart-" + key;
+        String body = "{\"reference\":\"" + reference + "\",\"note\":\"two tickets\"}";
+        HttpResponse<String> first = post("/purchases", key, body);
+        assertThat(first.statusCode()).isEqualTo(201);
+
+        HttpResponse<String> replay;
+        try (Connection locker = dataSource.getConnection()) {
+            locker.setAutoCommit(false);
+            try (Statement lock = locker.createStatement()) {
+                lock.execute("LOCK TABLE idempotency_keys IN EXCLUSIVE MODE"); // writes wait, reads do not
+                replay = http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/purchases"))
+                        .timeout(Duration.ofSeconds(10))
+                        .header("Content-Type", "application/json")
+                        .header("Idempotency-Key", key)
+                        .POST(HttpRequest.BodyPublishers.ofString(body, StandardCharsets.UTF_8)).build(),
+                        HttpResponse.BodyHandlers.ofString());
+            } finally {
+                locker.rollback();
+            }
+        }
+
+        assertThat(replay.statusCode()).as(replay.body()).isEqualTo(201);
+        assertThat(replay.body()).isEqualTo(first.body());
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
         assertThat(purchases(reference)).isEqualTo(1);
     }
 }

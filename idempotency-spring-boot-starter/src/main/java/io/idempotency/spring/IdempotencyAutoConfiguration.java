@@ -36,6 +36,7 @@ import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Role;
 import org.springframework.core.env.Environment;
 import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.util.ClassUtils;
 import org.springframework.web.servlet.handler.MappedInterceptor;
 
 
@@ -45,6 +46,7 @@ import java.util.Optional;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.util.HashSet;
+import java.util.function.Predicate;
 
 /**
  * Auto-configuration of the idempotency starter for applications with a DataSource: the store, the engine, the
@@ -191,7 +193,21 @@ public class IdempotencyAutoConfiguration {
                                                 ObjectProvider<DataSource> dataSources) {
         DataSource dataSource = storeDataSource(store, dataSources);
         IdempotencyStartupChecks.checkTransactionManager(transactionManager, dataSource);
-        return new SpringTransactions(transactionManager, connectionsDefaultToReadCommitted(dataSource));
+        return new SpringTransactions(transactionManager, connectionsDefaultToReadCommitted(dataSource),
+                entityManagerConnectionCheck());
+    }
+
+    /**
+     * Whether a resource bound to the thread outside a transaction holds no connection: Hibernate's open-in-view
+     * EntityManager can tell; anything else is taken to hold one (a replay is then claimed rather than read).
+     */
+    private static Predicate<Object> entityManagerConnectionCheck() {
+        ClassLoader classLoader = IdempotencyAutoConfiguration.class.getClassLoader();
+        if (ClassUtils.isPresent("org.hibernate.engine.spi.SharedSessionContractImplementor", classLoader)
+                && ClassUtils.isPresent("org.springframework.orm.jpa.EntityManagerHolder", classLoader)) {
+            return HibernateSessions::holdsNoConnection;
+        }
+        return resource -> false;
     }
 
     /** The longest in-flight wait: PostgreSQL's {@code lock_timeout} takes at most 2^31 - 1 milliseconds. */
