@@ -9,6 +9,7 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 
 /** A test of the JPA application over real HTTP: its requests, and what they left in its database. */
 abstract class JpaHttpTest {
@@ -22,7 +23,14 @@ abstract class JpaHttpTest {
     abstract TestPostgres.Database database();
 
     HttpResponse<String> post(String path, String key, String body) throws IOException, InterruptedException {
+        return post(path, key, body, Duration.ofMinutes(1));
+    }
+
+    /** As {@link #post(String, String, String)}, failing with HttpTimeoutException if no answer came in time. */
+    HttpResponse<String> post(String path, String key, String body, Duration timeout)
+            throws IOException, InterruptedException {
         return http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))
+                        .timeout(timeout)
                         .header("Content-Type", "application/json")
                         .header("Idempotency-Key", key)
                         .POST(HttpRequest.BodyPublishers.ofString(body, StandardCharsets.UTF_8)).build(),

@@ -20,9 +20,7 @@ import org.springframework.web.bind.annotation.RestController;
 
 import javax.sql.DataSource;
 import java.net.URI;
-import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
-import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
 import java.sql.Statement;
 import java.time.Duration;
@@ -128,12 +126,7 @@ class OpenInViewConnectionIntegrationTest extends JpaHttpTest {
             locker.setAutoCommit(false);
             try (Statement lock = locker.createStatement()) {
                 lock.execute("LOCK TABLE idempotency_keys IN EXCLUSIVE MODE"); // writes wait, reads do not
-                replay = http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/purchases"))
-                        .timeout(Duration.ofSeconds(10))
-                        .header("Content-Type", "application/json")
-                        .header("Idempotency-Key", key)
-                        .POST(HttpRequest.BodyPublishers.ofString(body, StandardCharsets.UTF_8)).build(),
-                        HttpResponse.BodyHandlers.ofString());
+                replay = post("/purchases", key, body, Duration.ofSeconds(10));
             } finally {
                 locker.rollback();
             }
