@@ -22,8 +22,9 @@ public interface Transactions {
      * Whether a record may be read before the claim on a connection of its own, with no transaction: not while a
      * transaction is open on the current thread (the read would run in it, where {@link #begin()} refuses to start),
      * nor while the thread holds what the next transaction would run on, such as an EntityManager kept open for the
-     * request with its connection (the read would take a second connection where the claim takes none). True by
-     * default.
+     * request with its connection (the read would take a second connection where the claim takes none), nor where
+     * the connection the read takes would stay bound to the thread after it (a transaction scope without a
+     * transaction, whose claim would suspend it and leave nothing held). True by default.
      */
     default boolean mayReadApart() {
         return true;

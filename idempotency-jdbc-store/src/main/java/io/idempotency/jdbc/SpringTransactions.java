@@ -119,13 +119,17 @@ public class SpringTransactions implements Transactions {
     }
 
     /**
-     * Only with no transaction open, and nothing bound to the thread that holds a connection: an open transaction
-     * binds its connection (or EntityManager) there, and so does open-in-view its EntityManager, whose connection —
-     * once it has one — the next transaction reuses.
+     * Only with no transaction open, no transaction scope without one either, and nothing bound to the thread that
+     * holds a connection: an open transaction binds its connection (or EntityManager) there, and so does open-in-view
+     * its EntityManager, whose connection — once it has one — the next transaction reuses. A scope with no transaction
+     * ({@code @Transactional(propagation = SUPPORTS)} or {@code NOT_SUPPORTED}) binds every connection taken in it,
+     * the read's too, until it ends: the read would leave its connection held for the rest of the caller's work,
+     * where the claim's transaction, which suspends the scope, leaves none.
      */
     @Override
     public boolean mayReadApart() {
-        if (TransactionSynchronizationManager.isActualTransactionActive()) {
+        if (TransactionSynchronizationManager.isActualTransactionActive()
+                || TransactionSynchronizationManager.isSynchronizationActive()) {
             return false;
         }
         Map<Object, Object> bound = TransactionSynchronizationManager.getResourceMap();

@@ -20,6 +20,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.support.TransactionTemplate;
 
 import java.nio.charset.StandardCharsets;
@@ -269,6 +270,37 @@ class CompletedKeysIntegrationTest {
         } finally {
             keeping.shutdown();
         }
+    }
+
+    /**
+     * A listener method marked {@code @Transactional(propagation = SUPPORTS)} runs with no transaction, so the template
+     * serves it; but Spring binds any connection taken there to the method's scope until it returns. A retry it
+     * remembers must leave no connection behind once it is answered — as its claim leaves none, whose transaction
+     * suspends the scope — or the rest of the listener's work holds one of the pool's connections.
+     */
+    @Test
+    void aReplayInsideATransactionlessScopeLeavesNoConnectionHeld() throws Exception {
+        IdempotencyTemplate template = new IdempotencyTemplate(instanceA);
+        ScopedKey key = new ScopedKey("", "payment-events", UUID.randomUUID().toString());
+        byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
+        template.execute(key, message, () -> "applied".getBytes(StandardCharsets.UTF_8));
+
+        TransactionTemplate supports = new TransactionTemplate(new DataSourceTransactionManager(poolA));
+        supports.setPropagationBehavior(TransactionDefinition.PROPAGATION_SUPPORTS);
+        int[] heldAfterwards = new int[1];
+        IdempotencyTemplate.Result again = supports.execute(status -> {
+            try {
+                IdempotencyTemplate.Result result = template.execute(key, message, () -> new byte[0]);
+                heldAfterwards[0] = poolA.getHikariPoolMXBean().getActiveConnections();
+                return result;
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        });
+
+        assertThat(again.replayed()).isTrue();
+        assertThat(again.value()).isEqualTo("applied".getBytes(StandardCharsets.UTF_8));
+        assertThat(heldAfterwards[0]).as("connections held by the listener once its message was answered").isZero();
     }
 
     /** Sends {@code message} again from inside a transaction, as a {@code @Transactional} listener would. */
