@@ -19,6 +19,7 @@ import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.support.TransactionTemplate;
@@ -53,16 +54,22 @@ class CompletedKeysIntegrationTest {
     private static final class CountingStore extends PostgresIdempotencyStore {
         final AtomicInteger claims = new AtomicInteger();
         final AtomicInteger reads = new AtomicInteger();
+        /** The server process of the last claim's connection. */
+        volatile int claimingPid;
         /** How long each read waits before it reads, so that requests meant to wait for it arrive meanwhile. */
         volatile long readPauseMillis;
 
+        private final HikariDataSource pool;
+
         CountingStore(HikariDataSource pool) {
             super(pool, "idempotency_keys");
+            this.pool = pool;
         }
 
         @Override
         public ClaimResult claim(ClaimRequest request) {
             claims.incrementAndGet();
+            claimingPid = new JdbcTemplate(pool).queryForObject("SELECT pg_backend_pid()", Integer.class);
             return super.claim(request);
         }
 
@@ -190,7 +197,7 @@ class CompletedKeysIntegrationTest {
         IdempotencyEngine.Execution second = ((IdempotencyEngine.Proceed) instanceB.start(key, SECOND)).execution();
         CompletableFuture<IdempotencyEngine.Start> waiting =
                 CompletableFuture.supplyAsync(() -> instanceA.start(key, FIRST));
-        Thread.sleep(200);
+        awaitClaimWaitingOnALock();
         second.finish(answer("second payment"));
         IdempotencyEngine.Start whileHeld = waiting.get();
         IdempotencyEngine.Start afterwards = instanceA.start(key, FIRST);
@@ -200,6 +207,17 @@ class CompletedKeysIntegrationTest {
         assertThat(afterwards).isEqualTo(new IdempotencyEngine.Mismatch());
         assertThat(storeA.reads.get()).as("each looked up first, and found another request's record")
                 .isGreaterThanOrEqualTo(2);
+    }
+
+    /** Until A's claim waits in the database for a lock (B's uncommitted claim of the key). */
+    private void awaitClaimWaitingOnALock() throws InterruptedException {
+        JdbcTemplate jdbc = new JdbcTemplate(poolB);
+        long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+        while (!jdbc.queryForList("SELECT wait_event_type FROM pg_stat_activity WHERE pid = ?", String.class,
+                storeA.claimingPid).contains("Lock")) {
+            assertThat(System.nanoTime() - deadline).as("A's claim waiting for B's").isNegative();
+            Thread.sleep(5);
+        }
     }
 
     @Test
