@@ -147,7 +147,7 @@ public class IdempotencyProperties implements InitializingBean {
         /**
          * How many completed requests each instance remembers at least (2.5 bytes of memory each),
          * beyond the answers it keeps: a retry of one of them is answered from one read of its record, instead of a
-         * claim and its rollback (two round trips). 0 remembers none.
+         * claim and its rollback (two round trips). 0 remembers none; at most 100,000,000 (250 MB).
          */
         private int completedKeys = 1_000_000;
 
