@@ -46,15 +46,17 @@ public final class ReplayCache {
     /**
      * @param maxEntries    how many answers are kept at most; 0 keeps none
      * @param maxBodyBytes  larger answers are not kept
-     * @param maxTotalBytes how much memory the kept answers may take at most, as {@link #footprint} estimates it
+     * @param maxTotalBytes how much memory the kept answers may take at most, as {@link #footprint} estimates it; 0
+     *                      keeps none
      * @param maxAge        how long an answer is kept after it was stored (reading it from the cache does not extend
-     *                      it; reading it from the database again does)
+     *                      it; reading it from the database again does); zero keeps none
      * @param completedKeys how many completed requests are remembered at least, beyond the answers kept, so that
      *                      their replays take one read instead of a claim; 0 remembers none
      */
     public ReplayCache(int maxEntries, int maxBodyBytes, long maxTotalBytes, Duration maxAge, int completedKeys) {
         this.completed = new CompletedKeys(completedKeys);
-        this.maxEntries = Math.max(0, maxEntries);
+        // an answer that may not be kept for any time, or in any memory, could never be replayed: none is kept
+        this.maxEntries = maxAge.isNegative() || maxAge.isZero() || maxTotalBytes <= 0 ? 0 : Math.max(0, maxEntries);
         this.maxBodyBytes = maxBodyBytes;
         this.maxTotalBytes = maxTotalBytes;
         // beyond about 292 years, nanoseconds do not fit a long: such an age is "as long as the entry stays"
@@ -140,6 +142,13 @@ public final class ReplayCache {
      */
     boolean mayHaveCompleted(ScopedKey key, String requestHash) {
         return completed.mightContain(key, requestHash);
+    }
+
+    /** How many answers are kept. */
+    int size() {
+        synchronized (entries) {
+            return entries.size();
+        }
     }
 
     /** An estimate of the memory one kept answer takes: its body, its strings, and a fixed overhead. */

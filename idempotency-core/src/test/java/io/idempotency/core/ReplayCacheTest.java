@@ -74,6 +74,20 @@ class ReplayCacheTest {
     }
 
     @Test
+    void aZeroAgeCountOrBudgetKeepsNothing() {
+        for (ReplayCache none : List.of(new ReplayCache(10, 1024, 1 << 20, Duration.ZERO),
+                new ReplayCache(0, 1024, 1 << 20, Duration.ofMinutes(1)),
+                new ReplayCache(10, 1024, 0, Duration.ofMinutes(1)))) {
+            for (int i = 0; i < 5; i++) {
+                none.put(new ScopedKey("alice", "POST /payments", "k-" + i), "a", ANSWER);
+            }
+
+            assertThat(none.size()).as("answers that could never be replayed take no memory").isZero();
+            assertThat(none.answer(KEY, "a")).isNull();
+        }
+    }
+
+    @Test
     void anEntryTakenOutForAnotherRequestOrForItsAgeGivesBackItsShareOfTheBudget() throws InterruptedException {
         long each = ReplayCache.footprint(KEY, "a", ANSWER);
         ScopedKey second = new ScopedKey("alice", "POST /payments", "k-2");

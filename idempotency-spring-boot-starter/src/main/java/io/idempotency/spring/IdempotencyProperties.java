@@ -137,11 +137,11 @@ public class IdempotencyProperties implements InitializingBean {
 
         /**
          * How much memory the kept answers may take in all (estimated: bodies, headers, keys and a fixed overhead);
-         * the least recently used go first beyond it.
+         * the least recently used go first beyond it. 0 keeps none.
          */
         private DataSize maxTotalSize = DataSize.ofMegabytes(32);
 
-        /** How long an answer is kept after it was stored or last read from the database. */
+        /** How long an answer is kept after it was stored or last read from the database; 0 keeps none. */
         private Duration maxAge = Duration.ofMinutes(10);
 
         /**
