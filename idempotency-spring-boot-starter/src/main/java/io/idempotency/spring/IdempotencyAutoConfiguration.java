@@ -272,9 +272,11 @@ public class IdempotencyAutoConfiguration {
             refuse("idempotency.replay-cache.completed-keys", cache.getCompletedKeys(), "0 (none remembered) to "
                     + MAX_COMPLETED_KEYS + " (250 MB)");
         }
-        if (cache.getMaxBodySize().toBytes() < 0 || cache.getMaxTotalSize().toBytes() < 0) {
-            refuse("idempotency.replay-cache.max-body-size and max-total-size", cache.getMaxBodySize() + ", "
-                    + cache.getMaxTotalSize(), "0 or more");
+        if (cache.getMaxBodySize().toBytes() < 0) {
+            refuse("idempotency.replay-cache.max-body-size", cache.getMaxBodySize(), "0 or more");
+        }
+        if (cache.getMaxTotalSize().toBytes() < 0) {
+            refuse("idempotency.replay-cache.max-total-size", cache.getMaxTotalSize(), "0 (no cache) or more");
         }
         if (cache.getMaxAge().isNegative()) {
             refuse("idempotency.replay-cache.max-age", cache.getMaxAge(), "0 or more");

@@ -474,6 +474,8 @@ class IdempotencyAutoConfigurationTest {
             "idempotency.replay-cache.completed-keys = -1",
             "idempotency.replay-cache.completed-keys = 100000001",
             "idempotency.replay-cache.max-age = -1s",
+            "idempotency.replay-cache.max-body-size = -1B",
+            "idempotency.replay-cache.max-total-size = -1B",
             "idempotency.retention.cleanup.batch-size = 0",
             "idempotency.retention.cleanup.partitions-ahead = -1",
             "idempotency.retention.cleanup.partition-interval = 1500ms",
