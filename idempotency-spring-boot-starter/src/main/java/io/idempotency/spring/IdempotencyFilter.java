@@ -64,10 +64,15 @@ public class IdempotencyFilter extends OncePerRequestFilter {
                 .collect(Collectors.toUnmodifiableSet());
     }
 
-    /** Headers that carry credentials or session state of one client: never stored, whatever the configuration. */
+    /**
+     * Never stored, whatever the configuration: headers that carry credentials or session state of one client, and
+     * the hop-by-hop ones (RFC 9110, section 7.6.1), which describe the connection the first answer went out on and
+     * would tell a replay's client about a connection it does not have (close it, upgrade it, expect trailers).
+     */
     static final Set<String> NEVER_STORED = Set.of("set-cookie", "set-cookie2", "authorization",
             "proxy-authorization", "proxy-authenticate", "www-authenticate", "cookie", "authentication-info",
-            "proxy-authentication-info");
+            "proxy-authentication-info",
+            "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade");
 
     /** Requests that cannot reach an idempotent endpoint (typically every GET) are not wrapped at all. */
     @Override

@@ -60,6 +60,20 @@ public class OrderController {
                 .body(new Order(id, request.note(), request.amount()));
     }
 
+    /** Sets headers about the connection it is sent on, not about the answer: they mean nothing on another one. */
+    @PostMapping("/hop-by-hop")
+    @Idempotent
+    public ResponseEntity<Order> hopByHop(@RequestBody OrderRequest request) {
+        long id = insert(request.note());
+        return ResponseEntity.created(URI.create("/orders/" + id))
+                .header("Keep-Alive", "timeout=5")
+                .header("Proxy-Connection", "keep-alive")
+                .header("Upgrade", "h2c")
+                .header("Trailer", "X-Checksum")
+                .header("TE", "trailers")
+                .body(new Order(id, request.note(), request.amount()));
+    }
+
     @PostMapping("/status/{status}")
     @Idempotent
     public ResponseEntity<Map<String, Object>> withStatus(@PathVariable int status, @RequestBody OrderRequest request) {
