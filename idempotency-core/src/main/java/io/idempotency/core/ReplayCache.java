@@ -24,8 +24,19 @@ public final class ReplayCache {
     /** A cache that keeps nothing. */
     public static final ReplayCache NONE = new ReplayCache(0, 0, 0, Duration.ZERO);
 
-    /** What an entry costs beyond its strings and body: the map entry, the records, the lists, the arrays' headers. */
-    private static final int ENTRY_OVERHEAD_BYTES = 256;
+    /**
+     * What an entry costs beyond the characters of its strings and its body: the map entry and its slot in the table,
+     * the key, the entry and answer objects, the header list, the four strings of the key and request hash and their
+     * arrays (object headers, fields and alignment, counted with 64-bit references).
+     */
+    private static final int ENTRY_OVERHEAD_BYTES = 512;
+
+    /**
+     * What a header costs beyond the characters of its name and value: the header object, its two strings and their
+     * arrays (object headers, fields and alignment, counted with 64-bit references), and its slot in the list. A few
+     * characters long, a header takes several times its characters.
+     */
+    private static final int HEADER_OVERHEAD_BYTES = 160;
 
     private record Entry(String requestHash, StoredResponse response, long cachedAtNanos, long bytes) {
     }
@@ -151,12 +162,16 @@ public final class ReplayCache {
         }
     }
 
-    /** An estimate of the memory one kept answer takes: its body, its strings, and a fixed overhead. */
+    /**
+     * An upper estimate of the memory one kept answer takes: its body, its strings, the objects holding them (each
+     * header's too), and a fixed overhead.
+     */
     static long footprint(ScopedKey key, String requestHash, StoredResponse response) {
         long strings = key.caller().length() + key.scope().length() + key.key().length() + requestHash.length();
         for (StoredResponse.Header header : response.headers()) {
             strings += header.name().length() + header.value().length();
         }
-        return ENTRY_OVERHEAD_BYTES + response.bodyLength() + 2 * strings; // at most 2 bytes a char
+        return ENTRY_OVERHEAD_BYTES + (long) HEADER_OVERHEAD_BYTES * response.headers().size()
+                + response.bodyLength() + 2 * strings; // at most 2 bytes a char
     }
 }

@@ -2,8 +2,10 @@ package io.idempotency.core;
 
 import org.junit.jupiter.api.Test;
 
+import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -109,6 +111,63 @@ class ReplayCacheTest {
         aging.put(third, "a", ANSWER);
         assertThat(aging.answer(second, "a")).as("two fit the budget").isNotNull();
         assertThat(aging.answer(third, "a")).isNotNull();
+    }
+
+    /** Bytes the current thread has allocated so far: what it allocates and keeps is at most what it allocated. */
+    private static long allocated() {
+        return ((com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean()).getCurrentThreadAllocatedBytes();
+    }
+
+    @Test
+    void theFootprintOfAnAnswerCountsTheMemoryItsHeadersTake() {
+        int count = 10_000;
+        List<char[]> names = new ArrayList<>(count);
+        List<char[]> values = new ArrayList<>(count);
+        for (int i = 0; i < count; i++) {
+            names.add("Link".toCharArray());
+            values.add(("<" + i + ">").toCharArray());
+        }
+        List<StoredResponse.Header> headers = new ArrayList<>(count);
+
+        long before = allocated();
+        for (int i = 0; i < count; i++) {
+            headers.add(new StoredResponse.Header(new String(names.get(i)), new String(values.get(i))));
+        }
+        StoredResponse response = new StoredResponse(204, headers, null);
+        long taken = allocated() - before;
+
+        assertThat(ReplayCache.footprint(KEY, "a", response)).as("at least what the answer's %d headers take", count)
+                .isGreaterThanOrEqualTo(taken);
+    }
+
+    @Test
+    void theFootprintOfAnEntryCountsTheMemoryItTakesInTheCache() {
+        int count = 2_000;
+        List<char[]> keys = new ArrayList<>(count);
+        for (int i = 0; i < count; i++) {
+            keys.add(("k-" + i).toCharArray());
+        }
+        char[] caller = "alice".toCharArray();
+        char[] scope = "POST /payments".toCharArray();
+        char[] hash = "a".repeat(64).toCharArray();
+        ReplayCache cache = new ReplayCache(count, 1024, Long.MAX_VALUE, Duration.ofMinutes(1));
+        List<ScopedKey> kept = new ArrayList<>(count);
+
+        long before = allocated();
+        for (int i = 0; i < count; i++) {
+            ScopedKey key = new ScopedKey(new String(caller), new String(scope), new String(keys.get(i)));
+            cache.put(key, new String(hash), new StoredResponse(204, List.of(), null));
+            kept.add(key);
+        }
+        long taken = allocated() - before;
+
+        assertThat(cache.size()).isEqualTo(count);
+        long counted = 0;
+        for (ScopedKey key : kept) {
+            counted += ReplayCache.footprint(key, new String(hash), new StoredResponse(204, List.of(), null));
+        }
+        assertThat(counted).as("at least what %d small entries take, their keys and the cache's table included", count)
+                .isGreaterThanOrEqualTo(taken);
     }
 
     @Test

@@ -137,8 +137,8 @@ public class IdempotencyProperties implements InitializingBean {
         private DataSize maxBodySize = DataSize.ofKilobytes(64);
 
         /**
-         * How much memory the kept answers may take in all (estimated: bodies, headers, keys and a fixed overhead);
-         * the least recently used go first beyond it. 0 keeps none.
+         * How much memory the kept answers may take in all (estimated from above: bodies, headers, keys and the
+         * objects that hold them); the least recently used go first beyond it. 0 keeps none.
          */
         private DataSize maxTotalSize = DataSize.ofMegabytes(32);
 
