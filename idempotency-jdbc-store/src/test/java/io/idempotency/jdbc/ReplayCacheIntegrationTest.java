@@ -5,6 +5,7 @@ import io.idempotency.core.CommitFailedException;
 import io.idempotency.core.DownstreamKeys;
 import io.idempotency.core.ExpiredRecordCleaner;
 import io.idempotency.core.IdempotencyEngine;
+import io.idempotency.core.IdempotencyRecord;
 import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.ReplayCache;
 import io.idempotency.core.ScopedKey;
@@ -23,8 +24,10 @@ import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
+import java.util.Optional;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -199,5 +202,78 @@ class ReplayCacheIntegrationTest {
 
         assertThat(instanceA.start(key, SECOND, IdempotencyMode.INTENT_FIRST, lease))
                 .as("the answer the database holds for this request").isEqualTo(new IdempotencyEngine.Replay(asked));
+    }
+    /**
+     * A retry reads its request's completed record, which is then removed and its key claimed by a new request on the
+     * same instance, before the retry puts the answer it read into memory. Put that late, the old answer would stand in
+     * memory for the key the new request holds, and be replayed to the old request the database now refuses: so the
+     * new request only claims once the retry has landed (one request per key at a time on an instance), and its claim
+     * takes the old answer out of memory.
+     */
+    @Test
+    void anAnswerReadJustBeforeItsRecordWasRemovedIsNotKeptForAKeyANewRequestClaimedMeanwhile() throws Exception {
+        ScopedKey key = new ScopedKey("alice", "POST /payments", UUID.randomUUID().toString());
+        CountDownLatch read = new CountDownLatch(1);
+        CountDownLatch resume = new CountDownLatch(1);
+        PostgresIdempotencyStore pausingAfterRead = new PostgresIdempotencyStore(poolA, "idempotency_keys") {
+            @Override
+            public Optional<IdempotencyRecord> find(ScopedKey found) {
+                Optional<IdempotencyRecord> record = super.find(found);
+                if (found.equals(key) && read.getCount() > 0) {
+                    read.countDown();
+                    try {
+                        assertThat(resume.await(30, TimeUnit.SECONDS)).isTrue();
+                    } catch (InterruptedException e) {
+                        throw new IllegalStateException(e);
+                    }
+                }
+                return record;
+            }
+        };
+        // one answer kept in memory, and the requests completed remembered: a retry whose answer has left memory
+        // reads its record
+        IdempotencyEngine instance = new IdempotencyEngine(pausingAfterRead,
+                new SpringTransactions(new DataSourceTransactionManager(poolA)), StoragePolicy.DEFAULT, SHORT_TTL,
+                Duration.ofSeconds(30), StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
+                new ReplayCache(1, 64 * 1024, 1 << 20, Duration.ofMinutes(10), 1_000));
+        try {
+            StoredResponse first = answer("first payment");
+            ((IdempotencyEngine.Proceed) instance.start(key, FIRST)).execution().finish(first);
+            ScopedKey other = new ScopedKey("alice", "POST /payments", UUID.randomUUID().toString());
+            ((IdempotencyEngine.Proceed) instance.start(other, FIRST)).execution().finish(answer("other payment"));
+
+            CompletableFuture<IdempotencyEngine.Start> retry =
+                    CompletableFuture.supplyAsync(() -> instance.start(key, FIRST));
+            assertThat(read.await(30, TimeUnit.SECONDS)).as("the retry read the record").isTrue();
+            removeExpiredRecords();
+            CompletableFuture<IdempotencyEngine.Start> newRequest = new CompletableFuture<>();
+            Thread newRequestThread = new Thread(() -> {
+                try {
+                    IdempotencyEngine.Start start = instance.start(key, SECOND);
+                    if (start instanceof IdempotencyEngine.Proceed proceed) {
+                        proceed.execution().finish(answer("second payment"));
+                    }
+                    newRequest.complete(start);
+                } catch (Throwable e) {
+                    newRequest.completeExceptionally(e);
+                }
+            });
+            newRequestThread.start();
+            // until the new request waits for the retry, or (were requests with one key not taken one at a time) has
+            // claimed the key and completed
+            while (newRequestThread.getState() != Thread.State.TIMED_WAITING && !newRequest.isDone()) {
+                Thread.onSpinWait();
+            }
+            resume.countDown();
+
+            assertThat(retry.get(30, TimeUnit.SECONDS)).isEqualTo(new IdempotencyEngine.Replay(first));
+            assertThat(newRequest.get(30, TimeUnit.SECONDS)).isInstanceOf(IdempotencyEngine.Proceed.class);
+            assertThat(instance.start(key, FIRST)).as("the key is the new request's: the old one is refused")
+                    .isEqualTo(new IdempotencyEngine.Mismatch());
+            assertThat(instance.start(key, SECOND)).isEqualTo(new IdempotencyEngine.Replay(answer("second payment")));
+        } finally {
+            resume.countDown();
+            instance.shutdown();
+        }
     }
 }
