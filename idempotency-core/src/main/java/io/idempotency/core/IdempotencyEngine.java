@@ -319,17 +319,28 @@ public final class IdempotencyEngine {
         }
         transaction.rollback();
         if (claim instanceof ClaimResult.Existing existing) {
-            IdempotencyRecord record = existing.record();
-            replayCache.holds(key, record.requestHash());
-            if (!record.requestHash().equals(requestHash)) {
-                return new Mismatch();
-            }
-            if (record.status() == RecordStatus.SUCCEEDED) {
-                replayCache.put(key, requestHash, record.response());
-                return new Replay(record.response());
+            Start answer = answerOf(key, requestHash, existing.record());
+            if (answer != null) {
+                return answer;
             }
         }
         return new InProgress();
+    }
+
+    /**
+     * What the record the claim found answers {@code requestHash}: a mismatch when it is another request's, the replay
+     * of its answer when it is this request's and completed; null while this request's claim holds it.
+     */
+    private Start answerOf(ScopedKey key, String requestHash, IdempotencyRecord record) {
+        replayCache.holds(key, record.requestHash());
+        if (!record.requestHash().equals(requestHash)) {
+            return new Mismatch();
+        }
+        if (record.status() == RecordStatus.SUCCEEDED) {
+            replayCache.put(key, requestHash, record.response());
+            return new Replay(record.response());
+        }
+        return null;
     }
 
     /**
@@ -368,13 +379,9 @@ public final class IdempotencyEngine {
                 return new InProgress();
             }
             IdempotencyRecord record = existing.record();
-            replayCache.holds(key, record.requestHash());
-            if (!record.requestHash().equals(requestHash)) {
-                return new Mismatch();
-            }
-            if (record.status() == RecordStatus.SUCCEEDED) {
-                replayCache.put(key, requestHash, record.response());
-                return new Replay(record.response());
+            Start answer = answerOf(key, requestHash, record);
+            if (answer != null) {
+                return answer;
             }
             // the key is held by a committed claim of this very request (an earlier attempt's, or a stale one this
             // request is about to take over and keeps whatever the resolver decides): a request with another body that
