@@ -158,8 +158,10 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
      * {@code Content-Encoding} declares (see {@link ContentCodings}); decoded, it is capped as well.
      *
      * @throws BodyTooLargeException if the body, or the body decoded, is larger than the cap
+     * @throws ContentCodings.UndecodableBodyException if a body in gzip coding does not decompress
      */
-    ContentCodings.Decoded decodedBody() throws IOException, BodyTooLargeException {
+    ContentCodings.Decoded decodedBody() throws IOException, BodyTooLargeException,
+            ContentCodings.UndecodableBodyException {
         byte[] body = body();
         List<String> codings = Collections.list(getHeaders("Content-Encoding"));
         return codings.isEmpty() ? new ContentCodings.Decoded(body, false)

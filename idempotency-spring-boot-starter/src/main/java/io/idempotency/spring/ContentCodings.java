@@ -17,9 +17,17 @@ import java.util.zip.InflaterInputStream;
  * {@code deflate}, zlib-wrapped as specified or raw as some clients send it), so that the body is fingerprinted as the handler reads it once the application has decompressed
  * it (a filter of its own, or the handler): two compressions of one body are one request. A body that a filter
  * before the library has decompressed already, leaving the header, is recognised by its first bytes and left as it
- * is. The decoded body is capped like the recorded one. Stateless.
+ * is. The decoded body is capped like the recorded one. A gzip body that begins as gzip but does not decompress (cut
+ * short, or damaged) is refused: whoever decompresses it for the handler fails as well, after the claim. Stateless.
  */
 final class ContentCodings {
+
+    /** Thrown when a body in gzip coding cannot be decompressed: it is cut short or damaged. */
+    static final class UndecodableBodyException extends Exception {
+        UndecodableBodyException(String coding, IOException cause) {
+            super("the body is not valid " + coding + " (cut short or damaged)", cause);
+        }
+    }
 
     /** The body with every coding undone ({@code coded} false), or with a coding the library cannot undo left on. */
     record Decoded(byte[] bytes, boolean coded) {
@@ -31,9 +39,10 @@ final class ContentCodings {
     /**
      * @param headers the values of the request's {@code Content-Encoding} headers, codings in the order applied
      * @throws BodyRecordingRequest.BodyTooLargeException if the decoded body is larger than {@code limit}
+     * @throws UndecodableBodyException if a body in gzip coding does not decompress
      */
     static Decoded decode(byte[] body, List<String> headers, int limit)
-            throws BodyRecordingRequest.BodyTooLargeException {
+            throws BodyRecordingRequest.BodyTooLargeException, UndecodableBodyException {
         List<String> codings = new ArrayList<>();
         for (String header : headers) {
             for (String coding : header.split(",")) {
@@ -67,7 +76,14 @@ final class ContentCodings {
                     : new InflaterInputStream(new ByteArrayInputStream(bytes))) {
                 bytes = readCapped(in, limit);
             } catch (IOException e) {
-                return new Decoded(body, true); // corrupt: whoever decompresses it for the handler fails as well
+                if (gzip) {
+                    // no text begins with gzip's magic bytes: this body is gzip, cut short or damaged, and the
+                    // handler would fail to read it only after the claim
+                    throw new UndecodableBodyException(coding, e);
+                }
+                // two bytes of text can pass for a zlib header ("x ", "80"): a body a filter before the library has
+                // inflated already may still carry them, so a deflate body that fails is compared as its bytes
+                return new Decoded(body, true);
             }
         }
         return new Decoded(bytes, false);

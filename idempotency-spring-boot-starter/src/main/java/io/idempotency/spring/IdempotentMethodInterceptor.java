@@ -221,6 +221,9 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         } catch (CanonicalJson.InvalidJsonException e) {
             return answer(exchange, problems.render(ProblemResponses.Problem.BODY_INVALID,
                     "The JSON body cannot be fingerprinted: " + e.getMessage() + ".", instance));
+        } catch (ContentCodings.UndecodableBodyException e) {
+            return answer(exchange, problems.render(ProblemResponses.Problem.BODY_INVALID,
+                    "The body cannot be decompressed to be fingerprinted: " + e.getMessage() + ".", instance));
         }
         MethodBasedEvaluationContext context = null;
         if (expressions) {
@@ -504,7 +507,8 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
 
         /** @param readJson whether a JSON body is parsed (and refused when it cannot be) */
         RequestView(HttpServletRequest request, BodyRecordingRequest recorded, boolean readJson)
-                throws IOException, BodyRecordingRequest.BodyTooLargeException, CanonicalJson.InvalidJsonException {
+                throws IOException, BodyRecordingRequest.BodyTooLargeException, CanonicalJson.InvalidJsonException,
+                ContentCodings.UndecodableBodyException {
             this.request = request;
             this.form = isForm(request);
             if (form) {

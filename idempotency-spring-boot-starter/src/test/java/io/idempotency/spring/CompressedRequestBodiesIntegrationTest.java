@@ -122,6 +122,31 @@ class CompressedRequestBodiesIntegrationTest extends OrdersApplicationTest {
         }
     }
 
+    @Test
+    void aGzipBodyThatDoesNotDecompressIsRefusedBeforeAnythingIsClaimed() throws Exception {
+        // cut short on its way, or damaged: a handler that decompresses its body itself would fail only after the
+        // claim, and the client would not learn that its request was at fault
+        String key = UUID.randomUUID().toString();
+        String note = "broken-gzip-" + key;
+        byte[] whole = gzip(note, Deflater.BEST_COMPRESSION);
+        byte[] truncated = java.util.Arrays.copyOf(whole, whole.length - 6);
+        byte[] damaged = whole.clone();
+        damaged[whole.length - 9] ^= 0x55; // the last byte of the compressed data: inflates wrong, fails its CRC
+
+        for (byte[] broken : new byte[][] {truncated, damaged}) {
+            HttpResponse<byte[]> answer = postGzip("/compressed/self", key, "text/plain", broken);
+
+            assertThat(answer.statusCode()).as(text(answer)).isEqualTo(400);
+            assertProblem(answer, "idempotency-body-invalid");
+            assertThat(keyRows(key)).isZero();
+        }
+        HttpResponse<byte[]> whole201 = postGzip("/compressed/self", key, "text/plain", whole);
+
+        assertThat(whole201.statusCode()).as(text(whole201)).isEqualTo(201);
+        assertThat(whole201.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
     private HttpResponse<byte[]> postGzip(String path, String key, String type, byte[] body)
             throws IOException, InterruptedException {
         return send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))

@@ -51,13 +51,22 @@ class ContentCodingsTest {
     }
 
     @Test
-    void aCodingTheLibraryCannotUndoAndACorruptBodyAreLeftCoded() throws Exception {
-        byte[] corrupt = Arrays.copyOf(gzipBytes(TEXT), 12);
+    void aCodingTheLibraryCannotUndoAndACorruptDeflateBodyAreLeftCoded() throws Exception {
+        byte[] corrupt = Arrays.copyOf(deflate(TEXT), 6);
 
         assertThat(ContentCodings.decode(TEXT, List.of("br"), 1024).coded()).isTrue();
-        ContentCodings.Decoded decoded = ContentCodings.decode(corrupt, List.of("gzip"), 1024);
+        ContentCodings.Decoded decoded = ContentCodings.decode(corrupt, List.of("deflate"), 1024);
         assertThat(decoded.coded()).isTrue();
         assertThat(decoded.bytes()).isEqualTo(corrupt);
+    }
+
+    @Test
+    void aGzipBodyCutShortIsRefused() throws Exception {
+        byte[] cut = Arrays.copyOf(gzipBytes(TEXT), 12);
+
+        assertThatThrownBy(() -> ContentCodings.decode(cut, List.of("gzip"), 1024))
+                .isInstanceOf(ContentCodings.UndecodableBodyException.class)
+                .hasMessage("the body is not valid gzip (cut short or damaged)");
     }
 
     @Test
