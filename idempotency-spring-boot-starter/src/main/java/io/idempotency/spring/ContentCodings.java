@@ -136,13 +136,18 @@ final class ContentCodings {
         return bytes.length >= 2 && (bytes[0] & 0xff) == 0x1f && (bytes[1] & 0xff) == 0x8b;
     }
 
-    /** Whether {@code bytes} begin with a zlib header of the deflate method (RFC 1950), as HTTP's deflate is. */
+    /**
+     * Whether {@code bytes} begin with a zlib header of the deflate method (RFC 1950), as HTTP's deflate is: without a
+     * preset dictionary, which HTTP has no way to name. Text can begin like a header that asks for one ({@code "80"},
+     * {@code "x "}), and inflating it would stop at once, as if the body were empty.
+     */
     private static boolean isZlib(byte[] bytes) {
         if (bytes.length < 2) {
             return false;
         }
         int cmf = bytes[0] & 0xff;
         int flg = bytes[1] & 0xff;
-        return (cmf & 0x0f) == 8 && (cmf >> 4) <= 7 && ((cmf << 8) | flg) % 31 == 0;
+        boolean presetDictionary = (flg & 0x20) != 0;
+        return (cmf & 0x0f) == 8 && (cmf >> 4) <= 7 && ((cmf << 8) | flg) % 31 == 0 && !presetDictionary;
     }
 }

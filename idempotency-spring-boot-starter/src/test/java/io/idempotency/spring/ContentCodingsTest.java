@@ -51,6 +51,17 @@ class ContentCodingsTest {
     }
 
     @Test
+    void textThatBeginsLikeAZlibHeaderWithAPresetDictionaryIsLeftAsItIs() throws Exception {
+        for (String text : new String[] {"80 units", "x marks the spot", "hb"}) {
+            byte[] bytes = text.getBytes(StandardCharsets.UTF_8);
+
+            ContentCodings.Decoded decoded = ContentCodings.decode(bytes, List.of("deflate"), 1024);
+
+            assertThat(decoded.bytes()).as(text).isEqualTo(bytes);
+        }
+    }
+
+    @Test
     void aCodingTheLibraryCannotUndoAndACorruptDeflateBodyAreLeftCoded() throws Exception {
         byte[] corrupt = Arrays.copyOf(deflate(TEXT), 6);
 
