@@ -12,10 +12,21 @@ import java.util.concurrent.TimeUnit;
 /**
  * Background work of the starter (cleanup, sweeping) on one daemon thread of its own, at a fixed delay while the
  * application runs. A failed run — whatever it threw — is logged and tried again at the next interval.
+ * <p>
+ * Stopped in the phase of the web server's graceful shutdown ({@link #PHASE}): a run that does not end at once (a
+ * resolver waiting on a third party) is waited for while the web server drains, not before it stops taking requests.
  */
 abstract class PeriodicTask implements SmartLifecycle {
 
     private static final Logger log = LoggerFactory.getLogger(PeriodicTask.class);
+
+    /**
+     * Spring Boot's {@code WebServerApplicationContext.GRACEFUL_SHUTDOWN_PHASE} (not referenced: an application need
+     * not have a web server). In the default phase, which stops first, the wait for a run in progress would come
+     * before the web server's graceful shutdown begins: it would go on taking requests, and start draining them only
+     * once the run had ended or {@code spring.lifecycle.timeout-per-shutdown-phase} had run out.
+     */
+    static final int PHASE = SmartLifecycle.DEFAULT_PHASE - 1024;
 
     private final String name;
     private final Duration interval;
@@ -137,6 +148,11 @@ abstract class PeriodicTask implements SmartLifecycle {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+    }
+
+    @Override
+    public int getPhase() {
+        return PHASE;
     }
 
     @Override

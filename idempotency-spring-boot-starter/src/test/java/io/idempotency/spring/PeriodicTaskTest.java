@@ -19,6 +19,13 @@ import static org.assertj.core.api.Assertions.assertThat;
 class PeriodicTaskTest {
 
     @Test
+    void stopsInThePhaseOfTheWebServersGracefulShutdown() {
+        // a copy of Spring Boot's constant, which an application without a web server does not have: kept equal
+        assertThat(PeriodicTask.PHASE).isEqualTo(
+                org.springframework.boot.web.server.context.WebServerApplicationContext.GRACEFUL_SHUTDOWN_PHASE);
+    }
+
+    @Test
     void aRunThatFailsWithAnErrorDoesNotEndTheSchedule() throws Exception {
         AtomicInteger runs = new AtomicInteger();
         CountDownLatch ranAgain = new CountDownLatch(1);
