@@ -5,6 +5,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
@@ -22,7 +23,8 @@ public final class StaleClaimSweeper {
      * What one sweep did.
      *
      * @param unresolved the claims the resolver could not decide, each with what it threw; such a claim stays taken
-     *                   over by the sweeper until its lease runs out, and is then resolved again
+     *                   over by the sweeper until its lease runs out, and is then resolved again (at once when the
+     *                   sweep was interrupted: its lease is ended)
      */
     public record Sweep(int found, int completed, int failed, List<Unresolved> unresolved) {
 
@@ -102,7 +104,8 @@ public final class StaleClaimSweeper {
 
     /**
      * Resolves the stale claims found now; call with no transaction open. An interrupt of the calling thread stops
-     * the sweep before the next claim: the claims not looked at yet are left as they were.
+     * the sweep before the next claim: the claims not looked at yet are left as they were, and a claim whose resolver
+     * failed while the thread was interrupted is handed back (its lease ended), for anyone to resolve at once.
      */
     public Sweep sweep() {
         return sweep(new Progress() {
@@ -149,6 +152,12 @@ public final class StaleClaimSweeper {
                             stale.key(), downstreamKeys.derive(stale.key()), stale.requestHash(), stale.createdAt(),
                             stale.lockedUntil(), false)), stale.key(), maxStoredBodySize);
                 } catch (RuntimeException e) {
+                    if (Thread.currentThread().isInterrupted()) {
+                        // asked to stop, which is likely why the resolver failed: the claim would wait for this
+                        // sweeper's lease to run out before anyone else could resolve it
+                        holding.cancel(false);
+                        handBack(renewals, stale.key(), token.get(), e);
+                    }
                     // one claim the third party cannot answer for (or not storably) keeps no other claim waiting
                     Unresolved failure = new Unresolved(stale.key(), e);
                     unresolved.add(failure);
@@ -171,5 +180,28 @@ public final class StaleClaimSweeper {
             renewals.shutdownNow();
         }
         return new Sweep(found, completed, failed, unresolved);
+    }
+
+    /**
+     * Ends the lease of the claim {@code token} holds at once, so that a retry or another sweeper can take it over
+     * now. Runs on {@code renewals}, after any renewal in progress, which would otherwise extend the lease again; a
+     * failure is attached to {@code failure} (the lease then runs out as it would have).
+     */
+    private void handBack(ScheduledExecutorService renewals, ScopedKey key, String token, RuntimeException failure) {
+        boolean interrupted = Thread.interrupted(); // kept for the sweep, which stops; waited without it here
+        try {
+            renewals.submit(() -> store.renew(key, token, IdempotencyEngine.MIN_LEASE)).get();
+        } catch (InterruptedException e) {
+            interrupted = true;
+            failure.addSuppressed(e);
+        } catch (ExecutionException e) {
+            failure.addSuppressed(e.getCause());
+        } catch (RuntimeException e) {
+            failure.addSuppressed(e);
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+        }
     }
 }

@@ -157,4 +157,18 @@ class ShutdownDuringSweepIntegrationTest {
         assertThat(taking).as("how long the web server still took requests after the shutdown began")
                 .isNotNull().isLessThan(Duration.ofSeconds(5));
     }
+
+    @Test
+    void aClaimWhoseResolverTheShutdownInterruptedIsLeftToTheOtherInstancesAtOnce() throws Exception {
+        TestPostgres.Database database = sweeping(true);
+
+        context.close();
+
+        assertThat(database.queryString("select status from idempotency_keys where idempotency_key = 'stale'"))
+                .as("nothing was decided about the claim").isEqualTo("PROCESSING");
+        // the sweeper took the claim over with the lease of idempotency.lease (5 min): held that long, every retry of
+        // the request would be told "in progress", and no sweeper of another instance could ask about it
+        assertThat(database.queryString("select locked_until < now() + interval '1 second' from idempotency_keys"
+                + " where idempotency_key = 'stale'")).as("the claim can be taken over at once").isEqualTo("t");
+    }
 }

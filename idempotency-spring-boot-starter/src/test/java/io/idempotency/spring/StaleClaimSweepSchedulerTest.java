@@ -112,7 +112,7 @@ class StaleClaimSweepSchedulerTest {
     }
 
     @Test
-    void stoppingDuringASweepTakesNoFurtherClaimOverAndWaitsForTheSweepToEnd() throws Exception {
+    void stoppingDuringASweepTakesNoFurtherClaimOverHandsTheInterruptedOneBackAndWaitsForTheSweepToEnd() throws Exception {
         TestPostgres.Database database = TestPostgres.newDatabase();
         try (HikariDataSource dataSource = database.dataSource(4)) {
             new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
@@ -159,7 +159,11 @@ class StaleClaimSweepSchedulerTest {
                     .as("the claims not yet looked at are left as they were, for the next sweep of any instance")
                     .isEqualTo(tokensBefore.replaceAll(asked + "=[^;]*;", ""));
             assertThat(database.queryLong("select count(*) from idempotency_keys where status = 'PROCESSING'"
-                    + " and locked_until < now()")).isEqualTo(2);
+                    + " and locked_until < now() and idempotency_key <> '" + asked + "'")).isEqualTo(2);
+            // the one asked about is handed back: its lease, ended when the interrupted resolver failed, is not the
+            // sweeper's five minutes
+            assertThat(database.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + asked
+                    + "' and status = 'PROCESSING' and locked_until < now() + interval '1 second'")).isEqualTo(1);
         }
     }
 
