@@ -3,7 +3,9 @@ package io.idempotency.spring;
 import io.idempotency.spring.app.TestApplication;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
+import org.apache.tomcat.util.threads.ThreadPoolExecutor;
 import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.boot.tomcat.TomcatWebServer;
 import org.springframework.boot.web.server.context.WebServerApplicationContext;
 import org.springframework.context.ConfigurableApplicationContext;
 
@@ -21,7 +23,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * An application shutting down (Spring Boot's default graceful shutdown) while an intent-first request runs: the web
  * server drains it before the engine stops renewing leases, so its claim is never left to another instance while it
- * still runs, and its result is recorded.
+ * still runs, and its result is recorded; a duplicate waiting for it in memory is drained too, and gets its answer.
  */
 class GracefulShutdownIntegrationTest {
 
@@ -65,5 +67,52 @@ class GracefulShutdownIntegrationTest {
         assertThat(database.queryString("select status from idempotency_keys where idempotency_key = 'draining'"))
                 .isEqualTo("SUCCEEDED");
         assertThat(leftLeast).as("the lease never ran out while the handler ran").isPositive();
+    }
+
+    @Test
+    void aDuplicateWaitingInMemoryWhenTheShutdownBeginsGetsTheAnswerOfTheRequestItWaitsFor() throws Exception {
+        TestPostgres.Database database = TestDatabases.withOrders();
+        List<String> properties = new ArrayList<>(database.springPropertyValues());
+        properties.add("server.port=0");
+        properties.add("idempotency.sweeper.enabled=false");
+        properties.add("idempotency.in-flight-wait=20s");
+        ConfigurableApplicationContext context = new SpringApplicationBuilder(TestApplication.class)
+                .properties(properties.toArray(String[]::new)).run();
+        int port = ((WebServerApplicationContext) context).getWebServer().getPort();
+        // HTTP/1.1: an h2c upgrade pending on the first request's connection would hold the duplicate back
+        HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+        HttpRequest.Builder request = HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/intent/charges"))
+                .header("Content-Type", "application/json").header("Idempotency-Key", "waiting")
+                .POST(HttpRequest.BodyPublishers.ofString("{\"note\":\"waiting\"}"));
+        CompletableFuture<HttpResponse<String>> first = http.sendAsync(request.copy().header("X-Sleep-Ms", "3000")
+                .build(), HttpResponse.BodyHandlers.ofString());
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (database.queryLong("select count(*) from idempotency_keys") == 0 && System.nanoTime() < deadline) {
+            Thread.sleep(20); // the intent is committed before the handler runs
+        }
+        CompletableFuture<HttpResponse<String>> duplicate = http.sendAsync(request.build(),
+                HttpResponse.BodyHandlers.ofString());
+        deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (requestsInProgress(context) < 2 && System.nanoTime() < deadline) {
+            Thread.sleep(20); // the duplicate reaches the server, and waits behind the first request
+        }
+        assertThat(duplicate).as("waiting when the shutdown begins").isNotDone();
+
+        CompletableFuture<Void> closed = CompletableFuture.runAsync(context::close);
+
+        assertThat(first.get(30, TimeUnit.SECONDS).statusCode()).isEqualTo(201);
+        HttpResponse<String> replayed = duplicate.get(30, TimeUnit.SECONDS);
+        assertThat(replayed.statusCode()).isEqualTo(201);
+        assertThat(replayed.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replayed.body()).isEqualTo(first.get().body());
+        closed.get(30, TimeUnit.SECONDS);
+        assertThat(database.queryLong("select count(*) from orders")).as("charged once").isEqualTo(1);
+    }
+
+    /** The requests the web server is working on. */
+    private static int requestsInProgress(ConfigurableApplicationContext context) {
+        TomcatWebServer server = (TomcatWebServer) ((WebServerApplicationContext) context).getWebServer();
+        return ((ThreadPoolExecutor) server.getTomcat().getConnector().getProtocolHandler().getExecutor())
+                .getActiveCount();
     }
 }
