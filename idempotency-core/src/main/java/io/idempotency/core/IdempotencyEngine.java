@@ -5,6 +5,7 @@ import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
@@ -152,7 +153,10 @@ public final class IdempotencyEngine {
         return downstreamKeys.derive(key);
     }
 
-    /** Stops lease renewals; executions still running lose their renewal. */
+    /**
+     * Stops lease renewals; executions still running lose their renewal. Intent-first work started afterwards is
+     * refused with {@link IllegalStateException}, and the claim it took is not kept from the others.
+     */
     public void shutdown() {
         renewals.shutdownNow();
     }
@@ -519,9 +523,26 @@ public final class IdempotencyEngine {
         }
     }
 
-    /** Renews the lease of the claim {@code token} holds while its holder works; see {@link Leases#hold}. */
+    /**
+     * Renews the lease of the claim {@code token} holds while its holder works; see {@link Leases#hold}. After
+     * {@link #shutdown} nothing would renew it: the claim is handed back (its lease ended at once, so that a retry or
+     * a sweeper takes it over now rather than after the lease) and the work refused.
+     *
+     * @throws IllegalStateException when the engine has been shut down
+     */
     private ScheduledFuture<?> holdLease(ScopedKey key, String token, Duration lease) {
-        return Leases.hold(renewals, store, key, token, lease);
+        try {
+            return Leases.hold(renewals, store, key, token, lease);
+        } catch (RejectedExecutionException e) {
+            IllegalStateException refused = new IllegalStateException("the idempotency engine has been shut down:"
+                    + " no work under " + key + " can start", e);
+            try {
+                store.renew(key, token, MIN_LEASE);
+            } catch (RuntimeException failed) {
+                refused.addSuppressed(failed); // the lease runs out as it would have
+            }
+            throw refused;
+        }
     }
 
     /** The time left until {@code deadline} (at least a millisecond), or null if it has passed. */

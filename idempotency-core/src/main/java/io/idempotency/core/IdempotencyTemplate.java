@@ -73,7 +73,9 @@ public final class IdempotencyTemplate {
      * @throws KeyReusedException          if the key was used for other input
      * @throws IllegalStateException       if a transaction is open on this thread, or this thread is running the work
      *                                     of an execution with the key (work calling the template again): nothing is
-     *                                     claimed
+     *                                     claimed; also in {@link IdempotencyMode#INTENT_FIRST} mode once the engine
+     *                                     has been shut down (the work does not run, and no claim is kept from
+     *                                     anyone)
      * @throws StoredBodyTooLargeException if the work's result is larger than the engine's cap on stored bodies
      *                                     ({@link IdempotencyEngine#maxStoredBodySize()}): it was not stored and the
      *                                     work's writes were rolled back, as after a failure of the work (in
