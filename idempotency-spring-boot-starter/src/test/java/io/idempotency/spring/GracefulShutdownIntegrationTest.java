@@ -24,6 +24,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * An application shutting down (Spring Boot's default graceful shutdown) while an intent-first request runs: the web
  * server drains it before the engine stops renewing leases, so its claim is never left to another instance while it
  * still runs, and its result is recorded; a duplicate waiting for it in memory is drained too, and gets its answer.
+ * No thread the library started outlives the context.
  */
 class GracefulShutdownIntegrationTest {
 
@@ -107,6 +108,41 @@ class GracefulShutdownIntegrationTest {
         assertThat(replayed.body()).isEqualTo(first.get().body());
         closed.get(30, TimeUnit.SECONDS);
         assertThat(database.queryLong("select count(*) from orders")).as("charged once").isEqualTo(1);
+    }
+
+    @Test
+    void noThreadOfTheLibraryOutlivesTheContext() throws Exception {
+        TestPostgres.Database database = TestDatabases.withOrders();
+        List<String> properties = new ArrayList<>(database.springPropertyValues());
+        properties.add("server.port=0");
+        properties.add("idempotency.sweeper.interval=50ms");
+        properties.add("idempotency.retention.cleanup.interval=50ms");
+        ConfigurableApplicationContext context = new SpringApplicationBuilder(TestApplication.class)
+                .properties(properties.toArray(String[]::new)).run();
+        int port = ((WebServerApplicationContext) context).getWebServer().getPort();
+        HttpResponse<String> answer = HttpClient.newHttpClient().send(
+                HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/intent/charges"))
+                        .header("Content-Type", "application/json").header("Idempotency-Key", "threads")
+                        .header("X-Sleep-Ms", "500") // long enough for its lease of 1 s to be renewed
+                        .POST(HttpRequest.BodyPublishers.ofString("{\"note\":\"threads\"}")).build(),
+                HttpResponse.BodyHandlers.ofString());
+        assertThat(answer.statusCode()).isEqualTo(201);
+        List<Thread> started = libraryThreads();
+        assertThat(started).extracting(Thread::getName)
+                .contains("idempotency-lease-renewal", "idempotency-sweeper", "idempotency-cleanup");
+
+        context.close();
+
+        for (Thread thread : libraryThreads()) {
+            thread.join(TimeUnit.SECONDS.toMillis(10)); // one may still be on its way out
+        }
+        assertThat(libraryThreads()).as("threads of the library alive after the context closed").isEmpty();
+        assertThat(started).as("none would keep the JVM from exiting").allMatch(Thread::isDaemon);
+    }
+
+    private static List<Thread> libraryThreads() {
+        return Thread.getAllStackTraces().keySet().stream()
+                .filter(thread -> thread.getName().startsWith("idempotency-") && thread.isAlive()).toList();
     }
 
     /** The requests the web server is working on. */
