@@ -435,6 +435,14 @@ public final class IdempotencyEngine {
         try {
             resolution = decided(resolver.resolve(new StaleClaimResolver.StaleClaim(key, downstreamKey(key),
                     stale.requestHash(), stale.createdAt(), stale.lockedUntil(), true)), key, maxStoredBodySize);
+        } catch (RuntimeException | Error e) {
+            if (Thread.currentThread().isInterrupted()) {
+                // asked to stop (the server ends a request the shutdown did not wait for), which is likely why the
+                // resolver failed: the claim would wait for this request's lease before another could resolve it
+                holding.cancel(false);
+                Leases.handBack(renewals, store, key, token, e);
+            }
+            throw e;
         } finally {
             holding.cancel(false);
         }
@@ -536,11 +544,7 @@ public final class IdempotencyEngine {
         } catch (RejectedExecutionException e) {
             IllegalStateException refused = new IllegalStateException("the idempotency engine has been shut down:"
                     + " no work under " + key + " can start", e);
-            try {
-                store.renew(key, token, MIN_LEASE);
-            } catch (RuntimeException failed) {
-                refused.addSuppressed(failed); // the lease runs out as it would have
-            }
+            Leases.handBack(renewals, store, key, token, refused);
             throw refused;
         }
     }

@@ -2,6 +2,8 @@ package io.idempotency.core;
 
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
@@ -41,5 +43,37 @@ final class Leases {
         }, period, period, TimeUnit.MILLISECONDS);
         self.complete(renewal);
         return renewal;
+    }
+
+    /**
+     * Ends the lease of the claim {@code token} holds at once, so that a retry or a sweeper can take it over now rather
+     * than after the lease: for a holder whose work an interrupt (the application stopping) ended before it decided
+     * anything. Runs on {@code renewals}, after any renewal in progress, which would otherwise extend the lease again
+     * (directly when {@code renewals} has been shut down: nothing renews any more). Waits without the thread's
+     * interrupt, which it keeps; a failure is attached to {@code failure} (the lease then runs out as it would have).
+     */
+    static void handBack(ScheduledExecutorService renewals, IdempotencyStore store, ScopedKey key, String token,
+                         Throwable failure) {
+        boolean interrupted = Thread.interrupted();
+        try {
+            renewals.submit(() -> store.renew(key, token, IdempotencyEngine.MIN_LEASE)).get();
+        } catch (RejectedExecutionException shutDown) {
+            try {
+                store.renew(key, token, IdempotencyEngine.MIN_LEASE);
+            } catch (RuntimeException e) {
+                failure.addSuppressed(e);
+            }
+        } catch (InterruptedException e) {
+            interrupted = true;
+            failure.addSuppressed(e);
+        } catch (ExecutionException e) {
+            failure.addSuppressed(e.getCause());
+        } catch (RuntimeException e) {
+            failure.addSuppressed(e);
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+        }
     }
 }

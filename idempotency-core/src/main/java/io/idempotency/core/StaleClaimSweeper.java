@@ -5,7 +5,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
@@ -156,7 +155,7 @@ public final class StaleClaimSweeper {
                         // asked to stop, which is likely why the resolver failed: the claim would wait for this
                         // sweeper's lease to run out before anyone else could resolve it
                         holding.cancel(false);
-                        handBack(renewals, stale.key(), token.get(), e);
+                        Leases.handBack(renewals, store, stale.key(), token.get(), e);
                     }
                     // one claim the third party cannot answer for (or not storably) keeps no other claim waiting
                     Unresolved failure = new Unresolved(stale.key(), e);
@@ -180,28 +179,5 @@ public final class StaleClaimSweeper {
             renewals.shutdownNow();
         }
         return new Sweep(found, completed, failed, unresolved);
-    }
-
-    /**
-     * Ends the lease of the claim {@code token} holds at once, so that a retry or another sweeper can take it over
-     * now. Runs on {@code renewals}, after any renewal in progress, which would otherwise extend the lease again; a
-     * failure is attached to {@code failure} (the lease then runs out as it would have).
-     */
-    private void handBack(ScheduledExecutorService renewals, ScopedKey key, String token, RuntimeException failure) {
-        boolean interrupted = Thread.interrupted(); // kept for the sweep, which stops; waited without it here
-        try {
-            renewals.submit(() -> store.renew(key, token, IdempotencyEngine.MIN_LEASE)).get();
-        } catch (InterruptedException e) {
-            interrupted = true;
-            failure.addSuppressed(e);
-        } catch (ExecutionException e) {
-            failure.addSuppressed(e.getCause());
-        } catch (RuntimeException e) {
-            failure.addSuppressed(e);
-        } finally {
-            if (interrupted) {
-                Thread.currentThread().interrupt();
-            }
-        }
     }
 }

@@ -278,6 +278,49 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
+     * The application stops while a retry's resolver asks a third party about a stale claim: the server interrupts the
+     * request it did not wait for, and the resolver fails. The claim is handed back with its lease ended, so that the
+     * next retry (on another instance) resolves it at once instead of after the interrupted request's lease.
+     */
+    @Test
+    void aStaleClaimWhoseResolverAnInterruptStoppedIsHandedBackAtOnce() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            leaveAStaleClaim(dataSource, store, key, Duration.ofMillis(200));
+            CountDownLatch asking = new CountDownLatch(1);
+            StaleClaimResolver interruptible = claim -> {
+                asking.countDown();
+                try {
+                    Thread.sleep(60_000); // a third party that has not answered yet
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new IllegalStateException("the call to the gateway was interrupted", e);
+                }
+                return StaleClaimResolver.Resolution.fail();
+            };
+            IdempotencyEngine stopping = engine(dataSource, store, interruptible);
+            Duration lease = Duration.ofMinutes(1);
+            CompletableFuture<Throwable> failure = new CompletableFuture<>();
+            Thread retry = new Thread(() -> {
+                try {
+                    stopping.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
+                    failure.complete(null);
+                } catch (Throwable e) {
+                    failure.complete(e);
+                }
+            });
+            retry.start();
+            assertThat(asking.await(10, TimeUnit.SECONDS)).as("the resolver is asked").isTrue();
+            retry.interrupt();
+
+            assertThat(failure.get(10, TimeUnit.SECONDS)).hasMessageContaining("interrupted");
+            stopping.shutdown();
+            assertTheRetryRuns(engine(dataSource, store, StaleClaimResolver.RERUN), store, key, lease);
+        }
+    }
+
+    /**
      * The database's clock is moved an hour away from the JVM's (a function {@code now()} that shadows PostgreSQL's
      * in the connection's search path). Were any lease or expiry decided on the JVM clock, a fresh claim would look
      * expired an hour early, or an expired one live for an hour.
