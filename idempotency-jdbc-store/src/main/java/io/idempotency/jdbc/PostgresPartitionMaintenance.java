@@ -48,11 +48,13 @@ public class PostgresPartitionMaintenance {
     public static final String LOCK_NOT_AVAILABLE = "55P03";
 
     /**
-     * Advisory lock names, followed by the table name. Creation keeps the name that earlier versions used for their
-     * whole run, so that during a rolling upgrade two instances still never create partitions at once.
+     * Advisory lock names, followed by the table's object id: advisory locks are the database's, and the name alone
+     * would let the maintenance of a table of that name in another schema (another application's) hold this one up.
      */
     private static final String CREATE_LOCK = "idempotency-partitions:";
     private static final String DROP_LOCK = "idempotency-partition-drops:";
+    /** The advisory lock of a name and a table (as the search path finds it; a table that is not there fails). */
+    private static final String LOCK_KEY = "hashtextextended(?::text || ?::regclass::oid::text, 0)";
 
     private final DataSource dataSource;
     private final String table;
@@ -195,11 +197,11 @@ public class PostgresPartitionMaintenance {
             try {
                 // before the advisory lock: waiting for another instance is bounded by it too
                 execute(connection, "SET lock_timeout = '" + Math.max(1, ddlLockTimeout.toMillis()) + "ms'");
+                checkPartitioned(connection); // also before the lock, whose key is the table's
                 if (!lock(connection, lock, wait)) {
                     return new Run(true, List.of(), List.of());
                 }
                 try {
-                    checkPartitioned(connection);
                     return work.run(connection, databaseNow(connection));
                 } finally {
                     unlock(connection, lock);
@@ -517,9 +519,10 @@ public class PostgresPartitionMaintenance {
 
     private boolean lock(Connection connection, String lock, boolean wait) throws SQLException {
         try (PreparedStatement statement = connection.prepareStatement(wait
-                ? "SELECT true FROM pg_advisory_lock(hashtextextended(?, 0))"
-                : "SELECT pg_try_advisory_lock(hashtextextended(?, 0))")) {
-            statement.setString(1, lock + table);
+                ? "SELECT true FROM pg_advisory_lock(" + LOCK_KEY + ")"
+                : "SELECT pg_try_advisory_lock(" + LOCK_KEY + ")")) {
+            statement.setString(1, lock);
+            statement.setString(2, table);
             try (ResultSet rs = statement.executeQuery()) {
                 rs.next();
                 return rs.getBoolean(1);
@@ -529,8 +532,9 @@ public class PostgresPartitionMaintenance {
 
     private void unlock(Connection connection, String lock) throws SQLException {
         try (PreparedStatement statement = connection.prepareStatement(
-                "SELECT pg_advisory_unlock(hashtextextended(?, 0))")) {
-            statement.setString(1, lock + table);
+                "SELECT pg_advisory_unlock(" + LOCK_KEY + ")")) {
+            statement.setString(1, lock);
+            statement.setString(2, table);
             statement.execute();
         }
     }

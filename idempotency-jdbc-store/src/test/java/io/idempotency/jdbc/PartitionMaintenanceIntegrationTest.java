@@ -42,6 +42,9 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 class PartitionMaintenanceIntegrationTest {
 
     private static final String TABLE = "idempotency_keys";
+    /** The advisory lock an instance creating partitions of the table holds. */
+    private static final String CREATION_LOCK = "hashtextextended('idempotency-partitions:' || '" + TABLE
+            + "'::regclass::oid::text, 0)";
     private static final String HASH = "e".repeat(64);
 
     @Test
@@ -395,7 +398,7 @@ class PartitionMaintenanceIntegrationTest {
             try (java.sql.Connection otherInstance = dataSource.getConnection();
                  java.sql.Statement statement = otherInstance.createStatement()) {
                 // another instance creating partitions right now
-                statement.execute("select pg_advisory_lock(hashtextextended('idempotency-partitions:" + TABLE + "', 0))");
+                statement.execute("select pg_advisory_lock(" + CREATION_LOCK + ")");
 
                 assertThat(maintenance.createAhead(false).skipped()).isTrue();
                 assertThatThrownBy(() -> maintenance.createAhead(true))
@@ -407,12 +410,50 @@ class PartitionMaintenanceIntegrationTest {
                         CompletableFuture.supplyAsync(() -> new PostgresPartitionMaintenance(dataSource, TABLE,
                                 Duration.ofHours(1), 1, Duration.ofSeconds(10)).createAhead(true));
                 database.awaitLockWaiter(Duration.ofSeconds(5)); // it waits for the other instance, not skips
-                statement.execute("select pg_advisory_unlock(hashtextextended('idempotency-partitions:" + TABLE
-                        + "', 0))");
+                statement.execute("select pg_advisory_unlock(" + CREATION_LOCK + ")");
                 assertThat(waiting.get(10, TimeUnit.SECONDS).created()).hasSize(2);
             }
             assertThat(jdbc.queryForObject("select current_setting('lock_timeout')", String.class))
                     .as("the pooled connections are given back with their own lock timeout").isEqualTo("0");
+        }
+    }
+
+    /**
+     * Two applications keep their tables of one name in two schemas of one database. One's maintenance, waiting for a
+     * lock on its own table, holds no lock the other's needs: the other creates its partitions instead of skipping
+     * its run as though it were an instance of the same application.
+     */
+    @Test
+    void maintenanceOfATableOfTheSameNameInAnotherSchemaDoesNotHoldThisOneUp() throws Exception {
+        TestPostgres.Database first = TestPostgres.newDatabase();
+        TestPostgres.Database second = TestPostgres.newDatabase();
+        try (HikariDataSource firstPool = partitionedDatabase(first);
+             HikariDataSource secondPool = partitionedDatabase(second);
+             java.sql.Connection holder = firstPool.getConnection();
+             java.sql.Statement statement = holder.createStatement()) {
+            holder.setAutoCommit(false);
+            statement.execute("lock table idempotency_keys in share update exclusive mode"); // attaching waits
+            CompletableFuture<PostgresPartitionMaintenance.Run> waiting = CompletableFuture.supplyAsync(() ->
+                    new PostgresPartitionMaintenance(firstPool, TABLE, Duration.ofHours(1), 1, Duration.ofSeconds(10))
+                            .createAhead(false));
+            first.awaitLockWaiter(Duration.ofSeconds(5)); // the first one's run is under way, waiting on its table
+
+            PostgresPartitionMaintenance.Run other = new PostgresPartitionMaintenance(secondPool, TABLE,
+                    Duration.ofHours(1), 1, Duration.ofSeconds(10)).createAhead(false);
+
+            holder.rollback();
+            assertThat(other.skipped()).as("skipped for the other schema's run").isFalse();
+            assertThat(other.created()).hasSize(2);
+            assertThat(waiting.get(10, TimeUnit.SECONDS).created()).hasSize(2);
+        }
+    }
+
+    @Test
+    void maintenanceOfATableThatIsNotThereSaysSo() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            assertThatThrownBy(() -> new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 1,
+                    Duration.ofSeconds(1)).createAhead(false))
+                    .hasMessageContaining("table idempotency_keys does not exist in the connection's schema");
         }
     }
 
