@@ -58,20 +58,6 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         return TRANSACTIONS;
     }
 
-    /** Callers and keys that differ only in case or in trailing spaces are different callers and keys. */
-    @Test
-    void keysCompareExactly() {
-        ScopedKey key = newKey();
-        String hash = "c".repeat(64);
-        assertThat(claimCommitted(key, hash, Duration.ofDays(1))).isInstanceOf(ClaimResult.Claimed.class);
-        for (ScopedKey other : new ScopedKey[] {new ScopedKey(key.caller(), key.scope(), key.key() + " "),
-                new ScopedKey(key.caller().toUpperCase(), key.scope(), key.key()),
-                new ScopedKey(key.caller(), key.scope(), key.key().toUpperCase())}) {
-            assertThat(claimCommitted(other, hash, Duration.ofDays(1))).as(other.toString())
-                    .isInstanceOf(ClaimResult.Claimed.class);
-        }
-    }
-
     /** Expiry and leases are UTC on the database's clock, whatever time zone the session runs in. */
     @Test
     void timesAreUtcWhateverTheSessionsTimeZone() {

@@ -121,6 +121,25 @@ public abstract class IdempotencyStoreContract {
         }
     }
 
+    /**
+     * Callers, scopes and keys compare byte for byte: ones that differ only in case or in trailing spaces belong to
+     * other callers, other operations and other requests.
+     */
+    @Test
+    void callersScopesAndKeysCompareExactly() {
+        ScopedKey key = newKey();
+        assertThat(claimCommitted(key, HASH_A, DAY)).isInstanceOf(ClaimResult.Claimed.class);
+        for (ScopedKey other : List.of(new ScopedKey(key.caller().toUpperCase(), key.scope(), key.key()),
+                new ScopedKey(key.caller() + " ", key.scope(), key.key()),
+                new ScopedKey(key.caller(), key.scope().toLowerCase(), key.key()),
+                new ScopedKey(key.caller(), key.scope() + " ", key.key()),
+                new ScopedKey(key.caller(), key.scope(), key.key().toUpperCase()),
+                new ScopedKey(key.caller(), key.scope(), key.key() + " "))) {
+            assertThat(claimCommitted(other, HASH_A, DAY)).as("claim of %s", other)
+                    .isInstanceOf(ClaimResult.Claimed.class);
+        }
+    }
+
     // ---------------------------------------------------------------- release, rollback, fencing
 
     @Test
