@@ -448,8 +448,10 @@ public abstract class IdempotencyStoreContract {
         Transactions.Transaction holder = transactions().begin();
         claimed(store().claim(claim(new ScopedKey("ab", "POST /c", key), HASH_A, DAY)));
         try {
-            // another caller, another scope, and a caller and scope that run together into the same text
-            for (ScopedKey other : List.of(new ScopedKey("alice", "POST /c", key), new ScopedKey("ab", "POST /d", key),
+            // another key of the same caller and scope, another caller, another scope, and a caller and scope that
+            // run together into the same text
+            for (ScopedKey other : List.of(new ScopedKey("ab", "POST /c", key + "-other"),
+                    new ScopedKey("alice", "POST /c", key), new ScopedKey("ab", "POST /d", key),
                     new ScopedKey("a", "bPOST /c", key))) {
                 assertThat(claimWhileHeld(other)).as("claim of %s", other).isInstanceOf(ClaimResult.Claimed.class);
             }
