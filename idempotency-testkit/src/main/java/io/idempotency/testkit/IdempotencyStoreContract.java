@@ -442,6 +442,36 @@ public abstract class IdempotencyStoreContract {
         }
     }
 
+    /**
+     * Two retries of a failed request at once: the one that waited while the other took the FAILED record over sees
+     * that claim, and does not run as well.
+     */
+    @Test
+    void aRetryThatWaitedForAFailedRecordsTakeoverSeesTheClaimThatTookItOver() throws Exception {
+        ScopedKey key = newKey();
+        String failed = claimed(claimCommitted(key, HASH_A, DAY));
+        assertThat(holds(store -> store.fail(key, failed))).isTrue();
+        Transactions.Transaction holder = transactions().begin();
+        String winner = claimed(store().claim(claim(key, HASH_A, DAY))); // takes the FAILED record over
+
+        ExecutorService executor = Executors.newSingleThreadExecutor();
+        try {
+            Future<ClaimResult> retry = executor.submit(() -> claimCommitted(key, HASH_A, DAY));
+            awaitBlockedClaim();
+            assertThat(retry).as("the retry waits while the takeover is uncommitted").isNotDone();
+            holder.commit();
+
+            ClaimResult result = retry.get(30, TimeUnit.SECONDS);
+            assertThat(result).as("the retry that waited").isInstanceOf(ClaimResult.Existing.class);
+            IdempotencyRecord seen = ((ClaimResult.Existing) result).record();
+            assertThat(seen.status()).isEqualTo(RecordStatus.PROCESSING);
+            assertThat(seen.fencingToken()).isEqualTo(winner);
+        } finally {
+            holder.rollback();
+            executor.shutdownNow();
+        }
+    }
+
     @Test
     void anUncommittedClaimKeepsNoOtherKeyWaiting() throws Exception {
         String key = UUID.randomUUID().toString();
