@@ -276,6 +276,30 @@ public abstract class IdempotencyStoreContract {
         assertThat(store().find(live)).as("a record within its retention stays").isPresent();
     }
 
+    /**
+     * Cleanup skips an expired record another transaction holds (here a retry taking a FAILED record over) instead of
+     * waiting for it: several cleaners, and a cleaner and the claims, never queue behind each other.
+     */
+    @Test
+    void deleteExpiredSkipsARecordAnotherTransactionHolds() throws Exception {
+        ScopedKey held = newKey();
+        inTransaction(store -> store.fail(held, claimed(store.claim(claim(held, HASH_A, Duration.ofMillis(1))))));
+        ScopedKey free = newKey();
+        inTransaction(store -> store.fail(free, claimed(store.claim(claim(free, HASH_A, Duration.ofMillis(1))))));
+        Thread.sleep(50);
+        Transactions.Transaction holder = transactions().begin();
+        claimed(store().claim(claim(held, HASH_A, DAY))); // takes the expired FAILED record over, not yet committed
+        try {
+            int deleted = CompletableFuture.supplyAsync(() -> store().deleteExpired(1000))
+                    .get(10, TimeUnit.SECONDS);
+            assertThat(deleted).isPositive();
+            assertThat(store().find(free)).as("the expired record no one holds is deleted").isEmpty();
+        } finally {
+            holder.rollback();
+        }
+        assertThat(store().find(held)).as("the held record was skipped").isPresent();
+    }
+
     // ---------------------------------------------------------------- leases (claims committed before their work)
 
     @Test
