@@ -356,6 +356,24 @@ public abstract class IdempotencyStoreContract {
         assertThat(store().findExpiredLeases(1000)).extracting(IdempotencyRecord::key).doesNotContain(key);
     }
 
+    /** A lease renewal that comes after its claim was completed or failed holds nothing, and says so. */
+    @Test
+    void aFinishedClaimIsNotRenewed() {
+        ScopedKey completed = newKey();
+        String first = claimed(inTransaction(store -> store.claim(new ClaimRequest(completed, HASH_A, DAY, LONG_WAIT,
+                Duration.ofSeconds(30)))));
+        assertThat(holds(store -> store.complete(completed, first, new StoredResponse(200, List.of(), null)))).isTrue();
+        ScopedKey failed = newKey();
+        String second = claimed(inTransaction(store -> store.claim(new ClaimRequest(failed, HASH_A, DAY, LONG_WAIT,
+                Duration.ofSeconds(30)))));
+        assertThat(holds(store -> store.fail(failed, second))).isTrue();
+
+        assertThat(store().renew(completed, first, Duration.ofSeconds(30))).as("a completed claim").isFalse();
+        assertThat(store().renew(failed, second, Duration.ofSeconds(30))).as("a failed claim").isFalse();
+        assertThat(store().find(completed).orElseThrow().lockedUntil()).isNull();
+        assertThat(store().find(failed).orElseThrow().lockedUntil()).isNull();
+    }
+
     @Test
     void anExpiredClaimIsTakenOverOnceAndItsFormerHolderIsFencedOut() throws Exception {
         ScopedKey key = newKey();
