@@ -13,6 +13,7 @@ import org.junit.jupiter.api.Test;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
@@ -354,6 +355,29 @@ public abstract class IdempotencyStoreContract {
 
         assertThat(store().find(key).orElseThrow().leaseExpired()).as("renewed past its first end").isFalse();
         assertThat(store().findExpiredLeases(1000)).extracting(IdempotencyRecord::key).doesNotContain(key);
+    }
+
+    /**
+     * The sweeper is given the claims whose lease ran out longest ago first, and no more than it asked for, so that
+     * none is left waiting behind newer ones.
+     */
+    @Test
+    void expiredLeasesComeOldestFirstAndUpToTheLimit() throws InterruptedException {
+        List<ScopedKey> keys = new ArrayList<>();
+        for (int i = 0; i < 3; i++) {
+            ScopedKey key = newKey();
+            keys.add(key);
+            claimed(inTransaction(store -> store.claim(new ClaimRequest(key, HASH_A, DAY, LONG_WAIT,
+                    Duration.ofMillis(1)))));
+        }
+        Thread.sleep(50);
+
+        List<IdempotencyRecord> all = store().findExpiredLeases(1000);
+        assertThat(all).extracting(IdempotencyRecord::lockedUntil).isSortedAccordingTo(Comparator.naturalOrder());
+        assertThat(all).extracting(IdempotencyRecord::key).containsSubsequence(keys);
+        List<IdempotencyRecord> first = store().findExpiredLeases(1);
+        assertThat(first).hasSize(1);
+        assertThat(first.get(0).lockedUntil()).isEqualTo(all.get(0).lockedUntil());
     }
 
     /** A lease renewal that comes after its claim was completed or failed holds nothing, and says so. */
