@@ -494,6 +494,19 @@ public abstract class IdempotencyStoreContract {
         }
     }
 
+    /** A wait shorter than a millisecond, the unit databases count lock waits in, still ends. */
+    @Test
+    void aWaitUnderAMillisecondIsBoundedToo() throws Exception {
+        ScopedKey key = newKey();
+        Transactions.Transaction holder = transactions().begin();
+        claimed(store().claim(claim(key, HASH_A, DAY)));
+        try {
+            assertThat(claimWhileHeld(key, Duration.ofNanos(500_000))).isInstanceOf(ClaimResult.Busy.class);
+        } finally {
+            holder.rollback();
+        }
+    }
+
     @Test
     void theWaitForAFailedRecordBeingTakenOverIsBounded() throws Exception {
         ScopedKey key = newKey();
@@ -598,10 +611,15 @@ public abstract class IdempotencyStoreContract {
      * holder does not end before this returns, so only the bounded wait can end the claim.
      */
     private ClaimResult claimWhileHeld(ScopedKey key) throws Exception {
+        return claimWhileHeld(key, Duration.ofMillis(200));
+    }
+
+    /** Like {@link #claimWhileHeld(ScopedKey)}, allowing a wait of {@code maxWait}. */
+    private ClaimResult claimWhileHeld(ScopedKey key, Duration maxWait) throws Exception {
         return CompletableFuture.supplyAsync(() -> {
             Transactions.Transaction transaction = transactions().begin();
             try {
-                return store().claim(new ClaimRequest(key, HASH_A, DAY, Duration.ofMillis(200)));
+                return store().claim(new ClaimRequest(key, HASH_A, DAY, maxWait));
             } finally {
                 transaction.rollback();
             }
