@@ -58,6 +58,29 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         return TRANSACTIONS;
     }
 
+    /**
+     * A transaction that holds no connection of the store's DataSource (another pool) must not get a claim that
+     * commits on its own: the claim refuses, and writes nothing. The store's pool runs at READ COMMITTED, so that
+     * only this check can refuse.
+     */
+    @Test
+    void aClaimInATransactionOnAnotherDataSourceIsRefused() {
+        ScopedKey key = newKey();
+        try (HikariDataSource storePool = TestMariaDb.newDatabase().dataSource(2,
+                config -> config.setTransactionIsolation("TRANSACTION_READ_COMMITTED"));
+             HikariDataSource otherPool = TestMariaDb.newDatabase().dataSource(1)) {
+            new JdbcTemplate(storePool).execute(MariaDbIdempotencyStore.schema("idempotency_keys"));
+            MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(storePool, "idempotency_keys");
+            TransactionTemplate other = new TransactionTemplate(new DataSourceTransactionManager(otherPool));
+            assertThatThrownBy(() -> other.executeWithoutResult(status -> {
+                new JdbcTemplate(otherPool).execute("SELECT 1"); // the other transaction holds its connection
+                store.claim(new ClaimRequest(key, "c".repeat(64), Duration.ofDays(1), Duration.ofMillis(100)));
+            })).isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("holds no connection of the idempotency store's DataSource");
+            assertThat(store.find(key)).as("nothing was written for the refused claim").isEmpty();
+        }
+    }
+
     /** Expiry and leases are UTC on the database's clock, whatever time zone the session runs in. */
     @Test
     void timesAreUtcWhateverTheSessionsTimeZone() {
