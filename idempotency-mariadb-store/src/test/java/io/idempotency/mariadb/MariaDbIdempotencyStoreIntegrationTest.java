@@ -12,6 +12,7 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.EnabledIf;
+import org.springframework.dao.DataAccessException;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
@@ -164,6 +165,28 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
             assertThat(store.find(key).orElseThrow().fencingToken()).isEqualTo(token);
         } finally {
             new JdbcTemplate(DATA_SOURCE).execute("DROP TABLE " + table);
+        }
+    }
+
+    /**
+     * A claim the database refuses for a reason other than a concurrent claim of the key (here a trigger; in production
+     * a server gone read-only, a full disk) fails with the database's error, at once: it is not taken for a record
+     * that changed and looked up again.
+     */
+    @Test
+    void aClaimRefusedByTheDatabaseFailsWithItsError() {
+        String table = "refusing_keys";
+        JdbcTemplate jdbc = new JdbcTemplate(DATA_SOURCE);
+        jdbc.execute(MariaDbIdempotencyStore.schema(table));
+        jdbc.execute("CREATE TRIGGER refuse_claims BEFORE INSERT ON " + table
+                + " FOR EACH ROW SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'claims are refused here'");
+        try {
+            MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(DATA_SOURCE, table);
+            assertThatThrownBy(() -> inTransaction(ignored -> store.claim(new ClaimRequest(newKey(), "c".repeat(64),
+                    Duration.ofDays(1), Duration.ofSeconds(1)))))
+                    .isInstanceOf(DataAccessException.class).hasMessageContaining("claims are refused here");
+        } finally {
+            jdbc.execute("DROP TABLE " + table);
         }
     }
 
