@@ -20,6 +20,7 @@ import org.springframework.transaction.support.TransactionTemplate;
 
 import java.time.Duration;
 import java.time.Instant;
+import java.util.TimeZone;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
@@ -105,6 +106,33 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         assertThat(record.lockedUntil()).isBetween(before.plus(Duration.ofMinutes(10)),
                 after.plus(Duration.ofMinutes(10)));
         assertThat(record.leaseExpired()).isFalse();
+    }
+
+    /** The UTC times the table holds are read as UTC whatever the JVM's time zone. */
+    @Test
+    void timesAreReadAsUtcWhateverTheJvmsTimeZone() {
+        TimeZone jvm = TimeZone.getDefault();
+        TimeZone.setDefault(TimeZone.getTimeZone("Asia/Tokyo"));
+        try (HikariDataSource dataSource = TestMariaDb.newDatabase().dataSource(2)) {
+            new JdbcTemplate(dataSource).execute(MariaDbIdempotencyStore.schema("idempotency_keys"));
+            MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(dataSource, "idempotency_keys");
+            ScopedKey key = newKey();
+            Instant before = Instant.now().minusSeconds(5);
+            TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+            transaction.setIsolationLevel(TransactionDefinition.ISOLATION_READ_COMMITTED);
+            ClaimResult claim = transaction.execute(status -> store.claim(new ClaimRequest(key, "c".repeat(64),
+                    Duration.ofHours(1), Duration.ofSeconds(1), Duration.ofMinutes(10))));
+            assertThat(claim).isInstanceOf(ClaimResult.Claimed.class);
+
+            var record = store.find(key).orElseThrow();
+            Instant after = Instant.now().plusSeconds(5);
+            assertThat(record.createdAt()).isBetween(before, after);
+            assertThat(record.expiresAt()).isBetween(before.plus(Duration.ofHours(1)), after.plus(Duration.ofHours(1)));
+            assertThat(record.lockedUntil()).isBetween(before.plus(Duration.ofMinutes(10)),
+                    after.plus(Duration.ofMinutes(10)));
+        } finally {
+            TimeZone.setDefault(jvm);
+        }
     }
 
     /**
