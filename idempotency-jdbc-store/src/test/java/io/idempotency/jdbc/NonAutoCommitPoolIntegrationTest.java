@@ -10,6 +10,7 @@ import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
+import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
@@ -77,6 +78,23 @@ class NonAutoCommitPoolIntegrationTest {
         assertThat(STORE.deleteExpired(100)).isEqualTo(1);
         assertThat(DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key = '"
                 + completed.key() + "'")).as("cleaned up").isZero();
+    }
+
+    /**
+     * A write made while a transaction of another DataSource is open on the thread (a resolver's own transaction on
+     * the application's other database) holds no connection of the store's: the write commits on its own all the same.
+     */
+    @Test
+    void writesInATransactionOfAnotherDataSourcePersist() {
+        ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+        String token = leasedClaim(key);
+        try (HikariDataSource otherPool = TestPostgres.newDatabase().dataSource(1)) {
+            new TransactionTemplate(new DataSourceTransactionManager(otherPool)).executeWithoutResult(status -> {
+                new JdbcTemplate(otherPool).execute("SELECT 1"); // the other transaction holds its connection
+                assertThat(STORE.fail(key, token)).isTrue();
+            });
+        }
+        assertThat(status(key)).isEqualTo("FAILED");
     }
 
     /** A claim committed with a lease, as intent-first mode makes it; returns its fencing token. */
