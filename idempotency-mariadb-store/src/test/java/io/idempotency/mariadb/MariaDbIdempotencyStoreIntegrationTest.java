@@ -15,14 +15,21 @@ import org.junit.jupiter.api.condition.EnabledIf;
 import org.springframework.dao.DataAccessException;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.jdbc.datasource.DelegatingDataSource;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.support.TransactionTemplate;
 
+import javax.sql.DataSource;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Proxy;
+import java.sql.Connection;
+import java.sql.SQLException;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.TimeZone;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -106,6 +113,52 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         assertThat(record.lockedUntil()).isBetween(before.plus(Duration.ofMinutes(10)),
                 after.plus(Duration.ofMinutes(10)));
         assertThat(record.leaseExpired()).isFalse();
+    }
+
+    /**
+     * A retry that finds the FAILED record, and loses it to another retry whose takeover commits between that look-up
+     * and its own takeover, looks again and sees that claim: the request does not run twice. The other retry is run
+     * as the first one sends its takeover.
+     */
+    @Test
+    void aRetryThatLosesTheFailedRecordBetweenLookUpAndTakeoverSeesTheClaimThatTookItOver() throws Exception {
+        ScopedKey key = newKey();
+        String hash = "c".repeat(64);
+        String failed = ((ClaimResult.Claimed) claimCommitted(key, hash, Duration.ofDays(1))).fencingToken();
+        assertThat(holds(store -> store.fail(key, failed))).isTrue();
+        AtomicReference<ClaimResult> other = new AtomicReference<>();
+        DataSource otherRetryFirst = new DelegatingDataSource(DATA_SOURCE) {
+            @Override
+            public Connection getConnection() throws SQLException {
+                Connection connection = super.getConnection();
+                return (Connection) Proxy.newProxyInstance(getClass().getClassLoader(),
+                        new Class<?>[] {Connection.class}, (proxy, method, args) -> {
+                            if (method.getName().equals("prepareStatement") && ((String) args[0]).contains("UPDATE")
+                                    && ((String) args[0]).contains("SET status = 'PROCESSING'") && other.get() == null) {
+                                other.set(CompletableFuture.supplyAsync(() -> claimCommitted(key, hash,
+                                        Duration.ofDays(1))).get(30, TimeUnit.SECONDS));
+                            }
+                            try {
+                                return method.invoke(connection, args);
+                            } catch (InvocationTargetException e) {
+                                throw e.getCause();
+                            }
+                        });
+            }
+        };
+        MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(otherRetryFirst, "idempotency_keys");
+        Transactions.Transaction transaction =
+                new SpringTransactions(new DataSourceTransactionManager(otherRetryFirst)).begin();
+        try {
+            ClaimResult result = store.claim(new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofSeconds(1)));
+
+            assertThat(other.get()).as("the other retry").isInstanceOf(ClaimResult.Claimed.class);
+            assertThat(result).as("the retry that lost the record").isInstanceOf(ClaimResult.Existing.class);
+            assertThat(((ClaimResult.Existing) result).record().fencingToken())
+                    .isEqualTo(((ClaimResult.Claimed) other.get()).fencingToken());
+        } finally {
+            transaction.rollback();
+        }
     }
 
     /** The UTC times the table holds are read as UTC whatever the JVM's time zone. */
