@@ -691,8 +691,13 @@ class PartitionMaintenanceIntegrationTest {
     private static Transactions.Transaction holdAClaimOpen(PartitionedPostgresIdempotencyStore store,
                                                            Transactions transactions) {
         Transactions.Transaction longRequest = transactions.begin();
-        assertThat(store.claim(request(new ScopedKey("", "POST /long", UUID.randomUUID().toString()))))
-                .isInstanceOf(ClaimResult.Claimed.class);
+        try {
+            assertThat(store.claim(request(new ScopedKey("", "POST /long", UUID.randomUUID().toString()))))
+                    .isInstanceOf(ClaimResult.Claimed.class);
+        } catch (RuntimeException | AssertionError e) {
+            longRequest.rollback(); // left bound to the thread, it would fail every later test of this JVM
+            throw e;
+        }
         return longRequest;
     }
 }
