@@ -118,7 +118,10 @@ public final class IdempotencyTemplate {
         } catch (DefiniteFailureException e) {
             abandonAfter(execution::abandonDefinitely, e);
             throw e;
-        } catch (Exception | Error e) {
+        } catch (Throwable e) {
+            // any throwable, not only an Exception or an Error: work in Kotlin may throw a bare Throwable, which would
+            // otherwise leave the execution running — its transaction bound to the thread, its claim held, its lease
+            // renewed for ever
             abandonAfter(execution::abandon, e);
             throw e;
         }

@@ -919,6 +919,75 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
+     * Work written in a language without checked exceptions (Kotlin) may throw a {@code Throwable} that is neither an
+     * {@code Exception} nor an {@code Error}. It is a failure of the work like any other: it reaches the listener as
+     * thrown, the execution ends — no transaction stays bound to the consumer's thread, which would refuse every later
+     * message on it, no uncommitted claim holds the key, no renewal keeps an intent-first claim alive for ever — and
+     * the redelivery runs (in intent-first mode once the lease has run out and the resolver said "rerun").
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"ONE_TRANSACTION", "INTENT_FIRST"})
+    void workThatThrowsAThrowableOfNeitherKindEndsItsExecutionAndTheRedeliveryRuns(IdempotencyMode mode)
+            throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table effects (id bigserial primary key)");
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyEngine engine = engine(dataSource, store, StaleClaimResolver.RERUN);
+            IdempotencyEngine otherInstance = engine(dataSource, store, StaleClaimResolver.RERUN);
+            IdempotencyTemplate template = new IdempotencyTemplate(engine);
+            ScopedKey key = new ScopedKey("", "events", UUID.randomUUID().toString());
+            byte[] message = "event-1".getBytes(StandardCharsets.UTF_8);
+            Duration lease = Duration.ofMillis(200);
+            Throwable thrown = new Throwable("thrown by a Kotlin listener");
+
+            // on a consumer thread of its own: a transaction left bound to it must not spill into the other tests
+            CompletableFuture<Throwable> failure = new CompletableFuture<>();
+            CompletableFuture<IdempotencyTemplate.Result> nextMessage = new CompletableFuture<>();
+            Thread consumer = new Thread(() -> {
+                try {
+                    template.execute(key, message, mode, lease, () -> {
+                        jdbc.update("insert into effects default values");
+                        return IntentFirstEngineIntegrationTest.<RuntimeException>sneakyThrow(thrown);
+                    });
+                    failure.complete(null);
+                } catch (Throwable e) {
+                    failure.complete(e);
+                }
+                try { // the next message this consumer handles
+                    nextMessage.complete(template.execute(new ScopedKey("", "events", UUID.randomUUID().toString()),
+                            message, mode, lease, () -> "applied".getBytes(StandardCharsets.UTF_8)));
+                } catch (Throwable e) {
+                    nextMessage.completeExceptionally(e);
+                }
+            });
+            consumer.start();
+
+            assertThat(failure.get(10, TimeUnit.SECONDS)).as("what the work threw").isSameAs(thrown);
+            assertThat(nextMessage.get(10, TimeUnit.SECONDS).replayed()).as("the consumer's next message runs")
+                    .isFalse();
+            consumer.join(10_000);
+            if (mode == IdempotencyMode.INTENT_FIRST) {
+                Thread.sleep(lease.toMillis() * 3); // an unknown outcome: the claim waits for its lease to run out
+            }
+            IdempotencyTemplate.Result redelivered = new IdempotencyTemplate(otherInstance).execute(key, message, mode,
+                    lease, () -> {
+                        jdbc.update("insert into effects default values");
+                        return "applied".getBytes(StandardCharsets.UTF_8);
+                    });
+            assertThat(redelivered.replayed()).isFalse();
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isEqualTo(1);
+            engine.shutdown();
+            otherInstance.shutdown();
+        }
+    }
+
+    @SuppressWarnings("unchecked")
+    private static <E extends Throwable> byte[] sneakyThrow(Throwable thrown) throws E {
+        throw (E) thrown;
+    }
+
+    /**
      * Work that catches the failure of one of its statements and returns all the same (a duplicate it means to
      * tolerate): PostgreSQL has aborted the transaction, so the result cannot be stored with it. The template says so
      * with {@code CommitFailedException}, keeps nothing — neither the work's other writes nor, in the default mode, the
