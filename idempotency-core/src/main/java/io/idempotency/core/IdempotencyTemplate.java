@@ -67,6 +67,7 @@ public final class IdempotencyTemplate {
      *
      * @param input what identifies "the same work" besides the key (e.g. the message body); null (a message without
      *              a body) is the empty input
+     * @param mode  never null
      * @param lease the lease in {@link IdempotencyMode#INTENT_FIRST} mode, at least
      *              {@link IdempotencyEngine#MIN_LEASE}; ignored otherwise
      * @throws InProgressException         if another execution with the key is running
@@ -94,6 +95,8 @@ public final class IdempotencyTemplate {
             throws Exception {
         // before the claim: in intent-first mode a committed claim without work would hold the key for its lease
         Objects.requireNonNull(work, "work");
+        // a missing mode is no default: work meant to run intent-first would run in one transaction with its claim
+        Objects.requireNonNull(mode, "mode");
         byte[] identifying = input == null ? new byte[0] : input;
         String fingerprint = RequestFingerprint.of("EXECUTE", key.scope(), null, identifying);
         IdempotencyEngine.Start start = engine.start(key, fingerprint, mode, lease);

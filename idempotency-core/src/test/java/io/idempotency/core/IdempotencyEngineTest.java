@@ -359,6 +359,21 @@ class IdempotencyEngineTest {
         assertThat(store.claims).isEmpty();
     }
 
+    /**
+     * A mode that is missing (a listener's setting left unset) is refused, not taken for the default mode: work meant to
+     * run intent-first (a gateway call) would otherwise run in one transaction with its claim, which a crash after the
+     * call rolls back, so that the redelivery calls the gateway again.
+     */
+    @Test
+    void templateWithoutAModeIsRefusedBeforeAnythingIsClaimed() {
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
+
+        assertThatThrownBy(() -> new IdempotencyTemplate(engine).execute(KEY, new byte[0], null,
+                Duration.ofSeconds(30), () -> new byte[0]))
+                .isInstanceOf(NullPointerException.class).hasMessage("mode");
+        assertThat(store.claims).isEmpty();
+    }
+
     @Test
     void keysThatNoTextColumnCanHoldAreRefused() {
         assertThatThrownBy(() -> new ScopedKey("", "s", "message-\ud800"))
