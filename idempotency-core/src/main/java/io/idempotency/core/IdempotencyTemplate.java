@@ -89,7 +89,9 @@ public final class IdempotencyTemplate {
      * @throws LeaseLostException          ({@link IdempotencyMode#INTENT_FIRST}) if the claim was taken over while
      *                                     the work ran; its writes were rolled back
      * @throws Exception                   what {@code work} threw, unwrapped, also when rolling its writes back failed
-     *                                     (that failure is attached as suppressed); its writes were rolled back
+     *                                     (that failure is attached as suppressed); its writes were rolled back. An
+     *                                     {@code Error}, or a {@code Throwable} of neither kind (work in Kotlin), is
+     *                                     thrown on the same way
      */
     public Result execute(ScopedKey key, byte[] input, IdempotencyMode mode, Duration lease, Callable<byte[]> work)
             throws Exception {
