@@ -1024,6 +1024,97 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
+     * Work that calls code joining its transaction (a {@code @Transactional} service, a {@code TransactionTemplate})
+     * which fails, catches that failure and returns: Spring has marked the transaction rollback-only, so the result
+     * cannot be stored with it. {@code CommitFailedException} says so — with a known outcome: nothing was committed —
+     * and nothing of the run is kept; in intent-first mode the claim stays PROCESSING, as after a failure of the work.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"ONE_TRANSACTION", "INTENT_FIRST"})
+    void workThatSwallowsTheFailureOfCodeJoiningItsTransactionKeepsNothing(IdempotencyMode mode) throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table effects (id bigserial primary key)");
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyEngine engine = engine(dataSource, store, StaleClaimResolver.RERUN);
+            IdempotencyTemplate template = new IdempotencyTemplate(engine);
+            org.springframework.transaction.support.TransactionTemplate service =
+                    new org.springframework.transaction.support.TransactionTemplate(
+                            new DataSourceTransactionManager(dataSource));
+            ScopedKey key = new ScopedKey("", "payments-listener", UUID.randomUUID().toString());
+
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> template.execute(key,
+                            "p-1".getBytes(StandardCharsets.UTF_8), mode, Duration.ofMinutes(5), () -> {
+                                jdbc.update("insert into effects default values");
+                                try {
+                                    service.executeWithoutResult(status -> {
+                                        throw new IllegalStateException("the account is frozen");
+                                    });
+                                } catch (IllegalStateException tolerated) {
+                                    return "skipped".getBytes(StandardCharsets.UTF_8);
+                                }
+                                return "booked".getBytes(StandardCharsets.UTF_8);
+                            }))
+                    .isInstanceOfSatisfying(io.idempotency.core.CommitFailedException.class,
+                            failed -> assertThat(failed.outcomeUnknown()).isFalse())
+                    .hasRootCauseInstanceOf(org.springframework.transaction.UnexpectedRollbackException.class);
+
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isZero();
+            if (mode == IdempotencyMode.INTENT_FIRST) {
+                assertThat(store.find(key).orElseThrow().status()).isEqualTo(RecordStatus.PROCESSING);
+            } else {
+                assertThat(store.find(key)).isEmpty();
+            }
+            engine.shutdown();
+        }
+    }
+
+    /**
+     * The resolver is asked about the template's stale claims as about an endpoint's: a redelivery that meets the
+     * claim of a delivery whose outcome was unknown, once its lease has run out, gets the body of the resolver's
+     * {@code complete} answer as the replayed result (its status is not used), and the work does not run again.
+     */
+    @Test
+    void aStaleClaimOfTheTemplateResolvedAsCompleteIsReplayedToTheRedelivery() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            List<StaleClaimResolver.StaleClaim> asked = new java.util.concurrent.CopyOnWriteArrayList<>();
+            IdempotencyEngine engine = engine(dataSource, store, claim -> {
+                asked.add(claim);
+                return StaleClaimResolver.Resolution.complete(new StoredResponse(201, List.of(),
+                        "charged before".getBytes(StandardCharsets.UTF_8)));
+            });
+            IdempotencyTemplate template = new IdempotencyTemplate(engine);
+            ScopedKey key = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
+            byte[] message = "charge-1".getBytes(StandardCharsets.UTF_8);
+            Duration lease = Duration.ofMillis(100);
+            AtomicInteger runs = new AtomicInteger();
+
+            java.net.SocketTimeoutException timeout = new java.net.SocketTimeoutException("the gateway did not answer");
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> template.execute(key, message,
+                    IdempotencyMode.INTENT_FIRST, lease, () -> {
+                        runs.incrementAndGet();
+                        throw timeout;
+                    })).isSameAs(timeout);
+            Thread.sleep(lease.toMillis() * 3);
+
+            IdempotencyTemplate.Result redelivered = template.execute(key, message, IdempotencyMode.INTENT_FIRST,
+                    lease, () -> {
+                        runs.incrementAndGet();
+                        return "charged again".getBytes(StandardCharsets.UTF_8);
+                    });
+            assertThat(redelivered.replayed()).isTrue();
+            assertThat(redelivered.value()).asString(StandardCharsets.UTF_8).isEqualTo("charged before");
+            assertThat(runs).hasValue(1);
+            assertThat(asked).singleElement().satisfies(claim -> {
+                assertThat(claim.key()).isEqualTo(key);
+                assertThat(claim.downstreamKey()).isEqualTo(engine.downstreamKey(key));
+            });
+            engine.shutdown();
+        }
+    }
+
+    /**
      * A consumer that waits for another instance's intent-first run of its message is interrupted (its listener
      * container is stopping): it is told at once to come back later, as a consumer waiting behind a run of its own
      * instance is, with the interrupt kept — not failed as if the listener were wrong, which a container that
