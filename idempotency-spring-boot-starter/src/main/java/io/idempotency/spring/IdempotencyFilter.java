@@ -65,14 +65,18 @@ public class IdempotencyFilter extends OncePerRequestFilter {
     }
 
     /**
-     * Never stored, whatever the configuration: headers that carry credentials or session state of one client, and
-     * the hop-by-hop ones (RFC 9110, section 7.6.1), which describe the connection the first answer went out on and
-     * would tell a replay's client about a connection it does not have (close it, upgrade it, expect trailers).
+     * Never stored, whatever the configuration: headers that carry credentials or session state of one client; the
+     * hop-by-hop ones (RFC 9110, section 7.6.1), which describe the connection the first answer went out on and
+     * would tell a replay's client about a connection it does not have (close it, upgrade it, expect trailers); and
+     * those the container makes for each message it sends: the framing of the body it writes ({@code Content-Length},
+     * which the replay sets from the body it sends, and which a stale stored value would contradict) and the time the
+     * message was sent ({@code Date}, RFC 9110, section 6.6.1: a replay is sent now, not when the first answer was).
      */
     static final Set<String> NEVER_STORED = Set.of("set-cookie", "set-cookie2", "authorization",
             "proxy-authorization", "proxy-authenticate", "www-authenticate", "cookie", "authentication-info",
             "proxy-authentication-info",
-            "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade");
+            "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+            "content-length", "date");
 
     /** Requests that cannot reach an idempotent endpoint (typically every GET) are not wrapped at all. */
     @Override

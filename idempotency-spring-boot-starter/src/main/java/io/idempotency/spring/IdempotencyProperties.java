@@ -84,8 +84,8 @@ public class IdempotencyProperties implements InitializingBean {
 
     /**
      * Response headers stored with an answer and sent again on replay, besides the body and status. Headers such as
-     * Set-Cookie or Authorization, and hop-by-hop headers such as Connection or Transfer-Encoding, are never stored,
-     * even if listed here. A list that replaces the default should keep Content-Type and Content-Encoding: without
+     * Set-Cookie or Authorization, hop-by-hop headers such as Connection or Transfer-Encoding, and those the container
+     * makes for each message it sends (Content-Length, Date) are never stored, even if listed here. A list that replaces the default should keep Content-Type and Content-Encoding: without
      * them a client cannot read the replayed body.
      */
     private List<String> replayedHeaders = new ArrayList<>(List.of("Content-Type", "Content-Encoding",

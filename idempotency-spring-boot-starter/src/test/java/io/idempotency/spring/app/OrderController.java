@@ -74,6 +74,26 @@ public class OrderController {
                 .body(new Order(id, request.note(), request.amount()));
     }
 
+    /**
+     * Answers as a handler passing on what an upstream service answered does: with the upstream's framing and
+     * message headers (its {@code Content-Length}, its {@code Date}), and a field its {@code Connection} header names
+     * as one of the connection's options (RFC 9110, section 7.6.1).
+     */
+    @PostMapping("/upstream")
+    @Idempotent
+    public ResponseEntity<String> upstream(@RequestBody OrderRequest request) {
+        long id = insert(request.note());
+        String body = "{\"id\":" + id + "}";
+        return ResponseEntity.created(URI.create("/orders/" + id))
+                .header("Content-Type", "application/json")
+                .header("Content-Length", Integer.toString(body.length()))
+                .header("Date", "Sun, 06 Nov 1994 08:49:37 GMT")
+                .header("Connection", "keep-alive, , x-UPSTREAM-trace")
+                .header("X-Upstream-Trace", "trace-" + id)
+                .header("X-Upstream-Region", "eu-1")
+                .body(body);
+    }
+
     @PostMapping("/status/{status}")
     @Idempotent
     public ResponseEntity<Map<String, Object>> withStatus(@PathVariable int status, @RequestBody OrderRequest request) {

@@ -1,0 +1,66 @@
+package io.idempotency.spring;
+
+import org.junit.jupiter.api.Test;
+import org.springframework.test.context.TestPropertySource;
+
+import java.net.http.HttpResponse;
+import java.util.List;
+import java.util.Locale;
+import java.util.UUID;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Which of the handler's headers are stored with its answer and replayed, when the application lists them among the
+ * replayed headers: never those about the message rather than the answer (its framing, its date). Replayed from the
+ * database here; the subclass replays from the in-memory cache.
+ */
+@TestPropertySource(properties = {
+        "idempotency.replayed-headers=Content-Type,Location,Content-Length,Date,X-Upstream-Trace,X-Upstream-Region,"
+                + "X-Note",
+        "idempotency.replay-cache.max-entries=0"})
+class StoredHeadersIntegrationTest extends OrdersApplicationTest {
+
+    /** The names of the header lines stored for {@code key}, in lower case. */
+    List<String> storedNames(String key) {
+        return stored(key).lines().map(line -> line.substring(0, line.indexOf(':')).toLowerCase(Locale.ROOT))
+                .toList();
+    }
+
+    String stored(String key) {
+        return DATABASE.queryString(
+                "select response_headers from idempotency_keys where idempotency_key = '" + key + "'");
+    }
+
+    @Test
+    void contentLengthIsNeverStoredTheContainerFramesTheReplayedBody() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"length-" + key + "\"}";
+
+        HttpResponse<byte[]> first = post("/orders/upstream", key, body);
+        HttpResponse<byte[]> replay = post("/orders/upstream", key, body);
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(storedNames(key)).as("stored headers").contains("location").doesNotContain("content-length");
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(first.body());
+        assertThat(replay.headers().allValues("Content-Length"))
+                .containsExactly(Integer.toString(replay.body().length));
+    }
+
+    @Test
+    void aReplayCarriesItsOwnDateNotTheFirstAnswers() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"date-" + key + "\"}";
+
+        HttpResponse<byte[]> first = post("/orders/upstream", key, body);
+        HttpResponse<byte[]> replay = post("/orders/upstream", key, body);
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(first.headers().firstValue("Date")).as("the first answer is sent as the handler made it")
+                .hasValue("Sun, 06 Nov 1994 08:49:37 GMT");
+        assertThat(storedNames(key)).as("stored headers").doesNotContain("date");
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.headers().allValues("Date")).hasSize(1).doesNotContain("Sun, 06 Nov 1994 08:49:37 GMT");
+    }
+}
