@@ -78,16 +78,20 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         return errorSent;
     }
 
-    /** The captured answer, keeping only the headers named in {@code replayed} (case-insensitive). */
+    /**
+     * The captured answer, keeping only the headers named in {@code replayed} (lower case) but those a
+     * {@code Connection} header names, also one set on the response before the capture began
+     * ({@link IdempotencyFilter#storedHeaders}).
+     */
     StoredResponse toStoredResponse(Set<String> replayed) {
         flushWriter();
-        List<StoredResponse.Header> kept = new ArrayList<>();
-        headers.forEach((name, values) -> {
-            if (replayed.contains(name.toLowerCase(Locale.ROOT))) {
-                values.forEach(value -> kept.add(new StoredResponse.Header(name, value)));
-            }
-        });
-        return new StoredResponse(status, kept, body.toByteArray());
+        List<StoredResponse.Header> all = new ArrayList<>();
+        Collection<String> connection = ((HttpServletResponse) getResponse()).getHeaders("Connection");
+        if (connection != null) {
+            connection.forEach(value -> all.add(new StoredResponse.Header("Connection", value)));
+        }
+        headers.forEach((name, values) -> values.forEach(value -> all.add(new StoredResponse.Header(name, value))));
+        return new StoredResponse(status, IdempotencyFilter.storedHeaders(all, replayed), body.toByteArray());
     }
 
     /** Sends the captured answer, every header included, to the client. */

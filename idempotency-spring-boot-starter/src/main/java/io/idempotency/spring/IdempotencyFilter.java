@@ -16,7 +16,10 @@ import org.springframework.web.servlet.DispatcherServlet;
 import org.springframework.web.util.WebUtils;
 
 import java.io.IOException;
+import java.util.ArrayList;
 import java.util.Collection;
+import java.util.HashSet;
+import java.util.List;
 import java.util.Locale;
 import java.util.Set;
 import java.util.stream.Collectors;
@@ -62,6 +65,32 @@ public class IdempotencyFilter extends OncePerRequestFilter {
                 .map(name -> name.toLowerCase(Locale.ROOT))
                 .filter(name -> !NEVER_STORED.contains(name))
                 .collect(Collectors.toUnmodifiableSet());
+    }
+
+    /**
+     * Those of {@code headers} that are stored with an answer, in their order: the ones named in {@code stored} (as
+     * {@link #storedHeaderNames} gives them), but none that a {@code Connection} header among {@code headers} names.
+     * Those are connection options (RFC 9110, section 7.6.1), hop-by-hop like the ones always left out: a handler
+     * passing on an upstream answer with {@code Connection: close, X-Trace} says that its {@code X-Trace} was about
+     * that connection, not the answer.
+     */
+    static List<StoredResponse.Header> storedHeaders(List<StoredResponse.Header> headers, Set<String> stored) {
+        Set<String> connectionOptions = new HashSet<>();
+        for (StoredResponse.Header header : headers) {
+            if (header.name().equalsIgnoreCase("Connection")) {
+                for (String option : header.value().split(",")) {
+                    connectionOptions.add(option.strip().toLowerCase(Locale.ROOT));
+                }
+            }
+        }
+        List<StoredResponse.Header> kept = new ArrayList<>();
+        for (StoredResponse.Header header : headers) {
+            String name = header.name().toLowerCase(Locale.ROOT);
+            if (stored.contains(name) && !connectionOptions.contains(name)) {
+                kept.add(header);
+            }
+        }
+        return kept;
     }
 
     /**

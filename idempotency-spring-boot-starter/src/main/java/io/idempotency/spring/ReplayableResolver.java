@@ -4,14 +4,14 @@ import io.idempotency.core.StaleClaimResolver;
 import io.idempotency.core.StoredResponse;
 
 import java.util.Collection;
-import java.util.Locale;
 import java.util.Set;
 
 /**
  * The application's {@link StaleClaimResolver}, whose "complete" answers keep the headers a handler's answer keeps:
  * those of {@code idempotency.replayed-headers}, never Set-Cookie, Authorization and the like
- * ({@link IdempotencyFilter#NEVER_STORED}). A resolver often passes on what a third party answered; its session
- * cookie or credentials must be neither stored nor replayed to the client. Thread-safe.
+ * ({@link IdempotencyFilter#NEVER_STORED}), nor those its {@code Connection} header names. A resolver often passes on
+ * what a third party answered; its session cookie or credentials must be neither stored nor replayed to the client,
+ * and what described its connection means nothing on the client's. Thread-safe.
  */
 final class ReplayableResolver implements StaleClaimResolver {
 
@@ -35,8 +35,7 @@ final class ReplayableResolver implements StaleClaimResolver {
             return resolution; // null too: the engine and the sweeper refuse it as deciding nothing
         }
         StoredResponse answer = complete.response();
-        return Resolution.complete(new StoredResponse(answer.status(), answer.headers().stream()
-                .filter(header -> replayedHeaders.contains(header.name().toLowerCase(Locale.ROOT)))
-                .toList(), answer.body()));
+        return Resolution.complete(new StoredResponse(answer.status(),
+                IdempotencyFilter.storedHeaders(answer.headers(), replayedHeaders), answer.body()));
     }
 }

@@ -266,7 +266,10 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
                         new io.idempotency.core.StoredResponse.Header("Content-Type", "application/json"),
                         new io.idempotency.core.StoredResponse.Header("Location", "/intent/charges/7"),
                         new io.idempotency.core.StoredResponse.Header("Set-Cookie", "gateway-session=secret"),
-                        new io.idempotency.core.StoredResponse.Header("X-Gateway-Trace", "internal")),
+                        new io.idempotency.core.StoredResponse.Header("X-Gateway-Trace", "internal"),
+                        // about the gateway's connection, by its Connection header (RFC 9110, section 7.6.1)
+                        new io.idempotency.core.StoredResponse.Header("Connection", "close, content-location"),
+                        new io.idempotency.core.StoredResponse.Header("Content-Location", "/gateway/backend-3")),
                         "{\"resolved\":true}".getBytes(java.nio.charset.StandardCharsets.UTF_8))));
         HttpResponse<String> retry = charge("/intent/charges", key, note);
         HttpResponse<String> replay = charge("/intent/charges", key, note);
@@ -276,6 +279,7 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
             assertThat(answer.headers().firstValue("Location")).hasValue("/intent/charges/7");
             assertThat(answer.headers().firstValue("Set-Cookie")).as("never stored, never replayed").isEmpty();
             assertThat(answer.headers().firstValue("X-Gateway-Trace")).as("not a replayed header").isEmpty();
+            assertThat(answer.headers().firstValue("Content-Location")).as("a connection option").isEmpty();
         }
         assertThat(DATABASE.queryString("select response_headers from idempotency_keys where idempotency_key = '"
                 + key + "'")).doesNotContainIgnoringCase("set-cookie").doesNotContain("secret");

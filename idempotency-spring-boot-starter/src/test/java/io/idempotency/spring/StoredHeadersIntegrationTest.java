@@ -12,8 +12,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * Which of the handler's headers are stored with its answer and replayed, when the application lists them among the
- * replayed headers: never those about the message rather than the answer (its framing, its date). Replayed from the
- * database here; the subclass replays from the in-memory cache.
+ * replayed headers: never those about the message rather than the answer (its framing, its date), nor those its
+ * {@code Connection} header names. Replayed from the database here; the subclass replays from the in-memory cache.
  */
 @TestPropertySource(properties = {
         "idempotency.replayed-headers=Content-Type,Location,Content-Length,Date,X-Upstream-Trace,X-Upstream-Region,"
@@ -62,5 +62,23 @@ class StoredHeadersIntegrationTest extends OrdersApplicationTest {
         assertThat(storedNames(key)).as("stored headers").doesNotContain("date");
         assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
         assertThat(replay.headers().allValues("Date")).hasSize(1).doesNotContain("Sun, 06 Nov 1994 08:49:37 GMT");
+    }
+
+    @Test
+    void fieldsNamedByTheConnectionHeaderAreNeverStored() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"connection-" + key + "\"}";
+
+        HttpResponse<byte[]> first = post("/orders/upstream", key, body);
+        HttpResponse<byte[]> replay = post("/orders/upstream", key, body);
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(first.headers().firstValue("X-Upstream-Trace")).as("the first answer is sent as the handler made it")
+                .isPresent();
+        assertThat(storedNames(key)).as("stored headers").contains("x-upstream-region")
+                .doesNotContain("x-upstream-trace", "connection");
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.headers().firstValue("X-Upstream-Region")).hasValue("eu-1");
+        assertThat(replay.headers().firstValue("X-Upstream-Trace")).isEmpty();
     }
 }
