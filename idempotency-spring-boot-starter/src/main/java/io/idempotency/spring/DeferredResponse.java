@@ -88,9 +88,11 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         List<StoredResponse.Header> all = new ArrayList<>();
         Collection<String> connection = ((HttpServletResponse) getResponse()).getHeaders("Connection");
         if (connection != null) {
-            connection.forEach(value -> all.add(new StoredResponse.Header("Connection", value)));
+            connection.forEach(
+                    value -> all.add(new StoredResponse.Header("Connection", IdempotencyFilter.asSent(value))));
         }
-        headers.forEach((name, values) -> values.forEach(value -> all.add(new StoredResponse.Header(name, value))));
+        headers.forEach((name, values) -> values.forEach(
+                value -> all.add(new StoredResponse.Header(name, IdempotencyFilter.asSent(value)))));
         return new StoredResponse(status, IdempotencyFilter.storedHeaders(all, replayed), body.toByteArray());
     }
 

@@ -87,10 +87,30 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         for (StoredResponse.Header header : headers) {
             String name = header.name().toLowerCase(Locale.ROOT);
             if (stored.contains(name) && !connectionOptions.contains(name)) {
-                kept.add(header);
+                kept.add(new StoredResponse.Header(header.name(), asSent(header.value())));
             }
         }
         return kept;
+    }
+
+    /**
+     * {@code value} as the container sends it, and as a stored answer keeps it: each control character but the tab
+     * (a line break, a NUL, DEL) a space, as RFC 9110 (section 5.5) has a recipient take them and as Tomcat writes
+     * them. Kept as given, a line break could not be stored (stored headers are lines) and a NUL not either (no
+     * PostgreSQL text holds one): the request would fail after its handler ran, and so would every retry.
+     */
+    static String asSent(String value) {
+        StringBuilder sent = null;
+        for (int i = 0; i < value.length(); i++) {
+            char c = value.charAt(i);
+            if ((c < 0x20 && c != '\t') || c == 0x7F) {
+                if (sent == null) {
+                    sent = new StringBuilder(value);
+                }
+                sent.setCharAt(i, ' ');
+            }
+        }
+        return sent == null ? value : sent.toString();
     }
 
     /**

@@ -4,6 +4,7 @@ import org.junit.jupiter.api.Test;
 import org.springframework.test.context.TestPropertySource;
 
 import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Locale;
 import java.util.UUID;
@@ -13,7 +14,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * Which of the handler's headers are stored with its answer and replayed, when the application lists them among the
  * replayed headers: never those about the message rather than the answer (its framing, its date), nor those its
- * {@code Connection} header names. Replayed from the database here; the subclass replays from the in-memory cache.
+ * {@code Connection} header names; and values as the container sends them. Replayed from the database here; the
+ * subclass replays from the in-memory cache.
  */
 @TestPropertySource(properties = {
         "idempotency.replayed-headers=Content-Type,Location,Content-Length,Date,X-Upstream-Trace,X-Upstream-Region,"
@@ -80,5 +82,23 @@ class StoredHeadersIntegrationTest extends OrdersApplicationTest {
         assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
         assertThat(replay.headers().firstValue("X-Upstream-Region")).hasValue("eu-1");
         assertThat(replay.headers().firstValue("X-Upstream-Trace")).isEmpty();
+    }
+
+    @Test
+    void controlCharactersInAValueAreStoredAsTheContainerSendsThem() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"control-" + key + "\"}";
+
+        HttpResponse<byte[]> first = post("/orders/control-characters", key, body);
+        HttpResponse<byte[]> replay = post("/orders/control-characters", key, body);
+
+        assertThat(first.statusCode()).as(new String(first.body(), StandardCharsets.UTF_8)).isEqualTo(201);
+        assertThat(rows("control-" + key)).isOne();
+        assertThat(first.headers().firstValue("X-Note")).hasValueSatisfying(
+                value -> assertThat(value).startsWith("line one  line two end"));
+        assertThat(stored(key)).contains("X-Note: line one  line two end\ttab \n");
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.headers().firstValue("X-Note")).isEqualTo(first.headers().firstValue("X-Note"));
+        assertThat(replay.body()).isEqualTo(first.body());
     }
 }

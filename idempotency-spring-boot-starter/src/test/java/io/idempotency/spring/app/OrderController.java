@@ -94,6 +94,16 @@ public class OrderController {
                 .body(body);
     }
 
+    /** Answers with a header value holding control characters, as a value taken from elsewhere may. */
+    @PostMapping("/control-characters")
+    @Idempotent
+    public ResponseEntity<Order> controlCharacters(@RequestBody OrderRequest request) {
+        long id = insert(request.note());
+        return ResponseEntity.created(URI.create("/orders/" + id))
+                .header("X-Note", "line one\r\nline two\u0000end\ttab\u007f")
+                .body(new Order(id, request.note(), request.amount()));
+    }
+
     @PostMapping("/status/{status}")
     @Idempotent
     public ResponseEntity<Map<String, Object>> withStatus(@PathVariable int status, @RequestBody OrderRequest request) {
