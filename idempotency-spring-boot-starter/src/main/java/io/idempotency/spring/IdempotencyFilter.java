@@ -119,13 +119,16 @@ public class IdempotencyFilter extends OncePerRequestFilter {
      * would tell a replay's client about a connection it does not have (close it, upgrade it, expect trailers); and
      * those the container makes for each message it sends: the framing of the body it writes ({@code Content-Length},
      * which the replay sets from the body it sends, and which a stale stored value would contradict) and the time the
-     * message was sent ({@code Date}, RFC 9110, section 6.6.1: a replay is sent now, not when the first answer was).
+     * message was sent ({@code Date}, RFC 9110, section 6.6.1: a replay is sent now, not when the first answer was);
+     * and {@code Age} (RFC 9111, section 5.1), which a cache computes as it sends an answer: one passed on from
+     * upstream told how long a cache there had held it when the first answer was sent, and stored it would tell every
+     * replay, dated now by its origin, the same.
      */
     static final Set<String> NEVER_STORED = Set.of("set-cookie", "set-cookie2", "authorization",
             "proxy-authorization", "proxy-authenticate", "www-authenticate", "cookie", "authentication-info",
             "proxy-authentication-info",
             "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
-            "content-length", "date");
+            "content-length", "date", "age");
 
     /** Requests that cannot reach an idempotent endpoint (typically every GET) are not wrapped at all. */
     @Override

@@ -84,9 +84,10 @@ public class IdempotencyProperties implements InitializingBean {
 
     /**
      * Response headers stored with an answer and sent again on replay, besides the body and status. Headers such as
-     * Set-Cookie or Authorization, hop-by-hop headers such as Connection or Transfer-Encoding, and those the container
-     * makes for each message it sends (Content-Length, Date) are never stored, even if listed here. A list that replaces the default should keep Content-Type and Content-Encoding: without
-     * them a client cannot read the replayed body.
+     * Set-Cookie or Authorization, hop-by-hop headers such as Connection or Transfer-Encoding (and those a Connection
+     * header names), and those that describe each message rather than the answer (Content-Length, Date, Age) are
+     * never stored, even if listed here. A list that replaces the default should keep Content-Type and
+     * Content-Encoding: without them a client cannot read the replayed body.
      */
     private List<String> replayedHeaders = new ArrayList<>(List.of("Content-Type", "Content-Encoding",
             "Content-Language", "Content-Location", "Location", "ETag", "Last-Modified", "Link"));

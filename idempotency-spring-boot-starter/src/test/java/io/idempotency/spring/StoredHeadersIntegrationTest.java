@@ -13,12 +13,12 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * Which of the handler's headers are stored with its answer and replayed, when the application lists them among the
- * replayed headers: never those about the message rather than the answer (its framing, its date), nor those its
- * {@code Connection} header names; and values as the container sends them. Replayed from the database here; the
- * subclass replays from the in-memory cache.
+ * replayed headers: never those about the message rather than the answer (its framing, its date, its age), nor
+ * those its {@code Connection} header names; and values as the container sends them. Replayed from the database
+ * here; the subclass replays from the in-memory cache.
  */
 @TestPropertySource(properties = {
-        "idempotency.replayed-headers=Content-Type,Location,Content-Length,Date,X-Upstream-Trace,X-Upstream-Region,"
+        "idempotency.replayed-headers=Content-Type,Location,Content-Length,Date,Age,X-Upstream-Trace,X-Upstream-Region,"
                 + "X-Note",
         "idempotency.replay-cache.max-entries=0"})
 class StoredHeadersIntegrationTest extends OrdersApplicationTest {
@@ -64,6 +64,23 @@ class StoredHeadersIntegrationTest extends OrdersApplicationTest {
         assertThat(storedNames(key)).as("stored headers").doesNotContain("date");
         assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
         assertThat(replay.headers().allValues("Date")).hasSize(1).doesNotContain("Sun, 06 Nov 1994 08:49:37 GMT");
+    }
+
+    /** An upstream's Age told how long its cache had held the answer; a replay is sent by its origin, now. */
+    @Test
+    void aReplayCarriesNoStoredAge() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"age-" + key + "\"}";
+
+        HttpResponse<byte[]> first = post("/orders/upstream", key, body);
+        HttpResponse<byte[]> replay = post("/orders/upstream", key, body);
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(first.headers().firstValue("Age")).as("the first answer is sent as the handler made it")
+                .hasValue("30");
+        assertThat(storedNames(key)).as("stored headers").doesNotContain("age");
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.headers().firstValue("Age")).isEmpty();
     }
 
     @Test

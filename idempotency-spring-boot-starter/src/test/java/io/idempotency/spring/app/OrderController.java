@@ -76,8 +76,8 @@ public class OrderController {
 
     /**
      * Answers as a handler passing on what an upstream service answered does: with the upstream's framing and
-     * message headers (its {@code Content-Length}, its {@code Date}), and a field its {@code Connection} header names
-     * as one of the connection's options (RFC 9110, section 7.6.1).
+     * message headers (its {@code Content-Length}, its {@code Date} and {@code Age}), and a field its
+     * {@code Connection} header names as one of the connection's options (RFC 9110, section 7.6.1).
      */
     @PostMapping("/upstream")
     @Idempotent
@@ -88,6 +88,7 @@ public class OrderController {
                 .header("Content-Type", "application/json")
                 .header("Content-Length", Integer.toString(body.length()))
                 .header("Date", "Sun, 06 Nov 1994 08:49:37 GMT")
+                .header("Age", "30")
                 .header("Connection", "keep-alive, , x-UPSTREAM-trace")
                 .header("X-Upstream-Trace", "trace-" + id)
                 .header("X-Upstream-Region", "eu-1")
