@@ -173,7 +173,7 @@ final class IdempotentExchange {
         UNKNOWN,
         /** The handler declared it definitely not done ({@code DefiniteFailureException}): FAILED, for a retry. */
         DEFINITE,
-        /** The handler's body never ran (its arguments were refused): the claim is released. */
+        /** The handler's body never ran (its arguments were refused, or method security refused the call): released. */
         NOT_RUN
     }
 

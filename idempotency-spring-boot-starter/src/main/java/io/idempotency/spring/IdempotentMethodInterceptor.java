@@ -302,12 +302,13 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                     return result;
                 });
             } catch (Throwable handlerFailure) {
-                // definitely not done: the method-validation proxy refused its arguments before its body ran
-                // (intent-first: the claim is released, so the corrected request runs), or the handler says so (the
-                // claim is marked FAILED, for the same request to run again). A refusal of a call the handler made to
-                // itself through its proxy names the same method and object, but its body had run: it passed this
-                // advice again (reentered)
-                exchange.markHandlerFailed(!exchange.reentered() && RefusedArguments.of(invocation, handlerFailure)
+                // definitely not done: the method-validation proxy refused its arguments, or method security refused
+                // the call, before its body ran (intent-first: the claim is released, so the corrected or now
+                // permitted request runs), or the handler says so (the claim is marked FAILED, for the same request to
+                // run again). A refusal of a call the handler made to itself through its proxy names the same method
+                // and object, but its body had run: it passed this advice again (reentered)
+                exchange.markHandlerFailed(!exchange.reentered() && (RefusedArguments.of(invocation, handlerFailure)
+                        || DeniedBeforeTheBody.of(handlerFailure))
                         ? IdempotentExchange.HandlerFailure.NOT_RUN
                         : handlerFailure instanceof DefiniteFailureException
                         ? IdempotentExchange.HandlerFailure.DEFINITE : IdempotentExchange.HandlerFailure.UNKNOWN);
