@@ -434,7 +434,8 @@ public final class IdempotencyEngine {
         StaleClaimResolver.Resolution resolution;
         try {
             resolution = decided(resolver.resolve(new StaleClaimResolver.StaleClaim(key, downstreamKey(key),
-                    stale.requestHash(), stale.createdAt(), stale.lockedUntil(), true)), key, maxStoredBodySize);
+                    stale.requestHash(), stale.createdAt(), stale.lockedUntil(), true)), key, defaultPolicy,
+                    maxStoredBodySize);
         } catch (RuntimeException | Error e) {
             if (Thread.currentThread().isInterrupted()) {
                 // asked to stop (the server ends a request the shutdown did not wait for), which is likely why the
@@ -464,13 +465,22 @@ public final class IdempotencyEngine {
      * "rerun" nor "fail", both of which would let the work run again without anyone having found out what happened —
      * so it fails like a resolver that throws: the claim stays PROCESSING for a later resolution. So does an answer
      * larger than the cap on stored bodies: stored, it would keep what no handler's answer may keep; cut short, it
-     * would replay a different answer; and it is not "the work did not happen" either.
+     * would replay a different answer; and it is not "the work did not happen" either. And so does an answer with a
+     * status {@code policy} does not store (by default 5xx, 408, 409, 425, 429, 304, 1xx): a handler's such answer
+     * leaves the outcome unknown, and stored as SUCCEEDED it would be replayed for as long as the record is kept.
      */
     static StaleClaimResolver.Resolution decided(StaleClaimResolver.Resolution resolution, ScopedKey key,
-                                                 long maxStoredBodySize) {
+                                                 StoragePolicy policy, long maxStoredBodySize) {
         if (resolution == null) {
             throw new IllegalStateException("the stale claim resolver answered null for " + key + ", which decides"
                     + " nothing: the claim stays PROCESSING and is resolved again once its lease has run out");
+        }
+        if (resolution instanceof StaleClaimResolver.Complete complete
+                && !policy.isStorable(complete.response().status())) {
+            throw new IllegalStateException("the stale claim resolver answered complete with status "
+                    + complete.response().status() + " for " + key + ", which the storage policy does not store: it"
+                    + " says nothing final of the work. The claim stays PROCESSING and is resolved again once its lease"
+                    + " has run out; answer complete with a storable status, or fail or rerun");
         }
         if (resolution instanceof StaleClaimResolver.Complete complete
                 && complete.response().bodyLength() > maxStoredBodySize) {

@@ -62,10 +62,11 @@ public final class StaleClaimSweeper {
     private final Duration lease;
     private final int batchSize;
     private final long maxStoredBodySize;
+    private final StoragePolicy policy;
 
     /**
      * A sweeper that stores answers of the resolver up to
-     * {@link IdempotencyEngine#DEFAULT_MAX_STORED_BODY_SIZE}.
+     * {@link IdempotencyEngine#DEFAULT_MAX_STORED_BODY_SIZE}, with a status {@link StoragePolicy#DEFAULT} stores.
      *
      * @param lease     the lease a stale claim is taken over with, renewed while the resolver answers; at least
      *                  {@link IdempotencyEngine#MIN_LEASE}
@@ -86,6 +87,22 @@ public final class StaleClaimSweeper {
      */
     public StaleClaimSweeper(IdempotencyStore store, StaleClaimResolver resolver, DownstreamKeys downstreamKeys,
                              Duration lease, int batchSize, long maxStoredBodySize) {
+        this(store, resolver, downstreamKeys, lease, batchSize, maxStoredBodySize, StoragePolicy.DEFAULT);
+    }
+
+    /**
+     * @param lease             the lease a stale claim is taken over with, renewed while the resolver answers; at
+     *                          least {@link IdempotencyEngine#MIN_LEASE}
+     * @param batchSize         most stale claims looked at per sweep; at least 1
+     * @param maxStoredBodySize the largest answer body, in bytes, stored for replay; a resolver's larger answer is
+     *                          not stored, and the claim is reported {@link Unresolved} with a
+     *                          {@link StoredBodyTooLargeException}
+     * @param policy            the statuses a resolver's answer may be stored with (the engine's default policy); an
+     *                          answer with another status is not stored, and the claim is reported {@link Unresolved}
+     *                          with an {@link IllegalStateException}
+     */
+    public StaleClaimSweeper(IdempotencyStore store, StaleClaimResolver resolver, DownstreamKeys downstreamKeys,
+                             Duration lease, int batchSize, long maxStoredBodySize, StoragePolicy policy) {
         if (maxStoredBodySize <= 0) {
             throw new IllegalArgumentException("maxStoredBodySize must be positive: " + maxStoredBodySize);
         }
@@ -94,6 +111,7 @@ public final class StaleClaimSweeper {
             throw new IllegalArgumentException("batchSize must be at least 1: " + batchSize);
         }
         this.maxStoredBodySize = maxStoredBodySize;
+        this.policy = Objects.requireNonNull(policy, "policy");
         this.store = Objects.requireNonNull(store, "store");
         this.resolver = Objects.requireNonNull(resolver, "resolver");
         this.downstreamKeys = Objects.requireNonNull(downstreamKeys, "downstreamKeys");
@@ -149,7 +167,7 @@ public final class StaleClaimSweeper {
                 try {
                     resolution = IdempotencyEngine.decided(resolver.resolve(new StaleClaimResolver.StaleClaim(
                             stale.key(), downstreamKeys.derive(stale.key()), stale.requestHash(), stale.createdAt(),
-                            stale.lockedUntil(), false)), stale.key(), maxStoredBodySize);
+                            stale.lockedUntil(), false)), stale.key(), policy, maxStoredBodySize);
                 } catch (RuntimeException e) {
                     if (Thread.currentThread().isInterrupted()) {
                         // asked to stop, which is likely why the resolver failed: the claim would wait for this

@@ -437,6 +437,7 @@ public class IdempotencyAutoConfiguration {
     @Bean
     @ConditionalOnProperty(prefix = "idempotency.sweeper", name = "enabled", havingValue = "true", matchIfMissing = true)
     StaleClaimSweepScheduler idempotencyStaleClaimSweepScheduler(IdempotencyStore store, StaleClaimResolver resolver,
+                                                                 StoragePolicy storagePolicy,
                                                                  DownstreamKeys downstreamKeys,
                                                                  IdempotencyProperties properties,
                                                                  ObjectProvider<IdempotencySchemaInitializer> schema,
@@ -446,7 +447,8 @@ public class IdempotencyAutoConfiguration {
         checkInterval(sweeper.getInterval(), "idempotency.sweeper.interval");
         return new StaleClaimSweepScheduler(new StaleClaimSweeper(store,
                 ReplayableResolver.of(resolver, properties.getReplayedHeaders()), downstreamKeys,
-                properties.getLease(), sweeper.getBatchSize(), properties.getMaxStoredBodySize().toBytes()),
+                properties.getLease(), sweeper.getBatchSize(), properties.getMaxStoredBodySize().toBytes(),
+                storagePolicy),
                 sweeper.getInterval(),
                 meters.getIfAvailable(() -> IdempotencyMeters.NONE));
     }

@@ -254,6 +254,30 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aResolversCompleteAnswerThatTheStoragePolicyDoesNotKeepIsNotReplayed() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "resolver-503-" + key;
+
+        assertThat(charge("/intent/charges", key, note, "X-Fail", "unknown").statusCode()).isEqualTo(500);
+        awaitLeaseExpired(key);
+        // a resolver that passes on the gateway's own "try again later"
+        resolver.decideNext(() -> io.idempotency.core.StaleClaimResolver.Resolution.complete(
+                new io.idempotency.core.StoredResponse(503, java.util.List.of(),
+                        "{\"gateway\":\"unavailable\"}".getBytes(java.nio.charset.StandardCharsets.UTF_8))));
+        HttpResponse<String> refused = charge("/intent/charges", key, note);
+
+        assertThat(refused.statusCode()).as("an error of the resolver, not the request's answer").isEqualTo(500);
+        assertThat(refused.body()).doesNotContain("unavailable");
+        assertThat(DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'"))
+                .as("neither failed nor completed: still unresolved").isEqualTo("PROCESSING");
+
+        awaitLeaseExpired(key);
+        HttpResponse<String> later = charge("/intent/charges", key, note);
+        assertThat(later.statusCode()).isEqualTo(201);
+        assertThat(later.body()).contains("\"resolved\":true");
+    }
+
+    @Test
     void aResolversAnswerKeepsOnlyTheHeadersAHandlersAnswerWouldKeep() throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "resolver-headers-" + key;
