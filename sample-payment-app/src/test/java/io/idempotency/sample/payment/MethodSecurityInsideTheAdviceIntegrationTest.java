@@ -1,5 +1,6 @@
 package io.idempotency.sample.payment;
 
+import io.idempotency.core.DefiniteFailureException;
 import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.Idempotent;
 import io.idempotency.spring.IdempotentAdvisor;
@@ -30,6 +31,7 @@ import java.net.http.HttpResponse;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.UUID;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -83,6 +85,28 @@ class MethodSecurityInsideTheAdviceIntegrationTest {
         assertThat(refused.statusCode()).isEqualTo(403);
         assertThat(notes(key)).isZero();
         assertThat(records(key)).isZero();
+    }
+
+    @Test
+    void aRefusalBeforeTheBodyOfARequestRunAgainAfterADefiniteFailureLeavesItsClaimFailed() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String name = newUser("ADMIN");
+
+        InnerGuardController.DECLINE_NEXT.set(true);
+        HttpResponse<byte[]> declined = post("/inner-guard/charge/" + key, key, name);
+        users.updateUser(User.withUsername(name).password("{noop}pass").roles("PAYER").build());
+        HttpResponse<byte[]> refused = post("/inner-guard/charge/" + key, key, name);
+        String afterRefusal = status(key);
+        users.updateUser(User.withUsername(name).password("{noop}pass").roles("ADMIN").build());
+        HttpResponse<byte[]> granted = post("/inner-guard/charge/" + key, key, name);
+
+        assertThat(declined.statusCode()).isEqualTo(402);
+        assertThat(refused.statusCode()).isEqualTo(403);
+        // the declined attempt may have told the gateway about the key: the claim stays with its request
+        assertThat(afterRefusal).isEqualTo("FAILED");
+        assertThat(granted.statusCode()).as(PaymentApi.text(granted)).isEqualTo(200);
+        assertThat(notes(key)).isEqualTo(1);
+        assertThat(status(key)).isEqualTo("SUCCEEDED");
     }
 
     @Test
@@ -177,6 +201,9 @@ class MethodSecurityInsideTheAdviceIntegrationTest {
     @RestController
     static class InnerGuardController {
 
+        /** Whether the next charge is declined (a definite failure). */
+        static final AtomicBoolean DECLINE_NEXT = new AtomicBoolean();
+
         private final JdbcClient jdbc;
         private final Auditor auditor;
 
@@ -190,6 +217,9 @@ class MethodSecurityInsideTheAdviceIntegrationTest {
         @Idempotent(mode = IdempotencyMode.INTENT_FIRST)
         @PreAuthorize("hasRole('ADMIN')")
         public Map<String, String> charge(@PathVariable String note) {
+            if (DECLINE_NEXT.getAndSet(false)) {
+                throw new DefiniteFailureException("declined by the gateway");
+            }
             return write(note);
         }
 
@@ -215,6 +245,11 @@ class MethodSecurityInsideTheAdviceIntegrationTest {
         @PreAuthorize("hasRole('ADMIN')")
         public Map<String, String> note(@PathVariable String note) {
             return write(note);
+        }
+
+        @ExceptionHandler(DefiniteFailureException.class)
+        ResponseEntity<Map<String, String>> declined(DefiniteFailureException e) {
+            return ResponseEntity.status(HttpStatus.PAYMENT_REQUIRED).body(Map.of("error", "declined"));
         }
 
         @ExceptionHandler(AccessDeniedException.class)
