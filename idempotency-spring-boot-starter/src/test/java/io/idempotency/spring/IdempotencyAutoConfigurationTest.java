@@ -234,6 +234,18 @@ class IdempotencyAutoConfigurationTest {
     }
 
     /**
+     * A transaction manager that names no DataSource (JTA's, say): the check cannot see that the claim would join the
+     * handler's transaction, so the application does not start rather than risk committing them apart.
+     */
+    @Test
+    void refusesATransactionManagerThatNamesNoDataSource() {
+        runner.withUserConfiguration(OpaqueTransactionManager.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(rootMessage(context.getStartupFailure())).contains("must commit in one transaction");
+        });
+    }
+
+    /**
      * An application with a second database: a handler whose {@code @Transactional} names the other database's
      * transaction manager would commit its writes on their own, before the answer is stored.
      */
@@ -735,6 +747,31 @@ class IdempotencyAutoConfigurationTest {
         PlatformTransactionManager transactionManager() {
             return new DataSourceTransactionManager(new DriverManagerDataSource(DATABASE.url(), DATABASE.user(),
                     DATABASE.password() == null ? "" : DATABASE.password()));
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class OpaqueTransactionManager {
+        @Bean
+        PlatformTransactionManager transactionManager() {
+            return new org.springframework.transaction.support.AbstractPlatformTransactionManager() {
+                @Override
+                protected Object doGetTransaction() {
+                    return new Object();
+                }
+
+                @Override
+                protected void doBegin(Object transaction, org.springframework.transaction.TransactionDefinition definition) {
+                }
+
+                @Override
+                protected void doCommit(org.springframework.transaction.support.DefaultTransactionStatus status) {
+                }
+
+                @Override
+                protected void doRollback(org.springframework.transaction.support.DefaultTransactionStatus status) {
+                }
+            };
         }
     }
 
