@@ -1,0 +1,113 @@
+package io.idempotency.mariadb;
+
+import io.idempotency.core.Idempotent;
+import io.idempotency.core.IdempotencyStore;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.condition.EnabledIf;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.autoconfigure.SpringBootApplication;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.web.server.LocalServerPort;
+import org.springframework.context.annotation.Bean;
+import org.springframework.http.ResponseEntity;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestBody;
+import org.springframework.web.bind.annotation.RestController;
+
+import javax.sql.DataSource;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.util.Map;
+import java.util.UUID;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The MariaDB store's table comes from the application's own migrations, and nothing checks it at startup: without it
+ * the application starts, and an idempotent request is answered 503 {@code idempotency-store-unavailable} without
+ * running its handler, so a client retries it once the table is there.
+ */
+@EnabledIf("io.idempotency.mariadb.TestMariaDb#available")
+@SpringBootTest(classes = MariaDbWithoutTableIntegrationTest.OrderApplication.class,
+        webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
+class MariaDbWithoutTableIntegrationTest {
+
+    private static final HttpClient HTTP = HttpClient.newHttpClient();
+    private static TestMariaDb.Database database;
+
+    @BeforeAll
+    static void newDatabase() {
+        database = TestMariaDb.newDatabase();
+    }
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        registry.add("spring.datasource.url", () -> database.url());
+        registry.add("spring.datasource.username", () -> database.user());
+        registry.add("spring.datasource.password", () -> database.password());
+    }
+
+    @LocalServerPort
+    int port;
+
+    @Autowired
+    JdbcTemplate jdbc;
+
+    @Test
+    void anIdempotentRequestIsAnswered503AndItsHandlerDoesNotRun() throws Exception {
+        String reference = "no-table-" + UUID.randomUUID();
+
+        HttpResponse<String> response = HTTP.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port
+                        + "/orders")).header("Content-Type", "application/json")
+                .header("Idempotency-Key", UUID.randomUUID().toString())
+                .POST(HttpRequest.BodyPublishers.ofString("{\"reference\":\"" + reference + "\"}")).build(),
+                HttpResponse.BodyHandlers.ofString());
+
+        assertThat(response.statusCode()).isEqualTo(503);
+        assertThat(response.headers().firstValue("Content-Type")).hasValue("application/problem+json");
+        assertThat(response.body()).contains("idempotency-store-unavailable");
+        assertThat(response.headers().firstValue("Retry-After")).isPresent();
+        assertThat(jdbc.queryForObject("SELECT count(*) FROM orders WHERE reference = ?", Integer.class, reference))
+                .isZero();
+    }
+
+    @SpringBootApplication
+    static class OrderApplication {
+
+        /** The store, on a database where the application's migrations have not made its table. */
+        @Bean
+        IdempotencyStore idempotencyStore(DataSource dataSource) {
+            new JdbcTemplate(dataSource).execute("CREATE TABLE orders (id bigint AUTO_INCREMENT PRIMARY KEY,"
+                    + " reference varchar(200) NOT NULL)");
+            return new MariaDbIdempotencyStore(dataSource, "idempotency_keys");
+        }
+
+        @Bean
+        OrderController orderController(JdbcTemplate jdbc) {
+            return new OrderController(jdbc);
+        }
+    }
+
+    @RestController
+    static class OrderController {
+
+        private final JdbcTemplate jdbc;
+
+        OrderController(JdbcTemplate jdbc) {
+            this.jdbc = jdbc;
+        }
+
+        @PostMapping("/orders")
+        @Idempotent
+        ResponseEntity<Map<String, Object>> create(@RequestBody Map<String, Object> order) {
+            jdbc.update("INSERT INTO orders (reference) VALUES (?)", order.get("reference"));
+            return ResponseEntity.status(201).body(Map.of("reference", order.get("reference")));
+        }
+    }
+}
