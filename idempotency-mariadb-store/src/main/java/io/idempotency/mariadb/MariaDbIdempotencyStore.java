@@ -74,6 +74,7 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
     private static final String COLUMNS = "status, request_hash, fencing_token, response_status, response_headers,"
             + " response_body, created_at, expires_at, locked_until, locked_until < " + NOW + " AS lease_expired";
 
+    private final int maxClaimAttempts;
     private final String lookUpSql;
     private final String insertSql;
     private final String takeOverFailedSql;
@@ -85,10 +86,16 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
      * @param tableName  a plain identifier (letters, digits, underscores), in the connection's database
      */
     public MariaDbIdempotencyStore(DataSource dataSource, String tableName) {
+        this(dataSource, tableName, MAX_CLAIM_ATTEMPTS);
+    }
+
+    /** @param maxClaimAttempts how many times a claim looks again at a record that changed under it before it fails */
+    MariaDbIdempotencyStore(DataSource dataSource, String tableName, int maxClaimAttempts) {
         // READ COMMITTED for the store's own transactions too: at REPEATABLE READ, InnoDB's default, the batch delete's
         // search would lock the gaps it scans (the end of the table when all it found had expired), and every claim
         // inserting there would be refused until it committed
         super(dataSource, statements(checkTableName(tableName)), TransactionDefinition.ISOLATION_READ_COMMITTED);
+        this.maxClaimAttempts = maxClaimAttempts;
         String table = tableName;
         this.lookUpSql = "SELECT @@tx_isolation AS isolation, t.* FROM (SELECT 1 AS one) AS probe LEFT JOIN (SELECT "
                 + COLUMNS + " FROM " + table + KEY_MATCH + ") AS t ON 1 = 1";
@@ -159,7 +166,10 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
         long deadline = System.nanoTime() + request.maxWait().toNanos();
         long pause = FIRST_PAUSE_NANOS;
         ScopedKey key = request.key();
-        for (int attempt = 1; attempt <= MAX_CLAIM_ATTEMPTS; attempt++) {
+        // only a record that changed between look-up and write uses up an attempt: looking again after a pause for
+        // another transaction's claim is bounded by the wait, however long the application lets a claim wait
+        int attempt = 0;
+        while (attempt < maxClaimAttempts) {
             LookUp lookUp = jdbc.queryForObject(lookUpSql, (rs, n) -> new LookUp(rs.getString("isolation"),
                     rs.getString("status") == null ? null : record(key, rs)), key.caller(), key.scope(), key.key());
             if (!"READ-COMMITTED".equals(lookUp.isolation())) {
@@ -199,10 +209,12 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
                     return new ClaimResult.Busy();
                 }
                 pause = Math.min(pause * 2, MAX_PAUSE_NANOS);
+                continue;
             }
             // otherwise the record changed between look-up and write (committed, taken over, released): look again
+            attempt++;
         }
-        throw new IllegalStateException("could not claim " + key + " in " + MAX_CLAIM_ATTEMPTS
+        throw new IllegalStateException("could not claim " + key + " in " + maxClaimAttempts
                 + " attempts: the record keeps changing between claim and read");
     }
 

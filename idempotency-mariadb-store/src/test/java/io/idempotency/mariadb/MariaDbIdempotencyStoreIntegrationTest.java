@@ -28,6 +28,7 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.TimeZone;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -88,6 +89,46 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
                     .hasMessageContaining("holds no connection of the idempotency store's DataSource");
             assertThat(store.find(key)).as("nothing was written for the refused claim").isEmpty();
         }
+    }
+
+    /**
+     * A claim that meets another transaction's uncommitted claim looks again after each pause until the bounded wait
+     * has passed, and is then busy (409), however many looks that took: they are no record changing under the claim,
+     * and must not use up its attempts, or a long wait (an idempotency.in-flight-wait of minutes) would end in an
+     * error instead. Here the store allows three attempts, far fewer than half a second of pauses takes.
+     */
+    @Test
+    void aClaimWaitingForAnUncommittedClaimIsBusyOnlyOnceTheWholeWaitHasPassed() throws Exception {
+        ScopedKey key = newKey();
+        String hash = "c".repeat(64);
+        MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(DATA_SOURCE, "idempotency_keys", 3);
+        TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(DATA_SOURCE));
+        transaction.setIsolationLevel(TransactionDefinition.ISOLATION_READ_COMMITTED);
+        CountDownLatch claimed = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        CompletableFuture<ClaimResult> holder = CompletableFuture.supplyAsync(() -> transaction.execute(status -> {
+            ClaimResult result = store.claim(new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofSeconds(1)));
+            claimed.countDown();
+            try {
+                release.await(30, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            status.setRollbackOnly();
+            return result;
+        }));
+        try {
+            assertThat(claimed.await(30, TimeUnit.SECONDS)).isTrue();
+            long start = System.nanoTime();
+            ClaimResult waited = transaction.execute(status ->
+                    store.claim(new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofMillis(500))));
+            long tookMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+            assertThat(waited).isInstanceOf(ClaimResult.Busy.class);
+            assertThat(tookMillis).as("the whole bounded wait").isGreaterThanOrEqualTo(450);
+        } finally {
+            release.countDown();
+        }
+        assertThat(holder.get(30, TimeUnit.SECONDS)).isInstanceOf(ClaimResult.Claimed.class);
     }
 
     /** Expiry and leases are UTC on the database's clock, whatever time zone the session runs in. */
