@@ -250,7 +250,9 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
         if (limit < 1) {
             throw new IllegalArgumentException("limit must be positive: " + limit);
         }
-        return committed(() -> jdbc.update(deleteExpiredSql, limit));
+        // at READ COMMITTED whatever the pool's default: at a higher level, a row another cleaner deleted after this
+        // statement's snapshot fails the batch ("could not serialize access") instead of being skipped
+        return committedAtReadCommitted(() -> jdbc.update(deleteExpiredSql, limit));
     }
 
     private static String sqlState(Throwable e) {

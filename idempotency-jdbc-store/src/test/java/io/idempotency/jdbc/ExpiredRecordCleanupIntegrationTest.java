@@ -1,5 +1,6 @@
 package io.idempotency.jdbc;
 
+import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
@@ -93,6 +94,42 @@ class ExpiredRecordCleanupIntegrationTest {
                 assertThat(b.deleted()).isPositive();
                 assertThat(jdbc.queryForObject("select count(*) from idempotency_keys", Long.class))
                         .as("only the live record is left").isEqualTo(1);
+            } finally {
+                executor.shutdownNow();
+            }
+        }
+    }
+
+    /**
+     * A pool whose connections default to REPEATABLE READ (a setting payment applications choose, and that the claim
+     * copes with by asking for READ COMMITTED): there a batch's snapshot predates the rows another cleaner deletes
+     * meanwhile, and locking one of them would fail with "could not serialize access due to concurrent update" instead
+     * of skipping it. The batches run at READ COMMITTED whatever the pool's default, so parallel cleaners still share
+     * the work without failing.
+     */
+    @Test
+    void twoCleanersInParallelShareTheWorkOnAPoolThatDefaultsToRepeatableRead() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        HikariConfig config = new HikariConfig();
+        config.setJdbcUrl(database.url());
+        config.setUsername(database.user());
+        config.setPassword(database.password());
+        config.setMaximumPoolSize(4);
+        config.setTransactionIsolation("TRANSACTION_REPEATABLE_READ");
+        try (HikariDataSource dataSource = new HikariDataSource(config)) {
+            JdbcTemplate jdbc = prepare(dataSource, 50_000);
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            ExecutorService executor = Executors.newFixedThreadPool(2);
+            try {
+                Future<ExpiredRecordCleaner.Run> first = executor.submit(() -> new ExpiredRecordCleaner(store, 100).run());
+                Future<ExpiredRecordCleaner.Run> second = executor.submit(() -> new ExpiredRecordCleaner(store, 100).run());
+                ExpiredRecordCleaner.Run a = first.get(5, TimeUnit.MINUTES);
+                ExpiredRecordCleaner.Run b = second.get(5, TimeUnit.MINUTES);
+
+                assertThat(a.deleted() + b.deleted()).as("each expired row removed exactly once").isEqualTo(50_000);
+                assertThat(jdbc.queryForObject("select count(*) from idempotency_keys", Long.class)).isZero();
+                assertThat(jdbc.queryForObject("show transaction_isolation", String.class))
+                        .as("the pool's own default is left as it was").isEqualTo("repeatable read");
             } finally {
                 executor.shutdownNow();
             }
