@@ -301,6 +301,37 @@ public abstract class IdempotencyStoreContract {
         assertThat(store().find(held)).as("the held record was skipped").isPresent();
     }
 
+    /**
+     * A retry of a failed request whose expired record a cleanup batch is deleting at that moment waits for the batch
+     * (it would otherwise take over a record that is going away), then finds the key free and claims it afresh.
+     */
+    @Test
+    void aRetryOfARecordBeingDeletedClaimsTheKeyOnceTheBatchHasCommitted() throws Exception {
+        ScopedKey key = newKey();
+        inTransaction(store -> store.fail(key, claimed(store.claim(claim(key, HASH_A, Duration.ofMillis(1))))));
+        Thread.sleep(50);
+        Transactions.Transaction batch = transactions().begin();
+        ExecutorService executor = Executors.newSingleThreadExecutor();
+        try {
+            assertThat(store().deleteExpired(1000)).as("the batch deletes the expired record").isPositive();
+            Future<ClaimResult> retry = executor.submit(() -> claimCommitted(key, HASH_A, DAY));
+            awaitBlockedClaim();
+            assertThat(retry).as("the retry waits while the delete is uncommitted").isNotDone();
+            batch.commit();
+
+            ClaimResult result = retry.get(30, TimeUnit.SECONDS);
+            assertThat(result).isInstanceOf(ClaimResult.Claimed.class);
+            assertThat(((ClaimResult.Claimed) result).failedBefore()).as("a new claim, not a takeover").isFalse();
+            IdempotencyRecord record = store().find(key).orElseThrow();
+            assertThat(record.status()).isEqualTo(RecordStatus.PROCESSING);
+            assertThat(record.expiresAt()).as("the new claim's own retention").isAfter(record.createdAt()
+                    .plus(DAY).minusSeconds(1));
+        } finally {
+            batch.rollback();
+            executor.shutdownNow();
+        }
+    }
+
     // ---------------------------------------------------------------- leases (claims committed before their work)
 
     @Test
