@@ -88,7 +88,9 @@ public interface IdempotencyStore {
 
     /**
      * Deletes at most {@code limit} records whose expiry has passed by the database clock, without waiting for rows
-     * that other transactions hold.
+     * that other transactions hold. A transaction the store opens for it should run at READ COMMITTED whatever the
+     * pool's default: at a higher level, a row another cleaner deleted after the statement's snapshot fails the delete
+     * instead of being skipped.
      *
      * @return how many records were deleted
      */
