@@ -59,7 +59,6 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
     /** The key under which a transaction manager binds this DataSource's connection to the thread. */
     private final DataSource transactionResource;
     private final TransactionTemplate ownTransaction;
-    private final TransactionTemplate ownReadCommittedTransaction;
     private final Statements statements;
 
     protected JdbcIdempotencyStore(DataSource dataSource, Statements statements) {
@@ -76,11 +75,8 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
         this.transactionResource = dataSource instanceof TransactionAwareDataSourceProxy proxy
                 && proxy.getTargetDataSource() != null ? proxy.getTargetDataSource() : dataSource;
         this.jdbc = new JdbcTemplate(dataSource);
-        DataSourceTransactionManager transactionManager = new DataSourceTransactionManager(dataSource);
-        this.ownTransaction = new TransactionTemplate(transactionManager);
+        this.ownTransaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
         this.ownTransaction.setIsolationLevel(ownIsolation);
-        this.ownReadCommittedTransaction = new TransactionTemplate(transactionManager);
-        this.ownReadCommittedTransaction.setIsolationLevel(TransactionDefinition.ISOLATION_READ_COMMITTED);
         this.statements = statements;
     }
 
@@ -167,20 +163,6 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
             return write.getAsInt(); // the caller's transaction holds a connection of this DataSource: join it
         }
         Integer result = ownTransaction.execute(status -> write.getAsInt());
-        return result == null ? 0 : result;
-    }
-
-    /**
-     * As {@link #committed}, but a transaction of its own runs at READ COMMITTED whatever the pool's default. For the
-     * batch delete: at REPEATABLE READ or SERIALIZABLE its snapshot predates the rows another cleaner (or a retry taking
-     * a FAILED record over) changed since, and locking one of them fails with a serialization error instead of skipping
-     * it, so cleaners on several instances would keep failing each other's runs.
-     */
-    protected int committedAtReadCommitted(IntSupplier write) {
-        if (TransactionSynchronizationManager.hasResource(transactionResource)) {
-            return write.getAsInt(); // the caller's transaction holds a connection of this DataSource: join it
-        }
-        Integer result = ownReadCommittedTransaction.execute(status -> write.getAsInt());
         return result == null ? 0 : result;
     }
 

@@ -7,6 +7,7 @@ import io.idempotency.core.ScopedKey;
 import org.springframework.dao.DataAccessException;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.core.SqlParameterValue;
+import org.springframework.transaction.TransactionDefinition;
 
 import javax.sql.DataSource;
 import java.sql.ResultSet;
@@ -53,7 +54,13 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
      * @param tableName  a plain identifier, looked up in the connection's default schema
      */
     public PostgresIdempotencyStore(DataSource dataSource, String tableName) {
-        super(dataSource, statements(IdempotencySchema.checkTableName(tableName)));
+        // the writes the store commits on its own (a takeover, FAILED, a release, a renewal, the batch delete) run at
+        // READ COMMITTED whatever the pool's default: at REPEATABLE READ or SERIALIZABLE, one whose row another
+        // instance changed while it waited for the row lock fails ("could not serialize access") instead of finding
+        // that its token no longer holds the claim, and a batch delete fails instead of skipping a row another cleaner
+        // deleted
+        super(dataSource, statements(IdempotencySchema.checkTableName(tableName)),
+                TransactionDefinition.ISOLATION_READ_COMMITTED);
         String table = tableName;
         this.claimSql = claimIfAbsentSql(table, true);
         // bounded like the claim: the record may be in the middle of being taken over by another transaction
@@ -250,9 +257,7 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
         if (limit < 1) {
             throw new IllegalArgumentException("limit must be positive: " + limit);
         }
-        // at READ COMMITTED whatever the pool's default: at a higher level, a row another cleaner deleted after this
-        // statement's snapshot fails the batch ("could not serialize access") instead of being skipped
-        return committedAtReadCommitted(() -> jdbc.update(deleteExpiredSql, limit));
+        return committed(() -> jdbc.update(deleteExpiredSql, limit));
     }
 
     private static String sqlState(Throwable e) {

@@ -1,0 +1,154 @@
+package io.idempotency.jdbc;
+
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.core.ClaimRequest;
+import io.idempotency.core.ClaimResult;
+import io.idempotency.core.ScopedKey;
+import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.TransactionDefinition;
+import org.springframework.transaction.support.TransactionTemplate;
+
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.time.Duration;
+import java.util.Optional;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * A pool whose connections default to REPEATABLE READ, a setting payment applications choose. The claim asks for READ
+ * COMMITTED in the transaction it runs in; the writes the store commits on its own (taking a stale claim over, marking
+ * it FAILED, releasing it, renewing its lease) do too. At REPEATABLE READ such a write whose row another instance
+ * changed while it waited for the row lock fails with "could not serialize access due to concurrent update" instead of
+ * finding that its token no longer holds the claim: the loser of two retries taking one stale claim over would get an
+ * error (a 503) instead of "someone else has it" (a 409), and a holder whose claim was taken over would fail with an
+ * error instead of learning that it lost its lease.
+ */
+class RepeatableReadPoolIntegrationTest {
+
+    private static final String HASH = "a".repeat(64);
+
+    private static HikariDataSource pool;
+    private static PostgresIdempotencyStore store;
+    private static JdbcTemplate jdbc;
+
+    @BeforeAll
+    static void start() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        HikariConfig config = new HikariConfig();
+        config.setJdbcUrl(database.url());
+        config.setUsername(database.user());
+        config.setPassword(database.password());
+        config.setMaximumPoolSize(4);
+        config.setTransactionIsolation("TRANSACTION_REPEATABLE_READ");
+        pool = new HikariDataSource(config);
+        new IdempotencySchemaMigrator(pool, "idempotency_keys").migrate();
+        store = new PostgresIdempotencyStore(pool, "idempotency_keys");
+        jdbc = new JdbcTemplate(pool);
+    }
+
+    @AfterAll
+    static void stop() {
+        pool.close();
+    }
+
+    @Test
+    void aTakeOverThatAnotherInstanceBeatWhileItWaitedFindsTheClaimTaken() throws Exception {
+        ScopedKey key = newKey();
+        String stale = staleClaim(key);
+
+        Optional<String> taken = whileAnotherInstanceTakesItOver(key, stale,
+                () -> store.takeOver(key, stale, Duration.ofSeconds(30)));
+
+        assertThat(taken).as("the other instance holds the claim now").isEmpty();
+        assertThat(jdbc.queryForObject("show transaction_isolation", String.class))
+                .as("the pool's own default is left as it was").isEqualTo("repeatable read");
+    }
+
+    @Test
+    void aHolderWhoseClaimWasTakenOverWhileItsWriteWaitedLearnsThatItLostIt() throws Exception {
+        ScopedKey failing = newKey();
+        String failingToken = staleClaim(failing);
+        assertThat(whileAnotherInstanceTakesItOver(failing, failingToken, () -> store.fail(failing, failingToken)))
+                .as("marking FAILED a claim another holds").isFalse();
+
+        ScopedKey renewing = newKey();
+        String renewingToken = staleClaim(renewing);
+        assertThat(whileAnotherInstanceTakesItOver(renewing, renewingToken,
+                () -> store.renew(renewing, renewingToken, Duration.ofSeconds(30))))
+                .as("renewing a claim another holds").isFalse();
+
+        ScopedKey releasing = newKey();
+        String releasingToken = staleClaim(releasing);
+        assertThat(whileAnotherInstanceTakesItOver(releasing, releasingToken,
+                () -> store.release(releasing, releasingToken)))
+                .as("releasing a claim another holds").isFalse();
+    }
+
+    /** A committed intent-first claim of {@code key} whose lease has run out; its token. */
+    private static String staleClaim(ScopedKey key) throws InterruptedException {
+        TransactionTemplate claim = new TransactionTemplate(new DataSourceTransactionManager(pool));
+        claim.setIsolationLevel(TransactionDefinition.ISOLATION_READ_COMMITTED);
+        ClaimResult result = claim.execute(status -> store.claim(new ClaimRequest(key, HASH, Duration.ofDays(1),
+                Duration.ofSeconds(5), Duration.ofMillis(20))));
+        assertThat(result).isInstanceOf(ClaimResult.Claimed.class);
+        Thread.sleep(60);
+        return ((ClaimResult.Claimed) result).fencingToken();
+    }
+
+    /**
+     * Runs {@code write} (a write of the store's own, with the claim's old token) while another instance's takeover of
+     * {@code key} holds the row: the write waits for it, and the takeover commits once the write is seen waiting.
+     */
+    private static <T> T whileAnotherInstanceTakesItOver(ScopedKey key, String oldToken, WriteCall<T> write)
+            throws Exception {
+        try (Connection other = pool.getConnection()) {
+            other.setAutoCommit(false);
+            // the takeover's snapshot is taken first; the write's, when it starts, comes after it
+            try (PreparedStatement takeOver = other.prepareStatement("UPDATE idempotency_keys"
+                    + " SET fencing_token = ?::uuid, locked_until = now() + interval '30 seconds'"
+                    + " WHERE caller = ? AND scope = ? AND idempotency_key = ? AND fencing_token = ?::uuid")) {
+                takeOver.setString(1, UUID.randomUUID().toString());
+                takeOver.setString(2, key.caller());
+                takeOver.setString(3, key.scope());
+                takeOver.setString(4, key.key());
+                takeOver.setString(5, oldToken);
+                assertThat(takeOver.executeUpdate()).isEqualTo(1);
+            }
+            CompletableFuture<T> waiting = CompletableFuture.supplyAsync(write::call);
+            awaitWaitingOnALock(waiting);
+            other.commit();
+            return waiting.get(10, TimeUnit.SECONDS);
+        }
+    }
+
+    private static void awaitWaitingOnALock(CompletableFuture<?> write) throws InterruptedException {
+        long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+        while (jdbc.queryForObject("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                + " AND wait_event_type = 'Lock'", Integer.class) == 0) {
+            assertThat(write).as("the write finished without waiting for the takeover").isNotDone();
+            assertThat(System.nanoTime() - deadline).as("the write waiting for the takeover's row").isNegative();
+            Thread.sleep(5);
+        }
+    }
+
+    private static ScopedKey newKey() {
+        return new ScopedKey("tester", "POST /repeatable-read", UUID.randomUUID().toString());
+    }
+
+    @FunctionalInterface
+    private interface WriteCall<T> {
+        T call();
+    }
+}
