@@ -210,10 +210,31 @@ class IntentFirstEngineIntegrationTest {
      */
     @Test
     void aResolverAnsweringNullDecidesNothingAndTheClaimStaysForALaterResolution() throws Exception {
+        assertDecidesNothing(claim -> null, "null", "the retry is not run on a decision nobody made");
+    }
+
+    /**
+     * A resolver that passes on what the third party answered may say "complete" with a 5xx (the gateway's own
+     * "try again later"). Such an answer says nothing of what became of the work, and a handler's 5xx is never stored:
+     * stored as SUCCEEDED, it would be replayed for as long as the record is kept. It is refused like a resolver
+     * failure — by a retry and by the sweeper alike — and the claim stays PROCESSING for a later resolution.
+     */
+    @Test
+    void aResolversCompleteAnswerWithAStatusThatIsNotStoredDecidesNothing() throws Exception {
+        assertDecidesNothing(claim -> StaleClaimResolver.Resolution.complete(new StoredResponse(503, List.of(),
+                "{\"error\":\"gateway unavailable\"}".getBytes(StandardCharsets.UTF_8))), "503",
+                "a 503 is not replayed as the request's answer");
+    }
+
+    /**
+     * Two stale claims under {@code resolver}, one met by a retry and one by the sweeper: the retry fails with an
+     * {@code IllegalStateException} naming {@code named}, the sweep reports its claim unresolved with the same, and
+     * both claims stay PROCESSING (not freed for any request) for a later resolution.
+     */
+    private void assertDecidesNothing(StaleClaimResolver resolver, String named, String why) throws Exception {
         try (HikariDataSource dataSource = database(null)) {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
-            StaleClaimResolver undecided = claim -> null;
-            IdempotencyEngine engine = engine(dataSource, store, undecided);
+            IdempotencyEngine engine = engine(dataSource, store, resolver);
             ScopedKey retried = new ScopedKey("", "POST /charges", "retried-" + UUID.randomUUID());
             ScopedKey swept = new ScopedKey("", "POST /charges", "swept-" + UUID.randomUUID());
             Duration lease = Duration.ofMillis(200);
@@ -234,64 +255,17 @@ class IntentFirstEngineIntegrationTest {
             if (retry instanceof IdempotencyEngine.Proceed proceed) {
                 proceed.execution().abandon();
             }
-            assertThat(retry).as("the retry is not run on a decision nobody made")
-                    .isInstanceOf(IllegalStateException.class);
-            assertThat(((Exception) retry).getMessage()).contains("null");
+            assertThat(retry).as(why).isInstanceOf(IllegalStateException.class);
+            assertThat(((Exception) retry).getMessage()).contains(named);
             assertThat(store.find(retried).orElseThrow().status()).isEqualTo(RecordStatus.PROCESSING);
 
-            StaleClaimSweeper.Sweep sweep = new StaleClaimSweeper(store, undecided, new DownstreamKeys("secret"),
+            StaleClaimSweeper.Sweep sweep = new StaleClaimSweeper(store, resolver, new DownstreamKeys("secret"),
                     Duration.ofSeconds(30), 100).sweep();
             assertThat(sweep.resolved()).isZero();
             assertThat(sweep.unresolved()).extracting(StaleClaimSweeper.Unresolved::key).containsExactly(swept);
+            assertThat(sweep.unresolved().get(0).error().getMessage()).contains(named);
             assertThat(store.find(swept).orElseThrow().status()).as("not freed for any request")
                     .isEqualTo(RecordStatus.PROCESSING);
-            engine.shutdown();
-        }
-    }
-
-    /**
-     * A resolver that passes on what the third party answered may say "complete" with a 5xx (the gateway's own
-     * "try again later"). Such an answer says nothing of what became of the work, and a handler's 5xx is never stored:
-     * stored as SUCCEEDED, it would be replayed for as long as the record is kept. It is refused like a resolver
-     * failure — by a retry and by the sweeper alike — and the claim stays PROCESSING for a later resolution.
-     */
-    @Test
-    void aResolversCompleteAnswerWithAStatusThatIsNotStoredDecidesNothing() throws Exception {
-        try (HikariDataSource dataSource = database(null)) {
-            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
-            StaleClaimResolver unavailable = claim -> StaleClaimResolver.Resolution.complete(new StoredResponse(503,
-                    List.of(), "{\"error\":\"gateway unavailable\"}".getBytes(StandardCharsets.UTF_8)));
-            IdempotencyEngine engine = engine(dataSource, store, unavailable);
-            ScopedKey retried = new ScopedKey("", "POST /charges", "retried-" + UUID.randomUUID());
-            ScopedKey swept = new ScopedKey("", "POST /charges", "swept-" + UUID.randomUUID());
-            Duration lease = Duration.ofMillis(200);
-            for (ScopedKey key : List.of(retried, swept)) {
-                ((IdempotencyEngine.Proceed) engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
-                        .execution().abandon(); // unknown outcome: the claims stay PROCESSING
-            }
-            Thread.sleep(300);
-
-            Object retry;
-            try {
-                // taken over for 5 minutes, which keeps it out of the sweep below
-                retry = engine.start(retried, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofMinutes(5));
-            } catch (RuntimeException e) {
-                retry = e;
-            }
-            if (retry instanceof IdempotencyEngine.Proceed proceed) {
-                proceed.execution().abandon();
-            }
-            assertThat(retry).as("a 503 is not replayed as the request's answer")
-                    .isInstanceOf(IllegalStateException.class);
-            assertThat(((Exception) retry).getMessage()).contains("503");
-            assertThat(store.find(retried).orElseThrow().status()).isEqualTo(RecordStatus.PROCESSING);
-
-            StaleClaimSweeper.Sweep sweep = new StaleClaimSweeper(store, unavailable, new DownstreamKeys("secret"),
-                    Duration.ofSeconds(30), 100).sweep();
-            assertThat(sweep.resolved()).isZero();
-            assertThat(sweep.unresolved()).extracting(StaleClaimSweeper.Unresolved::key).containsExactly(swept);
-            assertThat(sweep.unresolved().get(0).error().getMessage()).contains("503");
-            assertThat(store.find(swept).orElseThrow().status()).isEqualTo(RecordStatus.PROCESSING);
             engine.shutdown();
         }
     }
