@@ -1,6 +1,5 @@
 package io.idempotency.jdbc;
 
-import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
@@ -109,14 +108,8 @@ class ExpiredRecordCleanupIntegrationTest {
      */
     @Test
     void twoCleanersInParallelShareTheWorkOnAPoolThatDefaultsToRepeatableRead() throws Exception {
-        TestPostgres.Database database = TestPostgres.newDatabase();
-        HikariConfig config = new HikariConfig();
-        config.setJdbcUrl(database.url());
-        config.setUsername(database.user());
-        config.setPassword(database.password());
-        config.setMaximumPoolSize(4);
-        config.setTransactionIsolation("TRANSACTION_REPEATABLE_READ");
-        try (HikariDataSource dataSource = new HikariDataSource(config)) {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(4,
+                config -> config.setTransactionIsolation("TRANSACTION_REPEATABLE_READ"))) {
             JdbcTemplate jdbc = prepare(dataSource, 50_000);
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
             ExecutorService executor = Executors.newFixedThreadPool(2);

@@ -1,6 +1,5 @@
 package io.idempotency.jdbc;
 
-import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
@@ -39,20 +38,15 @@ class RepeatableReadPoolIntegrationTest {
 
     private static final String HASH = "a".repeat(64);
 
+    private static TestPostgres.Database database;
     private static HikariDataSource pool;
     private static PostgresIdempotencyStore store;
     private static JdbcTemplate jdbc;
 
     @BeforeAll
     static void start() {
-        TestPostgres.Database database = TestPostgres.newDatabase();
-        HikariConfig config = new HikariConfig();
-        config.setJdbcUrl(database.url());
-        config.setUsername(database.user());
-        config.setPassword(database.password());
-        config.setMaximumPoolSize(4);
-        config.setTransactionIsolation("TRANSACTION_REPEATABLE_READ");
-        pool = new HikariDataSource(config);
+        database = TestPostgres.newDatabase();
+        pool = database.dataSource(4, config -> config.setTransactionIsolation("TRANSACTION_REPEATABLE_READ"));
         new IdempotencySchemaMigrator(pool, "idempotency_keys").migrate();
         store = new PostgresIdempotencyStore(pool, "idempotency_keys");
         jdbc = new JdbcTemplate(pool);
@@ -127,19 +121,10 @@ class RepeatableReadPoolIntegrationTest {
                 assertThat(takeOver.executeUpdate()).isEqualTo(1);
             }
             CompletableFuture<T> waiting = CompletableFuture.supplyAsync(write::call);
-            awaitWaitingOnALock(waiting);
+            database.awaitLockWaiter(Duration.ofSeconds(10));
+            assertThat(waiting).as("the write waits for the takeover's row").isNotDone();
             other.commit();
             return waiting.get(10, TimeUnit.SECONDS);
-        }
-    }
-
-    private static void awaitWaitingOnALock(CompletableFuture<?> write) throws InterruptedException {
-        long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
-        while (jdbc.queryForObject("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                + " AND wait_event_type = 'Lock'", Integer.class) == 0) {
-            assertThat(write).as("the write finished without waiting for the takeover").isNotDone();
-            assertThat(System.nanoTime() - deadline).as("the write waiting for the takeover's row").isNegative();
-            Thread.sleep(5);
         }
     }
 

@@ -21,6 +21,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
+import java.util.function.Consumer;
 
 /**
  * The PostgreSQL server the project's tests run on, chosen once per JVM in this order — and never skipped:
@@ -81,12 +82,22 @@ public final class TestPostgres {
 
         /** A pooled DataSource for this database. */
         public HikariDataSource dataSource(int maxPoolSize) {
+            return dataSource(maxPoolSize, config -> {
+            });
+        }
+
+        /**
+         * A pooled DataSource for this database, with {@code settings} applied before the pool starts (a running pool
+         * keeps the isolation level or the timeouts it started with).
+         */
+        public HikariDataSource dataSource(int maxPoolSize, Consumer<HikariConfig> settings) {
             HikariConfig config = new HikariConfig();
             config.setJdbcUrl(url);
             config.setUsername(user);
             config.setPassword(password);
             config.setMaximumPoolSize(maxPoolSize);
             config.setPoolName("test-" + schema);
+            settings.accept(config);
             return new HikariDataSource(config);
         }
 
