@@ -49,6 +49,45 @@ class LeasesTest {
         }
     }
 
+    /**
+     * A lease is renewed early, long before it would run out: renewed only as it ends, it would be over for a moment
+     * in every period — the statement that renews it takes its time — and another instance, or the sweeper, could
+     * take the claim over then and run the work a second time beside its holder.
+     */
+    @Test
+    void aLeaseIsRenewedLongBeforeItWouldRunOut() throws Exception {
+        Duration lease = Duration.ofMillis(300);
+        List<Long> renewedAt = new CopyOnWriteArrayList<>();
+        List<Object> renewedFor = new CopyOnWriteArrayList<>();
+        CountDownLatch threeRenewals = new CountDownLatch(3);
+        IdempotencyStore store = (IdempotencyStore) Proxy.newProxyInstance(getClass().getClassLoader(),
+                new Class<?>[] {IdempotencyStore.class}, (proxy, method, args) -> {
+                    if (!method.getName().equals("renew")) {
+                        throw new UnsupportedOperationException(method.getName());
+                    }
+                    renewedAt.add(System.nanoTime());
+                    renewedFor.add(args[2]);
+                    threeRenewals.countDown();
+                    return true;
+                });
+        ScheduledExecutorService executor = Executors.newSingleThreadScheduledExecutor();
+        try {
+            long claimed = System.nanoTime();
+            Leases.hold(executor, store, new ScopedKey("alice", "POST /charges", "k-1"), "token-1", lease);
+
+            assertThat(threeRenewals.await(5, TimeUnit.SECONDS)).as("renewed while its holder works").isTrue();
+            long previous = claimed;
+            for (long at : renewedAt.subList(0, 3)) {
+                assertThat(Duration.ofNanos(at - previous)).as("time from the last renewal (or the claim)")
+                        .isLessThan(lease.multipliedBy(2).dividedBy(3));
+                previous = at;
+            }
+            assertThat(renewedFor).as("each renewal is for the whole lease").allMatch(lease::equals);
+        } finally {
+            executor.shutdownNow();
+        }
+    }
+
     @Test
     void aRenewalThatFailsIsLoggedWithItsClaimAndTriedAgain() throws Exception {
         AtomicInteger renewals = new AtomicInteger();
