@@ -17,11 +17,13 @@ import io.idempotency.core.StoredResponse;
 import io.idempotency.core.Transactions;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -48,6 +50,25 @@ class IntentFirstEngineIntegrationTest {
 
     private static final String HASH = "9".repeat(64);
     private static final Duration DAY = Duration.ofDays(1);
+
+    /**
+     * A test that fails midway may leave its execution's transaction bound to the thread, and every later test on the
+     * thread would then be refused as "a transaction is already active", hiding which one failed. So the thread is
+     * left clean after each test, and the test that left something bound fails itself.
+     */
+    @AfterEach
+    void leavesNoTransactionBoundToTheThread() {
+        boolean synchronizing = TransactionSynchronizationManager.isSynchronizationActive();
+        boolean active = TransactionSynchronizationManager.isActualTransactionActive();
+        List<Object> resources = List.copyOf(TransactionSynchronizationManager.getResourceMap().keySet());
+        if (synchronizing) {
+            TransactionSynchronizationManager.clearSynchronization();
+        }
+        TransactionSynchronizationManager.clear();
+        resources.forEach(TransactionSynchronizationManager::unbindResourceIfPossible);
+        assertThat(synchronizing || active || !resources.isEmpty())
+                .as("a transaction or a resource left bound to the test's thread").isFalse();
+    }
 
     @Test
     void twoSweepersResolveAnAbandonedClaimOnceAndConsultTheResolverOnce() throws Exception {
