@@ -5,7 +5,10 @@ import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.Idempotent;
 import io.idempotency.spring.IdempotentAdvisor;
 import io.idempotency.testkit.TestPostgres;
+import jakarta.annotation.security.RolesAllowed;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.boot.test.context.TestConfiguration;
@@ -15,6 +18,7 @@ import org.springframework.http.HttpStatus;
 import org.springframework.http.ResponseEntity;
 import org.springframework.jdbc.core.simple.JdbcClient;
 import org.springframework.security.access.AccessDeniedException;
+import org.springframework.security.access.annotation.Secured;
 import org.springframework.security.access.prepost.PostAuthorize;
 import org.springframework.security.access.prepost.PreAuthorize;
 import org.springframework.security.config.annotation.method.configuration.EnableMethodSecurity;
@@ -41,7 +45,8 @@ import static org.assertj.core.api.Assertions.assertThat;
  * the claim, but before the handler's body. In intent-first mode the claim is committed by then; nothing ran under it,
  * so it is released, and the caller's retry — once granted the role — runs at once instead of getting 409 for the
  * whole lease. A refusal by a secured bean that the handler's body called is not one: the body may have reached the
- * gateway first.
+ * gateway first. {@code @Secured} and {@code @RolesAllowed} refuse through the same kind of interceptor, and are
+ * recognized alike.
  */
 @SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
         properties = "idempotency.lease=5m")
@@ -60,14 +65,16 @@ class MethodSecurityInsideTheAdviceIntegrationTest {
     @Autowired
     InMemoryUserDetailsManager users;
 
-    @Test
-    void anIntentFirstRefusalBeforeTheBodyReleasesTheClaimSoTheRetryOfAGrantedCallerRuns() throws Exception {
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"charge", "secured-charge", "roles-allowed-charge"})
+    void anIntentFirstRefusalBeforeTheBodyReleasesTheClaimSoTheRetryOfAGrantedCallerRuns(String endpoint)
+            throws Exception {
         String key = UUID.randomUUID().toString();
         String name = newUser("PAYER");
 
-        HttpResponse<byte[]> refused = post("/inner-guard/charge/" + key, key, name);
+        HttpResponse<byte[]> refused = post("/inner-guard/" + endpoint + "/" + key, key, name);
         users.updateUser(User.withUsername(name).password("{noop}pass").roles("ADMIN").build());
-        HttpResponse<byte[]> granted = post("/inner-guard/charge/" + key, key, name);
+        HttpResponse<byte[]> granted = post("/inner-guard/" + endpoint + "/" + key, key, name);
 
         assertThat(refused.statusCode()).isEqualTo(403);
         assertThat(granted.statusCode()).as(PaymentApi.text(granted)).isEqualTo(200);
@@ -176,7 +183,7 @@ class MethodSecurityInsideTheAdviceIntegrationTest {
 
     /** Method security's interceptors inside the {@code @Idempotent} advice, still outside {@code @Transactional}. */
     @TestConfiguration(proxyBeanMethods = false)
-    @EnableMethodSecurity(offset = IdempotentAdvisor.ORDER)
+    @EnableMethodSecurity(offset = IdempotentAdvisor.ORDER, securedEnabled = true, jsr250Enabled = true)
     static class InnerGuard {
 
         @Bean
@@ -220,6 +227,20 @@ class MethodSecurityInsideTheAdviceIntegrationTest {
             if (DECLINE_NEXT.getAndSet(false)) {
                 throw new DefiniteFailureException("declined by the gateway");
             }
+            return write(note);
+        }
+
+        @PostMapping("/inner-guard/secured-charge/{note}")
+        @Idempotent(mode = IdempotencyMode.INTENT_FIRST)
+        @Secured("ROLE_ADMIN")
+        public Map<String, String> securedCharge(@PathVariable String note) {
+            return write(note);
+        }
+
+        @PostMapping("/inner-guard/roles-allowed-charge/{note}")
+        @Idempotent(mode = IdempotencyMode.INTENT_FIRST)
+        @RolesAllowed("ADMIN")
+        public Map<String, String> rolesAllowedCharge(@PathVariable String note) {
             return write(note);
         }
 
