@@ -12,6 +12,7 @@ import java.time.Instant;
 import java.time.ZoneOffset;
 import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Objects;
 import java.util.function.Consumer;
@@ -365,7 +366,11 @@ public class PostgresPartitionMaintenance {
         List<String> dropped = new ArrayList<>();
         List<String> notDropped = new ArrayList<>();
         dropDetachedLeftovers(connection, mark, dropped, notDropped, afterDrop);
-        for (Partition partition : partitions(connection)) {
+        List<Partition> partitions = partitions(connection);
+        // a detach an earlier run left pending is finished first: while one is pending, PostgreSQL refuses to detach
+        // any other partition of the table, so an older partition that has expired since would fail every run
+        partitions.sort(Comparator.comparing(partition -> !partition.detachPending()));
+        for (Partition partition : partitions) {
             if (partition.to().isAfter(expiredBefore)) {
                 continue;
             }

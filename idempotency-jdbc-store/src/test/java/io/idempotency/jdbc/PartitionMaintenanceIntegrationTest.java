@@ -333,6 +333,52 @@ class PartitionMaintenanceIntegrationTest {
     }
 
     /**
+     * PostgreSQL lets a table have one partition pending a concurrent detach at a time, and refuses to start another
+     * detach until that one is finalized. A detach interrupted (a long reader of the table) while an older partition
+     * was kept for a record claimed under a longer retention must not stop removal once that older one has expired
+     * too: the pending detach is finished first, then the older partition goes.
+     */
+    @Test
+    void aPendingDetachIsFinishedBeforeAnOlderPartitionIsDetached() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = partitionedDatabase(database)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            PostgresPartitionMaintenance maintenance =
+                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofMillis(500));
+            maintenance.createAhead(false);
+            attachPartition(jdbc, "idempotency_keys_kept", "now() - interval '9 days'", "now() - interval '8 days'");
+            attachPartition(jdbc, "idempotency_keys_expired", "now() - interval '5 days'", "now() - interval '4 days'");
+            // claimed under a longer retention: its partition is kept while the newer one is dropped
+            jdbc.update("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
+                    + " fencing_token, response_status, created_at, expires_at) values ('', 'POST /x', 'long-ttl',"
+                    + " 'SUCCEEDED', ?, gen_random_uuid(), 200, now() - interval '9 days' + interval '1 minute',"
+                    + " now() + interval '1 hour')", HASH);
+            insertRecord(jdbc, "expired-key", "now() - interval '5 days' + interval '1 minute'");
+
+            try (java.sql.Connection reader = dataSource.getConnection()) {
+                // a long reader of the table: the concurrent detach waits for it, and gives up after its lock timeout
+                reader.setAutoCommit(false);
+                reader.createStatement().execute("select count(*) from idempotency_keys");
+                assertThatThrownBy(() -> maintenance.dropExpired(Duration.ofDays(1))).as("the detach interrupted")
+                        .satisfies(e -> assertThat(PostgresPartitionMaintenance.isLockNotAvailable(e)).isTrue());
+                reader.commit();
+            }
+            assertThat(maintenance.partitions()).filteredOn(PostgresPartitionMaintenance.Partition::detachPending)
+                    .extracting(PostgresPartitionMaintenance.Partition::name)
+                    .containsExactly("idempotency_keys_expired");
+            // the older partition's last record has expired since
+            jdbc.update("update idempotency_keys set expires_at = now() - interval '1 minute'"
+                    + " where idempotency_key = 'long-ttl'");
+
+            PostgresPartitionMaintenance.Run run = maintenance.dropExpired(Duration.ofDays(1));
+
+            assertThat(run.dropped()).containsExactlyInAnyOrder("idempotency_keys_expired", "idempotency_keys_kept");
+            assertThat(maintenance.partitions()).extracting(PostgresPartitionMaintenance.Partition::name)
+                    .doesNotContain("idempotency_keys_expired", "idempotency_keys_kept");
+        }
+    }
+
+    /**
      * A detached table whose drop keeps failing — here an operator made a view on the partition, and a drop without
      * CASCADE refuses to take it along — must not stop retention: later runs still drop the expired partitions and the
      * other detached tables, report the one they could not drop, and never drop the operator's view.
