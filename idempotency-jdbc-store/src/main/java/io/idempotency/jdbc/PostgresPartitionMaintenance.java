@@ -464,6 +464,11 @@ public class PostgresPartitionMaintenance {
             statement.setString(1, table);
             try (ResultSet rs = statement.executeQuery()) {
                 while (rs.next()) {
+                    if (rs.getString(2) == null) {
+                        // dropped (by another instance) since this statement's snapshot, which still shows its rows:
+                        // PostgreSQL shows the bounds of a relation that exists only
+                        continue;
+                    }
                     if ("DEFAULT".equals(rs.getString(2))) {
                         continue; // a catch-all made outside the library: never created nor dropped here
                     }

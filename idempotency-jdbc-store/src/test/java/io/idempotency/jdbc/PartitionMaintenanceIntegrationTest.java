@@ -433,6 +433,53 @@ class PartitionMaintenanceIntegrationTest {
         }
     }
 
+    /**
+     * Another instance drops a detached partition while this one lists the partitions (creating its own at startup,
+     * or checking one covers now). A statement whose snapshot predates the drop still sees the partition's catalog
+     * rows, but PostgreSQL names a relation — and so shows its bounds — only while it exists: {@code pg_get_expr}
+     * gives null. The listing must leave that partition out, not fail the run (or the start) on the missing bounds.
+     * Here the snapshot is held by a transaction, for a race that otherwise lasts a few microseconds.
+     */
+    @Test
+    void aPartitionDroppedWhileThePartitionsAreListedIsLeftOut() throws Exception {
+        try (HikariDataSource dataSource = partitionedDatabase();
+             Connection listing = dataSource.getConnection()) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 1, Duration.ofSeconds(5))
+                    .createAhead(false);
+            attachPartition(jdbc, "idempotency_keys_expired", "now() - interval '5 days'", "now() - interval '4 days'");
+            listing.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
+            listing.setAutoCommit(false);
+            listing.createStatement().execute("select 1"); // the snapshot, taken before the drop
+            jdbc.execute("alter table idempotency_keys detach partition idempotency_keys_expired");
+            jdbc.execute("drop table idempotency_keys_expired");
+            DataSource beforeTheDrop = new DelegatingDataSource(dataSource) {
+                @Override
+                public Connection getConnection() {
+                    return (Connection) Proxy.newProxyInstance(getClass().getClassLoader(),
+                            new Class<?>[]{Connection.class}, (proxy, method, args) -> {
+                                if (method.getName().equals("close") || method.getName().equals("setAutoCommit")) {
+                                    return null; // stays in the transaction, with its snapshot
+                                }
+                                try {
+                                    return method.invoke(listing, args);
+                                } catch (InvocationTargetException e) {
+                                    throw e.getCause();
+                                }
+                            });
+                }
+            };
+            PostgresPartitionMaintenance maintenance =
+                    new PostgresPartitionMaintenance(beforeTheDrop, TABLE, Duration.ofHours(1), 1, Duration.ofSeconds(5));
+
+            assertThat(maintenance.partitions()).extracting(PostgresPartitionMaintenance.Partition::name)
+                    .hasSize(2).doesNotContain("idempotency_keys_expired");
+            assertThat(maintenance.coversNow()).isTrue();
+            assertThat(maintenance.createAhead(true).created()).as("nothing missing").isEmpty();
+            listing.rollback();
+        }
+    }
+
     @Test
     void creationWaitsForAnotherInstanceOnlyWhenAskedAndAtMostTheLockTimeout() throws Exception {
         TestPostgres.Database database = TestPostgres.newDatabase();
