@@ -348,6 +348,37 @@ class PostgresSchemaIntegrationTest {
     }
 
     /**
+     * The partitioned table must be partitioned by range of {@code created_at}: claims put their records by it, and the
+     * partitions are made and dropped by it. One partitioned otherwise — by {@code expires_at}, as natural a choice for
+     * retention — was adopted: the application started, made partitions for the coming days, and every claim failed,
+     * its record's expiry lying weeks ahead where no partition was.
+     */
+    @Test
+    void aTablePartitionedByAnythingButCreationTimeIsRefused() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute(IdempotencySchema.postgresqlPartitioned("keys_by_expiry")
+                    .replace("idempotency_key, created_at)", "idempotency_key, expires_at)")
+                    .replace("PARTITION BY RANGE (created_at)", "PARTITION BY RANGE (expires_at)"));
+            jdbc.execute(IdempotencySchema.postgresqlPartitioned("keys_by_caller")
+                    .replace("PARTITION BY RANGE (created_at)", "PARTITION BY HASH (caller)"));
+
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "keys_by_expiry", true).migrate(),
+                    "partitioned by RANGE (expires_at)", "RANGE (created_at)");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "keys_by_expiry", true).verify(),
+                    "partitioned by RANGE (expires_at)");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "keys_by_caller", true).verify(),
+                    "partitioned by HASH (caller)");
+            new PostgresPartitionMaintenance(dataSource, "keys_by_expiry", Duration.ofDays(1), 7, Duration.ofSeconds(2))
+                    .createAhead(false);
+            PostgresIdempotencyStore store = new PartitionedPostgresIdempotencyStore(dataSource, "keys_by_expiry");
+            assertThatThrownBy(() -> store.claim(new ClaimRequest(new ScopedKey("", "POST /x", "k-expiry"),
+                    "c".repeat(64), Duration.ofDays(30), Duration.ofSeconds(1))))
+                    .as("what the check prevents").hasStackTraceContaining("no partition");
+        }
+    }
+
+    /**
      * The unique key tells callers, scopes and keys apart only if its columns compare text exactly: under a
      * case-insensitive collation {@code Alice} and {@code alice} would be one caller, answered with each other's
      * stored answers; in {@code character(n)} trailing spaces do not count. Such a table is not the library's.

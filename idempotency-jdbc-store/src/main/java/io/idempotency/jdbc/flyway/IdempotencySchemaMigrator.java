@@ -194,6 +194,9 @@ public final class IdempotencySchemaMigrator {
      */
     private static final List<String> KEY_COLUMNS = List.of("caller", "scope", "idempotency_key");
 
+    /** How the partitioned table is partitioned, as PostgreSQL shows it. */
+    private static final String PARTITION_KEY = "RANGE (created_at)";
+
     /** Compared with the database's clock: stored without time zone, they would be read in each session's zone. */
     private static final List<String> TIME_COLUMNS = List.of("created_at", "updated_at", "expires_at", "locked_until");
 
@@ -207,6 +210,7 @@ public final class IdempotencySchemaMigrator {
         Map<String, String> inexactCollations = new HashMap<>();
         boolean uniqueKey;
         boolean deferrableKey;
+        String partitionKey;
         try (Connection connection = dataSource.getConnection()) {
             // the type without its modifier: a precision (timestamptz(6), as Hibernate's DDL writes it) is no other type
             // and the collation of a text column whose equality is not byte for byte (case-insensitive, say)
@@ -240,6 +244,15 @@ public final class IdempotencySchemaMigrator {
                     deferrableKey = rs.getBoolean(2);
                 }
             }
+            // claims put their records by creation time, and partitions are made and dropped by it
+            try (PreparedStatement statement = connection.prepareStatement(
+                    "SELECT pg_get_partkeydef(to_regclass(?))")) {
+                statement.setString(1, tableName);
+                try (ResultSet rs = statement.executeQuery()) {
+                    rs.next();
+                    partitionKey = rs.getString(1);
+                }
+            }
         } catch (SQLException e) {
             throw new IllegalStateException("could not inspect table " + tableName, e);
         }
@@ -262,6 +275,10 @@ public final class IdempotencySchemaMigrator {
                 problems.add(column + " has the nondeterministic collation " + inexactCollations.get(column)
                         + ": the unique key must compare it exactly, or it makes distinct values one");
             }
+        }
+        if (partitioned && !PARTITION_KEY.equals(partitionKey)) {
+            problems.add("it is partitioned by " + partitionKey + ", not " + PARTITION_KEY + ": claims put their"
+                    + " records, and partitions are made and dropped, by creation time");
         }
         if (!partitioned && !uniqueKey) {
             problems.add("there is no unique key on (caller, scope, idempotency_key), which arbitrates claims");
