@@ -264,6 +264,18 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
             return n;
         }
 
+        /**
+         * What can be read without blocking, as the container's stream says: readers decide on it, such as the JDK's
+         * {@code GZIPInputStream}, which looks for a further gzip member only when more bytes are available.
+         */
+        @Override
+        public int available() throws IOException {
+            if (aheadOfApplication()) {
+                return (int) Math.min(Integer.MAX_VALUE, copy.size() - delivered);
+            }
+            return drained ? 0 : delegate.available();
+        }
+
         @Override
         public boolean isFinished() {
             return !aheadOfApplication() && (drained || delegate.isFinished());
