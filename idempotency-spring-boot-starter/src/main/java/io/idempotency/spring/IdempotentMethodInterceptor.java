@@ -504,7 +504,8 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         private final byte[] body;
         private final boolean form;
         private final boolean coded; // still in a content coding the library cannot undo
-        private final Object json; // parsed JSON body, or null when the body is not JSON
+        private final boolean isJson; // the body was read as JSON
+        private final Object json; // the parsed JSON body (null for the JSON text null), or null when it is not JSON
 
         /** @param readJson whether a JSON body is parsed (and refused when it cannot be) */
         RequestView(HttpServletRequest request, BodyRecordingRequest recorded, boolean readJson)
@@ -531,7 +532,8 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             }
             // a body still in a content coding the library cannot undo is compared as the bytes it is
             MediaType jsonType = !readJson || form || coded || body.length == 0 ? null : jsonType(request);
-            this.json = jsonType != null ? CanonicalJson.parse(inUtf8(body, jsonType, request)) : null;
+            this.isJson = jsonType != null;
+            this.json = isJson ? CanonicalJson.parse(inUtf8(body, jsonType, request)) : null;
         }
 
         /**
@@ -596,7 +598,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         }
 
         private boolean isCanonical(IdempotencyProperties.BodyFingerprint mode) {
-            return json != null && mode == IdempotencyProperties.BodyFingerprint.CANONICAL_JSON;
+            return isJson && mode == IdempotencyProperties.BodyFingerprint.CANONICAL_JSON;
         }
 
         /**
@@ -630,7 +632,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             MethodBasedEvaluationContext context = new MethodBasedEvaluationContext(null, invocation.getMethod(),
                     invocation.getArguments(), PARAMETER_NAMES);
             context.addPropertyAccessor(new MapAccessor());
-            context.setVariable("body", json != null ? json : new String(body, StandardCharsets.UTF_8));
+            context.setVariable("body", isJson ? json : new String(body, StandardCharsets.UTF_8));
             Object pathVariables = request.getAttribute(HandlerMapping.URI_TEMPLATE_VARIABLES_ATTRIBUTE);
             context.setVariable("path", pathVariables instanceof Map<?, ?> map ? map : Map.of());
             Map<String, String> headers = new LinkedCaseInsensitiveMap<>(Locale.ROOT);

@@ -86,6 +86,23 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aJsonNullBodyIsCanonicalLikeAnyOtherJson() throws Exception {
+        // the JSON text null is a JSON body like an object: whitespace around it does not make it another request
+        String key = UUID.randomUUID().toString();
+
+        HttpResponse<byte[]> first = post("/orders/streams", key, "null");
+        HttpResponse<byte[]> spaced = post("/orders/streams", key, " null\n");
+        HttpResponse<byte[]> other = post("/orders/streams", key, "{}");
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(spaced.statusCode()).as(new String(spaced.body(), StandardCharsets.UTF_8)).isEqualTo(201);
+        assertThat(spaced.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(spaced.body()).isEqualTo(first.body());
+        assertThat(other.statusCode()).isEqualTo(422);
+        assertThat(keyRows(key)).isEqualTo(1);
+    }
+
+    @Test
     void numbersAreComparedExactlyNeverAsDoubles() throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "exact-" + key;
