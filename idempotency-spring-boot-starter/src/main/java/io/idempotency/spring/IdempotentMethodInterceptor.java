@@ -503,6 +503,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         private final HttpServletRequest request;
         private final byte[] body;
         private final boolean form;
+        private final boolean unparsedForm; // a form with a part the container left in the body, read as bytes
         private final boolean coded; // still in a content coding the library cannot undo
         private final boolean isJson; // the body was read as JSON
         private final Object json; // the parsed JSON body (null for the JSON text null), or null when it is not JSON
@@ -522,10 +523,12 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 // what the container did not parse as parameters (it reads only the exact lower-case type, and forms
                 // of some methods only) is still in the body, where the handler's converters read it
                 byte[] unparsed = recorded.body();
+                this.unparsedForm = unparsed.length > 0;
                 this.body = unparsed.length == 0 ? parsed : CanonicalJson.canonicalize(
                         List.of(parameters, new String(unparsed, StandardCharsets.ISO_8859_1)));
                 this.coded = false;
             } else {
+                this.unparsedForm = false;
                 ContentCodings.Decoded decoded = recorded.decodedBody();
                 this.body = decoded.bytes();
                 this.coded = decoded.coded();
@@ -604,10 +607,11 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         /**
          * The name of the charset a body compared as its bytes is read in, when it is not UTF-8, else null. A
          * {@code String} argument reads the same bytes in another charset as other text: another request. A form
-         * is compared by the parameters the container decoded, a canonical JSON body as the text it reads.
+         * is compared by the parameters the container decoded (and what it left in the body as bytes, which Spring
+         * MVC's form converter decodes in the charset), a canonical JSON body as the text it reads.
          */
         String bytesCharset(IdempotencyProperties.BodyFingerprint mode) {
-            if (form || body.length == 0 || isCanonical(mode)) {
+            if (form && !unparsedForm || body.length == 0 || isCanonical(mode)) {
                 return null;
             }
             MediaType type;

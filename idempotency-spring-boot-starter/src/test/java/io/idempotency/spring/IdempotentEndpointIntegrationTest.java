@@ -313,6 +313,33 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aFormTheContainerDidNotParseIsComparedWithTheCharsetItDeclares() throws Exception {
+        // Spring MVC's form converter decodes %C3%A9 as the two characters \u00c3\u00a9 in ISO-8859-1 and as the one
+        // character \u00e9 in UTF-8: the same bytes, two requests
+        String key = UUID.randomUUID().toString();
+        String note = "unparsed-form-charset-" + key;
+        String body = "note=%C3%A9" + note + "&amount=1";
+
+        HttpResponse<byte[]> first = send(unparsedForm(key, "ISO-8859-1", body));
+        HttpResponse<byte[]> other = send(unparsedForm(key, "UTF-8", body));
+        HttpResponse<byte[]> same = send(unparsedForm(key, "iso-8859-1", body));
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(rows("\u00c3\u00a9" + note)).isEqualTo(1);
+        assertThat(other.statusCode()).as("the same bytes in another charset").isEqualTo(422);
+        assertProblem(other, "idempotency-key-mismatch");
+        assertThat(rows("\u00e9" + note)).isZero();
+        assertThat(same.headers().firstValue("Idempotent-Replayed")).as("the same charset, spelled otherwise")
+                .hasValue("true");
+    }
+
+    private HttpRequest unparsedForm(String key, String charset, String body) {
+        return HttpRequest.newBuilder(java.net.URI.create("http://localhost:" + port + "/orders/form-body"))
+                .header("Content-Type", "Application/X-WWW-Form-Urlencoded;charset=" + charset)
+                .header("Idempotency-Key", key).POST(HttpRequest.BodyPublishers.ofString(body)).build();
+    }
+
+    @Test
     void textWrittenWithTheServletsOwnCallsIsReplayedWithItsEncodingAndLanguage() throws Exception {
         String key = UUID.randomUUID().toString();
         String body = "{\"note\":\"text-" + key + "\"}";
