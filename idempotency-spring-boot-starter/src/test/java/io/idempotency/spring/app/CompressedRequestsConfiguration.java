@@ -25,6 +25,8 @@ import org.springframework.web.filter.OncePerRequestFilter;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
+import java.util.Collections;
+import java.util.Enumeration;
 import java.util.Map;
 import java.util.zip.GZIPInputStream;
 
@@ -52,7 +54,10 @@ public class CompressedRequestsConfiguration {
         return registration;
     }
 
-    /** Hands the handler the decompressed body of a gzip request; leaves the request's headers as they are. */
+    /**
+     * Hands the handler the decompressed body of a gzip request; leaves the request's headers as they are, but for the
+     * length, which was the compressed body's.
+     */
     static final class Decompressing extends OncePerRequestFilter {
 
         @Override
@@ -85,8 +90,34 @@ public class CompressedRequestsConfiguration {
                 public long getContentLengthLong() {
                     return -1;
                 }
+
+                // the length sent is the compressed one: a converter reading that many bytes would cut the body short
+                @Override
+                public String getHeader(String name) {
+                    return isContentLength(name) ? null : super.getHeader(name);
+                }
+
+                @Override
+                public Enumeration<String> getHeaders(String name) {
+                    return isContentLength(name) ? Collections.emptyEnumeration() : super.getHeaders(name);
+                }
+
+                @Override
+                public Enumeration<String> getHeaderNames() {
+                    return Collections.enumeration(Collections.list(super.getHeaderNames()).stream()
+                            .filter(name -> !isContentLength(name)).toList());
+                }
+
+                @Override
+                public int getIntHeader(String name) {
+                    return isContentLength(name) ? -1 : super.getIntHeader(name);
+                }
             }, response);
         }
+    }
+
+    private static boolean isContentLength(String name) {
+        return "Content-Length".equalsIgnoreCase(name);
     }
 
     /** HTTP's deflate as lenient decoders read it: zlib-wrapped as specified, or the raw deflate some clients send. */
