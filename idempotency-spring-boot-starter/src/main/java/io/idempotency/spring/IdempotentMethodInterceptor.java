@@ -224,10 +224,16 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         } catch (ContentCodings.UndecodableBodyException e) {
             return answer(exchange, problems.render(ProblemResponses.Problem.BODY_INVALID,
                     "The body cannot be decompressed to be fingerprinted: " + e.getMessage() + ".", instance));
+        } catch (UnreadableParametersException e) {
+            return unreadableParameters(exchange, e, instance);
         }
         MethodBasedEvaluationContext context = null;
         if (expressions) {
-            context = view.evaluationContext(invocation);
+            try {
+                context = view.evaluationContext(invocation);
+            } catch (UnreadableParametersException e) {
+                return unreadableParameters(exchange, e, instance);
+            }
         }
 
         IdempotencyKeyParser.Result parsed;
@@ -357,6 +363,29 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         log.debug("The key expression of {} could not read the request's key: {} (its message may quote the request,"
                 + " so it is not logged)", invocation.getMethod(), cause.getClass().getName());
         return new IdempotencyKeyParser.Malformed("the value this endpoint is keyed by cannot be read as its key");
+    }
+
+    /**
+     * A query or form the container cannot read (a broken %-escape, bytes invalid in the declared charset, more
+     * parameters than it takes): the request cannot be fingerprinted, and the handler would meet the same refusal.
+     * Its message quotes the parameter it stopped at, which may be a card or account number: neither logged nor
+     * sent.
+     */
+    private Object unreadableParameters(IdempotentExchange exchange, UnreadableParametersException e,
+                                        String instance) {
+        log.debug("The parameters of {} {} cannot be read: {}", exchange.request().getMethod(),
+                exchange.request().getRequestURI(), e.getCause().getClass().getName());
+        return answer(exchange, problems.render(ProblemResponses.Problem.BODY_INVALID,
+                "The request's parameters cannot be read to be fingerprinted: check their %-escapes, their charset"
+                        + " and their number.", instance));
+    }
+
+    /** The container refused to parse the request's parameters. */
+    private static final class UnreadableParametersException extends Exception {
+
+        UnreadableParametersException(IllegalStateException cause) {
+            super(cause);
+        }
     }
 
     private static IdempotencyKeyParser.Result keyFromExpression(Expression expression,
@@ -511,7 +540,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         /** @param readJson whether a JSON body is parsed (and refused when it cannot be) */
         RequestView(HttpServletRequest request, BodyRecordingRequest recorded, boolean readJson)
                 throws IOException, BodyRecordingRequest.BodyTooLargeException, CanonicalJson.InvalidJsonException,
-                ContentCodings.UndecodableBodyException {
+                ContentCodings.UndecodableBodyException, UnreadableParametersException {
             this.request = request;
             this.form = isForm(request);
             if (form) {
@@ -632,7 +661,8 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             return charset == null || charset.equals(StandardCharsets.UTF_8) ? null : charset.name();
         }
 
-        MethodBasedEvaluationContext evaluationContext(MethodInvocation invocation) {
+        MethodBasedEvaluationContext evaluationContext(MethodInvocation invocation)
+                throws UnreadableParametersException {
             MethodBasedEvaluationContext context = new MethodBasedEvaluationContext(null, invocation.getMethod(),
                     invocation.getArguments(), PARAMETER_NAMES);
             context.addPropertyAccessor(new MapAccessor());
@@ -645,7 +675,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             }
             context.setVariable("headers", headers);
             Map<String, String> params = new LinkedHashMap<>();
-            request.getParameterMap().forEach((name, values) -> params.put(name, values.length == 0 ? "" : values[0]));
+            parameters(request).forEach((name, values) -> params.put(name, values.length == 0 ? "" : values[0]));
             context.setVariable("params", params);
             return context;
         }
@@ -671,10 +701,24 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         }
 
         /** The container parsed the form itself, past our recording: fingerprint the parameters it parsed. */
-        private static Map<String, Object> formParameters(HttpServletRequest request) {
+        private static Map<String, Object> formParameters(HttpServletRequest request)
+                throws UnreadableParametersException {
             Map<String, Object> form = new LinkedHashMap<>();
-            request.getParameterMap().forEach((name, values) -> form.put(name, List.of(values)));
+            parameters(request).forEach((name, values) -> form.put(name, List.of(values)));
             return form;
+        }
+
+        /**
+         * The request's parameters. The container parses them on the first call that asks for one, and refuses a
+         * query or form it cannot read (Servlet 6.1: {@code IllegalStateException}).
+         */
+        private static Map<String, String[]> parameters(HttpServletRequest request)
+                throws UnreadableParametersException {
+            try {
+                return request.getParameterMap();
+            } catch (IllegalStateException e) {
+                throw new UnreadableParametersException(e);
+            }
         }
     }
 }

@@ -288,6 +288,39 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aFormTheContainerCannotParseIsRefusedAsABadBody() throws Exception {
+        // a broken %-escape, or more parameters than the container takes: it parses the form on the first call that
+        // asks for a parameter, the library's own for the fingerprint, and refuses it there
+        for (String body : new String[] {"note=broken%ZZ&amount=1", "amount=1&" + "p=1&".repeat(1_200)}) {
+            String key = UUID.randomUUID().toString();
+
+            HttpResponse<byte[]> answer = send(HttpRequest.newBuilder(java.net.URI.create("http://localhost:" + port
+                    + "/orders/form")).header("Content-Type", "application/x-www-form-urlencoded")
+                    .header("Idempotency-Key", key).POST(HttpRequest.BodyPublishers.ofString(body)).build());
+
+            assertThat(answer.statusCode()).as(new String(answer.body(), StandardCharsets.UTF_8)).isEqualTo(400);
+            assertProblem(answer, "idempotency-body-invalid");
+            assertThat(keyRows(key)).isZero();
+        }
+    }
+
+    @Test
+    void aQueryTheContainerCannotParseIsRefusedWhereTheExpressionsReadTheParameters() throws Exception {
+        // an endpoint keyed by an expression offers it the parameters, which makes the container parse the query: here
+        // bytes that are no UTF-8
+        String transaction = UUID.randomUUID().toString();
+
+        HttpResponse<byte[]> answer = send(HttpRequest.newBuilder(java.net.URI.create("http://localhost:" + port
+                        + "/orders/callbacks?trace=%FF%FE")).header("Content-Type", "application/json")
+                .POST(HttpRequest.BodyPublishers.ofString("{\"transactionId\":\"" + transaction
+                        + "\",\"amount\":\"1.00\",\"currency\":\"EUR\"}")).build());
+
+        assertThat(answer.statusCode()).as(new String(answer.body(), StandardCharsets.UTF_8)).isEqualTo(400);
+        assertProblem(answer, "idempotency-body-invalid");
+        assertThat(keyRows(transaction)).isZero();
+    }
+
+    @Test
     void aFormTheContainerDidNotParseIsFingerprintedByItsBody() throws Exception {
         // media types are case-insensitive: Spring MVC maps and reads this form, but the container parses only the
         // exact lower-case type, so the parameters it offers do not include the body
