@@ -145,7 +145,18 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         recordingRequest.holdAnswerWhile(deferredResponse::isCapturing);
         request.setAttribute(IdempotentExchange.ATTRIBUTE, exchange);
         try {
-            chain.doFilter(recordingRequest, deferredResponse);
+            try {
+                chain.doFilter(recordingRequest, deferredResponse);
+            } catch (IOException | ServletException | RuntimeException e) {
+                if (exchange.answer() == null) {
+                    throw e;
+                }
+                // the handler did not run: what failed rendered its null (a body advice that cannot take one, an
+                // interceptor's postHandle) and would answer every retry under the key with this error instead of
+                // the decided answer, which stands whatever the rest of the request did
+                log.warn("Idempotent request {} {} was answered without running its handler, and then failed: {};"
+                        + " sending the decided answer", request.getMethod(), request.getRequestURI(), e.toString(), e);
+            }
             finish(exchange, request);
         } finally {
             try {

@@ -47,6 +47,27 @@ class MvcFeaturesIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aBodyAdviceThatCannotTakeTheNullOfAnAnsweredRequestLosesNeitherTheReplayNorTheRefusal() throws Exception {
+        // the advice's Map.of refuses the null that Spring MVC renders when the handler did not run; nothing resolves
+        // that exception, which would otherwise leave the servlet as a 500 to every retry under the key
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"ok-wrapped-" + key + "\"}";
+
+        HttpResponse<byte[]> first = post("/mvc/ok/wrapped", key, body);
+        HttpResponse<byte[]> replay = post("/mvc/ok/wrapped", key, body);
+        HttpResponse<byte[]> reused = post("/mvc/ok/wrapped", key, "{\"note\":\"ok-wrapped-other-" + key + "\"}");
+
+        assertThat(first.statusCode()).isEqualTo(200);
+        assertThat(text(first)).contains("\"wrapped\":true").contains("\"data\":{\"id\":");
+        assertThat(replay.statusCode()).as(text(replay)).isEqualTo(200);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(first.body());
+        assertThat(reused.statusCode()).as(text(reused)).isEqualTo(422);
+        assertProblem(reused, "idempotency-key-mismatch");
+        assertThat(rows("ok-wrapped-" + key)).isEqualTo(1);
+    }
+
+    @Test
     void aBodyAdviceThatFailsRollsTheRequestBack() throws Exception {
         String key = UUID.randomUUID().toString();
         String body = "{\"note\":\"advice-fails-" + key + "\"}";

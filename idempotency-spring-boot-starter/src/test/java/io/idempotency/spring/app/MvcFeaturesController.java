@@ -78,6 +78,16 @@ public class MvcFeaturesController {
         return Map.of("id", insert(request.note()));
     }
 
+    /**
+     * Answers 200 without {@code @ResponseStatus}: Spring MVC then passes a returned {@code null} (what the handler gives
+     * back when it did not run) to {@link MvcFeaturesConfiguration.WrappingBodyAdvice}, which cannot wrap it.
+     */
+    @PostMapping("/ok/wrapped")
+    @Idempotent
+    public Map<String, Object> plainOk(@RequestBody Note request) {
+        return Map.of("id", insert(request.note()));
+    }
+
     @PostMapping({"/unguarded/wrapped", "/unguarded/intercepted", "/unguarded/advice-fails"})
     @ResponseStatus(HttpStatus.CREATED)
     public Map<String, Object> plainUnguarded(@RequestBody Note request) {
