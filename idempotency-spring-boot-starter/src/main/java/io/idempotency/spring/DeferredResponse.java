@@ -35,6 +35,7 @@ import java.util.function.Supplier;
 final class DeferredResponse extends HttpServletResponseWrapper {
 
     private static final String CONTENT_TYPE = "Content-Type";
+    private static final String TRANSFER_ENCODING = "Transfer-Encoding";
     private static final int SC_EARLY_HINTS = 103;
 
     private boolean capturing;
@@ -96,11 +97,19 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         return new StoredResponse(status, IdempotencyFilter.storedHeaders(all, replayed), body.toByteArray());
     }
 
-    /** Sends the captured answer, every header included, to the client. */
+    /**
+     * Sends the captured answer, every header included, to the client; but a {@code Transfer-Encoding} (a handler
+     * passing on an upstream answer's headers), which would contradict the length the held body is sent with: the
+     * container frames the body, and a client would read it as chunks it is not in (RFC 9112, section 6.3).
+     */
     void sendCaptured() throws IOException {
         flushWriter();
         HttpServletResponse response = (HttpServletResponse) getResponse();
-        headers.forEach((name, values) -> values.forEach(value -> response.addHeader(name, value)));
+        headers.forEach((name, values) -> {
+            if (!TRANSFER_ENCODING.equalsIgnoreCase(name)) {
+                values.forEach(value -> response.addHeader(name, value));
+            }
+        });
         cookies.forEach(response::addCookie);
         if (trailerFields != null) {
             response.setTrailerFields(trailerFields);

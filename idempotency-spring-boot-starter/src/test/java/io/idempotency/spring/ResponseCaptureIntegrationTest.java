@@ -68,6 +68,26 @@ class ResponseCaptureIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aTransferEncodingPassedOnFromUpstreamDoesNotContradictTheLengthTheAnswerIsFramedWith() throws Exception {
+        // the held answer is sent with its length; with the upstream's "chunked" as well, a client reads the body as
+        // chunks it is not in (RFC 9112, section 6.3: Transfer-Encoding overrides Content-Length)
+        String key = UUID.randomUUID().toString();
+        String note = "upstream-chunked-" + key;
+
+        String first = raw("/capture/upstream-chunked", key, note);
+        String replay = raw("/capture/upstream-chunked", key, note);
+
+        assertThat(first).startsWith("HTTP/1.1 201 ");
+        assertThat(body(first)).startsWith("order ");
+        assertThat(first.substring(0, first.indexOf("\r\n\r\n"))).as("one framing, the one the body is sent in")
+                .contains("Content-Length: " + body(first).length() + "\r\n").doesNotContain("Transfer-Encoding");
+        assertThat(replay).startsWith("HTTP/1.1 201 ").contains("Idempotent-Replayed: true")
+                .doesNotContain("Transfer-Encoding");
+        assertThat(body(replay)).isEqualTo(body(first));
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
     void earlyHintsNeitherRollBackTheRequestNorLoseItsAnswer() throws Exception {
         // Tomcat sends 103 Early Hints through sendError(103), and the handler goes on to answer
         String key = UUID.randomUUID().toString();

@@ -2,6 +2,7 @@ package io.idempotency.spring.app;
 
 import io.idempotency.core.Idempotent;
 import jakarta.servlet.http.HttpServletResponse;
+import org.springframework.http.ResponseEntity;
 import org.springframework.jdbc.core.simple.JdbcClient;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestBody;
@@ -44,6 +45,18 @@ public class CaptureController {
         response.setStatus(201);
         response.setContentType("text/plain;charset=UTF-8");
         response.getWriter().write("order " + id);
+    }
+
+    /**
+     * Passes on an answer that an upstream service sent chunked, with the upstream's {@code Transfer-Encoding}, as a
+     * handler copying the upstream's headers does; the body it gives is the decoded one.
+     */
+    @PostMapping("/upstream-chunked")
+    @Idempotent
+    public ResponseEntity<String> upstreamChunked(@RequestBody OrderController.OrderRequest request) {
+        long id = insert(request.note(), false);
+        return ResponseEntity.status(201).header("Transfer-Encoding", "chunked").header("Content-Type", "text/plain")
+                .body("order " + id);
     }
 
     @PostMapping("/flushing")
