@@ -97,18 +97,31 @@ public class IdempotencyFilter extends OncePerRequestFilter {
      * {@code value} as the container sends it, and as a stored answer keeps it: each control character but the tab
      * (a line break, a NUL, DEL) a space, as RFC 9110 (section 5.5) has a recipient take them and as Tomcat writes
      * them. Kept as given, a line break could not be stored (stored headers are lines) and a NUL not either (no
-     * PostgreSQL text holds one): the request would fail after its handler ran, and so would every retry.
+     * PostgreSQL text holds one): the request would fail after its handler ran, and so would every retry. Half of a
+     * surrogate pair (a value cut inside a character) is kept as U+FFFD: no text column holds it either, and the
+     * driver would store a {@code ?} in its place, which a replay from the database would send where the container
+     * refused the first answer's character, as it refuses U+FFFD.
      */
     static String asSent(String value) {
         StringBuilder sent = null;
         for (int i = 0; i < value.length(); i++) {
             char c = value.charAt(i);
+            char replacement;
             if ((c < 0x20 && c != '\t') || c == 0x7F) {
-                if (sent == null) {
-                    sent = new StringBuilder(value);
-                }
-                sent.setCharAt(i, ' ');
+                replacement = ' ';
+            } else if (Character.isHighSurrogate(c) && i + 1 < value.length()
+                    && Character.isLowSurrogate(value.charAt(i + 1))) {
+                i++; // a whole character
+                continue;
+            } else if (Character.isSurrogate(c)) {
+                replacement = '\uFFFD';
+            } else {
+                continue;
             }
+            if (sent == null) {
+                sent = new StringBuilder(value);
+            }
+            sent.setCharAt(i, replacement);
         }
         return sent == null ? value : sent.toString();
     }

@@ -95,6 +95,17 @@ public class OrderController {
                 .body(body);
     }
 
+    /** Answers with a header value cut inside a character: half of a surrogate pair, as a substring may leave it. */
+    @PostMapping("/cut-header")
+    @Idempotent
+    public ResponseEntity<Order> cutHeader(@RequestBody OrderRequest request) {
+        long id = insert(request.note());
+        String named = "order " + id + " \ud83d\udcb6";
+        return ResponseEntity.created(URI.create("/orders/" + id))
+                .header("X-Note", named.substring(0, named.length() - 1))
+                .body(new Order(id, request.note(), request.amount()));
+    }
+
     /** Answers with a header value holding control characters, as a value taken from elsewhere may. */
     @PostMapping("/control-characters")
     @Idempotent
