@@ -92,8 +92,15 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             connection.forEach(
                     value -> all.add(new StoredResponse.Header("Connection", IdempotencyFilter.asSent(value))));
         }
-        headers.forEach((name, values) -> values.forEach(
-                value -> all.add(new StoredResponse.Header(name, IdempotencyFilter.asSent(value)))));
+        headers.forEach((name, values) -> {
+            // only those that may be stored (and a Connection header, which names others that may not): any other
+            // reaches the first answer only, whatever its name, also one no stored line could hold (the ":status"
+            // pseudo-header of an upstream's HTTP/2 answer passed on)
+            String lowerCase = name.toLowerCase(Locale.ROOT);
+            if (replayed.contains(lowerCase) || lowerCase.equals("connection")) {
+                values.forEach(value -> all.add(new StoredResponse.Header(name, IdempotencyFilter.asSent(value))));
+            }
+        });
         return new StoredResponse(status, IdempotencyFilter.storedHeaders(all, replayed), body.toByteArray());
     }
 

@@ -135,4 +135,22 @@ class StoredHeadersIntegrationTest extends OrdersApplicationTest {
         assertThat(replay.body()).isEqualTo(first.body());
         assertThat(rows("cut-" + key)).isOne();
     }
+
+    @Test
+    void aHeaderNameNoStoredLineCouldHoldDoesNotFailAnAnswerThatDoesNotStoreIt() throws Exception {
+        // ":status" is not listed: it reaches the first answer only, as any header outside the list
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"pseudo-" + key + "\"}";
+
+        HttpResponse<byte[]> first = post("/orders/pseudo-header", key, body);
+        HttpResponse<byte[]> replay = post("/orders/pseudo-header", key, body);
+
+        assertThat(first.statusCode()).as(new String(first.body(), StandardCharsets.UTF_8)).isEqualTo(201);
+        assertThat(rows("pseudo-" + key)).isOne();
+        assertThat(storedNames(key)).contains("location").doesNotContain(":status");
+        assertThat(replay.statusCode()).isEqualTo(201);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.headers().firstValue("Location")).isEqualTo(first.headers().firstValue("Location"));
+        assertThat(replay.body()).isEqualTo(first.body());
+    }
 }

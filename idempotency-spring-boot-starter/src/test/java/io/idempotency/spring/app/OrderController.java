@@ -95,6 +95,19 @@ public class OrderController {
                 .body(body);
     }
 
+    /**
+     * Passes on the headers of an upstream answer that came over HTTP/2, its {@code :status} pseudo-header among them,
+     * as a handler copying what the JDK's HTTP client read does.
+     */
+    @PostMapping("/pseudo-header")
+    @Idempotent
+    public ResponseEntity<Order> pseudoHeader(@RequestBody OrderRequest request) {
+        long id = insert(request.note());
+        return ResponseEntity.created(URI.create("/orders/" + id))
+                .header(":status", "201")
+                .body(new Order(id, request.note(), request.amount()));
+    }
+
     /** Answers with a header value cut inside a character: half of a surrogate pair, as a substring may leave it. */
     @PostMapping("/cut-header")
     @Idempotent
