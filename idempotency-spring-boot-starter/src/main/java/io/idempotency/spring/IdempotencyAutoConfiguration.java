@@ -232,6 +232,15 @@ public class IdempotencyAutoConfiguration {
             refuse("idempotency.header-name", "\"" + header + "\"", "an HTTP header name (letters, digits and"
                     + " !#$%&'*+-.^_`|~)");
         }
+        for (String replayed : properties.getReplayedHeaders()) {
+            if (replayed == null || replayed.isEmpty()
+                    || !replayed.chars().allMatch(IdempotencyAutoConfiguration::isTokenChar)) {
+                // a name no header has (a list written with ';', say) is silently never replayed, Content-Type too
+                refuse("idempotency.replayed-headers", properties.getReplayedHeaders(), "HTTP header names (letters,"
+                        + " digits and !#$%&'*+-.^_`|~, separated by commas); \"" + replayed + "\" is not an HTTP"
+                        + " header name");
+            }
+        }
         String unknownMethods = IdempotentEndpoint.unknownMethods(properties.getMethods());
         if (unknownMethods != null) {
             // a misspelt method would leave the requests meant for it unprotected, which nothing else notices

@@ -559,6 +559,23 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void aReplayedHeaderThatIsNoHeaderNameStopsTheStartNamingTheSetting() {
+        // a list written with the wrong separator is one name that no header has: Content-Type would never be replayed
+        for (String list : List.of("Content-Type;Location", "Content-Type,Content Encoding")) {
+            runner.withPropertyValues("idempotency.replayed-headers=" + list).run(context -> {
+                assertThat(context).as(list).hasFailed();
+                org.springframework.boot.diagnostics.FailureAnalysis analysis =
+                        new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure());
+                assertThat(analysis).as(list).isNotNull();
+                assertThat(analysis.getDescription()).contains("idempotency.replayed-headers", "an HTTP header name");
+                assertThat(analysis.getAction()).contains("idempotency.replayed-headers");
+            });
+        }
+        runner.withPropertyValues("idempotency.replayed-headers=Content-Type,Location,X-Request-Id")
+                .run(context -> assertThat(context).hasNotFailed());
+    }
+
+    @Test
     void aTableTheApplicationsOwnMigrationsMakeMayBeNamedIdempotency() {
         // its history would be the default table's only if the library migrated it
         TestPostgres.Database database = TestPostgres.newDatabase();
