@@ -444,7 +444,7 @@ public class IdempotencyAutoConfiguration {
     }
 
     @Bean
-    @ConditionalOnProperty(prefix = "idempotency.sweeper", name = "enabled", havingValue = "true", matchIfMissing = true)
+    @Conditional(StaleClaimSweepSchedulerCondition.class)
     StaleClaimSweepScheduler idempotencyStaleClaimSweepScheduler(IdempotencyStore store, StaleClaimResolver resolver,
                                                                  StoragePolicy storagePolicy,
                                                                  DownstreamKeys downstreamKeys,

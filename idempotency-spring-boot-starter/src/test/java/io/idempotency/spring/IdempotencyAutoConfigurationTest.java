@@ -181,6 +181,23 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void theSweeperIsOnOrOffAsTheSettingIsBound() {
+        // the setting binds as a boolean, so every spelling of true the binder takes must keep the sweeper on
+        for (String on : List.of("true", "TRUE", "yes", "on", "1")) {
+            runner.withPropertyValues("idempotency.sweeper.enabled=" + on).run(context -> {
+                assertThat(context).hasNotFailed();
+                assertThat(context.getBean(IdempotencyProperties.class).getSweeper().isEnabled()).isTrue();
+                assertThat(context).as(on).hasSingleBean(StaleClaimSweepScheduler.class);
+            });
+        }
+        for (String off : List.of("false", "no", "off", "0")) {
+            runner.withPropertyValues("idempotency.sweeper.enabled=" + off)
+                    .run(context -> assertThat(context).as(off).doesNotHaveBean(StaleClaimSweepScheduler.class));
+        }
+        runner.run(context -> assertThat(context).hasSingleBean(StaleClaimSweepScheduler.class));
+    }
+
+    @Test
     void applicationBeansReplaceTheDefaults() {
         runner.withUserConfiguration(TenantCallers.class).run(context -> {
             assertThat(context).hasNotFailed();
