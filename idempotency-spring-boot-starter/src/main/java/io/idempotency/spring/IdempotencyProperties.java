@@ -20,8 +20,8 @@ public class IdempotencyProperties implements InitializingBean {
     }
 
     /**
-     * Whether the starter is active at all. When false, {@code @Idempotent} has no effect, and a warning at startup
-     * lists the annotated methods. When true, an application whose {@code @Idempotent} methods the starter cannot
+     * Whether the starter is active at all. When false, @Idempotent has no effect, and a warning at startup
+     * lists the annotated methods. When true, an application whose @Idempotent methods the starter cannot
      * serve (no DataSource or transaction manager) does not start.
      */
     private boolean enabled = true;
@@ -31,25 +31,25 @@ public class IdempotencyProperties implements InitializingBean {
 
     /**
      * How long a duplicate request waits for the request that holds its key to finish before it is answered
-     * 409 {@code idempotency-request-in-progress}. Keep it short: the waiting request holds a connection. At most
-     * 24 days, the longest wait PostgreSQL's {@code lock_timeout} takes.
+     * 409 idempotency-request-in-progress. Keep it short: the waiting request holds a connection. At most
+     * 24 days, the longest wait PostgreSQL's lock_timeout takes.
      */
     private Duration inFlightWait = Duration.ofSeconds(2);
 
     /**
-     * The {@code Retry-After} sent with 409 {@code idempotency-request-in-progress} and 503
-     * {@code idempotency-store-unavailable} (rounded up to seconds); must be positive.
+     * The Retry-After sent with 409 idempotency-request-in-progress and 503
+     * idempotency-store-unavailable (rounded up to seconds); must be positive.
      */
     private Duration retryAfter = Duration.ofSeconds(1);
 
     /**
      * Largest request body an idempotent endpoint accepts; the body is read and hashed before any database
-     * connection is taken. Larger bodies are answered 413 {@code idempotency-request-too-large}.
+     * connection is taken. Larger bodies are answered 413 idempotency-request-too-large.
      */
     private DataSize maxRequestBodySize = DataSize.ofMegabytes(1);
 
     /**
-     * HTTP methods that {@code @Idempotent} endpoints are idempotent for, unless the annotation names its own.
+     * HTTP methods that @Idempotent endpoints are idempotent for, unless the annotation names its own.
      * Requests with other methods run normally and their header is ignored. Names that are no registered HTTP method
      * are refused at startup.
      */
@@ -60,7 +60,7 @@ public class IdempotencyProperties implements InitializingBean {
 
     /**
      * Largest answer body that is stored for replay. A storable answer above it is not committed: the request rolls
-     * back and is answered 500 {@code idempotency-response-too-large}, so an answer is never replayed cut short. The
+     * back and is answered 500 idempotency-response-too-large, so an answer is never replayed cut short. The
      * same cap holds for the results of IdempotencyTemplate work (refused with StoredBodyTooLargeException, the work's
      * writes rolled back) and for the answers of a StaleClaimResolver (not stored; the claim stays PROCESSING).
      */
@@ -95,13 +95,13 @@ public class IdempotencyProperties implements InitializingBean {
 
     /**
      * Base URI of the problem types in error answers; the type of each error is this base followed by its name,
-     * e.g. {@code idempotency-key-missing}.
+     * e.g. idempotency-key-missing.
      */
     private String problemTypeBase = ProblemResponses.DEFAULT_TYPE_BASE;
 
     /**
      * Status of the answer to a key reused with a different request (problem type
-     * {@code idempotency-key-mismatch}): 422 by default, e.g. 400 for clients that know no other. Must be a 4xx other
+     * idempotency-key-mismatch): 422 by default, e.g. 400 for clients that know no other. Must be a 4xx other
      * than 408, 409, 425 and 429: those tell a client to retry, and a retry of a mismatched request never succeeds.
      */
     private int mismatchStatus = 422;
@@ -212,7 +212,7 @@ public class IdempotencyProperties implements InitializingBean {
 
         /**
          * The longest time after a first attempt that a client may still retry or replay it, as the application
-         * declares it. The application does not start when {@code ttl} is shorter than this plus the lease.
+         * declares it. The application does not start when ttl is shorter than this plus the lease.
          */
         private Duration maxRetryWindow = Duration.ofDays(7);
 
@@ -244,32 +244,32 @@ public class IdempotencyProperties implements InitializingBean {
 
         /**
          * Whether this instance removes expired records (safe on several instances at once). In
-         * {@code drop-partitions} mode every instance creates partitions ahead, at startup and on schedule, even when
+         * drop-partitions mode every instance creates partitions ahead, at startup and on schedule, even when
          * this is false; only dropping is switched off.
          */
         private boolean enabled = true;
 
         /**
-         * {@code delete}: delete expired records in batches, skipping rows other transactions hold.
-         * {@code drop-partitions}: keep the table partitioned by creation time, create partitions ahead and drop
+         * How expired records are removed. delete: in batches, skipping rows other transactions hold.
+         * drop-partitions: keep the table partitioned by creation time, create partitions ahead and drop
          * whole partitions once all their records have expired (the table is created partitioned in this mode).
          */
         private CleanupMode mode = CleanupMode.DELETE;
 
-        /** Time between two cleanup runs (in {@code drop-partitions} mode also the runs that create partitions). */
+        /** Time between two cleanup runs (in drop-partitions mode also the runs that create partitions). */
         private Duration interval = Duration.ofHours(1);
 
-        /** Most records removed by one statement in {@code delete} mode. */
+        /** Most records removed by one statement in delete mode. */
         private int batchSize = 1000;
 
-        /** The time span of one partition in {@code drop-partitions} mode (bounds are multiples of it since the epoch, UTC). */
+        /** The time span of one partition in drop-partitions mode (bounds are multiples of it since the epoch, UTC). */
         private Duration partitionInterval = Duration.ofDays(1);
 
-        /** How many partitions after the current one are kept ready in {@code drop-partitions} mode. */
+        /** How many partitions after the current one are kept ready in drop-partitions mode. */
         private int partitionsAhead = 7;
 
         /**
-         * Whether this instance creates partitions in {@code drop-partitions} mode. Switch off when partitions are
+         * Whether this instance creates partitions in drop-partitions mode. Switch off when partitions are
          * managed outside the application (pg_partman, a DBA); then the application only checks at startup that a
          * partition (or a default partition) covers the current time, and drops nothing unless cleanup is enabled.
          */
@@ -385,8 +385,8 @@ public class IdempotencyProperties implements InitializingBean {
 
         /**
          * Whether to create or upgrade the table at startup with the library's own Flyway migration (history table
-         * {@code idempotency_schema_history}, or {@code <table-name>_schema_history} for another table). Switch off
-         * when the schema is managed elsewhere; the plain script is {@code io/idempotency/jdbc/postgresql/schema.sql}
+         * idempotency_schema_history, or the table's name followed by _schema_history for another table). Switch off
+         * when the schema is managed elsewhere; the plain script is io/idempotency/jdbc/postgresql/schema.sql
          * in the idempotency-jdbc-store jar. Switched off, the application still checks at startup, after the
          * application's own database initialisation (Flyway, Liquibase, SQL scripts), that the table exists with the
          * layout of the cleanup mode.

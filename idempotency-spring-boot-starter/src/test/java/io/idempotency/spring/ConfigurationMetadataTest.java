@@ -40,6 +40,21 @@ class ConfigurationMetadataTest {
                 .isEqualTo(properties.getJdbc().getTableName());
     }
 
+    @Test
+    void descriptionsArePlainTextAsIdesShowThem() throws Exception {
+        // the processor copies a field's Javadoc as it is: a tag such as {@code …} would show literally in completion
+        List<String> tagged = new ArrayList<>();
+        try (InputStream in = getClass().getResourceAsStream("/META-INF/spring-configuration-metadata.json")) {
+            for (JsonNode property : JsonMapper.builder().build().readTree(in).get("properties")) {
+                assertThat(property.has("description")).as(property.get("name").asString()).isTrue();
+                if (property.get("description").asString().contains("{@")) {
+                    tagged.add(property.get("name").asString());
+                }
+            }
+        }
+        assertThat(tagged).isEmpty();
+    }
+
     private static List<String> strings(JsonNode array) {
         List<String> values = new ArrayList<>();
         array.forEach(value -> values.add(value.asString()));
