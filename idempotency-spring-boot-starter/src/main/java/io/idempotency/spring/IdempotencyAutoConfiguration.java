@@ -37,6 +37,7 @@ import org.springframework.context.annotation.Role;
 import org.springframework.core.env.Environment;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.util.ClassUtils;
+import org.springframework.util.unit.DataSize;
 import org.springframework.web.servlet.handler.MappedInterceptor;
 
 
@@ -46,6 +47,9 @@ import java.util.Optional;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.math.BigInteger;
 import java.util.function.Predicate;
 
 /**
@@ -156,9 +160,10 @@ public class IdempotencyAutoConfiguration {
         }
         throw new IdempotencyConfigurationException("idempotency.retention.cleanup.partitions-ahead ("
                 + cleanup.getPartitionsAhead() + ") times idempotency.retention.cleanup.partition-interval ("
-                + cleanup.getPartitionInterval() + ") must be at least twice idempotency.retention.cleanup.interval ("
-                + cleanup.getInterval() + "): partitions are created by those runs, and a claim made when the"
-                + " partitions made ahead have run out finds none to go into and fails.", "Keep more partitions"
+                + readable(cleanup.getPartitionInterval()) + ") must be at least twice"
+                + " idempotency.retention.cleanup.interval (" + readable(cleanup.getInterval()) + "): partitions are"
+                + " created by those runs, and a claim made when the partitions made ahead have run out finds none to"
+                + " go into and fails.", "Keep more partitions"
                 + " ahead, make them longer, or run the cleanup more often.");
     }
 
@@ -341,8 +346,50 @@ public class IdempotencyAutoConfiguration {
         }
     }
 
+    /** Duration units as the settings are written, longest first, in nanoseconds. */
+    private static final List<Map.Entry<String, BigInteger>> DURATION_UNITS = List.of(
+            Map.entry("d", BigInteger.valueOf(86_400_000_000_000L)),
+            Map.entry("h", BigInteger.valueOf(3_600_000_000_000L)), Map.entry("m", BigInteger.valueOf(60_000_000_000L)),
+            Map.entry("s", BigInteger.valueOf(1_000_000_000L)), Map.entry("ms", BigInteger.valueOf(1_000_000L)),
+            Map.entry("us", BigInteger.valueOf(1_000L)));
+
+    /** Size units as the settings are written, longest first, in bytes. */
+    private static final List<Map.Entry<String, Long>> SIZE_UNITS = List.of(
+            Map.entry("TB", DataSize.ofTerabytes(1).toBytes()), Map.entry("GB", DataSize.ofGigabytes(1).toBytes()),
+            Map.entry("MB", DataSize.ofMegabytes(1).toBytes()), Map.entry("KB", DataSize.ofKilobytes(1).toBytes()));
+
+    /**
+     * A setting's value as a refusal names it: a duration or size in the longest unit that holds it exactly, as the
+     * settings are written ({@code 30d}, {@code -1MB}), rather than ISO-8601's {@code PT720H} or a count of bytes.
+     */
+    static String readable(Object value) {
+        if (value instanceof Duration duration) {
+            BigInteger nanos = BigInteger.valueOf(duration.getSeconds()).multiply(BigInteger.valueOf(1_000_000_000L))
+                    .add(BigInteger.valueOf(duration.getNano()));
+            if (nanos.signum() == 0) {
+                return "0s";
+            }
+            for (Map.Entry<String, BigInteger> unit : DURATION_UNITS) {
+                if (nanos.remainder(unit.getValue()).signum() == 0) {
+                    return nanos.divide(unit.getValue()) + unit.getKey();
+                }
+            }
+            return nanos + "ns";
+        }
+        if (value instanceof DataSize size) {
+            for (Map.Entry<String, Long> unit : SIZE_UNITS) {
+                if (size.toBytes() != 0 && size.toBytes() % unit.getValue() == 0) {
+                    return size.toBytes() / unit.getValue() + unit.getKey();
+                }
+            }
+            return size.toBytes() + "B";
+        }
+        return String.valueOf(value);
+    }
+
     private static void refuse(String property, Object value, String expected) {
-        throw new IdempotencyConfigurationException(property + " (" + value + ") must be " + expected + ".",
+        throw new IdempotencyConfigurationException(property + " (" + readable(value) + ") must be " + expected
+                + ".",
                 "Set " + property + " to a valid value, or remove it to use the default.");
     }
 
@@ -380,8 +427,9 @@ public class IdempotencyAutoConfiguration {
         if (ttl.compareTo(window.plus(lease)) >= 0) {
             return Optional.empty();
         }
-        return Optional.of("idempotency.retention.ttl (" + ttl + ") must be at least"
-                + " idempotency.retention.max-retry-window (" + window + ") plus " + leaseSource + " (" + lease
+        return Optional.of("idempotency.retention.ttl (" + readable(ttl) + ") must be at least"
+                + " idempotency.retention.max-retry-window (" + readable(window) + ") plus " + leaseSource + " ("
+                + readable(lease)
                 + "): a record removed before a client's last retry lets that retry run the request again."
                 + " Raise the TTL or declare a shorter retry window.");
     }

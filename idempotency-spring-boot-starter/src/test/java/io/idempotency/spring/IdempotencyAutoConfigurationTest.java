@@ -181,6 +181,29 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void aRefusalNamesDurationsAndSizesAsTheSettingsAreWritten() {
+        // what the reader wrote (30d, 1d, -1MB), not ISO-8601's PT720H or a count of bytes
+        java.util.Map<String, String> refusals = new java.util.LinkedHashMap<>();
+        refusals.put("idempotency.in-flight-wait=30d", "idempotency.in-flight-wait (30d) must be at most 24d");
+        refusals.put("idempotency.lease=0s", "idempotency.lease (0s) must be positive");
+        refusals.put("idempotency.retry-after=-1500ms", "idempotency.retry-after (-1500ms) must be positive");
+        refusals.put("idempotency.retention.ttl=1d", "idempotency.retention.ttl (1d) must be at least"
+                + " idempotency.retention.max-retry-window (7d) plus idempotency.lease (5m)");
+        refusals.put("idempotency.max-request-body-size=-1MB", "idempotency.max-request-body-size (-1MB) must be");
+        refusals.put("idempotency.replay-cache.max-body-size=-512B", "idempotency.replay-cache.max-body-size (-512B)");
+        refusals.forEach((setting, message) -> runner.withPropertyValues(setting).run(context -> {
+            assertThat(context).as(setting).hasFailed();
+            assertThat(new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure()).getDescription())
+                    .contains(message);
+        }));
+        assertThat(IdempotencyAutoConfiguration.readable(Duration.ofMillis(500).negated())).isEqualTo("-500ms");
+        assertThat(IdempotencyAutoConfiguration.readable(Duration.ofNanos(1500))).isEqualTo("1500ns");
+        assertThat(IdempotencyAutoConfiguration.readable(Duration.ofHours(36))).isEqualTo("36h");
+        assertThat(IdempotencyAutoConfiguration.readable(Duration.ofSeconds(Long.MAX_VALUE, 999_999_999)))
+                .isEqualTo("9223372036854775807999999999ns");
+    }
+
+    @Test
     void theSweeperIsOnOrOffAsTheSettingIsBound() {
         // the setting binds as a boolean, so every spelling of true the binder takes must keep the sweeper on
         for (String on : List.of("true", "TRUE", "yes", "on", "1")) {
@@ -411,8 +434,8 @@ class IdempotencyAutoConfigurationTest {
         // the default retention: ttl 30d, retry window 7d, so an endpoint's lease may be 23 days at most
         runner.withUserConfiguration(LeasedController.class).withPropertyValues("orders.lease=24d").run(context -> {
             assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains("idempotency.retention.ttl (PT720H)",
-                    "plus the lease of", "LeasedController.create()", "(PT576H)");
+            assertThat(rootMessage(context.getStartupFailure())).contains("idempotency.retention.ttl (30d)",
+                    "plus the lease of", "LeasedController.create()", "(24d)");
         });
         runner.withUserConfiguration(UnresolvedLeaseController.class).run(context -> {
             assertThat(context).hasFailed();
@@ -452,8 +475,8 @@ class IdempotencyAutoConfigurationTest {
         runner.withUserConfiguration(LeasedFunctionalService.class).withPropertyValues("payouts.lease=24d")
                 .run(context -> {
                     assertThat(context).hasFailed();
-                    assertThat(rootMessage(context.getStartupFailure())).contains("idempotency.retention.ttl (PT720H)",
-                            "plus the lease of", "LeasedFunctionalService.payout()", "(PT576H)");
+                    assertThat(rootMessage(context.getStartupFailure())).contains("idempotency.retention.ttl (30d)",
+                            "plus the lease of", "LeasedFunctionalService.payout()", "(24d)");
                 });
         runner.withUserConfiguration(LeasedFunctionalService.class).run(context -> {
             assertThat(context).hasFailed();
@@ -609,14 +632,14 @@ class IdempotencyAutoConfigurationTest {
                     assertThat(context).hasFailed();
                     org.springframework.boot.diagnostics.FailureAnalysis analysis =
                             new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure());
-                    assertThat(analysis.getDescription()).contains("idempotency.lease (PT0S) must be positive")
+                    assertThat(analysis.getDescription()).contains("idempotency.lease (0s) must be positive")
                             .doesNotContain("@Idempotent cannot be used");
                     assertThat(analysis.getAction()).contains("idempotency.lease");
                 });
         // nor does an application without endpoints (IdempotencyTemplate) start, to fail its intent-first calls later
         runner.withPropertyValues("idempotency.lease=-1s").run(context -> {
             assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains("idempotency.lease (PT-1S) must be positive");
+            assertThat(rootMessage(context.getStartupFailure())).contains("idempotency.lease (-1s) must be positive");
         });
     }
 

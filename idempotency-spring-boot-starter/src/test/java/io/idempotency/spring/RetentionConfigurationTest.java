@@ -28,8 +28,8 @@ class RetentionConfigurationTest {
                     while (root.getCause() != null) {
                         root = root.getCause();
                     }
-                    assertThat(root.getMessage()).contains("idempotency.retention.ttl (PT24H)",
-                            "idempotency.retention.max-retry-window (PT72H)", "idempotency.lease (PT5M)",
+                    assertThat(root.getMessage()).contains("idempotency.retention.ttl (1d)",
+                            "idempotency.retention.max-retry-window (3d)", "idempotency.lease (5m)",
                             "lets that retry run the request again");
                 });
     }
@@ -70,7 +70,7 @@ class RetentionConfigurationTest {
                 .run(context -> {
                     assertThat(context).hasFailed();
                     assertThat(new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure()).getDescription())
-                            .contains("idempotency.retention.max-retry-window (PT-168H) must be 0 or more");
+                            .contains("idempotency.retention.max-retry-window (-7d) must be 0 or more");
                 });
     }
 
@@ -181,8 +181,8 @@ class RetentionConfigurationTest {
                     assertThat(context).hasFailed();
                     assertThat(new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure()).getDescription())
                             .contains("idempotency.retention.cleanup.partitions-ahead (7)",
-                                    "idempotency.retention.cleanup.partition-interval (PT1H)",
-                                    "idempotency.retention.cleanup.interval (PT24H)");
+                                    "idempotency.retention.cleanup.partition-interval (1h)",
+                                    "idempotency.retention.cleanup.interval (1d)");
                 });
         TestDatabases.contextRunner(TestPostgres.newDatabase())
                 .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
