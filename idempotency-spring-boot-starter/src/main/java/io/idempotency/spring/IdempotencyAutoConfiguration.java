@@ -252,6 +252,14 @@ public class IdempotencyAutoConfiguration {
             refuse("idempotency.methods", properties.getMethods(), "registered HTTP methods (e.g. POST, PATCH, PUT,"
                     + " DELETE); " + unknownMethods + " is none");
         }
+        String typeBase = properties.getProblemTypeBase();
+        try {
+            // the type of every problem answer is the base and a problem's name: it must be a URI (RFC 9457)
+            java.net.URI.create(typeBase + "idempotency-key-missing");
+        } catch (IllegalArgumentException e) {
+            refuse("idempotency.problem-type-base", typeBase, "the start of a URI, such as"
+                    + " https://docs.example.com/problems/ (each problem's name is appended to it)");
+        }
         positive("idempotency.in-flight-wait", properties.getInFlightWait(), null);
         if (properties.getInFlightWait().compareTo(MAX_IN_FLIGHT_WAIT) > 0) {
             // a claim waits through PostgreSQL's lock_timeout, which refuses more: every claim would fail

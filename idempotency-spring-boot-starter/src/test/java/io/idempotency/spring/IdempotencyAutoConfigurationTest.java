@@ -204,6 +204,24 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void aProblemTypeBaseThatMakesNoUriStopsTheStart() {
+        // else every problem answer would carry a type that is no URI, which RFC 9457 clients cannot resolve
+        runner.withPropertyValues("idempotency.problem-type-base=https://docs.example.com/api errors/").run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure()).getDescription())
+                    .contains("idempotency.problem-type-base (https://docs.example.com/api errors/) must be");
+        });
+        for (String base : List.of("https://docs.example.com/errors/", "/problems/", "urn:problem:")) {
+            runner.withPropertyValues("idempotency.problem-type-base=" + base).run(context -> {
+                assertThat(context).as(base).hasNotFailed();
+                assertThat(new String(context.getBean(ProblemResponses.class)
+                        .render(ProblemResponses.Problem.KEY_MISSING, "d", null).body(), StandardCharsets.UTF_8))
+                        .contains("\"type\":\"" + base + "idempotency-key-missing\"");
+            });
+        }
+    }
+
+    @Test
     void theSweeperIsOnOrOffAsTheSettingIsBound() {
         // the setting binds as a boolean, so every spelling of true the binder takes must keep the sweeper on
         for (String on : List.of("true", "TRUE", "yes", "on", "1")) {
