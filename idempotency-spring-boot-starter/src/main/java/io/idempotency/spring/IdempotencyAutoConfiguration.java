@@ -40,16 +40,15 @@ import org.springframework.util.ClassUtils;
 import org.springframework.util.unit.DataSize;
 import org.springframework.web.servlet.handler.MappedInterceptor;
 
-
 import javax.sql.DataSource;
-import java.time.Duration;
-import java.util.Optional;
+import java.math.BigInteger;
 import java.sql.Connection;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
-import java.math.BigInteger;
+import java.util.Optional;
 import java.util.function.Predicate;
 
 /**
