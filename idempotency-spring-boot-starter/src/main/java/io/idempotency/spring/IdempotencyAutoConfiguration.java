@@ -217,6 +217,9 @@ public class IdempotencyAutoConfiguration {
     /** The longest in-flight wait: PostgreSQL's {@code lock_timeout} takes at most 2^31 - 1 milliseconds. */
     static final Duration MAX_IN_FLIGHT_WAIT = Duration.ofDays(24);
 
+    /** The most partitions kept ahead: each one is created at startup and probed by every claim. */
+    static final int MAX_PARTITIONS_AHEAD = 1000;
+
     /**
      * The longest TTL, far below what PostgreSQL can add to now(): its intervals end at about 292,000 years, and
      * every claim past that fails with "interval out of range".
@@ -306,8 +309,11 @@ public class IdempotencyAutoConfiguration {
         if (cleanup.getBatchSize() < 1) {
             refuse("idempotency.retention.cleanup.batch-size", cleanup.getBatchSize(), "1 or more");
         }
-        if (cleanup.getPartitionsAhead() < 0) {
-            refuse("idempotency.retention.cleanup.partitions-ahead", cleanup.getPartitionsAhead(), "0 or more");
+        if (cleanup.getPartitionsAhead() < 0 || cleanup.getPartitionsAhead() > MAX_PARTITIONS_AHEAD) {
+            // a slip of the keyboard (20000) would have the start create partitions for many minutes, and every
+            // claim look its key up in each of them
+            refuse("idempotency.retention.cleanup.partitions-ahead", cleanup.getPartitionsAhead(), "between 0 and "
+                    + MAX_PARTITIONS_AHEAD + " (make partition-interval longer to keep more time ahead)");
         }
         if (cleanup.getPartitionInterval().getSeconds() < 1 || cleanup.getPartitionInterval().getNano() != 0) {
             // partition bounds are whole seconds: a fraction would make ranges overlap

@@ -548,6 +548,7 @@ class IdempotencyAutoConfigurationTest {
             "idempotency.replay-cache.max-total-size = -1B",
             "idempotency.retention.cleanup.batch-size = 0",
             "idempotency.retention.cleanup.partitions-ahead = -1",
+            "idempotency.retention.cleanup.partitions-ahead = 1001",
             "idempotency.retention.cleanup.partition-interval = 1500ms",
             "idempotency.sweeper.batch-size = 0",
             "idempotency.jdbc.table-name = idempotency-keys",
