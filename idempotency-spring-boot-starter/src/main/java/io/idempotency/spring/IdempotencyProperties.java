@@ -91,7 +91,8 @@ public class IdempotencyProperties implements InitializingBean {
      * as a list written with semicolons) stops the start.
      */
     private List<String> replayedHeaders = new ArrayList<>(List.of("Content-Type", "Content-Encoding",
-            "Content-Language", "Content-Location", "Location", "ETag", "Last-Modified", "Link"));
+            "Content-Language", "Content-Location", "Content-Disposition", "Location", "ETag", "Last-Modified",
+            "Link"));
 
     /**
      * Base URI of the problem types in error answers; the type of each error is this base followed by its name,

@@ -373,7 +373,7 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
-    void textWrittenWithTheServletsOwnCallsIsReplayedWithItsEncodingAndLanguage() throws Exception {
+    void textWrittenWithTheServletsOwnCallsIsReplayedWithItsEncodingLanguageAndFileName() throws Exception {
         String key = UUID.randomUUID().toString();
         String body = "{\"note\":\"text-" + key + "\"}";
 
@@ -389,6 +389,10 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
         assertThat(replay.body()).isEqualTo(first.body());
         assertThat(replay.headers().firstValue("Content-Type")).isEqualTo(first.headers().firstValue("Content-Type"));
         assertThat(replay.headers().firstValue("Content-Language")).hasValue("de-DE");
+        assertThat(first.headers().firstValue("Content-Disposition")).hasValueSatisfying(
+                disposition -> assertThat(disposition).startsWith("attachment; filename=\"bestellung-"));
+        assertThat(replay.headers().firstValue("Content-Disposition"))
+                .isEqualTo(first.headers().firstValue("Content-Disposition"));
     }
 
     @Test

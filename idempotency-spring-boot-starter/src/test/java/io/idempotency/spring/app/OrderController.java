@@ -213,6 +213,7 @@ public class OrderController {
         response.setCharacterEncoding(StandardCharsets.UTF_8);
         response.setContentType("text/plain");
         response.setLocale(java.util.Locale.GERMANY);
+        response.setHeader("Content-Disposition", "attachment; filename=\"bestellung-" + id + ".txt\"");
         response.getWriter().write("Bestellung " + id + ": caf\u00e9 \u20ac");
     }
 
