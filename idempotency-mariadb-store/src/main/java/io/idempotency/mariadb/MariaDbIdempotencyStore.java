@@ -43,8 +43,9 @@ import java.util.regex.Pattern;
  *       record is returned as it is — all a replay needs — or, FAILED and of the same request, taken over with a
  *       compare-and-set on its fencing token.</li>
  *   <li>No record: an {@code INSERT} that does not wait ({@code SET STATEMENT innodb_lock_wait_timeout = 0}). It
- *       claims the key; or meets a committed record (error 1062: it was committed since the look-up), which the next
- *       look-up reads; or meets an uncommitted claim (error 1205), and the claim looks again after a short pause,
+ *       claims the key; or meets a record committed since the look-up, which it leaves as it is but locks for update
+ *       ({@code ON DUPLICATE KEY UPDATE}, which returns that record's fencing token instead of the claim's) and the
+ *       next look-up reads; or meets an uncommitted claim (error 1205), and the claim looks again after a short pause,
  *       until {@link ClaimRequest#maxWait()} has passed ({@link ClaimResult.Busy}). A claim never waits inside the
  *       database, so the bound holds to the millisecond and no claim is ever a deadlock's victim.</li>
  * </ol>
@@ -101,7 +102,11 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
                 + COLUMNS + " FROM " + table + KEY_MATCH + ") AS t ON 1 = 1";
         this.insertSql = NO_WAIT + "INSERT INTO " + table + " (caller, scope, idempotency_key, status, request_hash,"
                 + " fencing_token, created_at, updated_at, expires_at, locked_until) VALUES (?, ?, ?, 'PROCESSING', ?,"
-                + " ?, " + NOW + ", " + NOW + ", " + plusMillis() + ", " + plusMillis() + ")";
+                + " ?, " + NOW + ", " + NOW + ", " + plusMillis() + ", " + plusMillis() + ")"
+                // a record committed since the look-up is left as it is, but locked for update (a duplicate-key
+                // error would lock it shared, and two claims holding it so could never take a FAILED one over); the
+                // fencing token returned tells which
+                + " ON DUPLICATE KEY UPDATE status = status RETURNING fencing_token";
         this.takeOverFailedSql = NO_WAIT + "UPDATE " + table + " SET status = 'PROCESSING', request_hash = ?,"
                 + " fencing_token = ?, created_at = " + NOW + ", updated_at = " + NOW + ", expires_at = "
                 + plusMillis() + ", locked_until = " + plusMillis() + KEY_MATCH
@@ -181,9 +186,14 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
             ClaimResult result;
             String token = UUID.randomUUID().toString();
             if (record == null) {
-                refused = errorOf(() -> jdbc.update(insertSql, key.caller(), key.scope(), key.key(),
-                        request.requestHash(), token, retention(request).toMillis(), leaseMillis(request)));
-                result = refused == null ? new ClaimResult.Claimed(token) : null;
+                String[] inserted = new String[1];
+                refused = errorOf(() -> {
+                    inserted[0] = jdbc.queryForObject(insertSql, String.class, key.caller(), key.scope(), key.key(),
+                            request.requestHash(), token, retention(request).toMillis(), leaseMillis(request));
+                    return 1;
+                });
+                // another token: a record committed since the look-up, which the next look-up reads
+                result = refused == null && token.equals(inserted[0]) ? new ClaimResult.Claimed(token) : null;
             } else if (!takesOver(record, request.requestHash())) {
                 return new ClaimResult.Existing(record);
             } else {

@@ -26,9 +26,11 @@ import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.List;
 import java.util.TimeZone;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.CyclicBarrier;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -200,6 +202,73 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         } finally {
             transaction.rollback();
         }
+    }
+
+    /**
+     * Two retries of one request look the key up on two instances, find nothing, and insert only after the first
+     * attempt's claim has been committed and marked FAILED. Meeting that record must not leave each of their
+     * transactions a shared lock on it (as a duplicate-key error does): each then finds the FAILED record of its own
+     * request and tries to take it over, and the key is free, so one of them must get it, rather than both waiting on
+     * each other's lock until their wait has passed and being told "in progress" for a key nobody holds. The winner
+     * holds its claim until the other has answered, which therefore waits for it (busy).
+     */
+    @Test
+    void twoRetriesThatMeetTheFailedRecordOnInsertTakeItOverOnce() throws Exception {
+        ScopedKey key = newKey();
+        String hash = "c".repeat(64);
+        // the first attempt claims and fails on a thread of its own, outside the retries' transactions
+        CyclicBarrier bothLookedUp = new CyclicBarrier(2, () -> CompletableFuture.runAsync(() -> {
+            String first = ((ClaimResult.Claimed) claimCommitted(key, hash, Duration.ofDays(1))).fencingToken();
+            assertThat(holds(store -> store.fail(key, first))).isTrue();
+        }).join());
+        DataSource insertAfterTheFailure = new DelegatingDataSource(DATA_SOURCE) {
+            @Override
+            public Connection getConnection() throws SQLException {
+                Connection connection = super.getConnection();
+                boolean[] waited = new boolean[1];
+                return (Connection) Proxy.newProxyInstance(getClass().getClassLoader(),
+                        new Class<?>[] {Connection.class}, (proxy, method, args) -> {
+                            if (method.getName().equals("prepareStatement")
+                                    && ((String) args[0]).contains("INSERT INTO") && !waited[0]) {
+                                waited[0] = true;
+                                bothLookedUp.await(30, TimeUnit.SECONDS);
+                            }
+                            try {
+                                return method.invoke(connection, args);
+                            } catch (InvocationTargetException e) {
+                                throw e.getCause();
+                            }
+                        });
+            }
+        };
+        MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(insertAfterTheFailure, "idempotency_keys");
+        Transactions transactions = new SpringTransactions(new DataSourceTransactionManager(insertAfterTheFailure));
+        CountDownLatch bothClaimed = new CountDownLatch(2);
+        java.util.function.Supplier<ClaimResult> retry = () -> {
+            Transactions.Transaction transaction = transactions.begin();
+            try {
+                ClaimResult result = store.claim(new ClaimRequest(key, hash, Duration.ofDays(1),
+                        Duration.ofSeconds(2)));
+                bothClaimed.countDown();
+                // the winner holds its claim until the other has answered, as a handler would
+                bothClaimed.await(30, TimeUnit.SECONDS);
+                if (result instanceof ClaimResult.Claimed) {
+                    transaction.commit();
+                }
+                return result;
+            } catch (InterruptedException e) {
+                throw new IllegalStateException(e);
+            } finally {
+                transaction.rollback();
+            }
+        };
+        CompletableFuture<ClaimResult> one = CompletableFuture.supplyAsync(retry);
+        CompletableFuture<ClaimResult> other = CompletableFuture.supplyAsync(retry);
+        List<ClaimResult> results = List.of(one.get(30, TimeUnit.SECONDS), other.get(30, TimeUnit.SECONDS));
+
+        assertThat(results).as("one retry takes the FAILED record over, the other waits for it")
+                .extracting(result -> result.getClass().getSimpleName())
+                .containsExactlyInAnyOrder("Claimed", "Busy");
     }
 
     /** The UTC times the table holds are read as UTC whatever the JVM's time zone. */
