@@ -440,8 +440,7 @@ public final class IdempotencyEngine {
             if (Thread.currentThread().isInterrupted()) {
                 // asked to stop (the server ends a request the shutdown did not wait for), which is likely why the
                 // resolver failed: the claim would wait for this request's lease before another could resolve it
-                holding.cancel(false);
-                Leases.handBack(renewals, store, key, token, e);
+                Leases.handBack(holding, store, key, token, e);
             }
             throw e;
         } finally {

@@ -27,9 +27,12 @@ final class Leases {
         long period = Math.max(1, lease.toMillis() / 3);
         CompletableFuture<ScheduledFuture<?>> self = new CompletableFuture<>();
         ScheduledFuture<?> renewal = renewals.scheduleWithFixedDelay(() -> {
+            ScheduledFuture<?> holding = self.join();
             try {
-                if (!store.renew(key, token, lease)) {
-                    self.join().cancel(false);
+                synchronized (holding) { // see handBack: a renewal is never under way beside it
+                    if (!holding.isCancelled() && !store.renew(key, token, lease)) {
+                        holding.cancel(false);
+                    }
                 }
             } catch (RuntimeException | Error e) {
                 // the next renewal tries again (an error too: thrown on, it would end the schedule for good, without
@@ -46,11 +49,36 @@ final class Leases {
     }
 
     /**
-     * Ends the lease of the claim {@code token} holds at once, so that a retry or a sweeper can take it over now rather
-     * than after the lease: for a holder whose work an interrupt (the application stopping) ended before it decided
-     * anything. Runs on {@code renewals}, after any renewal in progress, which would otherwise extend the lease again
-     * (directly when {@code renewals} has been shut down: nothing renews any more). Waits without the thread's
+     * Stops renewing the lease {@code holding} keeps ({@link #hold}) and ends it at once, so that a retry or a sweeper
+     * can take the claim over now rather than after the lease: for a holder whose work an interrupt (the application
+     * stopping) ended before it decided anything. Ends it after the renewal in progress, if any, which would otherwise
+     * extend the lease again — also one running on another of the renewal threads. Waits without the thread's
      * interrupt, which it keeps; a failure is attached to {@code failure} (the lease then runs out as it would have).
+     */
+    static void handBack(ScheduledFuture<?> holding, IdempotencyStore store, ScopedKey key, String token,
+                         Throwable failure) {
+        holding.cancel(false);
+        boolean interrupted = Thread.interrupted();
+        try {
+            // on this thread: a renewal of this lease that has just started waits for the hand-back on a renewal
+            // thread, which would not be free to hand back on when there is only one
+            synchronized (holding) {
+                store.renew(key, token, IdempotencyEngine.MIN_LEASE);
+            }
+        } catch (RuntimeException e) {
+            failure.addSuppressed(e);
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    /**
+     * Ends the lease of the claim {@code token} holds at once, as {@link #handBack(ScheduledFuture, IdempotencyStore,
+     * ScopedKey, String, Throwable)} does, for a claim whose lease nothing renews. Runs on {@code renewals} (directly
+     * when it has been shut down). Waits without the thread's interrupt, which it keeps; a failure is attached to
+     * {@code failure} (the lease then runs out as it would have).
      */
     static void handBack(ScheduledExecutorService renewals, IdempotencyStore store, ScopedKey key, String token,
                          Throwable failure) {

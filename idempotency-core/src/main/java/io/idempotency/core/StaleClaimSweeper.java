@@ -172,8 +172,7 @@ public final class StaleClaimSweeper {
                     if (Thread.currentThread().isInterrupted()) {
                         // asked to stop, which is likely why the resolver failed: the claim would wait for this
                         // sweeper's lease to run out before anyone else could resolve it
-                        holding.cancel(false);
-                        Leases.handBack(renewals, store, stale.key(), token.get(), e);
+                        Leases.handBack(holding, store, stale.key(), token.get(), e);
                     }
                     // one claim the third party cannot answer for (or not storably) keeps no other claim waiting
                     Unresolved failure = new Unresolved(stale.key(), e);

@@ -363,6 +363,73 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
+     * As above, with a renewal of the retry's lease under way when the resolver fails (waiting for a pool connection,
+     * say): the hand-back must come after it. Run beside it, on the engine's other renewal thread, it would end the
+     * lease only for that renewal to extend it again, and the claim would wait a whole lease for the next retry.
+     */
+    @Test
+    void aStaleClaimIsHandedBackAfterTheRenewalUnderWayNotBeforeIt() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            Duration lease = Duration.ofMillis(1500);
+            CountDownLatch renewing = new CountDownLatch(1);
+            CountDownLatch handedBack = new CountDownLatch(1);
+            CountDownLatch renewed = new CountDownLatch(1);
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys") {
+                @Override
+                public boolean renew(ScopedKey key, String fencingToken, Duration renewedBy) {
+                    if (renewedBy.equals(IdempotencyEngine.MIN_LEASE)) {
+                        boolean ended = super.renew(key, fencingToken, renewedBy);
+                        handedBack.countDown();
+                        return ended;
+                    }
+                    if (!renewedBy.equals(lease) || renewing.getCount() == 0) {
+                        return super.renew(key, fencingToken, renewedBy);
+                    }
+                    renewing.countDown();
+                    try {
+                        // slow, as a renewal waiting for a connection is; no longer than that once it is waited for
+                        handedBack.await(2, TimeUnit.SECONDS);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                    try {
+                        return super.renew(key, fencingToken, renewedBy);
+                    } finally {
+                        renewed.countDown();
+                    }
+                }
+            };
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            leaveAStaleClaim(dataSource, store, key, Duration.ofMillis(200));
+            StaleClaimResolver interrupted = claim -> {
+                try {
+                    renewing.await(); // a third party that has not answered yet, while the lease is renewed
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                Thread.currentThread().interrupt(); // the server stops the request it did not wait for
+                throw new IllegalStateException("the call to the gateway was interrupted");
+            };
+            IdempotencyEngine stopping = engine(dataSource, store, interrupted);
+            CompletableFuture<Throwable> failure = new CompletableFuture<>();
+            Thread retry = new Thread(() -> {
+                try {
+                    stopping.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
+                    failure.complete(null);
+                } catch (Throwable e) {
+                    failure.complete(e);
+                }
+            });
+            retry.start();
+
+            assertThat(failure.get(10, TimeUnit.SECONDS)).hasMessageContaining("interrupted");
+            assertThat(renewed.await(10, TimeUnit.SECONDS)).as("the renewal under way has ended").isTrue();
+            stopping.shutdown();
+            assertThat(store.find(key).orElseThrow().leaseExpired()).as("the claim is handed back").isTrue();
+        }
+    }
+
+    /**
      * The database's clock is moved an hour away from the JVM's (a function {@code now()} that shadows PostgreSQL's
      * in the connection's search path). Were any lease or expiry decided on the JVM clock, a fresh claim would look
      * expired an hour early, or an expired one live for an hour.
