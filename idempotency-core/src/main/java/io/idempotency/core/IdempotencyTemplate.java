@@ -76,7 +76,9 @@ public final class IdempotencyTemplate {
      *                                     of an execution with the key (work calling the template again): nothing is
      *                                     claimed; also in {@link IdempotencyMode#INTENT_FIRST} mode once the engine
      *                                     has been shut down (the work does not run, and no claim is kept from
-     *                                     anyone)
+     *                                     anyone); also if a resolver asked about a stale claim of the key answered
+     *                                     null or with a status the storage policy does not store (the work does
+     *                                     not run, the claim stays PROCESSING under this call's lease)
      * @throws StoredBodyTooLargeException if the work's result is larger than the engine's cap on stored bodies
      *                                     ({@link IdempotencyEngine#maxStoredBodySize()}): it was not stored and the
      *                                     work's writes were rolled back, as after a failure of the work (in
@@ -91,7 +93,10 @@ public final class IdempotencyTemplate {
      * @throws Exception                   what {@code work} threw, unwrapped, also when rolling its writes back failed
      *                                     (that failure is attached as suppressed); its writes were rolled back. An
      *                                     {@code Error}, or a {@code Throwable} of neither kind (work in Kotlin), is
-     *                                     thrown on the same way
+     *                                     thrown on the same way. In {@link IdempotencyMode#INTENT_FIRST} mode also
+     *                                     what the {@link StaleClaimResolver} asked about a stale claim of the key
+     *                                     threw: the work did not run, and the claim stays PROCESSING under this
+     *                                     call's lease (redeliveries meanwhile get {@link InProgressException})
      */
     public Result execute(ScopedKey key, byte[] input, IdempotencyMode mode, Duration lease, Callable<byte[]> work)
             throws Exception {
