@@ -24,7 +24,6 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.boot.sql.init.dependency.DependsOnDatabaseInitialization;
@@ -553,18 +552,18 @@ public class IdempotencyAutoConfiguration {
         }
 
         /**
-         * JPA's open-in-view (Boot's default): the EntityManager of a request that claimed its key must outlive the
-         * transaction the filter ends ({@link OpenInViewEntityManagerKeeper}).
+         * JPA's open-in-view (Boot's default, or an interceptor the application registers itself): the EntityManager
+         * of a request that claimed its key must outlive the transaction the filter ends
+         * ({@link OpenInViewEntityManagerKeeper}).
          */
         @Configuration(proxyBeanMethods = false)
-        @ConditionalOnClass(name = "org.springframework.orm.jpa.support.OpenEntityManagerInViewInterceptor")
-        @ConditionalOnSingleCandidate(type = "org.springframework.orm.jpa.support.OpenEntityManagerInViewInterceptor")
+        @ConditionalOnClass(name = {"org.springframework.orm.jpa.support.OpenEntityManagerInViewInterceptor",
+                "jakarta.persistence.EntityManagerFactory"})
         static class OpenInView {
 
             @Bean
-            TransactionResources idempotencyOpenInViewEntityManager(
-                    org.springframework.orm.jpa.support.OpenEntityManagerInViewInterceptor interceptor) {
-                return new OpenInViewEntityManagerKeeper(interceptor);
+            TransactionResources idempotencyOpenInViewEntityManager() {
+                return new OpenInViewEntityManagerKeeper();
             }
         }
 

@@ -6,43 +6,55 @@ import org.springframework.orm.jpa.EntityManagerFactoryUtils;
 import org.springframework.orm.jpa.EntityManagerHolder;
 import org.springframework.orm.jpa.support.OpenEntityManagerInViewInterceptor;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
+import org.springframework.web.context.request.async.WebAsyncManager;
+import org.springframework.web.context.request.async.WebAsyncUtils;
+
+import java.util.Map;
 
 /**
- * JPA's open-in-view (Spring Boot's default) with {@code @Idempotent}: Boot's {@link OpenEntityManagerInViewInterceptor}
- * closes the request's EntityManager when the dispatcher finishes, but the transaction that EntityManager runs in ends
- * later, in {@link IdempotencyFilter}, after the answer has been captured; rolling back on a closed EntityManager
- * fails. So once a request has claimed its key, the interceptor is told it only takes part in the EntityManager (the
- * request attribute it keeps for that purpose), and the filter closes it after the transaction. Requests that claim
- * nothing, and any async processing, are left to the interceptor as they are.
+ * JPA's open-in-view (Spring Boot's default) with {@code @Idempotent}: an {@link OpenEntityManagerInViewInterceptor}
+ * (Boot's, or one the application registers itself) closes the request's EntityManager when the dispatcher finishes,
+ * but the transaction that EntityManager runs in ends later, in {@link IdempotencyFilter}, after the answer has been
+ * captured; rolling back on a closed EntityManager fails. So once a request has claimed its key, each interceptor that
+ * opened an EntityManager for it is told it only takes part in it (the request attribute it keeps for that purpose),
+ * and the filter closes it after the transaction. Requests that claim nothing, and any async processing, are left to
+ * the interceptors as they are.
  */
 final class OpenInViewEntityManagerKeeper implements TransactionResources {
 
-    private final OpenEntityManagerInViewInterceptor interceptor;
-
-    OpenInViewEntityManagerKeeper(OpenEntityManagerInViewInterceptor interceptor) {
-        this.interceptor = interceptor;
-    }
-
     @Override
     public Runnable keepOpen(HttpServletRequest request) {
-        EntityManagerFactory factory = interceptor.getEntityManagerFactory();
-        if (factory == null) {
-            return () -> { };
+        if (!(request.getAttribute(WebAsyncUtils.WEB_ASYNC_MANAGER_ATTRIBUTE) instanceof WebAsyncManager asyncManager)) {
+            return () -> { }; // no interceptor opened anything for this request
         }
-        // the name OpenEntityManagerInViewInterceptor gives this attribute (getParticipateAttributeName())
-        String participating = factory + OpenEntityManagerInViewInterceptor.PARTICIPATE_SUFFIX;
-        Object holder = TransactionSynchronizationManager.getResource(factory);
-        if (!(holder instanceof EntityManagerHolder entityManagerHolder) || request.getAttribute(participating) != null) {
-            // the interceptor did not open one, or only takes part in one opened outside the dispatcher (by a filter
-            // before this one, which closes it after this filter): nothing here closes it early
-            return () -> { };
-        }
-        request.setAttribute(participating, 1); // at the end of the dispatch, the interceptor just removes this mark
-        return () -> {
-            if (TransactionSynchronizationManager.getResource(factory) == entityManagerHolder) {
-                TransactionSynchronizationManager.unbindResource(factory);
+        Runnable close = () -> { };
+        for (Map.Entry<Object, Object> bound : TransactionSynchronizationManager.getResourceMap().entrySet()) {
+            if (!(bound.getKey() instanceof EntityManagerFactory factory)
+                    || !(bound.getValue() instanceof EntityManagerHolder entityManagerHolder)) {
+                continue;
             }
-            EntityManagerFactoryUtils.closeEntityManager(entityManagerHolder.getEntityManager());
-        };
+            // the name OpenEntityManagerInViewInterceptor gives this attribute (getParticipateAttributeName()), and the
+            // key it registers its async interceptor under when it opens the EntityManager itself
+            String participating = factory + OpenEntityManagerInViewInterceptor.PARTICIPATE_SUFFIX;
+            if (asyncManager.getCallableInterceptor(participating) == null
+                    || request.getAttribute(participating) != null) {
+                // no interceptor opened it (the transaction did, or a filter before this one, which closes it after
+                // this filter), or the interceptor only takes part in it: nothing here closes it early
+                continue;
+            }
+            request.setAttribute(participating, 1); // at the end of the dispatch, the interceptor just removes this mark
+            Runnable earlier = close;
+            close = () -> {
+                try {
+                    if (TransactionSynchronizationManager.getResource(factory) == entityManagerHolder) {
+                        TransactionSynchronizationManager.unbindResource(factory);
+                    }
+                    EntityManagerFactoryUtils.closeEntityManager(entityManagerHolder.getEntityManager());
+                } finally {
+                    earlier.run();
+                }
+            };
+        }
+        return close;
     }
 }
