@@ -17,6 +17,9 @@ public class PurchaseUpdates {
 
     @PreUpdate
     void updating(Purchase purchase) {
+        if ("refused-by-listener".equals(purchase.getNote())) {
+            throw new IllegalStateException("the audit refused the note of " + purchase.getReference());
+        }
         SEEN.add(purchase.getReference() + " "
                 + IdempotencyContext.current().map(context -> context.key().key()).orElse("-"));
     }

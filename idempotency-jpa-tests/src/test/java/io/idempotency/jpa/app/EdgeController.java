@@ -1,0 +1,120 @@
+package io.idempotency.jpa.app;
+
+import io.idempotency.core.Idempotent;
+import jakarta.persistence.EntityManager;
+import jakarta.persistence.PersistenceContext;
+import jakarta.persistence.PersistenceException;
+import org.springframework.context.ApplicationEventPublisher;
+import org.springframework.dao.DataAccessException;
+import org.springframework.http.HttpStatus;
+import org.springframework.http.ResponseEntity;
+import org.springframework.transaction.annotation.Transactional;
+import org.springframework.transaction.event.TransactionPhase;
+import org.springframework.transaction.event.TransactionalEventListener;
+import org.springframework.web.bind.annotation.ExceptionHandler;
+import org.springframework.web.bind.annotation.PathVariable;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestBody;
+import org.springframework.web.bind.annotation.RequestMapping;
+import org.springframework.web.bind.annotation.RestController;
+
+import java.net.URI;
+import java.util.List;
+import java.util.Map;
+
+/** Handlers whose writes JPA makes in ways of its own: batched, at once (identity ids), through read-only services. */
+@RestController
+@RequestMapping("/edge")
+public class EdgeController {
+
+    private final PurchaseRepository purchases;
+    private final TicketRepository tickets;
+    private final PurchaseNotes notes;
+    private final ApplicationEventPublisher events;
+
+    @PersistenceContext
+    private EntityManager entityManager;
+
+    public EdgeController(PurchaseRepository purchases, TicketRepository tickets, PurchaseNotes notes,
+                          ApplicationEventPublisher events) {
+        this.events = events;
+        this.purchases = purchases;
+        this.tickets = tickets;
+        this.notes = notes;
+    }
+
+    /** Changes a purchase's note through a read-only service. */
+    @PostMapping("/purchases/{id}/renote")
+    @Idempotent
+    public Map<String, Object> renote(@PathVariable long id, @RequestBody PurchaseController.PurchaseRequest request) {
+        return Map.of("reference", notes.renote(id, request.note()));
+    }
+
+    /** Saves a purchase; a taken reference fails at the flush the handler makes, which it catches, answering 200. */
+    @PostMapping("/purchases/caught")
+    @Idempotent
+    @Transactional
+    public ResponseEntity<Map<String, Object>> caught(@RequestBody PurchaseController.PurchaseRequest request) {
+        Purchase saved = purchases.save(new Purchase(request.reference(), request.note()));
+        try {
+            entityManager.flush();
+        } catch (PersistenceException e) {
+            return ResponseEntity.ok(Map.of("status", "already-purchased"));
+        }
+        return ResponseEntity.created(URI.create("/purchases/" + saved.getId())).body(Map.of("id", saved.getId()));
+    }
+
+    /** Saves several purchases, sent in batches at the flush. */
+    @PostMapping("/purchases/batch")
+    @Idempotent
+    @Transactional
+    public ResponseEntity<Map<String, Object>> batch(@RequestBody List<PurchaseController.PurchaseRequest> requests) {
+        List<Purchase> saved = purchases.saveAll(requests.stream()
+                .map(request -> new Purchase(request.reference(), request.note())).toList());
+        return ResponseEntity.status(HttpStatus.CREATED).body(Map.of("count", saved.size()));
+    }
+
+    /** Changes a purchase's note in the handler's transaction (the listener may refuse it at the flush). */
+    @PostMapping("/purchases/{id}/renote-here")
+    @Idempotent
+    @Transactional
+    public Map<String, Object> renoteHere(@PathVariable long id,
+                                          @RequestBody PurchaseController.PurchaseRequest request) {
+        purchases.findById(id).orElseThrow().setNote(request.note());
+        return Map.of("id", id, "note", request.note());
+    }
+
+    /** Saves a ticket: with an identity id, the INSERT runs at the save. */
+    @PostMapping("/tickets")
+    @Idempotent
+    @Transactional
+    public ResponseEntity<Map<String, Object>> ticket(@RequestBody PurchaseController.PurchaseRequest request) {
+        Ticket saved = tickets.save(new Ticket(request.reference()));
+        return ResponseEntity.status(HttpStatus.CREATED).body(Map.of("id", saved.getId()));
+    }
+
+    /** What {@link #outboxed} publishes: the outbox row is written by a listener before the commit. */
+    public record Outboxed(String reference) {
+    }
+
+    /** Saves a purchase; a listener before the commit saves its outbox row, whose INSERT waits for the commit. */
+    @PostMapping("/purchases/outboxed")
+    @Idempotent
+    @Transactional
+    public ResponseEntity<Map<String, Object>> outboxed(@RequestBody PurchaseController.PurchaseRequest request) {
+        Purchase saved = purchases.save(new Purchase(request.reference(), request.note()));
+        events.publishEvent(new Outboxed(request.note()));
+        return ResponseEntity.status(HttpStatus.CREATED).body(Map.of("id", saved.getId()));
+    }
+
+    @TransactionalEventListener(phase = TransactionPhase.BEFORE_COMMIT)
+    void writeOutbox(Outboxed event) {
+        purchases.save(new Purchase(event.reference(), "outbox"));
+    }
+
+    @ExceptionHandler(DataAccessException.class)
+    ResponseEntity<Map<String, Object>> refused(DataAccessException e) {
+        return ResponseEntity.status(HttpStatus.CONFLICT).body(Map.of("error", "refused",
+                "type", e.getClass().getSimpleName(), "purchases", purchases.count()));
+    }
+}
