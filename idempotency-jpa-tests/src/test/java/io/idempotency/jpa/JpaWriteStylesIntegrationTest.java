@@ -173,6 +173,27 @@ class JpaWriteStylesIntegrationTest extends JpaHttpTest {
         assertThat(record(taken)).isNull();
     }
 
+    /**
+     * {@code @Retryable} runs a debit again after Hibernate's versioned UPDATE failed at the flush after the handler
+     * returned: the retry reads the account afresh, debits it once, and its answer is stored and replayed.
+     */
+    @Test
+    void aDebitRetriedAfterAnOptimisticLockFailureAtTheFlushIsMadeOnce() throws Exception {
+        long id = ThreadLocalRandom.current().nextLong(1, Long.MAX_VALUE);
+        DATABASE.queryString("insert into accounts (id, balance, version) values (" + id + ", 100, 0)");
+        String key = UUID.randomUUID().toString();
+
+        HttpResponse<String> debited = post("/retried/accounts/" + id + "/debit", key, "{\"amount\":30}");
+        HttpResponse<String> replay = post("/retried/accounts/" + id + "/debit", key, "{\"amount\":30}");
+
+        assertThat(debited.statusCode()).as(debited.body()).isEqualTo(200);
+        assertThat(debited.body()).contains("\"balance\":65");
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(debited.body());
+        assertThat(DATABASE.queryLong("select balance from accounts where id = " + id)).isEqualTo(65);
+        assertThat(record(key)).isEqualTo("SUCCEEDED 200");
+    }
+
     private static String purchase(String reference) {
         return "{\"reference\":\"" + reference + "\",\"note\":\"a note\"}";
     }
