@@ -36,13 +36,15 @@ final class OpenInViewEntityManagerKeeper implements TransactionResources {
             // the name OpenEntityManagerInViewInterceptor gives this attribute (getParticipateAttributeName()), and the
             // key it registers its async interceptor under when it opens the EntityManager itself
             String participating = factory + OpenEntityManagerInViewInterceptor.PARTICIPATE_SUFFIX;
-            if (asyncManager.getCallableInterceptor(participating) == null
-                    || request.getAttribute(participating) != null) {
+            if (asyncManager.getCallableInterceptor(participating) == null) {
                 // no interceptor opened it (the transaction did, or a filter before this one, which closes it after
-                // this filter), or the interceptor only takes part in it: nothing here closes it early
+                // this filter): nothing here closes it early
                 continue;
             }
-            request.setAttribute(participating, 1); // at the end of the dispatch, the interceptor just removes this mark
+            // one more taking part (others may already, a second interceptor for the same factory): at the end of the
+            // dispatch the interceptor that opened it finds a mark left, and only takes it away
+            Object count = request.getAttribute(participating);
+            request.setAttribute(participating, count instanceof Integer taking ? taking + 1 : 1);
             Runnable earlier = close;
             close = () -> {
                 try {
