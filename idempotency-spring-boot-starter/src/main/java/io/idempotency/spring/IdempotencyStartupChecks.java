@@ -407,7 +407,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
      * (an answer that is not stored, a failed commit) and run again on the retry. {@code NEVER} fails every request.
      * Or one that joins it asking for {@code REPEATABLE_READ} or {@code SERIALIZABLE}: the request's transaction runs
      * at READ COMMITTED, Spring ignores the isolation of a transaction it joins, and PostgreSQL cannot raise it after
-     * the claim's statement, so the handler would lose the protection it asks for without a word.
+     * the claim's statement, so the handler would lose the protection it asks for without a word. Or one that joins it
+     * with a timeout, which Spring ignores in a transaction it joins just as well.
      */
     private Optional<String> propagationProblem(Method method, Class<?> beanType) {
         TransactionAttribute attribute = transactionAttribute(method, beanType);
@@ -433,6 +434,13 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                     + " the isolation of a transaction it joins, so it would silently run at READ COMMITTED; remove the"
                     + " isolation and guard what it protects with row locks (SELECT ... FOR UPDATE) or optimistic"
                     + " locking (@Version)");
+        }
+        if (propagation == null && attribute.getTimeout() != TransactionDefinition.TIMEOUT_DEFAULT) {
+            // ignored as well: the handler's statements would run unbounded, where it asked for a bound
+            return Optional.of(method + " is @Transactional with timeout " + attribute.getTimeout() + "s: it joins"
+                    + " the request's transaction, and Spring ignores the timeout of a transaction it joins, so its"
+                    + " statements would run without the bound; remove the timeout and bound them another way (such as"
+                    + " PostgreSQL's statement_timeout: SET LOCAL statement_timeout in the handler)");
         }
         if (propagation == null) {
             return Optional.empty();

@@ -475,12 +475,14 @@ class IdempotencyAutoConfigurationTest {
     @Test
     void aMethodBehindAFunctionalRouteThatLeavesTheRequestsTransactionStopsTheStart() {
         // its advice opens the request's transaction as a controller method's does: REQUIRES_NEW would commit its
-        // writes apart from the claim and the stored answer, and a stricter isolation would be silently ignored
+        // writes apart from the claim and the stored answer, and a stricter isolation or a timeout would be silently
+        // ignored
         runner.withUserConfiguration(EscapingFunctionalService.class).run(context -> {
             assertThat(context).hasFailed();
             assertThat(rootMessage(context.getStartupFailure())).contains(
                     "EscapingFunctionalService.refund()", "propagation REQUIRES_NEW",
-                    "EscapingFunctionalService.payout()", "isolation SERIALIZABLE").doesNotContain("joins()");
+                    "EscapingFunctionalService.payout()", "isolation SERIALIZABLE",
+                    "EscapingFunctionalService.settle()", "timeout 5s").doesNotContain("joins()");
         });
     }
 
@@ -1379,6 +1381,12 @@ class IdempotencyAutoConfigurationTest {
         }
 
         @Idempotent
+        @org.springframework.transaction.annotation.Transactional(timeout = 5)
+        public String settle() {
+            return "settled";
+        }
+
+        @Idempotent
         @org.springframework.transaction.annotation.Transactional
         public String joins() {
             return "joined";
@@ -1392,6 +1400,8 @@ class IdempotencyAutoConfigurationTest {
                             .ServerResponse.ok().body(service.refund()))
                     .POST("/functional-escaping-payouts", request -> org.springframework.web.servlet.function
                             .ServerResponse.ok().body(service.payout()))
+                    .POST("/functional-escaping-settlements", request -> org.springframework.web.servlet.function
+                            .ServerResponse.ok().body(service.settle()))
                     .POST("/functional-joining", request -> org.springframework.web.servlet.function
                             .ServerResponse.ok().body(service.joins()))
                     .build();
