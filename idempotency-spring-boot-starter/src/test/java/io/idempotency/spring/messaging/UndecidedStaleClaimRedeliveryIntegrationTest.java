@@ -65,18 +65,20 @@ class UndecidedStaleClaimRedeliveryIntegrationTest {
                     Thread.sleep(20);
 
                     // the resolver throws: its own exception, the work not run, the claim held
+                    String redelivered = now(database);
                     Throwable thrown = redeliver(template, key, workRuns);
                     assertThat(thrown).isSameAs(unreachable);
-                    assertClaimHeldForTheRedeliverysLease(database);
+                    assertClaimHeldForTheRedeliverysLease(database, redelivered);
                     assertThat(redeliver(template, key, workRuns))
                             .isInstanceOf(IdempotencyTemplate.InProgressException.class);
 
                     // after that lease: asked again, and it answers null (decides nothing)
                     answer.set(null);
                     Thread.sleep(REDELIVERY_LEASE.toMillis() + 100);
+                    redelivered = now(database);
                     assertThat(redeliver(template, key, workRuns)).isInstanceOf(IllegalStateException.class)
                             .hasMessageContaining("answered null");
-                    assertClaimHeldForTheRedeliverysLease(database);
+                    assertClaimHeldForTheRedeliverysLease(database, redelivered);
                     assertThat(redeliver(template, key, workRuns))
                             .isInstanceOf(IdempotencyTemplate.InProgressException.class);
 
@@ -84,9 +86,10 @@ class UndecidedStaleClaimRedeliveryIntegrationTest {
                     answer.set(StaleClaimResolver.Resolution.complete(new StoredResponse(503, List.of(),
                             "try again later".getBytes(StandardCharsets.UTF_8))));
                     Thread.sleep(REDELIVERY_LEASE.toMillis() + 100);
+                    redelivered = now(database);
                     assertThat(redeliver(template, key, workRuns)).isInstanceOf(IllegalStateException.class)
                             .hasMessageContaining("status 503");
-                    assertClaimHeldForTheRedeliverysLease(database);
+                    assertClaimHeldForTheRedeliverysLease(database, redelivered);
 
                     // once it can tell, the next redelivery after the lease gets its answer
                     answer.set(StaleClaimResolver.Resolution.complete(new StoredResponse(200, List.of(),
@@ -113,9 +116,19 @@ class UndecidedStaleClaimRedeliveryIntegrationTest {
                 }));
     }
 
-    private static void assertClaimHeldForTheRedeliverysLease(TestPostgres.Database database) {
+    /** The database's time, to compare the lease of a claim taken over after it with. */
+    private static String now(TestPostgres.Database database) {
+        return database.queryString("select now()::text");
+    }
+
+    /**
+     * The claim is held for the whole lease of the redelivery that took it over after {@code redelivered}: compared
+     * with that time, not with the time of the check, which a slow machine may reach well into the lease.
+     */
+    private static void assertClaimHeldForTheRedeliverysLease(TestPostgres.Database database, String redelivered) {
         assertThat(database.queryString("select status from idempotency_keys")).isEqualTo("PROCESSING");
-        assertThat(database.queryString("select locked_until > now() + interval '1 second' from idempotency_keys"))
+        assertThat(database.queryString("select locked_until >= timestamptz '" + redelivered + "' + interval '"
+                + REDELIVERY_LEASE.toMillis() + " milliseconds' from idempotency_keys"))
                 .as("held under the redelivery's lease, not handed back").isEqualTo("t");
     }
 }
