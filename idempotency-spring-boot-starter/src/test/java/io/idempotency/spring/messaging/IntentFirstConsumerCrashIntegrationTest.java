@@ -40,7 +40,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 class IntentFirstConsumerCrashIntegrationTest {
 
     private static final String BODY = "{\"payment\":\"p-1\",\"amount\":\"12.50\"}";
-    private static final Duration LEASE = Duration.ofSeconds(1);
+    private static final Duration LEASE = Duration.ofSeconds(3);
 
     @Test
     void aConsumerThatDiesAfterTheChargeIsResolvedNotRunAgain() throws Exception {
