@@ -139,9 +139,10 @@ public class PostgresPartitionMaintenance {
 
     /**
      * Detaches and drops the partitions whose upper bound lies more than {@code retention} in the past and that hold
-     * no record expiring later (one claimed under a longer retention keeps its partition until it expires); creates
-     * nothing. Skipped (and reported so) while another instance drops partitions. First drops the tables an earlier
-     * call detached but did not drop; one of those that cannot be dropped (an object depends on it, or its lock was
+     * no record expiring later (one claimed under a longer retention keeps its partition until it expires), and the
+     * one whose detach an earlier call left pending, whatever {@code retention} says now; creates nothing. Skipped
+     * (and reported so) while another instance drops partitions. First drops the tables an earlier call detached but
+     * did not drop; one of those that cannot be dropped (an object depends on it, or its lock was
      * not had in time) is reported in {@link Run#notDropped()} and tried again by the next call, while the others
      * and the expired partitions are still dropped.
      *
@@ -371,7 +372,9 @@ public class PostgresPartitionMaintenance {
         // any other partition of the table, so an older partition that has expired since would fail every run
         partitions.sort(Comparator.comparing(partition -> !partition.detachPending()));
         for (Partition partition : partitions) {
-            if (partition.to().isAfter(expiredBefore)) {
+            // a pending one is finished whatever the retention says now (it may have been raised since): the table
+            // has not shown its records since its detach began, and it would keep every other detach refused
+            if (!partition.detachPending() && partition.to().isAfter(expiredBefore)) {
                 continue;
             }
             if (!partition.detachPending() && holdsUnexpiredRecords(connection, partition)) {

@@ -379,6 +379,46 @@ class PartitionMaintenanceIntegrationTest {
     }
 
     /**
+     * A detach left pending is finished even when the partition no longer counts as expired: the retention was raised
+     * since (a longer TTL after a restart). Its records went out of the table's sight when the detach began, and while
+     * it is pending PostgreSQL refuses to detach any other partition, so skipping it would fail every run on an older
+     * partition until the longer retention had passed.
+     */
+    @Test
+    void aPendingDetachIsFinishedAfterTheRetentionWasRaised() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = partitionedDatabase(database)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            PostgresPartitionMaintenance maintenance =
+                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofMillis(500));
+            maintenance.createAhead(false);
+            attachPartition(jdbc, "idempotency_keys_kept", "now() - interval '9 days'", "now() - interval '8 days'");
+            attachPartition(jdbc, "idempotency_keys_expired", "now() - interval '5 days'", "now() - interval '4 days'");
+            jdbc.update("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
+                    + " fencing_token, response_status, created_at, expires_at) values ('', 'POST /x', 'long-ttl',"
+                    + " 'SUCCEEDED', ?, gen_random_uuid(), 200, now() - interval '9 days' + interval '1 minute',"
+                    + " now() + interval '1 hour')", HASH);
+            insertRecord(jdbc, "expired-key", "now() - interval '5 days' + interval '1 minute'");
+            try (java.sql.Connection reader = dataSource.getConnection()) {
+                reader.setAutoCommit(false);
+                reader.createStatement().execute("select count(*) from idempotency_keys");
+                assertThatThrownBy(() -> maintenance.dropExpired(Duration.ofDays(1))).as("the detach interrupted")
+                        .satisfies(e -> assertThat(PostgresPartitionMaintenance.isLockNotAvailable(e)).isTrue());
+                reader.commit();
+            }
+            jdbc.update("update idempotency_keys set expires_at = now() - interval '1 minute'"
+                    + " where idempotency_key = 'long-ttl'");
+
+            // six days: the pending partition (up to four days ago) is within it, the older one is not
+            PostgresPartitionMaintenance.Run run = maintenance.dropExpired(Duration.ofDays(6));
+
+            assertThat(run.dropped()).containsExactlyInAnyOrder("idempotency_keys_expired", "idempotency_keys_kept");
+            assertThat(maintenance.partitions()).extracting(PostgresPartitionMaintenance.Partition::name)
+                    .doesNotContain("idempotency_keys_expired", "idempotency_keys_kept");
+        }
+    }
+
+    /**
      * A detached table whose drop keeps failing — here an operator made a view on the partition, and a drop without
      * CASCADE refuses to take it along — must not stop retention: later runs still drop the expired partitions and the
      * other detached tables, report the one they could not drop, and never drop the operator's view.
