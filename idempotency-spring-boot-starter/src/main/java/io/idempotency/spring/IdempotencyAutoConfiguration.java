@@ -239,8 +239,10 @@ public class IdempotencyAutoConfiguration {
                     + " !#$%&'*+-.^_`|~)");
         }
         for (String replayed : properties.getReplayedHeaders()) {
-            if (replayed == null || replayed.isEmpty()
-                    || !replayed.chars().allMatch(IdempotencyAutoConfiguration::isTokenChar)) {
+            if (replayed == null || replayed.isEmpty()) {
+                continue; // a trailing comma: names nothing, and matches no header
+            }
+            if (!replayed.chars().allMatch(IdempotencyAutoConfiguration::isTokenChar)) {
                 // a name no header has (a list written with ';', say) is silently never replayed, Content-Type too
                 refuse("idempotency.replayed-headers", properties.getReplayedHeaders(), "HTTP header names (letters,"
                         + " digits and !#$%&'*+-.^_`|~, separated by commas); \"" + replayed + "\" is not an HTTP"

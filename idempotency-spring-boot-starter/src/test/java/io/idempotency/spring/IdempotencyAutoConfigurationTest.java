@@ -634,6 +634,9 @@ class IdempotencyAutoConfigurationTest {
         }
         runner.withPropertyValues("idempotency.replayed-headers=Content-Type,Location,X-Request-Id")
                 .run(context -> assertThat(context).hasNotFailed());
+        // an empty entry (a trailing comma) names nothing and keeps nothing out
+        runner.withPropertyValues("idempotency.replayed-headers=Content-Type,Location,")
+                .run(context -> assertThat(context).hasNotFailed());
     }
 
     @Test
