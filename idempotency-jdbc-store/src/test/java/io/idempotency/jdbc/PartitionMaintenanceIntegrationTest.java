@@ -346,23 +346,7 @@ class PartitionMaintenanceIntegrationTest {
             PostgresPartitionMaintenance maintenance =
                     new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofMillis(500));
             maintenance.createAhead(false);
-            attachPartition(jdbc, "idempotency_keys_kept", "now() - interval '9 days'", "now() - interval '8 days'");
-            attachPartition(jdbc, "idempotency_keys_expired", "now() - interval '5 days'", "now() - interval '4 days'");
-            // claimed under a longer retention: its partition is kept while the newer one is dropped
-            jdbc.update("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
-                    + " fencing_token, response_status, created_at, expires_at) values ('', 'POST /x', 'long-ttl',"
-                    + " 'SUCCEEDED', ?, gen_random_uuid(), 200, now() - interval '9 days' + interval '1 minute',"
-                    + " now() + interval '1 hour')", HASH);
-            insertRecord(jdbc, "expired-key", "now() - interval '5 days' + interval '1 minute'");
-
-            try (java.sql.Connection reader = dataSource.getConnection()) {
-                // a long reader of the table: the concurrent detach waits for it, and gives up after its lock timeout
-                reader.setAutoCommit(false);
-                reader.createStatement().execute("select count(*) from idempotency_keys");
-                assertThatThrownBy(() -> maintenance.dropExpired(Duration.ofDays(1))).as("the detach interrupted")
-                        .satisfies(e -> assertThat(PostgresPartitionMaintenance.isLockNotAvailable(e)).isTrue());
-                reader.commit();
-            }
+            leaveADetachPendingBesideAnOlderKeptPartition(dataSource, maintenance);
             assertThat(maintenance.partitions()).filteredOn(PostgresPartitionMaintenance.Partition::detachPending)
                     .extracting(PostgresPartitionMaintenance.Partition::name)
                     .containsExactly("idempotency_keys_expired");
@@ -392,20 +376,7 @@ class PartitionMaintenanceIntegrationTest {
             PostgresPartitionMaintenance maintenance =
                     new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofMillis(500));
             maintenance.createAhead(false);
-            attachPartition(jdbc, "idempotency_keys_kept", "now() - interval '9 days'", "now() - interval '8 days'");
-            attachPartition(jdbc, "idempotency_keys_expired", "now() - interval '5 days'", "now() - interval '4 days'");
-            jdbc.update("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
-                    + " fencing_token, response_status, created_at, expires_at) values ('', 'POST /x', 'long-ttl',"
-                    + " 'SUCCEEDED', ?, gen_random_uuid(), 200, now() - interval '9 days' + interval '1 minute',"
-                    + " now() + interval '1 hour')", HASH);
-            insertRecord(jdbc, "expired-key", "now() - interval '5 days' + interval '1 minute'");
-            try (java.sql.Connection reader = dataSource.getConnection()) {
-                reader.setAutoCommit(false);
-                reader.createStatement().execute("select count(*) from idempotency_keys");
-                assertThatThrownBy(() -> maintenance.dropExpired(Duration.ofDays(1))).as("the detach interrupted")
-                        .satisfies(e -> assertThat(PostgresPartitionMaintenance.isLockNotAvailable(e)).isTrue());
-                reader.commit();
-            }
+            leaveADetachPendingBesideAnOlderKeptPartition(dataSource, maintenance);
             jdbc.update("update idempotency_keys set expires_at = now() - interval '1 minute'"
                     + " where idempotency_key = 'long-ttl'");
 
@@ -415,6 +386,33 @@ class PartitionMaintenanceIntegrationTest {
             assertThat(run.dropped()).containsExactlyInAnyOrder("idempotency_keys_expired", "idempotency_keys_kept");
             assertThat(maintenance.partitions()).extracting(PostgresPartitionMaintenance.Partition::name)
                     .doesNotContain("idempotency_keys_expired", "idempotency_keys_kept");
+        }
+    }
+
+    /**
+     * Partitions four to five days old ({@code idempotency_keys_expired}, its record expired) and eight to nine days old
+     * ({@code idempotency_keys_kept}, kept for a record claimed under a longer retention, which expires in an hour);
+     * a run with a one-day retention whose detach of the newer one a long reader of the table interrupted, leaving it
+     * pending.
+     */
+    private static void leaveADetachPendingBesideAnOlderKeptPartition(HikariDataSource dataSource,
+                                                                      PostgresPartitionMaintenance maintenance)
+            throws Exception {
+        JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+        attachPartition(jdbc, "idempotency_keys_kept", "now() - interval '9 days'", "now() - interval '8 days'");
+        attachPartition(jdbc, "idempotency_keys_expired", "now() - interval '5 days'", "now() - interval '4 days'");
+        jdbc.update("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
+                + " fencing_token, response_status, created_at, expires_at) values ('', 'POST /x', 'long-ttl',"
+                + " 'SUCCEEDED', ?, gen_random_uuid(), 200, now() - interval '9 days' + interval '1 minute',"
+                + " now() + interval '1 hour')", HASH);
+        insertRecord(jdbc, "expired-key", "now() - interval '5 days' + interval '1 minute'");
+        try (java.sql.Connection reader = dataSource.getConnection()) {
+            // a long reader of the table: the concurrent detach waits for it, and gives up after its lock timeout
+            reader.setAutoCommit(false);
+            reader.createStatement().execute("select count(*) from idempotency_keys");
+            assertThatThrownBy(() -> maintenance.dropExpired(Duration.ofDays(1))).as("the detach interrupted")
+                    .satisfies(e -> assertThat(PostgresPartitionMaintenance.isLockNotAvailable(e)).isTrue());
+            reader.commit();
         }
     }
 
