@@ -2,16 +2,11 @@ package io.idempotency.jpa;
 
 import io.idempotency.jpa.app.JpaTestApplication;
 import io.idempotency.testkit.TestPostgres;
-import jakarta.persistence.EntityManagerFactory;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.test.context.SpringBootTest;
-import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
-import org.springframework.orm.jpa.support.OpenEntityManagerInViewInterceptor;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
-import org.springframework.web.servlet.config.annotation.InterceptorRegistry;
-import org.springframework.web.servlet.config.annotation.WebMvcConfigurer;
 
 import java.net.http.HttpResponse;
 import java.util.UUID;
@@ -24,7 +19,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * answers that are not stored are rolled back and sent as it gave them.
  */
 @SpringBootTest(classes = JpaTestApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
-@Import(SecondOpenInViewInterceptorIntegrationTest.SecondInterceptor.class)
+@Import(OwnOpenInViewInterceptorIntegrationTest.OwnInterceptor.class) // the second, beside Boot's
 class SecondOpenInViewInterceptorIntegrationTest extends JpaHttpTest {
 
     static final TestPostgres.Database DATABASE = JpaContexts.withPurchases();
@@ -37,23 +32,6 @@ class SecondOpenInViewInterceptorIntegrationTest extends JpaHttpTest {
     @DynamicPropertySource
     static void database(DynamicPropertyRegistry registry) {
         JpaContexts.register(registry, DATABASE);
-    }
-
-    @Configuration(proxyBeanMethods = false)
-    static class SecondInterceptor implements WebMvcConfigurer {
-
-        private final EntityManagerFactory entityManagerFactory;
-
-        SecondInterceptor(EntityManagerFactory entityManagerFactory) {
-            this.entityManagerFactory = entityManagerFactory;
-        }
-
-        @Override
-        public void addInterceptors(InterceptorRegistry registry) {
-            OpenEntityManagerInViewInterceptor interceptor = new OpenEntityManagerInViewInterceptor();
-            interceptor.setEntityManagerFactory(entityManagerFactory);
-            registry.addWebRequestInterceptor(interceptor);
-        }
     }
 
     @Test
