@@ -344,15 +344,7 @@ class IntentFirstEngineIntegrationTest {
             IdempotencyEngine stopping = engine(dataSource, store, interruptible);
             Duration lease = Duration.ofMinutes(1);
             CompletableFuture<Throwable> failure = new CompletableFuture<>();
-            Thread retry = new Thread(() -> {
-                try {
-                    stopping.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
-                    failure.complete(null);
-                } catch (Throwable e) {
-                    failure.complete(e);
-                }
-            });
-            retry.start();
+            Thread retry = startRetry(stopping, key, lease, failure);
             assertThat(asking.await(10, TimeUnit.SECONDS)).as("the resolver is asked").isTrue();
             retry.interrupt();
 
@@ -412,15 +404,7 @@ class IntentFirstEngineIntegrationTest {
             };
             IdempotencyEngine stopping = engine(dataSource, store, interrupted);
             CompletableFuture<Throwable> failure = new CompletableFuture<>();
-            Thread retry = new Thread(() -> {
-                try {
-                    stopping.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
-                    failure.complete(null);
-                } catch (Throwable e) {
-                    failure.complete(e);
-                }
-            });
-            retry.start();
+            Thread retry = startRetry(stopping, key, lease, failure);
 
             assertThat(failure.get(10, TimeUnit.SECONDS)).hasMessageContaining("interrupted");
             assertThat(renewed.await(10, TimeUnit.SECONDS)).as("the renewal under way has ended").isTrue();
@@ -1449,5 +1433,20 @@ class IntentFirstEngineIntegrationTest {
                 .execution().abandon();
         crashed.shutdown();
         Thread.sleep(lease.toMillis() + 100);
+    }
+
+    /** Starts an intent-first retry of {@code key} on a thread of its own, which completes {@code failure}. */
+    private static Thread startRetry(IdempotencyEngine engine, ScopedKey key, Duration lease,
+                                     CompletableFuture<Throwable> failure) {
+        Thread retry = new Thread(() -> {
+            try {
+                engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
+                failure.complete(null);
+            } catch (Throwable e) {
+                failure.complete(e);
+            }
+        });
+        retry.start();
+        return retry;
     }
 }
