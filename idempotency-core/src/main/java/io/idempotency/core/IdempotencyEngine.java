@@ -553,7 +553,7 @@ public final class IdempotencyEngine {
         } catch (RejectedExecutionException e) {
             IllegalStateException refused = new IllegalStateException("the idempotency engine has been shut down:"
                     + " no work under " + key + " can start", e);
-            Leases.handBack(renewals, store, key, token, refused);
+            Leases.endLease(store, key, token, refused); // nothing renews it any more
             throw refused;
         }
     }

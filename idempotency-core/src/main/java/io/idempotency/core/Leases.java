@@ -2,8 +2,6 @@ package io.idempotency.core;
 
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
@@ -58,44 +56,23 @@ final class Leases {
     static void handBack(ScheduledFuture<?> holding, IdempotencyStore store, ScopedKey key, String token,
                          Throwable failure) {
         holding.cancel(false);
-        boolean interrupted = Thread.interrupted();
-        try {
-            // on this thread: a renewal of this lease that has just started waits for the hand-back on a renewal
-            // thread, which would not be free to hand back on when there is only one
-            synchronized (holding) {
-                store.renew(key, token, IdempotencyEngine.MIN_LEASE);
-            }
-        } catch (RuntimeException e) {
-            failure.addSuppressed(e);
-        } finally {
-            if (interrupted) {
-                Thread.currentThread().interrupt();
-            }
+        // on this thread: a renewal of this lease that has just started waits for the hand-back on a renewal thread,
+        // which would not be free to hand back on when there is only one
+        synchronized (holding) {
+            endLease(store, key, token, failure);
         }
     }
 
     /**
      * Ends the lease of the claim {@code token} holds at once, as {@link #handBack(ScheduledFuture, IdempotencyStore,
-     * ScopedKey, String, Throwable)} does, for a claim whose lease nothing renews. Runs on {@code renewals} (directly
-     * when it has been shut down). Waits without the thread's interrupt, which it keeps; a failure is attached to
-     * {@code failure} (the lease then runs out as it would have).
+     * ScopedKey, String, Throwable)} does, for a claim whose lease nothing renews (the renewals have been shut down).
+     * Waits without the thread's interrupt, which it keeps; a failure is attached to {@code failure} (the lease then
+     * runs out as it would have).
      */
-    static void handBack(ScheduledExecutorService renewals, IdempotencyStore store, ScopedKey key, String token,
-                         Throwable failure) {
+    static void endLease(IdempotencyStore store, ScopedKey key, String token, Throwable failure) {
         boolean interrupted = Thread.interrupted();
         try {
-            renewals.submit(() -> store.renew(key, token, IdempotencyEngine.MIN_LEASE)).get();
-        } catch (RejectedExecutionException shutDown) {
-            try {
-                store.renew(key, token, IdempotencyEngine.MIN_LEASE);
-            } catch (RuntimeException e) {
-                failure.addSuppressed(e);
-            }
-        } catch (InterruptedException e) {
-            interrupted = true;
-            failure.addSuppressed(e);
-        } catch (ExecutionException e) {
-            failure.addSuppressed(e.getCause());
+            store.renew(key, token, IdempotencyEngine.MIN_LEASE);
         } catch (RuntimeException e) {
             failure.addSuppressed(e);
         } finally {
