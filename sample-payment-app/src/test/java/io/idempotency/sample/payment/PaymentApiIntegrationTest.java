@@ -169,6 +169,37 @@ class PaymentApiIntegrationTest {
     }
 
     @Test
+    void currencyMustBeAnIsoCodeAndTheAmountMustFitItsMinorUnit() throws Exception {
+        String orderId = newOrderId();
+
+        // Not currencies at all, a currency without minor unit (gold), and one with three minor digits, which an
+        // amount of two fraction digits cannot express: all refused, nothing written.
+        for (String currency : List.of("ABC", "QQQ", "XAU", "BHD")) {
+            String key = UUID.randomUUID().toString();
+            HttpResponse<byte[]> refused = api.createPayment(key,
+                    "{\"orderId\":\"" + orderId + "\",\"amount\":\"10.00\",\"currency\":\"" + currency + "\"}", null);
+            assertThat(refused.statusCode()).as("%s: %s", currency, text(refused)).isEqualTo(400);
+            assertThat(contentType(refused)).startsWith("application/problem+json");
+            assertThat(text(refused)).contains("invalid-payment").contains("currency");
+            assertThat(idempotencyRecordsFor(key)).isZero();
+        }
+
+        // The yen has no minor unit: 12.50 JPY is no amount of money, and 1 250 JPY is.
+        String key = UUID.randomUUID().toString();
+        HttpResponse<byte[]> fractionalYen = api.createPayment(key,
+                "{\"orderId\":\"" + orderId + "\",\"amount\":\"12.50\",\"currency\":\"JPY\"}", null);
+        assertThat(fractionalYen.statusCode()).as(text(fractionalYen)).isEqualTo(400);
+        assertThat(text(fractionalYen)).contains("invalid-payment").contains("JPY");
+        assertThat(paymentsInDatabase(orderId)).isZero();
+        assertThat(idempotencyRecordsFor(key)).isZero();
+
+        HttpResponse<byte[]> wholeYen = api.createPayment(key,
+                "{\"orderId\":\"" + orderId + "\",\"amount\":\"1250\",\"currency\":\"JPY\"}", null);
+        assertThat(wholeYen.statusCode()).as(text(wholeYen)).isEqualTo(201);
+        assertThat(paymentsInDatabase(orderId)).isEqualTo(1);
+    }
+
+    @Test
     void orderIdThatPostgresCannotStoreIsRefusedWith400NotAServerError() throws Exception {
         String orderId = newOrderId();
         String key = UUID.randomUUID().toString();
