@@ -16,7 +16,6 @@ import org.springframework.web.bind.annotation.RestController;
 import org.springframework.web.server.ResponseStatusException;
 
 import java.math.BigDecimal;
-import java.security.Principal;
 import java.util.List;
 
 /**
@@ -72,16 +71,17 @@ public class ChargeController {
      * Charges the order: 201 with the charge and its {@code Location}; 402 problem+json when the gateway declines.
      * The body was validated and {@code X-Chaos} parsed before the key was claimed ({@link ChargeWebConfiguration}).
      *
-     * @param principal the authenticated caller, or null when anonymous; its name is the payer
+     * <p>The payer is the caller the starter scopes the key by, as recorded by {@link GatewayChargeResolver} too.
      */
     @Idempotent(mode = IdempotencyMode.INTENT_FIRST, scope = SCOPE)
     @PostMapping(consumes = MediaType.APPLICATION_JSON_VALUE,
             produces = {MediaType.APPLICATION_JSON_VALUE, MediaType.APPLICATION_PROBLEM_JSON_VALUE})
-    public ResponseEntity<?> create(@RequestBody PaymentRequest request, ChargeFaults chaos, Principal principal) {
+    public ResponseEntity<?> create(@RequestBody PaymentRequest request, ChargeFaults chaos) {
         PaymentRequest.ValidPayment valid = request.validate();
         List<FaultInjector.Fault> injected = chaos.faults();
-        // The same caller namespace the starter scopes keys by: the principal's name, "" for anonymous requests.
-        String payer = principal == null || principal.getName() == null ? "" : principal.getName();
+        // The caller the starter scoped the key by (by default the principal's name, "" when anonymous): the same
+        // payer whoever records the row, this handler or, for a charge, the stale-claim resolver, which knows only it.
+        String payer = IdempotencyContext.require().key().caller();
         // HMAC of (caller, scope, key): stable across retries, restarts and instances, distinct per caller.
         String gatewayKey = IdempotencyContext.require().downstreamKey();
 

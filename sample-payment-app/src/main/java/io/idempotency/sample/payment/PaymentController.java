@@ -1,5 +1,6 @@
 package io.idempotency.sample.payment;
 
+import io.idempotency.core.IdempotencyContext;
 import io.idempotency.core.Idempotent;
 import org.springframework.http.HttpStatus;
 import org.springframework.http.MediaType;
@@ -16,7 +17,6 @@ import org.springframework.web.server.ResponseStatusException;
 
 import java.math.BigDecimal;
 import java.net.URI;
-import java.security.Principal;
 import java.util.List;
 import java.util.Optional;
 
@@ -62,17 +62,19 @@ public class PaymentController {
      * the amount or currency differ, it is not the same payment but a conflicting one: 409 problem+json
      * ({@link PaymentExceptionHandler#ORDER_ALREADY_PAID}), nothing written.
      *
-     * @param principal the authenticated caller, or null when anonymous; its name is the payer
+     * <p>The payer is the caller the starter scopes the key by ({@code IdempotencyContext.require().key().caller()}):
+     * the principal's name by default, {@code ""} when anonymous, or whatever the application's {@code CallerResolver}
+     * names (a tenant, say), so that the second wall and the keys share one namespace.
      */
     @Idempotent
     @PostMapping(consumes = MediaType.APPLICATION_JSON_VALUE, produces = MediaType.APPLICATION_JSON_VALUE)
     public ResponseEntity<Payment> create(@RequestBody PaymentRequest request,
-                                          @RequestHeader(name = FaultInjector.HEADER, required = false) String chaos,
-                                          Principal principal) {
+                                          @RequestHeader(name = FaultInjector.HEADER, required = false) String chaos) {
         PaymentRequest.ValidPayment valid = request.validate();
         List<FaultInjector.Fault> injected = faults.parse(chaos);
-        // The same caller namespace the starter scopes keys by: the principal's name, "" for anonymous requests.
-        String payer = principal == null || principal.getName() == null ? "" : principal.getName();
+        // The caller the starter scoped the key by (by default the principal's name, "" when anonymous): the same
+        // payer whoever records the row, this handler or, for a charge, the stale-claim resolver, which knows only it.
+        String payer = IdempotencyContext.require().key().caller();
 
         if (!secondWall) {
             Payment payment = payments.insert(payer, valid.orderId(), valid.amount(), valid.currency());
