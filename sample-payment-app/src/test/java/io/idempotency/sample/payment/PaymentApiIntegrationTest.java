@@ -169,6 +169,23 @@ class PaymentApiIntegrationTest {
     }
 
     @Test
+    void amountAsAJsonNumberKeepsItsDigitsAndAnExponentIsRefused() throws Exception {
+        String orderId = newOrderId();
+
+        HttpResponse<byte[]> number = api.createPayment(UUID.randomUUID().toString(),
+                "{\"orderId\":\"" + orderId + "\",\"amount\":0.10,\"currency\":\"EUR\"}", null);
+        assertThat(number.statusCode()).as(text(number)).isEqualTo(201);
+        assertThat(text(number)).contains("\"amount\":\"0.10\"");
+
+        String key = UUID.randomUUID().toString();
+        HttpResponse<byte[]> exponent = api.createPayment(key,
+                "{\"orderId\":\"" + newOrderId() + "\",\"amount\":1e1,\"currency\":\"EUR\"}", null);
+        assertThat(exponent.statusCode()).as(text(exponent)).isEqualTo(400);
+        assertThat(text(exponent)).contains("invalid-payment").contains("amount");
+        assertThat(idempotencyRecordsFor(key)).isZero();
+    }
+
+    @Test
     void currencyMustBeAnIsoCodeAndTheAmountMustFitItsMinorUnit() throws Exception {
         String orderId = newOrderId();
 
