@@ -17,6 +17,7 @@ import org.springframework.web.server.ResponseStatusException;
 
 import java.math.BigDecimal;
 import java.util.List;
+import java.util.Optional;
 
 /**
  * Charges through an external payment gateway: a side effect that no database transaction of this application can
@@ -29,6 +30,11 @@ import java.util.List;
  * stores the answer as SUCCEEDED. If the process dies or the handler fails in between, the claim stays PROCESSING
  * until its lease runs out; then a retry, or the background sweeper, takes it over and asks
  * {@link GatewayChargeResolver}, which looks the charge up at the gateway by the same derived key.
+ *
+ * <p>One charge per payer and order, whatever the key: before calling the gateway the handler commits an intent for
+ * the order ({@link ChargeIntents}). A request whose order is held by another key's intent gets 409
+ * ({@link OrderAlreadyChargedException}) without reaching the gateway; one whose own intent holds it and whose charge
+ * is recorded (its key replayed after the record was deleted) gets 200 with that charge, without asking the gateway.
  *
  * <p>Outcomes of the gateway call:
  * <ul>
@@ -52,19 +58,22 @@ public class ChargeController {
     private final ChargeRepository charges;
     private final ChargeResponses responses;
     private final FaultInjector faults;
+    private final ChargeIntents intents;
 
     /**
      * @param gateway   the payment gateway, over HTTP
      * @param charges   the application's record of its charges
      * @param responses renders the answers (shared with the resolver)
      * @param faults    fault injection ({@code X-Chaos}), inert unless enabled
+     * @param intents   which request may charge an order (one charge per payer and order)
      */
     public ChargeController(GatewayClient gateway, ChargeRepository charges, ChargeResponses responses,
-                            FaultInjector faults) {
+                            FaultInjector faults, ChargeIntents intents) {
         this.gateway = gateway;
         this.charges = charges;
         this.responses = responses;
         this.faults = faults;
+        this.intents = intents;
     }
 
     /**
@@ -85,9 +94,35 @@ public class ChargeController {
         // HMAC of (caller, scope, key): stable across retries, restarts and instances, distinct per caller.
         String gatewayKey = IdempotencyContext.require().downstreamKey();
 
+        // One charge per payer and order, whatever the key: the intent is committed before the gateway is called, so
+        // that a request under another key for the same order never reaches the gateway.
+        if (!gatewayKey.equals(intents.hold(payer, valid.orderId(), gatewayKey))) {
+            throw new OrderAlreadyChargedException(valid.orderId(),
+                    charges.findLatestOf(payer, valid.orderId()).orElse(null));
+        }
+        // This request holds the order. A charge recorded for it already was made by this key (its record deleted by
+        // retention since, say): answered without asking the gateway, whose own memory of keys may be shorter.
+        Optional<Charge> recorded = charges.findLatestOf(payer, valid.orderId());
+        if (recorded.isPresent()) {
+            Charge existing = recorded.get();
+            if (new BigDecimal(existing.amount()).compareTo(valid.amount()) != 0
+                    || !existing.currency().equals(valid.currency())) {
+                throw new OrderAlreadyChargedException(valid.orderId(), existing);
+            }
+            return ResponseEntity.ok().location(ChargeResponses.location(existing))
+                    .contentType(MediaType.APPLICATION_JSON).body(existing);
+        }
+
         faults.beforeCharge(injected);
-        GatewayClient.Result result = gateway.charge(gatewayKey, valid.orderId(), valid.amount(), valid.currency());
+        GatewayClient.Result result;
+        try {
+            result = gateway.charge(gatewayKey, valid.orderId(), valid.amount(), valid.currency());
+        } catch (GatewayUnreachableException e) {
+            intents.release(gatewayKey); // nothing was charged: another key may pay the order
+            throw e;
+        }
         if (result instanceof GatewayClient.Declined declined) {
+            intents.release(gatewayKey); // declined, nothing booked: another key may pay the order
             return responses.declined(valid.orderId(), declined.detail());
         }
         GatewayClient.GatewayCharge booked = ((GatewayClient.Approved) result).charge();

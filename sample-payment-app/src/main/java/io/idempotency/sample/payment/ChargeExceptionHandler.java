@@ -7,6 +7,7 @@ import org.springframework.core.Ordered;
 import org.springframework.core.annotation.Order;
 import org.springframework.http.HttpHeaders;
 import org.springframework.http.HttpStatus;
+import org.springframework.http.MediaType;
 import org.springframework.http.ProblemDetail;
 import org.springframework.http.ResponseEntity;
 import org.springframework.web.bind.annotation.ExceptionHandler;
@@ -35,6 +36,9 @@ public class ChargeExceptionHandler {
     /** Problem type of a charge whose outcome at the gateway is unknown. */
     public static final URI GATEWAY_OUTCOME_UNKNOWN = URI.create(PROBLEM_TYPE_BASE + "gateway-outcome-unknown");
 
+    /** Problem type of a charge for an order the payer charged, or is charging, under another key. */
+    public static final URI ORDER_ALREADY_CHARGED = URI.create(PROBLEM_TYPE_BASE + "order-already-charged");
+
     private final String leaseSeconds;
 
     /** @param lease the starter's lease: how long an unknown outcome holds the key */
@@ -51,6 +55,29 @@ public class ChargeExceptionHandler {
         problem.setType(GATEWAY_UNREACHABLE);
         problem.setTitle("Payment gateway unreachable");
         return ResponseEntity.status(HttpStatus.SERVICE_UNAVAILABLE).header(HttpHeaders.RETRY_AFTER, "1").body(problem);
+    }
+
+    /**
+     * 409: the order is charged, or being charged, under another key; the gateway was not called and the claim is
+     * FAILED (the key is not held for the lease). Names the charge when it is recorded.
+     */
+    @ExceptionHandler(OrderAlreadyChargedException.class)
+    public ResponseEntity<ProblemDetail> orderAlreadyCharged(OrderAlreadyChargedException e) {
+        Charge existing = e.existing();
+        ProblemDetail problem = ProblemDetail.forStatusAndDetail(HttpStatus.CONFLICT, existing == null
+                ? "Order " + e.orderId() + " is being charged under another Idempotency-Key; no charge was made by"
+                        + " this request. Retry that request with its own key to learn its outcome."
+                : "Order " + e.orderId() + " is already charged with " + existing.amount() + " " + existing.currency()
+                        + " (charge " + existing.id() + "); no charge was made by this request.");
+        problem.setType(ORDER_ALREADY_CHARGED);
+        problem.setTitle("Order already charged");
+        problem.setProperty("orderId", e.orderId());
+        if (existing != null) {
+            problem.setProperty("chargeId", existing.id());
+            problem.setProperty("charge", ChargeResponses.location(existing).toString());
+        }
+        return ResponseEntity.status(HttpStatus.CONFLICT).contentType(MediaType.APPLICATION_PROBLEM_JSON)
+                .body(problem);
     }
 
     /**

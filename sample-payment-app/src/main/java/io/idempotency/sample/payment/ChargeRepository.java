@@ -77,6 +77,16 @@ public class ChargeRepository {
                 .optional();
     }
 
+    /** The latest charge recorded for this payer and order, if any. */
+    public Optional<Charge> findLatestOf(String payer, String orderId) {
+        return jdbc.sql("SELECT " + COLUMNS + " FROM charges WHERE payer = :payer AND order_id = :orderId"
+                        + " ORDER BY id DESC LIMIT 1")
+                .param("payer", payer)
+                .param("orderId", orderId)
+                .query(CHARGE)
+                .optional();
+    }
+
     /** The charge with this id, if any. */
     public Optional<Charge> findById(long id) {
         return jdbc.sql("SELECT " + COLUMNS + " FROM charges WHERE id = :id")

@@ -41,16 +41,20 @@ public class GatewayChargeResolver implements StaleClaimResolver {
     private final GatewayClient gateway;
     private final ChargeRepository charges;
     private final ChargeResponses responses;
+    private final ChargeIntents intents;
 
     /**
      * @param gateway   the payment gateway, over HTTP
      * @param charges   the application's record of charges and of resolutions
      * @param responses renders the answer the handler would have given
+     * @param intents   which request may charge an order
      */
-    public GatewayChargeResolver(GatewayClient gateway, ChargeRepository charges, ChargeResponses responses) {
+    public GatewayChargeResolver(GatewayClient gateway, ChargeRepository charges, ChargeResponses responses,
+                                 ChargeIntents intents) {
         this.gateway = gateway;
         this.charges = charges;
         this.responses = responses;
+        this.intents = intents;
     }
 
     @Override
@@ -79,6 +83,8 @@ public class GatewayChargeResolver implements StaleClaimResolver {
             throw e;
         }
         if (booked.isEmpty()) {
+            // Nothing was charged under the key: its hold on the order goes (a retry that reruns takes it again).
+            intents.release(claim.downstreamKey());
             charges.recordResolution(caller, key, claim.downstreamKey(), "rerun", by, null);
             log.info("stale charge claim {} (by {}): the gateway has no charge under its key; rerun", claim.key(), by);
             return Resolution.rerun();

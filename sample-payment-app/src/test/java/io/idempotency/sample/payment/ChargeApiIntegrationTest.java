@@ -23,6 +23,10 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 import static io.idempotency.sample.payment.ChargeApi.numberField;
@@ -45,7 +49,9 @@ import static org.assertj.core.api.Assertions.assertThat;
         "sample.chaos.enabled=true",
         "idempotency.lease=2s",
         "idempotency.in-flight-wait=500ms",
-        "idempotency.sweeper.enabled=false"})
+        "idempotency.sweeper.enabled=false",
+        // A test deletes a record as retention would; a replay from memory would hide that it is gone.
+        "idempotency.replay-cache.max-entries=0"})
 class ChargeApiIntegrationTest {
 
     private static final TestPostgres.Database DB = TestPostgres.newDatabase();
@@ -152,6 +158,84 @@ class ChargeApiIntegrationTest {
 
         assertThat(countOf(api.gatewayCharges(orderId))).isEqualTo(1);
         assertThat(chargesInDatabase(orderId)).isEqualTo(1);
+    }
+
+    @Test
+    void twoKeysForOneOrderChargeItOnceAndTheSecondIsRefusedWithoutCallingTheGateway() throws Exception {
+        String orderId = newOrderId();
+        String body = body(orderId, "15.00");
+        String firstKey = UUID.randomUUID().toString();
+
+        HttpResponse<byte[]> first = api.charge(firstKey, body, null);
+        assertThat(first.statusCode()).as(text(first)).isEqualTo(201);
+        long chargeId = numberField(text(first), "id");
+
+        // A second key for the same order (a client that lost the first answer and made a new key): no second charge.
+        String secondKey = UUID.randomUUID().toString();
+        HttpResponse<byte[]> second = api.charge(secondKey, body, null);
+        assertThat(second.statusCode()).as(text(second)).isEqualTo(409);
+        assertThat(contentType(second)).startsWith("application/problem+json");
+        assertThat(text(second)).contains("order-already-charged").contains("\"chargeId\":" + chargeId);
+        assertThat(countOf(api.gatewayCharges(orderId))).isEqualTo(1);
+        assertThat(DB.queryLong("select count(*) from gateway_calls where order_id = '" + orderId + "'"))
+                .as("the gateway was not even asked").isEqualTo(1);
+        assertThat(chargesInDatabase(orderId)).isEqualTo(1);
+        // Nothing was charged under the second key: its claim is FAILED, not held for the lease.
+        assertThat(statusOf(secondKey)).isEqualTo("FAILED");
+
+        // The first key replayed after its record was deleted (retention): the charge it made, and the gateway, whose
+        // memory of keys may be shorter than ours, is not asked again.
+        DB.queryString("delete from idempotency_keys where idempotency_key = '" + firstKey + "'");
+        HttpResponse<byte[]> late = api.charge(firstKey, body, null);
+        assertThat(late.statusCode()).as(text(late)).isEqualTo(200);
+        assertThat(numberField(text(late), "id")).isEqualTo(chargeId);
+        assertThat(late.headers().firstValue("Location")).hasValue("/charges/" + chargeId);
+        assertThat(DB.queryLong("select count(*) from gateway_calls where order_id = '" + orderId + "'")).isEqualTo(1);
+        assertThat(chargesInDatabase(orderId)).isEqualTo(1);
+    }
+
+    @Test
+    void concurrentChargesOfOneOrderUnderManyKeysChargeItOnce() throws Exception {
+        String orderId = newOrderId();
+        String body = body(orderId, "16.00");
+        int requests = 5;
+
+        ExecutorService pool = Executors.newFixedThreadPool(requests);
+        List<HttpResponse<byte[]>> answers = new ArrayList<>();
+        try {
+            CountDownLatch go = new CountDownLatch(1);
+            List<Future<HttpResponse<byte[]>>> futures = new ArrayList<>();
+            for (int i = 0; i < requests; i++) {
+                futures.add(pool.submit(() -> {
+                    go.await();
+                    return api.charge(UUID.randomUUID().toString(), body, null);
+                }));
+            }
+            go.countDown();
+            for (Future<HttpResponse<byte[]>> future : futures) {
+                answers.add(future.get(60, TimeUnit.SECONDS));
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+
+        List<Integer> statuses = answers.stream().map(HttpResponse::statusCode).sorted().toList();
+        assertThat(statuses).as("%s", answers.stream().map(PaymentApi::text).toList())
+                .containsOnly(201, 409).containsOnlyOnce(201);
+        assertThat(countOf(api.gatewayCharges(orderId))).isEqualTo(1);
+        assertThat(chargesInDatabase(orderId)).isEqualTo(1);
+    }
+
+    @Test
+    void aDeclinedOrderMayBePaidUnderAnotherKey() throws Exception {
+        String orderId = newOrderId();
+
+        HttpResponse<byte[]> declined = api.charge(UUID.randomUUID().toString(), body(orderId, "20000.00"), null);
+        assertThat(declined.statusCode()).as(text(declined)).isEqualTo(402);
+
+        HttpResponse<byte[]> paid = api.charge(UUID.randomUUID().toString(), body(orderId, "200.00"), null);
+        assertThat(paid.statusCode()).as(text(paid)).isEqualTo(201);
+        assertThat(countOf(api.gatewayCharges(orderId))).isEqualTo(1);
     }
 
     @Test

@@ -1,0 +1,66 @@
+package io.idempotency.sample.payment;
+
+import org.springframework.jdbc.core.simple.JdbcClient;
+import org.springframework.stereotype.Repository;
+import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.TransactionDefinition;
+import org.springframework.transaction.support.TransactionTemplate;
+
+/**
+ * The table {@code charge_intents}: which request may charge an order for a payer, one at a time and once.
+ *
+ * <p>Every statement runs and commits in a transaction of its own, outside the request's: an intent must be visible to
+ * every other request before the gateway is called, and must outlive a crash after the call, whatever happens to the
+ * request's own transaction.
+ */
+@Repository
+public class ChargeIntents {
+
+    private final JdbcClient jdbc;
+    private final TransactionTemplate ownTransaction;
+
+    /**
+     * @param jdbc         the client on the application's DataSource
+     * @param transactions the transaction manager of that DataSource
+     */
+    public ChargeIntents(JdbcClient jdbc, PlatformTransactionManager transactions) {
+        this.jdbc = jdbc;
+        this.ownTransaction = new TransactionTemplate(transactions);
+        this.ownTransaction.setPropagationBehavior(TransactionDefinition.PROPAGATION_REQUIRES_NEW);
+    }
+
+    /**
+     * Records the intent of the request whose gateway key is {@code downstreamKey} to charge the order, unless one is
+     * recorded already, and returns the gateway key of the request that holds the order: {@code downstreamKey} when
+     * it is this request's (now, or since an earlier attempt of it), another one when another request holds it. A
+     * concurrent insert for the same payer and order waits for the first one's commit and then inserts nothing.
+     */
+    public String hold(String payer, String orderId, String downstreamKey) {
+        return ownTransaction.execute(status -> {
+            jdbc.sql("""
+                            INSERT INTO charge_intents (payer, order_id, downstream_key)
+                            VALUES (:payer, :orderId, :downstreamKey)
+                            ON CONFLICT (payer, order_id) DO NOTHING""")
+                    .param("payer", payer)
+                    .param("orderId", orderId)
+                    .param("downstreamKey", downstreamKey)
+                    .update();
+            return jdbc.sql("SELECT downstream_key FROM charge_intents WHERE payer = :payer AND order_id = :orderId")
+                    .param("payer", payer)
+                    .param("orderId", orderId)
+                    .query(String.class)
+                    .single();
+        });
+    }
+
+    /**
+     * Removes the intent of the request whose gateway key is {@code downstreamKey}, if it holds one: for an attempt
+     * that certainly charged nothing, so that the order can be paid under another key.
+     */
+    public void release(String downstreamKey) {
+        ownTransaction.executeWithoutResult(status -> jdbc.sql(
+                        "DELETE FROM charge_intents WHERE downstream_key = :downstreamKey")
+                .param("downstreamKey", downstreamKey)
+                .update());
+    }
+}
