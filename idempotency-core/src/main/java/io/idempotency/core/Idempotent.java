@@ -81,6 +81,7 @@ public @interface Idempotent {
      * The lease of an {@link IdempotencyMode#INTENT_FIRST} claim, e.g. {@code "30s"} or {@code "PT2M"}: how long a
      * claim whose holder stopped renewing it (a crash, a hang) blocks retries before it is resolved. Property
      * placeholders are resolved ({@code "${charges.lease:30s}"}). Empty: the configured {@code idempotency.lease}.
+     * Only for {@link IdempotencyMode#INTENT_FIRST}: given with another mode, it stops the application's start.
      */
     String lease() default "";
 }

@@ -50,7 +50,8 @@ final class IdempotentEndpoint {
      * @param placeholders resolves {@code ${…}} placeholders in the annotation's lease (the application's
      *                     environment)
      * @throws IllegalStateException if an expression does not parse, the lease is not a positive duration (or names
-     *                               a property that is not set), or the storage policy cannot be created; the
+     *                               a property that is not set) or is set on an endpoint that is not intent-first,
+     *                               or the storage policy cannot be created; the
      *                               startup checks call this for every endpoint, so such mistakes stop the start
      */
     static IdempotentEndpoint of(Method method, Idempotent annotation, Collection<String> defaultMethods,
@@ -70,6 +71,13 @@ final class IdempotentEndpoint {
             }
             StoragePolicy policy = annotation.storagePolicy() == StoragePolicy.class
                     ? defaultPolicy : BeanUtils.instantiateClass(annotation.storagePolicy());
+            if (!annotation.lease().isBlank() && annotation.mode() != IdempotencyMode.INTENT_FIRST) {
+                // only an intent-first claim is held by a lease: written without the mode, the lease would be ignored
+                // and the handler's call to a third party would run with no intent committed before it
+                throw new IllegalArgumentException("a lease is set (" + annotation.lease() + "), but only an"
+                        + " INTENT_FIRST claim is held by one, and the mode is " + annotation.mode() + ": add mode ="
+                        + " IdempotencyMode.INTENT_FIRST if the method calls a third party, or remove the lease");
+            }
             String leaseText = annotation.lease().isBlank() ? ""
                     : placeholders.resolveRequiredPlaceholders(annotation.lease()).trim();
             Duration lease = leaseText.isEmpty() ? defaultLease : DurationStyle.detectAndParse(leaseText);

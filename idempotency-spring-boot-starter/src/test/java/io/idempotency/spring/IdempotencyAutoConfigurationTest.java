@@ -528,6 +528,20 @@ class IdempotencyAutoConfigurationTest {
         });
     }
 
+    /**
+     * A lease is held only by an intent-first claim: on an endpoint left in the default mode (the mode forgotten) it
+     * would be ignored, and the handler's call to a third party would run in one transaction with its claim, with no
+     * intent committed before it, which nothing else would tell.
+     */
+    @Test
+    void aLeaseOnAnEndpointThatIsNotIntentFirstIsRefusedAtStartup() {
+        runner.withUserConfiguration(LeaseWithoutIntentFirstController.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(rootMessage(context.getStartupFailure())).contains(
+                    "LeaseWithoutIntentFirstController.charge()", "mode = IdempotencyMode.INTENT_FIRST");
+        });
+    }
+
     @ParameterizedTest(name = "{0}={1}")
     @CsvSource(delimiterString = " = ", value = {
             "idempotency.header-name = ''",
@@ -1255,6 +1269,15 @@ class IdempotencyAutoConfigurationTest {
         @Idempotent
         public String anyMethod() {
             return "mapped to every method, so POST and PATCH too";
+        }
+    }
+
+    @RestController
+    static class LeaseWithoutIntentFirstController {
+        @PostMapping("/charges")
+        @Idempotent(lease = "30s")
+        public String charge() {
+            return "charged";
         }
     }
 
