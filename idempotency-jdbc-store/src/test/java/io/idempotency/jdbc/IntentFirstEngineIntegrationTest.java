@@ -186,6 +186,48 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
+     * An error thrown by the resolver for one claim (its third-party client's class failed to initialise, an assertion)
+     * is a failure of the resolver like an exception: the sweep reports it and goes on with the other claims, instead of
+     * ending with it and leaving them for a later sweep.
+     */
+    @Test
+    void aResolverErrorForOneStaleClaimKeepsNoOtherWaiting() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyEngine engine = engine(dataSource, store, StaleClaimResolver.RERUN);
+            ScopedKey broken = new ScopedKey("", "POST /charges", "broken-" + UUID.randomUUID());
+            ScopedKey answerable = new ScopedKey("", "POST /charges", "answerable-" + UUID.randomUUID());
+            for (ScopedKey key : List.of(broken, answerable)) {
+                ((IdempotencyEngine.Proceed) engine.start(key, HASH, IdempotencyMode.INTENT_FIRST,
+                        Duration.ofMillis(200))).execution().abandon(); // crashed: the claims stay PROCESSING
+                Thread.sleep(20); // the broken one's lease runs out first, so the sweep comes to it first
+            }
+            engine.shutdown();
+            Thread.sleep(300);
+            AssertionError error = new AssertionError("the gateway client is misconfigured");
+            StoredResponse charged = new StoredResponse(201, List.of(), "charged".getBytes(StandardCharsets.UTF_8));
+            StaleClaimResolver resolver = claim -> {
+                if (claim.key().equals(broken)) {
+                    throw error;
+                }
+                return StaleClaimResolver.Resolution.complete(charged);
+            };
+
+            StaleClaimSweeper.Sweep sweep = new StaleClaimSweeper(store, resolver, new DownstreamKeys("secret"),
+                    Duration.ofSeconds(30), 100).sweep();
+
+            assertThat(sweep.unresolved()).singleElement().satisfies(unresolved -> {
+                assertThat(unresolved.key()).isEqualTo(broken);
+                assertThat((Object) unresolved.error()).isSameAs(error);
+            });
+            assertThat(store.find(answerable).orElseThrow().status()).isEqualTo(RecordStatus.SUCCEEDED);
+            IdempotencyRecord held = store.find(broken).orElseThrow();
+            assertThat(held.status()).as("left for a later sweep").isEqualTo(RecordStatus.PROCESSING);
+            assertThat(held.leaseExpired()).as("held by the sweeper meanwhile").isFalse();
+        }
+    }
+
+    /**
      * A FAILED claim stays with its request. A definite failure may have reached the third party (a decline), and the
      * sweeper's "rerun" (the default resolver, which asks nobody) does not know whether the charge happened: either way
      * the third party may hold something under the key's downstream key, which a request with another body would send
