@@ -11,8 +11,10 @@ import java.util.concurrent.Callable;
  * for every repetition. Thread-safe.
  *
  * <pre>{@code
- * template.execute(new ScopedKey("", "payment-events", message.getMessageId()), message.getBody(),
- *         () -> { payments.apply(event); return "done".getBytes(); });
+ * // a Spring AMQP listener: the broker's redelivery keeps the message id
+ * template.execute(new ScopedKey("", "payment-events", message.getMessageProperties().getMessageId()),
+ *         message.getBody(),
+ *         () -> { payments.apply(parse(message)); return "done".getBytes(); });
  * }</pre>
  */
 public final class IdempotencyTemplate {
