@@ -253,6 +253,28 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         assertThat(resolver.consultations() - consultedBefore).isEqualTo(2);
     }
 
+    /**
+     * A resolver whose own database access fails (it records what it found, say) is answered as the claim's failing
+     * database is: 503, come back later with the same key. The claim stays PROCESSING for a later resolution.
+     */
+    @Test
+    void aResolverWhoseDatabaseAccessFailsIsAnswered503() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "resolver-database-" + key;
+
+        assertThat(charge("/intent/charges", key, note, "X-Fail", "unknown").statusCode()).isEqualTo(500);
+        awaitLeaseExpired(key);
+        resolver.decideNext(() -> {
+            throw new org.springframework.dao.DataAccessResourceFailureException("the resolutions table is gone");
+        });
+        HttpResponse<String> failed = charge("/intent/charges", key, note);
+
+        assertThat(failed.statusCode()).isEqualTo(503);
+        assertThat(failed.body()).contains("idempotency-store-unavailable");
+        assertThat(DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'"))
+                .isEqualTo("PROCESSING");
+    }
+
     @Test
     void aResolversCompleteAnswerThatTheStoragePolicyDoesNotKeepIsNotReplayed() throws Exception {
         String key = UUID.randomUUID().toString();
