@@ -436,7 +436,7 @@ public final class IdempotencyEngine {
             resolution = decided(resolver.resolve(new StaleClaimResolver.StaleClaim(key, downstreamKey(key),
                     stale.requestHash(), stale.createdAt(), stale.lockedUntil(), true)), key, defaultPolicy,
                     maxStoredBodySize);
-        } catch (RuntimeException | Error e) {
+        } catch (Throwable e) { // also a checked exception a resolver in Kotlin passes on undeclared
             if (Thread.currentThread().isInterrupted()) {
                 // asked to stop (the server ends a request the shutdown did not wait for), which is likely why the
                 // resolver failed: the claim would wait for this request's lease before another could resolve it

@@ -37,7 +37,10 @@ public final class StaleClaimSweeper {
         }
     }
 
-    /** A claim the resolver could not decide, and what it threw: an exception, or an error such as an assertion's. */
+    /**
+     * A claim the resolver could not decide, and what it threw: an exception (also a checked one a resolver in Kotlin
+     * throws undeclared), or an error such as an assertion's.
+     */
     public record Unresolved(ScopedKey key, Throwable error) {
     }
 
@@ -168,9 +171,10 @@ public final class StaleClaimSweeper {
                     resolution = IdempotencyEngine.decided(resolver.resolve(new StaleClaimResolver.StaleClaim(
                             stale.key(), downstreamKeys.derive(stale.key()), stale.requestHash(), stale.createdAt(),
                             stale.lockedUntil(), false)), stale.key(), policy, maxStoredBodySize);
-                } catch (RuntimeException | Error e) {
-                    // an error too (the resolver's client failed to initialise, an assertion): thrown on, it would end
-                    // the sweep and leave the other claims for a later one, with this one held meanwhile
+                } catch (Throwable e) {
+                    // an error too (the resolver's client failed to initialise, an assertion), and a checked exception
+                    // a resolver in Kotlin passes on undeclared: thrown on, it would end the sweep and leave the other
+                    // claims for a later one, with this one held meanwhile
                     if (Thread.currentThread().isInterrupted()) {
                         // asked to stop, which is likely why the resolver failed: the claim would wait for this
                         // sweeper's lease to run out before anyone else could resolve it

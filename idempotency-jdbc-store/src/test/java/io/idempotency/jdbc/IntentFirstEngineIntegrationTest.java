@@ -190,8 +190,9 @@ class IntentFirstEngineIntegrationTest {
      * is a failure of the resolver like an exception: the sweep reports it and goes on with the other claims, instead of
      * ending with it and leaving them for a later sweep.
      */
-    @Test
-    void aResolverErrorForOneStaleClaimKeepsNoOtherWaiting() throws Exception {
+    @ParameterizedTest
+    @ValueSource(strings = {"error", "checked"})
+    void aResolverErrorForOneStaleClaimKeepsNoOtherWaiting(String kind) throws Exception {
         try (HikariDataSource dataSource = database(null)) {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
             IdempotencyEngine engine = engine(dataSource, store, StaleClaimResolver.RERUN);
@@ -204,11 +205,13 @@ class IntentFirstEngineIntegrationTest {
             }
             engine.shutdown();
             Thread.sleep(300);
-            AssertionError error = new AssertionError("the gateway client is misconfigured");
+            // a checked exception, as a resolver in Kotlin passes one on from the client it calls
+            Throwable error = kind.equals("error") ? new AssertionError("the gateway client is misconfigured")
+                    : new java.io.IOException("the gateway closed the connection");
             StoredResponse charged = new StoredResponse(201, List.of(), "charged".getBytes(StandardCharsets.UTF_8));
             StaleClaimResolver resolver = claim -> {
                 if (claim.key().equals(broken)) {
-                    throw error;
+                    IntentFirstEngineIntegrationTest.<RuntimeException>sneakyThrow(error);
                 }
                 return StaleClaimResolver.Resolution.complete(charged);
             };
@@ -366,8 +369,9 @@ class IntentFirstEngineIntegrationTest {
      * request it did not wait for, and the resolver fails. The claim is handed back with its lease ended, so that the
      * next retry (on another instance) resolves it at once instead of after the interrupted request's lease.
      */
-    @Test
-    void aStaleClaimWhoseResolverAnInterruptStoppedIsHandedBackAtOnce() throws Exception {
+    @ParameterizedTest
+    @ValueSource(strings = {"unchecked", "checked"}) // checked: a resolver in Kotlin passes on its client's undeclared
+    void aStaleClaimWhoseResolverAnInterruptStoppedIsHandedBackAtOnce(String kind) throws Exception {
         try (HikariDataSource dataSource = database(null)) {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
@@ -379,6 +383,10 @@ class IntentFirstEngineIntegrationTest {
                     Thread.sleep(60_000); // a third party that has not answered yet
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
+                    if (kind.equals("checked")) {
+                        IntentFirstEngineIntegrationTest.<RuntimeException>sneakyThrow(
+                                new java.io.InterruptedIOException("the call to the gateway was interrupted"));
+                    }
                     throw new IllegalStateException("the call to the gateway was interrupted", e);
                 }
                 return StaleClaimResolver.Resolution.fail();
