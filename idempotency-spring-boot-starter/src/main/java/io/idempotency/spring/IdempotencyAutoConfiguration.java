@@ -19,6 +19,7 @@ import io.idempotency.jdbc.SpringTransactions;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.config.BeanDefinition;
+import org.springframework.boot.LazyInitializationExcludeFilter;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
@@ -75,6 +76,20 @@ public class IdempotencyAutoConfiguration {
         return partitioned(properties)
                 ? new PartitionedPostgresIdempotencyStore(dataSource, table)
                 : new PostgresIdempotencyStore(dataSource, table);
+    }
+
+    /**
+     * Under {@code spring.main.lazy-initialization=true} a bean is made when first asked for, and nothing asks for the
+     * schema initializer (it only creates or checks the table) nor, before the first request, for the engine (whose
+     * making checks the retention, the settings and the transaction manager against the store). Left lazy, the
+     * table would be created by no one on an instance that neither cleans up nor sweeps, and every check the
+     * documentation promises at startup would wait for the first request, and fail it. Static: read while bean
+     * definitions are still being post-processed.
+     */
+    @Bean
+    static LazyInitializationExcludeFilter idempotencyLazyInitializationExcludeFilter() {
+        return LazyInitializationExcludeFilter.forBeanTypes(IdempotencySchemaInitializer.class,
+                IdempotencyEngine.class);
     }
 
     /**
