@@ -1,0 +1,135 @@
+package io.idempotency.spring.aot;
+
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import javax.tools.JavaCompiler;
+import javax.tools.ToolProvider;
+import java.io.File;
+import java.io.IOException;
+import java.net.ServerSocket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * An application processed ahead of time, as {@code spring-boot:process-aot} does before a native image is built,
+ * then run on the JVM with the generated code ({@code -Dspring.aot.enabled=true}): it starts, and its idempotent
+ * endpoint claims, replays and refuses a mismatch as without the processing.
+ */
+class AotProcessedApplicationTest {
+
+    private static final Duration START = Duration.ofMinutes(3);
+
+    @TempDir
+    Path work;
+
+    @Test
+    void anApplicationProcessedAheadOfTimeClaimsReplaysAndRefusesAMismatch() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        database.queryString("create table aot_orders (id bigserial primary key, note text not null)");
+        List<String> arguments = database.springPropertyValues().stream().map(property -> "--" + property).toList();
+
+        Path sources = Files.createDirectories(work.resolve("sources"));
+        Path resources = Files.createDirectories(work.resolve("resources"));
+        Path classes = Files.createDirectories(work.resolve("classes"));
+        List<String> process = new ArrayList<>(List.of("org.springframework.boot.SpringApplicationAotProcessor",
+                AotApplication.class.getName(), sources.toString(), resources.toString(), classes.toString(),
+                "io.idempotency", "aot-test"));
+        process.addAll(arguments);
+        assertThat(java(List.of(), process, work.resolve("process.log")).waitFor(5, TimeUnit.MINUTES)).isTrue();
+        assertThat(sources.resolve("io/idempotency/spring/aot/AotApplication__ApplicationContextInitializer.java"))
+                .as(Files.readString(work.resolve("process.log"))).exists();
+        Path metadata = resources.resolve("META-INF/native-image/io.idempotency/aot-test/reachability-metadata.json");
+        assertThat(Files.readString(metadata).replace("\\/", "/")).as("the hints a native image is built with")
+                .contains("io/idempotency/jdbc/postgresql/schema.sql");
+
+        JavaCompiler compiler = ToolProvider.getSystemJavaCompiler();
+        List<String> javac = new ArrayList<>(List.of("-d", classes.toString(), "-cp",
+                System.getProperty("java.class.path"), "-parameters", "-proc:none", "-nowarn"));
+        try (Stream<Path> files = Files.walk(sources)) {
+            files.filter(file -> file.toString().endsWith(".java")).forEach(file -> javac.add(file.toString()));
+        }
+        assertThat(compiler.run(null, null, null, javac.toArray(String[]::new))).isZero();
+
+        int port;
+        try (ServerSocket socket = new ServerSocket(0)) {
+            port = socket.getLocalPort();
+        }
+        List<String> run = new ArrayList<>(List.of(AotApplication.class.getName(), "--server.port=" + port));
+        run.addAll(arguments);
+        Path log = work.resolve("run.log");
+        Process application = java(List.of("-Dspring.aot.enabled=true", "-cp",
+                resources + File.pathSeparator + classes + File.pathSeparator + System.getProperty("java.class.path")),
+                run, log);
+        try {
+            awaitStarted(application, log);
+            assertThat(Files.readString(log)).contains("Starting AOT-processed AotApplication");
+
+            HttpResponse<String> first = post(port, "aot-1", "{\"note\":\"a\",\"n\":1.0}");
+            HttpResponse<String> replay = post(port, "aot-1", "{ \"n\":1.00, \"note\":\"a\" }");
+            HttpResponse<String> mismatch = post(port, "aot-1", "{\"note\":\"b\",\"n\":1}");
+
+            assertThat(first.statusCode()).as(first.body()).isEqualTo(201);
+            assertThat(first.headers().firstValue("Idempotent-Replayed")).isEmpty();
+            assertThat(replay.statusCode()).isEqualTo(201);
+            assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+            assertThat(replay.headers().firstValue("Location")).isEqualTo(first.headers().firstValue("Location"));
+            assertThat(replay.body()).isEqualTo(first.body());
+            assertThat(mismatch.statusCode()).isEqualTo(422);
+            assertThat(mismatch.headers().firstValue("Content-Type")).hasValue("application/problem+json");
+            assertThat(database.queryLong("select count(*) from aot_orders")).isEqualTo(1);
+        } finally {
+            application.destroy();
+            if (!application.waitFor(1, TimeUnit.MINUTES)) {
+                application.destroyForcibly();
+            }
+        }
+    }
+
+    private static HttpResponse<String> post(int port, String key, String body) throws Exception {
+        HttpRequest request = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/aot/orders"))
+                .header("Content-Type", "application/json").header("Idempotency-Key", key)
+                .timeout(Duration.ofMinutes(1))
+                .POST(HttpRequest.BodyPublishers.ofString(body, StandardCharsets.UTF_8)).build();
+        return HttpClient.newHttpClient().send(request, HttpResponse.BodyHandlers.ofString());
+    }
+
+    private static void awaitStarted(Process application, Path log) throws Exception {
+        long deadline = System.nanoTime() + START.toNanos();
+        while (System.nanoTime() < deadline) {
+            String text = Files.exists(log) ? Files.readString(log) : "";
+            if (text.contains("Started AotApplication")) {
+                return;
+            }
+            assertThat(application.isAlive()).as("the application stopped:\n" + text).isTrue();
+            Thread.sleep(200);
+        }
+        throw new AssertionError("not started within " + START + ":\n" + Files.readString(log));
+    }
+
+    /** A JVM on the test class path (unless {@code options} give another), its output in {@code log}. */
+    private static Process java(List<String> options, List<String> arguments, Path log) throws IOException {
+        List<String> command = new ArrayList<>();
+        command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        command.addAll(options);
+        if (!options.contains("-cp")) {
+            command.add("-cp");
+            command.add(System.getProperty("java.class.path"));
+        }
+        command.addAll(arguments);
+        return new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile()).start();
+    }
+}
