@@ -70,7 +70,9 @@ class RealisticApplicationsStartTest {
 
     @Test
     void lazyBeans() {
-        runner.withPropertyValues("spring.main.lazy-initialization=true")
+        // the property alone does nothing to a context runner: SpringApplication reads it and adds this
+        runner.withInitializer(context -> context.addBeanFactoryPostProcessor(
+                        new org.springframework.boot.LazyInitializationBeanFactoryPostProcessor()))
                 .withUserConfiguration(AccountsController.class, OrderController.class, CustomerController.class,
                         PrototypeService.class, Factory.class)
                 .run(context -> assertThat(context).hasNotFailed());
