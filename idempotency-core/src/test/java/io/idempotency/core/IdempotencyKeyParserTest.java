@@ -50,11 +50,50 @@ class IdempotencyKeyParserTest {
             "\"abc\\",      // ends inside an escape
             "\"abc",        // no closing quote
             "\"",           // a lone quote
-            "\"abc\";x=1",  // parameters after the string
             "\"abc\"x",
             "\"a\"\"b\"",   // an unescaped quote ends the string early
     })
     void malformedQuotedStrings(String value) {
+        assertMalformed(value);
+    }
+
+    /** RFC 9651 lets every Item carry parameters; none is defined for the field, so they are ignored. */
+    @ParameterizedTest
+    @ValueSource(strings = {
+            "\"abc\";x=1",
+            "\"abc\";x",                          // a Boolean true, written without its value
+            "\"abc\"; x=?0;y=-12.345;z=tok/en:1",  // spaces after the semicolon are allowed
+            "\"abc\";s=\"a \\\"q\\\" ;, \\\\\"",   // a String holding quotes, semicolons and commas
+            "\"abc\";b=:aGVsbG8=:;c=:aGVsbG8:",    // Byte Sequences, padded or not
+            "\"abc\";d=@1700000000;e=%\"caf%c3%a9\"", // a Date and a Display String
+            "\"abc\";*grease_1.x-y=999999999999999",
+            "\"abc\";x=1;x=2",                     // a repeated parameter: the last one wins
+    })
+    void parametersAfterTheStringAreNoPartOfTheKey(String value) {
+        assertValid(value, "abc");
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {
+            "\"abc\" ;x=1",       // no space before the semicolon
+            "\"abc\";",           // a semicolon without a parameter
+            "\"abc\";X=1",        // keys are lower case
+            "\"abc\";1x=1",       // and begin with a letter or '*'
+            "\"abc\";x=",         // '=' without a value
+            "\"abc\";x=1.",       // a Decimal needs a fraction
+            "\"abc\";x=1.2345",   // of at most 3 digits
+            "\"abc\";x=1234567890123456", // an Integer of at most 15 digits
+            "\"abc\";x=?2",       // a Boolean is ?0 or ?1
+            "\"abc\";x=\"open",   // an unterminated String
+            "\"abc\";x=\"a\\b\"", // a String with an escape other than \" and \\
+            "\"abc\";x=:a$b:",    // a Byte Sequence outside base64
+            "\"abc\";x=@1.5",     // a Date is an Integer
+            "\"abc\";x=%\"%C3%A9\"", // a Display String escapes in lower-case hex
+            "\"abc\";x=%\"%ff\"",  // and holds UTF-8
+            "\"abc\";x=(1 2)",    // a parameter's value is a bare item, not an Inner List
+            "\"abc\";x=1, \"def\"", // a second member: the header was sent twice and merged
+    })
+    void malformedParametersMakeTheKeyMalformed(String value) {
         assertMalformed(value);
     }
 

@@ -41,6 +41,27 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
         assertThat(rows(note)).isEqualTo(1);
     }
 
+    /**
+     * The field is an RFC 9651 Item, and every Item may carry parameters (a client's structured-field serializer may
+     * add some): they are no part of the key, and only parameters that do not parse make the header malformed.
+     */
+    @Test
+    void parametersOnAQuotedKeyAreIgnoredAndOnlyMalformedOnesRefused() throws Exception {
+        String id = UUID.randomUUID().toString();
+        String note = "parameters-" + id;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> withParameters = post("/orders", "\"" + id + "\";v=1; grease=?0", body);
+        HttpResponse<byte[]> without = post("/orders", "\"" + id + "\"", body);
+        HttpResponse<byte[]> malformed = post("/orders", "\"" + UUID.randomUUID() + "\";V=1", body);
+
+        assertThat(withParameters.statusCode()).isEqualTo(201);
+        assertThat(without.headers().firstValue("Idempotent-Replayed")).as("the same key").hasValue("true");
+        assertThat(malformed.statusCode()).isEqualTo(400);
+        assertProblem(malformed, "idempotency-key-malformed");
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
     @Test
     void anEmptyKeyOrOneWithControlCharactersIsMalformed() throws Exception {
         String note = "control-" + UUID.randomUUID();
