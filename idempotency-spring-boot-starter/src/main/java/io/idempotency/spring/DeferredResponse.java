@@ -43,6 +43,8 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     private String errorMessage;
     private boolean errorSent;
     private final Map<String, List<String>> headers = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
+    /** The headers the container's response had when the capture began (see {@link #capture()}). */
+    private final Map<String, List<String>> headersBefore = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
     private final List<Cookie> cookies = new ArrayList<>(); // never stored, like every Set-Cookie
     private Supplier<Map<String, String>> trailerFields; // set while capturing; never stored
     private String characterEncoding; // set while capturing
@@ -59,15 +61,48 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         super(response);
     }
 
-    /** From now on, keep everything in memory. */
+    /**
+     * From now on, keep everything in memory. The headers already set (by a filter after this one, an interceptor's
+     * {@code preHandle}, Spring MVC's CORS processing) are seen by the handler as the container would show them: a
+     * handler that sets one replaces it, as without the capture, rather than sending it a second time beside its own.
+     */
     void capture() {
+        if (capturing) {
+            return;
+        }
         // e.g. a CharacterEncodingFilter forcing the response encoding, before the chain: the container would encode
         // text with it, so the captured writer does too
-        String encoding = getResponse().getCharacterEncoding();
+        HttpServletResponse container = (HttpServletResponse) getResponse();
+        String encoding = container.getCharacterEncoding();
         if (encoding != null) {
             containerEncoding = encoding;
         }
+        for (String name : container.getHeaderNames()) {
+            // the content type and length are the container's own state, and cookies stay where they are (never
+            // stored, and held apart while capturing)
+            if (!isContainerState(name) && !headersBefore.containsKey(name)) {
+                List<String> values = new ArrayList<>(container.getHeaders(name));
+                headersBefore.put(name, List.copyOf(values));
+                headers.put(name, values);
+            }
+        }
         capturing = true;
+    }
+
+    private static boolean isContainerState(String name) {
+        return CONTENT_TYPE.equalsIgnoreCase(name) || "Content-Length".equalsIgnoreCase(name)
+                || "Set-Cookie".equalsIgnoreCase(name);
+    }
+
+    /**
+     * Gives the container's response {@code name} with {@code values} in place of what it had: a header set before
+     * the capture began and set again while capturing (or by a stored answer) is sent once, with its new values.
+     */
+    private static void replaceHeader(HttpServletResponse response, String name, List<String> values) {
+        if (!CONTENT_TYPE.equalsIgnoreCase(name) && !response.getHeaders(name).isEmpty()) { // one Content-Type, set
+            response.setHeader(name, null); // removes it (Servlet 6.1)
+        }
+        values.forEach(value -> response.addHeader(name, value));
     }
 
     boolean isCapturing() {
@@ -81,17 +116,12 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     /**
      * The captured answer, keeping only the headers named in {@code replayed} (lower case) but those a
-     * {@code Connection} header names, also one set on the response before the capture began
-     * ({@link IdempotencyFilter#storedHeaders}).
+     * {@code Connection} header names ({@link IdempotencyFilter#storedHeaders}); the headers set before the capture
+     * began are among them, as the answer carries them.
      */
     StoredResponse toStoredResponse(Set<String> replayed) {
         flushWriter();
         List<StoredResponse.Header> all = new ArrayList<>();
-        Collection<String> connection = ((HttpServletResponse) getResponse()).getHeaders("Connection");
-        if (connection != null) {
-            connection.forEach(
-                    value -> all.add(new StoredResponse.Header("Connection", IdempotencyFilter.asSent(value))));
-        }
         headers.forEach((name, values) -> {
             // only those that may be stored (and a Connection header, which names others that may not): any other
             // reaches the first answer only, whatever its name, also one no stored line could hold (the ":status"
@@ -112,9 +142,15 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     void sendCaptured() throws IOException {
         flushWriter();
         HttpServletResponse response = (HttpServletResponse) getResponse();
+        headersBefore.keySet().stream().filter(name -> !headers.containsKey(name)).toList()
+                .forEach(removed -> response.setHeader(removed, null)); // removed while capturing (a reset)
         headers.forEach((name, values) -> {
-            if (!TRANSFER_ENCODING.equalsIgnoreCase(name)) {
-                values.forEach(value -> response.addHeader(name, value));
+            if (TRANSFER_ENCODING.equalsIgnoreCase(name)) {
+                if (headersBefore.containsKey(name)) {
+                    response.setHeader(name, null);
+                }
+            } else if (!values.equals(headersBefore.get(name))) {
+                replaceHeader(response, name, values);
             }
         });
         cookies.forEach(response::addCookie);
@@ -142,9 +178,12 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     void send(StoredResponse answer, StoredResponse.Header... extraHeaders) throws IOException {
         HttpServletResponse response = (HttpServletResponse) getResponse();
         response.setStatus(answer.status());
+        // a stored header replaces what was set before the handler would have run, as it did in the first answer
+        Map<String, List<String>> answerHeaders = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
         for (StoredResponse.Header header : answer.headers()) {
-            response.addHeader(header.name(), header.value());
+            answerHeaders.computeIfAbsent(header.name(), name -> new ArrayList<>(1)).add(header.value());
         }
+        answerHeaders.forEach((name, values) -> replaceHeader(response, name, values));
         for (StoredResponse.Header header : extraHeaders) {
             response.setHeader(header.name(), header.value());
         }
