@@ -203,6 +203,11 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             exchange.passThrough();
             return invocation.proceed();
         }
+        if (headerKey != null && !(headerKey instanceof IdempotencyKeyParser.Valid)) {
+            // the key is checked before anything of the request is processed (the draft's security considerations):
+            // a request without a usable key is told so, whatever its body
+            return answer(exchange, keyProblem(headerKey, endpoint, headerName, instance));
+        }
         if (isMultipart(request)) {
             return answer(exchange, problems.render(ProblemResponses.Problem.BODY_UNSUPPORTED,
                     "Multipart bodies cannot be fingerprinted; send the request as JSON or another single body.",
@@ -252,21 +257,14 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             // code the expression called refused the request's value (SpEL passes its unchecked exceptions on)
             parsed = unreadableKey(invocation, e);
         }
-        if (parsed instanceof IdempotencyKeyParser.Missing) {
-            if (!endpoint.keyRequired) {
-                exchange.passThrough();
-                return invocation.proceed();
-            }
-            return answer(exchange, problems.render(ProblemResponses.Problem.KEY_MISSING,
-                    endpoint.keyExpression == null ? "This endpoint requires an " + headerName + " header."
-                            : "The request does not carry the value this endpoint is keyed by.", instance));
+        if (parsed instanceof IdempotencyKeyParser.Missing && !endpoint.keyRequired) {
+            exchange.passThrough();
+            return invocation.proceed();
         }
-        if (parsed instanceof IdempotencyKeyParser.Malformed malformed) {
-            return answer(exchange, problems.render(ProblemResponses.Problem.KEY_MALFORMED,
-                    (endpoint.keyExpression == null ? "The " + headerName + " header" : "The key")
-                            + " is malformed: " + malformed.reason() + ".", instance));
+        if (!(parsed instanceof IdempotencyKeyParser.Valid valid)) {
+            return answer(exchange, keyProblem(parsed, endpoint, headerName, instance));
         }
-        String key = ((IdempotencyKeyParser.Valid) parsed).key();
+        String key = valid.key();
 
         String fingerprint;
         try {
@@ -335,6 +333,19 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         return answer(exchange, problems.render(ProblemResponses.Problem.REQUEST_IN_PROGRESS,
                 "A request with this idempotency key is still being processed. Retry later with the same key.",
                 instance, new StoredResponse.Header("Retry-After", retryAfterSeconds)));
+    }
+
+    /** The answer to a request whose key is missing (where one is required) or malformed. */
+    private StoredResponse keyProblem(IdempotencyKeyParser.Result parsed, IdempotentEndpoint endpoint,
+                                      String headerName, String instance) {
+        if (parsed instanceof IdempotencyKeyParser.Malformed malformed) {
+            return problems.render(ProblemResponses.Problem.KEY_MALFORMED,
+                    (endpoint.keyExpression == null ? "The " + headerName + " header" : "The key")
+                            + " is malformed: " + malformed.reason() + ".", instance);
+        }
+        return problems.render(ProblemResponses.Problem.KEY_MISSING,
+                endpoint.keyExpression == null ? "This endpoint requires an " + headerName + " header."
+                        : "The request does not carry the value this endpoint is keyed by.", instance);
     }
 
     /**

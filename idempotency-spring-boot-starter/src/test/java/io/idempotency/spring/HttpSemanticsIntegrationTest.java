@@ -62,6 +62,23 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
         assertThat(rows(note)).isEqualTo(1);
     }
 
+    /** The key is validated before anything of the request is processed: a missing or bad key is what is told. */
+    @Test
+    void aMissingOrMalformedKeyIsToldWhateverTheBody() throws Exception {
+        String note = "key-first-" + UUID.randomUUID();
+        String duplicateMembers = "{\"note\":\"" + note + "\",\"note\":\"" + note + "\"}";
+        String tooLarge = "{\"note\":\"" + note + "\",\"padding\":\"" + "x".repeat(1_100_000) + "\"}";
+
+        HttpResponse<byte[]> missing = send(request("/orders", duplicateMembers).build());
+        HttpResponse<byte[]> malformed = post("/orders", "a b", tooLarge);
+
+        assertThat(missing.statusCode()).isEqualTo(400);
+        assertProblem(missing, "idempotency-key-missing");
+        assertThat(malformed.statusCode()).isEqualTo(400);
+        assertProblem(malformed, "idempotency-key-malformed");
+        assertThat(rows(note)).isZero();
+    }
+
     @Test
     void anEmptyKeyOrOneWithControlCharactersIsMalformed() throws Exception {
         String note = "control-" + UUID.randomUUID();
