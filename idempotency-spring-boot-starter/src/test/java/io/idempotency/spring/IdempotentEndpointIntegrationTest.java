@@ -64,6 +64,22 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void theSameKeyWithAnotherMethodUnderASharedScopeIsAnotherRequest() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "methods-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+        assertThat(post("/orders/shared-scope", key, body).statusCode()).isEqualTo(201);
+
+        HttpResponse<byte[]> patch = send(request("/orders/shared-scope", body).header("Idempotency-Key", key)
+                .method("PATCH", HttpRequest.BodyPublishers.ofString(body)).build());
+
+        assertThat(patch.statusCode()).as("same scope, path and body, another method").isEqualTo(422);
+        assertProblem(patch, "idempotency-key-mismatch");
+        assertThat(patch.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
     void aMissingOrMalformedKeyIsRefusedBeforeAnythingIsWritten() throws Exception {
         String note = "bad-key-" + UUID.randomUUID();
         String body = "{\"note\":\"" + note + "\"}";

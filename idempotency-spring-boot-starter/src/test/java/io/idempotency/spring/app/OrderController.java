@@ -413,6 +413,17 @@ public class OrderController {
         return Map.of("id", insert(request.note()));
     }
 
+    /**
+     * POST and PATCH under one scope the endpoint names, so that they share keys: a POST and a PATCH with one key are
+     * two requests under it, told apart by their method alone.
+     */
+    @RequestMapping(path = "/shared-scope", method = {RequestMethod.POST, RequestMethod.PATCH})
+    @Idempotent(scope = "orders-shared-scope")
+    @ResponseStatus(HttpStatus.CREATED)
+    public Map<String, Object> sharedScope(HttpServletRequest servletRequest, @RequestBody OrderRequest request) {
+        return Map.of("id", insert(request.note()), "method", servletRequest.getMethod());
+    }
+
     @PutMapping("/put-idempotent/{id}")
     @Idempotent(methods = "PUT")
     public Map<String, Object> idempotentPut(@PathVariable long id, @RequestBody OrderRequest request) {
