@@ -10,6 +10,7 @@ import io.idempotency.core.ScopedKey;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.support.TransactionTemplate;
 
 import javax.sql.DataSource;
@@ -53,6 +54,22 @@ class PostgresIdempotencyStoreIntegrationTest extends PostgresStoreContract {
                     .hasMessageContaining("holds no connection of the idempotency store's DataSource");
         }
         assertThat(STORE.find(key)).as("nothing was written for the refused claim").isEmpty();
+    }
+
+    /**
+     * At REPEATABLE READ a claim that waited for another transaction's claim of the key fails with a serialization
+     * error instead of reading the record that transaction committed: the claim refuses to run there at all, and
+     * what it wrote rolls back with the transaction.
+     */
+    @Test
+    void aClaimAtRepeatableReadIsRefused() {
+        TransactionTemplate repeatableRead = new TransactionTemplate(new DataSourceTransactionManager(DATA_SOURCE));
+        repeatableRead.setIsolationLevel(TransactionDefinition.ISOLATION_REPEATABLE_READ);
+        ScopedKey key = newKey();
+        assertThatThrownBy(() -> repeatableRead.executeWithoutResult(status -> STORE.claim(new ClaimRequest(key,
+                "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1)))))
+                .isInstanceOf(IllegalStateException.class).hasMessageContaining("must run at READ COMMITTED");
+        assertThat(STORE.find(key)).isEmpty();
     }
 
     @Override
