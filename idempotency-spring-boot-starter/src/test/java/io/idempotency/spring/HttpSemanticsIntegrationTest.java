@@ -119,6 +119,7 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
         assertThat(reordered.headers().firstValue("Idempotent-Replayed")).hasValue("true");
         assertThat(reordered.body()).isEqualTo(first.body());
         assertThat(changed.statusCode()).isEqualTo(422);
+        assertThat(changed.statusCode()).isEqualTo(422);
         assertProblem(changed, "idempotency-key-mismatch");
         assertThat(rows(note)).isEqualTo(1);
     }
@@ -456,6 +457,29 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
         assertThat(second.headers().firstValue("Idempotent-Replayed")).hasValue("true");
         assertThat(second.body()).isEqualTo(first.body());
         assertThat(rows("a-" + reference) + rows("b-" + reference)).isEqualTo(1);
+    }
+
+    @Test
+    void aKeyFromAHeaderAndAFingerprintFromTheQueryAreReadThroughHeadersAndParams() throws Exception {
+        String event = "evt-" + UUID.randomUUID();
+        String note = "header-" + event;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> first = send(request("/orders/by-event-header?amount=5", body)
+                .header("X-Event-Id", event).build());
+        HttpResponse<byte[]> again = send(request("/orders/by-event-header?amount=5", body)
+                .header("x-event-id", event).build());
+        HttpResponse<byte[]> changed = send(request("/orders/by-event-header?amount=6", body)
+                .header("X-Event-Id", event).build());
+
+        assertThat(first.statusCode()).isEqualTo(200);
+        assertThat(again.headers().firstValue("Idempotent-Replayed")).as("the header's name in any case")
+                .hasValue("true");
+        assertThat(again.body()).isEqualTo(first.body());
+        assertThat(changed.statusCode()).isEqualTo(422);
+        assertProblem(changed, "idempotency-key-mismatch");
+        assertThat(keyRows(event)).isEqualTo(1);
+        assertThat(rows(note)).isEqualTo(1);
     }
 
     // ---------------------------------------------------------------- methods and storage policies

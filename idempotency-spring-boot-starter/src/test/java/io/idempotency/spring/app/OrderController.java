@@ -406,6 +406,13 @@ public class OrderController {
         return Map.of("id", id, "reference", reference);
     }
 
+    /** Keyed by a request header, fingerprinted by a query parameter: a webhook that names its event in a header. */
+    @PostMapping("/by-event-header")
+    @Idempotent(key = "#headers['X-Event-Id']", fingerprint = "#params['amount']")
+    public Map<String, Object> byEventHeader(@RequestBody OrderRequest request) {
+        return Map.of("id", insert(request.note()));
+    }
+
     /** Serves POST and PUT; under the default methods only its POST requests are idempotent. */
     @RequestMapping(path = "/{id}", method = {RequestMethod.POST, RequestMethod.PUT})
     @Idempotent
