@@ -4,12 +4,14 @@ import org.junit.jupiter.api.Test;
 import org.springframework.boot.context.properties.bind.Bindable;
 import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.boot.context.properties.source.MapConfigurationPropertySource;
+import org.springframework.util.unit.DataSize;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
 
 import java.io.InputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.TreeSet;
@@ -51,5 +53,15 @@ class ReadmeConfigurationTableTest {
         IdempotencyProperties bound = new Binder(new MapConfigurationPropertySource(written))
                 .bind("idempotency", Bindable.ofInstance(new IdempotencyProperties())).get();
         assertThat(bound).usingRecursiveComparison().isEqualTo(new IdempotencyProperties());
+    }
+
+    @Test
+    void aBareNumberIsMillisecondsOrBytesAsTheReadmeWarns() {
+        IdempotencyProperties bound = new Binder(new MapConfigurationPropertySource(Map.of(
+                "idempotency.sweeper.interval", "30", "idempotency.max-request-body-size", "1024")))
+                .bind("idempotency", Bindable.ofInstance(new IdempotencyProperties())).get();
+
+        assertThat(bound.getSweeper().getInterval()).isEqualTo(Duration.ofMillis(30));
+        assertThat(bound.getMaxRequestBodySize()).isEqualTo(DataSize.ofBytes(1024));
     }
 }
