@@ -43,17 +43,20 @@ public @interface Idempotent {
     /**
      * An expression giving the key from the request itself, for callers that send no header — e.g.
      * {@code "#body.transactionId"} for a payment provider's callback. When set, the header is not read. Such an
-     * endpoint fingerprints only what {@link #fingerprint()} names, or nothing, because providers re-send callbacks
-     * with fresh nonces and signatures.
+     * endpoint fingerprints only the HTTP method, the concrete path and what {@link #fingerprint()} names, because
+     * providers re-send callbacks with fresh nonces and signatures: without {@link #fingerprint()}, another body
+     * under the key is answered with the first one's answer, not refused.
      */
     String key() default "";
 
     /**
      * Expressions naming what identifies "the same request", e.g. {@code {"#body.amount", "#body.currency"}}.
-     * When empty: the whole request (method, path, query and body) for header keys, nothing for {@link #key()}
-     * expressions. The values are compared as canonical JSON: body members, maps, collections, arrays, numbers,
-     * strings and booleans by their content, any other object by its {@code toString()} — so name the fields that
-     * identify the request, not an object whose {@code toString()} leaves some out or names the instance.
+     * The values named take the place of the query and body: the HTTP method and the concrete path are always part
+     * of the fingerprint. When empty: the whole request (method, path, query and body) for header keys, only the
+     * method and the path for {@link #key()} expressions. The values are compared as canonical JSON: body members,
+     * maps, collections, arrays, numbers, strings and booleans by their content, any other object by its
+     * {@code toString()} — so name the fields that identify the request, not an object whose {@code toString()}
+     * leaves some out or names the instance.
      */
     String[] fingerprint() default {};
 

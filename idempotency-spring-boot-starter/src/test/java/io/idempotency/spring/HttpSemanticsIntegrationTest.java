@@ -460,6 +460,26 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aKeyFromTheBodyWithoutFingerprintStillFingerprintsTheConcretePath() throws Exception {
+        String transaction = "tx-" + UUID.randomUUID();
+
+        HttpResponse<byte[]> first = send(request("/orders/provider-callbacks/acme",
+                "{\"transactionId\":\"" + transaction + "\",\"nonce\":1}").build());
+        HttpResponse<byte[]> resent = send(request("/orders/provider-callbacks/acme",
+                "{\"transactionId\":\"" + transaction + "\",\"nonce\":2}").build());
+        HttpResponse<byte[]> elsewhere = send(request("/orders/provider-callbacks/other",
+                "{\"transactionId\":\"" + transaction + "\",\"nonce\":1}").build());
+
+        assertThat(first.statusCode()).isEqualTo(200);
+        assertThat(resent.headers().firstValue("Idempotent-Replayed")).as("another body: replayed")
+                .hasValue("true");
+        assertThat(resent.body()).isEqualTo(first.body());
+        assertThat(elsewhere.statusCode()).as("another concrete path of the route: another request").isEqualTo(422);
+        assertProblem(elsewhere, "idempotency-key-mismatch");
+        assertThat(rows("provider-callback-" + transaction)).isEqualTo(1);
+    }
+
+    @Test
     void aKeyFromAHeaderAndAFingerprintFromTheQueryAreReadThroughHeadersAndParams() throws Exception {
         String event = "evt-" + UUID.randomUUID();
         String note = "header-" + event;

@@ -406,6 +406,13 @@ public class OrderController {
         return Map.of("id", id, "reference", reference);
     }
 
+    /** A provider's callback under a route with a variable, keyed by the body and fingerprinting nothing named. */
+    @PostMapping("/provider-callbacks/{provider}")
+    @Idempotent(key = "#body.transactionId")
+    public Map<String, Object> providerCallback(@PathVariable String provider, @RequestBody Map<String, Object> callback) {
+        return Map.of("id", insert("provider-callback-" + callback.get("transactionId")), "provider", provider);
+    }
+
     /** Keyed by a request header, fingerprinted by a query parameter: a webhook that names its event in a header. */
     @PostMapping("/by-event-header")
     @Idempotent(key = "#headers['X-Event-Id']", fingerprint = "#params['amount']")
