@@ -132,6 +132,23 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void anotherBodyUnderADefinitelyFailedKeyIsRefused() throws Exception {
+        // the gateway may have seen the key: only the request that failed may run under it again
+        String key = UUID.randomUUID().toString();
+        String note = "definite-other-" + key;
+
+        HttpResponse<String> declined = charge("/intent/charges", key, note, "X-Fail", "definite-before");
+        HttpResponse<String> other = charge("/intent/charges", key, "other-" + note);
+
+        assertThat(declined.statusCode()).isEqualTo(500);
+        assertThat(other.statusCode()).isEqualTo(422);
+        assertThat(other.body()).contains("idempotency-key-mismatch");
+        assertThat(DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'"))
+                .isEqualTo("FAILED");
+        assertThat(rows("other-" + note)).isZero();
+    }
+
+    @Test
     void aHolderWhoseLeaseWasTakenOverCannotRecordItsLateResult() throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "fenced-" + key;
