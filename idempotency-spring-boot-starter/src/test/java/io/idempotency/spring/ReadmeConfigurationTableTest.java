@@ -1,5 +1,6 @@
 package io.idempotency.spring;
 
+import io.idempotency.core.Idempotent;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.context.properties.bind.Bindable;
 import org.springframework.boot.context.properties.bind.Binder;
@@ -9,6 +10,7 @@ import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
 
 import java.io.InputStream;
+import java.lang.reflect.Method;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -20,7 +22,10 @@ import java.util.regex.Pattern;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-/** The configuration table of the README, which users read first: every property there, each with the code's default. */
+/**
+ * The tables of the README, which users read first: every property there, each with the code's default, and every
+ * attribute of the annotation.
+ */
 class ReadmeConfigurationTableTest {
 
     private static final Pattern ROW = Pattern.compile("^\\| `(idempotency\\.[a-z.-]+)` \\| (`([^`]*)`|[^|]*) \\|");
@@ -53,6 +58,29 @@ class ReadmeConfigurationTableTest {
         IdempotencyProperties bound = new Binder(new MapConfigurationPropertySource(written))
                 .bind("idempotency", Bindable.ofInstance(new IdempotencyProperties())).get();
         assertThat(bound).usingRecursiveComparison().isEqualTo(new IdempotencyProperties());
+    }
+
+    @Test
+    void theReadmeDescribesEveryAttributeOfTheAnnotation() throws Exception {
+        Pattern attributeRow = Pattern.compile("^\\| `([a-zA-Z]+)` \\|");
+        TreeSet<String> described = new TreeSet<>();
+        boolean inTable = false;
+        for (String line : Files.readAllLines(Path.of("..", "README.md"))) {
+            if (line.startsWith("Options on the annotation")) {
+                inTable = true;
+            } else if (inTable && line.startsWith("Expressions see")) {
+                break;
+            }
+            Matcher row = attributeRow.matcher(line);
+            if (inTable && row.find()) {
+                described.add(row.group(1));
+            }
+        }
+        TreeSet<String> attributes = new TreeSet<>();
+        for (Method attribute : Idempotent.class.getDeclaredMethods()) {
+            attributes.add(attribute.getName());
+        }
+        assertThat(described).isEqualTo(attributes);
     }
 
     @Test
