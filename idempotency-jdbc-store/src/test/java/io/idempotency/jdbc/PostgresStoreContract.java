@@ -3,6 +3,8 @@ package io.idempotency.jdbc;
 import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
 import io.idempotency.core.ScopedKey;
+import io.idempotency.core.StoredResponse;
+import io.idempotency.core.Transactions;
 import io.idempotency.testkit.IdempotencyStoreContract;
 import org.junit.jupiter.api.Test;
 import org.springframework.jdbc.core.JdbcTemplate;
@@ -11,6 +13,9 @@ import org.springframework.transaction.support.TransactionTemplate;
 
 import javax.sql.DataSource;
 import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -45,5 +50,37 @@ abstract class PostgresStoreContract extends IdempotencyStoreContract {
             assertThat(jdbc.queryForObject("SHOW lock_timeout", String.class)).isEqualTo("7s");
             return result;
         });
+    }
+
+    /**
+     * A completed request's answer never waits: a transaction that found the record (a replay whose transaction is
+     * still open, or a caller that claims inside a longer transaction of its own) holds nothing another replay of the
+     * key has to wait for, however many replays of a popular key arrive at once.
+     */
+    @Test
+    void aReplayNeverWaitsForAnotherTransactionThatFoundTheCompletedRecord() throws Exception {
+        ScopedKey key = newKey();
+        String hash = "d".repeat(64);
+        StoredResponse answer = new StoredResponse(201, List.of(), "done".getBytes());
+        TransactionTemplate ownTransaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource()));
+        ownTransaction.executeWithoutResult(status -> {
+            String token = ((ClaimResult.Claimed) store().claim(
+                    new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofSeconds(5)))).fencingToken();
+            assertThat(store().complete(key, token, answer)).isTrue();
+        });
+
+        Transactions.Transaction firstReplay = transactions().begin();
+        try {
+            assertThat(store().claim(new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofSeconds(5))))
+                    .isInstanceOf(ClaimResult.Existing.class);
+            // the first replay's transaction is still open while a second replay of the key arrives
+            ClaimResult secondReplay = CompletableFuture.supplyAsync(() -> ownTransaction.execute(status ->
+                    store().claim(new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofMillis(500)))))
+                    .get(30, TimeUnit.SECONDS);
+            assertThat(secondReplay).as("the second replay").isInstanceOf(ClaimResult.Existing.class);
+            assertThat(((ClaimResult.Existing) secondReplay).record().response()).isEqualTo(answer);
+        } finally {
+            firstReplay.rollback();
+        }
     }
 }
