@@ -635,6 +635,55 @@ class PartitionMaintenanceIntegrationTest {
     }
 
     @Test
+    void aFailedRecordInAnOlderPartitionIsTakenOverIntoTheCurrentOneAndStaysUnique() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = partitionedDatabase(database)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(5))
+                    .run(Duration.ofDays(30));
+            attachPartition(jdbc, "idempotency_keys_older", "now() - interval '3 days'", "now() - interval '2 days'");
+            PartitionedPostgresIdempotencyStore store = new PartitionedPostgresIdempotencyStore(dataSource, TABLE);
+            Transactions transactions = new SpringTransactions(new DataSourceTransactionManager(dataSource));
+            ScopedKey key = new ScopedKey("", "POST /x", UUID.randomUUID().toString());
+            // an attempt made in an older partition failed definitely
+            jdbc.update("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
+                    + " fencing_token, created_at, expires_at) values ('', 'POST /x', ?, 'FAILED', ?,"
+                    + " gen_random_uuid(), now() - interval '60 hours', now() + interval '1 day')", key.key(), HASH);
+
+            // the retry takes it over, and a duplicate of the retry waits for it, then replays its answer
+            Transactions.Transaction retry = transactions.begin();
+            CompletableFuture<ClaimResult> duplicate;
+            StoredResponse answer = new StoredResponse(201, List.of(), "retried".getBytes());
+            try {
+                ClaimResult taken = store.claim(request(key));
+                assertThat(taken).isInstanceOf(ClaimResult.Claimed.class);
+                assertThat(((ClaimResult.Claimed) taken).failedBefore()).isTrue();
+                duplicate = CompletableFuture.supplyAsync(() -> {
+                    Transactions.Transaction transaction = transactions.begin();
+                    try {
+                        return store.claim(request(key));
+                    } finally {
+                        transaction.rollback();
+                    }
+                });
+                database.awaitLockWaiter(Duration.ofSeconds(30));
+                assertThat(duplicate).as("the duplicate waits for the retry").isNotDone();
+                assertThat(store.complete(key, ((ClaimResult.Claimed) taken).fencingToken(), answer)).isTrue();
+                retry.commit();
+            } finally {
+                retry.rollback();
+            }
+            ClaimResult replayed = duplicate.get(30, TimeUnit.SECONDS);
+            assertThat(replayed).isInstanceOf(ClaimResult.Existing.class);
+            assertThat(((ClaimResult.Existing) replayed).record().response()).isEqualTo(answer);
+            assertThat(jdbc.queryForList("select tableoid::regclass::text from idempotency_keys"
+                    + " where idempotency_key = ?", String.class, key.key()))
+                    .as("one record, moved out of the older partition").hasSize(1)
+                    .doesNotContain("idempotency_keys_older");
+        }
+    }
+
+    @Test
     void aClaimOutsideATransactionKeepsTheKeysLockUntilItsRecordIsCommitted() throws Exception {
         TestPostgres.Database database = TestPostgres.newDatabase();
         try (HikariDataSource pool = partitionedDatabase(database)) {
