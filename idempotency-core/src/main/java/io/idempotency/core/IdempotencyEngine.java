@@ -21,8 +21,9 @@ import java.util.concurrent.TimeoutException;
  *       soon as the key is known to be held for that request — by itself, or by a committed intent-first claim of an
  *       earlier attempt of it (should it get neither, the request looks again; should that not be known before the
  *       wait runs out, {@link Start.InProgress}) — and one with the same fingerprint waits —
- *       holding no database connection — for that request's outcome (bounded by {@code maxWait}): its stored answer
- *       ({@link Start.Replay}), or, if it rolled back, a fresh claim.
+ *       holding no database connection — for that request's outcome (bounded by {@code maxWait}, counted from its
+ *       own start): its stored answer ({@link Start.Replay}), or, if it rolled back or its own wait ran out first
+ *       (it came earlier), a fresh claim within what is left of this request's wait.
  *       So a storm of one key holds at most one connection per key per instance. This is only an economy: the
  *       database still arbitrates every claim, across instances too.</li>
  *   <li><b>Replay from memory</b>: a request whose answer the {@link ReplayCache} keeps gets it at once, before it
@@ -248,6 +249,13 @@ public final class IdempotencyEngine {
                 return new Mismatch();
             }
             Start outcome = current.await(deadline - System.nanoTime());
+            if (outcome instanceof InProgress && System.nanoTime() - deadline < 0
+                    && !Thread.currentThread().isInterrupted()) {
+                // the request waited for gave up waiting (it came earlier, so its wait ran out first), not this one:
+                // this request waits on for the key itself, for the rest of its own wait, as it would on another
+                // instance, rather than be told "in progress" after a fraction of it
+                continue;
+            }
             if (outcome != null) {
                 return outcome;
             }

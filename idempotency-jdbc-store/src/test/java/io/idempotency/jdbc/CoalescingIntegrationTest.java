@@ -74,6 +74,51 @@ class CoalescingIntegrationTest {
         }
     }
 
+    @Test
+    void aDuplicateThatCameLaterWaitsItsOwnWaitNotOnlyWhatWasLeftOfTheRequestItWaitedBehind() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource migration = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(migration, "idempotency_keys").migrate();
+        }
+        Duration maxWait = Duration.ofSeconds(8);
+        try (HikariDataSource otherInstance = database.dataSource(2); HikariDataSource thisInstance =
+                database.dataSource(4)) {
+            IdempotencyEngine other = engine(otherInstance, maxWait, ReplayCache.NONE);
+            IdempotencyEngine engine = engine(thisInstance, maxWait, ReplayCache.NONE);
+            try {
+                ScopedKey key = new ScopedKey("alice", "POST /payments", UUID.randomUUID().toString());
+                StoredResponse paid = new StoredResponse(201, List.of(), "paid".getBytes(StandardCharsets.UTF_8));
+                // the request runs on another instance, its claim not committed yet
+                IdempotencyEngine.Execution running =
+                        ((IdempotencyEngine.Proceed) other.start(key, RETRIED)).execution();
+
+                // a first retry on this instance waits in the database for that claim
+                CompletableFuture<IdempotencyEngine.Start> first =
+                        CompletableFuture.supplyAsync(() -> engine.start(key, RETRIED));
+                JdbcTemplate jdbc = new JdbcTemplate(otherInstance);
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                while (jdbc.queryForObject("SELECT count(*) FROM pg_locks WHERE NOT granted", Integer.class) == 0) {
+                    assertThat(System.nanoTime()).isLessThan(deadline);
+                    Thread.sleep(5);
+                }
+                // a later retry on this instance waits in memory behind the first, with most of its own wait ahead
+                Thread.sleep(3_000);
+                CompletableFuture<IdempotencyEngine.Start> later =
+                        CompletableFuture.supplyAsync(() -> engine.start(key, RETRIED));
+
+                assertThat(first.get(30, TimeUnit.SECONDS)).as("its wait ran out")
+                        .isInstanceOf(IdempotencyEngine.InProgress.class);
+                running.finish(paid); // within the later retry's wait
+
+                assertThat(later.get(30, TimeUnit.SECONDS)).as("answered within its own wait, as on another instance")
+                        .isEqualTo(new IdempotencyEngine.Replay(paid));
+            } finally {
+                other.shutdown();
+                engine.shutdown();
+            }
+        }
+    }
+
     /** {@link EngineStorm}: the storm of duplicates, reuses and failures on two instances, on PostgreSQL. */
     @ParameterizedTest
     @EnumSource(IdempotencyMode.class)
