@@ -64,6 +64,8 @@ import java.util.concurrent.TimeoutException;
  */
 public final class IdempotencyEngine {
 
+    private static final System.Logger log = System.getLogger(IdempotencyEngine.class.getName());
+
     /** The shortest lease: claims are held to the millisecond. */
     public static final Duration MIN_LEASE = Duration.ofMillis(1);
 
@@ -520,6 +522,22 @@ public final class IdempotencyEngine {
      * Rolls {@code transaction} back after {@code failure}, which stays the exception to throw: a rollback on a lost
      * connection fails too, and would otherwise hide why the claim failed.
      */
+    /**
+     * Rolls back the transaction of an execution that is not to be kept. A rollback that fails — its connection was
+     * lost, which is often why the request ends so — leaves nothing committed either: the database ends the
+     * transaction with its session, and the pool does not reuse the connection. So the failure is logged, not thrown:
+     * thrown, it would replace the answer the handler or its exception handler gave (a 503 for the lost database, say)
+     * with an error page, for a request whose effects are gone either way.
+     */
+    private static void rollBackLost(Transactions.Transaction transaction, ScopedKey key) {
+        try {
+            transaction.rollback();
+        } catch (RuntimeException e) {
+            log.log(System.Logger.Level.WARNING, () -> "The rollback of the execution for " + key + " failed; nothing"
+                    + " of it was committed (its connection is gone, and its transaction with it)", e);
+        }
+    }
+
     private static void rollBackAfter(Transactions.Transaction transaction, Throwable failure) {
         try {
             transaction.rollback();
@@ -734,7 +752,7 @@ public final class IdempotencyEngine {
             try {
                 if (!policy.isStorable(response.status())) {
                     transactionEnded = true;
-                    transaction.rollback();
+                    rollBackLost(transaction, key);
                     return mode == IdempotencyMode.INTENT_FIRST ? Outcome.UNRESOLVED : Outcome.ROLLED_BACK;
                 }
                 boolean completed;
@@ -812,7 +830,7 @@ public final class IdempotencyEngine {
                 stopRenewal();
                 try {
                     try {
-                        transaction.rollback(); // throws too when the connection is gone
+                        rollBackLost(transaction, key);
                     } finally {
                         // the work did not happen, whatever became of its transaction: its request sent again
                         // (FAILED), or any request (released), runs at once

@@ -28,6 +28,7 @@ class DatabaseFaultsIntegrationTest extends OrdersApplicationTest {
 
     private static final String PREFIX = "fault-complete-";
     private static final String CLAIM_PREFIX = "fault-claim-";
+    private static final String HANDLER_PREFIX = "fault-handler-";
 
     @BeforeEach
     void blockCompletionOfThisTestsKeys() {
@@ -44,6 +45,15 @@ class DatabaseFaultsIntegrationTest extends OrdersApplicationTest {
         DATABASE.queryString("drop trigger if exists fault_block_claim on idempotency_keys");
         DATABASE.queryString("create trigger fault_block_claim before insert on idempotency_keys for each row"
                 + " when (new.idempotency_key like '" + CLAIM_PREFIX + "%') execute function fault_block_complete()");
+        DATABASE.queryString("""
+                create or replace function fault_block_order() returns trigger language plpgsql as $$
+                begin
+                    perform pg_advisory_xact_lock(hashtext(new.note));
+                    return new;
+                end $$""");
+        DATABASE.queryString("drop trigger if exists fault_block_order on orders");
+        DATABASE.queryString("create trigger fault_block_order before insert on orders for each row"
+                + " when (new.note like '" + HANDLER_PREFIX + "%') execute function fault_block_order()");
     }
 
     @AfterAll
@@ -51,6 +61,8 @@ class DatabaseFaultsIntegrationTest extends OrdersApplicationTest {
         DATABASE.queryString("drop trigger if exists fault_block_complete on idempotency_keys");
         DATABASE.queryString("drop trigger if exists fault_block_claim on idempotency_keys");
         DATABASE.queryString("drop function if exists fault_block_complete()");
+        DATABASE.queryString("drop trigger if exists fault_block_order on orders");
+        DATABASE.queryString("drop function if exists fault_block_order()");
     }
 
     @Test
@@ -111,6 +123,25 @@ class DatabaseFaultsIntegrationTest extends OrdersApplicationTest {
             assertThat(retry.statusCode()).as(path).isEqualTo(201);
             assertThat(rows(note)).isEqualTo(1);
         }
+    }
+
+    @Test
+    void aHandlerThatAnswersItsOwnLostConnectionGetsItsAnswerSentAndLeavesTheKeyFree() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = HANDLER_PREFIX + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        // the handler's own write loses its connection; it catches that and answers 503, which is not stored
+        HttpResponse<byte[]> failed = killedWhile(note, "insert into orders%", () -> post("/orders/guarded", key, body));
+
+        assertThat(failed.statusCode()).as("the handler's answer, not an error page").isEqualTo(503);
+        assertThat(failed.headers().firstValue("Retry-After")).hasValue("7");
+        assertThat(new String(failed.body(), StandardCharsets.UTF_8)).contains("orders unavailable");
+        assertThat(rows(note)).as("no business row").isZero();
+        assertThat(keyRows(key)).as("no claim").isZero();
+        HttpResponse<byte[]> retry = post("/orders/guarded", key, body);
+        assertThat(retry.statusCode()).isEqualTo(201);
+        assertThat(rows(note)).isEqualTo(1);
     }
 
     interface Call {

@@ -144,6 +144,21 @@ public class OrderController {
         return ResponseEntity.status(status).body(Map.of("id", id));
     }
 
+    /**
+     * Writes a row, and answers 503 itself when the database fails the write (a lost connection, a timeout), as a
+     * handler that maps its own failures does.
+     */
+    @PostMapping("/guarded")
+    @Idempotent
+    public ResponseEntity<Map<String, Object>> guarded(@RequestBody OrderRequest request) {
+        try {
+            return ResponseEntity.status(HttpStatus.CREATED).body(Map.of("id", insert(request.note())));
+        } catch (org.springframework.dao.DataAccessException e) {
+            return ResponseEntity.status(HttpStatus.SERVICE_UNAVAILABLE).header("Retry-After", "7")
+                    .body(Map.of("error", "orders unavailable"));
+        }
+    }
+
     @PostMapping("/fail/{status}")
     @Idempotent
     public Order failing(@PathVariable int status, @RequestBody OrderRequest request) {
