@@ -29,6 +29,7 @@ class DatabaseFaultsIntegrationTest extends OrdersApplicationTest {
     private static final String PREFIX = "fault-complete-";
     private static final String CLAIM_PREFIX = "fault-claim-";
     private static final String HANDLER_PREFIX = "fault-handler-";
+    private static final String COMMIT_PREFIX = "fault-commit-";
 
     @BeforeEach
     void blockCompletionOfThisTestsKeys() {
@@ -54,6 +55,10 @@ class DatabaseFaultsIntegrationTest extends OrdersApplicationTest {
         DATABASE.queryString("drop trigger if exists fault_block_order on orders");
         DATABASE.queryString("create trigger fault_block_order before insert on orders for each row"
                 + " when (new.note like '" + HANDLER_PREFIX + "%') execute function fault_block_order()");
+        DATABASE.queryString("drop trigger if exists fault_block_commit on orders");
+        DATABASE.queryString("create constraint trigger fault_block_commit after insert on orders"
+                + " deferrable initially deferred for each row"
+                + " when (new.note like '" + COMMIT_PREFIX + "%') execute function fault_block_order()");
     }
 
     @AfterAll
@@ -62,6 +67,7 @@ class DatabaseFaultsIntegrationTest extends OrdersApplicationTest {
         DATABASE.queryString("drop trigger if exists fault_block_claim on idempotency_keys");
         DATABASE.queryString("drop function if exists fault_block_complete()");
         DATABASE.queryString("drop trigger if exists fault_block_order on orders");
+        DATABASE.queryString("drop trigger if exists fault_block_commit on orders");
         DATABASE.queryString("drop function if exists fault_block_order()");
     }
 
@@ -141,6 +147,29 @@ class DatabaseFaultsIntegrationTest extends OrdersApplicationTest {
         assertThat(keyRows(key)).as("no claim").isZero();
         HttpResponse<byte[]> retry = post("/orders/guarded", key, body);
         assertThat(retry.statusCode()).isEqualTo(201);
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void aConnectionLostWhileTheCommitRunsIsAnUnknownOutcomeThatTheRetryResolves() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = COMMIT_PREFIX + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        // a deferred constraint trigger runs at COMMIT, before the commit is written: the backend is terminated
+        // there. The application only learns that the connection went away during the commit (the rollback that
+        // follows fails too), so it cannot say nothing was kept; the retry finds nothing and runs
+        HttpResponse<byte[]> failed = killedWhile(note, "COMMIT%", () -> post("/orders", key, body));
+
+        assertThat(failed.statusCode()).isEqualTo(500);
+        assertProblem(failed, "idempotency-commit-failed");
+        assertThat(new String(failed.body(), StandardCharsets.UTF_8)).contains("unknown")
+                .doesNotContain("none were kept");
+        assertThat(rows(note)).as("no business row").isZero();
+        assertThat(keyRows(key)).as("no record").isZero();
+        HttpResponse<byte[]> retry = post("/orders", key, body);
+        assertThat(retry.statusCode()).isEqualTo(201);
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).isEmpty();
         assertThat(rows(note)).isEqualTo(1);
     }
 
