@@ -519,10 +519,6 @@ public final class IdempotencyEngine {
     }
 
     /**
-     * Rolls {@code transaction} back after {@code failure}, which stays the exception to throw: a rollback on a lost
-     * connection fails too, and would otherwise hide why the claim failed.
-     */
-    /**
      * Rolls back the transaction of an execution that is not to be kept. A rollback that fails — its connection was
      * lost, which is often why the request ends so — leaves nothing committed either: the database ends the
      * transaction with its session, and the pool does not reuse the connection. So the failure is logged, not thrown:
@@ -538,6 +534,10 @@ public final class IdempotencyEngine {
         }
     }
 
+    /**
+     * Rolls {@code transaction} back after {@code failure}, which stays the exception to throw: a rollback on a lost
+     * connection fails too, and would otherwise hide why the claim failed.
+     */
     private static void rollBackAfter(Transactions.Transaction transaction, Throwable failure) {
         try {
             transaction.rollback();
