@@ -8,6 +8,7 @@ import org.springframework.test.context.TestPropertySource;
 
 import javax.sql.DataSource;
 import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.SQLException;
@@ -32,6 +33,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 class DatabaseRefusalsIntegrationTest extends OrdersApplicationTest {
 
     private static final String HOLD_PREFIX = "refusal-hold-";
+    private static final String COMPLETE_PREFIX = "refusal-complete-";
 
     @Autowired
     DataSource dataSource;
@@ -59,12 +61,24 @@ class DatabaseRefusalsIntegrationTest extends OrdersApplicationTest {
         DATABASE.queryString("drop trigger if exists refusal_block_order on orders");
         DATABASE.queryString("create trigger refusal_block_order before insert on orders for each row"
                 + " when (new.note like '" + HOLD_PREFIX + "%') execute function refusal_block_order()");
+        DATABASE.queryString("""
+                create or replace function refusal_block_complete() returns trigger language plpgsql as $$
+                begin
+                    perform pg_advisory_xact_lock(hashtext(new.idempotency_key));
+                    return new;
+                end $$""");
+        DATABASE.queryString("drop trigger if exists refusal_block_complete on idempotency_keys");
+        DATABASE.queryString("create trigger refusal_block_complete before update on idempotency_keys for each row"
+                + " when (new.status = 'SUCCEEDED' and new.idempotency_key like '" + COMPLETE_PREFIX + "%')"
+                + " execute function refusal_block_complete()");
     }
 
     @AfterAll
     static void dropTrigger() {
         DATABASE.queryString("drop trigger if exists refusal_block_order on orders");
         DATABASE.queryString("drop function if exists refusal_block_order()");
+        DATABASE.queryString("drop trigger if exists refusal_block_complete on idempotency_keys");
+        DATABASE.queryString("drop function if exists refusal_block_complete()");
     }
 
     @Test
@@ -154,6 +168,35 @@ class DatabaseRefusalsIntegrationTest extends OrdersApplicationTest {
         assertThat(rows(note)).isZero();
         assertThat(keyRows(key)).isZero();
         assertThat(post("/orders", key, body).statusCode()).isEqualTo(201);
+    }
+
+    @Test
+    void aStatementTimeoutWhileTheAnswerIsStoredIsAFailedCommitThatKeptNothing() throws Exception {
+        String key = COMPLETE_PREFIX + UUID.randomUUID();
+        String note = "timeout-complete-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+        HttpResponse<byte[]> failed;
+        try (Connection holder = DriverManager.getConnection(DATABASE.url(), DATABASE.user(), DATABASE.password());
+             Statement statement = holder.createStatement()) {
+            statement.execute("select pg_advisory_lock(hashtext('" + key + "'))");
+            setOnThePoolsConnection("statement_timeout", "1s");
+            try {
+                failed = post("/orders", key, body); // the statement storing the answer waits, and is cancelled
+            } finally {
+                statement.execute("select pg_advisory_unlock_all()");
+                setOnThePoolsConnection("statement_timeout", "0");
+            }
+        }
+
+        assertThat(failed.statusCode()).isEqualTo(500);
+        assertProblem(failed, "idempotency-commit-failed");
+        assertThat(new String(failed.body(), StandardCharsets.UTF_8)).contains("none were kept");
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+        HttpResponse<byte[]> retry = post("/orders", key, body);
+        assertThat(retry.statusCode()).isEqualTo(201);
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(rows(note)).isEqualTo(1);
     }
 
     /** Sets {@code name} for the session of the application's only connection, as a connection-init-sql would. */
