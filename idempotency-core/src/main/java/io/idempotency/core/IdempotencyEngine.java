@@ -522,8 +522,8 @@ public final class IdempotencyEngine {
      * Rolls back the transaction of an execution that is not to be kept. A rollback that fails — its connection was
      * lost, which is often why the request ends so — leaves nothing committed either: the database ends the
      * transaction with its session, and the pool does not reuse the connection. So the failure is logged, not thrown:
-     * thrown, it would replace the answer the handler or its exception handler gave (a 503 for the lost database, say)
-     * with an error page, for a request whose effects are gone either way.
+     * thrown, it would replace the answer the handler gave (a 503 for the lost database, say) with an error page, for
+     * a request whose effects are gone either way.
      */
     private static void rollBackLost(Transactions.Transaction transaction, ScopedKey key) {
         try {
@@ -830,7 +830,7 @@ public final class IdempotencyEngine {
                 stopRenewal();
                 try {
                     try {
-                        rollBackLost(transaction, key);
+                        transaction.rollback(); // throws too when the connection is gone
                     } finally {
                         // the work did not happen, whatever became of its transaction: its request sent again
                         // (FAILED), or any request (released), runs at once

@@ -210,7 +210,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             return;
         }
         if (exchange.handlerFailed() || response.isErrorSent() || renderingFailed(request)) {
-            exchange.abandon();
+            abandonForTheAnswer(exchange, request);
             response.sendCaptured();
             return;
         }
@@ -250,6 +250,21 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             return;
         }
         response.sendCaptured();
+    }
+
+    /**
+     * Rolls back a request whose captured answer (its exception handler's, a {@code sendError}) is sent, not stored.
+     * A rollback that fails — the connection was lost, often why the request failed — kept nothing either (the
+     * database ends the transaction with its session): it is logged, and the answer is sent all the same, instead of
+     * an error page in its place.
+     */
+    private static void abandonForTheAnswer(IdempotentExchange exchange, HttpServletRequest request) {
+        try {
+            exchange.abandon();
+        } catch (RuntimeException e) {
+            log.warn("Idempotent request {} {} could not be rolled back (nothing of it was committed); sending its"
+                    + " answer", request.getMethod(), request.getRequestURI(), e);
+        }
     }
 
     /**

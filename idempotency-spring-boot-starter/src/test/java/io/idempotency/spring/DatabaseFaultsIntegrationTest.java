@@ -151,6 +151,22 @@ class DatabaseFaultsIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aHandlerThatSendsAnErrorForItsOwnLostConnectionGetsThatErrorSentAndLeavesTheKeyFree() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = HANDLER_PREFIX + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> failed = killedWhile(note, "insert into orders%",
+                () -> post("/orders/guarded?sendError=true", key, body));
+
+        assertThat(failed.statusCode()).as("the handler's sendError, not a 500 in its place").isEqualTo(503);
+        assertThat(rows(note)).as("no business row").isZero();
+        assertThat(keyRows(key)).as("no claim").isZero();
+        assertThat(post("/orders/guarded?sendError=true", key, body).statusCode()).isEqualTo(201);
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
     void aConnectionLostWhileTheCommitRunsIsAnUnknownOutcomeThatTheRetryResolves() throws Exception {
         String key = UUID.randomUUID().toString();
         String note = COMMIT_PREFIX + key;

@@ -146,14 +146,20 @@ public class OrderController {
 
     /**
      * Writes a row, and answers 503 itself when the database fails the write (a lost connection, a timeout), as a
-     * handler that maps its own failures does.
+     * handler that maps its own failures does: as its answer, or with {@code sendError}.
      */
     @PostMapping("/guarded")
     @Idempotent
-    public ResponseEntity<Map<String, Object>> guarded(@RequestBody OrderRequest request) {
+    public ResponseEntity<Map<String, Object>> guarded(@RequestBody OrderRequest request,
+                                                       @RequestParam(defaultValue = "false") boolean sendError,
+                                                       HttpServletResponse response) throws IOException {
         try {
             return ResponseEntity.status(HttpStatus.CREATED).body(Map.of("id", insert(request.note())));
         } catch (org.springframework.dao.DataAccessException e) {
+            if (sendError) {
+                response.sendError(HttpStatus.SERVICE_UNAVAILABLE.value(), "orders unavailable");
+                return null;
+            }
             return ResponseEntity.status(HttpStatus.SERVICE_UNAVAILABLE).header("Retry-After", "7")
                     .body(Map.of("error", "orders unavailable"));
         }
