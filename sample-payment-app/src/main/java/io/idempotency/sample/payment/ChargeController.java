@@ -105,8 +105,7 @@ public class ChargeController {
         Optional<Charge> recorded = charges.findLatestOf(payer, valid.orderId());
         if (recorded.isPresent()) {
             Charge existing = recorded.get();
-            if (new BigDecimal(existing.amount()).compareTo(valid.amount()) != 0
-                    || !existing.currency().equals(valid.currency())) {
+            if (!valid.sameMoneyAs(existing.amount(), existing.currency())) {
                 throw new OrderAlreadyChargedException(valid.orderId(), existing);
             }
             return ResponseEntity.ok().location(ChargeResponses.location(existing))

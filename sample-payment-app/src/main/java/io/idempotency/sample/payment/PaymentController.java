@@ -15,7 +15,6 @@ import org.springframework.web.bind.annotation.RequestParam;
 import org.springframework.web.bind.annotation.RestController;
 import org.springframework.web.server.ResponseStatusException;
 
-import java.math.BigDecimal;
 import java.net.URI;
 import java.util.List;
 import java.util.Optional;
@@ -92,8 +91,7 @@ public class PaymentController {
         Payment existing = payments.findCovered(payer, valid.orderId())
                 .orElseThrow(() -> new IllegalStateException("payment of order " + valid.orderId()
                         + " conflicted on insert but cannot be read"));
-        if (new BigDecimal(existing.amount()).compareTo(valid.amount()) != 0
-                || !existing.currency().equals(valid.currency())) {
+        if (!valid.sameMoneyAs(existing.amount(), existing.currency())) {
             throw new OrderAlreadyPaidException(existing);
         }
         // The faults still apply, so that delays and crashes can be shown on this path too.

@@ -94,5 +94,13 @@ public record PaymentRequest(String orderId, String amount, String currency) {
 
     /** A request that passed {@link #validate()}: the amount exact, with scale 2. */
     record ValidPayment(String orderId, BigDecimal amount, String currency) {
+
+        /**
+         * Whether a recorded amount (as the rows return it, text with two fraction digits) and currency are this
+         * payment's: compared by value, so {@code "12.50"} is {@code 12.5}.
+         */
+        boolean sameMoneyAs(String recordedAmount, String recordedCurrency) {
+            return new BigDecimal(recordedAmount).compareTo(amount) == 0 && recordedCurrency.equals(currency);
+        }
     }
 }
