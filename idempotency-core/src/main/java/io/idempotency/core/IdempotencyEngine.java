@@ -441,21 +441,9 @@ public final class IdempotencyEngine {
         // the resolver may ask a third party for longer than the lease: hold the claim meanwhile, as a handler would,
         // or another request could take it over too, ask the resolver again and run beside this one
         ScheduledFuture<?> holding = holdLease(key, token, lease);
-        StaleClaimResolver.Resolution resolution;
-        try {
-            resolution = decided(resolver.resolve(new StaleClaimResolver.StaleClaim(key, downstreamKey(key),
-                    stale.requestHash(), stale.createdAt(), stale.lockedUntil(), true)), key, defaultPolicy,
-                    maxStoredBodySize);
-        } catch (Throwable e) { // also a checked exception a resolver in Kotlin passes on undeclared
-            if (Thread.currentThread().isInterrupted()) {
-                // asked to stop (the server ends a request the shutdown did not wait for), which is likely why the
-                // resolver failed: the claim would wait for this request's lease before another could resolve it
-                Leases.handBack(holding, store, key, token, e);
-            }
-            throw e;
-        } finally {
-            holding.cancel(false);
-        }
+        StaleClaimResolver.Resolution resolution = resolveHolding(resolver, new StaleClaimResolver.StaleClaim(key,
+                downstreamKey(key), stale.requestHash(), stale.createdAt(), stale.lockedUntil(), true), holding, store,
+                token, defaultPolicy, maxStoredBodySize);
         if (resolution instanceof StaleClaimResolver.Complete complete) {
             if (!store.complete(key, token, complete.response())) {
                 return null;
@@ -478,6 +466,28 @@ public final class IdempotencyEngine {
      * status {@code policy} does not store (by default 5xx, 408, 409, 425, 429, 304, 1xx): a handler's such answer
      * leaves the outcome unknown, and stored as SUCCEEDED it would be replayed for as long as the record is kept.
      */
+    /**
+     * Asks {@code resolver} about {@code claim}, held by {@code token} under the lease {@code holding} renews, and
+     * stops the renewal once it has answered or failed. A resolver that fails while its thread is interrupted (asked to
+     * stop: a request the shutdown did not wait for, or a sweep), which is likely why it failed, hands the claim back
+     * with its lease ended, so that a retry or another sweeper resolves it now rather than after the lease; its failure
+     * is thrown on either way — also a checked exception a resolver in Kotlin passes on undeclared.
+     */
+    static StaleClaimResolver.Resolution resolveHolding(StaleClaimResolver resolver, StaleClaimResolver.StaleClaim claim,
+                                                        ScheduledFuture<?> holding, IdempotencyStore store, String token,
+                                                        StoragePolicy policy, long maxStoredBodySize) {
+        try {
+            return decided(resolver.resolve(claim), claim.key(), policy, maxStoredBodySize);
+        } catch (Throwable e) {
+            if (Thread.currentThread().isInterrupted()) {
+                Leases.handBack(holding, store, claim.key(), token, e);
+            }
+            throw e;
+        } finally {
+            holding.cancel(false);
+        }
+    }
+
     static StaleClaimResolver.Resolution decided(StaleClaimResolver.Resolution resolution, ScopedKey key,
                                                  StoragePolicy policy, long maxStoredBodySize) {
         if (resolution == null) {

@@ -168,25 +168,18 @@ public final class StaleClaimSweeper {
                 StaleClaimResolver.Resolution resolution;
                 ScheduledFuture<?> holding = Leases.hold(renewals, store, stale.key(), token.get(), lease);
                 try {
-                    resolution = IdempotencyEngine.decided(resolver.resolve(new StaleClaimResolver.StaleClaim(
+                    resolution = IdempotencyEngine.resolveHolding(resolver, new StaleClaimResolver.StaleClaim(
                             stale.key(), downstreamKeys.derive(stale.key()), stale.requestHash(), stale.createdAt(),
-                            stale.lockedUntil(), false)), stale.key(), policy, maxStoredBodySize);
+                            stale.lockedUntil(), false), holding, store, token.get(), policy, maxStoredBodySize);
                 } catch (Throwable e) {
-                    // an error too (the resolver's client failed to initialise, an assertion), and a checked exception
-                    // a resolver in Kotlin passes on undeclared: thrown on, it would end the sweep and leave the other
-                    // claims for a later one, with this one held meanwhile
-                    if (Thread.currentThread().isInterrupted()) {
-                        // asked to stop, which is likely why the resolver failed: the claim would wait for this
-                        // sweeper's lease to run out before anyone else could resolve it
-                        Leases.handBack(holding, store, stale.key(), token.get(), e);
-                    }
-                    // one claim the third party cannot answer for (or not storably) keeps no other claim waiting
+                    // one claim the third party cannot answer for (or not storably) keeps no other claim waiting: an
+                    // error too (the resolver's client failed to initialise, an assertion), and a checked exception a
+                    // resolver in Kotlin passes on undeclared; thrown on, it would end the sweep and leave the other
+                    // claims for a later one, with this one held meanwhile (handed back if the sweep was interrupted)
                     Unresolved failure = new Unresolved(stale.key(), e);
                     unresolved.add(failure);
                     progress.unresolved(failure);
                     continue;
-                } finally {
-                    holding.cancel(false);
                 }
                 if (resolution instanceof StaleClaimResolver.Complete complete) {
                     if (store.complete(stale.key(), token.get(), complete.response())) {
