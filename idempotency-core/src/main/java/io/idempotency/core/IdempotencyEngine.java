@@ -471,7 +471,8 @@ public final class IdempotencyEngine {
      * stops the renewal once it has answered or failed. A resolver that fails while its thread is interrupted (asked to
      * stop: a request the shutdown did not wait for, or a sweep), which is likely why it failed, hands the claim back
      * with its lease ended, so that a retry or another sweeper resolves it now rather than after the lease; its failure
-     * is thrown on either way — also a checked exception a resolver in Kotlin passes on undeclared.
+     * is thrown on either way — also a checked exception a resolver in Kotlin passes on undeclared, among them an
+     * {@code InterruptedException}, whose cleared interrupt is set again.
      */
     static StaleClaimResolver.Resolution resolveHolding(StaleClaimResolver resolver, StaleClaimResolver.StaleClaim claim,
                                                         ScheduledFuture<?> holding, IdempotencyStore store, String token,
@@ -479,6 +480,11 @@ public final class IdempotencyEngine {
         try {
             return decided(resolver.resolve(claim), claim.key(), policy, maxStoredBodySize);
         } catch (Throwable e) {
+            if (e instanceof InterruptedException) {
+                // let through undeclared (a resolver in Kotlin), it has cleared the interrupt it reports: keep it, so
+                // that the claim is handed back and the caller still learns it was asked to stop
+                Thread.currentThread().interrupt();
+            }
             if (Thread.currentThread().isInterrupted()) {
                 Leases.handBack(holding, store, claim.key(), token, e);
             }
