@@ -266,6 +266,23 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         }
     }
 
+    /**
+     * The URL as given while capturing: the container would write the session's id into it for a client that sent no
+     * session cookie (URL rewriting, {@code ;jsessionid=…}), into a {@code Location} or a link in the body, and the
+     * answer is stored and replayed to every retry under the key, on an endpoint open to anonymous requests to any
+     * client that sends the key. The session is the first client's alone: it still gets it in its cookie.
+     */
+    @Override
+    public String encodeURL(String url) {
+        return capturing ? url : super.encodeURL(url);
+    }
+
+    /** The URL as given while capturing, as {@link #encodeURL}. */
+    @Override
+    public String encodeRedirectURL(String url) {
+        return capturing ? url : super.encodeRedirectURL(url);
+    }
+
     private void captureRedirect(String location, int sc, boolean clearBuffer) {
         status = sc;
         setHeader("Location", location);

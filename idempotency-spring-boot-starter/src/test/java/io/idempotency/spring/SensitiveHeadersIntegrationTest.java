@@ -39,4 +39,28 @@ class SensitiveHeadersIntegrationTest extends OrdersApplicationTest {
         assertThat(replay.headers().firstValue("Set-Cookie")).isEmpty();
         assertThat(replay.headers().firstValue("Authentication-Info")).isEmpty();
     }
+
+    @Test
+    void aSessionIdInAnEncodedUrlIsNeitherStoredNorReplayed() throws Exception {
+        // the handler creates a session and redirects: for a client that sent no session cookie, the container writes
+        // the session's id into the encoded URL (URL rewriting), and a replay would hand that session to whoever sends
+        // the key with the same request, as every anonymous client is one caller
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"session-" + key + "\"}";
+
+        HttpResponse<byte[]> first = post("/views/session-orders", key, body);
+        HttpResponse<byte[]> replay = post("/views/session-orders", key, body);
+
+        assertThat(first.statusCode()).isEqualTo(302);
+        assertThat(first.headers().firstValue("Set-Cookie")).as("the session is the first client's")
+                .hasValueSatisfying(cookie -> assertThat(cookie).startsWith("JSESSIONID="));
+        String stored = DATABASE.queryString(
+                "select response_headers from idempotency_keys where idempotency_key = '" + key + "'");
+        assertThat(stored).containsIgnoringCase("Location:").doesNotContainIgnoringCase("jsessionid");
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.headers().firstValue("Location")).isEqualTo(first.headers().firstValue("Location"))
+                .hasValueSatisfying(location -> assertThat(location).contains("/orders/")
+                        .doesNotContainIgnoringCase("jsessionid"));
+        assertThat(rows("session-" + key)).isEqualTo(1);
+    }
 }

@@ -1,6 +1,7 @@
 package io.idempotency.spring.app;
 
 import io.idempotency.core.Idempotent;
+import jakarta.servlet.http.HttpSession;
 import org.springframework.jdbc.core.simple.JdbcClient;
 import org.springframework.stereotype.Controller;
 import org.springframework.web.bind.annotation.PostMapping;
@@ -23,6 +24,19 @@ public class ViewController {
     public String create(@RequestBody OrderController.OrderRequest request) {
         long id = jdbc.sql("insert into orders (note) values (?) returning id").param(request.note())
                 .query(Long.class).single();
+        return "redirect:/orders/" + id;
+    }
+
+    /**
+     * Writes a row, remembers it in the client's session (which this request creates) and redirects to it: Spring
+     * MVC's redirect encodes its URL, where the container may write the session's id for a client without cookies.
+     */
+    @PostMapping("/views/session-orders")
+    @Idempotent
+    public String createInSession(@RequestBody OrderController.OrderRequest request, HttpSession session) {
+        long id = jdbc.sql("insert into orders (note) values (?) returning id").param(request.note())
+                .query(Long.class).single();
+        session.setAttribute("lastOrder", id);
         return "redirect:/orders/" + id;
     }
 
