@@ -39,6 +39,49 @@ public record ScopedKey(String caller, String scope, String key) {
         }
     }
 
+    /**
+     * The key as log lines and exception messages show it, each part as {@link #printable} writes it: a key given by
+     * an expression over the body, or a caller named by a token's claim, may hold a line break.
+     */
+    @Override
+    public String toString() {
+        return "ScopedKey[caller=" + printable(caller) + ", scope=" + printable(scope) + ", key=" + printable(key)
+                + "]";
+    }
+
+    /**
+     * {@code text} on one line of a log, unmistakably: the characters that end or rewrite a line in a log file or a
+     * terminal (control characters, also those of C1 such as NEL, the line and paragraph separators) are written as
+     * Java escapes ({@code \n}, {@code \r}, {@code \t}, the others by their code in hex after a backslash and
+     * {@code u}), and so is a backslash ({@code \\}), so that an escape read in a log always stands for the
+     * character it names. Any other text is returned as it is.
+     */
+    public static String printable(String text) {
+        StringBuilder printable = null;
+        for (int i = 0; i < text.length(); i++) {
+            char c = text.charAt(i);
+            String escape = switch (c) {
+                case '\\' -> "\\\\";
+                case '\n' -> "\\n";
+                case '\r' -> "\\r";
+                case '\t' -> "\\t";
+                default -> c < 0x20 || (c >= 0x7F && c <= 0x9F) || c == '\u2028' || c == '\u2029'
+                        ? String.format("\\u%04x", (int) c) : null;
+            };
+            if (escape != null && printable == null) {
+                printable = new StringBuilder(text.length() + 16).append(text, 0, i);
+            }
+            if (printable != null) {
+                if (escape != null) {
+                    printable.append(escape);
+                } else {
+                    printable.append(c);
+                }
+            }
+        }
+        return printable == null ? text : printable.toString();
+    }
+
     /** Whether {@code text} has neither a NUL character nor half of a surrogate pair: whether text columns hold it. */
     public static boolean storable(String text) {
         for (int i = 0; i < text.length(); i++) {

@@ -65,10 +65,11 @@ class StaleClaimSweepScheduler extends PeriodicTask {
     }
 
     private static void warn(StaleClaimSweeper.Unresolved unresolved) {
-        // the claim's identity, as the table holds it, so that it can be looked up (and the third party asked)
+        // the claim's identity, as the table holds it, so that it can be looked up (and the third party asked); on
+        // one line whatever it holds, with Java escapes for the characters that would end or rewrite it
         ScopedKey key = unresolved.key();
         log.warn("The stale claim resolver failed for the claim of caller '{}' on '{}' with key '{}'; the claim"
-                + " is looked at again once the sweeper's lease on it has run out", key.caller(), key.scope(),
-                key.key(), unresolved.error());
+                + " is looked at again once the sweeper's lease on it has run out", ScopedKey.printable(key.caller()),
+                ScopedKey.printable(key.scope()), ScopedKey.printable(key.key()), unresolved.error());
     }
 }

@@ -58,6 +58,31 @@ class StaleClaimSweepSchedulerTest {
     }
 
     @Test
+    void aClaimWhoseKeyHoldsALineBreakIsLoggedOnOneLine(CapturedOutput output) {
+        // a key given by an expression over the body, and a caller named by a token's claim, may hold any character:
+        // logged as they are, a line break would start a line that looks like the application's own
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+            database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
+                    + " fencing_token, expires_at, locked_until) values (E'mallory\\r\\nFORGED caller',"
+                    + " 'POST /callbacks', E'evt-1\\nFORGED key \\u001b[31m', 'PROCESSING', repeat('a', 64),"
+                    + " gen_random_uuid(), now() + interval '1 day', now() - interval '1 second')");
+            StaleClaimSweepScheduler scheduler = new StaleClaimSweepScheduler(new StaleClaimSweeper(
+                    new PostgresIdempotencyStore(dataSource, "idempotency_keys"), claim -> {
+                        throw new IllegalStateException("gateway unreachable");
+                    }, new DownstreamKeys("secret"), Duration.ofMinutes(5), 100), Duration.ofHours(1),
+                    IdempotencyMeters.NONE);
+
+            scheduler.sweepOnce();
+
+            assertThat(output).contains("The stale claim resolver failed", "mallory\\r\\nFORGED caller",
+                    "evt-1\\nFORGED key \\u001b[31m");
+            assertThat(output.toString()).doesNotContain("\nFORGED", "\u001b");
+        }
+    }
+
+    @Test
     void claimsResolvedBeforeASweepFailsAreCountedAndLogged(CapturedOutput output) {
         TestPostgres.Database database = TestPostgres.newDatabase();
         try (HikariDataSource dataSource = database.dataSource(2)) {

@@ -1,0 +1,28 @@
+package io.idempotency.core;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import org.junit.jupiter.api.Test;
+
+class ScopedKeyTest {
+
+    @Test
+    void aKeyIsShownOnOneLineWhateverItHolds() {
+        // a key read from the body, or a caller named by a token, may hold what would start a new line in a log, or
+        // rewrite the terminal that shows it: the exception messages that name the key show it escaped
+        ScopedKey key = new ScopedKey("mallory\r\nINFO approved", "POST /callbacks", "evt-1\nWARN \u001b[2K\u0085\u2028x");
+
+        IdempotencyTemplate.KeyReusedException reused = new IdempotencyTemplate.KeyReusedException(key);
+
+        assertThat(reused.getMessage()).isEqualTo("ScopedKey[caller=mallory\\r\\nINFO approved, scope=POST /callbacks,"
+                + " key=evt-1\\nWARN \\u001b[2K\\u0085\\u2028x] was already used for different input");
+    }
+
+    @Test
+    void printableTextIsKeptAsItIsAndABackslashIsDoubled() {
+        assertThat(ScopedKey.printable("6f1c1f0e-3b4e-4a8e-9a57-1d2b7d1c9a01")).isEqualTo(
+                "6f1c1f0e-3b4e-4a8e-9a57-1d2b7d1c9a01");
+        assertThat(ScopedKey.printable("Zahlung für Café 🙂\ttab")).isEqualTo("Zahlung für Café 🙂\\ttab");
+        assertThat(ScopedKey.printable("a\\nb")).as("a backslash and an n, not a line break").isEqualTo("a\\\\nb");
+    }
+}
