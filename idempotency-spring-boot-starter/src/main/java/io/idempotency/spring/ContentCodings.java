@@ -53,7 +53,19 @@ final class ContentCodings {
             }
         }
         byte[] bytes = body;
+        // what was decompressed only to be decompressed again: each layer is capped, and so are the layers together,
+        // or a body coded hundreds of times over, every layer stored and as large as the cap, would make a request of
+        // a few kilobytes cost the cap's worth of decompressing for each coding its header names
+        long between = 0;
+        boolean decoded = false;
         for (int i = codings.size() - 1; i >= 0 && bytes.length > 0; i--) {
+            if (decoded) {
+                between += bytes.length;
+                if (between > limit) {
+                    throw new BodyRecordingRequest.BodyTooLargeException(limit);
+                }
+            }
+            decoded = true;
             String coding = codings.get(i);
             boolean gzip = coding.equals("gzip") || coding.equals("x-gzip");
             if (!gzip && !coding.equals("deflate")) {

@@ -89,6 +89,29 @@ class ContentCodingsTest {
                 .isInstanceOf(BodyRecordingRequest.BodyTooLargeException.class);
     }
 
+    @Test
+    void theLayersDecodedBeforeTheBodyCountTogetherAgainstTheCap() throws Exception {
+        // a body coded again and again, each layer stored rather than compressed, so that every layer is as large as
+        // the body and compresses well from outside: a few kilobytes on the wire, the cap's worth of decompressing
+        // for each of its codings, as many as the header names (hundreds fit in the request's header section)
+        byte[] body = new byte[1000];
+        byte[] layers = body;
+        for (int i = 1; i < 10; i++) {
+            layers = gzipBytes(layers, java.util.zip.Deflater.NO_COMPRESSION);
+        }
+        byte[] coded = gzipBytes(layers, java.util.zip.Deflater.BEST_COMPRESSION);
+        String header = String.join(", ", java.util.Collections.nCopies(10, "gzip"));
+        assertThat(layers.length).as("each layer is under the cap").isLessThan(2048);
+
+        assertThat(ContentCodings.decode(coded, List.of(header), 16 * 1024).bytes()).isEqualTo(body);
+        assertThatThrownBy(() -> ContentCodings.decode(coded, List.of(header), 2048))
+                .isInstanceOf(BodyRecordingRequest.BodyTooLargeException.class);
+        // twice coded the usual way, the layer between is smaller than the body: the cap is the body's
+        byte[] text = "{\"note\":\"coded twice\"}".repeat(80).getBytes(StandardCharsets.UTF_8);
+        assertThat(ContentCodings.decode(gzipBytes(deflate(text)), List.of("deflate, gzip"), text.length).bytes())
+                .isEqualTo(text);
+    }
+
     private static byte[] deflate(byte[] bytes) throws IOException {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         try (DeflaterOutputStream deflater = new DeflaterOutputStream(out)) {
@@ -98,8 +121,16 @@ class ContentCodingsTest {
     }
 
     private static byte[] gzipBytes(byte[] bytes) throws IOException {
+        return gzipBytes(bytes, java.util.zip.Deflater.DEFAULT_COMPRESSION);
+    }
+
+    private static byte[] gzipBytes(byte[] bytes, int level) throws IOException {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
-        try (java.util.zip.GZIPOutputStream gzip = new java.util.zip.GZIPOutputStream(out)) {
+        try (java.util.zip.GZIPOutputStream gzip = new java.util.zip.GZIPOutputStream(out) {
+            {
+                def.setLevel(level);
+            }
+        }) {
             gzip.write(bytes);
         }
         return out.toByteArray();
