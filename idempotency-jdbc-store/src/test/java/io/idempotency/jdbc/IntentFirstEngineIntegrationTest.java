@@ -1391,6 +1391,84 @@ class IntentFirstEngineIntegrationTest {
         }
     }
 
+    /**
+     * Intent-first work whose claim was taken over while it ran (its lease ran out, say, during a long pause, and a
+     * retry or a sweeper took the claim) is refused with {@code LeaseLostException}, as the template's javadoc says:
+     * its local writes are rolled back, and the new holder's claim is left as it is.
+     */
+    @Test
+    void intentFirstWorkWhoseClaimWasTakenOverMeanwhileIsRefusedAndItsWritesRolledBack() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table effects (id bigserial primary key)");
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyEngine engine = engine(dataSource, store, StaleClaimResolver.RERUN);
+            IdempotencyTemplate template = new IdempotencyTemplate(engine);
+            ScopedKey key = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
+            List<String> newHolder = new ArrayList<>();
+
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> template.execute(key,
+                    "m-1".getBytes(StandardCharsets.UTF_8), IdempotencyMode.INTENT_FIRST, Duration.ofMinutes(5), () -> {
+                        jdbc.update("insert into effects default values");
+                        // another instance, on connections of its own: the lease has run out, and it takes over
+                        CompletableFuture.runAsync(() -> {
+                            new JdbcTemplate(dataSource).update("update idempotency_keys"
+                                    + " set locked_until = now() - interval '1 second' where idempotency_key = ?",
+                                    key.key());
+                            String expired = store.find(key).orElseThrow().fencingToken();
+                            newHolder.add(store.takeOver(key, expired, DAY).orElseThrow());
+                        }).get(10, TimeUnit.SECONDS);
+                        return "charged".getBytes(StandardCharsets.UTF_8);
+                    }))
+                    .isInstanceOfSatisfying(io.idempotency.core.LeaseLostException.class,
+                            lost -> assertThat(lost.getMessage()).contains(key.key()));
+
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class))
+                    .as("the work's writes were rolled back").isZero();
+            IdempotencyRecord record = store.find(key).orElseThrow();
+            assertThat(record.status()).as("the new holder's claim, not the old holder's answer")
+                    .isEqualTo(RecordStatus.PROCESSING);
+            assertThat(record.fencingToken()).isEqualTo(newHolder.get(0));
+            engine.shutdown();
+        }
+    }
+
+    /**
+     * Once the engine has been shut down (the application context closes), intent-first work is refused with
+     * {@code IllegalStateException}, as the template's javadoc says: the work does not run, and the claim it took is
+     * not kept from anyone — a redelivery to another instance runs at once.
+     */
+    @Test
+    void intentFirstWorkAfterTheEngineWasShutDownIsRefusedAndKeepsTheKeyFromNoOne() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyEngine engine = engine(dataSource, store, StaleClaimResolver.RERUN);
+            IdempotencyTemplate template = new IdempotencyTemplate(engine);
+            ScopedKey key = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
+            byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
+            AtomicInteger runs = new AtomicInteger();
+            engine.shutdown();
+
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> template.execute(key, message,
+                    IdempotencyMode.INTENT_FIRST, Duration.ofMinutes(5), () -> {
+                        runs.incrementAndGet();
+                        return null;
+                    })).isInstanceOf(IllegalStateException.class).hasMessageContaining("shut down");
+
+            assertThat(runs).as("the work did not run").hasValue(0);
+            assertThat(store.find(key)).as("no claim kept").isEmpty();
+            IdempotencyEngine other = engine(dataSource, store, StaleClaimResolver.RERUN);
+            IdempotencyTemplate.Result redelivered = new IdempotencyTemplate(other).execute(key, message,
+                    IdempotencyMode.INTENT_FIRST, Duration.ofMinutes(5), () -> {
+                        runs.incrementAndGet();
+                        return "charged".getBytes(StandardCharsets.UTF_8);
+                    });
+            assertThat(redelivered.replayed()).isFalse();
+            assertThat(runs).hasValue(1);
+            other.shutdown();
+        }
+    }
+
     /** The retry of {@code key}'s request runs (it is not told "in progress"), and its answer is stored. */
     private static void assertTheRetryRuns(IdempotencyEngine engine, PostgresIdempotencyStore store, ScopedKey key,
                                            Duration lease) {
