@@ -9,7 +9,10 @@ import java.util.Optional;
  *
  * <p>Every method runs in the transaction the caller has open on the current thread (for the JDBC store: the
  * Spring-managed connection of that transaction), so a claim, the business writes and the stored response commit
- * or roll back together. Implementations must be thread-safe.
+ * or roll back together. A write called with no transaction open commits in one of its own before it returns: the
+ * engine takes stale claims over, records a resolver's decision, and marks FAILED or releases an intent-first claim
+ * after its work's transaction has ended, and the sweeper and the cleanup run outside any transaction.
+ * Implementations must be thread-safe.
  *
  * <p>Arbitration between concurrent requests is the database's: a unique index on (caller, scope, key), or a
  * database lock taken before the look-up. Never a "select, then insert" in the application, never a lock held in
@@ -87,10 +90,11 @@ public interface IdempotencyStore {
     Optional<IdempotencyRecord> find(ScopedKey key);
 
     /**
-     * Deletes at most {@code limit} records whose expiry has passed by the database clock, without waiting for rows
-     * that other transactions hold. A transaction the store opens for it should run at READ COMMITTED whatever the
-     * pool's default: at a higher level, a row another cleaner deleted after the statement's snapshot fails the delete
-     * instead of being skipped.
+     * Deletes at most {@code limit} finished (SUCCEEDED or FAILED) records whose expiry has passed by the database
+     * clock, without waiting for rows that other transactions hold. A PROCESSING record is never deleted, however old:
+     * its request may still be running, or its outcome is still to be resolved. A transaction the store opens for it
+     * should run at READ COMMITTED whatever the pool's default: at a higher level, a row another cleaner deleted after
+     * the statement's snapshot fails the delete instead of being skipped.
      *
      * @return how many records were deleted
      */
