@@ -74,6 +74,34 @@ class RetentionConfigurationTest {
                 });
     }
 
+    /**
+     * A record expires at the database's now() plus the TTL: retention.md promises that a TTL PostgreSQL could not add
+     * to now() stops the start, and that the longest one allowed (36500000d) still lets every claim be made.
+     */
+    @Test
+    void aTtlAboveAHundredThousandYearsStopsTheStartAndTheLongestAllowedOneStillClaims() {
+        TestDatabases.contextRunner(TestPostgres.newDatabase())
+                .withPropertyValues("idempotency.retention.ttl=36500001d")
+                .run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure()).getDescription())
+                            .contains("idempotency.retention.ttl (36500001d) must be at most 36500000d");
+                });
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        TestDatabases.contextRunner(database)
+                .withPropertyValues("idempotency.retention.ttl=36500000d")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    io.idempotency.core.ScopedKey key = new io.idempotency.core.ScopedKey("", "events", "m-1");
+                    io.idempotency.core.IdempotencyTemplate template =
+                            context.getBean(io.idempotency.core.IdempotencyTemplate.class);
+                    assertThat(template.execute(key, new byte[0], () -> new byte[] {1}).replayed()).isFalse();
+                    assertThat(template.execute(key, new byte[0], () -> new byte[] {2}).value()).containsExactly(1);
+                    assertThat(database.queryLong("select extract(year from expires_at)::bigint from idempotency_keys"
+                            + " where idempotency_key = 'm-1'")).isGreaterThan(100_000);
+                });
+    }
+
     @Test
     void theTtlMustAlsoCoverTheLease() {
         TestDatabases.contextRunner(TestPostgres.newDatabase())
