@@ -159,6 +159,22 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
     }
 
     /**
+     * A retention longer than a {@code datetime} can add to today (the starter allows up to 36500000d) is cut to 7,000
+     * years, as mariadb.md says, rather than failing every claim: the record is kept and expires in the year 9000 or so.
+     */
+    @Test
+    void aRetentionBeyondSevenThousandYearsIsCutToSevenThousandYears() {
+        ScopedKey key = newKey();
+
+        assertThat(claimCommitted(key, "c".repeat(64), Duration.ofDays(36_500_000)))
+                .isInstanceOf(ClaimResult.Claimed.class);
+
+        var record = STORE.find(key).orElseThrow();
+        assertThat(Duration.between(record.createdAt(), record.expiresAt()))
+                .isBetween(Duration.ofDays(365L * 7000).minusSeconds(1), Duration.ofDays(365L * 7000));
+    }
+
+    /**
      * A retry that finds the FAILED record, and loses it to another retry whose takeover commits between that look-up
      * and its own takeover, looks again and sees that claim: the request does not run twice. The other retry is run
      * as the first one sends its takeover.
