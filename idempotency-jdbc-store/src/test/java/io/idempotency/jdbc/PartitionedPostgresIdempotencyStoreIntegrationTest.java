@@ -42,6 +42,16 @@ class PartitionedPostgresIdempotencyStoreIntegrationTest extends PostgresStoreCo
     }
 
     @Override
+    protected IdempotencyStore storeOn(DataSource dataSource) {
+        return new PartitionedPostgresIdempotencyStore(dataSource, IdempotencySchema.DEFAULT_TABLE_NAME);
+    }
+
+    @Override
+    protected int statementsOfAFirstClaim() {
+        return 2;
+    }
+
+    @Override
     protected Transactions transactions() {
         return TRANSACTIONS;
     }

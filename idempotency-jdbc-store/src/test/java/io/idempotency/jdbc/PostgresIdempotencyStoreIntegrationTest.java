@@ -83,6 +83,16 @@ class PostgresIdempotencyStoreIntegrationTest extends PostgresStoreContract {
     }
 
     @Override
+    protected IdempotencyStore storeOn(DataSource dataSource) {
+        return new PostgresIdempotencyStore(dataSource, IdempotencySchema.DEFAULT_TABLE_NAME);
+    }
+
+    @Override
+    protected int statementsOfAFirstClaim() {
+        return 1;
+    }
+
+    @Override
     protected Transactions transactions() {
         return TRANSACTIONS;
     }

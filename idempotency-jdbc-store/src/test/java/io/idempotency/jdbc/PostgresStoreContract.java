@@ -2,6 +2,7 @@ package io.idempotency.jdbc;
 
 import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
+import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.core.Transactions;
@@ -9,13 +10,19 @@ import io.idempotency.testkit.IdempotencyStoreContract;
 import org.junit.jupiter.api.Test;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.jdbc.datasource.DelegatingDataSource;
 import org.springframework.transaction.support.TransactionTemplate;
 
 import javax.sql.DataSource;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Proxy;
+import java.sql.Connection;
+import java.sql.SQLException;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -24,6 +31,68 @@ abstract class PostgresStoreContract extends IdempotencyStoreContract {
 
     /** The pool of the store under test. */
     protected abstract DataSource dataSource();
+
+    /** A store of the kind under test, on {@code dataSource} (the pool, wrapped to watch its statements). */
+    protected abstract IdempotencyStore storeOn(DataSource dataSource);
+
+    /** The statements the claim of a new key costs on the store under test, as the docs count them. */
+    protected abstract int statementsOfAFirstClaim();
+
+    /**
+     * The statements a claim costs, as how-it-works.md and retention.md count them: the claim of a new key is one
+     * statement on the plain store, and one more on the partitioned store (the look-up that takes the key's lock, then
+     * the look-up and insert); the claim that finds a completed record (a replay answered from the database) or
+     * another request's record (a mismatch) is one statement on both, which inserts nothing and takes no lock.
+     */
+    @Test
+    void aClaimCostsTheStatementsTheDocsCount() {
+        AtomicInteger statements = new AtomicInteger();
+        DataSource counting = countingStatements(dataSource(), statements);
+        IdempotencyStore store = storeOn(counting);
+        TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(counting));
+        ScopedKey key = newKey();
+        String hash = "e".repeat(64);
+
+        transaction.executeWithoutResult(status -> {
+            statements.set(0);
+            ClaimResult first = store.claim(new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofSeconds(5)));
+            assertThat(first).isInstanceOf(ClaimResult.Claimed.class);
+            assertThat(statements).as("the claim of a new key").hasValue(statementsOfAFirstClaim());
+            assertThat(store.complete(key, ((ClaimResult.Claimed) first).fencingToken(),
+                    new StoredResponse(201, List.of(), "done".getBytes()))).isTrue();
+        });
+        for (String request : List.of(hash, "f".repeat(64))) {
+            transaction.executeWithoutResult(status -> {
+                statements.set(0);
+                assertThat(store.claim(new ClaimRequest(key, request, Duration.ofDays(1), Duration.ofSeconds(5))))
+                        .isInstanceOf(ClaimResult.Existing.class);
+                assertThat(statements).as("the claim of a completed key").hasValue(1);
+                status.setRollbackOnly();
+            });
+        }
+    }
+
+    /** {@code dataSource}, counting the statements prepared or created on its connections in {@code statements}. */
+    static DataSource countingStatements(DataSource dataSource, AtomicInteger statements) {
+        return new DelegatingDataSource(dataSource) {
+            @Override
+            public Connection getConnection() throws SQLException {
+                Connection connection = super.getConnection();
+                return (Connection) Proxy.newProxyInstance(getClass().getClassLoader(),
+                        new Class<?>[] {Connection.class}, (proxy, method, args) -> {
+                            if (List.of("prepareStatement", "createStatement", "prepareCall")
+                                    .contains(method.getName())) {
+                                statements.incrementAndGet();
+                            }
+                            try {
+                                return method.invoke(connection, args);
+                            } catch (InvocationTargetException e) {
+                                throw e.getCause();
+                            }
+                        });
+            }
+        };
+    }
 
     /**
      * The bounded wait of the claim must not leak into the handler's statements: neither when the claim inserts, nor

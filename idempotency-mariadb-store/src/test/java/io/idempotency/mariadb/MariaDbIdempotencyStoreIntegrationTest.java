@@ -159,6 +159,57 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
     }
 
     /**
+     * The statements a claim costs, as mariadb.md counts them: the claim of a new key is the look-up and the insert,
+     * one statement more than on PostgreSQL; the claim that finds a completed record (a replay answered from the
+     * database) or another request's record (a mismatch) is the look-up alone.
+     */
+    @Test
+    void aClaimCostsTheStatementsTheDocsCount() {
+        java.util.concurrent.atomic.AtomicInteger statements = new java.util.concurrent.atomic.AtomicInteger();
+        DataSource counting = new DelegatingDataSource(DATA_SOURCE) {
+            @Override
+            public Connection getConnection() throws SQLException {
+                Connection connection = super.getConnection();
+                return (Connection) Proxy.newProxyInstance(getClass().getClassLoader(),
+                        new Class<?>[] {Connection.class}, (proxy, method, args) -> {
+                            if (List.of("prepareStatement", "createStatement", "prepareCall")
+                                    .contains(method.getName())) {
+                                statements.incrementAndGet();
+                            }
+                            try {
+                                return method.invoke(connection, args);
+                            } catch (InvocationTargetException e) {
+                                throw e.getCause();
+                            }
+                        });
+            }
+        };
+        MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(counting, "idempotency_keys");
+        TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(counting));
+        transaction.setIsolationLevel(TransactionDefinition.ISOLATION_READ_COMMITTED);
+        ScopedKey key = newKey();
+        String hash = "e".repeat(64);
+
+        transaction.executeWithoutResult(status -> {
+            statements.set(0);
+            ClaimResult first = store.claim(new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofSeconds(5)));
+            assertThat(first).isInstanceOf(ClaimResult.Claimed.class);
+            assertThat(statements).as("the claim of a new key").hasValue(2);
+            assertThat(store.complete(key, ((ClaimResult.Claimed) first).fencingToken(),
+                    new io.idempotency.core.StoredResponse(201, List.of(), "done".getBytes()))).isTrue();
+        });
+        for (String request : List.of(hash, "f".repeat(64))) {
+            transaction.executeWithoutResult(status -> {
+                statements.set(0);
+                assertThat(store.claim(new ClaimRequest(key, request, Duration.ofDays(1), Duration.ofSeconds(5))))
+                        .isInstanceOf(ClaimResult.Existing.class);
+                assertThat(statements).as("the claim of a completed key").hasValue(1);
+                status.setRollbackOnly();
+            });
+        }
+    }
+
+    /**
      * A retention longer than a {@code datetime} can add to today (the starter allows up to 36500000d) is cut to 7,000
      * years, as mariadb.md says, rather than failing every claim: the record is kept and expires in the year 9000 or so.
      */
