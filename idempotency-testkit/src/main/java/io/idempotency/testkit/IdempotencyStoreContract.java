@@ -374,6 +374,39 @@ public abstract class IdempotencyStoreContract {
         assertThat(store().findExpiredLeases(1000)).extracting(IdempotencyRecord::key).contains(key);
     }
 
+    /**
+     * A record keeps the expiry it was claimed with: a retry that takes a FAILED record over claims the key afresh,
+     * with the retention it asks for, while a stale claim taken over (by a retry or a sweeper) is the same claim and
+     * keeps its creation time and expiry. An operator who raised the retention relies on both.
+     */
+    @Test
+    void aFailedRecordTakenOverGetsTheRetentionOfItsNewClaimWhileAStaleClaimTakenOverKeepsItsOwn()
+            throws InterruptedException {
+        ScopedKey failedKey = newKey();
+        String failedToken = claimed(claimCommitted(failedKey, HASH_A, DAY));
+        assertThat(holds(store -> store.fail(failedKey, failedToken))).isTrue();
+        IdempotencyRecord failed = store().find(failedKey).orElseThrow();
+        Thread.sleep(20);
+
+        claimed(claimCommitted(failedKey, HASH_A, DAY.multipliedBy(3)));
+
+        IdempotencyRecord retried = store().find(failedKey).orElseThrow();
+        assertThat(retried.createdAt()).as("claimed afresh").isAfter(failed.createdAt());
+        assertThat(Duration.between(retried.createdAt(), retried.expiresAt())).isEqualTo(DAY.multipliedBy(3));
+
+        ScopedKey staleKey = newKey();
+        String staleToken = claimed(inTransaction(store -> store.claim(new ClaimRequest(staleKey, HASH_A, DAY,
+                LONG_WAIT, Duration.ofMillis(1)))));
+        IdempotencyRecord stale = store().find(staleKey).orElseThrow();
+        Thread.sleep(20);
+
+        assertThat(store().takeOver(staleKey, staleToken, Duration.ofSeconds(30))).isPresent();
+
+        IdempotencyRecord takenOver = store().find(staleKey).orElseThrow();
+        assertThat(takenOver.createdAt()).isEqualTo(stale.createdAt());
+        assertThat(takenOver.expiresAt()).isEqualTo(stale.expiresAt());
+    }
+
     @Test
     void onlyTheHolderRenewsItsLease() throws InterruptedException {
         ScopedKey key = newKey();
