@@ -374,6 +374,25 @@ class IdempotencyEngineTest {
         assertThat(store.claims).isEmpty();
     }
 
+    /**
+     * The template's lease is for intent-first claims only and, as its javadoc says, ignored in the default mode: a
+     * listener passing one setting for both modes (or none) has its one-transaction work run, with no lease on the claim.
+     */
+    @Test
+    void aTemplateLeaseIsIgnoredOutsideIntentFirstMode() throws Exception {
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
+        IdempotencyTemplate template = new IdempotencyTemplate(engine);
+
+        for (Duration lease : new Duration[] {null, Duration.ZERO, Duration.ofNanos(500_000)}) {
+            IdempotencyTemplate.Result result = template.execute(KEY, new byte[0], IdempotencyMode.ONE_TRANSACTION,
+                    lease, () -> "done".getBytes(UTF_8));
+            assertThat(result.replayed()).isFalse();
+        }
+
+        assertThat(store.claims).hasSize(3).allSatisfy(claim -> assertThat(claim.lease()).isNull());
+        assertThat(store.completions).hasSize(3);
+    }
+
     @Test
     void keysThatNoTextColumnCanHoldAreRefused() {
         assertThatThrownBy(() -> new ScopedKey("", "s", "message-\ud800"))
