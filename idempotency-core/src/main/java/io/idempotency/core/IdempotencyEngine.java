@@ -45,8 +45,8 @@ import java.util.concurrent.TimeoutException;
  *   <li><b>Complete or release</b> ({@link Execution#finish}, {@link Execution#abandon}): if the handler returned
  *       an answer the {@link StoragePolicy} stores, the record becomes SUCCEEDED with that answer and the
  *       transaction commits — claim, business rows and answer together, or none of them. Otherwise (the handler
- *       threw, or answered 5xx/408/409/425/429) the transaction rolls back, which also removes the claim, so a
- *       retry runs cleanly. The caller must not send any byte of the answer before {@code finish} returned.</li>
+ *       threw, or gave an answer the policy does not store: by default 5xx, 408, 409, 425, 429, 304 or 1xx) the
+ *       transaction rolls back, which also removes the claim, so a retry runs cleanly. The caller must not send any byte of the answer before {@code finish} returned.</li>
  * </ol>
  *
  * <p>A crash at any point before the commit leaves nothing behind (the database rolls the transaction back); a
