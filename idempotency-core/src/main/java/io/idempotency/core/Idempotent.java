@@ -10,10 +10,11 @@ import java.lang.annotation.Target;
  * Makes a controller method idempotent: a request carrying an {@code Idempotency-Key} header changes the system
  * at most once, and every repetition gets the first answer back, byte for byte.
  *
- * <p>With the Spring Boot starter, the claim of the key, the method's database writes and the stored answer
- * commit in one transaction, after the answer has been rendered and before any byte of it is sent. The method
- * must therefore not start a transaction of its own that commits earlier ({@code REQUIRES_NEW} escapes the unit),
- * and must return synchronously (async return types are rejected at startup).
+ * <p>With the Spring Boot starter, in the default mode ({@link IdempotencyMode#ONE_TRANSACTION}), the claim of the key,
+ * the method's database writes and the stored answer commit in one transaction, after the answer has been rendered and
+ * before any byte of it is sent ({@link IdempotencyMode#INTENT_FIRST} commits the claim first; see {@link #mode()}).
+ * The method must therefore not start a transaction of its own that commits earlier ({@code REQUIRES_NEW} escapes the
+ * unit), and must return synchronously (async return types are rejected at startup).
  *
  * <p>Expressions ({@link #key()}, {@link #fingerprint()}) are Spring Expression Language, evaluated after the
  * arguments are bound, with these variables: the method's parameters by name (e.g. {@code #callback.transactionId}),
