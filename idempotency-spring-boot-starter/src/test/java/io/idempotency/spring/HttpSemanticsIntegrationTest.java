@@ -502,6 +502,30 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
         assertThat(rows(note)).isEqualTo(1);
     }
 
+    /** A form's fields are read through #params, as the annotation's javadoc says: a callback sent as a form. */
+    @Test
+    void aKeyAndAFingerprintFromAFormsFieldsAreReadThroughParams() throws Exception {
+        String transaction = "tx-" + UUID.randomUUID();
+
+        HttpResponse<byte[]> first = send(form("transactionId=" + transaction + "&amount=5&nonce=1"));
+        HttpResponse<byte[]> resent = send(form("nonce=2&amount=5&transactionId=" + transaction));
+        HttpResponse<byte[]> changed = send(form("transactionId=" + transaction + "&amount=6&nonce=3"));
+
+        assertThat(first.statusCode()).isEqualTo(200);
+        assertThat(resent.headers().firstValue("Idempotent-Replayed")).as("a new nonce: the same callback")
+                .hasValue("true");
+        assertThat(resent.body()).isEqualTo(first.body());
+        assertThat(changed.statusCode()).as("another amount under the transaction id").isEqualTo(422);
+        assertProblem(changed, "idempotency-key-mismatch");
+        assertThat(keyRows(transaction)).isEqualTo(1);
+        assertThat(rows("form-callback-" + transaction)).isEqualTo(1);
+    }
+
+    private HttpRequest form(String fields) {
+        return request("/orders/form-callbacks", fields).setHeader("Content-Type", "application/x-www-form-urlencoded")
+                .POST(HttpRequest.BodyPublishers.ofString(fields)).build();
+    }
+
     // ---------------------------------------------------------------- methods and storage policies
 
     @Test

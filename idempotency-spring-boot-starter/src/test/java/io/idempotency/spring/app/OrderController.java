@@ -434,6 +434,13 @@ public class OrderController {
         return Map.of("id", insert("provider-callback-" + callback.get("transactionId")), "provider", provider);
     }
 
+    /** A provider's form-encoded callback without a header, keyed and fingerprinted by its fields. */
+    @PostMapping("/form-callbacks")
+    @Idempotent(key = "#params['transactionId']", fingerprint = "#params['amount']")
+    public Map<String, Object> formCallback(@RequestParam String transactionId, @RequestParam String nonce) {
+        return Map.of("id", insert("form-callback-" + transactionId), "received", nonce);
+    }
+
     /** Keyed by a request header, fingerprinted by a query parameter: a webhook that names its event in a header. */
     @PostMapping("/by-event-header")
     @Idempotent(key = "#headers['X-Event-Id']", fingerprint = "#params['amount']")
