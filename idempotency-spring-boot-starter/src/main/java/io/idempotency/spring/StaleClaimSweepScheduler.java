@@ -9,8 +9,8 @@ import java.time.Duration;
 
 /**
  * Runs the {@link StaleClaimSweeper} every {@code idempotency.sweeper.interval} on a background thread of its own,
- * logs what it resolved, and counts it in {@code idempotency.sweeper.resolved} (tag {@code outcome} = {@code completed} or
- * {@code failed}) when Micrometer is present.
+ * logs each claim it resolved and how, and counts it in {@code idempotency.sweeper.resolved} (tag {@code outcome} =
+ * {@code completed} or {@code failed}) when Micrometer is present.
  */
 class StaleClaimSweepScheduler extends PeriodicTask {
 
@@ -42,6 +42,7 @@ class StaleClaimSweepScheduler extends PeriodicTask {
                 @Override
                 public void resolved(ScopedKey key, boolean completed) {
                     resolved[completed ? 0 : 1]++;
+                    log(key, completed);
                 }
 
                 @Override
@@ -62,6 +63,17 @@ class StaleClaimSweepScheduler extends PeriodicTask {
             }
             meters.staleClaimsResolved(resolved[0], resolved[1]);
         }
+    }
+
+    /**
+     * One line per resolved claim, at most a sweep's batch size of them: a claim marked FAILED is overwritten by the
+     * retry that runs its request again, so the log is what tells which claims the sweeper gave up on. The claim's
+     * identity only, as the table holds it: neither the answer stored nor the key derived for the third party.
+     */
+    private static void log(ScopedKey key, boolean completed) {
+        log.info("Stale idempotency claim of caller '{}' on '{}' with key '{}' {}", ScopedKey.printable(key.caller()),
+                ScopedKey.printable(key.scope()), ScopedKey.printable(key.key()), completed ? "completed with the resolver's answer, which is replayed to a retry"
+                        : "marked FAILED: a retry runs its request again");
     }
 
     private static void warn(StaleClaimSweeper.Unresolved unresolved) {

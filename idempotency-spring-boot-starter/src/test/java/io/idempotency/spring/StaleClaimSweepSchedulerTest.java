@@ -3,8 +3,10 @@ package io.idempotency.spring;
 import com.zaxxer.hikari.HikariDataSource;
 import io.idempotency.core.DownstreamKeys;
 import io.idempotency.core.IdempotencyStore;
+import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StaleClaimResolver;
 import io.idempotency.core.StaleClaimSweeper;
+import io.idempotency.core.StoredResponse;
 import io.idempotency.jdbc.PostgresIdempotencyStore;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.TestPostgres;
@@ -17,6 +19,7 @@ import org.springframework.dao.DataAccessResourceFailureException;
 
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Proxy;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
@@ -79,6 +82,44 @@ class StaleClaimSweepSchedulerTest {
             assertThat(output).contains("The stale claim resolver failed", "mallory\\r\\nFORGED caller",
                     "evt-1\\nFORGED key \\u001b[31m");
             assertThat(output.toString()).doesNotContain("\nFORGED", "\u001b");
+        }
+    }
+
+    @Test
+    void eachResolvedClaimIsLoggedWithItsIdentityAndWhatWasRecorded(CapturedOutput output) {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+            // two intent-first claims whose holders died: the gateway knows the outcome of one, not of the other
+            database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
+                    + " fencing_token, expires_at, locked_until) values ('alice', 'POST /charges', 'k-charged',"
+                    + " 'PROCESSING', repeat('a', 64), gen_random_uuid(), now() + interval '1 day',"
+                    + " now() - interval '1 second'), ('bob', 'POST /refunds', 'k-unknown', 'PROCESSING',"
+                    + " repeat('a', 64), gen_random_uuid(), now() + interval '1 day', now() - interval '1 second')");
+            StaleClaimResolver gateway = claim -> claim.key().key().equals("k-charged")
+                    ? StaleClaimResolver.Resolution.complete(new StoredResponse(201, List.of(),
+                            "{\"charged\":true}".getBytes(StandardCharsets.UTF_8)))
+                    : StaleClaimResolver.Resolution.fail();
+            StaleClaimSweepScheduler scheduler = new StaleClaimSweepScheduler(new StaleClaimSweeper(
+                    new PostgresIdempotencyStore(dataSource, "idempotency_keys"), gateway,
+                    new DownstreamKeys("secret"), Duration.ofMinutes(5), 100), Duration.ofHours(1),
+                    IdempotencyMeters.NONE);
+
+            assertThat(scheduler.sweepOnce().resolved()).isEqualTo(2);
+
+            // a payment team reconciles from the log which claims were completed and which were marked FAILED (a
+            // retry then runs the request again, and the FAILED row is overwritten): the count alone does not say
+            assertThat(output.getOut().lines().filter(line -> line.contains("k-charged")))
+                    .singleElement().asString()
+                    .contains("caller 'alice' on 'POST /charges' with key 'k-charged'", "completed")
+                    .doesNotContain("charged\":true");
+            assertThat(output.getOut().lines().filter(line -> line.contains("k-unknown")))
+                    .singleElement().asString()
+                    .contains("caller 'bob' on 'POST /refunds' with key 'k-unknown'", "marked FAILED");
+            assertThat(output).contains("Resolved 2 stale idempotency claims: 1 completed, 1 marked failed");
+            // the key sent downstream is derived with the application's secret: the log does not give it away
+            assertThat(output).doesNotContain(new DownstreamKeys("secret").derive(new ScopedKey("alice",
+                    "POST /charges", "k-charged")));
         }
     }
 
