@@ -180,7 +180,12 @@ public class IdempotencyAutoConfiguration {
                 + " ahead, make them longer, or run the cleanup more often.");
     }
 
-    /** Counters of the background work, when Micrometer is on the class path and the application has a registry. */
+    /**
+     * Counters of the background work, when Micrometer is on the class path and the application has a registry. With
+     * several registries they are registered as Spring Boot binds its meters: in the composite registries when there
+     * are any (Spring Boot Actuator makes a primary one over the others, which each count through it, once), else in
+     * every registry.
+     */
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnClass(name = "io.micrometer.core.instrument.MeterRegistry")
     static class Metrics {
@@ -188,8 +193,16 @@ public class IdempotencyAutoConfiguration {
         @Bean
         @ConditionalOnMissingBean
         IdempotencyMeters idempotencyMeters(ObjectProvider<io.micrometer.core.instrument.MeterRegistry> registry) {
-            io.micrometer.core.instrument.MeterRegistry meters = registry.getIfUnique();
-            return meters == null ? IdempotencyMeters.NONE : new MicrometerIdempotencyMeters(meters);
+            List<io.micrometer.core.instrument.MeterRegistry> registries = registry.orderedStream().toList();
+            List<io.micrometer.core.instrument.MeterRegistry> composites = registries.stream()
+                    .filter(io.micrometer.core.instrument.composite.CompositeMeterRegistry.class::isInstance).toList();
+            List<io.micrometer.core.instrument.MeterRegistry> counting = composites.isEmpty() ? registries : composites;
+            if (counting.isEmpty()) {
+                return IdempotencyMeters.NONE;
+            }
+            return new MicrometerIdempotencyMeters(counting.size() == 1 ? counting.get(0)
+                    : new io.micrometer.core.instrument.composite.CompositeMeterRegistry(
+                            io.micrometer.core.instrument.Clock.SYSTEM, counting));
         }
     }
 

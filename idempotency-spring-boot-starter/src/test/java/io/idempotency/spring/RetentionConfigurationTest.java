@@ -3,14 +3,18 @@ package io.idempotency.spring;
 import io.idempotency.core.IdempotencyStore;
 import io.idempotency.jdbc.PartitionedPostgresIdempotencyStore;
 import io.idempotency.testkit.TestPostgres;
+import io.micrometer.core.instrument.Clock;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.composite.CompositeMeterRegistry;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.test.context.FilteredClassLoader;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Primary;
 
+import java.util.List;
 import java.util.function.Supplier;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -180,6 +184,46 @@ class RetentionConfigurationTest {
     }
 
     @Test
+    void withSeveralRegistriesEachCountsTheSweepOnce() {
+        // an application with two registries of its own (say one scraped, one pushed) and none primary
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        TestDatabases.contextRunner(database)
+                .withUserConfiguration(TwoRegistries.class)
+                .withPropertyValues("idempotency.sweeper.interval=200ms")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    insertAbandonedClaim(database);
+                    for (String name : new String[]{"scraped", "pushed"}) {
+                        MeterRegistry meters = context.getBean(name, MeterRegistry.class);
+                        assertThat(awaitCount(() -> meters.find(MicrometerIdempotencyMeters.RESOLVED)
+                                .tag("outcome", "failed").counter())).as(name).isEqualTo(1.0);
+                    }
+                });
+        // as Spring Boot Actuator wires several: a primary composite over them, which forwards to each
+        TestPostgres.Database composed = TestPostgres.newDatabase();
+        TestDatabases.contextRunner(composed)
+                .withUserConfiguration(TwoRegistries.class, PrimaryComposite.class)
+                .withPropertyValues("idempotency.sweeper.interval=200ms")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    insertAbandonedClaim(composed);
+                    for (String name : new String[]{"scraped", "pushed"}) {
+                        MeterRegistry meters = context.getBean(name, MeterRegistry.class);
+                        assertThat(awaitCount(() -> meters.find(MicrometerIdempotencyMeters.RESOLVED)
+                                .tag("outcome", "failed").counter())).as(name + ", counted through the composite only")
+                                .isEqualTo(1.0);
+                    }
+                });
+    }
+
+    /** An intent-first claim whose holder died: its lease ran out, nobody retried. */
+    private static void insertAbandonedClaim(TestPostgres.Database database) {
+        database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
+                + " fencing_token, expires_at, locked_until) values ('', 'POST /charges', 'abandoned', 'PROCESSING',"
+                + " repeat('a', 64), gen_random_uuid(), now() + interval '1 day', now() - interval '1 second')");
+    }
+
+    @Test
     void thePartitionedModeCreatesAPartitionedTableWithPartitionsAhead() {
         TestPostgres.Database database = TestPostgres.newDatabase();
         TestDatabases.contextRunner(database)
@@ -290,6 +334,28 @@ class RetentionConfigurationTest {
             Thread.sleep(50);
         }
         return counter.get() == null ? 0 : counter.get().count();
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class TwoRegistries {
+        @Bean
+        MeterRegistry scraped() {
+            return new SimpleMeterRegistry();
+        }
+
+        @Bean
+        MeterRegistry pushed() {
+            return new SimpleMeterRegistry();
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class PrimaryComposite {
+        @Bean
+        @Primary
+        CompositeMeterRegistry compositeMeterRegistry(List<MeterRegistry> registries) {
+            return new CompositeMeterRegistry(Clock.SYSTEM, registries);
+        }
     }
 
     @Configuration(proxyBeanMethods = false)
