@@ -448,13 +448,29 @@ public final class IdempotencyEngine {
             if (!store.complete(key, token, complete.response())) {
                 return null;
             }
+            logResolved(key, "completed with the resolver's answer, which the retry is answered with");
             replayCache.put(key, stale.requestHash(), complete.response());
             return new Replay(complete.response());
         }
         if (resolution instanceof StaleClaimResolver.Fail) {
-            return store.fail(key, token) ? FREED : null;
+            if (!store.fail(key, token)) {
+                return null;
+            }
+            logResolved(key, "marked FAILED, and the retry runs its request again");
+            return FREED;
         }
+        logResolved(key, "taken over to run its request again, as the resolver answered");
         return proceedIntent(key, stale.requestHash(), token, lease, true);
+    }
+
+    /**
+     * One line per stale claim a retry resolved, as the sweeper logs its own: the run that follows overwrites a claim
+     * marked FAILED or taken over, so the log is what tells which claims were given up on. The claim's identity only:
+     * neither the answer stored nor the key derived for the third party.
+     */
+    private static void logResolved(ScopedKey key, String how) {
+        log.log(System.Logger.Level.INFO, () -> "Stale idempotency claim of caller '" + key.caller() + "' on '"
+                + key.scope() + "' with key '" + key.key() + "' resolved by a retry: " + how);
     }
 
     /**

@@ -38,6 +38,10 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.logging.Handler;
+import java.util.logging.Level;
+import java.util.logging.LogRecord;
+import java.util.logging.Logger;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -361,6 +365,64 @@ class IntentFirstEngineIntegrationTest {
             Thread.sleep(300);
 
             assertTheRetryRuns(engine, store, key, lease);
+        }
+    }
+
+    /**
+     * A retry that resolves a stale claim says which claim and how, as the sweeper does: a claim marked FAILED or
+     * taken over to run again is overwritten by that run, so the log is what a reconciliation with the third party has.
+     */
+    @Test
+    void aRetryThatResolvesAStaleClaimLogsWhichClaimAndHow() throws Exception {
+        List<LogRecord> logged = new java.util.concurrent.CopyOnWriteArrayList<>();
+        Handler handler = new Handler() {
+            @Override
+            public void publish(LogRecord record) {
+                logged.add(record);
+            }
+
+            @Override
+            public void flush() {
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+        Logger logger = Logger.getLogger(IdempotencyEngine.class.getName());
+        logger.addHandler(handler);
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            String prefix = UUID.randomUUID() + "-";
+            IdempotencyEngine engine = engine(dataSource, store, claim -> switch (claim.key().key()
+                    .substring(prefix.length())) {
+                case "charged" -> StaleClaimResolver.Resolution.complete(new StoredResponse(201, List.of(),
+                        "{\"charged\":true}".getBytes(StandardCharsets.UTF_8)));
+                case "declined" -> StaleClaimResolver.Resolution.fail();
+                default -> StaleClaimResolver.Resolution.rerun();
+            });
+            Duration lease = Duration.ofMillis(200);
+            for (String name : List.of("charged", "declined", "unknown")) {
+                ScopedKey key = new ScopedKey("alice", "POST /charges", prefix + name);
+                leaveAStaleClaim(dataSource, store, key, lease);
+                IdempotencyEngine.Start retry = engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
+                if (retry instanceof IdempotencyEngine.Proceed proceed) {
+                    proceed.execution().finish(new StoredResponse(201, List.of(), null));
+                }
+            }
+            engine.shutdown();
+
+            for (String[] expected : new String[][]{{"charged", "completed with the resolver's answer"},
+                    {"declined", "marked FAILED"}, {"unknown", "taken over to run its request again"}}) {
+                assertThat(logged).as(expected[0]).filteredOn(record -> record.getMessage()
+                        .contains("with key '" + prefix + expected[0] + "'")).singleElement().satisfies(record -> {
+                            assertThat(record.getLevel()).isEqualTo(Level.INFO);
+                            assertThat(record.getMessage()).contains("caller 'alice' on 'POST /charges'",
+                                    "by a retry", expected[1]).doesNotContain("charged\":true");
+                        });
+            }
+        } finally {
+            logger.removeHandler(handler);
         }
     }
 
