@@ -4,6 +4,7 @@ import io.idempotency.core.CommitFailedException;
 import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.LeaseLostException;
+import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoredResponse;
 import jakarta.servlet.FilterChain;
 import jakarta.servlet.ServletException;
@@ -229,8 +230,9 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         try {
             execution.finish(captured, exchange.storagePolicy());
         } catch (LeaseLostException e) {
-            log.warn("Idempotent request {} {} finished after its lease was taken over; its result was discarded",
-                    request.getMethod(), request.getRequestURI());
+            // what it did (a third party's answer) is discarded: the claim it names is the one the new holder resolves
+            log.warn("Idempotent request {} {} ({}) finished after its lease was taken over; its result was discarded",
+                    request.getMethod(), request.getRequestURI(), claim(execution));
             response.send(problems.render(ProblemResponses.Problem.LEASE_LOST,
                     "This request took longer than its lease and another attempt took the key over, so its result"
                             + " was not recorded. Retry with the same key to get the recorded result.",
@@ -238,8 +240,9 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             return;
         } catch (CommitFailedException e) {
             // a lost connection leaves the commit's outcome unknown: the line must not say it failed
-            log.warn("Idempotent request {} {} {}; answering 500", request.getMethod(), request.getRequestURI(),
-                    e.outcomeUnknown() ? "lost its connection while committing (whether it committed is unknown)"
+            log.warn("Idempotent request {} {} ({}) {}; answering 500", request.getMethod(), request.getRequestURI(),
+                    claim(execution), e.outcomeUnknown()
+                            ? "lost its connection while committing (whether it committed is unknown)"
                             : "failed to commit", e);
             response.send(problems.render(ProblemResponses.Problem.COMMIT_FAILED, e.outcomeUnknown()
                     ? "The connection to the database was lost while the request's effects were being committed, so"
@@ -278,6 +281,16 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         return request.getAttribute(DispatcherServlet.EXCEPTION_ATTRIBUTE) != null
                 || request.getAttribute(WebUtils.ERROR_EXCEPTION_ATTRIBUTE) != null
                 || request.getAttribute(RequestAnsweredExceptionResolver.EXCEPTION_ATTRIBUTE) != null;
+    }
+
+    /**
+     * The claim of {@code execution}, as the table holds it, for a line the operator may have to follow up (in the
+     * table, or with a third party). Its identity only: neither the request nor the key derived for the third party.
+     */
+    private static String claim(IdempotencyEngine.Execution execution) {
+        ScopedKey key = execution.key();
+        return "the claim of caller '" + ScopedKey.printable(key.caller()) + "' on '"
+                + ScopedKey.printable(key.scope()) + "' with key '" + ScopedKey.printable(key.key()) + "'";
     }
 
     /** What a retry meets when a commit whose outcome is unknown did not happen. */

@@ -6,7 +6,10 @@ import io.idempotency.core.StaleClaimSweeper;
 import io.idempotency.spring.app.FakeGateway;
 import io.idempotency.spring.app.GatewayResolver;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.test.context.TestPropertySource;
 
 import java.io.IOException;
@@ -27,6 +30,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * its late result.
  */
 @TestPropertySource(properties = {"idempotency.in-flight-wait=300ms", "idempotency.sweeper.enabled=false"})
+@ExtendWith(OutputCaptureExtension.class)
 class IntentFirstIntegrationTest extends OrdersApplicationTest {
 
     @Autowired
@@ -149,7 +153,7 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
-    void aHolderWhoseLeaseWasTakenOverCannotRecordItsLateResult() throws Exception {
+    void aHolderWhoseLeaseWasTakenOverCannotRecordItsLateResult(CapturedOutput output) throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "fenced-" + key;
         int chargesBefore = gateway.charges();
@@ -172,6 +176,10 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         assertThat(after.body()).as("the recorded result is the new holder's").contains("\"resolved\":true");
         assertThat(rows(note)).as("the late holder's local write rolled back").isZero();
         assertThat(gateway.charges() - chargesBefore).isEqualTo(1);
+        // the late holder's result (what the gateway told it) is discarded: the operator can match the line with the
+        // new holder's resolution by the claim it names
+        assertThat(output.getOut().lines().filter(line -> line.contains("finished after its lease was taken over")))
+                .singleElement().asString().contains("caller '' on 'POST /intent/long-lease' with key '" + key + "'");
     }
 
     @Test

@@ -109,6 +109,9 @@ class LostCommitReplyIntegrationTest {
         assertThat(output).as("the operator's line does not say it failed either")
                 .contains("lost its connection while committing (whether it committed is unknown)")
                 .doesNotContain("failed to commit");
+        // whether it committed is for the operator to find out, in the table or with the third party: by the claim
+        assertThat(output.getOut().lines().filter(line -> line.contains("lost its connection while committing")))
+                .singleElement().asString().contains("caller '' on 'POST /orders' with key '" + key + "'");
     }
 
     private HttpResponse<String> charge(String key, String note) throws IOException, InterruptedException {
