@@ -469,8 +469,8 @@ public final class IdempotencyEngine {
      * neither the answer stored nor the key derived for the third party.
      */
     private static void logResolved(ScopedKey key, String how) {
-        log.log(System.Logger.Level.INFO, () -> "Stale idempotency claim of caller '" + key.caller() + "' on '"
-                + key.scope() + "' with key '" + key.key() + "' resolved by a retry: " + how);
+        log.log(System.Logger.Level.INFO, () -> "Stale idempotency claim of " + key.describe()
+                + " resolved by a retry: " + how);
     }
 
     /**

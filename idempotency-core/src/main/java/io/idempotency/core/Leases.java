@@ -36,10 +36,8 @@ final class Leases {
                 // the next renewal tries again (an error too: thrown on, it would end the schedule for good, without
                 // a word); if the lease runs out meanwhile, fencing protects the new holder. The holder may then lose
                 // its claim: say so, as it happens, rather than only when its result is refused
-                log.log(System.Logger.Level.WARNING, () -> "Renewing the lease of the claim of caller '"
-                        + ScopedKey.printable(key.caller()) + "' on '" + ScopedKey.printable(key.scope())
-                        + "' with key '" + ScopedKey.printable(key.key()) + "' failed; tried"
-                        + " again in " + period + " ms. Should the lease run out first, another request or the"
+                log.log(System.Logger.Level.WARNING, () -> "Renewing the lease of the claim of " + key.describe()
+                        + " failed; tried again in " + period + " ms. Should the lease run out first, another request or the"
                         + " sweeper may take the claim over, and the result of its holder is then refused", e);
             }
         }, period, period, TimeUnit.MILLISECONDS);

@@ -50,6 +50,14 @@ public record ScopedKey(String caller, String scope, String key) {
     }
 
     /**
+     * The claim as a log line names it for an operator, who looks it up in the table or asks a third party about it:
+     * {@code caller 'alice' on 'POST /charges' with key 'k-1'}, each part as {@link #printable} writes it.
+     */
+    public String describe() {
+        return "caller '" + printable(caller) + "' on '" + printable(scope) + "' with key '" + printable(key) + "'";
+    }
+
+    /**
      * {@code text} on one line of a log, unmistakably: the characters that end or rewrite a line in a log file or a
      * terminal (control characters, also those of C1 such as NEL, the line and paragraph separators) are written as
      * Java escapes ({@code \n}, {@code \r}, {@code \t}, the others by their code in hex after a backslash and

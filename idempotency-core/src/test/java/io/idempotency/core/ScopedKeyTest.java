@@ -25,4 +25,12 @@ class ScopedKeyTest {
         assertThat(ScopedKey.printable("Zahlung für Café 🙂\ttab")).isEqualTo("Zahlung für Café 🙂\\ttab");
         assertThat(ScopedKey.printable("a\\nb")).as("a backslash and an n, not a line break").isEqualTo("a\\\\nb");
     }
+
+    @Test
+    void aClaimIsDescribedForAnOperatorOnOneLine() {
+        assertThat(new ScopedKey("alice", "POST /charges", "k-1").describe())
+                .isEqualTo("caller 'alice' on 'POST /charges' with key 'k-1'");
+        assertThat(new ScopedKey("", "POST /callbacks", "evt-1\nFORGED").describe())
+                .isEqualTo("caller '' on 'POST /callbacks' with key 'evt-1\\nFORGED'");
+    }
 }

@@ -71,17 +71,15 @@ class StaleClaimSweepScheduler extends PeriodicTask {
      * identity only, as the table holds it: neither the answer stored nor the key derived for the third party.
      */
     private static void log(ScopedKey key, boolean completed) {
-        log.info("Stale idempotency claim of caller '{}' on '{}' with key '{}' {}", ScopedKey.printable(key.caller()),
-                ScopedKey.printable(key.scope()), ScopedKey.printable(key.key()), completed ? "completed with the resolver's answer, which is replayed to a retry"
-                        : "marked FAILED: a retry runs its request again");
+        log.info("Stale idempotency claim of {} {}", key.describe(), completed
+                ? "completed with the resolver's answer, which is replayed to a retry"
+                : "marked FAILED: a retry runs its request again");
     }
 
     private static void warn(StaleClaimSweeper.Unresolved unresolved) {
         // the claim's identity, as the table holds it, so that it can be looked up (and the third party asked); on
         // one line whatever it holds, with Java escapes for the characters that would end or rewrite it
-        ScopedKey key = unresolved.key();
-        log.warn("The stale claim resolver failed for the claim of caller '{}' on '{}' with key '{}'; the claim"
-                + " is looked at again once the sweeper's lease on it has run out", ScopedKey.printable(key.caller()),
-                ScopedKey.printable(key.scope()), ScopedKey.printable(key.key()), unresolved.error());
+        log.warn("The stale claim resolver failed for the claim of {}; the claim is looked at again once the"
+                + " sweeper's lease on it has run out", unresolved.key().describe(), unresolved.error());
     }
 }
