@@ -4,7 +4,6 @@ import io.idempotency.core.CommitFailedException;
 import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.LeaseLostException;
-import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoredResponse;
 import jakarta.servlet.FilterChain;
 import jakarta.servlet.ServletException;
@@ -201,7 +200,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         if (request.isAsyncStarted()) {
             // an async answer the startup checks did not recognise: it would be written after the transaction had
             // to end, into the capture, and the client would get an empty 200 for effects that were rolled back
-            exchange.abandon();
+            abandonForTheAnswer(exchange, request);
             log.error("Idempotent request {} {} started async processing, which @Idempotent does not support;"
                     + " rolled back", request.getMethod(), request.getRequestURI());
             response.send(problems.render(ProblemResponses.Problem.COMMIT_FAILED,
@@ -217,7 +216,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         }
         StoredResponse captured = response.toStoredResponse(replayedHeaders);
         if (captured.bodyLength() > maxStoredBodySize && exchange.storagePolicy().isStorable(captured.status())) {
-            execution.abandon();
+            abandonForTheAnswer(exchange, request);
             log.error("Idempotent request {} {} answered {} bytes, more than idempotency.max-stored-body-size ({});"
                     + " rolled back", request.getMethod(), request.getRequestURI(), captured.bodyLength(),
                     maxStoredBodySize);
@@ -256,10 +255,10 @@ public class IdempotencyFilter extends OncePerRequestFilter {
     }
 
     /**
-     * Rolls back a request whose captured answer (its exception handler's, a {@code sendError}) is sent, not stored.
-     * A rollback that fails — the connection was lost, often why the request failed — kept nothing either (the
-     * database ends the transaction with its session): it is logged, and the answer is sent all the same, instead of
-     * an error page in its place.
+     * Rolls back a request whose answer is sent, not stored: its captured answer (its exception handler's, a
+     * {@code sendError}), or the problem that says why it was not stored (too large, async). A rollback that fails —
+     * the connection was lost, often why the request failed — kept nothing either (the database ends the transaction
+     * with its session): it is logged, and the answer is sent all the same, instead of an error page in its place.
      */
     private static void abandonForTheAnswer(IdempotentExchange exchange, HttpServletRequest request) {
         try {
@@ -288,9 +287,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
      * table, or with a third party). Its identity only: neither the request nor the key derived for the third party.
      */
     private static String claim(IdempotencyEngine.Execution execution) {
-        ScopedKey key = execution.key();
-        return "the claim of caller '" + ScopedKey.printable(key.caller()) + "' on '"
-                + ScopedKey.printable(key.scope()) + "' with key '" + ScopedKey.printable(key.key()) + "'";
+        return "the claim of " + execution.key().describe();
     }
 
     /** What a retry meets when a commit whose outcome is unknown did not happen. */

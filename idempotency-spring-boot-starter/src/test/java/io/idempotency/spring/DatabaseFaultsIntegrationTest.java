@@ -166,6 +166,27 @@ class DatabaseFaultsIntegrationTest extends OrdersApplicationTest {
         assertThat(rows(note)).isEqualTo(1);
     }
 
+    /**
+     * The answer is too large to store, and the rollback of the request fails on the connection the handler lost: the
+     * client still gets the problem that says nothing was kept, not an error page in its place.
+     */
+    @Test
+    void aTooLargeAnswerOnALostConnectionGetsItsProblemSent() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = HANDLER_PREFIX + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> failed = killedWhile(note, "insert into orders%",
+                () -> post("/orders/guarded?pad=1100000", key, body));
+
+        assertThat(failed.statusCode()).isEqualTo(500);
+        assertProblem(failed, "idempotency-response-too-large");
+        assertThat(rows(note)).as("no business row").isZero();
+        assertThat(keyRows(key)).as("no claim").isZero();
+        assertThat(post("/orders/guarded?pad=1100000", key, body).statusCode()).isEqualTo(201);
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
     @Test
     void aConnectionLostWhileTheCommitRunsIsAnUnknownOutcomeThatTheRetryResolves() throws Exception {
         String key = UUID.randomUUID().toString();

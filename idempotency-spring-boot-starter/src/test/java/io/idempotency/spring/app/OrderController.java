@@ -146,12 +146,14 @@ public class OrderController {
 
     /**
      * Writes a row, and answers 503 itself when the database fails the write (a lost connection, a timeout), as a
-     * handler that maps its own failures does: as its answer, or with {@code sendError}.
+     * handler that maps its own failures does: as its answer, or with {@code sendError}; or, given {@code pad}, with a
+     * 200 whose body carries that many more characters.
      */
     @PostMapping("/guarded")
     @Idempotent
     public ResponseEntity<Map<String, Object>> guarded(@RequestBody OrderRequest request,
                                                        @RequestParam(defaultValue = "false") boolean sendError,
+                                                       @RequestParam(defaultValue = "0") int pad,
                                                        HttpServletResponse response) throws IOException {
         try {
             return ResponseEntity.status(HttpStatus.CREATED).body(Map.of("id", insert(request.note())));
@@ -159,6 +161,9 @@ public class OrderController {
             if (sendError) {
                 response.sendError(HttpStatus.SERVICE_UNAVAILABLE.value(), "orders unavailable");
                 return null;
+            }
+            if (pad > 0) {
+                return ResponseEntity.ok(Map.of("error", "orders unavailable", "pad", "x".repeat(pad)));
             }
             return ResponseEntity.status(HttpStatus.SERVICE_UNAVAILABLE).header("Retry-After", "7")
                     .body(Map.of("error", "orders unavailable"));
