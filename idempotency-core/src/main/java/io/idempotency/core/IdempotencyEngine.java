@@ -2,6 +2,7 @@ package io.idempotency.core;
 
 import java.time.Duration;
 import java.util.Objects;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
@@ -81,6 +82,8 @@ public final class IdempotencyEngine {
     private final ConcurrentHashMap<ScopedKey, Flight> flights = new ConcurrentHashMap<>();
     // two threads: a renewal waiting for a pool connection does not hold up every other renewal
     private final ScheduledExecutorService renewals = renewalExecutor();
+    /** Releases and FAILED marks the database did not take at once, tried again on {@link #renewals}. */
+    private final Set<Settlement> unsettled = ConcurrentHashMap.newKeySet();
 
     /**
      * An engine for {@link IdempotencyMode#ONE_TRANSACTION} and for {@link IdempotencyMode#INTENT_FIRST} with the
@@ -158,10 +161,19 @@ public final class IdempotencyEngine {
 
     /**
      * Stops lease renewals; executions still running lose their renewal. Intent-first work started afterwards is
-     * refused with {@link IllegalStateException}, and the claim it took is not kept from the others.
+     * refused with {@link IllegalStateException}, and the claim it took is not kept from the others. A release or a
+     * FAILED mark still being tried again (the database did not take it) is tried once more, on this thread; should
+     * the database still not take it, neither it nor the others left are, and those claims stay PROCESSING until their
+     * lease runs out, to be resolved as stale ones.
      */
     public void shutdown() {
         renewals.shutdownNow();
+        for (Settlement settlement : unsettled) {
+            if (!settlement.lastAttempt()) {
+                break;
+            }
+        }
+        unsettled.clear();
     }
 
     /** What to do with a request, decided by the claim. */
@@ -377,7 +389,7 @@ public final class IdempotencyEngine {
                     try {
                         transaction.commit(); // the intent is durable before any side effect
                     } catch (Throwable e) {
-                        abandonUnstarted(key, claimed.fencingToken(), claimed.failedBefore(), e);
+                        abandonUnstarted(key, claimed.fencingToken(), claimed.failedBefore(), lease, e);
                         throw e;
                     }
                 }
@@ -534,7 +546,8 @@ public final class IdempotencyEngine {
     /**
      * Starts the work of the intent-first claim held by {@code token}. Should it not start (no connection for the
      * handler's transaction, renewals shut down), the handler never ran, so the claim is released: the next request
-     * runs at once instead of being told "in progress" until the lease has run out. A claim {@code heldBefore} — a
+     * runs at once instead of being told "in progress" until the lease has run out (or, should the release find no
+     * connection either, once the database takes it: see {@link #settle}). A claim {@code heldBefore} — a
      * stale one taken over for a rerun, or a FAILED one its request took over — is marked FAILED instead: an earlier
      * attempt under it may have reached a third party under the key's downstream key, so only the same request may
      * run under the key again.
@@ -545,7 +558,7 @@ public final class IdempotencyEngine {
             return new Proceed(new Execution(IdempotencyMode.INTENT_FIRST, transactions.begin(), key, requestHash,
                     token, lease, heldBefore));
         } catch (Throwable e) {
-            abandonUnstarted(key, token, heldBefore, e);
+            abandonUnstarted(key, token, heldBefore, lease, e);
             throw e;
         }
     }
@@ -586,17 +599,124 @@ public final class IdempotencyEngine {
      * may have sent something under the key, is marked FAILED instead: its request, sent again, runs at once, and
      * another request under the key is a mismatch.
      */
-    private void abandonUnstarted(ScopedKey key, String token, boolean heldBefore, Throwable cause) {
+    private void abandonUnstarted(ScopedKey key, String token, boolean heldBefore, Duration lease, Throwable cause) {
         try {
-            if (heldBefore) {
-                store.fail(key, token);
-            } else {
-                store.release(key, token);
-            }
+            settle(key, token, !heldBefore, lease);
         } catch (RuntimeException failed) {
-            cause.addSuppressed(failed); // the lease runs out, and the claim is resolved as a stale one
+            cause.addSuppressed(failed); // tried again in the background until the database takes it
         }
     }
+
+    /**
+     * Releases the intent-first claim {@code token} holds ({@code release}), or marks it FAILED, for work that did not
+     * run or failed definitely. Should the database not take it (no connection to be had, the connection lost: often
+     * what ended the work), it is tried again in the background, until the database takes it, the token no longer
+     * holds the claim, or the claim's {@code lease} has run out (a retry or a sweeper may then take the claim over and
+     * resolve it as a stale one; the token, which the takeover replaces, keeps a late attempt from touching it). The
+     * claim is not renewed meanwhile. Without this, one failed attempt — the database briefly unreachable — would have
+     * every retry told "in progress" until the lease ran out, for work that provably did nothing.
+     *
+     * @throws RuntimeException the first attempt's failure, once the attempts that follow are scheduled
+     */
+    private void settle(ScopedKey key, String token, boolean release, Duration lease) {
+        Settlement settlement = new Settlement(key, token, release, lease);
+        try {
+            settlement.attempt();
+        } catch (RuntimeException e) {
+            settlement.retryLater();
+            throw e;
+        }
+    }
+
+    /**
+     * A release or FAILED mark of an intent-first claim that the database did not take, tried again with a growing
+     * pause (from {@link #FIRST_RETRY} to {@link #LAST_RETRY}) until the claim's lease has run out; see
+     * {@link #settle}.
+     */
+    private final class Settlement implements Runnable {
+        private final ScopedKey key;
+        private final String token;
+        private final boolean release;
+        private final long deadline;
+        private long pause = FIRST_RETRY.toMillis();
+
+        Settlement(ScopedKey key, String token, boolean release, Duration lease) {
+            this.key = key;
+            this.token = token;
+            this.release = release;
+            // the lease ends by then at the latest: nothing renews it any more
+            this.deadline = System.nanoTime() + lease.toNanos();
+        }
+
+        /** One attempt; false from the store (the token no longer holds the claim) also ends the attempts. */
+        void attempt() {
+            if (release) {
+                store.release(key, token);
+            } else {
+                store.fail(key, token);
+            }
+        }
+
+        void retryLater() {
+            unsettled.add(this);
+            schedule();
+        }
+
+        private void schedule() {
+            try {
+                renewals.schedule(this, pause, TimeUnit.MILLISECONDS);
+            } catch (RejectedExecutionException e) {
+                // shut down: shutdown() tries it once more, unless it has already done so
+            }
+        }
+
+        @Override
+        public void run() {
+            if (!unsettled.contains(this)) {
+                return; // shutdown() took it
+            }
+            try {
+                attempt();
+                unsettled.remove(this);
+            } catch (RuntimeException | Error e) {
+                if (System.nanoTime() - deadline >= 0) {
+                    unsettled.remove(this);
+                    log.log(System.Logger.Level.WARNING, () -> what() + " failed until the claim's lease ran out; it"
+                            + " is resolved as a stale claim once a retry or the sweeper takes it over", e);
+                    return;
+                }
+                pause = Math.min(pause * 2, LAST_RETRY.toMillis());
+                schedule();
+            }
+        }
+
+        /** The attempt made as the engine shuts down; false if it failed too. */
+        boolean lastAttempt() {
+            if (!unsettled.remove(this)) {
+                return true;
+            }
+            try {
+                attempt();
+                return true;
+            } catch (RuntimeException e) {
+                log.log(System.Logger.Level.WARNING, () -> what() + " failed again as the engine shut down; it and"
+                        + " any other left stay PROCESSING until their lease runs out, and are then resolved as stale"
+                        + " claims", e);
+                return false;
+            }
+        }
+
+        private String what() {
+            return (release ? "Releasing" : "Marking FAILED") + " the intent-first claim of caller '"
+                    + ScopedKey.printable(key.caller()) + "' on '" + ScopedKey.printable(key.scope()) + "' with key '"
+                    + ScopedKey.printable(key.key()) + "', whose work did not run or failed definitely,";
+        }
+    }
+
+    /** The pause before the first attempt again of a release or FAILED mark the database did not take. */
+    static final Duration FIRST_RETRY = Duration.ofMillis(100);
+    /** The longest pause between attempts of a release or FAILED mark the database did not take. */
+    static final Duration LAST_RETRY = Duration.ofSeconds(5);
 
     /**
      * Renews the lease of the claim {@code token} holds while its holder works; see {@link Leases#hold}. After
@@ -713,11 +833,13 @@ public final class IdempotencyEngine {
         private final ScheduledFuture<?> renewal;
         /** Whether an earlier attempt held the claim (see {@link #proceedIntent}): it is never released. */
         private final boolean heldBefore;
+        private final Duration lease;
         private boolean ended;
 
         private Execution(IdempotencyMode mode, Transactions.Transaction transaction, ScopedKey key,
                           String requestHash, String fencingToken, Duration lease, boolean heldBefore) {
             this.heldBefore = heldBefore;
+            this.lease = lease;
             this.requestHash = requestHash;
             this.mode = mode;
             this.transaction = transaction;
@@ -839,7 +961,8 @@ public final class IdempotencyEngine {
          * The handler failed definitely ({@link DefiniteFailureException}): roll back its writes, and in
          * {@link IdempotencyMode#INTENT_FIRST} mark the claim FAILED so that the same request, sent again, runs at
          * once. The key stays with that request: the handler may have told a third party about it (under its
-         * downstream key), so another request with the key is a mismatch, as for any other record.
+         * downstream key), so another request with the key is a mismatch, as for any other record. A mark the
+         * database does not take is thrown, and tried again in the background until it does or the lease runs out.
          */
         public void abandonDefinitely() {
             abandon(Abandon.FAILED);
@@ -850,7 +973,8 @@ public final class IdempotencyEngine {
          * {@link IdempotencyMode#INTENT_FIRST} release the committed claim, so that the next request with the key —
          * a corrected one too — runs at once, as if the key had never been claimed. A claim an earlier attempt held
          * (a stale one rerun, a FAILED one run again) is marked FAILED instead: that attempt may have reached a third
-         * party under the key.
+         * party under the key. A release or mark the database does not take is thrown, and tried again in the
+         * background until it does or the lease runs out.
          */
         public void abandonUnrun() {
             abandon(Abandon.UNRUN);
@@ -866,12 +990,13 @@ public final class IdempotencyEngine {
                     } finally {
                         // the work did not happen, whatever became of its transaction: its request sent again
                         // (FAILED), or any request (released), runs at once
+                        // (a release or FAILED mark the database does not take is tried again in the background)
                         if (mode == IdempotencyMode.INTENT_FIRST && how == Abandon.UNRUN && !heldBefore) {
-                            store.release(key, fencingToken);
+                            settle(key, fencingToken, true, lease);
                         } else if (mode == IdempotencyMode.INTENT_FIRST && how != Abandon.UNKNOWN) {
                             // an earlier attempt under the claim may have sent something under the key: it stays
                             // with its request
-                            store.fail(key, fencingToken);
+                            settle(key, fencingToken, false, lease);
                         }
                     }
                 } finally {

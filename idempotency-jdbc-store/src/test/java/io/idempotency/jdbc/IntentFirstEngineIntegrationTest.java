@@ -850,6 +850,156 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
+     * The intent is committed, then the pool gives no connection for the handler's transaction, nor for the release
+     * that follows: the database is briefly out of reach. The handler never ran, so the release is tried again once
+     * the database answers: a retry within its in-flight wait runs, instead of being answered "in progress" until the
+     * lease has run out.
+     */
+    @Test
+    void aClaimWhoseHandlerCouldNotStartIsReleasedOnceThePoolHasAConnectionAgain() throws Exception {
+        try (HikariDataSource dataSource = oneConnectionPool()) {
+            AtomicInteger releases = new AtomicInteger();
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys") {
+                @Override
+                public boolean release(ScopedKey key, String fencingToken) {
+                    return withoutAConnectionWhen(dataSource, releases.incrementAndGet() == 1,
+                            () -> super.release(key, fencingToken));
+                }
+            };
+            AtomicInteger begun = new AtomicInteger();
+            // the handler's transaction
+            Transactions exhaustedOnce = exhaustedWhen(dataSource, () -> begun.incrementAndGet() == 2);
+            IdempotencyEngine engine = new IdempotencyEngine(store, exhaustedOnce, StoragePolicy.DEFAULT, DAY,
+                    Duration.ofSeconds(10), StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            Duration lease = Duration.ofMinutes(5);
+
+            org.assertj.core.api.Assertions.assertThatThrownBy(
+                            () -> engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
+                    .isInstanceOf(org.springframework.transaction.CannotCreateTransactionException.class)
+                    .satisfies(thrown -> assertThat(thrown.getSuppressed()).as("the release the pool refused")
+                            .hasSize(1));
+
+            assertTheRetryRuns(engine, store, key, lease);
+        }
+    }
+
+    /**
+     * A request runs again under its FAILED claim, its work cannot start, and marking the claim FAILED again finds no
+     * connection either. It is marked once the database answers: the same request, sent again within its in-flight
+     * wait, runs, and another body under the key is still a mismatch.
+     */
+    @Test
+    void aFailedClaimWhoseNewAttemptCouldNotStartIsMarkedFailedOnceThePoolHasAConnectionAgain() throws Exception {
+        String other = "8".repeat(64);
+        try (HikariDataSource dataSource = oneConnectionPool()) {
+            AtomicInteger fails = new AtomicInteger();
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys") {
+                @Override
+                public boolean fail(ScopedKey key, String fencingToken) {
+                    return withoutAConnectionWhen(dataSource, fails.incrementAndGet() == 2,
+                            () -> super.fail(key, fencingToken));
+                }
+            };
+            AtomicInteger begun = new AtomicInteger();
+            // the first attempt's two, the second's claim, then its work
+            Transactions exhaustedOnce = exhaustedWhen(dataSource, () -> begun.incrementAndGet() == 4);
+            IdempotencyEngine engine = new IdempotencyEngine(store, exhaustedOnce, StoragePolicy.DEFAULT, DAY,
+                    Duration.ofSeconds(10), StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            Duration lease = Duration.ofMinutes(5);
+            ((IdempotencyEngine.Proceed) engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease)).execution()
+                    .abandonDefinitely(); // declined: FAILED
+
+            org.assertj.core.api.Assertions.assertThatThrownBy(
+                            () -> engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
+                    .isInstanceOf(org.springframework.transaction.CannotCreateTransactionException.class);
+
+            assertThat(engine.start(key, other, IdempotencyMode.INTENT_FIRST, lease))
+                    .as("another body under the key").isInstanceOf(IdempotencyEngine.Mismatch.class);
+            assertTheRetryRuns(engine, store, key, lease);
+            assertThat(fails).as("marked FAILED again once the pool had a connection").hasValueGreaterThan(2);
+        }
+    }
+
+    /**
+     * A handler's arguments are refused before its body runs, and the release of its claim finds no connection (the
+     * one the handler's transaction gave back is taken meanwhile). The release is tried again once the pool has a
+     * connection: the corrected request then runs, where it would be answered "key reused" until the lease had run out.
+     */
+    @Test
+    void aClaimWhoseHandlerWasRefusedBeforeItRanIsReleasedOnceThePoolHasAConnectionAgain() throws Exception {
+        try (HikariDataSource dataSource = oneConnectionPool()) {
+            AtomicInteger releases = new AtomicInteger();
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys") {
+                @Override
+                public boolean release(ScopedKey key, String fencingToken) {
+                    return withoutAConnectionWhen(dataSource, releases.incrementAndGet() == 1,
+                            () -> super.release(key, fencingToken));
+                }
+            };
+            IdempotencyEngine engine = new IdempotencyEngine(store, transactions(dataSource), StoragePolicy.DEFAULT,
+                    DAY, Duration.ofSeconds(10), StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            Duration lease = Duration.ofMinutes(5);
+            IdempotencyEngine.Execution refused = ((IdempotencyEngine.Proceed) engine.start(key, "8".repeat(64),
+                    IdempotencyMode.INTENT_FIRST, lease)).execution();
+
+            org.assertj.core.api.Assertions.assertThatThrownBy(refused::abandonUnrun)
+                    .isInstanceOf(org.springframework.transaction.CannotCreateTransactionException.class);
+            long waited = System.nanoTime();
+            while (store.find(key).isPresent() && System.nanoTime() - waited < TimeUnit.SECONDS.toNanos(10)) {
+                Thread.sleep(10); // until the release is tried again
+            }
+
+            assertTheRetryRuns(engine, store, key, lease);
+        }
+    }
+
+    /**
+     * The release of a claim whose handler could not start is still being tried again when the engine shuts down (the
+     * application stops): it is tried once more then, and the key is free for the retry another instance gets.
+     */
+    @Test
+    void aReleaseStillBeingTriedAgainIsTriedOnceMoreWhenTheEngineShutsDown() throws Exception {
+        try (HikariDataSource dataSource = oneConnectionPool()) {
+            Thread stopping = Thread.currentThread();
+            java.util.concurrent.atomic.AtomicBoolean reachable = new java.util.concurrent.atomic.AtomicBoolean();
+            AtomicInteger releases = new AtomicInteger();
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys") {
+                @Override
+                public boolean release(ScopedKey key, String fencingToken) {
+                    releases.incrementAndGet();
+                    // out of reach until the engine shuts down, and for its background attempts throughout
+                    return withoutAConnectionWhen(dataSource,
+                            !reachable.get() || Thread.currentThread() != stopping,
+                            () -> super.release(key, fencingToken));
+                }
+            };
+            AtomicInteger begun = new AtomicInteger();
+            Transactions exhaustedOnce = exhaustedWhen(dataSource, () -> begun.incrementAndGet() == 2);
+            IdempotencyEngine engine = new IdempotencyEngine(store, exhaustedOnce, StoragePolicy.DEFAULT, DAY,
+                    Duration.ofMillis(300), StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            Duration lease = Duration.ofMinutes(5);
+            org.assertj.core.api.Assertions.assertThatThrownBy(
+                            () -> engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
+                    .isInstanceOf(org.springframework.transaction.CannotCreateTransactionException.class);
+            long waited = System.nanoTime();
+            while (releases.get() < 2 && System.nanoTime() - waited < TimeUnit.SECONDS.toNanos(10)) {
+                Thread.sleep(10); // until it has been tried again in the background, in vain
+            }
+            reachable.set(true);
+
+            engine.shutdown();
+
+            assertThat(store.find(key)).as("the claim released as the engine shut down").isEmpty();
+            IdempotencyEngine other = engine(dataSource, store, StaleClaimResolver.RERUN);
+            assertTheRetryRuns(other, store, key, lease);
+        }
+    }
+
+    /**
      * Work that declares a definite failure after its connection was lost (the server ended the session while the
      * work waited for a third party, say): rolling back its transaction fails, but the work definitely did not happen,
      * so the claim is still marked FAILED and the redelivered message runs at once.
@@ -1618,6 +1768,22 @@ class IntentFirstEngineIntegrationTest {
                 throw new IllegalStateException(e);
             }
         };
+    }
+
+    /**
+     * {@code call}, on the pool {@code dataSource} of one connection, which has none to give it when {@code refused}
+     * says so: the only one is held elsewhere meanwhile.
+     */
+    private static <T> T withoutAConnectionWhen(HikariDataSource dataSource, boolean refused,
+                                                java.util.function.Supplier<T> call) {
+        if (!refused) {
+            return call.get();
+        }
+        try (java.sql.Connection elsewhere = dataSource.getConnection()) {
+            return call.get();
+        } catch (java.sql.SQLException e) {
+            throw new IllegalStateException(e);
+        }
     }
 
     /** Leaves a stale claim of {@code key}: an attempt that crashed after its claim was committed, lease run out. */
