@@ -957,6 +957,44 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
+     * Work declares a definite failure (the gateway declined), and marking its claim FAILED finds no connection: the one
+     * its transaction gave back is taken meanwhile. The mark is tried again once the pool has a connection: the
+     * redelivered message, within its in-flight wait, runs, instead of being told "in progress" until the lease has
+     * run out.
+     */
+    @Test
+    void aDefiniteFailureIsRecordedOnceThePoolHasAConnectionAgain() throws Exception {
+        try (HikariDataSource dataSource = oneConnectionPool()) {
+            AtomicInteger fails = new AtomicInteger();
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys") {
+                @Override
+                public boolean fail(ScopedKey key, String fencingToken) {
+                    return withoutAConnectionWhen(dataSource, fails.incrementAndGet() == 1,
+                            () -> super.fail(key, fencingToken));
+                }
+            };
+            IdempotencyEngine engine = new IdempotencyEngine(store, transactions(dataSource), StoragePolicy.DEFAULT,
+                    DAY, Duration.ofSeconds(10), StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
+            IdempotencyTemplate template = new IdempotencyTemplate(engine);
+            ScopedKey key = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
+            byte[] message = "charge-1".getBytes(StandardCharsets.UTF_8);
+            Duration lease = Duration.ofMinutes(5);
+
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> template.execute(key, message,
+                            IdempotencyMode.INTENT_FIRST, lease, () -> {
+                                throw new io.idempotency.core.DefiniteFailureException("the gateway declined");
+                            })).isInstanceOf(io.idempotency.core.DefiniteFailureException.class)
+                    .satisfies(thrown -> assertThat(thrown.getSuppressed()).as("the mark the pool refused")
+                            .hasSize(1));
+
+            IdempotencyTemplate.Result redelivered = template.execute(key, message, IdempotencyMode.INTENT_FIRST,
+                    lease, () -> "charged".getBytes(StandardCharsets.UTF_8));
+            assertThat(redelivered.replayed()).isFalse();
+            engine.shutdown();
+        }
+    }
+
+    /**
      * The release of a claim whose handler could not start is still being tried again when the engine shuts down (the
      * application stops): it is tried once more then, and the key is free for the retry another instance gets.
      */
