@@ -82,7 +82,13 @@ public final class IdempotencyEngine {
     private final ConcurrentHashMap<ScopedKey, Flight> flights = new ConcurrentHashMap<>();
     // two threads: a renewal waiting for a pool connection does not hold up every other renewal
     private final ScheduledExecutorService renewals = renewalExecutor();
-    /** Releases and FAILED marks the database did not take at once, tried again on {@link #renewals}. */
+    /**
+     * Tries again the releases and FAILED marks the database did not take at once. Not on {@link #renewals}: in a
+     * pool shortage each attempt may wait for a connection as long as the pool lets it, and renewals queued behind
+     * such attempts would let the leases of running work run out.
+     */
+    private final ScheduledExecutorService settlements = singleThread("idempotency-claim-release");
+    /** Releases and FAILED marks the database did not take at once, tried again on {@link #settlements}. */
     private final Set<Settlement> unsettled = ConcurrentHashMap.newKeySet();
 
     /**
@@ -168,6 +174,7 @@ public final class IdempotencyEngine {
      */
     public void shutdown() {
         renewals.shutdownNow();
+        settlements.shutdownNow();
         for (Settlement settlement : unsettled) {
             if (!settlement.lastAttempt()) {
                 break;
@@ -664,7 +671,7 @@ public final class IdempotencyEngine {
 
         private void schedule() {
             try {
-                renewals.schedule(this, pause, TimeUnit.MILLISECONDS);
+                settlements.schedule(this, pause, TimeUnit.MILLISECONDS);
             } catch (RejectedExecutionException e) {
                 // shut down: shutdown() tries it once more, unless it has already done so
             }
@@ -707,9 +714,8 @@ public final class IdempotencyEngine {
         }
 
         private String what() {
-            return (release ? "Releasing" : "Marking FAILED") + " the intent-first claim of caller '"
-                    + ScopedKey.printable(key.caller()) + "' on '" + ScopedKey.printable(key.scope()) + "' with key '"
-                    + ScopedKey.printable(key.key()) + "', whose work did not run or failed definitely,";
+            return (release ? "Releasing" : "Marking FAILED") + " the intent-first claim of " + key.describe()
+                    + ", whose work did not run or failed definitely,";
         }
     }
 
@@ -1022,6 +1028,16 @@ public final class IdempotencyEngine {
      * Runs the lease renewals. A renewal cancelled when its execution ends leaves the queue at once: kept until its
      * next run, a third of the lease later, it would hold its key and token that long, for every request.
      */
+    private static ScheduledExecutorService singleThread(String name) {
+        ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(1, runnable -> {
+            Thread thread = new Thread(runnable, name);
+            thread.setDaemon(true);
+            return thread;
+        });
+        executor.setRemoveOnCancelPolicy(true);
+        return executor;
+    }
+
     private static ScheduledExecutorService renewalExecutor() {
         ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(2, runnable -> {
             Thread thread = new Thread(runnable, "idempotency-lease-renewal");
