@@ -472,7 +472,8 @@ public final class IdempotencyEngine {
             return new Replay(complete.response());
         }
         if (resolution instanceof StaleClaimResolver.Fail) {
-            if (!store.fail(key, token)) {
+            // a mark the database does not take is tried again in the background, as the resolver has decided
+            if (!settle(key, token, false, lease)) {
                 return null;
             }
             logResolved(key, "marked FAILED, and the retry runs its request again");
@@ -623,12 +624,13 @@ public final class IdempotencyEngine {
      * claim is not renewed meanwhile. Without this, one failed attempt — the database briefly unreachable — would have
      * every retry told "in progress" until the lease ran out, for work that provably did nothing.
      *
+     * @return whether the token still held the claim, which the first attempt released or marked
      * @throws RuntimeException the first attempt's failure, once the attempts that follow are scheduled
      */
-    private void settle(ScopedKey key, String token, boolean release, Duration lease) {
+    private boolean settle(ScopedKey key, String token, boolean release, Duration lease) {
         Settlement settlement = new Settlement(key, token, release, lease);
         try {
-            settlement.attempt();
+            return settlement.attempt();
         } catch (RuntimeException e) {
             settlement.retryLater();
             throw e;
@@ -656,12 +658,8 @@ public final class IdempotencyEngine {
         }
 
         /** One attempt; false from the store (the token no longer holds the claim) also ends the attempts. */
-        void attempt() {
-            if (release) {
-                store.release(key, token);
-            } else {
-                store.fail(key, token);
-            }
+        boolean attempt() {
+            return release ? store.release(key, token) : store.fail(key, token);
         }
 
         void retryLater() {

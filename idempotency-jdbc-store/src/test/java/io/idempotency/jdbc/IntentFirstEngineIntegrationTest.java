@@ -885,6 +885,41 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
+     * A retry's resolver decides "fail" for a stale claim, and the mark finds no connection: the retry fails, and the
+     * mark is tried again once the database answers. The next retry runs at once, instead of being answered "in
+     * progress" until the first retry's lease has run out and asking the resolver again.
+     */
+    @Test
+    void aResolversFailThatFoundNoConnectionIsMarkedOnceThePoolHasOneAgain() throws Exception {
+        try (HikariDataSource dataSource = oneConnectionPool()) {
+            AtomicInteger fails = new AtomicInteger();
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys") {
+                @Override
+                public boolean fail(ScopedKey key, String fencingToken) {
+                    return withoutAConnectionWhen(dataSource, fails.incrementAndGet() == 1,
+                            () -> super.fail(key, fencingToken));
+                }
+            };
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            leaveAStaleClaim(dataSource, store, key, Duration.ofMillis(200));
+            AtomicInteger asked = new AtomicInteger();
+            IdempotencyEngine engine = new IdempotencyEngine(store, transactions(dataSource), StoragePolicy.DEFAULT,
+                    DAY, Duration.ofSeconds(10), claim -> {
+                        asked.incrementAndGet();
+                        return StaleClaimResolver.Resolution.fail(); // the gateway has no charge under the key
+                    }, new DownstreamKeys("secret"));
+            Duration lease = Duration.ofMinutes(5);
+
+            org.assertj.core.api.Assertions.assertThatThrownBy(
+                    () -> engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
+                    .as("the mark the pool refused").hasRootCauseInstanceOf(java.sql.SQLException.class);
+
+            assertTheRetryRuns(engine, store, key, lease);
+            assertThat(asked).as("the resolver is not asked again").hasValue(1);
+        }
+    }
+
+    /**
      * A request runs again under its FAILED claim, its work cannot start, and marking the claim FAILED again finds no
      * connection either. It is marked once the database answers: the same request, sent again within its in-flight
      * wait, runs, and another body under the key is still a mismatch.
