@@ -18,7 +18,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * The app with the starter's off switch ({@code idempotency.enabled=false}), as its README says it behaves: it
  * starts, and its two endpoints, which read the caller (and the gateway key) from the idempotent request in progress,
- * find none and refuse every request with 500, writing no payment, no charge and nothing at the gateway.
+ * find none and refuse every valid request with 500, writing no payment, no charge and nothing at the gateway; an
+ * invalid body is still refused with 400 first.
  */
 @SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT, properties = "idempotency.enabled=false")
 class IdempotencySwitchedOffIntegrationTest {
@@ -44,6 +45,10 @@ class IdempotencySwitchedOffIntegrationTest {
         HttpResponse<byte[]> charge = ChargeApi.onPort(port)
                 .charge(UUID.randomUUID().toString(), body(orderId, "12.50"), null);
         assertThat(charge.statusCode()).as(text(charge)).isEqualTo(500);
+
+        HttpResponse<byte[]> invalid = PaymentApi.onPort(port)
+                .createPayment(UUID.randomUUID().toString(), body(orderId, "-1"), null);
+        assertThat(invalid.statusCode()).as("validated before the context is asked for").isEqualTo(400);
 
         assertThat(DB.queryLong("select count(*) from payments")).isZero();
         assertThat(DB.queryLong("select count(*) from charges")).isZero();
