@@ -130,7 +130,7 @@ public class ChargeController {
         // What the gateway booked is what happened: record its figures, once per gateway charge.
         Charge charge = charges.record(payer, booked.orderId(), new BigDecimal(booked.amount()), booked.currency(),
                 booked.id());
-        faults.afterRecord(injected);
+        faults.afterRecord(injected, charge);
         return responses.created(charge);
     }
 

@@ -1,8 +1,11 @@
 package io.idempotency.sample.payment;
 
+import io.idempotency.core.IdempotencyContext;
+import io.idempotency.core.ScopedKey;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.http.HttpStatus;
+import org.springframework.jdbc.core.simple.JdbcClient;
 import org.springframework.stereotype.Component;
 import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
@@ -26,7 +29,8 @@ import java.util.Set;
  *       so the database refuses the COMMIT (23503) after the answer was rendered;</li>
  *   <li>{@code crash-after-write}: halt the JVM before the commit;</li>
  *   <li>{@code crash-before-commit}: halt the JVM at the last moment before the commit, when the answer has been
- *       rendered and stored in the (uncommitted) transaction;</li>
+ *       rendered and stored in the (uncommitted) transaction; the halt's log line shows the status the request's
+ *       idempotency record has inside that transaction;</li>
  *   <li>{@code crash-after-commit}: halt the JVM right after the commit, before the client gets the answer;</li>
  *   <li>{@code delay-ms=N}: sleep N milliseconds (at most {@value #MAX_DELAY_MS}), to make requests overlap.</li>
  * </ul>
@@ -39,6 +43,9 @@ import java.util.Set;
  *       application records it;</li>
  *   <li>{@code fail-after-charge}: throw at that same point instead (the app answers 500 and stays up; for the starter
  *       the outcome is unknown);</li>
+ *   <li>{@code crash-before-commit}: halt the JVM with the charge recorded and the answer stored in the handler's
+ *       (uncommitted) transaction, at the last moment before its commit;</li>
+ *   <li>{@code crash-after-commit}: halt the JVM right after that commit, before the client gets the answer;</li>
  *   <li>{@code delay-ms=N}: sleep N milliseconds after the charge was recorded, before answering.</li>
  * </ul>
  * A fault the endpoint does not know is refused with 400 before anything is claimed or written.
@@ -61,20 +68,25 @@ public class FaultInjector {
 
     /** The faults {@code POST /charges} accepts. */
     static final Set<Kind> CHARGE_FAULTS = EnumSet.of(Kind.CRASH_BEFORE_CHARGE, Kind.FAIL_BEFORE_CHARGE,
-            Kind.CRASH_AFTER_CHARGE, Kind.FAIL_AFTER_CHARGE, Kind.DELAY);
+            Kind.CRASH_AFTER_CHARGE, Kind.FAIL_AFTER_CHARGE, Kind.CRASH_BEFORE_COMMIT, Kind.CRASH_AFTER_COMMIT,
+            Kind.DELAY);
 
     private static final Logger log = LoggerFactory.getLogger(FaultInjector.class);
 
     private final boolean enabled;
     private final PaymentRepository payments;
+    private final JdbcClient jdbc;
 
     /**
      * @param properties whether fault injection is on
      * @param payments   used by {@code fail-at-commit} to write the offending audit row
+     * @param jdbc       used by {@code crash-before-commit} to read the request's idempotency record inside its
+     *                   transaction
      */
-    public FaultInjector(ChaosProperties properties, PaymentRepository payments) {
+    public FaultInjector(ChaosProperties properties, PaymentRepository payments, JdbcClient jdbc) {
         this.enabled = properties.enabled();
         this.payments = payments;
+        this.jdbc = jdbc;
     }
 
     /**
@@ -140,11 +152,20 @@ public class FaultInjector {
         }
     }
 
-    /** {@code POST /charges}: applies {@code delay-ms=N}, after the charge was recorded, before answering. */
-    public void afterRecord(List<Fault> faults) {
+    /**
+     * {@code POST /charges}: applies {@code crash-before-commit}, {@code crash-after-commit} and {@code delay-ms=N},
+     * in order, after {@code charge} was recorded in the handler's transaction, before answering.
+     */
+    public void afterRecord(List<Fault> faults, Charge charge) {
         for (Fault fault : faults) {
-            if (fault.kind() == Kind.DELAY) {
-                sleep(fault.delayMs());
+            switch (fault.kind()) {
+                case CRASH_BEFORE_COMMIT -> haltBeforeCommit(fault, "with charge " + charge.id()
+                        + " recorded and its answer written");
+                case CRASH_AFTER_COMMIT -> haltAfterCommit(fault, "after committing charge " + charge.id());
+                case DELAY -> sleep(fault.delayMs());
+                default -> {
+                    // applied at their own points of the handler
+                }
             }
         }
     }
@@ -168,21 +189,55 @@ public class FaultInjector {
                 // be satisfied; being deferred, it is checked only when the transaction commits.
                     payments.insertAudit(-payment.id(), "chaos:fail-at-commit");
             case CRASH_AFTER_WRITE -> halt("after writing payment " + payment.id() + ", before the commit");
-            case CRASH_BEFORE_COMMIT -> onTransaction(fault, new TransactionSynchronization() {
-                @Override
-                public void beforeCommit(boolean readOnly) {
-                    halt("with payment " + payment.id() + " and its answer written, before the commit");
-                }
-            });
-            case CRASH_AFTER_COMMIT -> onTransaction(fault, new TransactionSynchronization() {
-                @Override
-                public void afterCommit() {
-                    halt("after committing payment " + payment.id() + ", before answering");
-                }
-            });
+            case CRASH_BEFORE_COMMIT -> haltBeforeCommit(fault, "with payment " + payment.id()
+                    + " and its answer written");
+            case CRASH_AFTER_COMMIT -> haltAfterCommit(fault, "after committing payment " + payment.id());
             case DELAY -> sleep(fault.delayMs());
             case CRASH_BEFORE_CHARGE, FAIL_BEFORE_CHARGE, CRASH_AFTER_CHARGE, FAIL_AFTER_CHARGE ->
                     throw new IllegalStateException(fault.kind() + " is not a fault of POST /payments");
+        }
+    }
+
+    /**
+     * Halts the JVM when the request's transaction is about to commit: after the starter stored the answer in it.
+     * The log line says which status the request's idempotency record has in the transaction at that moment (the
+     * table's default name), so that a test can tell that the answer was stored before the halt, uncommitted.
+     */
+    private void haltBeforeCommit(Fault fault, String what) {
+        ScopedKey key = IdempotencyContext.current().map(IdempotencyContext::key).orElse(null);
+        onTransaction(fault, new TransactionSynchronization() {
+            @Override
+            public void beforeCommit(boolean readOnly) {
+                halt(what + ", before the commit (idempotency record in the transaction: " + recordStatus(key)
+                        + ")");
+            }
+        });
+    }
+
+    private void haltAfterCommit(Fault fault, String what) {
+        onTransaction(fault, new TransactionSynchronization() {
+            @Override
+            public void afterCommit() {
+                halt(what + ", before answering");
+            }
+        });
+    }
+
+    private String recordStatus(ScopedKey key) {
+        if (key == null) {
+            return "no key";
+        }
+        try {
+            return jdbc.sql("SELECT status FROM idempotency_keys"
+                            + " WHERE caller = :caller AND scope = :scope AND idempotency_key = :key")
+                    .param("caller", key.caller())
+                    .param("scope", key.scope())
+                    .param("key", key.key())
+                    .query(String.class)
+                    .optional()
+                    .orElse("none");
+        } catch (RuntimeException e) {
+            return "unknown (" + e.getMessage() + ")";
         }
     }
 
@@ -220,7 +275,7 @@ public class FaultInjector {
         CRASH_AFTER_WRITE,
         /** Halt the JVM when the transaction is about to commit, everything written but not committed. */
         CRASH_BEFORE_COMMIT,
-        /** Halt the JVM after the commit, before the answer is sent. */
+        /** Halt the JVM after the commit, before the answer is sent (also on {@code POST /charges}). */
         CRASH_AFTER_COMMIT,
         /** {@code POST /charges}: halt the JVM before the gateway is called. */
         CRASH_BEFORE_CHARGE,

@@ -15,6 +15,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -30,10 +31,12 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
- * Kills the application for real in the middle of a charge — before the gateway was called, and after the gateway
- * booked the charge but before the application recorded it — and checks that the charge is made exactly once and
+ * Kills the application for real in the middle of a charge — before the gateway was called; after the gateway booked
+ * the charge but before the application recorded it; with the charge recorded and the answer stored, just before
+ * their commit; and just after that commit, before answering — and checks that the charge is made exactly once and
  * the client gets it: from a retry after the lease ran out (the resolver asks the gateway), or from the background
- * sweeper when no retry comes, with two instances sweeping the same database.
+ * sweeper when no retry comes, with two instances sweeping the same database; after the commit, at once, as a
+ * replay that asks nobody.
  *
  * <p>The application runs in JVMs of its own on a {@link TestPostgres} database (a schema of its own), with a 2 s
  * lease and a 500 ms in-flight wait. The instance that crashes and the one restarted after it have the sweeper off, so
@@ -44,6 +47,15 @@ class ChargeCrashRecoveryIntegrationTest {
 
     private static final Path LOG_DIR = Path.of("target", "charge-crash-recovery");
     private static final Duration EXIT_TIMEOUT = Duration.ofSeconds(30);
+
+    /** What the application logs when it halts at each crash point: the proof that it died there. */
+    private static final Map<String, String> HALTED_AT = Map.of(
+            "crash-before-charge", "X-Chaos: halting the JVM before calling the gateway",
+            "crash-after-charge", "X-Chaos: halting the JVM after the gateway booked charge ",
+            // the answer was stored, uncommitted, when the JVM died: SUCCEEDED inside the transaction
+            "crash-before-commit", " recorded and its answer written, before the commit (idempotency record in the"
+                    + " transaction: SUCCEEDED)",
+            "crash-after-commit", "X-Chaos: halting the JVM after committing charge ");
 
     private static TestPostgres.Database db;
     private static SampleAppProcess app;
@@ -132,6 +144,64 @@ class ChargeCrashRecoveryIntegrationTest {
 
     @Test
     @Order(3)
+    void crashWithTheChargeRecordedJustBeforeTheCommitLeavesItToTheResolver() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+        String body = body(orderId, "28.00");
+
+        crash(key, body, "crash-before-commit");
+
+        // The local record of the charge and the SUCCEEDED answer were in the transaction that died with the JVM:
+        // only the claim, committed before the gateway call, is left, with the charge booked at the gateway.
+        assertThat(ledgerEntries(orderId)).isEqualTo(1);
+        assertThat(charges(orderId)).isZero();
+        assertThat(statusOf(key)).isEqualTo("PROCESSING");
+
+        app = start("charge-app", false);
+        awaitLeaseExpired(db, key);
+        ChargeApi api = ChargeApi.onPort(app.port());
+        HttpResponse<byte[]> retry = api.charge(key, body, null);
+
+        assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
+        assertThat(retry.headers().firstValue(REPLAYED_HEADER)).as("the resolver's answer, replayed").hasValue("true");
+        assertThat(numberField(text(retry), "gatewayChargeId")).isEqualTo(
+                db.queryLong("select id from gateway_ledger where order_id = '" + orderId + "'"));
+        assertThat(api.charges(orderId)).isEqualTo("[" + text(retry) + "]");
+        assertThat(statusOf(key)).isEqualTo("SUCCEEDED");
+        assertThat(resolutionsOf(key)).isEqualTo("complete/retry");
+        assertThat(ledgerEntries(orderId)).isEqualTo(1);
+        assertThat(gatewayCalls(orderId)).as("the resolver asked; nobody charged again").isEqualTo(1);
+    }
+
+    @Test
+    @Order(4)
+    void crashAfterTheCommitBeforeAnsweringThenTheRetryIsAReplayAtOnce() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+        String body = body(orderId, "29.00");
+
+        crash(key, body, "crash-after-commit");
+
+        // The charge and its answer were committed before the JVM died, the answer unsent.
+        assertThat(ledgerEntries(orderId)).isEqualTo(1);
+        assertThat(charges(orderId)).isEqualTo(1);
+        assertThat(statusOf(key)).isEqualTo("SUCCEEDED");
+
+        app = start("charge-app", false);
+        ChargeApi api = ChargeApi.onPort(app.port());
+        // no wait for the lease: a SUCCEEDED record is a replay, whatever its lease says
+        HttpResponse<byte[]> retry = api.charge(key, body, null);
+
+        assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
+        assertThat(retry.headers().firstValue(REPLAYED_HEADER)).hasValue("true");
+        assertThat(api.charges(orderId)).isEqualTo("[" + text(retry) + "]");
+        assertThat(resolutionsOf(key)).as("nothing to resolve: the resolver was never asked").isNull();
+        assertThat(ledgerEntries(orderId)).isEqualTo(1);
+        assertThat(gatewayCalls(orderId)).as("the gateway was called once, by the handler").isEqualTo(1);
+    }
+
+    @Test
+    @Order(5)
     void twoSweepingInstancesResolveEveryAbandonedClaimOnceWithoutAnyRetry() throws Exception {
         ChargeApi api = ChargeApi.onPort(app.port());
         // Stale claims no client will retry: nine whose handler failed after the gateway charged, one whose handler
@@ -220,7 +290,7 @@ class ChargeCrashRecoveryIntegrationTest {
     }
 
     @Test
-    @Order(4)
+    @Order(6)
     void gatewayUnreachableWhileResolvingIsAnUnknownOutcomeNotANoCharge() throws Exception {
         // A gateway of its own, so that it can be stopped while the application stays up.
         SampleAppProcess gateway = start("gateway", false);
@@ -290,13 +360,20 @@ class ChargeCrashRecoveryIntegrationTest {
         assertThat(gatewayCalls(orderId)).as("the duplicate never reached the gateway").isEqualTo(1);
     }
 
-    /** Sends the request with the fault and checks that the JVM died without answering. */
+    /**
+     * Sends the request with the fault and checks that the JVM, up before, died at the fault's point without
+     * answering.
+     */
     private static void crash(String key, String body, String fault) throws Exception {
+        // A request to a JVM that is already dead fails with an IOException too, and its exit status would be that of
+        // an earlier crash: without these checks the crash would not have to happen for the test to pass.
+        assertThat(app.process().isAlive()).as("the application is up before the crash").isTrue();
         ChargeApi api = ChargeApi.onPort(app.port());
         assertThatThrownBy(() -> api.charge(key, body, fault))
                 .as("the JVM must die before answering")
                 .isInstanceOf(IOException.class);
         assertThat(app.awaitExit(EXIT_TIMEOUT)).isEqualTo(FaultInjector.HALT_STATUS);
+        assertThat(app.output()).as("halted at the point of %s", fault).contains(HALTED_AT.get(fault));
     }
 
     private static SampleAppProcess start(String name, boolean sweeper) throws Exception {

@@ -48,7 +48,9 @@ class CrashRecoveryIntegrationTest {
      */
     private static final Map<String, String> HALTED_AT = Map.of(
             "crash-after-write", "X-Chaos: halting the JVM after writing payment ",
-            "crash-before-commit", "and its answer written, before the commit",
+            // the answer was stored, uncommitted, when the JVM died: SUCCEEDED inside the transaction
+            "crash-before-commit", "and its answer written, before the commit (idempotency record in the"
+                    + " transaction: SUCCEEDED)",
             "crash-after-commit", "X-Chaos: halting the JVM after committing payment ");
 
     private static SampleAppProcess app;

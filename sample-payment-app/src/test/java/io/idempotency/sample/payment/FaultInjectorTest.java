@@ -11,7 +11,7 @@ class FaultInjectorTest {
 
     @Test
     void headerIsIgnoredWhenChaosIsDisabled() {
-        FaultInjector disabled = new FaultInjector(new ChaosProperties(false), null);
+        FaultInjector disabled = new FaultInjector(new ChaosProperties(false), null, null);
 
         assertThat(disabled.parse("crash-after-write")).isEmpty();
         assertThat(disabled.parse("no such fault")).isEmpty();
@@ -19,7 +19,7 @@ class FaultInjectorTest {
 
     @Test
     void enabledChaosParsesEveryFaultInOrder() {
-        FaultInjector enabled = new FaultInjector(new ChaosProperties(true), null);
+        FaultInjector enabled = new FaultInjector(new ChaosProperties(true), null, null);
 
         assertThat(enabled.parse("delay-ms=300, crash-after-commit"))
                 .containsExactly(new FaultInjector.Fault(FaultInjector.Kind.DELAY, 300),
@@ -31,22 +31,24 @@ class FaultInjectorTest {
 
     @Test
     void eachEndpointAcceptsOnlyItsOwnFaults() {
-        FaultInjector enabled = new FaultInjector(new ChaosProperties(true), null);
+        FaultInjector enabled = new FaultInjector(new ChaosProperties(true), null, null);
 
         assertThat(enabled.parseForCharges("crash-before-charge,fail-before-charge, crash-after-charge,"
-                + "fail-after-charge, delay-ms=5"))
+                + "fail-after-charge, crash-before-commit, crash-after-commit, delay-ms=5"))
                 .containsExactly(new FaultInjector.Fault(FaultInjector.Kind.CRASH_BEFORE_CHARGE, 0),
                         new FaultInjector.Fault(FaultInjector.Kind.FAIL_BEFORE_CHARGE, 0),
                         new FaultInjector.Fault(FaultInjector.Kind.CRASH_AFTER_CHARGE, 0),
                         new FaultInjector.Fault(FaultInjector.Kind.FAIL_AFTER_CHARGE, 0),
+                        new FaultInjector.Fault(FaultInjector.Kind.CRASH_BEFORE_COMMIT, 0),
+                        new FaultInjector.Fault(FaultInjector.Kind.CRASH_AFTER_COMMIT, 0),
                         new FaultInjector.Fault(FaultInjector.Kind.DELAY, 5));
-        assertThatThrownBy(() -> enabled.parseForCharges("crash-after-commit"))
+        assertThatThrownBy(() -> enabled.parseForCharges("crash-after-write"))
                 .isInstanceOf(ResponseStatusException.class)
                 .hasMessageContaining("crash-after-charge");
         assertThatThrownBy(() -> enabled.parse("crash-after-charge"))
                 .isInstanceOf(ResponseStatusException.class)
                 .hasMessageContaining("crash-after-commit");
-        assertThat(new FaultInjector(new ChaosProperties(false), null).parseForCharges("crash-after-charge"))
+        assertThat(new FaultInjector(new ChaosProperties(false), null, null).parseForCharges("crash-after-charge"))
                 .isEmpty();
     }
 }
