@@ -5,8 +5,10 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
+import java.io.IOException;
 import java.net.http.HttpResponse;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -14,7 +16,9 @@ import java.util.Map;
 import java.util.TreeMap;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -27,12 +31,14 @@ import static io.idempotency.sample.payment.PaymentApi.contentType;
 import static io.idempotency.sample.payment.PaymentApi.newOrderId;
 import static io.idempotency.sample.payment.PaymentApi.text;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * Two instances of the application, each in its own JVM, on one database: simultaneous requests with the same key
  * spread over both must create one payment. Only the database can arbitrate here — no lock inside one JVM sees the
  * other instance — so this is the test that a JVM-local lock would fail. The instances run with the second wall
- * off, so that the one payment is the idempotency layer's doing.
+ * off, so that the one payment is the idempotency layer's doing. A duplicate also runs, once, when the instance
+ * whose request holds the key is killed while the duplicate waits for it in the database.
  */
 class TwoInstancesConcurrencyIntegrationTest {
 
@@ -46,18 +52,24 @@ class TwoInstancesConcurrencyIntegrationTest {
     @BeforeAll
     static void startTwoInstances() throws Exception {
         db = TestPostgres.newDatabase();
+        List<String> args = args();
+        // Started side by side (both run the migrations; Flyway serialises them with a database lock).
+        first = SampleAppProcess.launch("instance-1", LOG_DIR, args);
+        second = SampleAppProcess.launch("instance-2", LOG_DIR, args);
+        first.awaitHealthy();
+        second.awaitHealthy();
+    }
+
+    private static List<String> args(String... more) {
         List<String> args = new ArrayList<>(List.of(
                 "--sample.chaos.enabled=true",
                 // This test proves that the idempotency layer alone runs the handler once. With the second wall on,
                 // a second execution would find the first payment and answer 200 instead of writing a second row,
                 // so the payment count would no longer tell.
                 "--sample.second-wall.enabled=false"));
+        args.addAll(List.of(more));
         db.springPropertyValues().forEach(value -> args.add("--" + value));
-        // Started side by side (both run the migrations; Flyway serialises them with a database lock).
-        first = SampleAppProcess.launch("instance-1", LOG_DIR, args);
-        second = SampleAppProcess.launch("instance-2", LOG_DIR, args);
-        first.awaitHealthy();
-        second.awaitHealthy();
+        return args;
     }
 
     @AfterAll
@@ -84,6 +96,76 @@ class TwoInstancesConcurrencyIntegrationTest {
 
         assertThat(seen.get("201 original")).as("answers: %s", seen).isEqualTo(1);
         assertThat(seen.getOrDefault("409", 0)).as("answers: %s", seen).isPositive();
+    }
+
+    @Test
+    void aDuplicateWaitingInTheDatabaseRunsOnceTheInstanceHoldingTheKeyIsKilled() throws Exception {
+        // Instances of their own, so that one can be killed; the duplicate's wait is long enough to outlast the kill.
+        List<String> args = args("--idempotency.in-flight-wait=10s");
+        SampleAppProcess holding = SampleAppProcess.launch("instance-killed", LOG_DIR, args);
+        SampleAppProcess waiting = SampleAppProcess.launch("instance-waiting", LOG_DIR, args);
+        try {
+            holding.awaitHealthy();
+            waiting.awaitHealthy();
+            String orderId = newOrderId();
+            String key = UUID.randomUUID().toString();
+            String body = body(orderId, "43.00");
+
+            PaymentApi holdingApi = holding.api();
+            CompletableFuture<HttpResponse<byte[]>> holder = CompletableFuture.supplyAsync(() -> {
+                try {
+                    return holdingApi.createPayment(key, body, "delay-ms=60000");
+                } catch (IOException | InterruptedException e) {
+                    throw new CompletionException(e);
+                }
+            });
+            // the holder claimed the key, wrote its payment and sleeps in its handler, its transaction open
+            awaitOpenTransaction(Duration.ofSeconds(30));
+            PaymentApi waitingApi = waiting.api();
+            CompletableFuture<HttpResponse<byte[]>> duplicate = CompletableFuture.supplyAsync(() -> {
+                try {
+                    return waitingApi.createPayment(key, body, null);
+                } catch (IOException | InterruptedException e) {
+                    throw new CompletionException(e);
+                }
+            });
+            // the duplicate's claim, on the other instance, waits in the database for the holder's
+            db.awaitLockWaiter(Duration.ofSeconds(5));
+
+            holding.process().destroyForcibly(); // SIGKILL, from outside
+            assertThat(holding.awaitExit(Duration.ofSeconds(30))).as("killed by SIGKILL (128 + 9)").isEqualTo(137);
+            assertThatThrownBy(() -> holder.get(30, TimeUnit.SECONDS))
+                    .as("the killed instance never answered")
+                    .isInstanceOf(ExecutionException.class)
+                    .hasCauseInstanceOf(IOException.class);
+
+            // The database rolled the holder's transaction back when its connection died: its claim and payment are
+            // gone, and the waiting duplicate claims the key and runs.
+            HttpResponse<byte[]> answer = duplicate.get(30, TimeUnit.SECONDS);
+            assertThat(answer.statusCode()).as(text(answer)).isEqualTo(201);
+            assertThat(answer.headers().firstValue(REPLAYED_HEADER)).as("ran, not replayed").isEmpty();
+            assertThat(db.queryLong("select count(*) from payments where order_id = '" + orderId + "'"))
+                    .isEqualTo(1);
+            assertThat(db.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'"))
+                    .isEqualTo("SUCCEEDED");
+            HttpResponse<byte[]> replay = waitingApi.createPayment(key, body, null);
+            assertThat(replay.statusCode()).isEqualTo(201);
+            assertThat(replay.body()).isEqualTo(answer.body());
+            assertThat(replay.headers().firstValue(REPLAYED_HEADER)).hasValue("true");
+        } finally {
+            holding.close();
+            waiting.close();
+        }
+    }
+
+    /** Waits until a session of the test's database is idle inside an open transaction: a handler holding a claim. */
+    private static void awaitOpenTransaction(Duration timeout) throws InterruptedException {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (db.queryLong("select count(*) from pg_stat_activity where application_name = '" + db.schema() + "'"
+                + " and state = 'idle in transaction'") == 0) {
+            assertThat(System.nanoTime() - deadline).as("no handler held its transaction open").isNegative();
+            Thread.sleep(20);
+        }
     }
 
     /**
