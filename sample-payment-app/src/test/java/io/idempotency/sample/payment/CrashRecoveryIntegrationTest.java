@@ -91,6 +91,7 @@ class CrashRecoveryIntegrationTest {
 
         crash(key, body, "crash-after-write");
 
+        assertThat(app.api().countPaymentsOf(orderId)).as("the payment died with its transaction").isZero();
         HttpResponse<byte[]> retry = app.api().createPayment(key, body, null);
         assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
         assertThat(retry.headers().firstValue(REPLAYED_HEADER)).isEmpty();
