@@ -1,5 +1,6 @@
 package io.idempotency.sample.payment;
 
+import com.zaxxer.hikari.HikariDataSource;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -12,12 +13,16 @@ import org.junit.jupiter.api.TestMethodOrder;
 import java.io.IOException;
 import java.net.http.HttpResponse;
 import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 
 import static io.idempotency.sample.payment.ChargeApi.numberField;
@@ -36,7 +41,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * their commit; and just after that commit, before answering — and checks that the charge is made exactly once and
  * the client gets it: from a retry after the lease ran out (the resolver asks the gateway), or from the background
  * sweeper when no retry comes, with two instances sweeping the same database; after the commit, at once, as a
- * replay that asks nobody.
+ * replay that asks nobody. And killed from outside during the gateway call itself, which a gateway of its own then
+ * books for a client that is gone.
  *
  * <p>The application runs in JVMs of its own on a {@link TestPostgres} database (a schema of its own), with a 2 s
  * lease and a 500 ms in-flight wait. The instance that crashes and the one restarted after it have the sweeper off, so
@@ -319,6 +325,79 @@ class ChargeCrashRecoveryIntegrationTest {
             assertThat(statusOf(key)).isEqualTo("PROCESSING");
             assertThat(charges(orderId)).isZero();
         } finally {
+            charging.close();
+            gateway.close();
+        }
+    }
+
+    @Test
+    @Order(7)
+    void killedDuringTheGatewayCallWhichBooksTheChargeAfterwardsThenTheRetryGetsThatCharge() throws Exception {
+        // A gateway in a JVM of its own, so that it outlives the application killed while waiting for its answer.
+        SampleAppProcess gateway = start("gateway", false);
+        List<String> args = args(false);
+        args.add("--sample.gateway.base-url=http://127.0.0.1:" + gateway.port());
+        args.add("--sample.gateway.read-timeout=60s"); // the call is still waiting when the JVM is killed
+        SampleAppProcess charging = SampleAppProcess.start("charge-app-remote-gateway", LOG_DIR, args);
+        SampleAppProcess restarted = null;
+        try {
+            String orderId = newOrderId();
+            String key = UUID.randomUUID().toString();
+            String body = body(orderId, "31.00");
+            ChargeApi api = ChargeApi.onPort(charging.port());
+
+            try (HikariDataSource dataSource = db.dataSource(1);
+                 Connection ledgerLock = dataSource.getConnection();
+                 Statement statement = ledgerLock.createStatement()) {
+                // Holds the gateway's booking back: its insert into the ledger waits for this lock.
+                ledgerLock.setAutoCommit(false);
+                statement.execute("LOCK TABLE gateway_ledger IN SHARE MODE");
+                CompletableFuture<HttpResponse<byte[]>> inFlight = CompletableFuture.supplyAsync(() -> {
+                    try {
+                        return api.charge(key, body, null);
+                    } catch (IOException | InterruptedException e) {
+                        throw new CompletionException(e);
+                    }
+                });
+                db.awaitLockWaiter(Duration.ofSeconds(30)); // the gateway is booking: the handler waits for its answer
+                assertThat(statusOf(key)).as("the intent was committed before the call").isEqualTo("PROCESSING");
+                assertThat(ledgerEntries(orderId)).isZero();
+
+                charging.process().destroyForcibly(); // SIGKILL, from outside, in the middle of the call
+                assertThat(charging.awaitExit(EXIT_TIMEOUT)).as("killed by SIGKILL (128 + 9)").isEqualTo(137);
+                assertThatThrownBy(() -> inFlight.get(30, TimeUnit.SECONDS))
+                        .as("the killed application never answered")
+                        .isInstanceOf(ExecutionException.class)
+                        .hasCauseInstanceOf(IOException.class);
+                ledgerLock.commit(); // the gateway goes on and books the charge, for a client that is gone
+            }
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (ledgerEntries(orderId) == 0) {
+                assertThat(System.nanoTime() - deadline).as("the gateway never booked the charge").isNegative();
+                Thread.sleep(20);
+            }
+            assertThat(charges(orderId)).as("the application never learnt of it").isZero();
+            assertThat(statusOf(key)).isEqualTo("PROCESSING");
+
+            restarted = SampleAppProcess.start("charge-app-remote-gateway", LOG_DIR, args);
+            awaitLeaseExpired(db, key);
+            ChargeApi again = ChargeApi.onPort(restarted.port());
+            HttpResponse<byte[]> retry = again.charge(key, body, null);
+
+            assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
+            assertThat(retry.headers().firstValue(REPLAYED_HEADER)).as("the resolver's answer, replayed")
+                    .hasValue("true");
+            assertThat(numberField(text(retry), "gatewayChargeId")).isEqualTo(
+                    db.queryLong("select id from gateway_ledger where order_id = '" + orderId + "'"));
+            assertThat(again.charges(orderId)).isEqualTo("[" + text(retry) + "]");
+            assertThat(statusOf(key)).isEqualTo("SUCCEEDED");
+            assertThat(resolutionsOf(key)).isEqualTo("complete/retry");
+            assertThat(ledgerEntries(orderId)).isEqualTo(1);
+            assertThat(gatewayCalls(orderId)).as("the resolver asked; nobody charged again").isEqualTo(1);
+        } finally {
+            if (restarted != null) {
+                restarted.close();
+            }
             charging.close();
             gateway.close();
         }
