@@ -38,7 +38,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * spread over both must create one payment. Only the database can arbitrate here — no lock inside one JVM sees the
  * other instance — so this is the test that a JVM-local lock would fail. The instances run with the second wall
  * off, so that the one payment is the idempotency layer's doing. A duplicate also runs, once, when the instance
- * whose request holds the key is killed while the duplicate waits for it in the database.
+ * whose request holds the key is killed while the duplicate waits for it in the database, or when that instance stalls
+ * with its transaction open until the database ends its session.
  */
 class TwoInstancesConcurrencyIntegrationTest {
 
@@ -155,6 +156,63 @@ class TwoInstancesConcurrencyIntegrationTest {
         } finally {
             holding.close();
             waiting.close();
+        }
+    }
+
+    /**
+     * A holder that stops talking to the database with its transaction open — a machine that died without closing
+     * its connections, a network cut, a process that stalls — keeps its claim for as long as PostgreSQL believes the
+     * session alive: duplicates are answered 409 meanwhile. {@code idle_in_transaction_session_timeout} ends
+     * the session; the claim and the writes roll back, a retry runs, once, and the holder, when it comes back, answers
+     * 5xx, never a 2xx for effects that were not kept.
+     */
+    @Test
+    void aHolderStalledInItsTransactionHoldsTheKeyUntilTheDatabaseEndsItsSession() throws Exception {
+        SampleAppProcess stalling = SampleAppProcess.start("instance-stalling", LOG_DIR, args(
+                "--spring.datasource.hikari.connection-init-sql=SET idle_in_transaction_session_timeout = '10s'"));
+        try {
+            String orderId = newOrderId();
+            String key = UUID.randomUUID().toString();
+            String body = body(orderId, "45.00");
+            PaymentApi stallingApi = stalling.api();
+            CompletableFuture<HttpResponse<byte[]>> holder = CompletableFuture.supplyAsync(() -> {
+                try {
+                    // idle in its transaction for 20 s, as a handler on a machine that stopped would be for ever
+                    return stallingApi.createPayment(key, body, "delay-ms=20000");
+                } catch (IOException | InterruptedException e) {
+                    throw new CompletionException(e);
+                }
+            });
+            awaitOpenTransaction(Duration.ofSeconds(30));
+
+            // The other instance's retry waits for the claim in the database, in vain: 409.
+            PaymentApi other = second.api();
+            HttpResponse<byte[]> held = other.createPayment(key, body, null);
+            assertThat(held.statusCode()).as(text(held)).isEqualTo(409);
+            assertThat(held.headers().firstValue("Retry-After")).isPresent();
+
+            // After 10 s idle in its transaction the database ends the holder's session: its claim is gone.
+            HttpResponse<byte[]> retry = held;
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (retry.statusCode() == 409) {
+                assertThat(System.nanoTime() - deadline).as("the stalled claim was never released").isNegative();
+                Thread.sleep(200);
+                retry = other.createPayment(key, body, null);
+            }
+            assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
+            assertThat(retry.headers().firstValue(REPLAYED_HEADER)).as("ran: the stalled claim kept nothing").isEmpty();
+
+            // The holder wakes up with its session gone: its commit fails, and it must not claim success.
+            HttpResponse<byte[]> late = holder.get(60, TimeUnit.SECONDS);
+            assertThat(late.statusCode()).as(text(late)).isBetween(500, 599);
+            assertThat(db.queryLong("select count(*) from payments where order_id = '" + orderId + "'"))
+                    .isEqualTo(1);
+            HttpResponse<byte[]> replay = stallingApi.createPayment(key, body, null);
+            assertThat(replay.statusCode()).isEqualTo(201);
+            assertThat(replay.body()).isEqualTo(retry.body());
+            assertThat(replay.headers().firstValue(REPLAYED_HEADER)).hasValue("true");
+        } finally {
+            stalling.close();
         }
     }
 
