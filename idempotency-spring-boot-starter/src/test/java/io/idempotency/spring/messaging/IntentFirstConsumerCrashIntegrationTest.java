@@ -33,7 +33,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * Intent-first work behind a real broker: the consumer charges a gateway (which deduplicates on the downstream key),
  * then dies before its local write commits and before its ack — its connection is gone, so the broker redelivers at
- * once. Redeliveries within the claim's lease are told "in progress" and given back; the first one after the lease
+ * once. The death is simulated in this JVM: the consumer's broker connection is aborted and its work ends with an
+ * exception, which leaves the database as a killed process would (its local write rolled back, the committed claim
+ * PROCESSING under a lease nobody renews); the sample application's crash tests kill real JVMs. Redeliveries within the claim's lease are told "in progress" and given back; the first one after the lease
  * takes the stale claim over, and the resolver, which finds the charge at the gateway, completes it: every later
  * redelivery replays that answer. The gateway is charged once, and the work never runs a second time.
  */
