@@ -1,6 +1,12 @@
 package io.idempotency.sample.payment;
 
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.net.SocketException;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -79,6 +85,48 @@ final class PaymentApi {
             request.header("Authorization", basic(user + ":" + password));
         }
         return http.send(request.build(), HttpResponse.BodyHandlers.ofByteArray());
+    }
+
+    /**
+     * POST of a JSON body over a plain socket, anonymous, reading what comes back until the server closes the
+     * connection. For a server that dies during the request these are all the bytes it sent before it died, which a
+     * full HTTP client hides behind one {@link IOException} whether it got none or the status line and headers.
+     */
+    byte[] postJsonUntilClosed(String path, String key, String body, String chaos) throws IOException {
+        byte[] content = body.getBytes(StandardCharsets.UTF_8);
+        StringBuilder head = new StringBuilder()
+                .append("POST ").append(path).append(" HTTP/1.1\r\n")
+                .append("Host: ").append(base.getHost()).append(':').append(base.getPort()).append("\r\n")
+                .append("Content-Type: application/json\r\n")
+                .append("Accept: application/json, application/problem+json\r\n")
+                .append("Content-Length: ").append(content.length).append("\r\n")
+                .append("Connection: close\r\n");
+        if (key != null) {
+            head.append(KEY_HEADER).append(": ").append(key).append("\r\n");
+        }
+        if (chaos != null) {
+            head.append(FaultInjector.HEADER).append(": ").append(chaos).append("\r\n");
+        }
+        head.append("\r\n");
+        ByteArrayOutputStream received = new ByteArrayOutputStream();
+        try (Socket socket = new Socket()) {
+            socket.connect(new InetSocketAddress(base.getHost(), base.getPort()), 5_000);
+            socket.setSoTimeout(60_000);
+            OutputStream out = socket.getOutputStream();
+            out.write(head.toString().getBytes(StandardCharsets.US_ASCII));
+            out.write(content);
+            out.flush();
+            InputStream in = socket.getInputStream();
+            byte[] buffer = new byte[8192];
+            try {
+                for (int n = in.read(buffer); n >= 0; n = in.read(buffer)) {
+                    received.write(buffer, 0, n);
+                }
+            } catch (SocketException reset) {
+                // the connection was reset rather than closed: what had arrived is all there is
+            }
+        }
+        return received.toByteArray();
     }
 
     /** POST without a body to a path of the API, with {@code key} and HTTP Basic {@code credentials} (user:password). */
