@@ -22,8 +22,11 @@ import java.util.Set;
  *
  * <p>On {@code POST /payments} the header holds one or more comma-separated faults, applied in order right after the
  * payment row is written (or, when the second wall finds the payer's existing payment for the order, right after it
- * is read):
+ * is read), but for {@code crash-before-write}:
  * <ul>
+ *   <li>{@code crash-before-write}: halt the JVM as the handler starts, the key claimed in the request's transaction
+ *       and nothing written yet; the halt's log line shows the status of the request's idempotency record inside
+ *       that transaction;</li>
  *   <li>{@code fail-after-write}: throw an exception (the app answers 500; the starter rolls everything back);</li>
  *   <li>{@code fail-at-commit}: write an audit row whose deferred foreign key points nowhere, and return normally,
  *       so the database refuses the COMMIT (23503) after the answer was rendered;</li>
@@ -64,7 +67,8 @@ public class FaultInjector {
 
     /** The faults {@code POST /payments} accepts. */
     static final Set<Kind> PAYMENT_FAULTS = EnumSet.of(Kind.FAIL_AFTER_WRITE, Kind.FAIL_AT_COMMIT,
-            Kind.CRASH_AFTER_WRITE, Kind.CRASH_BEFORE_COMMIT, Kind.CRASH_AFTER_COMMIT, Kind.DELAY);
+            Kind.CRASH_BEFORE_WRITE, Kind.CRASH_AFTER_WRITE, Kind.CRASH_BEFORE_COMMIT, Kind.CRASH_AFTER_COMMIT,
+            Kind.DELAY);
 
     /** The faults {@code POST /charges} accepts. */
     static final Set<Kind> CHARGE_FAULTS = EnumSet.of(Kind.CRASH_BEFORE_CHARGE, Kind.FAIL_BEFORE_CHARGE,
@@ -170,6 +174,16 @@ public class FaultInjector {
         }
     }
 
+    /** {@code POST /payments}: applies {@code crash-before-write}, as the handler starts, before it writes anything. */
+    public void beforeWrite(List<Fault> faults) {
+        for (Fault fault : faults) {
+            if (fault.kind() == Kind.CRASH_BEFORE_WRITE) {
+                halt("with the key claimed, before writing the payment (idempotency record in the transaction: "
+                        + recordStatus(IdempotencyContext.current().map(IdempotencyContext::key).orElse(null)) + ")");
+            }
+        }
+    }
+
     /**
      * Applies the faults, in order, after {@code payment} has been written or found by the second wall (inside the
      * request's transaction).
@@ -193,6 +207,9 @@ public class FaultInjector {
                     + " and its answer written");
             case CRASH_AFTER_COMMIT -> haltAfterCommit(fault, "after committing payment " + payment.id());
             case DELAY -> sleep(fault.delayMs());
+            case CRASH_BEFORE_WRITE -> {
+                // applied before the write
+            }
             case CRASH_BEFORE_CHARGE, FAIL_BEFORE_CHARGE, CRASH_AFTER_CHARGE, FAIL_AFTER_CHARGE ->
                     throw new IllegalStateException(fault.kind() + " is not a fault of POST /payments");
         }
@@ -271,6 +288,8 @@ public class FaultInjector {
         FAIL_AFTER_WRITE,
         /** Make the commit fail in the database. */
         FAIL_AT_COMMIT,
+        /** Halt the JVM as the handler starts, the key claimed and nothing written. */
+        CRASH_BEFORE_WRITE,
         /** Halt the JVM before the commit. */
         CRASH_AFTER_WRITE,
         /** Halt the JVM when the transaction is about to commit, everything written but not committed. */

@@ -74,6 +74,7 @@ public class PaymentController {
         // The caller the starter scoped the key by (by default the principal's name, "" when anonymous): the same
         // payer whoever records the row, this handler or, for a charge, the stale-claim resolver, which knows only it.
         String payer = IdempotencyContext.require().key().caller();
+        faults.beforeWrite(injected);
 
         if (!secondWall) {
             Payment payment = payments.insert(payer, valid.orderId(), valid.amount(), valid.currency());

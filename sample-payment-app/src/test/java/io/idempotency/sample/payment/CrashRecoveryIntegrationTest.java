@@ -47,6 +47,9 @@ class CrashRecoveryIntegrationTest {
      * for another reason.
      */
     private static final Map<String, String> HALTED_AT = Map.of(
+            // the key was claimed, uncommitted, when the JVM died: PROCESSING inside the transaction
+            "crash-before-write", "with the key claimed, before writing the payment (idempotency record in the"
+                    + " transaction: PROCESSING)",
             "crash-after-write", "X-Chaos: halting the JVM after writing payment ",
             // the answer was stored, uncommitted, when the JVM died: SUCCEEDED inside the transaction
             "crash-before-commit", "and its answer written, before the commit (idempotency record in the"
@@ -81,6 +84,22 @@ class CrashRecoveryIntegrationTest {
         assertThat(leftOver).as("PostgreSQL still running on %s after the application stopped", DATA_DIR).isEmpty();
         // The database files are large and of no use once the server is down; the application logs stay.
         deleteRecursively(DATA_DIR);
+    }
+
+    @Test
+    void crashBetweenTheClaimAndTheHandlersWriteLeavesNothingAndTheRetryCreatesThePayment() throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+        String body = body(orderId, "24.00");
+
+        crash(key, body, "crash-before-write");
+
+        assertThat(app.api().countPaymentsOf(orderId)).isZero();
+        HttpResponse<byte[]> retry = app.api().createPayment(key, body, null);
+        assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
+        assertThat(retry.headers().firstValue(REPLAYED_HEADER)).as("runs: the claim died with its transaction")
+                .isEmpty();
+        assertThat(app.api().countPaymentsOf(orderId)).isEqualTo(1);
     }
 
     @Test

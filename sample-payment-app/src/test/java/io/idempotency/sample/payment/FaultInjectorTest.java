@@ -21,9 +21,10 @@ class FaultInjectorTest {
     void enabledChaosParsesEveryFaultInOrder() {
         FaultInjector enabled = new FaultInjector(new ChaosProperties(true), null, null);
 
-        assertThat(enabled.parse("delay-ms=300, crash-after-commit"))
+        assertThat(enabled.parse("delay-ms=300, crash-after-commit, crash-before-write"))
                 .containsExactly(new FaultInjector.Fault(FaultInjector.Kind.DELAY, 300),
-                        new FaultInjector.Fault(FaultInjector.Kind.CRASH_AFTER_COMMIT, 0));
+                        new FaultInjector.Fault(FaultInjector.Kind.CRASH_AFTER_COMMIT, 0),
+                        new FaultInjector.Fault(FaultInjector.Kind.CRASH_BEFORE_WRITE, 0));
         assertThat(enabled.parse(null)).isEmpty();
         assertThatThrownBy(() -> enabled.parse("crash-sometime")).isInstanceOf(ResponseStatusException.class);
         assertThatThrownBy(() -> enabled.parse("delay-ms=-1")).isInstanceOf(ResponseStatusException.class);
