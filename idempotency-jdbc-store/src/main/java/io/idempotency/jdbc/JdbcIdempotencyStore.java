@@ -86,6 +86,18 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
     }
 
     /**
+     * Checks once, before the first request, that the store's table is there as the store needs it: its columns, a
+     * unique key that tells every caller, scope and key apart. A store whose table the application's own migrations
+     * make checks it here, so that a table made otherwise stops the start rather than failing requests, or sharing
+     * records between callers. The starter calls it after those migrations have run, when it does not create the
+     * table itself. Does nothing by default (the PostgreSQL table is checked by its migration).
+     *
+     * @throws IllegalStateException naming the table, what is wrong with it and the script to make it from
+     */
+    public void checkTable() {
+    }
+
+    /**
      * Refuses to claim in a transaction that holds no connection of this store's DataSource: the claim would run on
      * a connection of its own, and commit apart from the handler's writes.
      */

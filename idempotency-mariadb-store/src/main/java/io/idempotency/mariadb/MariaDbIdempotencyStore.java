@@ -21,7 +21,12 @@ import java.time.Duration;
 import java.time.Instant;
 import java.time.LocalDateTime;
 import java.time.ZoneOffset;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
+import java.util.Map;
 import java.util.UUID;
 import java.util.function.IntSupplier;
 import java.util.regex.Pattern;
@@ -75,6 +80,7 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
     private static final String COLUMNS = "status, request_hash, fencing_token, response_status, response_headers,"
             + " response_body, created_at, expires_at, locked_until, locked_until < " + NOW + " AS lease_expired";
 
+    private final String tableName;
     private final int maxClaimAttempts;
     private final String lookUpSql;
     private final String insertSql;
@@ -97,6 +103,7 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
         // inserting there would be refused until it committed
         super(dataSource, statements(checkTableName(tableName)), TransactionDefinition.ISOLATION_READ_COMMITTED);
         this.maxClaimAttempts = maxClaimAttempts;
+        this.tableName = tableName;
         String table = tableName;
         this.lookUpSql = "SELECT @@tx_isolation AS isolation, t.* FROM (SELECT 1 AS one) AS probe LEFT JOIN (SELECT "
                 + COLUMNS + " FROM " + table + KEY_MATCH + ") AS t ON 1 = 1";
@@ -158,6 +165,141 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
                     + " underscores, at most 64, not starting with a digit): " + tableName);
         }
         return tableName;
+    }
+
+    /** The columns the store reads and writes. */
+    private static final List<String> TABLE_COLUMNS = List.of("caller", "scope", "idempotency_key", "status",
+            "request_hash", "fencing_token", "response_status", "response_headers", "response_body", "created_at",
+            "updated_at", "expires_at", "locked_until");
+
+    /** The unique key's columns: each must tell every caller, scope and key apart. */
+    private static final List<String> KEY_COLUMNS = List.of("caller", "scope", "idempotency_key");
+
+    /** The text columns the store writes values of a known length into, and that length. */
+    private static final Map<String, Integer> FIXED_TEXT_COLUMNS = Map.of("status", "PROCESSING".length(),
+            "request_hash", 64, "fencing_token", 36);
+
+    /** Written from the database's UTC clock and compared with it; a lease counts milliseconds. */
+    private static final List<String> TIME_COLUMNS = List.of("created_at", "updated_at", "expires_at", "locked_until");
+
+    /**
+     * Checks, with two catalog queries, that the table is the one the shipped script makes in all that the store
+     * relies on: InnoDB (the claim commits or rolls back with the handler's writes); every column; the key columns
+     * {@code varchar} of at least 255 characters in {@code utf8mb4_nopad_bin} — a case-insensitive collation (the
+     * database's default, for a migration that leaves the collation out) or a PAD SPACE one would make "Alice" and
+     * "alice", or "k" and "k ", one caller or one key, and answer each with the other's stored answers; a unique key
+     * on exactly those three columns, whole (no prefix), and no unique key on only some of them; the times
+     * {@code datetime} of at least millisecond precision, not {@code timestamp} (read in each session's time zone, and
+     * ending in 2038).
+     */
+    @Override
+    public void checkTable() {
+        String engine = null;
+        Map<String, Column> columns = new HashMap<>();
+        List<Map<String, Object>> found = jdbc.queryForList("SELECT t.ENGINE AS engine,"
+                + " c.COLUMN_NAME AS name, c.DATA_TYPE AS type, c.CHARACTER_MAXIMUM_LENGTH AS length,"
+                + " c.COLLATION_NAME AS collation, c.DATETIME_PRECISION AS time_precision"
+                + " FROM information_schema.TABLES t LEFT JOIN information_schema.COLUMNS c"
+                + " ON c.TABLE_SCHEMA = t.TABLE_SCHEMA AND c.TABLE_NAME = t.TABLE_NAME"
+                + " WHERE t.TABLE_SCHEMA = DATABASE() AND t.TABLE_NAME = ?", tableName);
+        if (found.isEmpty()) {
+            String database = jdbc.queryForObject("SELECT DATABASE()", String.class);
+            throw new IllegalStateException("table " + tableName + " does not exist in database " + database + ":"
+                    + " create it from " + SCHEMA_SCRIPT.substring(1) + " (MariaDbIdempotencyStore.schema(\""
+                    + tableName + "\") gives it with the table name replaced) in the application's migrations");
+        }
+        for (Map<String, Object> row : found) {
+            engine = (String) row.get("engine");
+            if (row.get("name") != null) {
+                columns.put(((String) row.get("name")).toLowerCase(Locale.ROOT), new Column((String) row.get("type"),
+                        row.get("length") == null ? null : ((Number) row.get("length")).longValue(),
+                        (String) row.get("collation"), row.get("time_precision") == null ? null
+                        : ((Number) row.get("time_precision")).intValue()));
+            }
+        }
+        // each unique key's columns in order, with their prefix length when only a prefix is indexed
+        Map<String, List<String>> uniqueKeys = new LinkedHashMap<>();
+        Map<String, Boolean> prefixed = new HashMap<>();
+        jdbc.query("SELECT INDEX_NAME, COLUMN_NAME, SUB_PART FROM information_schema.STATISTICS"
+                + " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND NON_UNIQUE = 0"
+                + " ORDER BY INDEX_NAME, SEQ_IN_INDEX", rs -> {
+            String index = rs.getString(1);
+            uniqueKeys.computeIfAbsent(index, i -> new ArrayList<>()).add(rs.getString(2).toLowerCase(Locale.ROOT));
+            prefixed.merge(index, rs.getObject(3) != null, Boolean::logicalOr);
+        }, tableName);
+
+        List<String> problems = new ArrayList<>();
+        if (engine != null && !"InnoDB".equalsIgnoreCase(engine)) {
+            problems.add("it is a " + engine + " table, not InnoDB: claims and answers must commit and roll back"
+                    + " with the handler's writes");
+        }
+        List<String> missing = TABLE_COLUMNS.stream().filter(column -> !columns.containsKey(column)).toList();
+        if (!missing.isEmpty()) {
+            problems.add("it lacks columns " + String.join(", ", missing));
+        }
+        for (String name : KEY_COLUMNS) {
+            Column column = columns.get(name);
+            if (column == null) {
+                continue;
+            }
+            if (!"varchar".equalsIgnoreCase(column.type())) {
+                problems.add(name + " is " + column + ", not varchar(255)");
+            } else if (column.length() < ScopedKey.MAX_LENGTH) {
+                problems.add(name + " is " + column + ": it must hold " + ScopedKey.MAX_LENGTH + " characters, the"
+                        + " longest caller, scope and key");
+            }
+            if (!"utf8mb4_nopad_bin".equalsIgnoreCase(column.collation())) {
+                problems.add(name + " has collation " + column.collation() + ", not utf8mb4_nopad_bin: the unique"
+                        + " key must compare it byte for byte, or values that differ in case or trailing spaces are"
+                        + " one, and one caller is answered with another's stored answers");
+            }
+        }
+        FIXED_TEXT_COLUMNS.forEach((name, length) -> {
+            Column column = columns.get(name);
+            if (column != null && (column.length() == null || column.length() < length)) {
+                problems.add(name + " is " + column + ": it must hold " + length + " characters");
+            }
+        });
+        for (String name : TIME_COLUMNS) {
+            Column column = columns.get(name);
+            if (column != null && (!"datetime".equalsIgnoreCase(column.type()) || column.precision() == null
+                    || column.precision() < 3)) {
+                problems.add(name + " is " + column + ", not datetime(6): times are UTC from the database's clock,"
+                        + " and leases count milliseconds");
+            }
+        }
+        boolean key = false;
+        for (Map.Entry<String, List<String>> unique : uniqueKeys.entrySet()) {
+            List<String> indexed = unique.getValue();
+            boolean onKeyColumnsOnly = KEY_COLUMNS.containsAll(indexed);
+            if (onKeyColumnsOnly && indexed.size() == KEY_COLUMNS.size() && !prefixed.get(unique.getKey())) {
+                key = true;
+            } else if (onKeyColumnsOnly) {
+                problems.add("its unique key " + unique.getKey() + " on (" + String.join(", ", indexed) + ")"
+                        + (prefixed.get(unique.getKey()) ? ", of a prefix," : "") + " makes records of distinct"
+                        + " callers, scopes or keys collide");
+            }
+        }
+        if (!key) {
+            problems.add("there is no unique key on (caller, scope, idempotency_key), whole columns, which"
+                    + " arbitrates claims");
+        }
+        if (!problems.isEmpty()) {
+            throw new IllegalStateException("table " + tableName + " is not the MariaDB store's table: "
+                    + String.join("; ", problems) + ". Create it from " + SCHEMA_SCRIPT.substring(1)
+                    + " (MariaDbIdempotencyStore.schema(\"" + tableName + "\") gives it with the table name"
+                    + " replaced).");
+        }
+    }
+
+    /** A column as the catalog describes it. */
+    private record Column(String type, Long length, String collation, Integer precision) {
+
+        @Override
+        public String toString() {
+            return type + (length != null && type.toLowerCase(Locale.ROOT).contains("char") ? "(" + length + ")"
+                    : precision != null ? "(" + precision + ")" : "");
+        }
     }
 
     /** {@code NOW} plus a parameter in milliseconds; NULL when the parameter is. */

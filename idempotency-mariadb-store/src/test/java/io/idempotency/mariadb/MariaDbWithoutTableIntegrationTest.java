@@ -29,9 +29,9 @@ import java.util.UUID;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * The MariaDB store's table comes from the application's own migrations, and nothing checks it at startup: without it
- * the application starts, and an idempotent request is answered 503 {@code idempotency-store-unavailable} without
- * running its handler, so a client retries it once the table is there.
+ * The MariaDB store's table comes from the application's own migrations and is checked at startup (a missing one stops
+ * it: {@link MariaDbTableCheckTest}); one dropped while the application runs answers an idempotent request 503
+ * {@code idempotency-store-unavailable} without running its handler, so a client retries it once the table is back.
  */
 @EnabledIf("io.idempotency.mariadb.TestMariaDb#available")
 @SpringBootTest(classes = MariaDbWithoutTableIntegrationTest.OrderApplication.class,
@@ -62,6 +62,7 @@ class MariaDbWithoutTableIntegrationTest {
     @Test
     void anIdempotentRequestIsAnswered503AndItsHandlerDoesNotRun() throws Exception {
         String reference = "no-table-" + UUID.randomUUID();
+        jdbc.execute("DROP TABLE idempotency_keys");
 
         HttpResponse<String> response = HTTP.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port
                         + "/orders")).header("Content-Type", "application/json")
@@ -80,9 +81,10 @@ class MariaDbWithoutTableIntegrationTest {
     @SpringBootApplication
     static class OrderApplication {
 
-        /** The store, on a database where the application's migrations have not made its table. */
+        /** The store, on the table the application's migrations made (dropped by the test). */
         @Bean
         IdempotencyStore idempotencyStore(DataSource dataSource) {
+            new JdbcTemplate(dataSource).execute(MariaDbIdempotencyStore.schema("idempotency_keys"));
             new JdbcTemplate(dataSource).execute("CREATE TABLE orders (id bigint AUTO_INCREMENT PRIMARY KEY,"
                     + " reference varchar(200) NOT NULL)");
             return new MariaDbIdempotencyStore(dataSource, "idempotency_keys");

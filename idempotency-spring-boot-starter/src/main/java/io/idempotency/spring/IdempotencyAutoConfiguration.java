@@ -95,8 +95,8 @@ public class IdempotencyAutoConfiguration {
     /**
      * The table, created by the library's migration or, when the schema is managed elsewhere, checked (only for the
      * library's PostgreSQL store: any other store — the MariaDB one, or one the application brings — keeps its records
-     * where it likes, and on a database other than PostgreSQL gets no table). After the application's own database
-     * initialisers, which may be what creates it.
+     * where it likes, and on a database other than PostgreSQL gets no table; a JDBC store of the library's checks the
+     * table it is given itself). After the application's own database initialisers, which may be what creates it.
      */
     @Bean
     @DependsOnDatabaseInitialization
@@ -110,7 +110,8 @@ public class IdempotencyAutoConfiguration {
                         : IdempotencySchemaInitializer.Mode.MIGRATE_ON_POSTGRESQL
                 : librarysStore ? IdempotencySchemaInitializer.Mode.VERIFY : IdempotencySchemaInitializer.Mode.NONE;
         return new IdempotencySchemaInitializer(new IdempotencySchemaMigrator(storeDataSource(store, dataSource),
-                properties.getJdbc().getTableName(), partitioned(properties)), mode);
+                properties.getJdbc().getTableName(), partitioned(properties)), mode,
+                store instanceof JdbcIdempotencyStore jdbcStore ? jdbcStore : null);
     }
 
     /**

@@ -1,5 +1,6 @@
 package io.idempotency.spring;
 
+import io.idempotency.jdbc.JdbcIdempotencyStore;
 import io.idempotency.jdbc.flyway.IdempotencySchemaException;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import org.slf4j.Logger;
@@ -9,7 +10,8 @@ import org.springframework.beans.factory.InitializingBean;
 /**
  * Creates or upgrades the idempotency table at startup, with the library's own Flyway migration; or, when the schema
  * is managed elsewhere, checks that the table is there with the right layout, so that a missing table stops the
- * application at startup rather than failing every request.
+ * application at startup rather than failing every request. The table of a JDBC store whose table the library does not
+ * create (the MariaDB store's) is checked by the store ({@link JdbcIdempotencyStore#checkTable()}).
  */
 class IdempotencySchemaInitializer implements InitializingBean {
 
@@ -32,20 +34,29 @@ class IdempotencySchemaInitializer implements InitializingBean {
 
     private final IdempotencySchemaMigrator migrator;
     private final Mode mode;
+    /** The store, when it is a JDBC one (whose own check of its table runs when the library does not make it). */
+    private final JdbcIdempotencyStore store;
 
     IdempotencySchemaInitializer(IdempotencySchemaMigrator migrator, Mode mode) {
+        this(migrator, mode, null);
+    }
+
+    IdempotencySchemaInitializer(IdempotencySchemaMigrator migrator, Mode mode, JdbcIdempotencyStore store) {
         this.migrator = migrator;
         this.mode = mode;
+        this.store = store;
     }
 
     @Override
     public void afterPropertiesSet() {
         if (mode == Mode.NONE) {
+            checkStoreTable();
             return;
         }
         if (mode == Mode.MIGRATE_ON_POSTGRESQL && !migrator.onPostgreSQL()) {
             log.info("The idempotency table is not created: the application's IdempotencyStore keeps its records"
                     + " in a database other than PostgreSQL, which the library's table is made for");
+            checkStoreTable();
             return;
         }
         try {
@@ -57,6 +68,23 @@ class IdempotencySchemaInitializer implements InitializingBean {
         } catch (IdempotencySchemaException e) {
             throw new IdempotencyConfigurationException(e.getMessage()
                     + (mode == Mode.VERIFY ? " (idempotency.jdbc.initialize-schema=false)" : ""), action(e));
+        }
+    }
+
+    /**
+     * A table the application's migrations made (they have run: this bean depends on them) is checked by its store:
+     * one made otherwise than the store's script stops the start, rather than failing requests or sharing records.
+     */
+    private void checkStoreTable() {
+        if (store == null) {
+            return;
+        }
+        try {
+            store.checkTable();
+        } catch (IllegalStateException e) {
+            throw new IdempotencyConfigurationException(e.getMessage(), "Create the table from the script the message"
+                    + " names, in the application's own migrations (Flyway, Liquibase) or by hand, or give the store"
+                    + " the name of a table made from it.", e);
         }
     }
 

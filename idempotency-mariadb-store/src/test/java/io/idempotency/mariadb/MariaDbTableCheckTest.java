@@ -1,0 +1,143 @@
+package io.idempotency.mariadb;
+
+import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.core.ClaimRequest;
+import io.idempotency.core.ClaimResult;
+import io.idempotency.core.IdempotencyStore;
+import io.idempotency.core.ScopedKey;
+import io.idempotency.spring.IdempotencyAutoConfiguration;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.condition.EnabledIf;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.support.TransactionTemplate;
+
+import javax.sql.DataSource;
+import java.time.Duration;
+import java.util.function.Consumer;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The MariaDB store's table comes from the application's own migrations, so it is whatever they made: the starter
+ * checks it once they have run, and an application whose table cannot keep the store's promises does not start —
+ * above all one whose key columns do not compare text byte for byte (a migration that leaves out the collation gets
+ * the database's default, {@code utf8mb4_general_ci}), where "Alice" and "alice" would be one caller and each be
+ * answered with the other's stored answers.
+ */
+@EnabledIf("io.idempotency.mariadb.TestMariaDb#available")
+class MariaDbTableCheckTest {
+
+    private static final String SCRIPT = MariaDbIdempotencyStore.schema("api_requests");
+
+    @Test
+    void keyColumnsComparedWithoutRegardToCaseAreRefusedAtStartup() {
+        String table = SCRIPT.replace("caller           varchar(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin",
+                "caller           varchar(255)");
+        HikariDataSource dataSource = TestMariaDb.newDatabase().dataSource(4);
+        new JdbcTemplate(dataSource).execute(table);
+        MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(dataSource, "api_requests");
+        TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+        transaction.setIsolationLevel(TransactionTemplate.ISOLATION_READ_COMMITTED);
+        ClaimResult alice = transaction.execute(status -> store.claim(new ClaimRequest(
+                new ScopedKey("Alice", "POST /payments", "k-1"), "a".repeat(64), Duration.ofDays(1),
+                Duration.ofSeconds(1))));
+        ClaimResult otherAlice = transaction.execute(status -> store.claim(new ClaimRequest(
+                new ScopedKey("alice", "POST /payments", "k-1"), "a".repeat(64), Duration.ofDays(1),
+                Duration.ofSeconds(1))));
+        assertThat(alice).isInstanceOf(ClaimResult.Claimed.class);
+        assertThat(otherAlice).as("what the check prevents: another caller's record")
+                .isInstanceOf(ClaimResult.Existing.class);
+
+        refused(dataSource, "api_requests", "table api_requests", "caller", "utf8mb4_general_ci",
+                "utf8mb4_nopad_bin", MariaDbIdempotencyStore.SCHEMA_SCRIPT.substring(1));
+    }
+
+    @Test
+    void keyColumnsThatPadSpacesAreRefusedAtStartup() {
+        refused(SCRIPT.replace("idempotency_key  varchar(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin",
+                        "idempotency_key  varchar(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"),
+                "idempotency_key", "utf8mb4_bin", "utf8mb4_nopad_bin");
+    }
+
+    @Test
+    void keyColumnsTooShortForTheLongestKeyAreRefusedAtStartup() {
+        refused(SCRIPT.replace("scope            varchar(255)", "scope            varchar(100)"),
+                "scope", "varchar(100)", "255");
+    }
+
+    @Test
+    void aTableWithoutAUniqueKeyOnCallerScopeAndKeyIsRefusedAtStartup() {
+        refused(SCRIPT.replace("PRIMARY KEY (caller, scope, idempotency_key),", ""),
+                "no unique key on (caller, scope, idempotency_key)");
+        refused(SCRIPT.replace("PRIMARY KEY (caller, scope, idempotency_key),",
+                        "PRIMARY KEY (caller, scope, idempotency_key(100)),"),
+                "no unique key on (caller, scope, idempotency_key)");
+        refused(SCRIPT.replace("PRIMARY KEY (caller, scope, idempotency_key),",
+                        "PRIMARY KEY (caller, scope, idempotency_key), UNIQUE KEY key_only (idempotency_key),"),
+                "key_only", "idempotency_key");
+    }
+
+    @Test
+    void timesInSessionTimeZonesOrWithoutFractionsAreRefusedAtStartup() {
+        refused(SCRIPT.replace("expires_at       datetime(6)", "expires_at       timestamp(6)"),
+                "expires_at", "timestamp", "datetime(6)");
+        refused(SCRIPT.replace("locked_until     datetime(6)", "locked_until     datetime"),
+                "locked_until", "datetime(0)", "datetime(6)");
+    }
+
+    @Test
+    void columnsMissingOrAnotherEngineAreRefusedAtStartup() {
+        refused("CREATE TABLE api_requests (idempotency_key varchar(255) PRIMARY KEY, response text)",
+                "lacks columns", "caller", "fencing_token");
+        // MyISAM keys hold 1,000 bytes: shorter key columns, which are refused as well
+        refused(SCRIPT.replace("ENGINE = InnoDB", "ENGINE = MyISAM").replace("varchar(255)", "varchar(80)"),
+                "MyISAM", "InnoDB");
+    }
+
+    @Test
+    void aMissingTableIsRefusedAtStartup() {
+        HikariDataSource dataSource = TestMariaDb.newDatabase().dataSource(4);
+        refused(dataSource, "api_requests", "table api_requests does not exist",
+                MariaDbIdempotencyStore.SCHEMA_SCRIPT.substring(1));
+    }
+
+    @Test
+    void theShippedScriptUnderTheStoresTableNameStarts() {
+        HikariDataSource dataSource = TestMariaDb.newDatabase().dataSource(4);
+        new JdbcTemplate(dataSource).execute(SCRIPT);
+        // the store's table name, not the property's: the starter does not know the MariaDB store's table
+        run(dataSource, "api_requests", context -> assertThat(context).hasNotFailed());
+    }
+
+    private static void refused(String table, String... said) {
+        HikariDataSource dataSource = TestMariaDb.newDatabase().dataSource(4);
+        new JdbcTemplate(dataSource).execute(table);
+        refused(dataSource, "api_requests", said);
+    }
+
+    private static void refused(DataSource dataSource, String table, String... said) {
+        run(dataSource, table, context -> {
+            assertThat(context).hasFailed();
+            for (String part : said) {
+                assertThat(context).getFailure().hasStackTraceContaining(part);
+            }
+        });
+    }
+
+    private static void run(DataSource dataSource, String table,
+                            Consumer<org.springframework.boot.test.context.assertj.AssertableApplicationContext> check) {
+        try {
+            new ApplicationContextRunner().withConfiguration(AutoConfigurations.of(IdempotencyAutoConfiguration.class))
+                    .withBean(DataSource.class, () -> dataSource)
+                    .withBean(PlatformTransactionManager.class, () -> new DataSourceTransactionManager(dataSource))
+                    .withBean(IdempotencyStore.class, () -> new MariaDbIdempotencyStore(dataSource, table))
+                    .run(check::accept);
+        } finally {
+            ((HikariDataSource) dataSource).close();
+        }
+    }
+}
