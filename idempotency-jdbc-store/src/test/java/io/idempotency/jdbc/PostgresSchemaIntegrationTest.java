@@ -408,6 +408,51 @@ class PostgresSchemaIntegrationTest {
     }
 
     /**
+     * A table made by hand or by another tool from the documented columns, with a length or type of its own, is used
+     * as it is: key columns shorter than the 255 characters a caller, scope or key may have fail only the requests
+     * with long ones (in production, not in the tests that used short keys); a status too short for PROCESSING, a
+     * fencing token as text, a body as text fail the first claim or the first stored answer; a request hash padded
+     * beyond its 64 characters would never equal the hash of a retry. Such a table stops the start, saying so.
+     */
+    @Test
+    void columnsTooShortOrOfAnotherTypeAreRefused() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute(IdempotencySchema.postgresql("short_keys")
+                    .replace("idempotency_key  varchar(255)", "idempotency_key  varchar(64)"));
+            jdbc.execute(IdempotencySchema.postgresqlPartitioned("partitioned_short_callers")
+                    .replace("caller           varchar(255)", "caller           varchar(100)"));
+            jdbc.execute(IdempotencySchema.postgresql("other_types")
+                    .replace("status           varchar(16)", "status           varchar(8)")
+                    .replace("request_hash     char(64)", "request_hash     char(80)")
+                    .replace("fencing_token    uuid", "fencing_token    text")
+                    .replace("response_body    bytea", "response_body    text"));
+
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "short_keys");
+            assertThatThrownBy(() -> new TransactionTemplate(new DataSourceTransactionManager(dataSource))
+                    .execute(status -> store.claim(new ClaimRequest(new ScopedKey("", "POST /x", "k".repeat(100)),
+                            "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1)))))
+                    .as("what the check prevents").hasStackTraceContaining("value too long");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "short_keys").verify(),
+                    "idempotency_key is character varying(64)", "255 characters");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "short_keys").migrate(),
+                    "idempotency_key is character varying(64)");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "partitioned_short_callers", true)
+                    .verify(), "caller is character varying(100)");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "other_types").verify(),
+                    "status is character varying(8)", "request_hash is character(80)",
+                    "fencing_token is text, not uuid", "response_body is text, not bytea");
+
+            jdbc.execute(IdempotencySchema.postgresql("longer_and_unbounded")
+                    .replace("caller           varchar(255)", "caller           text")
+                    .replace("idempotency_key  varchar(255)", "idempotency_key  varchar(1000)")
+                    .replace("request_hash     char(64)", "request_hash     varchar")
+                    .replace("response_status  integer", "response_status  smallint"));
+            new IdempotencySchemaMigrator(dataSource, "longer_and_unbounded").verify();
+        }
+    }
+
+    /**
      * A precision on the time columns (Hibernate's DDL writes {@code timestamp(6) with time zone}, a DBA may write
      * {@code timestamptz(3)}) keeps them timestamptz: the table is the library's, and the start goes on.
      */

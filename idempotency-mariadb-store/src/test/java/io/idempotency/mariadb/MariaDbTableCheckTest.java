@@ -9,6 +9,7 @@ import io.idempotency.spring.IdempotencyAutoConfiguration;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.EnabledIf;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.test.context.assertj.AssertableApplicationContext;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
@@ -128,8 +129,7 @@ class MariaDbTableCheckTest {
         });
     }
 
-    private static void run(DataSource dataSource, String table,
-                            Consumer<org.springframework.boot.test.context.assertj.AssertableApplicationContext> check) {
+    private static void run(DataSource dataSource, String table, Consumer<AssertableApplicationContext> check) {
         try {
             new ApplicationContextRunner().withConfiguration(AutoConfigurations.of(IdempotencyAutoConfiguration.class))
                     .withBean(DataSource.class, () -> dataSource)

@@ -5,6 +5,7 @@ import org.flywaydb.core.api.FlywayException;
 import org.flywaydb.core.api.Location;
 import org.flywaydb.core.api.output.MigrateResult;
 
+import io.idempotency.core.ScopedKey;
 import io.idempotency.jdbc.IdempotencySchema;
 
 import javax.sql.DataSource;
@@ -194,6 +195,21 @@ public final class IdempotencySchemaMigrator {
      */
     private static final List<String> KEY_COLUMNS = List.of("caller", "scope", "idempotency_key");
 
+    /** The types of text a column may have, as {@code format_type} names them. */
+    private static final List<String> TEXT_TYPES = List.of("character varying", "text");
+
+    /** The types the other columns may have, the script's first. */
+    private static final Map<String, List<String>> OTHER_TYPES = Map.of(
+            "fencing_token", List.of("uuid"),
+            "response_status", List.of("integer", "smallint", "bigint"),
+            "response_headers", TEXT_TYPES,
+            "response_body", List.of("bytea"));
+
+    /** Whether a column of {@code length} (-1: unbounded) holds fewer than {@code needed} characters. */
+    private static boolean shorterThan(Integer length, int needed) {
+        return length != null && length >= 0 && length < needed;
+    }
+
     /** How the partitioned table is partitioned, as PostgreSQL shows it. */
     private static final String PARTITION_KEY = "RANGE (created_at)";
 
@@ -207,21 +223,29 @@ public final class IdempotencySchemaMigrator {
      */
     private void checkShape() {
         Map<String, String> columns = new HashMap<>();
+        // the type as declared (with its length), and the length of a varchar or char column (-1: unbounded)
+        Map<String, String> declared = new HashMap<>();
+        Map<String, Integer> lengths = new HashMap<>();
         Map<String, String> inexactCollations = new HashMap<>();
         boolean uniqueKey;
         boolean deferrableKey;
         String partitionKey;
         try (Connection connection = dataSource.getConnection()) {
             // the type without its modifier: a precision (timestamptz(6), as Hibernate's DDL writes it) is no other type
-            // and the collation of a text column whose equality is not byte for byte (case-insensitive, say)
+            // and the collation of a text column whose equality is not byte for byte (case-insensitive, say); then
+            // the type as declared, and its modifier, for the length of a varchar or char
             try (PreparedStatement statement = connection.prepareStatement("SELECT a.attname, format_type(a.atttypid,"
-                    + " NULL), CASE WHEN NOT c.collisdeterministic THEN c.collname END FROM pg_attribute a"
+                    + " NULL), CASE WHEN NOT c.collisdeterministic THEN c.collname END,"
+                    + " format_type(a.atttypid, a.atttypmod), a.atttypmod FROM pg_attribute a"
                     + " LEFT JOIN pg_collation c ON c.oid = a.attcollation WHERE a.attrelid = to_regclass(?)"
                     + " AND a.attnum > 0 AND NOT a.attisdropped")) {
                 statement.setString(1, tableName);
                 try (ResultSet rs = statement.executeQuery()) {
                     while (rs.next()) {
                         columns.put(rs.getString(1), rs.getString(2));
+                        declared.put(rs.getString(1), rs.getString(4));
+                        // a varchar's or char's typmod is its length plus 4; -1 without one
+                        lengths.put(rs.getString(1), rs.getInt(5) >= 4 ? rs.getInt(5) - 4 : -1);
                         if (rs.getString(3) != null) {
                             inexactCollations.put(rs.getString(1), rs.getString(3));
                         }
@@ -271,11 +295,33 @@ public final class IdempotencySchemaMigrator {
             String type = columns.get(column);
             if (type != null && !type.equals("character varying") && !type.equals("text")) {
                 problems.add(column + " is " + type + ", not varchar: the unique key must compare it exactly");
+            } else if (type != null && shorterThan(lengths.get(column), ScopedKey.MAX_LENGTH)) {
+                problems.add(column + " is " + declared.get(column) + ": it must hold " + ScopedKey.MAX_LENGTH
+                        + " characters, the longest caller, scope and key");
             } else if (inexactCollations.containsKey(column)) {
                 problems.add(column + " has the nondeterministic collation " + inexactCollations.get(column)
                         + ": the unique key must compare it exactly, or it makes distinct values one");
             }
         }
+        String status = columns.get("status");
+        if (status != null && (!TEXT_TYPES.contains(status)
+                || shorterThan(lengths.get("status"), "PROCESSING".length()))) {
+            problems.add("status is " + declared.get("status") + ", not varchar(16): it holds PROCESSING, SUCCEEDED or"
+                    + " FAILED, read back as written");
+        }
+        String hash = columns.get("request_hash");
+        if (hash != null && !(hash.equals("character") ? lengths.get("request_hash") == 64
+                : TEXT_TYPES.contains(hash) && !shorterThan(lengths.get("request_hash"), 64))) {
+            // a char longer than the hash would read it back padded, never equal to a retry's
+            problems.add("request_hash is " + declared.get("request_hash") + ", not char(64): it holds a hex SHA-256,"
+                    + " read back as written");
+        }
+        OTHER_TYPES.forEach((column, types) -> {
+            String type = columns.get(column);
+            if (type != null && !types.contains(type)) {
+                problems.add(column + " is " + declared.get(column) + ", not " + types.get(0));
+            }
+        });
         if (partitioned && !PARTITION_KEY.equals(partitionKey)) {
             problems.add("it is partitioned by " + partitionKey + ", not " + PARTITION_KEY + ": claims put their"
                     + " records, and partitions are made and dropped, by creation time");
