@@ -183,6 +183,40 @@ class PostgresSchemaIntegrationTest {
         }
     }
 
+    /**
+     * The library keeps the table in the connection's default schema. A table of that name that the search path finds
+     * in a later schema — another application's, which made it with its own migrations, when this application's
+     * schema comes first and a shared one after it — was adopted, and the two applications answered each other's
+     * requests with their stored answers (one caller, one route, one key). The start stops instead, naming both
+     * schemas; one of the application's own in its default schema is used, the other left alone.
+     */
+    @Test
+    void aTableOfTheNameLaterOnTheSearchPathIsNotAdopted() {
+        TestPostgres.Database shared = TestPostgres.newDatabase();
+        TestPostgres.Database own = TestPostgres.newDatabase();
+        try (HikariDataSource other = shared.dataSource(2);
+             HikariDataSource dataSource = own.dataSource(2,
+                     config -> config.setConnectionInitSql("SET search_path = " + own.schema() + ", "
+                             + shared.schema()))) {
+            new JdbcTemplate(other).execute(IdempotencySchema.postgresql("idempotency_keys"));
+
+            assertThatThrownBy(() -> new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate())
+                    .isInstanceOfSatisfying(io.idempotency.jdbc.flyway.IdempotencySchemaException.class, e ->
+                            assertThat(e.problem()).isEqualTo(
+                                    io.idempotency.jdbc.flyway.IdempotencySchemaException.Problem.ELSEWHERE))
+                    .hasMessageContaining("table idempotency_keys is in schema " + shared.schema())
+                    .hasMessageContaining("default schema " + own.schema());
+
+            new JdbcTemplate(dataSource).execute(IdempotencySchema.postgresql("idempotency_keys"));
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+            assertThat(new JdbcTemplate(dataSource).queryForObject("select count(*) from pg_tables where tablename ="
+                    + " 'idempotency_schema_history' and schemaname = ?", Integer.class, own.schema())).isEqualTo(1);
+            assertThat(new JdbcTemplate(other).queryForObject("select count(*) from pg_tables where tablename ="
+                    + " 'idempotency_schema_history' and schemaname = ?", Integer.class, shared.schema()))
+                    .as("the other's left alone").isZero();
+        }
+    }
+
     @Test
     void aTableNameInCapitalsMigratesOnEveryStart() {
         try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {

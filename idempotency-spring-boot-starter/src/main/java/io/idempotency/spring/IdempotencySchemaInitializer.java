@@ -94,6 +94,10 @@ class IdempotencySchemaInitializer implements InitializingBean {
                     + " the table as the retention documentation describes.";
             case WRONG_SHAPE -> "Create the table from the script the message names (another table name, or the records"
                     + " moved into a new table), or point idempotency.jdbc.table-name at a table made from it.";
+            case ELSEWHERE -> "If the table is this application's, make its schema the connection's default (the first"
+                    + " on the search path, currentSchema in the JDBC URL); if not, create this application's table in"
+                    + " its default schema from the library's script, or let the library create one under another"
+                    + " idempotency.jdbc.table-name.";
             case MISSING -> "Create the table from the script the message names, in the application's own migrations"
                     + " or by hand, or remove idempotency.jdbc.initialize-schema=false to let the library create it.";
             case MISSING_DESPITE_HISTORY -> "Drop the migration history table the message names, so that the"

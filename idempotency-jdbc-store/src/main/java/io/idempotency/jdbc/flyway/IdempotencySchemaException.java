@@ -9,6 +9,11 @@ public final class IdempotencySchemaException extends IllegalStateException {
         WRONG_LAYOUT,
         /** It exists, but lacks columns the store uses, has them of another type, or lacks the key the claim needs. */
         WRONG_SHAPE,
+        /**
+         * It is not in the connection's default schema, where the library creates it, but in one the search path
+         * reaches later (another application's table, perhaps).
+         */
+        ELSEWHERE,
         /** It does not exist, and the library's migration is not the one to create it. */
         MISSING,
         /** It does not exist, although its migration history says it was created. */

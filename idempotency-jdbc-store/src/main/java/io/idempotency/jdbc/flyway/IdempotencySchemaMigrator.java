@@ -99,6 +99,9 @@ public final class IdempotencySchemaMigrator {
     private MigrateResult migrateOnce() {
         requirePostgreSQL();
         Boolean layout = existingLayout();
+        if (layout != null) {
+            checkSchema();
+        }
         checkLayout(layout);
         String history = historyTable(tableName);
         boolean tableExists = layout != null;
@@ -337,6 +340,36 @@ public final class IdempotencySchemaMigrator {
             throw new IdempotencySchemaException(IdempotencySchemaException.Problem.WRONG_SHAPE, "table " + tableName
                     + " is not the library's idempotency table: " + String.join("; ", problems) + ". Create it from "
                     + script() + ".");
+        }
+    }
+
+    /**
+     * The library creates the table in the connection's default schema, and adopts one it finds there. One of the name
+     * that the search path finds in a later schema is not adopted: it may be another application's (made by its own
+     * migrations, in a schema both search), whose stored answers this one would give to its own requests.
+     */
+    private void checkSchema() {
+        String found;
+        String current;
+        try (Connection connection = dataSource.getConnection();
+             PreparedStatement statement = connection.prepareStatement("SELECT n.nspname, current_schema()"
+                     + " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(?)")) {
+            statement.setString(1, tableName);
+            try (ResultSet rs = statement.executeQuery()) {
+                if (!rs.next()) {
+                    return;
+                }
+                found = rs.getString(1);
+                current = rs.getString(2);
+            }
+        } catch (SQLException e) {
+            throw new IllegalStateException("could not inspect table " + tableName, e);
+        }
+        if (current != null && !current.equals(found) && !found.startsWith("pg_temp")) {
+            throw new IdempotencySchemaException(IdempotencySchemaException.Problem.ELSEWHERE, "table " + tableName
+                    + " is in schema " + found + ", which the search path reaches after the connection's default"
+                    + " schema " + current + ", where the library creates and adopts it: it may be another"
+                    + " application's, whose stored answers this one would give");
         }
     }
 
