@@ -106,6 +106,22 @@ class MariaDbTableCheckTest {
                 MariaDbIdempotencyStore.SCHEMA_SCRIPT.substring(1));
     }
 
+    /**
+     * Table names are case-sensitive on a server that keeps them as written (lower_case_table_names=0, Linux's
+     * default): the store's statements would not find a table named in another case, and the check must not either.
+     */
+    @Test
+    void aTableNamedInAnotherCaseIsMissingWhereNamesAreCaseSensitive() {
+        HikariDataSource dataSource = TestMariaDb.newDatabase().dataSource(4);
+        JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+        jdbc.execute(MariaDbIdempotencyStore.schema("ApiRequests"));
+        if (jdbc.queryForObject("SELECT @@lower_case_table_names", Integer.class) == 0) {
+            refused(dataSource, "apirequests", "table apirequests does not exist");
+        } else {
+            run(dataSource, "apirequests", context -> assertThat(context).hasNotFailed());
+        }
+    }
+
     @Test
     void theShippedScriptUnderTheStoresTableNameStarts() {
         HikariDataSource dataSource = TestMariaDb.newDatabase().dataSource(4);
