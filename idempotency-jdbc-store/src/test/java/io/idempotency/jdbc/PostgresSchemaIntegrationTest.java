@@ -487,6 +487,33 @@ class PostgresSchemaIntegrationTest {
     }
 
     /**
+     * A unique key on only some of the key columns (a table whose keys were once unique by themselves) makes two
+     * callers' identical keys collide: the second caller's claim fails on it, for as long as the first one's record is
+     * kept, since the claim's insert is arbitrated on the three columns only. Such a table stops the start.
+     */
+    @Test
+    void aUniqueKeyOnSomeOfTheKeyColumnsIsRefused() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute(IdempotencySchema.postgresql("keys_unique_alone"));
+            jdbc.execute("create unique index keys_unique_alone_key_idx on keys_unique_alone (idempotency_key)");
+
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "keys_unique_alone");
+            TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+            transaction.execute(status -> store.claim(new ClaimRequest(new ScopedKey("alice", "POST /x", "k-1"),
+                    "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1))));
+            assertThatThrownBy(() -> transaction.execute(status -> store.claim(new ClaimRequest(
+                    new ScopedKey("bob", "POST /x", "k-1"), "c".repeat(64), Duration.ofDays(1),
+                    Duration.ofSeconds(1))))).as("what the check prevents").hasStackTraceContaining("duplicate key");
+
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "keys_unique_alone").verify(),
+                    "keys_unique_alone_key_idx", "(idempotency_key)");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "keys_unique_alone").migrate(),
+                    "keys_unique_alone_key_idx");
+        }
+    }
+
+    /**
      * A precision on the time columns (Hibernate's DDL writes {@code timestamp(6) with time zone}, a DBA may write
      * {@code timestamptz(3)}) keeps them timestamptz: the table is the library's, and the start goes on.
      */

@@ -233,6 +233,7 @@ public final class IdempotencySchemaMigrator {
         boolean uniqueKey;
         boolean deferrableKey;
         String partitionKey;
+        List<String> narrowKeys = new ArrayList<>();
         try (Connection connection = dataSource.getConnection()) {
             // the type without its modifier: a precision (timestamptz(6), as Hibernate's DDL writes it) is no other type
             // and the collation of a text column whose equality is not byte for byte (case-insensitive, say); then
@@ -269,6 +270,25 @@ public final class IdempotencySchemaMigrator {
                     rs.next();
                     uniqueKey = rs.getBoolean(1);
                     deferrableKey = rs.getBoolean(2);
+                }
+            }
+            // a unique key on only some of the key columns makes distinct callers', scopes' or keys' records collide:
+            // the claim's insert is arbitrated on all three only, and fails on it
+            try (PreparedStatement statement = connection.prepareStatement("SELECT c.relname, (SELECT"
+                    + " string_agg(a.attname, ', ' ORDER BY k.n) FROM unnest((i.indkey::int2[])[0:i.indnkeyatts - 1])"
+                    + " WITH ORDINALITY AS k(attnum, n) JOIN pg_attribute a ON a.attrelid = i.indrelid"
+                    + " AND a.attnum = k.attnum) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+                    + " WHERE i.indrelid = to_regclass(?) AND i.indisunique AND i.indexprs IS NULL"
+                    + " AND i.indnkeyatts < 3 AND NOT EXISTS (SELECT 1 FROM pg_attribute a"
+                    + " WHERE a.attrelid = i.indrelid"
+                    + " AND a.attnum = ANY ((i.indkey::int2[])[0:i.indnkeyatts - 1])"
+                    + " AND a.attname NOT IN ('caller', 'scope', 'idempotency_key'))")) {
+                statement.setString(1, tableName);
+                try (ResultSet rs = statement.executeQuery()) {
+                    while (rs.next()) {
+                        narrowKeys.add("its unique key " + rs.getString(1) + " on (" + rs.getString(2) + ") makes"
+                                + " records of distinct callers, scopes or keys collide");
+                    }
                 }
             }
             // claims put their records by creation time, and partitions are made and dropped by it
@@ -332,6 +352,7 @@ public final class IdempotencySchemaMigrator {
         if (!partitioned && !uniqueKey) {
             problems.add("there is no unique key on (caller, scope, idempotency_key), which arbitrates claims");
         }
+        problems.addAll(narrowKeys);
         if (!partitioned && deferrableKey) {
             problems.add("its unique key on (caller, scope, idempotency_key) is deferrable, which PostgreSQL cannot"
                     + " use to arbitrate claims (INSERT … ON CONFLICT): make it not deferrable");
