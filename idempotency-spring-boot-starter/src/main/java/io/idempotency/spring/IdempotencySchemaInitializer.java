@@ -23,12 +23,13 @@ class IdempotencySchemaInitializer implements InitializingBean {
         MIGRATE,
         /**
          * For a store the application brings: create or upgrade it on PostgreSQL (a store wrapping the library's
-         * needs its table); leave another database alone, where the store keeps its records in its own way.
+         * needs its table); leave another database alone, where the store keeps its records in its own way (a JDBC
+         * store checks its own table there).
          */
         MIGRATE_ON_POSTGRESQL,
         /** Managed elsewhere: check it is there, with the right layout. */
         VERIFY,
-        /** Managed elsewhere, for a store the application brings: leave it alone. */
+        /** Managed elsewhere, for a store the application brings: leave it to the store (a JDBC store checks it). */
         NONE
     }
 
