@@ -206,6 +206,9 @@ class PostgresSchemaIntegrationTest {
                                     io.idempotency.jdbc.flyway.IdempotencySchemaException.Problem.ELSEWHERE))
                     .hasMessageContaining("table idempotency_keys is in schema " + shared.schema())
                     .hasMessageContaining("default schema " + own.schema());
+            // managed elsewhere, the same: the application's own table is missing, not the other's to be used
+            assertThatThrownBy(() -> new IdempotencySchemaMigrator(dataSource, "idempotency_keys").verify())
+                    .hasMessageContaining("table idempotency_keys is in schema " + shared.schema());
 
             new JdbcTemplate(dataSource).execute(IdempotencySchema.postgresql("idempotency_keys"));
             new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();

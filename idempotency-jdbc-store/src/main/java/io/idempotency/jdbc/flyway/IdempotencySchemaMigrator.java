@@ -171,7 +171,8 @@ public final class IdempotencySchemaMigrator {
      * asked for, so that a missing or mismatched table stops the application at startup instead of failing every
      * claim.
      *
-     * @throws IllegalStateException if the table does not exist, or exists with the other layout
+     * @throws IllegalStateException if the table does not exist, exists only in a schema the search path reaches after
+     *                               the default one, or exists with the other layout or another shape
      */
     public void verify() {
         requirePostgreSQL();
@@ -182,6 +183,7 @@ public final class IdempotencySchemaMigrator {
                     + " the library's migration is switched off: create it from " + script() + " (with the table"
                     + " name replaced), or let the library create it");
         }
+        checkSchema();
         checkLayout(layout);
         checkShape();
     }
@@ -365,9 +367,10 @@ public final class IdempotencySchemaMigrator {
     }
 
     /**
-     * The library creates the table in the connection's default schema, and adopts one it finds there. One of the name
-     * that the search path finds in a later schema is not adopted: it may be another application's (made by its own
-     * migrations, in a schema both search), whose stored answers this one would give to its own requests.
+     * The library creates the table in the connection's default schema, and adopts (or, managed elsewhere, expects)
+     * one there. One of the name that the search path finds in a later schema is not used: it may be another
+     * application's (made by its own migrations, in a schema both search), whose stored answers this one would give to
+     * its own requests.
      */
     private void checkSchema() {
         String found;
