@@ -859,13 +859,7 @@ class IntentFirstEngineIntegrationTest {
     void aClaimWhoseHandlerCouldNotStartIsReleasedOnceThePoolHasAConnectionAgain() throws Exception {
         try (HikariDataSource dataSource = oneConnectionPool()) {
             AtomicInteger releases = new AtomicInteger();
-            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys") {
-                @Override
-                public boolean release(ScopedKey key, String fencingToken) {
-                    return withoutAConnectionWhen(dataSource, releases.incrementAndGet() == 1,
-                            () -> super.release(key, fencingToken));
-                }
-            };
+            PostgresIdempotencyStore store = refusingThe(1, true, dataSource, releases);
             AtomicInteger begun = new AtomicInteger();
             // the handler's transaction
             Transactions exhaustedOnce = exhaustedWhen(dataSource, () -> begun.incrementAndGet() == 2);
@@ -893,13 +887,7 @@ class IntentFirstEngineIntegrationTest {
     void aResolversFailThatFoundNoConnectionIsMarkedOnceThePoolHasOneAgain() throws Exception {
         try (HikariDataSource dataSource = oneConnectionPool()) {
             AtomicInteger fails = new AtomicInteger();
-            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys") {
-                @Override
-                public boolean fail(ScopedKey key, String fencingToken) {
-                    return withoutAConnectionWhen(dataSource, fails.incrementAndGet() == 1,
-                            () -> super.fail(key, fencingToken));
-                }
-            };
+            PostgresIdempotencyStore store = refusingThe(1, false, dataSource, fails);
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
             leaveAStaleClaim(dataSource, store, key, Duration.ofMillis(200));
             AtomicInteger asked = new AtomicInteger();
@@ -929,13 +917,7 @@ class IntentFirstEngineIntegrationTest {
         String other = "8".repeat(64);
         try (HikariDataSource dataSource = oneConnectionPool()) {
             AtomicInteger fails = new AtomicInteger();
-            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys") {
-                @Override
-                public boolean fail(ScopedKey key, String fencingToken) {
-                    return withoutAConnectionWhen(dataSource, fails.incrementAndGet() == 2,
-                            () -> super.fail(key, fencingToken));
-                }
-            };
+            PostgresIdempotencyStore store = refusingThe(2, false, dataSource, fails);
             AtomicInteger begun = new AtomicInteger();
             // the first attempt's two, the second's claim, then its work
             Transactions exhaustedOnce = exhaustedWhen(dataSource, () -> begun.incrementAndGet() == 4);
@@ -966,13 +948,7 @@ class IntentFirstEngineIntegrationTest {
     void aClaimWhoseHandlerWasRefusedBeforeItRanIsReleasedOnceThePoolHasAConnectionAgain() throws Exception {
         try (HikariDataSource dataSource = oneConnectionPool()) {
             AtomicInteger releases = new AtomicInteger();
-            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys") {
-                @Override
-                public boolean release(ScopedKey key, String fencingToken) {
-                    return withoutAConnectionWhen(dataSource, releases.incrementAndGet() == 1,
-                            () -> super.release(key, fencingToken));
-                }
-            };
+            PostgresIdempotencyStore store = refusingThe(1, true, dataSource, releases);
             IdempotencyEngine engine = new IdempotencyEngine(store, transactions(dataSource), StoragePolicy.DEFAULT,
                     DAY, Duration.ofSeconds(10), StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
@@ -1001,13 +977,7 @@ class IntentFirstEngineIntegrationTest {
     void aDefiniteFailureIsRecordedOnceThePoolHasAConnectionAgain() throws Exception {
         try (HikariDataSource dataSource = oneConnectionPool()) {
             AtomicInteger fails = new AtomicInteger();
-            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys") {
-                @Override
-                public boolean fail(ScopedKey key, String fencingToken) {
-                    return withoutAConnectionWhen(dataSource, fails.incrementAndGet() == 1,
-                            () -> super.fail(key, fencingToken));
-                }
-            };
+            PostgresIdempotencyStore store = refusingThe(1, false, dataSource, fails);
             IdempotencyEngine engine = new IdempotencyEngine(store, transactions(dataSource), StoragePolicy.DEFAULT,
                     DAY, Duration.ofSeconds(10), StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
             IdempotencyTemplate template = new IdempotencyTemplate(engine);
@@ -1857,6 +1827,28 @@ class IntentFirstEngineIntegrationTest {
         } catch (java.sql.SQLException e) {
             throw new IllegalStateException(e);
         }
+    }
+
+    /**
+     * The store on the one-connection pool {@code dataSource} whose {@code nth} release (or, not {@code releases}, whose
+     * {@code nth} FAILED mark) finds no connection, the pool's only one held elsewhere meanwhile; {@code calls} counts
+     * those calls.
+     */
+    private static PostgresIdempotencyStore refusingThe(int nth, boolean releases, HikariDataSource dataSource,
+                                                        AtomicInteger calls) {
+        return new PostgresIdempotencyStore(dataSource, "idempotency_keys") {
+            @Override
+            public boolean release(ScopedKey key, String fencingToken) {
+                return !releases ? super.release(key, fencingToken) : withoutAConnectionWhen(dataSource,
+                        calls.incrementAndGet() == nth, () -> super.release(key, fencingToken));
+            }
+
+            @Override
+            public boolean fail(ScopedKey key, String fencingToken) {
+                return releases ? super.fail(key, fencingToken) : withoutAConnectionWhen(dataSource,
+                        calls.incrementAndGet() == nth, () -> super.fail(key, fencingToken));
+            }
+        };
     }
 
     /** Leaves a stale claim of {@code key}: an attempt that crashed after its claim was committed, lease run out. */
