@@ -6,18 +6,14 @@ import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.core.Transactions;
+import io.idempotency.testkit.CountingStatements;
 import io.idempotency.testkit.IdempotencyStoreContract;
 import org.junit.jupiter.api.Test;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
-import org.springframework.jdbc.datasource.DelegatingDataSource;
 import org.springframework.transaction.support.TransactionTemplate;
 
 import javax.sql.DataSource;
-import java.lang.reflect.InvocationTargetException;
-import java.lang.reflect.Proxy;
-import java.sql.Connection;
-import java.sql.SQLException;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -47,7 +43,7 @@ abstract class PostgresStoreContract extends IdempotencyStoreContract {
     @Test
     void aClaimCostsTheStatementsTheDocsCount() {
         AtomicInteger statements = new AtomicInteger();
-        DataSource counting = countingStatements(dataSource(), statements);
+        DataSource counting = CountingStatements.dataSource(dataSource(), statements);
         IdempotencyStore store = storeOn(counting);
         TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(counting));
         ScopedKey key = newKey();
@@ -72,27 +68,6 @@ abstract class PostgresStoreContract extends IdempotencyStoreContract {
         }
     }
 
-    /** {@code dataSource}, counting the statements prepared or created on its connections in {@code statements}. */
-    static DataSource countingStatements(DataSource dataSource, AtomicInteger statements) {
-        return new DelegatingDataSource(dataSource) {
-            @Override
-            public Connection getConnection() throws SQLException {
-                Connection connection = super.getConnection();
-                return (Connection) Proxy.newProxyInstance(getClass().getClassLoader(),
-                        new Class<?>[] {Connection.class}, (proxy, method, args) -> {
-                            if (List.of("prepareStatement", "createStatement", "prepareCall")
-                                    .contains(method.getName())) {
-                                statements.incrementAndGet();
-                            }
-                            try {
-                                return method.invoke(connection, args);
-                            } catch (InvocationTargetException e) {
-                                throw e.getCause();
-                            }
-                        });
-            }
-        };
-    }
 
     /**
      * The bounded wait of the claim must not leak into the handler's statements: neither when the claim inserts, nor

@@ -7,6 +7,7 @@ import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.Transactions;
 import io.idempotency.jdbc.SpringTransactions;
+import io.idempotency.testkit.CountingStatements;
 import io.idempotency.testkit.IdempotencyStoreContract;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -166,24 +167,7 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
     @Test
     void aClaimCostsTheStatementsTheDocsCount() {
         java.util.concurrent.atomic.AtomicInteger statements = new java.util.concurrent.atomic.AtomicInteger();
-        DataSource counting = new DelegatingDataSource(DATA_SOURCE) {
-            @Override
-            public Connection getConnection() throws SQLException {
-                Connection connection = super.getConnection();
-                return (Connection) Proxy.newProxyInstance(getClass().getClassLoader(),
-                        new Class<?>[] {Connection.class}, (proxy, method, args) -> {
-                            if (List.of("prepareStatement", "createStatement", "prepareCall")
-                                    .contains(method.getName())) {
-                                statements.incrementAndGet();
-                            }
-                            try {
-                                return method.invoke(connection, args);
-                            } catch (InvocationTargetException e) {
-                                throw e.getCause();
-                            }
-                        });
-            }
-        };
+        DataSource counting = CountingStatements.dataSource(DATA_SOURCE, statements);
         MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(counting, "idempotency_keys");
         TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(counting));
         transaction.setIsolationLevel(TransactionDefinition.ISOLATION_READ_COMMITTED);
