@@ -1,15 +1,23 @@
 package io.idempotency.jpa;
 
+import io.idempotency.core.Idempotent;
 import io.idempotency.testkit.TestPostgres;
 import jakarta.persistence.EntityManagerFactory;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Primary;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.jdbc.datasource.DriverManagerDataSource;
 import org.springframework.orm.jpa.DefaultJpaDialect;
 import org.springframework.orm.jpa.JpaTransactionManager;
 import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.annotation.Transactional;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RestController;
+
+import javax.sql.DataSource;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -47,6 +55,98 @@ class JpaTransactionManagerCheckTest {
             assertThat(context.getStartupFailure()).rootCause()
                     .hasMessageContaining("must commit in one transaction");
         });
+    }
+
+    /**
+     * JPA's transaction manager binds its connection for JDBC code without marking a JDBC transaction active: a JDBC
+     * transaction manager on the same DataSource, named by the handler, begins a transaction of its own on that
+     * connection and commits it — claim included — when the handler returns, before the answer is stored.
+     */
+    @Test
+    void aHandlerNamingAJdbcTransactionManagerBesideJpasStopsTheStart() {
+        contextRunner.withUserConfiguration(JpaAndJdbcTransactionManagers.class, JdbcTransactionalController.class)
+                .run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(context.getStartupFailure()).message().contains(
+                            "JdbcTransactionalController.purchase()", "'jdbcTransactionManager'",
+                            "does not join the request's transaction");
+                });
+    }
+
+    /** The other way round: JPA's transaction manager refuses to begin inside a JDBC one (every request would fail). */
+    @Test
+    void aHandlerNamingJpasTransactionManagerBesideAPrimaryJdbcOneStopsTheStart() {
+        contextRunner.withUserConfiguration(JdbcAndJpaTransactionManagers.class, JpaTransactionalController.class)
+                .run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(context.getStartupFailure()).message().contains(
+                            "JpaTransactionalController.purchase()", "'jpaTransactionManager'",
+                            "does not join the request's transaction");
+                });
+    }
+
+    @Test
+    void aHandlerNamingTheRequestsTransactionManagerBesideAnotherIsAccepted() {
+        contextRunner.withUserConfiguration(JpaAndJdbcTransactionManagers.class, JpaNamingController.class)
+                .run(context -> assertThat(context).hasNotFailed());
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class JpaAndJdbcTransactionManagers {
+        @Bean
+        @Primary
+        JpaTransactionManager transactionManager(EntityManagerFactory entityManagerFactory) {
+            return new JpaTransactionManager(entityManagerFactory);
+        }
+
+        @Bean
+        DataSourceTransactionManager jdbcTransactionManager(DataSource dataSource) {
+            return new DataSourceTransactionManager(dataSource);
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class JdbcAndJpaTransactionManagers {
+        @Bean
+        @Primary
+        DataSourceTransactionManager transactionManager(DataSource dataSource) {
+            return new DataSourceTransactionManager(dataSource);
+        }
+
+        @Bean
+        JpaTransactionManager jpaTransactionManager(EntityManagerFactory entityManagerFactory) {
+            return new JpaTransactionManager(entityManagerFactory);
+        }
+    }
+
+    @RestController
+    static class JdbcTransactionalController {
+        @PostMapping("/jdbc")
+        @Idempotent
+        @Transactional("jdbcTransactionManager")
+        public String purchase() {
+            return "";
+        }
+    }
+
+    @RestController
+    static class JpaTransactionalController {
+        @PostMapping("/jpa")
+        @Idempotent
+        @Transactional("jpaTransactionManager")
+        public String purchase() {
+            return "";
+        }
+    }
+
+    @RestController
+    static class JpaNamingController {
+        @PostMapping("/jpa")
+        @Idempotent
+        @Transactional("transactionManager")
+        public String purchase() {
+            return "";
+        }
     }
 
     @Configuration(proxyBeanMethods = false)

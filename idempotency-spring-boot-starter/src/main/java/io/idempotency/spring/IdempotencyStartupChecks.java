@@ -5,7 +5,9 @@ import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.StoragePolicy;
+import io.idempotency.core.Transactions;
 import io.idempotency.jdbc.JdbcIdempotencyStore;
+import io.idempotency.jdbc.SpringTransactions;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.aop.framework.autoproxy.AutoProxyUtils;
@@ -512,11 +514,49 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
             } catch (IdempotencyConfigurationException e) {
                 problem = "does not manage the idempotency store's DataSource";
             }
+            PlatformTransactionManager request = requestTransactionManager();
+            if (problem == null && request != null && !joins(platform, request)) {
+                return Optional.of(method + " is @Transactional with " + which + ", which manages the idempotency"
+                        + " store's DataSource but does not join the request's transaction, that of " + request
+                        + ": a transaction manager of another kind on the same DataSource (JDBC's beside JPA's) starts"
+                        + " a transaction of its own on the request's connection and commits it when the handler"
+                        + " returns, claim included, so the handler's writes and the claim would stay when the request"
+                        + " is rolled back; name the transaction manager of the request's transaction, or none");
+            }
         }
         return Optional.ofNullable(problem).map(why -> method + " is @Transactional with " + which + ", which "
                 + why + ": its writes would not commit in the transaction that holds the claim and the stored answer,"
                 + " and would stay when the request is rolled back; name the transaction manager of the store's"
                 + " DataSource");
+    }
+
+    /** The transaction manager of the request's transaction, when the {@code Transactions} used are Spring's. */
+    private PlatformTransactionManager requestTransactionManager() {
+        return context.getBeanProvider(Transactions.class).getIfUnique() instanceof SpringTransactions spring
+                ? spring.transactionManager() : null;
+    }
+
+    /**
+     * Whether a transaction of {@code named}, begun while one of {@code request} is open, joins it. Two transaction
+     * managers on one DataSource do not when they are of different kinds: JPA's binds the connection for JDBC code
+     * without marking a JDBC transaction active, so a JDBC transaction manager begins (and commits) one of its own on
+     * it; the other way round, JPA's refuses to begin inside a JDBC transaction.
+     */
+    static boolean joins(PlatformTransactionManager named, PlatformTransactionManager request) {
+        if (named == request) {
+            return true;
+        }
+        if (named instanceof DataSourceTransactionManager jdbc && request instanceof DataSourceTransactionManager other) {
+            return jdbc.getDataSource() != null && other.getDataSource() != null
+                    && sameDataSource(jdbc.getDataSource(), other.getDataSource());
+        }
+        if (JPA_PRESENT && (Jpa.isJpa(named) || Jpa.isJpa(request))) {
+            return Jpa.isJpa(named) && Jpa.isJpa(request) && Jpa.sameEntityManagerFactory(named, request);
+        }
+        return named.getClass() == request.getClass()
+                && named instanceof ResourceTransactionManager resource
+                && request instanceof ResourceTransactionManager other
+                && resource.getResourceFactory() == other.getResourceFactory();
     }
 
     /** The transaction manager {@code qualifier} names, as Spring's transaction interceptor finds it; null if none. */
@@ -635,6 +675,11 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
 
         static DataSource dataSource(PlatformTransactionManager transactionManager) {
             return ((JpaTransactionManager) transactionManager).getDataSource();
+        }
+
+        static boolean sameEntityManagerFactory(PlatformTransactionManager a, PlatformTransactionManager b) {
+            Object factory = ((JpaTransactionManager) a).getEntityManagerFactory();
+            return factory != null && factory == ((JpaTransactionManager) b).getEntityManagerFactory();
         }
 
         /**
