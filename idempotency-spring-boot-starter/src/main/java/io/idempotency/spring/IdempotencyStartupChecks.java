@@ -51,6 +51,7 @@ import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandl
 import javax.sql.DataSource;
 import java.lang.reflect.Method;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.IdentityHashMap;
@@ -487,7 +488,16 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                     ? interceptor.getTransactionManager()
                     : context.getBeanProvider(TransactionManager.class).getIfUnique();
             if (named == null) {
-                return Optional.empty();
+                String[] candidates = context.getBeanNamesForType(TransactionManager.class);
+                if (candidates.length < 2) {
+                    return Optional.empty();
+                }
+                // the interceptor asks for the single (or primary) transaction manager: none, every request fails
+                return Optional.of(method + " is @Transactional without naming a transaction manager, and none of the"
+                        + " application's " + Arrays.stream(candidates).map(name -> "'" + name + "'").toList()
+                        + " is the primary one, so Spring finds no transaction manager for it and every request to it"
+                        + " would fail; name the transaction manager of the idempotency store's DataSource, or make"
+                        + " it the primary one");
             }
         } else {
             which = "transaction manager '" + qualifier + "'";

@@ -398,6 +398,26 @@ class IdempotencyAutoConfigurationTest {
                 });
     }
 
+    /**
+     * Two transaction managers, neither primary: the starter's transactions take the one named like its parameter
+     * ({@code transactionManager}), but Spring's transaction interceptor finds no default for a plain
+     * {@code @Transactional}, so every request to such a handler would fail.
+     */
+    @Test
+    void refusesAPlainTransactionalHandlerWhenNoTransactionManagerIsTheDefault() {
+        runner.withUserConfiguration(TwoTransactionManagersWithoutAPrimaryOne.class,
+                        DefaultTransactionalController.class)
+                .run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(rootMessage(context.getStartupFailure())).contains("DefaultTransactionalController"
+                            + ".create() is @Transactional without naming a transaction manager",
+                            "'otherTransactionManager'", "'transactionManager'");
+                });
+        runner.withUserConfiguration(TwoTransactionManagersWithoutAPrimaryOne.class,
+                        SameDatabaseNamedController.class)
+                .run(context -> assertThat(context).hasNotFailed());
+    }
+
     @Test
     void refusesAStoreOfTheApplicationOnAnotherDataSource() {
         runner.withUserConfiguration(ForeignStore.class).run(context -> {
@@ -956,6 +976,31 @@ class IdempotencyAutoConfigurationTest {
         @org.springframework.transaction.annotation.Transactional
         public String create() {
             return "written with the configurer's transaction manager";
+        }
+    }
+
+    /** The application's database and a second one, a transaction manager for each, neither primary. */
+    @Configuration(proxyBeanMethods = false)
+    static class TwoTransactionManagersWithoutAPrimaryOne {
+        @Bean
+        PlatformTransactionManager transactionManager(javax.sql.DataSource dataSource) {
+            return new DataSourceTransactionManager(dataSource);
+        }
+
+        @Bean
+        PlatformTransactionManager otherTransactionManager() {
+            return new DataSourceTransactionManager(new DriverManagerDataSource(DATABASE.url(), DATABASE.user(),
+                    DATABASE.password() == null ? "" : DATABASE.password()));
+        }
+    }
+
+    @RestController
+    static class SameDatabaseNamedController {
+        @PostMapping("/same-database-named")
+        @Idempotent
+        @org.springframework.transaction.annotation.Transactional("transactionManager")
+        public String create() {
+            return "written with the store's transaction manager";
         }
     }
 
