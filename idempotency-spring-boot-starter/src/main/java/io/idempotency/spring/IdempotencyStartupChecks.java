@@ -88,7 +88,9 @@ import java.util.concurrent.Future;
  *       that lease), or is invalid — also an {@code @Idempotent} method that a functional route calls;</li>
  *   <li>a transaction manager that does not manage the store's DataSource: the claim and the handler's writes would
  *       not commit together — also one that a {@code @Transactional} handler names
- *       ({@code @Transactional(transactionManager = …)});</li>
+ *       ({@code @Transactional(transactionManager = …)}), or one it names that does not join the request's
+ *       transaction (JDBC's beside JPA's on one DataSource), or a plain {@code @Transactional} when no transaction
+ *       manager is the default;</li>
  *   <li>two handler methods that would share a default scope (the same HTTP method and route template, told apart by
  *       a header, a media type or a version): a key used with one would replay the other's answer.</li>
  * </ul>
@@ -458,8 +460,9 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
      * calls) whose transaction manager — the one it names, else the application's default — does not manage the
      * store's DataSource (a second database's, or the primary one while the records are kept in a second): the
      * handler's writes commit in a transaction of their own when it returns, before the answer is stored, and stay
-     * when the request is rolled back, as with {@code REQUIRES_NEW}. A name that matches no transaction manager
-     * fails every request.
+     * when the request is rolled back, as with {@code REQUIRES_NEW}. So does one that manages that DataSource but is
+     * of another kind than the request's (see {@link #joins}). A name that matches no transaction manager, or none
+     * with several and no primary one, fails every request.
      */
     private Optional<String> transactionManagerProblem(Method method, Class<?> beanType) {
         TransactionAttribute attribute = transactionAttribute(method, beanType);
