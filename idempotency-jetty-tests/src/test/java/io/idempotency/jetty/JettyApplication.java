@@ -1,0 +1,224 @@
+package io.idempotency.jetty;
+
+import io.idempotency.core.Idempotent;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+import jakarta.servlet.http.HttpSession;
+import org.springframework.boot.autoconfigure.SpringBootApplication;
+import org.springframework.http.CacheControl;
+import org.springframework.http.HttpStatus;
+import org.springframework.http.HttpStatusCode;
+import org.springframework.http.ProblemDetail;
+import org.springframework.http.ResponseEntity;
+import org.springframework.jdbc.core.simple.JdbcClient;
+import org.springframework.web.bind.annotation.ExceptionHandler;
+import org.springframework.web.bind.annotation.PathVariable;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestBody;
+import org.springframework.web.bind.annotation.RequestHeader;
+import org.springframework.web.bind.annotation.RequestMapping;
+import org.springframework.web.bind.annotation.RequestParam;
+import org.springframework.web.bind.annotation.ResponseStatus;
+import org.springframework.web.bind.annotation.RestController;
+import org.springframework.web.bind.annotation.RestControllerAdvice;
+import org.springframework.web.servlet.HandlerInterceptor;
+import org.springframework.web.servlet.config.annotation.InterceptorRegistry;
+import org.springframework.web.servlet.config.annotation.WebMvcConfigurer;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.zip.GZIPInputStream;
+
+/** An application served by Jetty, with idempotent endpoints that answer in the ways the container takes part in. */
+@SpringBootApplication
+public class JettyApplication implements WebMvcConfigurer {
+
+    /** A default for every answer, which a handler may replace (as Spring's WebContentInterceptor does). */
+    @Override
+    public void addInterceptors(InterceptorRegistry registry) {
+        registry.addInterceptor(new HandlerInterceptor() {
+            @Override
+            public boolean preHandle(HttpServletRequest request, HttpServletResponse response, Object handler) {
+                if (request.getRequestURI().startsWith("/reports")) {
+                    response.setHeader("Cache-Control", "max-age=60");
+                    response.setHeader("X-Default", "kept");
+                }
+                return true;
+            }
+        });
+    }
+
+    public record OrderRequest(String note, String amount) {
+    }
+
+    public record Order(long id, String note, String amount) {
+    }
+
+    public static class OrderFailure extends RuntimeException {
+        final int status;
+
+        OrderFailure(int status) {
+            super("failed with " + status);
+            this.status = status;
+        }
+    }
+
+    /** Lets a test hold a request inside its handler while another one comes with the same key. */
+    public static final class Gate {
+        public static volatile CountDownLatch entered = new CountDownLatch(1);
+        public static volatile CountDownLatch release = new CountDownLatch(1);
+
+        private Gate() {
+        }
+    }
+
+    @RestController
+    @RequestMapping("/orders")
+    public static class OrderController {
+
+        private final JdbcClient jdbc;
+
+        public OrderController(JdbcClient jdbc) {
+            this.jdbc = jdbc;
+        }
+
+        private long insert(String note) {
+            return jdbc.sql("insert into orders (note) values (?) returning id").param(note).query(Long.class).single();
+        }
+
+        @PostMapping
+        @Idempotent
+        public ResponseEntity<Order> create(@RequestBody OrderRequest request) {
+            long id = insert(request.note());
+            return ResponseEntity.created(URI.create("/orders/" + id))
+                    .eTag("\"v" + id + "\"")
+                    .header("Set-Cookie", "session=secret-" + id)
+                    .header("X-Not-Replayed", "only-first")
+                    .body(new Order(id, request.note(), request.amount()));
+        }
+
+        @PostMapping("/status/{status}")
+        @Idempotent
+        public ResponseEntity<Map<String, Object>> withStatus(@PathVariable int status,
+                                                              @RequestBody OrderRequest request) {
+            long id = insert(request.note());
+            return ResponseEntity.status(status).body(Map.of("id", id, "status", status));
+        }
+
+        @PostMapping("/fail/{status}")
+        @Idempotent
+        public Order failing(@PathVariable int status, @RequestBody OrderRequest request) {
+            insert(request.note());
+            throw new OrderFailure(status);
+        }
+
+        /** Writes a row, then ends with {@code sendError} instead of throwing. */
+        @PostMapping("/send-error/{status}")
+        @Idempotent
+        public void sendError(@PathVariable int status, @RequestBody OrderRequest request,
+                              HttpServletResponse response) throws IOException {
+            insert(request.note());
+            response.sendError(status, "refused by the handler");
+        }
+
+        @PostMapping(path = "/form", consumes = "application/x-www-form-urlencoded")
+        @Idempotent
+        @ResponseStatus(HttpStatus.CREATED)
+        public Map<String, Object> form(HttpServletRequest request) {
+            long id = insert(request.getParameter("note"));
+            return Map.of("id", id, "amount", String.valueOf(request.getParameter("amount")));
+        }
+
+        /** Decompresses its body itself. */
+        @PostMapping("/compressed")
+        @Idempotent
+        @ResponseStatus(HttpStatus.CREATED)
+        public Map<String, Object> compressed(InputStream body,
+                                              @RequestHeader(name = "Content-Encoding", required = false) String coding)
+                throws IOException {
+            InputStream in = "gzip".equalsIgnoreCase(coding) ? new GZIPInputStream(body) : body;
+            return Map.of("id", insert(new String(in.readAllBytes(), StandardCharsets.UTF_8)));
+        }
+
+        @PostMapping("/large")
+        @Idempotent
+        public ResponseEntity<String> large(@RequestParam int size, @RequestBody OrderRequest request) {
+            insert(request.note());
+            return ResponseEntity.ok("x".repeat(size));
+        }
+
+        /** Text through the servlet's writer: encoding set as a Charset, then the type and a locale. */
+        @PostMapping("/text")
+        @Idempotent
+        public void text(@RequestBody OrderRequest request, HttpServletResponse response) throws IOException {
+            long id = insert(request.note());
+            response.setStatus(HttpStatus.CREATED.value());
+            response.setCharacterEncoding(StandardCharsets.UTF_8);
+            response.setContentType("text/plain");
+            response.setLocale(java.util.Locale.GERMANY);
+            response.getWriter().write("Bestellung " + id + ": caf\u00e9 \u20ac");
+        }
+
+        /** Keyed and fingerprinted by expressions, which are offered the request's parameters. */
+        @PostMapping("/callbacks")
+        @Idempotent(key = "#body.transactionId", fingerprint = {"#body.amount", "#body.currency"})
+        public Map<String, Object> callback(@RequestBody Map<String, Object> callback) {
+            return Map.of("id", insert("callback-" + callback.get("transactionId")));
+        }
+
+        /** Holds its request at the {@link Gate} once its row is written. */
+        @PostMapping("/gated")
+        @Idempotent
+        @ResponseStatus(HttpStatus.CREATED)
+        public Order gated(@RequestBody OrderRequest request) throws InterruptedException {
+            long id = insert(request.note());
+            Gate.entered.countDown();
+            Gate.release.await(20, TimeUnit.SECONDS);
+            return new Order(id, request.note(), request.amount());
+        }
+
+        /** Creates a session and redirects to the new order. */
+        @PostMapping("/session")
+        @Idempotent
+        public void inSession(@RequestBody OrderRequest request, HttpSession session,
+                              HttpServletResponse response) throws IOException {
+            long id = insert(request.note());
+            session.setAttribute("lastOrder", id);
+            response.sendRedirect(response.encodeRedirectURL("/orders/" + id));
+        }
+    }
+
+    /** Creates a session and redirects to the new order, without the library: the container's own encoding. */
+    @RestController
+    public static class UnguardedController {
+        @PostMapping("/unguarded/session")
+        public void inSession(HttpSession session, HttpServletResponse response) throws IOException {
+            session.setAttribute("lastOrder", 0L);
+            response.sendRedirect(response.encodeRedirectURL("/orders/0"));
+        }
+    }
+
+    @RestController
+    public static class ReportsController {
+        @PostMapping("/reports")
+        @Idempotent
+        public ResponseEntity<String> create() {
+            return ResponseEntity.ok().cacheControl(CacheControl.noStore()).body("{}");
+        }
+    }
+
+    /** Maps handler exceptions to answers, as applications do. */
+    @RestControllerAdvice
+    public static class FailureAdvice {
+        @ExceptionHandler(OrderFailure.class)
+        public ResponseEntity<ProblemDetail> failed(OrderFailure failure) {
+            return ResponseEntity.status(failure.status).body(ProblemDetail.forStatusAndDetail(
+                    HttpStatusCode.valueOf(failure.status), failure.getMessage()));
+        }
+    }
+}
