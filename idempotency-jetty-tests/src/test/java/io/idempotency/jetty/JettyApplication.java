@@ -193,6 +193,113 @@ public class JettyApplication implements WebMvcConfigurer {
         }
     }
 
+    /** Handlers that drive the servlet response the way low-level code does. */
+    @RestController
+    @RequestMapping("/capture")
+    public static class CaptureController {
+
+        private final JdbcClient jdbc;
+
+        public CaptureController(JdbcClient jdbc) {
+            this.jdbc = jdbc;
+        }
+
+        /** Writes a row; {@code failAtCommit} also breaks a deferred constraint, which fails the commit. */
+        private long insert(String note, boolean failAtCommit) {
+            long id = jdbc.sql("insert into orders (note) values (?) returning id").param(note).query(Long.class)
+                    .single();
+            if (failAtCommit) {
+                jdbc.sql("insert into order_audit (order_id) values (?)").param(-id).update();
+            }
+            return id;
+        }
+
+        @PostMapping("/flushing")
+        @Idempotent
+        public void flushing(@RequestBody OrderRequest request, @RequestParam int size,
+                             @RequestParam(defaultValue = "false") boolean failAtCommit,
+                             @RequestParam(defaultValue = "-1") long declared,
+                             HttpServletResponse response) throws IOException {
+            long id = insert(request.note(), failAtCommit);
+            response.setStatus(201);
+            response.setContentType("text/plain");
+            if (declared >= 0) {
+                response.setContentLengthLong(declared);
+            }
+            java.io.OutputStream out = response.getOutputStream();
+            byte[] chunk = ("order " + id + " ").getBytes(StandardCharsets.UTF_8);
+            int written = 0;
+            while (written < size) {
+                int n = Math.min(chunk.length, size - written);
+                out.write(chunk, 0, n);
+                written += n;
+                if (written % 4096 < chunk.length) {
+                    out.flush();
+                    response.flushBuffer();
+                }
+            }
+            out.close();
+        }
+
+        @PostMapping("/writer-closed")
+        @Idempotent
+        public void writerClosed(@RequestBody OrderRequest request,
+                                 @RequestParam(defaultValue = "false") boolean failAtCommit,
+                                 HttpServletResponse response) throws IOException {
+            long id = insert(request.note(), failAtCommit);
+            response.setStatus(201);
+            response.setContentType("text/plain;charset=UTF-8");
+            try (java.io.PrintWriter out = response.getWriter()) {
+                out.print("order " + id + " \u20ac");
+            }
+        }
+
+        /** Passes on an upstream's {@code Transfer-Encoding} with the decoded body. */
+        @PostMapping("/upstream-chunked")
+        @Idempotent
+        public ResponseEntity<String> upstreamChunked(@RequestBody OrderRequest request) {
+            long id = insert(request.note(), false);
+            return ResponseEntity.status(201).header("Transfer-Encoding", "chunked")
+                    .header("Content-Type", "text/plain").body("order " + id);
+        }
+
+        /** Sets trailer fields, or a header where the container cannot send them (an HTTP/1.0 request). */
+        @PostMapping("/trailers")
+        @Idempotent
+        public void trailers(@RequestBody OrderRequest request,
+                             @RequestParam(defaultValue = "false") boolean failAtCommit,
+                             HttpServletResponse response) throws IOException {
+            long id = insert(request.note(), failAtCommit);
+            try {
+                response.setTrailerFields(() -> Map.of("x-checksum", "order-" + id));
+            } catch (IllegalStateException e) {
+                response.setHeader("X-Checksum", "order-" + id);
+            }
+            response.setStatus(201);
+            response.setContentType("text/plain");
+            response.getOutputStream().write(("order " + id).getBytes(StandardCharsets.UTF_8));
+        }
+    }
+
+    /** Confirms by a link: a GET with an effect, made idempotent for GET, which Spring MVC also serves for HEAD. */
+    @RestController
+    public static class ConfirmationsController {
+
+        private final JdbcClient jdbc;
+
+        public ConfirmationsController(JdbcClient jdbc) {
+            this.jdbc = jdbc;
+        }
+
+        @org.springframework.web.bind.annotation.GetMapping("/confirmations")
+        @Idempotent(methods = "GET")
+        public String confirm(@RequestParam String token) {
+            long id = jdbc.sql("insert into orders (note) values (?) returning id").param(token).query(Long.class)
+                    .single();
+            return "confirmation " + id + " of " + token;
+        }
+    }
+
     /** Creates a session and redirects to the new order, without the library: the container's own encoding. */
     @RestController
     public static class UnguardedController {

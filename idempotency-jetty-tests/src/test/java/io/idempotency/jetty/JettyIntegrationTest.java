@@ -12,7 +12,9 @@ import org.springframework.test.context.DynamicPropertySource;
 
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
+import java.io.OutputStream;
 import java.io.UncheckedIOException;
+import java.net.Socket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -44,6 +46,8 @@ class JettyIntegrationTest {
 
     static {
         DATABASE.queryString("create table orders (id bigserial primary key, note text not null)");
+        DATABASE.queryString("create table order_audit (order_id bigint not null references orders (id)"
+                + " deferrable initially deferred)");
     }
 
     @DynamicPropertySource
@@ -310,6 +314,156 @@ class JettyIntegrationTest {
         assertThat(replay.headers().firstValue("Set-Cookie")).as("never the first client's session")
                 .isNotEqualTo(first.headers().firstValue("Set-Cookie"));
         assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void flushingAndClosingALargeAnswerSendsNothingBeforeTheCommit() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "flushing-" + key;
+
+        String failed = raw("/capture/flushing?size=20000&failAtCommit=true", key, note, "HTTP/1.1");
+        assertThat(failed).as("the commit failed: no 201, nothing of the body").startsWith("HTTP/1.1 500 ")
+                .contains("idempotency-commit-failed").doesNotContain("order ");
+        assertThat(rows(note)).isZero();
+
+        String first = raw("/capture/flushing?size=20000", key, note, "HTTP/1.1");
+        String replay = raw("/capture/flushing?size=20000", key, note, "HTTP/1.1");
+        assertThat(head(first)).startsWith("HTTP/1.1 201 ").contains("Content-Length: 20000\r\n");
+        assertThat(head(replay)).startsWith("HTTP/1.1 201 ").contains("Idempotent-Replayed: true")
+                .contains("Content-Length: 20000\r\n");
+        assertThat(body(replay)).isEqualTo(body(first)).hasSize(20000);
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void closingTheWriterSendsNothingBeforeTheCommit() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "writer-closed-" + key;
+
+        String failed = raw("/capture/writer-closed?failAtCommit=true", key, note, "HTTP/1.1");
+        assertThat(failed).as("the commit failed: no 201, nothing of the body").startsWith("HTTP/1.1 500 ")
+                .contains("idempotency-commit-failed").doesNotContain("order ");
+        assertThat(rows(note)).isZero();
+
+        String first = raw("/capture/writer-closed", key, note, "HTTP/1.1");
+        String replay = raw("/capture/writer-closed", key, note, "HTTP/1.1");
+        assertThat(head(first)).startsWith("HTTP/1.1 201 ").containsIgnoringCase("charset=UTF-8");
+        assertThat(body(first)).startsWith("order ").endsWith(" \u00e2\u0082\u00ac"); // the euro sign's UTF-8 bytes
+        assertThat(head(replay)).startsWith("HTTP/1.1 201 ").contains("Idempotent-Replayed: true");
+        assertThat(body(replay)).isEqualTo(body(first));
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void aDeclaredLengthThatIsWrongNeitherCutsNorStallsTheAnswer() throws Exception {
+        for (int declared : new int[] {10, 1000}) {
+            String key = UUID.randomUUID().toString();
+            String note = "declared-" + key;
+
+            String first = raw("/capture/flushing?size=100&declared=" + declared, key, note, "HTTP/1.1");
+            String replay = raw("/capture/flushing?size=100&declared=" + declared, key, note, "HTTP/1.1");
+
+            assertThat(head(first)).as("declared %s", declared).startsWith("HTTP/1.1 201 ")
+                    .contains("Content-Length: 100\r\n");
+            assertThat(body(first)).hasSize(100);
+            assertThat(body(replay)).isEqualTo(body(first));
+        }
+    }
+
+    @Test
+    void aTransferEncodingPassedOnFromUpstreamDoesNotContradictTheLengthTheAnswerIsFramedWith() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "upstream-chunked-" + key;
+
+        String first = raw("/capture/upstream-chunked", key, note, "HTTP/1.1");
+        String replay = raw("/capture/upstream-chunked", key, note, "HTTP/1.1");
+
+        assertThat(first).startsWith("HTTP/1.1 201 ");
+        assertThat(body(first)).startsWith("order ");
+        assertThat(head(first)).as("one framing, the one the body is sent in")
+                .contains("Content-Length: " + body(first).length() + "\r\n").doesNotContain("Transfer-Encoding");
+        assertThat(head(replay)).startsWith("HTTP/1.1 201 ").contains("Idempotent-Replayed: true")
+                .doesNotContain("Transfer-Encoding");
+        assertThat(body(replay)).isEqualTo(body(first));
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void trailerFieldsAreSentAfterTheCommitAndNeverForARolledBackAnswer() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "trailers-" + key;
+
+        String failed = raw("/capture/trailers?failAtCommit=true", key, note, "HTTP/1.1");
+        assertThat(failed).startsWith("HTTP/1.1 500 ").contains("idempotency-commit-failed")
+                .as("the rolled-back order's trailer").doesNotContainIgnoringCase("x-checksum");
+        assertThat(rows(note)).isZero();
+
+        String first = raw("/capture/trailers", key, note, "HTTP/1.1");
+        assertThat(first).startsWith("HTTP/1.1 201 ").containsIgnoringCase("x-checksum: order-");
+        assertThat(rows(note)).isEqualTo(1);
+
+        String key10 = UUID.randomUUID().toString();
+        String note10 = "trailers-http10-" + key10;
+        String http10 = raw("/capture/trailers", key10, note10, "HTTP/1.0");
+        assertThat(http10).as("refused to the handler, which answers with a header instead").startsWith("HTTP/1.1 201 ")
+                .containsIgnoringCase("X-Checksum: order-");
+        assertThat(body(http10)).startsWith("order ");
+        assertThat(rows(note10)).isEqualTo(1);
+    }
+
+    @Test
+    void aHeadRequestNeverRunsTheHandlerWithoutIdempotency() throws Exception {
+        String token = UUID.randomUUID().toString();
+        String key = UUID.randomUUID().toString();
+
+        String withoutKey = rawHead(token, null);
+        String first = rawHead(token, key);
+        String again = rawHead(token, key);
+
+        assertThat(withoutKey).as("a key is required, as for GET").startsWith("HTTP/1.1 400 ");
+        assertThat(first).startsWith("HTTP/1.1 200 ").doesNotContain("Idempotent-Replayed");
+        assertThat(again).startsWith("HTTP/1.1 200 ").contains("Idempotent-Replayed: true");
+        assertThat(first).as("no body").endsWith("\r\n\r\n");
+        assertThat(again).as("no body").endsWith("\r\n\r\n");
+        String length = first.substring(first.indexOf("Content-Length: "));
+        assertThat(again).contains(length.substring(0, length.indexOf("\r\n") + 2));
+        assertThat(rows(token)).as("the handler ran once").isEqualTo(1);
+    }
+
+    private String rawHead(String token, String key) throws IOException {
+        return raw("HEAD /confirmations?token=" + token + " HTTP/1.1\r\nHost: localhost\r\n"
+                + (key == null ? "" : "Idempotency-Key: " + key + "\r\n") + "Connection: close\r\n\r\n");
+    }
+
+    private String raw(String path, String key, String note, String protocol) throws IOException {
+        String body = "{\"note\":\"" + note + "\"}";
+        return raw("POST " + path + " " + protocol + "\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                + "TE: trailers\r\nIdempotency-Key: " + key + "\r\nContent-Length: " + body.length()
+                + "\r\nConnection: close\r\n\r\n" + body);
+    }
+
+    /**
+     * Sends {@code request} as it is over a socket of its own and reads the answer to its end, byte for byte. An answer
+     * shorter than its declared length fails after 10 s instead of stalling.
+     */
+    private String raw(String request) throws IOException {
+        try (Socket socket = new Socket("localhost", port)) {
+            socket.setSoTimeout(10_000);
+            OutputStream out = socket.getOutputStream();
+            out.write(request.getBytes(StandardCharsets.ISO_8859_1));
+            out.flush();
+            ByteArrayOutputStream answer = new ByteArrayOutputStream();
+            socket.getInputStream().transferTo(answer);
+            return answer.toString(StandardCharsets.ISO_8859_1);
+        }
+    }
+
+    private static String head(String answer) {
+        return answer.substring(0, answer.indexOf("\r\n\r\n") + 2);
+    }
+
+    private static String body(String answer) {
+        return answer.substring(answer.indexOf("\r\n\r\n") + 4);
     }
 
     private void leavesNothingAndTheRetryRunsAgain(String path, int status) throws Exception {
