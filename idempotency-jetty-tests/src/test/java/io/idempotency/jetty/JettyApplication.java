@@ -171,6 +171,42 @@ public class JettyApplication implements WebMvcConfigurer {
             return Map.of("id", insert("callback-" + callback.get("transactionId")));
         }
 
+        /** Thrown after the handler wrote; Spring MVC answers it with the status it names, through the error page. */
+        @ResponseStatus(HttpStatus.UNPROCESSABLE_CONTENT)
+        public static class NoteRejected extends RuntimeException {
+            NoteRejected() {
+                super("note rejected");
+            }
+        }
+
+        /**
+         * Writes a row and part of its answer, which it flushes with {@code ?flushFirst=true}, then throws: an
+         * exception carrying {@code @ResponseStatus}, with {@code ?unresolved=true} one that no exception handler
+         * resolves, or with {@code ?problem=true} one an {@code @ExceptionHandler} answers with a problem detail.
+         */
+        @PostMapping("/rejected")
+        @Idempotent
+        public void rejected(@RequestBody OrderRequest request,
+                             @RequestParam(defaultValue = "false") boolean flushFirst,
+                             @RequestParam(defaultValue = "false") boolean unresolved,
+                             @RequestParam(defaultValue = "false") boolean problem, HttpServletResponse response)
+                throws IOException {
+            long id = insert(request.note());
+            if (flushFirst) {
+                response.setStatus(201);
+                response.setContentType("text/plain");
+                response.getOutputStream().write(("order " + id).getBytes(StandardCharsets.US_ASCII));
+                response.flushBuffer();
+            }
+            if (problem) {
+                throw new OrderFailure(409);
+            }
+            if (unresolved) {
+                throw new IllegalStateException("order " + id + " cannot be placed");
+            }
+            throw new NoteRejected();
+        }
+
         /** Holds its request at the {@link Gate} once its row is written. */
         @PostMapping("/gated")
         @Idempotent

@@ -430,6 +430,63 @@ class JettyIntegrationTest {
         assertThat(rows(token)).as("the handler ran once").isEqualTo(1);
     }
 
+    @Test
+    void anAnswerLargerThanTheResponseBufferIsSentWholeWithItsLengthFirstAndOnReplay() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "buffer-" + key;
+
+        String first = raw("/orders/large?size=60000", key, note, "HTTP/1.1");
+        String replay = raw("/orders/large?size=60000", key, note, "HTTP/1.1");
+
+        assertThat(head(first)).startsWith("HTTP/1.1 200 ").contains("Content-Length: 60000\r\n")
+                .doesNotContain("Transfer-Encoding");
+        assertThat(body(first)).isEqualTo("x".repeat(60000));
+        assertThat(head(replay)).startsWith("HTTP/1.1 200 ").contains("Idempotent-Replayed: true")
+                .contains("Content-Length: 60000\r\n").doesNotContain("Transfer-Encoding");
+        assertThat(body(replay)).isEqualTo(body(first));
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void anExceptionAnsweredByTheErrorPageKeepsNothingOfWhatTheHandlerWrote() throws Exception {
+        for (boolean flushFirst : new boolean[] {false, true}) {
+            failureIsAnsweredByTheErrorPageAndKeepsNothing("flushFirst=" + flushFirst, 422);
+            failureIsAnsweredByTheErrorPageAndKeepsNothing("unresolved=true&flushFirst=" + flushFirst, 500);
+        }
+    }
+
+    @Test
+    void anExceptionHandlersAnswerReplacesWhatTheHandlerWroteAndFlushedBeforeItThrew() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "problem-" + key;
+
+        String first = raw("/orders/rejected?problem=true&flushFirst=true", key, note, "HTTP/1.1");
+
+        assertThat(head(first)).startsWith("HTTP/1.1 409 ").contains("Content-Type: application/problem+json")
+                .contains("Content-Length: " + body(first).length() + "\r\n");
+        assertThat(body(first)).as("the exception handler's answer alone, not after the handler's")
+                .startsWith("{\"").endsWith("}").contains("\"status\":409");
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+    }
+
+    private void failureIsAnsweredByTheErrorPageAndKeepsNothing(String query, int status) throws IOException {
+        String key = UUID.randomUUID().toString();
+        String note = "rejected-" + key;
+        String path = "/orders/rejected?" + query;
+
+        String first = raw(path, key, note, "HTTP/1.1");
+        String retry = raw(path, key, note, "HTTP/1.1");
+
+        assertThat(first).as(query).startsWith("HTTP/1.1 " + status + " ")
+                .as("nothing the handler wrote before it threw").doesNotContain("order ");
+        assertThat(body(first)).as(query).contains("\"status\":" + status)
+                .contains("\"path\":\"/orders/rejected\"");
+        assertThat(retry).as(query).startsWith("HTTP/1.1 " + status + " ").doesNotContain("Idempotent-Replayed");
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+    }
+
     private String rawHead(String token, String key) throws IOException {
         return raw("HEAD /confirmations?token=" + token + " HTTP/1.1\r\nHost: localhost\r\n"
                 + (key == null ? "" : "Idempotency-Key: " + key + "\r\n") + "Connection: close\r\n\r\n");
