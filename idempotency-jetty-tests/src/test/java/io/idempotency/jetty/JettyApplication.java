@@ -336,6 +336,68 @@ public class JettyApplication implements WebMvcConfigurer {
         }
     }
 
+    /**
+     * Text through the servlet's writer in whatever encoding the container gives it ({@code none}: no charset at all,
+     * {@code english} or {@code german}: a locale instead of a charset), with and without the library.
+     */
+    @RestController
+    public static class EncodingsController {
+
+        private final JdbcClient jdbc;
+
+        public EncodingsController(JdbcClient jdbc) {
+            this.jdbc = jdbc;
+        }
+
+        @PostMapping("/encoded/{style}")
+        @Idempotent
+        public void encoded(@PathVariable String style, @RequestBody OrderRequest request,
+                            HttpServletResponse response) throws IOException {
+            write(style, request, response);
+        }
+
+        @PostMapping("/unguarded/encoded/{style}")
+        public void unguarded(@PathVariable String style, @RequestBody OrderRequest request,
+                              HttpServletResponse response) throws IOException {
+            write(style, request, response);
+        }
+
+        private void write(String style, OrderRequest request, HttpServletResponse response) throws IOException {
+            jdbc.sql("insert into orders (note) values (?)").param(request.note()).update();
+            response.setStatus(HttpStatus.CREATED.value());
+            response.setContentType("text/plain");
+            if (style.equals("english")) {
+                response.setLocale(java.util.Locale.ENGLISH);
+            } else if (style.equals("german")) {
+                response.setLocale(java.util.Locale.GERMANY);
+            }
+            response.getWriter().write("caf\u00e9 \u20ac");
+        }
+
+        /** Sends 103 Early Hints through {@code sendError(103)}, then answers. */
+        @PostMapping("/early-hints")
+        @Idempotent
+        public void earlyHints(@RequestBody OrderRequest request, HttpServletResponse response) throws IOException {
+            response.setHeader("Link", "</style.css>; rel=preload; as=style");
+            response.sendError(103);
+            long id = jdbc.sql("insert into orders (note) values (?) returning id").param(request.note())
+                    .query(Long.class).single();
+            response.setStatus(201);
+            response.setContentType("text/plain;charset=UTF-8");
+            response.getWriter().write("order " + id);
+        }
+
+        /** Answers with a redirect of a chosen status (Servlet 6.1's two-argument form). */
+        @PostMapping("/redirect/{status}")
+        @Idempotent
+        public void redirect(@PathVariable int status, @RequestBody OrderRequest request,
+                             HttpServletResponse response) throws IOException {
+            long id = jdbc.sql("insert into orders (note) values (?) returning id").param(request.note())
+                    .query(Long.class).single();
+            response.sendRedirect("/orders/" + id, status);
+        }
+    }
+
     /** Creates a session and redirects to the new order, without the library: the container's own encoding. */
     @RestController
     public static class UnguardedController {

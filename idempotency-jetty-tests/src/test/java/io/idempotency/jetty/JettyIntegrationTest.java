@@ -487,6 +487,65 @@ class JettyIntegrationTest {
         assertThat(keyRows(key)).isZero();
     }
 
+    @Test
+    void textIsEncodedAsTheContainerWouldEncodeItAndReplayedAlike() throws Exception {
+        for (String style : List.of("none", "english", "german")) {
+            String key = UUID.randomUUID().toString();
+            String body = "{\"note\":\"encoded-" + key + "\"}";
+
+            HttpResponse<byte[]> unguarded = post("/unguarded/encoded/" + style, UUID.randomUUID().toString(),
+                    "{\"note\":\"encoded-unguarded-" + key + "\"}");
+            HttpResponse<byte[]> first = post("/encoded/" + style, key, body);
+            HttpResponse<byte[]> replay = post("/encoded/" + style, key, body);
+
+            assertThat(first.statusCode()).as(style).isEqualTo(201);
+            assertThat(first.body()).as(style).isEqualTo(unguarded.body());
+            assertThat(first.headers().firstValue("Content-Type")).as(style)
+                    .isEqualTo(unguarded.headers().firstValue("Content-Type"));
+            assertThat(replay.headers().firstValue("Idempotent-Replayed")).as(style).hasValue("true");
+            assertThat(replay.body()).as(style).isEqualTo(unguarded.body());
+            assertThat(replay.headers().firstValue("Content-Type")).as(style)
+                    .isEqualTo(unguarded.headers().firstValue("Content-Type"));
+            assertThat(rows("encoded-" + key)).isEqualTo(1);
+        }
+    }
+
+    @Test
+    void earlyHintsNeitherRollBackTheRequestNorLoseItsAnswer() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "early-hints-" + key;
+
+        String first = raw("/early-hints", key, note, "HTTP/1.1");
+        String replay = raw("/early-hints", key, note, "HTTP/1.1");
+
+        assertThat(first).as("no interim answer before the commit").startsWith("HTTP/1.1 201 ")
+                .doesNotContain("HTTP/1.1 103");
+        assertThat(body(first)).startsWith("order ");
+        assertThat(rows(note)).isEqualTo(1);
+        assertThat(replay).startsWith("HTTP/1.1 201 ").contains("Idempotent-Replayed: true");
+        assertThat(body(replay)).isEqualTo(body(first));
+    }
+
+    @Test
+    void aRedirectOfAChosenStatusIsStoredAndReplayed() throws Exception {
+        for (int status : new int[] {302, 303, 307}) {
+            String key = UUID.randomUUID().toString();
+            String note = "redirect-" + key;
+
+            HttpResponse<byte[]> first = post("/redirect/" + status, key, "{\"note\":\"" + note + "\"}");
+            HttpResponse<byte[]> replay = post("/redirect/" + status, key, "{\"note\":\"" + note + "\"}");
+
+            assertThat(first.statusCode()).isEqualTo(status);
+            assertThat(first.headers().firstValue("Location")).hasValueSatisfying(
+                    location -> assertThat(location).contains("/orders/"));
+            assertThat(replay.statusCode()).isEqualTo(status);
+            assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+            assertThat(replay.headers().firstValue("Location")).isEqualTo(first.headers().firstValue("Location"));
+            assertThat(replay.body()).isEqualTo(first.body());
+            assertThat(rows(note)).isEqualTo(1);
+        }
+    }
+
     private String rawHead(String token, String key) throws IOException {
         return raw("HEAD /confirmations?token=" + token + " HTTP/1.1\r\nHost: localhost\r\n"
                 + (key == null ? "" : "Idempotency-Key: " + key + "\r\n") + "Connection: close\r\n\r\n");
