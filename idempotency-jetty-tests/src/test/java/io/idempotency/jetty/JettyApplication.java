@@ -134,6 +134,28 @@ public class JettyApplication implements WebMvcConfigurer {
             return Map.of("id", id, "amount", String.valueOf(request.getParameter("amount")));
         }
 
+        /** A form post whose handler takes the form as its body, as Spring MVC's form converter reads it. */
+        @PostMapping(path = "/form-body", consumes = "application/x-www-form-urlencoded")
+        @Idempotent
+        @ResponseStatus(HttpStatus.CREATED)
+        public Map<String, Object> formBody(@RequestBody org.springframework.util.MultiValueMap<String, String> form) {
+            long id = insert(form.getFirst("note"));
+            return Map.of("id", id, "amount", String.valueOf(form.getFirst("amount")));
+        }
+
+        /** Reads its own body from an {@code InputStream} argument and writes its answer to an {@code OutputStream}. */
+        @PostMapping("/streams")
+        @Idempotent
+        public void streams(InputStream in, java.io.OutputStream out, HttpServletResponse response)
+                throws IOException {
+            String note = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+            long id = insert(note);
+            response.setStatus(HttpStatus.CREATED.value());
+            response.setContentType("text/plain");
+            out.write(("order " + id + " for " + note).getBytes(StandardCharsets.UTF_8));
+            out.flush();
+        }
+
         /** Decompresses its body itself. */
         @PostMapping("/compressed")
         @Idempotent
@@ -401,6 +423,13 @@ public class JettyApplication implements WebMvcConfigurer {
     /** Creates a session and redirects to the new order, without the library: the container's own encoding. */
     @RestController
     public static class UnguardedController {
+        @PostMapping(path = "/unguarded/form-body", consumes = "application/x-www-form-urlencoded")
+        @ResponseStatus(HttpStatus.CREATED)
+        public Map<String, Object> formBody(@RequestBody org.springframework.util.MultiValueMap<String, String> form) {
+            return Map.of("note", String.valueOf(form.getFirst("note")), "amount",
+                    String.valueOf(form.getFirst("amount")));
+        }
+
         @PostMapping("/unguarded/session")
         public void inSession(HttpSession session, HttpServletResponse response) throws IOException {
             session.setAttribute("lastOrder", 0L);

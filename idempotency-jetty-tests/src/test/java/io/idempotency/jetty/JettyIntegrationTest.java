@@ -185,6 +185,35 @@ class JettyIntegrationTest {
     }
 
     @Test
+    void aFormWhoseTypeIsWrittenInCapitalsIsFingerprintedAndStillReadableByTheHandler() throws Exception {
+        // media types are case-insensitive: Spring MVC maps this form, and its converter reads it from the body
+        for (String type : List.of("Application/X-WWW-Form-Urlencoded", "application/x-www-form-urlencoded")) {
+            String key = UUID.randomUUID().toString();
+            String note = "form-body-" + key;
+            HttpResponse<byte[]> unguarded = send(HttpRequest.newBuilder(uri("/unguarded/form-body"))
+                    .header("Content-Type", type)
+                    .POST(HttpRequest.BodyPublishers.ofString("note=" + note + "&amount=1")).build());
+            HttpRequest.Builder request = HttpRequest.newBuilder(uri("/orders/form-body"))
+                    .header("Content-Type", type).header("Idempotency-Key", key);
+
+            HttpResponse<byte[]> first = send(request.POST(HttpRequest.BodyPublishers.ofString(
+                    "note=" + note + "&amount=1")).build());
+            HttpResponse<byte[]> replay = send(request.POST(HttpRequest.BodyPublishers.ofString(
+                    "note=" + note + "&amount=1")).build());
+            HttpResponse<byte[]> other = send(request.POST(HttpRequest.BodyPublishers.ofString(
+                    "note=" + note + "&amount=999")).build());
+
+            assertThat(text(unguarded)).as("the handler alone reads the form: " + type).contains(note);
+            assertThat(first.statusCode()).as(type + ": " + text(first)).isEqualTo(201);
+            assertThat(text(first)).as(type).contains("\"amount\":\"1\"");
+            assertThat(rows(note)).as(type).isEqualTo(1);
+            assertThat(replay.headers().firstValue("Idempotent-Replayed")).as(type).hasValue("true");
+            assertThat(other.statusCode()).as(type + ": another amount under the key").isEqualTo(422);
+            assertThat(rows(note)).isEqualTo(1);
+        }
+    }
+
+    @Test
     void aFormTheContainerCannotParseIsRefusedAsABadBody() throws Exception {
         // a broken %-escape, bytes invalid in UTF-8, or more parameter names than the container takes (Jetty counts
         // names, not values): it parses the form on the first call that asks for a parameter, the library's own for
@@ -544,6 +573,232 @@ class JettyIntegrationTest {
             assertThat(replay.body()).isEqualTo(first.body());
             assertThat(rows(note)).isEqualTo(1);
         }
+    }
+
+    @Test
+    void expectContinueFirstAndOnReplayOnOneConnection() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"expect-" + key + "\"}";
+        String head = headers("/orders", key, "application/json",
+                "Expect: 100-continue\r\nContent-Length: " + body.length());
+        try (Connection connection = new Connection()) {
+            connection.send(head);
+            assertThat(connection.answer()).startsWith("HTTP/1.1 100 ");
+            connection.send(body);
+            String first = connection.answer();
+            connection.send(head);
+            assertThat(connection.answer()).startsWith("HTTP/1.1 100 ");
+            connection.send(body);
+            String replay = connection.answer();
+            String next = UUID.randomUUID().toString();
+            connection.send(post("/orders", next, "application/json", "{\"note\":\"expect-" + next + "\"}"));
+            String afterwards = connection.answer();
+
+            assertThat(first).startsWith("HTTP/1.1 201 ");
+            assertThat(replay).startsWith("HTTP/1.1 201 ").contains("Idempotent-Replayed: true");
+            assertThat(body(replay)).isEqualTo(body(first));
+            assertThat(afterwards).as("the connection serves the next request").startsWith("HTTP/1.1 201 ")
+                    .doesNotContain("Idempotent-Replayed");
+        }
+        assertThat(rows("expect-" + key)).isEqualTo(1);
+    }
+
+    @Test
+    void aBodyTheAdviceReadsAheadIsReadWholeOnReplayAndMismatch() throws Exception {
+        // on a replay or a mismatch the advice is the only reader of the body, and what it leaves unread would be
+        // taken for the next request on the connection
+        String key = UUID.randomUUID().toString();
+        String note = "streamed-" + key + "-" + "s".repeat(20_000);
+        try (Connection connection = new Connection()) {
+            connection.send(post("/orders/streams", key, "text/plain", note));
+            String first = connection.answer();
+            connection.send(headers("/orders/streams", key, "text/plain", "Transfer-Encoding: chunked")
+                    + chunked(note, 4096));
+            String replay = connection.answer();
+            connection.send(post("/orders/streams", key, "text/plain", note + "!"));
+            String mismatch = connection.answer();
+            connection.send(post("/orders/streams", key, "text/plain", note));
+            String again = connection.answer();
+
+            assertThat(first).startsWith("HTTP/1.1 201 ");
+            assertThat(replay).as("chunked or not, one request").startsWith("HTTP/1.1 201 ")
+                    .contains("Idempotent-Replayed: true");
+            assertThat(body(replay)).isEqualTo(body(first));
+            assertThat(mismatch).startsWith("HTTP/1.1 422 ");
+            assertThat(again).startsWith("HTTP/1.1 201 ").contains("Idempotent-Replayed: true");
+        }
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
+    void aClientThatLeavesMidBodyLeavesNothingAndItsRetryRuns() throws Exception {
+        for (String path : new String[] {"/orders", "/orders/streams"}) {
+            String key = UUID.randomUUID().toString();
+            String note = "mid-body-" + key;
+            String body = "{\"note\":\"" + note + "\"}";
+            try (Connection connection = new Connection()) {
+                connection.send(headers(path, key, "application/json", "Content-Length: " + (body.length() + 50))
+                        + body);
+            }
+            try (Connection connection = new Connection()) {
+                connection.send(headers(path, key, "application/json", "Transfer-Encoding: chunked")
+                        + Integer.toHexString(body.length()) + "\r\n" + body + "\r\n");
+            }
+            Thread.sleep(500);
+            assertThat(rows(note)).as(path).isZero();
+            assertThat(keyRows(key)).as(path).isZero();
+
+            try (Connection connection = new Connection()) {
+                connection.send(post(path, key, "application/json", body));
+                assertThat(connection.answer()).as(path).startsWith("HTTP/1.1 201 ")
+                        .doesNotContain("Idempotent-Replayed");
+            }
+            assertThat(rows(path.equals("/orders") ? note : body)).as(path).isEqualTo(1);
+        }
+    }
+
+    @Test
+    void aClientStalledMidBodyHoldsNoKey() throws Exception {
+        // the body is read whole before the key is claimed: a client that stops sending holds nothing, and its retry
+        // on another connection runs at once instead of waiting for it and getting 409
+        for (String path : new String[] {"/orders", "/orders/streams", "/orders/form"}) {
+            String key = UUID.randomUUID().toString();
+            String note = "stalled-" + key;
+            boolean form = path.endsWith("form");
+            String type = form ? "application/x-www-form-urlencoded" : "application/json";
+            String body = form ? "note=" + note : "{\"note\":\"" + note + "\"}";
+            try (Connection stalled = new Connection(); Connection retry = new Connection()) {
+                stalled.send(headers(path, key, type, "Content-Length: " + (body.length() + 50)) + body);
+
+                retry.send(post(path, key, type, body));
+
+                assertThat(retry.answer()).as(path).startsWith("HTTP/1.1 201 ").doesNotContain("Idempotent-Replayed");
+            }
+            assertThat(rows(path.equals("/orders/streams") ? body : note)).as(path).isEqualTo(1);
+            assertThat(keyRows(key)).as(path).isEqualTo(1);
+        }
+    }
+
+    @Test
+    void anHttp10ClientGetsTheReplayWithItsLength() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"http10-" + key + "\"}";
+        String request = "POST /orders HTTP/1.0\r\nContent-Type: application/json\r\nIdempotency-Key: " + key
+                + "\r\nContent-Length: " + body.length() + "\r\n\r\n" + body;
+
+        String first = raw(request);
+        String replay = raw(request);
+
+        assertThat(first).startsWith("HTTP/1.1 201 ");
+        assertThat(replay).startsWith("HTTP/1.1 201 ").contains("Idempotent-Replayed: true")
+                .contains("Content-Length: " + body(first).length() + "\r\n");
+        assertThat(body(replay)).isEqualTo(body(first));
+    }
+
+    /** One connection, kept open for several requests. */
+    private final class Connection implements AutoCloseable {
+
+        final Socket socket;
+        final OutputStream out;
+        final java.io.InputStream in;
+
+        Connection() throws IOException {
+            socket = new Socket("localhost", port);
+            socket.setSoTimeout(10_000);
+            out = socket.getOutputStream();
+            in = socket.getInputStream();
+        }
+
+        void send(String text) throws IOException {
+            out.write(text.getBytes(StandardCharsets.ISO_8859_1));
+            out.flush();
+        }
+
+        String line() throws IOException {
+            ByteArrayOutputStream line = new ByteArrayOutputStream();
+            int b;
+            while ((b = in.read()) != -1) {
+                if (b == '\n') {
+                    break;
+                }
+                if (b != '\r') {
+                    line.write(b);
+                }
+            }
+            if (b == -1 && line.size() == 0) {
+                return null;
+            }
+            return line.toString(StandardCharsets.ISO_8859_1);
+        }
+
+        /** Head and body of the next answer; a 1xx answer is returned alone. */
+        String answer() throws IOException {
+            StringBuilder head = new StringBuilder();
+            String status = line();
+            if (status == null) {
+                return null;
+            }
+            head.append(status).append("\r\n");
+            long length = -1;
+            boolean chunked = false;
+            String line;
+            while ((line = line()) != null && !line.isEmpty()) {
+                head.append(line).append("\r\n");
+                String lower = line.toLowerCase();
+                if (lower.startsWith("content-length:")) {
+                    length = Long.parseLong(line.substring(15).trim());
+                } else if (lower.startsWith("transfer-encoding:") && lower.contains("chunked")) {
+                    chunked = true;
+                }
+            }
+            head.append("\r\n");
+            if (status.split(" ")[1].startsWith("1")) {
+                return head.toString();
+            }
+            ByteArrayOutputStream body = new ByteArrayOutputStream();
+            if (chunked) {
+                while (true) {
+                    int size = Integer.parseInt(line().trim(), 16);
+                    if (size == 0) {
+                        while (!(line = line()).isEmpty()) {
+                            head.append(line).append("\r\n");
+                        }
+                        break;
+                    }
+                    body.write(in.readNBytes(size));
+                    line();
+                }
+            } else if (length >= 0) {
+                body.write(in.readNBytes((int) length));
+            } else {
+                in.transferTo(body);
+            }
+            return head + body.toString(StandardCharsets.ISO_8859_1);
+        }
+
+        @Override
+        public void close() throws IOException {
+            socket.close();
+        }
+    }
+
+    private static String post(String path, String key, String contentType, String body) {
+        return headers(path, key, contentType, "Content-Length: " + body.getBytes(StandardCharsets.ISO_8859_1).length)
+                + body;
+    }
+
+    private static String headers(String path, String key, String contentType, String framing) {
+        return "POST " + path + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: " + contentType
+                + "\r\nIdempotency-Key: " + key + "\r\n" + framing + "\r\n\r\n";
+    }
+
+    private static String chunked(String body, int chunk) {
+        StringBuilder chunks = new StringBuilder();
+        for (int at = 0; at < body.length(); at += chunk) {
+            String part = body.substring(at, Math.min(body.length(), at + chunk));
+            chunks.append(Integer.toHexString(part.length())).append("\r\n").append(part).append("\r\n");
+        }
+        return chunks.append("0\r\n\r\n").toString();
     }
 
     private String rawHead(String token, String key) throws IOException {
