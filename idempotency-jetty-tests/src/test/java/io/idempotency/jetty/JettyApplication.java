@@ -430,6 +430,11 @@ public class JettyApplication implements WebMvcConfigurer {
                     String.valueOf(form.getFirst("amount")));
         }
 
+        @PostMapping("/unguarded/large")
+        public ResponseEntity<String> large(@RequestParam int size) {
+            return ResponseEntity.ok("x".repeat(size));
+        }
+
         @PostMapping("/unguarded/session")
         public void inSession(HttpSession session, HttpServletResponse response) throws IOException {
             session.setAttribute("lastOrder", 0L);

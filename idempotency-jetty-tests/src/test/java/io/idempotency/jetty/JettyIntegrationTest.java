@@ -536,6 +536,10 @@ class JettyIntegrationTest {
             assertThat(replay.body()).as(style).isEqualTo(unguarded.body());
             assertThat(replay.headers().firstValue("Content-Type")).as(style)
                     .isEqualTo(unguarded.headers().firstValue("Content-Type"));
+            assertThat(first.headers().firstValue("Content-Language")).as(style)
+                    .isEqualTo(unguarded.headers().firstValue("Content-Language"));
+            assertThat(replay.headers().firstValue("Content-Language")).as(style)
+                    .isEqualTo(unguarded.headers().firstValue("Content-Language"));
             assertThat(rows("encoded-" + key)).isEqualTo(1);
         }
     }
