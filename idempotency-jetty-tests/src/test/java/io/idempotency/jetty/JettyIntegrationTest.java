@@ -700,6 +700,28 @@ class JettyIntegrationTest {
         assertThat(body(replay)).isEqualTo(body(first));
     }
 
+    @Test
+    void theLibrarysRefusalsKeepTheConnectionOpen() throws Exception {
+        // unlike Tomcat, which closes the connection after a 400, 413, 500 or 503 whoever wrote it
+        String key = UUID.randomUUID().toString();
+        String note = "refusals-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+        try (Connection connection = new Connection()) {
+            connection.send("POST /orders HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: " + body.length() + "\r\n\r\n" + body);
+            String missing = connection.answer();
+            connection.send(post("/orders/large?size=65537", key, "application/json", body));
+            String tooLarge = connection.answer();
+            connection.send(post("/orders", key, "application/json", body));
+            String created = connection.answer();
+
+            assertThat(missing).startsWith("HTTP/1.1 400 ").doesNotContain("Connection: close");
+            assertThat(tooLarge).startsWith("HTTP/1.1 500 ").contains("idempotency-response-too-large")
+                    .doesNotContain("Connection: close");
+            assertThat(created).as("the connection serves the next request").startsWith("HTTP/1.1 201 ");
+        }
+    }
+
     /** One connection, kept open for several requests. */
     private final class Connection implements AutoCloseable {
 
