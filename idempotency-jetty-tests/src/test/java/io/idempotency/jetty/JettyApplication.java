@@ -102,6 +102,37 @@ public class JettyApplication implements WebMvcConfigurer {
                     .body(new Order(id, request.note(), request.amount()));
         }
 
+        /** Answers with a header value cut inside a character, as a substring may leave it. */
+        @PostMapping("/cut-header")
+        @Idempotent
+        public ResponseEntity<Order> cutHeader(@RequestBody OrderRequest request) {
+            long id = insert(request.note());
+            String named = "order " + id + " \ud83d\udcb6";
+            return ResponseEntity.created(URI.create("/orders/" + id))
+                    .header("X-Note", named.substring(0, named.length() - 1))
+                    .body(new Order(id, request.note(), request.amount()));
+        }
+
+        /** Answers with a header value holding control characters, as a value taken from elsewhere may. */
+        @PostMapping("/control-characters")
+        @Idempotent
+        public ResponseEntity<Order> controlCharacters(@RequestBody OrderRequest request) {
+            long id = insert(request.note());
+            return ResponseEntity.created(URI.create("/orders/" + id))
+                    .header("X-Note", "line one\r\nline two\u0000end\ttab\u007f")
+                    .body(new Order(id, request.note(), request.amount()));
+        }
+
+        /** Passes on the headers of an upstream answer that came over HTTP/2, its {@code :status} among them. */
+        @PostMapping("/pseudo-header")
+        @Idempotent
+        public ResponseEntity<Order> pseudoHeader(@RequestBody OrderRequest request) {
+            long id = insert(request.note());
+            return ResponseEntity.created(URI.create("/orders/" + id))
+                    .header(":status", "201")
+                    .body(new Order(id, request.note(), request.amount()));
+        }
+
         @PostMapping("/status/{status}")
         @Idempotent
         public ResponseEntity<Map<String, Object>> withStatus(@PathVariable int status,

@@ -39,7 +39,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  */
 @SpringBootTest(classes = JettyApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
         properties = {"idempotency.in-flight-wait=200ms", "idempotency.max-stored-body-size=64KB",
-                "idempotency.replayed-headers=Content-Type,Location,ETag,Cache-Control,Content-Language"})
+                "idempotency.replayed-headers=Content-Type,Location,ETag,Cache-Control,Content-Language,X-Note"})
 class JettyIntegrationTest {
 
     static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
@@ -720,6 +720,57 @@ class JettyIntegrationTest {
                     .doesNotContain("Connection: close");
             assertThat(created).as("the connection serves the next request").startsWith("HTTP/1.1 201 ");
         }
+    }
+
+    @Test
+    void aHeaderValueWithControlCharactersIsReplayedAsTheFirstAnswerCarriedIt() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "control-" + key;
+
+        String first = raw("/orders/control-characters", key, note, "HTTP/1.1");
+        String replay = raw("/orders/control-characters", key, note, "HTTP/1.1");
+
+        assertThat(first).startsWith("HTTP/1.1 201 ");
+        assertThat(rows(note)).isOne();
+        assertThat(replay).contains("Idempotent-Replayed: true");
+        assertThat(header(replay, "X-Note")).isEqualTo(header(first, "X-Note"));
+        assertThat(body(replay)).isEqualTo(body(first));
+    }
+
+    @Test
+    void aHeaderValueCutInsideACharacterIsReplayedAsTheFirstAnswerCarriedIt() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "cut-" + key;
+
+        String first = raw("/orders/cut-header", key, note, "HTTP/1.1");
+        String replay = raw("/orders/cut-header", key, note, "HTTP/1.1");
+
+        assertThat(first).startsWith("HTTP/1.1 201 ");
+        assertThat(rows(note)).isOne();
+        assertThat(replay).contains("Idempotent-Replayed: true");
+        assertThat(header(replay, "X-Note")).isEqualTo(header(first, "X-Note"));
+        assertThat(body(replay)).isEqualTo(body(first));
+    }
+
+    @Test
+    void aHeaderNameNoStoredLineCouldHoldDoesNotFailTheAnswer() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "pseudo-" + key;
+
+        HttpResponse<byte[]> first = post("/orders/pseudo-header", key, "{\"note\":\"" + note + "\"}");
+        HttpResponse<byte[]> replay = post("/orders/pseudo-header", key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(first.statusCode()).as(text(first)).isEqualTo(201);
+        assertThat(rows(note)).isOne();
+        assertThat(replay.statusCode()).isEqualTo(201);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.headers().firstValue("Location")).isEqualTo(first.headers().firstValue("Location"));
+        assertThat(replay.body()).isEqualTo(first.body());
+    }
+
+    private static String header(String answer, String name) {
+        return head(answer).lines().filter(line -> line.regionMatches(true, 0, name + ":", 0, name.length() + 1))
+                .findFirst().orElse(null);
     }
 
     /** One connection, kept open for several requests. */

@@ -137,7 +137,10 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     /**
      * Sends the captured answer, every header included, to the client; but a {@code Transfer-Encoding} (a handler
      * passing on an upstream answer's headers), which would contradict the length the held body is sent with: the
-     * container frames the body, and a client would read it as chunks it is not in (RFC 9112, section 6.3).
+     * container frames the body, and a client would read it as chunks it is not in (RFC 9112, section 6.3). Header
+     * values go to the container as a stored answer keeps them ({@link IdempotencyFilter#asSent}): containers differ
+     * in what they make of control characters (Jetty sends a DEL as it is, Tomcat a space), and a replay must carry
+     * what the first answer carried.
      */
     void sendCaptured() throws IOException {
         flushWriter();
@@ -150,7 +153,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
                     response.setHeader(name, null);
                 }
             } else if (!values.equals(headersBefore.get(name))) {
-                replaceHeader(response, name, values);
+                replaceHeader(response, name, values.stream().map(IdempotencyFilter::asSent).toList());
             }
         });
         cookies.forEach(response::addCookie);

@@ -96,7 +96,8 @@ public class IdempotencyFilter extends OncePerRequestFilter {
     /**
      * {@code value} as the container sends it, and as a stored answer keeps it: each control character but the tab
      * (a line break, a NUL, DEL) a space, as RFC 9110 (section 5.5) has a recipient take them and as Tomcat writes
-     * them. Kept as given, a line break could not be stored (stored headers are lines) and a NUL not either (no
+     * them; the first answer is given to the container so too, as other containers write some of them as they are.
+     * Kept as given, a line break could not be stored (stored headers are lines) and a NUL not either (no
      * PostgreSQL text holds one): the request would fail after its handler ran, and so would every retry. Half of a
      * surrogate pair (a value cut inside a character) is kept as U+FFFD: no text column holds it either, and the
      * driver would store a {@code ?} in its place, which a replay from the database would send where the container
