@@ -8,6 +8,7 @@ import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
 import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -15,18 +16,21 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.util.UUID;
+import java.util.zip.Deflater;
 import java.util.zip.GZIPInputStream;
+import java.util.zip.GZIPOutputStream;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * Boot's response compression ({@code server.compression.enabled}), which Jetty applies in a handler of its own as it
  * sends the answer, after the idempotency filter: the answer is stored as the handler rendered it, and the first answer
- * and every replay are compressed alike for a client that accepts gzip, and decode to the same bytes.
+ * and every replay are compressed alike for a client that accepts gzip, and decode to the same bytes. Jetty's handler
+ * also inflates gzip request bodies.
  */
 @SpringBootTest(classes = JettyApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
         properties = "server.compression.enabled=true")
-class JettyCompressedResponsesIntegrationTest {
+class JettyCompressionIntegrationTest {
 
     static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
 
@@ -67,6 +71,47 @@ class JettyCompressedResponsesIntegrationTest {
         assertThat(identityReplay.headers().firstValue("Content-Encoding")).isEmpty();
         assertThat(new String(identityReplay.body(), StandardCharsets.UTF_8)).isEqualTo(decoded);
         assertThat(DATABASE.queryLong("select count(*) from orders where note = '" + note + "'")).isEqualTo(1);
+    }
+
+    /**
+     * With compression on, Jetty also inflates gzip request bodies before any filter: the library meets the body
+     * already decompressed under its {@code Content-Encoding} header, and two compressions of one body are one request.
+     */
+    @Test
+    void aRequestBodyJettyInflatesIsFingerprintedAsTheHandlerReadsIt() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "inflated-" + key;
+        String body = "{\"note\":\"" + note + "\",\"amount\":\"1.00\"}";
+
+        HttpResponse<byte[]> first = postGzip(key, gzip(body, Deflater.BEST_COMPRESSION));
+        HttpResponse<byte[]> replay = postGzip(key, gzip(body, Deflater.NO_COMPRESSION));
+        HttpResponse<byte[]> other = postGzip(key, gzip(body.replace("1.00", "2.00"), Deflater.BEST_COMPRESSION));
+
+        assertThat(first.statusCode()).as(new String(first.body(), StandardCharsets.UTF_8)).isEqualTo(201);
+        assertThat(replay.statusCode()).isEqualTo(201);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(first.body());
+        assertThat(other.statusCode()).as("another body under the key").isEqualTo(422);
+        assertThat(DATABASE.queryLong("select count(*) from orders where note = '" + note + "'")).isEqualTo(1);
+    }
+
+    private HttpResponse<byte[]> postGzip(String key, byte[] body) throws IOException, InterruptedException {
+        return http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/orders"))
+                .header("Content-Type", "application/json").header("Content-Encoding", "gzip")
+                .header("Idempotency-Key", key).POST(HttpRequest.BodyPublishers.ofByteArray(body)).build(),
+                HttpResponse.BodyHandlers.ofByteArray());
+    }
+
+    private static byte[] gzip(String text, int level) throws IOException {
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        try (GZIPOutputStream out = new GZIPOutputStream(bytes) {
+            {
+                def.setLevel(level);
+            }
+        }) {
+            out.write(text.getBytes(StandardCharsets.UTF_8));
+        }
+        return bytes.toByteArray();
     }
 
     private HttpResponse<byte[]> send(String path, String key, String body, boolean gzip)
