@@ -2,6 +2,7 @@ package io.idempotency.testkit;
 
 import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.IdempotencyMode;
+import io.idempotency.core.LeaseLostException;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoredResponse;
 import org.springframework.jdbc.core.JdbcTemplate;
@@ -141,7 +142,12 @@ public final class EngineStorm {
             } else {
                 StoredResponse answer = dice < 3 ? new StoredResponse(503, List.of(), new byte[0])
                         : new StoredResponse(201, List.of(), (hash + ":" + key).getBytes(StandardCharsets.UTF_8));
-                stored = proceed.execution().finish(answer) == IdempotencyEngine.Outcome.STORED;
+                try {
+                    stored = proceed.execution().finish(answer) == IdempotencyEngine.Outcome.STORED;
+                } catch (LeaseLostException e) {
+                    // intent-first: the machine stalled longer than the short lease and another request took the
+                    // claim over; this one's result is refused and its effect rolled back, which the checks cover
+                }
             }
         }
         return new Outcome(key, hash, start, stored);
