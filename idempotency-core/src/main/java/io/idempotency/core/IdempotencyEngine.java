@@ -81,13 +81,13 @@ public final class IdempotencyEngine {
     private final long maxStoredBodySize;
     private final ConcurrentHashMap<ScopedKey, Flight> flights = new ConcurrentHashMap<>();
     // two threads: a renewal waiting for a pool connection does not hold up every other renewal
-    private final ScheduledExecutorService renewals = renewalExecutor();
+    private final ScheduledExecutorService renewals = executor(2, "idempotency-lease-renewal");
     /**
      * Tries again the releases and FAILED marks the database did not take at once. Not on {@link #renewals}: in a
      * pool shortage each attempt may wait for a connection as long as the pool lets it, and renewals queued behind
      * such attempts would let the leases of running work run out.
      */
-    private final ScheduledExecutorService settlements = singleThread("idempotency-claim-release");
+    private final ScheduledExecutorService settlements = executor(1, "idempotency-claim-release");
     /** Releases and FAILED marks the database did not take at once, tried again on {@link #settlements}. */
     private final Set<Settlement> unsettled = ConcurrentHashMap.newKeySet();
 
@@ -1023,22 +1023,13 @@ public final class IdempotencyEngine {
     }
 
     /**
-     * Runs the lease renewals. A renewal cancelled when its execution ends leaves the queue at once: kept until its
-     * next run, a third of the lease later, it would hold its key and token that long, for every request.
+     * Daemon threads named {@code name} for the lease renewals and the releases tried again. A task cancelled (a
+     * renewal whose execution ended) leaves the queue at once: kept until its next run, a third of the lease later, it
+     * would hold its key and token that long, for every request.
      */
-    private static ScheduledExecutorService singleThread(String name) {
-        ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(1, runnable -> {
+    private static ScheduledExecutorService executor(int threads, String name) {
+        ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(threads, runnable -> {
             Thread thread = new Thread(runnable, name);
-            thread.setDaemon(true);
-            return thread;
-        });
-        executor.setRemoveOnCancelPolicy(true);
-        return executor;
-    }
-
-    private static ScheduledExecutorService renewalExecutor() {
-        ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(2, runnable -> {
-            Thread thread = new Thread(runnable, "idempotency-lease-renewal");
             thread.setDaemon(true);
             return thread;
         });
