@@ -2,6 +2,7 @@ package io.idempotency.spring;
 
 import io.idempotency.core.Idempotent;
 import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
@@ -27,6 +28,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * the same handler, so a HEAD must not run it without idempotency.
  */
 @SpringBootTest(classes = HeadRequestsIntegrationTest.App.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
+@Tag("container")
 class HeadRequestsIntegrationTest {
 
     private static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();

@@ -4,6 +4,7 @@ import io.idempotency.core.Idempotent;
 import io.idempotency.testkit.TestPostgres;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
@@ -37,6 +38,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 @SpringBootTest(classes = HeadersSetBeforeTheHandlerIntegrationTest.App.class,
         webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
         properties = "idempotency.replayed-headers=Content-Type,Cache-Control,X-Served-By")
+@Tag("container")
 class HeadersSetBeforeTheHandlerIntegrationTest {
 
     private static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();

@@ -2,11 +2,7 @@ package io.idempotency.spring;
 
 import org.junit.jupiter.api.Test;
 
-import java.io.ByteArrayOutputStream;
-import java.io.IOException;
 import java.io.InputStream;
-import java.io.OutputStream;
-import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.util.UUID;
 
@@ -18,96 +14,6 @@ import static org.assertj.core.api.Assertions.assertThat;
  * never arrived whole must leave nothing behind.
  */
 class HttpProtocolIntegrationTest extends OrdersApplicationTest {
-
-    /** One keep-alive connection, read answer by answer. */
-    final class Connection implements AutoCloseable {
-        final Socket socket;
-        final OutputStream out;
-        final InputStream in;
-
-        Connection() throws IOException {
-            socket = new Socket("localhost", port);
-            socket.setSoTimeout(10_000);
-            out = socket.getOutputStream();
-            in = socket.getInputStream();
-        }
-
-        void send(String text) throws IOException {
-            send(text.getBytes(StandardCharsets.ISO_8859_1));
-        }
-
-        void send(byte[] bytes) throws IOException {
-            out.write(bytes);
-            out.flush();
-        }
-
-        String line() throws IOException {
-            ByteArrayOutputStream line = new ByteArrayOutputStream();
-            int b;
-            while ((b = in.read()) != -1) {
-                if (b == '\n') {
-                    break;
-                }
-                if (b != '\r') {
-                    line.write(b);
-                }
-            }
-            if (b == -1 && line.size() == 0) {
-                return null;
-            }
-            return line.toString(StandardCharsets.ISO_8859_1);
-        }
-
-        /** Head and body of the next answer; a 1xx answer is returned alone. */
-        String answer() throws IOException {
-            StringBuilder head = new StringBuilder();
-            String status = line();
-            if (status == null) {
-                return null;
-            }
-            head.append(status).append("\r\n");
-            long length = -1;
-            boolean chunked = false;
-            String line;
-            while ((line = line()) != null && !line.isEmpty()) {
-                head.append(line).append("\r\n");
-                String lower = line.toLowerCase();
-                if (lower.startsWith("content-length:")) {
-                    length = Long.parseLong(line.substring(15).trim());
-                } else if (lower.startsWith("transfer-encoding:") && lower.contains("chunked")) {
-                    chunked = true;
-                }
-            }
-            head.append("\r\n");
-            if (status.split(" ")[1].startsWith("1")) {
-                return head.toString();
-            }
-            ByteArrayOutputStream body = new ByteArrayOutputStream();
-            if (chunked) {
-                while (true) {
-                    int size = Integer.parseInt(line().trim(), 16);
-                    if (size == 0) {
-                        while (!(line = line()).isEmpty()) {
-                            head.append(line).append("\r\n");
-                        }
-                        break;
-                    }
-                    body.write(in.readNBytes(size));
-                    line();
-                }
-            } else if (length >= 0) {
-                body.write(in.readNBytes((int) length));
-            } else {
-                in.transferTo(body);
-            }
-            return head + body.toString(StandardCharsets.ISO_8859_1);
-        }
-
-        @Override
-        public void close() throws IOException {
-            socket.close();
-        }
-    }
 
     static String post(String path, String key, String contentType, String body) {
         return headers(path, key, contentType, "Content-Length: " + body.getBytes(StandardCharsets.ISO_8859_1).length)
@@ -138,7 +44,7 @@ class HttpProtocolIntegrationTest extends OrdersApplicationTest {
         String body = "{\"note\":\"expect-" + key + "\"}";
         String head = headers("/orders", key, "application/json",
                 "Expect: 100-continue\r\nContent-Length: " + body.length());
-        try (Connection connection = new Connection()) {
+        try (KeepAliveConnection connection = new KeepAliveConnection()) {
             connection.send(head);
             assertThat(connection.answer()).startsWith("HTTP/1.1 100 ");
             connection.send(body);
@@ -166,7 +72,7 @@ class HttpProtocolIntegrationTest extends OrdersApplicationTest {
         // only reader, and what it leaves unread would be taken for the next request on the connection
         String key = UUID.randomUUID().toString();
         String note = "streamed-" + key + "-" + "s".repeat(20_000);
-        try (Connection connection = new Connection()) {
+        try (KeepAliveConnection connection = new KeepAliveConnection()) {
             connection.send(post("/orders/streams", key, "text/plain", note));
             String first = connection.answer();
             connection.send(headers("/orders/streams", key, "text/plain", "Transfer-Encoding: chunked")
@@ -193,11 +99,11 @@ class HttpProtocolIntegrationTest extends OrdersApplicationTest {
             String key = UUID.randomUUID().toString();
             String note = "mid-body-" + key;
             String body = "{\"note\":\"" + note + "\"}";
-            try (Connection connection = new Connection()) {
+            try (KeepAliveConnection connection = new KeepAliveConnection()) {
                 connection.send(headers(path, key, "application/json", "Content-Length: " + (body.length() + 50))
                         + body);
             }
-            try (Connection connection = new Connection()) {
+            try (KeepAliveConnection connection = new KeepAliveConnection()) {
                 connection.send(headers(path, key, "application/json", "Transfer-Encoding: chunked")
                         + Integer.toHexString(body.length()) + "\r\n" + body + "\r\n");
             }
@@ -205,7 +111,7 @@ class HttpProtocolIntegrationTest extends OrdersApplicationTest {
             assertThat(rows(note)).as(path).isZero();
             assertThat(keyRows(key)).as(path).isZero();
 
-            try (Connection connection = new Connection()) {
+            try (KeepAliveConnection connection = new KeepAliveConnection()) {
                 connection.send(post(path, key, "application/json", body));
                 assertThat(connection.answer()).as(path).startsWith("HTTP/1.1 201 ")
                         .doesNotContain("Idempotent-Replayed");
@@ -224,7 +130,8 @@ class HttpProtocolIntegrationTest extends OrdersApplicationTest {
             boolean form = path.endsWith("form");
             String type = form ? "application/x-www-form-urlencoded" : "application/json";
             String body = form ? "note=" + note : "{\"note\":\"" + note + "\"}";
-            try (Connection stalled = new Connection(); Connection retry = new Connection()) {
+            try (KeepAliveConnection stalled = new KeepAliveConnection();
+                 KeepAliveConnection retry = new KeepAliveConnection()) {
                 stalled.send(headers(path, key, type, "Content-Length: " + (body.length() + 50)) + body);
 
                 retry.send(post(path, key, type, body));

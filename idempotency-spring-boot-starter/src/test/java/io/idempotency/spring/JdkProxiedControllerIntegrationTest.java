@@ -2,6 +2,7 @@ package io.idempotency.spring;
 
 import io.idempotency.core.Idempotent;
 import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.aop.support.AopUtils;
 import org.springframework.beans.factory.annotation.Autowired;
@@ -35,6 +36,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  */
 @SpringBootTest(classes = JdkProxiedControllerIntegrationTest.App.class,
         webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT, properties = "spring.aop.proxy-target-class=false")
+@Tag("container")
 class JdkProxiedControllerIntegrationTest {
 
     private static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();

@@ -4,6 +4,7 @@ import io.idempotency.spring.app.FakeGateway;
 import io.idempotency.spring.app.TestApplication;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -39,6 +40,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 @SpringBootTest(classes = TestApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
         properties = {"idempotency.in-flight-wait=300ms", "idempotency.sweeper.enabled=false"})
 @org.junit.jupiter.api.extension.ExtendWith(org.springframework.boot.test.system.OutputCaptureExtension.class)
+@Tag("container")
 class LostCommitReplyIntegrationTest {
 
     static final TestPostgres.Database DATABASE = TestDatabases.withOrders();

@@ -2,6 +2,7 @@ package io.idempotency.spring;
 
 import io.idempotency.spring.app.TestApplication;
 import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Tag;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.boot.test.web.server.LocalServerPort;
 import org.springframework.test.context.DynamicPropertyRegistry;
@@ -9,6 +10,7 @@ import org.springframework.test.context.DynamicPropertySource;
 
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.Socket;
 import java.net.URI;
@@ -23,8 +25,13 @@ import static org.assertj.core.api.Assertions.assertThat;
  * The test application ({@link TestApplication}) over real HTTP on real PostgreSQL, and what its tests read back: the
  * business rows in {@code orders} and the records in {@code idempotency_keys}. Subclasses add their own properties
  * with {@code @TestPropertySource}.
+ * <p>
+ * Tests tagged {@code container} (these, and others that talk to the application over HTTP) run twice: here on Tomcat,
+ * and in {@code idempotency-jetty-tests} on Jetty, from this module's test jar. They assert what the library does, and
+ * where the container decides (a charset, a limit, a header of its own) compare with what it does alone.
  */
 @SpringBootTest(classes = TestApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
+@Tag("container")
 abstract class OrdersApplicationTest {
 
     static final TestPostgres.Database DATABASE = TestDatabases.withOrders();
@@ -75,6 +82,96 @@ abstract class OrdersApplicationTest {
             ByteArrayOutputStream answer = new ByteArrayOutputStream();
             socket.getInputStream().transferTo(answer);
             return answer.toString(StandardCharsets.ISO_8859_1);
+        }
+    }
+
+    /** One keep-alive connection, read answer by answer. */
+    final class KeepAliveConnection implements AutoCloseable {
+        final Socket socket;
+        final OutputStream out;
+        final InputStream in;
+
+        KeepAliveConnection() throws IOException {
+            socket = new Socket("localhost", port);
+            socket.setSoTimeout(10_000);
+            out = socket.getOutputStream();
+            in = socket.getInputStream();
+        }
+
+        void send(String text) throws IOException {
+            send(text.getBytes(StandardCharsets.ISO_8859_1));
+        }
+
+        void send(byte[] bytes) throws IOException {
+            out.write(bytes);
+            out.flush();
+        }
+
+        String line() throws IOException {
+            ByteArrayOutputStream line = new ByteArrayOutputStream();
+            int b;
+            while ((b = in.read()) != -1) {
+                if (b == '\n') {
+                    break;
+                }
+                if (b != '\r') {
+                    line.write(b);
+                }
+            }
+            if (b == -1 && line.size() == 0) {
+                return null;
+            }
+            return line.toString(StandardCharsets.ISO_8859_1);
+        }
+
+        /** Head and body of the next answer; a 1xx answer is returned alone. */
+        String answer() throws IOException {
+            StringBuilder head = new StringBuilder();
+            String status = line();
+            if (status == null) {
+                return null;
+            }
+            head.append(status).append("\r\n");
+            long length = -1;
+            boolean chunked = false;
+            String line;
+            while ((line = line()) != null && !line.isEmpty()) {
+                head.append(line).append("\r\n");
+                String lower = line.toLowerCase();
+                if (lower.startsWith("content-length:")) {
+                    length = Long.parseLong(line.substring(15).trim());
+                } else if (lower.startsWith("transfer-encoding:") && lower.contains("chunked")) {
+                    chunked = true;
+                }
+            }
+            head.append("\r\n");
+            if (status.split(" ")[1].startsWith("1")) {
+                return head.toString();
+            }
+            ByteArrayOutputStream body = new ByteArrayOutputStream();
+            if (chunked) {
+                while (true) {
+                    int size = Integer.parseInt(line().trim(), 16);
+                    if (size == 0) {
+                        while (!(line = line()).isEmpty()) {
+                            head.append(line).append("\r\n");
+                        }
+                        break;
+                    }
+                    body.write(in.readNBytes(size));
+                    line();
+                }
+            } else if (length >= 0) {
+                body.write(in.readNBytes((int) length));
+            } else {
+                in.transferTo(body);
+            }
+            return head + body.toString(StandardCharsets.ISO_8859_1);
+        }
+
+        @Override
+        public void close() throws IOException {
+            socket.close();
         }
     }
 

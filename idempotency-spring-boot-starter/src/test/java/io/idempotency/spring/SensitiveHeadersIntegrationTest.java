@@ -48,9 +48,13 @@ class SensitiveHeadersIntegrationTest extends OrdersApplicationTest {
         String key = UUID.randomUUID().toString();
         String body = "{\"note\":\"session-" + key + "\"}";
 
+        HttpResponse<byte[]> unguarded = send(request("/views/session-orders/unguarded",
+                "{\"note\":\"session-unguarded-" + key + "\"}").build());
         HttpResponse<byte[]> first = post("/views/session-orders", key, body);
         HttpResponse<byte[]> replay = post("/views/session-orders", key, body);
 
+        assertThat(unguarded.headers().firstValue("Location")).as("the container encodes the session into URLs")
+                .hasValueSatisfying(location -> assertThat(location).containsIgnoringCase(";jsessionid="));
         assertThat(first.statusCode()).isEqualTo(302);
         assertThat(first.headers().firstValue("Set-Cookie")).as("the session is the first client's")
                 .hasValueSatisfying(cookie -> assertThat(cookie).startsWith("JSESSIONID="));
@@ -61,6 +65,8 @@ class SensitiveHeadersIntegrationTest extends OrdersApplicationTest {
         assertThat(replay.headers().firstValue("Location")).isEqualTo(first.headers().firstValue("Location"))
                 .hasValueSatisfying(location -> assertThat(location).contains("/orders/")
                         .doesNotContainIgnoringCase("jsessionid"));
+        assertThat(replay.headers().firstValue("Set-Cookie")).as("never the first client's session")
+                .isNotEqualTo(first.headers().firstValue("Set-Cookie"));
         assertThat(rows("session-" + key)).isEqualTo(1);
     }
 }

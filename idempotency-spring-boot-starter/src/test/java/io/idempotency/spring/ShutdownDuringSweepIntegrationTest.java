@@ -5,6 +5,7 @@ import io.idempotency.core.Idempotent;
 import io.idempotency.core.StaleClaimResolver;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.builder.SpringApplicationBuilder;
@@ -36,6 +37,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * An application shutting down while its sweeper asks the resolver about a stale claim: the sweep neither holds up
  * the web server's graceful shutdown nor keeps the claim from the other instances.
  */
+@Tag("container")
 class ShutdownDuringSweepIntegrationTest {
 
     /** Counted down when the resolver is asked. */

@@ -265,27 +265,33 @@ public class OrderController {
     }
 
     /**
-     * Text whose encoding comes from the response's locale: no charset is set, so the container takes the one its
-     * locale-encoding mapping gives the locale (UTF-8 for English in Spring Boot).
+     * Text whose encoding comes from the response's locale ({@code locale}, a language tag, or none): no charset is
+     * set, so the container takes the one its locale-encoding mapping gives the locale (UTF-8 for English on Tomcat in
+     * Spring Boot), else its default.
      */
     @PostMapping("/localized-text")
     @Idempotent
-    public void localizedText(@RequestBody OrderRequest request, HttpServletResponse response) throws IOException {
-        writeLocalizedText(request, response);
+    public void localizedText(@RequestParam(required = false) String locale, @RequestBody OrderRequest request,
+                              HttpServletResponse response) throws IOException {
+        writeLocalizedText(locale, request, response);
     }
 
     /** The same without {@code @Idempotent}: what the container alone makes of it. */
     @PostMapping("/localized-text/unguarded")
-    public void localizedTextUnguarded(@RequestBody OrderRequest request, HttpServletResponse response)
+    public void localizedTextUnguarded(@RequestParam(required = false) String locale,
+                                       @RequestBody OrderRequest request, HttpServletResponse response)
             throws IOException {
-        writeLocalizedText(request, response);
+        writeLocalizedText(locale, request, response);
     }
 
-    private void writeLocalizedText(OrderRequest request, HttpServletResponse response) throws IOException {
+    private void writeLocalizedText(String locale, OrderRequest request, HttpServletResponse response)
+            throws IOException {
         insert(request.note());
         response.setStatus(HttpStatus.CREATED.value());
         response.setContentType("text/plain");
-        response.setLocale(java.util.Locale.ENGLISH);
+        if (locale != null) {
+            response.setLocale(java.util.Locale.forLanguageTag(locale));
+        }
         response.getWriter().write("caf\u00e9 \u20ac");
     }
 

@@ -34,6 +34,16 @@ public class ViewController {
     @PostMapping("/views/session-orders")
     @Idempotent
     public String createInSession(@RequestBody OrderController.OrderRequest request, HttpSession session) {
+        return redirectInSession(request, session);
+    }
+
+    /** The same without {@code @Idempotent}: what the container alone makes of the redirect. */
+    @PostMapping("/views/session-orders/unguarded")
+    public String createInSessionUnguarded(@RequestBody OrderController.OrderRequest request, HttpSession session) {
+        return redirectInSession(request, session);
+    }
+
+    private String redirectInSession(OrderController.OrderRequest request, HttpSession session) {
         long id = jdbc.sql("insert into orders (note) values (?) returning id").param(request.note())
                 .query(Long.class).single();
         session.setAttribute("lastOrder", id);

@@ -1,6 +1,7 @@
 package io.idempotency.spring.quickstart;
 
 import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.boot.test.web.server.LocalServerPort;
@@ -22,6 +23,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * on real PostgreSQL.
  */
 @SpringBootTest(classes = QuickStartApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
+@Tag("container")
 class QuickStartTest {
 
     static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
