@@ -1,0 +1,111 @@
+package io.idempotency.spring;
+
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.web.server.context.WebServerApplicationContext;
+import org.springframework.test.context.TestPropertySource;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.util.UUID;
+import java.util.zip.Deflater;
+import java.util.zip.GZIPOutputStream;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * What only Jetty does, on the starter's test application. The starter's tests tagged {@code container} run in this
+ * module too; this one also checks that they meet Jetty, not Tomcat. With {@code server.compression.enabled} Jetty
+ * inflates gzip request bodies in a handler of its own, before any filter.
+ */
+@TestPropertySource(properties = {"server.compression.enabled=true", "idempotency.max-stored-body-size=64KB"})
+class JettyOnlyIntegrationTest extends OrdersApplicationTest {
+
+    @Autowired
+    WebServerApplicationContext context;
+
+    @Test
+    void theApplicationIsServedByJetty() {
+        assertThat(context.getWebServer().getClass().getName()).contains("Jetty");
+    }
+
+    @Test
+    void theLibrarysRefusalsKeepTheConnectionOpen() throws Exception {
+        // unlike Tomcat, which closes the connection after a 400, 413, 500 or 503 whoever wrote it
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"refusals-" + key + "\"}";
+        try (KeepAliveConnection connection = new KeepAliveConnection()) {
+            connection.send("POST /orders HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: " + body.length() + "\r\n\r\n" + body);
+            String missing = connection.answer();
+            connection.send(HttpProtocolIntegrationTest.post("/orders/large?size=65537", key, "application/json",
+                    body));
+            String tooLarge = connection.answer();
+            connection.send(HttpProtocolIntegrationTest.post("/orders", key, "application/json", body));
+            String created = connection.answer();
+
+            assertThat(missing).startsWith("HTTP/1.1 400 ").doesNotContain("Connection: close");
+            assertThat(tooLarge).startsWith("HTTP/1.1 500 ").contains("idempotency-response-too-large")
+                    .doesNotContain("Connection: close");
+            assertThat(created).as("the connection serves the next request").startsWith("HTTP/1.1 201 ");
+        }
+    }
+
+    @Test
+    void aFormAboveJettysPostSizeIsRefusedAsABadBody() throws Exception {
+        // server.jetty.max-http-form-post-size, 200000 bytes by default; Tomcat's limit is 2 MB
+        String key = UUID.randomUUID().toString();
+        HttpResponse<byte[]> answer = send(HttpRequest.newBuilder(URI.create("http://localhost:" + port
+                        + "/orders/form")).header("Content-Type", "application/x-www-form-urlencoded")
+                .header("Idempotency-Key", key)
+                .POST(HttpRequest.BodyPublishers.ofString("amount=1&note=" + "n".repeat(250_000))).build());
+
+        assertThat(answer.statusCode()).as(new String(answer.body(), StandardCharsets.UTF_8)).isEqualTo(400);
+        assertProblem(answer, "idempotency-body-invalid");
+        assertThat(keyRows(key)).isZero();
+    }
+
+    /**
+     * Jetty inflates the body before any filter: the library meets it already decompressed under its
+     * {@code Content-Encoding} header, and two compressions of one body are one request.
+     */
+    @Test
+    void aRequestBodyJettyInflatesIsFingerprintedAsTheHandlerReadsIt() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "inflated-" + key;
+        String body = "{\"note\":\"" + note + "\",\"amount\":\"1.00\"}";
+
+        HttpResponse<byte[]> first = postGzip(key, gzip(body, Deflater.BEST_COMPRESSION));
+        HttpResponse<byte[]> replay = postGzip(key, gzip(body, Deflater.NO_COMPRESSION));
+        HttpResponse<byte[]> other = postGzip(key, gzip(body.replace("1.00", "2.00"), Deflater.BEST_COMPRESSION));
+
+        assertThat(first.statusCode()).as(new String(first.body(), StandardCharsets.UTF_8)).isEqualTo(201);
+        assertThat(replay.statusCode()).isEqualTo(201);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(first.body());
+        assertThat(other.statusCode()).as("another body under the key").isEqualTo(422);
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    private HttpResponse<byte[]> postGzip(String key, byte[] body) throws IOException, InterruptedException {
+        return send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/orders"))
+                .header("Content-Type", "application/json").header("Content-Encoding", "gzip")
+                .header("Idempotency-Key", key).POST(HttpRequest.BodyPublishers.ofByteArray(body)).build());
+    }
+
+    private static byte[] gzip(String text, int level) throws IOException {
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        try (GZIPOutputStream out = new GZIPOutputStream(bytes) {
+            {
+                def.setLevel(level);
+            }
+        }) {
+            out.write(text.getBytes(StandardCharsets.UTF_8));
+        }
+        return bytes.toByteArray();
+    }
+}
