@@ -5,7 +5,6 @@ import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.web.server.context.WebServerApplicationContext;
 import org.springframework.test.context.TestPropertySource;
 
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpRequest;
@@ -13,8 +12,8 @@ import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.util.UUID;
 import java.util.zip.Deflater;
-import java.util.zip.GZIPOutputStream;
 
+import static io.idempotency.spring.CompressedRequestBodiesIntegrationTest.gzip;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
@@ -95,17 +94,5 @@ class JettyOnlyIntegrationTest extends OrdersApplicationTest {
         return send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/orders"))
                 .header("Content-Type", "application/json").header("Content-Encoding", "gzip")
                 .header("Idempotency-Key", key).POST(HttpRequest.BodyPublishers.ofByteArray(body)).build());
-    }
-
-    private static byte[] gzip(String text, int level) throws IOException {
-        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
-        try (GZIPOutputStream out = new GZIPOutputStream(bytes) {
-            {
-                def.setLevel(level);
-            }
-        }) {
-            out.write(text.getBytes(StandardCharsets.UTF_8));
-        }
-        return bytes.toByteArray();
     }
 }
