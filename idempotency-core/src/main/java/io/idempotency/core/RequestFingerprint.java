@@ -8,11 +8,13 @@ import java.util.HexFormat;
 
 /**
  * The SHA-256 fingerprint of a request: method, concrete path (not the route template, so
- * {@code /payments/1/refunds} and {@code /payments/2/refunds} differ), query string and body. Each part is
- * length-prefixed, so no two different requests can produce the same input to the hash. Stateless and
- * thread-safe.
+ * {@code /payments/1/refunds} and {@code /payments/2/refunds} differ), query string and body, and the API version it
+ * names, if any. Each part is length-prefixed, so no two different requests can produce the same input to the hash.
+ * Stateless and thread-safe.
  */
 public final class RequestFingerprint {
+
+    private static final byte API_VERSION_MARKER = (byte) 0xFF;
 
     private RequestFingerprint() {
     }
@@ -36,6 +38,19 @@ public final class RequestFingerprint {
      *                method without it)
      */
     public static String of(String method, String path, String query, byte[] body, String charset) {
+        return of(method, path, query, body, charset, null);
+    }
+
+    /**
+     * {@link #of(String, String, String, byte[], String)} for a request that names the version of the API it calls
+     * (in a header, say), which selects the code that handles it: the same request for another version is another
+     * request.
+     *
+     * @param apiVersion the version as the request names it, or {@code null} when it names none (the fingerprint is
+     *                   then that of the method without it)
+     */
+    public static String of(String method, String path, String query, byte[] body, String charset,
+                            String apiVersion) {
         MessageDigest sha256 = newSha256();
         update(sha256, method.getBytes(StandardCharsets.UTF_8));
         update(sha256, path.getBytes(StandardCharsets.UTF_8));
@@ -49,6 +64,12 @@ public final class RequestFingerprint {
         if (charset != null) {
             // one part more, after the last one: never the input of a request without it
             update(sha256, charset.getBytes(StandardCharsets.UTF_8));
+        }
+        if (apiVersion != null) {
+            // after a marker byte that no length prefix of a charset's name starts with: a version is never read as
+            // a charset, nor a charset as a version
+            sha256.update(API_VERSION_MARKER);
+            update(sha256, apiVersion.getBytes(StandardCharsets.UTF_8));
         }
         return HexFormat.of().formatHex(sha256.digest());
     }

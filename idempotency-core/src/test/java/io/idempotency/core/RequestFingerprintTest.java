@@ -83,6 +83,24 @@ class RequestFingerprintTest {
     }
 
     @Test
+    void theApiVersionARequestNamesMakesItAnotherRequest() {
+        byte[] body = "{}".getBytes(UTF_8);
+        String unversioned = RequestFingerprint.of("POST", "/p", null, body, null);
+
+        assertThat(RequestFingerprint.of("POST", "/p", null, body, null, null)).as("no version: as before")
+                .isEqualTo(unversioned);
+        assertThat(RequestFingerprint.of("POST", "/p", null, body, null, "1.0")).isNotEqualTo(unversioned)
+                .isNotEqualTo(RequestFingerprint.of("POST", "/p", null, body, null, "2.0"))
+                .isEqualTo(RequestFingerprint.of("POST", "/p", null, body.clone(), null, "1.0"));
+        // a version is never read as a charset, nor a charset as a version
+        assertThat(RequestFingerprint.of("POST", "/p", null, body, null, "UTF-8"))
+                .isNotEqualTo(RequestFingerprint.of("POST", "/p", null, body, "UTF-8", null));
+        assertThat(RequestFingerprint.of("POST", "/p", null, body, "UTF-8", "1.0"))
+                .isNotEqualTo(RequestFingerprint.of("POST", "/p", null, body, "UTF-8", null))
+                .isNotEqualTo(RequestFingerprint.of("POST", "/p", null, body, null, "1.0"));
+    }
+
+    @Test
     void emptyBodyIsAccepted() {
         assertThat(RequestFingerprint.of("GET", "/p", null, new byte[0])).hasSize(64);
     }

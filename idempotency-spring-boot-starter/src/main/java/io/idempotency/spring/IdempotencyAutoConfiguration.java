@@ -38,6 +38,7 @@ import org.springframework.core.env.Environment;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.util.ClassUtils;
 import org.springframework.util.unit.DataSize;
+import org.springframework.web.accept.ApiVersionStrategy;
 import org.springframework.web.servlet.handler.MappedInterceptor;
 
 import javax.sql.DataSource;
@@ -636,9 +637,10 @@ public class IdempotencyAutoConfiguration {
                                                           ObjectProvider<IdempotencyProperties> properties,
                                                           ObjectProvider<StoragePolicy> storagePolicy,
                                                           ObjectProvider<TransactionResources> transactionResources,
+                                                          ObjectProvider<ApiVersionStrategy> apiVersions,
                                                           Environment environment) {
             return new IdempotentAdvisor(new LazyInterceptor(engine, callerResolver, problems, properties, storagePolicy,
-                    transactionResources, environment));
+                    transactionResources, apiVersions, environment));
         }
 
         @Bean
@@ -658,6 +660,7 @@ public class IdempotencyAutoConfiguration {
             private final ObjectProvider<IdempotencyProperties> properties;
             private final ObjectProvider<StoragePolicy> storagePolicy;
             private final ObjectProvider<TransactionResources> transactionResources;
+            private final ObjectProvider<ApiVersionStrategy> apiVersions;
             private final Environment environment;
             private volatile IdempotentMethodInterceptor delegate;
 
@@ -665,8 +668,10 @@ public class IdempotencyAutoConfiguration {
                                     ObjectProvider<ProblemResponses> problems,
                                     ObjectProvider<IdempotencyProperties> properties,
                                     ObjectProvider<StoragePolicy> storagePolicy,
-                                    ObjectProvider<TransactionResources> transactionResources, Environment environment) {
+                                    ObjectProvider<TransactionResources> transactionResources,
+                                    ObjectProvider<ApiVersionStrategy> apiVersions, Environment environment) {
                 this.environment = environment;
+                this.apiVersions = apiVersions;
                 this.transactionResources = transactionResources;
                 this.engine = engine;
                 this.callerResolver = callerResolver;
@@ -681,7 +686,8 @@ public class IdempotencyAutoConfiguration {
                 if (interceptor == null) {
                     interceptor = new IdempotentMethodInterceptor(engine.getObject(), callerResolver.getObject(),
                             problems.getObject(), properties.getObject(), storagePolicy.getObject(), environment,
-                            transactionResources.getIfAvailable(() -> TransactionResources.NONE));
+                            transactionResources.getIfAvailable(() -> TransactionResources.NONE),
+                            apiVersions.getIfUnique());
                     delegate = interceptor;
                 }
                 return interceptor.invoke(invocation);

@@ -61,7 +61,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.TreeSet;
+import java.util.TreeMap;
 import java.util.Optional;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletionStage;
@@ -143,7 +143,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         Set<Method> handlers = new HashSet<>();
         int idempotentEndpoints = 0;
         // the handlers (controller and method: one method can serve two controllers) under each default scope
-        Map<String, Set<String>> defaultScopes = new LinkedHashMap<>();
+        // per default scope, the handlers that share it and the API version each is mapped to (or null)
+        Map<String, Map<String, String>> defaultScopes = new LinkedHashMap<>();
         // the configured methods too, so that handlers these mappings do not list are still served
         Set<String> methods = new HashSet<>(properties.getObject().getMethods().stream()
                 .map(IdempotentEndpoint::methodName).toList());
@@ -176,8 +177,9 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                             Set<String> taken = takenVerbs.getOrDefault(mapped.getKey(), Set.of());
                             defaultScopes(mapped.getKey(), endpoint).stream()
                                     .filter(scope -> !taken.contains(scope.substring(0, scope.indexOf(' '))))
-                                    .forEach(scope -> defaultScopes.computeIfAbsent(scope, s -> new TreeSet<>())
-                                            .add(mapped.getValue().toString()));
+                                    .forEach(scope -> defaultScopes.computeIfAbsent(scope, s -> new TreeMap<>())
+                                            .put(mapped.getValue().toString(),
+                                                    mapped.getKey().getVersionCondition().getVersion()));
                         }
                         if (endpoint.mode == IdempotencyMode.INTENT_FIRST) {
                             intentFirst.add(method);
@@ -194,8 +196,14 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         }
         List<Method> intentFirstElsewhere = new ArrayList<>();
         int elsewhere = methodsElsewhere(handlers, methods, intentFirstElsewhere, problems);
-        defaultScopes.forEach((scope, sharing) -> {
-            if (sharing.size() > 1) {
+        defaultScopes.forEach((scope, versions) -> {
+            Set<String> sharing = versions.keySet();
+            // handlers of one route for different API versions are one operation in several versions: a key is one
+            // request, and the version a retry names is part of its fingerprint, so the same key with another version
+            // is refused as a mismatch, never answered with the other version's answer
+            boolean oneOperationInVersions = !versions.containsValue(null)
+                    && new HashSet<>(versions.values()).size() == versions.size();
+            if (sharing.size() > 1 && !oneOperationInVersions) {
                 problems.add(sharing + " share the default scope '"
                         + scope + "' (HTTP method and route template), so a key used with one would be answered with"
                         + " the other's stored answer; give each its own scope with @Idempotent(scope = …), or the"

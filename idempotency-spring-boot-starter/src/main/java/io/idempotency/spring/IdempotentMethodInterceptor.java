@@ -31,6 +31,7 @@ import org.springframework.http.MediaType;
 import org.springframework.transaction.CannotCreateTransactionException;
 import org.springframework.transaction.TransactionSystemException;
 import org.springframework.util.LinkedCaseInsensitiveMap;
+import org.springframework.web.accept.ApiVersionStrategy;
 import org.springframework.web.context.request.RequestAttributes;
 import org.springframework.web.context.request.RequestContextHolder;
 import org.springframework.web.context.request.ServletRequestAttributes;
@@ -94,6 +95,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
     private final String retryAfterSeconds;
     private final PropertyResolver placeholders;
     private final TransactionResources transactionResources;
+    private final ApiVersionStrategy apiVersions;
     private final Map<Method, IdempotentEndpoint> endpoints = new ConcurrentHashMap<>();
     /** The endpoint of each method called on each target class, found once: the per-request path does no look-up. */
     private final Map<MethodClassKey, IdempotentEndpoint> calls = new ConcurrentHashMap<>();
@@ -102,13 +104,20 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
     public IdempotentMethodInterceptor(IdempotencyEngine engine, CallerResolver callerResolver,
                                        ProblemResponses problems, IdempotencyProperties properties,
                                        StoragePolicy defaultPolicy, PropertyResolver placeholders) {
-        this(engine, callerResolver, problems, properties, defaultPolicy, placeholders, TransactionResources.NONE);
+        this(engine, callerResolver, problems, properties, defaultPolicy, placeholders, TransactionResources.NONE,
+                null);
     }
 
+    /**
+     * @param apiVersions Spring MVC's API versioning, or {@code null} when the application does not version its API:
+     *                    the version a request asks for is part of its fingerprint
+     */
     IdempotentMethodInterceptor(IdempotencyEngine engine, CallerResolver callerResolver, ProblemResponses problems,
                                 IdempotencyProperties properties, StoragePolicy defaultPolicy,
-                                PropertyResolver placeholders, TransactionResources transactionResources) {
+                                PropertyResolver placeholders, TransactionResources transactionResources,
+                                ApiVersionStrategy apiVersions) {
         this.transactionResources = transactionResources;
+        this.apiVersions = apiVersions;
         this.placeholders = placeholders;
         this.engine = engine;
         this.callerResolver = callerResolver;
@@ -442,14 +451,37 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 }
             }
             return RequestFingerprint.of(request.getMethod(), request.getRequestURI(), null,
-                    CanonicalJson.canonicalize(values));
+                    CanonicalJson.canonicalize(values), null, apiVersion(request));
         }
         if (endpoint.keyExpression != null) {
-            return RequestFingerprint.of(request.getMethod(), request.getRequestURI(), null, NOTHING);
+            return RequestFingerprint.of(request.getMethod(), request.getRequestURI(), null, NOTHING, null,
+                    apiVersion(request));
         }
         IdempotencyProperties.BodyFingerprint mode = properties.getBodyFingerprint();
         return RequestFingerprint.of(request.getMethod(), request.getRequestURI(), request.getQueryString(),
-                view.bodyFingerprintBytes(mode), view.bytesCharset(mode));
+                view.bodyFingerprintBytes(mode), view.bytesCharset(mode), apiVersion(request));
+    }
+
+    /**
+     * The API version the request asks for, as it sent it (a header, a media type parameter, a query parameter or a
+     * path segment, as the application's {@link ApiVersionStrategy} reads it), or {@code null}: the version selects
+     * the handler, so the same key with another version is another request. The version as sent, not as resolved: a
+     * request that names none is the same request after the application changed its default version, and its retry
+     * is answered as it was.
+     */
+    private String apiVersion(HttpServletRequest request) {
+        if (apiVersions == null) {
+            return null;
+        }
+        try {
+            return apiVersions.resolveVersion(request);
+        } catch (RuntimeException e) {
+            // Spring MVC resolved it to map the request to this handler; a custom resolver that fails on a second
+            // reading leaves the request fingerprinted without it, as in an application without versions
+            log.debug("The API version of {} {} could not be read again: {}", request.getMethod(),
+                    request.getRequestURI(), e.getClass().getName());
+            return null;
+        }
     }
 
     /** Whether Spring MVC maps the request to a controller method, rather than to a handler function. */
