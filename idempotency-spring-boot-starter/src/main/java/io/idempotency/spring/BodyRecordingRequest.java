@@ -13,11 +13,13 @@ import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStreamReader;
+import java.nio.ByteBuffer;
 import java.nio.charset.Charset;
 import java.nio.charset.StandardCharsets;
 import java.util.Collections;
 import java.util.Enumeration;
 import java.util.List;
+import java.util.Objects;
 import java.util.function.BooleanSupplier;
 
 /**
@@ -200,6 +202,7 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         private final ServletInputStream delegate;
         private long delivered; // bytes handed to the application (a body may pass 2 GB)
         private boolean drained;
+        private boolean nonBlocking; // a read listener was set
 
         RecordingStream(ServletInputStream delegate) {
             this.delegate = delegate;
@@ -265,6 +268,34 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         }
 
         /**
+         * Reads as {@code ServletInputStream}'s default does, without its {@link #isReady()} check in blocking mode:
+         * there the container's stream may say it is not ready (Jetty does until bytes have arrived) where a read just
+         * waits for them, and a handler reading its body this way, on any endpoint whose request the filter wraps,
+         * would get an {@code IllegalStateException} where the container's own stream reads. Only a non-blocking read
+         * is refused when nothing is ready.
+         */
+        @Override
+        public int read(ByteBuffer buffer) throws IOException {
+            Objects.requireNonNull(buffer);
+            if (nonBlocking && !isReady()) {
+                throw new IllegalStateException("read(ByteBuffer) called while isReady() is false");
+            }
+            if (buffer.remaining() == 0) {
+                return 0;
+            }
+            byte[] bytes = new byte[buffer.remaining()];
+            int n = read(bytes, 0, bytes.length);
+            if (n == -1) {
+                return -1;
+            }
+            int position = buffer.position();
+            buffer.put(bytes, 0, n);
+            buffer.position(position);
+            buffer.limit(position + n); // the bytes read, between the position at the call and the limit (Servlet 6.1)
+            return n;
+        }
+
+        /**
          * What can be read without blocking, as the container's stream says: readers decide on it, such as the JDK's
          * {@code GZIPInputStream}, which looks for a further gzip member only when more bytes are available.
          */
@@ -289,6 +320,7 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         @Override
         public void setReadListener(ReadListener listener) {
             delegate.setReadListener(listener);
+            nonBlocking = true;
         }
     }
 

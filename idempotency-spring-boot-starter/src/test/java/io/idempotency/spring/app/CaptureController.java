@@ -1,6 +1,8 @@
 package io.idempotency.spring.app;
 
 import io.idempotency.core.Idempotent;
+import jakarta.servlet.ServletInputStream;
+import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import org.springframework.http.ResponseEntity;
 import org.springframework.jdbc.core.simple.JdbcClient;
@@ -10,9 +12,12 @@ import org.springframework.web.bind.annotation.RequestMapping;
 import org.springframework.web.bind.annotation.RequestParam;
 import org.springframework.web.bind.annotation.RestController;
 
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.io.PrintWriter;
+import java.nio.ByteBuffer;
+import java.nio.charset.Charset;
 import java.nio.charset.StandardCharsets;
 import java.util.Map;
 
@@ -125,5 +130,125 @@ public class CaptureController {
         response.setStatus(201);
         response.setContentType("text/plain");
         response.getOutputStream().write(("order " + id).getBytes(StandardCharsets.UTF_8));
+    }
+
+    /** Writes its answer with {@code ServletOutputStream.write(ByteBuffer)} (Servlet 6.1), heap or direct buffers. */
+    @PostMapping("/byte-buffer")
+    @Idempotent
+    public void byteBuffer(@RequestBody OrderController.OrderRequest request, @RequestParam boolean direct,
+                           @RequestParam(defaultValue = "false") boolean failAtCommit, HttpServletResponse response)
+            throws IOException {
+        writeByteBuffers(insert(request.note(), failAtCommit), direct, response);
+    }
+
+    /** {@link #byteBuffer} on an endpoint that is not idempotent, whose request still passes the library's filter. */
+    @PostMapping("/byte-buffer-not-idempotent")
+    public void byteBufferNotIdempotent(@RequestBody OrderController.OrderRequest request, @RequestParam boolean direct,
+                                        HttpServletResponse response) throws IOException {
+        writeByteBuffers(insert(request.note(), false), direct, response);
+    }
+
+    private static void writeByteBuffers(long id, boolean direct, HttpServletResponse response) throws IOException {
+        response.setStatus(201);
+        response.setContentType("text/plain");
+        for (String part : new String[] {"order ", Long.toString(id), " in buffers"}) {
+            byte[] bytes = part.getBytes(StandardCharsets.UTF_8);
+            int capacity = bytes.length + 4;
+            ByteBuffer buffer = direct ? ByteBuffer.allocateDirect(capacity) : ByteBuffer.allocate(capacity);
+            buffer.put(new byte[] {'x', 'x'}).put(bytes).put(new byte[] {'y', 'y'});
+            buffer.position(2).limit(2 + bytes.length); // only the part: the bytes around it are not written
+            response.getOutputStream().write(buffer);
+        }
+    }
+
+    /** Reads its body with {@code ServletInputStream.read(ByteBuffer)} (Servlet 6.1): the note is the whole body. */
+    @PostMapping("/read-byte-buffer")
+    @Idempotent
+    public ResponseEntity<String> readByteBuffer(HttpServletRequest request, @RequestParam boolean direct)
+            throws IOException {
+        String note = readWithByteBuffers(request.getInputStream(), direct);
+        return ResponseEntity.status(201).body("order " + insert(note, false) + " " + note);
+    }
+
+    /** {@link #readByteBuffer} on an endpoint that is not idempotent, whose request still passes the filter. */
+    @PostMapping("/read-byte-buffer-not-idempotent")
+    public ResponseEntity<String> readByteBufferNotIdempotent(HttpServletRequest request, @RequestParam boolean direct)
+            throws IOException {
+        String note = readWithByteBuffers(request.getInputStream(), direct);
+        return ResponseEntity.status(201).body("order " + insert(note, false) + " " + note);
+    }
+
+    private static String readWithByteBuffers(ServletInputStream in, boolean direct) throws IOException {
+        ByteArrayOutputStream body = new ByteArrayOutputStream();
+        ByteBuffer buffer = direct ? ByteBuffer.allocateDirect(7) : ByteBuffer.allocate(7); // several reads
+        int n;
+        while ((n = in.read(buffer)) != -1) {
+            // Servlet 6.1: the bytes read are between the buffer's position at the call and its limit
+            byte[] bytes = new byte[buffer.remaining()];
+            buffer.get(bytes);
+            body.write(bytes, 0, bytes.length);
+            buffer.clear();
+            if (n == 0 && in.isFinished()) {
+                break;
+            }
+        }
+        return body.toString(StandardCharsets.UTF_8);
+    }
+
+    /** Writes part of a body, then redirects with {@code sendRedirect(location, 303, clearBuffer)} (Servlet 6.1). */
+    @PostMapping("/redirect")
+    @Idempotent
+    public void redirect(@RequestBody OrderController.OrderRequest request, @RequestParam boolean clearBuffer,
+                         @RequestParam(defaultValue = "false") boolean failAtCommit, HttpServletResponse response)
+            throws IOException {
+        long id = insert(request.note(), failAtCommit);
+        response.setContentType("text/plain");
+        response.getOutputStream().write(("see order " + id).getBytes(StandardCharsets.UTF_8));
+        response.sendRedirect("/orders/" + id, 303, clearBuffer);
+    }
+
+    /** {@link #redirect} on an endpoint that is not idempotent: what the container does alone. */
+    @PostMapping("/redirect-not-idempotent")
+    public void redirectNotIdempotent(@RequestBody OrderController.OrderRequest request,
+                                      @RequestParam boolean clearBuffer, HttpServletResponse response)
+            throws IOException {
+        long id = insert(request.note(), false);
+        response.setContentType("text/plain");
+        response.getOutputStream().write(("see order " + id).getBytes(StandardCharsets.UTF_8));
+        response.sendRedirect("/orders/" + id, 303, clearBuffer);
+    }
+
+    /**
+     * Text in a charset chosen with {@code setCharacterEncoding(Charset)} (Servlet 6.1) or named in the content type,
+     * then written with {@code getWriter()}; the writer's {@code checkError()} is reported in a header.
+     */
+    @PostMapping("/charset")
+    @Idempotent
+    public void charset(@RequestBody OrderController.OrderRequest request, @RequestParam String charset,
+                        @RequestParam boolean inContentType, @RequestParam(defaultValue = "false") boolean failAtCommit,
+                        HttpServletResponse response) throws IOException {
+        writeText(insert(request.note(), failAtCommit), charset, inContentType, response);
+    }
+
+    /** {@link #charset} on an endpoint that is not idempotent: what the container does alone. */
+    @PostMapping("/charset-not-idempotent")
+    public void charsetNotIdempotent(@RequestBody OrderController.OrderRequest request, @RequestParam String charset,
+                                     @RequestParam boolean inContentType, HttpServletResponse response)
+            throws IOException {
+        writeText(insert(request.note(), false), charset, inContentType, response);
+    }
+
+    private static void writeText(long id, String charset, boolean inContentType, HttpServletResponse response)
+            throws IOException {
+        response.setStatus(201);
+        if (inContentType) {
+            response.setContentType("text/plain;charset=" + charset);
+        } else {
+            response.setCharacterEncoding(Charset.forName(charset));
+            response.setContentType("text/plain");
+        }
+        PrintWriter writer = response.getWriter();
+        writer.print("order " + id + " \u20ac \u00e9");
+        response.setHeader("X-Writer-Error", Boolean.toString(writer.checkError()));
     }
 }
