@@ -143,8 +143,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         Set<Method> handlers = new HashSet<>();
         int idempotentEndpoints = 0;
         // the handlers (controller and method: one method can serve two controllers) under each default scope
-        // per default scope, the handlers that share it and the API version each is mapped to (or null)
-        Map<String, Map<String, String>> defaultScopes = new LinkedHashMap<>();
+        // per default scope, the handlers that share it and the API version and other conditions each is mapped to
+        Map<String, Map<String, VersionedMapping>> defaultScopes = new LinkedHashMap<>();
         // the configured methods too, so that handlers these mappings do not list are still served
         Set<String> methods = new HashSet<>(properties.getObject().getMethods().stream()
                 .map(IdempotentEndpoint::methodName).toList());
@@ -178,8 +178,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                             defaultScopes(mapped.getKey(), endpoint).stream()
                                     .filter(scope -> !taken.contains(scope.substring(0, scope.indexOf(' '))))
                                     .forEach(scope -> defaultScopes.computeIfAbsent(scope, s -> new TreeMap<>())
-                                            .put(mapped.getValue().toString(),
-                                                    mapped.getKey().getVersionCondition().getVersion()));
+                                            .put(mapped.getValue().toString(), VersionedMapping.of(mapped.getKey())));
                         }
                         if (endpoint.mode == IdempotencyMode.INTENT_FIRST) {
                             intentFirst.add(method);
@@ -196,13 +195,18 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         }
         List<Method> intentFirstElsewhere = new ArrayList<>();
         int elsewhere = methodsElsewhere(handlers, methods, intentFirstElsewhere, problems);
-        defaultScopes.forEach((scope, versions) -> {
-            Set<String> sharing = versions.keySet();
+        defaultScopes.forEach((scope, mappings) -> {
+            Set<String> sharing = mappings.keySet();
             // handlers of one route for different API versions are one operation in several versions: a key is one
             // request, and the version a retry names is part of its fingerprint, so the same key with another version
-            // is refused as a mismatch, never answered with the other version's answer
-            boolean oneOperationInVersions = !versions.containsValue(null)
-                    && new HashSet<>(versions.values()).size() == versions.size();
+            // is refused as a mismatch, never answered with the other version's answer. Only when nothing but the
+            // version tells them apart: with a header (or a media type, a parameter) beside it, one version can reach
+            // either handler (a baseline "1.0+" takes a 2.0 request without the header), and the version the request
+            // names no longer tells which one answered
+            List<VersionedMapping> all = List.copyOf(mappings.values());
+            boolean oneOperationInVersions = all.stream().allMatch(mapping -> mapping.version() != null
+                            && mapping.otherConditions().equals(all.get(0).otherConditions()))
+                    && all.stream().map(VersionedMapping::version).distinct().count() == all.size();
             if (sharing.size() > 1 && !oneOperationInVersions) {
                 problems.add(sharing + " share the default scope '"
                         + scope + "' (HTTP method and route template), so a key used with one would be answered with"
@@ -778,5 +782,19 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
             current = proxy.getTargetDataSource();
         }
         return current;
+    }
+
+    /**
+     * The API version a handler is mapped to (null if none), and the conditions besides its route and HTTP method that
+     * Spring MVC tells handlers apart by: parameters, headers, consumed and produced media types, a custom condition.
+     */
+    private record VersionedMapping(String version, List<Object> otherConditions) {
+
+        static VersionedMapping of(RequestMappingInfo info) {
+            // the custom condition is null when there is none, which List.of would refuse
+            return new VersionedMapping(info.getVersionCondition().getVersion(), Arrays.asList(
+                    info.getParamsCondition(), info.getHeadersCondition(), info.getConsumesCondition(),
+                    info.getProducesCondition(), info.getCustomCondition()));
+        }
     }
 }

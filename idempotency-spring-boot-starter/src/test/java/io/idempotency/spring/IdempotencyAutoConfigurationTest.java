@@ -761,6 +761,37 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void handlersOfOneRouteToldApartByTheirApiVersionAloneShareItsDefaultScope() {
+        runner.withPropertyValues("spring.mvc.apiversion.use.header=API-Version")
+                .withUserConfiguration(VersionedController.class)
+                .run(context -> assertThat(context).hasNotFailed());
+    }
+
+    @Test
+    void handlersOfOneRouteToldApartByAHeaderBesideTheirVersionAreRefusedAtStartup() {
+        // a request of version 2.0 without the header goes to the baseline handler, one with it to the other: the
+        // version the request names does not tell which one answered, so a key sent without the header would be
+        // replayed the beta handler's answer
+        runner.withPropertyValues("spring.mvc.apiversion.use.header=API-Version")
+                .withUserConfiguration(BetaVersionController.class).run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(rootMessage(context.getStartupFailure())).contains("BetaVersionController#pay()",
+                            "BetaVersionController#payBeta()", "'POST /beta-payments'", "@Idempotent(scope = …)");
+                });
+    }
+
+    @Test
+    void aVersionedAndAnUnversionedHandlerOfOneRouteAreRefusedAtStartup() {
+        runner.withPropertyValues("spring.mvc.apiversion.use.header=API-Version")
+                .withUserConfiguration(PartlyVersionedController.class).run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(rootMessage(context.getStartupFailure())).contains(
+                            "PartlyVersionedController#payAnyVersion()", "PartlyVersionedController#payV2()",
+                            "'POST /partly-versioned'");
+                });
+    }
+
+    @Test
     void oneInheritedMethodServingTwoControllersUnderOneDefaultScopeIsRefusedToo() {
         runner.withUserConfiguration(CaptureController.class, RefundController.class).run(context -> {
             assertThat(context).hasFailed();
@@ -1210,6 +1241,51 @@ class IdempotencyAutoConfigurationTest {
                     .POST("/functional-charges", request -> org.springframework.web.servlet.function.ServerResponse
                             .ok().body(service.charge()))
                     .build();
+        }
+    }
+
+    @RestController
+    static class VersionedController {
+        @PostMapping(path = "/versioned", version = "1.0+")
+        @Idempotent
+        public String payV1() {
+            return "v1";
+        }
+
+        @PostMapping(path = "/versioned", version = "2.0")
+        @Idempotent
+        public String payV2() {
+            return "v2";
+        }
+    }
+
+    @RestController
+    static class BetaVersionController {
+        @PostMapping(path = "/beta-payments", version = "1.0+")
+        @Idempotent
+        public String pay() {
+            return "paid";
+        }
+
+        @PostMapping(path = "/beta-payments", version = "2.0", headers = "X-Beta=true")
+        @Idempotent
+        public String payBeta() {
+            return "paid in beta";
+        }
+    }
+
+    @RestController
+    static class PartlyVersionedController {
+        @PostMapping(path = "/partly-versioned")
+        @Idempotent
+        public String payAnyVersion() {
+            return "any";
+        }
+
+        @PostMapping(path = "/partly-versioned", version = "2.0")
+        @Idempotent
+        public String payV2() {
+            return "v2";
         }
     }
 
