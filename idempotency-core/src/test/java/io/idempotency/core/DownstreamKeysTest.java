@@ -4,12 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import org.junit.jupiter.api.Test;
 
-import java.util.List;
-import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.logging.Handler;
 import java.util.logging.Level;
-import java.util.logging.LogRecord;
-import java.util.logging.Logger;
 
 class DownstreamKeysTest {
 
@@ -59,37 +54,18 @@ class DownstreamKeysTest {
     void theFirstKeyDerivedWithThePublicDefaultSecretIsWarnedOfOnce() {
         // whoever derives it (an IdempotencyTemplate call, a message consumer), not only the endpoints a startup
         // check can see
-        List<LogRecord> logged = new CopyOnWriteArrayList<>();
-        Handler handler = new Handler() {
-            @Override
-            public void publish(LogRecord record) {
-                logged.add(record);
-            }
-
-            @Override
-            public void flush() {
-            }
-
-            @Override
-            public void close() {
-            }
-        };
-        Logger logger = Logger.getLogger(DownstreamKeys.class.getName());
-        logger.addHandler(handler);
-        try {
+        try (CapturedLog log = CapturedLog.of(DownstreamKeys.class)) {
             new DownstreamKeys("secret").derive(new ScopedKey("", "charges", "k-1"));
-            assertThat(logged).as("an application's own secret").isEmpty();
+            assertThat(log.records()).as("an application's own secret").isEmpty();
 
             DownstreamKeys defaults = new DownstreamKeys(IdempotencyEngine.DEFAULT_DOWNSTREAM_SECRET);
             defaults.derive(new ScopedKey("", "charges", "k-1"));
             defaults.derive(new ScopedKey("", "refunds", "k-2"));
 
-            assertThat(logged).hasSize(1);
-            assertThat(logged.get(0).getLevel()).isEqualTo(Level.WARNING);
-            assertThat(logged.get(0).getMessage()).contains("public default secret", "'charges'",
+            assertThat(log.records()).hasSize(1);
+            assertThat(log.records().get(0).getLevel()).isEqualTo(Level.WARNING);
+            assertThat(log.records().get(0).getMessage()).contains("public default secret", "'charges'",
                     "idempotency.downstream-key-secret").doesNotContain("k-1");
-        } finally {
-            logger.removeHandler(handler);
         }
     }
 }

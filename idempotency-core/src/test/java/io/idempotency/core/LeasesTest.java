@@ -11,10 +11,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.logging.Handler;
 import java.util.logging.Level;
-import java.util.logging.LogRecord;
-import java.util.logging.Logger;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -104,38 +101,20 @@ class LeasesTest {
                     renewedAfterTheFailure.countDown();
                     return true;
                 });
-        List<LogRecord> logged = new CopyOnWriteArrayList<>();
-        Handler handler = new Handler() {
-            @Override
-            public void publish(LogRecord record) {
-                logged.add(record);
-            }
-
-            @Override
-            public void flush() {
-            }
-
-            @Override
-            public void close() {
-            }
-        };
-        Logger logger = Logger.getLogger(Leases.class.getName());
-        logger.addHandler(handler);
         ScheduledExecutorService executor = Executors.newSingleThreadScheduledExecutor();
-        try {
+        try (CapturedLog log = CapturedLog.of(Leases.class)) {
             Leases.hold(executor, store, new ScopedKey("alice", "POST /charges", "k-1"), "token-1",
                     Duration.ofMillis(60));
 
             assertThat(renewedAfterTheFailure.await(10, TimeUnit.SECONDS)).as("tried again").isTrue();
             // a holder whose lease cannot be renewed may lose its claim: the operator must hear of it
-            assertThat(logged).singleElement().satisfies(record -> {
+            assertThat(log.records()).singleElement().satisfies(record -> {
                 assertThat(record.getLevel()).isEqualTo(Level.WARNING);
                 assertThat(record.getMessage()).contains("alice", "POST /charges", "k-1");
                 assertThat(record.getThrown()).hasMessage("connection refused");
             });
         } finally {
             executor.shutdownNow();
-            logger.removeHandler(handler);
         }
     }
 }
