@@ -1,0 +1,206 @@
+package io.idempotency.spring;
+
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.condition.EnabledIf;
+import org.springframework.test.context.TestPropertySource;
+import org.springframework.util.ClassUtils;
+
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Idempotent endpoints served over HTTP/2 in cleartext ({@code h2c}): the JDK's client upgrades its connection with
+ * {@code Upgrade: h2c} on its first request, and sends every later one as a stream of that one connection. First
+ * executions, replays and refusals must be the same as over HTTP/1.1, and headers that HTTP/2 forbids, which a handler
+ * may still set, must not break the stream, neither when the handler's answer is sent nor when it is replayed.
+ * <p>
+ * Tomcat serves h2c with what it has; Jetty needs {@code jetty-http2-server}, which {@code spring-boot-starter-jetty}
+ * does not bring: without it on the class path the application cannot start with HTTP/2 enabled, and these tests do
+ * not run there.
+ */
+@TestPropertySource(properties = {"server.http2.enabled=true", "idempotency.in-flight-wait=300ms"})
+@EnabledIf("h2cServerOnTheClassPath")
+class Http2CleartextIntegrationTest extends OrdersApplicationTest {
+
+    static boolean h2cServerOnTheClassPath() {
+        ClassLoader loader = Http2CleartextIntegrationTest.class.getClassLoader();
+        return !ClassUtils.isPresent("org.eclipse.jetty.server.Server", loader)
+                || ClassUtils.isPresent("org.eclipse.jetty.http2.server.HTTP2CServerConnectionFactory", loader);
+    }
+
+    final HttpClient h2 = HttpClient.newBuilder().version(HttpClient.Version.HTTP_2).build();
+
+    /** Upgrades the client's connection with a GET, so that every request of a test goes over HTTP/2. */
+    @BeforeEach
+    void upgrade() throws Exception {
+        HttpResponse<byte[]> upgraded = h2.send(HttpRequest.newBuilder(uri("/orders/wrapped")).GET().build(),
+                HttpResponse.BodyHandlers.ofByteArray());
+        assertThat(upgraded.statusCode()).isEqualTo(200);
+        assertThat(upgraded.version()).as("the server took the h2c upgrade").isEqualTo(HttpClient.Version.HTTP_2);
+    }
+
+    URI uri(String path) {
+        return URI.create("http://localhost:" + port + path);
+    }
+
+    HttpResponse<byte[]> h2Post(String path, String key, String body) throws Exception {
+        HttpResponse<byte[]> response = h2.send(request(path, body).header("Idempotency-Key", key)
+                .timeout(Duration.ofSeconds(30)).build(), HttpResponse.BodyHandlers.ofByteArray());
+        assertThat(response.version()).as("sent over HTTP/2").isEqualTo(HttpClient.Version.HTTP_2);
+        return response;
+    }
+
+    @Test
+    void aReplayOverHttp2IsTheFirstAnswerByteForByte() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"h2-" + key + "\",\"amount\":12.5}";
+
+        HttpResponse<byte[]> first = h2Post("/orders", key, body);
+        HttpResponse<byte[]> replay = h2Post("/orders", key, body);
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(first.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(replay.statusCode()).isEqualTo(201);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(first.body());
+        for (String name : List.of("Location", "ETag", "Content-Type")) {
+            assertThat(replay.headers().allValues(name)).as(name).isEqualTo(first.headers().allValues(name));
+        }
+        assertThat(replay.headers().firstValue("Set-Cookie")).as("never stored").isEmpty();
+        assertThat(replay.headers().firstValue("X-Not-Replayed")).isEmpty();
+        assertThat(rows("h2-" + key)).isOne();
+    }
+
+    @Test
+    void anotherBodyUnderTheKeyIsRefusedOverHttp2() throws Exception {
+        String key = UUID.randomUUID().toString();
+
+        HttpResponse<byte[]> first = h2Post("/orders", key, "{\"note\":\"h2-mismatch-" + key + "\"}");
+        HttpResponse<byte[]> other = h2Post("/orders", key, "{\"note\":\"h2-other-" + key + "\"}");
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(other.statusCode()).isEqualTo(422);
+        assertProblem(other, "idempotency-key-mismatch");
+        assertThat(rows("h2-other-" + key)).isZero();
+    }
+
+    @Test
+    void aDuplicateWhileTheFirstRunsGets409OnTheSameConnection() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"h2-slow-" + key + "\"}";
+
+        CompletableFuture<HttpResponse<byte[]>> slow = h2.sendAsync(request("/orders/slow?millis=3000", body)
+                .header("Idempotency-Key", key).build(), HttpResponse.BodyHandlers.ofByteArray());
+        awaitHandlerInItsTransaction();
+        HttpResponse<byte[]> duplicate = h2Post("/orders/slow?millis=3000", key, body);
+        HttpResponse<byte[]> first = slow.get(30, TimeUnit.SECONDS);
+
+        assertThat(duplicate.statusCode()).isEqualTo(409);
+        assertProblem(duplicate, "idempotency-request-in-progress");
+        assertThat(duplicate.headers().firstValue("Retry-After")).isPresent();
+        assertThat(first.version()).isEqualTo(HttpClient.Version.HTTP_2);
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(rows("h2-slow-" + key)).isOne();
+    }
+
+    /** Waits until the slow handler holds its transaction open (it sleeps after its insert), instead of guessing. */
+    private void awaitHandlerInItsTransaction() throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (DATABASE.queryLong("select count(*) from pg_stat_activity where application_name = '"
+                + DATABASE.schema() + "' and state = 'idle in transaction'") == 0) {
+            assertThat(System.nanoTime() - deadline).as("the slow handler started").isNegative();
+            Thread.sleep(10);
+        }
+    }
+
+    /**
+     * Connection, Keep-Alive, Proxy-Connection and Upgrade are connection-specific: HTTP/2 forbids them (RFC 9113,
+     * section 8.2.2). The first answer is sent as the handler made it, and what the container does with them is its own
+     * (Tomcat passes them on, and a strict client such as one built on nghttp2 resets the stream; the JDK's client
+     * reads past them); the replay never carries them, and the connection goes on serving.
+     */
+    @Test
+    void connectionSpecificHeadersOfAHandlerAreNeverReplayedOverHttp2() throws Exception {
+        for (String path : List.of("/orders/upstream", "/orders/hop-by-hop")) {
+            String key = UUID.randomUUID().toString();
+            String body = "{\"note\":\"h2-hop-" + key + "\"}";
+
+            HttpResponse<byte[]> first = h2Post(path, key, body);
+            HttpResponse<byte[]> replay = h2Post(path, key, body);
+
+            assertThat(first.statusCode()).as(path).isEqualTo(201);
+            assertThat(replay.statusCode()).as(path).isEqualTo(201);
+            assertThat(replay.headers().firstValue("Idempotent-Replayed")).as(path).hasValue("true");
+            assertThat(replay.body()).as(path).isEqualTo(first.body());
+            assertThat(replay.headers().firstValue("Location")).as(path)
+                    .isEqualTo(first.headers().firstValue("Location"));
+            for (String name : List.of("Connection", "Keep-Alive", "Upgrade", "Transfer-Encoding",
+                    "Proxy-Connection", "TE", "Trailer")) {
+                assertThat(replay.headers().firstValue(name)).as(path + " replay " + name).isEmpty();
+            }
+            assertThat(rows("h2-hop-" + key)).as(path).isOne();
+        }
+        HttpResponse<byte[]> after = h2Post("/orders", UUID.randomUUID().toString(), "{\"note\":\"h2-after\"}");
+        assertThat(after.statusCode()).as("the connection still serves").isEqualTo(201);
+    }
+
+    @Test
+    void anAnswerLargerThanTheFlowControlWindowIsSentWholeFirstAndOnReplay() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"h2-large-" + key + "\"}";
+        int size = 300_000; // over four times the initial window of 65,535 bytes
+
+        HttpResponse<byte[]> first = h2Post("/orders/large?size=" + size, key, body);
+        HttpResponse<byte[]> replay = h2Post("/orders/large?size=" + size, key, body);
+
+        assertThat(first.statusCode()).isEqualTo(200);
+        assertThat(first.body()).hasSize(size);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(first.body());
+        assertThat(rows("h2-large-" + key)).isOne();
+    }
+
+    @Test
+    void duplicatesMultiplexedOnOneConnectionExecuteOnce() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"h2-multiplexed-" + key + "\"}";
+        List<CompletableFuture<HttpResponse<byte[]>>> answers = new ArrayList<>();
+        for (int i = 0; i < 12; i++) {
+            answers.add(h2.sendAsync(request("/orders/slow?millis=200", body).header("Idempotency-Key", key)
+                    .timeout(Duration.ofSeconds(30)).build(), HttpResponse.BodyHandlers.ofByteArray()));
+        }
+
+        Map<Integer, Integer> statuses = new TreeMap<>();
+        byte[] created = null;
+        for (CompletableFuture<HttpResponse<byte[]>> future : answers) {
+            HttpResponse<byte[]> answer = future.get(60, TimeUnit.SECONDS);
+            assertThat(answer.version()).isEqualTo(HttpClient.Version.HTTP_2);
+            statuses.merge(answer.statusCode(), 1, Integer::sum);
+            if (answer.statusCode() == 201) {
+                if (created == null) {
+                    created = answer.body();
+                }
+                assertThat(answer.body()).as(new String(answer.body(), StandardCharsets.UTF_8)).isEqualTo(created);
+            } else {
+                assertThat(answer.statusCode()).as(new String(answer.body(), StandardCharsets.UTF_8)).isEqualTo(409);
+            }
+        }
+        assertThat(statuses).containsKey(201);
+        assertThat(rows("h2-multiplexed-" + key)).isOne();
+        assertThat(keyRows(key)).isOne();
+    }
+}
