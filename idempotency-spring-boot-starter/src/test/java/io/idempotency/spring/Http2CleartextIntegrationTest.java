@@ -2,9 +2,7 @@ package io.idempotency.spring;
 
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.condition.EnabledIf;
 import org.springframework.test.context.TestPropertySource;
-import org.springframework.util.ClassUtils;
 
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -29,18 +27,10 @@ import static org.assertj.core.api.Assertions.assertThat;
  * may still set, must not break the stream, neither when the handler's answer is sent nor when it is replayed.
  * <p>
  * Tomcat serves h2c with what it has; Jetty needs {@code jetty-http2-server}, which {@code spring-boot-starter-jetty}
- * does not bring: without it on the class path the application cannot start with HTTP/2 enabled, and these tests do
- * not run there.
+ * does not bring, and which {@code idempotency-jetty-tests} adds to run these there too.
  */
 @TestPropertySource(properties = {"server.http2.enabled=true", "idempotency.in-flight-wait=300ms"})
-@EnabledIf("h2cServerOnTheClassPath")
 class Http2CleartextIntegrationTest extends OrdersApplicationTest {
-
-    static boolean h2cServerOnTheClassPath() {
-        ClassLoader loader = Http2CleartextIntegrationTest.class.getClassLoader();
-        return !ClassUtils.isPresent("org.eclipse.jetty.server.Server", loader)
-                || ClassUtils.isPresent("org.eclipse.jetty.http2.server.HTTP2CServerConnectionFactory", loader);
-    }
 
     final HttpClient h2 = HttpClient.newBuilder().version(HttpClient.Version.HTTP_2).build();
 
