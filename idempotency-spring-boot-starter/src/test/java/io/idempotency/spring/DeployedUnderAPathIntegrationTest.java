@@ -318,11 +318,11 @@ abstract class DeployedUnderAPathIntegrationTest {
     }
 
     static long rows(String note) {
-        return DATABASE.queryLong("select count(*) from orders where note = '" + note + "'");
+        return TestDatabases.rows(DATABASE, note);
     }
 
     static long keyRows(String key) {
-        return DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + key + "'");
+        return TestDatabases.keyRows(DATABASE, key);
     }
 
     static String stored(String key, String column) {

@@ -48,12 +48,12 @@ abstract class OrdersApplicationTest {
 
     /** Business rows written with {@code note}. */
     long rows(String note) {
-        return DATABASE.queryLong("select count(*) from orders where note = '" + note + "'");
+        return TestDatabases.rows(DATABASE, note);
     }
 
     /** Idempotency records of {@code key}. */
     long keyRows(String key) {
-        return DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + key + "'");
+        return TestDatabases.keyRows(DATABASE, key);
     }
 
     static void assertProblem(HttpResponse<byte[]> response, String type) {

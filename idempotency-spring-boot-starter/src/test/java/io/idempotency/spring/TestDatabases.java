@@ -21,6 +21,16 @@ public final class TestDatabases {
         return database;
     }
 
+    /** Business rows {@code database} holds written with {@code note}. */
+    static long rows(TestPostgres.Database database, String note) {
+        return database.queryLong("select count(*) from orders where note = '" + note + "'");
+    }
+
+    /** Idempotency records {@code database} holds of {@code key}. */
+    static long keyRows(TestPostgres.Database database, String key) {
+        return database.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + key + "'");
+    }
+
     /** Points a {@code @SpringBootTest} at {@code database}. */
     static void register(DynamicPropertyRegistry registry, TestPostgres.Database database) {
         database.springProperties().forEach((name, value) -> registry.add(name, () -> value));

@@ -270,7 +270,7 @@ class TwoInstancesIntegrationTest {
     }
 
     private long rows(String note) {
-        return database.queryLong("select count(*) from orders where note = '" + note + "'");
+        return TestDatabases.rows(database, note);
     }
 
     private static void await(BooleanSupplier condition, String what) throws InterruptedException {
