@@ -413,9 +413,12 @@ class ChargeCrashRecoveryIntegrationTest {
         String orderId = newOrderId();
         String key = UUID.randomUUID().toString();
         String body = body(orderId, "44.00");
+        // The duplicate's wait (500 ms) must run out while the first request still sleeps. On a loaded machine the
+        // duplicate has been seen to arrive more than a second after the claim showed; 4 s leaves room for that (the
+        // first request's 2 s lease is renewed meanwhile).
         CompletableFuture<HttpResponse<byte[]>> slow = CompletableFuture.supplyAsync(() -> {
             try {
-                return one.charge(key, body, "delay-ms=1500");
+                return one.charge(key, body, "delay-ms=4000");
             } catch (Exception e) {
                 throw new IllegalStateException(e);
             }

@@ -176,10 +176,10 @@ class SecondWallIntegrationTest {
         String orderId = newOrderId();
         String body = body(orderId, "30.00");
 
-        // The first request keeps its transaction open after its insert; the second one's insert waits on the unique
-        // index for that transaction, then finds the committed payment.
+        // The first request keeps its transaction open after its insert (4 s, room for a slow machine); the second
+        // one's insert waits on the unique index for that transaction, then finds the committed payment.
         CompletableFuture<HttpResponse<byte[]>> slow = CompletableFuture.supplyAsync(() -> send(
-                UUID.randomUUID().toString(), body, "delay-ms=1500"));
+                UUID.randomUUID().toString(), body, "delay-ms=4000"));
         TimeUnit.MILLISECONDS.sleep(300);
         CompletableFuture<HttpResponse<byte[]>> second = CompletableFuture.supplyAsync(() -> send(
                 UUID.randomUUID().toString(), body, null));
