@@ -91,7 +91,7 @@ class CompletedKeysTest {
                 for (int i = first; i < first + 10_000; i++) {
                     keys.add(key(i), HASH);
                 }
-            }));
+            }, task -> new Thread(task).start())); // at once, not one after the other in a one-worker common pool
         }
         writers.forEach(CompletableFuture::join);
 

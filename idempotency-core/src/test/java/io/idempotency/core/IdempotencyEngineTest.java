@@ -21,6 +21,7 @@ import java.util.function.Supplier;
 import java.util.Collections;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
@@ -32,6 +33,8 @@ class IdempotencyEngineTest {
     private static final String OTHER_HASH = "b".repeat(64);
     private static final Duration RETENTION = Duration.ofHours(24);
     private static final Duration MAX_WAIT = Duration.ofMillis(500);
+    /** Waiting tasks each on a thread of their own: a one-worker common pool (two processors) would run them in turn. */
+    private static final Executor THREAD_PER_TASK = task -> new Thread(task).start();
     private static final StoredResponse CREATED =
             new StoredResponse(201, List.of(new StoredResponse.Header("Location", "/payments/1")),
                     "{\"id\":1}".getBytes(UTF_8));
@@ -512,7 +515,7 @@ class IdempotencyEngineTest {
         proceed("token-1");
 
         // another request: on another thread (the leader's own thread may not wait for itself)
-        assertThat(CompletableFuture.supplyAsync(() -> engine.start(KEY, OTHER_HASH)).get(5, TimeUnit.SECONDS))
+        assertThat(CompletableFuture.supplyAsync(() -> engine.start(KEY, OTHER_HASH), THREAD_PER_TASK).get(5, TimeUnit.SECONDS))
                 .isEqualTo(new Mismatch());
         assertThat(transactions.begun).hasSize(1);
     }
@@ -563,7 +566,7 @@ class IdempotencyEngineTest {
             await(release); // e.g. blocked behind another instance's claim of the key
             return new ClaimResult.Claimed("token-1");
         };
-        CompletableFuture<Start> first = CompletableFuture.supplyAsync(() -> engine.start(KEY, HASH));
+        CompletableFuture<Start> first = CompletableFuture.supplyAsync(() -> engine.start(KEY, HASH), THREAD_PER_TASK);
         assertThat(claiming.await(5, TimeUnit.SECONDS)).isTrue();
 
         Start other = engine.start(KEY, OTHER_HASH);
@@ -606,7 +609,7 @@ class IdempotencyEngineTest {
             }
             return existing(RecordStatus.SUCCEEDED, completedHash, CREATED);
         };
-        CompletableFuture<Start> reuse = CompletableFuture.supplyAsync(() -> engine.start(KEY, reuseHash));
+        CompletableFuture<Start> reuse = CompletableFuture.supplyAsync(() -> engine.start(KEY, reuseHash), THREAD_PER_TASK);
         assertThat(claiming.await(5, TimeUnit.SECONDS)).isTrue();
         return reuse;
     }
@@ -662,7 +665,7 @@ class IdempotencyEngineTest {
             long started = System.nanoTime();
             assertThat(engine.start(KEY, HASH)).isEqualTo(new InProgress());
             return Duration.ofNanos(System.nanoTime() - started);
-        });
+        }, THREAD_PER_TASK);
 
         assertThat(waited.get(5, TimeUnit.SECONDS)).isGreaterThanOrEqualTo(MAX_WAIT.minusMillis(50));
         assertThat(transactions.begun).hasSize(1);

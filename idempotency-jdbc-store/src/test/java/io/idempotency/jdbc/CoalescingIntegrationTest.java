@@ -10,6 +10,7 @@ import io.idempotency.core.StaleClaimResolver;
 import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
+import io.idempotency.testkit.Async;
 import io.idempotency.testkit.EngineStorm;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
@@ -54,7 +55,7 @@ class CoalescingIntegrationTest {
                 CompletableFuture<IdempotencyEngine.Start> reuse;
                 IdempotencyEngine.Start retry;
                 try (Connection busy = dataSource.getConnection()) { // the pool has nothing left to give
-                    reuse = CompletableFuture.supplyAsync(() -> engine.start(key, OTHER));
+                    reuse = Async.supply(() -> engine.start(key, OTHER));
                     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
                     while (dataSource.getHikariPoolMXBean().getThreadsAwaitingConnection() == 0) {
                         assertThat(System.nanoTime()).isLessThan(deadline);
@@ -94,7 +95,7 @@ class CoalescingIntegrationTest {
 
                 // a first retry on this instance waits in the database for that claim
                 CompletableFuture<IdempotencyEngine.Start> first =
-                        CompletableFuture.supplyAsync(() -> engine.start(key, RETRIED));
+                        Async.supply(() -> engine.start(key, RETRIED));
                 JdbcTemplate jdbc = new JdbcTemplate(otherInstance);
                 long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
                 while (jdbc.queryForObject("SELECT count(*) FROM pg_locks WHERE NOT granted", Integer.class) == 0) {
@@ -104,7 +105,7 @@ class CoalescingIntegrationTest {
                 // a later retry on this instance waits in memory behind the first, with most of its own wait ahead
                 Thread.sleep(3_000);
                 CompletableFuture<IdempotencyEngine.Start> later =
-                        CompletableFuture.supplyAsync(() -> engine.start(key, RETRIED));
+                        Async.supply(() -> engine.start(key, RETRIED));
 
                 assertThat(first.get(30, TimeUnit.SECONDS)).as("its wait ran out")
                         .isInstanceOf(IdempotencyEngine.InProgress.class);

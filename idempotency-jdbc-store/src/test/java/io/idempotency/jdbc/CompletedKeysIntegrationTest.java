@@ -15,6 +15,7 @@ import io.idempotency.core.StaleClaimResolver;
 import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
+import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -196,7 +197,7 @@ class CompletedKeysIntegrationTest {
         // the key, free again, is used by another request on B, which completes while A's request waits for it
         IdempotencyEngine.Execution second = ((IdempotencyEngine.Proceed) instanceB.start(key, SECOND)).execution();
         CompletableFuture<IdempotencyEngine.Start> waiting =
-                CompletableFuture.supplyAsync(() -> instanceA.start(key, FIRST));
+                Async.supply(() -> instanceA.start(key, FIRST));
         awaitClaimWaitingOnALock();
         second.finish(answer("second payment"));
         IdempotencyEngine.Start whileHeld = waiting.get();
@@ -231,14 +232,14 @@ class CompletedKeysIntegrationTest {
         CountDownLatch go = new CountDownLatch(1);
         List<CompletableFuture<IdempotencyEngine.Start>> answers = new ArrayList<>();
         for (int i = 0; i < retries; i++) {
-            answers.add(CompletableFuture.supplyAsync(() -> {
+            answers.add(Async.supply(() -> {
                 try {
                     go.await();
                 } catch (InterruptedException e) {
                     throw new IllegalStateException(e);
                 }
                 return instanceA.start(key, FIRST);
-            }, runnable -> new Thread(runnable).start()));
+            }));
         }
         go.countDown();
 

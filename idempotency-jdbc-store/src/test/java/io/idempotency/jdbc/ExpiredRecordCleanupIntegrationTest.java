@@ -8,6 +8,7 @@ import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.core.Transactions;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
+import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
 import org.springframework.jdbc.core.JdbcTemplate;
@@ -45,7 +46,7 @@ class ExpiredRecordCleanupIntegrationTest {
 
             Load without = claimUnderLoad(store, transactions, () -> false, Duration.ofSeconds(3));
             AtomicBoolean cleaning = new AtomicBoolean(true);
-            CompletableFuture<ExpiredRecordCleaner.Run> cleanup = CompletableFuture.supplyAsync(() -> {
+            CompletableFuture<ExpiredRecordCleaner.Run> cleanup = Async.supply(() -> {
                 try {
                     return new ExpiredRecordCleaner(store, 5_000).run();
                 } finally {

@@ -16,6 +16,7 @@ import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.core.Transactions;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
+import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -745,7 +746,7 @@ class IntentFirstEngineIntegrationTest {
             IdempotencyEngine.Proceed held = holder.submit(() -> (IdempotencyEngine.Proceed) holding.start(key, HASH,
                     IdempotencyMode.INTENT_FIRST, lease)).get(10, TimeUnit.SECONDS);
             try {
-                CompletableFuture<IdempotencyEngine.Start> retry = CompletableFuture.supplyAsync(
+                CompletableFuture<IdempotencyEngine.Start> retry = Async.supply(
                         () -> engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease));
                 assertThat(polling.await(10, TimeUnit.SECONDS)).isTrue();
 
@@ -1670,7 +1671,7 @@ class IntentFirstEngineIntegrationTest {
                     "m-1".getBytes(StandardCharsets.UTF_8), IdempotencyMode.INTENT_FIRST, Duration.ofMinutes(5), () -> {
                         jdbc.update("insert into effects default values");
                         // another instance, on connections of its own: the lease has run out, and it takes over
-                        CompletableFuture.runAsync(() -> {
+                        Async.run(() -> {
                             new JdbcTemplate(dataSource).update("update idempotency_keys"
                                     + " set locked_until = now() - interval '1 second' where idempotency_key = ?",
                                     key.key());

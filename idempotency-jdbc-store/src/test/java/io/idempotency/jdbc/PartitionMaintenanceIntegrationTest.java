@@ -8,6 +8,7 @@ import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.core.Transactions;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
+import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -201,7 +202,7 @@ class PartitionMaintenanceIntegrationTest {
             Transactions.Transaction longRequest = holdAClaimOpen(store, transactions);
             try {
                 CompletableFuture<PostgresPartitionMaintenance.Run> run =
-                        CompletableFuture.supplyAsync(() -> maintenance.createAhead(false));
+                        Async.supply(() -> maintenance.createAhead(false));
                 long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
                 while (!run.isDone() && database.lockWaiters() == 0) { // the attach waits, or gave up at once
                     assertThat(System.nanoTime() - deadline).as("the attach neither waited nor ended").isNegative();
@@ -299,11 +300,11 @@ class PartitionMaintenanceIntegrationTest {
                 reader.setAutoCommit(false);
                 reader.createStatement().execute("select count(*) from idempotency_keys_expired");
                 CompletableFuture<PostgresPartitionMaintenance.Run> run =
-                        CompletableFuture.supplyAsync(() -> maintenance.dropExpired(Duration.ofDays(1)));
+                        Async.supply(() -> maintenance.dropExpired(Duration.ofDays(1)));
                 database.awaitLockWaiter(Duration.ofSeconds(10));
                 // another reader queues behind the detach, so it has the table between the detach and the drop
                 laterReader.setAutoCommit(false);
-                CompletableFuture<Void> queued = CompletableFuture.runAsync(() -> {
+                CompletableFuture<Void> queued = Async.run(() -> {
                     try {
                         laterReader.createStatement().execute(
                                 "lock table idempotency_keys_expired in access share mode");
@@ -518,7 +519,7 @@ class PartitionMaintenanceIntegrationTest {
                         .as("dropping does not wait for creation").containsExactly("idempotency_keys_old");
 
                 CompletableFuture<PostgresPartitionMaintenance.Run> waiting =
-                        CompletableFuture.supplyAsync(() -> new PostgresPartitionMaintenance(dataSource, TABLE,
+                        Async.supply(() -> new PostgresPartitionMaintenance(dataSource, TABLE,
                                 Duration.ofHours(1), 1, Duration.ofSeconds(10)).createAhead(true));
                 database.awaitLockWaiter(Duration.ofSeconds(5)); // it waits for the other instance, not skips
                 statement.execute("select pg_advisory_unlock(" + CREATION_LOCK + ")");
@@ -544,7 +545,7 @@ class PartitionMaintenanceIntegrationTest {
              java.sql.Statement statement = holder.createStatement()) {
             holder.setAutoCommit(false);
             statement.execute("lock table idempotency_keys in share update exclusive mode"); // attaching waits
-            CompletableFuture<PostgresPartitionMaintenance.Run> waiting = CompletableFuture.supplyAsync(() ->
+            CompletableFuture<PostgresPartitionMaintenance.Run> waiting = Async.supply(() ->
                     new PostgresPartitionMaintenance(firstPool, TABLE, Duration.ofHours(1), 1, Duration.ofSeconds(10))
                             .createAhead(false));
             first.awaitLockWaiter(Duration.ofSeconds(5)); // the first one's run is under way, waiting on its table
@@ -608,7 +609,7 @@ class PartitionMaintenanceIntegrationTest {
 
             Thread.sleep(Math.max(0, boundary + 300 - jdbc.queryForObject(
                     "select (extract(epoch from clock_timestamp()) * 1000)::bigint", Long.class)));
-            CompletableFuture<ClaimResult> second = CompletableFuture.supplyAsync(() -> {
+            CompletableFuture<ClaimResult> second = Async.supply(() -> {
                 Transactions.Transaction transaction = transactions.begin();
                 try {
                     long started = new JdbcTemplate(dataSource).queryForObject(
@@ -658,7 +659,7 @@ class PartitionMaintenanceIntegrationTest {
                 ClaimResult taken = store.claim(request(key));
                 assertThat(taken).isInstanceOf(ClaimResult.Claimed.class);
                 assertThat(((ClaimResult.Claimed) taken).failedBefore()).isTrue();
-                duplicate = CompletableFuture.supplyAsync(() -> {
+                duplicate = Async.supply(() -> {
                     Transactions.Transaction transaction = transactions.begin();
                     try {
                         return store.claim(request(key));
@@ -726,7 +727,7 @@ class PartitionMaintenanceIntegrationTest {
                 // a request in a transaction claims the key while the first one is between its lock and its look-up,
                 // and commits only after the first one's claim has returned
                 CountDownLatch insideClaimed = new CountDownLatch(1);
-                CompletableFuture<ClaimResult> inside = CompletableFuture.supplyAsync(() -> {
+                CompletableFuture<ClaimResult> inside = Async.supply(() -> {
                     Transactions.Transaction transaction = transactions.begin();
                     try {
                         ClaimResult result = store.claim(request(key));
@@ -776,7 +777,7 @@ class PartitionMaintenanceIntegrationTest {
             Transactions.Transaction longRequest = holdAClaimOpen(store, transactions);
             try {
                 CompletableFuture<PostgresPartitionMaintenance.Run> run =
-                        CompletableFuture.supplyAsync(() -> maintenance.run(Duration.ofDays(1)));
+                        Async.supply(() -> maintenance.run(Duration.ofDays(1)));
                 database.awaitLockWaiter(Duration.ofSeconds(30)); // the detach waits for the long request
 
                 List<Long> latencies = new ArrayList<>();
@@ -828,7 +829,7 @@ class PartitionMaintenanceIntegrationTest {
     /** Claims a new key on another thread, as a new request would, allowing it to wait at most 500 ms for a lock. */
     private static ClaimResult claimANewKey(PartitionedPostgresIdempotencyStore store, Transactions transactions)
             throws Exception {
-        return CompletableFuture.supplyAsync(() -> {
+        return Async.supply(() -> {
             Transactions.Transaction transaction = transactions.begin();
             try {
                 ClaimResult claimed = store.claim(new ClaimRequest(

@@ -6,6 +6,7 @@ import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.core.Transactions;
+import io.idempotency.testkit.Async;
 import io.idempotency.testkit.CountingStatements;
 import io.idempotency.testkit.IdempotencyStoreContract;
 import org.junit.jupiter.api.Test;
@@ -16,7 +17,6 @@ import org.springframework.transaction.support.TransactionTemplate;
 import javax.sql.DataSource;
 import java.time.Duration;
 import java.util.List;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
@@ -118,7 +118,7 @@ abstract class PostgresStoreContract extends IdempotencyStoreContract {
             assertThat(store().claim(new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofSeconds(5))))
                     .isInstanceOf(ClaimResult.Existing.class);
             // the first replay's transaction is still open while a second replay of the key arrives
-            ClaimResult secondReplay = CompletableFuture.supplyAsync(() -> ownTransaction.execute(status ->
+            ClaimResult secondReplay = Async.supply(() -> ownTransaction.execute(status ->
                     store().claim(new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofMillis(500)))))
                     .get(30, TimeUnit.SECONDS);
             assertThat(secondReplay).as("the second replay").isInstanceOf(ClaimResult.Existing.class);

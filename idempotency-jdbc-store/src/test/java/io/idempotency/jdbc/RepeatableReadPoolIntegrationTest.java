@@ -5,6 +5,7 @@ import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
+import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -120,7 +121,7 @@ class RepeatableReadPoolIntegrationTest {
                 takeOver.setString(5, oldToken);
                 assertThat(takeOver.executeUpdate()).isEqualTo(1);
             }
-            CompletableFuture<T> waiting = CompletableFuture.supplyAsync(write::call);
+            CompletableFuture<T> waiting = Async.supply(write::call);
             database.awaitLockWaiter(Duration.ofSeconds(10));
             assertThat(waiting).as("the write waits for the takeover's row").isNotDone();
             other.commit();

@@ -14,6 +14,7 @@ import io.idempotency.core.StaleClaimSweeper;
 import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
+import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -139,7 +140,7 @@ class ReplayCacheIntegrationTest {
         IdempotencyEngine.Execution second = ((IdempotencyEngine.Proceed) instanceA.start(key, SECOND)).execution();
         IdempotencyEngine.Start old;
         try {
-            old = CompletableFuture.supplyAsync(() -> instanceA.start(key, FIRST)).get(10, TimeUnit.SECONDS);
+            old = Async.supply(() -> instanceA.start(key, FIRST)).get(10, TimeUnit.SECONDS);
         } finally {
             second.abandon(); // on the thread its transaction is bound to
         }
@@ -164,7 +165,7 @@ class ReplayCacheIntegrationTest {
         ScopedKey key = new ScopedKey("alice", "POST /payments", UUID.randomUUID().toString());
         IdempotencyEngine.Execution first = ((IdempotencyEngine.Proceed) instanceA.start(key, FIRST)).execution();
         jdbc.update("INSERT INTO charges VALUES (?), (?)", key.key(), key.key()); // refused only at commit
-        CompletableFuture<IdempotencyEngine.Start> duplicate = CompletableFuture.supplyAsync(() -> {
+        CompletableFuture<IdempotencyEngine.Start> duplicate = Async.supply(() -> {
             IdempotencyEngine.Start start = instanceA.start(key, FIRST); // waits in memory behind it
             if (start instanceof IdempotencyEngine.Proceed proceed) {
                 proceed.execution().abandon(); // on the thread its transaction is bound to
@@ -243,7 +244,7 @@ class ReplayCacheIntegrationTest {
             ((IdempotencyEngine.Proceed) instance.start(other, FIRST)).execution().finish(answer("other payment"));
 
             CompletableFuture<IdempotencyEngine.Start> retry =
-                    CompletableFuture.supplyAsync(() -> instance.start(key, FIRST));
+                    Async.supply(() -> instance.start(key, FIRST));
             assertThat(read.await(30, TimeUnit.SECONDS)).as("the retry read the record").isTrue();
             removeExpiredRecords();
             CompletableFuture<IdempotencyEngine.Start> newRequest = new CompletableFuture<>();

@@ -7,6 +7,7 @@ import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.Transactions;
 import io.idempotency.jdbc.SpringTransactions;
+import io.idempotency.testkit.Async;
 import io.idempotency.testkit.CountingStatements;
 import io.idempotency.testkit.IdempotencyStoreContract;
 import org.junit.jupiter.api.AfterAll;
@@ -109,7 +110,7 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         transaction.setIsolationLevel(TransactionDefinition.ISOLATION_READ_COMMITTED);
         CountDownLatch claimed = new CountDownLatch(1);
         CountDownLatch release = new CountDownLatch(1);
-        CompletableFuture<ClaimResult> holder = CompletableFuture.supplyAsync(() -> transaction.execute(status -> {
+        CompletableFuture<ClaimResult> holder = Async.supply(() -> transaction.execute(status -> {
             ClaimResult result = store.claim(new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofSeconds(1)));
             claimed.countDown();
             try {
@@ -229,7 +230,7 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
                         new Class<?>[] {Connection.class}, (proxy, method, args) -> {
                             if (method.getName().equals("prepareStatement") && ((String) args[0]).contains("UPDATE")
                                     && ((String) args[0]).contains("SET status = 'PROCESSING'") && other.get() == null) {
-                                other.set(CompletableFuture.supplyAsync(() -> claimCommitted(key, hash,
+                                other.set(Async.supply(() -> claimCommitted(key, hash,
                                         Duration.ofDays(1))).get(30, TimeUnit.SECONDS));
                             }
                             try {
@@ -268,7 +269,7 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         ScopedKey key = newKey();
         String hash = "c".repeat(64);
         // the first attempt claims and fails on a thread of its own, outside the retries' transactions
-        CyclicBarrier bothLookedUp = new CyclicBarrier(2, () -> CompletableFuture.runAsync(() -> {
+        CyclicBarrier bothLookedUp = new CyclicBarrier(2, () -> Async.run(() -> {
             String first = ((ClaimResult.Claimed) claimCommitted(key, hash, Duration.ofDays(1))).fencingToken();
             assertThat(holds(store -> store.fail(key, first))).isTrue();
         }).join());
@@ -313,8 +314,8 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
                 transaction.rollback();
             }
         };
-        CompletableFuture<ClaimResult> one = CompletableFuture.supplyAsync(retry);
-        CompletableFuture<ClaimResult> other = CompletableFuture.supplyAsync(retry);
+        CompletableFuture<ClaimResult> one = Async.supply(retry);
+        CompletableFuture<ClaimResult> other = Async.supply(retry);
         List<ClaimResult> results = List.of(one.get(30, TimeUnit.SECONDS), other.get(30, TimeUnit.SECONDS));
 
         assertThat(results).as("one retry takes the FAILED record over, the other waits for it")
@@ -485,7 +486,7 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
             jdbc.execute("CREATE TRIGGER slow_cleanup BEFORE DELETE ON idempotency_keys FOR EACH ROW DO SLEEP(0.4)");
             Thread.sleep(10);
 
-            CompletableFuture<Integer> cleanup = CompletableFuture.supplyAsync(() -> store.deleteExpired(100));
+            CompletableFuture<Integer> cleanup = Async.supply(() -> store.deleteExpired(100));
             Thread.sleep(200); // cleanup is deleting its batch
             Transactions.Transaction transaction = transactions.begin();
             try {

@@ -1,5 +1,6 @@
 package io.idempotency.spring;
 
+import io.idempotency.testkit.Async;
 import org.junit.jupiter.api.Test;
 import org.springframework.test.context.TestPropertySource;
 
@@ -100,7 +101,7 @@ class ConfiguredHttpPropertiesIntegrationTest extends OrdersApplicationTest {
         String key = UUID.randomUUID().toString();
         String body = "{\"note\":\"retry-after-" + key + "\"}";
 
-        CompletableFuture<HttpResponse<byte[]>> slow = CompletableFuture.supplyAsync(() -> slow(key, body));
+        CompletableFuture<HttpResponse<byte[]>> slow = Async.supply(() -> slow(key, body));
         Thread.sleep(400); // the first request holds the key, unless this machine was slower: then it is the waiter
         HttpResponse<byte[]> other = slow(key, body);
         HttpResponse<byte[]> first = slow.get(30, TimeUnit.SECONDS);

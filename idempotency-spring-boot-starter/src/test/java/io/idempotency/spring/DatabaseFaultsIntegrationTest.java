@@ -1,5 +1,6 @@
 package io.idempotency.spring;
 
+import io.idempotency.testkit.Async;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -224,7 +225,7 @@ class DatabaseFaultsIntegrationTest extends OrdersApplicationTest {
         try (Connection holder = DriverManager.getConnection(DATABASE.url(), DATABASE.user(), DATABASE.password());
              Statement statement = holder.createStatement()) {
             statement.execute("select pg_advisory_lock(hashtext('" + key + "'))");
-            CompletableFuture<HttpResponse<byte[]>> answer = CompletableFuture.supplyAsync(() -> {
+            CompletableFuture<HttpResponse<byte[]>> answer = Async.supply(() -> {
                 try {
                     return call.send();
                 } catch (Exception e) {

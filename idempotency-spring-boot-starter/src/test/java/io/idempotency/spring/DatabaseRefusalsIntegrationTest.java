@@ -1,5 +1,6 @@
 package io.idempotency.spring;
 
+import io.idempotency.testkit.Async;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -212,7 +213,7 @@ class DatabaseRefusalsIntegrationTest extends OrdersApplicationTest {
     }
 
     private static CompletableFuture<HttpResponse<byte[]>> async(Call call) {
-        return CompletableFuture.supplyAsync(() -> {
+        return Async.supply(() -> {
             try {
                 return call.send();
             } catch (Exception e) {

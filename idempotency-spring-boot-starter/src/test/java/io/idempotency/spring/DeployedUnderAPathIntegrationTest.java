@@ -2,6 +2,7 @@ package io.idempotency.spring;
 
 import io.idempotency.core.Idempotent;
 import io.idempotency.core.RequestFingerprint;
+import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -206,7 +207,7 @@ abstract class DeployedUnderAPathIntegrationTest {
         Hold hold = new Hold();
         HOLDS.put(note, hold);
         try {
-            CompletableFuture<String> first = CompletableFuture.supplyAsync(() -> {
+            CompletableFuture<String> first = Async.supply(() -> {
                 try {
                     return post("/orders", key, note);
                 } catch (IOException e) {

@@ -1,6 +1,7 @@
 package io.idempotency.spring;
 
 import io.idempotency.spring.app.TestApplication;
+import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -53,7 +54,7 @@ class GracefulShutdownIntegrationTest {
         }
         assertThat(answer).as("still running when the shutdown begins").isNotDone();
 
-        CompletableFuture<Void> closed = CompletableFuture.runAsync(context::close);
+        CompletableFuture<Void> closed = Async.run(context::close);
         long leftLeast = Long.MAX_VALUE;
         while (!answer.isDone()) {
             // what is left of the lease, by the database clock: a second instance takes the claim over at zero
@@ -101,7 +102,7 @@ class GracefulShutdownIntegrationTest {
         }
         assertThat(duplicate).as("waiting when the shutdown begins").isNotDone();
 
-        CompletableFuture<Void> closed = CompletableFuture.runAsync(context::close);
+        CompletableFuture<Void> closed = Async.run(context::close);
 
         assertThat(first.get(30, TimeUnit.SECONDS).statusCode()).isEqualTo(201);
         HttpResponse<String> replayed = duplicate.get(30, TimeUnit.SECONDS);

@@ -5,6 +5,7 @@ import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.StaleClaimSweeper;
 import io.idempotency.spring.app.FakeGateway;
 import io.idempotency.spring.app.GatewayResolver;
+import io.idempotency.testkit.Async;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.beans.factory.annotation.Autowired;
@@ -51,7 +52,7 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         String note = "intent-" + key;
         int chargesBefore = gateway.charges();
 
-        CompletableFuture<HttpResponse<String>> first = CompletableFuture.supplyAsync(
+        CompletableFuture<HttpResponse<String>> first = Async.supply(
                 () -> charge("/intent/charges", key, note, "X-Sleep-Ms", "2000"));
         // the intent is visible to everyone while the handler runs (it sleeps 2 s after the claim is committed)
         awaitStatus(key, "PROCESSING");
@@ -158,7 +159,7 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         String note = "fenced-" + key;
         int chargesBefore = gateway.charges();
 
-        CompletableFuture<HttpResponse<String>> slow = CompletableFuture.supplyAsync(
+        CompletableFuture<HttpResponse<String>> slow = Async.supply(
                 () -> charge("/intent/long-lease", key, note, "X-Sleep-Ms", "1500"));
         Thread.sleep(400); // the slow holder has charged and is writing locally
         // its lease ends (as if it had hung past it) and another instance's sweeper takes the claim over
@@ -215,7 +216,7 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         long callsBefore = gateway.calls();
 
         // the lease is 1 s; the handler takes 3 s after charging
-        CompletableFuture<HttpResponse<String>> slow = CompletableFuture.supplyAsync(
+        CompletableFuture<HttpResponse<String>> slow = Async.supply(
                 () -> charge("/intent/charges", key, note, "X-Sleep-Ms", "3000"));
         awaitStatus(key, "PROCESSING");
         Thread.sleep(1_600);

@@ -3,6 +3,7 @@ package io.idempotency.spring;
 import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.Idempotent;
 import io.idempotency.core.StaleClaimResolver;
+import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Tag;
@@ -27,7 +28,6 @@ import java.net.http.HttpResponse;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
@@ -143,7 +143,7 @@ class ShutdownDuringSweepIntegrationTest {
         sweeping(false, "spring.lifecycle.timeout-per-shutdown-phase=20s");
 
         long closing = System.nanoTime();
-        CompletableFuture.runAsync(context::close);
+        Async.run(context::close);
         // the web server stops taking requests as soon as its graceful shutdown begins
         Duration taking = null;
         while (taking == null && System.nanoTime() - closing < TimeUnit.SECONDS.toNanos(30)) {

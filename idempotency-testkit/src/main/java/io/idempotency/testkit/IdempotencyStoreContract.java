@@ -17,7 +17,6 @@ import java.util.Comparator;
 import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.CyclicBarrier;
 import java.util.concurrent.ExecutorService;
@@ -291,7 +290,7 @@ public abstract class IdempotencyStoreContract {
         Transactions.Transaction holder = transactions().begin();
         claimed(store().claim(claim(held, HASH_A, DAY))); // takes the expired FAILED record over, not yet committed
         try {
-            int deleted = CompletableFuture.supplyAsync(() -> store().deleteExpired(1000))
+            int deleted = Async.supply(() -> store().deleteExpired(1000))
                     .get(10, TimeUnit.SECONDS);
             assertThat(deleted).isPositive();
             assertThat(store().find(free)).as("the expired record no one holds is deleted").isEmpty();
@@ -667,7 +666,7 @@ public abstract class IdempotencyStoreContract {
     }
 
     private Optional<IdempotencyRecord> readWithNoTransaction(ScopedKey key) throws Exception {
-        return CompletableFuture.supplyAsync(() -> store().find(key)).get(30, TimeUnit.SECONDS);
+        return Async.supply(() -> store().find(key)).get(30, TimeUnit.SECONDS);
     }
 
     /**
@@ -680,7 +679,7 @@ public abstract class IdempotencyStoreContract {
 
     /** Like {@link #claimWhileHeld(ScopedKey)}, allowing a wait of {@code maxWait}. */
     private ClaimResult claimWhileHeld(ScopedKey key, Duration maxWait) throws Exception {
-        return CompletableFuture.supplyAsync(() -> {
+        return Async.supply(() -> {
             Transactions.Transaction transaction = transactions().begin();
             try {
                 return store().claim(new ClaimRequest(key, HASH_A, DAY, maxWait));

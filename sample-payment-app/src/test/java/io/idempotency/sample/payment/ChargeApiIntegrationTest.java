@@ -4,6 +4,7 @@ import io.idempotency.core.DownstreamKeys;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StaleClaimResolver;
 import io.idempotency.core.StoredResponse;
+import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -123,13 +124,13 @@ class ChargeApiIntegrationTest {
         String body = body(orderId, "30.00");
 
         // The first request holds its claim for 1.5 s, renewing its 2 s lease meanwhile.
-        CompletableFuture<HttpResponse<byte[]>> first = CompletableFuture.supplyAsync(() -> send(key, body,
+        CompletableFuture<HttpResponse<byte[]>> first = Async.supply(() -> send(key, body,
                 "delay-ms=1500"));
         awaitStatus(key, "PROCESSING");
 
         List<CompletableFuture<HttpResponse<byte[]>>> duplicates = new ArrayList<>();
         for (int i = 0; i < 3; i++) {
-            duplicates.add(CompletableFuture.supplyAsync(() -> send(key, body, null)));
+            duplicates.add(Async.supply(() -> send(key, body, null)));
         }
         HttpResponse<byte[]> original = first.get(10, TimeUnit.SECONDS);
         assertThat(original.statusCode()).as(text(original)).isEqualTo(201);

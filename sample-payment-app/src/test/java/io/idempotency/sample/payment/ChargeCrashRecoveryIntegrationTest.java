@@ -1,6 +1,7 @@
 package io.idempotency.sample.payment;
 
 import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -353,7 +354,7 @@ class ChargeCrashRecoveryIntegrationTest {
                 // Holds the gateway's booking back: its insert into the ledger waits for this lock.
                 ledgerLock.setAutoCommit(false);
                 statement.execute("LOCK TABLE gateway_ledger IN SHARE MODE");
-                CompletableFuture<HttpResponse<byte[]>> inFlight = CompletableFuture.supplyAsync(() -> {
+                CompletableFuture<HttpResponse<byte[]>> inFlight = Async.supply(() -> {
                     try {
                         return api.charge(key, body, null);
                     } catch (IOException | InterruptedException e) {
@@ -416,7 +417,7 @@ class ChargeCrashRecoveryIntegrationTest {
         // The duplicate's wait (500 ms) must run out while the first request still sleeps. On a loaded machine the
         // duplicate has been seen to arrive more than a second after the claim showed; 4 s leaves room for that (the
         // first request's 2 s lease is renewed meanwhile).
-        CompletableFuture<HttpResponse<byte[]>> slow = CompletableFuture.supplyAsync(() -> {
+        CompletableFuture<HttpResponse<byte[]>> slow = Async.supply(() -> {
             try {
                 return one.charge(key, body, "delay-ms=4000");
             } catch (Exception e) {

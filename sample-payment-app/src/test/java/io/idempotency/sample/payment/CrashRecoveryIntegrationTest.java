@@ -1,5 +1,6 @@
 package io.idempotency.sample.payment;
 
+import io.idempotency.testkit.Async;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
@@ -157,7 +158,7 @@ class CrashRecoveryIntegrationTest {
         String body = body(orderId, "28.00");
         PaymentApi api = app.api();
 
-        CompletableFuture<HttpResponse<byte[]>> inFlight = CompletableFuture.supplyAsync(() -> {
+        CompletableFuture<HttpResponse<byte[]>> inFlight = Async.supply(() -> {
             try {
                 return api.createPayment(key, body, "delay-ms=5000");
             } catch (IOException | InterruptedException e) {

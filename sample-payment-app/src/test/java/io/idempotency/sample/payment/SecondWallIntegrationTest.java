@@ -1,5 +1,6 @@
 package io.idempotency.sample.payment;
 
+import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeEach;
@@ -178,10 +179,10 @@ class SecondWallIntegrationTest {
 
         // The first request keeps its transaction open after its insert (4 s, room for a slow machine); the second
         // one's insert waits on the unique index for that transaction, then finds the committed payment.
-        CompletableFuture<HttpResponse<byte[]>> slow = CompletableFuture.supplyAsync(() -> send(
+        CompletableFuture<HttpResponse<byte[]>> slow = Async.supply(() -> send(
                 UUID.randomUUID().toString(), body, "delay-ms=4000"));
         TimeUnit.MILLISECONDS.sleep(300);
-        CompletableFuture<HttpResponse<byte[]>> second = CompletableFuture.supplyAsync(() -> send(
+        CompletableFuture<HttpResponse<byte[]>> second = Async.supply(() -> send(
                 UUID.randomUUID().toString(), body, null));
         // The keys differ, so no claim waits: a session waiting for a lock is the second insert, blocked on the unique
         // index by the first one's uncommitted row. Without this, two requests that did not overlap would pass too.

@@ -1,5 +1,6 @@
 package io.idempotency.sample.payment;
 
+import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -113,7 +114,7 @@ class TwoInstancesConcurrencyIntegrationTest {
             String body = body(orderId, "43.00");
 
             PaymentApi holdingApi = holding.api();
-            CompletableFuture<HttpResponse<byte[]>> holder = CompletableFuture.supplyAsync(() -> {
+            CompletableFuture<HttpResponse<byte[]>> holder = Async.supply(() -> {
                 try {
                     return holdingApi.createPayment(key, body, "delay-ms=60000");
                 } catch (IOException | InterruptedException e) {
@@ -123,7 +124,7 @@ class TwoInstancesConcurrencyIntegrationTest {
             // the holder claimed the key, wrote its payment and sleeps in its handler, its transaction open
             awaitOpenTransaction(Duration.ofSeconds(30));
             PaymentApi waitingApi = waiting.api();
-            CompletableFuture<HttpResponse<byte[]>> duplicate = CompletableFuture.supplyAsync(() -> {
+            CompletableFuture<HttpResponse<byte[]>> duplicate = Async.supply(() -> {
                 try {
                     return waitingApi.createPayment(key, body, null);
                 } catch (IOException | InterruptedException e) {
@@ -175,7 +176,7 @@ class TwoInstancesConcurrencyIntegrationTest {
             String key = UUID.randomUUID().toString();
             String body = body(orderId, "45.00");
             PaymentApi stallingApi = stalling.api();
-            CompletableFuture<HttpResponse<byte[]>> holder = CompletableFuture.supplyAsync(() -> {
+            CompletableFuture<HttpResponse<byte[]>> holder = Async.supply(() -> {
                 try {
                     // idle in its transaction for 20 s, as a handler on a machine that stopped would be for ever
                     return stallingApi.createPayment(key, body, "delay-ms=20000");
@@ -244,7 +245,7 @@ class TwoInstancesConcurrencyIntegrationTest {
         // Duplicates inside one instance wait in memory; a session waiting for a lock in the database can only be
         // the other instance's claim, blocked by the one holding the key: proof that the two really overlapped.
         AtomicBoolean stormRunning = new AtomicBoolean(true);
-        CompletableFuture<Long> mostLockWaiters = CompletableFuture.supplyAsync(() -> {
+        CompletableFuture<Long> mostLockWaiters = Async.supply(() -> {
             long most = 0;
             while (stormRunning.get()) {
                 most = Math.max(most, db.lockWaiters());
