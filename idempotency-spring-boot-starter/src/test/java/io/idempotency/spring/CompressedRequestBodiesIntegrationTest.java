@@ -170,7 +170,10 @@ class CompressedRequestBodiesIntegrationTest extends OrdersApplicationTest {
         return body.toByteArray();
     }
 
-    /** Letters whose gzip member, followed by one of {@code second}, a stream with nothing available cuts short. */
+    /**
+     * Letters whose gzip member, followed by one of {@code second}, a stream with nothing available cuts short; on a
+     * JDK that never cuts such a stream short, ordinary letters.
+     */
     private static String firstMemberEndingWhereItsReaderRefills(String second) throws IOException {
         java.util.Random random = new java.util.Random(20261130);
         StringBuilder letters = new StringBuilder();
@@ -191,7 +194,10 @@ class CompressedRequestBodiesIntegrationTest extends OrdersApplicationTest {
                 return first;
             }
         }
-        throw new AssertionError("every first member was read on past");
+        // a newer JDK's GZIPInputStream (25, for one) reads on past a member whatever available() says: no member is
+        // cut short, and two ordinary members are what is left to send; Java 17's does cut one short
+        assertThat(Runtime.version().feature()).as("every first member was read on past").isGreaterThan(17);
+        return letters.substring(0, 1_000);
     }
 
     @Test
