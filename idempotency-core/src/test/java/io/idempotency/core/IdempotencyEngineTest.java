@@ -33,7 +33,7 @@ class IdempotencyEngineTest {
     private static final String OTHER_HASH = "b".repeat(64);
     private static final Duration RETENTION = Duration.ofHours(24);
     private static final Duration MAX_WAIT = Duration.ofMillis(500);
-    /** Waiting tasks each on a thread of their own: a one-worker common pool (two processors) would run them in turn. */
+    /** Waiting tasks each on a thread of their own: a one-worker common pool (two processors) runs them in turn. */
     private static final Executor THREAD_PER_TASK = task -> new Thread(task).start();
     private static final StoredResponse CREATED =
             new StoredResponse(201, List.of(new StoredResponse.Header("Location", "/payments/1")),
@@ -515,8 +515,8 @@ class IdempotencyEngineTest {
         proceed("token-1");
 
         // another request: on another thread (the leader's own thread may not wait for itself)
-        assertThat(CompletableFuture.supplyAsync(() -> engine.start(KEY, OTHER_HASH), THREAD_PER_TASK).get(5, TimeUnit.SECONDS))
-                .isEqualTo(new Mismatch());
+        assertThat(CompletableFuture.supplyAsync(() -> engine.start(KEY, OTHER_HASH), THREAD_PER_TASK)
+                .get(5, TimeUnit.SECONDS)).isEqualTo(new Mismatch());
         assertThat(transactions.begun).hasSize(1);
     }
 
@@ -609,7 +609,8 @@ class IdempotencyEngineTest {
             }
             return existing(RecordStatus.SUCCEEDED, completedHash, CREATED);
         };
-        CompletableFuture<Start> reuse = CompletableFuture.supplyAsync(() -> engine.start(KEY, reuseHash), THREAD_PER_TASK);
+        CompletableFuture<Start> reuse =
+                CompletableFuture.supplyAsync(() -> engine.start(KEY, reuseHash), THREAD_PER_TASK);
         assertThat(claiming.await(5, TimeUnit.SECONDS)).isTrue();
         return reuse;
     }

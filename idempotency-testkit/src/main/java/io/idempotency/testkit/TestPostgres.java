@@ -9,7 +9,6 @@ import org.testcontainers.postgresql.PostgreSQLContainer;
 
 import java.io.FilterInputStream;
 import java.io.IOException;
-import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -214,7 +213,7 @@ public final class TestPostgres {
         return embedded(null, "embedded PostgreSQL");
     }
 
-    /** @param binaries where the server's binaries come from, or null for zonky's own choice (its jar on the class path) */
+    /** @param binaries where the server's binaries come from, or null for zonky's choice (its jar on the class path) */
     private static Server embedded(PgBinaryResolver binaries, String description) {
         try {
             EmbeddedPostgres.Builder builder = EmbeddedPostgres.builder();
