@@ -13,7 +13,6 @@ import org.junit.jupiter.api.TestMethodOrder;
 
 import java.io.IOException;
 import java.net.http.HttpResponse;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.Statement;
@@ -444,20 +443,9 @@ class ChargeCrashRecoveryIntegrationTest {
         assertThat(gatewayCalls(orderId)).as("the duplicate never reached the gateway").isEqualTo(1);
     }
 
-    /**
-     * Sends the request with the fault and checks that the JVM, up before, died at the fault's point without
-     * answering.
-     */
+    /** Sends the request with the fault; the JVM, up before, must die at the fault's point without answering. */
     private static void crash(String key, String body, String fault) throws Exception {
-        // A request to a JVM that is already dead gets no answer either, and its exit status would be that of an
-        // earlier crash: without these checks the crash would not have to happen for the test to pass.
-        assertThat(app.process().isAlive()).as("the application is up before the crash").isTrue();
-        byte[] received = app.api().postJsonUntilClosed("/charges", key, body, fault);
-        assertThat(app.awaitExit(EXIT_TIMEOUT)).isEqualTo(FaultInjector.HALT_STATUS);
-        // not a byte of an answer: not even a status line, which an HTTP client would report as a failure too
-        assertThat(new String(received, StandardCharsets.ISO_8859_1)).as("the JVM must die before answering")
-                .isEmpty();
-        assertThat(app.output()).as("halted at the point of %s", fault).contains(HALTED_AT.get(fault));
+        CrashRequest.send(app, "/charges", key, body, fault, HALTED_AT.get(fault), EXIT_TIMEOUT);
     }
 
     private static SampleAppProcess start(String name, boolean sweeper) throws Exception {

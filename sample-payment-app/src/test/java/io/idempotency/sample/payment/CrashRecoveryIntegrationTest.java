@@ -8,7 +8,6 @@ import org.junit.jupiter.api.Test;
 
 import java.io.IOException;
 import java.net.http.HttpResponse;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -185,15 +184,7 @@ class CrashRecoveryIntegrationTest {
      * left its database running, then starts the application again on the same data directory.
      */
     private static void crash(String key, String body, String fault) throws Exception {
-        // A request to a JVM that is already dead gets no answer either, and its exit status would be that of an
-        // earlier crash: without these checks the crash would not have to happen for the test to pass.
-        assertThat(app.process().isAlive()).as("the application is up before the crash").isTrue();
-        byte[] received = app.api().postJsonUntilClosed("/payments", key, body, fault);
-        assertThat(app.awaitExit(EXIT_TIMEOUT)).isEqualTo(FaultInjector.HALT_STATUS);
-        // not a byte before the commit: not even a status line, which an HTTP client would report as a failure too
-        assertThat(new String(received, StandardCharsets.ISO_8859_1)).as("the JVM must die before answering")
-                .isEmpty();
-        assertThat(app.output()).as("halted at the point of %s", fault).contains(HALTED_AT.get(fault));
+        CrashRequest.send(app, "/payments", key, body, fault, HALTED_AT.get(fault), EXIT_TIMEOUT);
         assertThat(PostgresOrphans.runningServer(DATA_DIR))
                 .as("the embedded PostgreSQL outlives the halted JVM")
                 .isPresent();
