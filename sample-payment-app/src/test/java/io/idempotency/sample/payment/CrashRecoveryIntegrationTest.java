@@ -88,49 +88,20 @@ class CrashRecoveryIntegrationTest {
 
     @Test
     void crashBetweenTheClaimAndTheHandlersWriteLeavesNothingAndTheRetryCreatesThePayment() throws Exception {
-        String orderId = newOrderId();
-        String key = UUID.randomUUID().toString();
-        String body = body(orderId, "24.00");
-
-        crash(key, body, "crash-before-write");
-
-        assertThat(app.api().countPaymentsOf(orderId)).isZero();
-        HttpResponse<byte[]> retry = app.api().createPayment(key, body, null);
-        assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
-        assertThat(retry.headers().firstValue(REPLAYED_HEADER)).as("runs: the claim died with its transaction")
-                .isEmpty();
-        assertThat(app.api().countPaymentsOf(orderId)).isEqualTo(1);
+        // the key was claimed in the request's transaction, which died with the JVM before anything was written
+        crashLeavesNothingAndTheRetryCreatesThePayment("crash-before-write", "24.00");
     }
 
     @Test
     void crashBeforeCommitLeavesNothingAndTheRetryCreatesThePayment() throws Exception {
-        String orderId = newOrderId();
-        String key = UUID.randomUUID().toString();
-        String body = body(orderId, "25.00");
-
-        crash(key, body, "crash-after-write");
-
-        assertThat(app.api().countPaymentsOf(orderId)).as("the payment died with its transaction").isZero();
-        HttpResponse<byte[]> retry = app.api().createPayment(key, body, null);
-        assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
-        assertThat(retry.headers().firstValue(REPLAYED_HEADER)).isEmpty();
-        assertThat(app.api().countPaymentsOf(orderId)).isEqualTo(1);
+        // the payment was written in the request's transaction, which died with the JVM
+        crashLeavesNothingAndTheRetryCreatesThePayment("crash-after-write", "25.00");
     }
 
     @Test
     void crashJustBeforeTheCommitLeavesNothingEvenWithTheAnswerStored() throws Exception {
-        String orderId = newOrderId();
-        String key = UUID.randomUUID().toString();
-        String body = body(orderId, "27.00");
-
         // the handler has returned, the answer is rendered and the SUCCEEDED record written: only COMMIT is missing
-        crash(key, body, "crash-before-commit");
-
-        assertThat(app.api().countPaymentsOf(orderId)).isZero();
-        HttpResponse<byte[]> retry = app.api().createPayment(key, body, null);
-        assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
-        assertThat(retry.headers().firstValue(REPLAYED_HEADER)).as("runs again: nothing was kept").isEmpty();
-        assertThat(app.api().countPaymentsOf(orderId)).isEqualTo(1);
+        crashLeavesNothingAndTheRetryCreatesThePayment("crash-before-commit", "27.00");
     }
 
     @Test
@@ -176,6 +147,26 @@ class CrashRecoveryIntegrationTest {
         HttpResponse<byte[]> retry = app.api().createPayment(key, body, null);
         assertThat(retry.headers().firstValue(REPLAYED_HEADER)).as("the answer was kept").hasValue("true");
         assertThat(text(retry)).isEqualTo(text(answer));
+        assertThat(app.api().countPaymentsOf(orderId)).isEqualTo(1);
+    }
+
+    /**
+     * Crashes the application at {@code fault}, a point before the request's transaction committed, and checks that
+     * nothing of the request was kept: no payment, and no claim, so that the retry runs the handler again and pays
+     * once.
+     */
+    private static void crashLeavesNothingAndTheRetryCreatesThePayment(String fault, String amount) throws Exception {
+        String orderId = newOrderId();
+        String key = UUID.randomUUID().toString();
+        String body = body(orderId, amount);
+
+        crash(key, body, fault);
+
+        assertThat(app.api().countPaymentsOf(orderId)).as("no payment was kept").isZero();
+        HttpResponse<byte[]> retry = app.api().createPayment(key, body, null);
+        assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
+        assertThat(retry.headers().firstValue(REPLAYED_HEADER)).as("runs again: the claim was not kept either")
+                .isEmpty();
         assertThat(app.api().countPaymentsOf(orderId)).isEqualTo(1);
     }
 
