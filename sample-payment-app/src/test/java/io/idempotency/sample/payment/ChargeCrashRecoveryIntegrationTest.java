@@ -93,29 +93,12 @@ class ChargeCrashRecoveryIntegrationTest {
         String key = UUID.randomUUID().toString();
         String body = body(orderId, "25.00");
 
-        crash(key, body, "crash-after-charge");
+        // The handler died right after the gateway's answer, before it recorded anything.
+        HttpResponse<byte[]> retry = crashAfterTheGatewayBookedThenRetry(orderId, key, body, "crash-after-charge");
 
-        // The gateway booked the charge; the application recorded nothing; the claim is left PROCESSING.
-        assertThat(ledgerEntries(orderId)).isEqualTo(1);
-        assertThat(charges(orderId)).isZero();
-        assertThat(statusOf(key)).isEqualTo("PROCESSING");
-
-        app = start("charge-app", false);
-        awaitLeaseExpired(db, key);
         ChargeApi api = ChargeApi.onPort(app.port());
-        HttpResponse<byte[]> retry = api.charge(key, body, null);
-
-        assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
-        assertThat(retry.headers().firstValue(REPLAYED_HEADER)).as("the resolver's answer, replayed").hasValue("true");
-        long gatewayChargeId = db.queryLong("select id from gateway_ledger where order_id = '" + orderId + "'");
-        assertThat(numberField(text(retry), "gatewayChargeId")).isEqualTo(gatewayChargeId);
         assertThat(retry.headers().firstValue("Location")).hasValue("/charges/" + numberField(text(retry), "id"));
-        assertThat(ledgerEntries(orderId)).isEqualTo(1);
         assertThat(countOf(api.gatewayCharges(orderId))).isEqualTo(1);
-        assertThat(api.charges(orderId)).isEqualTo("[" + text(retry) + "]");
-        assertThat(statusOf(key)).isEqualTo("SUCCEEDED");
-        assertThat(resolutionsOf(key)).isEqualTo("complete/retry");
-        assertThat(gatewayCalls(orderId)).as("the resolver asked; nobody charged again").isEqualTo(1);
 
         HttpResponse<byte[]> replay = api.charge(key, body, null);
         assertThat(replay.statusCode()).isEqualTo(201);
@@ -156,28 +139,9 @@ class ChargeCrashRecoveryIntegrationTest {
         String key = UUID.randomUUID().toString();
         String body = body(orderId, "28.00");
 
-        crash(key, body, "crash-before-commit");
-
         // The local record of the charge and the SUCCEEDED answer were in the transaction that died with the JVM:
         // only the claim, committed before the gateway call, is left, with the charge booked at the gateway.
-        assertThat(ledgerEntries(orderId)).isEqualTo(1);
-        assertThat(charges(orderId)).isZero();
-        assertThat(statusOf(key)).isEqualTo("PROCESSING");
-
-        app = start("charge-app", false);
-        awaitLeaseExpired(db, key);
-        ChargeApi api = ChargeApi.onPort(app.port());
-        HttpResponse<byte[]> retry = api.charge(key, body, null);
-
-        assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
-        assertThat(retry.headers().firstValue(REPLAYED_HEADER)).as("the resolver's answer, replayed").hasValue("true");
-        assertThat(numberField(text(retry), "gatewayChargeId")).isEqualTo(
-                db.queryLong("select id from gateway_ledger where order_id = '" + orderId + "'"));
-        assertThat(api.charges(orderId)).isEqualTo("[" + text(retry) + "]");
-        assertThat(statusOf(key)).isEqualTo("SUCCEEDED");
-        assertThat(resolutionsOf(key)).isEqualTo("complete/retry");
-        assertThat(ledgerEntries(orderId)).isEqualTo(1);
-        assertThat(gatewayCalls(orderId)).as("the resolver asked; nobody charged again").isEqualTo(1);
+        crashAfterTheGatewayBookedThenRetry(orderId, key, body, "crash-before-commit");
     }
 
     @Test
@@ -385,16 +349,7 @@ class ChargeCrashRecoveryIntegrationTest {
             ChargeApi again = ChargeApi.onPort(restarted.port());
             HttpResponse<byte[]> retry = again.charge(key, body, null);
 
-            assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
-            assertThat(retry.headers().firstValue(REPLAYED_HEADER)).as("the resolver's answer, replayed")
-                    .hasValue("true");
-            assertThat(numberField(text(retry), "gatewayChargeId")).isEqualTo(
-                    db.queryLong("select id from gateway_ledger where order_id = '" + orderId + "'"));
-            assertThat(again.charges(orderId)).isEqualTo("[" + text(retry) + "]");
-            assertThat(statusOf(key)).isEqualTo("SUCCEEDED");
-            assertThat(resolutionsOf(key)).isEqualTo("complete/retry");
-            assertThat(ledgerEntries(orderId)).isEqualTo(1);
-            assertThat(gatewayCalls(orderId)).as("the resolver asked; nobody charged again").isEqualTo(1);
+            assertTheRetryGotTheChargeFromTheResolver(retry, again, orderId, key);
         } finally {
             if (restarted != null) {
                 restarted.close();
@@ -441,6 +396,46 @@ class ChargeCrashRecoveryIntegrationTest {
         assertThat(replay.headers().firstValue(REPLAYED_HEADER)).hasValue("true");
         assertThat(ledgerEntries(orderId)).isEqualTo(1);
         assertThat(gatewayCalls(orderId)).as("the duplicate never reached the gateway").isEqualTo(1);
+    }
+
+    /**
+     * Crashes the application at {@code fault}, a point after the gateway booked the charge and before the
+     * application's record of it was committed, and checks what is left: the charge at the gateway, no record of it
+     * here, the claim PROCESSING. Then restarts the application, sends the retry once the lease ran out and checks
+     * that it got the charge from the resolver; returns the retry's answer.
+     */
+    private static HttpResponse<byte[]> crashAfterTheGatewayBookedThenRetry(String orderId, String key, String body,
+            String fault) throws Exception {
+        crash(key, body, fault);
+
+        assertThat(ledgerEntries(orderId)).isEqualTo(1);
+        assertThat(charges(orderId)).isZero();
+        assertThat(statusOf(key)).isEqualTo("PROCESSING");
+
+        app = start("charge-app", false);
+        awaitLeaseExpired(db, key);
+        ChargeApi api = ChargeApi.onPort(app.port());
+        HttpResponse<byte[]> retry = api.charge(key, body, null);
+
+        assertTheRetryGotTheChargeFromTheResolver(retry, api, orderId, key);
+        return retry;
+    }
+
+    /**
+     * Checks that the retry of a request whose charge the gateway booked for a client that never heard of it got
+     * that charge, found by the resolver and recorded once, and that nobody charged again.
+     */
+    private static void assertTheRetryGotTheChargeFromTheResolver(HttpResponse<byte[]> retry, ChargeApi api,
+            String orderId, String key) throws Exception {
+        assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
+        assertThat(retry.headers().firstValue(REPLAYED_HEADER)).as("the resolver's answer, replayed").hasValue("true");
+        assertThat(numberField(text(retry), "gatewayChargeId")).isEqualTo(
+                db.queryLong("select id from gateway_ledger where order_id = '" + orderId + "'"));
+        assertThat(api.charges(orderId)).isEqualTo("[" + text(retry) + "]");
+        assertThat(statusOf(key)).isEqualTo("SUCCEEDED");
+        assertThat(resolutionsOf(key)).isEqualTo("complete/retry");
+        assertThat(ledgerEntries(orderId)).isEqualTo(1);
+        assertThat(gatewayCalls(orderId)).as("the resolver asked; nobody charged again").isEqualTo(1);
     }
 
     /** Sends the request with the fault; the JVM, up before, must die at the fault's point without answering. */
