@@ -239,12 +239,7 @@ class PaymentApiIntegrationTest {
         String key = UUID.randomUUID().toString();
         String body = body(orderId, "7.00");
 
-        HttpResponse<byte[]> failed = api.createPayment(key, body, "fail-after-write");
-
-        assertThat(failed.statusCode()).as(text(failed)).isBetween(500, 599);
-        assertThat(contentType(failed)).startsWith("application/problem+json");
-        assertThat(paymentsInDatabase(orderId)).isZero();
-        assertThat(idempotencyRecordsFor(key)).isZero();
+        failsAndLeavesNothing(orderId, key, body, "fail-after-write");
 
         HttpResponse<byte[]> retry = api.createPayment(key, body, null);
         assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
@@ -258,12 +253,7 @@ class PaymentApiIntegrationTest {
         String key = UUID.randomUUID().toString();
         String body = body(orderId, "8.00");
 
-        HttpResponse<byte[]> failed = api.createPayment(key, body, "fail-at-commit");
-
-        assertThat(failed.statusCode()).as(text(failed)).isBetween(500, 599);
-        assertThat(contentType(failed)).startsWith("application/problem+json");
-        assertThat(paymentsInDatabase(orderId)).isZero();
-        assertThat(idempotencyRecordsFor(key)).isZero();
+        failsAndLeavesNothing(orderId, key, body, "fail-at-commit");
         assertThat(DB.queryLong("select count(*) from payment_audit")).isZero();
 
         HttpResponse<byte[]> retry = api.createPayment(key, body, null);
@@ -295,6 +285,20 @@ class PaymentApiIntegrationTest {
         HttpResponse<String> health = api.get("/actuator/health");
         assertThat(health.statusCode()).isEqualTo(200);
         assertThat(health.body()).contains("\"status\":\"UP\"");
+    }
+
+    /**
+     * Sends the request with a fault that fails it after the handler wrote the payment, and checks that the failure is
+     * answered as a server error with problem details and that it rolled everything back: no payment, and no record
+     * under the key, which stays free for the retry.
+     */
+    private void failsAndLeavesNothing(String orderId, String key, String body, String fault) throws Exception {
+        HttpResponse<byte[]> failed = api.createPayment(key, body, fault);
+
+        assertThat(failed.statusCode()).as(text(failed)).isBetween(500, 599);
+        assertThat(contentType(failed)).startsWith("application/problem+json");
+        assertThat(paymentsInDatabase(orderId)).isZero();
+        assertThat(idempotencyRecordsFor(key)).isZero();
     }
 
     private static long paymentsInDatabase(String orderId) {
