@@ -38,6 +38,10 @@ import java.util.List;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 
+import static io.idempotency.spring.StartupFailures.assertStartFails;
+import static io.idempotency.spring.StartupFailures.assertStartFailsWithDescription;
+import static io.idempotency.spring.StartupFailures.rootMessage;
+import static io.idempotency.spring.StartupFailures.startupFailure;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** Wiring of the auto-configuration: conditions, back-off, and the startup checks that refuse unsafe setups. */
@@ -66,11 +70,8 @@ class IdempotencyAutoConfigurationTest {
         WebApplicationContextRunner unmanaged = TestDatabases.contextRunner(database)
                 .withPropertyValues("idempotency.jdbc.initialize-schema=false");
 
-        unmanaged.run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains("table idempotency_keys does not exist",
-                    "io/idempotency/jdbc/postgresql/schema.sql", "idempotency.jdbc.initialize-schema=false");
-        });
+        assertStartFails(unmanaged).contains("table idempotency_keys does not exist",
+                "io/idempotency/jdbc/postgresql/schema.sql", "idempotency.jdbc.initialize-schema=false");
         // the application's own SQL initialisation creates it from the shipped script: it runs first
         unmanaged.withConfiguration(AutoConfigurations.of(
                         org.springframework.boot.jdbc.autoconfigure.DataSourceInitializationAutoConfiguration.class))
@@ -141,28 +142,22 @@ class IdempotencyAutoConfigurationTest {
     @Test
     void theLibrarysStoreOnAnotherDatabaseIsRefusedSayingSo() {
         for (String initializeSchema : List.of("true", "false")) {
-            onAnotherDatabase("refused-" + initializeSchema)
-                    .withPropertyValues("idempotency.jdbc.initialize-schema=" + initializeSchema)
-                    .run(context -> {
-                        assertThat(context).hasFailed();
-                        assertThat(rootMessage(context.getStartupFailure())).contains("table idempotency_keys and its"
-                                + " migration are made for PostgreSQL", "the DataSource is H2");
-                        assertThat(new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure()).getAction())
-                                .contains("Keep the idempotency records in PostgreSQL");
-                    });
+            Throwable failure = startupFailure(onAnotherDatabase("refused-" + initializeSchema)
+                    .withPropertyValues("idempotency.jdbc.initialize-schema=" + initializeSchema));
+            assertThat(rootMessage(failure)).contains("table idempotency_keys and its migration are made for"
+                    + " PostgreSQL", "the DataSource is H2");
+            assertThat(new IdempotencyFailureAnalyzer().analyze(failure).getAction())
+                    .contains("Keep the idempotency records in PostgreSQL");
         }
     }
 
     @Test
     void partitionsForAStoreOnAnotherDatabaseAreRefusedSayingSo() {
-        onAnotherDatabase("partitions").withUserConfiguration(OwnStore.class)
+        assertStartFails(onAnotherDatabase("partitions").withUserConfiguration(OwnStore.class)
                 .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
-                        "idempotency.sweeper.enabled=false")
-                .run(context -> {
-                    assertThat(context).hasFailed();
-                    assertThat(rootMessage(context.getStartupFailure())).contains("drop-partitions keeps the records"
-                            + " in PostgreSQL partitions", "a database other than PostgreSQL");
-                });
+                        "idempotency.sweeper.enabled=false"))
+                .contains("drop-partitions keeps the records in PostgreSQL partitions",
+                        "a database other than PostgreSQL");
     }
 
     /** The starter on an in-memory H2 database of its own. */
@@ -206,11 +201,9 @@ class IdempotencyAutoConfigurationTest {
     @Test
     void aProblemTypeBaseThatMakesNoUriStopsTheStart() {
         // else every problem answer would carry a type that is no URI, which RFC 9457 clients cannot resolve
-        runner.withPropertyValues("idempotency.problem-type-base=https://docs.example.com/api errors/").run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure()).getDescription())
-                    .contains("idempotency.problem-type-base (https://docs.example.com/api errors/) must be");
-        });
+        assertStartFailsWithDescription(
+                runner.withPropertyValues("idempotency.problem-type-base=https://docs.example.com/api errors/"))
+                .contains("idempotency.problem-type-base (https://docs.example.com/api errors/) must be");
         for (String base : List.of("https://docs.example.com/errors/", "/problems/", "urn:problem:")) {
             runner.withPropertyValues("idempotency.problem-type-base=" + base).run(context -> {
                 assertThat(context).as(base).hasNotFailed();
@@ -248,47 +241,36 @@ class IdempotencyAutoConfigurationTest {
 
     @Test
     void refusesAsyncReturnTypesOnIdempotentEndpoints() {
-        runner.withUserConfiguration(AsyncController.class).run(context -> {
-            assertThat(context).hasFailed();
-            String message = rootMessage(context.getStartupFailure());
-            assertThat(message).contains("deferred", "callable", "future", "streaming", "sse", "primitive",
-                    "rxSingle", "mutinyUni", "suspended");
-            assertThat(message).doesNotContain("fine");
-        });
+        assertStartFails(runner.withUserConfiguration(AsyncController.class))
+                .contains("deferred", "callable", "future", "streaming", "sse", "primitive", "rxSingle", "mutinyUni",
+                        "suspended")
+                .doesNotContain("fine");
     }
 
     @Test
     void refusesAResponseStatusWithAReasonOnIdempotentEndpoints() {
-        runner.withUserConfiguration(ReasonController.class, ReasonOnClassController.class).run(context -> {
-            assertThat(context).hasFailed();
-            String message = rootMessage(context.getStartupFailure());
-            assertThat(message).contains("ReasonController.created()", "ReasonOnClassController.accepted()",
-                    "@ResponseStatus with a reason");
-            assertThat(message).doesNotContain("withoutReason", "notIdempotent");
-        });
+        assertStartFails(runner.withUserConfiguration(ReasonController.class, ReasonOnClassController.class))
+                .contains("ReasonController.created()", "ReasonOnClassController.accepted()",
+                        "@ResponseStatus with a reason")
+                .doesNotContain("withoutReason", "notIdempotent");
     }
 
     @Test
     void findsTheReasonWhereSpringMvcFindsItAndOnlyOnEndpointsTheAnnotationAppliesTo() {
-        runner.withUserConfiguration(ReasonInheritedController.class, ReasonOnSuperclassController.class,
-                ReasonOnNeverIdempotentController.class).run(context -> {
-            assertThat(context).hasFailed();
-            String message = rootMessage(context.getStartupFailure());
-            assertThat(message).contains("ReasonInheritedController.composed() has @ResponseStatus with a reason",
-                    "ReasonInheritedController.declared() has @ResponseStatus with a reason",
-                    "ReasonOnSuperclassController.accepted() has @ResponseStatus with a reason",
-                    "ReasonOnNeverIdempotentController.replaced() is mapped to [PUT] only");
-            // its @Idempotent never applies: no request is answered through the advice, so none is rolled back
-            assertThat(message).doesNotContain("replaced() has @ResponseStatus");
-        });
+        assertStartFails(runner.withUserConfiguration(ReasonInheritedController.class,
+                ReasonOnSuperclassController.class, ReasonOnNeverIdempotentController.class))
+                .contains("ReasonInheritedController.composed() has @ResponseStatus with a reason",
+                        "ReasonInheritedController.declared() has @ResponseStatus with a reason",
+                        "ReasonOnSuperclassController.accepted() has @ResponseStatus with a reason",
+                        "ReasonOnNeverIdempotentController.replaced() is mapped to [PUT] only")
+                // its @Idempotent never applies: no request is answered through the advice, so none is rolled back
+                .doesNotContain("replaced() has @ResponseStatus");
     }
 
     @Test
     void refusesATransactionManagerOfAnotherDataSource() {
-        runner.withUserConfiguration(ForeignTransactionManager.class).run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains("must commit in one transaction");
-        });
+        assertStartFails(runner.withUserConfiguration(ForeignTransactionManager.class))
+                .contains("must commit in one transaction");
     }
 
     /**
@@ -297,10 +279,8 @@ class IdempotencyAutoConfigurationTest {
      */
     @Test
     void refusesATransactionManagerThatNamesNoDataSource() {
-        runner.withUserConfiguration(OpaqueTransactionManager.class).run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains("must commit in one transaction");
-        });
+        assertStartFails(runner.withUserConfiguration(OpaqueTransactionManager.class))
+                .contains("must commit in one transaction");
     }
 
     /**
@@ -309,17 +289,13 @@ class IdempotencyAutoConfigurationTest {
      */
     @Test
     void refusesATransactionalHandlerThatNamesTheTransactionManagerOfAnotherDataSource() {
-        runner.withUserConfiguration(TwoTransactionManagers.class, NamedTransactionManagerController.class)
-                .run(context -> {
-                    assertThat(context).hasFailed();
-                    assertThat(rootMessage(context.getStartupFailure())).contains(
-                            "NamedTransactionManagerController.otherDatabase() is @Transactional with transaction"
-                                    + " manager 'otherTransactionManager', which does not manage the idempotency"
-                                    + " store's DataSource",
-                            "NamedTransactionManagerController.misspelt() is @Transactional with transaction manager"
-                                    + " 'otherTransactionManger', which names no single transaction manager bean")
-                            .doesNotContain("sameDatabase()");
-                });
+        assertStartFails(runner.withUserConfiguration(TwoTransactionManagers.class,
+                NamedTransactionManagerController.class)).contains(
+                "NamedTransactionManagerController.otherDatabase() is @Transactional with transaction manager"
+                        + " 'otherTransactionManager', which does not manage the idempotency store's DataSource",
+                "NamedTransactionManagerController.misspelt() is @Transactional with transaction manager"
+                        + " 'otherTransactionManger', which names no single transaction manager bean")
+                .doesNotContain("sameDatabase()");
         runner.withUserConfiguration(TwoTransactionManagers.class, SameDatabaseController.class)
                 .run(context -> assertThat(context).hasNotFailed());
     }
@@ -344,15 +320,13 @@ class IdempotencyAutoConfigurationTest {
                 });
         // a @Transactional handler must then name the second database's transaction manager: the default, primary
         // one would commit its writes on their own
-        TestDatabases.contextRunner(primary).withBean("second", javax.sql.DataSource.class, () -> dataSource(second))
-                .withUserConfiguration(SecondDatabaseIdempotency.class, SecondDatabaseController.class)
-                .run(context -> {
-                    assertThat(context).hasFailed();
-                    assertThat(rootMessage(context.getStartupFailure())).contains("SecondDatabaseController"
-                            + ".defaultTransactionManager() is @Transactional with the application's default"
-                            + " transaction manager, which does not manage the idempotency store's DataSource")
-                            .doesNotContain("secondTransactionManager()");
-                });
+        assertStartFails(TestDatabases.contextRunner(primary)
+                .withBean("second", javax.sql.DataSource.class, () -> dataSource(second))
+                .withUserConfiguration(SecondDatabaseIdempotency.class, SecondDatabaseController.class))
+                .contains("SecondDatabaseController.defaultTransactionManager() is @Transactional with the"
+                        + " application's default transaction manager, which does not manage the idempotency store's"
+                        + " DataSource")
+                .doesNotContain("secondTransactionManager()");
     }
 
     /**
@@ -361,13 +335,10 @@ class IdempotencyAutoConfigurationTest {
      */
     @Test
     void aQualifierOnTheHandlersClassNamesItsTransactionManager() {
-        runner.withUserConfiguration(TwoTransactionManagers.class, TypeQualifiedOtherController.class)
-                .run(context -> {
-                    assertThat(context).hasFailed();
-                    assertThat(rootMessage(context.getStartupFailure())).contains("TypeQualifiedOtherController"
-                            + ".create() is @Transactional with transaction manager 'otherTransactionManager'",
-                            "which does not manage the idempotency store's DataSource");
-                });
+        assertStartFails(runner.withUserConfiguration(TwoTransactionManagers.class,
+                TypeQualifiedOtherController.class))
+                .contains("TypeQualifiedOtherController.create() is @Transactional with transaction manager"
+                        + " 'otherTransactionManager'", "which does not manage the idempotency store's DataSource");
         TestPostgres.Database primary = TestPostgres.newDatabase();
         TestPostgres.Database second = TestPostgres.newDatabase();
         TestDatabases.contextRunner(primary).withBean("second", javax.sql.DataSource.class, () -> dataSource(second))
@@ -377,10 +348,8 @@ class IdempotencyAutoConfigurationTest {
 
     @Test
     void refusesTransactionsOfTheApplicationOnAnotherDataSourceThanTheStores() {
-        runner.withUserConfiguration(ForeignTransactions.class).run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains("must commit in one transaction");
-        });
+        assertStartFails(runner.withUserConfiguration(ForeignTransactions.class))
+                .contains("must commit in one transaction");
     }
 
     /**
@@ -389,13 +358,10 @@ class IdempotencyAutoConfigurationTest {
      */
     @Test
     void refusesATransactionalHandlerWhoseDefaultTransactionManagerIsAnotherDataSources() {
-        runner.withUserConfiguration(OtherDefaultForTransactional.class, DefaultTransactionalController.class)
-                .run(context -> {
-                    assertThat(context).hasFailed();
-                    assertThat(rootMessage(context.getStartupFailure())).contains("DefaultTransactionalController"
-                            + ".create() is @Transactional with the application's default transaction manager, which"
-                            + " does not manage the idempotency store's DataSource");
-                });
+        assertStartFails(runner.withUserConfiguration(OtherDefaultForTransactional.class,
+                DefaultTransactionalController.class))
+                .contains("DefaultTransactionalController.create() is @Transactional with the application's default"
+                        + " transaction manager, which does not manage the idempotency store's DataSource");
     }
 
     /**
@@ -405,14 +371,10 @@ class IdempotencyAutoConfigurationTest {
      */
     @Test
     void refusesAPlainTransactionalHandlerWhenNoTransactionManagerIsTheDefault() {
-        runner.withUserConfiguration(TwoTransactionManagersWithoutAPrimaryOne.class,
-                        DefaultTransactionalController.class)
-                .run(context -> {
-                    assertThat(context).hasFailed();
-                    assertThat(rootMessage(context.getStartupFailure())).contains("DefaultTransactionalController"
-                            + ".create() is @Transactional without naming a transaction manager",
-                            "'otherTransactionManager'", "'transactionManager'");
-                });
+        assertStartFails(runner.withUserConfiguration(TwoTransactionManagersWithoutAPrimaryOne.class,
+                DefaultTransactionalController.class))
+                .contains("DefaultTransactionalController.create() is @Transactional without naming a transaction"
+                        + " manager", "'otherTransactionManager'", "'transactionManager'");
         runner.withUserConfiguration(TwoTransactionManagersWithoutAPrimaryOne.class,
                         SameDatabaseNamedController.class)
                 .run(context -> assertThat(context).hasNotFailed());
@@ -420,10 +382,7 @@ class IdempotencyAutoConfigurationTest {
 
     @Test
     void refusesAStoreOfTheApplicationOnAnotherDataSource() {
-        runner.withUserConfiguration(ForeignStore.class).run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains("must commit in one transaction");
-        });
+        assertStartFails(runner.withUserConfiguration(ForeignStore.class)).contains("must commit in one transaction");
     }
 
     /**
@@ -470,26 +429,17 @@ class IdempotencyAutoConfigurationTest {
                 .as("the placeholder's default").isEqualTo(Duration.ofSeconds(45));
 
         // the default retention: ttl 30d, retry window 7d, so an endpoint's lease may be 23 days at most
-        runner.withUserConfiguration(LeasedController.class).withPropertyValues("orders.lease=24d").run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains("idempotency.retention.ttl (30d)",
-                    "plus the lease of", "LeasedController.create()", "(24d)");
-        });
-        runner.withUserConfiguration(UnresolvedLeaseController.class).run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains("UnresolvedLeaseController.create()",
-                    "Could not resolve placeholder 'charges.lease'");
-        });
+        assertStartFails(runner.withUserConfiguration(LeasedController.class).withPropertyValues("orders.lease=24d"))
+                .contains("idempotency.retention.ttl (30d)", "plus the lease of", "LeasedController.create()", "(24d)");
+        assertStartFails(runner.withUserConfiguration(UnresolvedLeaseController.class))
+                .contains("UnresolvedLeaseController.create()", "Could not resolve placeholder 'charges.lease'");
     }
 
     @Test
     void anInvalidExpressionOnAMethodBehindAFunctionalRouteStopsTheStart() {
         // found at startup like a controller method's, not on the first request
-        runner.withUserConfiguration(MiskeyedFunctionalService.class).run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains("MiskeyedFunctionalService.refund()",
-                    "invalid @Idempotent");
-        });
+        assertStartFails(runner.withUserConfiguration(MiskeyedFunctionalService.class))
+                .contains("MiskeyedFunctionalService.refund()", "invalid @Idempotent");
     }
 
     @Test
@@ -497,13 +447,10 @@ class IdempotencyAutoConfigurationTest {
         // its advice opens the request's transaction as a controller method's does: REQUIRES_NEW would commit its
         // writes apart from the claim and the stored answer, and a stricter isolation or a timeout would be silently
         // ignored
-        runner.withUserConfiguration(EscapingFunctionalService.class).run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains(
-                    "EscapingFunctionalService.refund()", "propagation REQUIRES_NEW",
-                    "EscapingFunctionalService.payout()", "isolation SERIALIZABLE",
-                    "EscapingFunctionalService.settle()", "timeout 5s").doesNotContain("joins()");
-        });
+        assertStartFails(runner.withUserConfiguration(EscapingFunctionalService.class)).contains(
+                "EscapingFunctionalService.refund()", "propagation REQUIRES_NEW",
+                "EscapingFunctionalService.payout()", "isolation SERIALIZABLE",
+                "EscapingFunctionalService.settle()", "timeout 5s").doesNotContain("joins()");
     }
 
     @Test
@@ -512,40 +459,29 @@ class IdempotencyAutoConfigurationTest {
         // is held as long as its own lease says
         runner.withUserConfiguration(LeasedFunctionalService.class).withPropertyValues("payouts.lease=2h")
                 .run(context -> assertThat(context).hasNotFailed());
-        runner.withUserConfiguration(LeasedFunctionalService.class).withPropertyValues("payouts.lease=24d")
-                .run(context -> {
-                    assertThat(context).hasFailed();
-                    assertThat(rootMessage(context.getStartupFailure())).contains("idempotency.retention.ttl (30d)",
-                            "plus the lease of", "LeasedFunctionalService.payout()", "(24d)");
-                });
-        runner.withUserConfiguration(LeasedFunctionalService.class).run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains("LeasedFunctionalService.payout()",
-                    "Could not resolve placeholder 'payouts.lease'");
-        });
+        assertStartFails(runner.withUserConfiguration(LeasedFunctionalService.class)
+                .withPropertyValues("payouts.lease=24d"))
+                .contains("idempotency.retention.ttl (30d)", "plus the lease of", "LeasedFunctionalService.payout()",
+                        "(24d)");
+        assertStartFails(runner.withUserConfiguration(LeasedFunctionalService.class))
+                .contains("LeasedFunctionalService.payout()", "Could not resolve placeholder 'payouts.lease'");
     }
 
     @Test
     void anAnnotationThatCouldNeverApplyToItsEndpointIsRefused() {
-        runner.withUserConfiguration(PutController.class).run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains("PutController.replace()",
-                    "is mapped to [PUT] only", "applies to [PATCH, POST]", "idempotency.methods");
-        });
+        assertStartFails(runner.withUserConfiguration(PutController.class)).contains("PutController.replace()",
+                "is mapped to [PUT] only", "applies to [PATCH, POST]", "idempotency.methods");
         runner.withUserConfiguration(PutController.class).withPropertyValues("idempotency.methods=POST,PUT")
                 .run(context -> assertThat(context).hasNotFailed());
     }
 
     @Test
     void anExpressionThatDoesNotParseOrALeaseThatIsNotPositiveIsRefusedAtStartup() {
-        runner.withUserConfiguration(BrokenAnnotationsController.class).run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains("BrokenAnnotationsController.badKey()",
-                    "BrokenAnnotationsController.badFingerprint()", "BrokenAnnotationsController.zeroLease()",
-                    "BrokenAnnotationsController.negativeLease()", "BrokenAnnotationsController.misspeltMethod()",
-                    "BrokenAnnotationsController.subMillisecondLease()", "at least 1ms",
-                    "PSOT");
-        });
+        assertStartFails(runner.withUserConfiguration(BrokenAnnotationsController.class)).contains(
+                "BrokenAnnotationsController.badKey()", "BrokenAnnotationsController.badFingerprint()",
+                "BrokenAnnotationsController.zeroLease()", "BrokenAnnotationsController.negativeLease()",
+                "BrokenAnnotationsController.misspeltMethod()", "BrokenAnnotationsController.subMillisecondLease()",
+                "at least 1ms", "PSOT");
     }
 
     /**
@@ -555,11 +491,8 @@ class IdempotencyAutoConfigurationTest {
      */
     @Test
     void aLeaseOnAnEndpointThatIsNotIntentFirstIsRefusedAtStartup() {
-        runner.withUserConfiguration(LeaseWithoutIntentFirstController.class).run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains(
-                    "LeaseWithoutIntentFirstController.charge()", "mode = IdempotencyMode.INTENT_FIRST");
-        });
+        assertStartFails(runner.withUserConfiguration(LeaseWithoutIntentFirstController.class))
+                .contains("LeaseWithoutIntentFirstController.charge()", "mode = IdempotencyMode.INTENT_FIRST");
     }
 
     @ParameterizedTest(name = "{0}={1}")
@@ -590,14 +523,11 @@ class IdempotencyAutoConfigurationTest {
             "idempotency.jdbc.table-name = idempotency-keys",
             "idempotency.jdbc.table-name = idempotency"})
     void aSettingThatCannotWorkIsRefusedByName(String property, String value) {
-        runner.withPropertyValues(property + "=" + value).run(context -> {
-            assertThat(context).hasFailed();
-            org.springframework.boot.diagnostics.FailureAnalysis analysis =
-                    new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure());
-            assertThat(analysis).as("a report naming the setting, not a bare exception").isNotNull();
-            assertThat(analysis.getDescription()).startsWith(property + " (");
-            assertThat(analysis.getAction()).contains(property);
-        });
+        org.springframework.boot.diagnostics.FailureAnalysis analysis = new IdempotencyFailureAnalyzer().analyze(
+                startupFailure(runner.withPropertyValues(property + "=" + value)));
+        assertThat(analysis).as("a report naming the setting, not a bare exception").isNotNull();
+        assertThat(analysis.getDescription()).startsWith(property + " (");
+        assertThat(analysis.getAction()).contains(property);
     }
 
     @ParameterizedTest(name = "{0}={1}")
@@ -622,12 +552,10 @@ class IdempotencyAutoConfigurationTest {
 
     @Test
     void twoCallerResolversWithoutAPrimaryOneStopTheStartInsteadOfEveryRequest() {
-        runner.withUserConfiguration(PostOnlyLongRouteController.class, TwoCallerResolvers.class).run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(context.getStartupFailure()).isInstanceOf(
-                    org.springframework.beans.factory.NoUniqueBeanDefinitionException.class)
-                    .hasMessageContaining("tenantCaller").hasMessageContaining("apiKeyCaller");
-        });
+        assertThat(startupFailure(runner.withUserConfiguration(PostOnlyLongRouteController.class,
+                TwoCallerResolvers.class)))
+                .isInstanceOf(org.springframework.beans.factory.NoUniqueBeanDefinitionException.class)
+                .hasMessageContaining("tenantCaller").hasMessageContaining("apiKeyCaller");
         // without endpoints the advice never asks for one
         runner.withUserConfiguration(TwoCallerResolvers.class).run(context -> assertThat(context).hasNotFailed());
     }
@@ -685,20 +613,15 @@ class IdempotencyAutoConfigurationTest {
     @Test
     void aDefaultLeaseThatIsNotPositiveIsRefusedAsTheSettingItIs() {
         // the endpoints have no lease of their own: the setting is at fault, not their annotations
-        runner.withUserConfiguration(PostOnlyLongRouteController.class).withPropertyValues("idempotency.lease=0s")
-                .run(context -> {
-                    assertThat(context).hasFailed();
-                    org.springframework.boot.diagnostics.FailureAnalysis analysis =
-                            new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure());
-                    assertThat(analysis.getDescription()).contains("idempotency.lease (0s) must be positive")
-                            .doesNotContain("@Idempotent cannot be used");
-                    assertThat(analysis.getAction()).contains("idempotency.lease");
-                });
+        org.springframework.boot.diagnostics.FailureAnalysis analysis = new IdempotencyFailureAnalyzer().analyze(
+                startupFailure(runner.withUserConfiguration(PostOnlyLongRouteController.class)
+                        .withPropertyValues("idempotency.lease=0s")));
+        assertThat(analysis.getDescription()).contains("idempotency.lease (0s) must be positive")
+                .doesNotContain("@Idempotent cannot be used");
+        assertThat(analysis.getAction()).contains("idempotency.lease");
         // nor does an application without endpoints (IdempotencyTemplate) start, to fail its intent-first calls later
-        runner.withPropertyValues("idempotency.lease=-1s").run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains("idempotency.lease (-1s) must be positive");
-        });
+        assertStartFails(runner.withPropertyValues("idempotency.lease=-1s"))
+                .contains("idempotency.lease (-1s) must be positive");
     }
 
     @Test
@@ -725,12 +648,9 @@ class IdempotencyAutoConfigurationTest {
 
     @Test
     void aScopeLongerThanItsColumnIsRefusedAtStartup() {
-        runner.withUserConfiguration(LongRouteController.class).run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains("LongRouteController.create()",
-                    "has the scope '", " /merchants/{merchantId}/very-long-", "more than 255",
-                    "@Idempotent(scope = …)");
-        });
+        assertStartFails(runner.withUserConfiguration(LongRouteController.class)).contains(
+                "LongRouteController.create()", "has the scope '", " /merchants/{merchantId}/very-long-",
+                "more than 255", "@Idempotent(scope = …)");
     }
 
     @Test
@@ -742,22 +662,18 @@ class IdempotencyAutoConfigurationTest {
     @Test
     void aDefaultScopeThatFitsForGetButNotForTheHeadItServesIsRefusedAtStartup() {
         // Spring MVC serves HEAD with the GET's handler, and the HEAD request is idempotent too, under "HEAD " + route
-        runner.withUserConfiguration(GetOnlyLongRouteController.class).run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains("GetOnlyLongRouteController.confirm()",
-                    "has the scope 'HEAD /aaa", "of 256 characters", "more than 255");
-        });
+        assertStartFails(runner.withUserConfiguration(GetOnlyLongRouteController.class)).contains(
+                "GetOnlyLongRouteController.confirm()", "has the scope 'HEAD /aaa", "of 256 characters",
+                "more than 255");
     }
 
     @Test
     void twoEndpointsThatWouldShareOneDefaultScopeAreRefusedAtStartup() {
         // Spring MVC tells them apart by a header; the records could not: a refund sent with a capture's key and body
         // would be answered with the capture's stored answer, and never run
-        runner.withUserConfiguration(HeaderDispatchedController.class).run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains("HeaderDispatchedController#capture()",
-                    "HeaderDispatchedController#refund()", "'POST /transfers'", "@Idempotent(scope = …)");
-        });
+        assertStartFails(runner.withUserConfiguration(HeaderDispatchedController.class)).contains(
+                "HeaderDispatchedController#capture()", "HeaderDispatchedController#refund()", "'POST /transfers'",
+                "@Idempotent(scope = …)");
     }
 
     @Test
@@ -772,32 +688,23 @@ class IdempotencyAutoConfigurationTest {
         // a request of version 2.0 without the header goes to the baseline handler, one with it to the other: the
         // version the request names does not tell which one answered, so a key sent without the header would be
         // replayed the beta handler's answer
-        runner.withPropertyValues("spring.mvc.apiversion.use.header=API-Version")
-                .withUserConfiguration(BetaVersionController.class).run(context -> {
-                    assertThat(context).hasFailed();
-                    assertThat(rootMessage(context.getStartupFailure())).contains("BetaVersionController#pay()",
-                            "BetaVersionController#payBeta()", "'POST /beta-payments'", "@Idempotent(scope = …)");
-                });
+        assertStartFails(runner.withPropertyValues("spring.mvc.apiversion.use.header=API-Version")
+                .withUserConfiguration(BetaVersionController.class)).contains("BetaVersionController#pay()",
+                "BetaVersionController#payBeta()", "'POST /beta-payments'", "@Idempotent(scope = …)");
     }
 
     @Test
     void aVersionedAndAnUnversionedHandlerOfOneRouteAreRefusedAtStartup() {
-        runner.withPropertyValues("spring.mvc.apiversion.use.header=API-Version")
-                .withUserConfiguration(PartlyVersionedController.class).run(context -> {
-                    assertThat(context).hasFailed();
-                    assertThat(rootMessage(context.getStartupFailure())).contains(
-                            "PartlyVersionedController#payAnyVersion()", "PartlyVersionedController#payV2()",
-                            "'POST /partly-versioned'");
-                });
+        assertStartFails(runner.withPropertyValues("spring.mvc.apiversion.use.header=API-Version")
+                .withUserConfiguration(PartlyVersionedController.class)).contains(
+                "PartlyVersionedController#payAnyVersion()", "PartlyVersionedController#payV2()",
+                "'POST /partly-versioned'");
     }
 
     @Test
     void oneInheritedMethodServingTwoControllersUnderOneDefaultScopeIsRefusedToo() {
-        runner.withUserConfiguration(CaptureController.class, RefundController.class).run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains("CaptureController#create()",
-                    "RefundController#create()", "'POST /payouts'");
-        });
+        assertStartFails(runner.withUserConfiguration(CaptureController.class, RefundController.class))
+                .contains("CaptureController#create()", "RefundController#create()", "'POST /payouts'");
     }
 
     @Test
@@ -812,11 +719,8 @@ class IdempotencyAutoConfigurationTest {
         // @RequestMapping without methods never serves a POST, so under "POST /tickets" there is only one handler
         runner.withUserConfiguration(CatchAllController.class).run(context -> assertThat(context).hasNotFailed());
         // one told apart by a header wins the POSTs that carry it: the two do share "POST /tickets"
-        runner.withUserConfiguration(HeaderCatchAllController.class).run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(rootMessage(context.getStartupFailure())).contains("HeaderCatchAllController#create()",
-                    "HeaderCatchAllController#update()", "'POST /tickets'");
-        });
+        assertStartFails(runner.withUserConfiguration(HeaderCatchAllController.class)).contains(
+                "HeaderCatchAllController#create()", "HeaderCatchAllController#update()", "'POST /tickets'");
     }
 
     @Test
@@ -861,20 +765,9 @@ class IdempotencyAutoConfigurationTest {
         runner.run(context -> assertThat(context.getBean(ProblemResponses.class)
                 .render(ProblemResponses.Problem.KEY_MISMATCH, "d", null).status()).isEqualTo(422));
         for (String refused : List.of("408", "409", "425", "429", "500", "200")) {
-            runner.withPropertyValues("idempotency.mismatch-status=" + refused).run(context -> {
-                assertThat(context).hasFailed();
-                assertThat(rootMessage(context.getStartupFailure()))
-                        .contains("idempotency.mismatch-status must be a 4xx", "not " + refused);
-            });
+            assertStartFails(runner.withPropertyValues("idempotency.mismatch-status=" + refused))
+                    .contains("idempotency.mismatch-status must be a 4xx", "not " + refused);
         }
-    }
-
-    private static String rootMessage(Throwable failure) {
-        Throwable root = failure;
-        while (root.getCause() != null) {
-            root = root.getCause();
-        }
-        return root.getMessage();
     }
 
     @Configuration(proxyBeanMethods = false)
