@@ -3,6 +3,7 @@ package io.idempotency.spring;
 import io.idempotency.core.Idempotent;
 import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.testkit.TestPostgres;
+import org.assertj.core.api.AbstractStringAssert;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.boot.SpringBootConfiguration;
@@ -11,7 +12,9 @@ import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.boot.test.context.runner.AbstractApplicationContextRunner;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.boot.test.context.runner.ReactiveWebApplicationContextRunner;
 import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
 import org.springframework.boot.test.system.CapturedOutput;
 import org.springframework.boot.test.system.OutputCaptureExtension;
@@ -50,30 +53,24 @@ class IdempotencyInactiveAutoConfigurationTest {
 
     @Test
     void anIdempotentEndpointWithoutDataSourceStopsTheStartup() {
-        withoutDatabase.withUserConfiguration(PaymentController.class).run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(report(context.getStartupFailure())).contains("@Idempotent has no effect in this application, so it does not start",
-                    "no DataSource bean and no PlatformTransactionManager bean", "spring.datasource.url",
-                    "PaymentController.create()", "set idempotency.enabled=false");
-        });
+        assertStartFailsWithReport(withoutDatabase.withUserConfiguration(PaymentController.class))
+                .contains("@Idempotent has no effect in this application, so it does not start",
+                        "no DataSource bean and no PlatformTransactionManager bean", "spring.datasource.url",
+                        "PaymentController.create()", "set idempotency.enabled=false");
     }
 
     @Test
     void theMessageNamesTheMissingTransactionManager() {
-        withoutDatabase.withUserConfiguration(PaymentController.class, OnlyADataSource.class).run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(report(context.getStartupFailure())).contains("has no PlatformTransactionManager bean",
-                    "PaymentController.create()").doesNotContain("no DataSource bean");
-        });
+        assertStartFailsWithReport(withoutDatabase.withUserConfiguration(PaymentController.class,
+                OnlyADataSource.class))
+                .contains("has no PlatformTransactionManager bean", "PaymentController.create()")
+                .doesNotContain("no DataSource bean");
     }
 
     @Test
     void anIdempotentMethodOutsideTheHandlersCountsToo() {
-        withoutDatabase.withUserConfiguration(RefundService.class).run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(report(context.getStartupFailure())).contains("no DataSource bean",
-                    "RefundService.refund()");
-        });
+        assertStartFailsWithReport(withoutDatabase.withUserConfiguration(RefundService.class))
+                .contains("no DataSource bean", "RefundService.refund()");
     }
 
     @Test
@@ -89,11 +86,9 @@ class IdempotencyInactiveAutoConfigurationTest {
 
     @Test
     void aValueOfEnabledThatIsNeitherTrueNorFalseIsNoOffSwitch() {
-        withoutDatabase.withUserConfiguration(PaymentController.class).withPropertyValues("idempotency.enabled=off")
-                .run(context -> {
-                    assertThat(context).hasFailed();
-                    assertThat(report(context.getStartupFailure())).contains("idempotency.enabled is 'off'");
-                });
+        assertStartFailsWithReport(withoutDatabase.withUserConfiguration(PaymentController.class)
+                .withPropertyValues("idempotency.enabled=off"))
+                .contains("idempotency.enabled is 'off'");
     }
 
     @Test
@@ -129,14 +124,11 @@ class IdempotencyInactiveAutoConfigurationTest {
     @Test
     void aReactiveApplicationWithTheAnnotationDoesNotStartEvenWithADatabase() {
         TestPostgres.Database database = TestPostgres.newDatabase();
-        new org.springframework.boot.test.context.runner.ReactiveWebApplicationContextRunner()
+        assertStartFailsWithReport(new ReactiveWebApplicationContextRunner()
                 .withConfiguration(STARTER_WITH_DATABASE)
                 .withPropertyValues(database.springPropertyValues().toArray(String[]::new))
-                .withUserConfiguration(RefundService.class).run(context -> {
-                    assertThat(context).hasFailed();
-                    assertThat(report(context.getStartupFailure())).contains("a reactive web application",
-                            "IdempotencyTemplate", "RefundService.refund()");
-                });
+                .withUserConfiguration(RefundService.class))
+                .contains("a reactive web application", "IdempotencyTemplate", "RefundService.refund()");
     }
 
     @Test
@@ -159,13 +151,11 @@ class IdempotencyInactiveAutoConfigurationTest {
 
     @Test
     void aDataSourceDefinedAfterTheStarterIsNamedAsTheCause() {
-        withoutDatabase.withConfiguration(AutoConfigurations.of(LateDatabase.class))
-                .withUserConfiguration(PaymentController.class).run(context -> {
-                    assertThat(context).hasFailed();
-                    assertThat(report(context.getStartupFailure())).contains("did not apply, although",
-                            "order the auto-configuration that defines them before", "did not find any beans of type",
-                            "PaymentController.create()").doesNotContain("Ancestor");
-                });
+        assertStartFailsWithReport(withoutDatabase.withConfiguration(AutoConfigurations.of(LateDatabase.class))
+                .withUserConfiguration(PaymentController.class))
+                .contains("did not apply, although", "order the auto-configuration that defines them before",
+                        "did not find any beans of type", "PaymentController.create()")
+                .doesNotContain("Ancestor");
     }
 
     /** The scenario as an application meets it: auto-configuration from the starter's jar, DataSource excluded. */
@@ -193,6 +183,12 @@ class IdempotencyInactiveAutoConfigurationTest {
         assertThat(output).as("Spring Boot's report, found through the starter's spring.factories")
                 .contains("APPLICATION FAILED TO START", "IdempotencyAutoConfiguration is excluded", "Action:",
                         "Remove it from the exclusions");
+    }
+
+    /** Asserts that the application does not start; what is chained on is asserted of its {@link #report}. */
+    private static AbstractStringAssert<?> assertStartFailsWithReport(
+            AbstractApplicationContextRunner<?, ?, ?> runner) {
+        return assertThat(report(StartupFailures.startupFailure(runner)));
     }
 
     /** What Spring Boot's startup failure report shows: the description, then the action. */

@@ -17,6 +17,8 @@ import org.springframework.context.annotation.Primary;
 import java.util.List;
 import java.util.function.Supplier;
 
+import static io.idempotency.spring.StartupFailures.assertStartFails;
+import static io.idempotency.spring.StartupFailures.assertStartFailsWithDescription;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** Retention wired by the starter: the startup check, the scheduled cleanup, and the partitioned mode. */
@@ -24,18 +26,10 @@ class RetentionConfigurationTest {
 
     @Test
     void aRetentionShorterThanTheRetryWindowStopsTheStartAndSaysWhy() {
-        TestDatabases.contextRunner(TestPostgres.newDatabase())
-                .withPropertyValues("idempotency.retention.ttl=1d", "idempotency.retention.max-retry-window=3d")
-                .run(context -> {
-                    assertThat(context).hasFailed();
-                    Throwable root = context.getStartupFailure();
-                    while (root.getCause() != null) {
-                        root = root.getCause();
-                    }
-                    assertThat(root.getMessage()).contains("idempotency.retention.ttl (1d)",
-                            "idempotency.retention.max-retry-window (3d)", "idempotency.lease (5m)",
-                            "lets that retry run the request again");
-                });
+        assertStartFails(TestDatabases.contextRunner(TestPostgres.newDatabase())
+                .withPropertyValues("idempotency.retention.ttl=1d", "idempotency.retention.max-retry-window=3d"))
+                .contains("idempotency.retention.ttl (1d)", "idempotency.retention.max-retry-window (3d)",
+                        "idempotency.lease (5m)", "lets that retry run the request again");
     }
 
     @Test
@@ -48,12 +42,8 @@ class RetentionConfigurationTest {
                         "idempotency.retention.cleanup.create-partitions=false",
                         "idempotency.retention.cleanup.enabled=false");
 
-        managedElsewhere.run(context -> {
-            assertThat(context).hasFailed();
-            assertThat(new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure()).getDescription())
-                    .contains("No partition of the idempotency table covers the current time",
-                            "create-partitions=false");
-        });
+        assertStartFailsWithDescription(managedElsewhere)
+                .contains("No partition of the idempotency table covers the current time", "create-partitions=false");
         // the tool that manages them made a default partition (as pg_partman does): that covers now
         database.queryString("create table idempotency_keys_default partition of idempotency_keys default");
         managedElsewhere.run(context -> {
@@ -69,13 +59,9 @@ class RetentionConfigurationTest {
     @Test
     void aNegativeRetryWindowIsRefusedRatherThanLettingAnyTtlPass() {
         // window plus lease below zero: every TTL would cover it, and records could go before the clients' retries
-        TestDatabases.contextRunner(TestPostgres.newDatabase())
-                .withPropertyValues("idempotency.retention.ttl=1h", "idempotency.retention.max-retry-window=-7d")
-                .run(context -> {
-                    assertThat(context).hasFailed();
-                    assertThat(new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure()).getDescription())
-                            .contains("idempotency.retention.max-retry-window (-7d) must be 0 or more");
-                });
+        assertStartFailsWithDescription(TestDatabases.contextRunner(TestPostgres.newDatabase())
+                .withPropertyValues("idempotency.retention.ttl=1h", "idempotency.retention.max-retry-window=-7d"))
+                .contains("idempotency.retention.max-retry-window (-7d) must be 0 or more");
     }
 
     /**
@@ -84,13 +70,9 @@ class RetentionConfigurationTest {
      */
     @Test
     void aTtlAboveAHundredThousandYearsStopsTheStartAndTheLongestAllowedOneStillClaims() {
-        TestDatabases.contextRunner(TestPostgres.newDatabase())
-                .withPropertyValues("idempotency.retention.ttl=36500001d")
-                .run(context -> {
-                    assertThat(context).hasFailed();
-                    assertThat(new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure()).getDescription())
-                            .contains("idempotency.retention.ttl (36500001d) must be at most 36500000d");
-                });
+        assertStartFailsWithDescription(TestDatabases.contextRunner(TestPostgres.newDatabase())
+                .withPropertyValues("idempotency.retention.ttl=36500001d"))
+                .contains("idempotency.retention.ttl (36500001d) must be at most 36500000d");
         TestPostgres.Database database = TestPostgres.newDatabase();
         TestDatabases.contextRunner(database)
                 .withPropertyValues("idempotency.retention.ttl=36500000d")
@@ -244,18 +226,14 @@ class RetentionConfigurationTest {
     void partitionsMadeAheadMustOutlastTheTimeUntilTheNextRunsThatCreateMore() {
         TestPostgres.Database database = TestPostgres.newDatabase();
         // seven hours of partitions ahead, but the next run that creates more comes a day later
-        TestDatabases.contextRunner(database)
+        assertStartFailsWithDescription(TestDatabases.contextRunner(database)
                 .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
                         "idempotency.retention.cleanup.partition-interval=1h",
                         "idempotency.retention.cleanup.partitions-ahead=7",
-                        "idempotency.retention.cleanup.interval=1d")
-                .run(context -> {
-                    assertThat(context).hasFailed();
-                    assertThat(new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure()).getDescription())
-                            .contains("idempotency.retention.cleanup.partitions-ahead (7)",
-                                    "idempotency.retention.cleanup.partition-interval (1h)",
-                                    "idempotency.retention.cleanup.interval (1d)");
-                });
+                        "idempotency.retention.cleanup.interval=1d"))
+                .contains("idempotency.retention.cleanup.partitions-ahead (7)",
+                        "idempotency.retention.cleanup.partition-interval (1h)",
+                        "idempotency.retention.cleanup.interval (1d)");
         TestDatabases.contextRunner(TestPostgres.newDatabase())
                 .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
                         "idempotency.retention.cleanup.partition-interval=1h",
@@ -302,16 +280,9 @@ class RetentionConfigurationTest {
     void thePartitionedModeRefusesATableCreatedForDeletes() {
         TestPostgres.Database database = TestPostgres.newDatabase();
         TestDatabases.contextRunner(database).run(context -> assertThat(context).hasNotFailed()); // creates the plain table
-        TestDatabases.contextRunner(database)
-                .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions")
-                .run(context -> {
-                    assertThat(context).hasFailed();
-                    Throwable root = context.getStartupFailure();
-                    while (root.getCause() != null) {
-                        root = root.getCause();
-                    }
-                    assertThat(root.getMessage()).contains("is not partitioned");
-                });
+        assertStartFails(TestDatabases.contextRunner(database)
+                .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions"))
+                .contains("is not partitioned");
     }
 
     @Test
