@@ -309,20 +309,17 @@ class IdempotencyAutoConfigurationTest {
     void aStoreAndTransactionsOfTheApplicationOnItsSecondDatabaseAreUsedThere() {
         TestPostgres.Database primary = TestPostgres.newDatabase();
         TestPostgres.Database second = TestPostgres.newDatabase();
-        TestDatabases.contextRunner(primary).withBean("second", javax.sql.DataSource.class, () -> dataSource(second))
-                .withUserConfiguration(SecondDatabaseIdempotency.class)
-                .run(context -> {
-                    assertThat(context).hasNotFailed();
-                    assertThat(second.queryLong("select count(*) from pg_tables where tablename = 'idempotency_keys'"
-                            + " and schemaname = current_schema()")).isEqualTo(1);
-                    assertThat(primary.queryLong("select count(*) from pg_tables where tablename = 'idempotency_keys'"
-                            + " and schemaname = current_schema()")).isZero();
-                });
+        WebApplicationContextRunner onTheSecondDatabase = idempotencyOnTheSecondDatabase(primary, second);
+        onTheSecondDatabase.run(context -> {
+            assertThat(context).hasNotFailed();
+            assertThat(second.queryLong("select count(*) from pg_tables where tablename = 'idempotency_keys'"
+                    + " and schemaname = current_schema()")).isEqualTo(1);
+            assertThat(primary.queryLong("select count(*) from pg_tables where tablename = 'idempotency_keys'"
+                    + " and schemaname = current_schema()")).isZero();
+        });
         // a @Transactional handler must then name the second database's transaction manager: the default, primary
         // one would commit its writes on their own
-        assertStartFails(TestDatabases.contextRunner(primary)
-                .withBean("second", javax.sql.DataSource.class, () -> dataSource(second))
-                .withUserConfiguration(SecondDatabaseIdempotency.class, SecondDatabaseController.class))
+        assertStartFails(onTheSecondDatabase.withUserConfiguration(SecondDatabaseController.class))
                 .contains("SecondDatabaseController.defaultTransactionManager() is @Transactional with the"
                         + " application's default transaction manager, which does not manage the idempotency store's"
                         + " DataSource")
@@ -339,10 +336,8 @@ class IdempotencyAutoConfigurationTest {
                 TypeQualifiedOtherController.class))
                 .contains("TypeQualifiedOtherController.create() is @Transactional with transaction manager"
                         + " 'otherTransactionManager'", "which does not manage the idempotency store's DataSource");
-        TestPostgres.Database primary = TestPostgres.newDatabase();
-        TestPostgres.Database second = TestPostgres.newDatabase();
-        TestDatabases.contextRunner(primary).withBean("second", javax.sql.DataSource.class, () -> dataSource(second))
-                .withUserConfiguration(SecondDatabaseIdempotency.class, TypeQualifiedSecondController.class)
+        idempotencyOnTheSecondDatabase(TestPostgres.newDatabase(), TestPostgres.newDatabase())
+                .withUserConfiguration(TypeQualifiedSecondController.class)
                 .run(context -> assertThat(context).hasNotFailed());
     }
 
@@ -784,8 +779,7 @@ class IdempotencyAutoConfigurationTest {
     static class ForeignTransactionManager {
         @Bean
         PlatformTransactionManager transactionManager() {
-            return new DataSourceTransactionManager(new DriverManagerDataSource(DATABASE.url(), DATABASE.user(),
-                    DATABASE.password() == null ? "" : DATABASE.password()));
+            return new DataSourceTransactionManager(dataSource(DATABASE));
         }
     }
 
@@ -817,6 +811,14 @@ class IdempotencyAutoConfigurationTest {
     private static javax.sql.DataSource dataSource(TestPostgres.Database database) {
         return new DriverManagerDataSource(database.url(), database.user(),
                 database.password() == null ? "" : database.password());
+    }
+
+    /** The application on {@code primary}, with a second DataSource on {@code second} that idempotency uses. */
+    private static WebApplicationContextRunner idempotencyOnTheSecondDatabase(TestPostgres.Database primary,
+            TestPostgres.Database second) {
+        return TestDatabases.contextRunner(primary)
+                .withBean("second", javax.sql.DataSource.class, () -> dataSource(second))
+                .withUserConfiguration(SecondDatabaseIdempotency.class);
     }
 
     /**
@@ -913,8 +915,7 @@ class IdempotencyAutoConfigurationTest {
 
         @Bean
         PlatformTransactionManager otherTransactionManager() {
-            return new DataSourceTransactionManager(new DriverManagerDataSource(DATABASE.url(), DATABASE.user(),
-                    DATABASE.password() == null ? "" : DATABASE.password()));
+            return new DataSourceTransactionManager(dataSource(DATABASE));
         }
     }
 
@@ -944,8 +945,7 @@ class IdempotencyAutoConfigurationTest {
 
         @Bean
         PlatformTransactionManager otherTransactionManager() {
-            return new DataSourceTransactionManager(new DriverManagerDataSource(DATABASE.url(), DATABASE.user(),
-                    DATABASE.password() == null ? "" : DATABASE.password()));
+            return new DataSourceTransactionManager(dataSource(DATABASE));
         }
     }
 
@@ -1017,8 +1017,7 @@ class IdempotencyAutoConfigurationTest {
     static class ForeignStore {
         @Bean
         IdempotencyStore idempotencyStore() {
-            return new PostgresIdempotencyStore(new DriverManagerDataSource(DATABASE.url(), DATABASE.user(),
-                    DATABASE.password() == null ? "" : DATABASE.password()), "idempotency_keys");
+            return new PostgresIdempotencyStore(dataSource(DATABASE), "idempotency_keys");
         }
     }
 
