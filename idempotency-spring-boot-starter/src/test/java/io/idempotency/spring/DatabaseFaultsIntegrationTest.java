@@ -83,11 +83,7 @@ class DatabaseFaultsIntegrationTest extends OrdersApplicationTest {
         assertThat(failed.statusCode()).isEqualTo(500);
         assertProblem(failed, "idempotency-commit-failed");
         assertThat(new String(failed.body(), StandardCharsets.UTF_8)).contains("safe to retry");
-        assertThat(rows(note)).as("no business row").isZero();
-        assertThat(keyRows(key)).as("no claim").isZero();
-        HttpResponse<byte[]> retry = post("/orders", key, body);
-        assertThat(retry.statusCode()).isEqualTo(201);
-        assertThat(rows(note)).isEqualTo(1);
+        assertNothingKeptAndTheRetryRuns("/orders", key, body, note);
     }
 
     @Test
@@ -139,16 +135,12 @@ class DatabaseFaultsIntegrationTest extends OrdersApplicationTest {
         String body = "{\"note\":\"" + note + "\"}";
 
         // the handler's own write loses its connection; it catches that and answers 503, which is not stored
-        HttpResponse<byte[]> failed = killedWhile(note, "insert into orders%", () -> post("/orders/guarded", key, body));
+        HttpResponse<byte[]> failed = killedWhileInserting(note, () -> post("/orders/guarded", key, body));
 
         assertThat(failed.statusCode()).as("the handler's answer, not an error page").isEqualTo(503);
         assertThat(failed.headers().firstValue("Retry-After")).hasValue("7");
         assertThat(new String(failed.body(), StandardCharsets.UTF_8)).contains("orders unavailable");
-        assertThat(rows(note)).as("no business row").isZero();
-        assertThat(keyRows(key)).as("no claim").isZero();
-        HttpResponse<byte[]> retry = post("/orders/guarded", key, body);
-        assertThat(retry.statusCode()).isEqualTo(201);
-        assertThat(rows(note)).isEqualTo(1);
+        assertNothingKeptAndTheRetryRuns("/orders/guarded", key, body, note);
     }
 
     @Test
@@ -157,14 +149,11 @@ class DatabaseFaultsIntegrationTest extends OrdersApplicationTest {
         String note = HANDLER_PREFIX + key;
         String body = "{\"note\":\"" + note + "\"}";
 
-        HttpResponse<byte[]> failed = killedWhile(note, "insert into orders%",
+        HttpResponse<byte[]> failed = killedWhileInserting(note,
                 () -> post("/orders/guarded?sendError=true", key, body));
 
         assertThat(failed.statusCode()).as("the handler's sendError, not a 500 in its place").isEqualTo(503);
-        assertThat(rows(note)).as("no business row").isZero();
-        assertThat(keyRows(key)).as("no claim").isZero();
-        assertThat(post("/orders/guarded?sendError=true", key, body).statusCode()).isEqualTo(201);
-        assertThat(rows(note)).isEqualTo(1);
+        assertNothingKeptAndTheRetryRuns("/orders/guarded?sendError=true", key, body, note);
     }
 
     /**
@@ -177,15 +166,11 @@ class DatabaseFaultsIntegrationTest extends OrdersApplicationTest {
         String note = HANDLER_PREFIX + key;
         String body = "{\"note\":\"" + note + "\"}";
 
-        HttpResponse<byte[]> failed = killedWhile(note, "insert into orders%",
-                () -> post("/orders/guarded?pad=1100000", key, body));
+        HttpResponse<byte[]> failed = killedWhileInserting(note, () -> post("/orders/guarded?pad=1100000", key, body));
 
         assertThat(failed.statusCode()).isEqualTo(500);
         assertProblem(failed, "idempotency-response-too-large");
-        assertThat(rows(note)).as("no business row").isZero();
-        assertThat(keyRows(key)).as("no claim").isZero();
-        assertThat(post("/orders/guarded?pad=1100000", key, body).statusCode()).isEqualTo(201);
-        assertThat(rows(note)).isEqualTo(1);
+        assertNothingKeptAndTheRetryRuns("/orders/guarded?pad=1100000", key, body, note);
     }
 
     @Test
@@ -211,6 +196,18 @@ class DatabaseFaultsIntegrationTest extends OrdersApplicationTest {
         assertThat(rows(note)).isEqualTo(1);
     }
 
+    /**
+     * The failed request kept nothing, neither its handler's row nor its claim, so its retry runs as a first request
+     * would and writes the row once.
+     */
+    private void assertNothingKeptAndTheRetryRuns(String path, String key, String body, String note)
+            throws Exception {
+        assertThat(rows(note)).as("no business row").isZero();
+        assertThat(keyRows(key)).as("no claim").isZero();
+        assertThat(post(path, key, body).statusCode()).isEqualTo(201);
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
     interface Call {
         HttpResponse<byte[]> send() throws Exception;
     }
@@ -218,6 +215,11 @@ class DatabaseFaultsIntegrationTest extends OrdersApplicationTest {
     /** Sends {@code call} and terminates its backend while it stores the answer of {@code key}. */
     private HttpResponse<byte[]> killedWhileStoring(String key, Call call) throws Exception {
         return killedWhile(key, "UPDATE%", call);
+    }
+
+    /** Sends {@code call} and terminates its backend while its handler inserts the order noted {@code note}. */
+    private HttpResponse<byte[]> killedWhileInserting(String note, Call call) throws Exception {
+        return killedWhile(note, "insert into orders%", call);
     }
 
     /** Sends {@code call} and terminates its backend while it runs a statement like {@code query} on {@code key}. */

@@ -117,13 +117,8 @@ class DatabaseRefusalsIntegrationTest extends OrdersApplicationTest {
             String note = "read-only-" + key;
             String body = "{\"note\":\"" + note + "\"}";
 
-            HttpResponse<byte[]> refused;
-            setOnThePoolsConnection("default_transaction_read_only", "on");
-            try {
-                refused = post(path, key, body);
-            } finally {
-                setOnThePoolsConnection("default_transaction_read_only", "off");
-            }
+            HttpResponse<byte[]> refused = sentWithSetting("default_transaction_read_only", "on", "off",
+                    () -> post(path, key, body));
 
             assertThat(refused.statusCode()).as(path).isEqualTo(503);
             assertProblem(refused, "idempotency-store-unavailable");
@@ -153,13 +148,8 @@ class DatabaseRefusalsIntegrationTest extends OrdersApplicationTest {
                     + " fencing_token, expires_at) values ('" + caller + "', '" + scope + "', '" + key
                     + "', 'PROCESSING', repeat('a', 64), gen_random_uuid(), now() + interval '1 day')");
 
-            HttpResponse<byte[]> waited;
-            setOnThePoolsConnection("statement_timeout", "1s");
-            try {
-                waited = post("/orders", key, body);
-            } finally {
-                setOnThePoolsConnection("statement_timeout", "0");
-            }
+            HttpResponse<byte[]> waited = sentWithSetting("statement_timeout", "1s", "0",
+                    () -> post("/orders", key, body));
 
             assertThat(waited.statusCode()).as("not the 409 the in-flight wait (20 s) would have given")
                     .isEqualTo(503);
@@ -180,13 +170,9 @@ class DatabaseRefusalsIntegrationTest extends OrdersApplicationTest {
         try (Connection holder = DriverManager.getConnection(DATABASE.url(), DATABASE.user(), DATABASE.password());
              Statement statement = holder.createStatement()) {
             statement.execute("select pg_advisory_lock(hashtext('" + key + "'))");
-            setOnThePoolsConnection("statement_timeout", "1s");
-            try {
-                failed = post("/orders", key, body); // the statement storing the answer waits, and is cancelled
-            } finally {
-                statement.execute("select pg_advisory_unlock_all()");
-                setOnThePoolsConnection("statement_timeout", "0");
-            }
+            // the statement storing the answer waits, and is cancelled
+            failed = sentWithSetting("statement_timeout", "1s", "0", () -> post("/orders", key, body));
+            statement.execute("select pg_advisory_unlock_all()");
         }
 
         assertThat(failed.statusCode()).isEqualTo(500);
@@ -198,6 +184,19 @@ class DatabaseRefusalsIntegrationTest extends OrdersApplicationTest {
         assertThat(retry.statusCode()).isEqualTo(201);
         assertThat(retry.headers().firstValue("Idempotent-Replayed")).isEmpty();
         assertThat(rows(note)).isEqualTo(1);
+    }
+
+    /**
+     * Sends {@code call} while the application's only connection has {@code name} set to {@code value}, and sets it to
+     * {@code reset} after, whatever the call did.
+     */
+    private HttpResponse<byte[]> sentWithSetting(String name, String value, String reset, Call call) throws Exception {
+        setOnThePoolsConnection(name, value);
+        try {
+            return call.send();
+        } finally {
+            setOnThePoolsConnection(name, reset);
+        }
     }
 
     /** Sets {@code name} for the session of the application's only connection, as a connection-init-sql would. */
