@@ -377,7 +377,8 @@ class IdempotencyAutoConfigurationTest {
 
     @Test
     void refusesAStoreOfTheApplicationOnAnotherDataSource() {
-        assertStartFails(runner.withUserConfiguration(ForeignStore.class)).contains("must commit in one transaction");
+        assertStartFails(runner.withUserConfiguration(ForeignStore.class))
+                .contains("must commit in one transaction");
     }
 
     /**
