@@ -703,8 +703,7 @@ class IntentFirstEngineIntegrationTest {
             AtomicInteger begun = new AtomicInteger();
             // the handler's transaction
             Transactions exhaustedOnce = exhaustedWhen(dataSource, () -> begun.incrementAndGet() == 2);
-            IdempotencyEngine engine = new IdempotencyEngine(store, exhaustedOnce, StoragePolicy.DEFAULT, DAY,
-                    Duration.ofMillis(300), StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
+            IdempotencyEngine engine = engine(store, exhaustedOnce, Duration.ofMillis(300), StaleClaimResolver.RERUN);
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
             Duration lease = Duration.ofMinutes(5);
 
@@ -738,8 +737,7 @@ class IntentFirstEngineIntegrationTest {
             };
             Duration maxWait = Duration.ofSeconds(3);
             IdempotencyEngine holding = engine(dataSource, store, StaleClaimResolver.RERUN); // the other instance
-            IdempotencyEngine engine = new IdempotencyEngine(store, transactions(dataSource), StoragePolicy.DEFAULT,
-                    DAY, maxWait, StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
+            IdempotencyEngine engine = engine(store, transactions(dataSource), maxWait, StaleClaimResolver.RERUN);
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
             Duration lease = Duration.ofMinutes(5);
             ExecutorService holder = Executors.newSingleThreadExecutor(); // its work runs in its thread's transaction
@@ -785,8 +783,7 @@ class IntentFirstEngineIntegrationTest {
                 exhausted.set(true);
                 return StaleClaimResolver.Resolution.rerun();
             };
-            IdempotencyEngine engine = new IdempotencyEngine(store, exhaustedAfterTheResolver, StoragePolicy.DEFAULT,
-                    DAY, Duration.ofMillis(300), rerun, new DownstreamKeys("secret"));
+            IdempotencyEngine engine = engine(store, exhaustedAfterTheResolver, Duration.ofMillis(300), rerun);
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
             Duration lease = Duration.ofMinutes(5);
             ((IdempotencyEngine.Proceed) engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease)).execution()
@@ -816,8 +813,7 @@ class IntentFirstEngineIntegrationTest {
             AtomicInteger begun = new AtomicInteger();
             // the first attempt's two, the second's claim, then its work
             Transactions exhaustedOnce = exhaustedWhen(dataSource, () -> begun.incrementAndGet() == 4);
-            IdempotencyEngine engine = new IdempotencyEngine(store, exhaustedOnce, StoragePolicy.DEFAULT, DAY,
-                    Duration.ofMillis(300), StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
+            IdempotencyEngine engine = engine(store, exhaustedOnce, Duration.ofMillis(300), StaleClaimResolver.RERUN);
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
             Duration lease = Duration.ofMinutes(5);
             ((IdempotencyEngine.Proceed) engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease)).execution()
@@ -868,8 +864,7 @@ class IntentFirstEngineIntegrationTest {
             AtomicInteger begun = new AtomicInteger();
             // the handler's transaction
             Transactions exhaustedOnce = exhaustedWhen(dataSource, () -> begun.incrementAndGet() == 2);
-            IdempotencyEngine engine = new IdempotencyEngine(store, exhaustedOnce, StoragePolicy.DEFAULT, DAY,
-                    Duration.ofSeconds(10), StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
+            IdempotencyEngine engine = engine(store, exhaustedOnce, Duration.ofSeconds(10), StaleClaimResolver.RERUN);
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
             Duration lease = Duration.ofMinutes(5);
 
@@ -896,11 +891,10 @@ class IntentFirstEngineIntegrationTest {
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
             leaveAStaleClaim(dataSource, store, key, Duration.ofMillis(200));
             AtomicInteger asked = new AtomicInteger();
-            IdempotencyEngine engine = new IdempotencyEngine(store, transactions(dataSource), StoragePolicy.DEFAULT,
-                    DAY, Duration.ofSeconds(10), claim -> {
-                        asked.incrementAndGet();
-                        return StaleClaimResolver.Resolution.fail(); // the gateway has no charge under the key
-                    }, new DownstreamKeys("secret"));
+            IdempotencyEngine engine = engine(store, transactions(dataSource), Duration.ofSeconds(10), claim -> {
+                asked.incrementAndGet();
+                return StaleClaimResolver.Resolution.fail(); // the gateway has no charge under the key
+            });
             Duration lease = Duration.ofMinutes(5);
 
             org.assertj.core.api.Assertions.assertThatThrownBy(
@@ -926,8 +920,7 @@ class IntentFirstEngineIntegrationTest {
             AtomicInteger begun = new AtomicInteger();
             // the first attempt's two, the second's claim, then its work
             Transactions exhaustedOnce = exhaustedWhen(dataSource, () -> begun.incrementAndGet() == 4);
-            IdempotencyEngine engine = new IdempotencyEngine(store, exhaustedOnce, StoragePolicy.DEFAULT, DAY,
-                    Duration.ofSeconds(10), StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
+            IdempotencyEngine engine = engine(store, exhaustedOnce, Duration.ofSeconds(10), StaleClaimResolver.RERUN);
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
             Duration lease = Duration.ofMinutes(5);
             ((IdempotencyEngine.Proceed) engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease)).execution()
@@ -954,8 +947,8 @@ class IntentFirstEngineIntegrationTest {
         try (HikariDataSource dataSource = oneConnectionPool()) {
             AtomicInteger releases = new AtomicInteger();
             PostgresIdempotencyStore store = refusingThe(1, true, dataSource, releases);
-            IdempotencyEngine engine = new IdempotencyEngine(store, transactions(dataSource), StoragePolicy.DEFAULT,
-                    DAY, Duration.ofSeconds(10), StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
+            IdempotencyEngine engine = engine(store, transactions(dataSource), Duration.ofSeconds(10),
+                    StaleClaimResolver.RERUN);
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
             Duration lease = Duration.ofMinutes(5);
             IdempotencyEngine.Execution refused = ((IdempotencyEngine.Proceed) engine.start(key, "8".repeat(64),
@@ -983,8 +976,8 @@ class IntentFirstEngineIntegrationTest {
         try (HikariDataSource dataSource = oneConnectionPool()) {
             AtomicInteger fails = new AtomicInteger();
             PostgresIdempotencyStore store = refusingThe(1, false, dataSource, fails);
-            IdempotencyEngine engine = new IdempotencyEngine(store, transactions(dataSource), StoragePolicy.DEFAULT,
-                    DAY, Duration.ofSeconds(10), StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
+            IdempotencyEngine engine = engine(store, transactions(dataSource), Duration.ofSeconds(10),
+                    StaleClaimResolver.RERUN);
             IdempotencyTemplate template = new IdempotencyTemplate(engine);
             ScopedKey key = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
             byte[] message = "charge-1".getBytes(StandardCharsets.UTF_8);
@@ -1026,8 +1019,7 @@ class IntentFirstEngineIntegrationTest {
             };
             AtomicInteger begun = new AtomicInteger();
             Transactions exhaustedOnce = exhaustedWhen(dataSource, () -> begun.incrementAndGet() == 2);
-            IdempotencyEngine engine = new IdempotencyEngine(store, exhaustedOnce, StoragePolicy.DEFAULT, DAY,
-                    Duration.ofMillis(300), StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
+            IdempotencyEngine engine = engine(store, exhaustedOnce, Duration.ofMillis(300), StaleClaimResolver.RERUN);
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
             Duration lease = Duration.ofMinutes(5);
             org.assertj.core.api.Assertions.assertThatThrownBy(
@@ -1533,8 +1525,8 @@ class IntentFirstEngineIntegrationTest {
         try (HikariDataSource dataSource = database(null)) {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
             IdempotencyEngine running = engine(dataSource, store, StaleClaimResolver.RERUN);
-            IdempotencyEngine waiting = new IdempotencyEngine(store, transactions(dataSource), StoragePolicy.DEFAULT,
-                    DAY, Duration.ofSeconds(20), StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
+            IdempotencyEngine waiting = engine(store, transactions(dataSource), Duration.ofSeconds(20),
+                    StaleClaimResolver.RERUN);
             ScopedKey key = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
             byte[] message = "charge-1".getBytes(StandardCharsets.UTF_8);
             String fingerprint = io.idempotency.core.RequestFingerprint.of("EXECUTE", key.scope(), null, message);
@@ -1741,10 +1733,17 @@ class IntentFirstEngineIntegrationTest {
         assertThat(store.find(key).orElseThrow().status()).isEqualTo(RecordStatus.SUCCEEDED);
     }
 
+    /** An engine on {@code dataSource}'s transactions, which waits 300 ms for a claim in flight. */
     private static IdempotencyEngine engine(HikariDataSource dataSource, PostgresIdempotencyStore store,
                                             StaleClaimResolver resolver) {
-        return new IdempotencyEngine(store, transactions(dataSource), StoragePolicy.DEFAULT, DAY,
-                Duration.ofMillis(300), resolver, new DownstreamKeys("secret"));
+        return engine(store, transactions(dataSource), Duration.ofMillis(300), resolver);
+    }
+
+    /** An engine whose transactions are {@code transactions}, and which waits {@code maxWait} for a claim in flight. */
+    private static IdempotencyEngine engine(PostgresIdempotencyStore store, Transactions transactions,
+                                            Duration maxWait, StaleClaimResolver resolver) {
+        return new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, DAY, maxWait, resolver,
+                new DownstreamKeys("secret"));
     }
 
     private static Transactions transactions(HikariDataSource dataSource) {
