@@ -700,9 +700,8 @@ class IntentFirstEngineIntegrationTest {
     void aClaimWhoseHandlerCouldNotStartIsFreeForTheNextRequestAtOnce() throws Exception {
         try (HikariDataSource dataSource = oneConnectionPool()) {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
-            AtomicInteger begun = new AtomicInteger();
             // the handler's transaction
-            Transactions exhaustedOnce = exhaustedWhen(dataSource, () -> begun.incrementAndGet() == 2);
+            Transactions exhaustedOnce = exhaustedAtThe(2, dataSource);
             IdempotencyEngine engine = engine(store, exhaustedOnce, Duration.ofMillis(300), StaleClaimResolver.RERUN);
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
             Duration lease = Duration.ofMinutes(5);
@@ -810,9 +809,8 @@ class IntentFirstEngineIntegrationTest {
         String other = "8".repeat(64);
         try (HikariDataSource dataSource = oneConnectionPool()) {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
-            AtomicInteger begun = new AtomicInteger();
             // the first attempt's two, the second's claim, then its work
-            Transactions exhaustedOnce = exhaustedWhen(dataSource, () -> begun.incrementAndGet() == 4);
+            Transactions exhaustedOnce = exhaustedAtThe(4, dataSource);
             IdempotencyEngine engine = engine(store, exhaustedOnce, Duration.ofMillis(300), StaleClaimResolver.RERUN);
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
             Duration lease = Duration.ofMinutes(5);
@@ -861,9 +859,8 @@ class IntentFirstEngineIntegrationTest {
         try (HikariDataSource dataSource = oneConnectionPool()) {
             AtomicInteger releases = new AtomicInteger();
             PostgresIdempotencyStore store = refusingThe(1, true, dataSource, releases);
-            AtomicInteger begun = new AtomicInteger();
             // the handler's transaction
-            Transactions exhaustedOnce = exhaustedWhen(dataSource, () -> begun.incrementAndGet() == 2);
+            Transactions exhaustedOnce = exhaustedAtThe(2, dataSource);
             IdempotencyEngine engine = engine(store, exhaustedOnce, Duration.ofSeconds(10), StaleClaimResolver.RERUN);
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
             Duration lease = Duration.ofMinutes(5);
@@ -917,9 +914,8 @@ class IntentFirstEngineIntegrationTest {
         try (HikariDataSource dataSource = oneConnectionPool()) {
             AtomicInteger fails = new AtomicInteger();
             PostgresIdempotencyStore store = refusingThe(2, false, dataSource, fails);
-            AtomicInteger begun = new AtomicInteger();
             // the first attempt's two, the second's claim, then its work
-            Transactions exhaustedOnce = exhaustedWhen(dataSource, () -> begun.incrementAndGet() == 4);
+            Transactions exhaustedOnce = exhaustedAtThe(4, dataSource);
             IdempotencyEngine engine = engine(store, exhaustedOnce, Duration.ofSeconds(10), StaleClaimResolver.RERUN);
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
             Duration lease = Duration.ofMinutes(5);
@@ -1017,8 +1013,8 @@ class IntentFirstEngineIntegrationTest {
                             () -> super.release(key, fencingToken));
                 }
             };
-            AtomicInteger begun = new AtomicInteger();
-            Transactions exhaustedOnce = exhaustedWhen(dataSource, () -> begun.incrementAndGet() == 2);
+            // the handler's transaction
+            Transactions exhaustedOnce = exhaustedAtThe(2, dataSource);
             IdempotencyEngine engine = engine(store, exhaustedOnce, Duration.ofMillis(300), StaleClaimResolver.RERUN);
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
             Duration lease = Duration.ofMinutes(5);
@@ -1815,6 +1811,12 @@ class IntentFirstEngineIntegrationTest {
                 throw new IllegalStateException(e);
             }
         };
+    }
+
+    /** Transactions on the pool {@code dataSource} whose {@code nth} beginning finds no connection. */
+    private static Transactions exhaustedAtThe(int nth, HikariDataSource dataSource) {
+        AtomicInteger begun = new AtomicInteger();
+        return exhaustedWhen(dataSource, () -> begun.incrementAndGet() == nth);
     }
 
     /**
