@@ -706,9 +706,7 @@ class IntentFirstEngineIntegrationTest {
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
             Duration lease = Duration.ofMinutes(5);
 
-            org.assertj.core.api.Assertions.assertThatThrownBy(
-                            () -> engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
-                    .isInstanceOf(org.springframework.transaction.CannotCreateTransactionException.class);
+            assertTheWorkCannotStart(engine, key, lease);
 
             assertTheRetryRuns(engine, store, key, lease);
         }
@@ -790,9 +788,7 @@ class IntentFirstEngineIntegrationTest {
             new JdbcTemplate(dataSource).update("update idempotency_keys set locked_until = now() - interval '1 minute'"
                     + " where idempotency_key = ?", key.key()); // its lease has run out
 
-            org.assertj.core.api.Assertions.assertThatThrownBy(
-                            () -> engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
-                    .isInstanceOf(org.springframework.transaction.CannotCreateTransactionException.class);
+            assertTheWorkCannotStart(engine, key, lease);
 
             assertTheKeyStaysWithItsRequest(engine, store, key, other, lease);
         }
@@ -817,9 +813,7 @@ class IntentFirstEngineIntegrationTest {
             ((IdempotencyEngine.Proceed) engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease)).execution()
                     .abandonDefinitely(); // declined: FAILED
 
-            org.assertj.core.api.Assertions.assertThatThrownBy(
-                            () -> engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
-                    .isInstanceOf(org.springframework.transaction.CannotCreateTransactionException.class);
+            assertTheWorkCannotStart(engine, key, lease);
 
             assertTheKeyStaysWithItsRequest(engine, store, key, other, lease);
         }
@@ -865,9 +859,7 @@ class IntentFirstEngineIntegrationTest {
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
             Duration lease = Duration.ofMinutes(5);
 
-            org.assertj.core.api.Assertions.assertThatThrownBy(
-                            () -> engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
-                    .isInstanceOf(org.springframework.transaction.CannotCreateTransactionException.class)
+            assertTheWorkCannotStart(engine, key, lease)
                     .satisfies(thrown -> assertThat(thrown.getSuppressed()).as("the release the pool refused")
                             .hasSize(1));
 
@@ -922,9 +914,7 @@ class IntentFirstEngineIntegrationTest {
             ((IdempotencyEngine.Proceed) engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease)).execution()
                     .abandonDefinitely(); // declined: FAILED
 
-            org.assertj.core.api.Assertions.assertThatThrownBy(
-                            () -> engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
-                    .isInstanceOf(org.springframework.transaction.CannotCreateTransactionException.class);
+            assertTheWorkCannotStart(engine, key, lease);
 
             assertThat(engine.start(key, other, IdempotencyMode.INTENT_FIRST, lease))
                     .as("another body under the key").isInstanceOf(IdempotencyEngine.Mismatch.class);
@@ -1018,9 +1008,7 @@ class IntentFirstEngineIntegrationTest {
             IdempotencyEngine engine = engine(store, exhaustedOnce, Duration.ofMillis(300), StaleClaimResolver.RERUN);
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
             Duration lease = Duration.ofMinutes(5);
-            org.assertj.core.api.Assertions.assertThatThrownBy(
-                            () -> engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
-                    .isInstanceOf(org.springframework.transaction.CannotCreateTransactionException.class);
+            assertTheWorkCannotStart(engine, key, lease);
             long waited = System.nanoTime();
             while (releases.get() < 2 && System.nanoTime() - waited < TimeUnit.SECONDS.toNanos(10)) {
                 Thread.sleep(10); // until it has been tried again in the background, in vain
@@ -1727,6 +1715,14 @@ class IntentFirstEngineIntegrationTest {
         engine.shutdown();
         assertThat(retry).isInstanceOf(IdempotencyEngine.Proceed.class);
         assertThat(store.find(key).orElseThrow().status()).isEqualTo(RecordStatus.SUCCEEDED);
+    }
+
+    /** Starting {@code key}'s request fails, as the pool has no connection for its work's transaction. */
+    private static org.assertj.core.api.AbstractThrowableAssert<?, ? extends Throwable> assertTheWorkCannotStart(
+            IdempotencyEngine engine, ScopedKey key, Duration lease) {
+        return org.assertj.core.api.Assertions.assertThatThrownBy(
+                        () -> engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
+                .isInstanceOf(org.springframework.transaction.CannotCreateTransactionException.class);
     }
 
     /** An engine on {@code dataSource}'s transactions, which waits 300 ms for a claim in flight. */
