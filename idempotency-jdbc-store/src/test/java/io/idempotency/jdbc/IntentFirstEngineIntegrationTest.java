@@ -79,13 +79,8 @@ class IntentFirstEngineIntegrationTest {
     void twoSweepersResolveAnAbandonedClaimOnceAndConsultTheResolverOnce() throws Exception {
         try (HikariDataSource dataSource = database(null)) {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
-            IdempotencyEngine engine = engine(dataSource, store, StaleClaimResolver.RERUN);
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
-            IdempotencyEngine.Proceed proceed = (IdempotencyEngine.Proceed) engine.start(key, HASH,
-                    IdempotencyMode.INTENT_FIRST, Duration.ofMillis(200));
-            proceed.execution().abandon(); // the holder "crashed": the committed claim stays PROCESSING
-            engine.shutdown();
-            Thread.sleep(300);
+            leaveAStaleClaim(dataSource, store, key, Duration.ofMillis(200));
 
             AtomicInteger consulted = new AtomicInteger();
             StoredResponse charged = new StoredResponse(201, List.of(), "charged".getBytes(StandardCharsets.UTF_8));
@@ -123,12 +118,8 @@ class IntentFirstEngineIntegrationTest {
     void aSweeperHoldsTheClaimWhileItsResolverIsSlowerThanTheLease() throws Exception {
         try (HikariDataSource dataSource = database(null)) {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
-            IdempotencyEngine engine = engine(dataSource, store, StaleClaimResolver.RERUN);
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
-            ((IdempotencyEngine.Proceed) engine.start(key, HASH, IdempotencyMode.INTENT_FIRST,
-                    Duration.ofMillis(200))).execution().abandon(); // crashed: the claim stays PROCESSING
-            engine.shutdown();
-            Thread.sleep(300);
+            leaveAStaleClaim(dataSource, store, key, Duration.ofMillis(200));
             Duration lease = Duration.ofMillis(300);
             AtomicInteger consulted = new AtomicInteger();
             List<StaleClaimSweeper.Sweep> meanwhile = new ArrayList<>();
@@ -161,15 +152,9 @@ class IntentFirstEngineIntegrationTest {
     void aResolverFailingForOneStaleClaimKeepsNoOtherWaiting() throws Exception {
         try (HikariDataSource dataSource = database(null)) {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
-            IdempotencyEngine engine = engine(dataSource, store, StaleClaimResolver.RERUN);
             ScopedKey unanswerable = new ScopedKey("", "POST /charges", "unanswerable-" + UUID.randomUUID());
             ScopedKey answerable = new ScopedKey("", "POST /charges", "answerable-" + UUID.randomUUID());
-            for (ScopedKey key : List.of(unanswerable, answerable)) {
-                ((IdempotencyEngine.Proceed) engine.start(key, HASH, IdempotencyMode.INTENT_FIRST,
-                        Duration.ofMillis(200))).execution().abandon(); // crashed: the claims stay PROCESSING
-            }
-            engine.shutdown();
-            Thread.sleep(300);
+            leaveStaleClaims(dataSource, store, List.of(unanswerable, answerable), Duration.ofMillis(200));
             RuntimeException unreachable = new IllegalStateException("the third party does not answer");
             StoredResponse charged = new StoredResponse(201, List.of(), "charged".getBytes(StandardCharsets.UTF_8));
             StaleClaimResolver resolver = claim -> {
@@ -1856,9 +1841,17 @@ class IntentFirstEngineIntegrationTest {
     /** Leaves a stale claim of {@code key}: an attempt that crashed after its claim was committed, lease run out. */
     private static void leaveAStaleClaim(HikariDataSource dataSource, PostgresIdempotencyStore store, ScopedKey key,
                                          Duration lease) throws InterruptedException {
+        leaveStaleClaims(dataSource, store, List.of(key), lease);
+    }
+
+    /** Leaves stale claims of {@code keys}, made one after the other by one instance that then crashed. */
+    private static void leaveStaleClaims(HikariDataSource dataSource, PostgresIdempotencyStore store,
+                                         List<ScopedKey> keys, Duration lease) throws InterruptedException {
         IdempotencyEngine crashed = engine(dataSource, store, StaleClaimResolver.RERUN);
-        ((IdempotencyEngine.Proceed) crashed.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
-                .execution().abandon();
+        for (ScopedKey key : keys) {
+            ((IdempotencyEngine.Proceed) crashed.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
+                    .execution().abandon();
+        }
         crashed.shutdown();
         Thread.sleep(lease.toMillis() + 100);
     }
