@@ -1028,11 +1028,7 @@ class IntentFirstEngineIntegrationTest {
             org.assertj.core.api.Assertions.assertThatThrownBy(() -> template.execute(key, message,
                     IdempotencyMode.INTENT_FIRST, lease, () -> {
                         jdbc.update("insert into attempts default values");
-                        int session = jdbc.queryForObject("select pg_backend_pid()", Integer.class);
-                        try (java.sql.Connection other = java.sql.DriverManager.getConnection(
-                                dataSource.getJdbcUrl(), dataSource.getUsername(), dataSource.getPassword())) {
-                            other.createStatement().execute("select pg_terminate_backend(" + session + ")");
-                        }
+                        loseTheWorksConnection(dataSource, jdbc);
                         throw new io.idempotency.core.DefiniteFailureException("the gateway declined the charge");
                     })).as("the work's own failure, not the rollback's")
                     .isInstanceOf(io.idempotency.core.DefiniteFailureException.class)
@@ -1064,11 +1060,7 @@ class IntentFirstEngineIntegrationTest {
 
             org.assertj.core.api.Assertions.assertThatThrownBy(() -> template.execute(key, message, () -> {
                         jdbc.update("insert into effects default values");
-                        int session = jdbc.queryForObject("select pg_backend_pid()", Integer.class);
-                        try (java.sql.Connection other = java.sql.DriverManager.getConnection(
-                                dataSource.getJdbcUrl(), dataSource.getUsername(), dataSource.getPassword())) {
-                            other.createStatement().execute("select pg_terminate_backend(" + session + ")");
-                        }
+                        loseTheWorksConnection(dataSource, jdbc);
                         throw new IllegalArgumentException("the event cannot be parsed");
                     })).as("the work's own failure, not the rollback's")
                     .isInstanceOf(IllegalArgumentException.class)
@@ -1854,6 +1846,19 @@ class IntentFirstEngineIntegrationTest {
         }
         crashed.shutdown();
         Thread.sleep(lease.toMillis() + 100);
+    }
+
+    /**
+     * Loses the connection {@code jdbc} works on in the transaction under way: its backend is terminated from a
+     * connection of its own, as when the server ends it.
+     */
+    private static void loseTheWorksConnection(HikariDataSource dataSource, JdbcTemplate jdbc)
+            throws java.sql.SQLException {
+        int session = jdbc.queryForObject("select pg_backend_pid()", Integer.class);
+        try (java.sql.Connection other = java.sql.DriverManager.getConnection(
+                dataSource.getJdbcUrl(), dataSource.getUsername(), dataSource.getPassword())) {
+            other.createStatement().execute("select pg_terminate_backend(" + session + ")");
+        }
     }
 
     /** Starts an intent-first retry of {@code key} on a thread of its own, which completes {@code failure}. */
