@@ -102,10 +102,8 @@ class PartitionMaintenanceIntegrationTest {
             attachPartition(jdbc, "idempotency_keys_old", "now() - interval '3 days'", "now() - interval '2 days'");
             attachPartition(jdbc, "idempotency_keys_older", "now() - interval '5 days'", "now() - interval '4 days'");
             // claimed when the TTL was 30 days; the TTL has since been lowered to one day
-            jdbc.update("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
-                    + " fencing_token, response_status, created_at, expires_at) values ('', 'POST /x', 'long-ttl',"
-                    + " 'SUCCEEDED', ?, gen_random_uuid(), 200, now() - interval '3 days' + interval '1 minute',"
-                    + " now() - interval '3 days' + interval '1 minute' + interval '30 days')", HASH);
+            insertRecord(jdbc, "long-ttl", "now() - interval '3 days' + interval '1 minute'",
+                    "now() - interval '3 days' + interval '1 minute' + interval '30 days'");
             insertRecord(jdbc, "short-ttl", "now() - interval '5 days' + interval '1 minute'");
 
             PostgresPartitionMaintenance.Run run = maintenance.dropExpired(Duration.ofDays(1));
@@ -382,10 +380,7 @@ class PartitionMaintenanceIntegrationTest {
         JdbcTemplate jdbc = new JdbcTemplate(dataSource);
         attachPartition(jdbc, "idempotency_keys_kept", "now() - interval '9 days'", "now() - interval '8 days'");
         attachPartition(jdbc, "idempotency_keys_expired", "now() - interval '5 days'", "now() - interval '4 days'");
-        jdbc.update("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
-                + " fencing_token, response_status, created_at, expires_at) values ('', 'POST /x', 'long-ttl',"
-                + " 'SUCCEEDED', ?, gen_random_uuid(), 200, now() - interval '9 days' + interval '1 minute',"
-                + " now() + interval '1 hour')", HASH);
+        insertRecord(jdbc, "long-ttl", "now() - interval '9 days' + interval '1 minute'", "now() + interval '1 hour'");
         insertRecord(jdbc, "expired-key", "now() - interval '5 days' + interval '1 minute'");
         try (java.sql.Connection reader = dataSource.getConnection()) {
             // a long reader of the table: the concurrent detach waits for it, and gives up after its lock timeout
@@ -821,9 +816,14 @@ class PartitionMaintenanceIntegrationTest {
     }
 
     private static void insertRecord(JdbcTemplate jdbc, String key, String createdAt) {
+        insertRecord(jdbc, key, createdAt, createdAt + " + interval '1 day'");
+    }
+
+    /** A SUCCEEDED record of {@code key}, created and expiring at the SQL expressions given. */
+    private static void insertRecord(JdbcTemplate jdbc, String key, String createdAt, String expiresAt) {
         jdbc.update("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash, fencing_token,"
                 + " response_status, created_at, expires_at) values ('', 'POST /x', ?, 'SUCCEEDED', ?, gen_random_uuid(),"
-                + " 200, " + createdAt + ", " + createdAt + " + interval '1 day')", key, HASH);
+                + " 200, " + createdAt + ", " + expiresAt + ")", key, HASH);
     }
 
     /** Claims a new key on another thread, as a new request would, allowing it to wait at most 500 ms for a lock. */
