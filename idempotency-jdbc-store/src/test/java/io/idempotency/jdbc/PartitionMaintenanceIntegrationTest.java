@@ -54,8 +54,7 @@ class PartitionMaintenanceIntegrationTest {
     void partitionsAreCreatedAheadAndDroppedAfterTheRetention() {
         try (HikariDataSource dataSource = partitionedDatabase()) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
-            PostgresPartitionMaintenance maintenance =
-                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 3, Duration.ofSeconds(5));
+            PostgresPartitionMaintenance maintenance = hourly(dataSource, 3, Duration.ofSeconds(5));
             attachPartition(jdbc, "idempotency_keys_old", "now() - interval '3 days'", "now() - interval '2 days'");
             attachPartition(jdbc, "idempotency_keys_recent", "now() - interval '20 hours'", "now() - interval '19 hours'");
             insertRecord(jdbc, "old-key", "now() - interval '3 days' + interval '1 minute'");
@@ -97,8 +96,7 @@ class PartitionMaintenanceIntegrationTest {
     void aPartitionHoldingARecordNotYetExpiredIsKeptWhateverTheRetentionNowSays() {
         try (HikariDataSource dataSource = partitionedDatabase()) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
-            PostgresPartitionMaintenance maintenance =
-                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 1, Duration.ofSeconds(5));
+            PostgresPartitionMaintenance maintenance = hourly(dataSource, 1, Duration.ofSeconds(5));
             attachPartition(jdbc, "idempotency_keys_old", "now() - interval '3 days'", "now() - interval '2 days'");
             attachPartition(jdbc, "idempotency_keys_older", "now() - interval '5 days'", "now() - interval '4 days'");
             // claimed when the TTL was 30 days; the TTL has since been lowered to one day
@@ -119,8 +117,7 @@ class PartitionMaintenanceIntegrationTest {
     void aDefaultPartitionMadeElsewhereCoversNowAndIsNeitherListedNorDropped() {
         try (HikariDataSource dataSource = partitionedDatabase()) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
-            PostgresPartitionMaintenance maintenance =
-                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(5));
+            PostgresPartitionMaintenance maintenance = hourly(dataSource, 2, Duration.ofSeconds(5));
             jdbc.execute("create table idempotency_keys_default partition of idempotency_keys default");
 
             assertThat(maintenance.coversNow()).as("the default partition takes every row").isTrue();
@@ -136,8 +133,7 @@ class PartitionMaintenanceIntegrationTest {
     void partitionsMadeElsewhereWithOpenBoundsAreListedAndKeptUpWith() {
         try (HikariDataSource dataSource = partitionedDatabase()) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
-            PostgresPartitionMaintenance maintenance =
-                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(5));
+            PostgresPartitionMaintenance maintenance = hourly(dataSource, 2, Duration.ofSeconds(5));
             // everything before the last days in one partition, and a partition for all time from a far day on
             jdbc.execute("create table idempotency_keys_history (like idempotency_keys including defaults"
                     + " including constraints)");
@@ -167,8 +163,7 @@ class PartitionMaintenanceIntegrationTest {
     void rowsInADefaultPartitionBlockTheirRangeOnlyNotTheRangesAfterIt() {
         try (HikariDataSource dataSource = partitionedDatabase()) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
-            PostgresPartitionMaintenance maintenance =
-                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(5));
+            PostgresPartitionMaintenance maintenance = hourly(dataSource, 2, Duration.ofSeconds(5));
             jdbc.execute("create table idempotency_keys_default partition of idempotency_keys default");
             insertRecord(jdbc, "in-the-default-partition", "now()"); // written while no range covered now
 
@@ -188,8 +183,7 @@ class PartitionMaintenanceIntegrationTest {
         try (HikariDataSource dataSource = partitionedDatabase(database)) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
             jdbc.execute("create table idempotency_keys_default partition of idempotency_keys default");
-            PostgresPartitionMaintenance maintenance =
-                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(30));
+            PostgresPartitionMaintenance maintenance = hourly(dataSource, 2, Duration.ofSeconds(30));
             assertThat(maintenance.createAhead(false).created()).hasSize(3);
             // drop the newest partition, so that the run below must attach one while the long request runs
             dropTheNewestPartition(jdbc, maintenance);
@@ -254,8 +248,7 @@ class PartitionMaintenanceIntegrationTest {
     void creatingAheadDropsNothingAndDroppingCreatesNothing() {
         try (HikariDataSource dataSource = partitionedDatabase()) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
-            PostgresPartitionMaintenance maintenance =
-                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(5));
+            PostgresPartitionMaintenance maintenance = hourly(dataSource, 2, Duration.ofSeconds(5));
             attachPartition(jdbc, "idempotency_keys_old", "now() - interval '3 days'", "now() - interval '2 days'");
             assertThat(maintenance.coversNow()).isFalse();
 
@@ -286,8 +279,7 @@ class PartitionMaintenanceIntegrationTest {
         TestPostgres.Database database = TestPostgres.newDatabase();
         try (HikariDataSource dataSource = partitionedDatabase(database)) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
-            PostgresPartitionMaintenance maintenance =
-                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(3));
+            PostgresPartitionMaintenance maintenance = hourly(dataSource, 2, Duration.ofSeconds(3));
             maintenance.createAhead(false);
             attachPartition(jdbc, "idempotency_keys_expired", "now() - interval '5 days'", "now() - interval '4 days'");
             insertRecord(jdbc, "expired-key", "now() - interval '5 days' + interval '1 minute'");
@@ -349,8 +341,7 @@ class PartitionMaintenanceIntegrationTest {
         TestPostgres.Database database = TestPostgres.newDatabase();
         try (HikariDataSource dataSource = partitionedDatabase(database)) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
-            PostgresPartitionMaintenance maintenance =
-                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofMillis(500));
+            PostgresPartitionMaintenance maintenance = hourly(dataSource, 2, Duration.ofMillis(500));
             maintenance.createAhead(false);
             leaveADetachPendingBesideAnOlderKeptPartition(dataSource, maintenance);
             assertThat(maintenance.partitions()).filteredOn(PostgresPartitionMaintenance.Partition::detachPending)
@@ -401,8 +392,7 @@ class PartitionMaintenanceIntegrationTest {
     void aDetachedTableThatCannotBeDroppedIsReportedAndHoldsUpNothingElse() {
         try (HikariDataSource dataSource = partitionedDatabase()) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
-            PostgresPartitionMaintenance maintenance =
-                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(3));
+            PostgresPartitionMaintenance maintenance = hourly(dataSource, 2, Duration.ofSeconds(3));
             maintenance.createAhead(false);
             attachPartition(jdbc, "idempotency_keys_viewed", "now() - interval '9 days'", "now() - interval '8 days'");
             insertRecord(jdbc, "viewed-key", "now() - interval '9 days' + interval '1 minute'");
@@ -459,8 +449,7 @@ class PartitionMaintenanceIntegrationTest {
         try (HikariDataSource dataSource = partitionedDatabase();
              Connection listing = dataSource.getConnection()) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
-            new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 1, Duration.ofSeconds(5))
-                    .createAhead(false);
+            hourly(dataSource, 1, Duration.ofSeconds(5)).createAhead(false);
             attachPartition(jdbc, "idempotency_keys_expired", "now() - interval '5 days'", "now() - interval '4 days'");
             listing.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
             listing.setAutoCommit(false);
@@ -483,8 +472,7 @@ class PartitionMaintenanceIntegrationTest {
                             });
                 }
             };
-            PostgresPartitionMaintenance maintenance =
-                    new PostgresPartitionMaintenance(beforeTheDrop, TABLE, Duration.ofHours(1), 1, Duration.ofSeconds(5));
+            PostgresPartitionMaintenance maintenance = hourly(beforeTheDrop, 1, Duration.ofSeconds(5));
 
             assertThat(maintenance.partitions()).extracting(PostgresPartitionMaintenance.Partition::name)
                     .hasSize(2).doesNotContain("idempotency_keys_expired");
@@ -499,8 +487,7 @@ class PartitionMaintenanceIntegrationTest {
         TestPostgres.Database database = TestPostgres.newDatabase();
         try (HikariDataSource dataSource = partitionedDatabase(database)) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
-            PostgresPartitionMaintenance maintenance = new PostgresPartitionMaintenance(dataSource, TABLE,
-                    Duration.ofHours(1), 1, Duration.ofMillis(300));
+            PostgresPartitionMaintenance maintenance = hourly(dataSource, 1, Duration.ofMillis(300));
             attachPartition(jdbc, "idempotency_keys_old", "now() - interval '3 days'", "now() - interval '2 days'");
             try (java.sql.Connection otherInstance = dataSource.getConnection();
                  java.sql.Statement statement = otherInstance.createStatement()) {
@@ -514,8 +501,7 @@ class PartitionMaintenanceIntegrationTest {
                         .as("dropping does not wait for creation").containsExactly("idempotency_keys_old");
 
                 CompletableFuture<PostgresPartitionMaintenance.Run> waiting =
-                        Async.supply(() -> new PostgresPartitionMaintenance(dataSource, TABLE,
-                                Duration.ofHours(1), 1, Duration.ofSeconds(10)).createAhead(true));
+                        Async.supply(() -> hourly(dataSource, 1, Duration.ofSeconds(10)).createAhead(true));
                 database.awaitLockWaiter(Duration.ofSeconds(5)); // it waits for the other instance, not skips
                 statement.execute("select pg_advisory_unlock(" + CREATION_LOCK + ")");
                 assertThat(waiting.get(10, TimeUnit.SECONDS).created()).hasSize(2);
@@ -541,12 +527,10 @@ class PartitionMaintenanceIntegrationTest {
             holder.setAutoCommit(false);
             statement.execute("lock table idempotency_keys in share update exclusive mode"); // attaching waits
             CompletableFuture<PostgresPartitionMaintenance.Run> waiting = Async.supply(() ->
-                    new PostgresPartitionMaintenance(firstPool, TABLE, Duration.ofHours(1), 1, Duration.ofSeconds(10))
-                            .createAhead(false));
+                    hourly(firstPool, 1, Duration.ofSeconds(10)).createAhead(false));
             first.awaitLockWaiter(Duration.ofSeconds(5)); // the first one's run is under way, waiting on its table
 
-            PostgresPartitionMaintenance.Run other = new PostgresPartitionMaintenance(secondPool, TABLE,
-                    Duration.ofHours(1), 1, Duration.ofSeconds(10)).createAhead(false);
+            PostgresPartitionMaintenance.Run other = hourly(secondPool, 1, Duration.ofSeconds(10)).createAhead(false);
 
             holder.rollback();
             assertThat(other.skipped()).as("skipped for the other schema's run").isFalse();
@@ -558,8 +542,7 @@ class PartitionMaintenanceIntegrationTest {
     @Test
     void maintenanceOfATableThatIsNotThereSaysSo() {
         try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
-            assertThatThrownBy(() -> new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 1,
-                    Duration.ofSeconds(1)).createAhead(false))
+            assertThatThrownBy(() -> hourly(dataSource, 1, Duration.ofSeconds(1)).createAhead(false))
                     .hasMessageContaining("table idempotency_keys does not exist in the connection's schema");
         }
     }
@@ -568,8 +551,7 @@ class PartitionMaintenanceIntegrationTest {
     void theUniqueIndexAloneDoesNotKeepAKeyUniqueAcrossPartitions() {
         try (HikariDataSource dataSource = partitionedDatabase()) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
-            new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(5))
-                    .run(Duration.ofDays(1));
+            hourly(dataSource, 2, Duration.ofSeconds(5)).run(Duration.ofDays(1));
 
             insertRecord(jdbc, "twice", "now()");
             insertRecord(jdbc, "twice", "now() + interval '1 hour'");
@@ -635,8 +617,7 @@ class PartitionMaintenanceIntegrationTest {
         TestPostgres.Database database = TestPostgres.newDatabase();
         try (HikariDataSource dataSource = partitionedDatabase(database)) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
-            new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(5))
-                    .run(Duration.ofDays(30));
+            hourly(dataSource, 2, Duration.ofSeconds(5)).run(Duration.ofDays(30));
             attachPartition(jdbc, "idempotency_keys_older", "now() - interval '3 days'", "now() - interval '2 days'");
             PartitionedPostgresIdempotencyStore store = new PartitionedPostgresIdempotencyStore(dataSource, TABLE);
             Transactions transactions = new SpringTransactions(new DataSourceTransactionManager(dataSource));
@@ -683,8 +664,7 @@ class PartitionMaintenanceIntegrationTest {
     void aClaimOutsideATransactionKeepsTheKeysLockUntilItsRecordIsCommitted() throws Exception {
         TestPostgres.Database database = TestPostgres.newDatabase();
         try (HikariDataSource pool = partitionedDatabase(database)) {
-            new PostgresPartitionMaintenance(pool, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(5))
-                    .run(Duration.ofDays(1));
+            hourly(pool, 2, Duration.ofSeconds(5)).run(Duration.ofDays(1));
             // the claim without a transaction stops before its look-up until released
             CountDownLatch lookingUp = new CountDownLatch(1);
             CountDownLatch release = new CountDownLatch(1);
@@ -759,8 +739,7 @@ class PartitionMaintenanceIntegrationTest {
         TestPostgres.Database database = TestPostgres.newDatabase();
         try (HikariDataSource dataSource = partitionedDatabase(database)) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
-            PostgresPartitionMaintenance maintenance =
-                    new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), 2, Duration.ofSeconds(60));
+            PostgresPartitionMaintenance maintenance = hourly(dataSource, 2, Duration.ofSeconds(60));
             maintenance.run(Duration.ofDays(1));
             attachPartition(jdbc, "idempotency_keys_expired", "now() - interval '5 days'", "now() - interval '4 days'");
             // drop the newest partition, so that the run below must create and attach one while the long request runs
@@ -797,6 +776,14 @@ class PartitionMaintenanceIntegrationTest {
 
     private static ClaimRequest request(ScopedKey key) {
         return new ClaimRequest(key, HASH, Duration.ofDays(1), Duration.ofSeconds(20));
+    }
+
+    /**
+     * Maintenance of the table in hourly partitions, {@code ahead} of them kept ahead of now, whose statements wait at
+     * most {@code ddlLockTimeout} for a lock.
+     */
+    private static PostgresPartitionMaintenance hourly(DataSource dataSource, int ahead, Duration ddlLockTimeout) {
+        return new PostgresPartitionMaintenance(dataSource, TABLE, Duration.ofHours(1), ahead, ddlLockTimeout);
     }
 
     private static HikariDataSource partitionedDatabase() {
