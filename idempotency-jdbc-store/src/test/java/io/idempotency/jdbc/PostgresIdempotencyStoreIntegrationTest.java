@@ -1,10 +1,7 @@
 package io.idempotency.jdbc;
 
 import com.zaxxer.hikari.HikariDataSource;
-import io.idempotency.core.IdempotencyStore;
-import io.idempotency.core.Transactions;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
-import io.idempotency.testkit.TestPostgres;
 import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ScopedKey;
 import org.junit.jupiter.api.AfterAll;
@@ -13,7 +10,6 @@ import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.support.TransactionTemplate;
 
-import javax.sql.DataSource;
 import java.time.Duration;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -21,21 +17,15 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 
 /** The PostgreSQL store against the whole store contract, on a schema created by the shipped migration. */
-class PostgresIdempotencyStoreIntegrationTest extends PostgresStoreContract {
+class PostgresIdempotencyStoreIntegrationTest extends PostgresStoreContractOnItsOwnDatabase {
 
-    private static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
-    private static final HikariDataSource DATA_SOURCE = DATABASE.dataSource(MIN_POOL_SIZE + 4);
-    private static final IdempotencyStore STORE;
-    private static final Transactions TRANSACTIONS = new SpringTransactions(new DataSourceTransactionManager(DATA_SOURCE));
-
-    static {
-        new IdempotencySchemaMigrator(DATA_SOURCE, IdempotencySchema.DEFAULT_TABLE_NAME).migrate();
-        STORE = new PostgresIdempotencyStore(DATA_SOURCE, IdempotencySchema.DEFAULT_TABLE_NAME);
-    }
+    private static final OwnDatabase DATABASE = OwnDatabase.create(
+            dataSource -> new IdempotencySchemaMigrator(dataSource, IdempotencySchema.DEFAULT_TABLE_NAME).migrate(),
+            dataSource -> new PostgresIdempotencyStore(dataSource, IdempotencySchema.DEFAULT_TABLE_NAME));
 
     @AfterAll
     static void closePool() {
-        DATA_SOURCE.close();
+        DATABASE.pool().close();
     }
 
     /**
@@ -45,15 +35,15 @@ class PostgresIdempotencyStoreIntegrationTest extends PostgresStoreContract {
     @Test
     void aClaimInATransactionOnAnotherDataSourceIsRefused() {
         ScopedKey key = newKey();
-        try (HikariDataSource otherPool = DATABASE.dataSource(1)) {
+        try (HikariDataSource otherPool = DATABASE.postgres().dataSource(1)) {
             TransactionTemplate other = new TransactionTemplate(new DataSourceTransactionManager(otherPool));
             assertThatThrownBy(() -> other.executeWithoutResult(status -> {
                 new JdbcTemplate(otherPool).execute("SELECT 1"); // the other transaction holds its connection
-                STORE.claim(new ClaimRequest(key, "d".repeat(64), Duration.ofDays(1), Duration.ofMillis(100)));
+                store().claim(new ClaimRequest(key, "d".repeat(64), Duration.ofDays(1), Duration.ofMillis(100)));
             })).isInstanceOf(IllegalStateException.class)
                     .hasMessageContaining("holds no connection of the idempotency store's DataSource");
         }
-        assertThat(STORE.find(key)).as("nothing was written for the refused claim").isEmpty();
+        assertThat(store().find(key)).as("nothing was written for the refused claim").isEmpty();
     }
 
     /**
@@ -63,42 +53,22 @@ class PostgresIdempotencyStoreIntegrationTest extends PostgresStoreContract {
      */
     @Test
     void aClaimAtRepeatableReadIsRefused() {
-        TransactionTemplate repeatableRead = new TransactionTemplate(new DataSourceTransactionManager(DATA_SOURCE));
+        TransactionTemplate repeatableRead = new TransactionTemplate(new DataSourceTransactionManager(dataSource()));
         repeatableRead.setIsolationLevel(TransactionDefinition.ISOLATION_REPEATABLE_READ);
         ScopedKey key = newKey();
-        assertThatThrownBy(() -> repeatableRead.executeWithoutResult(status -> STORE.claim(new ClaimRequest(key,
+        assertThatThrownBy(() -> repeatableRead.executeWithoutResult(status -> store().claim(new ClaimRequest(key,
                 "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1)))))
                 .isInstanceOf(IllegalStateException.class).hasMessageContaining("must run at READ COMMITTED");
-        assertThat(STORE.find(key)).isEmpty();
+        assertThat(store().find(key)).isEmpty();
     }
 
     @Override
-    protected IdempotencyStore store() {
-        return STORE;
-    }
-
-    @Override
-    protected DataSource dataSource() {
-        return DATA_SOURCE;
-    }
-
-    @Override
-    protected IdempotencyStore storeOn(DataSource dataSource) {
-        return new PostgresIdempotencyStore(dataSource, IdempotencySchema.DEFAULT_TABLE_NAME);
+    protected OwnDatabase database() {
+        return DATABASE;
     }
 
     @Override
     protected int statementsOfAFirstClaim() {
         return 1;
-    }
-
-    @Override
-    protected Transactions transactions() {
-        return TRANSACTIONS;
-    }
-
-    @Override
-    protected void awaitBlockedClaim() throws InterruptedException {
-        DATABASE.awaitLockWaiter(Duration.ofSeconds(30));
     }
 }
