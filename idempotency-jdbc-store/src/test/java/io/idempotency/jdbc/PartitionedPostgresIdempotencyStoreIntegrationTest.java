@@ -6,7 +6,7 @@ import org.junit.jupiter.api.AfterAll;
 import java.time.Duration;
 
 /** The partitioned PostgreSQL store against the whole store contract. */
-class PartitionedPostgresIdempotencyStoreIntegrationTest extends PostgresStoreContractOnItsOwnDatabase {
+class PartitionedPostgresIdempotencyStoreIntegrationTest extends PostgresStoreContract {
 
     private static final OwnDatabase DATABASE = OwnDatabase.create(dataSource -> {
         new IdempotencySchemaMigrator(dataSource, IdempotencySchema.DEFAULT_TABLE_NAME, true).migrate();

@@ -17,7 +17,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 
 /** The PostgreSQL store against the whole store contract, on a schema created by the shipped migration. */
-class PostgresIdempotencyStoreIntegrationTest extends PostgresStoreContractOnItsOwnDatabase {
+class PostgresIdempotencyStoreIntegrationTest extends PostgresStoreContract {
 
     private static final OwnDatabase DATABASE = OwnDatabase.create(
             dataSource -> new IdempotencySchemaMigrator(dataSource, IdempotencySchema.DEFAULT_TABLE_NAME).migrate(),

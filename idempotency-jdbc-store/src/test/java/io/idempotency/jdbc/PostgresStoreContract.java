@@ -1,5 +1,6 @@
 package io.idempotency.jdbc;
 
+import com.zaxxer.hikari.HikariDataSource;
 import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
 import io.idempotency.core.IdempotencyStore;
@@ -9,6 +10,7 @@ import io.idempotency.core.Transactions;
 import io.idempotency.testkit.Async;
 import io.idempotency.testkit.CountingStatements;
 import io.idempotency.testkit.IdempotencyStoreContract;
+import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
@@ -19,20 +21,48 @@ import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Consumer;
+import java.util.function.Function;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-/** The store contract, and what every PostgreSQL store promises beyond it. */
+/**
+ * The store contract, and what every PostgreSQL store promises beyond it, on a database of the test class's own. The
+ * class makes it once, in a static field (JUnit makes an instance of the class for every test), and closes its pool
+ * after its last test; the store under test, its transactions and its pool all come from it.
+ */
 abstract class PostgresStoreContract extends IdempotencyStoreContract {
 
-    /** The pool of the store under test. */
-    protected abstract DataSource dataSource();
-
-    /** A store of the kind under test, on {@code dataSource} (the pool, wrapped to watch its statements). */
-    protected abstract IdempotencyStore storeOn(DataSource dataSource);
+    /** The test class's database. */
+    protected abstract OwnDatabase database();
 
     /** The statements the claim of a new key costs on the store under test, as the docs count them. */
     protected abstract int statementsOfAFirstClaim();
+
+    @Override
+    protected IdempotencyStore store() {
+        return database().store();
+    }
+
+    /** The pool of the store under test. */
+    protected DataSource dataSource() {
+        return database().pool();
+    }
+
+    /** A store of the kind under test, on {@code dataSource} (the pool, wrapped to watch its statements). */
+    protected IdempotencyStore storeOn(DataSource dataSource) {
+        return database().storeOn().apply(dataSource);
+    }
+
+    @Override
+    protected Transactions transactions() {
+        return database().transactions();
+    }
+
+    @Override
+    protected void awaitBlockedClaim() throws InterruptedException {
+        database().postgres().awaitLockWaiter(Duration.ofSeconds(30));
+    }
 
     /**
      * The statements a claim costs, as how-it-works.md and retention.md count them: the claim of a new key is one
@@ -67,7 +97,6 @@ abstract class PostgresStoreContract extends IdempotencyStoreContract {
             });
         }
     }
-
 
     /**
      * The bounded wait of the claim must not leak into the handler's statements: neither when the claim inserts, nor
@@ -125,6 +154,23 @@ abstract class PostgresStoreContract extends IdempotencyStoreContract {
             assertThat(((ClaimResult.Existing) secondReplay).record().response()).isEqualTo(answer);
         } finally {
             firstReplay.rollback();
+        }
+    }
+
+    /**
+     * A new database with a pool large enough for the contract, transactions on the pool, and the store under test,
+     * which {@code storeOn} makes on the pool.
+     */
+    record OwnDatabase(TestPostgres.Database postgres, HikariDataSource pool, Transactions transactions,
+                       Function<DataSource, IdempotencyStore> storeOn, IdempotencyStore store) {
+
+        /** A new database, whose schema {@code migration} makes before the store is made. */
+        static OwnDatabase create(Consumer<DataSource> migration, Function<DataSource, IdempotencyStore> storeOn) {
+            TestPostgres.Database postgres = TestPostgres.newDatabase();
+            HikariDataSource pool = postgres.dataSource(MIN_POOL_SIZE + 4);
+            Transactions transactions = new SpringTransactions(new DataSourceTransactionManager(pool));
+            migration.accept(pool);
+            return new OwnDatabase(postgres, pool, transactions, storeOn, storeOn.apply(pool));
         }
     }
 }
