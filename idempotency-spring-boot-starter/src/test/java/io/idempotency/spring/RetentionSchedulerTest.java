@@ -14,11 +14,8 @@ import org.springframework.boot.test.system.CapturedOutput;
 import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.dao.DataAccessResourceFailureException;
 
-import java.lang.reflect.InvocationTargetException;
-import java.lang.reflect.Proxy;
 import java.time.Duration;
 import java.util.UUID;
-import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatExceptionOfType;
@@ -36,20 +33,9 @@ class RetentionSchedulerTest {
                     + " fencing_token, response_status, expires_at) select '', 'POST /x', 'k-' || i, 'SUCCEEDED',"
                     + " repeat('a', 64), gen_random_uuid(), 200, now() - interval '1 second'"
                     + " from generate_series(1, 3) i");
-            IdempotencyStore postgres = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
-            AtomicInteger deletes = new AtomicInteger();
             // the database goes away after the first batch has been deleted and committed
-            IdempotencyStore store = (IdempotencyStore) Proxy.newProxyInstance(getClass().getClassLoader(),
-                    new Class<?>[] {IdempotencyStore.class}, (proxy, method, args) -> {
-                        if (method.getName().equals("deleteExpired") && deletes.incrementAndGet() == 2) {
-                            throw new DataAccessResourceFailureException("connection refused");
-                        }
-                        try {
-                            return method.invoke(postgres, args);
-                        } catch (InvocationTargetException e) {
-                            throw e.getCause();
-                        }
-                    });
+            IdempotencyStore store = FailingStores.connectionRefusedAt(
+                    new PostgresIdempotencyStore(dataSource, "idempotency_keys"), "deleteExpired", 2);
             SimpleMeterRegistry registry = new SimpleMeterRegistry();
             RetentionScheduler scheduler = RetentionScheduler.deleting(new ExpiredRecordCleaner(store, 1),
                     Duration.ofHours(1), new MicrometerIdempotencyMeters(registry));

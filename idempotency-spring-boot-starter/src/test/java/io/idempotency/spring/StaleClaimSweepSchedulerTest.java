@@ -17,8 +17,6 @@ import org.springframework.boot.test.system.CapturedOutput;
 import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.dao.DataAccessResourceFailureException;
 
-import java.lang.reflect.InvocationTargetException;
-import java.lang.reflect.Proxy;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
@@ -134,20 +132,9 @@ class StaleClaimSweepSchedulerTest {
                     + " fencing_token, expires_at, locked_until) select 'alice', 'POST /charges', '" + prefix
                     + "' || i, 'PROCESSING', repeat('a', 64), gen_random_uuid(), now() + interval '1 day',"
                     + " now() - interval '1 second' from generate_series(1, 3) i");
-            IdempotencyStore postgres = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
-            AtomicInteger takeOvers = new AtomicInteger();
             // the database goes away when the sweep takes the third claim over
-            IdempotencyStore store = (IdempotencyStore) Proxy.newProxyInstance(getClass().getClassLoader(),
-                    new Class<?>[] {IdempotencyStore.class}, (proxy, method, args) -> {
-                        if (method.getName().equals("takeOver") && takeOvers.incrementAndGet() == 3) {
-                            throw new DataAccessResourceFailureException("connection refused");
-                        }
-                        try {
-                            return method.invoke(postgres, args);
-                        } catch (InvocationTargetException e) {
-                            throw e.getCause();
-                        }
-                    });
+            IdempotencyStore store = FailingStores.connectionRefusedAt(
+                    new PostgresIdempotencyStore(dataSource, "idempotency_keys"), "takeOver", 3);
             AtomicInteger asked = new AtomicInteger();
             CompletableFuture<String> unanswered = new CompletableFuture<>();
             // the first claim is marked failed, the gateway cannot be asked about the second
