@@ -33,20 +33,18 @@ import static org.assertj.core.api.Assertions.assertThatExceptionOfType;
 @ExtendWith(OutputCaptureExtension.class)
 class StaleClaimSweepSchedulerTest {
 
+    /** A resolver that cannot reach the gateway it asks. */
+    private static final StaleClaimResolver UNREACHABLE_GATEWAY = claim -> {
+        throw new IllegalStateException("gateway unreachable");
+    };
+
     @Test
     void aResolverFailureIsLoggedWithTheClaimItWasAbout(CapturedOutput output) {
         TestPostgres.Database database = TestPostgres.newDatabase();
         try (HikariDataSource dataSource = database.dataSource(2)) {
             new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
-            database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
-                    + " fencing_token, expires_at, locked_until) values ('alice', 'POST /charges', 'k-unreachable',"
-                    + " 'PROCESSING', repeat('a', 64), gen_random_uuid(), now() + interval '1 day',"
-                    + " now() - interval '1 second')");
-            StaleClaimSweepScheduler scheduler = new StaleClaimSweepScheduler(new StaleClaimSweeper(
-                    new PostgresIdempotencyStore(dataSource, "idempotency_keys"), claim -> {
-                        throw new IllegalStateException("gateway unreachable");
-                    }, new DownstreamKeys("secret"), Duration.ofMinutes(5), 100), Duration.ofHours(1),
-                    IdempotencyMeters.NONE);
+            insertStaleClaims(database, staleClaim("'alice'", "'POST /charges'", "'k-unreachable'"));
+            StaleClaimSweepScheduler scheduler = scheduler(dataSource, UNREACHABLE_GATEWAY);
 
             StaleClaimSweeper.Sweep sweep = scheduler.sweepOnce();
 
@@ -65,15 +63,9 @@ class StaleClaimSweepSchedulerTest {
         TestPostgres.Database database = TestPostgres.newDatabase();
         try (HikariDataSource dataSource = database.dataSource(2)) {
             new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
-            database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
-                    + " fencing_token, expires_at, locked_until) values (E'mallory\\r\\nFORGED caller',"
-                    + " 'POST /callbacks', E'evt-1\\nFORGED key \\u001b[31m', 'PROCESSING', repeat('a', 64),"
-                    + " gen_random_uuid(), now() + interval '1 day', now() - interval '1 second')");
-            StaleClaimSweepScheduler scheduler = new StaleClaimSweepScheduler(new StaleClaimSweeper(
-                    new PostgresIdempotencyStore(dataSource, "idempotency_keys"), claim -> {
-                        throw new IllegalStateException("gateway unreachable");
-                    }, new DownstreamKeys("secret"), Duration.ofMinutes(5), 100), Duration.ofHours(1),
-                    IdempotencyMeters.NONE);
+            insertStaleClaims(database, staleClaim("E'mallory\\r\\nFORGED caller'", "'POST /callbacks'",
+                    "E'evt-1\\nFORGED key \\u001b[31m'"));
+            StaleClaimSweepScheduler scheduler = scheduler(dataSource, UNREACHABLE_GATEWAY);
 
             scheduler.sweepOnce();
 
@@ -89,19 +81,13 @@ class StaleClaimSweepSchedulerTest {
         try (HikariDataSource dataSource = database.dataSource(2)) {
             new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
             // two intent-first claims whose holders died: the gateway knows the outcome of one, not of the other
-            database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
-                    + " fencing_token, expires_at, locked_until) values ('alice', 'POST /charges', 'k-charged',"
-                    + " 'PROCESSING', repeat('a', 64), gen_random_uuid(), now() + interval '1 day',"
-                    + " now() - interval '1 second'), ('bob', 'POST /refunds', 'k-unknown', 'PROCESSING',"
-                    + " repeat('a', 64), gen_random_uuid(), now() + interval '1 day', now() - interval '1 second')");
+            insertStaleClaims(database, staleClaim("'alice'", "'POST /charges'", "'k-charged'"),
+                    staleClaim("'bob'", "'POST /refunds'", "'k-unknown'"));
             StaleClaimResolver gateway = claim -> claim.key().key().equals("k-charged")
                     ? StaleClaimResolver.Resolution.complete(new StoredResponse(201, List.of(),
                             "{\"charged\":true}".getBytes(StandardCharsets.UTF_8)))
                     : StaleClaimResolver.Resolution.fail();
-            StaleClaimSweepScheduler scheduler = new StaleClaimSweepScheduler(new StaleClaimSweeper(
-                    new PostgresIdempotencyStore(dataSource, "idempotency_keys"), gateway,
-                    new DownstreamKeys("secret"), Duration.ofMinutes(5), 100), Duration.ofHours(1),
-                    IdempotencyMeters.NONE);
+            StaleClaimSweepScheduler scheduler = scheduler(dataSource, gateway);
 
             assertThat(scheduler.sweepOnce().resolved()).isEqualTo(2);
 
@@ -171,10 +157,7 @@ class StaleClaimSweepSchedulerTest {
             new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
             // three intent-first claims whose holders died: their leases ran out, nobody retried
             for (String key : List.of("a", "b", "c")) {
-                database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status,"
-                        + " request_hash, fencing_token, expires_at, locked_until) values ('', 'POST /charges', '"
-                        + key + "', 'PROCESSING', repeat('a', 64), gen_random_uuid(), now() + interval '1 day',"
-                        + " now() - interval '1 second')");
+                insertStaleClaims(database, staleClaim("''", "'POST /charges'", "'" + key + "'"));
             }
             String tokensBefore = tokens(database);
             CompletableFuture<Thread> asking = new CompletableFuture<>();
@@ -218,6 +201,31 @@ class StaleClaimSweepSchedulerTest {
             assertThat(database.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + asked
                     + "' and status = 'PROCESSING' and locked_until < now() + interval '1 second'")).isEqualTo(1);
         }
+    }
+
+    /**
+     * The schedule of a sweeper of the claims in {@code dataSource} that asks {@code resolver}; hourly, so that only
+     * the test's own {@code sweepOnce()} sweeps.
+     */
+    private static StaleClaimSweepScheduler scheduler(HikariDataSource dataSource, StaleClaimResolver resolver) {
+        return new StaleClaimSweepScheduler(new StaleClaimSweeper(
+                new PostgresIdempotencyStore(dataSource, "idempotency_keys"), resolver,
+                new DownstreamKeys("secret"), Duration.ofMinutes(5), 100), Duration.ofHours(1),
+                IdempotencyMeters.NONE);
+    }
+
+    /**
+     * The values of an intent-first claim of {@code caller} on {@code scope} with {@code key} (each an SQL literal)
+     * whose holder died: its lease ran out, nobody retried.
+     */
+    private static String staleClaim(String caller, String scope, String key) {
+        return "(" + caller + ", " + scope + ", " + key + ", 'PROCESSING', repeat('a', 64), gen_random_uuid(),"
+                + " now() + interval '1 day', now() - interval '1 second')";
+    }
+
+    private static void insertStaleClaims(TestPostgres.Database database, String... claims) {
+        database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
+                + " fencing_token, expires_at, locked_until) values " + String.join(", ", claims));
     }
 
     /** Each claim's key and fencing token, in key order. */
