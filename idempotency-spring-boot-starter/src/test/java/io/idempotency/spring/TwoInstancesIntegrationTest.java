@@ -88,17 +88,12 @@ class TwoInstancesIntegrationTest {
     void aDuplicateWaitingOnTheOtherInstanceRunsItselfOnceWhenTheFirstRollsBack() throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "rolled-back-" + key;
-        Gate gate = Gate.hold(note, true);
 
-        CompletableFuture<HttpResponse<String>> onFirst = post(first, key, note);
-        gate.awaitEntered();
-        CompletableFuture<HttpResponse<String>> onSecond = post(second, key, note);
-        awaitClaimWaitingInTheDatabase();
-        gate.release();
+        Race race = heldWhileTheOtherInstanceWaits(key, note, true, note);
 
-        HttpResponse<String> failed = onFirst.get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
+        HttpResponse<String> failed = answer(race.onFirst());
         assertThat(failed.statusCode()).as(failed.body()).isEqualTo(500);
-        HttpResponse<String> ran = onSecond.get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
+        HttpResponse<String> ran = answer(race.onSecond());
         assertThat(ran.statusCode()).as("the key was freed, so the waiting duplicate runs: %s", ran.body())
                 .isEqualTo(201);
         assertThat(ran.headers().firstValue("Idempotent-Replayed")).isEmpty();
@@ -107,7 +102,7 @@ class TwoInstancesIntegrationTest {
 
         // Both instances now replay what the duplicate stored; nothing runs again.
         for (ConfigurableApplicationContext instance : List.of(first, second)) {
-            HttpResponse<String> replay = post(instance, key, note).get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
+            HttpResponse<String> replay = answer(post(instance, key, note));
             assertThat(replay.statusCode()).isEqualTo(201);
             assertThat(replay.body()).isEqualTo(ran.body());
             assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
@@ -136,11 +131,11 @@ class TwoInstancesIntegrationTest {
         awaitClaimWaitingInTheDatabase();
         gate.release();
 
-        assertThat(onFirst.get(PATIENCE.toSeconds(), TimeUnit.SECONDS).statusCode()).isEqualTo(500);
+        assertThat(answer(onFirst).statusCode()).isEqualTo(500);
         int originals = 0;
         String stored = null;
         for (CompletableFuture<HttpResponse<String>> duplicate : duplicates) {
-            HttpResponse<String> answer = duplicate.get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
+            HttpResponse<String> answer = answer(duplicate);
             if (answer.statusCode() == 409) {
                 assertThat(answer.headers().firstValue("Retry-After")).isPresent();
                 assertThat(answer.body()).contains("idempotency-request-in-progress");
@@ -165,16 +160,11 @@ class TwoInstancesIntegrationTest {
         String key = UUID.randomUUID().toString();
         String note = "first-" + key;
         String other = "other-" + key;
-        Gate gate = Gate.hold(note, false);
 
-        CompletableFuture<HttpResponse<String>> onFirst = post(first, key, note);
-        gate.awaitEntered();
-        CompletableFuture<HttpResponse<String>> onSecond = post(second, key, other);
-        awaitClaimWaitingInTheDatabase();
-        gate.release();
+        Race race = heldWhileTheOtherInstanceWaits(key, note, false, other);
 
-        assertThat(onFirst.get(PATIENCE.toSeconds(), TimeUnit.SECONDS).statusCode()).isEqualTo(201);
-        HttpResponse<String> refused = onSecond.get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
+        assertThat(answer(race.onFirst()).statusCode()).isEqualTo(201);
+        HttpResponse<String> refused = answer(race.onSecond());
         assertThat(refused.statusCode()).as(refused.body()).isEqualTo(422);
         assertThat(refused.headers().firstValue("Content-Type")).hasValueSatisfying(
                 type -> assertThat(type).startsWith("application/problem+json"));
@@ -194,17 +184,17 @@ class TwoInstancesIntegrationTest {
         CompletableFuture<HttpResponse<String>> onFirst = post(first, key, note);
         gate.awaitEntered();
         // the first request is held until this answer is in: it outlasts the in-flight wait whatever the timing
-        HttpResponse<String> busy = post(second, key, other).get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
+        HttpResponse<String> busy = answer(post(second, key, other));
         assertThat(busy.statusCode()).as(busy.body()).isEqualTo(409);
         assertThat(busy.headers().firstValue("Retry-After")).isPresent();
         assertThat(busy.body()).contains("idempotency-request-in-progress");
         gate.release();
-        HttpResponse<String> created = onFirst.get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
+        HttpResponse<String> created = answer(onFirst);
         assertThat(created.statusCode()).isEqualTo(201);
 
-        HttpResponse<String> refused = post(second, key, other).get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
+        HttpResponse<String> refused = answer(post(second, key, other));
         assertThat(refused.statusCode()).as(refused.body()).isEqualTo(422);
-        HttpResponse<String> replay = post(second, key, note).get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
+        HttpResponse<String> replay = answer(post(second, key, note));
         assertThat(replay.statusCode()).isEqualTo(201);
         assertThat(replay.body()).isEqualTo(created.body());
         assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
@@ -219,18 +209,13 @@ class TwoInstancesIntegrationTest {
         String key = UUID.randomUUID().toString();
         String note = "rolled-back-first-" + key;
         String other = "other-" + key;
-        Gate gate = Gate.hold(note, true);
 
-        CompletableFuture<HttpResponse<String>> onFirst = post(first, key, note);
-        gate.awaitEntered();
-        CompletableFuture<HttpResponse<String>> onSecond = post(second, key, other);
-        awaitClaimWaitingInTheDatabase();
-        gate.release();
+        Race race = heldWhileTheOtherInstanceWaits(key, note, true, other);
 
-        assertThat(onFirst.get(PATIENCE.toSeconds(), TimeUnit.SECONDS).statusCode()).isEqualTo(500);
-        HttpResponse<String> ran = onSecond.get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
+        assertThat(answer(race.onFirst()).statusCode()).isEqualTo(500);
+        HttpResponse<String> ran = answer(race.onSecond());
         assertThat(ran.statusCode()).as("the rolled-back request left the key free: %s", ran.body()).isEqualTo(201);
-        HttpResponse<String> retry = post(first, key, note).get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
+        HttpResponse<String> retry = answer(post(first, key, note));
         assertThat(retry.statusCode()).as("the key now belongs to the other request: %s", retry.body())
                 .isEqualTo(422);
         assertThat(rows(note)).isZero();
@@ -259,6 +244,32 @@ class TwoInstancesIntegrationTest {
                 .POST(HttpRequest.BodyPublishers.ofString("{\"note\":\"" + note + "\"}", StandardCharsets.UTF_8))
                 .build();
         return http.sendAsync(request, HttpResponse.BodyHandlers.ofString());
+    }
+
+    /** The requests of a race under one key: held on the first instance, and waiting for it on the second. */
+    private record Race(CompletableFuture<HttpResponse<String>> onFirst,
+                        CompletableFuture<HttpResponse<String>> onSecond) {
+    }
+
+    /**
+     * Sends {@code note} under {@code key} to the first instance and holds it inside its handler, after its write
+     * (to throw once released, with {@code fail}); then sends {@code waitingNote} under the same key to the second
+     * instance, and lets the first go once the second's claim waits for it in the database.
+     */
+    private Race heldWhileTheOtherInstanceWaits(String key, String note, boolean fail, String waitingNote)
+            throws InterruptedException {
+        Gate gate = Gate.hold(note, fail);
+
+        CompletableFuture<HttpResponse<String>> onFirst = post(first, key, note);
+        gate.awaitEntered();
+        CompletableFuture<HttpResponse<String>> onSecond = post(second, key, waitingNote);
+        awaitClaimWaitingInTheDatabase();
+        gate.release();
+        return new Race(onFirst, onSecond);
+    }
+
+    private static HttpResponse<String> answer(CompletableFuture<HttpResponse<String>> request) throws Exception {
+        return request.get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
     }
 
     /**
