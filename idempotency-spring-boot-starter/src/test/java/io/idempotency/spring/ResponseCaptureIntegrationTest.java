@@ -19,10 +19,7 @@ class ResponseCaptureIntegrationTest extends OrdersApplicationTest {
         String key = UUID.randomUUID().toString();
         String note = "flushing-" + key;
 
-        String failed = raw("/capture/flushing?size=20000&failAtCommit=true", key, note);
-        assertThat(failed).as("the commit failed: no 201, nothing of the body").startsWith("HTTP/1.1 500 ")
-                .contains("idempotency-commit-failed").doesNotContain("order ");
-        assertThat(rows(note)).isZero();
+        assertCommitFailsAndSendsNothingOf("order ", "/capture/flushing?size=20000&failAtCommit=true", key, note);
 
         String first = raw("/capture/flushing?size=20000", key, note);
         String replay = raw("/capture/flushing?size=20000", key, note);
@@ -38,10 +35,7 @@ class ResponseCaptureIntegrationTest extends OrdersApplicationTest {
         String key = UUID.randomUUID().toString();
         String note = "writer-closed-" + key;
 
-        String failed = raw("/capture/writer-closed?failAtCommit=true", key, note);
-        assertThat(failed).as("the commit failed: no 201, nothing of the body").startsWith("HTTP/1.1 500 ")
-                .contains("idempotency-commit-failed").doesNotContain("order ");
-        assertThat(rows(note)).isZero();
+        assertCommitFailsAndSendsNothingOf("order ", "/capture/writer-closed?failAtCommit=true", key, note);
 
         String first = raw("/capture/writer-closed", key, note);
         String replay = raw("/capture/writer-closed", key, note);
@@ -110,10 +104,7 @@ class ResponseCaptureIntegrationTest extends OrdersApplicationTest {
         String key = UUID.randomUUID().toString();
         String note = "trailers-" + key;
 
-        String failed = raw("/capture/trailers?failAtCommit=true", key, note);
-        assertThat(failed).startsWith("HTTP/1.1 500 ").contains("idempotency-commit-failed")
-                .as("the rolled-back order's trailer").doesNotContain("x-checksum");
-        assertThat(rows(note)).isZero();
+        assertCommitFailsAndSendsNothingOf("x-checksum", "/capture/trailers?failAtCommit=true", key, note);
 
         String first = raw("/capture/trailers", key, note);
         assertThat(first).startsWith("HTTP/1.1 201 ").contains("x-checksum: order-");
@@ -131,6 +122,18 @@ class ResponseCaptureIntegrationTest extends OrdersApplicationTest {
         assertThat(first).startsWith("HTTP/1.1 201 ").contains("X-Checksum: order-");
         assertThat(body(first)).startsWith("order ");
         assertThat(rows(note)).isEqualTo(1);
+    }
+
+    /**
+     * Sends the request to {@code path}, whose commit fails: the client gets the failure, not a 201, and nothing of
+     * {@code unsent}, which the handler had written (its body, its trailer); the order rolled back.
+     */
+    private void assertCommitFailsAndSendsNothingOf(String unsent, String path, String key, String note)
+            throws IOException {
+        String failed = raw(path, key, note);
+        assertThat(failed).as("the commit failed: no 201, nothing of %s", unsent).startsWith("HTTP/1.1 500 ")
+                .contains("idempotency-commit-failed").doesNotContain(unsent);
+        assertThat(rows(note)).isZero();
     }
 
     private static String body(String answer) {
