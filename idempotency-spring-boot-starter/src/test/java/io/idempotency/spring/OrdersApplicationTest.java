@@ -18,6 +18,8 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.Locale;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -54,6 +56,18 @@ abstract class OrdersApplicationTest {
     /** Idempotency records of {@code key}. */
     long keyRows(String key) {
         return TestDatabases.keyRows(DATABASE, key);
+    }
+
+    /** The header lines stored with the answer under {@code key}, one a line, as the database holds them. */
+    String storedHeaders(String key) {
+        return DATABASE.queryString(
+                "select response_headers from idempotency_keys where idempotency_key = '" + key + "'");
+    }
+
+    /** The names of the header lines stored with the answer under {@code key}, in lower case. */
+    List<String> storedHeaderNames(String key) {
+        return storedHeaders(key).lines().map(line -> line.substring(0, line.indexOf(':')).toLowerCase(Locale.ROOT))
+                .toList();
     }
 
     static void assertProblem(HttpResponse<byte[]> response, String type) {
