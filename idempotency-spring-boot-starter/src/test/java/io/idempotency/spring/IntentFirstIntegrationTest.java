@@ -68,8 +68,7 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
         assertThat(gateway.charges() - chargesBefore).isEqualTo(1);
         assertThat(rows(note)).as("the local write committed with the result").isEqualTo(1);
-        assertThat(DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'"))
-                .isEqualTo("SUCCEEDED");
+        assertThat(status(key)).isEqualTo("SUCCEEDED");
     }
 
     @Test
@@ -103,8 +102,7 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         int chargesBefore = gateway.charges();
 
         HttpResponse<String> failed = charge("/intent/charges", key, note, "X-Fail", "at-commit");
-        String status = DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key
-                + "'");
+        String status = status(key);
         HttpResponse<String> tooEarly = charge("/intent/charges", key, note);
         awaitLeaseExpired(key);
         HttpResponse<String> retry = charge("/intent/charges", key, note);
@@ -126,8 +124,7 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         String note = "definite-" + key;
 
         HttpResponse<String> declined = charge("/intent/charges", key, note, "X-Fail", "definite-before");
-        assertThat(DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'"))
-                .isEqualTo("FAILED");
+        assertThat(status(key)).isEqualTo("FAILED");
         HttpResponse<String> retry = charge("/intent/charges", key, note);
 
         assertThat(declined.statusCode()).isEqualTo(500);
@@ -148,8 +145,7 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         assertThat(declined.statusCode()).isEqualTo(500);
         assertThat(other.statusCode()).isEqualTo(422);
         assertThat(other.body()).contains("idempotency-key-mismatch");
-        assertThat(DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'"))
-                .isEqualTo("FAILED");
+        assertThat(status(key)).isEqualTo("FAILED");
         assertThat(rows("other-" + note)).isZero();
     }
 
@@ -239,8 +235,7 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         String note = "resolver-fail-" + key;
         int consultedBefore = resolver.consultations();
 
-        assertThat(charge("/intent/charges", key, note, "X-Fail", "unknown").statusCode()).isEqualTo(500);
-        awaitLeaseExpired(key);
+        unknownOutcomeWithItsLeaseRunOut(key, note);
         resolver.decideNext(io.idempotency.core.StaleClaimResolver.Resolution::fail);
         HttpResponse<String> retry = charge("/intent/charges", key, note);
 
@@ -249,8 +244,7 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         assertThat(retry.body()).doesNotContain("resolved");
         assertThat(resolver.consultations() - consultedBefore).isEqualTo(1);
         assertThat(rows(note)).isEqualTo(1);
-        assertThat(DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'"))
-                .isEqualTo("SUCCEEDED");
+        assertThat(status(key)).isEqualTo("SUCCEEDED");
     }
 
     @Test
@@ -259,8 +253,7 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         String note = "resolver-throws-" + key;
         int consultedBefore = resolver.consultations();
 
-        assertThat(charge("/intent/charges", key, note, "X-Fail", "unknown").statusCode()).isEqualTo(500);
-        awaitLeaseExpired(key);
+        unknownOutcomeWithItsLeaseRunOut(key, note);
         String tokenBefore = token(key);
         resolver.decideNext(() -> {
             throw new IllegalStateException("the gateway's status API is down");
@@ -268,8 +261,7 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         HttpResponse<String> failed = charge("/intent/charges", key, note);
 
         assertThat(failed.statusCode()).isEqualTo(500);
-        assertThat(DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'"))
-                .as("neither failed nor completed: still unresolved").isEqualTo("PROCESSING");
+        assertThat(status(key)).as("neither failed nor completed: still unresolved").isEqualTo("PROCESSING");
         assertThat(token(key)).as("taken over, with a lease of its own").isNotEqualTo(tokenBefore);
 
         awaitLeaseExpired(key);
@@ -288,8 +280,7 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         String key = UUID.randomUUID().toString();
         String note = "resolver-database-" + key;
 
-        assertThat(charge("/intent/charges", key, note, "X-Fail", "unknown").statusCode()).isEqualTo(500);
-        awaitLeaseExpired(key);
+        unknownOutcomeWithItsLeaseRunOut(key, note);
         resolver.decideNext(() -> {
             throw new org.springframework.dao.DataAccessResourceFailureException("the resolutions table is gone");
         });
@@ -297,8 +288,7 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
 
         assertThat(failed.statusCode()).isEqualTo(503);
         assertThat(failed.body()).contains("idempotency-store-unavailable");
-        assertThat(DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'"))
-                .isEqualTo("PROCESSING");
+        assertThat(status(key)).isEqualTo("PROCESSING");
 
         // resolved by the next retry, so that no stale claim is left for the other tests' sweeps
         awaitLeaseExpired(key);
@@ -310,8 +300,7 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         String key = UUID.randomUUID().toString();
         String note = "resolver-503-" + key;
 
-        assertThat(charge("/intent/charges", key, note, "X-Fail", "unknown").statusCode()).isEqualTo(500);
-        awaitLeaseExpired(key);
+        unknownOutcomeWithItsLeaseRunOut(key, note);
         // a resolver that passes on the gateway's own "try again later"
         resolver.decideNext(() -> io.idempotency.core.StaleClaimResolver.Resolution.complete(
                 new io.idempotency.core.StoredResponse(503, java.util.List.of(),
@@ -320,8 +309,7 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
 
         assertThat(refused.statusCode()).as("an error of the resolver, not the request's answer").isEqualTo(500);
         assertThat(refused.body()).doesNotContain("unavailable");
-        assertThat(DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'"))
-                .as("neither failed nor completed: still unresolved").isEqualTo("PROCESSING");
+        assertThat(status(key)).as("neither failed nor completed: still unresolved").isEqualTo("PROCESSING");
 
         awaitLeaseExpired(key);
         HttpResponse<String> later = charge("/intent/charges", key, note);
@@ -334,8 +322,7 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         String key = UUID.randomUUID().toString();
         String note = "resolver-headers-" + key;
 
-        assertThat(charge("/intent/charges", key, note, "X-Fail", "unknown").statusCode()).isEqualTo(500);
-        awaitLeaseExpired(key);
+        unknownOutcomeWithItsLeaseRunOut(key, note);
         // a resolver that passes on what the gateway's status API answered, its session cookie included
         resolver.decideNext(() -> io.idempotency.core.StaleClaimResolver.Resolution.complete(
                 new io.idempotency.core.StoredResponse(201, java.util.List.of(
@@ -360,6 +347,19 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         assertThat(storedHeaders(key)).doesNotContainIgnoringCase("set-cookie").doesNotContain("secret");
     }
 
+    /**
+     * Charges under {@code key} with an outcome the gateway leaves unknown, answered 500, and waits until the claim,
+     * left for the resolver, has a lease that ran out.
+     */
+    private void unknownOutcomeWithItsLeaseRunOut(String key, String note) throws InterruptedException {
+        assertThat(charge("/intent/charges", key, note, "X-Fail", "unknown").statusCode()).isEqualTo(500);
+        awaitLeaseExpired(key);
+    }
+
+    private static String status(String key) {
+        return DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'");
+    }
+
     private static String token(String key) {
         return DATABASE.queryString("select fencing_token from idempotency_keys where idempotency_key = '" + key + "'");
     }
@@ -374,11 +374,10 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         }
     }
 
-    private static void awaitStatus(String key, String status) throws InterruptedException {
+    private static void awaitStatus(String key, String expected) throws InterruptedException {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (!status.equals(DATABASE.queryString("select status from idempotency_keys where idempotency_key = '"
-                + key + "'"))) {
-            assertThat(System.nanoTime() < deadline).as("%s becomes %s", key, status).isTrue();
+        while (!expected.equals(status(key))) {
+            assertThat(System.nanoTime() < deadline).as("%s becomes %s", key, expected).isTrue();
             Thread.sleep(20);
         }
     }
