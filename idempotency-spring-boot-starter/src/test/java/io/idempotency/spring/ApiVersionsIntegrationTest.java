@@ -298,17 +298,16 @@ class ApiVersionsIntegrationTest {
         ENTERED.put(transfer, new CountDownLatch(1));
         RELEASE.put(transfer, new CountDownLatch(1));
 
-        CompletableFuture<HttpResponse<String>> first = http.sendAsync(request("/transfers", key,
-                Map.of("Content-Type", "text/plain", "API-Version", "1.0"), transfer), HttpResponse.BodyHandlers.ofString());
+        CompletableFuture<HttpResponse<String>> first = http.sendAsync(versioned("/transfers", key, "1.0", transfer),
+                HttpResponse.BodyHandlers.ofString());
         assertThat(ENTERED.get(transfer).await(30, TimeUnit.SECONDS)).isTrue();
         HttpResponse<String> otherVersion;
         try {
-            otherVersion = send("/transfers", key, Map.of("Content-Type", "text/plain", "API-Version", "2.0"), transfer);
+            otherVersion = post("/transfers", key, "2.0", transfer);
         } finally {
             RELEASE.get(transfer).countDown();
         }
-        HttpResponse<String> afterwards = send("/transfers", key,
-                Map.of("Content-Type", "text/plain", "API-Version", "2.0"), transfer);
+        HttpResponse<String> afterwards = post("/transfers", key, "2.0", transfer);
 
         assertThat(otherVersion.statusCode()).as(otherVersion.body()).isEqualTo(422);
         assertThat(first.get(30, TimeUnit.SECONDS).body()).isEqualTo("v1 transfer 1");
@@ -321,12 +320,9 @@ class ApiVersionsIntegrationTest {
         String key = UUID.randomUUID().toString();
         String charge = "charge-" + key;
 
-        HttpResponse<String> first = send("/charges", key, Map.of("Content-Type", "text/plain", "API-Version", "2.0"),
-                charge);
-        HttpResponse<String> replay = send("/charges", key, Map.of("Content-Type", "text/plain", "API-Version", "2.0"),
-                charge);
-        HttpResponse<String> otherVersion = send("/charges", key,
-                Map.of("Content-Type", "text/plain", "API-Version", "1.0"), charge);
+        HttpResponse<String> first = post("/charges", key, "2.0", charge);
+        HttpResponse<String> replay = post("/charges", key, "2.0", charge);
+        HttpResponse<String> otherVersion = post("/charges", key, "1.0", charge);
 
         assertThat(first.statusCode()).as(first.body()).isEqualTo(201);
         assertThat(first.body()).isEqualTo("v2 charge 1");
@@ -351,13 +347,17 @@ class ApiVersionsIntegrationTest {
         return http.send(request(path, key, headers, body), HttpResponse.BodyHandlers.ofString());
     }
 
+    /** A text body to {@code path} under {@code key}, naming {@code version} in the version header, if any. */
+    private HttpRequest versioned(String path, String key, String version, String body) {
+        return request(path, key, version == null ? Map.of("Content-Type", "text/plain")
+                : Map.of("Content-Type", "text/plain", "API-Version", version), body);
+    }
+
+    private HttpResponse<String> post(String path, String key, String version, String body) throws Exception {
+        return http.send(versioned(path, key, version, body), HttpResponse.BodyHandlers.ofString());
+    }
+
     private HttpResponse<String> post(String key, String version, String body) throws Exception {
-        HttpRequest.Builder request = HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/payments"))
-                .header("Content-Type", "text/plain").header("Idempotency-Key", key)
-                .POST(HttpRequest.BodyPublishers.ofString(body));
-        if (version != null) {
-            request.header("API-Version", version);
-        }
-        return http.send(request.build(), HttpResponse.BodyHandlers.ofString());
+        return post("/payments", key, version, body);
     }
 }
