@@ -34,12 +34,8 @@ class GracefulShutdownIntegrationTest {
     @Test
     void anIntentFirstRequestInFlightKeepsItsLeaseWhileTheServerDrainsAndRecordsItsResult() throws Exception {
         TestPostgres.Database database = TestDatabases.withOrders();
-        List<String> properties = new ArrayList<>(database.springPropertyValues());
-        properties.add("server.port=0");
-        properties.add("idempotency.sweeper.enabled=false");
-        ConfigurableApplicationContext context = new SpringApplicationBuilder(TestApplication.class)
-                .properties(properties.toArray(String[]::new)).run();
-        int port = ((WebServerApplicationContext) context).getWebServer().getPort();
+        ConfigurableApplicationContext context = application(database, "idempotency.sweeper.enabled=false").run();
+        int port = port(context);
         // lease 1 s, renewed every third of it; the handler runs 3 s, most of it after the shutdown began
         CompletableFuture<HttpResponse<String>> answer = HttpClient.newHttpClient().sendAsync(
                 HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/intent/charges"))
@@ -76,15 +72,11 @@ class GracefulShutdownIntegrationTest {
     @Test
     void aDuplicateWaitingInMemoryWhenTheShutdownBeginsGetsTheAnswerOfTheRequestItWaitsFor() throws Exception {
         TestPostgres.Database database = TestDatabases.withOrders();
-        List<String> properties = new ArrayList<>(database.springPropertyValues());
-        properties.add("server.port=0");
-        properties.add("idempotency.sweeper.enabled=false");
-        properties.add("idempotency.in-flight-wait=20s");
         // requests on platform threads, where requestsInTheAdvice() sees them (it cannot see virtual threads): an
         // argument, which outranks a system property that would switch them on
-        ConfigurableApplicationContext context = new SpringApplicationBuilder(TestApplication.class)
-                .properties(properties.toArray(String[]::new)).run("--spring.threads.virtual.enabled=false");
-        int port = ((WebServerApplicationContext) context).getWebServer().getPort();
+        ConfigurableApplicationContext context = application(database, "idempotency.sweeper.enabled=false",
+                "idempotency.in-flight-wait=20s").run("--spring.threads.virtual.enabled=false");
+        int port = port(context);
         // HTTP/1.1: an h2c upgrade pending on the first request's connection would hold the duplicate back
         HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
         HttpRequest.Builder request = HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/intent/charges"))
@@ -120,13 +112,9 @@ class GracefulShutdownIntegrationTest {
         // other contexts of this test JVM (cached by Spring's test support, say) may still run theirs
         Set<Thread> before = Set.copyOf(libraryThreads());
         TestPostgres.Database database = TestDatabases.withOrders();
-        List<String> properties = new ArrayList<>(database.springPropertyValues());
-        properties.add("server.port=0");
-        properties.add("idempotency.sweeper.interval=50ms");
-        properties.add("idempotency.retention.cleanup.interval=50ms");
-        ConfigurableApplicationContext context = new SpringApplicationBuilder(TestApplication.class)
-                .properties(properties.toArray(String[]::new)).run();
-        int port = ((WebServerApplicationContext) context).getWebServer().getPort();
+        ConfigurableApplicationContext context = application(database, "idempotency.sweeper.interval=50ms",
+                "idempotency.retention.cleanup.interval=50ms").run();
+        int port = port(context);
         HttpResponse<String> answer = HttpClient.newHttpClient().send(
                 HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/intent/charges"))
                         .header("Content-Type", "application/json").header("Idempotency-Key", "threads")
@@ -146,6 +134,18 @@ class GracefulShutdownIntegrationTest {
         assertThat(started).as("threads of the library's context alive after it closed")
                 .filteredOn(Thread::isAlive).isEmpty();
         assertThat(started).as("none would keep the JVM from exiting").allMatch(Thread::isDaemon);
+    }
+
+    /** The test application on {@code database}, at a random port, with {@code properties} besides: to be run. */
+    private static SpringApplicationBuilder application(TestPostgres.Database database, String... properties) {
+        List<String> all = new ArrayList<>(database.springPropertyValues());
+        all.add("server.port=0");
+        all.addAll(List.of(properties));
+        return new SpringApplicationBuilder(TestApplication.class).properties(all.toArray(String[]::new));
+    }
+
+    private static int port(ConfigurableApplicationContext context) {
+        return ((WebServerApplicationContext) context).getWebServer().getPort();
     }
 
     private static List<Thread> libraryThreads() {
