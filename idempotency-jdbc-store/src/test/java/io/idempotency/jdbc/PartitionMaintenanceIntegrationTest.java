@@ -69,7 +69,12 @@ class PartitionMaintenanceIntegrationTest {
             List<PostgresPartitionMaintenance.Partition> partitions = maintenance.partitions();
             assertThat(partitions).extracting(PostgresPartitionMaintenance.Partition::name)
                     .contains("idempotency_keys_recent").doesNotContain("idempotency_keys_old");
-            assertThat(partitions.get(partitions.size() - 1).to()).isAfter(now.plus(Duration.ofHours(3)));
+            assertThat(partitions.get(partitions.size() - 1).to()).isAfter(now.plus(Duration.ofHours(3)))
+                    .as("three ahead of the current hour, no more").isBeforeOrEqualTo(now.plus(Duration.ofHours(4)));
+            assertThat(partitions).filteredOn(partition -> run.created().contains(partition.name()))
+                    .as("each created partition spans the interval").hasSize(4)
+                    .allSatisfy(partition -> assertThat(Duration.between(partition.from(), partition.to()))
+                            .isEqualTo(Duration.ofHours(1)));
             assertThat(jdbc.queryForObject("select count(*) from idempotency_keys where idempotency_key = 'old-key'",
                     Integer.class)).isZero();
             assertThat(jdbc.queryForObject("select count(*) from idempotency_keys where idempotency_key = 'recent-key'",
