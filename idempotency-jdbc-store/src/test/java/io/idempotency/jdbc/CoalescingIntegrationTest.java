@@ -13,6 +13,7 @@ import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.Async;
 import io.idempotency.testkit.EngineStorm;
 import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -29,7 +30,12 @@ import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-/** Duplicates of one instance that wait in memory behind another request, on real PostgreSQL and a real pool. */
+/**
+ * Duplicates of one instance that wait in memory behind another request, on real PostgreSQL and a real pool. Tagged
+ * {@code engine}: the engine's behaviour over the store, whose statements the store's own tests check on every
+ * PostgreSQL version the build runs; this runs on the configured server only.
+ */
+@Tag("engine")
 class CoalescingIntegrationTest {
 
     private static final String RETRIED = "1".repeat(64);

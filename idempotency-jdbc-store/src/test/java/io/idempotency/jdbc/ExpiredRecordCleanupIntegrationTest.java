@@ -10,6 +10,7 @@ import io.idempotency.core.Transactions;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
@@ -44,7 +45,12 @@ class ExpiredRecordCleanupIntegrationTest {
      */
     private static final Duration LOCK_WAIT_BOUND = Duration.ofSeconds(2);
 
+    /**
+     * Tagged {@code load}: the longest test of the module, run on the configured server only; the cleanup's statements
+     * run on every PostgreSQL version the build runs in the two tests below.
+     */
     @Test
+    @Tag("load")
     void aMillionExpiredRowsAreCleanedWhileSixteenClientsClaimWithoutWaiting() throws Exception {
         try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(CLIENTS + 4)) {
             JdbcTemplate jdbc = prepare(dataSource, 1_000_000);

@@ -19,6 +19,7 @@ import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -49,8 +50,11 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * Claims committed before their work, on real PostgreSQL: stale claims are resolved exactly once, by a retry or by
  * one of several sweepers; lease and expiry decisions follow the database clock even when the JVM's is an hour off;
- * and the programmatic template runs work once per key.
+ * and the programmatic template runs work once per key. Tagged {@code engine}: the engine's behaviour over the store,
+ * whose statements the store's own tests check on every PostgreSQL version the build runs; this runs on the configured
+ * server only.
  */
+@Tag("engine")
 class IntentFirstEngineIntegrationTest {
 
     private static final String HASH = "9".repeat(64);
