@@ -118,10 +118,8 @@ class ChargeCrashRecoveryIntegrationTest {
         assertThat(ledgerEntries(orderId)).isZero();
         assertThat(statusOf(key)).isEqualTo("PROCESSING");
 
-        app = start("charge-app", false);
-        awaitLeaseExpired(db, key);
+        HttpResponse<byte[]> retry = restartThenRetryAfterTheLease(key, body);
         ChargeApi api = ChargeApi.onPort(app.port());
-        HttpResponse<byte[]> retry = api.charge(key, body, null);
 
         assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
         assertThat(retry.headers().firstValue(REPLAYED_HEADER)).as("the handler ran again").isEmpty();
@@ -412,13 +410,17 @@ class ChargeCrashRecoveryIntegrationTest {
         assertThat(charges(orderId)).isZero();
         assertThat(statusOf(key)).isEqualTo("PROCESSING");
 
+        HttpResponse<byte[]> retry = restartThenRetryAfterTheLease(key, body);
+
+        assertTheRetryGotTheChargeFromTheResolver(retry, ChargeApi.onPort(app.port()), orderId, key);
+        return retry;
+    }
+
+    /** Starts the application again, waits until the crashed request's lease ran out, and sends its retry. */
+    private static HttpResponse<byte[]> restartThenRetryAfterTheLease(String key, String body) throws Exception {
         app = start("charge-app", false);
         awaitLeaseExpired(db, key);
-        ChargeApi api = ChargeApi.onPort(app.port());
-        HttpResponse<byte[]> retry = api.charge(key, body, null);
-
-        assertTheRetryGotTheChargeFromTheResolver(retry, api, orderId, key);
-        return retry;
+        return ChargeApi.onPort(app.port()).charge(key, body, null);
     }
 
     /**
