@@ -98,8 +98,7 @@ class DatabaseFaultsIntegrationTest extends OrdersApplicationTest {
         assertProblem(failed, "idempotency-commit-failed");
         assertThat(new String(failed.body(), StandardCharsets.UTF_8)).contains("answered 409 until then");
         assertThat(rows(note)).as("the local write rolled back").isZero();
-        assertThat(DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'"))
-                .as("the external call may have happened: the claim is for the resolver").isEqualTo("PROCESSING");
+        assertThat(status(key)).as("the external call may have happened: the claim is for the resolver").isEqualTo("PROCESSING");
         // its lease runs out (as if a second had passed): the retry asks the resolver, which finds the charge
         DATABASE.queryString("update idempotency_keys set locked_until = now() - interval '1 second'"
                 + " where idempotency_key = '" + key + "'");

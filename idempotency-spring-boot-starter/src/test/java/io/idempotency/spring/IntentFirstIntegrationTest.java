@@ -356,10 +356,6 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         awaitLeaseExpired(key);
     }
 
-    private static String status(String key) {
-        return DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'");
-    }
-
     private static String token(String key) {
         return DATABASE.queryString("select fencing_token from idempotency_keys where idempotency_key = '" + key + "'");
     }
@@ -374,7 +370,7 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         }
     }
 
-    private static void awaitStatus(String key, String expected) throws InterruptedException {
+    private void awaitStatus(String key, String expected) throws InterruptedException {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
         while (!expected.equals(status(key))) {
             assertThat(System.nanoTime() < deadline).as("%s becomes %s", key, expected).isTrue();

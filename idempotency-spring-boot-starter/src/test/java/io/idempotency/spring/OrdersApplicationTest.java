@@ -58,6 +58,11 @@ abstract class OrdersApplicationTest {
         return TestDatabases.keyRows(DATABASE, key);
     }
 
+    /** The status of the record of {@code key} (PROCESSING, SUCCEEDED, FAILED), or null when there is none. */
+    String status(String key) {
+        return DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'");
+    }
+
     /** The header lines stored with the answer under {@code key}, one a line, as the database holds them. */
     String storedHeaders(String key) {
         return DATABASE.queryString(
