@@ -33,8 +33,12 @@ public final class CanonicalJson {
     /** Longest number accepted, in characters: as long as Jackson reads by default (its {@code maxNumberLength}). */
     public static final int MAX_NUMBER_LENGTH = 1000;
 
-    /** Largest decimal exponent, and most digits, a number may have. */
-    private static final int MAX_SCALE = 100_000;
+    /**
+     * Largest decimal exponent a number's value may have, written in scientific notation ({@code d.ddd × 10^n}):
+     * judged on the value, so that every spelling of one number ({@code 1e100000}, {@code 0.1e100001},
+     * {@code 10e99999}) is read, or refused, alike.
+     */
+    private static final int MAX_EXPONENT = 100_000;
 
     /** The body is not valid JSON, or has duplicate member names; the message is safe to show to the client. */
     public static final class InvalidJsonException extends Exception {
@@ -376,6 +380,7 @@ public final class CanonicalJson {
                 }
                 skipDigits();
             }
+            int mantissaEnd = position;
             if (peek() == 'e' || peek() == 'E') {
                 position++;
                 if (peek() == '+' || peek() == '-') {
@@ -390,17 +395,39 @@ public final class CanonicalJson {
                 // converting n digits costs time in n squared: refused before any of it is spent
                 throw error("number longer than " + MAX_NUMBER_LENGTH + " characters");
             }
+            if (isZero(start, mantissaEnd)) {
+                // zero whatever its exponent: 0e-100001 is 0, also with an exponent beyond what a BigDecimal holds
+                BigDecimal zero;
+                try {
+                    zero = new BigDecimal(text.substring(start, position));
+                } catch (NumberFormatException | ArithmeticException e) {
+                    return BigDecimal.ZERO;
+                }
+                return Math.abs((long) zero.scale()) > MAX_EXPONENT ? BigDecimal.ZERO : zero;
+            }
             BigDecimal number;
             try {
                 number = new BigDecimal(text.substring(start, position));
             } catch (NumberFormatException | ArithmeticException e) {
-                throw error("number out of range");
+                throw error("number out of range"); // an exponent beyond an int: far beyond MAX_EXPONENT
             }
-            // keeps canonical forms (which strip trailing zeros, moving the exponent) readable and bounded
-            if (Math.abs((long) number.scale()) > MAX_SCALE || number.precision() > MAX_SCALE) {
+            // keeps canonical forms readable and bounded; judged on the value (the exponent of its first digit), not
+            // on the scale it is written with, which its digits move: 10e100000 is 1e100001
+            if (Math.abs((long) number.precision() - number.scale() - 1) > MAX_EXPONENT) {
                 throw error("number out of range");
             }
             return number;
+        }
+
+        /** Whether the mantissa between {@code from} and {@code to} (sign, digits and dot) has no digit but 0. */
+        private boolean isZero(int from, int to) {
+            for (int i = from; i < to; i++) {
+                char c = text.charAt(i);
+                if (c >= '1' && c <= '9') {
+                    return false;
+                }
+            }
+            return true;
         }
 
         private void expectWord(String word) throws InvalidJsonException {

@@ -567,6 +567,30 @@ class CanonicalJsonTest {
         });
     }
 
+    /**
+     * Numbers are compared as exact decimals, so the range a number must be in is one of its value: every spelling of
+     * one value is read alike, or refused alike, whatever exponent and digits it is written with.
+     */
+    @Test
+    void aNumberIsReadOrRefusedByItsValueNotByHowItIsWritten() throws Exception {
+        // 1.5 × 10^-100000 and 10^100000: within the exponents accepted, however they are written
+        for (String json : List.of("1.5e-100000", "15e-100001", "0.15e-99999", "1500e-100003")) {
+            assertThat(canon(json)).as(json).isEqualTo("1.5E-100000");
+        }
+        for (String json : List.of("1e100000", "10e99999", "0.1e100001", "1.000e100000")) {
+            assertThat(canon(json)).as(json).isEqualTo("1E+100000");
+        }
+        // 10^100001: beyond them, however it is written
+        for (String json : List.of("1e100001", "10e100000", "0.1e100002", "100e99999")) {
+            assertThatThrownBy(() -> parse(json)).as(json)
+                    .isInstanceOf(InvalidJsonException.class).hasMessageContaining("out of range");
+        }
+        // zero is zero whatever its exponent
+        for (String json : List.of("0e-100001", "-0.0e100001", "0e99999999999", "[0E-2147483649]")) {
+            assertThat(canon(json)).as(json).isEqualTo(json.startsWith("[") ? "[0]" : "0");
+        }
+    }
+
     @Test
     void aNumberOfAtMostAThousandCharactersIsRead() throws Exception {
         String digits = "1" + "0".repeat(CanonicalJson.MAX_NUMBER_LENGTH - 1);
