@@ -204,10 +204,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             abandonForTheAnswer(exchange, request);
             log.error("Idempotent request {} {} started async processing, which @Idempotent does not support;"
                     + " rolled back", request.getMethod(), request.getRequestURI());
-            response.send(problems.render(ProblemResponses.Problem.COMMIT_FAILED,
-                    "The handler answered asynchronously, which an idempotent endpoint cannot do: its effects could"
-                            + " not be committed with its answer, so none were kept." + afterRollback(execution),
-                    request.getRequestURI()));
+            response.send(answeredAsynchronously(problems, execution, request.getRequestURI()));
             return;
         }
         if (exchange.handlerFailed() || response.isErrorSent() || renderingFailed(request)) {
@@ -253,6 +250,18 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             return;
         }
         response.sendCaptured();
+    }
+
+    /**
+     * The answer to a request whose handler answered asynchronously (it started async processing, or returned a value
+     * Spring MVC would complete on another thread): its effects were rolled back, as they could not be committed with
+     * its answer.
+     */
+    static StoredResponse answeredAsynchronously(ProblemResponses problems, IdempotencyEngine.Execution execution,
+                                                 String instance) {
+        return problems.render(ProblemResponses.Problem.COMMIT_FAILED,
+                "The handler answered asynchronously, which an idempotent endpoint cannot do: its effects could not be"
+                        + " committed with its answer, so none were kept." + afterRollback(execution), instance);
     }
 
     /**

@@ -621,7 +621,11 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         return Optional.empty();
     }
 
-    private static boolean isAsync(Class<?> type) {
+    /**
+     * Whether Spring MVC answers with a value of {@code type} on another thread; also asked of the value an
+     * {@code @Idempotent} handler returns, whose declared type ({@code Object}) may not say so.
+     */
+    static boolean isAsync(Class<?> type) {
         if (type == null) {
             return false;
         }

@@ -306,14 +306,21 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             exchange.begin(proceed.execution(), endpoint.storagePolicy);
             try {
                 exchange.closeAfterTransaction(transactionResources.keepOpen(request));
-                return proceed.execution().context().runWith(() -> {
-                    Object result = invocation.proceed();
+                Object result = proceed.execution().context().runWith(() -> {
+                    Object value = invocation.proceed();
+                    if (value != null && IdempotencyStartupChecks.isAsync(value.getClass())) {
+                        return value; // nothing of it is written or run (below)
+                    }
                     // JPA holds writes back until the commit, which the filter makes after the answer is written:
                     // write them now, so that a failing one (a unique constraint) reaches Spring MVC's exception
                     // handling, and under the handler's context (entity listeners run at the flush)
                     proceed.execution().flush();
-                    return result;
+                    return value;
                 });
+                if (result != null && IdempotencyStartupChecks.isAsync(result.getClass())) {
+                    return refuseAsyncValue(exchange, proceed.execution(), result, invocation, instance);
+                }
+                return result;
             } catch (Throwable handlerFailure) {
                 // definitely not done: the method-validation proxy refused its arguments, or method security refused
                 // the call, before its body ran (intent-first: the claim is released, so the corrected or now
@@ -342,6 +349,28 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         return answer(exchange, problems.render(ProblemResponses.Problem.REQUEST_IN_PROGRESS,
                 "A request with this idempotency key is still being processed. Retry later with the same key.",
                 instance, new StoredResponse.Header("Retry-After", retryAfterSeconds)));
+    }
+
+    /**
+     * A handler declared to return something else ({@code Object}) returned an async value — a {@code Callable}, a
+     * {@code StreamingResponseBody}, a future — which the startup checks could not see. Given to Spring MVC, it would be
+     * run or completed on another thread after the transaction had ended: a {@code Callable}'s work would be kept
+     * while the client is told that nothing was, and run again by the retry. It is rolled back and answered as a
+     * handler that started async processing is, and Spring MVC never gets it, so what it holds never runs.
+     */
+    private Object refuseAsyncValue(IdempotentExchange exchange, IdempotencyEngine.Execution execution, Object value,
+                                    MethodInvocation invocation, String instance) {
+        HttpServletRequest request = exchange.request();
+        try {
+            exchange.abandon();
+        } catch (RuntimeException e) {
+            log.warn("Idempotent request {} {} could not be rolled back (nothing of it was committed); sending its"
+                    + " answer", request.getMethod(), request.getRequestURI(), e);
+        }
+        log.error("Idempotent request {} {}: {} returned {}, an async answer, which @Idempotent does not support;"
+                + " rolled back, and it was not run", request.getMethod(), request.getRequestURI(),
+                invocation.getMethod(), value.getClass().getName());
+        return answer(exchange, IdempotencyFilter.answeredAsynchronously(problems, execution, instance));
     }
 
     /** The answer to a request whose key is missing (where one is required) or malformed. */

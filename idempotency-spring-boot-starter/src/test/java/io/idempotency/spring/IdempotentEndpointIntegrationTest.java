@@ -508,6 +508,22 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void anAsyncValueBehindADeclaredObjectIsNeverRun() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "async-value-" + key;
+
+        HttpResponse<byte[]> answer = post("/orders/async-value", key, "{\"note\":\"" + note + "\"}");
+        Thread.sleep(1000); // time for Spring MVC's async executor, had it been given the Callable
+
+        assertThat(answer.statusCode()).isEqualTo(500);
+        assertProblem(answer, "idempotency-commit-failed");
+        assertThat(rows(note)).isZero();
+        assertThat(rows(note + "-callable")).as("the answer says nothing was kept, and a retry runs again")
+                .isZero();
+        assertThat(keyRows(key)).isZero();
+    }
+
+    @Test
     void anOptionalKeyHandlerWithoutAKeyMayCallIdempotentMethods() throws Exception {
         String note = "optional-nested-" + UUID.randomUUID();
 

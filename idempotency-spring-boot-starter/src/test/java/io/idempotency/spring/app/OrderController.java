@@ -331,6 +331,20 @@ public class OrderController {
         });
     }
 
+    /**
+     * Writes a row, then answers with a {@code Callable} behind a declared {@code Object}, which no startup check can
+     * see: Spring MVC would run it on another thread, where it writes a row of its own.
+     */
+    @PostMapping("/async-value")
+    @Idempotent
+    public Object asyncValue(@RequestBody OrderRequest request) {
+        insert(request.note());
+        return (java.util.concurrent.Callable<Map<String, Object>>) () -> {
+            insert(request.note() + "-callable");
+            return Map.of("late", true);
+        };
+    }
+
     /** An optional-key handler calling an optional-key service method. */
     @PostMapping("/optional-via-service")
     @Idempotent(keyRequired = false)
