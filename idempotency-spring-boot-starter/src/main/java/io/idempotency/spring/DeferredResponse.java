@@ -65,10 +65,20 @@ final class DeferredResponse extends HttpServletResponseWrapper {
      * From now on, keep everything in memory. The headers already set (by a filter after this one, an interceptor's
      * {@code preHandle}, Spring MVC's CORS processing) are seen by the handler as the container would show them: a
      * handler that sets one replaces it, as without the capture, rather than sending it a second time beside its own.
+     * So are the status and the content type already set: the answer's unless the handler sets its own (Spring MVC
+     * writes a body in a content type set before, rather than in one it negotiates).
      */
     void capture() {
         if (capturing) {
             return;
+        }
+        HttpServletResponse response = (HttpServletResponse) getResponse();
+        status = response.getStatus();
+        String contentType = response.getContentType();
+        if (contentType != null) {
+            List<String> values = new ArrayList<>(1);
+            values.add(contentType);
+            headers.put(CONTENT_TYPE, values);
         }
         // e.g. a CharacterEncodingFilter forcing the response encoding, before the chain: the container would encode
         // text with it, so the captured writer does too

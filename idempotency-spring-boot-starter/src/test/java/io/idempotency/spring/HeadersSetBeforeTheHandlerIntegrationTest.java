@@ -26,6 +26,7 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -61,6 +62,11 @@ class HeadersSetBeforeTheHandlerIntegrationTest {
                     response.setHeader("Cache-Control", "max-age=60");
                     response.setHeader("X-Served-By", "default");
                     response.setHeader("X-Default", "kept");
+                    if (request.getRequestURI().endsWith("/receipts")) {
+                        // the answer's status and content type, unless the handler sets its own
+                        response.setStatus(202);
+                        response.setContentType("application/vnd.example+json");
+                    }
                     return true;
                 }
             });
@@ -78,6 +84,17 @@ class HeadersSetBeforeTheHandlerIntegrationTest {
         @PostMapping("/unguarded/reports")
         public ResponseEntity<String> createUnguarded() {
             return answer();
+        }
+
+        @PostMapping("/receipts")
+        @Idempotent
+        public Map<String, Object> receipt() {
+            return Map.of("queued", true);
+        }
+
+        @PostMapping("/unguarded/receipts")
+        public Map<String, Object> receiptUnguarded() {
+            return Map.of("queued", true);
         }
 
         private static ResponseEntity<String> answer() {
@@ -107,6 +124,24 @@ class HeadersSetBeforeTheHandlerIntegrationTest {
             assertThat(answer.headers().allValues("Cache-Control")).containsExactly("no-store");
             assertThat(answer.headers().allValues("X-Served-By")).containsExactly("reports");
             assertThat(answer.headers().allValues("X-Default")).as("a header only set before").containsExactly("kept");
+        }
+    }
+
+    @Test
+    void theStatusAndContentTypeSetBeforeTheHandlerAreTheAnswersAsWithoutTheLibrary() throws Exception {
+        String key = UUID.randomUUID().toString();
+
+        HttpResponse<String> unguarded = post("/unguarded/receipts", null);
+        HttpResponse<String> first = post("/receipts", key);
+        HttpResponse<String> replay = post("/receipts", key);
+
+        assertThat(unguarded.statusCode()).isEqualTo(202);
+        assertThat(unguarded.headers().allValues("Content-Type")).containsExactly("application/vnd.example+json");
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        for (HttpResponse<String> answer : List.of(first, replay)) {
+            assertThat(answer.statusCode()).isEqualTo(202);
+            assertThat(answer.headers().allValues("Content-Type")).containsExactly("application/vnd.example+json");
+            assertThat(answer.body()).isEqualTo(unguarded.body());
         }
     }
 
