@@ -109,7 +109,12 @@ final class DeferredResponse extends HttpServletResponseWrapper {
      * the capture began and set again while capturing (or by a stored answer) is sent once, with its new values.
      */
     private static void replaceHeader(HttpServletResponse response, String name, List<String> values) {
-        if (!CONTENT_TYPE.equalsIgnoreCase(name) && !response.getHeaders(name).isEmpty()) { // one Content-Type, set
+        if (CONTENT_TYPE.equalsIgnoreCase(name)) {
+            // one Content-Type, which replaces one set before the handler (Jetty adds a second on addHeader)
+            values.forEach(value -> response.setHeader(name, value));
+            return;
+        }
+        if (!response.getHeaders(name).isEmpty()) {
             response.setHeader(name, null); // removes it (Servlet 6.1)
         }
         values.forEach(value -> response.addHeader(name, value));
