@@ -1,5 +1,6 @@
 package io.idempotency.jdbc;
 
+import io.idempotency.core.ClaimResult;
 import io.idempotency.core.IdempotencyRecord;
 import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.RecordStatus;
@@ -22,6 +23,7 @@ import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
 import java.util.function.IntSupplier;
+import java.util.function.Supplier;
 
 /**
  * What the library's JDBC stores share, whatever their database: every statement runs on the connection of the
@@ -171,11 +173,35 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
      * after it had been reported done.
      */
     protected int committed(IntSupplier write) {
-        if (TransactionSynchronizationManager.hasResource(transactionResource)) {
+        // a connection bound with no transaction active (a scope of propagation SUPPORTS or NOT_SUPPORTED) is not
+        // joined: nobody commits it, and a pool that does not auto-commit would roll the write back when the scope
+        // ends, after it had been reported done
+        if (TransactionSynchronizationManager.isActualTransactionActive()
+                && TransactionSynchronizationManager.hasResource(transactionResource)) {
             return write.getAsInt(); // the caller's transaction holds a connection of this DataSource: join it
         }
         Integer result = ownTransaction.execute(status -> write.getAsInt());
         return result == null ? 0 : result;
+    }
+
+    /**
+     * Runs a claim in the caller's transaction if one is open, else in a transaction of its own (at the isolation level
+     * of the store's own transactions) that commits the claim before this returns, and rolls back whatever else the
+     * claim did (a wait that ran out may have aborted it). Left to the connection, a claim made with no transaction
+     * would be rolled back by a pool that does not auto-commit when the connection goes back, after it had been
+     * reported claimed; and a transaction-scoped lock the claim takes would end with its statement.
+     */
+    protected ClaimResult claimCommitted(Supplier<ClaimResult> claim) {
+        if (TransactionSynchronizationManager.isActualTransactionActive()) {
+            return claim.get();
+        }
+        return ownTransaction.execute(status -> {
+            ClaimResult result = claim.get();
+            if (!(result instanceof ClaimResult.Claimed)) {
+                status.setRollbackOnly(); // nothing to keep
+            }
+            return result;
+        });
     }
 
     /**

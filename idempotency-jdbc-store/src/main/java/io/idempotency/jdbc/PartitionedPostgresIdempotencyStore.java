@@ -1,11 +1,7 @@
 package io.idempotency.jdbc;
 
 import io.idempotency.core.ClaimRequest;
-import io.idempotency.core.ClaimResult;
 import io.idempotency.core.ScopedKey;
-import org.springframework.jdbc.datasource.DataSourceTransactionManager;
-import org.springframework.transaction.support.TransactionSynchronizationManager;
-import org.springframework.transaction.support.TransactionTemplate;
 
 import javax.sql.DataSource;
 
@@ -39,7 +35,6 @@ public class PartitionedPostgresIdempotencyStore extends PostgresIdempotencyStor
 
     private final String lookUpOrLockSql;
     private final String claimIfAbsentSql;
-    private final TransactionTemplate ownTransaction;
 
     public PartitionedPostgresIdempotencyStore(DataSource dataSource, String tableName) {
         super(dataSource, tableName);
@@ -62,21 +57,6 @@ public class PartitionedPostgresIdempotencyStore extends PostgresIdempotencyStor
                 FROM (SELECT 1) AS one LEFT JOIN seen ON true
                 """.formatted(table, COLUMNS);
         this.claimIfAbsentSql = claimIfAbsentSql(table, false);
-        this.ownTransaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
-    }
-
-    @Override
-    public ClaimResult claim(ClaimRequest request) {
-        if (TransactionSynchronizationManager.isActualTransactionActive()) {
-            return super.claim(request);
-        }
-        return ownTransaction.execute(status -> {
-            ClaimResult result = super.claim(request);
-            if (!(result instanceof ClaimResult.Claimed)) {
-                status.setRollbackOnly(); // nothing to keep, and a wait that ran out has aborted the transaction
-            }
-            return result;
-        });
     }
 
     @Override

@@ -97,6 +97,10 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
 
     @Override
     public ClaimResult claim(ClaimRequest request) {
+        return claimCommitted(() -> claimInTransaction(request));
+    }
+
+    private ClaimResult claimInTransaction(ClaimRequest request) {
         checkClaimTransaction();
         // maxWait bounds the whole claim, not each wait: a key released and claimed again while we waited would
         // otherwise start a fresh wait

@@ -12,6 +12,7 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.support.TransactionTemplate;
 
 import java.nio.charset.StandardCharsets;
@@ -95,6 +96,44 @@ class NonAutoCommitPoolIntegrationTest {
             });
         }
         assertThat(status(key)).isEqualTo("FAILED");
+    }
+
+    /**
+     * A scope with no transaction ({@code @Transactional(propagation = SUPPORTS)}, a {@code TransactionTemplate} of that
+     * propagation) binds the connection it takes to the thread for as long as it lasts, and never commits it. A write
+     * the store makes there, reported done, must still persist once the scope has ended.
+     */
+    @Test
+    void writesInAScopeWithoutATransactionPersist() {
+        ScopedKey failed = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+        String failedToken = leasedClaim(failed);
+        ScopedKey released = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+        String releasedToken = leasedClaim(released);
+        TransactionTemplate supports = new TransactionTemplate(new DataSourceTransactionManager(POOL));
+        supports.setPropagationBehavior(TransactionDefinition.PROPAGATION_SUPPORTS);
+        supports.executeWithoutResult(status -> {
+            new JdbcTemplate(POOL).queryForObject("SELECT 1", Integer.class); // the scope holds a connection now
+            assertThat(STORE.fail(failed, failedToken)).isTrue();
+            assertThat(STORE.release(released, releasedToken)).isTrue();
+        });
+        assertThat(status(failed)).as("marked FAILED").isEqualTo("FAILED");
+        assertThat(DATABASE.queryLong("select count(*) from idempotency_keys where idempotency_key = '"
+                + released.key() + "'")).as("released").isZero();
+    }
+
+    /**
+     * A claim made with no transaction open commits before it returns, as the writes do: on a pool that does not
+     * auto-commit, the claim would otherwise be rolled back when its connection goes back, and the next request with
+     * the key would claim it too.
+     */
+    @Test
+    void aClaimOutsideATransactionPersists() {
+        ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+        ClaimRequest claim = new ClaimRequest(key, "e".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1),
+                Duration.ofSeconds(30));
+        assertThat(STORE.claim(claim)).isInstanceOf(ClaimResult.Claimed.class);
+        assertThat(status(key)).as("the claim, committed").isEqualTo("PROCESSING");
+        assertThat(STORE.claim(claim)).as("the key claimed again").isInstanceOf(ClaimResult.Existing.class);
     }
 
     /** A claim committed with a lease, as intent-first mode makes it; returns its fencing token. */

@@ -4,6 +4,7 @@ import com.zaxxer.hikari.HikariDataSource;
 import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
 import io.idempotency.core.ScopedKey;
+import io.idempotency.core.StoredResponse;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
@@ -18,6 +19,7 @@ import org.springframework.transaction.support.TransactionTemplate;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.time.Duration;
+import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
@@ -89,6 +91,21 @@ class RepeatableReadPoolIntegrationTest {
         assertThat(whileAnotherInstanceTakesItOver(releasing, releasingToken,
                 () -> store.release(releasing, releasingToken)))
                 .as("releasing a claim another holds").isFalse();
+    }
+
+    /**
+     * A claim made with no transaction open runs at READ COMMITTED, like the store's other writes of its own: run at
+     * the pool's REPEATABLE READ, it would be refused after its insert had already committed, leaving a claim without
+     * a lease that nothing ever resolves, finishes or removes.
+     */
+    @Test
+    void aClaimOutsideATransactionClaimsAtReadCommitted() {
+        ScopedKey key = newKey();
+        ClaimResult result = store.claim(new ClaimRequest(key, HASH, Duration.ofDays(1), Duration.ofSeconds(5)));
+        assertThat(result).isInstanceOf(ClaimResult.Claimed.class);
+        assertThat(store.complete(key, ((ClaimResult.Claimed) result).fencingToken(),
+                new StoredResponse(201, List.of(), "done".getBytes()))).isTrue();
+        assertThat(store.find(key)).map(record -> record.status().name()).hasValue("SUCCEEDED");
     }
 
     /** A committed intent-first claim of {@code key} whose lease has run out; its token. */

@@ -309,6 +309,10 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
 
     @Override
     public ClaimResult claim(ClaimRequest request) {
+        return claimCommitted(() -> claimInTransaction(request));
+    }
+
+    private ClaimResult claimInTransaction(ClaimRequest request) {
         checkClaimTransaction();
         long deadline = System.nanoTime() + request.maxWait().toNanos();
         long pause = FIRST_PAUSE_NANOS;

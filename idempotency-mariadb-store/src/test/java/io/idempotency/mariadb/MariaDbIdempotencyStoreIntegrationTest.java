@@ -383,6 +383,36 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         }
     }
 
+    /**
+     * A claim made with no transaction open commits before it returns, at READ COMMITTED whatever the pool's default
+     * (here InnoDB's, REPEATABLE READ), on a pool that does not auto-commit too: left to the connection, the claim
+     * would be refused, or rolled back when the connection goes back after it had been reported claimed, and the next
+     * request with the key would claim it again. A write made in a scope without a transaction (propagation SUPPORTS),
+     * whose connection nobody commits, persists too.
+     */
+    @Test
+    void aClaimAndAWriteOutsideATransactionPersistOnAPoolThatDoesNotAutoCommit() {
+        try (HikariDataSource pool = TestMariaDb.newDatabase().dataSource(2, config -> config.setAutoCommit(false))) {
+            new JdbcTemplate(pool).execute(MariaDbIdempotencyStore.schema("idempotency_keys"));
+            MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(pool, "idempotency_keys");
+            ScopedKey key = newKey();
+            ClaimRequest claim = new ClaimRequest(key, "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1),
+                    Duration.ofSeconds(30));
+            ClaimResult first = store.claim(claim);
+            assertThat(first).isInstanceOf(ClaimResult.Claimed.class);
+            assertThat(store.claim(claim)).as("the key claimed again").isInstanceOf(ClaimResult.Existing.class);
+
+            TransactionTemplate supports = new TransactionTemplate(new DataSourceTransactionManager(pool));
+            supports.setPropagationBehavior(TransactionDefinition.PROPAGATION_SUPPORTS);
+            supports.executeWithoutResult(status -> {
+                new JdbcTemplate(pool).queryForObject("SELECT 1", Integer.class); // the scope holds a connection
+                assertThat(store.fail(key, ((ClaimResult.Claimed) first).fencingToken())).isTrue();
+            });
+            assertThat(store.find(key)).map(record -> record.status().name()).as("marked FAILED")
+                    .hasValue("FAILED");
+        }
+    }
+
     /** At REPEATABLE READ (InnoDB's default) a look-up after a conflict would miss the record: refused. */
     @Test
     void aClaimAtRepeatableReadIsRefused() {
