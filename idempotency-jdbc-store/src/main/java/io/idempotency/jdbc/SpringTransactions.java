@@ -67,18 +67,38 @@ public class SpringTransactions implements Transactions {
     public void checkNoneOpen() {
         if (TransactionSynchronizationManager.isActualTransactionActive()) {
             // joining would let the outer transaction commit on its own schedule: before or after the answer
-            // the hint names both callers: the startup checks catch most misordered @Idempotent handlers, while a
-            // listener calling IdempotencyTemplate from a @Transactional method meets this only at run time
-            throw new IllegalStateException("an idempotent execution must own its transaction, but one is already"
-                    + " active on this thread: call IdempotencyTemplate.execute outside any transaction (not from a"
-                    + " @Transactional method), and order @Idempotent outside @Transactional");
+            throw alreadyActive();
         }
+    }
+
+    /**
+     * The refusal of a transaction open on the thread. The hint names both callers: the startup checks catch most
+     * misordered {@code @Idempotent} handlers, while a listener calling IdempotencyTemplate from a
+     * {@code @Transactional} method meets this only at run time.
+     */
+    private static IllegalStateException alreadyActive() {
+        return new IllegalStateException("an idempotent execution must own its transaction, but one is already"
+                + " active on this thread: call IdempotencyTemplate.execute outside any transaction (not from a"
+                + " @Transactional method), and order @Idempotent outside @Transactional");
     }
 
     @Override
     public Transaction begin() {
         checkNoneOpen();
         TransactionStatus status = transactionManager.getTransaction(definition);
+        if (!status.isNewTransaction()) {
+            // a transaction the thread's flags did not show — begun by a transaction manager that keeps no
+            // synchronization (SYNCHRONIZATION_NEVER), which binds its connection without marking a transaction
+            // active — was joined: the claim would commit or roll back with the caller's writes, after the execution
+            // had reported it committed (and kept its answer in memory). Leave it as it was, and refuse as above
+            IllegalStateException refused = alreadyActive();
+            try {
+                transactionManager.commit(status); // of a participation: commits nothing, only ends it
+            } catch (RuntimeException e) {
+                refused.addSuppressed(e);
+            }
+            throw refused;
+        }
         return new Transaction() {
             @Override
             public void commit() {

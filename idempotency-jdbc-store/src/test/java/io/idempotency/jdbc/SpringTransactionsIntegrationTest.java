@@ -1,0 +1,89 @@
+package io.idempotency.jdbc;
+
+import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.core.DownstreamKeys;
+import io.idempotency.core.IdempotencyEngine;
+import io.idempotency.core.IdempotencyTemplate;
+import io.idempotency.core.ReplayCache;
+import io.idempotency.core.ScopedKey;
+import io.idempotency.core.StaleClaimResolver;
+import io.idempotency.core.StoragePolicy;
+import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.support.AbstractPlatformTransactionManager;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
+import org.springframework.transaction.support.TransactionTemplate;
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.UUID;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/** {@link SpringTransactions} on transaction managers set up in ways the thread's transaction flags do not show. */
+class SpringTransactionsIntegrationTest {
+
+    /**
+     * A transaction manager that keeps no synchronization ({@code SYNCHRONIZATION_NEVER}) binds its connection to the
+     * thread without marking a transaction active there. Work started inside such a transaction must still be refused:
+     * joined, its claim and writes would commit (or roll back) with the caller's, while the execution reported them
+     * committed and kept its result in memory, so that a redelivery after the caller rolled back would be answered
+     * from memory and the work would never run. Also when the executions run on another transaction manager of the
+     * DataSource, one that keeps synchronization: the thread is left as the caller's transaction had it.
+     */
+    @ParameterizedTest(name = "executions on the caller''s transaction manager: {0}")
+    @ValueSource(booleans = {true, false})
+    void workInsideATransactionOfAManagerWithoutSynchronizationIsRefusedBeforeAnythingIsClaimed(boolean same)
+            throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(4)) {
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table effects (id bigserial primary key)");
+            DataSourceTransactionManager transactionManager = new DataSourceTransactionManager(dataSource);
+            transactionManager.setTransactionSynchronization(AbstractPlatformTransactionManager.SYNCHRONIZATION_NEVER);
+            IdempotencyEngine engine = new IdempotencyEngine(
+                    new PostgresIdempotencyStore(dataSource, "idempotency_keys"),
+                    new SpringTransactions(same ? transactionManager : new DataSourceTransactionManager(dataSource),
+                            true), StoragePolicy.DEFAULT, Duration.ofDays(1),
+                    Duration.ofMillis(300), StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
+                    new ReplayCache(100, 64 * 1024, 1024 * 1024, Duration.ofMinutes(10), 1000));
+            IdempotencyTemplate template = new IdempotencyTemplate(engine);
+            ScopedKey key = new ScopedKey("", "listener", UUID.randomUUID().toString());
+            byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
+            IdempotencyTemplate.Result[] inside = new IdempotencyTemplate.Result[1];
+
+            // a @Transactional listener on that transaction manager: it fails after the template's call
+            assertThatThrownBy(() -> new TransactionTemplate(transactionManager).executeWithoutResult(status -> {
+                try {
+                    inside[0] = template.execute(key, message, () -> {
+                        jdbc.update("insert into effects default values");
+                        return "applied".getBytes(StandardCharsets.UTF_8);
+                    });
+                } catch (Exception e) {
+                    assertThat(TransactionSynchronizationManager.isSynchronizationActive())
+                            .as("no synchronization left on the caller's thread").isFalse();
+                    throw new IllegalStateException(e);
+                }
+                throw new IllegalStateException("the listener fails after the call");
+            })).hasMessage("java.lang.IllegalStateException: an idempotent execution must own its transaction, but"
+                    + " one is already active on this thread: call IdempotencyTemplate.execute outside any transaction"
+                    + " (not from a @Transactional method), and order @Idempotent outside @Transactional");
+            assertThat(inside[0]).as("the call inside the caller's transaction returned no result").isNull();
+
+            // the redelivery, with no transaction open: nothing of the first call was kept, so the work runs
+            IdempotencyTemplate.Result redelivery = template.execute(key, message, () -> {
+                jdbc.update("insert into effects default values");
+                return "applied".getBytes(StandardCharsets.UTF_8);
+            });
+            assertThat(redelivery.replayed()).as("the redelivery runs the work").isFalse();
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isEqualTo(1);
+            engine.shutdown();
+        }
+    }
+}
