@@ -7,7 +7,9 @@ import java.util.concurrent.Callable;
 
 /**
  * The idempotency rules for code that is not an HTTP endpoint — a message listener whose broker redelivers, a
- * scheduled job, a batch step — on the same store and engine. The work's result (bytes) is stored and returned again
+ * scheduled job — on the same store and engine. It must own its transaction: called inside one (a
+ * {@code @Transactional} method, a listener container's transaction, a Spring Batch step, which always runs in one),
+ * it refuses. The work's result (bytes) is stored and returned again
  * for every repetition. Thread-safe.
  *
  * <pre>{@code
