@@ -50,6 +50,7 @@ import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandl
 
 import javax.sql.DataSource;
 import java.lang.reflect.Method;
+import java.lang.reflect.Proxy;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
@@ -167,10 +168,10 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                         if (neverApplies.isEmpty()) {
                             // an endpoint the annotation never applies to is refused for that alone
                             reasonProblem(mapped.getValue()).ifPresent(problems::add);
-                            propagationProblem(mapped.getValue().getMethod(), mapped.getValue().getBeanType())
-                                    .ifPresent(problems::add);
-                            transactionManagerProblem(mapped.getValue().getMethod(), mapped.getValue().getBeanType())
-                                    .ifPresent(problems::add);
+                            // read as Spring's transaction advice reads them: on the method and class it calls
+                            Class<?> target = targetClass(mapped.getValue());
+                            propagationProblem(method, target).ifPresent(problems::add);
+                            transactionManagerProblem(method, target).ifPresent(problems::add);
                         }
                         scopeTooLong(method, mapped.getKey(), endpoint).ifPresent(problems::add);
                         if (endpoint.scope.isEmpty()) {
@@ -306,6 +307,22 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         }
         Method annotated = IdempotentAdvisor.annotated(method, AutoProxyUtils.determineTargetClass(beanFactory, name));
         return annotated != null ? annotated : method;
+    }
+
+    /**
+     * The class of the object a handler's calls reach: its bean type, or — for a controller proxied through an
+     * interface, whose bean type is the proxy class — the class behind the proxy, where Spring's transaction advice
+     * reads {@code @Transactional} (on the implementing method or class) and the type-level {@code @Qualifier}.
+     */
+    private Class<?> targetClass(HandlerMethod handler) {
+        Class<?> beanType = handler.getBeanType();
+        if (!Proxy.isProxyClass(beanType) || !(handler.getBean() instanceof String name)
+                || !(context.getAutowireCapableBeanFactory() instanceof ConfigurableListableBeanFactory beanFactory)
+                || !beanFactory.containsBeanDefinition(name)) {
+            return beanType;
+        }
+        Class<?> target = AutoProxyUtils.determineTargetClass(beanFactory, name);
+        return target != null && !Proxy.isProxyClass(target) ? target : beanType;
     }
 
     /**
