@@ -17,7 +17,9 @@ import io.idempotency.jdbc.PostgresIdempotencyStore;
 import io.idempotency.jdbc.PostgresPartitionMaintenance;
 import io.idempotency.jdbc.SpringTransactions;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
+import org.springframework.aop.config.AopConfigUtils;
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.support.BeanDefinitionRegistry;
 import org.springframework.beans.factory.config.BeanDefinition;
 import org.springframework.boot.LazyInitializationExcludeFilter;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
@@ -33,6 +35,10 @@ import org.springframework.context.ApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Conditional;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Import;
+import org.springframework.context.annotation.ImportBeanDefinitionRegistrar;
+import org.springframework.context.EnvironmentAware;
+import org.springframework.core.type.AnnotationMetadata;
 import org.springframework.context.annotation.Role;
 import org.springframework.core.env.Environment;
 import org.springframework.transaction.PlatformTransactionManager;
@@ -558,6 +564,7 @@ public class IdempotencyAutoConfiguration {
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.SERVLET)
     @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
+    @Import(AutoProxyCreatorRegistrar.class)
     static class Web {
 
         @Bean
@@ -691,6 +698,34 @@ public class IdempotencyAutoConfiguration {
                     delegate = interceptor;
                 }
                 return interceptor.invoke(invocation);
+            }
+        }
+    }
+
+    /**
+     * The {@code @Idempotent} advice reaches the handlers through Spring's auto-proxy creator, which Spring Boot's
+     * transaction and AOP auto-configurations register. An application with neither (transactions woven by AspectJ
+     * and {@code spring.aop.auto=false}, or those auto-configurations excluded) would have none, and every
+     * {@code @Idempotent} method would run unadvised, retries included: one is registered then, proxying classes unless
+     * {@code spring.aop.proxy-target-class=false}, as Spring Boot's own would. One registered already is left as it is.
+     */
+    static class AutoProxyCreatorRegistrar implements ImportBeanDefinitionRegistrar, EnvironmentAware {
+
+        private Environment environment;
+
+        @Override
+        public void setEnvironment(Environment environment) {
+            this.environment = environment;
+        }
+
+        @Override
+        public void registerBeanDefinitions(AnnotationMetadata metadata, BeanDefinitionRegistry registry) {
+            if (registry.containsBeanDefinition(AopConfigUtils.AUTO_PROXY_CREATOR_BEAN_NAME)) {
+                return;
+            }
+            AopConfigUtils.registerAutoProxyCreatorIfNecessary(registry);
+            if (environment.getProperty("spring.aop.proxy-target-class", Boolean.class, true)) {
+                AopConfigUtils.forceAutoProxyCreatorToUseClassProxying(registry);
             }
         }
     }

@@ -10,7 +10,14 @@ import io.idempotency.jdbc.JdbcIdempotencyStore;
 import io.idempotency.jdbc.SpringTransactions;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.aop.framework.Advised;
 import org.springframework.aop.framework.autoproxy.AutoProxyUtils;
+import org.springframework.aop.scope.ScopedObject;
+import org.springframework.aop.scope.ScopedProxyUtils;
+import org.springframework.aop.support.AopUtils;
+import org.springframework.beans.factory.FactoryBean;
+import org.springframework.core.MethodIntrospector;
+import org.springframework.core.annotation.AnnotationUtils;
 import org.springframework.beans.factory.NoSuchBeanDefinitionException;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.annotation.BeanFactoryAnnotationUtils;
@@ -50,10 +57,12 @@ import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandl
 
 import javax.sql.DataSource;
 import java.lang.reflect.Method;
+import java.lang.reflect.Modifier;
 import java.lang.reflect.Proxy;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
@@ -92,6 +101,9 @@ import java.util.concurrent.Future;
  *       ({@code @Transactional(transactionManager = …)}), or one it names that does not join the request's
  *       transaction (JDBC's beside JPA's on one DataSource), or a plain {@code @Transactional} when no transaction
  *       manager is the default;</li>
+ *   <li>a bean with {@code @Idempotent} methods that the advice does not reach: made before Spring's auto-proxy
+ *       creator (a post-processor depends on it), so never proxied, or with a final {@code @Idempotent} method, which
+ *       the proxy of its class cannot intercept — also a bean whose method a functional route calls;</li>
  *   <li>two handler methods that would share a default scope (the same HTTP method and route template, told apart by
  *       a header, a media type or a version): a key used with one would replay the other's answer.</li>
  * </ul>
@@ -123,6 +135,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
     private static final boolean JPA_WEB_PRESENT = JPA_PRESENT && ClassUtils.isPresent(
             "org.springframework.orm.jpa.support.OpenEntityManagerInViewFilter",
             IdempotencyStartupChecks.class.getClassLoader());
+
 
     private final ApplicationContext context;
     private final ObjectProvider<IdempotencyProperties> properties;
@@ -215,6 +228,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                         + " same one only if they are one operation");
             }
         });
+        unadvised(problems);
         if (idempotentEndpoints > 0 && JPA_WEB_PRESENT) {
             Jpa.openInViewFilterProblem(context).ifPresent(problems::add);
         }
@@ -276,6 +290,60 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
             }
         }
         return found;
+    }
+
+    /**
+     * The beans made so far whose {@code @Idempotent} methods the advice does not reach, so that every retry would run
+     * them again: a bean made before Spring's auto-proxy creator existed (one a post-processor depends on: Spring logs
+     * that it "is not eligible for getting processed by all BeanPostProcessors") is not proxied at all, and a final
+     * method is not intercepted by the proxy of its class. Beans not made yet (lazy ones) are post-processed when they
+     * are made; request- and session-scoped beans are reached through a scoped proxy, whose target is made per scope.
+     */
+    private void unadvised(List<String> problems) {
+        if (!(context instanceof ConfigurableApplicationContext configurable)) {
+            return;
+        }
+        ConfigurableListableBeanFactory beanFactory = configurable.getBeanFactory();
+        for (String name : beanFactory.getBeanNamesForType(Object.class, true, false)) {
+            if (!beanFactory.containsSingleton(name) || ScopedProxyUtils.isScopedTarget(name)) {
+                continue;
+            }
+            Object bean = beanFactory.getSingleton(name);
+            if (bean == null || bean instanceof ScopedObject || bean instanceof FactoryBean<?>
+                    || Mocks.isMock(bean)) {
+                continue; // a test's mock or spy stands in for the bean, unadvised on purpose
+            }
+            Class<?> type = ClassUtils.getUserClass(AopUtils.getTargetClass(bean));
+            if (Proxy.isProxyClass(type) || !AnnotationUtils.isCandidateClass(type, Idempotent.class)) {
+                continue;
+            }
+            List<Method> idempotent;
+            try {
+                idempotent = MethodIntrospector.selectMethods(type, (MethodIntrospector.MetadataLookup<Boolean>)
+                        method -> AnnotatedElementUtils.hasAnnotation(method, Idempotent.class) ? Boolean.TRUE : null)
+                        .keySet().stream().sorted(Comparator.comparing(Method::toString)).toList();
+            } catch (RuntimeException | LinkageError e) {
+                continue; // a class whose methods cannot be read: no handler of it can be mapped either
+            }
+            if (idempotent.isEmpty()) {
+                continue;
+            }
+            if (!(bean instanceof Advised advised)
+                    || Arrays.stream(advised.getAdvisors()).noneMatch(IdempotentAdvisor.class::isInstance)) {
+                problems.add(idempotent.get(0) + (idempotent.size() > 1 ? " (and " + (idempotent.size() - 1)
+                        + " more of its class)" : "") + " is on bean '" + name + "', which was made before Spring's"
+                        + " auto-proxy creator could advise it (a BeanPostProcessor or BeanFactoryPostProcessor depends"
+                        + " on it: Spring logs that it is not eligible for getting processed by all"
+                        + " BeanPostProcessors), so @Idempotent has no effect on it and every retry would run it"
+                        + " again; make that post-processor's @Bean method static, or let it reach the bean lazily"
+                        + " (@Lazy, ObjectProvider)");
+            } else if (AopUtils.isCglibProxy(bean)) {
+                idempotent.stream().filter(method -> Modifier.isFinal(method.getModifiers()))
+                        .forEach(method -> problems.add(method + " is final: the proxy of its class cannot intercept"
+                                + " it, so @Idempotent has no effect on it and every retry would run it again; remove"
+                                + " final"));
+            }
+        }
     }
 
     /**
@@ -693,6 +761,41 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 + " handler's writes and the stored answer must commit in one transaction.", "Give the store the"
                 + " DataSource of the application's transaction manager, or make that transaction manager the"
                 + " primary one.");
+    }
+
+    /**
+     * Mockito's mocks and spies, which tests' bean overrides ({@code @MockitoBean}) register as singletons of their own,
+     * past the post-processors; read reflectively, as Mockito is on the class path of tests only.
+     */
+    private static final class Mocks {
+
+        private static final Method MOCKING_DETAILS;
+        private static final Method IS_MOCK;
+
+        static {
+            Method mockingDetails = null;
+            Method isMock = null;
+            ClassLoader classLoader = IdempotencyStartupChecks.class.getClassLoader();
+            if (ClassUtils.isPresent("org.mockito.Mockito", classLoader)) {
+                try {
+                    mockingDetails = ClassUtils.forName("org.mockito.Mockito", classLoader)
+                            .getMethod("mockingDetails", Object.class);
+                    isMock = mockingDetails.getReturnType().getMethod("isMock");
+                } catch (ReflectiveOperationException | LinkageError e) {
+                    mockingDetails = null;
+                }
+            }
+            MOCKING_DETAILS = mockingDetails;
+            IS_MOCK = isMock;
+        }
+
+        static boolean isMock(Object bean) {
+            if (MOCKING_DETAILS == null) {
+                return false;
+            }
+            Object details = ReflectionUtils.invokeMethod(MOCKING_DETAILS, null, bean);
+            return Boolean.TRUE.equals(ReflectionUtils.invokeMethod(IS_MOCK, details));
+        }
     }
 
     /** JPA's transaction manager; loaded only when spring-orm is on the class path. */
