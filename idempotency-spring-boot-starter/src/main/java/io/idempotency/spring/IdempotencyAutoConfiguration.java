@@ -1,15 +1,15 @@
 package io.idempotency.spring;
 
-import io.idempotency.core.IdempotencyEngine;
-import io.idempotency.core.IdempotencyStore;
-import io.idempotency.core.StoragePolicy;
-import io.idempotency.core.Transactions;
 import io.idempotency.core.DownstreamKeys;
 import io.idempotency.core.ExpiredRecordCleaner;
+import io.idempotency.core.IdempotencyEngine;
+import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.IdempotencyTemplate;
 import io.idempotency.core.ReplayCache;
 import io.idempotency.core.StaleClaimResolver;
 import io.idempotency.core.StaleClaimSweeper;
+import io.idempotency.core.StoragePolicy;
+import io.idempotency.core.Transactions;
 import io.idempotency.jdbc.IdempotencySchema;
 import io.idempotency.jdbc.JdbcIdempotencyStore;
 import io.idempotency.jdbc.PartitionedPostgresIdempotencyStore;
@@ -19,8 +19,8 @@ import io.idempotency.jdbc.SpringTransactions;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import org.springframework.aop.config.AopConfigUtils;
 import org.springframework.beans.factory.ObjectProvider;
-import org.springframework.beans.factory.support.BeanDefinitionRegistry;
 import org.springframework.beans.factory.config.BeanDefinition;
+import org.springframework.beans.factory.support.BeanDefinitionRegistry;
 import org.springframework.boot.LazyInitializationExcludeFilter;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
@@ -32,22 +32,21 @@ import org.springframework.boot.context.properties.EnableConfigurationProperties
 import org.springframework.boot.sql.init.dependency.DependsOnDatabaseInitialization;
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
 import org.springframework.context.ApplicationContext;
+import org.springframework.context.EnvironmentAware;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Conditional;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
 import org.springframework.context.annotation.ImportBeanDefinitionRegistrar;
-import org.springframework.context.EnvironmentAware;
-import org.springframework.core.type.AnnotationMetadata;
 import org.springframework.context.annotation.Role;
 import org.springframework.core.env.Environment;
+import org.springframework.core.type.AnnotationMetadata;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.util.ClassUtils;
 import org.springframework.util.unit.DataSize;
 import org.springframework.web.accept.ApiVersionStrategy;
 import org.springframework.web.servlet.handler.MappedInterceptor;
 
-import javax.sql.DataSource;
 import java.math.BigInteger;
 import java.sql.Connection;
 import java.sql.SQLException;
@@ -57,6 +56,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.function.Predicate;
+import javax.sql.DataSource;
 
 /**
  * Auto-configuration of the idempotency starter for applications with a DataSource: the store, the engine, the
