@@ -348,7 +348,7 @@ public final class IdempotencyEngine {
         }
         if (claim instanceof ClaimResult.Claimed claimed) {
             return new Proceed(new Execution(IdempotencyMode.ONE_TRANSACTION, transaction, key, requestHash,
-                    claimed.fencingToken(), null, false));
+                    claimed.fencingToken(), null, false, null));
         }
         transaction.rollback();
         if (claim instanceof ClaimResult.Existing existing) {
@@ -559,16 +559,30 @@ public final class IdempotencyEngine {
      * stale one taken over for a rerun, or a FAILED one its request took over — is marked FAILED instead: an earlier
      * attempt under it may have reached a third party under the key's downstream key, so only the same request may
      * run under the key again.
+     * <p>
+     * The lease is renewed from here on, not from when the work's transaction has begun: opening it waits for a pooled
+     * connection as long as the pool lets it, and a lease first renewed only a third of it after that wait could run
+     * out meanwhile — another request or a sweeper would then take the claim over and run the work beside this one.
      */
     private Proceed proceedIntent(ScopedKey key, String requestHash, String token, Duration lease,
                                   boolean heldBefore) {
+        ScheduledFuture<?> renewal;
+        Transactions.Transaction transaction;
         try {
-            return new Proceed(new Execution(IdempotencyMode.INTENT_FIRST, transactions.begin(), key, requestHash,
-                    token, lease, heldBefore));
+            renewal = holdLease(key, token, lease);
         } catch (Throwable e) {
             abandonUnstarted(key, token, heldBefore, lease, e);
             throw e;
         }
+        try {
+            transaction = transactions.begin();
+        } catch (Throwable e) {
+            renewal.cancel(false); // the release or FAILED mark is fenced by status: a renewal under way cannot undo it
+            abandonUnstarted(key, token, heldBefore, lease, e);
+            throw e;
+        }
+        return new Proceed(new Execution(IdempotencyMode.INTENT_FIRST, transaction, key, requestHash, token, lease,
+                heldBefore, renewal));
     }
 
     /**
@@ -840,8 +854,10 @@ public final class IdempotencyEngine {
         private final Duration lease;
         private boolean ended;
 
+        /** @param renewal what renews the lease of an {@link IdempotencyMode#INTENT_FIRST} claim; null otherwise */
         private Execution(IdempotencyMode mode, Transactions.Transaction transaction, ScopedKey key,
-                          String requestHash, String fencingToken, Duration lease, boolean heldBefore) {
+                          String requestHash, String fencingToken, Duration lease, boolean heldBefore,
+                          ScheduledFuture<?> renewal) {
             this.heldBefore = heldBefore;
             this.lease = lease;
             this.requestHash = requestHash;
@@ -850,16 +866,7 @@ public final class IdempotencyEngine {
             this.key = key;
             this.fencingToken = fencingToken;
             this.flight = flights.get(key);
-            if (mode == IdempotencyMode.INTENT_FIRST) {
-                try {
-                    this.renewal = holdLease(key, fencingToken, lease);
-                } catch (RuntimeException e) { // shutting down: no transaction may stay bound to the thread
-                    transaction.rollback();
-                    throw e;
-                }
-            } else {
-                this.renewal = null;
-            }
+            this.renewal = renewal;
         }
 
         public ScopedKey key() {

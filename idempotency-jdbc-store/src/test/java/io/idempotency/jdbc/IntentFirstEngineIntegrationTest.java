@@ -702,6 +702,66 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
+     * The intent is committed, then the handler's transaction waits for a pooled connection (a busy pool, within its
+     * timeout) for most of the lease. The lease is renewed while it waits, not only a third of the lease after the
+     * handler's transaction began: otherwise it runs out before the first renewal, and another instance's retry takes
+     * the claim over and runs the handler beside this one, both calling the third party.
+     */
+    @Test
+    void theLeaseIsRenewedWhileTheHandlersTransactionWaitsForAConnection() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            Duration lease = Duration.ofSeconds(3);
+            Transactions pool = transactions(dataSource);
+            AtomicInteger begun = new AtomicInteger();
+            Transactions busyPool = () -> {
+                if (begun.incrementAndGet() == 2) {
+                    // the handler's transaction: the pool gives a connection only once less than a fifth of the
+                    // claim's lease is left, on the database's clock
+                    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+                    while (System.nanoTime() - deadline < 0 && jdbc.queryForObject("select locked_until - now()"
+                            + " > ?::bigint * interval '1 millisecond' from idempotency_keys where idempotency_key = ?",
+                            Boolean.class, lease.toMillis() / 5, key.key())) {
+                        try {
+                            Thread.sleep(10);
+                        } catch (InterruptedException e) {
+                            throw new IllegalStateException(e);
+                        }
+                    }
+                }
+                return pool.begin();
+            };
+            IdempotencyEngine holder = engine(store, busyPool, Duration.ofMillis(300), StaleClaimResolver.RERUN);
+            // another instance, whose retry waits in flight for at most half the lease
+            IdempotencyEngine other = engine(store, transactions(dataSource), lease.dividedBy(2),
+                    StaleClaimResolver.RERUN);
+            IdempotencyEngine.Execution execution = ((IdempotencyEngine.Proceed) holder.start(key, HASH,
+                    IdempotencyMode.INTENT_FIRST, lease)).execution();
+            try {
+
+                CompletableFuture<IdempotencyEngine.Start> retried = CompletableFuture.supplyAsync(() -> {
+                    IdempotencyEngine.Start start = other.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
+                    if (start instanceof IdempotencyEngine.Proceed proceed) {
+                        proceed.execution().abandon();
+                    }
+                    return start;
+                });
+                IdempotencyEngine.Start retry = retried.get(30, TimeUnit.SECONDS);
+
+                assertThat(retry).as("a retry while the holder works").isInstanceOf(IdempotencyEngine.InProgress.class);
+                assertThat(execution.finish(new StoredResponse(201, List.of(), null)))
+                        .isEqualTo(IdempotencyEngine.Outcome.STORED);
+            } finally {
+                execution.abandon(); // after a failed assertion: nothing stays bound to the thread
+                holder.shutdown();
+                other.shutdown();
+            }
+        }
+    }
+
+    /**
      * Another instance holds an intent-first claim, committed and visible; a retry of its request on this instance
      * polls it. A request with another body under the key, sent to this instance meanwhile, waits in memory behind
      * that retry — and the fingerprint holding the key is already known: it is a mismatch at once, as it would be
