@@ -902,7 +902,10 @@ public final class IdempotencyEngine {
          * Stores {@code response} and commits, or rolls back if the policy does not store it.
          *
          * @throws CommitFailedException if the commit failed (the transaction has been rolled back: nothing of the
-         *                               request remains, and its answer must not be sent)
+         *                               request remains, and its answer must not be sent). A failure reported by the
+         *                               commit after the database had committed (an ORM's after-completion callback)
+         *                               is not one: the record, read back, holds the answer, which is
+         *                               {@link Outcome#STORED}
          * @throws LeaseLostException    ({@link IdempotencyMode#INTENT_FIRST}) if the claim was taken over meanwhile;
          *                               the handler's local writes were rolled back
          */
@@ -943,7 +946,16 @@ public final class IdempotencyEngine {
                 } catch (RuntimeException e) {
                     // unless it was refused or never asked for, the commit may have happened: a retry finds the
                     // answer or nothing
-                    throw new CommitFailedException(key, e, CommitFailedException.mayHaveCommitted(e));
+                    boolean mayHaveCommitted = CommitFailedException.mayHaveCommitted(e);
+                    if (mayHaveCommitted || !CommitFailedException.namesNoDatabaseError(e) || !completedAllTheSame(e)) {
+                        throw new CommitFailedException(key, e, mayHaveCommitted);
+                    }
+                    // the database committed; what failed came after it, in the transaction manager's own completion
+                    // (a JPA provider's after-completion callback: Hibernate's post-commit listeners), which reports
+                    // a failed commit all the same. The request's effects and its answer are kept, so the answer
+                    // stands: reporting a failed commit would tell the client that nothing was kept
+                    log.log(System.Logger.Level.ERROR, () -> "A failure followed the commit of the execution for "
+                            + key + " in the database; its effects and answer are kept", e);
                 }
                 landed = new Replay(response);
                 replayCache.put(key, requestHash, response);
@@ -956,6 +968,27 @@ public final class IdempotencyEngine {
                 } finally {
                     landFlight(landed); // whatever happened, the requests waiting here must not wait for ever
                 }
+            }
+        }
+
+        /**
+         * Whether the record of this execution's claim is committed with its answer, read back after a commit that
+         * failed without naming a database error: either the transaction manager rolled back without asking the
+         * database to commit (a transaction marked rollback-only), and the claim was rolled back with it (or, intent
+         * first, is still PROCESSING), or the database committed and something after it failed. Only this claim's
+         * token tells the two apart: another attempt may have completed the key since. A read that fails tells nothing,
+         * and the commit is taken as failed, as before the read.
+         */
+        private boolean completedAllTheSame(RuntimeException failure) {
+            if (fencingToken == null) {
+                return false;
+            }
+            try {
+                return store.find(key).filter(record -> record.status() == RecordStatus.SUCCEEDED
+                        && fencingToken.equals(record.fencingToken())).isPresent();
+            } catch (RuntimeException readFailed) {
+                failure.addSuppressed(readFailed);
+                return false;
             }
         }
 

@@ -278,6 +278,7 @@ class IdempotencyEngineTest {
         IdempotencyEngine.Execution execution = proceed("token-1");
         RuntimeException cause = new RuntimeException("serialization failure");
         transactions.commitFailure = cause;
+        store.records = key -> Optional.empty();
 
         assertThatExceptionOfType(CommitFailedException.class)
                 .isThrownBy(() -> execution.finish(CREATED))
@@ -285,6 +286,54 @@ class IdempotencyEngineTest {
                     assertThat(e.getCause()).isSameAs(cause);
                     assertThat(e.key()).isEqualTo(KEY);
                 });
+    }
+
+    @Test
+    void aCommitFailureWithoutADatabaseErrorIsReadBackAndAFailureIfTheAnswerIsNotThere() {
+        IdempotencyEngine.Execution execution = proceed("token-1");
+        RuntimeException cause = new RuntimeException("transaction marked rollback-only");
+        transactions.commitFailure = cause;
+        store.records = key -> Optional.empty();
+
+        assertThatExceptionOfType(CommitFailedException.class)
+                .isThrownBy(() -> execution.finish(CREATED))
+                .satisfies(e -> {
+                    assertThat(e.getCause()).isSameAs(cause);
+                    assertThat(e.outcomeUnknown()).isFalse();
+                });
+    }
+
+    /**
+     * The transaction manager reports a failed commit after the database committed (an ORM's after-completion
+     * callback failed): the record holds this claim's answer, so the answer stands.
+     */
+    @Test
+    void aFailureAfterTheDatabaseCommittedKeepsTheAnswer() {
+        IdempotencyEngine.Execution execution = proceed("token-1");
+        transactions.commitFailure = new RuntimeException("Unable to perform afterTransactionCompletion callback");
+        store.records = key -> Optional.of(new IdempotencyRecord(key, RecordStatus.SUCCEEDED, "hash", "token-1",
+                CREATED, Instant.EPOCH, Instant.EPOCH, null, false));
+
+        assertThat(execution.finish(CREATED)).isEqualTo(Outcome.STORED);
+    }
+
+    /** Another attempt's answer, committed since this one's commit failed, is not this one's. */
+    @Test
+    void anotherClaimsAnswerDoesNotMakeAFailedCommitAStoredOne() {
+        IdempotencyEngine.Execution execution = proceed("token-1");
+        transactions.commitFailure = new RuntimeException("transaction marked rollback-only");
+        store.records = key -> Optional.of(new IdempotencyRecord(key, RecordStatus.SUCCEEDED, "hash", "token-2",
+                CREATED, Instant.EPOCH, Instant.EPOCH, null, false));
+
+        assertThatExceptionOfType(CommitFailedException.class).isThrownBy(() -> execution.finish(CREATED));
+    }
+
+    @Test
+    void aCommitTheDatabaseRefusedIsNotReadBack() {
+        IdempotencyEngine.Execution execution = proceed("token-1");
+        transactions.commitFailure = new RuntimeException(new java.sql.SQLException("refused", "23514"));
+
+        assertThatExceptionOfType(CommitFailedException.class).isThrownBy(() -> execution.finish(CREATED));
     }
 
     @Test
@@ -805,9 +854,14 @@ class IdempotencyEngineTest {
             throw new AssertionError("the engine does not call release");
         }
 
+        /** What {@link #find} reads; by default the engine is not expected to read. */
+        java.util.function.Function<ScopedKey, Optional<IdempotencyRecord>> records = key -> {
+            throw new AssertionError("the engine does not call find");
+        };
+
         @Override
         public Optional<IdempotencyRecord> find(ScopedKey key) {
-            throw new AssertionError("the engine does not call find");
+            return records.apply(key);
         }
 
         @Override

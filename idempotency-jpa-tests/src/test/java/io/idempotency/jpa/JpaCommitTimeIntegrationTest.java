@@ -2,6 +2,7 @@ package io.idempotency.jpa;
 
 import io.idempotency.jpa.app.CommitTimeController;
 import io.idempotency.jpa.app.JpaTestApplication;
+import io.idempotency.jpa.app.PostCommitAnnouncements;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -96,6 +97,28 @@ class JpaCommitTimeIntegrationTest extends JpaHttpTest {
         assertThat(purchases(reference)).isEqualTo(1);
         assertThat(record(key)).isEqualTo("SUCCEEDED 201");
         assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(first.body()).contains("\"reference\":\"" + reference + "\"");
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(retry.body()).isEqualTo(first.body());
+    }
+
+    /**
+     * A Hibernate post-commit listener fails after the database committed the purchase and its answer (a message that
+     * could not be sent once the purchase was kept): the client gets that answer, as every retry does, never a 500
+     * saying that nothing was kept.
+     */
+    @Test
+    void aFailingHibernatePostCommitListenerDoesNotTurnACommittedPurchaseIntoAFailure() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String reference = "post-commit-" + key;
+
+        HttpResponse<String> first = post("/commit-time/purchases", key, purchase(reference, "fails-after-commit"));
+        HttpResponse<String> retry = post("/commit-time/purchases", key, purchase(reference, "fails-after-commit"));
+
+        assertThat(PostCommitAnnouncements.ANNOUNCED).as("the listener ran after the commit").contains(reference);
+        assertThat(purchases(reference)).isEqualTo(1);
+        assertThat(record(key)).isEqualTo("SUCCEEDED 201");
+        assertThat(first.statusCode()).as(first.body()).isEqualTo(201);
         assertThat(first.body()).contains("\"reference\":\"" + reference + "\"");
         assertThat(retry.headers().firstValue("Idempotent-Replayed")).hasValue("true");
         assertThat(retry.body()).isEqualTo(first.body());
