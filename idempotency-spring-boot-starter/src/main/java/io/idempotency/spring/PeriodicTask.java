@@ -11,7 +11,8 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * Background work of the starter (cleanup, sweeping) on one daemon thread of its own, at a fixed delay while the
- * application runs. A failed run — whatever it threw — is logged and tried again at the next interval.
+ * application runs. A failed run — whatever it threw, an undeclared checked exception included — is logged and tried
+ * again at the next interval.
  * <p>
  * Stopped in the phase of the web server's graceful shutdown ({@link #PHASE}): a run that does not end at once (a
  * resolver waiting on a third party) is waited for while the web server drains, not before it stops taking requests.
@@ -80,7 +81,10 @@ abstract class PeriodicTask implements SmartLifecycle {
     private void runSafely(ScheduledExecutorService schedule) {
         try {
             runOnce();
-        } catch (RuntimeException e) {
+        } catch (Exception e) {
+            // a checked exception too: code that declares none may still throw one (an IdempotencyStore or a resolver
+            // in Kotlin passes the driver's SQLException on), and the executor would end the schedule on it as on an
+            // error
             if (schedule.isShutdown()) {
                 // interrupted by the stop: no run follows, and the failure is the stop's, not the database's
                 log.info("{} stopped during a run: {}", name, e.toString());

@@ -48,6 +48,34 @@ class PeriodicTaskTest {
     }
 
     @Test
+    void aRunThatFailsWithAnUndeclaredCheckedExceptionDoesNotEndTheSchedule() throws Exception {
+        AtomicInteger runs = new AtomicInteger();
+        CountDownLatch ranAgain = new CountDownLatch(1);
+        PeriodicTask task = new PeriodicTask("idempotency-test-task", Duration.ofMillis(20)) {
+            @Override
+            void runOnce() {
+                if (runs.incrementAndGet() == 1) {
+                    // e.g. an IdempotencyStore or a resolver written in Kotlin, which declares no checked exception
+                    // and passes the driver's on
+                    throwUndeclared(new java.sql.SQLException("connection reset", "08006"));
+                }
+                ranAgain.countDown();
+            }
+        };
+        task.start();
+        try {
+            assertThat(ranAgain.await(10, TimeUnit.SECONDS)).as("runs after the failed one").isTrue();
+        } finally {
+            task.stop();
+        }
+    }
+
+    @SuppressWarnings("unchecked")
+    private static <T extends Throwable> void throwUndeclared(Throwable failure) throws T {
+        throw (T) failure;
+    }
+
+    @Test
     void theLifecycleStopCallsBackOnceTheRunInProgressHasEnded() throws Exception {
         CountDownLatch running = new CountDownLatch(1);
         AtomicBoolean runEnded = new AtomicBoolean();
