@@ -386,8 +386,21 @@ public class PostgresPartitionMaintenance {
             // finds by this mark and drops
             execute(connection, "COMMENT ON TABLE " + partition.name() + " IS " + literal(mark));
             // detach without blocking new claims, then drop the table no claim can reach any more
-            execute(connection, "ALTER TABLE " + table + " DETACH PARTITION " + partition.name()
-                    + (partition.detachPending() ? " FINALIZE" : " CONCURRENTLY"));
+            try {
+                execute(connection, "ALTER TABLE " + table + " DETACH PARTITION " + partition.name()
+                        + (partition.detachPending() ? " FINALIZE" : " CONCURRENTLY"));
+            } catch (SQLException e) {
+                // still a partition (a detach refused, or not had in time; one left pending is marked again by the run
+                // that finishes it): unmarked, so that whoever detaches it to keep its rows — beside a default
+                // partition, which makes PostgreSQL refuse every concurrent detach, that is the default partition's
+                // manager — does not have it taken for a table this library detached and dropped
+                try {
+                    execute(connection, "COMMENT ON TABLE " + partition.name() + " IS NULL");
+                } catch (SQLException unmarked) {
+                    e.addSuppressed(unmarked);
+                }
+                throw e;
+            }
             execute(connection, "DROP TABLE " + partition.name());
             dropped.add(partition.name());
             afterDrop.accept(partition.name());

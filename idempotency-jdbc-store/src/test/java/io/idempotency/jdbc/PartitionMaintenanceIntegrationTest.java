@@ -164,6 +164,33 @@ class PartitionMaintenanceIntegrationTest {
         }
     }
 
+    /**
+     * Beside a default partition PostgreSQL refuses every concurrent detach, so a run with cleanup enabled removes
+     * nothing and leaves the partition to whoever manages the default one. When that one detaches the expired
+     * partition to keep its rows (pg_partman keeping the table, a DBA archiving it), the library must not take the
+     * refused detach for one of its own and drop the table.
+     */
+    @Test
+    void aPartitionWhoseDetachWasRefusedIsNotDroppedOnceSomeoneElseDetachesIt() {
+        try (HikariDataSource dataSource = partitionedDatabase()) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            PostgresPartitionMaintenance maintenance = hourly(dataSource, 2, Duration.ofSeconds(5));
+            jdbc.execute("create table idempotency_keys_default partition of idempotency_keys default");
+            attachPartition(jdbc, "idempotency_keys_archived", "now() - interval '5 days'",
+                    "now() - interval '4 days'");
+            insertRecord(jdbc, "archived-key", "now() - interval '5 days' + interval '1 minute'");
+
+            assertThatThrownBy(() -> maintenance.dropExpired(Duration.ofDays(1))).as("refused beside a default partition")
+                    .isInstanceOf(IllegalStateException.class);
+            // kept by whoever manages the default partition: detached without CONCURRENTLY, as the documentation says
+            jdbc.execute("alter table idempotency_keys detach partition idempotency_keys_archived");
+
+            assertThat(maintenance.dropExpired(Duration.ofDays(1)).dropped()).isEmpty();
+            assertThat(jdbc.queryForObject("select count(*) from idempotency_keys_archived", Integer.class))
+                    .as("the detached table and its rows are kept").isEqualTo(1);
+        }
+    }
+
     @Test
     void rowsInADefaultPartitionBlockTheirRangeOnlyNotTheRangesAfterIt() {
         try (HikariDataSource dataSource = partitionedDatabase()) {
