@@ -12,16 +12,21 @@ import java.util.concurrent.atomic.LongAdder;
 
 /**
  * What the application saw of one scenario (named by the load generator's {@code X-Bench-Scenario} header): requests,
- * the distribution of round trips per request, statuses, replays, claim statement times, the peak number of pool
- * connections held at once by requests with the same key, and a few statement traces. Thread-safe.
+ * the distribution of round trips per request (of the answers with the expected status, executed and replayed
+ * apart), statuses, replays, claim statement times, the peak number of pool connections held at once by requests
+ * with the same key, and a few statement traces. Thread-safe.
  */
 final class ScenarioStats {
 
     private static final int MAX_CLAIM_SAMPLES = 2_000_000;
     private static final int MAX_TRACES = 25;
 
+    /** The status of every answer the load generator expects; any other is unexpected and counts in no figure. */
+    static final int EXPECTED_STATUS = 201;
+
     private final LongAdder requests = new LongAdder();
-    private final Map<Integer, LongAdder> roundTrips = new ConcurrentHashMap<>();
+    private final Map<Integer, LongAdder> executedRoundTrips = new ConcurrentHashMap<>();
+    private final Map<Integer, LongAdder> replayedRoundTrips = new ConcurrentHashMap<>();
     private final Map<Integer, LongAdder> statuses = new ConcurrentHashMap<>();
     private final LongAdder replayed = new LongAdder();
     private final LongAdder flushes = new LongAdder();
@@ -33,7 +38,10 @@ final class ScenarioStats {
 
     void record(RequestRecord record, int status, boolean wasReplayed) {
         requests.increment();
-        roundTrips.computeIfAbsent(record.roundTrips(), n -> new LongAdder()).increment();
+        if (status == EXPECTED_STATUS) { // an answer the load generator rejects must not shift the round trips
+            (wasReplayed ? replayedRoundTrips : executedRoundTrips)
+                    .computeIfAbsent(record.roundTrips(), n -> new LongAdder()).increment();
+        }
         statuses.computeIfAbsent(status, n -> new LongAdder()).increment();
         if (wasReplayed) {
             replayed.increment();
@@ -75,7 +83,12 @@ final class ScenarioStats {
     Map<String, Object> toMap() {
         Map<String, Object> map = new LinkedHashMap<>();
         map.put("requests", requests.sum());
-        map.put("roundTrips", histogram(roundTrips));
+        // split by what the answer was, so that each scenario's figures cover only the answers it expects (a replay
+        // scenario's executed answers, a first execution's replayed ones, are unexpected)
+        Map<String, Object> roundTrips = new LinkedHashMap<>();
+        roundTrips.put("executed", histogram(executedRoundTrips));
+        roundTrips.put("replayed", histogram(replayedRoundTrips));
+        map.put("roundTrips", roundTrips);
         map.put("statuses", histogram(statuses));
         map.put("replayed", replayed.sum());
         map.put("syncMessages", syncs.sum());
