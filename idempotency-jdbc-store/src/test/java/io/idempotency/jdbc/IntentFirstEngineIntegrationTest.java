@@ -718,12 +718,15 @@ class IntentFirstEngineIntegrationTest {
             AtomicInteger begun = new AtomicInteger();
             Transactions busyPool = () -> {
                 if (begun.incrementAndGet() == 2) {
-                    // the handler's transaction: the pool gives a connection only once less than a fifth of the
-                    // claim's lease is left, on the database's clock
+                    // the handler's transaction: the pool gives a connection once less than a fifth of the claim's
+                    // lease is left, on the database's clock, or once the lease has been renewed meanwhile
+                    Long claimedUntil = jdbc.queryForObject("select (extract(epoch from locked_until) * 1000000)"
+                            + "::bigint from idempotency_keys where idempotency_key = ?", Long.class, key.key());
                     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
                     while (System.nanoTime() - deadline < 0 && jdbc.queryForObject("select locked_until - now()"
-                            + " > ?::bigint * interval '1 millisecond' from idempotency_keys where idempotency_key = ?",
-                            Boolean.class, lease.toMillis() / 5, key.key())) {
+                            + " > ?::bigint * interval '1 millisecond' and (extract(epoch from locked_until) * 1000000)"
+                            + "::bigint <= ? from idempotency_keys where idempotency_key = ?",
+                            Boolean.class, lease.toMillis() / 5, claimedUntil, key.key())) {
                         try {
                             Thread.sleep(10);
                         } catch (InterruptedException e) {
@@ -740,8 +743,7 @@ class IntentFirstEngineIntegrationTest {
             IdempotencyEngine.Execution execution = ((IdempotencyEngine.Proceed) holder.start(key, HASH,
                     IdempotencyMode.INTENT_FIRST, lease)).execution();
             try {
-
-                CompletableFuture<IdempotencyEngine.Start> retried = CompletableFuture.supplyAsync(() -> {
+                CompletableFuture<IdempotencyEngine.Start> retried = Async.supply(() -> {
                     IdempotencyEngine.Start start = other.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
                     if (start instanceof IdempotencyEngine.Proceed proceed) {
                         proceed.execution().abandon();
