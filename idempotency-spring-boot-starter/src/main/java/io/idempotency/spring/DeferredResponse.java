@@ -72,9 +72,9 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         if (capturing) {
             return;
         }
-        HttpServletResponse response = (HttpServletResponse) getResponse();
-        status = response.getStatus();
-        String contentType = response.getContentType();
+        HttpServletResponse container = (HttpServletResponse) getResponse();
+        status = container.getStatus();
+        String contentType = container.getContentType();
         if (contentType != null) {
             List<String> values = new ArrayList<>(1);
             values.add(contentType);
@@ -82,7 +82,6 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         }
         // e.g. a CharacterEncodingFilter forcing the response encoding, before the chain: the container would encode
         // text with it, so the captured writer does too
-        HttpServletResponse container = (HttpServletResponse) getResponse();
         String encoding = container.getCharacterEncoding();
         if (encoding != null) {
             containerEncoding = encoding;

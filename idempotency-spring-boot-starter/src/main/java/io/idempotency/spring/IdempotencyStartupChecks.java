@@ -367,12 +367,11 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
      */
     private Method annotatedMethod(HandlerMethod handler) {
         Method method = handler.getMethod();
-        if (AnnotatedElementUtils.hasAnnotation(method, Idempotent.class) || !(handler.getBean() instanceof String name)
-                || !(context.getAutowireCapableBeanFactory() instanceof ConfigurableListableBeanFactory beanFactory)
-                || !beanFactory.containsBeanDefinition(name)) {
+        if (AnnotatedElementUtils.hasAnnotation(method, Idempotent.class)) {
             return method;
         }
-        Method annotated = IdempotentAdvisor.annotated(method, AutoProxyUtils.determineTargetClass(beanFactory, name));
+        Class<?> target = beanTargetClass(handler);
+        Method annotated = target == null ? null : IdempotentAdvisor.annotated(method, target);
         return annotated != null ? annotated : method;
     }
 
@@ -383,13 +382,21 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
      */
     private Class<?> targetClass(HandlerMethod handler) {
         Class<?> beanType = handler.getBeanType();
-        if (!Proxy.isProxyClass(beanType) || !(handler.getBean() instanceof String name)
-                || !(context.getAutowireCapableBeanFactory() instanceof ConfigurableListableBeanFactory beanFactory)
-                || !beanFactory.containsBeanDefinition(name)) {
+        if (!Proxy.isProxyClass(beanType)) {
             return beanType;
         }
-        Class<?> target = AutoProxyUtils.determineTargetClass(beanFactory, name);
+        Class<?> target = beanTargetClass(handler);
         return target != null && !Proxy.isProxyClass(target) ? target : beanType;
+    }
+
+    /** The class behind the bean a handler is mapped on, as the auto-proxy creator saw it; null if not known. */
+    private Class<?> beanTargetClass(HandlerMethod handler) {
+        if (!(handler.getBean() instanceof String name)
+                || !(context.getAutowireCapableBeanFactory() instanceof ConfigurableListableBeanFactory beanFactory)
+                || !beanFactory.containsBeanDefinition(name)) {
+            return null;
+        }
+        return AutoProxyUtils.determineTargetClass(beanFactory, name);
     }
 
     /**
