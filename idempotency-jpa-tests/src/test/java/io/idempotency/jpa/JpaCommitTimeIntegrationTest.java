@@ -91,15 +91,7 @@ class JpaCommitTimeIntegrationTest extends JpaHttpTest {
         String key = UUID.randomUUID().toString();
         String reference = "announced-" + key;
 
-        HttpResponse<String> first = post("/commit-time/purchases/announced", key, purchase(reference, "two tickets"));
-        HttpResponse<String> retry = post("/commit-time/purchases/announced", key, purchase(reference, "two tickets"));
-
-        assertThat(purchases(reference)).isEqualTo(1);
-        assertThat(record(key)).isEqualTo("SUCCEEDED 201");
-        assertThat(first.statusCode()).isEqualTo(201);
-        assertThat(first.body()).contains("\"reference\":\"" + reference + "\"");
-        assertThat(retry.headers().firstValue("Idempotent-Replayed")).hasValue("true");
-        assertThat(retry.body()).isEqualTo(first.body());
+        assertThePurchaseIsKeptAndIsTheAnswer("/commit-time/purchases/announced", key, reference, "two tickets");
     }
 
     /**
@@ -112,10 +104,16 @@ class JpaCommitTimeIntegrationTest extends JpaHttpTest {
         String key = UUID.randomUUID().toString();
         String reference = "post-commit-" + key;
 
-        HttpResponse<String> first = post("/commit-time/purchases", key, purchase(reference, "fails-after-commit"));
-        HttpResponse<String> retry = post("/commit-time/purchases", key, purchase(reference, "fails-after-commit"));
-
+        assertThePurchaseIsKeptAndIsTheAnswer("/commit-time/purchases", key, reference, "fails-after-commit");
         assertThat(PostCommitAnnouncements.ANNOUNCED).as("the listener ran after the commit").contains(reference);
+    }
+
+    /** A first attempt and its retry: one purchase, committed with its answer, which both get. */
+    private void assertThePurchaseIsKeptAndIsTheAnswer(String path, String key, String reference, String item)
+            throws Exception {
+        HttpResponse<String> first = post(path, key, purchase(reference, item));
+        HttpResponse<String> retry = post(path, key, purchase(reference, item));
+
         assertThat(purchases(reference)).isEqualTo(1);
         assertThat(record(key)).isEqualTo("SUCCEEDED 201");
         assertThat(first.statusCode()).as(first.body()).isEqualTo(201);

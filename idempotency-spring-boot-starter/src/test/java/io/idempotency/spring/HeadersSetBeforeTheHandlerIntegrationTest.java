@@ -110,16 +110,12 @@ class HeadersSetBeforeTheHandlerIntegrationTest {
 
     @Test
     void aHeaderTheHandlerSetsAgainIsSentOnceWithItsValue() throws Exception {
-        String key = UUID.randomUUID().toString();
-
-        HttpResponse<String> unguarded = post("/unguarded/reports", null);
-        HttpResponse<String> first = post("/reports", key);
-        HttpResponse<String> replay = post("/reports", key);
+        List<HttpResponse<String>> answers = unguardedThenFirstAndReplay("reports");
+        HttpResponse<String> unguarded = answers.get(0);
 
         assertThat(unguarded.headers().allValues("Cache-Control")).containsExactly("no-store");
         assertThat(unguarded.headers().allValues("X-Served-By")).containsExactly("reports");
-        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
-        for (HttpResponse<String> answer : List.of(first, replay)) {
+        for (HttpResponse<String> answer : answers.subList(1, 3)) {
             assertThat(answer.statusCode()).isEqualTo(200);
             assertThat(answer.headers().allValues("Cache-Control")).containsExactly("no-store");
             assertThat(answer.headers().allValues("X-Served-By")).containsExactly("reports");
@@ -129,20 +125,26 @@ class HeadersSetBeforeTheHandlerIntegrationTest {
 
     @Test
     void theStatusAndContentTypeSetBeforeTheHandlerAreTheAnswersAsWithoutTheLibrary() throws Exception {
-        String key = UUID.randomUUID().toString();
-
-        HttpResponse<String> unguarded = post("/unguarded/receipts", null);
-        HttpResponse<String> first = post("/receipts", key);
-        HttpResponse<String> replay = post("/receipts", key);
+        List<HttpResponse<String>> answers = unguardedThenFirstAndReplay("receipts");
+        HttpResponse<String> unguarded = answers.get(0);
 
         assertThat(unguarded.statusCode()).isEqualTo(202);
         assertThat(unguarded.headers().allValues("Content-Type")).containsExactly("application/vnd.example+json");
-        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
-        for (HttpResponse<String> answer : List.of(first, replay)) {
+        for (HttpResponse<String> answer : answers.subList(1, 3)) {
             assertThat(answer.statusCode()).isEqualTo(202);
             assertThat(answer.headers().allValues("Content-Type")).containsExactly("application/vnd.example+json");
             assertThat(answer.body()).isEqualTo(unguarded.body());
         }
+    }
+
+    /** The endpoint without the library, then the idempotent one twice under one key: the second is a replay. */
+    private List<HttpResponse<String>> unguardedThenFirstAndReplay(String name) throws Exception {
+        String key = UUID.randomUUID().toString();
+        HttpResponse<String> unguarded = post("/unguarded/" + name, null);
+        HttpResponse<String> first = post("/" + name, key);
+        HttpResponse<String> replay = post("/" + name, key);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        return List.of(unguarded, first, replay);
     }
 
     private HttpResponse<String> post(String path, String key) throws Exception {
