@@ -179,6 +179,13 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
     private static final Map<String, Integer> FIXED_TEXT_COLUMNS = Map.of("status", "PROCESSING".length(),
             "request_hash", 64, "fencing_token", 36);
 
+    /**
+     * The least a body column must hold: a {@code MEDIUMBLOB}'s 16 MB, as much as MariaDB's default
+     * {@code max_allowed_packet} lets one statement carry, and far above the starter's default cap on stored bodies
+     * (1 MB). A {@code BLOB} holds 64 KB.
+     */
+    private static final long MIN_BODY_BYTES = 16_777_215;
+
     /** Written from the database's UTC clock and compared with it; a lease counts milliseconds. */
     private static final List<String> TIME_COLUMNS = List.of("created_at", "updated_at", "expires_at", "locked_until");
 
@@ -188,9 +195,10 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
      * {@code varchar} of at least 255 characters in {@code utf8mb4_nopad_bin} — a case-insensitive collation (the
      * database's default, for a migration that leaves the collation out) or a PAD SPACE one would make "Alice" and
      * "alice", or "k" and "k ", one caller or one key, and answer each with the other's stored answers; a unique key
-     * on exactly those three columns, whole (no prefix), and no unique key on only some of them; the times
-     * {@code datetime} of at least millisecond precision, not {@code timestamp} (read in each session's time zone, and
-     * ending in 2038).
+     * on exactly those three columns, whole (no prefix), and no unique key on only some of them; the stored body a
+     * {@code longblob} (or a {@code mediumblob}, 16 MB) — a {@code blob} holds 64 KB, and a larger answer would be
+     * refused or, where the SQL mode is not strict, cut short and replayed so; the times {@code datetime} of at least
+     * millisecond precision, not {@code timestamp} (read in each session's time zone, and ending in 2038).
      */
     @Override
     public void checkTable() {
@@ -260,6 +268,14 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
                 problems.add(name + " is " + column + ": it must hold " + length + " characters");
             }
         });
+        Column body = columns.get("response_body");
+        if (body != null && (!body.type().toLowerCase(Locale.ROOT).endsWith("blob") || body.length() == null
+                || body.length() < MIN_BODY_BYTES)) {
+            problems.add("response_body is " + body.type() + ", not longblob: it must hold every stored answer's bytes"
+                    + " as they are, up to the cap on stored bodies (a blob keeps 64 KB: a larger answer is refused,"
+                    + " and its request answered 500, or, where the SQL mode is not strict, cut short and replayed so;"
+                    + " a text column refuses bytes that are not text in its character set)");
+        }
         for (String name : TIME_COLUMNS) {
             Column column = columns.get(name);
             if (column != null && (!"datetime".equalsIgnoreCase(column.type()) || column.precision() == null

@@ -1,0 +1,123 @@
+package io.idempotency.mariadb;
+
+import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.core.ClaimRequest;
+import io.idempotency.core.ClaimResult;
+import io.idempotency.core.IdempotencyEngine;
+import io.idempotency.core.IdempotencyRecord;
+import io.idempotency.core.ScopedKey;
+import io.idempotency.core.StoredResponse;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.condition.EnabledIf;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.support.TransactionTemplate;
+
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.List;
+import java.util.UUID;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/**
+ * The stored answer's body column must hold every answer the library stores: a table made by hand with MariaDB's
+ * {@code BLOB} (65,535 bytes) in place of the script's {@code LONGBLOB} takes the small answers of the first tests,
+ * then cuts a larger one short where the server's SQL mode is not strict (and every replay of it sends a different
+ * body than the first answer did), or refuses it where the mode is strict (the request, its handler having run, is
+ * rolled back and answered 500, for every answer above 64 KB). The startup check refuses such a table.
+ */
+@EnabledIf("io.idempotency.mariadb.TestMariaDb#available")
+class MariaDbAnswerColumnCheckTest {
+
+    private static final String TABLE = "api_requests";
+    private static final String HASH = "a".repeat(64);
+    /** Well within the body cap the starter stores by default, above what a BLOB holds. */
+    private static final int ANSWER_SIZE = 100_000;
+
+    @Test
+    void aBodyColumnTooSmallForTheStoredAnswersIsRefused() {
+        assertThat(ANSWER_SIZE).isLessThan((int) IdempotencyEngine.DEFAULT_MAX_STORED_BODY_SIZE);
+        TestMariaDb.Database database = TestMariaDb.newDatabase();
+        try (HikariDataSource strict = database.dataSource(2);
+             HikariDataSource lenient = database.dataSource(2, config -> config.setConnectionInitSql(
+                     "SET SESSION sql_mode = ''"))) {
+            new JdbcTemplate(strict).execute(MariaDbIdempotencyStore.schema(TABLE)
+                    .replace("response_body    longblob", "response_body    blob"));
+
+            // what the check prevents: an answer cut short, replayed so for as long as the record is kept
+            MariaDbIdempotencyStore onLenient = new MariaDbIdempotencyStore(lenient, TABLE);
+            byte[] body = answer();
+            ScopedKey cut = newKey();
+            assertThat(store(onLenient, lenient, cut, body)).isTrue();
+            IdempotencyRecord kept = onLenient.find(cut).orElseThrow();
+            assertThat(kept.response().body()).as("the body kept for replay").hasSize(65_535);
+
+            // and, with the server's default (strict) mode, an answer that cannot be stored at all
+            MariaDbIdempotencyStore onStrict = new MariaDbIdempotencyStore(strict, TABLE);
+            assertThatThrownBy(() -> store(onStrict, strict, newKey(), body))
+                    .hasStackTraceContaining("response_body");
+
+            assertThatThrownBy(onStrict::checkTable).isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("response_body is blob")
+                    .hasMessageContaining(MariaDbIdempotencyStore.SCHEMA_SCRIPT.substring(1));
+        }
+    }
+
+    @Test
+    void aBodyColumnOfTextIsRefused() {
+        TestMariaDb.Database database = TestMariaDb.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(2)) {
+            new JdbcTemplate(dataSource).execute(MariaDbIdempotencyStore.schema(TABLE)
+                    .replace("response_body    longblob", "response_body    longtext"));
+            MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(dataSource, TABLE);
+            // what the check prevents: a body that is not text in the column's character set (compressed, an image,
+            // Latin-1 text) cannot be stored
+            assertThatThrownBy(() -> store(store, dataSource, newKey(), new byte[] {(byte) 0x1f, (byte) 0x8b,
+                    (byte) 0xff})).hasStackTraceContaining("response_body");
+
+            assertThatThrownBy(store::checkTable)
+                    .isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("response_body is longtext");
+        }
+    }
+
+    @Test
+    void theBodyColumnsThatHoldEveryStoredAnswerAreAccepted() {
+        for (String type : List.of("longblob", "mediumblob")) {
+            TestMariaDb.Database database = TestMariaDb.newDatabase();
+            try (HikariDataSource dataSource = database.dataSource(2)) {
+                new JdbcTemplate(dataSource).execute(MariaDbIdempotencyStore.schema(TABLE)
+                        .replace("response_body    longblob", "response_body    " + type));
+                MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(dataSource, TABLE);
+                store.checkTable();
+                ScopedKey key = newKey();
+                byte[] body = answer();
+                assertThat(store(store, dataSource, key, body)).isTrue();
+                assertThat(store.find(key).orElseThrow().response().body()).as(type).isEqualTo(body);
+            }
+        }
+    }
+
+    private static boolean store(MariaDbIdempotencyStore store, HikariDataSource dataSource, ScopedKey key,
+                                 byte[] body) {
+        TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+        transaction.setIsolationLevel(TransactionTemplate.ISOLATION_READ_COMMITTED);
+        return Boolean.TRUE.equals(transaction.execute(status -> {
+            ClaimResult claim = store.claim(new ClaimRequest(key, HASH, Duration.ofDays(1), Duration.ofSeconds(1)));
+            String token = ((ClaimResult.Claimed) claim).fencingToken();
+            return store.complete(key, token, new StoredResponse(200, List.of(), body));
+        }));
+    }
+
+    private static byte[] answer() {
+        byte[] body = new byte[ANSWER_SIZE];
+        Arrays.fill(body, (byte) '7');
+        return body;
+    }
+
+    private static ScopedKey newKey() {
+        return new ScopedKey("", "POST /reports", UUID.randomUUID().toString());
+    }
+}
