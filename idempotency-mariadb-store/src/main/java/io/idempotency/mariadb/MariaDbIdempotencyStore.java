@@ -186,6 +186,13 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
      */
     private static final long MIN_BODY_BYTES = 16_777_215;
 
+    /**
+     * The least the headers column must hold: a {@code TEXT}'s 64 KB, more than a servlet container lets an answer's
+     * headers take. The replayed headers include {@code Link} and {@code Location}: a list's pagination links alone
+     * outgrow a {@code varchar(255)}.
+     */
+    private static final long MIN_HEADERS_BYTES = 65_535;
+
     /** Written from the database's UTC clock and compared with it; a lease counts milliseconds. */
     private static final List<String> TIME_COLUMNS = List.of("created_at", "updated_at", "expires_at", "locked_until");
 
@@ -197,7 +204,8 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
      * "alice", or "k" and "k ", one caller or one key, and answer each with the other's stored answers; a unique key
      * on exactly those three columns, whole (no prefix), and no unique key on only some of them; the stored body a
      * {@code longblob} (or a {@code mediumblob}, 16 MB) — a {@code blob} holds 64 KB, and a larger answer would be
-     * refused or, where the SQL mode is not strict, cut short and replayed so; the times {@code datetime} of at least
+     * refused or, where the SQL mode is not strict, cut short and replayed so — and the stored headers a text of at
+     * least 64 KB ({@code text}, {@code mediumtext}, {@code longtext}); the times {@code datetime} of at least
      * millisecond precision, not {@code timestamp} (read in each session's time zone, and ending in 2038).
      */
     @Override
@@ -275,6 +283,13 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
                     + " as they are, up to the cap on stored bodies (a blob keeps 64 KB: a larger answer is refused,"
                     + " and its request answered 500, or, where the SQL mode is not strict, cut short and replayed so;"
                     + " a text column refuses bytes that are not text in its character set)");
+        }
+        Column headers = columns.get("response_headers");
+        if (headers != null && (!headers.type().toLowerCase(Locale.ROOT).endsWith("text") || headers.length() == null
+                || headers.length() < MIN_HEADERS_BYTES)) {
+            problems.add("response_headers is " + headers + ", not mediumtext: it must hold the stored answer's"
+                    + " headers whole (cut short, they are refused, and the request answered 500, or, where the SQL"
+                    + " mode is not strict, replayed cut)");
         }
         for (String name : TIME_COLUMNS) {
             Column column = columns.get(name);

@@ -13,6 +13,7 @@ import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.List;
@@ -100,14 +101,72 @@ class MariaDbAnswerColumnCheckTest {
         }
     }
 
+    /**
+     * The replayed headers include {@code Link} and {@code Location} by default: a list endpoint's pagination links
+     * alone outgrow a {@code varchar(255)}, and cut short they are replayed cut (or, cut inside a name, fail every
+     * replay of the key).
+     */
+    @Test
+    void aHeadersColumnTooSmallForTheStoredHeadersIsRefused() {
+        TestMariaDb.Database database = TestMariaDb.newDatabase();
+        try (HikariDataSource strict = database.dataSource(2);
+             HikariDataSource lenient = database.dataSource(2, config -> config.setConnectionInitSql(
+                     "SET SESSION sql_mode = ''"))) {
+            new JdbcTemplate(strict).execute(MariaDbIdempotencyStore.schema(TABLE)
+                    .replace("response_headers mediumtext", "response_headers varchar(255)"));
+            List<StoredResponse.Header> headers = List.of(
+                    new StoredResponse.Header("Content-Type", "application/json"),
+                    new StoredResponse.Header("Link", "<https://api.example.com/reports?page=2&size=100>; rel=\"next\","
+                            + " <https://api.example.com/reports?page=9&size=100>; rel=\"last\","
+                            + " <https://api.example.com/reports?page=1&size=100>; rel=\"first\""),
+                    new StoredResponse.Header("Location", "https://api.example.com/reports/" + UUID.randomUUID()));
+            StoredResponse answer = new StoredResponse(200, headers, "{}".getBytes(StandardCharsets.UTF_8));
+            assertThat(answer.headersAsText().length()).isGreaterThan(255);
+
+            // what the check prevents: headers cut short, replayed so for as long as the record is kept
+            MariaDbIdempotencyStore onLenient = new MariaDbIdempotencyStore(lenient, TABLE);
+            ScopedKey cut = newKey();
+            assertThat(store(onLenient, lenient, cut, answer)).isTrue();
+            String kept = new JdbcTemplate(lenient).queryForObject("SELECT response_headers FROM " + TABLE
+                    + " WHERE idempotency_key = ?", String.class, cut.key());
+            assertThat(kept).as("the headers kept for replay").hasSize(255).isNotEqualTo(answer.headersAsText());
+
+            // and, with the server's default (strict) mode, an answer that cannot be stored at all
+            MariaDbIdempotencyStore onStrict = new MariaDbIdempotencyStore(strict, TABLE);
+            assertThatThrownBy(() -> store(onStrict, strict, newKey(), answer))
+                    .hasStackTraceContaining("response_headers");
+
+            assertThatThrownBy(onStrict::checkTable).isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("response_headers is varchar")
+                    .hasMessageContaining(MariaDbIdempotencyStore.SCHEMA_SCRIPT.substring(1));
+        }
+    }
+
+    @Test
+    void theHeadersColumnsThatHoldEveryStoredHeaderAreAccepted() {
+        for (String type : List.of("mediumtext", "text", "longtext")) {
+            TestMariaDb.Database database = TestMariaDb.newDatabase();
+            try (HikariDataSource dataSource = database.dataSource(2)) {
+                new JdbcTemplate(dataSource).execute(MariaDbIdempotencyStore.schema(TABLE)
+                        .replace("response_headers mediumtext", "response_headers " + type));
+                new MariaDbIdempotencyStore(dataSource, TABLE).checkTable();
+            }
+        }
+    }
+
     private static boolean store(MariaDbIdempotencyStore store, HikariDataSource dataSource, ScopedKey key,
                                  byte[] body) {
+        return store(store, dataSource, key, new StoredResponse(200, List.of(), body));
+    }
+
+    private static boolean store(MariaDbIdempotencyStore store, HikariDataSource dataSource, ScopedKey key,
+                                 StoredResponse answer) {
         TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
         transaction.setIsolationLevel(TransactionTemplate.ISOLATION_READ_COMMITTED);
         return Boolean.TRUE.equals(transaction.execute(status -> {
             ClaimResult claim = store.claim(new ClaimRequest(key, HASH, Duration.ofDays(1), Duration.ofSeconds(1)));
             String token = ((ClaimResult.Claimed) claim).fencingToken();
-            return store.complete(key, token, new StoredResponse(200, List.of(), body));
+            return store.complete(key, token, answer);
         }));
     }
 
