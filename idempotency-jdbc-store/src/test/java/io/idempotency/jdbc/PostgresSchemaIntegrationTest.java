@@ -4,6 +4,7 @@ import com.zaxxer.hikari.HikariDataSource;
 import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
 import io.idempotency.core.ScopedKey;
+import io.idempotency.core.StoredResponse;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
@@ -486,6 +487,41 @@ class PostgresSchemaIntegrationTest {
                     .replace("request_hash     char(64)", "request_hash     varchar")
                     .replace("response_status  integer", "response_status  smallint"));
             new IdempotencySchemaMigrator(dataSource, "longer_and_unbounded").verify();
+        }
+    }
+
+    /**
+     * A headers column of a bounded length (a table written by hand, {@code varchar(255)}) refuses an answer whose
+     * replayed headers are longer — a list's pagination links — when it is stored, after the handler ran: every such
+     * request fails. Such a table stops the start; a long enough or unbounded one does not.
+     */
+    @Test
+    void aHeadersColumnTooShortForTheStoredHeadersIsRefused() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute(IdempotencySchema.postgresql("short_headers")
+                    .replace("response_headers text", "response_headers varchar(255)"));
+
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "short_headers");
+            ScopedKey key = new ScopedKey("", "GET /orders", "k-1");
+            String link = "<https://api.example.com/orders?page=2&per_page=100&sort=created_at>; rel=\"next\", "
+                    .repeat(5);
+            assertThatThrownBy(() -> new TransactionTemplate(new DataSourceTransactionManager(dataSource))
+                    .execute(status -> {
+                        ClaimResult.Claimed claimed = (ClaimResult.Claimed) store.claim(new ClaimRequest(key,
+                                "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1)));
+                        return store.complete(key, claimed.fencingToken(), new StoredResponse(200,
+                                List.of(new StoredResponse.Header("Link", link)), new byte[0]));
+                    })).as("what the check prevents").hasStackTraceContaining("value too long");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "short_headers").verify(),
+                    "response_headers is character varying(255), not text");
+
+            jdbc.execute(IdempotencySchema.postgresql("long_enough_headers")
+                    .replace("response_headers text", "response_headers varchar(65535)"));
+            new IdempotencySchemaMigrator(dataSource, "long_enough_headers").verify();
+            jdbc.execute(IdempotencySchema.postgresql("unbounded_headers")
+                    .replace("response_headers text", "response_headers varchar"));
+            new IdempotencySchemaMigrator(dataSource, "unbounded_headers").verify();
         }
     }
 

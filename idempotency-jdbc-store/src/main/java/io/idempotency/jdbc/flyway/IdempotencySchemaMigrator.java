@@ -215,6 +215,13 @@ public final class IdempotencySchemaMigrator {
         return length != null && length >= 0 && length < needed;
     }
 
+    /**
+     * The least a bounded headers column must hold: more than a servlet container lets an answer's headers take. The
+     * replayed headers include {@code Link} and {@code Location}: a list's pagination links alone outgrow a
+     * {@code varchar(255)}, and every such answer would fail when stored, after its handler ran.
+     */
+    private static final int MIN_HEADERS_LENGTH = 65_535;
+
     /** How the partitioned table is partitioned, as PostgreSQL shows it. */
     private static final String PARTITION_KEY = "RANGE (created_at)";
 
@@ -347,6 +354,12 @@ public final class IdempotencySchemaMigrator {
                 problems.add(column + " is " + declared.get(column) + ", not " + types.get(0));
             }
         });
+        String headers = columns.get("response_headers");
+        if (headers != null && TEXT_TYPES.contains(headers)
+                && shorterThan(lengths.get("response_headers"), MIN_HEADERS_LENGTH)) {
+            problems.add("response_headers is " + declared.get("response_headers") + ", not text: it must hold the"
+                    + " stored answer's headers whole, or the answers with longer ones fail when stored");
+        }
         if (partitioned && !PARTITION_KEY.equals(partitionKey)) {
             problems.add("it is partitioned by " + partitionKey + ", not " + PARTITION_KEY + ": claims put their"
                     + " records, and partitions are made and dropped, by creation time");
