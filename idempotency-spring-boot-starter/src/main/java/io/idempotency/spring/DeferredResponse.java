@@ -41,7 +41,8 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     private boolean capturing;
     private int status = SC_OK;
     private String errorMessage;
-    private boolean errorSent;
+    private boolean errorSent; // sendError was called: as the container does, nothing more is written
+    private boolean taken; // the captured answer was taken to be stored (toStoredResponse)
     private final Map<String, List<String>> headers = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
     /** The headers the container's response had when the capture began (see {@link #capture()}). */
     private final Map<String, List<String>> headersBefore = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
@@ -123,9 +124,22 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         return capturing;
     }
 
-    /** True if the handler ended with {@code sendError}: the body is rendered later, by the container's error page. */
+    /**
+     * True if the handler ended with {@code sendError} of an error status (400 and above): the body is rendered later,
+     * by the container's error page. A {@code sendError} of a success or a redirect is an answer like any other.
+     */
     boolean isErrorSent() {
-        return errorSent;
+        return errorSent && !isSuccessOrRedirect(status);
+    }
+
+    /**
+     * A status {@code sendError} answers with that is no error: the client is told the request succeeded, so the
+     * answer is the handler's like any other, its status and headers without a body (the error page the container
+     * would render for it after the filter cannot be stored), stored if storable, committed, then sent. Rolled back as
+     * an error, the client would be told of a success whose effects were not kept.
+     */
+    private static boolean isSuccessOrRedirect(int status) {
+        return status >= SC_OK && status < SC_BAD_REQUEST;
     }
 
     /**
@@ -135,6 +149,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
      */
     StoredResponse toStoredResponse(Set<String> replayed) {
         flushWriter();
+        taken = true;
         List<StoredResponse.Header> all = new ArrayList<>();
         headers.forEach((name, values) -> {
             // only those that may be stored (and a Connection header, which names others that may not): any other
@@ -177,7 +192,8 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         if (chosenEncoding() != null) {
             response.setCharacterEncoding(chosenEncoding());
         }
-        if (errorSent) {
+        if (errorSent && !taken) {
+            // not stored (rolled back): as the handler left it, with the container's error page
             if (errorMessage == null) {
                 response.sendError(status);
             } else {
