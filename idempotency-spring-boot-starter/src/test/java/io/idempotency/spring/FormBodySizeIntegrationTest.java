@@ -2,6 +2,7 @@ package io.idempotency.spring;
 
 import io.idempotency.core.Idempotent;
 import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
@@ -26,6 +27,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * {@code idempotency.max-request-body-size} caps a form body as it is sent, like any other body: a form within the
  * cap is run, however many parameters it has, and one above it is refused before anything is claimed.
  */
+@Tag("container")
 @SpringBootTest(classes = FormBodySizeIntegrationTest.App.class,
         webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
         properties = "idempotency.max-request-body-size=256")

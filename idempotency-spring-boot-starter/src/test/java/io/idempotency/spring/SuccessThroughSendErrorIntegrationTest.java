@@ -3,6 +3,7 @@ package io.idempotency.spring;
 import io.idempotency.core.Idempotent;
 import io.idempotency.testkit.TestPostgres;
 import jakarta.servlet.http.HttpServletResponse;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
@@ -29,6 +30,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * that status cannot be stored, so the answer is the status and the headers without a body, the first time and on
  * replay. An error status still keeps nothing.
  */
+@Tag("container")
 @SpringBootTest(classes = SuccessThroughSendErrorIntegrationTest.App.class,
         webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
 class SuccessThroughSendErrorIntegrationTest {
