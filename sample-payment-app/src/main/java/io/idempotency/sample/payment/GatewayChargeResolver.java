@@ -23,7 +23,9 @@ import java.util.Optional;
  *   <li>The gateway has nothing under the key: {@code rerun} — the retry runs the handler again (the sweeper marks
  *       the claim FAILED, so that the request, sent again, runs). Safe even if a late first attempt books the charge
  *       after this look-up: it sends the same key, so the gateway books it once, and that attempt's own result is
- *       refused by the fencing token.</li>
+ *       refused by the fencing token. For the same reason the order stays held by the key ({@link ChargeIntents}):
+ *       "nothing booked yet" is not "nothing charged", and another key must not charge the order beside a booking
+ *       that may still land.</li>
  *   <li>The gateway cannot be asked: the failure is thrown on as {@link GatewayOutcomeUnknownException} (an
  *       unreachable gateway too: the charge may exist all the same). The claim stays PROCESSING under the new
  *       holder's lease and is resolved by a later retry or sweep; a waiting retry is answered 502.</li>
@@ -41,20 +43,16 @@ public class GatewayChargeResolver implements StaleClaimResolver {
     private final GatewayClient gateway;
     private final ChargeRepository charges;
     private final ChargeResponses responses;
-    private final ChargeIntents intents;
 
     /**
      * @param gateway   the payment gateway, over HTTP
      * @param charges   the application's record of charges and of resolutions
      * @param responses renders the answer the handler would have given
-     * @param intents   which request may charge an order
      */
-    public GatewayChargeResolver(GatewayClient gateway, ChargeRepository charges, ChargeResponses responses,
-                                 ChargeIntents intents) {
+    public GatewayChargeResolver(GatewayClient gateway, ChargeRepository charges, ChargeResponses responses) {
         this.gateway = gateway;
         this.charges = charges;
         this.responses = responses;
-        this.intents = intents;
     }
 
     @Override
@@ -83,8 +81,10 @@ public class GatewayChargeResolver implements StaleClaimResolver {
             throw e;
         }
         if (booked.isEmpty()) {
-            // Nothing was charged under the key: its hold on the order goes (a retry that reruns takes it again).
-            intents.release(claim.downstreamKey());
+            // Nothing is booked under the key yet, which is not "nothing was charged": a call the dead or hung holder
+            // sent may still be booked after this look-up. So the key keeps its hold on the order: the rerun, or the
+            // request sent again after a FAILED mark, charges under the same key (the gateway books it once), and
+            // another key for the order is refused rather than charging it a second time.
             charges.recordResolution(caller, key, claim.downstreamKey(), "rerun", by, null);
             log.info("stale charge claim {} (by {}): the gateway has no charge under its key; rerun", claim.key(), by);
             return Resolution.rerun();

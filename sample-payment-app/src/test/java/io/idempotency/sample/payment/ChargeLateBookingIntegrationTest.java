@@ -1,0 +1,157 @@
+package io.idempotency.sample.payment;
+
+import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.testkit.Async;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import java.io.IOException;
+import java.net.http.HttpResponse;
+import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+
+import static io.idempotency.sample.payment.PaymentApi.body;
+import static io.idempotency.sample.payment.PaymentApi.newOrderId;
+import static io.idempotency.sample.payment.PaymentApi.text;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/**
+ * A gateway that books a charge after the resolver looked for it: the application is killed while the gateway is still
+ * booking, the lease runs out, and the sweeper's resolver asks the gateway before the booking has landed — it finds
+ * nothing, and answers {@code rerun}. That look-up cannot tell "never charged" from "still being charged", so the
+ * order stays bound to the first key: a second key for the same order (a client that gave up on the first one) must
+ * not charge it again once the late booking lands, while the first key, sent again, gets the charge the gateway made.
+ *
+ * <p>The application and its gateway run in JVMs of their own on a {@link TestPostgres} database, with a 2 s lease.
+ */
+class ChargeLateBookingIntegrationTest {
+
+    private static final Path LOG_DIR = Path.of("target", "charge-late-booking");
+    private static final Duration EXIT_TIMEOUT = Duration.ofSeconds(30);
+
+    private static TestPostgres.Database db;
+
+    @BeforeAll
+    static void database() {
+        db = TestPostgres.newDatabase();
+    }
+
+    @AfterAll
+    static void noDatabase() {
+        db = null;
+    }
+
+    @Test
+    void aChargeBookedAfterTheSweeperFoundNothingIsNotMadeAgainUnderAnotherKey() throws Exception {
+        SampleAppProcess gateway = SampleAppProcess.start("gateway", LOG_DIR, args(false, null));
+        List<String> charging = args(false, gateway.port());
+        charging.add("--sample.gateway.read-timeout=60s"); // the call is still waiting when the JVM is killed
+        SampleAppProcess first = SampleAppProcess.start("charge-app", LOG_DIR, charging);
+        SampleAppProcess sweeping = null;
+        try {
+            String orderId = newOrderId();
+            String key = UUID.randomUUID().toString();
+            String body = body(orderId, "33.00");
+            ChargeApi api = ChargeApi.onPort(first.port());
+
+            try (HikariDataSource dataSource = db.dataSource(1);
+                 Connection ledgerLock = dataSource.getConnection();
+                 Statement statement = ledgerLock.createStatement()) {
+                // Holds the gateway's booking back: its insert into the ledger waits for this lock.
+                ledgerLock.setAutoCommit(false);
+                statement.execute("LOCK TABLE gateway_ledger IN SHARE MODE");
+                CompletableFuture<HttpResponse<byte[]>> inFlight = Async.supply(() -> {
+                    try {
+                        return api.charge(key, body, null);
+                    } catch (IOException | InterruptedException e) {
+                        throw new CompletionException(e);
+                    }
+                });
+                db.awaitLockWaiter(Duration.ofSeconds(30)); // the gateway is booking: the handler waits for its answer
+                first.process().destroyForcibly(); // SIGKILL in the middle of the call
+                assertThat(first.awaitExit(EXIT_TIMEOUT)).as("killed by SIGKILL (128 + 9)").isEqualTo(137);
+                assertThatThrownBy(() -> inFlight.get(30, TimeUnit.SECONDS))
+                        .isInstanceOf(ExecutionException.class)
+                        .hasCauseInstanceOf(IOException.class);
+
+                // Nobody retries: the sweeper takes the stale claim over and asks the gateway, whose booking is
+                // still held back. It finds nothing under the key, and the resolver answers rerun (FAILED).
+                sweeping = SampleAppProcess.start("sweeping-app", LOG_DIR, args(true, gateway.port()));
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+                while (!"FAILED".equals(statusOf(key))) {
+                    assertThat(System.nanoTime() - deadline).as("the sweeper never resolved the claim").isNegative();
+                    Thread.sleep(50);
+                }
+                assertThat(resolutionsOf(key)).isEqualTo("rerun/sweeper");
+                assertThat(ledgerEntries(orderId)).isZero();
+
+                ledgerLock.commit(); // the gateway goes on and books the charge, for a client that is gone
+            }
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (ledgerEntries(orderId) == 0) {
+                assertThat(System.nanoTime() - deadline).as("the gateway never booked the charge").isNegative();
+                Thread.sleep(20);
+            }
+
+            // The client gave up on its key and pays the order under a new one.
+            ChargeApi again = ChargeApi.onPort(sweeping.port());
+            HttpResponse<byte[]> otherKey = again.charge(UUID.randomUUID().toString(), body, null);
+
+            assertThat(ledgerEntries(orderId)).as("the order is charged once at the gateway").isEqualTo(1);
+            assertThat(otherKey.statusCode()).as(text(otherKey)).isEqualTo(409);
+            assertThat(text(otherKey)).contains("order-already-charged");
+
+            // The first key, sent again, runs again (FAILED) and gets the charge the gateway booked under it.
+            HttpResponse<byte[]> retry = again.charge(key, body, null);
+            assertThat(retry.statusCode()).as(text(retry)).isEqualTo(201);
+            assertThat(ChargeApi.numberField(text(retry), "gatewayChargeId")).isEqualTo(
+                    db.queryLong("select id from gateway_ledger where order_id = '" + orderId + "'"));
+            assertThat(ledgerEntries(orderId)).isEqualTo(1);
+            assertThat(db.queryLong("select count(*) from charges where order_id = '" + orderId + "'")).isEqualTo(1);
+        } finally {
+            if (sweeping != null) {
+                sweeping.close();
+            }
+            first.close();
+            gateway.close();
+        }
+    }
+
+    private static List<String> args(boolean sweeper, Integer gatewayPort) {
+        List<String> args = new ArrayList<>(List.of(
+                "--idempotency.lease=2s",
+                "--idempotency.in-flight-wait=500ms",
+                "--idempotency.sweeper.enabled=" + sweeper,
+                "--idempotency.sweeper.interval=200ms"));
+        if (gatewayPort != null) {
+            args.add("--sample.gateway.base-url=http://127.0.0.1:" + gatewayPort);
+        }
+        db.springPropertyValues().forEach(value -> args.add("--" + value));
+        return args;
+    }
+
+    private static long ledgerEntries(String orderId) {
+        return db.queryLong("select count(*) from gateway_ledger where order_id = '" + orderId + "'");
+    }
+
+    private static String statusOf(String key) {
+        return db.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'");
+    }
+
+    private static String resolutionsOf(String key) {
+        return db.queryString("select string_agg(decision || '/' || resolved_by, ',' order by id)"
+                + " from charge_resolutions where idempotency_key = '" + key + "'");
+    }
+}
