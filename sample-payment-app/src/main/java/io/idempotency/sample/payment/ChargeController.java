@@ -42,7 +42,9 @@ import java.util.Optional;
  *   <li>declined → 402 problem+json, returned as a final answer: stored and replayed, the gateway is not asked
  *       again ({@link ChargeResponses#declined});</li>
  *   <li>not reachable at all → {@link GatewayUnreachableException}, a definite failure: 503, the claim is marked
- *       FAILED at once and a retry runs again;</li>
+ *       FAILED at once and a retry runs again — unless an earlier attempt of the request held the order already (a
+ *       rerun): that one may have reached the gateway, and its charge may still be booked, so the outcome is
+ *       unknown (below);</li>
  *   <li>no usable answer (timeout, 5xx) → {@link GatewayOutcomeUnknownException}: 502; the charge may exist, so the
  *       claim waits for its lease to run out and the resolver to find out.</li>
  * </ul>
@@ -96,7 +98,8 @@ public class ChargeController {
 
         // One charge per payer and order, whatever the key: the intent is committed before the gateway is called, so
         // that a request under another key for the same order never reaches the gateway.
-        if (!gatewayKey.equals(intents.hold(payer, valid.orderId(), gatewayKey))) {
+        ChargeIntents.Holder holder = intents.hold(payer, valid.orderId(), gatewayKey);
+        if (!gatewayKey.equals(holder.downstreamKey())) {
             throw new OrderAlreadyChargedException(valid.orderId(),
                     charges.findLatestOf(payer, valid.orderId()).orElse(null));
         }
@@ -117,6 +120,14 @@ public class ChargeController {
         try {
             result = gateway.charge(gatewayKey, valid.orderId(), valid.amount(), valid.currency());
         } catch (GatewayUnreachableException e) {
+            if (!holder.takenNow()) {
+                // An earlier attempt of this request held the order already (this is its rerun, or the request sent
+                // again after a failure): this attempt sent nothing, but that one may have, and the gateway may still
+                // book its charge under the key. Not "no charge was made": the outcome is unknown, the order stays
+                // with the key, and the claim waits for the resolver, which asks the gateway again.
+                throw new GatewayOutcomeUnknownException("the gateway could not be reached for the charge, which an"
+                        + " earlier attempt under the same key may have made", e);
+            }
             intents.release(gatewayKey); // nothing was charged: another key may pay the order
             throw e;
         }

@@ -30,14 +30,24 @@ public class ChargeIntents {
     }
 
     /**
-     * Records the intent of the request whose gateway key is {@code downstreamKey} to charge the order, unless one is
-     * recorded already, and returns the gateway key of the request that holds the order: {@code downstreamKey} when
-     * it is this request's (now, or since an earlier attempt of it), another one when another request holds it. A
-     * concurrent insert for the same payer and order waits for the first one's commit and then inserts nothing.
+     * Who holds the order after {@link #hold}.
+     *
+     * @param downstreamKey the gateway key of the request that holds the order
+     * @param takenNow      whether this call took it: no earlier attempt of that request held it, so none can have
+     *                      called the gateway for it
      */
-    public String hold(String payer, String orderId, String downstreamKey) {
+    public record Holder(String downstreamKey, boolean takenNow) {
+    }
+
+    /**
+     * Records the intent of the request whose gateway key is {@code downstreamKey} to charge the order, unless one is
+     * recorded already, and returns who holds the order: {@code downstreamKey}, taken now or since an earlier attempt
+     * of this request, or another request's key. A concurrent insert for the same payer and order waits for the first
+     * one's commit and then inserts nothing.
+     */
+    public Holder hold(String payer, String orderId, String downstreamKey) {
         return ownTransaction.execute(status -> {
-            jdbc.sql("""
+            int inserted = jdbc.sql("""
                             INSERT INTO charge_intents (payer, order_id, downstream_key)
                             VALUES (:payer, :orderId, :downstreamKey)
                             ON CONFLICT (payer, order_id) DO NOTHING""")
@@ -45,11 +55,13 @@ public class ChargeIntents {
                     .param("orderId", orderId)
                     .param("downstreamKey", downstreamKey)
                     .update();
-            return jdbc.sql("SELECT downstream_key FROM charge_intents WHERE payer = :payer AND order_id = :orderId")
+            String holder = jdbc.sql("SELECT downstream_key FROM charge_intents WHERE payer = :payer"
+                            + " AND order_id = :orderId")
                     .param("payer", payer)
                     .param("orderId", orderId)
                     .query(String.class)
                     .single();
+            return new Holder(holder, inserted == 1);
         });
     }
 
