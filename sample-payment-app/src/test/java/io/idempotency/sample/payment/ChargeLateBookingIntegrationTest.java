@@ -51,20 +51,25 @@ class ChargeLateBookingIntegrationTest {
     private static final Duration EXIT_TIMEOUT = Duration.ofSeconds(30);
 
     private static TestPostgres.Database db;
+    /** The gateway, in a JVM of its own that is never killed: both tests book their charges there. */
+    private static SampleAppProcess gateway;
 
     @BeforeAll
-    static void database() {
+    static void databaseAndGateway() throws Exception {
         db = TestPostgres.newDatabase();
+        gateway = SampleAppProcess.start("gateway", LOG_DIR, args(false, null));
     }
 
     @AfterAll
-    static void noDatabase() {
+    static void noGateway() throws Exception {
+        if (gateway != null) {
+            gateway.close();
+        }
         db = null;
     }
 
     @Test
     void aChargeBookedAfterTheSweeperFoundNothingIsNotMadeAgainUnderAnotherKey() throws Exception {
-        SampleAppProcess gateway = SampleAppProcess.start("gateway", LOG_DIR, args(false, null));
         List<String> charging = args(false, gateway.port());
         charging.add("--sample.gateway.read-timeout=60s"); // the call is still waiting when the JVM is killed
         SampleAppProcess first = SampleAppProcess.start("charge-app", LOG_DIR, charging);
@@ -134,13 +139,11 @@ class ChargeLateBookingIntegrationTest {
                 sweeping.close();
             }
             first.close();
-            gateway.close();
         }
     }
 
     @Test
     void aGatewayUnreachableForTheRerunLeavesTheOrderToTheKeyWhoseFirstCallMayStillBeBooked() throws Exception {
-        SampleAppProcess gateway = SampleAppProcess.start("gateway", LOG_DIR, args(false, null));
         // The application reaches the gateway through a proxy that takes two connections — the first attempt's charge
         // and the retry's look-up — and then refuses every other: the rerun's charge finds the gateway unreachable.
         try (RefusingProxy proxy = new RefusingProxy(gateway.port(), 2)) {
@@ -213,8 +216,6 @@ class ChargeLateBookingIntegrationTest {
                 }
                 first.close();
             }
-        } finally {
-            gateway.close();
         }
     }
 
