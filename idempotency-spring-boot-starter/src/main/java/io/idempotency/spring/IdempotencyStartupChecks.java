@@ -10,6 +10,8 @@ import io.idempotency.jdbc.JdbcIdempotencyStore;
 import io.idempotency.jdbc.SpringTransactions;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.aop.Advisor;
+import org.springframework.aop.MethodMatcher;
 import org.springframework.aop.framework.Advised;
 import org.springframework.aop.framework.autoproxy.AutoProxyUtils;
 import org.springframework.aop.scope.ScopedObject;
@@ -38,6 +40,7 @@ import org.springframework.jdbc.datasource.TransactionAwareDataSourceProxy;
 import org.springframework.orm.jpa.DefaultJpaDialect;
 import org.springframework.orm.jpa.JpaTransactionManager;
 import org.springframework.orm.jpa.support.OpenEntityManagerInViewFilter;
+import org.springframework.scheduling.annotation.AsyncAnnotationAdvisor;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.TransactionManager;
@@ -104,6 +107,9 @@ import javax.sql.DataSource;
  *   <li>a bean with {@code @Idempotent} methods that the advice does not reach: made before Spring's auto-proxy
  *       creator (a post-processor depends on it), so never proxied, or with a final {@code @Idempotent} method, which
  *       the proxy of its class cannot intercept — also a bean whose method a functional route calls;</li>
+ *   <li>an {@code @Idempotent} method that Spring's async advice reaches ({@code @Async} on it or its class, with
+ *       {@code @EnableAsync}): the request would be answered before the method ran on another thread, where the
+ *       {@code @Idempotent} advice cannot run it;</li>
  *   <li>two handler methods that would share a default scope (the same HTTP method and route template, told apart by
  *       a header, a media type or a version): a key used with one would replay the other's answer.</li>
  * </ul>
@@ -336,12 +342,38 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                         + " BeanPostProcessors), so @Idempotent has no effect on it and every retry would run it"
                         + " again; make that post-processor's @Bean method static, or let it reach the bean lazily"
                         + " (@Lazy, ObjectProvider)");
-            } else if (AopUtils.isCglibProxy(bean)) {
-                idempotent.stream().filter(method -> Modifier.isFinal(method.getModifiers()))
-                        .forEach(method -> problems.add(method + " is final: the proxy of its class cannot intercept"
-                                + " it, so @Idempotent has no effect on it and every retry would run it again; remove"
-                                + " final"));
+            } else {
+                if (AopUtils.isCglibProxy(bean)) {
+                    idempotent.stream().filter(method -> Modifier.isFinal(method.getModifiers()))
+                            .forEach(method -> problems.add(method + " is final: the proxy of its class cannot"
+                                    + " intercept it, so @Idempotent has no effect on it and every retry would run it"
+                                    + " again; remove final"));
+                }
+                asyncProblems(advised, type, idempotent, problems);
             }
+        }
+    }
+
+    /**
+     * The {@code @Idempotent} methods of a bean that Spring's async advice ({@code @Async} with {@code @EnableAsync},
+     * on the method or its class) also reaches. That advice comes first: the call returns at once, so Spring MVC
+     * answers the request (200, nothing in it) before anything was done, and the body is handed to another thread,
+     * where there is no request, no key and no transaction, and the {@code @Idempotent} advice cannot run it. Every
+     * request would be told that it succeeded while its work is lost.
+     */
+    private static void asyncProblems(Advised advised, Class<?> type, List<Method> idempotent, List<String> problems) {
+        for (Advisor advisor : advised.getAdvisors()) {
+            if (!(advisor instanceof AsyncAnnotationAdvisor async)
+                    || !async.getPointcut().getClassFilter().matches(type)) {
+                continue;
+            }
+            MethodMatcher matcher = async.getPointcut().getMethodMatcher();
+            idempotent.stream().filter(method -> matcher.matches(method, type))
+                    .forEach(method -> problems.add(method + " is @Async (on the method or its class): the request"
+                            + " would be answered before the method runs, and it would run on another thread, without"
+                            + " the request's key and transaction, where @Idempotent cannot run it, so every request"
+                            + " would be told it succeeded while its work is lost; remove @Async, and hand only the"
+                            + " work that may run after the answer to an @Async method of another bean"));
         }
     }
 
