@@ -4,6 +4,8 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
+import java.util.Locale;
+import java.util.Set;
 import java.util.regex.Pattern;
 
 /**
@@ -45,11 +47,27 @@ public final class IdempotencySchema {
     }
 
     /**
-     * Table names are spliced into SQL, so only plain identifiers are accepted (the table is created in, and
-     * looked up through, the connection's default schema).
+     * The key words that PostgreSQL (14 and later) reserves, and those it reserves but for function and type names:
+     * unquoted, none of them can name a table ({@code create table user} is a syntax error). Its other key words can.
+     */
+    private static final Set<String> RESERVED_WORDS = Set.of("ALL", "ANALYSE", "ANALYZE", "AND", "ANY", "ARRAY",
+            "AS", "ASC", "ASYMMETRIC", "AUTHORIZATION", "BINARY", "BOTH", "CASE", "CAST", "CHECK", "COLLATE",
+            "COLLATION", "COLUMN", "CONCURRENTLY", "CONSTRAINT", "CREATE", "CROSS", "CURRENT_CATALOG", "CURRENT_DATE",
+            "CURRENT_ROLE", "CURRENT_SCHEMA", "CURRENT_TIME", "CURRENT_TIMESTAMP", "CURRENT_USER", "DEFAULT",
+            "DEFERRABLE", "DESC", "DISTINCT", "DO", "ELSE", "END", "EXCEPT", "FALSE", "FETCH", "FOR", "FOREIGN",
+            "FREEZE", "FROM", "FULL", "GRANT", "GROUP", "HAVING", "ILIKE", "IN", "INITIALLY", "INNER", "INTERSECT",
+            "INTO", "IS", "ISNULL", "JOIN", "LATERAL", "LEADING", "LEFT", "LIKE", "LIMIT", "LOCALTIME",
+            "LOCALTIMESTAMP", "NATURAL", "NOT", "NOTNULL", "NULL", "OFFSET", "ON", "ONLY", "OR", "ORDER", "OUTER",
+            "OVERLAPS", "PLACING", "PRIMARY", "REFERENCES", "RETURNING", "RIGHT", "SELECT", "SESSION_USER",
+            "SIMILAR", "SOME", "SYMMETRIC", "SYSTEM_USER", "TABLE", "TABLESAMPLE", "THEN", "TO", "TRAILING", "TRUE",
+            "UNION", "UNIQUE", "USER", "USING", "VARIADIC", "VERBOSE", "WHEN", "WHERE", "WINDOW", "WITH");
+
+    /**
+     * Table names are spliced into SQL unquoted, so only plain identifiers are accepted (the table is created in, and
+     * looked up through, the connection's default schema), and no key word PostgreSQL reserves.
      *
      * @throws IllegalArgumentException if {@code tableName} is not a plain SQL identifier of at most
-     *                                  {@value #MAX_TABLE_NAME_LENGTH} characters
+     *                                  {@value #MAX_TABLE_NAME_LENGTH} characters, or is a reserved key word
      */
     public static String checkTableName(String tableName) {
         if (tableName == null || !TABLE_NAME.matcher(tableName).matches()) {
@@ -57,7 +75,16 @@ public final class IdempotencySchema {
                     + " ([A-Za-z_][A-Za-z0-9_]*) of at most " + MAX_TABLE_NAME_LENGTH + " characters, so that the"
                     + " index and partition names made from it fit PostgreSQL's 63: " + tableName);
         }
+        if (isReservedWord(tableName)) {
+            throw new IllegalArgumentException("idempotency table name must not be a key word PostgreSQL reserves:"
+                    + " it is written unquoted in SQL, where a reserved word names no table: " + tableName);
+        }
         return tableName;
+    }
+
+    /** Whether {@code name} (in any case) is a key word PostgreSQL reserves for table names. */
+    public static boolean isReservedWord(String name) {
+        return RESERVED_WORDS.contains(name.toUpperCase(Locale.ROOT));
     }
 
     private static String read(String resource) {

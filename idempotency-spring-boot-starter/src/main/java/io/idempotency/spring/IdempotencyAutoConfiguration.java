@@ -370,6 +370,11 @@ public class IdempotencyAutoConfiguration {
         try {
             IdempotencySchema.checkTableName(table);
         } catch (IllegalArgumentException e) {
+            if (table != null && IdempotencySchema.isReservedWord(table)) {
+                refuse("idempotency.jdbc.table-name", "\"" + table + "\"", "a name PostgreSQL does not reserve as a key"
+                        + " word: it is written unquoted in SQL, where a reserved word such as user or order names no"
+                        + " table");
+            }
             refuse("idempotency.jdbc.table-name", "\"" + table + "\"", "a plain SQL identifier ([A-Za-z_][A-Za-z0-9_]*)"
                     + " of at most " + IdempotencySchema.MAX_TABLE_NAME_LENGTH + " characters, so that the index and"
                     + " partition names made from it fit PostgreSQL's 63");

@@ -381,7 +381,10 @@ public class IdempotencyProperties implements InitializingBean {
     /** The JDBC store. */
     public static class Jdbc {
 
-        /** Table of the idempotency records, in the connection's default schema. A plain SQL identifier. */
+        /**
+         * Table of the idempotency records, in the connection's default schema. A plain SQL identifier, and no key word
+         * PostgreSQL reserves (such as user or order).
+         */
         private String tableName = IdempotencySchema.DEFAULT_TABLE_NAME;
 
         /**
