@@ -33,6 +33,7 @@ import org.springframework.core.Ordered;
 import org.springframework.core.ResolvableType;
 import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.core.annotation.AnnotationUtils;
+import org.springframework.core.annotation.MergedAnnotations;
 import org.springframework.core.annotation.OrderUtils;
 import org.springframework.http.HttpEntity;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
@@ -107,6 +108,8 @@ import javax.sql.DataSource;
  *   <li>a bean with {@code @Idempotent} methods that the advice does not reach: made before Spring's auto-proxy
  *       creator (a post-processor depends on it), so never proxied, or with a final {@code @Idempotent} method, which
  *       the proxy of its class cannot intercept — also a bean whose method a functional route calls;</li>
+ *   <li>an {@code @Idempotent} method that Spring calls outside any request ({@code @Scheduled}, a message
+ *       listener), where there is no key to take;</li>
  *   <li>an {@code @Idempotent} method that Spring's async advice reaches ({@code @Async} on it or its class, with
  *       {@code @EnableAsync}): the request would be answered before the method ran on another thread, where the
  *       {@code @Idempotent} advice cannot run it;</li>
@@ -135,6 +138,14 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
             "io.reactivex.rxjava3.core.Flowable",
             "io.smallrye.mutiny.Uni",
             "io.smallrye.mutiny.Multi");
+
+    /** Annotations of methods that Spring calls outside any request: scheduled tasks, message listeners. */
+    private static final Set<String> CALLED_OUTSIDE_REQUESTS = Set.of(
+            "org.springframework.scheduling.annotation.Scheduled",
+            "org.springframework.kafka.annotation.KafkaListener",
+            "org.springframework.amqp.rabbit.annotation.RabbitListener",
+            "org.springframework.jms.annotation.JmsListener",
+            "org.springframework.pulsar.annotation.PulsarListener");
 
     private static final boolean JPA_PRESENT = ClassUtils.isPresent("org.springframework.orm.jpa.JpaTransactionManager",
             IdempotencyStartupChecks.class.getClassLoader());
@@ -176,6 +187,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                     idempotentEndpoints++;
                     handlers.add(method);
                     problemWith(method).ifPresent(problems::add);
+                    calledOutsideRequests(method).ifPresent(problems::add);
                     try {
                         IdempotencyProperties settings = properties.getObject();
                         IdempotentEndpoint endpoint = IdempotentEndpoint.of(method, idempotent, settings.getMethods(),
@@ -276,6 +288,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 continue;
             }
             found++;
+            calledOutsideRequests(method).ifPresent(problems::add);
             try {
                 IdempotentEndpoint endpoint = IdempotentEndpoint.of(method, idempotent, settings.getMethods(),
                         storagePolicy.getObject(), settings.getLease(), context.getEnvironment());
@@ -742,6 +755,21 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                     + " has to end; return the answer synchronously");
         }
         return Optional.empty();
+    }
+
+    /**
+     * An {@code @Idempotent} method that Spring calls on a thread of its own, never inside a request: a scheduled task,
+     * a message listener. There is no request to take a key from, so the advice would fail every call and the work would
+     * never run; a redelivered message or a rerun task is made idempotent with {@code IdempotencyTemplate}.
+     */
+    static Optional<String> calledOutsideRequests(Method method) {
+        return MergedAnnotations.from(method, MergedAnnotations.SearchStrategy.TYPE_HIERARCHY).stream()
+                .map(annotation -> annotation.getType().getName())
+                .filter(CALLED_OUTSIDE_REQUESTS::contains).findFirst()
+                .map(type -> method + " is @" + type.substring(type.lastIndexOf('.') + 1) + ": Spring calls it outside"
+                        + " any request, where @Idempotent has no key to take, so every call would fail and its work"
+                        + " would never run; remove @Idempotent and make the work idempotent with IdempotencyTemplate"
+                        + " (a key of the task's or the message's own)");
     }
 
     /**
