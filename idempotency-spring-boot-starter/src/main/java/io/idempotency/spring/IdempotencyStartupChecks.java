@@ -12,7 +12,9 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.aop.Advisor;
 import org.springframework.aop.MethodMatcher;
+import org.springframework.aop.config.AopConfigUtils;
 import org.springframework.aop.framework.Advised;
+import org.springframework.aop.framework.ProxyConfig;
 import org.springframework.aop.framework.autoproxy.AutoProxyUtils;
 import org.springframework.aop.scope.ScopedObject;
 import org.springframework.aop.scope.ScopedProxyUtils;
@@ -314,8 +316,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
      * The beans made so far whose {@code @Idempotent} methods the advice does not reach, so that every retry would run
      * them again: a bean made before Spring's auto-proxy creator existed (one a post-processor depends on: Spring logs
      * that it "is not eligible for getting processed by all BeanPostProcessors") is not proxied at all, and a final
-     * method is not intercepted by the proxy of its class. Beans not made yet (lazy ones) are post-processed when they
-     * are made; request- and session-scoped beans are reached through a scoped proxy, whose target is made per scope.
+     * method is not intercepted by the proxy of its class. Beans not made yet (lazy ones, those made per scope) are
+     * post-processed when they are made, but a final method of theirs is refused now ({@link #notMadeYet}).
      */
     private void unadvised(List<String> problems) {
         if (!(context instanceof ConfigurableApplicationContext configurable)) {
@@ -323,7 +325,11 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         }
         ConfigurableListableBeanFactory beanFactory = configurable.getBeanFactory();
         for (String name : beanFactory.getBeanNamesForType(Object.class, true, false)) {
-            if (!beanFactory.containsSingleton(name) || ScopedProxyUtils.isScopedTarget(name)) {
+            if (ScopedProxyUtils.isScopedTarget(name)) {
+                continue;
+            }
+            if (!beanFactory.containsSingleton(name)) {
+                notMadeYet(beanFactory, name, problems);
                 continue;
             }
             Object bean = beanFactory.getSingleton(name);
@@ -332,17 +338,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 continue; // a test's mock or spy stands in for the bean, unadvised on purpose
             }
             Class<?> type = ClassUtils.getUserClass(AopUtils.getTargetClass(bean));
-            if (Proxy.isProxyClass(type) || !AnnotationUtils.isCandidateClass(type, Idempotent.class)) {
-                continue;
-            }
-            List<Method> idempotent;
-            try {
-                idempotent = MethodIntrospector.selectMethods(type, (MethodIntrospector.MetadataLookup<Boolean>)
-                        method -> AnnotatedElementUtils.hasAnnotation(method, Idempotent.class) ? Boolean.TRUE : null)
-                        .keySet().stream().sorted(Comparator.comparing(Method::toString)).toList();
-            } catch (RuntimeException | LinkageError e) {
-                continue; // a class whose methods cannot be read: no handler of it can be mapped either
-            }
+            List<Method> idempotent = idempotentMethods(type);
             if (idempotent.isEmpty()) {
                 continue;
             }
@@ -358,11 +354,64 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
             } else {
                 if (AopUtils.isCglibProxy(bean)) {
                     idempotent.stream().filter(method -> Modifier.isFinal(method.getModifiers()))
-                            .forEach(method -> problems.add(method + " is final: the proxy of its class cannot"
-                                    + " intercept it, so @Idempotent has no effect on it and every retry would run it"
-                                    + " again; remove final"));
+                            .forEach(method -> problems.add(finalProblem(method)));
                 }
                 asyncProblems(advised, type, idempotent, problems);
+            }
+        }
+    }
+
+    /** The {@code @Idempotent} methods of {@code type}, in a stable order; none for a class that cannot be read. */
+    private static List<Method> idempotentMethods(Class<?> type) {
+        if (Proxy.isProxyClass(type) || !AnnotationUtils.isCandidateClass(type, Idempotent.class)) {
+            return List.of();
+        }
+        try {
+            return MethodIntrospector.selectMethods(type, (MethodIntrospector.MetadataLookup<Boolean>)
+                    method -> AnnotatedElementUtils.hasAnnotation(method, Idempotent.class) ? Boolean.TRUE : null)
+                    .keySet().stream().sorted(Comparator.comparing(Method::toString)).toList();
+        } catch (RuntimeException | LinkageError e) {
+            return List.of(); // a class whose methods cannot be read: no handler of it can be mapped either
+        }
+    }
+
+    private static String finalProblem(Method method) {
+        return method + " is final: the proxy of its class cannot intercept it, so @Idempotent has no effect on it and"
+                + " every retry would run it again; remove final";
+    }
+
+    /**
+     * A bean not made yet — lazy ({@code spring.main.lazy-initialization}, {@code @Lazy}), or made per scope — is
+     * proxied when it is made, after the start, by its class unless it is proxied through interfaces: a final
+     * {@code @Idempotent} method is refused now, as it would then run without the advice, every retry again. A final
+     * method that an interface declares is reached through the interface's on a proxy made through interfaces.
+     */
+    private static void notMadeYet(ConfigurableListableBeanFactory beanFactory, String name, List<String> problems) {
+        Class<?> type;
+        try {
+            type = beanFactory.getType(name, false);
+        } catch (RuntimeException | LinkageError e) {
+            return; // a type that cannot be resolved without making the bean has nothing to tell
+        }
+        if (type == null || FactoryBean.class.isAssignableFrom(type)) {
+            return;
+        }
+        type = ClassUtils.getUserClass(type);
+        List<Method> finals = idempotentMethods(type).stream()
+                .filter(method -> Modifier.isFinal(method.getModifiers())).toList();
+        if (finals.isEmpty()) {
+            return;
+        }
+        boolean byClass = AutoProxyUtils.shouldProxyTargetClass(beanFactory, name)
+                || beanFactory.containsSingleton(AopConfigUtils.AUTO_PROXY_CREATOR_BEAN_NAME)
+                && beanFactory.getSingleton(AopConfigUtils.AUTO_PROXY_CREATOR_BEAN_NAME) instanceof ProxyConfig creator
+                && creator.isProxyTargetClass();
+        Set<Class<?>> interfaces = ClassUtils.getAllInterfacesForClassAsSet(type);
+        for (Method method : finals) {
+            boolean throughInterface = !byClass && interfaces.stream().anyMatch(implemented ->
+                    ClassUtils.hasMethod(implemented, method.getName(), method.getParameterTypes()));
+            if (!throughInterface) {
+                problems.add(finalProblem(method));
             }
         }
     }
