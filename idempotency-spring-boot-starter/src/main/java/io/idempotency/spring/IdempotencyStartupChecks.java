@@ -44,6 +44,7 @@ import org.springframework.orm.jpa.DefaultJpaDialect;
 import org.springframework.orm.jpa.JpaTransactionManager;
 import org.springframework.orm.jpa.support.OpenEntityManagerInViewFilter;
 import org.springframework.scheduling.annotation.AsyncAnnotationAdvisor;
+import org.springframework.scheduling.config.TaskManagementConfigUtils;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.TransactionManager;
@@ -356,7 +357,11 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                     idempotent.stream().filter(method -> Modifier.isFinal(method.getModifiers()))
                             .forEach(method -> problems.add(finalProblem(method)));
                 }
-                asyncProblems(advised, type, idempotent, problems);
+                for (Advisor advisor : advised.getAdvisors()) {
+                    if (advisor instanceof AsyncAnnotationAdvisor async) {
+                        asyncProblems(async, type, idempotent, problems);
+                    }
+                }
             }
         }
     }
@@ -384,7 +389,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
      * A bean not made yet — lazy ({@code spring.main.lazy-initialization}, {@code @Lazy}), or made per scope — is
      * proxied when it is made, after the start, by its class unless it is proxied through interfaces: a final
      * {@code @Idempotent} method is refused now, as it would then run without the advice, every retry again. A final
-     * method that an interface declares is reached through the interface's on a proxy made through interfaces.
+     * method that an interface declares is reached through the interface's on a proxy made through interfaces. So is an
+     * {@code @Async} one when async processing is enabled (see {@link #asyncProblems}).
      */
     private static void notMadeYet(ConfigurableListableBeanFactory beanFactory, String name, List<String> problems) {
         Class<?> type;
@@ -397,8 +403,15 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
             return;
         }
         type = ClassUtils.getUserClass(type);
-        List<Method> finals = idempotentMethods(type).stream()
-                .filter(method -> Modifier.isFinal(method.getModifiers())).toList();
+        List<Method> idempotent = idempotentMethods(type);
+        if (idempotent.isEmpty()) {
+            return;
+        }
+        if (beanFactory.containsBean(TaskManagementConfigUtils.ASYNC_ANNOTATION_PROCESSOR_BEAN_NAME)) {
+            // the async advice, with the annotations it acts on by default, that the bean will get when it is made
+            asyncProblems(new AsyncAnnotationAdvisor(), type, idempotent, problems);
+        }
+        List<Method> finals = idempotent.stream().filter(method -> Modifier.isFinal(method.getModifiers())).toList();
         if (finals.isEmpty()) {
             return;
         }
@@ -423,20 +436,18 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
      * where there is no request, no key and no transaction, and the {@code @Idempotent} advice cannot run it. Every
      * request would be told that it succeeded while its work is lost.
      */
-    private static void asyncProblems(Advised advised, Class<?> type, List<Method> idempotent, List<String> problems) {
-        for (Advisor advisor : advised.getAdvisors()) {
-            if (!(advisor instanceof AsyncAnnotationAdvisor async)
-                    || !async.getPointcut().getClassFilter().matches(type)) {
-                continue;
-            }
-            MethodMatcher matcher = async.getPointcut().getMethodMatcher();
-            idempotent.stream().filter(method -> matcher.matches(method, type))
-                    .forEach(method -> problems.add(method + " is @Async (on the method or its class): the request"
-                            + " would be answered before the method runs, and it would run on another thread, without"
-                            + " the request's key and transaction, where @Idempotent cannot run it, so every request"
-                            + " would be told it succeeded while its work is lost; remove @Async, and hand only the"
-                            + " work that may run after the answer to an @Async method of another bean"));
+    private static void asyncProblems(AsyncAnnotationAdvisor async, Class<?> type, List<Method> idempotent,
+                                      List<String> problems) {
+        if (!async.getPointcut().getClassFilter().matches(type)) {
+            return;
         }
+        MethodMatcher matcher = async.getPointcut().getMethodMatcher();
+        idempotent.stream().filter(method -> matcher.matches(method, type))
+                .forEach(method -> problems.add(method + " is @Async (on the method or its class): the request"
+                        + " would be answered before the method runs, and it would run on another thread, without"
+                        + " the request's key and transaction, where @Idempotent cannot run it, so every request"
+                        + " would be told it succeeded while its work is lost; remove @Async, and hand only the"
+                        + " work that may run after the answer to an @Async method of another bean"));
     }
 
     /**

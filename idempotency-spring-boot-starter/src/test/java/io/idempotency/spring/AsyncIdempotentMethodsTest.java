@@ -54,10 +54,25 @@ class AsyncIdempotentMethodsTest {
                 .contains("AsyncIdempotentMethodsTest$AsyncService.ship()", "@Async");
     }
 
+    /** A bean made only when first asked for is advised then, after the start: it is refused all the same. */
+    @Test
+    void anAsyncIdempotentHandlerStopsTheStartUnderLazyInitialization() {
+        assertStartFailsWithDescription(TestDatabases.contextRunner(DATABASE)
+                .withInitializer(context -> context.addBeanFactoryPostProcessor(
+                        new org.springframework.boot.LazyInitializationBeanFactoryPostProcessor()))
+                .withUserConfiguration(AsyncEnabled.class, AsyncShipments.class))
+                .contains("AsyncIdempotentMethodsTest$AsyncShipments.ship()", "@Async");
+    }
+
     /** Without async processing enabled, {@code @Async} does nothing: the method runs on the request's thread. */
     @Test
     void anAsyncAnnotationThatNothingActsOnStarts() {
         TestDatabases.contextRunner(DATABASE).withUserConfiguration(AsyncShipments.class)
+                .run(context -> assertThat(context).hasNotFailed());
+        TestDatabases.contextRunner(DATABASE)
+                .withInitializer(context -> context.addBeanFactoryPostProcessor(
+                        new org.springframework.boot.LazyInitializationBeanFactoryPostProcessor()))
+                .withUserConfiguration(AsyncShipments.class)
                 .run(context -> assertThat(context).hasNotFailed());
     }
 
