@@ -479,7 +479,13 @@ public class IdempotencyAutoConfiguration {
     static Optional<String> retentionProblem(IdempotencyProperties properties, Duration lease, String leaseSource) {
         Duration ttl = properties.getRetention().getTtl();
         Duration window = properties.getRetention().getMaxRetryWindow();
-        if (ttl.compareTo(window.plus(lease)) >= 0) {
+        boolean covered;
+        try {
+            covered = ttl.compareTo(window.plus(lease)) >= 0;
+        } catch (ArithmeticException e) {
+            covered = false; // more than a duration counts: no TTL covers it
+        }
+        if (covered) {
             return Optional.empty();
         }
         return Optional.of("idempotency.retention.ttl (" + readable(ttl) + ") must be at least"
