@@ -1,6 +1,5 @@
 package io.idempotency.sample.payment;
 
-import com.zaxxer.hikari.HikariDataSource;
 import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterAll;
@@ -11,19 +10,14 @@ import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestMethodOrder;
 
-import java.io.IOException;
 import java.net.http.HttpResponse;
 import java.nio.file.Path;
-import java.sql.Connection;
-import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 
 import static io.idempotency.sample.payment.ChargeApi.numberField;
@@ -34,7 +28,6 @@ import static io.idempotency.sample.payment.PaymentApi.body;
 import static io.idempotency.sample.payment.PaymentApi.newOrderId;
 import static io.idempotency.sample.payment.PaymentApi.text;
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * Kills the application for real in the middle of a charge — before the gateway was called; after the gateway booked
@@ -307,37 +300,13 @@ class ChargeCrashRecoveryIntegrationTest {
             String orderId = newOrderId();
             String key = UUID.randomUUID().toString();
             String body = body(orderId, "31.00");
-            ChargeApi api = ChargeApi.onPort(charging.port());
-
-            try (HikariDataSource dataSource = db.dataSource(1);
-                 Connection ledgerLock = dataSource.getConnection();
-                 Statement statement = ledgerLock.createStatement()) {
-                // Holds the gateway's booking back: its insert into the ledger waits for this lock.
-                ledgerLock.setAutoCommit(false);
-                statement.execute("LOCK TABLE gateway_ledger IN SHARE MODE");
-                CompletableFuture<HttpResponse<byte[]>> inFlight = Async.supply(() -> {
-                    try {
-                        return api.charge(key, body, null);
-                    } catch (IOException | InterruptedException e) {
-                        throw new CompletionException(e);
-                    }
+            try (HeldBackBooking booking = HeldBackBooking.holdBack(db)) {
+                booking.killDuringTheCall(charging, key, body, () -> {
+                    assertThat(statusOf(key)).as("the intent was committed before the call").isEqualTo("PROCESSING");
+                    assertThat(ledgerEntries(orderId)).isZero();
                 });
-                db.awaitLockWaiter(Duration.ofSeconds(30)); // the gateway is booking: the handler waits for its answer
-                assertThat(statusOf(key)).as("the intent was committed before the call").isEqualTo("PROCESSING");
-                assertThat(ledgerEntries(orderId)).isZero();
-
-                charging.process().destroyForcibly(); // SIGKILL, from outside, in the middle of the call
-                assertThat(charging.awaitExit(EXIT_TIMEOUT)).as("killed by SIGKILL (128 + 9)").isEqualTo(137);
-                assertThatThrownBy(() -> inFlight.get(30, TimeUnit.SECONDS))
-                        .as("the killed application never answered")
-                        .isInstanceOf(ExecutionException.class)
-                        .hasCauseInstanceOf(IOException.class);
-                ledgerLock.commit(); // the gateway goes on and books the charge, for a client that is gone
-            }
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-            while (ledgerEntries(orderId) == 0) {
-                assertThat(System.nanoTime() - deadline).as("the gateway never booked the charge").isNegative();
-                Thread.sleep(20);
+                // the gateway goes on and books the charge, for a client that is gone
+                booking.releaseAndAwaitTheBooking(orderId);
             }
             assertThat(charges(orderId)).as("the application never learnt of it").isZero();
             assertThat(statusOf(key)).isEqualTo("PROCESSING");

@@ -1,7 +1,5 @@
 package io.idempotency.sample.payment;
 
-import com.zaxxer.hikari.HikariDataSource;
-import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -16,16 +14,10 @@ import java.net.Socket;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
-import java.sql.Connection;
-import java.sql.Statement;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 
 import static io.idempotency.sample.payment.ChargeApiIntegrationTest.awaitLeaseExpired;
@@ -33,7 +25,6 @@ import static io.idempotency.sample.payment.PaymentApi.body;
 import static io.idempotency.sample.payment.PaymentApi.newOrderId;
 import static io.idempotency.sample.payment.PaymentApi.text;
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * A gateway that books a charge after the resolver looked for it: the application is killed while the gateway is still
@@ -48,7 +39,6 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 class ChargeLateBookingIntegrationTest {
 
     private static final Path LOG_DIR = Path.of("target", "charge-late-booking");
-    private static final Duration EXIT_TIMEOUT = Duration.ofSeconds(30);
 
     private static TestPostgres.Database db;
     /** The gateway, in a JVM of its own that is never killed: both tests book their charges there. */
@@ -78,27 +68,8 @@ class ChargeLateBookingIntegrationTest {
             String orderId = newOrderId();
             String key = UUID.randomUUID().toString();
             String body = body(orderId, "33.00");
-            ChargeApi api = ChargeApi.onPort(first.port());
-
-            try (HikariDataSource dataSource = db.dataSource(1);
-                 Connection ledgerLock = dataSource.getConnection();
-                 Statement statement = ledgerLock.createStatement()) {
-                // Holds the gateway's booking back: its insert into the ledger waits for this lock.
-                ledgerLock.setAutoCommit(false);
-                statement.execute("LOCK TABLE gateway_ledger IN SHARE MODE");
-                CompletableFuture<HttpResponse<byte[]>> inFlight = Async.supply(() -> {
-                    try {
-                        return api.charge(key, body, null);
-                    } catch (IOException | InterruptedException e) {
-                        throw new CompletionException(e);
-                    }
-                });
-                db.awaitLockWaiter(Duration.ofSeconds(30)); // the gateway is booking: the handler waits for its answer
-                first.process().destroyForcibly(); // SIGKILL in the middle of the call
-                assertThat(first.awaitExit(EXIT_TIMEOUT)).as("killed by SIGKILL (128 + 9)").isEqualTo(137);
-                assertThatThrownBy(() -> inFlight.get(30, TimeUnit.SECONDS))
-                        .isInstanceOf(ExecutionException.class)
-                        .hasCauseInstanceOf(IOException.class);
+            try (HeldBackBooking booking = HeldBackBooking.holdBack(db)) {
+                booking.killDuringTheCall(first, key, body, () -> { });
 
                 // Nobody retries: the sweeper takes the stale claim over and asks the gateway, whose booking is
                 // still held back. It finds nothing under the key, and the resolver answers rerun (FAILED).
@@ -111,12 +82,8 @@ class ChargeLateBookingIntegrationTest {
                 assertThat(resolutionsOf(key)).isEqualTo("rerun/sweeper");
                 assertThat(ledgerEntries(orderId)).isZero();
 
-                ledgerLock.commit(); // the gateway goes on and books the charge, for a client that is gone
-            }
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-            while (ledgerEntries(orderId) == 0) {
-                assertThat(System.nanoTime() - deadline).as("the gateway never booked the charge").isNegative();
-                Thread.sleep(20);
+                // the gateway goes on and books the charge, for a client that is gone
+                booking.releaseAndAwaitTheBooking(orderId);
             }
 
             // The client gave up on its key and pays the order under a new one.
@@ -155,26 +122,8 @@ class ChargeLateBookingIntegrationTest {
                 String orderId = newOrderId();
                 String key = UUID.randomUUID().toString();
                 String body = body(orderId, "34.00");
-                ChargeApi api = ChargeApi.onPort(first.port());
-
-                try (HikariDataSource dataSource = db.dataSource(1);
-                     Connection ledgerLock = dataSource.getConnection();
-                     Statement statement = ledgerLock.createStatement()) {
-                    ledgerLock.setAutoCommit(false);
-                    statement.execute("LOCK TABLE gateway_ledger IN SHARE MODE");
-                    CompletableFuture<HttpResponse<byte[]>> inFlight = Async.supply(() -> {
-                        try {
-                            return api.charge(key, body, null);
-                        } catch (IOException | InterruptedException e) {
-                            throw new CompletionException(e);
-                        }
-                    });
-                    db.awaitLockWaiter(Duration.ofSeconds(30));
-                    first.process().destroyForcibly();
-                    assertThat(first.awaitExit(EXIT_TIMEOUT)).as("killed by SIGKILL (128 + 9)").isEqualTo(137);
-                    assertThatThrownBy(() -> inFlight.get(30, TimeUnit.SECONDS))
-                            .isInstanceOf(ExecutionException.class)
-                            .hasCauseInstanceOf(IOException.class);
+                try (HeldBackBooking booking = HeldBackBooking.holdBack(db)) {
+                    booking.killDuringTheCall(first, key, body, () -> { });
 
                     // The retry after the lease: the resolver finds nothing booked yet (rerun), and the rerun's
                     // charge cannot connect. That attempt sent nothing, but the first one did: the outcome is unknown,
@@ -187,12 +136,8 @@ class ChargeLateBookingIntegrationTest {
                     assertThat(retry.statusCode()).as(text(retry)).isEqualTo(502);
                     assertThat(statusOf(key)).isEqualTo("PROCESSING");
 
-                    ledgerLock.commit(); // the first attempt's charge is booked after all
-                }
-                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-                while (ledgerEntries(orderId) == 0) {
-                    assertThat(System.nanoTime() - deadline).as("the gateway never booked the charge").isNegative();
-                    Thread.sleep(20);
+                    // the first attempt's charge is booked after all
+                    booking.releaseAndAwaitTheBooking(orderId);
                 }
 
                 // Another key for the order, on an instance that reaches the gateway.
