@@ -10,8 +10,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * A socket factory for the PostgreSQL driver ({@code socketFactory} on the JDBC URL, with {@code sslmode=disable}) that
- * counts the database round trips made on the application's request threads: each ends with the server's
- * ReadyForQuery message. A round trip that carried only an empty query is Hikari's check of an idle connection
+ * counts the server's ReadyForQuery messages on the application's request threads: one per round trip, and one more
+ * for the implicit {@code BEGIN} the driver sends ahead of a transaction's first statement. A round trip that carried only an empty query is Hikari's check of an idle connection
  * before lending it ({@code Connection.isValid()}): pool upkeep, not counted. Work on other threads (the pool's own,
  * the background sweeps) is not counted either.
  */
