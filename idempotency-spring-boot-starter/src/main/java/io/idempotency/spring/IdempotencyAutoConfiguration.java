@@ -52,9 +52,11 @@ import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.HashSet;
+import java.util.Locale;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 import java.util.function.Predicate;
 import javax.sql.DataSource;
 
@@ -261,6 +263,19 @@ public class IdempotencyAutoConfiguration {
      */
     static final Duration MAX_TTL = Duration.ofDays(36_500_000);
 
+    /**
+     * Request headers that HTTP, cookies, proxies or tracing define, in lower case: none can carry a client's key for
+     * one request.
+     */
+    private static final Set<String> HEADERS_OF_OTHER_MEANING = Set.of("accept", "accept-charset", "accept-encoding",
+            "accept-language", "authorization", "baggage", "cache-control", "connection", "content-encoding",
+            "content-language", "content-length", "content-location", "content-range", "content-type", "cookie",
+            "date", "expect", "forwarded", "from", "host", "if-match", "if-modified-since", "if-none-match",
+            "if-range", "if-unmodified-since", "keep-alive", "max-forwards", "origin", "pragma",
+            "proxy-authorization", "proxy-connection", "range", "referer", "te", "traceparent", "tracestate",
+            "trailer", "transfer-encoding", "upgrade", "user-agent", "via", "x-forwarded-for", "x-forwarded-host",
+            "x-forwarded-port", "x-forwarded-prefix", "x-forwarded-proto");
+
     /** The most completed requests an instance may be set to remember: 250 MB of memory. */
     static final int MAX_COMPLETED_KEYS = 100_000_000;
 
@@ -273,6 +288,13 @@ public class IdempotencyAutoConfiguration {
         if (header == null || header.isEmpty() || !header.chars().allMatch(IdempotencyAutoConfiguration::isTokenChar)) {
             refuse("idempotency.header-name", "\"" + header + "\"", "an HTTP header name (letters, digits and"
                     + " !#$%&'*+-.^_`|~)");
+        }
+        if (HEADERS_OF_OTHER_MEANING.contains(header.toLowerCase(Locale.ROOT))) {
+            // its value is the same for every request of a client (Content-Type, Authorization) or set by whatever
+            // the request passes through: all of them would share one key, and each be refused or replayed another's
+            refuse("idempotency.header-name", "\"" + header + "\"", "a header of the client's own for the key, such"
+                    + " as Idempotency-Key: " + header + " already means something else in HTTP, and its value would"
+                    + " be one key for many requests");
         }
         for (String replayed : properties.getReplayedHeaders()) {
             if (replayed == null || replayed.isEmpty()) {

@@ -26,7 +26,10 @@ public class IdempotencyProperties implements InitializingBean {
      */
     private boolean enabled = true;
 
-    /** Name of the request header that carries the idempotency key. */
+    /**
+     * Name of the request header that carries the idempotency key: one of the client's own, not one HTTP, proxies or
+     * tracing give another meaning (Content-Type, Authorization, X-Forwarded-For).
+     */
     private String headerName = "Idempotency-Key";
 
     /**

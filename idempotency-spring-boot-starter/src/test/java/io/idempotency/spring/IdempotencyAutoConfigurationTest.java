@@ -495,6 +495,9 @@ class IdempotencyAutoConfigurationTest {
     @CsvSource(delimiterString = " = ", value = {
             "idempotency.header-name = ''",
             "idempotency.header-name = Idempotency Key",
+            "idempotency.header-name = Content-Type",
+            "idempotency.header-name = authorization",
+            "idempotency.header-name = X-Forwarded-For",
             "idempotency.in-flight-wait = 0s",
             "idempotency.in-flight-wait = 25d",
             "idempotency.methods = 'POST,PSOT'",
