@@ -12,6 +12,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.aop.Advisor;
 import org.springframework.aop.MethodMatcher;
+import org.springframework.aop.PointcutAdvisor;
 import org.springframework.aop.config.AopConfigUtils;
 import org.springframework.aop.framework.Advised;
 import org.springframework.aop.framework.ProxyConfig;
@@ -113,6 +114,9 @@ import javax.sql.DataSource;
  *       the proxy of its class cannot intercept — also a bean whose method a functional route calls;</li>
  *   <li>an {@code @Idempotent} method that Spring calls outside any request ({@code @Scheduled}, a message
  *       listener), where there is no key to take;</li>
+ *   <li>a {@code @Transactional} {@code @Idempotent} method whose transaction advice the application ordered
+ *       before (outside) the {@code @Idempotent} advice: its transaction would be open when the advice begins the
+ *       request's, which it refuses, so every request would fail;</li>
  *   <li>an {@code @Idempotent} method that Spring's async advice reaches ({@code @Async} on it or its class, with
  *       {@code @EnableAsync}): the request would be answered before the method ran on another thread, where the
  *       {@code @Idempotent} advice cannot run it;</li>
@@ -362,8 +366,49 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                         asyncProblems(async, type, idempotent, problems);
                     }
                 }
+                transactionAdviceOutside(advised.getAdvisors(), type, idempotent, problems);
             }
         }
+    }
+
+    /**
+     * The {@code @Idempotent} methods of a bean whose transaction advice comes before the {@code @Idempotent} advice in
+     * its proxy's chain, so runs outside it: an application that orders Spring's transaction advice first
+     * ({@code @EnableTransactionManagement(order = …)} below {@link IdempotentAdvisor#ORDER}), or an advisor of its own
+     * around a {@code TransactionInterceptor}. A {@code @Transactional} handler's transaction would then be open when
+     * the advice begins the request's, which it refuses to join (joined, the claim would commit when the handler
+     * returns, before the answer is stored): every request to the endpoint would fail with 500.
+     */
+    private static void transactionAdviceOutside(Advisor[] advisors, Class<?> type, List<Method> idempotent,
+                                                 List<String> problems) {
+        for (Method method : idempotent) {
+            for (Advisor advisor : advisors) {
+                if (advisor instanceof IdempotentAdvisor) {
+                    break; // what comes after it runs inside it
+                }
+                // the pointcut first: asking for the advice may make the bean it names, which a proxy does only
+                // when a method it advises is first called
+                if (applies(advisor, method, type) && advisor.getAdvice() instanceof TransactionInterceptor) {
+                    problems.add(method + " is @Transactional, and its transaction advice (order "
+                            + (advisor instanceof Ordered ordered ? ordered.getOrder() : Ordered.LOWEST_PRECEDENCE)
+                            + ") runs outside the @Idempotent advice (order " + IdempotentAdvisor.ORDER + "): the"
+                            + " handler's transaction would be open before the advice begins the request's, so every"
+                            + " request would fail; order the transaction advice after the @Idempotent advice"
+                            + " (@EnableTransactionManagement(order = …) above " + IdempotentAdvisor.ORDER
+                            + ", or its default)");
+                    break;
+                }
+            }
+        }
+    }
+
+    /** Whether {@code advisor} advises {@code method} of {@code type}; true of an advisor that has no pointcut. */
+    private static boolean applies(Advisor advisor, Method method, Class<?> type) {
+        if (!(advisor instanceof PointcutAdvisor pointcutAdvisor)) {
+            return true;
+        }
+        return pointcutAdvisor.getPointcut().getClassFilter().matches(type)
+                && pointcutAdvisor.getPointcut().getMethodMatcher().matches(method, type);
     }
 
     /** The {@code @Idempotent} methods of {@code type}, in a stable order; none for a class that cannot be read. */

@@ -26,6 +26,7 @@ import java.net.http.HttpResponse;
 import java.util.UUID;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * The {@code @Idempotent} advice must run outside Spring's transaction advice, so that it opens the request's
@@ -43,6 +44,13 @@ class TransactionAdviceOrderIntegrationTest {
     @EnableTransactionManagement
     @Import(TransfersController.class)
     static class EnablingTransactionsItself {
+    }
+
+    @SpringBootConfiguration
+    @EnableAutoConfiguration
+    @EnableTransactionManagement(order = 0)
+    @Import(TransfersController.class)
+    static class OrderingTransactionsFirst {
     }
 
     @SpringBootConfiguration
@@ -112,6 +120,13 @@ class TransactionAdviceOrderIntegrationTest {
                     + " = '" + note + "' union all select xmin::text from idempotency_keys where idempotency_key = '"
                     + key + "') as transactions")).isEqualTo(1);
         }
+    }
+
+    @Test
+    void transactionAdviceOrderedOutsideTheAdviceOfATransactionalHandlerStopsTheStart() {
+        assertThatThrownBy(() -> start(OrderingTransactionsFirst.class).close())
+                .hasStackTraceContaining("TransfersController.create(java.lang.String)")
+                .hasStackTraceContaining("transaction advice (order 0) runs outside the @Idempotent advice");
     }
 
     @Test
