@@ -138,7 +138,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
      * would render for it after the filter cannot be stored), stored if storable, committed, then sent. Rolled back as
      * an error, the client would be told of a success whose effects were not kept.
      */
-    private static boolean isSuccessOrRedirect(int status) {
+    static boolean isSuccessOrRedirect(int status) {
         return status >= SC_OK && status < SC_BAD_REQUEST;
     }
 

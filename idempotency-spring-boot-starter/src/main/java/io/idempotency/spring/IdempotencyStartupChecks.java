@@ -93,8 +93,8 @@ import javax.sql.DataSource;
  *       {@code StreamingResponseBody}, {@code ResponseBodyEmitter}/SSE, reactive types): the answer would be written
  *       on another thread, after the transaction had to end;</li>
  *   <li>a primitive return type: a replayed request returns without running the method;</li>
- *   <li>a {@code @ResponseStatus} with a reason: Spring MVC answers with {@code sendError}, which cannot be
- *       stored, so every request would be rolled back under a status that may say it succeeded;</li>
+ *   <li>a {@code @ResponseStatus} with a reason and an error status: Spring MVC answers with {@code sendError},
+ *       whose error page cannot be stored, so every request would be rolled back;</li>
  *   <li>a {@code @Transactional} handler whose propagation leaves the request's transaction
  *       ({@code REQUIRES_NEW}, {@code NOT_SUPPORTED}, {@code NEVER}), or that asks for an isolation above READ
  *       COMMITTED, which the request's transaction (READ COMMITTED, for the claim) cannot give it — also an
@@ -628,9 +628,11 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
     }
 
     /**
-     * A {@code @ResponseStatus} with a reason, on the handler or its class: Spring MVC answers every request with
-     * {@code sendError} once the handler has returned, and the container renders that answer after the filter, so
-     * there is never an answer to store and every request, retries included, is rolled back under the status named.
+     * A {@code @ResponseStatus} with a reason and an error status (or none, which is 500), on the handler or its
+     * class: Spring MVC answers every request with {@code sendError} once the handler has returned, and the container
+     * renders that answer after the filter, so there is never an answer to store and every request, retries included,
+     * is rolled back under the status named. A success or a redirect through {@code sendError} is an answer like any
+     * other ({@link DeferredResponse#isErrorSent()}): stored and replayed with its status and headers, without a body.
      */
     private static Optional<String> reasonProblem(HandlerMethod handler) {
         // found as Spring MVC finds it: on the method, else on the controller
@@ -638,7 +640,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         if (status == null) {
             status = AnnotatedElementUtils.findMergedAnnotation(handler.getBeanType(), ResponseStatus.class);
         }
-        if (status == null || !StringUtils.hasText(status.reason())) {
+        if (status == null || !StringUtils.hasText(status.reason()) || DeferredResponse.isSuccessOrRedirect(
+                status.code().value())) {
             return Optional.empty();
         }
         return Optional.of(handler.getMethod() + " has @ResponseStatus with a reason: Spring MVC then answers with"

@@ -1029,8 +1029,8 @@ class IdempotencyAutoConfigurationTest {
     static class ReasonController {
         @PostMapping("/reason/created")
         @Idempotent
-        @org.springframework.web.bind.annotation.ResponseStatus(code = org.springframework.http.HttpStatus.CREATED,
-                reason = "Order created")
+        @org.springframework.web.bind.annotation.ResponseStatus(code = org.springframework.http.HttpStatus.GONE,
+                reason = "Order gone")
         public String created() {
             return "sent as an error page instead";
         }
@@ -1051,8 +1051,8 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @RestController
-    @org.springframework.web.bind.annotation.ResponseStatus(code = org.springframework.http.HttpStatus.ACCEPTED,
-            reason = "Accepted")
+    @org.springframework.web.bind.annotation.ResponseStatus(code = org.springframework.http.HttpStatus.CONFLICT,
+            reason = "Conflict")
     static class ReasonOnClassController {
         @PostMapping("/reason/accepted")
         @Idempotent
@@ -1062,14 +1062,14 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @java.lang.annotation.Retention(java.lang.annotation.RetentionPolicy.RUNTIME)
-    @org.springframework.web.bind.annotation.ResponseStatus(code = org.springframework.http.HttpStatus.CREATED,
-            reason = "Order created")
+    @org.springframework.web.bind.annotation.ResponseStatus(code = org.springframework.http.HttpStatus.GONE,
+            reason = "Order gone")
     @interface CreatedWithReason {
     }
 
     interface ReasonDeclaringApi {
-        @org.springframework.web.bind.annotation.ResponseStatus(code = org.springframework.http.HttpStatus.CREATED,
-                reason = "Order created")
+        @org.springframework.web.bind.annotation.ResponseStatus(code = org.springframework.http.HttpStatus.GONE,
+                reason = "Order gone")
         String declared();
     }
 
@@ -1090,8 +1090,8 @@ class IdempotencyAutoConfigurationTest {
         }
     }
 
-    @org.springframework.web.bind.annotation.ResponseStatus(code = org.springframework.http.HttpStatus.ACCEPTED,
-            reason = "Accepted")
+    @org.springframework.web.bind.annotation.ResponseStatus(code = org.springframework.http.HttpStatus.CONFLICT,
+            reason = "Conflict")
     abstract static class ReasonDeclaringController {
     }
 
