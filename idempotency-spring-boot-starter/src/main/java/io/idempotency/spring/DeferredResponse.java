@@ -41,7 +41,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     private boolean capturing;
     private int status = SC_OK;
     private String errorMessage;
-    private boolean errorSent; // sendError was called: as the container does, nothing more is written
+    private boolean errorSent; // sendError was called: as the container does, nothing more is written or set
     private boolean taken; // the captured answer was taken to be stored (toStoredResponse)
     private final Map<String, List<String>> headers = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
     /** The headers the container's response had when the capture began (see {@link #capture()}). */
@@ -337,7 +337,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     public void setTrailerFields(Supplier<Map<String, String>> supplier) {
         if (!capturing) {
             super.setTrailerFields(supplier);
-        } else {
+        } else if (!errorSent) {
             Supplier<Map<String, String>> before = super.getTrailerFields();
             super.setTrailerFields(supplier); // throws IllegalStateException when they cannot be sent
             super.setTrailerFields(before);
@@ -354,6 +354,8 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     public void setHeader(String name, String value) {
         if (!capturing) {
             super.setHeader(name, value);
+        } else if (errorSent) {
+            return; // as the container does after sendError: the answer's headers are settled
         } else if (CONTENT_TYPE.equalsIgnoreCase(name)) {
             setContentType(value); // keeps the writer's encoding in step with the header
         } else if (value == null) {
@@ -369,7 +371,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     public void addHeader(String name, String value) {
         if (!capturing) {
             super.addHeader(name, value);
-        } else if (value == null) {
+        } else if (value == null || errorSent) {
             return; // as the container does
         } else if (CONTENT_TYPE.equalsIgnoreCase(name)) {
             setContentType(value); // one Content-Type, as the container keeps it
@@ -383,7 +385,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     public void addCookie(Cookie cookie) {
         if (!capturing) {
             super.addCookie(cookie);
-        } else {
+        } else if (!errorSent) {
             cookies.add(cookie);
         }
     }
@@ -449,6 +451,9 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             super.setContentType(type);
             return;
         }
+        if (errorSent) {
+            return;
+        }
         if (type == null) {
             headers.remove(CONTENT_TYPE);
             return;
@@ -486,8 +491,8 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             super.setCharacterEncoding(charset);
             return;
         }
-        if (writer != null) {
-            return; // too late: text is already being encoded (the container ignores it too)
+        if (writer != null || errorSent) {
+            return; // too late: text is already being encoded, or the answer was sent (the container ignores it too)
         }
         characterEncoding = charset;
         if (charset == null) {
@@ -522,7 +527,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     public void setLocale(Locale locale) {
         if (!capturing) {
             super.setLocale(locale);
-        } else if (locale != null) {
+        } else if (locale != null && !errorSent) {
             this.locale = locale;
             setHeader("Content-Language", locale.toLanguageTag());
             if (writer == null && characterEncoding == null) {
