@@ -26,9 +26,10 @@ import java.util.UUID;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * After {@code sendError} the container takes no more headers (nor cookies): a handler that sets one then does not
- * send it. The library keeps it so too, for the answer it stores and replays and for an error it rolls back, so that
- * the client gets what it would get without the library, and a replay what the first answer carried.
+ * After {@code sendError} the response counts as committed (the Servlet specification): Tomcat takes no more headers
+ * (nor cookies), so a handler that sets one then does not send it; Jetty still sends it. The library ignores it on
+ * both, for the answer it stores and replays and for an error it rolls back, so that a replay carries what the first
+ * answer did, and a late content type cannot break the container's error page.
  */
 @Tag("container")
 @SpringBootTest(classes = HeadersAfterSendErrorIntegrationTest.App.class,
@@ -92,7 +93,7 @@ class HeadersAfterSendErrorIntegrationTest {
         String replay = post("/late-headers/202", key, body);
 
         assertThat(unguarded).as("the container alone").startsWith("HTTP/1.1 202 ").contains("X-Before: sent");
-        for (String answer : new String[] {unguarded, first, replay}) {
+        for (String answer : new String[] {first, replay}) {
             assertThat(answer).startsWith("HTTP/1.1 202 ")
                     .doesNotContain("Location:", "X-After", "Last-Modified", "text/late", "late=ignored");
         }
@@ -108,7 +109,7 @@ class HeadersAfterSendErrorIntegrationTest {
         String first = post("/late-headers/400", key, "{\"note\":\"late-refused-" + key + "\"}");
 
         assertThat(unguarded).as("the container alone").startsWith("HTTP/1.1 400 ").contains("X-Before: sent");
-        for (String answer : new String[] {unguarded, first}) {
+        for (String answer : new String[] {first}) {
             assertThat(answer).startsWith("HTTP/1.1 400 ")
                     .doesNotContain("Location:", "X-After", "Last-Modified", "text/late", "late=ignored");
         }
