@@ -683,6 +683,16 @@ public class IdempotencyAutoConfiguration {
                     transactionResources, apiVersions, environment));
         }
 
+        /**
+         * Adds an advice last to the chain of every bean the {@code @Idempotent} advice reaches: a retry advice ordered
+         * inside the {@code @Idempotent} advice cannot run the method twice in one attempt ({@link SingleRunGuard}).
+         */
+        @Bean
+        @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
+        static SingleRunGuard idempotencySingleRunGuard() {
+            return new SingleRunGuard();
+        }
+
         @Bean
         static IdempotencyStartupChecks idempotencyStartupChecks(ApplicationContext context,
                                                                  ObjectProvider<IdempotencyProperties> properties,

@@ -307,7 +307,17 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             try {
                 exchange.closeAfterTransaction(transactionResources.keepOpen(request));
                 Object result = proceed.execution().context().runWith(() -> {
-                    Object value = invocation.proceed();
+                    Object value;
+                    // the body runs once in this attempt: an advice between this one and the method (a retry
+                    // advice ordered inside it) running it again would keep both runs' writes under one key
+                    try (SingleRunGuard.Attempt attempt = SingleRunGuard.begin(invocation)) {
+                        try {
+                            value = invocation.proceed();
+                        } catch (Throwable failure) {
+                            throw attempt.refusalOr(failure);
+                        }
+                        attempt.checkRanOnce();
+                    }
                     if (value != null && IdempotencyStartupChecks.isAsync(value.getClass())) {
                         return value; // nothing of it is written or run (below)
                     }
