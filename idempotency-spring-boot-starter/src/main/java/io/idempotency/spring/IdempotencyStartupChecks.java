@@ -403,7 +403,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
     }
 
     /** Whether {@code advisor} advises {@code method} of {@code type}; true of an advisor that has no pointcut. */
-    private static boolean applies(Advisor advisor, Method method, Class<?> type) {
+    static boolean applies(Advisor advisor, Method method, Class<?> type) {
         if (!(advisor instanceof PointcutAdvisor pointcutAdvisor)) {
             return true;
         }

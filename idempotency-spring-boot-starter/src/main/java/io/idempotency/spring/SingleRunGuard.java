@@ -4,7 +4,6 @@ import org.aopalliance.aop.Advice;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.aopalliance.intercept.MethodInvocation;
 import org.springframework.aop.Advisor;
-import org.springframework.aop.PointcutAdvisor;
 import org.springframework.aop.ProxyMethodInvocation;
 import org.springframework.aop.framework.Advised;
 import org.springframework.aop.support.AopUtils;
@@ -165,7 +164,8 @@ final class SingleRunGuard implements BeanPostProcessor, Ordered {
                 if (advisor instanceof GuardAdvisor) {
                     break;
                 }
-                if (inside && applies(advisor, invocation.getMethod(), targetClass)) {
+                if (inside && (targetClass == null
+                        || IdempotencyStartupChecks.applies(advisor, invocation.getMethod(), targetClass))) {
                     Advice found = advisor.getAdvice();
                     advice.add(found + (advisor instanceof Ordered ordered ? " (order " + ordered.getOrder() + ")"
                             : ""));
@@ -173,14 +173,6 @@ final class SingleRunGuard implements BeanPostProcessor, Ordered {
                 inside |= advisor instanceof IdempotentAdvisor;
             }
             return advice.isEmpty() ? "" : " (" + String.join(", ", advice) + ")";
-        }
-
-        private static boolean applies(Advisor advisor, Method method, Class<?> targetClass) {
-            if (!(advisor instanceof PointcutAdvisor pointcutAdvisor) || targetClass == null) {
-                return true;
-            }
-            return pointcutAdvisor.getPointcut().getClassFilter().matches(targetClass)
-                    && pointcutAdvisor.getPointcut().getMethodMatcher().matches(method, targetClass);
         }
     }
 }
