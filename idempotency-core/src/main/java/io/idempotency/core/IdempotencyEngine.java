@@ -431,7 +431,8 @@ public final class IdempotencyEngine {
                 if (resolved != null) {
                     return resolved;
                 }
-                continue;
+                // not taken over: another request or a sweeper has it, or its holder is recording its result right
+                // now (the takeover does not wait for that): look again after a pause, as at a live lease
             }
             long remaining = deadline - System.nanoTime();
             if (remaining <= 0) {
@@ -449,7 +450,7 @@ public final class IdempotencyEngine {
 
     /**
      * Takes a stale claim over and asks the resolver about it; {@link #FREED} when it marked the claim FAILED, null
-     * when somebody else has it (claim again, within the wait).
+     * when somebody else has it or its holder is finishing it (claim again, within the wait).
      */
     private Start resolveStale(IdempotencyRecord stale, Duration lease) {
         ScopedKey key = stale.key();

@@ -73,9 +73,13 @@ public interface IdempotencyStore {
     /**
      * Takes over a PROCESSING claim whose lease has run out (by the database clock), if it is still held by
      * {@code expiredToken}: the record gets a new fencing token and a new lease, so that the former holder can no
-     * longer complete, fail or release it. Of several concurrent takeovers at most one succeeds.
+     * longer complete, fail or release it. Of several concurrent takeovers at most one succeeds. Does not wait for a
+     * claim another transaction is changing at that moment — its holder recording its result in a commit that outlasts
+     * the lease, a renewal, another takeover — and does not take it over: a retry waits for a claim in flight no longer
+     * than it is allowed to, and a sweeper does not stop at one.
      *
-     * @return the new fencing token, or empty if the claim was not taken over (renewed, finished, or taken by another)
+     * @return the new fencing token, or empty if the claim was not taken over (renewed, finished, taken by another, or
+     *         being changed by another transaction)
      */
     Optional<String> takeOver(ScopedKey key, String expiredToken, Duration lease);
 

@@ -45,7 +45,8 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
      * @param release         caller, scope, key, fencing token; deletes a PROCESSING record
      * @param renew           lease in milliseconds, caller, scope, key, fencing token; PROCESSING records only
      * @param takeOverExpired new fencing token, lease in milliseconds, caller, scope, key, expired fencing token;
-     *                        PROCESSING records whose lease has run out only
+     *                        PROCESSING records whose lease has run out only, and not waiting for a record another
+     *                        transaction is changing (it is left as it is: see {@link IdempotencyStore#takeOver})
      * @param expiredLeases   limit; returns {@code caller}, {@code scope}, {@code idempotency_key} and the record's
      *                        columns of PROCESSING records whose lease has run out, the longest expired first
      */

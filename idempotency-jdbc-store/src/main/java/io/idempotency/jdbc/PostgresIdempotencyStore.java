@@ -88,9 +88,15 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
                 "DELETE FROM " + table + KEY_MATCH + " AND fencing_token = ?::uuid AND status = 'PROCESSING'",
                 "UPDATE " + table + " SET locked_until = now() + ? * interval '1 millisecond', updated_at = now()"
                         + KEY_MATCH + " AND fencing_token = ?::uuid AND status = 'PROCESSING'",
-                "UPDATE " + table + " SET fencing_token = ?::uuid,"
+                // a claim another transaction is changing (its holder recording its result, whose commit outlasts
+                // the lease; a renewal; another takeover) is not waited for: it is not stale, or somebody else has it,
+                // and a wait for a holder that stalled would keep a retry past its bounded wait and a sweeper stuck
+                "UPDATE " + table + " AS held SET fencing_token = ?::uuid,"
                         + " locked_until = now() + ? * interval '1 millisecond', updated_at = now()" + KEY_MATCH
-                        + " AND fencing_token = ?::uuid AND status = 'PROCESSING' AND locked_until < now()",
+                        + " AND fencing_token = ?::uuid AND status = 'PROCESSING' AND locked_until < now()"
+                        + " AND EXISTS (SELECT 1 FROM " + table + " AS free WHERE free.caller = held.caller"
+                        + " AND free.scope = held.scope AND free.idempotency_key = held.idempotency_key"
+                        + " FOR UPDATE SKIP LOCKED)",
                 "SELECT caller, scope, idempotency_key, " + COLUMNS + ", true AS lease_expired FROM " + table
                         + " WHERE status = 'PROCESSING' AND locked_until < now() ORDER BY locked_until LIMIT ?");
     }

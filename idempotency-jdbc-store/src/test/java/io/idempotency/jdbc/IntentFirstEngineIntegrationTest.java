@@ -25,6 +25,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
 import java.nio.charset.StandardCharsets;
@@ -1709,6 +1710,85 @@ class IntentFirstEngineIntegrationTest {
                     .isEqualTo(RecordStatus.PROCESSING);
             assertThat(record.fencingToken()).isEqualTo(newHolder.get(0));
             engine.shutdown();
+        }
+    }
+
+    /**
+     * A holder that has recorded its result but stalls before its commit ends (a slow before-commit callback, a long
+     * pause, a partition) until its lease has run out still holds the record's row. A redelivery meanwhile is told "in
+     * progress" within its wait instead of waiting for that row, a sweep passes the claim by instead of stopping at it,
+     * and nobody asks the resolver: once the holder commits, the redelivery gets its result.
+     */
+    @Test
+    void aHolderStalledInItsCommitPastItsLeaseKeepsNoRedeliveryNorSweepWaiting() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            AtomicInteger consulted = new AtomicInteger();
+            StaleClaimResolver resolver = claim -> {
+                consulted.incrementAndGet();
+                return StaleClaimResolver.Resolution.rerun();
+            };
+            IdempotencyEngine holding = engine(dataSource, store, resolver);
+            IdempotencyEngine other = engine(dataSource, store, resolver); // another instance
+            ScopedKey key = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
+            byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
+            Duration lease = Duration.ofMillis(300);
+            CountDownLatch committing = new CountDownLatch(1);
+            CountDownLatch resume = new CountDownLatch(1);
+            CompletableFuture<IdempotencyTemplate.Result> holder = Async.supply(() -> execute(holding, key, message,
+                    lease, () -> {
+                        TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
+                            @Override
+                            public void beforeCommit(boolean readOnly) {
+                                committing.countDown();
+                                try {
+                                    resume.await(30, TimeUnit.SECONDS);
+                                } catch (InterruptedException e) {
+                                    Thread.currentThread().interrupt();
+                                }
+                            }
+                        });
+                        return "charged".getBytes(StandardCharsets.UTF_8);
+                    }));
+            try {
+                assertThat(committing.await(10, TimeUnit.SECONDS)).isTrue();
+                Thread.sleep(lease.toMillis() + 200); // the lease runs out while the holder commits
+                assertThat(store.findExpiredLeases(100)).extracting(IdempotencyRecord::key).contains(key);
+
+                CompletableFuture<IdempotencyTemplate.Result> redelivery = Async.supply(() -> execute(other, key,
+                        message, lease, () -> "ran again".getBytes(StandardCharsets.UTF_8)));
+                org.assertj.core.api.Assertions.assertThatThrownBy(() -> redelivery.get(5, TimeUnit.SECONDS))
+                        .as("the redelivery is told to come back later")
+                        .hasCauseInstanceOf(IdempotencyTemplate.InProgressException.class);
+                StaleClaimSweeper.Sweep sweep = CompletableFuture.supplyAsync(() -> new StaleClaimSweeper(store,
+                                resolver, new DownstreamKeys("secret"), Duration.ofSeconds(30), 100).sweep(),
+                        Async.THREAD_PER_TASK).get(5, TimeUnit.SECONDS);
+                assertThat(sweep.resolved()).as("the claim is being finished: not the sweeper's").isZero();
+            } finally {
+                resume.countDown();
+            }
+
+            IdempotencyTemplate.Result recorded = holder.get(10, TimeUnit.SECONDS);
+            assertThat(recorded.replayed()).isFalse();
+            IdempotencyTemplate.Result redelivered = execute(other, key, message, lease,
+                    () -> "ran again".getBytes(StandardCharsets.UTF_8));
+            assertThat(redelivered.replayed()).isTrue();
+            assertThat(redelivered.value()).asString(StandardCharsets.UTF_8).isEqualTo("charged");
+            assertThat(consulted).as("the resolver is not asked about a claim being finished").hasValue(0);
+            holding.shutdown();
+            other.shutdown();
+        }
+    }
+
+    /** {@code work} run intent-first under {@code key} through a template on {@code engine}; its failure unchecked. */
+    private static IdempotencyTemplate.Result execute(IdempotencyEngine engine, ScopedKey key, byte[] message,
+                                                      Duration lease, java.util.concurrent.Callable<byte[]> work) {
+        try {
+            return new IdempotencyTemplate(engine).execute(key, message, IdempotencyMode.INTENT_FIRST, lease, work);
+        } catch (RuntimeException e) {
+            throw e;
+        } catch (Exception e) {
+            throw new java.util.concurrent.CompletionException(e);
         }
     }
 

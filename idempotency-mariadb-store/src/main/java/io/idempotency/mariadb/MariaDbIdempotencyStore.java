@@ -27,6 +27,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Optional;
 import java.util.UUID;
 import java.util.function.IntSupplier;
 import java.util.regex.Pattern;
@@ -136,7 +137,8 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
                 "DELETE FROM " + table + KEY_MATCH + " AND fencing_token = ? AND status = 'PROCESSING'",
                 "UPDATE " + table + " SET locked_until = " + plusMillis() + ", updated_at = " + NOW + KEY_MATCH
                         + " AND fencing_token = ? AND status = 'PROCESSING'",
-                "UPDATE " + table + " SET fencing_token = ?, locked_until = " + plusMillis() + ", updated_at = "
+                // not waiting for a claim another transaction is changing (see takeOver)
+                NO_WAIT + "UPDATE " + table + " SET fencing_token = ?, locked_until = " + plusMillis() + ", updated_at = "
                         + NOW + KEY_MATCH + " AND fencing_token = ? AND status = 'PROCESSING' AND locked_until < "
                         + NOW,
                 "SELECT caller, scope, idempotency_key, " + COLUMNS + " FROM " + table
@@ -336,6 +338,24 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
     /** {@code NOW} plus a parameter in milliseconds; NULL when the parameter is. */
     private static String plusMillis() {
         return "DATE_ADD(" + NOW + ", INTERVAL ? * 1000 MICROSECOND)";
+    }
+
+    /**
+     * Does not wait for a claim another transaction is changing — its holder recording its result in a commit that
+     * outlasts the lease, a renewal, another takeover — and does not take it over (error 1205, which undoes the
+     * statement only): a retry would otherwise wait for it past its bounded wait, and a sweeper stop at it, for as
+     * long as {@code innodb_lock_wait_timeout}, and then fail.
+     */
+    @Override
+    public Optional<String> takeOver(ScopedKey key, String expiredToken, Duration lease) {
+        try {
+            return super.takeOver(key, expiredToken, lease);
+        } catch (DataAccessException e) {
+            if (errorCode(e) == LOCK_WAIT_TIMEOUT) {
+                return Optional.empty();
+            }
+            throw e;
+        }
     }
 
     @Override

@@ -493,6 +493,37 @@ public abstract class IdempotencyStoreContract {
         assertThat(store().find(key).orElseThrow().response()).isEqualTo(current);
     }
 
+    /**
+     * A claim whose holder is recording its result while the lease runs out (its answer written, its transaction not
+     * yet committed: a slow commit, a pause, a partition) is not waited for by a takeover, which would otherwise hold
+     * a retry past its bounded wait and a sweeper for as long as the holder takes: the takeover does not happen, and
+     * the holder's result, once committed, stands.
+     */
+    @Test
+    void aTakeoverDoesNotWaitForAClaimBeingFinished() throws Exception {
+        ScopedKey key = newKey();
+        String holder = claimed(inTransaction(store -> store.claim(new ClaimRequest(key, HASH_A, DAY, LONG_WAIT,
+                Duration.ofMillis(100)))));
+        StoredResponse answer = new StoredResponse(201, List.of(), "charged".getBytes(StandardCharsets.UTF_8));
+        Transactions.Transaction finishing = transactions().begin();
+        ExecutorService executor = Executors.newSingleThreadExecutor();
+        try {
+            assertThat(store().complete(key, holder, answer)).isTrue(); // not committed yet
+            Thread.sleep(200);
+
+            Future<Optional<String>> takeover = executor.submit(() -> store().takeOver(key, holder,
+                    Duration.ofSeconds(30)));
+            assertThat(takeover.get(5, TimeUnit.SECONDS)).as("a claim being finished is not taken over").isEmpty();
+            finishing.commit();
+        } finally {
+            finishing.rollback();
+            executor.shutdownNow();
+        }
+        IdempotencyRecord record = store().find(key).orElseThrow();
+        assertThat(record.status()).isEqualTo(RecordStatus.SUCCEEDED);
+        assertThat(record.response()).isEqualTo(answer);
+    }
+
     // ---------------------------------------------------------------- concurrency
 
     @Test
