@@ -32,10 +32,11 @@ final class Leases {
                         holding.cancel(false);
                     }
                 }
-            } catch (RuntimeException | Error e) {
-                // the next renewal tries again (an error too: thrown on, it would end the schedule for good, without
-                // a word); if the lease runs out meanwhile, fencing protects the new holder. The holder may then lose
-                // its claim: say so, as it happens, rather than only when its result is refused
+            } catch (Throwable e) {
+                // the next renewal tries again (an error too, and a checked exception a store in Kotlin passes on
+                // undeclared: thrown on, either would end the schedule for good, without a word); if the lease runs
+                // out meanwhile, fencing protects the new holder. The holder may then lose its claim: say so, as it
+                // happens, rather than only when its result is refused
                 log.log(System.Logger.Level.WARNING, () -> "Renewing the lease of the claim of " + key.describe()
                         + " failed; tried again in " + period + " ms. Should the lease run out first, another request or the"
                         + " sweeper may take the claim over, and the result of its holder is then refused", e);
@@ -72,7 +73,7 @@ final class Leases {
         boolean interrupted = Thread.interrupted();
         try {
             store.renew(key, token, IdempotencyEngine.MIN_LEASE);
-        } catch (RuntimeException e) {
+        } catch (Exception e) { // also a checked exception a store in Kotlin passes on undeclared
             failure.addSuppressed(e);
         } finally {
             if (interrupted) {

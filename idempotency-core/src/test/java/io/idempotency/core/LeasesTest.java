@@ -3,8 +3,10 @@ package io.idempotency.core;
 import org.junit.jupiter.api.Test;
 
 import java.lang.reflect.Proxy;
+import java.sql.SQLException;
 import java.time.Duration;
 import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Executors;
@@ -44,6 +46,85 @@ class LeasesTest {
         } finally {
             executor.shutdownNow();
         }
+    }
+
+    /**
+     * A store written in a language without checked exceptions (Kotlin) passes its driver's {@code SQLException} on
+     * as it is, undeclared: thrown on from the renewal, it too would end the schedule for good, without a word, and the
+     * holder would lose its claim to another request that runs the work beside it.
+     */
+    @Test
+    void aRenewalThatFailsWithAnUndeclaredCheckedExceptionIsLoggedAndTriedAgain() throws Exception {
+        AtomicInteger renewals = new AtomicInteger();
+        CountDownLatch renewedAfterTheFailure = new CountDownLatch(1);
+        IdempotencyStore store = new IdempotencyStore() {
+            @Override
+            public boolean renew(ScopedKey key, String fencingToken, Duration lease) {
+                if (renewals.incrementAndGet() == 1) {
+                    LeasesTest.<RuntimeException>throwUndeclared(new SQLException("connection reset", "08006"));
+                }
+                renewedAfterTheFailure.countDown();
+                return true;
+            }
+
+            @Override
+            public ClaimResult claim(ClaimRequest request) {
+                throw new UnsupportedOperationException("claim");
+            }
+
+            @Override
+            public boolean complete(ScopedKey key, String fencingToken, StoredResponse response) {
+                throw new UnsupportedOperationException("complete");
+            }
+
+            @Override
+            public boolean fail(ScopedKey key, String fencingToken) {
+                throw new UnsupportedOperationException("fail");
+            }
+
+            @Override
+            public boolean release(ScopedKey key, String fencingToken) {
+                throw new UnsupportedOperationException("release");
+            }
+
+            @Override
+            public Optional<String> takeOver(ScopedKey key, String expiredToken, Duration lease) {
+                throw new UnsupportedOperationException("takeOver");
+            }
+
+            @Override
+            public List<IdempotencyRecord> findExpiredLeases(int limit) {
+                throw new UnsupportedOperationException("findExpiredLeases");
+            }
+
+            @Override
+            public Optional<IdempotencyRecord> find(ScopedKey key) {
+                throw new UnsupportedOperationException("find");
+            }
+
+            @Override
+            public int deleteExpired(int limit) {
+                throw new UnsupportedOperationException("deleteExpired");
+            }
+        };
+        ScheduledExecutorService executor = Executors.newSingleThreadScheduledExecutor();
+        try (CapturedLog log = CapturedLog.of(Leases.class)) {
+            Leases.hold(executor, store, new ScopedKey("alice", "POST /charges", "k-1"), "token-1",
+                    Duration.ofMillis(60));
+
+            assertThat(renewedAfterTheFailure.await(5, TimeUnit.SECONDS)).as("tried again").isTrue();
+            assertThat(log.records()).singleElement().satisfies(record -> {
+                assertThat(record.getLevel()).isEqualTo(Level.WARNING);
+                assertThat(record.getThrown()).isInstanceOf(SQLException.class).hasMessage("connection reset");
+            });
+        } finally {
+            executor.shutdownNow();
+        }
+    }
+
+    @SuppressWarnings("unchecked")
+    private static <T extends Throwable> void throwUndeclared(Throwable failure) throws T {
+        throw (T) failure;
     }
 
     /**
