@@ -625,7 +625,7 @@ public final class IdempotencyEngine {
     private void abandonUnstarted(ScopedKey key, String token, boolean heldBefore, Duration lease, Throwable cause) {
         try {
             settle(key, token, !heldBefore, lease);
-        } catch (RuntimeException failed) {
+        } catch (Exception failed) { // also a checked exception a store in Kotlin passes on undeclared
             cause.addSuppressed(failed); // tried again in the background until the database takes it
         }
     }
@@ -646,7 +646,7 @@ public final class IdempotencyEngine {
         Settlement settlement = new Settlement(key, token, release, lease);
         try {
             return settlement.attempt();
-        } catch (RuntimeException e) {
+        } catch (Throwable e) { // also a checked exception a store in Kotlin passes on undeclared
             settlement.retryLater();
             throw e;
         }
@@ -698,7 +698,7 @@ public final class IdempotencyEngine {
             try {
                 attempt();
                 unsettled.remove(this);
-            } catch (RuntimeException | Error e) {
+            } catch (Throwable e) { // thrown on, even a store's undeclared checked exception would end the attempts
                 if (System.nanoTime() - deadline >= 0) {
                     unsettled.remove(this);
                     log.log(System.Logger.Level.WARNING, () -> what() + " failed until the claim's lease ran out; it"
@@ -718,7 +718,7 @@ public final class IdempotencyEngine {
             try {
                 attempt();
                 return true;
-            } catch (RuntimeException e) {
+            } catch (Exception e) { // also a checked exception a store in Kotlin passes on undeclared
                 log.log(System.Logger.Level.WARNING, () -> what() + " failed again as the engine shut down; it and"
                         + " any other left stay PROCESSING until their lease runs out, and are then resolved as stale"
                         + " claims", e);

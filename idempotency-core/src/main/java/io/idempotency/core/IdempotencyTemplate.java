@@ -157,7 +157,7 @@ public final class IdempotencyTemplate {
     private static void abandonAfter(Runnable abandon, Throwable failure) {
         try {
             abandon.run();
-        } catch (RuntimeException | Error e) {
+        } catch (Throwable e) { // also a checked exception a store in Kotlin passes on undeclared
             failure.addSuppressed(e);
         }
     }

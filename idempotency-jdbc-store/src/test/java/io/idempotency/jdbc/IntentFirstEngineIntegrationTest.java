@@ -1036,6 +1036,46 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
+     * As above, with a store written in a language without checked exceptions (Kotlin), which passes its driver's
+     * {@code SQLException} on as it is, undeclared: the listener still gets the work's own exception, with the failed
+     * mark attached, and the mark is still tried again, so that the redelivery runs.
+     */
+    @Test
+    void aDefiniteFailureIsRecordedAlsoWhenTheStoreFailedTheMarkWithAnUndeclaredCheckedException() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            AtomicInteger fails = new AtomicInteger();
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys") {
+                @Override
+                public boolean fail(ScopedKey key, String fencingToken) {
+                    if (fails.incrementAndGet() == 1) {
+                        IntentFirstEngineIntegrationTest.<RuntimeException>sneakyThrow(
+                                new java.sql.SQLException("connection reset", "08006"));
+                    }
+                    return super.fail(key, fencingToken);
+                }
+            };
+            IdempotencyEngine engine = engine(store, transactions(dataSource), Duration.ofSeconds(10),
+                    StaleClaimResolver.RERUN);
+            IdempotencyTemplate template = new IdempotencyTemplate(engine);
+            ScopedKey key = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
+            byte[] message = "charge-1".getBytes(StandardCharsets.UTF_8);
+            Duration lease = Duration.ofMinutes(5);
+
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> template.execute(key, message,
+                            IdempotencyMode.INTENT_FIRST, lease, () -> {
+                                throw new io.idempotency.core.DefiniteFailureException("the gateway declined");
+                            })).isInstanceOf(io.idempotency.core.DefiniteFailureException.class)
+                    .satisfies(thrown -> assertThat(thrown.getSuppressed()).as("the mark the store failed")
+                            .singleElement().isInstanceOf(java.sql.SQLException.class));
+
+            IdempotencyTemplate.Result redelivered = template.execute(key, message, IdempotencyMode.INTENT_FIRST,
+                    lease, () -> "charged".getBytes(StandardCharsets.UTF_8));
+            assertThat(redelivered.replayed()).isFalse();
+            engine.shutdown();
+        }
+    }
+
+    /**
      * The release of a claim whose handler could not start is still being tried again when the engine shuts down (the
      * application stops): it is tried once more then, and the key is free for the retry another instance gets.
      */
