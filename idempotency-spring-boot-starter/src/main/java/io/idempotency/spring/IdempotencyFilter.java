@@ -273,7 +273,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
     private static void abandonForTheAnswer(IdempotentExchange exchange, HttpServletRequest request) {
         try {
             exchange.abandon();
-        } catch (RuntimeException e) {
+        } catch (Exception e) { // also a checked exception a store in Kotlin passes on undeclared
             log.warn("Idempotent request {} {} could not be rolled back (nothing of it was committed); sending its"
                     + " answer", request.getMethod(), request.getRequestURI(), e);
         }

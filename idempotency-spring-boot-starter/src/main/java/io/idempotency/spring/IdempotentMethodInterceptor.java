@@ -405,7 +405,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
     private static void abandonBeforeTheExceptionIsHandled(IdempotentExchange exchange, Throwable handlerFailure) {
         try {
             exchange.abandon();
-        } catch (RuntimeException | Error e) {
+        } catch (Throwable e) { // also a checked exception a store in Kotlin passes on undeclared
             handlerFailure.addSuppressed(e); // the filter finds the execution ended either way
         }
     }
