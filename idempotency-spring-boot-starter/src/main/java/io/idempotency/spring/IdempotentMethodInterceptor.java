@@ -37,6 +37,7 @@ import org.springframework.web.context.request.RequestContextHolder;
 import org.springframework.web.context.request.ServletRequestAttributes;
 import org.springframework.web.method.HandlerMethod;
 import org.springframework.web.servlet.HandlerMapping;
+import org.springframework.web.servlet.function.RouterFunctions;
 
 import java.io.IOException;
 import java.lang.reflect.Method;
@@ -754,8 +755,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                     invocation.getArguments(), PARAMETER_NAMES);
             context.addPropertyAccessor(new MapAccessor());
             context.setVariable("body", isJson ? json : new String(body, StandardCharsets.UTF_8));
-            Object pathVariables = request.getAttribute(HandlerMapping.URI_TEMPLATE_VARIABLES_ATTRIBUTE);
-            context.setVariable("path", pathVariables instanceof Map<?, ?> map ? map : Map.of());
+            context.setVariable("path", pathVariables(request));
             Map<String, String> headers = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
             for (String name : Collections.list(request.getHeaderNames())) {
                 headers.putIfAbsent(name, request.getHeader(name));
@@ -765,6 +765,19 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             parameters(request).forEach((name, values) -> params.put(name, values.length == 0 ? "" : values[0]));
             context.setVariable("params", params);
             return context;
+        }
+
+        /**
+         * The variables of the route the request matched: a controller method's, or a functional route's, which
+         * Spring MVC keeps under an attribute of its own (the handler function reads them from its
+         * {@code ServerRequest}).
+         */
+        private static Map<?, ?> pathVariables(HttpServletRequest request) {
+            Object variables = request.getAttribute(HandlerMapping.URI_TEMPLATE_VARIABLES_ATTRIBUTE);
+            if (variables == null) {
+                variables = request.getAttribute(RouterFunctions.URI_TEMPLATE_VARIABLES_ATTRIBUTE);
+            }
+            return variables instanceof Map<?, ?> map ? map : Map.of();
         }
 
         /** The request's content type when it is JSON ({@code json} or {@code +json}), else null. */

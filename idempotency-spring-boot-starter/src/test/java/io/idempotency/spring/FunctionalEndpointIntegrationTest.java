@@ -191,4 +191,49 @@ class FunctionalEndpointIntegrationTest extends OrdersApplicationTest {
         assertThat(other.statusCode()).isEqualTo(422);
         assertThat(rows(note)).isEqualTo(1);
     }
+
+    @Test
+    void aKeyTakenFromTheRoutesPathVariablesIsTheVariableOfTheRequest() throws Exception {
+        String reference = "ref-" + UUID.randomUUID();
+        String note = "by-reference-" + reference;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> first = send(request("/functional/by-reference/" + reference, body).build());
+        HttpResponse<byte[]> again = send(request("/functional/by-reference/" + reference, body).build());
+
+        assertThat(first.statusCode()).as(new String(first.body(), StandardCharsets.UTF_8)).isEqualTo(201);
+        assertThat(again.statusCode()).isEqualTo(201);
+        assertThat(again.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(again.body()).isEqualTo(first.body());
+        assertThat(rows(note)).isEqualTo(1);
+        assertThat(DATABASE.queryString("select scope from idempotency_keys where idempotency_key = '" + reference
+                + "'")).isEqualTo("POST /functional/by-reference/{reference}");
+
+        HttpResponse<byte[]> other = send(request("/functional/by-reference/" + reference + "-2", body).build());
+
+        assertThat(other.statusCode()).as("another reference is another key").isEqualTo(201);
+        assertThat(other.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(rows(note)).isEqualTo(2);
+    }
+
+    @Test
+    void aKeyTakenFromANestedRoutesPathVariablesIsScopedByTheWholeRoute() throws Exception {
+        String reference = "nested-" + UUID.randomUUID();
+        String note = "nested-reference-" + reference;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> first = send(request("/functional/groups/g1/by-reference/" + reference, body).build());
+        HttpResponse<byte[]> again = send(request("/functional/groups/g1/by-reference/" + reference, body).build());
+        HttpResponse<byte[]> otherGroup = send(request("/functional/groups/g2/by-reference/" + reference, body)
+                .build());
+
+        assertThat(first.statusCode()).as(new String(first.body(), StandardCharsets.UTF_8)).isEqualTo(201);
+        assertThat(again.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(again.body()).isEqualTo(first.body());
+        assertThat(otherGroup.statusCode()).as("the same key on another concrete path").isEqualTo(422);
+        assertProblem(otherGroup, "idempotency-key-mismatch");
+        assertThat(rows(note)).isEqualTo(1);
+        assertThat(DATABASE.queryString("select scope from idempotency_keys where idempotency_key = '" + reference
+                + "'")).isEqualTo("POST /functional/groups/{group}/by-reference/{reference}");
+    }
 }

@@ -74,6 +74,11 @@ public class FunctionalRoutes {
                         return ServerResponse.badRequest().body(Map.of("refused", e.getMessage()));
                     }
                 })
+                .POST("/functional/by-reference/{reference}", request -> ServerResponse.status(201).body(Map.of(
+                        "id", service.insertByReference(request.body(OrderController.OrderRequest.class).note()))))
+                .path("/functional/groups/{group}", group -> group.POST("/by-reference/{reference}", request ->
+                        ServerResponse.status(201).body(Map.of("id", service.insertByReference(
+                                request.body(OrderController.OrderRequest.class).note())))))
                 .POST("/functional/notes/{note}", request -> {
                     // the body is read only after the @Idempotent call: it was fingerprinted all the same
                     Long id = service.insert(request.pathVariable("note"));

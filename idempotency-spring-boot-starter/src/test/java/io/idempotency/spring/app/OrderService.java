@@ -29,6 +29,12 @@ public class OrderService {
         return jdbc.sql("insert into orders (note) values (?) returning id").param(note).query(Long.class).single();
     }
 
+    /** Keyed by a variable of the route of the handler function that calls it: a reference taken from the path. */
+    @Idempotent(key = "#path.reference")
+    public Long insertByReference(String note) {
+        return insert(note);
+    }
+
     /** Writes a row and refuses the request, for a handler function that answers the refusal itself. */
     @Idempotent
     public Long insertAndRefuse(String note) {
