@@ -300,6 +300,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 IdempotentEndpoint endpoint = IdempotentEndpoint.of(method, idempotent, settings.getMethods(),
                         storagePolicy.getObject(), settings.getLease(), context.getEnvironment());
                 methods.addAll(endpoint.methods);
+                // its own scope needs no route to be measured (a default one, the route's, is not known here)
+                scopeTooLong(method, List.of(endpoint.scope)).ifPresent(problems::add);
                 // its @Idempotent advice opens the request's transaction as a controller method's does
                 propagationProblem(method, method.getDeclaringClass()).ifPresent(problems::add);
                 transactionManagerProblem(method, method.getDeclaringClass()).ifPresent(problems::add);
@@ -611,6 +613,11 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
             }
             scopes = defaultScopes(mapping, verbs);
         }
+        return scopeTooLong(method, scopes);
+    }
+
+    /** The refusal of the first of {@code scopes} that is longer than the column, if one is. */
+    private static Optional<String> scopeTooLong(Method method, List<String> scopes) {
         return scopes.stream().filter(scope -> scope.length() > io.idempotency.core.ScopedKey.MAX_LENGTH).findFirst()
                 .map(scope -> method + " has the scope '" + scope.substring(0, 40) + "…' of " + scope.length()
                         + " characters, more than " + io.idempotency.core.ScopedKey.MAX_LENGTH + "; give it a shorter"

@@ -653,6 +653,14 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void aScopeLongerThanItsColumnOnAMethodBehindAFunctionalRouteIsRefusedAtStartup() {
+        // its own scope needs no route to be measured: every request to it would fail
+        assertStartFails(runner.withUserConfiguration(LongScopedFunctionalService.class)).contains(
+                "LongScopedFunctionalService.refund()", "has the scope 'merchant-refunds-", "of 256 characters",
+                "more than 255", "@Idempotent(scope = …)");
+    }
+
+    @Test
     void aScopeThatFitsForTheVerbsTheEndpointServesIsAccepted() {
         runner.withUserConfiguration(PostOnlyLongRouteController.class)
                 .run(context -> assertThat(context).hasNotFailed());
@@ -1404,6 +1412,24 @@ class IdempotencyAutoConfigurationTest {
             return org.springframework.web.servlet.function.RouterFunctions.route()
                     .POST("/functional-refunds", request -> org.springframework.web.servlet.function.ServerResponse
                             .ok().body(service.refund()))
+                    .build();
+        }
+    }
+
+    static class LongScopedFunctionalService {
+        @Idempotent(scope = "merchant-refunds-" + "very-long-scope-very-long-scope-very-long-scope-very-long-scope-"
+                + "very-long-scope-very-long-scope-very-long-scope-very-long-scope-very-long-scope-very-long-scope-"
+                + "very-long-scope-very-long-scope-very-long-scope-very-long-scope-123456789012345")
+        public String refund() {
+            return "refunded";
+        }
+
+        @Bean
+        org.springframework.web.servlet.function.RouterFunction<org.springframework.web.servlet.function.ServerResponse>
+                longScopedRefunds(LongScopedFunctionalService service) {
+            return org.springframework.web.servlet.function.RouterFunctions.route()
+                    .POST("/functional-long-scoped-refunds", request -> org.springframework.web.servlet.function
+                            .ServerResponse.ok().body(service.refund()))
                     .build();
         }
     }
