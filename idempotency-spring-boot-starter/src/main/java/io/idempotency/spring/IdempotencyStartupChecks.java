@@ -300,6 +300,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 IdempotentEndpoint endpoint = IdempotentEndpoint.of(method, idempotent, settings.getMethods(),
                         storagePolicy.getObject(), settings.getLease(), context.getEnvironment());
                 methods.addAll(endpoint.methods);
+                asyncProblem(method).ifPresent(problems::add);
                 // its own scope needs no route to be measured (a default one, the route's, is not known here)
                 scopeTooLong(method, List.of(endpoint.scope)).ifPresent(problems::add);
                 // its @Idempotent advice opens the request's transaction as a controller method's does
@@ -856,6 +857,15 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         if (returnType.isPrimitive() && returnType != void.class) {
             return Optional.of(method + " returns a primitive; return its wrapper type or a ResponseEntity");
         }
+        return asyncProblem(method);
+    }
+
+    /**
+     * An answer the method gives on another thread: its value is refused on every request, also the value of a method
+     * a handler function calls (which may return a primitive: answered without running it, it throws).
+     */
+    static Optional<String> asyncProblem(Method method) {
+        Class<?> returnType = method.getReturnType();
         ResolvableType type = ResolvableType.forMethodReturnType(method);
         if (HttpEntity.class.isAssignableFrom(returnType)) {
             type = type.as(HttpEntity.class).getGeneric(0);

@@ -439,6 +439,14 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void anAsyncReturnTypeOnAMethodBehindAFunctionalRouteStopsTheStart() {
+        // its value would be refused on every request, as a controller method's: found at startup like that one's
+        assertStartFails(runner.withUserConfiguration(AsyncFunctionalService.class))
+                .contains("AsyncFunctionalService.refund()", "CompletableFuture", "async answers")
+                .doesNotContain("AsyncFunctionalService.count()");
+    }
+
+    @Test
     void aMethodBehindAFunctionalRouteThatLeavesTheRequestsTransactionStopsTheStart() {
         // its advice opens the request's transaction as a controller method's does: REQUIRES_NEW would commit its
         // writes apart from the claim and the stored answer, and a stricter isolation or a timeout would be silently
@@ -1430,6 +1438,30 @@ class IdempotencyAutoConfigurationTest {
             return org.springframework.web.servlet.function.RouterFunctions.route()
                     .POST("/functional-long-scoped-refunds", request -> org.springframework.web.servlet.function
                             .ServerResponse.ok().body(service.refund()))
+                    .build();
+        }
+    }
+
+    static class AsyncFunctionalService {
+        @Idempotent
+        public CompletableFuture<String> refund() {
+            return CompletableFuture.completedFuture("refunded");
+        }
+
+        /** A primitive is fine here: a handler function's call that is answered without running it throws. */
+        @Idempotent
+        public long count() {
+            return 1;
+        }
+
+        @Bean
+        org.springframework.web.servlet.function.RouterFunction<org.springframework.web.servlet.function.ServerResponse>
+                asyncRefunds(AsyncFunctionalService service) {
+            return org.springframework.web.servlet.function.RouterFunctions.route()
+                    .POST("/functional-async-refunds", request -> org.springframework.web.servlet.function
+                            .ServerResponse.ok().body(service.refund().join()))
+                    .POST("/functional-counted-refunds", request -> org.springframework.web.servlet.function
+                            .ServerResponse.ok().body(service.count()))
                     .build();
         }
     }
