@@ -1014,24 +1014,8 @@ class IntentFirstEngineIntegrationTest {
         try (HikariDataSource dataSource = oneConnectionPool()) {
             AtomicInteger fails = new AtomicInteger();
             PostgresIdempotencyStore store = refusingThe(1, false, dataSource, fails);
-            IdempotencyEngine engine = engine(store, transactions(dataSource), Duration.ofSeconds(10),
-                    StaleClaimResolver.RERUN);
-            IdempotencyTemplate template = new IdempotencyTemplate(engine);
-            ScopedKey key = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
-            byte[] message = "charge-1".getBytes(StandardCharsets.UTF_8);
-            Duration lease = Duration.ofMinutes(5);
-
-            org.assertj.core.api.Assertions.assertThatThrownBy(() -> template.execute(key, message,
-                            IdempotencyMode.INTENT_FIRST, lease, () -> {
-                                throw new io.idempotency.core.DefiniteFailureException("the gateway declined");
-                            })).isInstanceOf(io.idempotency.core.DefiniteFailureException.class)
-                    .satisfies(thrown -> assertThat(thrown.getSuppressed()).as("the mark the pool refused")
-                            .hasSize(1));
-
-            IdempotencyTemplate.Result redelivered = template.execute(key, message, IdempotencyMode.INTENT_FIRST,
-                    lease, () -> "charged".getBytes(StandardCharsets.UTF_8));
-            assertThat(redelivered.replayed()).isFalse();
-            engine.shutdown();
+            definiteFailureThenItsRedelivery(store, dataSource, suppressed -> assertThat(suppressed)
+                    .as("the mark the pool refused").hasSize(1));
         }
     }
 
@@ -1054,25 +1038,36 @@ class IntentFirstEngineIntegrationTest {
                     return super.fail(key, fencingToken);
                 }
             };
-            IdempotencyEngine engine = engine(store, transactions(dataSource), Duration.ofSeconds(10),
-                    StaleClaimResolver.RERUN);
-            IdempotencyTemplate template = new IdempotencyTemplate(engine);
-            ScopedKey key = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
-            byte[] message = "charge-1".getBytes(StandardCharsets.UTF_8);
-            Duration lease = Duration.ofMinutes(5);
-
-            org.assertj.core.api.Assertions.assertThatThrownBy(() -> template.execute(key, message,
-                            IdempotencyMode.INTENT_FIRST, lease, () -> {
-                                throw new io.idempotency.core.DefiniteFailureException("the gateway declined");
-                            })).isInstanceOf(io.idempotency.core.DefiniteFailureException.class)
-                    .satisfies(thrown -> assertThat(thrown.getSuppressed()).as("the mark the store failed")
-                            .singleElement().isInstanceOf(java.sql.SQLException.class));
-
-            IdempotencyTemplate.Result redelivered = template.execute(key, message, IdempotencyMode.INTENT_FIRST,
-                    lease, () -> "charged".getBytes(StandardCharsets.UTF_8));
-            assertThat(redelivered.replayed()).isFalse();
-            engine.shutdown();
+            definiteFailureThenItsRedelivery(store, dataSource, suppressed -> assertThat(suppressed)
+                    .as("the mark the store failed").singleElement().isInstanceOf(java.sql.SQLException.class));
         }
+    }
+
+    /**
+     * Work under a new key declares a definite failure, which the listener gets with what {@code failedMark} checks
+     * attached; then the message, redelivered, runs (its claim was marked FAILED after all), rather than being told
+     * "in progress" until the lease has run out.
+     */
+    private void definiteFailureThenItsRedelivery(PostgresIdempotencyStore store, HikariDataSource dataSource,
+                                                  java.util.function.Consumer<Throwable[]> failedMark)
+            throws Exception {
+        IdempotencyEngine engine = engine(store, transactions(dataSource), Duration.ofSeconds(10),
+                StaleClaimResolver.RERUN);
+        IdempotencyTemplate template = new IdempotencyTemplate(engine);
+        ScopedKey key = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
+        byte[] message = "charge-1".getBytes(StandardCharsets.UTF_8);
+        Duration lease = Duration.ofMinutes(5);
+
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> template.execute(key, message,
+                        IdempotencyMode.INTENT_FIRST, lease, () -> {
+                            throw new io.idempotency.core.DefiniteFailureException("the gateway declined");
+                        })).isInstanceOf(io.idempotency.core.DefiniteFailureException.class)
+                .satisfies(thrown -> failedMark.accept(thrown.getSuppressed()));
+
+        IdempotencyTemplate.Result redelivered = template.execute(key, message, IdempotencyMode.INTENT_FIRST,
+                lease, () -> "charged".getBytes(StandardCharsets.UTF_8));
+        assertThat(redelivered.replayed()).isFalse();
+        engine.shutdown();
     }
 
     /**
