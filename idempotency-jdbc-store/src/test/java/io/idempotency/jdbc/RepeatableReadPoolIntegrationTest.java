@@ -35,7 +35,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * changed while it waited for the row lock fails with "could not serialize access due to concurrent update" instead of
  * finding that its token no longer holds the claim: the loser of two retries taking one stale claim over would get an
  * error (a 503) instead of "someone else has it" (a 409), and a holder whose claim was taken over would fail with an
- * error instead of learning that it lost its lease.
+ * error instead of learning that it lost its lease. (A takeover does not wait for such a row: it leaves it as it is.)
  */
 class RepeatableReadPoolIntegrationTest {
 
@@ -60,15 +60,23 @@ class RepeatableReadPoolIntegrationTest {
         pool.close();
     }
 
+    /**
+     * A takeover does not wait for a row another transaction is changing, so it never meets the other instance's
+     * change after its own snapshot: it finds the claim not to be taken, with no error, while the other instance's
+     * takeover is open and after it committed.
+     */
     @Test
-    void aTakeOverThatAnotherInstanceBeatWhileItWaitedFindsTheClaimTaken() throws Exception {
+    void aTakeOverThatAnotherInstanceIsMakingFindsTheClaimTaken() throws Exception {
         ScopedKey key = newKey();
         String stale = staleClaim(key);
 
-        Optional<String> taken = whileAnotherInstanceTakesItOver(key, stale,
-                () -> store.takeOver(key, stale, Duration.ofSeconds(30)));
-
-        assertThat(taken).as("the other instance holds the claim now").isEmpty();
+        try (Connection other = anotherInstancesTakeover(key, stale)) {
+            assertThat(Async.supply(() -> store.takeOver(key, stale, Duration.ofSeconds(30))).get(10, TimeUnit.SECONDS))
+                    .as("the other instance is taking the claim over").isEmpty();
+            other.commit();
+        }
+        assertThat(store.takeOver(key, stale, Duration.ofSeconds(30))).as("the other instance holds the claim now")
+                .isEmpty();
         assertThat(jdbc.queryForObject("show transaction_isolation", String.class))
                 .as("the pool's own default is left as it was").isEqualTo("repeatable read");
     }
@@ -125,24 +133,35 @@ class RepeatableReadPoolIntegrationTest {
      */
     private static <T> T whileAnotherInstanceTakesItOver(ScopedKey key, String oldToken, WriteCall<T> write)
             throws Exception {
-        try (Connection other = pool.getConnection()) {
-            other.setAutoCommit(false);
-            // the takeover's snapshot is taken first; the write's, when it starts, comes after it
-            try (PreparedStatement takeOver = other.prepareStatement("UPDATE idempotency_keys"
-                    + " SET fencing_token = ?::uuid, locked_until = now() + interval '30 seconds'"
-                    + " WHERE caller = ? AND scope = ? AND idempotency_key = ? AND fencing_token = ?::uuid")) {
-                takeOver.setString(1, UUID.randomUUID().toString());
-                takeOver.setString(2, key.caller());
-                takeOver.setString(3, key.scope());
-                takeOver.setString(4, key.key());
-                takeOver.setString(5, oldToken);
-                assertThat(takeOver.executeUpdate()).isEqualTo(1);
-            }
+        try (Connection other = anotherInstancesTakeover(key, oldToken)) {
             CompletableFuture<T> waiting = Async.supply(write::call);
             database.awaitLockWaiter(Duration.ofSeconds(10));
             assertThat(waiting).as("the write waits for the takeover's row").isNotDone();
             other.commit();
             return waiting.get(10, TimeUnit.SECONDS);
+        }
+    }
+
+    /**
+     * A connection in which another instance took the claim of {@code key} over from {@code oldToken}, not committed
+     * yet: its snapshot is taken before that of any write started after this returns.
+     */
+    private static Connection anotherInstancesTakeover(ScopedKey key, String oldToken) throws Exception {
+        Connection other = pool.getConnection();
+        try (PreparedStatement takeOver = other.prepareStatement("UPDATE idempotency_keys"
+                + " SET fencing_token = ?::uuid, locked_until = now() + interval '30 seconds'"
+                + " WHERE caller = ? AND scope = ? AND idempotency_key = ? AND fencing_token = ?::uuid")) {
+            other.setAutoCommit(false);
+            takeOver.setString(1, UUID.randomUUID().toString());
+            takeOver.setString(2, key.caller());
+            takeOver.setString(3, key.scope());
+            takeOver.setString(4, key.key());
+            takeOver.setString(5, oldToken);
+            assertThat(takeOver.executeUpdate()).isEqualTo(1);
+            return other;
+        } catch (Exception | AssertionError e) {
+            other.close();
+            throw e;
         }
     }
 
