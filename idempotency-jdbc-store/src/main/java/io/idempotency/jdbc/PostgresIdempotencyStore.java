@@ -231,6 +231,9 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
      * columns {@code inserted}, {@code isolation} and the record's. The look-up comes first, so a replay (the key is
      * there) costs one index probe and inserts nothing.
      *
+     * <p>The claim writes its times itself rather than leave them to the columns' defaults: a table made by another
+     * tool from the documented columns (Hibernate's DDL) may have none, and is adopted all the same.
+     *
      * <p>With {@code arbitrate} (the plain store), the statement also bounds the wait — its first parameter after the
      * key sets {@code lock_timeout}, restored before it returns — and lets the unique key arbitrate: an insert that
      * meets an uncommitted claim of the key waits for it, then inserts nothing. Without (the partitioned store, whose
@@ -242,9 +245,9 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
                     SELECT %2$s, locked_until < now() AS lease_expired
                     FROM %1$s WHERE caller = ? AND scope = ? AND idempotency_key = ?
                 ), %3$s claimed AS (
-                    INSERT INTO %1$s (caller, scope, idempotency_key, status, request_hash, fencing_token, expires_at,
-                                      locked_until)
-                    SELECT ?, ?, ?, 'PROCESSING', ?, ?::uuid, now() + ? * interval '1 millisecond',
+                    INSERT INTO %1$s (caller, scope, idempotency_key, status, request_hash, fencing_token, created_at,
+                                      updated_at, expires_at, locked_until)
+                    SELECT ?, ?, ?, 'PROCESSING', ?, ?::uuid, now(), now(), now() + ? * interval '1 millisecond',
                            now() + ?::bigint * interval '1 millisecond' %4$s
                     WHERE NOT EXISTS (SELECT 1 FROM existing)
                     %5$s

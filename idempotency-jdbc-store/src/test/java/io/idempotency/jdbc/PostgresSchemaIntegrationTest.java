@@ -573,6 +573,44 @@ class PostgresSchemaIntegrationTest {
         }
     }
 
+    /**
+     * A table made by another tool from the documented columns may leave out their defaults (Hibernate's DDL writes
+     * {@code created_at timestamp(6) with time zone not null}, with none). The check adopts it, so the claim must not
+     * depend on them: it writes its times itself, from the database's clock, or every claim would fail on the
+     * missing creation time, answered 503 for as long as the table is used.
+     */
+    @Test
+    void aTableWhoseTimesHaveNoDefaultsTakesClaims() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute(IdempotencySchema.postgresql("times_without_defaults")
+                    .replace("created_at       timestamptz  NOT NULL DEFAULT now()",
+                            "created_at       timestamp(6) with time zone NOT NULL")
+                    .replace("updated_at       timestamptz  NOT NULL DEFAULT now()",
+                            "updated_at       timestamp(6) with time zone NOT NULL"));
+            jdbc.execute(IdempotencySchema.postgresqlPartitioned("partitioned_times_without_defaults")
+                    .replace("created_at       timestamptz  NOT NULL DEFAULT now()", "created_at       timestamptz  NOT NULL")
+                    .replace("updated_at       timestamptz  NOT NULL DEFAULT now()", "updated_at       timestamptz  NOT NULL"));
+            new IdempotencySchemaMigrator(dataSource, "times_without_defaults").verify();
+            new IdempotencySchemaMigrator(dataSource, "partitioned_times_without_defaults", true).verify();
+            new PostgresPartitionMaintenance(dataSource, "partitioned_times_without_defaults", Duration.ofDays(1), 1,
+                    Duration.ofSeconds(2)).createAhead(false);
+            TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+
+            for (PostgresIdempotencyStore store : List.of(
+                    new PostgresIdempotencyStore(dataSource, "times_without_defaults"),
+                    new PartitionedPostgresIdempotencyStore(dataSource, "partitioned_times_without_defaults"))) {
+                ClaimResult result = transaction.execute(status -> store.claim(new ClaimRequest(
+                        new ScopedKey("", "POST /x", "k-1"), "c".repeat(64), Duration.ofDays(1),
+                        Duration.ofSeconds(1))));
+
+                assertThat(result).isInstanceOf(ClaimResult.Claimed.class);
+            }
+            assertThat(jdbc.queryForObject("select count(*) from times_without_defaults where created_at > now() - interval"
+                    + " '1 minute' and updated_at = created_at", Integer.class)).as("the database's clock").isEqualTo(1);
+        }
+    }
+
     private static void assertWrongShape(org.assertj.core.api.ThrowableAssert.ThrowingCallable startup,
                                          String... said) {
         assertThatThrownBy(startup)
