@@ -139,7 +139,8 @@ public class PostgresPartitionMaintenance {
 
     /**
      * Detaches and drops the partitions whose upper bound lies more than {@code retention} in the past and that hold
-     * no record expiring later (one claimed under a longer retention keeps its partition until it expires), and the
+     * no record expiring later (one claimed under a longer retention keeps its partition until it expires) nor a
+     * claim whose lease is live (its holder still at work keeps it until the claim is finished), and the
      * one whose detach an earlier call left pending, whatever {@code retention} says now; creates nothing. Skipped
      * (and reported so) while another instance drops partitions. First drops the tables an earlier call detached but
      * did not drop; one of those that cannot be dropped (an object depends on it, or its lock was
@@ -378,7 +379,8 @@ public class PostgresPartitionMaintenance {
                 continue;
             }
             if (!partition.detachPending() && holdsUnexpiredRecords(connection, partition)) {
-                // claimed under a longer retention than the one configured now: kept until its own expires_at
+                // claimed under a longer retention than the one configured now: kept until its own expires_at; or
+                // a claim still held under a live lease: kept until it is finished or its lease runs out
                 continue;
             }
             // marked first: a run that ends between the detach and the drop (the process stopped, the connection
@@ -461,11 +463,16 @@ public class PostgresPartitionMaintenance {
         return "'" + text.replace("'", "''") + "'";
     }
 
-    /** Whether a record in {@code partition} has not expired yet (found through its index on expires_at). */
+    /**
+     * Whether a record in {@code partition} has not expired yet, or is a claim whose lease is live — its holder still
+     * working on it, renewing the lease, however long ago it was claimed: dropped, its answer would find no record and
+     * a retry would run its request again beside it (found through the indexes on expires_at and locked_until).
+     */
     private static boolean holdsUnexpiredRecords(Connection connection, Partition partition) throws SQLException {
         try (Statement statement = connection.createStatement();
              ResultSet rs = statement.executeQuery("SELECT EXISTS (SELECT 1 FROM " + partition.name()
-                     + " WHERE expires_at >= now())")) {
+                     + " WHERE expires_at >= now()) OR EXISTS (SELECT 1 FROM " + partition.name()
+                     + " WHERE locked_until >= now() AND status = 'PROCESSING')")) {
             rs.next();
             return rs.getBoolean(1);
         }

@@ -118,6 +118,31 @@ class PartitionMaintenanceIntegrationTest {
         }
     }
 
+    /**
+     * An intent-first claim whose handler still works on it — its lease renewed, so not stale — is held, however long
+     * ago it was claimed: dropped with its partition, its handler's answer would find no record (the lease lost) and a
+     * retry would run the request again beside it. Its partition is kept while the lease is live; a claim whose lease
+     * has run out long since goes with its partition, as the retention documents.
+     */
+    @Test
+    void aPartitionHoldingAClaimWhoseLeaseIsLiveIsKept() {
+        try (HikariDataSource dataSource = partitionedDatabase()) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            PostgresPartitionMaintenance maintenance = hourly(dataSource, 1, Duration.ofSeconds(5));
+            attachPartition(jdbc, "idempotency_keys_working", "now() - interval '3 days'", "now() - interval '2 days'");
+            attachPartition(jdbc, "idempotency_keys_stale", "now() - interval '5 days'", "now() - interval '4 days'");
+            insertClaim(jdbc, "working", "now() - interval '3 days' + interval '1 minute'", "now() + interval '5 minutes'");
+            insertClaim(jdbc, "stale", "now() - interval '5 days' + interval '1 minute'", "now() - interval '4 days'");
+
+            PostgresPartitionMaintenance.Run run = maintenance.dropExpired(Duration.ofDays(1));
+
+            assertThat(run.dropped()).as("only the partition whose claim is stale")
+                    .containsExactly("idempotency_keys_stale");
+            assertThat(jdbc.queryForObject("select count(*) from idempotency_keys where idempotency_key = 'working'",
+                    Integer.class)).as("a claim whose lease is live is kept").isEqualTo(1);
+        }
+    }
+
     @Test
     void aDefaultPartitionMadeElsewhereCoversNowAndIsNeitherListedNorDropped() {
         try (HikariDataSource dataSource = partitionedDatabase()) {
@@ -843,6 +868,16 @@ class PartitionMaintenanceIntegrationTest {
         jdbc.update("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash, fencing_token,"
                 + " response_status, created_at, expires_at) values ('', 'POST /x', ?, 'SUCCEEDED', ?, gen_random_uuid(),"
                 + " 200, " + createdAt + ", " + expiresAt + ")", key, HASH);
+    }
+
+    /**
+     * An intent-first claim (PROCESSING) of {@code key}, created at the SQL expression given a day before its expiry,
+     * its lease ending at {@code lockedUntil}.
+     */
+    private static void insertClaim(JdbcTemplate jdbc, String key, String createdAt, String lockedUntil) {
+        jdbc.update("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash, fencing_token,"
+                + " created_at, expires_at, locked_until) values ('', 'POST /x', ?, 'PROCESSING', ?, gen_random_uuid(), "
+                + createdAt + ", " + createdAt + " + interval '1 day', " + lockedUntil + ")", key, HASH);
     }
 
     /** Claims a new key on another thread, as a new request would, allowing it to wait at most 500 ms for a lock. */
