@@ -170,6 +170,25 @@ class PostgresSchemaIntegrationTest {
         }
     }
 
+    /**
+     * Pools are often configured not to auto-commit (with JPA, to let Hibernate skip a round trip per transaction): the
+     * history an earlier version wrote must still be brought to the checksum V1 has now, not rolled back when the
+     * connection goes back to the pool and then refused by Flyway's validation, which would stop every start.
+     */
+    @Test
+    void aDatabaseMigratedByAnEarlierVersionStillStartsOnAPoolThatDoesNotAutoCommit() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(2)) {
+            migrateAsEarlierVersionsDid(dataSource, "idempotency_keys");
+        }
+        try (HikariDataSource dataSource = database.dataSource(2, config -> config.setAutoCommit(false))) {
+            assertThat(new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate().migrationsExecuted)
+                    .isZero();
+            assertThat(new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate().migrationsExecuted)
+                    .as("again").isZero();
+        }
+    }
+
     @Test
     void aTableMadeFromTheScriptIsAdoptedByTheMigration() {
         for (boolean partitioned : new boolean[] {false, true}) {

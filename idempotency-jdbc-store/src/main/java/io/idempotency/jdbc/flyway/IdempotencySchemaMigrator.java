@@ -148,6 +148,11 @@ public final class IdempotencySchemaMigrator {
             statement.setInt(3, V1__Create_idempotency_keys.checksumOf(
                     IdempotencySchema.postgresqlPartitioned(tableName)));
             statement.executeUpdate();
+            if (!connection.getAutoCommit()) {
+                // a pool that does not auto-commit rolls back what a connection left uncommitted when it comes back:
+                // Flyway would then refuse the history it finds
+                connection.commit();
+            }
         } catch (SQLException e) {
             throw new IllegalStateException("could not read the migration history " + history, e);
         }
