@@ -45,6 +45,7 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
     private static final long MIN_WAIT_NANOS = 1_000_000; // lock_timeout counts in milliseconds
     private static final int MAX_CLAIM_ATTEMPTS = 10;
 
+    private final String tableName;
     private final String claimSql;
     private final String takeOverSql;
     private final String deleteExpiredSql;
@@ -62,6 +63,7 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
         super(dataSource, statements(IdempotencySchema.checkTableName(tableName)),
                 TransactionDefinition.ISOLATION_READ_COMMITTED);
         String table = tableName;
+        this.tableName = tableName;
         this.claimSql = claimIfAbsentSql(table, true);
         // bounded like the claim: the record may be in the middle of being taken over by another transaction
         this.takeOverSql = "WITH " + BOUNDED_WAIT + ", taken AS (UPDATE " + table
@@ -75,6 +77,11 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
                 + " WHERE expires_at < now() AND status <> 'PROCESSING' LIMIT ? FOR UPDATE SKIP LOCKED) expired"
                 + " WHERE t.caller = expired.caller AND t.scope = expired.scope"
                 + " AND t.idempotency_key = expired.idempotency_key";
+    }
+
+    /** The table the store keeps its records in, as it was given: the one to create, check and keep partitions of. */
+    public String tableName() {
+        return tableName;
     }
 
     private static Statements statements(String table) {

@@ -119,7 +119,7 @@ public class IdempotencyAutoConfiguration {
                         : IdempotencySchemaInitializer.Mode.MIGRATE_ON_POSTGRESQL
                 : librarysStore ? IdempotencySchemaInitializer.Mode.VERIFY : IdempotencySchemaInitializer.Mode.NONE;
         return new IdempotencySchemaInitializer(new IdempotencySchemaMigrator(storeDataSource(store, dataSource),
-                properties.getJdbc().getTableName(), partitioned(properties)), mode,
+                tableName(store, properties), partitioned(properties)), mode,
                 store instanceof JdbcIdempotencyStore jdbcStore ? jdbcStore : null);
     }
 
@@ -143,7 +143,7 @@ public class IdempotencyAutoConfiguration {
         if (partitioned(properties)) {
             DataSource storeDataSource = storeDataSource(store, dataSource);
             if (!(store instanceof PostgresIdempotencyStore) && !new IdempotencySchemaMigrator(storeDataSource,
-                    properties.getJdbc().getTableName(), true).onPostgreSQL()) {
+                    tableName(store, properties), true).onPostgreSQL()) {
                 throw new IdempotencyConfigurationException("idempotency.retention.cleanup.mode=drop-partitions"
                         + " keeps the records in PostgreSQL partitions, but the application's IdempotencyStore"
                         + " keeps them in a database other than PostgreSQL.", "Remove"
@@ -157,7 +157,7 @@ public class IdempotencyAutoConfiguration {
             int ahead = cleanup.isCreatePartitions() ? cleanup.getPartitionsAhead()
                     : Math.max(1, cleanup.getPartitionsAhead());
             return RetentionScheduler.partitioned(new PostgresPartitionMaintenance(storeDataSource,
-                    properties.getJdbc().getTableName(), cleanup.getPartitionInterval(), ahead,
+                    tableName(store, properties), cleanup.getPartitionInterval(), ahead,
                     Duration.ofSeconds(2)), cleanup.isCreatePartitions(), cleanup.isEnabled(),
                     properties.getRetention().getTtl(),
                     cleanup.getInterval(), counters);
@@ -220,6 +220,27 @@ public class IdempotencyAutoConfiguration {
      * The DataSource of the table: the JDBC store's (also one the application defined, on a DataSource that need not be
      * the primary one), else the application's.
      */
+    /**
+     * The table the library creates (or checks) and keeps partitions of: the one the store claims in. A PostgreSQL
+     * store the application defines names its own, which {@code idempotency.jdbc.table-name} left at its default
+     * follows; set to another table, the two contradict each other, and one of them would be a table no claim uses
+     * while the other fails every claim, so the application does not start.
+     */
+    private static String tableName(IdempotencyStore store, IdempotencyProperties properties) {
+        String configured = properties.getJdbc().getTableName();
+        if (!(store instanceof PostgresIdempotencyStore postgres) || postgres.tableName().equalsIgnoreCase(configured)) {
+            return configured;
+        }
+        if (!IdempotencySchema.DEFAULT_TABLE_NAME.equals(configured)) {
+            throw new IdempotencyConfigurationException("idempotency.jdbc.table-name (" + configured + ") names"
+                    + " another table than the application's IdempotencyStore, which keeps its records in "
+                    + postgres.tableName() + ": the library would create (or check) and clean up a table no claim"
+                    + " uses.", "Give the store and idempotency.jdbc.table-name the same table, or remove"
+                    + " idempotency.jdbc.table-name (the store's table is then the one created and checked).");
+        }
+        return postgres.tableName();
+    }
+
     private static DataSource storeDataSource(IdempotencyStore store, ObjectProvider<DataSource> dataSource) {
         return store instanceof JdbcIdempotencyStore jdbcStore ? jdbcStore.dataSource() : dataSource.getObject();
     }

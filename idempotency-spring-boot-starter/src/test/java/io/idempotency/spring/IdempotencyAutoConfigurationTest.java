@@ -375,6 +375,33 @@ class IdempotencyAutoConfigurationTest {
                 .run(context -> assertThat(context).hasNotFailed());
     }
 
+    /**
+     * A PostgreSQL store the application defines names the table it claims in. That table is the one the library must
+     * create (or check, when the schema is managed elsewhere) and keep partitions of: creating the table of
+     * {@code idempotency.jdbc.table-name} instead left the store's own missing, the application started, and every
+     * idempotent request was answered 503. A table name set to yet another table is a contradiction, refused.
+     */
+    @Test
+    void theTableOfAStoreOfTheApplicationIsTheOneCreatedAndChecked() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        WebApplicationContextRunner own = TestDatabases.contextRunner(database)
+                .withUserConfiguration(StoreOnATableOfItsOwn.class)
+                .withPropertyValues("idempotency.sweeper.enabled=false");
+
+        own.run(context -> {
+            assertThat(context).hasNotFailed();
+            IdempotencyEngine.Start start = context.getBean(IdempotencyEngine.class).start(
+                    new io.idempotency.core.ScopedKey("", "POST /x", "k-1"), "c".repeat(64));
+            assertThat(start).as("a claim in the store's table").isInstanceOf(IdempotencyEngine.Proceed.class);
+            ((IdempotencyEngine.Proceed) start).execution().abandon();
+        });
+        assertThat(database.queryLong("select count(*) from api_requests")).isZero();
+        own.withPropertyValues("idempotency.jdbc.initialize-schema=false").run(context ->
+                assertThat(context).hasNotFailed());
+        assertStartFailsWithDescription(own.withPropertyValues("idempotency.jdbc.table-name=other_requests"))
+                .contains("idempotency.jdbc.table-name", "other_requests", "api_requests");
+    }
+
     @Test
     void refusesAStoreOfTheApplicationOnAnotherDataSource() {
         assertStartFails(runner.withUserConfiguration(ForeignStore.class))
@@ -1352,6 +1379,14 @@ class IdempotencyAutoConfigurationTest {
         @Idempotent(methods = {"PSOT", "PATCH"})
         public String misspeltMethod() {
             return "x";
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class StoreOnATableOfItsOwn {
+        @Bean
+        IdempotencyStore idempotencyStore(javax.sql.DataSource dataSource) {
+            return new PostgresIdempotencyStore(dataSource, "api_requests");
         }
     }
 
