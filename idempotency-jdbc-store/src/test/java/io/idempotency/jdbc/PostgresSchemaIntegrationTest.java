@@ -630,6 +630,37 @@ class PostgresSchemaIntegrationTest {
         }
     }
 
+    /**
+     * A claim has no answer yet, and a claim of the default mode no lease: it leaves those columns empty. A table made
+     * by another tool may have made them {@code NOT NULL} (Hibernate's DDL does so for an entity's primitive
+     * {@code int responseStatus}), and then every claim fails, each request answered 503. Such a table stops the start.
+     */
+    @Test
+    void columnsAClaimLeavesEmptyMustTakeNoValue() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute(IdempotencySchema.postgresql("answers_required")
+                    .replace("response_status  integer,", "response_status  integer NOT NULL,")
+                    .replace("locked_until     timestamptz,", "locked_until     timestamptz NOT NULL,")
+                    .replace("CONSTRAINT answers_required_response_check CHECK ((status = 'SUCCEEDED') ="
+                            + " (response_status IS NOT NULL))", "CHECK (true)"));
+            jdbc.execute(IdempotencySchema.postgresqlPartitioned("partitioned_bodies_required")
+                    .replace("response_body    bytea,", "response_body    bytea NOT NULL,"));
+
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "answers_required");
+            assertThatThrownBy(() -> new TransactionTemplate(new DataSourceTransactionManager(dataSource))
+                    .execute(status -> store.claim(new ClaimRequest(new ScopedKey("", "POST /x", "k-1"),
+                            "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1)))))
+                    .as("what the check prevents").hasStackTraceContaining("null value in column");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "answers_required").verify(),
+                    "response_status", "locked_until", "NOT NULL");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "answers_required").migrate(),
+                    "response_status");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "partitioned_bodies_required", true)
+                    .verify(), "response_body");
+        }
+    }
+
     private static void assertWrongShape(org.assertj.core.api.ThrowableAssert.ThrowingCallable startup,
                                          String... said) {
         assertThatThrownBy(startup)

@@ -227,6 +227,10 @@ public final class IdempotencySchemaMigrator {
      */
     private static final int MIN_HEADERS_LENGTH = 65_535;
 
+    /** The columns a claim leaves empty: the answer, which comes later, and the lease, which only some claims have. */
+    private static final List<String> EMPTY_IN_A_CLAIM = List.of("response_status", "response_headers",
+            "response_body", "locked_until");
+
     /** How the partitioned table is partitioned, as PostgreSQL shows it. */
     private static final String PARTITION_KEY = "RANGE (created_at)";
 
@@ -244,6 +248,7 @@ public final class IdempotencySchemaMigrator {
         Map<String, String> declared = new HashMap<>();
         Map<String, Integer> lengths = new HashMap<>();
         Map<String, String> inexactCollations = new HashMap<>();
+        List<String> notNull = new ArrayList<>();
         boolean uniqueKey;
         boolean deferrableKey;
         String partitionKey;
@@ -254,7 +259,7 @@ public final class IdempotencySchemaMigrator {
             // the type as declared, and its modifier, for the length of a varchar or char
             try (PreparedStatement statement = connection.prepareStatement("SELECT a.attname, format_type(a.atttypid,"
                     + " NULL), CASE WHEN NOT c.collisdeterministic THEN c.collname END,"
-                    + " format_type(a.atttypid, a.atttypmod), a.atttypmod FROM pg_attribute a"
+                    + " format_type(a.atttypid, a.atttypmod), a.atttypmod, a.attnotnull FROM pg_attribute a"
                     + " LEFT JOIN pg_collation c ON c.oid = a.attcollation WHERE a.attrelid = to_regclass(?)"
                     + " AND a.attnum > 0 AND NOT a.attisdropped")) {
                 statement.setString(1, tableName);
@@ -266,6 +271,9 @@ public final class IdempotencySchemaMigrator {
                         lengths.put(rs.getString(1), rs.getInt(5) >= 4 ? rs.getInt(5) - 4 : -1);
                         if (rs.getString(3) != null) {
                             inexactCollations.put(rs.getString(1), rs.getString(3));
+                        }
+                        if (rs.getBoolean(6)) {
+                            notNull.add(rs.getString(1));
                         }
                     }
                 }
@@ -364,6 +372,12 @@ public final class IdempotencySchemaMigrator {
                 && shorterThan(lengths.get("response_headers"), MIN_HEADERS_LENGTH)) {
             problems.add("response_headers is " + declared.get("response_headers") + ", not text: it must hold the"
                     + " stored answer's headers whole, or the answers with longer ones fail when stored");
+        }
+        List<String> required = EMPTY_IN_A_CLAIM.stream().filter(notNull::contains).toList();
+        if (!required.isEmpty()) {
+            problems.add(String.join(", ", required) + (required.size() == 1 ? " is" : " are") + " NOT NULL, but a"
+                    + " claim leaves " + (required.size() == 1 ? "it" : "them") + " empty (it has no answer yet, and"
+                    + " in the default mode no lease): every claim would fail");
         }
         if (partitioned && !PARTITION_KEY.equals(partitionKey)) {
             problems.add("it is partitioned by " + partitionKey + ", not " + PARTITION_KEY + ": claims put their"
