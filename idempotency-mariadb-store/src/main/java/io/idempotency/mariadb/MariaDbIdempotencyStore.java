@@ -195,6 +195,10 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
      */
     private static final long MIN_HEADERS_BYTES = 65_535;
 
+    /** The columns a claim leaves empty: the answer, which comes later, and the lease, which only some claims have. */
+    private static final List<String> EMPTY_IN_A_CLAIM = List.of("response_status", "response_headers",
+            "response_body", "locked_until");
+
     /** Written from the database's UTC clock and compared with it; a lease counts milliseconds. */
     private static final List<String> TIME_COLUMNS = List.of("created_at", "updated_at", "expires_at", "locked_until");
 
@@ -216,7 +220,7 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
         Map<String, Column> columns = new HashMap<>();
         List<Map<String, Object>> found = jdbc.queryForList("SELECT t.ENGINE AS engine,"
                 + " c.COLUMN_NAME AS name, c.DATA_TYPE AS type, c.CHARACTER_MAXIMUM_LENGTH AS length,"
-                + " c.COLLATION_NAME AS collation, c.DATETIME_PRECISION AS time_precision"
+                + " c.COLLATION_NAME AS collation, c.DATETIME_PRECISION AS time_precision, c.IS_NULLABLE AS nullable"
                 + " FROM information_schema.TABLES t LEFT JOIN information_schema.COLUMNS c"
                 + " ON c.TABLE_SCHEMA = t.TABLE_SCHEMA AND c.TABLE_NAME = t.TABLE_NAME"
                 + " WHERE t.TABLE_SCHEMA = DATABASE() AND t.TABLE_NAME = ?", tableName);
@@ -232,7 +236,7 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
                 columns.put(((String) row.get("name")).toLowerCase(Locale.ROOT), new Column((String) row.get("type"),
                         row.get("length") == null ? null : ((Number) row.get("length")).longValue(),
                         (String) row.get("collation"), row.get("time_precision") == null ? null
-                        : ((Number) row.get("time_precision")).intValue()));
+                        : ((Number) row.get("time_precision")).intValue(), "NO".equals(row.get("nullable"))));
             }
         }
         // each unique key's columns in order, with their prefix length when only a prefix is indexed
@@ -301,6 +305,13 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
                         + " and leases count milliseconds");
             }
         }
+        List<String> required = EMPTY_IN_A_CLAIM.stream()
+                .filter(name -> columns.containsKey(name) && columns.get(name).notNull()).toList();
+        if (!required.isEmpty()) {
+            problems.add(String.join(", ", required) + (required.size() == 1 ? " is" : " are") + " NOT NULL, but a"
+                    + " claim leaves " + (required.size() == 1 ? "it" : "them") + " empty (it has no answer yet, and"
+                    + " in the default mode no lease): every claim would fail");
+        }
         boolean key = false;
         for (Map.Entry<String, List<String>> unique : uniqueKeys.entrySet()) {
             List<String> indexed = unique.getValue();
@@ -326,7 +337,7 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
     }
 
     /** A column as the catalog describes it. */
-    private record Column(String type, Long length, String collation, Integer precision) {
+    private record Column(String type, Long length, String collation, Integer precision, boolean notNull) {
 
         @Override
         public String toString() {

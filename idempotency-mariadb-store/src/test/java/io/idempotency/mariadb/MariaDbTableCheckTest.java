@@ -91,6 +91,29 @@ class MariaDbTableCheckTest {
                 "locked_until", "datetime(0)", "datetime(6)");
     }
 
+    /**
+     * A claim has no answer yet, and a claim of the default mode no lease: it leaves those columns empty. Made
+     * {@code NOT NULL} by another tool (an ORM's DDL for a primitive {@code int} status), they fail every claim, each
+     * request answered 503.
+     */
+    @Test
+    void columnsAClaimLeavesEmptyMustTakeNoValue() {
+        String table = SCRIPT.replace("response_status  int,", "response_status  int NOT NULL,")
+                .replace("locked_until     datetime(6),", "locked_until     datetime(6) NOT NULL,")
+                .replace("CONSTRAINT response_check CHECK ((status = 'SUCCEEDED') = (response_status IS NOT NULL))",
+                        "CONSTRAINT response_check CHECK (1 = 1)");
+        HikariDataSource dataSource = TestMariaDb.newDatabase().dataSource(4);
+        new JdbcTemplate(dataSource).execute(table);
+        MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(dataSource, "api_requests");
+        TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+        transaction.setIsolationLevel(TransactionTemplate.ISOLATION_READ_COMMITTED);
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> transaction.execute(status -> store.claim(
+                new ClaimRequest(new ScopedKey("", "POST /payments", "k-1"), "a".repeat(64), Duration.ofDays(1),
+                        Duration.ofSeconds(1))))).as("what the check prevents").hasStackTraceContaining("response_status");
+
+        refused(dataSource, "api_requests", "response_status", "locked_until", "NOT NULL");
+    }
+
     @Test
     void columnsMissingOrAnotherEngineAreRefusedAtStartup() {
         refused("CREATE TABLE api_requests (idempotency_key varchar(255) PRIMARY KEY, response text)",
