@@ -195,6 +195,7 @@ public class PostgresPartitionMaintenance {
     /** {@code work} under the session advisory lock {@code lock}, with the DDL lock timeout; skipped when not had. */
     private Run locked(String lock, boolean wait, Work work) {
         try (Connection connection = dataSource.getConnection()) {
+            boolean previousAutoCommit = connection.getAutoCommit();
             connection.setAutoCommit(true); // DETACH … CONCURRENTLY cannot run inside a transaction block
             String previousLockTimeout = currentLockTimeout(connection);
             try {
@@ -209,12 +210,13 @@ public class PostgresPartitionMaintenance {
                 } finally {
                     unlock(connection, lock);
                 }
-            } finally { // the pooled connection goes back as it came
+            } finally { // the pooled connection goes back as it came (a pool need not reset what a borrower changed)
                 try (PreparedStatement restore = connection.prepareStatement(
                         "SELECT set_config('lock_timeout', ?, false)")) {
                     restore.setString(1, previousLockTimeout);
                     restore.execute();
                 }
+                connection.setAutoCommit(previousAutoCommit);
             }
         } catch (SQLException e) {
             throw new IllegalStateException("maintenance of the partitions of " + table + " failed: "

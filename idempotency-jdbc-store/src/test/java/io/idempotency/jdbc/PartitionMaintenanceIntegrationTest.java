@@ -569,6 +569,35 @@ class PartitionMaintenanceIntegrationTest {
     }
 
     /**
+     * The maintenance runs its DDL in auto-commit (a concurrent detach cannot run in a transaction block), and gives
+     * the connection back as it came: a pool that does not reset what a borrower changed (a single shared connection,
+     * a pool without that setting) would otherwise hand the application a connection that commits each statement on
+     * its own, where it expects to commit its work whole.
+     */
+    @Test
+    void aConnectionThatDoesNotAutoCommitIsGivenBackSo() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = partitionedDatabase(database)) {
+            attachPartition(new JdbcTemplate(dataSource), "idempotency_keys_old", "now() - interval '3 days'",
+                    "now() - interval '2 days'");
+        }
+        org.springframework.jdbc.datasource.SingleConnectionDataSource shared =
+                new org.springframework.jdbc.datasource.SingleConnectionDataSource(database.url(), database.user(),
+                        database.password() == null ? "" : database.password(), true);
+        shared.setAutoCommit(false);
+        try {
+            PostgresPartitionMaintenance.Run run = hourly(shared, 1, Duration.ofSeconds(5)).run(Duration.ofDays(1));
+
+            assertThat(run.dropped()).containsExactly("idempotency_keys_old");
+            try (Connection connection = shared.getConnection()) {
+                assertThat(connection.getAutoCommit()).as("given back as it came").isFalse();
+            }
+        } finally {
+            shared.destroy();
+        }
+    }
+
+    /**
      * Two applications keep their tables of one name in two schemas of one database. One's maintenance, waiting for a
      * lock on its own table, holds no lock the other's needs: the other creates its partitions instead of skipping
      * its run as though it were an instance of the same application.
