@@ -924,27 +924,43 @@ public final class IdempotencyEngine {
                     rollBackLost(transaction, key);
                     return mode == IdempotencyMode.INTENT_FIRST ? Outcome.UNRESOLVED : Outcome.ROLLED_BACK;
                 }
-                boolean completed;
-                try {
-                    completed = store.complete(key, fencingToken, response);
-                } catch (RuntimeException e) {
-                    // the transaction cannot commit now (its connection was lost, a timeout cancelled the statement,
-                    // or the handler left it aborted): a failed commit, whose rollback may fail too
-                    CommitFailedException failed = new CommitFailedException(key, e);
-                    transactionEnded = true;
-                    rollBackAfter(transaction, failed);
-                    throw failed;
-                }
-                if (!completed) {
-                    if (mode == IdempotencyMode.INTENT_FIRST) {
-                        throw new LeaseLostException(key);
-                    }
-                    throw new IllegalStateException("the claim on " + key + " was lost before it could complete");
-                }
+                // the answer is stored last before the commit, after the callbacks that run then: one of them that
+                // swallowed a failed statement leaves the transaction aborted, whose commit would roll back without
+                // an error, and the answer's write fails on it instead
+                RuntimeException[] refused = new RuntimeException[1];
+                boolean[] lost = new boolean[1];
                 transactionEnded = true; // a failed commit rolls back by itself
                 try {
-                    transaction.commit();
+                    transaction.commit(() -> {
+                        boolean completed;
+                        try {
+                            completed = store.complete(key, fencingToken, response);
+                        } catch (RuntimeException e) {
+                            refused[0] = e;
+                            throw e;
+                        }
+                        if (!completed) {
+                            lost[0] = true;
+                            throw new IllegalStateException("the claim on " + key
+                                    + " was lost before it could complete");
+                        }
+                    });
                 } catch (RuntimeException e) {
+                    if (refused[0] != null) {
+                        // the transaction cannot commit now (its connection was lost, a timeout cancelled the
+                        // statement, the handler or a callback before the commit left it aborted): a failed commit,
+                        // whose rollback may fail too
+                        CommitFailedException failed = new CommitFailedException(key, refused[0]);
+                        rollBackAfter(transaction, failed);
+                        throw failed;
+                    }
+                    if (lost[0]) {
+                        rollBackAfter(transaction, e);
+                        if (mode == IdempotencyMode.INTENT_FIRST) {
+                            throw new LeaseLostException(key);
+                        }
+                        throw e;
+                    }
                     // unless it was refused or never asked for, the commit may have happened: a retry finds the
                     // answer or nothing
                     boolean mayHaveCommitted = CommitFailedException.mayHaveCommitted(e);

@@ -36,6 +36,21 @@ public interface Transactions {
         /** Commits; if the commit fails the transaction is rolled back and the failure is thrown. */
         void commit();
 
+        /**
+         * Runs {@code last} in the transaction, after everything else that runs before its commit — callbacks the
+         * application registered for that moment (Spring's {@code BEFORE_COMMIT} listeners) included — then commits.
+         * A statement such a callback made that failed, and whose failure it swallowed, leaves a PostgreSQL
+         * transaction aborted, whose commit then rolls back without an error: the statements of {@code last} fail on
+         * it instead, so that the commit is not taken for done. If {@code last} throws, its exception is thrown and
+         * the transaction is not committed (the caller rolls it back, if it has not been). By default runs
+         * {@code last}, then {@link #commit()}: right for transactions that run nothing of their own before their
+         * commit.
+         */
+        default void commit(Runnable last) {
+            last.run();
+            commit();
+        }
+
         /** Rolls back, unless the transaction has already ended. */
         void rollback();
 

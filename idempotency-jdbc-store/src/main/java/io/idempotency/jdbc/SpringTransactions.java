@@ -4,6 +4,7 @@ import io.idempotency.core.Transactions;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.TransactionStatus;
+import org.springframework.transaction.UnexpectedRollbackException;
 import org.springframework.transaction.support.DefaultTransactionDefinition;
 import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
@@ -101,6 +102,24 @@ public class SpringTransactions implements Transactions {
         }
         return new Transaction() {
             @Override
+            public void commit(Runnable last) {
+                if (!TransactionSynchronizationManager.isSynchronizationActive()) {
+                    // no callback runs before the commit of a transaction without synchronization
+                    last.run();
+                    commit();
+                    return;
+                }
+                LastBeforeCommit lastBeforeCommit = new LastBeforeCommit(last);
+                TransactionSynchronizationManager.registerSynchronization(lastBeforeCommit);
+                commit();
+                if (!lastBeforeCommit.ran) {
+                    // Spring rolls back, without a word, a transaction its status marks rollback-only
+                    throw new UnexpectedRollbackException("the idempotent execution's transaction was rolled back"
+                            + " instead of committed: it was marked rollback-only");
+                }
+            }
+
+            @Override
             public void commit() {
                 CompletionWatch completion = CompletionWatch.register();
                 try {
@@ -154,6 +173,31 @@ public class SpringTransactions implements Transactions {
         }
         Map<Object, Object> bound = TransactionSynchronizationManager.getResourceMap();
         return bound.isEmpty() || bound.values().stream().allMatch(holdsNoConnection);
+    }
+
+    /**
+     * Runs its work before the commit, after every callback registered before it to run then (of the same, lowest,
+     * precedence, or of a higher one): Spring's {@code BEFORE_COMMIT} listeners of the request among them.
+     */
+    private static final class LastBeforeCommit implements TransactionSynchronization {
+
+        private final Runnable work;
+        private boolean ran;
+
+        LastBeforeCommit(Runnable work) {
+            this.work = work;
+        }
+
+        @Override
+        public int getOrder() {
+            return LOWEST_PRECEDENCE;
+        }
+
+        @Override
+        public void beforeCommit(boolean readOnly) {
+            ran = true;
+            work.run();
+        }
     }
 
     /** Learns how the transaction completed, from the callback Spring runs after every other one of its commit. */

@@ -10,11 +10,14 @@ import io.idempotency.core.StaleClaimResolver;
 import io.idempotency.core.StoragePolicy;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.TestPostgres;
+import io.idempotency.core.CommitFailedException;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.transaction.support.AbstractPlatformTransactionManager;
+import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
@@ -82,6 +85,57 @@ class SpringTransactionsIntegrationTest {
                 return "applied".getBytes(StandardCharsets.UTF_8);
             });
             assertThat(redelivery.replayed()).as("the redelivery runs the work").isFalse();
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isEqualTo(1);
+            engine.shutdown();
+        }
+    }
+
+    /**
+     * A callback that runs before the commit (a {@code @TransactionalEventListener(phase = BEFORE_COMMIT)} writing to
+     * an outbox) whose statement fails, and which swallows the failure, leaves PostgreSQL's transaction aborted: its
+     * commit then rolls everything back without an error. The answer must not be reported stored — sent with a 2xx,
+     * kept in memory and replayed — for work of which nothing was kept: the stored answer is written last, after such
+     * callbacks, where it fails on the aborted transaction and the execution ends as a failed commit.
+     */
+    @Test
+    void aCommitThatABeforeCommitCallbackLeftToRollBackIsAFailedCommit() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(4)) {
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table effects (id bigint primary key)");
+            IdempotencyEngine engine = new IdempotencyEngine(
+                    new PostgresIdempotencyStore(dataSource, "idempotency_keys"),
+                    new SpringTransactions(new DataSourceTransactionManager(dataSource), true), StoragePolicy.DEFAULT,
+                    Duration.ofDays(1), Duration.ofMillis(300), StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
+                    new ReplayCache(100, 64 * 1024, 1024 * 1024, Duration.ofMinutes(10), 1000));
+            IdempotencyTemplate template = new IdempotencyTemplate(engine);
+            ScopedKey key = new ScopedKey("", "listener", UUID.randomUUID().toString());
+            byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
+
+            assertThatThrownBy(() -> template.execute(key, message, () -> {
+                jdbc.update("insert into effects values (1)");
+                TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
+                    @Override
+                    public void beforeCommit(boolean readOnly) {
+                        try {
+                            jdbc.update("insert into effects values (1)"); // the outbox row was there already
+                        } catch (org.springframework.dao.DuplicateKeyException ignored) {
+                            // "already published": swallowed, the transaction aborted all the same
+                        }
+                    }
+                });
+                return "applied".getBytes(StandardCharsets.UTF_8);
+            })).isInstanceOf(CommitFailedException.class)
+                    .satisfies(e -> assertThat(((CommitFailedException) e).outcomeUnknown()).isFalse());
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isZero();
+            assertThat(jdbc.queryForObject("select count(*) from idempotency_keys", Integer.class)).isZero();
+
+            IdempotencyTemplate.Result redelivery = template.execute(key, message, () -> {
+                jdbc.update("insert into effects values (1)");
+                return "applied".getBytes(StandardCharsets.UTF_8);
+            });
+            assertThat(redelivery.replayed()).as("the redelivery runs the work, not a replay from memory").isFalse();
             assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isEqualTo(1);
             engine.shutdown();
         }
