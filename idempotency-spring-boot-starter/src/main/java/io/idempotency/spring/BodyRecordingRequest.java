@@ -43,6 +43,7 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
     private BufferedReader reader;
 
     private BooleanSupplier holdingAnswer = () -> false;
+    private int dispatchesMadeInside; // forwards and includes made through this request that have not returned yet
 
     BodyRecordingRequest(HttpServletRequest request, int limit) {
         super(request);
@@ -110,15 +111,33 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
                             + " answer can be sent after the commit. Answer from the handler itself (a body, or a"
                             + " view that renders without forwarding).");
                 }
-                dispatcher.forward(request, response);
+                dispatchesMadeInside++;
+                try {
+                    dispatcher.forward(request, response);
+                } finally {
+                    dispatchesMadeInside--;
+                }
             }
 
             @Override
             public void include(ServletRequest request, ServletResponse response) throws ServletException,
                     IOException {
-                dispatcher.include(request, response);
+                dispatchesMadeInside++;
+                try {
+                    dispatcher.include(request, response);
+                } finally {
+                    dispatchesMadeInside--;
+                }
             }
         };
+    }
+
+    /**
+     * Whether a forward or an include made through this request (by a handler, a view) is running: what runs now is
+     * in a dispatch of its own, whatever its kind, not in the one this request wraps.
+     */
+    boolean inDispatchMadeInside() {
+        return dispatchesMadeInside > 0;
     }
 
     @Override

@@ -41,10 +41,12 @@ final class IdempotentExchange {
     /**
      * Whether {@code current} is in the kind of dispatch the filter wrapped (usually the client's request; a forward
      * when a filter before this one forwarded). Not in a forward or include made later, from inside the dispatcher:
-     * the container ends the response when that returns, before the filter could send the answer.
+     * the container ends the response when that returns, before the filter could send the answer. Such a dispatch is
+     * of another kind than the wrapped one, or, when a filter before this one forwarded, a forward too: then it is
+     * told apart as one made through the wrapped request.
      */
     boolean isTheWrappedDispatch(HttpServletRequest current) {
-        return current.getDispatcherType() == dispatcherType;
+        return current.getDispatcherType() == dispatcherType && !request.inDispatchMadeInside();
     }
 
     BodyRecordingRequest request() {
