@@ -55,6 +55,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     private final ByteArrayOutputStream body = new ByteArrayOutputStream();
     private ServletOutputStream outputStream; // the buffer's
     private PrintWriter writer; // the buffer's
+    private boolean streamWritten; // bytes were written through the output stream while capturing
     private ServletOutputStream switchingStream; // what the application gets
     private PrintWriter switchingWriter; // what the application gets
 
@@ -604,7 +605,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
                 @Override
                 public void write(int b) throws IOException {
                     if (capturing) {
-                        captured().write(b);
+                        capturedThroughTheStream().write(b);
                     } else {
                         DeferredResponse.super.getOutputStream().write(b);
                     }
@@ -613,7 +614,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
                 @Override
                 public void write(byte[] b, int off, int len) throws IOException {
                     if (capturing) {
-                        captured().write(b, off, len);
+                        capturedThroughTheStream().write(b, off, len);
                     } else {
                         DeferredResponse.super.getOutputStream().write(b, off, len);
                     }
@@ -656,6 +657,20 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             };
         }
         return switchingStream;
+    }
+
+    /**
+     * The buffer's stream, for writes made through the output stream while capturing: refused once the writer has been
+     * written through, as the container refuses the output stream once the writer is in use (the Servlet
+     * specification allows one of them until a reset). Taken both, the writer's text would be held in its encoder
+     * while the stream's bytes went ahead, and the answer stored and sent with its parts out of order.
+     */
+    private ServletOutputStream capturedThroughTheStream() {
+        if (writer != null) {
+            throw new IllegalStateException("getWriter() has already been called for this response");
+        }
+        streamWritten = true;
+        return captured();
     }
 
     /** The buffer's stream, for writes made while capturing. */
@@ -732,6 +747,10 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     private PrintWriter capturedWriter() {
         if (writer == null) {
+            if (streamWritten) {
+                // as the container refuses it (see capturedThroughTheStream)
+                throw new IllegalStateException("getOutputStream() has already been called for this response");
+            }
             // as the container does: the writer's encoding becomes the response's, and the Content-Type says so
             setCharacterEncoding(getCharacterEncoding());
             writer = new PrintWriter(new OutputStreamWriter(captured(), Charset.forName(getCharacterEncoding())));
@@ -778,6 +797,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             localeEncoding = null;
             locale = null;
             writer = null; // a writer made after the reset encodes with the encoding set after it
+            streamWritten = false; // after a reset the answer may be written through either
         }
     }
 

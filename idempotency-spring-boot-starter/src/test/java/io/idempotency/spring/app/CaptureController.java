@@ -53,6 +53,44 @@ public class CaptureController {
     }
 
     /**
+     * Writes the start of its answer through the writer and the rest through the output stream, which the Servlet
+     * specification forbids (the container refuses the second of them): the answer fails, with or without the library.
+     */
+    @PostMapping("/writer-then-stream")
+    @Idempotent
+    public void writerThenStream(@RequestBody OrderController.OrderRequest request, HttpServletResponse response)
+            throws IOException {
+        writeThroughBoth(request, response);
+    }
+
+    @PostMapping("/unguarded/writer-then-stream")
+    public void writerThenStreamUnguarded(@RequestBody OrderController.OrderRequest request,
+                                          HttpServletResponse response) throws IOException {
+        writeThroughBoth(request, response);
+    }
+
+    /** The same the other way round: the output stream first, then the writer. */
+    @PostMapping("/stream-then-writer")
+    @Idempotent
+    public void streamThenWriter(@RequestBody OrderController.OrderRequest request, HttpServletResponse response)
+            throws IOException {
+        long id = insert(request.note(), false);
+        response.setStatus(201);
+        response.setContentType("text/plain;charset=UTF-8");
+        response.getOutputStream().write("order ".getBytes(StandardCharsets.UTF_8));
+        response.getWriter().write(String.valueOf(id));
+    }
+
+    private void writeThroughBoth(OrderController.OrderRequest request, HttpServletResponse response)
+            throws IOException {
+        long id = insert(request.note(), false);
+        response.setStatus(201);
+        response.setContentType("text/plain;charset=UTF-8");
+        response.getWriter().write("order ");
+        response.getOutputStream().write(String.valueOf(id).getBytes(StandardCharsets.UTF_8));
+    }
+
+    /**
      * Passes on an answer that an upstream service sent chunked, with the upstream's {@code Transfer-Encoding}, as a
      * handler copying the upstream's headers does; the body it gives is the decoded one.
      */
