@@ -44,6 +44,7 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
 
     private BooleanSupplier holdingAnswer = () -> false;
     private int dispatchesMadeInside; // forwards and includes made through this request that have not returned yet
+    private int includesMadeInside; // of those, the includes
 
     BodyRecordingRequest(HttpServletRequest request, int limit) {
         super(request);
@@ -123,9 +124,11 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
             public void include(ServletRequest request, ServletResponse response) throws ServletException,
                     IOException {
                 dispatchesMadeInside++;
+                includesMadeInside++;
                 try {
                     dispatcher.include(request, response);
                 } finally {
+                    includesMadeInside--;
                     dispatchesMadeInside--;
                 }
             }
@@ -138,6 +141,11 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
      */
     boolean inDispatchMadeInside() {
         return dispatchesMadeInside > 0;
+    }
+
+    /** Whether an include made through this request runs: the included resource may add to the body only. */
+    boolean inIncludeMadeInside() {
+        return includesMadeInside > 0;
     }
 
     @Override

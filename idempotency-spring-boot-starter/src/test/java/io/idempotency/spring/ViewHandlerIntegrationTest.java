@@ -3,6 +3,7 @@ package io.idempotency.spring;
 import org.junit.jupiter.api.Test;
 
 import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
 import java.util.UUID;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -52,5 +53,31 @@ class ViewHandlerIntegrationTest extends OrdersApplicationTest {
         assertThat(answer.statusCode()).isEqualTo(500);
         assertThat(rows(note)).isZero();
         assertThat(keyRows(key)).isZero();
+    }
+
+    @Test
+    void theStatusAndHeadersOfAnIncludedResourceAreNotTheAnswers() throws Exception {
+        // the container ignores them; held for the commit, the fragment's 404 was the answer, stored and replayed
+        // for a request whose effects were kept
+        String key = UUID.randomUUID().toString();
+        String note = "including-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> unguarded = send(request("/views/including-orders/unguarded",
+                "{\"note\":\"including-unguarded-" + key + "\"}").build());
+        HttpResponse<byte[]> first = post("/views/including-orders", key, body);
+        HttpResponse<byte[]> replay = post("/views/including-orders", key, body);
+
+        assertThat(unguarded.statusCode()).isEqualTo(201);
+        assertThat(unguarded.headers().firstValue("X-Fragment")).isEmpty();
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(first.headers().firstValue("X-Fragment")).isEmpty();
+        assertThat(first.headers().firstValue("Content-Type")).isEqualTo(unguarded.headers().firstValue("Content-Type"));
+        assertThat(first.body()).isEqualTo(unguarded.body());
+        assertThat(new String(first.body(), StandardCharsets.UTF_8)).isEqualTo("<p>no fragment</p>");
+        assertThat(replay.statusCode()).isEqualTo(201);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(first.body());
+        assertThat(rows(note)).isEqualTo(1);
     }
 }

@@ -1,12 +1,19 @@
 package io.idempotency.spring.app;
 
 import io.idempotency.core.Idempotent;
+import jakarta.servlet.ServletException;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
 import jakarta.servlet.http.HttpSession;
+import org.springframework.http.ResponseEntity;
 import org.springframework.jdbc.core.simple.JdbcClient;
 import org.springframework.stereotype.Controller;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestBody;
 import org.springframework.web.bind.annotation.ResponseBody;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 
 /** A controller that answers with views rather than bodies: Post/Redirect/Get. */
 @Controller
@@ -63,5 +70,40 @@ public class ViewController {
     @ResponseBody
     public String orderPage() {
         return "order placed";
+    }
+
+    /**
+     * Writes a row and answers with a page that includes another resource, which answers 404 with a header of its
+     * own: the container ignores the status and headers of an included resource.
+     */
+    @PostMapping("/views/including-orders")
+    @Idempotent
+    public void createAndInclude(@RequestBody OrderController.OrderRequest request, HttpServletRequest servletRequest,
+                                 HttpServletResponse servletResponse) throws ServletException, IOException {
+        createWithAnInclude(request, servletRequest, servletResponse);
+    }
+
+    /** The same without {@code @Idempotent}: what the container alone makes of the include. */
+    @PostMapping("/views/including-orders/unguarded")
+    public void createAndIncludeUnguarded(@RequestBody OrderController.OrderRequest request,
+                                          HttpServletRequest servletRequest, HttpServletResponse servletResponse)
+            throws ServletException, IOException {
+        createWithAnInclude(request, servletRequest, servletResponse);
+    }
+
+    private void createWithAnInclude(OrderController.OrderRequest request, HttpServletRequest servletRequest,
+                                     HttpServletResponse servletResponse) throws ServletException, IOException {
+        jdbc.sql("insert into orders (note) values (?)").param(request.note()).update();
+        servletResponse.setStatus(201);
+        servletResponse.setContentType("text/html;charset=UTF-8");
+        servletResponse.getOutputStream().write("<p>".getBytes(StandardCharsets.UTF_8));
+        servletRequest.getRequestDispatcher("/views/missing-fragment").include(servletRequest, servletResponse);
+        servletResponse.getOutputStream().write("</p>".getBytes(StandardCharsets.UTF_8));
+    }
+
+    /** A fragment that is not there, as a page included in another tells it. */
+    @PostMapping("/views/missing-fragment")
+    public ResponseEntity<String> missingFragment() {
+        return ResponseEntity.status(404).header("X-Fragment", "missing").body("no fragment");
     }
 }
