@@ -217,10 +217,6 @@ public class IdempotencyAutoConfiguration {
     }
 
     /**
-     * The DataSource of the table: the JDBC store's (also one the application defined, on a DataSource that need not be
-     * the primary one), else the application's.
-     */
-    /**
      * The table the library creates (or checks) and keeps partitions of: the one the store claims in. A PostgreSQL
      * store the application defines names its own, which {@code idempotency.jdbc.table-name} left at its default
      * follows; set to another table, the two contradict each other, and one of them would be a table no claim uses
@@ -241,6 +237,10 @@ public class IdempotencyAutoConfiguration {
         return postgres.tableName();
     }
 
+    /**
+     * The DataSource of the table: the JDBC store's (also one the application defined, on a DataSource that need not be
+     * the primary one), else the application's.
+     */
     private static DataSource storeDataSource(IdempotencyStore store, ObjectProvider<DataSource> dataSource) {
         return store instanceof JdbcIdempotencyStore jdbcStore ? jdbcStore.dataSource() : dataSource.getObject();
     }
