@@ -4,7 +4,10 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
+import java.util.Collection;
+import java.util.List;
 import java.util.Locale;
+import java.util.Optional;
 import java.util.Set;
 import java.util.regex.Pattern;
 
@@ -80,6 +83,24 @@ public final class IdempotencySchema {
                     + " it is written unquoted in SQL, where a reserved word names no table: " + tableName);
         }
         return tableName;
+    }
+
+    /** The columns a claim leaves empty: the answer, which comes later, and the lease, which only some claims have. */
+    private static final List<String> EMPTY_IN_A_CLAIM = List.of("response_status", "response_headers",
+            "response_body", "locked_until");
+
+    /**
+     * The problem with a table of which the columns {@code notNull} are declared NOT NULL, if some of them are columns
+     * a claim leaves empty: every claim would fail.
+     */
+    public static Optional<String> columnsAClaimLeavesEmpty(Collection<String> notNull) {
+        List<String> required = EMPTY_IN_A_CLAIM.stream().filter(notNull::contains).toList();
+        if (required.isEmpty()) {
+            return Optional.empty();
+        }
+        return Optional.of(String.join(", ", required) + (required.size() == 1 ? " is" : " are") + " NOT NULL, but a"
+                + " claim leaves " + (required.size() == 1 ? "it" : "them") + " empty (it has no answer yet, and in the"
+                + " default mode no lease): every claim would fail");
     }
 
     /** Whether {@code name} (in any case) is a key word PostgreSQL reserves for table names. */

@@ -4,6 +4,7 @@ import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
 import io.idempotency.core.IdempotencyRecord;
 import io.idempotency.core.ScopedKey;
+import io.idempotency.jdbc.IdempotencySchema;
 import io.idempotency.jdbc.JdbcIdempotencyStore;
 import org.springframework.dao.DataAccessException;
 import org.springframework.jdbc.core.JdbcTemplate;
@@ -195,10 +196,6 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
      */
     private static final long MIN_HEADERS_BYTES = 65_535;
 
-    /** The columns a claim leaves empty: the answer, which comes later, and the lease, which only some claims have. */
-    private static final List<String> EMPTY_IN_A_CLAIM = List.of("response_status", "response_headers",
-            "response_body", "locked_until");
-
     /** Written from the database's UTC clock and compared with it; a lease counts milliseconds. */
     private static final List<String> TIME_COLUMNS = List.of("created_at", "updated_at", "expires_at", "locked_until");
 
@@ -305,13 +302,8 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
                         + " and leases count milliseconds");
             }
         }
-        List<String> required = EMPTY_IN_A_CLAIM.stream()
-                .filter(name -> columns.containsKey(name) && columns.get(name).notNull()).toList();
-        if (!required.isEmpty()) {
-            problems.add(String.join(", ", required) + (required.size() == 1 ? " is" : " are") + " NOT NULL, but a"
-                    + " claim leaves " + (required.size() == 1 ? "it" : "them") + " empty (it has no answer yet, and"
-                    + " in the default mode no lease): every claim would fail");
-        }
+        IdempotencySchema.columnsAClaimLeavesEmpty(columns.entrySet().stream()
+                .filter(column -> column.getValue().notNull()).map(Map.Entry::getKey).toList()).ifPresent(problems::add);
         boolean key = false;
         for (Map.Entry<String, List<String>> unique : uniqueKeys.entrySet()) {
             List<String> indexed = unique.getValue();

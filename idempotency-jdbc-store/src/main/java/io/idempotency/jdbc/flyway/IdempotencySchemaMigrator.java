@@ -227,10 +227,6 @@ public final class IdempotencySchemaMigrator {
      */
     private static final int MIN_HEADERS_LENGTH = 65_535;
 
-    /** The columns a claim leaves empty: the answer, which comes later, and the lease, which only some claims have. */
-    private static final List<String> EMPTY_IN_A_CLAIM = List.of("response_status", "response_headers",
-            "response_body", "locked_until");
-
     /** How the partitioned table is partitioned, as PostgreSQL shows it. */
     private static final String PARTITION_KEY = "RANGE (created_at)";
 
@@ -373,12 +369,7 @@ public final class IdempotencySchemaMigrator {
             problems.add("response_headers is " + declared.get("response_headers") + ", not text: it must hold the"
                     + " stored answer's headers whole, or the answers with longer ones fail when stored");
         }
-        List<String> required = EMPTY_IN_A_CLAIM.stream().filter(notNull::contains).toList();
-        if (!required.isEmpty()) {
-            problems.add(String.join(", ", required) + (required.size() == 1 ? " is" : " are") + " NOT NULL, but a"
-                    + " claim leaves " + (required.size() == 1 ? "it" : "them") + " empty (it has no answer yet, and"
-                    + " in the default mode no lease): every claim would fail");
-        }
+        IdempotencySchema.columnsAClaimLeavesEmpty(notNull).ifPresent(problems::add);
         if (partitioned && !PARTITION_KEY.equals(partitionKey)) {
             problems.add("it is partitioned by " + partitionKey + ", not " + PARTITION_KEY + ": claims put their"
                     + " records, and partitions are made and dropped, by creation time");
