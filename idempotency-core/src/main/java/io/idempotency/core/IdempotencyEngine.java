@@ -915,11 +915,11 @@ public final class IdempotencyEngine {
                 throw new IllegalStateException("the execution for " + key + " has already ended");
             }
             ended = true;
-            stopRenewal();
             Start landed = null;
             boolean transactionEnded = false;
             try {
                 if (!policy.isStorable(response.status())) {
+                    stopRenewal();
                     transactionEnded = true;
                     rollBackLost(transaction, key);
                     return mode == IdempotencyMode.INTENT_FIRST ? Outcome.UNRESOLVED : Outcome.ROLLED_BACK;
@@ -932,6 +932,9 @@ public final class IdempotencyEngine {
                 transactionEnded = true; // a failed commit rolls back by itself
                 try {
                     transaction.commit(() -> {
+                        // renewed until now: the callbacks before it may take their time (a slow BEFORE_COMMIT
+                        // listener), and the claim, whose row this transaction does not hold yet, stays its holder's
+                        stopRenewal();
                         boolean completed;
                         try {
                             completed = store.complete(key, fencingToken, response);
@@ -978,6 +981,7 @@ public final class IdempotencyEngine {
                 replayCache.put(key, requestHash, response);
                 return Outcome.STORED;
             } finally {
+                stopRenewal(); // also when the commit failed before the answer was written
                 try {
                     if (!transactionEnded) {
                         transaction.rollback(); // throws too when the connection is gone

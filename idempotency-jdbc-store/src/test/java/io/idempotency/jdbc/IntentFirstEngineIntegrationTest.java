@@ -1749,10 +1749,11 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
-     * A holder that has recorded its result but stalls before its commit ends (a slow before-commit callback, a long
-     * pause, a partition) until its lease has run out still holds the record's row. A redelivery meanwhile is told "in
-     * progress" within its wait instead of waiting for that row, a sweep passes the claim by instead of stopping at it,
-     * and nobody asks the resolver: once the holder commits, the redelivery gets its result.
+     * A holder that has recorded its result but stalls before its commit ends (a long pause, a partition; here in the
+     * callbacks that run after those before the commit, once the answer is written) until its lease has run out still
+     * holds the record's row. A redelivery meanwhile is told "in progress" within its wait instead of waiting for that
+     * row, a sweep passes the claim by instead of stopping at it, and nobody asks the resolver: once the holder
+     * commits, the redelivery gets its result.
      */
     @Test
     void aHolderStalledInItsCommitPastItsLeaseKeepsNoRedeliveryNorSweepWaiting() throws Exception {
@@ -1774,7 +1775,7 @@ class IntentFirstEngineIntegrationTest {
                     lease, () -> {
                         TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
                             @Override
-                            public void beforeCommit(boolean readOnly) {
+                            public void beforeCompletion() {
                                 committing.countDown();
                                 try {
                                     resume.await(30, TimeUnit.SECONDS);
@@ -1810,6 +1811,65 @@ class IntentFirstEngineIntegrationTest {
             assertThat(redelivered.replayed()).isTrue();
             assertThat(redelivered.value()).asString(StandardCharsets.UTF_8).isEqualTo("charged");
             assertThat(consulted).as("the resolver is not asked about a claim being finished").hasValue(0);
+            holding.shutdown();
+            other.shutdown();
+        }
+    }
+
+    /**
+     * Callbacks that run before the commit (a {@code BEFORE_COMMIT} listener publishing to a slow broker) run before
+     * the answer is written, and may outlast the lease: the holder keeps renewing it until the answer is written, so a
+     * redelivery meanwhile is told "in progress", nobody asks the resolver, and the holder's result stands.
+     */
+    @Test
+    void aSlowCallbackBeforeTheCommitKeepsTheLeaseRenewed() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            AtomicInteger consulted = new AtomicInteger();
+            StaleClaimResolver resolver = claim -> {
+                consulted.incrementAndGet();
+                return StaleClaimResolver.Resolution.rerun();
+            };
+            IdempotencyEngine holding = engine(dataSource, store, resolver);
+            IdempotencyEngine other = engine(dataSource, store, resolver); // another instance
+            ScopedKey key = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
+            byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
+            Duration lease = Duration.ofMillis(300);
+            CountDownLatch committing = new CountDownLatch(1);
+            CountDownLatch resume = new CountDownLatch(1);
+            CompletableFuture<IdempotencyTemplate.Result> holder = Async.supply(() -> execute(holding, key, message,
+                    lease, () -> {
+                        TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
+                            @Override
+                            public void beforeCommit(boolean readOnly) {
+                                committing.countDown();
+                                try {
+                                    resume.await(30, TimeUnit.SECONDS);
+                                } catch (InterruptedException e) {
+                                    Thread.currentThread().interrupt();
+                                }
+                            }
+                        });
+                        return "charged".getBytes(StandardCharsets.UTF_8);
+                    }));
+            try {
+                assertThat(committing.await(10, TimeUnit.SECONDS)).isTrue();
+                Thread.sleep(3 * lease.toMillis()); // longer than the lease
+                assertThat(store.findExpiredLeases(100)).extracting(IdempotencyRecord::key).doesNotContain(key);
+                org.assertj.core.api.Assertions.assertThatThrownBy(() -> execute(other, key, message, lease,
+                                () -> "ran again".getBytes(StandardCharsets.UTF_8)))
+                        .as("the redelivery is told to come back later")
+                        .isInstanceOf(IdempotencyTemplate.InProgressException.class);
+            } finally {
+                resume.countDown();
+            }
+
+            assertThat(holder.get(10, TimeUnit.SECONDS).replayed()).isFalse();
+            IdempotencyTemplate.Result redelivered = execute(other, key, message, lease,
+                    () -> "ran again".getBytes(StandardCharsets.UTF_8));
+            assertThat(redelivered.replayed()).isTrue();
+            assertThat(redelivered.value()).asString(StandardCharsets.UTF_8).isEqualTo("charged");
+            assertThat(consulted).as("the claim was never stale").hasValue(0);
             holding.shutdown();
             other.shutdown();
         }
