@@ -216,15 +216,17 @@ public class FaultInjector {
     }
 
     /**
-     * Halts the JVM when the request's transaction is about to commit: after the starter stored the answer in it.
-     * The log line says which status the request's idempotency record has in the transaction at that moment (the
-     * table's default name), so that a test can tell that the answer was stored before the halt, uncommitted.
+     * Halts the JVM when the request's transaction is about to commit: after the starter stored the answer in it, which
+     * it does after the callbacks that run before the commit — so this halts in the ones that run after those, before
+     * the transaction completes. The log line says which status the request's idempotency record has in the
+     * transaction at that moment (the table's default name), so that a test can tell that the answer was stored before
+     * the halt, uncommitted.
      */
     private void haltBeforeCommit(Fault fault, String what) {
         ScopedKey key = IdempotencyContext.current().map(IdempotencyContext::key).orElse(null);
         onTransaction(fault, new TransactionSynchronization() {
             @Override
-            public void beforeCommit(boolean readOnly) {
+            public void beforeCompletion() {
                 halt(what + ", before the commit (idempotency record in the transaction: " + recordStatus(key)
                         + ")");
             }
