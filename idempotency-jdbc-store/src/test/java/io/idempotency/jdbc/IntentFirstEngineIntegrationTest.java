@@ -1760,10 +1760,7 @@ class IntentFirstEngineIntegrationTest {
         try (HikariDataSource dataSource = database(null)) {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
             AtomicInteger consulted = new AtomicInteger();
-            StaleClaimResolver resolver = claim -> {
-                consulted.incrementAndGet();
-                return StaleClaimResolver.Resolution.rerun();
-            };
+            StaleClaimResolver resolver = countingReruns(consulted);
             IdempotencyEngine holding = engine(dataSource, store, resolver);
             IdempotencyEngine other = engine(dataSource, store, resolver); // another instance
             ScopedKey key = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
@@ -1772,20 +1769,7 @@ class IntentFirstEngineIntegrationTest {
             CountDownLatch committing = new CountDownLatch(1);
             CountDownLatch resume = new CountDownLatch(1);
             CompletableFuture<IdempotencyTemplate.Result> holder = Async.supply(() -> execute(holding, key, message,
-                    lease, () -> {
-                        TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
-                            @Override
-                            public void beforeCompletion() {
-                                committing.countDown();
-                                try {
-                                    resume.await(30, TimeUnit.SECONDS);
-                                } catch (InterruptedException e) {
-                                    Thread.currentThread().interrupt();
-                                }
-                            }
-                        });
-                        return "charged".getBytes(StandardCharsets.UTF_8);
-                    }));
+                    lease, stallingAtTheCommit(true, committing, resume)));
             try {
                 assertThat(committing.await(10, TimeUnit.SECONDS)).isTrue();
                 Thread.sleep(lease.toMillis() + 200); // the lease runs out while the holder commits
@@ -1826,10 +1810,7 @@ class IntentFirstEngineIntegrationTest {
         try (HikariDataSource dataSource = database(null)) {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
             AtomicInteger consulted = new AtomicInteger();
-            StaleClaimResolver resolver = claim -> {
-                consulted.incrementAndGet();
-                return StaleClaimResolver.Resolution.rerun();
-            };
+            StaleClaimResolver resolver = countingReruns(consulted);
             IdempotencyEngine holding = engine(dataSource, store, resolver);
             IdempotencyEngine other = engine(dataSource, store, resolver); // another instance
             ScopedKey key = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
@@ -1838,20 +1819,7 @@ class IntentFirstEngineIntegrationTest {
             CountDownLatch committing = new CountDownLatch(1);
             CountDownLatch resume = new CountDownLatch(1);
             CompletableFuture<IdempotencyTemplate.Result> holder = Async.supply(() -> execute(holding, key, message,
-                    lease, () -> {
-                        TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
-                            @Override
-                            public void beforeCommit(boolean readOnly) {
-                                committing.countDown();
-                                try {
-                                    resume.await(30, TimeUnit.SECONDS);
-                                } catch (InterruptedException e) {
-                                    Thread.currentThread().interrupt();
-                                }
-                            }
-                        });
-                        return "charged".getBytes(StandardCharsets.UTF_8);
-                    }));
+                    lease, stallingAtTheCommit(false, committing, resume)));
             try {
                 assertThat(committing.await(10, TimeUnit.SECONDS)).isTrue();
                 Thread.sleep(3 * lease.toMillis()); // longer than the lease
@@ -1873,6 +1841,51 @@ class IntentFirstEngineIntegrationTest {
             holding.shutdown();
             other.shutdown();
         }
+    }
+
+    /** A resolver that answers "rerun" and counts how often it was asked. */
+    private static StaleClaimResolver countingReruns(AtomicInteger consulted) {
+        return claim -> {
+            consulted.incrementAndGet();
+            return StaleClaimResolver.Resolution.rerun();
+        };
+    }
+
+    /**
+     * Work whose commit stalls, once {@code committing} is counted down, until {@code resume} is: after its answer is
+     * written ({@code afterTheAnswer}: in the callbacks that run after those before the commit), or before it (in a
+     * callback that runs before the commit, as a {@code BEFORE_COMMIT} listener does).
+     */
+    private static java.util.concurrent.Callable<byte[]> stallingAtTheCommit(boolean afterTheAnswer,
+                                                                           CountDownLatch committing,
+                                                                           CountDownLatch resume) {
+        return () -> {
+            TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
+                @Override
+                public void beforeCommit(boolean readOnly) {
+                    if (!afterTheAnswer) {
+                        stall();
+                    }
+                }
+
+                @Override
+                public void beforeCompletion() {
+                    if (afterTheAnswer) {
+                        stall();
+                    }
+                }
+
+                private void stall() {
+                    committing.countDown();
+                    try {
+                        resume.await(30, TimeUnit.SECONDS);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                }
+            });
+            return "charged".getBytes(StandardCharsets.UTF_8);
+        };
     }
 
     /** {@code work} run intent-first under {@code key} through a template on {@code engine}; its failure unchecked. */
