@@ -6,8 +6,11 @@ import jakarta.servlet.ServletException;
 import jakarta.servlet.ServletInputStream;
 import jakarta.servlet.ServletRequest;
 import jakarta.servlet.ServletResponse;
+import jakarta.servlet.http.Cookie;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletRequestWrapper;
+import jakarta.servlet.http.HttpServletResponse;
+import jakarta.servlet.http.HttpServletResponseWrapper;
 
 import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;
@@ -19,6 +22,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.Collections;
 import java.util.Enumeration;
 import java.util.List;
+import java.util.Locale;
 import java.util.Objects;
 import java.util.function.BooleanSupplier;
 
@@ -44,7 +48,6 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
 
     private BooleanSupplier holdingAnswer = () -> false;
     private int dispatchesMadeInside; // forwards and includes made through this request that have not returned yet
-    private int includesMadeInside; // of those, the includes
 
     BodyRecordingRequest(HttpServletRequest request, int limit) {
         super(request);
@@ -124,11 +127,10 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
             public void include(ServletRequest request, ServletResponse response) throws ServletException,
                     IOException {
                 dispatchesMadeInside++;
-                includesMadeInside++;
                 try {
-                    dispatcher.include(request, response);
+                    dispatcher.include(request, holdingAnswer.getAsBoolean()
+                            && response instanceof HttpServletResponse held ? new IncludedResponse(held) : response);
                 } finally {
-                    includesMadeInside--;
                     dispatchesMadeInside--;
                 }
             }
@@ -143,9 +145,102 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         return dispatchesMadeInside > 0;
     }
 
-    /** Whether an include made through this request runs: the included resource may add to the body only. */
-    boolean inIncludeMadeInside() {
-        return includesMadeInside > 0;
+    /**
+     * The held answer as an included resource gets it: what it does to the status and headers (its content type and
+     * length, its locale and encoding, a cookie, {@code sendError}, {@code sendRedirect}, a reset) is ignored, as the
+     * container ignores it, for an include adds to the body only. The container's own include wrapper sits below the
+     * held answer, which would otherwise take them as its own, store and replay them: a page a handler includes that
+     * answers 404 would make its request's answer a 404.
+     */
+    private static final class IncludedResponse extends HttpServletResponseWrapper {
+
+        IncludedResponse(HttpServletResponse response) {
+            super(response);
+        }
+
+        @Override
+        public void setStatus(int sc) {
+        }
+
+        @Override
+        public void sendError(int sc, String msg) {
+        }
+
+        @Override
+        public void sendError(int sc) {
+        }
+
+        @Override
+        public void sendRedirect(String location) {
+        }
+
+        @Override
+        public void sendRedirect(String location, boolean clearBuffer) {
+        }
+
+        @Override
+        public void sendRedirect(String location, int sc) {
+        }
+
+        @Override
+        public void sendRedirect(String location, int sc, boolean clearBuffer) {
+        }
+
+        @Override
+        public void setHeader(String name, String value) {
+        }
+
+        @Override
+        public void addHeader(String name, String value) {
+        }
+
+        @Override
+        public void setIntHeader(String name, int value) {
+        }
+
+        @Override
+        public void addIntHeader(String name, int value) {
+        }
+
+        @Override
+        public void setDateHeader(String name, long date) {
+        }
+
+        @Override
+        public void addDateHeader(String name, long date) {
+        }
+
+        @Override
+        public void addCookie(Cookie cookie) {
+        }
+
+        @Override
+        public void setContentType(String type) {
+        }
+
+        @Override
+        public void setCharacterEncoding(String charset) {
+        }
+
+        @Override
+        public void setCharacterEncoding(Charset charset) {
+        }
+
+        @Override
+        public void setLocale(Locale locale) {
+        }
+
+        @Override
+        public void setContentLength(int len) {
+        }
+
+        @Override
+        public void setContentLengthLong(long len) {
+        }
+
+        @Override
+        public void reset() {
+        }
     }
 
     @Override

@@ -24,7 +24,6 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
-import java.util.function.BooleanSupplier;
 import java.util.function.Supplier;
 
 /**
@@ -57,7 +56,6 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     private ServletOutputStream outputStream; // the buffer's
     private PrintWriter writer; // the buffer's
     private boolean streamWritten; // bytes were written through the output stream while capturing
-    private BooleanSupplier including = () -> false;
     private ServletOutputStream switchingStream; // what the application gets
     private PrintWriter switchingWriter; // what the application gets
 
@@ -125,21 +123,6 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     boolean isCapturing() {
         return capturing;
-    }
-
-    /**
-     * From now on, while {@code including} says an include made through the request runs, what the included resource
-     * does to the held answer's status and headers (its content type and length, its locale and encoding, a cookie,
-     * {@code sendError}, {@code sendRedirect}, a reset) is ignored, as the container ignores it: an include adds to
-     * the body only. Held for the commit, the included resource's status and headers would otherwise be the answer's,
-     * stored and replayed: a page a handler includes that answers 404 would make its request's answer a 404.
-     */
-    void ignoreIncludedChangesWhile(BooleanSupplier including) {
-        this.including = including;
-    }
-
-    private boolean inHeldInclude() {
-        return capturing && including.getAsBoolean();
     }
 
     /**
@@ -247,9 +230,6 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     @Override
     public void setStatus(int sc) {
-        if (inHeldInclude()) {
-            return; // as the container ignores it from an included resource
-        }
         if (!capturing) {
             super.setStatus(sc);
         } else if (!errorSent) {
@@ -264,9 +244,6 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     @Override
     public void sendError(int sc, String msg) throws IOException {
-        if (inHeldInclude()) {
-            return; // as the container ignores it from an included resource
-        }
         if (!capturing) {
             super.sendError(sc, msg);
             return;
@@ -284,17 +261,11 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     @Override
     public void sendError(int sc) throws IOException {
-        if (inHeldInclude()) {
-            return; // as the container ignores it from an included resource
-        }
         sendError(sc, null);
     }
 
     @Override
     public void sendRedirect(String location) throws IOException {
-        if (inHeldInclude()) {
-            return; // as the container ignores it from an included resource
-        }
         if (!capturing) {
             super.sendRedirect(location); // the same overload below: wrappers there may only know this one
         } else {
@@ -304,9 +275,6 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     @Override
     public void sendRedirect(String location, boolean clearBuffer) throws IOException {
-        if (inHeldInclude()) {
-            return; // as the container ignores it from an included resource
-        }
         if (!capturing) {
             super.sendRedirect(location, clearBuffer);
         } else {
@@ -316,9 +284,6 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     @Override
     public void sendRedirect(String location, int sc) throws IOException {
-        if (inHeldInclude()) {
-            return; // as the container ignores it from an included resource
-        }
         if (!capturing) {
             super.sendRedirect(location, sc);
         } else {
@@ -328,9 +293,6 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     @Override
     public void sendRedirect(String location, int sc, boolean clearBuffer) throws IOException {
-        if (inHeldInclude()) {
-            return; // as the container ignores it from an included resource
-        }
         if (!capturing) {
             super.sendRedirect(location, sc, clearBuffer);
         } else {
@@ -391,9 +353,6 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     @Override
     public void setHeader(String name, String value) {
-        if (inHeldInclude()) {
-            return; // as the container ignores it from an included resource
-        }
         if (!capturing) {
             super.setHeader(name, value);
         } else if (errorSent) {
@@ -411,9 +370,6 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     @Override
     public void addHeader(String name, String value) {
-        if (inHeldInclude()) {
-            return; // as the container ignores it from an included resource
-        }
         if (!capturing) {
             super.addHeader(name, value);
         } else if (value == null || errorSent) {
@@ -428,9 +384,6 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     /** The container would add it to the response at once: held like every other header. */
     @Override
     public void addCookie(Cookie cookie) {
-        if (inHeldInclude()) {
-            return; // as the container ignores it from an included resource
-        }
         if (!capturing) {
             super.addCookie(cookie);
         } else if (!errorSent) {
@@ -440,25 +393,16 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     @Override
     public void setIntHeader(String name, int value) {
-        if (inHeldInclude()) {
-            return; // as the container ignores it from an included resource
-        }
         setHeader(name, Integer.toString(value));
     }
 
     @Override
     public void addIntHeader(String name, int value) {
-        if (inHeldInclude()) {
-            return; // as the container ignores it from an included resource
-        }
         addHeader(name, Integer.toString(value));
     }
 
     @Override
     public void setDateHeader(String name, long date) {
-        if (inHeldInclude()) {
-            return; // as the container ignores it from an included resource
-        }
         if (!capturing) {
             super.setDateHeader(name, date);
         } else {
@@ -468,9 +412,6 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     @Override
     public void addDateHeader(String name, long date) {
-        if (inHeldInclude()) {
-            return; // as the container ignores it from an included resource
-        }
         if (!capturing) {
             super.addDateHeader(name, date);
         } else {
@@ -507,9 +448,6 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     @Override
     public void setContentType(String type) {
-        if (inHeldInclude()) {
-            return; // as the container ignores it from an included resource
-        }
         if (!capturing) {
             super.setContentType(type);
             return;
@@ -550,9 +488,6 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     @Override
     public void setCharacterEncoding(String charset) {
-        if (inHeldInclude()) {
-            return; // as the container ignores it from an included resource
-        }
         if (!capturing) {
             super.setCharacterEncoding(charset);
             return;
@@ -582,9 +517,6 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     @Override
     public void setCharacterEncoding(Charset charset) {
-        if (inHeldInclude()) {
-            return; // as the container ignores it from an included resource
-        }
         if (!capturing) {
             super.setCharacterEncoding(charset);
         } else {
@@ -594,9 +526,6 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     @Override
     public void setLocale(Locale locale) {
-        if (inHeldInclude()) {
-            return; // as the container ignores it from an included resource
-        }
         if (!capturing) {
             super.setLocale(locale);
         } else if (locale != null && !errorSent) {
@@ -649,9 +578,6 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     @Override
     public void setContentLength(int len) {
-        if (inHeldInclude()) {
-            return; // as the container ignores it from an included resource
-        }
         if (!capturing) {
             super.setContentLength(len);
         }
@@ -659,9 +585,6 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     @Override
     public void setContentLengthLong(long len) {
-        if (inHeldInclude()) {
-            return; // as the container ignores it from an included resource
-        }
         if (!capturing) {
             super.setContentLengthLong(len);
         }
@@ -861,9 +784,6 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     @Override
     public void reset() {
-        if (inHeldInclude()) {
-            return; // as the container ignores it from an included resource
-        }
         if (!capturing) {
             super.reset();
         } else {

@@ -157,7 +157,6 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         DeferredResponse deferredResponse = new DeferredResponse(response);
         IdempotentExchange exchange = new IdempotentExchange(recordingRequest, deferredResponse);
         recordingRequest.holdAnswerWhile(deferredResponse::isCapturing);
-        deferredResponse.ignoreIncludedChangesWhile(recordingRequest::inIncludeMadeInside);
         request.setAttribute(IdempotentExchange.ATTRIBUTE, exchange);
         try {
             try {
