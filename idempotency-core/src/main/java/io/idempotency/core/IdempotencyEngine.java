@@ -927,7 +927,7 @@ public final class IdempotencyEngine {
                 // the answer is stored last before the commit, after the callbacks that run then: one of them that
                 // swallowed a failed statement leaves the transaction aborted, whose commit would roll back without
                 // an error, and the answer's write fails on it instead
-                RuntimeException[] refused = new RuntimeException[1];
+                Throwable[] refused = new Throwable[1];
                 boolean[] lost = new boolean[1];
                 transactionEnded = true; // a failed commit rolls back by itself
                 try {
@@ -938,7 +938,7 @@ public final class IdempotencyEngine {
                         boolean completed;
                         try {
                             completed = store.complete(key, fencingToken, response);
-                        } catch (RuntimeException e) {
+                        } catch (Throwable e) { // an error too: the transaction must still be rolled back
                             refused[0] = e;
                             throw e;
                         }
@@ -976,6 +976,14 @@ public final class IdempotencyEngine {
                     // stands: reporting a failed commit would tell the client that nothing was kept
                     log.log(System.Logger.Level.ERROR, () -> "A failure followed the commit of the execution for "
                             + key + " in the database; its effects and answer are kept", e);
+                } catch (Throwable e) {
+                    // an error writing the answer (no memory for a large body), or a checked exception a store in
+                    // Kotlin passes on undeclared: nothing was committed, and the transaction, left open, would stay
+                    // bound to the thread with its connection. Thrown on as it is, as from the claim
+                    if (refused[0] != null) {
+                        rollBackAfter(transaction, e);
+                    }
+                    throw e;
                 }
                 landed = new Replay(response);
                 replayCache.put(key, requestHash, response);

@@ -344,6 +344,21 @@ class IdempotencyEngineTest {
         assertThat(transactions.only().commits).isZero();
     }
 
+    /**
+     * An error writing the answer (no memory left for a large body) ends the transaction all the same: left open, it
+     * would stay bound to the thread, its connection held, and every later request on the thread refused.
+     */
+    @Test
+    void completeThrowingAnErrorAlsoRollsBack() {
+        IdempotencyEngine.Execution execution = proceed("token-1");
+        OutOfMemoryError failure = new OutOfMemoryError("Java heap space");
+        store.completeFailure = failure;
+
+        assertThatThrownBy(() -> execution.finish(CREATED)).isSameAs(failure);
+        assertThat(transactions.only().rollbacks).as("no transaction stays open on the thread").isEqualTo(1);
+        assertThat(transactions.only().commits).isZero();
+    }
+
     @Test
     void abandonRollsBackOnce() {
         IdempotencyEngine.Execution execution = proceed("token-1");
@@ -807,7 +822,7 @@ class IdempotencyEngineTest {
     private final class FakeStore implements IdempotencyStore {
         Supplier<ClaimResult> claimAnswer;
         boolean completeAnswer = true;
-        RuntimeException completeFailure;
+        Throwable completeFailure;
         final List<ClaimRequest> claims = Collections.synchronizedList(new ArrayList<>());
         final List<Completion> completions = new ArrayList<>();
         boolean transactionOpenDuringClaim;
@@ -824,7 +839,7 @@ class IdempotencyEngineTest {
         public boolean complete(ScopedKey key, String fencingToken, StoredResponse response) {
             transactionOpenDuringComplete = transactions.hasOpen();
             if (completeFailure != null) {
-                throw completeFailure;
+                return IdempotencyEngineTest.<Boolean, RuntimeException>sneakyThrow(completeFailure);
             }
             completions.add(new Completion(key, fencingToken, response));
             return completeAnswer;

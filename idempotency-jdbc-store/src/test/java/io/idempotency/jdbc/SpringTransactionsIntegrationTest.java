@@ -7,6 +7,7 @@ import io.idempotency.core.IdempotencyTemplate;
 import io.idempotency.core.ReplayCache;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StaleClaimResolver;
+import io.idempotency.core.StoredResponse;
 import io.idempotency.core.StoragePolicy;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.TestPostgres;
@@ -136,6 +137,60 @@ class SpringTransactionsIntegrationTest {
                 return "applied".getBytes(StandardCharsets.UTF_8);
             });
             assertThat(redelivery.replayed()).as("the redelivery runs the work, not a replay from memory").isFalse();
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isEqualTo(1);
+            engine.shutdown();
+        }
+    }
+
+    /**
+     * An error while the answer is written (no memory left for a large one) fails the execution, and its transaction
+     * must still end. On a transaction manager that keeps no synchronization nothing else rolls it back: left open, it
+     * stays bound to the thread with its connection, and every later execution on that thread is refused as if called
+     * inside a transaction of the caller's.
+     */
+    @Test
+    void anErrorWritingTheAnswerLeavesNoTransactionOnTheThread() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(4)) {
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table effects (id bigserial primary key)");
+            DataSourceTransactionManager transactionManager = new DataSourceTransactionManager(dataSource);
+            transactionManager.setTransactionSynchronization(AbstractPlatformTransactionManager.SYNCHRONIZATION_NEVER);
+            OutOfMemoryError failure = new OutOfMemoryError("Java heap space");
+            boolean[] failed = new boolean[1];
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys") {
+                @Override
+                public boolean complete(ScopedKey key, String fencingToken, StoredResponse response) {
+                    if (!failed[0]) {
+                        failed[0] = true;
+                        throw failure;
+                    }
+                    return super.complete(key, fencingToken, response);
+                }
+            };
+            IdempotencyEngine engine = new IdempotencyEngine(store, new SpringTransactions(transactionManager, true),
+                    StoragePolicy.DEFAULT, Duration.ofDays(1), Duration.ofMillis(300), StaleClaimResolver.RERUN,
+                    new DownstreamKeys("secret"));
+            IdempotencyTemplate template = new IdempotencyTemplate(engine);
+            ScopedKey key = new ScopedKey("", "listener", UUID.randomUUID().toString());
+            byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
+
+            assertThatThrownBy(() -> template.execute(key, message, () -> {
+                jdbc.update("insert into effects default values");
+                return "applied".getBytes(StandardCharsets.UTF_8);
+            })).isSameAs(failure);
+            assertThat(TransactionSynchronizationManager.getResourceMap())
+                    .as("no connection left bound to the thread").isEmpty();
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isZero();
+            assertThat(jdbc.queryForObject("select count(*) from idempotency_keys", Integer.class)).isZero();
+
+            // the redelivery, on the same thread: nothing of the first attempt was kept, so the work runs
+            IdempotencyTemplate.Result redelivery = template.execute(key, message, () -> {
+                jdbc.update("insert into effects default values");
+                return "applied".getBytes(StandardCharsets.UTF_8);
+            });
+            assertThat(redelivery.replayed()).as("the redelivery runs the work").isFalse();
             assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isEqualTo(1);
             engine.shutdown();
         }
