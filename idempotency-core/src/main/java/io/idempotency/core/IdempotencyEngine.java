@@ -977,11 +977,16 @@ public final class IdempotencyEngine {
                     log.log(System.Logger.Level.ERROR, () -> "A failure followed the commit of the execution for "
                             + key + " in the database; its effects and answer are kept", e);
                 } catch (Throwable e) {
-                    // an error writing the answer (no memory for a large body), or a checked exception a store in
-                    // Kotlin passes on undeclared: nothing was committed, and the transaction, left open, would stay
-                    // bound to the thread with its connection. Thrown on as it is, as from the claim
+                    // an error writing the answer (no memory for a large body), or a checked exception that code in
+                    // Kotlin (the store, a callback before the commit) passes on undeclared. Thrown on as it is, as
+                    // from the claim
                     if (refused[0] != null) {
+                        // not committed: the transaction, left open, would stay bound to the thread with its
+                        // connection
                         rollBackAfter(transaction, e);
+                    }
+                    if (!(e instanceof Error)) {
+                        recordAnswerIfCommittedWithout(response, e);
                     }
                     throw e;
                 }
@@ -997,6 +1002,32 @@ public final class IdempotencyEngine {
                 } finally {
                     landFlight(landed); // whatever happened, the requests waiting here must not wait for ever
                 }
+            }
+        }
+
+        /**
+         * After a checked exception thrown undeclared at the commit (by code in Kotlin: a callback before the commit,
+         * or the store), on which Spring's transaction managers do not roll back: they end the transaction all the same,
+         * and restoring the connection's auto-commit commits it — the claim and the work's writes, without the answer.
+         * In this mode such a claim has no lease, so no resolver ever decides it and no cleanup removes it: every retry
+         * would be told "in progress" for ever, for work that was done. Its answer is recorded instead, so that a retry
+         * replays it. An intent-first claim left PROCESSING is the resolver's, as after any unknown outcome. A read or
+         * write that fails is attached to {@code failure}.
+         */
+        private void recordAnswerIfCommittedWithout(StoredResponse response, Throwable failure) {
+            if (mode != IdempotencyMode.ONE_TRANSACTION || fencingToken == null) {
+                return;
+            }
+            try {
+                boolean committedWithoutAnswer = store.find(key).filter(record -> record.status()
+                        == RecordStatus.PROCESSING && fencingToken.equals(record.fencingToken())).isPresent();
+                if (committedWithoutAnswer && store.complete(key, fencingToken, response)) {
+                    log.log(System.Logger.Level.ERROR, () -> "The execution for " + key + " was committed without"
+                            + " its answer when the commit failed; its effects are kept, and its answer recorded"
+                            + " for the retries", failure);
+                }
+            } catch (Exception e) { // also a checked exception a store in Kotlin passes on undeclared
+                failure.addSuppressed(e);
             }
         }
 

@@ -195,4 +195,56 @@ class SpringTransactionsIntegrationTest {
             engine.shutdown();
         }
     }
+
+    /**
+     * A callback before the commit written in Kotlin (a {@code BEFORE_COMMIT} listener writing to an outbox) may throw
+     * a checked exception undeclared. Spring's transaction manager rolls back on neither that nor anything else then:
+     * it only ends the transaction, and restoring the connection's auto-commit commits it — the claim and the work's
+     * writes, without the answer. Such a record, PROCESSING with no lease, would answer every redelivery "in progress"
+     * for ever (no sweep resolves it, no cleanup removes it), for work that was done: its answer is recorded, and the
+     * redelivery replays it.
+     */
+    @Test
+    void workCommittedWithoutItsAnswerByACallbacksUndeclaredCheckedExceptionIsReplayed() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(4)) {
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table effects (id bigserial primary key)");
+            IdempotencyEngine engine = new IdempotencyEngine(
+                    new PostgresIdempotencyStore(dataSource, "idempotency_keys"),
+                    new SpringTransactions(new DataSourceTransactionManager(dataSource), true), StoragePolicy.DEFAULT,
+                    Duration.ofDays(1), Duration.ofMillis(300));
+            IdempotencyTemplate template = new IdempotencyTemplate(engine);
+            ScopedKey key = new ScopedKey("", "listener", UUID.randomUUID().toString());
+            byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
+            java.io.IOException failure = new java.io.IOException("the outbox is not reachable");
+
+            assertThatThrownBy(() -> template.execute(key, message, () -> {
+                jdbc.update("insert into effects default values");
+                TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
+                    @Override
+                    public void beforeCommit(boolean readOnly) {
+                        SpringTransactionsIntegrationTest.<RuntimeException>sneakyThrow(failure);
+                    }
+                });
+                return "applied".getBytes(StandardCharsets.UTF_8);
+            })).isSameAs(failure);
+
+            IdempotencyTemplate.Result redelivery = template.execute(key, message, () -> {
+                jdbc.update("insert into effects default values");
+                return "applied again".getBytes(StandardCharsets.UTF_8);
+            });
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class))
+                    .as("the work's effect, once").isEqualTo(1);
+            assertThat(redelivery.replayed()).as("the redelivery is answered with the work's result").isTrue();
+            assertThat(new String(redelivery.value(), StandardCharsets.UTF_8)).isEqualTo("applied");
+            engine.shutdown();
+        }
+    }
+
+    @SuppressWarnings("unchecked")
+    private static <E extends Throwable> void sneakyThrow(Throwable failure) throws E {
+        throw (E) failure;
+    }
 }
