@@ -103,6 +103,33 @@ public final class IdempotencySchema {
                 + " default mode no lease): every claim would fail");
     }
 
+    /** The columns a claim writes a value in. */
+    private static final List<String> WRITTEN_BY_A_CLAIM = List.of("caller", "scope", "idempotency_key", "status",
+            "request_hash", "fencing_token", "created_at", "updated_at", "expires_at", "locked_until");
+
+    /** The columns a store reads or writes: those a claim writes, and the answer's. */
+    private static final List<String> STORE_COLUMNS = List.of("caller", "scope", "idempotency_key", "status",
+            "request_hash", "fencing_token", "response_status", "response_headers", "response_body", "created_at",
+            "updated_at", "expires_at", "locked_until");
+
+    /**
+     * The problem with a table of which the columns {@code requiringAValue} are declared NOT NULL and get no value by
+     * themselves (no default, no identity, not generated), if some of them are columns of the table's own that no
+     * store writes (a surrogate id, a version an ORM's DDL added): a claim writes no value in them, and every claim
+     * would fail.
+     */
+    public static Optional<String> columnsNoClaimFills(Collection<String> requiringAValue) {
+        List<String> unfilled = requiringAValue.stream().filter(column -> !STORE_COLUMNS.contains(column)).sorted()
+                .toList();
+        if (unfilled.isEmpty()) {
+            return Optional.empty();
+        }
+        return Optional.of(String.join(", ", unfilled) + (unfilled.size() == 1 ? " is" : " are") + " NOT NULL with"
+                + " no default, but a claim writes only " + String.join(", ", WRITTEN_BY_A_CLAIM) + ": every claim"
+                + " would fail. Give " + (unfilled.size() == 1 ? "it" : "them") + " a default, or let "
+                + (unfilled.size() == 1 ? "it" : "them") + " be NULL");
+    }
+
     /** Whether {@code name} (in any case) is a key word PostgreSQL reserves for table names. */
     public static boolean isReservedWord(String name) {
         return RESERVED_WORDS.contains(name.toUpperCase(Locale.ROOT));

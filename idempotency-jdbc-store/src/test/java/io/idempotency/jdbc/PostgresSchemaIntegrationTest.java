@@ -661,6 +661,46 @@ class PostgresSchemaIntegrationTest {
         }
     }
 
+    /**
+     * A table made by another tool may have columns of its own: a surrogate id (Hibernate's DDL makes an entity's
+     * {@code @Id} from a sequence {@code bigint not null}, with no default), a version. The claim writes none of them,
+     * so one that is {@code NOT NULL} with no default fails every claim, each request answered 503. Such a table
+     * stops the start; one whose extra columns fill themselves (a default, an identity) or may stay empty is adopted.
+     */
+    @Test
+    void columnsOfTheTablesOwnThatAClaimCannotLeaveEmptyAreRefused() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute(IdempotencySchema.postgresql("entity_ids"));
+            jdbc.execute("ALTER TABLE entity_ids ADD COLUMN id bigint NOT NULL");
+            jdbc.execute(IdempotencySchema.postgresqlPartitioned("partitioned_versions"));
+            jdbc.execute("ALTER TABLE partitioned_versions ADD COLUMN version integer NOT NULL");
+            jdbc.execute(IdempotencySchema.postgresql("filled_extras"));
+            jdbc.execute("CREATE DOMAIN tenant AS text DEFAULT 'main'");
+            jdbc.execute("ALTER TABLE filled_extras ADD COLUMN id bigint GENERATED ALWAYS AS IDENTITY,"
+                    + " ADD COLUMN tenant tenant NOT NULL,"
+                    + " ADD COLUMN version integer NOT NULL DEFAULT 0, ADD COLUMN note text,"
+                    + " ADD COLUMN key_length integer GENERATED ALWAYS AS (length(idempotency_key)) STORED NOT NULL");
+
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "entity_ids");
+            assertThatThrownBy(() -> new TransactionTemplate(new DataSourceTransactionManager(dataSource))
+                    .execute(status -> store.claim(new ClaimRequest(new ScopedKey("", "POST /x", "k-1"),
+                            "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1)))))
+                    .as("what the check prevents").hasStackTraceContaining("null value in column \"id\"");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "entity_ids").verify(),
+                    "id", "NOT NULL");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "entity_ids").migrate(), "id");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "partitioned_versions", true).verify(),
+                    "version");
+            new IdempotencySchemaMigrator(dataSource, "filled_extras").verify();
+            PostgresIdempotencyStore filled = new PostgresIdempotencyStore(dataSource, "filled_extras");
+            ClaimResult claimed = new TransactionTemplate(new DataSourceTransactionManager(dataSource)).execute(
+                    status -> filled.claim(new ClaimRequest(new ScopedKey("", "POST /x", "k-1"), "c".repeat(64),
+                            Duration.ofDays(1), Duration.ofSeconds(1))));
+            assertThat(claimed).isInstanceOf(ClaimResult.Claimed.class);
+        }
+    }
+
     private static void assertWrongShape(org.assertj.core.api.ThrowableAssert.ThrowingCallable startup,
                                          String... said) {
         assertThatThrownBy(startup)

@@ -245,6 +245,7 @@ public final class IdempotencySchemaMigrator {
         Map<String, Integer> lengths = new HashMap<>();
         Map<String, String> inexactCollations = new HashMap<>();
         List<String> notNull = new ArrayList<>();
+        List<String> requiringAValue = new ArrayList<>();
         boolean uniqueKey;
         boolean deferrableKey;
         String partitionKey;
@@ -255,7 +256,11 @@ public final class IdempotencySchemaMigrator {
             // the type as declared, and its modifier, for the length of a varchar or char
             try (PreparedStatement statement = connection.prepareStatement("SELECT a.attname, format_type(a.atttypid,"
                     + " NULL), CASE WHEN NOT c.collisdeterministic THEN c.collname END,"
-                    + " format_type(a.atttypid, a.atttypmod), a.atttypmod, a.attnotnull FROM pg_attribute a"
+                    + " format_type(a.atttypid, a.atttypmod), a.atttypmod, a.attnotnull,"
+                    // NOT NULL and filled by nothing: a generated column has a default expression, an identity
+                    // none, and a column of a domain may take the domain's default
+                    + " a.attnotnull AND NOT a.atthasdef AND a.attidentity = '' AND (SELECT t.typdefaultbin IS NULL"
+                    + " FROM pg_type t WHERE t.oid = a.atttypid) FROM pg_attribute a"
                     + " LEFT JOIN pg_collation c ON c.oid = a.attcollation WHERE a.attrelid = to_regclass(?)"
                     + " AND a.attnum > 0 AND NOT a.attisdropped")) {
                 statement.setString(1, tableName);
@@ -270,6 +275,9 @@ public final class IdempotencySchemaMigrator {
                         }
                         if (rs.getBoolean(6)) {
                             notNull.add(rs.getString(1));
+                        }
+                        if (rs.getBoolean(7)) {
+                            requiringAValue.add(rs.getString(1));
                         }
                     }
                 }
@@ -370,6 +378,7 @@ public final class IdempotencySchemaMigrator {
                     + " stored answer's headers whole, or the answers with longer ones fail when stored");
         }
         IdempotencySchema.columnsAClaimLeavesEmpty(notNull).ifPresent(problems::add);
+        IdempotencySchema.columnsNoClaimFills(requiringAValue).ifPresent(problems::add);
         if (partitioned && !PARTITION_KEY.equals(partitionKey)) {
             problems.add("it is partitioned by " + partitionKey + ", not " + PARTITION_KEY + ": claims put their"
                     + " records, and partitions are made and dropped, by creation time");
