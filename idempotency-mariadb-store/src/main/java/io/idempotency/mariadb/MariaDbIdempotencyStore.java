@@ -215,9 +215,13 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
     public void checkTable() {
         String engine = null;
         Map<String, Column> columns = new HashMap<>();
+        List<String> requiringAValue = new ArrayList<>();
         List<Map<String, Object>> found = jdbc.queryForList("SELECT t.ENGINE AS engine,"
                 + " c.COLUMN_NAME AS name, c.DATA_TYPE AS type, c.CHARACTER_MAXIMUM_LENGTH AS length,"
-                + " c.COLLATION_NAME AS collation, c.DATETIME_PRECISION AS time_precision, c.IS_NULLABLE AS nullable"
+                + " c.COLLATION_NAME AS collation, c.DATETIME_PRECISION AS time_precision, c.IS_NULLABLE AS nullable,"
+                // NOT NULL and filled by nothing: no default (a DEFAULT NULL reads 'NULL'), not AUTO_INCREMENT
+                + " c.IS_NULLABLE = 'NO' AND c.COLUMN_DEFAULT IS NULL AND c.EXTRA NOT LIKE '%auto_increment%'"
+                + " AND c.EXTRA NOT LIKE '%GENERATED%' AS requires_value"
                 + " FROM information_schema.TABLES t LEFT JOIN information_schema.COLUMNS c"
                 + " ON c.TABLE_SCHEMA = t.TABLE_SCHEMA AND c.TABLE_NAME = t.TABLE_NAME"
                 + " WHERE t.TABLE_SCHEMA = DATABASE() AND t.TABLE_NAME = ?", tableName);
@@ -234,6 +238,9 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
                         row.get("length") == null ? null : ((Number) row.get("length")).longValue(),
                         (String) row.get("collation"), row.get("time_precision") == null ? null
                         : ((Number) row.get("time_precision")).intValue(), "NO".equals(row.get("nullable"))));
+                if (row.get("requires_value") != null && ((Number) row.get("requires_value")).intValue() == 1) {
+                    requiringAValue.add(((String) row.get("name")).toLowerCase(Locale.ROOT));
+                }
             }
         }
         // each unique key's columns in order, with their prefix length when only a prefix is indexed
@@ -304,6 +311,7 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
         }
         IdempotencySchema.columnsAClaimLeavesEmpty(columns.entrySet().stream()
                 .filter(column -> column.getValue().notNull()).map(Map.Entry::getKey).toList()).ifPresent(problems::add);
+        IdempotencySchema.columnsNoClaimFills(requiringAValue).ifPresent(problems::add);
         boolean key = false;
         for (Map.Entry<String, List<String>> unique : uniqueKeys.entrySet()) {
             List<String> indexed = unique.getValue();

@@ -114,6 +114,33 @@ class MariaDbTableCheckTest {
         refused(dataSource, "api_requests", "response_status", "locked_until", "NOT NULL");
     }
 
+    /**
+     * A table made by another tool may have columns of its own (a surrogate id from a sequence, a version), which the
+     * claim writes nothing in: one that is {@code NOT NULL} with no default fails every claim, each request answered
+     * 503. Extra columns that fill themselves (a default, {@code AUTO_INCREMENT}, generated) or may stay empty pass.
+     */
+    @Test
+    void columnsOfTheTablesOwnThatAClaimCannotLeaveEmptyAreRefused() {
+        String table = SCRIPT.replace("locked_until     datetime(6),",
+                "locked_until     datetime(6), id bigint NOT NULL,");
+        HikariDataSource dataSource = TestMariaDb.newDatabase().dataSource(4);
+        new JdbcTemplate(dataSource).execute(table);
+        MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(dataSource, "api_requests");
+        TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+        transaction.setIsolationLevel(TransactionTemplate.ISOLATION_READ_COMMITTED);
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> transaction.execute(status -> store.claim(
+                new ClaimRequest(new ScopedKey("", "POST /payments", "k-1"), "a".repeat(64), Duration.ofDays(1),
+                        Duration.ofSeconds(1))))).as("what the check prevents").hasStackTraceContaining("'id'");
+
+        refused(dataSource, "api_requests", "id", "NOT NULL");
+
+        HikariDataSource filled = TestMariaDb.newDatabase().dataSource(4);
+        new JdbcTemplate(filled).execute(SCRIPT.replace("locked_until     datetime(6),", "locked_until     datetime(6),"
+                + " id bigint NOT NULL AUTO_INCREMENT UNIQUE, version int NOT NULL DEFAULT 0, note text,"
+                + " key_length int AS (length(idempotency_key)) STORED,"));
+        run(filled, "api_requests", context -> assertThat(context).hasNotFailed());
+    }
+
     @Test
     void columnsMissingOrAnotherEngineAreRefusedAtStartup() {
         refused("CREATE TABLE api_requests (idempotency_key varchar(255) PRIMARY KEY, response text)",
