@@ -200,7 +200,8 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
     private static final List<String> TIME_COLUMNS = List.of("created_at", "updated_at", "expires_at", "locked_until");
 
     /**
-     * Checks, with two catalog queries, that the table is the one the shipped script makes in all that the store
+     * Checks, with two catalog queries and one statement on the table as the store names it (unquoted: a word MariaDB
+     * reserves is refused there), that the table is the one the shipped script makes in all that the store
      * relies on: InnoDB (the claim commits or rolls back with the handler's writes); every column; the key columns
      * {@code varchar} of at least 255 characters in {@code utf8mb4_nopad_bin} — a case-insensitive collation (the
      * database's default, for a migration that leaves the collation out) or a PAD SPACE one would make "Alice" and
@@ -255,6 +256,14 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
         }, tableName);
 
         List<String> problems = new ArrayList<>();
+        try {
+            // the store's statements write the name unquoted: a word MariaDB reserves names a table only quoted
+            jdbc.queryForList("SELECT 1 FROM " + tableName + " WHERE 1 = 0");
+        } catch (DataAccessException e) {
+            problems.add("its name, which the store writes unquoted in its statements, is refused there (a word"
+                    + " MariaDB reserves names a table only quoted; give it another name): "
+                    + e.getMostSpecificCause().getMessage());
+        }
         if (engine != null && !"InnoDB".equalsIgnoreCase(engine)) {
             problems.add("it is a " + engine + " table, not InnoDB: claims and answers must commit and roll back"
                     + " with the handler's writes");

@@ -141,6 +141,26 @@ class MariaDbTableCheckTest {
         run(filled, "api_requests", context -> assertThat(context).hasNotFailed());
     }
 
+    /**
+     * The store writes its table's name unquoted in its statements. A word MariaDB reserves ({@code keys}) names a
+     * table only quoted, as a migration may have made it: every claim would be refused as a syntax error, each
+     * request answered 503.
+     */
+    @Test
+    void aTableNamedByAWordMariaDbReservesIsRefusedAtStartup() {
+        HikariDataSource dataSource = TestMariaDb.newDatabase().dataSource(4);
+        new JdbcTemplate(dataSource).execute(MariaDbIdempotencyStore.schema("keys")
+                .replace("CREATE TABLE keys (", "CREATE TABLE `keys` ("));
+        MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(dataSource, "keys");
+        TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+        transaction.setIsolationLevel(TransactionTemplate.ISOLATION_READ_COMMITTED);
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> transaction.execute(status -> store.claim(
+                new ClaimRequest(new ScopedKey("", "POST /payments", "k-1"), "a".repeat(64), Duration.ofDays(1),
+                        Duration.ofSeconds(1))))).as("what the check prevents").hasStackTraceContaining("syntax");
+
+        refused(dataSource, "keys", "table keys", "unquoted", "reserves");
+    }
+
     @Test
     void columnsMissingOrAnotherEngineAreRefusedAtStartup() {
         refused("CREATE TABLE api_requests (idempotency_key varchar(255) PRIMARY KEY, response text)",
