@@ -90,6 +90,34 @@ class JettyOnlyIntegrationTest extends OrdersApplicationTest {
         assertThat(rows(note)).isEqualTo(1);
     }
 
+    /**
+     * Jetty writes JSON through the servlet's writer in UTF-8 when no charset is set (the one RFC 8259 gives JSON),
+     * where it writes other text in ISO-8859-1: the held answer must be the text the container would have sent, not
+     * the same text with every character outside ISO-8859-1 lost.
+     */
+    @Test
+    void jsonWrittenThroughTheWriterIsEncodedAsJettyEncodesItAndReplayedAlike() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"json-text-" + key + "\"}";
+
+        HttpResponse<byte[]> unguarded = send(request("/orders/json-text/unguarded",
+                "{\"note\":\"json-text-unguarded-" + key + "\"}").build());
+        HttpResponse<byte[]> first = post("/orders/json-text", key, body);
+        HttpResponse<byte[]> replay = post("/orders/json-text", key, body);
+
+        byte[] text = "{\"note\":\"caf\u00e9 \u20ac\"}".getBytes(StandardCharsets.UTF_8);
+        assertThat(unguarded.body()).as("Jetty alone").isEqualTo(text);
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(new String(first.body(), StandardCharsets.ISO_8859_1)).as("the first answer")
+                .isEqualTo(new String(text, StandardCharsets.ISO_8859_1));
+        assertThat(first.headers().firstValue("Content-Type")).hasValueSatisfying(type -> assertThat(type)
+                .doesNotContainIgnoringCase("iso-8859-1"));
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(text);
+        assertThat(replay.headers().firstValue("Content-Type")).isEqualTo(first.headers().firstValue("Content-Type"));
+        assertThat(rows("json-text-" + key)).isEqualTo(1);
+    }
+
     private HttpResponse<byte[]> postGzip(String key, byte[] body) throws IOException, InterruptedException {
         return send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/orders"))
                 .header("Content-Type", "application/json").header("Content-Encoding", "gzip")

@@ -558,6 +558,25 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         return mapped == null || mapped.equalsIgnoreCase(before) ? null : mapped;
     }
 
+    /**
+     * The charset the container writes text of {@code contentType} (which names none) in when the handler chose none,
+     * or {@code null} when it is the one it had when the capture began. Jetty writes JSON in UTF-8 without naming it,
+     * other text in ISO-8859-1. As for the locale ({@link #containerEncodingFor(Locale)}), the container is asked by
+     * setting the type, which is then set back, with the encoding it had.
+     */
+    private String containerEncodingFor(String contentType) {
+        ServletResponse container = getResponse();
+        String typeBefore = container.getContentType();
+        String before = container.getCharacterEncoding();
+        container.setContentType(contentType);
+        String taken = container.getCharacterEncoding();
+        container.setContentType(typeBefore); // null clears the encoding too
+        if (before != null && !before.equalsIgnoreCase(container.getCharacterEncoding())) {
+            container.setCharacterEncoding(before);
+        }
+        return taken == null || taken.equalsIgnoreCase(containerEncoding) ? null : taken;
+    }
+
     @Override
     public Locale getLocale() {
         return capturing && locale != null ? locale : super.getLocale();
@@ -750,6 +769,10 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             if (streamWritten) {
                 // as the container refuses it (see capturedThroughTheStream)
                 throw new IllegalStateException("getOutputStream() has already been called for this response");
+            }
+            if (chosenEncoding() == null && getHeader(CONTENT_TYPE) != null) {
+                // the container may take a charset for the type itself (Jetty writes JSON in UTF-8)
+                characterEncoding = containerEncodingFor(getHeader(CONTENT_TYPE));
             }
             // as the container does: the writer's encoding becomes the response's, and the Content-Type says so
             setCharacterEncoding(getCharacterEncoding());

@@ -264,6 +264,26 @@ public class OrderController {
         response.getWriter().write("caf\u00e9 \u20ac");
     }
 
+    /** JSON through the servlet's writer, no charset set: the container writes it in the one it takes for JSON. */
+    @PostMapping("/json-text")
+    @Idempotent
+    public void jsonText(@RequestBody OrderRequest request, HttpServletResponse response) throws IOException {
+        writeJsonText(request, response);
+    }
+
+    /** The same without {@code @Idempotent}: what the container alone makes of it. */
+    @PostMapping("/json-text/unguarded")
+    public void jsonTextUnguarded(@RequestBody OrderRequest request, HttpServletResponse response) throws IOException {
+        writeJsonText(request, response);
+    }
+
+    private void writeJsonText(OrderRequest request, HttpServletResponse response) throws IOException {
+        insert(request.note());
+        response.setStatus(HttpStatus.CREATED.value());
+        response.setContentType("application/json");
+        response.getWriter().write("{\"note\":\"caf\u00e9 \u20ac\"}");
+    }
+
     /**
      * Text whose encoding comes from the response's locale ({@code locale}, a language tag, or none): no charset is
      * set, so the container takes the one its locale-encoding mapping gives the locale (UTF-8 for English on Tomcat in
