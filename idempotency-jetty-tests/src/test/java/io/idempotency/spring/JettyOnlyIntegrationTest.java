@@ -118,6 +118,29 @@ class JettyOnlyIntegrationTest extends OrdersApplicationTest {
         assertThat(rows("json-text-" + key)).isEqualTo(1);
     }
 
+    /**
+     * Jetty sends an interim 102 Processing for {@code sendError(102)}, and the handler goes on to answer: as with
+     * Tomcat's 103, that is no error that rolls the request back, and nothing is sent before the commit.
+     */
+    @Test
+    void processingNeitherRollsBackTheRequestNorLosesItsAnswer() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "processing-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+        String request = "POST /capture/processing HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                + "Idempotency-Key: " + key + "\r\nContent-Length: " + body.length() + "\r\nConnection: close\r\n\r\n"
+                + body;
+
+        String first = raw(request);
+        String replay = raw(request);
+
+        assertThat(first).as("no interim answer before the commit").startsWith("HTTP/1.1 201 ")
+                .doesNotContain("HTTP/1.1 102").contains("\r\n\r\norder ");
+        assertThat(rows(note)).isEqualTo(1);
+        assertThat(replay).startsWith("HTTP/1.1 201 ").contains("Idempotent-Replayed: true");
+        assertThat(replay.substring(replay.indexOf("\r\n\r\n"))).isEqualTo(first.substring(first.indexOf("\r\n\r\n")));
+    }
+
     private HttpResponse<byte[]> postGzip(String key, byte[] body) throws IOException, InterruptedException {
         return send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/orders"))
                 .header("Content-Type", "application/json").header("Content-Encoding", "gzip")

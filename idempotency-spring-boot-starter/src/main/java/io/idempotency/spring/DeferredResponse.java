@@ -36,6 +36,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
 
     private static final String CONTENT_TYPE = "Content-Type";
     private static final String TRANSFER_ENCODING = "Transfer-Encoding";
+    private static final int SC_PROCESSING = 102;
     private static final int SC_EARLY_HINTS = 103;
 
     private boolean capturing;
@@ -248,9 +249,10 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             super.sendError(sc, msg);
             return;
         }
-        if (sc == SC_EARLY_HINTS) {
-            // Tomcat's way to send 103 Early Hints, not an error: the handler goes on to answer. A hint is bytes on
-            // the wire before the commit, and optional: it is not sent
+        if (sc == SC_EARLY_HINTS || sc == SC_PROCESSING) {
+            // Tomcat's way to send 103 Early Hints, and Jetty's to send those or 102 Processing: an interim answer,
+            // not an error, and the handler goes on to answer. It is bytes on the wire before the commit, and
+            // optional: it is not sent
             return;
         }
         status = sc;

@@ -52,6 +52,17 @@ public class CaptureController {
         response.getWriter().write("order " + id);
     }
 
+    @PostMapping("/processing")
+    @Idempotent
+    public void processing(@RequestBody OrderController.OrderRequest request, HttpServletResponse response)
+            throws IOException {
+        response.sendError(102); // Jetty sends 102 Processing this way
+        long id = insert(request.note(), false);
+        response.setStatus(201);
+        response.setContentType("text/plain;charset=UTF-8");
+        response.getWriter().write("order " + id);
+    }
+
     /**
      * Writes the start of its answer through the writer and the rest through the output stream, which the Servlet
      * specification forbids (the container refuses the second of them): the answer fails, with or without the library.
