@@ -99,9 +99,10 @@ import javax.sql.DataSource;
  *       ({@code REQUIRES_NEW}, {@code NOT_SUPPORTED}, {@code NEVER}), or that asks for an isolation above READ
  *       COMMITTED, which the request's transaction (READ COMMITTED, for the claim) cannot give it — also an
  *       {@code @Idempotent} method that a functional route calls;</li>
- *   <li>an expression on {@code @Idempotent} that does not parse, a lease that is not a positive duration or
- *       names a property that is not set, or a storage policy that cannot be created — also on an
- *       {@code @Idempotent} method that a functional route calls, whose HTTP methods are learnt too;</li>
+ *   <li>an expression on {@code @Idempotent} that does not parse or reads a variable no evaluation has, a lease
+ *       that is not a positive duration or names a property that is not set, or a storage policy that cannot be
+ *       created — also on an {@code @Idempotent} method that a functional route calls, whose HTTP methods are learnt
+ *       too;</li>
  *   <li>an intent-first endpoint whose own lease the retention does not cover (TTL below the retry window plus
  *       that lease), or is invalid — also an {@code @Idempotent} method that a functional route calls;</li>
  *   <li>a transaction manager that does not manage the store's DataSource: the claim and the handler's writes would

@@ -6,16 +6,24 @@ import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.StoragePolicy;
 import org.springframework.beans.BeanUtils;
 import org.springframework.boot.convert.DurationStyle;
+import org.springframework.core.DefaultParameterNameDiscoverer;
 import org.springframework.core.env.PropertyResolver;
 import org.springframework.expression.Expression;
+import org.springframework.expression.spel.SpelNode;
+import org.springframework.expression.spel.ast.Assign;
+import org.springframework.expression.spel.ast.VariableReference;
+import org.springframework.expression.spel.standard.SpelExpression;
 import org.springframework.expression.spel.standard.SpelExpressionParser;
 
 import java.lang.reflect.Method;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collection;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
+import java.util.Optional;
 import java.util.Set;
 import java.util.stream.Collectors;
 
@@ -49,7 +57,8 @@ final class IdempotentEndpoint {
     /**
      * @param placeholders resolves {@code ${…}} placeholders in the annotation's lease (the application's
      *                     environment)
-     * @throws IllegalStateException if an expression does not parse, the lease is not a positive duration (or names
+     * @throws IllegalStateException if an expression does not parse or reads a variable no evaluation has, the lease
+     *                               is not a positive duration (or names
      *                               a property that is not set) or is set on an endpoint that is not intent-first,
      *                               or the storage policy cannot be created; the
      *                               startup checks call this for every endpoint, so such mistakes stop the start
@@ -60,6 +69,14 @@ final class IdempotentEndpoint {
             Expression key = annotation.key().isBlank() ? null : PARSER.parseExpression(annotation.key());
             List<Expression> fingerprint = Arrays.stream(annotation.fingerprint())
                     .map(PARSER::parseExpression).toList();
+            unknownVariable(method, key, fingerprint).ifPresent(name -> {
+                throw new IllegalArgumentException("an expression reads #" + name + ", which is neither a parameter"
+                        + " of the method (" + parameterNames(method) + ") nor one of #body, #path, #headers and"
+                        + " #params: it would be null for every request, so every request would lack its key, or"
+                        + " every request be one fingerprint and another request be answered with the first one's"
+                        + " answer. Correct the name; a parameter is known by name only when the code is compiled"
+                        + " with -parameters, else as #p0, #p1…");
+            });
             Collection<String> methods = annotation.methods().length == 0
                     ? defaultMethods : Arrays.asList(annotation.methods());
             if (annotation.methods().length > 0) {
@@ -95,6 +112,69 @@ final class IdempotentEndpoint {
         } catch (RuntimeException e) {
             throw new IllegalStateException("invalid @Idempotent on " + method + ": " + e.getMessage(), e);
         }
+    }
+
+    /** The variables the advice sets for every evaluation, besides the method's parameters. */
+    private static final Set<String> REQUEST_VARIABLES = Set.of("body", "path", "headers", "params");
+
+    private static final DefaultParameterNameDiscoverer PARAMETER_NAMES = new DefaultParameterNameDiscoverer();
+
+    /**
+     * The first variable an expression reads that no evaluation ever has: a misspelt name, or a parameter's name where
+     * the code was compiled without its names. SpEL reads an unknown variable as null without a word.
+     */
+    private static Optional<String> unknownVariable(Method method, Expression key, List<Expression> fingerprint) {
+        Set<String> known = new HashSet<>(REQUEST_VARIABLES);
+        known.addAll(List.of("this", "root"));
+        String[] names = PARAMETER_NAMES.getParameterNames(method);
+        for (int i = 0; i < method.getParameterCount(); i++) {
+            // as MethodBasedEvaluationContext names the arguments
+            known.add("a" + i);
+            known.add("p" + i);
+            if (names != null && names[i] != null) {
+                known.add(names[i]);
+            }
+        }
+        List<Expression> expressions = new ArrayList<>(fingerprint);
+        if (key != null) {
+            expressions.add(key);
+        }
+        for (Expression expression : expressions) {
+            if (expression instanceof SpelExpression spel) {
+                Set<String> assigned = new HashSet<>();
+                List<String> read = new ArrayList<>();
+                variables(spel.getAST(), assigned, read);
+                Optional<String> unknown = read.stream()
+                        .filter(name -> !known.contains(name) && !assigned.contains(name)).findFirst();
+                if (unknown.isPresent()) {
+                    return unknown;
+                }
+            }
+        }
+        return Optional.empty();
+    }
+
+    /**
+     * The variables {@code node} reads, into {@code read}, and those it assigns ({@code #x = …}), into
+     * {@code assigned}.
+     */
+    private static void variables(SpelNode node, Set<String> assigned, List<String> read) {
+        if (node instanceof VariableReference) {
+            read.add(node.toStringAST().substring(1));
+        } else if (node instanceof Assign && node.getChild(0) instanceof VariableReference variable) {
+            assigned.add(variable.toStringAST().substring(1));
+        }
+        for (int i = 0; i < node.getChildCount(); i++) {
+            variables(node.getChild(i), assigned, read);
+        }
+    }
+
+    private static String parameterNames(Method method) {
+        String[] names = PARAMETER_NAMES.getParameterNames(method);
+        if (method.getParameterCount() == 0) {
+            return "it has none";
+        }
+        return names == null ? "their names are not compiled in" : "#" + String.join(", #", names);
     }
 
     /**

@@ -516,6 +516,19 @@ class IdempotencyAutoConfigurationTest {
     }
 
     /**
+     * SpEL reads a variable that no evaluation has as null, without a word: a misspelt name in a fingerprint would make
+     * every request one fingerprint (another request under a key answered with the first one's answer), in a key every
+     * request lack its key. The variables every evaluation has start.
+     */
+    @Test
+    void anExpressionThatReadsAVariableNoRequestHasIsRefusedAtStartup() {
+        assertStartFails(runner.withUserConfiguration(MisnamedVariablesController.class)).contains(
+                "MisnamedVariablesController.charge(", "reads #amout", "#amount, #currency",
+                "MisnamedVariablesController.refund(", "reads #bdy");
+        runner.withUserConfiguration(NamedVariablesController.class).run(context -> assertThat(context).hasNotFailed());
+    }
+
+    /**
      * A lease is held only by an intent-first claim: on an endpoint left in the default mode (the mode forgotten) it
      * would be ignored, and the handler's call to a third party would run in one transaction with its claim, with no
      * intent committed before it, which nothing else would tell.
@@ -1379,6 +1392,33 @@ class IdempotencyAutoConfigurationTest {
         @Idempotent(methods = {"PSOT", "PATCH"})
         public String misspeltMethod() {
             return "x";
+        }
+    }
+
+    @RestController
+    static class MisnamedVariablesController {
+        @PostMapping("/charges")
+        @Idempotent(fingerprint = {"#amout", "#currency"})
+        public String charge(@org.springframework.web.bind.annotation.RequestParam String amount,
+                             @org.springframework.web.bind.annotation.RequestParam String currency) {
+            return "charged";
+        }
+
+        @PostMapping("/refunds")
+        @Idempotent(key = "#bdy.transactionId")
+        public String refund() {
+            return "refunded";
+        }
+    }
+
+    @RestController
+    static class NamedVariablesController {
+        @PostMapping("/charges/{merchant}")
+        @Idempotent(key = "#body.transactionId", fingerprint = {"#amount", "#p1", "#a0", "#path['merchant']",
+                "#params['x']", "#headers['X-Y']", "#root", "#body.lines.?[#this.qty > 0]", "(#n = 1) + #n"})
+        public String charge(@org.springframework.web.bind.annotation.RequestParam String amount,
+                             @org.springframework.web.bind.annotation.RequestParam String currency) {
+            return "charged";
         }
     }
 
