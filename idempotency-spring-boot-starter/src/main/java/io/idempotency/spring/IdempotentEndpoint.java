@@ -32,6 +32,8 @@ final class IdempotentEndpoint {
 
     private static final SpelExpressionParser PARSER = new SpelExpressionParser();
 
+    /** The method that carries the annotation, whose parameters the expressions name. */
+    final Method method;
     final String scope;
     final boolean keyRequired;
     final Expression keyExpression;
@@ -41,9 +43,10 @@ final class IdempotentEndpoint {
     final IdempotencyMode mode;
     final Duration lease;
 
-    private IdempotentEndpoint(String scope, boolean keyRequired, Expression keyExpression,
+    private IdempotentEndpoint(Method method, String scope, boolean keyRequired, Expression keyExpression,
                                List<Expression> fingerprintExpressions, Set<String> methods,
                                StoragePolicy storagePolicy, IdempotencyMode mode, Duration lease) {
+        this.method = method;
         this.mode = mode;
         this.lease = lease;
         this.scope = scope;
@@ -106,7 +109,7 @@ final class IdempotentEndpoint {
                 throw new IllegalArgumentException("the lease must be at least 1ms, the precision claims are held to: "
                         + annotation.lease() + (leaseText.equals(annotation.lease()) ? "" : " (" + leaseText + ")"));
             }
-            return new IdempotentEndpoint(annotation.scope(), annotation.keyRequired(), key, fingerprint,
+            return new IdempotentEndpoint(method, annotation.scope(), annotation.keyRequired(), key, fingerprint,
                     methods.stream().map(IdempotentEndpoint::methodName).collect(Collectors.toUnmodifiableSet()),
                     policy, annotation.mode(), lease);
         } catch (RuntimeException e) {

@@ -245,7 +245,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         MethodBasedEvaluationContext context = null;
         if (expressions) {
             try {
-                context = view.evaluationContext(invocation);
+                context = view.evaluationContext(endpoint.method, invocation);
             } catch (UnreadableParametersException e) {
                 return unreadableParameters(exchange, e, instance);
             }
@@ -749,9 +749,14 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             return charset == null || charset.equals(StandardCharsets.UTF_8) ? null : charset.name();
         }
 
-        MethodBasedEvaluationContext evaluationContext(MethodInvocation invocation)
+        /**
+         * @param annotated the method that carries {@code @Idempotent}: its parameters are named as the expressions
+         *                  name them, also where the proxy is called with an interface's method that names them
+         *                  otherwise
+         */
+        MethodBasedEvaluationContext evaluationContext(Method annotated, MethodInvocation invocation)
                 throws UnreadableParametersException {
-            MethodBasedEvaluationContext context = new MethodBasedEvaluationContext(null, invocation.getMethod(),
+            MethodBasedEvaluationContext context = new MethodBasedEvaluationContext(null, annotated,
                     invocation.getArguments(), PARAMETER_NAMES);
             context.addPropertyAccessor(new MapAccessor());
             context.setVariable("body", isJson ? json : new String(body, StandardCharsets.UTF_8));

@@ -49,7 +49,7 @@ class JdkProxiedControllerIntegrationTest {
 
     @SpringBootConfiguration
     @EnableAutoConfiguration
-    @Import(TransfersController.class)
+    @Import({TransfersController.class, RefundsController.class})
     static class App {
     }
 
@@ -64,6 +64,21 @@ class JdkProxiedControllerIntegrationTest {
         @Idempotent
         public String create() {
             return "transfer " + RUNS.incrementAndGet();
+        }
+    }
+
+    @RestController
+    public interface RefundsApi {
+        @PostMapping("/jdk-proxied/refunds")
+        String refund(@org.springframework.web.bind.annotation.RequestBody java.util.Map<String, Object> request);
+    }
+
+    /** Its parameter is named otherwise than the interface's, and its expressions name it as it is named here. */
+    public static class RefundsController implements RefundsApi {
+        @Override
+        @Idempotent(key = "#refund['reference']", fingerprint = "#refund['amount']")
+        public String refund(java.util.Map<String, Object> refund) {
+            return "refund " + RUNS.incrementAndGet();
         }
     }
 
@@ -110,6 +125,27 @@ class JdkProxiedControllerIntegrationTest {
                 .isEqualTo("POST /jdk-proxied/transfers");
     }
 
+    /**
+     * The expressions are written on the implementing method, and read its parameters by the names it gives them, not
+     * by those of the interface's method the proxy is called with.
+     */
+    @Test
+    void theExpressionsReadTheParametersOfTheImplementingMethod() throws Exception {
+        String reference = UUID.randomUUID().toString();
+        String body = "{\"reference\":\"" + reference + "\",\"amount\":5}";
+        int runs = RUNS.get();
+
+        HttpResponse<String> first = post("/jdk-proxied/refunds", null, body);
+        HttpResponse<String> retry = post("/jdk-proxied/refunds", null, body);
+
+        assertThat(first.statusCode()).as(first.body()).isEqualTo(200);
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(retry.body()).isEqualTo(first.body());
+        assertThat(RUNS).hasValue(runs + 1);
+        assertThat(post("/jdk-proxied/refunds", null, "{\"reference\":\"" + reference + "\",\"amount\":6}")
+                .statusCode()).isEqualTo(422);
+    }
+
     @Test
     void theStartupChecksSeeTheAnnotationOnTheImplementingMethod() {
         SpringApplicationBuilder application = new SpringApplicationBuilder(AsyncApp.class)
@@ -122,9 +158,16 @@ class JdkProxiedControllerIntegrationTest {
     }
 
     private HttpResponse<String> post(String key) throws Exception {
-        return HttpClient.newHttpClient().send(HttpRequest.newBuilder(
-                        URI.create("http://localhost:" + port + "/jdk-proxied/transfers"))
-                .header("Content-Type", "application/json").header("Idempotency-Key", key)
-                .POST(HttpRequest.BodyPublishers.ofString("{}")).build(), HttpResponse.BodyHandlers.ofString());
+        return post("/jdk-proxied/transfers", key, "{}");
+    }
+
+    private HttpResponse<String> post(String path, String key, String body) throws Exception {
+        HttpRequest.Builder request = HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))
+                .header("Content-Type", "application/json");
+        if (key != null) {
+            request.header("Idempotency-Key", key);
+        }
+        return HttpClient.newHttpClient().send(request.POST(HttpRequest.BodyPublishers.ofString(body)).build(),
+                HttpResponse.BodyHandlers.ofString());
     }
 }
