@@ -29,7 +29,8 @@ class HandlerPropagationCheckTest {
             assertThat(context.getStartupFailure()).message().contains(
                     "EscapingController.requiresNew()", "EscapingController.notSupported()",
                     "EscapingController.never()", "EscapingClassController.inherited()", "REQUIRES_NEW",
-                    "NOT_SUPPORTED", "NEVER").doesNotContain("joins()", "nested()", "mandatory()", "plain()");
+                    "NOT_SUPPORTED", "NEVER", "EscapingController.nested()", "propagation NESTED")
+                    .doesNotContain("joins()", "mandatory()", "plain()");
         });
     }
 
@@ -76,6 +77,14 @@ class HandlerPropagationCheckTest {
         public String never() {
             return "";
         }
+
+        /** A savepoint in the request's transaction, which JPA's transaction manager cannot make. */
+        @PostMapping("/nested")
+        @Idempotent
+        @Transactional(propagation = Propagation.NESTED)
+        public String nested() {
+            return "";
+        }
     }
 
     @RestController
@@ -94,13 +103,6 @@ class HandlerPropagationCheckTest {
         @Idempotent
         @Transactional
         public String joins() {
-            return "";
-        }
-
-        @PostMapping("/nested")
-        @Idempotent
-        @Transactional(propagation = Propagation.NESTED)
-        public String nested() {
             return "";
         }
 

@@ -53,6 +53,7 @@ import org.springframework.transaction.annotation.AnnotationTransactionAttribute
 import org.springframework.transaction.interceptor.TransactionAttribute;
 import org.springframework.transaction.interceptor.TransactionAttributeSource;
 import org.springframework.transaction.interceptor.TransactionInterceptor;
+import org.springframework.transaction.support.AbstractPlatformTransactionManager;
 import org.springframework.transaction.support.ResourceTransactionManager;
 import org.springframework.util.ClassUtils;
 import org.springframework.util.ReflectionUtils;
@@ -96,7 +97,8 @@ import javax.sql.DataSource;
  *   <li>a {@code @ResponseStatus} with a reason and an error status: Spring MVC answers with {@code sendError},
  *       whose error page cannot be stored, so every request would be rolled back;</li>
  *   <li>a {@code @Transactional} handler whose propagation leaves the request's transaction
- *       ({@code REQUIRES_NEW}, {@code NOT_SUPPORTED}, {@code NEVER}), or that asks for an isolation above READ
+ *       ({@code REQUIRES_NEW}, {@code NOT_SUPPORTED}, {@code NEVER}), or is {@code NESTED} where the transaction
+ *       manager cannot make the savepoint that needs (JPA's), or that asks for an isolation above READ
  *       COMMITTED, which the request's transaction (READ COMMITTED, for the claim) cannot give it — also an
  *       {@code @Idempotent} method that a functional route calls;</li>
  *   <li>an expression on {@code @Idempotent} that does not parse or reads a variable no evaluation has, a lease
@@ -696,6 +698,12 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
             case TransactionDefinition.PROPAGATION_NEVER -> "NEVER";
             default -> null;
         };
+        if (attribute.getPropagationBehavior() == TransactionDefinition.PROPAGATION_NESTED) {
+            Optional<String> nested = nestedProblem(method);
+            if (nested.isPresent()) {
+                return nested;
+            }
+        }
         if (propagation == null && isolation != null) {
             // Spring ignores the isolation of a transaction it joins, and PostgreSQL cannot change it once a
             // statement (the claim) has run: the handler would silently run at READ COMMITTED
@@ -718,6 +726,25 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
         return Optional.of(method + " is @Transactional with propagation " + propagation + ": its writes"
                 + " would not commit in the transaction that holds the claim and the stored answer, and would stay when"
                 + " the request is rolled back; use the default propagation (REQUIRED)");
+    }
+
+    /**
+     * A {@code NESTED} handler: inside the request's transaction it is a savepoint, which JPA's transaction manager
+     * cannot make (it allows no nested transactions unless told to, and Spring's JPA dialects make no savepoints), nor
+     * one told not to allow them. Every request with a key would fail, while one without a key runs (no transaction
+     * is open then), so it would show only once keys are sent. JDBC's makes the savepoint.
+     */
+    private Optional<String> nestedProblem(Method method) {
+        PlatformTransactionManager request = requestTransactionManager();
+        String why = null;
+        if (request instanceof AbstractPlatformTransactionManager manager && !manager.isNestedTransactionAllowed()) {
+            why = "allows no nested transactions (nestedTransactionAllowed)";
+        } else if (JPA_PRESENT && Jpa.isJpa(request) && !Jpa.mayMakeSavepoints(request)) {
+            why = "is JPA's, whose dialect makes no savepoints";
+        }
+        return Optional.ofNullable(why).map(reason -> method + " is @Transactional with propagation NESTED, which in"
+                + " the request's transaction needs a savepoint, and the transaction manager " + request + " " + reason
+                + ", so every request with a key would fail; use the default propagation (REQUIRED)");
     }
 
     /**
@@ -1012,6 +1039,15 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                         + " HibernateJpaDialect");
             }
             return Optional.empty();
+        }
+
+        /**
+         * Whether JPA's {@code transactionManager} may make a savepoint in a transaction it runs: only with a dialect
+         * of the application's own, as none of Spring's (the default, Hibernate's, EclipseLink's) makes one.
+         */
+        static boolean mayMakeSavepoints(PlatformTransactionManager transactionManager) {
+            return !((JpaTransactionManager) transactionManager).getJpaDialect().getClass().getName()
+                    .startsWith("org.springframework.orm.jpa.");
         }
 
         static DataSource dataSource(PlatformTransactionManager transactionManager) {

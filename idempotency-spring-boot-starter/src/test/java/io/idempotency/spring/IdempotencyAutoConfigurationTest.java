@@ -529,6 +529,17 @@ class IdempotencyAutoConfigurationTest {
     }
 
     /**
+     * NESTED, inside the request's transaction, is a savepoint: JDBC's transaction manager makes one, JPA's cannot, so
+     * there every request with a key would fail with 500, while the start and the requests without a key went well.
+     */
+    @Test
+    void aNestedHandlerStopsTheStartWhereTheTransactionManagerCannotMakeASavepoint() {
+        assertStartFails(runner.withUserConfiguration(JpaTransactions.class, NestedController.class)).contains(
+                "NestedController.create()", "propagation NESTED", "JPA's, whose dialect makes no savepoints");
+        runner.withUserConfiguration(NestedController.class).run(context -> assertThat(context).hasNotFailed());
+    }
+
+    /**
      * A lease is held only by an intent-first claim: on an endpoint left in the default mode (the mode forgotten) it
      * would be ignored, and the handler's call to a third party would run in one transaction with its claim, with no
      * intent committed before it, which nothing else would tell.
@@ -1419,6 +1430,39 @@ class IdempotencyAutoConfigurationTest {
         public String charge(@org.springframework.web.bind.annotation.RequestParam String amount,
                              @org.springframework.web.bind.annotation.RequestParam String currency) {
             return "charged";
+        }
+    }
+
+    @RestController
+    static class NestedController {
+        @PostMapping("/nested")
+        @Idempotent
+        @org.springframework.transaction.annotation.Transactional(
+                propagation = org.springframework.transaction.annotation.Propagation.NESTED)
+        public String create() {
+            return "created";
+        }
+    }
+
+    /** JPA's transactions, with Hibernate, as an application without Spring Boot's JPA set-up makes them. */
+    @Configuration(proxyBeanMethods = false)
+    static class JpaTransactions {
+        @Bean
+        org.springframework.orm.jpa.LocalContainerEntityManagerFactoryBean entityManagerFactory(DataSource dataSource) {
+            var factory = new org.springframework.orm.jpa.LocalContainerEntityManagerFactoryBean();
+            factory.setDataSource(dataSource);
+            factory.setJpaVendorAdapter(new org.springframework.orm.jpa.vendor.HibernateJpaVendorAdapter());
+            factory.setPackagesToScan("io.idempotency.spring.noentities");
+            return factory;
+        }
+
+        @Bean
+        org.springframework.orm.jpa.JpaTransactionManager transactionManager(
+                jakarta.persistence.EntityManagerFactory factory, DataSource dataSource) {
+            var transactionManager = new org.springframework.orm.jpa.JpaTransactionManager(factory);
+            transactionManager.setDataSource(dataSource);
+            transactionManager.setNestedTransactionAllowed(true); // still no savepoint: Hibernate's dialect makes none
+            return transactionManager;
         }
     }
 
