@@ -112,6 +112,17 @@ public class IdempotencyAutoConfiguration {
     IdempotencySchemaInitializer idempotencySchemaInitializer(ObjectProvider<DataSource> dataSource,
                                                               IdempotencyProperties properties,
                                                               IdempotencyStore store) {
+        if (partitioned(properties) && store instanceof PostgresIdempotencyStore
+                && !(store instanceof PartitionedPostgresIdempotencyStore)) {
+            // its claim is arbitrated by a unique index on the key, which a table partitioned by creation time cannot
+            // have: PostgreSQL would refuse every claim, and every request be answered 503
+            throw new IdempotencyConfigurationException("idempotency.retention.cleanup.mode=drop-partitions keeps the"
+                    + " records in a table partitioned by creation time, but the application's IdempotencyStore is a "
+                    + store.getClass().getName() + ", whose claims need a unique index on the key that a partitioned"
+                    + " table cannot have: every claim would fail.", "Define the store as a"
+                    + " PartitionedPostgresIdempotencyStore (with the same DataSource and table), or remove"
+                    + " idempotency.retention.cleanup.mode.");
+        }
         boolean librarysStore = store.getClass() == PostgresIdempotencyStore.class
                 || store.getClass() == PartitionedPostgresIdempotencyStore.class;
         IdempotencySchemaInitializer.Mode mode = properties.getJdbc().isInitializeSchema()

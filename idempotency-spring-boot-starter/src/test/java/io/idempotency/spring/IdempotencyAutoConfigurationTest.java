@@ -402,6 +402,29 @@ class IdempotencyAutoConfigurationTest {
                 .contains("idempotency.jdbc.table-name", "other_requests", "api_requests");
     }
 
+    /**
+     * In drop-partitions mode the table is partitioned by creation time, and no unique index can hold the key alone:
+     * a plain PostgreSQL store of the application's claims through such an index, and PostgreSQL refused every claim
+     * (no unique constraint matching its ON CONFLICT) while the application had started. The partitioned store claims.
+     */
+    @Test
+    void aPlainPostgresStoreOfTheApplicationIsRefusedInPartitionedMode() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        WebApplicationContextRunner partitioned = TestDatabases.contextRunner(database)
+                .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
+                        "idempotency.sweeper.enabled=false");
+
+        assertStartFailsWithDescription(partitioned.withUserConfiguration(StoreOnTheDefaultTable.class))
+                .contains("drop-partitions", "PostgresIdempotencyStore", "every claim would fail");
+        partitioned.withUserConfiguration(PartitionedStoreOnTheDefaultTable.class).run(context -> {
+            assertThat(context).hasNotFailed();
+            IdempotencyEngine.Start start = context.getBean(IdempotencyEngine.class).start(
+                    new io.idempotency.core.ScopedKey("", "POST /x", "k-1"), "c".repeat(64));
+            assertThat(start).isInstanceOf(IdempotencyEngine.Proceed.class);
+            ((IdempotencyEngine.Proceed) start).execution().abandon();
+        });
+    }
+
     @Test
     void refusesAStoreOfTheApplicationOnAnotherDataSource() {
         assertStartFails(runner.withUserConfiguration(ForeignStore.class))
@@ -1463,6 +1486,22 @@ class IdempotencyAutoConfigurationTest {
             transactionManager.setDataSource(dataSource);
             transactionManager.setNestedTransactionAllowed(true); // still no savepoint: Hibernate's dialect makes none
             return transactionManager;
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class StoreOnTheDefaultTable {
+        @Bean
+        IdempotencyStore idempotencyStore(javax.sql.DataSource dataSource) {
+            return new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class PartitionedStoreOnTheDefaultTable {
+        @Bean
+        IdempotencyStore idempotencyStore(javax.sql.DataSource dataSource) {
+            return new io.idempotency.jdbc.PartitionedPostgresIdempotencyStore(dataSource, "idempotency_keys");
         }
     }
 
