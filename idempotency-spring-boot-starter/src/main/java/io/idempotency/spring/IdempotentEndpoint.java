@@ -14,8 +14,10 @@ import org.springframework.expression.spel.ast.Assign;
 import org.springframework.expression.spel.ast.VariableReference;
 import org.springframework.expression.spel.standard.SpelExpression;
 import org.springframework.expression.spel.standard.SpelExpressionParser;
+import org.springframework.util.ReflectionUtils;
 
 import java.lang.reflect.Method;
+import java.lang.reflect.Modifier;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -23,6 +25,7 @@ import java.util.Collection;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.stream.Collectors;
@@ -79,6 +82,13 @@ final class IdempotentEndpoint {
                         + " every request be one fingerprint and another request be answered with the first one's"
                         + " answer. Correct the name; a parameter is known by name only when the code is compiled"
                         + " with -parameters, else as #p0, #p1…");
+            });
+            instanceNamingParameter(method, key, fingerprint).ifPresent(parameter -> {
+                throw new IllegalArgumentException("an expression is #" + parameter.getKey() + " alone, a "
+                        + parameter.getValue().getName() + ", whose toString() is Object's: it names the instance,"
+                        + " not what it holds, so every request, each retry too, would have another key or fingerprint"
+                        + " (a retry refused as a mismatch instead of answered); name the fields that identify the"
+                        + " request (#" + parameter.getKey() + ".amount, say), or give the class a toString()");
             });
             Collection<String> methods = annotation.methods().length == 0
                     ? defaultMethods : Arrays.asList(annotation.methods());
@@ -155,6 +165,51 @@ final class IdempotentEndpoint {
             }
         }
         return Optional.empty();
+    }
+
+    /**
+     * The first expression that is a parameter alone, of a class whose {@code toString()} is {@link Object}'s: its
+     * value is compared as that text (see {@link Idempotent#fingerprint()}), which names the instance, so it is another
+     * for every request. The parameter's name and class; empty if there is none.
+     */
+    private static Optional<Map.Entry<String, Class<?>>> instanceNamingParameter(Method method, Expression key,
+                                                                                 List<Expression> fingerprint) {
+        List<Expression> expressions = new ArrayList<>(fingerprint);
+        if (key != null) {
+            expressions.add(key);
+        }
+        String[] names = PARAMETER_NAMES.getParameterNames(method);
+        for (Expression expression : expressions) {
+            if (!(expression instanceof SpelExpression spel) || !(spel.getAST() instanceof VariableReference variable)) {
+                continue;
+            }
+            String name = variable.toStringAST().substring(1);
+            if (REQUEST_VARIABLES.contains(name)) {
+                continue; // the request's, even where a parameter has the name
+            }
+            for (int i = 0; i < method.getParameterCount(); i++) {
+                Class<?> type = method.getParameterTypes()[i];
+                boolean named = name.equals("p" + i) || name.equals("a" + i) || names != null && name.equals(names[i]);
+                if (named && namesTheInstance(type)) {
+                    return Optional.of(Map.entry(name, type));
+                }
+            }
+        }
+        return Optional.empty();
+    }
+
+    /**
+     * Whether the text of every value of {@code type} names the instance: a concrete class (an interface's or abstract
+     * class's values may write themselves) other than {@code Object} (which a body is bound to as maps and lists),
+     * whose {@code toString()} is {@code Object}'s.
+     */
+    private static boolean namesTheInstance(Class<?> type) {
+        if (type == Object.class || type.isInterface() || type.isArray() || type.isPrimitive()
+                || Modifier.isAbstract(type.getModifiers())) {
+            return false;
+        }
+        Method toString = ReflectionUtils.findMethod(type, "toString");
+        return toString != null && toString.getDeclaringClass() == Object.class;
     }
 
     /**

@@ -552,6 +552,20 @@ class IdempotencyAutoConfigurationTest {
     }
 
     /**
+     * A parameter alone is compared as its toString(), which for a class that keeps Object's names the instance: every
+     * retry of a request had another fingerprint and was refused as a mismatch (422) instead of answered, and with it
+     * as the key every retry ran again. A record writes what it holds, and starts.
+     */
+    @Test
+    void anExpressionThatIsAParameterWhoseTextNamesTheInstanceIsRefusedAtStartup() {
+        assertStartFails(runner.withUserConfiguration(InstanceNamingController.class)).contains(
+                "InstanceNamingController.charge(", "#charge alone", "toString()",
+                "InstanceNamingController.refund(", "#p0 alone");
+        runner.withUserConfiguration(RecordParameterController.class)
+                .run(context -> assertThat(context).hasNotFailed());
+    }
+
+    /**
      * NESTED, inside the request's transaction, is a savepoint: JDBC's transaction manager makes one, JPA's cannot, so
      * there every request with a key would fail with 500, while the start and the requests without a key went well.
      */
@@ -1452,6 +1466,46 @@ class IdempotencyAutoConfigurationTest {
                 "#params['x']", "#headers['X-Y']", "#root", "#body.lines.?[#this.qty > 0]", "(#n = 1) + #n"})
         public String charge(@org.springframework.web.bind.annotation.RequestParam String amount,
                              @org.springframework.web.bind.annotation.RequestParam String currency) {
+            return "charged";
+        }
+    }
+
+    /** A request body bound as a class that keeps Object's toString(). */
+    public static class Charge {
+        private String amount;
+
+        public String getAmount() {
+            return amount;
+        }
+
+        public void setAmount(String amount) {
+            this.amount = amount;
+        }
+    }
+
+    public record ChargeRecord(String amount) {
+    }
+
+    @RestController
+    static class InstanceNamingController {
+        @PostMapping("/charges")
+        @Idempotent(fingerprint = "#charge")
+        public String charge(@org.springframework.web.bind.annotation.RequestBody Charge charge) {
+            return "charged";
+        }
+
+        @PostMapping("/refunds")
+        @Idempotent(key = "#p0")
+        public String refund(@org.springframework.web.bind.annotation.RequestBody Charge refund) {
+            return "refunded";
+        }
+    }
+
+    @RestController
+    static class RecordParameterController {
+        @PostMapping("/charges")
+        @Idempotent(fingerprint = {"#charge", "#charge.amount"})
+        public String charge(@org.springframework.web.bind.annotation.RequestBody ChargeRecord charge) {
             return "charged";
         }
     }
