@@ -243,7 +243,8 @@ public class PostgresPartitionMaintenance {
 
     /**
      * One attached partition and its range [from, to); an end left open (MINVALUE, MAXVALUE, in a partition made
-     * elsewhere) is {@link Instant#MIN} or {@link Instant#MAX}.
+     * elsewhere) is {@link Instant#MIN} or {@link Instant#MAX}. The name is as SQL writes it: quoted where it must be,
+     * and with its schema when the search path does not find it there.
      */
     public record Partition(String name, Instant from, Instant to, boolean detachPending) {
     }
@@ -481,7 +482,9 @@ public class PostgresPartitionMaintenance {
     }
 
     private List<Partition> partitions(Connection connection) throws SQLException {
-        String sql = "SELECT c.relname, pg_get_expr(c.relpartbound, c.oid), i.inhdetachpending"
+        // the name as SQL must write it (quoted where needed, with its schema when the search path does not find it):
+        // a partition attached by someone else may be named in any case, or live in another schema
+        String sql = "SELECT c.oid::regclass::text, pg_get_expr(c.relpartbound, c.oid), i.inhdetachpending"
                 + " FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
                 + " WHERE i.inhparent = to_regclass(?) ORDER BY 2";
         List<Partition> partitions = new ArrayList<>();

@@ -143,6 +143,38 @@ class PartitionMaintenanceIntegrationTest {
         }
     }
 
+    /**
+     * A partition attached by a DBA or another tool may have a name that must be quoted in SQL, or live in another
+     * schema than the table: the records check, the detach and the drop must name it as PostgreSQL does, or every
+     * run fails on it and no expired partition is ever dropped again.
+     */
+    @Test
+    void partitionsMadeElsewhereWithAQuotedNameOrInAnotherSchemaAreDropped() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        String otherSchema = database.schema() + "_archive";
+        try (HikariDataSource dataSource = partitionedDatabase(database)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            PostgresPartitionMaintenance maintenance = hourly(dataSource, 1, Duration.ofSeconds(5));
+            try {
+                jdbc.execute("create schema " + otherSchema);
+                attachPartition(jdbc, "\"Keys_2020\"", "now() - interval '5 days'", "now() - interval '4 days'");
+                attachPartition(jdbc, otherSchema + ".keys_old", "now() - interval '3 days'",
+                        "now() - interval '2 days'");
+                insertRecord(jdbc, "quoted", "now() - interval '5 days' + interval '1 minute'");
+                insertRecord(jdbc, "elsewhere", "now() - interval '3 days' + interval '1 minute'");
+
+                PostgresPartitionMaintenance.Run run = maintenance.dropExpired(Duration.ofDays(1));
+
+                assertThat(run.dropped()).hasSize(2);
+                assertThat(maintenance.partitions()).isEmpty();
+                assertThat(jdbc.queryForObject("select count(*) from pg_class where relname in ('Keys_2020',"
+                        + " 'keys_old')", Integer.class)).as("dropped, not just detached").isZero();
+            } finally {
+                jdbc.execute("drop schema if exists " + otherSchema + " cascade");
+            }
+        }
+    }
+
     @Test
     void aDefaultPartitionMadeElsewhereCoversNowAndIsNeitherListedNorDropped() {
         try (HikariDataSource dataSource = partitionedDatabase()) {
