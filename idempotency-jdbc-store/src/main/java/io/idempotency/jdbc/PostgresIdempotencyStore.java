@@ -16,6 +16,7 @@ import java.sql.Types;
 import java.time.Duration;
 import java.util.Optional;
 import java.util.UUID;
+import java.util.concurrent.TimeUnit;
 
 /**
  * The PostgreSQL store (14 and later). All statements run on the connection of the transaction open on the current
@@ -130,7 +131,7 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
             }
             ClaimResult result;
             try {
-                result = attempt(remaining, UUID.randomUUID().toString());
+                result = attempt(remaining, UUID.randomUUID().toString(), deadline);
             } catch (DataAccessException e) {
                 if (LOCK_NOT_AVAILABLE.equals(sqlState(e))) {
                     return new ClaimResult.Busy(); // the bounded wait ran out
@@ -145,8 +146,11 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
                 + " attempts: the record keeps changing between claim and read");
     }
 
-    /** One claim attempt with {@code token}; null when the record changed under it and the claim should look again. */
-    private ClaimResult attempt(ClaimRequest request, String token) {
+    /**
+     * One claim attempt with {@code token}, its waits ending by {@code deadline} ({@link System#nanoTime()}); null when
+     * the record changed under it and the claim should look again.
+     */
+    private ClaimResult attempt(ClaimRequest request, String token, long deadline) {
         ScopedKey key = request.key();
         ClaimRow row = claimOnce(request, token);
         if (!"read committed".equals(row.isolation())) {
@@ -167,7 +171,9 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
         if (!takesOver(record, request.requestHash())) {
             return new ClaimResult.Existing(record);
         }
-        long takenOver = jdbc.queryForObject(takeOverSql, (rs, n) -> rs.getLong("taken"), waitSetting(request),
+        // bounded by what the insert's wait left: waiting the whole of it again would keep the claim twice as long
+        String wait = Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime())) + "ms";
+        long takenOver = jdbc.queryForObject(takeOverSql, (rs, n) -> rs.getLong("taken"), wait,
                 request.requestHash(), token, request.retention().toMillis(), leaseMillis(request),
                 key.caller(), key.scope(), key.key(), record.fencingToken());
         // 0: another request took the FAILED record over first: look again

@@ -3,14 +3,27 @@ package io.idempotency.jdbc;
 import com.zaxxer.hikari.HikariDataSource;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.core.ClaimRequest;
+import io.idempotency.core.ClaimResult;
+import io.idempotency.core.IdempotencyRecord;
 import io.idempotency.core.ScopedKey;
+import io.idempotency.core.Transactions;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.support.TransactionTemplate;
 
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
 import java.time.Duration;
+import java.util.Optional;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -60,6 +73,75 @@ class PostgresIdempotencyStoreIntegrationTest extends PostgresStoreContract {
                 "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1)))))
                 .isInstanceOf(IllegalStateException.class).hasMessageContaining("must run at READ COMMITTED");
         assertThat(store().find(key)).isEmpty();
+    }
+
+    /**
+     * The bounded wait covers the whole claim: a retry that waited most of it for another claim of the key, which then
+     * failed, and finds the FAILED record being taken over by a third request, waits only for what is left, not for
+     * a whole bounded wait again.
+     */
+    @Test
+    void aTakeoverAfterAWaitForTheInsertWaitsOnlyForWhatIsLeft() throws Exception {
+        ScopedKey key = newKey();
+        String hash = "d".repeat(64);
+        Duration maxWait = Duration.ofSeconds(4);
+        AtomicReference<Connection> takingOver = new AtomicReference<>();
+        // once the retry's insert has waited and it looks the committed record up, a third request holds that record
+        PostgresIdempotencyStore retryStore = new PostgresIdempotencyStore(dataSource(),
+                IdempotencySchema.DEFAULT_TABLE_NAME) {
+            @Override
+            public Optional<IdempotencyRecord> find(ScopedKey looked) {
+                if (takingOver.get() == null) {
+                    takingOver.set(lockRow(looked));
+                }
+                return super.find(looked);
+            }
+        };
+        Transactions.Transaction holder = transactions().begin();
+        ExecutorService executor = Executors.newSingleThreadExecutor();
+        try {
+            String token = ((ClaimResult.Claimed) store().claim(new ClaimRequest(key, hash, Duration.ofDays(1),
+                    Duration.ofSeconds(5)))).fencingToken();
+            long started = System.nanoTime();
+            Future<ClaimResult> retry = executor.submit(() -> retryStore.claim(new ClaimRequest(key, hash,
+                    Duration.ofDays(1), maxWait)));
+            awaitBlockedClaim();
+            Thread.sleep(3000); // most of the retry's wait
+            assertThat(store().fail(key, token)).isTrue();
+            holder.commit();
+
+            assertThat(retry.get(30, TimeUnit.SECONDS)).isInstanceOf(ClaimResult.Busy.class);
+            Duration waited = Duration.ofNanos(System.nanoTime() - started);
+            assertThat(takingOver.get()).as("the record was held when the retry tried to take it over").isNotNull();
+            assertThat(waited).as("the whole claim's wait").isLessThan(maxWait.plusMillis(1500));
+        } finally {
+            holder.rollback();
+            executor.shutdownNow();
+            if (takingOver.get() != null) {
+                takingOver.get().rollback();
+                takingOver.get().close();
+            }
+        }
+    }
+
+    /** A connection whose open transaction holds the row of {@code key} locked. */
+    private Connection lockRow(ScopedKey key) {
+        try {
+            Connection connection = dataSource().getConnection();
+            connection.setAutoCommit(false);
+            try (PreparedStatement statement = connection.prepareStatement("SELECT 1 FROM idempotency_keys"
+                    + " WHERE caller = ? AND scope = ? AND idempotency_key = ? FOR UPDATE")) {
+                statement.setString(1, key.caller());
+                statement.setString(2, key.scope());
+                statement.setString(3, key.key());
+                try (ResultSet rs = statement.executeQuery()) {
+                    assertThat(rs.next()).as("the record is there to lock").isTrue();
+                }
+            }
+            return connection;
+        } catch (SQLException e) {
+            throw new IllegalStateException(e);
+        }
     }
 
     @Override
