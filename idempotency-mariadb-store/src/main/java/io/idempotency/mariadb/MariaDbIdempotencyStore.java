@@ -198,6 +198,8 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
 
     /** Written from the database's UTC clock and compared with it; a lease counts milliseconds. */
     private static final List<String> TIME_COLUMNS = List.of("created_at", "updated_at", "expires_at", "locked_until");
+    /** The times a claim writes and the store's later changes of the record (answer, renewal) leave as they are. */
+    private static final List<String> WRITTEN_ONCE_PER_CLAIM = List.of("created_at", "expires_at");
 
     /**
      * Checks, with two catalog queries and one statement on the table as the store names it (unquoted: a word MariaDB
@@ -210,19 +212,22 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
      * {@code longblob} (or a {@code mediumblob}, 16 MB) — a {@code blob} holds 64 KB, and a larger answer would be
      * refused or, where the SQL mode is not strict, cut short and replayed so — and the stored headers a text of at
      * least 64 KB ({@code text}, {@code mediumtext}, {@code longtext}); the times {@code datetime} of at least
-     * millisecond precision, not {@code timestamp} (read in each session's time zone, and ending in 2038).
+     * millisecond precision, not {@code timestamp} (read in each session's time zone, and ending in 2038), and
+     * {@code created_at} and {@code expires_at} not {@code ON UPDATE CURRENT_TIMESTAMP} (rewritten at every change).
      */
     @Override
     public void checkTable() {
         String engine = null;
         Map<String, Column> columns = new HashMap<>();
         List<String> requiringAValue = new ArrayList<>();
+        List<String> setOnUpdate = new ArrayList<>();
         List<Map<String, Object>> found = jdbc.queryForList("SELECT t.ENGINE AS engine,"
                 + " c.COLUMN_NAME AS name, c.DATA_TYPE AS type, c.CHARACTER_MAXIMUM_LENGTH AS length,"
                 + " c.COLLATION_NAME AS collation, c.DATETIME_PRECISION AS time_precision, c.IS_NULLABLE AS nullable,"
                 // NOT NULL and filled by nothing: no default (a DEFAULT NULL reads 'NULL'), not AUTO_INCREMENT
                 + " c.IS_NULLABLE = 'NO' AND c.COLUMN_DEFAULT IS NULL AND c.EXTRA NOT LIKE '%auto_increment%'"
-                + " AND c.EXTRA NOT LIKE '%GENERATED%' AS requires_value"
+                + " AND c.EXTRA NOT LIKE '%GENERATED%' AS requires_value,"
+                + " c.EXTRA LIKE '%on update%' AS on_update"
                 + " FROM information_schema.TABLES t LEFT JOIN information_schema.COLUMNS c"
                 + " ON c.TABLE_SCHEMA = t.TABLE_SCHEMA AND c.TABLE_NAME = t.TABLE_NAME"
                 + " WHERE t.TABLE_SCHEMA = DATABASE() AND t.TABLE_NAME = ?", tableName);
@@ -241,6 +246,9 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
                         : ((Number) row.get("time_precision")).intValue(), "NO".equals(row.get("nullable"))));
                 if (row.get("requires_value") != null && ((Number) row.get("requires_value")).intValue() == 1) {
                     requiringAValue.add(((String) row.get("name")).toLowerCase(Locale.ROOT));
+                }
+                if (row.get("on_update") != null && ((Number) row.get("on_update")).intValue() == 1) {
+                    setOnUpdate.add(((String) row.get("name")).toLowerCase(Locale.ROOT));
                 }
             }
         }
@@ -316,6 +324,14 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
                     || column.precision() < 3)) {
                 problems.add(name + " is " + column + ", not datetime(6): times are UTC from the database's clock,"
                         + " and leases count milliseconds");
+            }
+        }
+        for (String name : WRITTEN_ONCE_PER_CLAIM) {
+            if (setOnUpdate.contains(name)) {
+                problems.add(name + " is ON UPDATE CURRENT_TIMESTAMP: the database would rewrite it, with the"
+                        + " session's time, at every change of the record that does not set it (the answer written, a"
+                        + " lease renewed), so a completed request's record could expire at once, and a retry run the"
+                        + " request again");
             }
         }
         IdempotencySchema.columnsAClaimLeavesEmpty(columns.entrySet().stream()

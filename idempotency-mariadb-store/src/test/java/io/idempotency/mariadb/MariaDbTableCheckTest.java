@@ -5,6 +5,7 @@ import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
 import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.ScopedKey;
+import io.idempotency.core.StoredResponse;
 import io.idempotency.spring.IdempotencyAutoConfiguration;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.EnabledIf;
@@ -18,6 +19,8 @@ import org.springframework.transaction.support.TransactionTemplate;
 
 import javax.sql.DataSource;
 import java.time.Duration;
+import java.time.Instant;
+import java.util.List;
 import java.util.function.Consumer;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -89,6 +92,39 @@ class MariaDbTableCheckTest {
                 "expires_at", "timestamp", "datetime(6)");
         refused(SCRIPT.replace("locked_until     datetime(6)", "locked_until     datetime"),
                 "locked_until", "datetime(0)", "datetime(6)");
+    }
+
+    /**
+     * A time the claim writes once, declared {@code ON UPDATE CURRENT_TIMESTAMP} (as an ORM or a habit of
+     * {@code updated_at} columns may make it), is rewritten by the database at every change that does not set it: the
+     * answer's write makes the record expire at once, cleanup deletes it, and a retry runs the request again.
+     */
+    @Test
+    void timesRewrittenOnEveryUpdateAreRefusedAtStartup() {
+        String table = SCRIPT.replace("expires_at       datetime(6)  NOT NULL,",
+                "expires_at       datetime(6)  NOT NULL ON UPDATE CURRENT_TIMESTAMP(6),");
+        HikariDataSource dataSource = TestMariaDb.newDatabase().dataSource(4);
+        new JdbcTemplate(dataSource).execute(table);
+        MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(dataSource, "api_requests");
+        TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+        transaction.setIsolationLevel(TransactionTemplate.ISOLATION_READ_COMMITTED);
+        ScopedKey key = new ScopedKey("", "POST /payments", "k-1");
+        transaction.executeWithoutResult(status -> {
+            ClaimResult claimed = store.claim(new ClaimRequest(key, "a".repeat(64), Duration.ofDays(1),
+                    Duration.ofSeconds(1)));
+            assertThat(store.complete(key, ((ClaimResult.Claimed) claimed).fencingToken(),
+                    new StoredResponse(201, List.of(), "charged".getBytes()))).isTrue();
+        });
+        assertThat(store.find(key).orElseThrow().expiresAt()).as("what the check prevents: kept a day no more")
+                .isBefore(Instant.now().plus(Duration.ofHours(20)));
+
+        refused(dataSource, "api_requests", "expires_at", "ON UPDATE");
+        refused(SCRIPT.replace("created_at       datetime(6)  NOT NULL,",
+                "created_at       datetime(6)  NOT NULL ON UPDATE CURRENT_TIMESTAMP(6),"), "created_at", "ON UPDATE");
+        HikariDataSource updatedAt = TestMariaDb.newDatabase().dataSource(4);
+        new JdbcTemplate(updatedAt).execute(SCRIPT.replace("updated_at       datetime(6)  NOT NULL,",
+                "updated_at       datetime(6)  NOT NULL ON UPDATE CURRENT_TIMESTAMP(6),"));
+        run(updatedAt, "api_requests", context -> assertThat(context).hasNotFailed());
     }
 
     /**
