@@ -701,6 +701,35 @@ class PostgresSchemaIntegrationTest {
         }
     }
 
+    /**
+     * A column of the table's own may be of a domain: one whose domain is {@code NOT NULL}, or that is {@code NOT NULL}
+     * with an explicit {@code DEFAULT NULL} (which PostgreSQL keeps for a domain, where it overrides the domain's
+     * default), gets no value from a claim either, and fails every claim just the same.
+     */
+    @Test
+    void columnsOfTheTablesOwnOfADomainThatAClaimCannotLeaveEmptyAreRefused() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("CREATE DOMAIN entity_id AS bigint NOT NULL");
+            jdbc.execute("CREATE DOMAIN tenant AS text DEFAULT 'main'");
+            jdbc.execute(IdempotencySchema.postgresql("domain_ids"));
+            jdbc.execute("ALTER TABLE domain_ids ADD COLUMN id entity_id");
+            jdbc.execute(IdempotencySchema.postgresql("null_tenants"));
+            jdbc.execute("ALTER TABLE null_tenants ADD COLUMN tenant tenant NOT NULL DEFAULT NULL");
+
+            for (String table : List.of("domain_ids", "null_tenants")) {
+                PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, table);
+                assertThatThrownBy(() -> new TransactionTemplate(new DataSourceTransactionManager(dataSource))
+                        .execute(status -> store.claim(new ClaimRequest(new ScopedKey("", "POST /x", "k-1"),
+                                "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1)))))
+                        .as("what the check prevents").hasStackTraceContaining("null value");
+            }
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "domain_ids").verify(), "id", "NOT NULL");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "null_tenants").verify(), "tenant",
+                    "NOT NULL");
+        }
+    }
+
     private static void assertWrongShape(org.assertj.core.api.ThrowableAssert.ThrowingCallable startup,
                                          String... said) {
         assertThatThrownBy(startup)

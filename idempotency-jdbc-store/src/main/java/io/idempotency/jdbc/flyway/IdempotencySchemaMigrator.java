@@ -257,10 +257,13 @@ public final class IdempotencySchemaMigrator {
             try (PreparedStatement statement = connection.prepareStatement("SELECT a.attname, format_type(a.atttypid,"
                     + " NULL), CASE WHEN NOT c.collisdeterministic THEN c.collname END,"
                     + " format_type(a.atttypid, a.atttypmod), a.atttypmod, a.attnotnull,"
-                    // NOT NULL and filled by nothing: a generated column has a default expression, an identity
-                    // none, and a column of a domain may take the domain's default
-                    + " a.attnotnull AND NOT a.atthasdef AND a.attidentity = '' AND (SELECT t.typdefaultbin IS NULL"
-                    + " FROM pg_type t WHERE t.oid = a.atttypid) FROM pg_attribute a"
+                    // NOT NULL (or of a NOT NULL domain) and filled by nothing: a generated column has a default
+                    // expression, an identity none, and a column of a domain may take the domain's default; a
+                    // DEFAULT NULL is kept for a column of a domain (it overrides the domain's default), and gives none
+                    + " (a.attnotnull OR t.typnotnull) AND a.attidentity = '' AND CASE WHEN a.atthasdef"
+                    + " THEN pg_get_expr(d.adbin, d.adrelid) ~ '^NULL(::.+)?$' ELSE t.typdefaultbin IS NULL END"
+                    + " FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid"
+                    + " LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"
                     + " LEFT JOIN pg_collation c ON c.oid = a.attcollation WHERE a.attrelid = to_regclass(?)"
                     + " AND a.attnum > 0 AND NOT a.attisdropped")) {
                 statement.setString(1, tableName);
