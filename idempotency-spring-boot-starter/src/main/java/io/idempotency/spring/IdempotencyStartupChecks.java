@@ -58,6 +58,10 @@ import org.springframework.transaction.support.ResourceTransactionManager;
 import org.springframework.util.ClassUtils;
 import org.springframework.util.ReflectionUtils;
 import org.springframework.util.StringUtils;
+import org.springframework.web.bind.annotation.ExceptionHandler;
+import org.springframework.web.bind.annotation.InitBinder;
+import org.springframework.web.bind.annotation.ModelAttribute;
+import org.springframework.web.bind.annotation.RequestMapping;
 import org.springframework.web.bind.annotation.RequestMethod;
 import org.springframework.web.bind.annotation.ResponseStatus;
 import org.springframework.web.method.HandlerMethod;
@@ -117,6 +121,9 @@ import javax.sql.DataSource;
  *       the proxy of its class cannot intercept — also a bean whose method a functional route calls;</li>
  *   <li>an {@code @Idempotent} method that Spring calls outside any request ({@code @Scheduled}, a message
  *       listener), where there is no key to take;</li>
+ *   <li>an {@code @Idempotent} method that Spring MVC calls besides the handler ({@code @ModelAttribute},
+ *       {@code @InitBinder}, {@code @ExceptionHandler}): it is never the handler, so every request it is called for
+ *       would fail;</li>
  *   <li>a {@code @Transactional} {@code @Idempotent} method whose transaction advice the application ordered
  *       before (outside) the {@code @Idempotent} advice: its transaction would be open when the advice begins the
  *       request's, which it refuses, so every request would fail;</li>
@@ -198,6 +205,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                     handlers.add(method);
                     problemWith(method).ifPresent(problems::add);
                     calledOutsideRequests(method).ifPresent(problems::add);
+                    calledBesidesTheHandler(method).ifPresent(problems::add);
                     try {
                         IdempotencyProperties settings = properties.getObject();
                         IdempotentEndpoint endpoint = IdempotentEndpoint.of(method, idempotent, settings.getMethods(),
@@ -299,6 +307,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
             }
             found++;
             calledOutsideRequests(method).ifPresent(problems::add);
+            calledBesidesTheHandler(method).ifPresent(problems::add);
             try {
                 IdempotentEndpoint endpoint = IdempotentEndpoint.of(method, idempotent, settings.getMethods(),
                         storagePolicy.getObject(), settings.getLease(), context.getEnvironment());
@@ -923,6 +932,26 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                         + " any request, where @Idempotent has no key to take, so every call would fail and its work"
                         + " would never run; remove @Idempotent and make the work idempotent with IdempotencyTemplate"
                         + " (a key of the task's or the message's own)");
+    }
+
+    /**
+     * An {@code @Idempotent} method that Spring MVC calls for requests besides their handler: a {@code @ModelAttribute}
+     * method (one that is not a handler itself) or an {@code @InitBinder} method before the handler of every request
+     * to its controller (or to every controller, on a {@code @ControllerAdvice}), an {@code @ExceptionHandler} method
+     * when a handler fails. It is never the handler, so the advice refuses it whenever the request's handler has not
+     * taken the request on: every idempotent request to the controller (its idempotent handlers' included, whose model
+     * and binder are made before they run) would fail with 500, and so would the exception handler's answer to a
+     * handler that is not idempotent.
+     */
+    static Optional<String> calledBesidesTheHandler(Method method) {
+        String annotation = AnnotatedElementUtils.hasAnnotation(method, InitBinder.class) ? "InitBinder"
+                : AnnotatedElementUtils.hasAnnotation(method, ExceptionHandler.class) ? "ExceptionHandler"
+                : AnnotatedElementUtils.hasAnnotation(method, ModelAttribute.class)
+                && !AnnotatedElementUtils.hasAnnotation(method, RequestMapping.class) ? "ModelAttribute" : null;
+        return Optional.ofNullable(annotation).map(type -> method + " is @" + type + ": Spring MVC calls it besides"
+                + " the handler of a request, never as the handler, where @Idempotent cannot take the request on, so"
+                + " every request it is called for would fail; remove @Idempotent from it, and put it on the handler"
+                + " (the @RequestMapping method)");
     }
 
     /**
