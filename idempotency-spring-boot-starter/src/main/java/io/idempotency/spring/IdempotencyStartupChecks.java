@@ -33,6 +33,7 @@ import org.springframework.context.ApplicationContext;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.core.MethodIntrospector;
 import org.springframework.core.Ordered;
+import org.springframework.core.ReactiveAdapterRegistry;
 import org.springframework.core.ResolvableType;
 import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.core.annotation.AnnotationUtils;
@@ -95,8 +96,9 @@ import javax.sql.DataSource;
  * ({@link IdempotentMethods}), and refuses to start an application whose endpoints could not keep their promise:
  * <ul>
  *   <li>an async return type ({@code DeferredResult}, {@code Callable}, {@code CompletableFuture},
- *       {@code StreamingResponseBody}, {@code ResponseBodyEmitter}/SSE, reactive types): the answer would be written
- *       on another thread, after the transaction had to end;</li>
+ *       {@code StreamingResponseBody}, {@code ResponseBodyEmitter}/SSE, reactive types, also any other type Spring's
+ *       {@code ReactiveAdapterRegistry} adapts, such as {@code java.util.concurrent.Flow.Publisher}): the answer would
+ *       be written on another thread, after the transaction had to end;</li>
  *   <li>a primitive return type: a replayed request returns without running the method;</li>
  *   <li>a {@code @ResponseStatus} with a reason and an error status: Spring MVC answers with {@code sendError},
  *       whose error page cannot be stored, so every request would be rolled back;</li>
@@ -976,7 +978,9 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 }
             }
         }
-        return false;
+        // any other type Spring MVC adapts as a reactive one, found as it finds them: java.util.concurrent.Flow.Publisher,
+        // say, which it adapts through reactive-streams' FlowAdapters when Reactor is absent
+        return ReactiveAdapterRegistry.getSharedInstance().getAdapter(type) != null;
     }
 
     /**

@@ -243,7 +243,7 @@ class IdempotencyAutoConfigurationTest {
     void refusesAsyncReturnTypesOnIdempotentEndpoints() {
         assertStartFails(runner.withUserConfiguration(AsyncController.class))
                 .contains("deferred", "callable", "future", "streaming", "sse", "primitive", "rxSingle", "mutinyUni",
-                        "suspended")
+                        "suspended", "flowPublisher", "Flow$Publisher")
                 .doesNotContain("fine");
     }
 
@@ -1788,6 +1788,13 @@ class IdempotencyAutoConfigurationTest {
         @Idempotent
         public io.smallrye.mutiny.Uni<String> mutinyUni() {
             return io.smallrye.mutiny.Uni.createFrom().item("x");
+        }
+
+        /** Adapted by Spring MVC's ReactiveAdapterRegistry (without Reactor, through reactive-streams' FlowAdapters). */
+        @PostMapping("/flow-publisher")
+        @Idempotent
+        public java.util.concurrent.Flow.Publisher<String> flowPublisher() {
+            return new java.util.concurrent.SubmissionPublisher<>();
         }
 
         /** How a Kotlin {@code suspend fun suspended(): String} looks from Java. */
