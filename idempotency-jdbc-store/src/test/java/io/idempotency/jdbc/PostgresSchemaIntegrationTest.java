@@ -405,6 +405,36 @@ class PostgresSchemaIntegrationTest {
     }
 
     /**
+     * A unique index that a concurrent build left invalid (it met duplicates, removed since) is no key: PostgreSQL
+     * never arbitrates {@code ON CONFLICT} with it. Taken for the key, it let the application start, and every claim
+     * then failed.
+     */
+    @Test
+    void aUniqueKeyLeftInvalidByAFailedConcurrentBuildIsRefused() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute(IdempotencySchema.postgresql("invalid_key").replace(
+                    "CONSTRAINT invalid_key_pkey PRIMARY KEY (caller, scope, idempotency_key),", ""));
+            String row = "('', 'POST /x', 'k-%s', 'SUCCEEDED', '" + "c".repeat(64) + "',"
+                    + " gen_random_uuid(), 201, now() + interval '1 day')";
+            jdbc.execute("insert into invalid_key (caller, scope, idempotency_key, status, request_hash,"
+                    + " fencing_token, response_status, expires_at) values " + row.formatted("dup") + ", "
+                    + row.formatted("dup"));
+            assertThatThrownBy(() -> jdbc.execute("create unique index concurrently invalid_key_unique"
+                    + " on invalid_key (caller, scope, idempotency_key)")).hasMessageContaining("duplicated");
+            jdbc.execute("delete from invalid_key");
+
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "invalid_key").verify(),
+                    "no unique key on (caller, scope, idempotency_key)");
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "invalid_key");
+            assertThatThrownBy(() -> new TransactionTemplate(new DataSourceTransactionManager(dataSource))
+                    .execute(status -> store.claim(new ClaimRequest(new ScopedKey("", "POST /x", "k-invalid"),
+                            "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1)))))
+                    .as("what the check prevents").hasStackTraceContaining("ON CONFLICT");
+        }
+    }
+
+    /**
      * The partitioned table must be partitioned by range of {@code created_at}: claims put their records by it, and the
      * partitions are made and dropped by it. One partitioned otherwise — by {@code expires_at}, as natural a choice for
      * retention — was adopted: the application started, made partitions for the coming days, and every claim failed,

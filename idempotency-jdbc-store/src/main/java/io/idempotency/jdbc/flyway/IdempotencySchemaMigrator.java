@@ -287,10 +287,11 @@ public final class IdempotencySchemaMigrator {
             }
             // what the plain store's INSERT … ON CONFLICT (caller, scope, idempotency_key) needs: a unique key on
             // exactly these columns, and none of them deferrable — PostgreSQL refuses to arbitrate with a deferrable
-            // one, even beside an immediate one, so every claim would fail
+            // one, even beside an immediate one, so every claim would fail. An invalid index (a concurrent build that
+            // failed) it never arbitrates with
             try (PreparedStatement statement = connection.prepareStatement("SELECT coalesce(bool_or(i.indimmediate),"
                     + " false), coalesce(bool_or(NOT i.indimmediate), false) FROM pg_index i"
-                    + " WHERE i.indrelid = to_regclass(?) AND i.indisunique AND i.indpred IS NULL"
+                    + " WHERE i.indrelid = to_regclass(?) AND i.indisunique AND i.indisvalid AND i.indpred IS NULL"
                     + " AND i.indexprs IS NULL AND i.indnkeyatts = 3 AND (SELECT array_agg(a.attname::text ORDER BY"
                     + " a.attname) FROM pg_attribute a WHERE a.attrelid = i.indrelid AND a.attnum = ANY"
                     + " ((i.indkey::int2[])[0:2])) = ARRAY['caller', 'idempotency_key', 'scope']")) {
