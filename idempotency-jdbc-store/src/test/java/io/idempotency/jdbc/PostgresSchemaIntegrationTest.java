@@ -435,6 +435,41 @@ class PostgresSchemaIntegrationTest {
     }
 
     /**
+     * A table a DBA made from the script, granting the application's role too little on it: without UPDATE every claim
+     * is inserted, its handler runs, and the answer cannot be recorded (500, nothing kept), request after request.
+     */
+    @Test
+    void aTableTheApplicationsRoleMayNotUpdateIsRefused() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        String role = "idempotency_" + database.schema() + "_app";
+        try (HikariDataSource owner = database.dataSource(1)) {
+            JdbcTemplate jdbc = new JdbcTemplate(owner);
+            jdbc.execute(IdempotencySchema.postgresql("idempotency_keys"));
+            jdbc.execute("create role " + role);
+            try {
+                jdbc.execute("grant usage on schema " + database.schema() + " to " + role);
+                jdbc.execute("grant select, insert on idempotency_keys to " + role);
+                try (HikariDataSource application = database.dataSource(2,
+                        config -> config.setConnectionInitSql("set role " + role))) {
+                    assertThatThrownBy(() -> new IdempotencySchemaMigrator(application, "idempotency_keys").verify())
+                            .isInstanceOfSatisfying(io.idempotency.jdbc.flyway.IdempotencySchemaException.class,
+                                    e -> assertThat(e.problem()).isEqualTo(io.idempotency.jdbc.flyway
+                                            .IdempotencySchemaException.Problem.NOT_PERMITTED))
+                            .hasMessageContaining(role).hasMessageContaining("UPDATE");
+                }
+                jdbc.execute("grant update on idempotency_keys to " + role);
+                try (HikariDataSource application = database.dataSource(2,
+                        config -> config.setConnectionInitSql("set role " + role))) {
+                    new IdempotencySchemaMigrator(application, "idempotency_keys").verify();
+                }
+            } finally {
+                jdbc.execute("drop owned by " + role);
+                jdbc.execute("drop role " + role);
+            }
+        }
+    }
+
+    /**
      * The partitioned table must be partitioned by range of {@code created_at}: claims put their records by it, and the
      * partitions are made and dropped by it. One partitioned otherwise — by {@code expires_at}, as natural a choice for
      * retention — was adopted: the application started, made partitions for the coming days, and every claim failed,

@@ -106,6 +106,8 @@ class IdempotencySchemaInitializer implements InitializingBean {
             case NOT_POSTGRESQL -> "Keep the idempotency records in PostgreSQL (define the IdempotencyStore on a"
                     + " PostgreSQL DataSource, as the README describes for applications with several databases), or"
                     + " bring an IdempotencyStore for this database.";
+            case NOT_PERMITTED -> "Grant the application's database role SELECT, INSERT, UPDATE and DELETE (which"
+                    + " releases intent-first claims and removes expired records) on the table.";
         };
     }
 }

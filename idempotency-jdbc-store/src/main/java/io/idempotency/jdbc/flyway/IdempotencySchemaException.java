@@ -19,7 +19,9 @@ public final class IdempotencySchemaException extends IllegalStateException {
         /** It does not exist, although its migration history says it was created. */
         MISSING_DESPITE_HISTORY,
         /** The database is not PostgreSQL. */
-        NOT_POSTGRESQL
+        NOT_POSTGRESQL,
+        /** The application's database role may not read, insert or update the table's records. */
+        NOT_PERMITTED
     }
 
     private final Problem problem;

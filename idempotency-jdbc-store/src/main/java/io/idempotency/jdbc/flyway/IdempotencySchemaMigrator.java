@@ -250,6 +250,8 @@ public final class IdempotencySchemaMigrator {
         boolean deferrableKey;
         String partitionKey;
         List<String> narrowKeys = new ArrayList<>();
+        String role = null;
+        List<String> denied = new ArrayList<>();
         try (Connection connection = dataSource.getConnection()) {
             // the type without its modifier: a precision (timestamptz(6), as Hibernate's DDL writes it) is no other type
             // and the collation of a text column whose equality is not byte for byte (case-insensitive, say); then
@@ -330,6 +332,20 @@ public final class IdempotencySchemaMigrator {
                     partitionKey = rs.getString(1);
                 }
             }
+            // every request reads, inserts and updates a record: a table made by a DBA who granted the application's
+            // role too little would fail each request (without UPDATE, once its handler had run). A grant on some
+            // columns counts
+            try (PreparedStatement statement = connection.prepareStatement("SELECT current_user, privilege FROM"
+                    + " unnest(ARRAY['SELECT', 'INSERT', 'UPDATE']) WITH ORDINALITY AS p(privilege, n)"
+                    + " WHERE NOT has_any_column_privilege(to_regclass(?), privilege) ORDER BY n")) {
+                statement.setString(1, tableName);
+                try (ResultSet rs = statement.executeQuery()) {
+                    while (rs.next()) {
+                        role = rs.getString(1);
+                        denied.add(rs.getString(2));
+                    }
+                }
+            }
         } catch (SQLException e) {
             throw new IllegalStateException("could not inspect table " + tableName, e);
         }
@@ -399,6 +415,11 @@ public final class IdempotencySchemaMigrator {
             throw new IdempotencySchemaException(IdempotencySchemaException.Problem.WRONG_SHAPE, "table " + tableName
                     + " is not the library's idempotency table: " + String.join("; ", problems) + ". Create it from "
                     + script() + ".");
+        }
+        if (!denied.isEmpty()) {
+            throw new IdempotencySchemaException(IdempotencySchemaException.Problem.NOT_PERMITTED, "table "
+                    + tableName + " may not be used by the application's database role " + role + ": it lacks "
+                    + String.join(", ", denied) + " on it, and every request reads, inserts and updates its record");
         }
     }
 
