@@ -435,6 +435,26 @@ class PostgresSchemaIntegrationTest {
     }
 
     /**
+     * An unlogged table (made so for speed) is emptied by PostgreSQL after a crash of the server and is not replicated
+     * to standbys: after either, or a failover, every stored answer is gone and each retry runs its request again.
+     */
+    @Test
+    void anUnloggedTableIsRefused() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute(IdempotencySchema.postgresql("unlogged_keys"));
+            jdbc.execute("alter table unlogged_keys set unlogged");
+
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "unlogged_keys").verify(),
+                    "unlogged");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "unlogged_keys").migrate(),
+                    "unlogged");
+            jdbc.execute("alter table unlogged_keys set logged");
+            new IdempotencySchemaMigrator(dataSource, "unlogged_keys").verify();
+        }
+    }
+
+    /**
      * A table a DBA made from the script, granting the application's role too little on it: without UPDATE every claim
      * is inserted, its handler runs, and the answer cannot be recorded (500, nothing kept), request after request.
      */

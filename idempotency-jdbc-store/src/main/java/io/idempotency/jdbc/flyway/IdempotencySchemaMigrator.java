@@ -249,6 +249,7 @@ public final class IdempotencySchemaMigrator {
         boolean uniqueKey;
         boolean deferrableKey;
         String partitionKey;
+        boolean unlogged;
         List<String> narrowKeys = new ArrayList<>();
         String role = null;
         List<String> denied = new ArrayList<>();
@@ -332,6 +333,14 @@ public final class IdempotencySchemaMigrator {
                     partitionKey = rs.getString(1);
                 }
             }
+            // an unlogged table is emptied after a crash of the server and not replicated: every stored answer lost
+            try (PreparedStatement statement = connection.prepareStatement(
+                    "SELECT relpersistence = 'u' FROM pg_class WHERE oid = to_regclass(?)")) {
+                statement.setString(1, tableName);
+                try (ResultSet rs = statement.executeQuery()) {
+                    unlogged = rs.next() && rs.getBoolean(1);
+                }
+            }
             // every request reads, inserts and updates a record: a table made by a DBA who granted the application's
             // role too little would fail each request (without UPDATE, once its handler had run). A grant on some
             // columns counts
@@ -399,6 +408,10 @@ public final class IdempotencySchemaMigrator {
         }
         IdempotencySchema.columnsAClaimLeavesEmpty(notNull).ifPresent(problems::add);
         IdempotencySchema.columnsNoClaimFills(requiringAValue).ifPresent(problems::add);
+        if (unlogged) {
+            problems.add("it is unlogged: PostgreSQL empties it after a crash of the server and does not replicate it"
+                    + " to standbys, so every stored answer would be lost and each retry run its request again");
+        }
         if (partitioned && !PARTITION_KEY.equals(partitionKey)) {
             problems.add("it is partitioned by " + partitionKey + ", not " + PARTITION_KEY + ": claims put their"
                     + " records, and partitions are made and dropped, by creation time");
