@@ -465,7 +465,9 @@ public final class IdempotencyEngine {
                 downstreamKey(key), stale.requestHash(), stale.createdAt(), stale.lockedUntil(), true), holding, store,
                 token, defaultPolicy, maxStoredBodySize);
         if (resolution instanceof StaleClaimResolver.Complete complete) {
-            if (!store.complete(key, token, complete.response())) {
+            // recorded also when the request was interrupted after the resolver had decided (the application stops):
+            // lost, the decision would be asked for again only once this request's lease had run out
+            if (!Leases.uninterrupted(() -> store.complete(key, token, complete.response()))) {
                 return null;
             }
             logResolved(key, "completed with the resolver's answer, which the retry is answered with");

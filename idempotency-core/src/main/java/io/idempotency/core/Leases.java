@@ -5,6 +5,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
 
 /** Keeps a claim's lease while its holder works: a handler, or a resolver asked about a stale claim. */
 final class Leases {
@@ -60,6 +61,23 @@ final class Leases {
         // which would not be free to hand back on when there is only one
         synchronized (holding) {
             endLease(store, key, token, failure);
+        }
+    }
+
+    /**
+     * {@code write} run without the thread's interrupt, which it keeps: for a decision already made (a resolver's
+     * answer), which an interrupt that came after it (the application stopping) must not lose. A pool refuses an
+     * interrupted thread a connection at once when none is free (HikariCP does), rather than wait the moment it takes
+     * for one.
+     */
+    static boolean uninterrupted(BooleanSupplier write) {
+        boolean interrupted = Thread.interrupted();
+        try {
+            return write.getAsBoolean();
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
         }
     }
 

@@ -181,12 +181,14 @@ public final class StaleClaimSweeper {
                     progress.unresolved(failure);
                     continue;
                 }
+                // recorded also when the sweep was interrupted after the resolver had decided (the application
+                // stops): lost, the decision would be asked for again only once this sweeper's lease had run out
                 if (resolution instanceof StaleClaimResolver.Complete complete) {
-                    if (store.complete(stale.key(), token.get(), complete.response())) {
+                    if (Leases.uninterrupted(() -> store.complete(stale.key(), token.get(), complete.response()))) {
                         completed++;
                         progress.resolved(stale.key(), true);
                     }
-                } else if (store.fail(stale.key(), token.get())) {
+                } else if (Leases.uninterrupted(() -> store.fail(stale.key(), token.get()))) {
                     failed++;
                     progress.resolved(stale.key(), false);
                 }

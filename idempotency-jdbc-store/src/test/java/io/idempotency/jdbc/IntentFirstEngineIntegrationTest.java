@@ -119,6 +119,104 @@ class IntentFirstEngineIntegrationTest {
         }
     }
 
+    /**
+     * The application stops (the sweep is interrupted) just as the resolver has its answer from the third party, while
+     * every connection of the pool is in use for a moment (requests draining): the answer is recorded all the same once
+     * a connection is free, not lost with the claim held by the sweeper until its lease runs out.
+     */
+    @Test
+    void aResolversAnswerDespiteTheInterruptIsRecordedWhenThePoolIsBusyForAMoment() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            leaveAStaleClaim(dataSource, store, key, Duration.ofMillis(200));
+            StoredResponse charged = new StoredResponse(201, List.of(), "charged".getBytes(StandardCharsets.UTF_8));
+            StaleClaimResolver answering = claim -> {
+                busyForAMoment(dataSource);
+                Thread.currentThread().interrupt(); // the application stops as the third party answers
+                return StaleClaimResolver.Resolution.complete(charged);
+            };
+            StaleClaimSweeper sweeper = new StaleClaimSweeper(store, answering, new DownstreamKeys("secret"),
+                    Duration.ofMinutes(1), 100);
+            CompletableFuture<Object> swept = new CompletableFuture<>();
+            CompletableFuture<Boolean> stillInterrupted = new CompletableFuture<>();
+            Thread sweeping = new Thread(() -> {
+                try {
+                    swept.complete(sweeper.sweep());
+                } catch (Throwable e) {
+                    swept.complete(e);
+                }
+                stillInterrupted.complete(Thread.currentThread().isInterrupted());
+            });
+            sweeping.start();
+
+            assertThat(swept.get(10, TimeUnit.SECONDS)).isInstanceOf(StaleClaimSweeper.Sweep.class)
+                    .extracting(sweep -> ((StaleClaimSweeper.Sweep) sweep).completed()).isEqualTo(1);
+            assertThat(stillInterrupted.get(10, TimeUnit.SECONDS)).as("the interrupt is kept").isTrue();
+            assertThat(store.find(key).orElseThrow().status()).isEqualTo(RecordStatus.SUCCEEDED);
+            assertThat(store.find(key).orElseThrow().response()).isEqualTo(charged);
+        }
+    }
+
+    /**
+     * As above, for a retry that asked the resolver about the stale claim: the answer is recorded and replayed to it,
+     * not thrown away as a failure of the database, with the claim held under the retry's lease until it runs out.
+     */
+    @Test
+    void aRetrysResolverAnswerDespiteTheInterruptIsRecordedWhenThePoolIsBusyForAMoment() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            leaveAStaleClaim(dataSource, store, key, Duration.ofMillis(200));
+            StoredResponse charged = new StoredResponse(201, List.of(), "charged".getBytes(StandardCharsets.UTF_8));
+            IdempotencyEngine stopping = engine(dataSource, store, claim -> {
+                busyForAMoment(dataSource);
+                Thread.currentThread().interrupt(); // the server stops the request as the third party answers
+                return StaleClaimResolver.Resolution.complete(charged);
+            });
+            CompletableFuture<Object> started = new CompletableFuture<>();
+            Thread retry = new Thread(() -> {
+                try {
+                    started.complete(stopping.start(key, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofMinutes(1)));
+                } catch (Throwable e) {
+                    started.complete(e);
+                }
+            });
+            retry.start();
+
+            assertThat(started.get(10, TimeUnit.SECONDS)).isEqualTo(new IdempotencyEngine.Replay(charged));
+            assertThat(store.find(key).orElseThrow().status()).isEqualTo(RecordStatus.SUCCEEDED);
+            stopping.shutdown();
+        }
+    }
+
+    /** Takes every connection of the pool {@code dataSource}, and gives them back 300 ms later. */
+    private static void busyForAMoment(HikariDataSource dataSource) {
+        List<java.sql.Connection> busy = new ArrayList<>();
+        try {
+            for (int i = 0; i < dataSource.getMaximumPoolSize(); i++) {
+                busy.add(dataSource.getConnection());
+            }
+        } catch (java.sql.SQLException e) {
+            throw new IllegalStateException(e);
+        }
+        Thread freeing = new Thread(() -> {
+            try {
+                Thread.sleep(300);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            for (java.sql.Connection connection : busy) {
+                try {
+                    connection.close();
+                } catch (java.sql.SQLException e) {
+                    throw new IllegalStateException(e);
+                }
+            }
+        });
+        freeing.start();
+    }
+
     @Test
     void aSweeperHoldsTheClaimWhileItsResolverIsSlowerThanTheLease() throws Exception {
         try (HikariDataSource dataSource = database(null)) {
