@@ -6,8 +6,9 @@ import java.util.function.Supplier;
 
 /**
  * What a handler running under idempotency can know about its request: the key, and the key to send to third
- * parties. Available on the handler's thread while it runs ({@link #current()}). Not thread-safe; do not keep it
- * beyond the handler's return.
+ * parties. Available on the handler's thread while it runs ({@link #current()}), and while its transaction commits:
+ * to the callbacks of that commit (a {@code BEFORE_COMMIT} listener writing an outbox row, the entity listeners of the
+ * flush it makes). Not thread-safe; do not keep it beyond the handler's return.
  */
 public final class IdempotencyContext {
 

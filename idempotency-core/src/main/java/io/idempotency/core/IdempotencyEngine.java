@@ -933,22 +933,29 @@ public final class IdempotencyEngine {
                 boolean[] lost = new boolean[1];
                 transactionEnded = true; // a failed commit rolls back by itself
                 try {
-                    transaction.commit(() -> {
-                        // renewed until now: the callbacks before it may take their time (a slow BEFORE_COMMIT
-                        // listener), and the claim, whose row this transaction does not hold yet, stays its holder's
-                        stopRenewal();
-                        boolean completed;
-                        try {
-                            completed = store.complete(key, fencingToken, response);
-                        } catch (Throwable e) { // an error too: the transaction must still be rolled back
-                            refused[0] = e;
-                            throw e;
-                        }
-                        if (!completed) {
-                            lost[0] = true;
-                            throw new IllegalStateException("the claim on " + key
-                                    + " was lost before it could complete");
-                        }
+                    // under the handler's context: the callbacks before the commit are the handler's too (the
+                    // outbox row its event's BEFORE_COMMIT listener writes with the downstream key, the entity
+                    // listeners of the flush at the commit)
+                    context().runWith(() -> {
+                        transaction.commit(() -> {
+                            // renewed until now: the callbacks before it may take their time (a slow
+                            // BEFORE_COMMIT listener), and the claim, whose row this transaction does not hold yet,
+                            // stays its holder's
+                            stopRenewal();
+                            boolean completed;
+                            try {
+                                completed = store.complete(key, fencingToken, response);
+                            } catch (Throwable e) { // an error too: the transaction must still be rolled back
+                                refused[0] = e;
+                                throw e;
+                            }
+                            if (!completed) {
+                                lost[0] = true;
+                                throw new IllegalStateException("the claim on " + key
+                                        + " was lost before it could complete");
+                            }
+                        });
+                        return null;
                     });
                 } catch (RuntimeException e) {
                     if (refused[0] != null) {

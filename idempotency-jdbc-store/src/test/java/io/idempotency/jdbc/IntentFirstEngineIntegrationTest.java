@@ -1304,6 +1304,43 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
+     * The outbox the documentation describes: a row written by a callback before the commit of the work's transaction
+     * (a {@code @TransactionalEventListener(phase = BEFORE_COMMIT)} of the work's event) joins that transaction, and
+     * keeps the downstream key, which the callback reads from the work's context. It is the work's transaction, so
+     * its context: without it, every execution fails at the commit and keeps nothing.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"ONE_TRANSACTION", "INTENT_FIRST"})
+    void aCallbackBeforeTheCommitSeesTheWorksContext(IdempotencyMode mode) throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table outbox (id bigserial primary key, downstream_key text not null)");
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyEngine engine = engine(dataSource, store, StaleClaimResolver.RERUN);
+            IdempotencyTemplate template = new IdempotencyTemplate(engine);
+            ScopedKey key = new ScopedKey("", "events", UUID.randomUUID().toString());
+
+            IdempotencyTemplate.Result result = template.execute(key, "m-1".getBytes(StandardCharsets.UTF_8), mode,
+                    Duration.ofMinutes(1), () -> {
+                        TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
+                            @Override
+                            public void beforeCommit(boolean readOnly) {
+                                jdbc.update("insert into outbox (downstream_key) values (?)",
+                                        io.idempotency.core.IdempotencyContext.require().downstreamKey());
+                            }
+                        });
+                        return "applied".getBytes(StandardCharsets.UTF_8);
+                    });
+
+            assertThat(result.replayed()).isFalse();
+            assertThat(jdbc.queryForList("select downstream_key from outbox", String.class))
+                    .containsExactly(engine.downstreamKey(key));
+            assertThat(store.find(key).orElseThrow().status()).isEqualTo(RecordStatus.SUCCEEDED);
+            engine.shutdown();
+        }
+    }
+
+    /**
      * A message without a body (a Kafka tombstone, an AMQP message with only headers) is executed with a null input:
      * it is the empty input, so its redelivery is a replay, not a failure before the work could even be claimed.
      */

@@ -59,8 +59,8 @@ class JpaCommitTimeIntegrationTest extends JpaHttpTest {
         assertThat(record(key)).isNull();
         assertThat(CommitTimeController.HEARD).filteredOn(heard -> heard.contains(" " + reference))
                 .as("before-commit listeners ran in each attempt, after-commit ones never")
-                .containsExactly("before-commit " + reference + " -", "after-rollback " + reference,
-                        "before-commit " + reference + " -", "after-rollback " + reference);
+                .containsExactly("before-commit " + reference + " " + key, "after-rollback " + reference,
+                        "before-commit " + reference + " " + key, "after-rollback " + reference);
     }
 
     /** After-commit listeners run once, after the real commit; a replay commits nothing and runs none. */
@@ -76,7 +76,7 @@ class JpaCommitTimeIntegrationTest extends JpaHttpTest {
         assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
         assertThat(replay.body()).isEqualTo(first.body());
         assertThat(CommitTimeController.HEARD).filteredOn(heard -> heard.contains(" " + reference))
-                .containsExactly("before-commit " + reference + " -", "after-commit " + reference);
+                .containsExactly("before-commit " + reference + " " + key, "after-commit " + reference);
         assertThat(purchases(reference)).isEqualTo(1);
         assertThat(record(key)).isEqualTo("SUCCEEDED 201");
     }
