@@ -44,9 +44,9 @@ public class CommitFailedException extends RuntimeException {
      * refused it (a deferred constraint, a serialization failure: an SQLSTATE outside class 08, "connection
      * exception"), nor when the failure names no database error at all: the transaction manager then rolled back
      * without asking the database to commit (a transaction marked rollback-only), or the database committed and what
-     * failed came after it (an ORM's after-completion callback), which the engine tells from the record it reads back
-     * ({@link #namesNoDatabaseError}). Otherwise — the connection was lost, or the rollback after the failure failed
-     * too, which hides the commit's own exception — the outcome is unknown.
+     * failed came after it (an ORM's after-completion callback, which may fail on a statement of its own too). The
+     * engine tells these apart from the record it reads back. Otherwise — the connection was lost, or the rollback
+     * after the failure failed too, which hides the commit's own exception — the outcome is unknown.
      */
     static boolean mayHaveCommitted(Throwable failure) {
         boolean fromTheDatabase = false;
@@ -59,15 +59,5 @@ public class CommitFailedException extends RuntimeException {
             }
         }
         return fromTheDatabase;
-    }
-
-    /** Whether no {@link SQLException} is among the causes of {@code failure}: the database itself refused nothing. */
-    static boolean namesNoDatabaseError(Throwable failure) {
-        for (Throwable cause = failure; cause != null; cause = cause.getCause() == cause ? null : cause.getCause()) {
-            if (cause instanceof SQLException) {
-                return false;
-            }
-        }
-        return true;
     }
 }

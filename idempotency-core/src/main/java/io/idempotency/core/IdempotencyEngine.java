@@ -976,12 +976,13 @@ public final class IdempotencyEngine {
                     // unless it was refused or never asked for, the commit may have happened: a retry finds the
                     // answer or nothing
                     boolean mayHaveCommitted = CommitFailedException.mayHaveCommitted(e);
-                    if (mayHaveCommitted || !CommitFailedException.namesNoDatabaseError(e) || !completedAllTheSame(e)) {
+                    if (mayHaveCommitted || !completedAllTheSame(e)) {
                         throw new CommitFailedException(key, e, mayHaveCommitted);
                     }
                     // the database committed; what failed came after it, in the transaction manager's own completion
                     // (a JPA provider's after-completion callback: Hibernate's post-commit listeners), which reports
-                    // a failed commit all the same. The request's effects and its answer are kept, so the answer
+                    // a failed commit all the same — also when the callback's own statement failed, whose database
+                    // error is not the commit's. The request's effects and its answer are kept, so the answer
                     // stands: reporting a failed commit would tell the client that nothing was kept
                     log.log(System.Logger.Level.ERROR, () -> "A failure followed the commit of the execution for "
                             + key + " in the database; its effects and answer are kept", e);
@@ -1042,9 +1043,11 @@ public final class IdempotencyEngine {
 
         /**
          * Whether the record of this execution's claim is committed with its answer, read back after a commit that
-         * failed without naming a database error: either the transaction manager rolled back without asking the
-         * database to commit (a transaction marked rollback-only), and the claim was rolled back with it (or, intent
-         * first, is still PROCESSING), or the database committed and something after it failed. Only this claim's
+         * failed with no lost connection: either the database refused it (a deferred constraint), or the transaction
+         * manager rolled back without asking the database to commit (a transaction marked rollback-only), and the
+         * claim was rolled back with it (or, intent first, is still PROCESSING), or the database committed and
+         * something after it failed (a post-commit callback, whose failure may name a database error of its own: a
+         * statement it made that failed). Only this claim's
          * token tells the two apart: another attempt may have completed the key since. A read that fails tells nothing,
          * and the commit is taken as failed, as before the read.
          */

@@ -314,10 +314,12 @@ class IdempotencyEngineTest {
         assertThatExceptionOfType(CommitFailedException.class).isThrownBy(() -> execution.finish(CREATED));
     }
 
+    /** A database error is not always the commit's (a post-commit listener's own statement): read back, not kept. */
     @Test
-    void aCommitTheDatabaseRefusedIsNotReadBack() {
+    void aCommitTheDatabaseRefusedIsAFailedCommit() {
         IdempotencyEngine.Execution execution = proceed("token-1");
         transactions.commitFailure = new RuntimeException(new java.sql.SQLException("refused", "23514"));
+        store.records = key -> Optional.empty();
 
         assertThatExceptionOfType(CommitFailedException.class).isThrownBy(() -> execution.finish(CREATED));
     }

@@ -108,6 +108,21 @@ class JpaCommitTimeIntegrationTest extends JpaHttpTest {
         assertThat(PostCommitAnnouncements.ANNOUNCED).as("the listener ran after the commit").contains(reference);
     }
 
+    /**
+     * A Hibernate post-commit listener fails on a statement of its own that the database refuses (an announcement
+     * written to a table that is not there), after the database committed the purchase and its answer: that failure
+     * names a database error, but not the commit's, so the client gets the answer all the same.
+     */
+    @Test
+    void aPostCommitListenerFailingOnItsOwnStatementDoesNotTurnACommittedPurchaseIntoAFailure() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String reference = "post-commit-sql-" + key;
+
+        assertThePurchaseIsKeptAndIsTheAnswer("/commit-time/purchases", key, reference,
+                "fails-after-commit-in-the-database");
+        assertThat(PostCommitAnnouncements.ANNOUNCED).as("the listener ran after the commit").contains(reference);
+    }
+
     /** A first attempt and its retry: one purchase, committed with its answer, which both get. */
     private void assertThePurchaseIsKeptAndIsTheAnswer(String path, String key, String reference, String item)
             throws Exception {

@@ -11,13 +11,18 @@ import org.springframework.boot.hibernate.autoconfigure.HibernatePropertiesCusto
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 
+import javax.sql.DataSource;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 
 /**
  * A Hibernate post-commit listener of the kind an application announces its new rows with (a message sent once the
  * purchase is kept). Hibernate calls it after the database committed; for a purchase noted "fails-after-commit" it
- * fails, as when the broker is down.
+ * fails, as when the broker is down, and for one noted "fails-after-commit-in-the-database" it fails on a statement
+ * the database refuses (its announcement written to a table that is not there).
  */
 @Configuration(proxyBeanMethods = false)
 public class PostCommitAnnouncements {
@@ -26,14 +31,14 @@ public class PostCommitAnnouncements {
     public static final List<String> ANNOUNCED = new CopyOnWriteArrayList<>();
 
     @Bean
-    HibernatePropertiesCustomizer postCommitAnnouncer() {
+    HibernatePropertiesCustomizer postCommitAnnouncer(DataSource dataSource) {
         Integrator integrator = new Integrator() {
             @Override
             public void integrate(org.hibernate.boot.Metadata metadata,
                                   org.hibernate.boot.spi.BootstrapContext bootstrapContext,
                                   org.hibernate.engine.spi.SessionFactoryImplementor sessionFactory) {
                 sessionFactory.getEventListenerRegistry()
-                        .appendListeners(EventType.POST_COMMIT_INSERT, new Announcer());
+                        .appendListeners(EventType.POST_COMMIT_INSERT, new Announcer(dataSource));
             }
         };
         return properties -> properties.put("hibernate.integrator_provider",
@@ -42,6 +47,12 @@ public class PostCommitAnnouncements {
 
     static final class Announcer implements PostCommitInsertEventListener {
 
+        private final DataSource dataSource;
+
+        Announcer(DataSource dataSource) {
+            this.dataSource = dataSource;
+        }
+
         @Override
         public void onPostInsert(PostInsertEvent event) {
             if (event.getEntity() instanceof Purchase purchase) {
@@ -49,6 +60,16 @@ public class PostCommitAnnouncements {
                 if ("fails-after-commit".equals(purchase.getNote())) {
                     throw new IllegalStateException("the broker is down: purchase " + purchase.getReference()
                             + " was not announced");
+                }
+                if ("fails-after-commit-in-the-database".equals(purchase.getNote())) {
+                    try (Connection connection = dataSource.getConnection();
+                         Statement statement = connection.createStatement()) {
+                        statement.executeUpdate("insert into missing_announcements (reference) values ('"
+                                + purchase.getReference() + "')");
+                    } catch (SQLException e) {
+                        throw new IllegalStateException("purchase " + purchase.getReference()
+                                + " was not announced", e);
+                    }
                 }
             }
         }
