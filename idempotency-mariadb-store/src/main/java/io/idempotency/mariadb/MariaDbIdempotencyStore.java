@@ -211,7 +211,8 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
      * on exactly those three columns, whole (no prefix), and no unique key on only some of them; the stored body a
      * {@code longblob} (or a {@code mediumblob}, 16 MB) — a {@code blob} holds 64 KB, and a larger answer would be
      * refused or, where the SQL mode is not strict, cut short and replayed so — and the stored headers a text of at
-     * least 64 KB ({@code text}, {@code mediumtext}, {@code longtext}); the times {@code datetime} of at least
+     * least 64 KB ({@code text}, {@code mediumtext}, {@code longtext}) in {@code utf8mb4} (a header value outside
+     * {@code latin1} or {@code utf8mb3} would be refused, or replayed mangled); the times {@code datetime} of at least
      * millisecond precision, not {@code timestamp} (read in each session's time zone, and ending in 2038), and
      * {@code created_at} and {@code expires_at} not {@code ON UPDATE CURRENT_TIMESTAMP} (rewritten at every change).
      */
@@ -223,7 +224,8 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
         List<String> setOnUpdate = new ArrayList<>();
         List<Map<String, Object>> found = jdbc.queryForList("SELECT t.ENGINE AS engine,"
                 + " c.COLUMN_NAME AS name, c.DATA_TYPE AS type, c.CHARACTER_MAXIMUM_LENGTH AS length,"
-                + " c.COLLATION_NAME AS collation, c.DATETIME_PRECISION AS time_precision, c.IS_NULLABLE AS nullable,"
+                + " c.COLLATION_NAME AS collation, c.CHARACTER_SET_NAME AS charset,"
+                + " c.DATETIME_PRECISION AS time_precision, c.IS_NULLABLE AS nullable,"
                 // NOT NULL and filled by nothing: no default (a DEFAULT NULL reads 'NULL'), not AUTO_INCREMENT
                 + " c.IS_NULLABLE = 'NO' AND c.COLUMN_DEFAULT IS NULL AND c.EXTRA NOT LIKE '%auto_increment%'"
                 + " AND c.EXTRA NOT LIKE '%GENERATED%' AS requires_value,"
@@ -242,7 +244,8 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
             if (row.get("name") != null) {
                 columns.put(((String) row.get("name")).toLowerCase(Locale.ROOT), new Column((String) row.get("type"),
                         row.get("length") == null ? null : ((Number) row.get("length")).longValue(),
-                        (String) row.get("collation"), row.get("time_precision") == null ? null
+                        (String) row.get("collation"), (String) row.get("charset"),
+                        row.get("time_precision") == null ? null
                         : ((Number) row.get("time_precision")).intValue(), "NO".equals(row.get("nullable"))));
                 if (row.get("requires_value") != null && ((Number) row.get("requires_value")).intValue() == 1) {
                     requiringAValue.add(((String) row.get("name")).toLowerCase(Locale.ROOT));
@@ -318,6 +321,11 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
                     + " headers whole (cut short, they are refused, and the request answered 500, or, where the SQL"
                     + " mode is not strict, replayed cut)");
         }
+        if (headers != null && headers.charset() != null && !"utf8mb4".equalsIgnoreCase(headers.charset())) {
+            problems.add("response_headers is in character set " + headers.charset() + ", not utf8mb4: it must hold"
+                    + " every character of the stored answer's headers (one outside it is refused, and the request"
+                    + " answered 500 after its handler ran, or, where the SQL mode is not strict, replayed as '?')");
+        }
         for (String name : TIME_COLUMNS) {
             Column column = columns.get(name);
             if (column != null && (!"datetime".equalsIgnoreCase(column.type()) || column.precision() == null
@@ -362,7 +370,8 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
     }
 
     /** A column as the catalog describes it. */
-    private record Column(String type, Long length, String collation, Integer precision, boolean notNull) {
+    private record Column(String type, Long length, String collation, String charset, Integer precision,
+                          boolean notNull) {
 
         @Override
         public String toString() {

@@ -142,6 +142,44 @@ class MariaDbAnswerColumnCheckTest {
         }
     }
 
+    /**
+     * A headers column made without a character set takes the table's or database's default, {@code latin1} on many
+     * servers, or {@code utf8mb3}: a header value outside it (a file name in {@code Content-Disposition}, a 4-byte
+     * character) is refused when the answer is stored, after its handler ran, or, where the SQL mode is not strict,
+     * kept and replayed as '?'.
+     */
+    @Test
+    void aHeadersColumnThatCannotHoldEveryCharacterIsRefused() {
+        for (String charset : List.of("latin1", "utf8mb3")) {
+            TestMariaDb.Database database = TestMariaDb.newDatabase();
+            try (HikariDataSource strict = database.dataSource(2);
+                 HikariDataSource lenient = database.dataSource(2, config -> config.setConnectionInitSql(
+                         "SET SESSION sql_mode = ''"))) {
+                new JdbcTemplate(strict).execute(MariaDbIdempotencyStore.schema(TABLE)
+                        .replace("response_headers mediumtext   CHARACTER SET utf8mb4",
+                                "response_headers mediumtext   CHARACTER SET " + charset));
+                StoredResponse answer = new StoredResponse(201, List.of(new StoredResponse.Header(
+                        "Content-Disposition", "attachment; filename=\"Przelew-łódź-\uD83D\uDCB6.pdf\"")),
+                        "{}".getBytes(StandardCharsets.UTF_8));
+
+                // what the check prevents: headers replayed mangled for as long as the record is kept
+                MariaDbIdempotencyStore onLenient = new MariaDbIdempotencyStore(lenient, TABLE);
+                ScopedKey mangled = newKey();
+                assertThat(store(onLenient, lenient, mangled, answer)).isTrue();
+                assertThat(onLenient.find(mangled).orElseThrow().response().headers()).as(charset)
+                        .isNotEqualTo(answer.headers());
+
+                // and, with the server's default (strict) mode, an answer that cannot be stored at all
+                MariaDbIdempotencyStore onStrict = new MariaDbIdempotencyStore(strict, TABLE);
+                assertThatThrownBy(() -> store(onStrict, strict, newKey(), answer)).as(charset)
+                        .hasStackTraceContaining("response_headers");
+
+                assertThatThrownBy(onStrict::checkTable).as(charset).isInstanceOf(IllegalStateException.class)
+                        .hasMessageContaining("response_headers is in character set " + charset);
+            }
+        }
+    }
+
     @Test
     void theHeadersColumnsThatHoldEveryStoredHeaderAreAccepted() {
         for (String type : List.of("mediumtext", "text", "longtext")) {
