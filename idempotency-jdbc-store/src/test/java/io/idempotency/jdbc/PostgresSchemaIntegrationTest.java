@@ -550,6 +550,45 @@ class PostgresSchemaIntegrationTest {
     }
 
     /**
+     * The columns compare exactly, but the unique key names a nondeterministic collation of its own: ON CONFLICT
+     * arbitrates with it all the same (beside the primary key too), and takes "alice" for "Alice", whose record the
+     * claim's look-up, comparing exactly, never finds: every claim of "alice" on a key "Alice" used fails.
+     */
+    @Test
+    void aUniqueKeyThatDoesNotCompareTextExactlyIsRefused() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create collation ignoring_case (provider = icu, locale = 'und-u-ks-level2',"
+                    + " deterministic = false)");
+            jdbc.execute(IdempotencySchema.postgresql("key_ignoring_case").replace(
+                    "CONSTRAINT key_ignoring_case_pkey PRIMARY KEY (caller, scope, idempotency_key),", ""));
+            jdbc.execute("create unique index key_ignoring_case_key on key_ignoring_case"
+                    + " (caller collate ignoring_case, scope, idempotency_key)");
+            jdbc.execute(IdempotencySchema.postgresql("also_key_ignoring_case"));
+            jdbc.execute("create unique index also_key_ignoring_case_key on also_key_ignoring_case"
+                    + " (idempotency_key, scope, caller collate ignoring_case)");
+
+            for (String table : List.of("key_ignoring_case", "also_key_ignoring_case")) {
+                // what the check prevents
+                PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, table);
+                TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+                ClaimResult first = transaction.execute(status -> store.claim(new ClaimRequest(new ScopedKey("Alice",
+                        "POST /x", "k-1"), "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1))));
+                assertThat(first).isInstanceOf(ClaimResult.Claimed.class);
+                assertThatThrownBy(() -> transaction.execute(status -> store.claim(new ClaimRequest(
+                        new ScopedKey("alice", "POST /x", "k-1"), "d".repeat(64), Duration.ofDays(1),
+                        Duration.ofSeconds(1))))).as(table).isInstanceOf(IllegalStateException.class)
+                        .hasMessageContaining("could not claim");
+
+                assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, table).verify(),
+                        "unique key on (caller, scope, idempotency_key) compares with a nondeterministic collation");
+                assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, table).migrate(),
+                        "nondeterministic collation");
+            }
+        }
+    }
+
+    /**
      * A table made by hand or by another tool from the documented columns, with a length or type of its own, is used
      * as it is: key columns shorter than the 255 characters a caller, scope or key may have fail only the requests
      * with long ones (in production, not in the tests that used short keys); a status too short for PROCESSING, a

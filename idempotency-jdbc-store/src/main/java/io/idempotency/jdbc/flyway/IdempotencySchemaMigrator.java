@@ -248,6 +248,7 @@ public final class IdempotencySchemaMigrator {
         List<String> requiringAValue = new ArrayList<>();
         boolean uniqueKey;
         boolean deferrableKey;
+        boolean inexactKey;
         String partitionKey;
         boolean unlogged;
         List<String> narrowKeys = new ArrayList<>();
@@ -291,9 +292,14 @@ public final class IdempotencySchemaMigrator {
             // what the plain store's INSERT … ON CONFLICT (caller, scope, idempotency_key) needs: a unique key on
             // exactly these columns, and none of them deferrable — PostgreSQL refuses to arbitrate with a deferrable
             // one, even beside an immediate one, so every claim would fail. An invalid index (a concurrent build that
-            // failed) it never arbitrates with
-            try (PreparedStatement statement = connection.prepareStatement("SELECT coalesce(bool_or(i.indimmediate),"
-                    + " false), coalesce(bool_or(NOT i.indimmediate), false) FROM pg_index i"
+            // failed) it never arbitrates with. One that names a nondeterministic collation of its own (caller
+            // COLLATE a case-insensitive one) arbitrates too, whatever the columns' collations: "Alice" and "alice"
+            // would be one caller's key
+            try (PreparedStatement statement = connection.prepareStatement("SELECT coalesce(bool_or(i.indimmediate"
+                    + " AND NOT inexact), false), coalesce(bool_or(NOT i.indimmediate), false),"
+                    + " coalesce(bool_or(inexact), false) FROM pg_index i CROSS JOIN LATERAL (SELECT EXISTS (SELECT 1"
+                    + " FROM pg_collation c WHERE c.oid = ANY (i.indcollation::oid[]) AND NOT c.collisdeterministic)"
+                    + " AS inexact) AS k"
                     + " WHERE i.indrelid = to_regclass(?) AND i.indisunique AND i.indisvalid AND i.indpred IS NULL"
                     + " AND i.indexprs IS NULL AND i.indnkeyatts = 3 AND (SELECT array_agg(a.attname::text ORDER BY"
                     + " a.attname) FROM pg_attribute a WHERE a.attrelid = i.indrelid AND a.attnum = ANY"
@@ -303,6 +309,7 @@ public final class IdempotencySchemaMigrator {
                     rs.next();
                     uniqueKey = rs.getBoolean(1);
                     deferrableKey = rs.getBoolean(2);
+                    inexactKey = rs.getBoolean(3);
                 }
             }
             // a unique key on only some of the key columns makes distinct callers', scopes' or keys' records collide:
@@ -420,6 +427,11 @@ public final class IdempotencySchemaMigrator {
             problems.add("there is no unique key on (caller, scope, idempotency_key), which arbitrates claims");
         }
         problems.addAll(narrowKeys);
+        if (!partitioned && inexactKey) {
+            problems.add("its unique key on (caller, scope, idempotency_key) compares with a nondeterministic"
+                    + " collation of its own: it makes distinct values one (\"Alice\" and \"alice\" one caller), and"
+                    + " the claims of one fail; the key must compare them exactly");
+        }
         if (!partitioned && deferrableKey) {
             problems.add("its unique key on (caller, scope, idempotency_key) is deferrable, which PostgreSQL cannot"
                     + " use to arbitrate claims (INSERT … ON CONFLICT): make it not deferrable");
