@@ -215,6 +215,8 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
      * {@code latin1} or {@code utf8mb3} would be refused, or replayed mangled); the times {@code datetime} of at least
      * millisecond precision, not {@code timestamp} (read in each session's time zone, and ending in 2038), and
      * {@code created_at} and {@code expires_at} not {@code ON UPDATE CURRENT_TIMESTAMP} (rewritten at every change).
+     * Then, with the store's read, insert and update on no row, that the application's user may read, insert and
+     * update the table.
      */
     @Override
     public void checkTable() {
@@ -366,6 +368,41 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
                     + String.join("; ", problems) + ". Create it from " + SCHEMA_SCRIPT.substring(1)
                     + " (MariaDbIdempotencyStore.schema(\"" + tableName + "\") gives it with the table name"
                     + " replaced).");
+        }
+        checkPrivileges();
+    }
+
+    /** The columns a claim inserts, in the store's statement. */
+    private static final List<String> INSERTED_COLUMNS = List.of("caller", "scope", "idempotency_key", "status",
+            "request_hash", "fencing_token", "created_at", "updated_at", "expires_at", "locked_until");
+
+    /**
+     * Every request reads, inserts and updates its record: a table made by a DBA who granted the application's user
+     * too little (MariaDB grants on the server, a database, a table or some columns) would let the application start
+     * and then fail each request (without UPDATE, every claim: it inserts {@code ON DUPLICATE KEY UPDATE}). The
+     * store's reads and writes, on no row, show it: MariaDB checks the privileges before it looks for rows.
+     */
+    private void checkPrivileges() {
+        List<String> probes = List.of(
+                "SELECT " + String.join(", ", TABLE_COLUMNS) + " FROM " + tableName + " WHERE 1 = 0",
+                "INSERT INTO " + tableName + " (" + String.join(", ", INSERTED_COLUMNS) + ") SELECT "
+                        + String.join(", ", INSERTED_COLUMNS.stream().map(column -> "NULL").toList())
+                        + " FROM DUAL WHERE 1 = 0 ON DUPLICATE KEY UPDATE status = status",
+                "UPDATE " + tableName + " SET " + String.join(", ", TABLE_COLUMNS.stream()
+                        .filter(column -> !KEY_COLUMNS.contains(column)).map(column -> column + " = " + column)
+                        .toList()) + " WHERE 1 = 0");
+        List<String> denied = new ArrayList<>();
+        for (String probe : probes) {
+            try {
+                jdbc.execute(probe);
+            } catch (DataAccessException e) {
+                denied.add(e.getMostSpecificCause().getMessage());
+            }
+        }
+        if (!denied.isEmpty()) {
+            throw new IllegalStateException("table " + tableName + " may not be used by the application's database"
+                    + " user " + jdbc.queryForObject("SELECT CURRENT_USER()", String.class) + ", and every request"
+                    + " reads, inserts and updates its record: " + String.join("; ", denied));
         }
     }
 

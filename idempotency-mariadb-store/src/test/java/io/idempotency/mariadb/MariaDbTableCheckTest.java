@@ -21,9 +21,11 @@ import javax.sql.DataSource;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
+import java.util.UUID;
 import java.util.function.Consumer;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * The MariaDB store's table comes from the application's own migrations, so it is whatever they made: the starter
@@ -227,6 +229,60 @@ class MariaDbTableCheckTest {
         } else {
             run(dataSource, "apirequests", context -> assertThat(context).hasNotFailed());
         }
+    }
+
+    /**
+     * The table is right, but the application's database user was granted too little on it (SELECT and INSERT, by a
+     * DBA who did not know a claim updates): the application started, and every claim then failed. A grant of what
+     * the store reads and writes, column by column too, starts.
+     */
+    @Test
+    void aUserThatMayNotReadInsertAndUpdateTheTableIsRefusedAtStartup() {
+        TestMariaDb.Database database = TestMariaDb.newDatabase();
+        String user = "app_" + UUID.randomUUID().toString().substring(0, 8);
+        try (HikariDataSource admin = database.dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(admin);
+            jdbc.execute(SCRIPT);
+            jdbc.execute("CREATE USER '" + user + "'@'%' IDENTIFIED BY 'secret'");
+            try {
+                jdbc.execute("GRANT SELECT, INSERT ON " + database.name() + ".api_requests TO '" + user + "'@'%'");
+                HikariDataSource limited = as(database, user);
+                MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(limited, "api_requests");
+                TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(limited));
+                transaction.setIsolationLevel(TransactionTemplate.ISOLATION_READ_COMMITTED);
+                assertThatThrownBy(() -> transaction.execute(status -> store.claim(new ClaimRequest(
+                        new ScopedKey("", "POST /payments", "k-1"), "a".repeat(64), Duration.ofDays(1),
+                        Duration.ofSeconds(1))))).as("what the check prevents: every claim refused")
+                        .hasStackTraceContaining("UPDATE command denied");
+                refused(limited, "api_requests", "table api_requests may not be used by the application's database"
+                        + " user " + user, "UPDATE command denied");
+
+                // column by column: the claim's INSERT … ON DUPLICATE KEY UPDATE needs UPDATE on what it inserts
+                jdbc.execute("GRANT UPDATE (caller, scope, idempotency_key, status, request_hash, fencing_token,"
+                        + " response_status, response_headers, response_body, created_at, updated_at, expires_at,"
+                        + " locked_until) ON " + database.name() + ".api_requests TO '" + user + "'@'%'");
+                HikariDataSource granted = as(database, user);
+                MariaDbIdempotencyStore allowed = new MariaDbIdempotencyStore(granted, "api_requests");
+                TransactionTemplate inGranted = new TransactionTemplate(new DataSourceTransactionManager(granted));
+                inGranted.setIsolationLevel(TransactionTemplate.ISOLATION_READ_COMMITTED);
+                ClaimResult claimed = inGranted.execute(status -> allowed.claim(new ClaimRequest(new ScopedKey("",
+                        "POST /payments", "k-2"), "a".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1))));
+                assertThat(claimed).isInstanceOf(ClaimResult.Claimed.class);
+                run(granted, "api_requests", context -> assertThat(context).hasNotFailed());
+            } finally {
+                jdbc.execute("DROP USER '" + user + "'@'%'");
+            }
+        }
+    }
+
+    /** A pool on {@code database} as {@code user}. */
+    private static HikariDataSource as(TestMariaDb.Database database, String user) {
+        return database.dataSource(2, config -> {
+            config.setJdbcUrl(database.url().replaceAll("([?&])(user|password)=[^&]*&?", "$1")
+                    .replaceAll("[?&]$", ""));
+            config.setUsername(user);
+            config.setPassword("secret");
+        });
     }
 
     @Test
