@@ -25,6 +25,7 @@ import org.springframework.transaction.support.TransactionTemplate;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.UUID;
+import java.util.concurrent.Callable;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -44,11 +45,8 @@ class SpringTransactionsIntegrationTest {
     @ValueSource(booleans = {true, false})
     void workInsideATransactionOfAManagerWithoutSynchronizationIsRefusedBeforeAnythingIsClaimed(boolean same)
             throws Exception {
-        TestPostgres.Database database = TestPostgres.newDatabase();
-        try (HikariDataSource dataSource = database.dataSource(4)) {
-            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+        try (HikariDataSource dataSource = databaseWithEffects("bigserial")) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
-            jdbc.execute("create table effects (id bigserial primary key)");
             DataSourceTransactionManager transactionManager = new DataSourceTransactionManager(dataSource);
             transactionManager.setTransactionSynchronization(AbstractPlatformTransactionManager.SYNCHRONIZATION_NEVER);
             IdempotencyEngine engine = new IdempotencyEngine(
@@ -65,10 +63,7 @@ class SpringTransactionsIntegrationTest {
             // a @Transactional listener on that transaction manager: it fails after the template's call
             assertThatThrownBy(() -> new TransactionTemplate(transactionManager).executeWithoutResult(status -> {
                 try {
-                    inside[0] = template.execute(key, message, () -> {
-                        jdbc.update("insert into effects default values");
-                        return "applied".getBytes(StandardCharsets.UTF_8);
-                    });
+                    inside[0] = template.execute(key, message, addingAnEffect(jdbc));
                 } catch (Exception e) {
                     assertThat(TransactionSynchronizationManager.isSynchronizationActive())
                             .as("no synchronization left on the caller's thread").isFalse();
@@ -81,10 +76,7 @@ class SpringTransactionsIntegrationTest {
             assertThat(inside[0]).as("the call inside the caller's transaction returned no result").isNull();
 
             // the redelivery, with no transaction open: nothing of the first call was kept, so the work runs
-            IdempotencyTemplate.Result redelivery = template.execute(key, message, () -> {
-                jdbc.update("insert into effects default values");
-                return "applied".getBytes(StandardCharsets.UTF_8);
-            });
+            IdempotencyTemplate.Result redelivery = template.execute(key, message, addingAnEffect(jdbc));
             assertThat(redelivery.replayed()).as("the redelivery runs the work").isFalse();
             assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isEqualTo(1);
             engine.shutdown();
@@ -100,11 +92,8 @@ class SpringTransactionsIntegrationTest {
      */
     @Test
     void aCommitThatABeforeCommitCallbackLeftToRollBackIsAFailedCommit() throws Exception {
-        TestPostgres.Database database = TestPostgres.newDatabase();
-        try (HikariDataSource dataSource = database.dataSource(4)) {
-            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+        try (HikariDataSource dataSource = databaseWithEffects("bigint")) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
-            jdbc.execute("create table effects (id bigint primary key)");
             IdempotencyEngine engine = new IdempotencyEngine(
                     new PostgresIdempotencyStore(dataSource, "idempotency_keys"),
                     new SpringTransactions(new DataSourceTransactionManager(dataSource), true), StoragePolicy.DEFAULT,
@@ -150,11 +139,8 @@ class SpringTransactionsIntegrationTest {
      */
     @Test
     void anErrorWritingTheAnswerLeavesNoTransactionOnTheThread() throws Exception {
-        TestPostgres.Database database = TestPostgres.newDatabase();
-        try (HikariDataSource dataSource = database.dataSource(4)) {
-            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+        try (HikariDataSource dataSource = databaseWithEffects("bigserial")) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
-            jdbc.execute("create table effects (id bigserial primary key)");
             DataSourceTransactionManager transactionManager = new DataSourceTransactionManager(dataSource);
             transactionManager.setTransactionSynchronization(AbstractPlatformTransactionManager.SYNCHRONIZATION_NEVER);
             OutOfMemoryError failure = new OutOfMemoryError("Java heap space");
@@ -176,20 +162,14 @@ class SpringTransactionsIntegrationTest {
             ScopedKey key = new ScopedKey("", "listener", UUID.randomUUID().toString());
             byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
 
-            assertThatThrownBy(() -> template.execute(key, message, () -> {
-                jdbc.update("insert into effects default values");
-                return "applied".getBytes(StandardCharsets.UTF_8);
-            })).isSameAs(failure);
+            assertThatThrownBy(() -> template.execute(key, message, addingAnEffect(jdbc))).isSameAs(failure);
             assertThat(TransactionSynchronizationManager.getResourceMap())
                     .as("no connection left bound to the thread").isEmpty();
             assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isZero();
             assertThat(jdbc.queryForObject("select count(*) from idempotency_keys", Integer.class)).isZero();
 
             // the redelivery, on the same thread: nothing of the first attempt was kept, so the work runs
-            IdempotencyTemplate.Result redelivery = template.execute(key, message, () -> {
-                jdbc.update("insert into effects default values");
-                return "applied".getBytes(StandardCharsets.UTF_8);
-            });
+            IdempotencyTemplate.Result redelivery = template.execute(key, message, addingAnEffect(jdbc));
             assertThat(redelivery.replayed()).as("the redelivery runs the work").isFalse();
             assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isEqualTo(1);
             engine.shutdown();
@@ -206,11 +186,8 @@ class SpringTransactionsIntegrationTest {
      */
     @Test
     void workCommittedWithoutItsAnswerByACallbacksUndeclaredCheckedExceptionIsReplayed() throws Exception {
-        TestPostgres.Database database = TestPostgres.newDatabase();
-        try (HikariDataSource dataSource = database.dataSource(4)) {
-            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+        try (HikariDataSource dataSource = databaseWithEffects("bigserial")) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
-            jdbc.execute("create table effects (id bigserial primary key)");
             IdempotencyEngine engine = new IdempotencyEngine(
                     new PostgresIdempotencyStore(dataSource, "idempotency_keys"),
                     new SpringTransactions(new DataSourceTransactionManager(dataSource), true), StoragePolicy.DEFAULT,
@@ -241,6 +218,25 @@ class SpringTransactionsIntegrationTest {
             assertThat(new String(redelivery.value(), StandardCharsets.UTF_8)).isEqualTo("applied");
             engine.shutdown();
         }
+    }
+
+    /**
+     * A database of its own with the idempotency table and a table {@code effects}, whose {@code id} is of
+     * {@code idType}.
+     */
+    private static HikariDataSource databaseWithEffects(String idType) {
+        HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(4);
+        new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+        new JdbcTemplate(dataSource).execute("create table effects (id " + idType + " primary key)");
+        return dataSource;
+    }
+
+    /** Work that inserts one row into {@code effects} and results in {@code applied}. */
+    private static Callable<byte[]> addingAnEffect(JdbcTemplate jdbc) {
+        return () -> {
+            jdbc.update("insert into effects default values");
+            return "applied".getBytes(StandardCharsets.UTF_8);
+        };
     }
 
     @SuppressWarnings("unchecked")

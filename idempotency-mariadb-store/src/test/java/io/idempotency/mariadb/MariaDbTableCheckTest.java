@@ -47,8 +47,7 @@ class MariaDbTableCheckTest {
         HikariDataSource dataSource = TestMariaDb.newDatabase().dataSource(4);
         new JdbcTemplate(dataSource).execute(table);
         MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(dataSource, "api_requests");
-        TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
-        transaction.setIsolationLevel(TransactionTemplate.ISOLATION_READ_COMMITTED);
+        TransactionTemplate transaction = readCommitted(dataSource);
         ClaimResult alice = transaction.execute(status -> store.claim(new ClaimRequest(
                 new ScopedKey("Alice", "POST /payments", "k-1"), "a".repeat(64), Duration.ofDays(1),
                 Duration.ofSeconds(1))));
@@ -108,8 +107,7 @@ class MariaDbTableCheckTest {
         HikariDataSource dataSource = TestMariaDb.newDatabase().dataSource(4);
         new JdbcTemplate(dataSource).execute(table);
         MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(dataSource, "api_requests");
-        TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
-        transaction.setIsolationLevel(TransactionTemplate.ISOLATION_READ_COMMITTED);
+        TransactionTemplate transaction = readCommitted(dataSource);
         ScopedKey key = new ScopedKey("", "POST /payments", "k-1");
         transaction.executeWithoutResult(status -> {
             ClaimResult claimed = store.claim(new ClaimRequest(key, "a".repeat(64), Duration.ofDays(1),
@@ -143,8 +141,7 @@ class MariaDbTableCheckTest {
         HikariDataSource dataSource = TestMariaDb.newDatabase().dataSource(4);
         new JdbcTemplate(dataSource).execute(table);
         MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(dataSource, "api_requests");
-        TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
-        transaction.setIsolationLevel(TransactionTemplate.ISOLATION_READ_COMMITTED);
+        TransactionTemplate transaction = readCommitted(dataSource);
         org.assertj.core.api.Assertions.assertThatThrownBy(() -> transaction.execute(status -> store.claim(
                 new ClaimRequest(new ScopedKey("", "POST /payments", "k-1"), "a".repeat(64), Duration.ofDays(1),
                         Duration.ofSeconds(1))))).as("what the check prevents").hasStackTraceContaining("response_status");
@@ -164,8 +161,7 @@ class MariaDbTableCheckTest {
         HikariDataSource dataSource = TestMariaDb.newDatabase().dataSource(4);
         new JdbcTemplate(dataSource).execute(table);
         MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(dataSource, "api_requests");
-        TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
-        transaction.setIsolationLevel(TransactionTemplate.ISOLATION_READ_COMMITTED);
+        TransactionTemplate transaction = readCommitted(dataSource);
         org.assertj.core.api.Assertions.assertThatThrownBy(() -> transaction.execute(status -> store.claim(
                 new ClaimRequest(new ScopedKey("", "POST /payments", "k-1"), "a".repeat(64), Duration.ofDays(1),
                         Duration.ofSeconds(1))))).as("what the check prevents").hasStackTraceContaining("'id'");
@@ -190,8 +186,7 @@ class MariaDbTableCheckTest {
         new JdbcTemplate(dataSource).execute(MariaDbIdempotencyStore.schema("keys")
                 .replace("CREATE TABLE keys (", "CREATE TABLE `keys` ("));
         MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(dataSource, "keys");
-        TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
-        transaction.setIsolationLevel(TransactionTemplate.ISOLATION_READ_COMMITTED);
+        TransactionTemplate transaction = readCommitted(dataSource);
         org.assertj.core.api.Assertions.assertThatThrownBy(() -> transaction.execute(status -> store.claim(
                 new ClaimRequest(new ScopedKey("", "POST /payments", "k-1"), "a".repeat(64), Duration.ofDays(1),
                         Duration.ofSeconds(1))))).as("what the check prevents").hasStackTraceContaining("syntax");
@@ -248,8 +243,7 @@ class MariaDbTableCheckTest {
                 jdbc.execute("GRANT SELECT, INSERT ON " + database.name() + ".api_requests TO '" + user + "'@'%'");
                 HikariDataSource limited = as(database, user);
                 MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(limited, "api_requests");
-                TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(limited));
-                transaction.setIsolationLevel(TransactionTemplate.ISOLATION_READ_COMMITTED);
+                TransactionTemplate transaction = readCommitted(limited);
                 assertThatThrownBy(() -> transaction.execute(status -> store.claim(new ClaimRequest(
                         new ScopedKey("", "POST /payments", "k-1"), "a".repeat(64), Duration.ofDays(1),
                         Duration.ofSeconds(1))))).as("what the check prevents: every claim refused")
@@ -263,8 +257,7 @@ class MariaDbTableCheckTest {
                         + " locked_until) ON " + database.name() + ".api_requests TO '" + user + "'@'%'");
                 HikariDataSource granted = as(database, user);
                 MariaDbIdempotencyStore allowed = new MariaDbIdempotencyStore(granted, "api_requests");
-                TransactionTemplate inGranted = new TransactionTemplate(new DataSourceTransactionManager(granted));
-                inGranted.setIsolationLevel(TransactionTemplate.ISOLATION_READ_COMMITTED);
+                TransactionTemplate inGranted = readCommitted(granted);
                 ClaimResult claimed = inGranted.execute(status -> allowed.claim(new ClaimRequest(new ScopedKey("",
                         "POST /payments", "k-2"), "a".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1))));
                 assertThat(claimed).isInstanceOf(ClaimResult.Claimed.class);
@@ -291,6 +284,13 @@ class MariaDbTableCheckTest {
         new JdbcTemplate(dataSource).execute(SCRIPT);
         // the store's table name, not the property's: the starter does not know the MariaDB store's table
         run(dataSource, "api_requests", context -> assertThat(context).hasNotFailed());
+    }
+
+    /** Transactions at READ COMMITTED, the level the claim runs at, on {@code dataSource}. */
+    private static TransactionTemplate readCommitted(DataSource dataSource) {
+        TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+        transaction.setIsolationLevel(TransactionTemplate.ISOLATION_READ_COMMITTED);
+        return transaction;
     }
 
     private static void refused(String table, String... said) {
