@@ -37,13 +37,15 @@ public final class PostgresOrphans {
 
     /**
      * The postmaster process running on {@code dataDir}, if any, according to its {@code postmaster.pid}.
-     * A process id that now belongs to another program (the id was reused) does not count.
+     * A process id that now belongs to another program, or to a PostgreSQL server of another data directory (the id
+     * was reused), does not count.
      */
     public static Optional<ProcessHandle> runningServer(Path dataDir) {
         return readPid(dataDir)
                 .flatMap(ProcessHandle::of)
                 .filter(PostgresOrphans::isRunning)
-                .filter(PostgresOrphans::mayBePostgres);
+                .filter(PostgresOrphans::mayBePostgres)
+                .filter(process -> mayRunOn(process, dataDir));
     }
 
     /**
@@ -69,6 +71,14 @@ public final class PostgresOrphans {
             // to start, so the stale file is removed instead.
             log.warn("{} names process {}, which is not PostgreSQL ({}); removing the stale file",
                     dataDir.resolve(PID_FILE), pid.get(), process.get().info().command().orElse("?"));
+            Files.deleteIfExists(dataDir.resolve(PID_FILE));
+            return false;
+        }
+        if (!mayRunOn(process.get(), dataDir)) {
+            // The id was reused by the server of another data directory (another instance's, after a reboot): it is
+            // not ours to stop, and the stale file is removed as above.
+            log.warn("{} names process {}, a PostgreSQL server of another data directory; removing the stale file",
+                    dataDir.resolve(PID_FILE), pid.get());
             Files.deleteIfExists(dataDir.resolve(PID_FILE));
             return false;
         }
@@ -135,6 +145,19 @@ public final class PostgresOrphans {
             return !Files.isDirectory(Path.of("/proc")) && process.isAlive(); // no procfs: trust isAlive
         } catch (IOException e) {
             return process.isAlive();
+        }
+    }
+
+    /**
+     * True unless the process is known to work in another directory: a postmaster changes into its data directory at
+     * start, so its working directory tells which one it serves. One that cannot be read counts as this one.
+     */
+    private static boolean mayRunOn(ProcessHandle process, Path dataDir) {
+        try {
+            Path cwd = Files.readSymbolicLink(Path.of("/proc", Long.toString(process.pid()), "cwd"));
+            return !Files.exists(cwd) || Files.isSameFile(cwd, dataDir);
+        } catch (IOException | UnsupportedOperationException | SecurityException e) {
+            return true;
         }
     }
 

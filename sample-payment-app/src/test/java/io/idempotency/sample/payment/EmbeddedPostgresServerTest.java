@@ -31,4 +31,22 @@ class EmbeddedPostgresServerTest {
             PostgresOrphans.stopOrphan(dataDir, PostgresOrphans.DEFAULT_STOP_TIMEOUT);
         }
     }
+
+    @Test
+    void aStalePidFileNamingTheServerOfAnotherDirectoryLeavesThatServerRunning(@TempDir Path otherDir)
+            throws IOException {
+        EmbeddedPostgresServer.start(dataDir, 0).close(); // initialised, stopped: no postmaster.pid
+        try (EmbeddedPostgresServer other = EmbeddedPostgresServer.start(otherDir, 0)) {
+            long otherPid = PostgresOrphans.runningServer(otherDir).orElseThrow().pid();
+            // What a server that died with its machine leaves behind, once its process id has been handed to the
+            // server of another directory (another instance of the application, say) after the reboot.
+            Files.writeString(dataDir.resolve(PostgresOrphans.PID_FILE), otherPid + "\n" + dataDir + "\n");
+
+            try (EmbeddedPostgresServer restarted = EmbeddedPostgresServer.start(dataDir, 0)) {
+                assertThat(restarted.port()).isNotEqualTo(other.port());
+            }
+            assertThat(ProcessHandle.of(otherPid).filter(ProcessHandle::isAlive))
+                    .as("the server of %s, which the stale file of %s names", otherDir, dataDir).isPresent();
+        }
+    }
 }
