@@ -44,16 +44,9 @@ class MariaDbTableCheckTest {
         // named, not the server's default: that is latin1_swedish_ci on a server built without configuration
         String table = SCRIPT.replace("caller           varchar(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin",
                 "caller           varchar(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci");
-        HikariDataSource dataSource = TestMariaDb.newDatabase().dataSource(4);
-        new JdbcTemplate(dataSource).execute(table);
-        MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(dataSource, "api_requests");
-        TransactionTemplate transaction = readCommitted(dataSource);
-        ClaimResult alice = transaction.execute(status -> store.claim(new ClaimRequest(
-                new ScopedKey("Alice", "POST /payments", "k-1"), "a".repeat(64), Duration.ofDays(1),
-                Duration.ofSeconds(1))));
-        ClaimResult otherAlice = transaction.execute(status -> store.claim(new ClaimRequest(
-                new ScopedKey("alice", "POST /payments", "k-1"), "a".repeat(64), Duration.ofDays(1),
-                Duration.ofSeconds(1))));
+        HikariDataSource dataSource = databaseWith(table);
+        ClaimResult alice = claim(dataSource, "api_requests", new ScopedKey("Alice", "POST /payments", "k-1"));
+        ClaimResult otherAlice = claim(dataSource, "api_requests", new ScopedKey("alice", "POST /payments", "k-1"));
         assertThat(alice).isInstanceOf(ClaimResult.Claimed.class);
         assertThat(otherAlice).as("what the check prevents: another caller's record")
                 .isInstanceOf(ClaimResult.Existing.class);
@@ -104,14 +97,11 @@ class MariaDbTableCheckTest {
     void timesRewrittenOnEveryUpdateAreRefusedAtStartup() {
         String table = SCRIPT.replace("expires_at       datetime(6)  NOT NULL,",
                 "expires_at       datetime(6)  NOT NULL ON UPDATE CURRENT_TIMESTAMP(6),");
-        HikariDataSource dataSource = TestMariaDb.newDatabase().dataSource(4);
-        new JdbcTemplate(dataSource).execute(table);
+        HikariDataSource dataSource = databaseWith(table);
         MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(dataSource, "api_requests");
-        TransactionTemplate transaction = readCommitted(dataSource);
         ScopedKey key = new ScopedKey("", "POST /payments", "k-1");
-        transaction.executeWithoutResult(status -> {
-            ClaimResult claimed = store.claim(new ClaimRequest(key, "a".repeat(64), Duration.ofDays(1),
-                    Duration.ofSeconds(1)));
+        readCommitted(dataSource).executeWithoutResult(status -> {
+            ClaimResult claimed = store.claim(claimOf(key));
             assertThat(store.complete(key, ((ClaimResult.Claimed) claimed).fencingToken(),
                     new StoredResponse(201, List.of(), "charged".getBytes()))).isTrue();
         });
@@ -121,8 +111,7 @@ class MariaDbTableCheckTest {
         refused(dataSource, "api_requests", "expires_at", "ON UPDATE");
         refused(SCRIPT.replace("created_at       datetime(6)  NOT NULL,",
                 "created_at       datetime(6)  NOT NULL ON UPDATE CURRENT_TIMESTAMP(6),"), "created_at", "ON UPDATE");
-        HikariDataSource updatedAt = TestMariaDb.newDatabase().dataSource(4);
-        new JdbcTemplate(updatedAt).execute(SCRIPT.replace("updated_at       datetime(6)  NOT NULL,",
+        HikariDataSource updatedAt = databaseWith(SCRIPT.replace("updated_at       datetime(6)  NOT NULL,",
                 "updated_at       datetime(6)  NOT NULL ON UPDATE CURRENT_TIMESTAMP(6),"));
         run(updatedAt, "api_requests", context -> assertThat(context).hasNotFailed());
     }
@@ -138,13 +127,9 @@ class MariaDbTableCheckTest {
                 .replace("locked_until     datetime(6),", "locked_until     datetime(6) NOT NULL,")
                 .replace("CONSTRAINT response_check CHECK ((status = 'SUCCEEDED') = (response_status IS NOT NULL))",
                         "CONSTRAINT response_check CHECK (1 = 1)");
-        HikariDataSource dataSource = TestMariaDb.newDatabase().dataSource(4);
-        new JdbcTemplate(dataSource).execute(table);
-        MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(dataSource, "api_requests");
-        TransactionTemplate transaction = readCommitted(dataSource);
-        org.assertj.core.api.Assertions.assertThatThrownBy(() -> transaction.execute(status -> store.claim(
-                new ClaimRequest(new ScopedKey("", "POST /payments", "k-1"), "a".repeat(64), Duration.ofDays(1),
-                        Duration.ofSeconds(1))))).as("what the check prevents").hasStackTraceContaining("response_status");
+        HikariDataSource dataSource = databaseWith(table);
+        assertThatThrownBy(() -> claim(dataSource, "api_requests", new ScopedKey("", "POST /payments", "k-1")))
+                .as("what the check prevents").hasStackTraceContaining("response_status");
 
         refused(dataSource, "api_requests", "response_status", "locked_until", "NOT NULL");
     }
@@ -158,18 +143,13 @@ class MariaDbTableCheckTest {
     void columnsOfTheTablesOwnThatAClaimCannotLeaveEmptyAreRefused() {
         String table = SCRIPT.replace("locked_until     datetime(6),",
                 "locked_until     datetime(6), id bigint NOT NULL,");
-        HikariDataSource dataSource = TestMariaDb.newDatabase().dataSource(4);
-        new JdbcTemplate(dataSource).execute(table);
-        MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(dataSource, "api_requests");
-        TransactionTemplate transaction = readCommitted(dataSource);
-        org.assertj.core.api.Assertions.assertThatThrownBy(() -> transaction.execute(status -> store.claim(
-                new ClaimRequest(new ScopedKey("", "POST /payments", "k-1"), "a".repeat(64), Duration.ofDays(1),
-                        Duration.ofSeconds(1))))).as("what the check prevents").hasStackTraceContaining("'id'");
+        HikariDataSource dataSource = databaseWith(table);
+        assertThatThrownBy(() -> claim(dataSource, "api_requests", new ScopedKey("", "POST /payments", "k-1")))
+                .as("what the check prevents").hasStackTraceContaining("'id'");
 
         refused(dataSource, "api_requests", "id", "NOT NULL");
 
-        HikariDataSource filled = TestMariaDb.newDatabase().dataSource(4);
-        new JdbcTemplate(filled).execute(SCRIPT.replace("locked_until     datetime(6),", "locked_until     datetime(6),"
+        HikariDataSource filled = databaseWith(SCRIPT.replace("locked_until     datetime(6),", "locked_until     datetime(6),"
                 + " id bigint NOT NULL AUTO_INCREMENT UNIQUE, version int NOT NULL DEFAULT 0, note text,"
                 + " key_length int AS (length(idempotency_key)) STORED,"));
         run(filled, "api_requests", context -> assertThat(context).hasNotFailed());
@@ -182,14 +162,10 @@ class MariaDbTableCheckTest {
      */
     @Test
     void aTableNamedByAWordMariaDbReservesIsRefusedAtStartup() {
-        HikariDataSource dataSource = TestMariaDb.newDatabase().dataSource(4);
-        new JdbcTemplate(dataSource).execute(MariaDbIdempotencyStore.schema("keys")
+        HikariDataSource dataSource = databaseWith(MariaDbIdempotencyStore.schema("keys")
                 .replace("CREATE TABLE keys (", "CREATE TABLE `keys` ("));
-        MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(dataSource, "keys");
-        TransactionTemplate transaction = readCommitted(dataSource);
-        org.assertj.core.api.Assertions.assertThatThrownBy(() -> transaction.execute(status -> store.claim(
-                new ClaimRequest(new ScopedKey("", "POST /payments", "k-1"), "a".repeat(64), Duration.ofDays(1),
-                        Duration.ofSeconds(1))))).as("what the check prevents").hasStackTraceContaining("syntax");
+        assertThatThrownBy(() -> claim(dataSource, "keys", new ScopedKey("", "POST /payments", "k-1")))
+                .as("what the check prevents").hasStackTraceContaining("syntax");
 
         refused(dataSource, "keys", "table keys", "unquoted", "reserves");
     }
@@ -242,11 +218,8 @@ class MariaDbTableCheckTest {
             try {
                 jdbc.execute("GRANT SELECT, INSERT ON " + database.name() + ".api_requests TO '" + user + "'@'%'");
                 HikariDataSource limited = as(database, user);
-                MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(limited, "api_requests");
-                TransactionTemplate transaction = readCommitted(limited);
-                assertThatThrownBy(() -> transaction.execute(status -> store.claim(new ClaimRequest(
-                        new ScopedKey("", "POST /payments", "k-1"), "a".repeat(64), Duration.ofDays(1),
-                        Duration.ofSeconds(1))))).as("what the check prevents: every claim refused")
+                assertThatThrownBy(() -> claim(limited, "api_requests", new ScopedKey("", "POST /payments", "k-1")))
+                        .as("what the check prevents: every claim refused")
                         .hasStackTraceContaining("UPDATE command denied");
                 refused(limited, "api_requests", "table api_requests may not be used by the application's database"
                         + " user " + user, "UPDATE command denied");
@@ -256,10 +229,7 @@ class MariaDbTableCheckTest {
                         + " response_status, response_headers, response_body, created_at, updated_at, expires_at,"
                         + " locked_until) ON " + database.name() + ".api_requests TO '" + user + "'@'%'");
                 HikariDataSource granted = as(database, user);
-                MariaDbIdempotencyStore allowed = new MariaDbIdempotencyStore(granted, "api_requests");
-                TransactionTemplate inGranted = readCommitted(granted);
-                ClaimResult claimed = inGranted.execute(status -> allowed.claim(new ClaimRequest(new ScopedKey("",
-                        "POST /payments", "k-2"), "a".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1))));
+                ClaimResult claimed = claim(granted, "api_requests", new ScopedKey("", "POST /payments", "k-2"));
                 assertThat(claimed).isInstanceOf(ClaimResult.Claimed.class);
                 run(granted, "api_requests", context -> assertThat(context).hasNotFailed());
             } finally {
@@ -280,8 +250,7 @@ class MariaDbTableCheckTest {
 
     @Test
     void theShippedScriptUnderTheStoresTableNameStarts() {
-        HikariDataSource dataSource = TestMariaDb.newDatabase().dataSource(4);
-        new JdbcTemplate(dataSource).execute(SCRIPT);
+        HikariDataSource dataSource = databaseWith(SCRIPT);
         // the store's table name, not the property's: the starter does not know the MariaDB store's table
         run(dataSource, "api_requests", context -> assertThat(context).hasNotFailed());
     }
@@ -293,10 +262,25 @@ class MariaDbTableCheckTest {
         return transaction;
     }
 
-    private static void refused(String table, String... said) {
+    /** A pool on a new database in which {@code ddl} has made the table. */
+    private static HikariDataSource databaseWith(String ddl) {
         HikariDataSource dataSource = TestMariaDb.newDatabase().dataSource(4);
-        new JdbcTemplate(dataSource).execute(table);
-        refused(dataSource, "api_requests", said);
+        new JdbcTemplate(dataSource).execute(ddl);
+        return dataSource;
+    }
+
+    /** A first claim of {@code key} in {@code table}, as the engine makes it: in a transaction at READ COMMITTED. */
+    private static ClaimResult claim(DataSource dataSource, String table, ScopedKey key) {
+        MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(dataSource, table);
+        return readCommitted(dataSource).execute(status -> store.claim(claimOf(key)));
+    }
+
+    private static ClaimRequest claimOf(ScopedKey key) {
+        return new ClaimRequest(key, "a".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1));
+    }
+
+    private static void refused(String table, String... said) {
+        refused(databaseWith(table), "api_requests", said);
     }
 
     private static void refused(DataSource dataSource, String table, String... said) {
