@@ -158,11 +158,16 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
             "io.smallrye.mutiny.Uni",
             "io.smallrye.mutiny.Multi");
 
-    /** Annotations of methods that Spring calls outside any request: scheduled tasks, message listeners. */
+    /**
+     * Annotations of methods that Spring calls outside any request: scheduled tasks, message listeners (a listener
+     * declared on its class calls the methods marked as its handlers).
+     */
     private static final Set<String> CALLED_OUTSIDE_REQUESTS = Set.of(
             "org.springframework.scheduling.annotation.Scheduled",
             "org.springframework.kafka.annotation.KafkaListener",
+            "org.springframework.kafka.annotation.KafkaHandler",
             "org.springframework.amqp.rabbit.annotation.RabbitListener",
+            "org.springframework.amqp.rabbit.annotation.RabbitHandler",
             "org.springframework.jms.annotation.JmsListener",
             "org.springframework.pulsar.annotation.PulsarListener");
 

@@ -1,0 +1,75 @@
+package io.idempotency.spring;
+
+import io.idempotency.core.Idempotent;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Test;
+import org.springframework.amqp.rabbit.annotation.RabbitHandler;
+import org.springframework.amqp.rabbit.annotation.RabbitListener;
+import org.springframework.stereotype.Service;
+
+import static io.idempotency.spring.StartupFailures.assertStartFailsWithDescription;
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * {@code @Idempotent} on a method a message broker's listener container calls: it runs on the container's thread,
+ * never inside a request, so there is no key to take and the advice fails every delivery (the broker redelivers it
+ * for ever, or drops it). Spring AMQP names such a method two ways: {@code @RabbitListener} on the method, or
+ * {@code @RabbitListener} on the class with {@code @RabbitHandler} on each method it calls (Spring for Apache Kafka's
+ * {@code @KafkaListener} and {@code @KafkaHandler} alike). Both must stop the start.
+ */
+class ListenerIdempotentMethodsTest {
+
+    private static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
+
+    @Test
+    void anIdempotentListenerMethodStopsTheStart() {
+        assertStartFailsWithDescription(TestDatabases.contextRunner(DATABASE)
+                .withUserConfiguration(MethodListener.class))
+                .contains("ListenerIdempotentMethodsTest$MethodListener.onPayment(java.lang.String)", "@RabbitListener",
+                        "IdempotencyTemplate");
+    }
+
+    @Test
+    void anIdempotentHandlerOfAClassLevelListenerStopsTheStart() {
+        assertStartFailsWithDescription(TestDatabases.contextRunner(DATABASE)
+                .withUserConfiguration(ClassListener.class))
+                .contains("ListenerIdempotentMethodsTest$ClassListener.onPayment(java.lang.String)", "@RabbitHandler",
+                        "IdempotencyTemplate");
+    }
+
+    /** A class-level listener whose idempotent work is not one of its handlers is no concern of the starter's. */
+    @Test
+    void anIdempotentMethodOfAListenerClassThatIsNotAHandlerStarts() {
+        TestDatabases.contextRunner(DATABASE).withUserConfiguration(ClassListenerWithHelper.class)
+                .run(context -> assertThat(context).hasNotFailed());
+    }
+
+    @Service
+    static class MethodListener {
+        @RabbitListener(queues = "payments")
+        @Idempotent
+        public void onPayment(String message) {
+        }
+    }
+
+    @Service
+    @RabbitListener(queues = "payments")
+    static class ClassListener {
+        @RabbitHandler
+        @Idempotent
+        public void onPayment(String message) {
+        }
+    }
+
+    @Service
+    @RabbitListener(queues = "payments")
+    static class ClassListenerWithHelper {
+        @RabbitHandler
+        public void onPayment(String message) {
+        }
+
+        @Idempotent
+        public void settle(String message) {
+        }
+    }
+}
