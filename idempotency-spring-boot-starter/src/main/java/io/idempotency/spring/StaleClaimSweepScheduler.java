@@ -79,7 +79,13 @@ class StaleClaimSweepScheduler extends PeriodicTask {
     private static void warn(StaleClaimSweeper.Unresolved unresolved) {
         // the claim's identity, as the table holds it, so that it can be looked up (and the third party asked); on
         // one line whatever it holds, with Java escapes for the characters that would end or rewrite it
-        log.warn("The stale claim resolver failed for the claim of {}; the claim is looked at again once the"
-                + " sweeper's lease on it has run out", unresolved.key().describe(), unresolved.error());
+        // a resolver failing as the sweep is stopped (the application shuts down) has its claim handed back, its
+        // lease ended: the sweeper tells of it on the thread it was stopped on
+        log.warn("The stale claim resolver failed for the claim of {}; {}", unresolved.key().describe(),
+                Thread.currentThread().isInterrupted()
+                        ? "the sweep was stopped, so the claim is handed back, for a retry or another sweeper to"
+                        + " resolve at once"
+                        : "the claim is looked at again once the sweeper's lease on it has run out",
+                unresolved.error());
     }
 }

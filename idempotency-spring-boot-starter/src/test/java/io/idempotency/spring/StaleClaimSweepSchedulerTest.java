@@ -151,7 +151,8 @@ class StaleClaimSweepSchedulerTest {
     }
 
     @Test
-    void stoppingDuringASweepTakesNoFurtherClaimOverHandsTheInterruptedOneBackAndWaitsForTheSweepToEnd() throws Exception {
+    void stoppingDuringASweepTakesNoFurtherClaimOverHandsTheInterruptedOneBackAndWaitsForTheSweepToEnd(
+            CapturedOutput output) throws Exception {
         TestPostgres.Database database = TestPostgres.newDatabase();
         try (HikariDataSource dataSource = database.dataSource(4)) {
             new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
@@ -200,6 +201,11 @@ class StaleClaimSweepSchedulerTest {
             // sweeper's five minutes
             assertThat(database.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + asked
                     + "' and status = 'PROCESSING' and locked_until < now() + interval '1 second'")).isEqualTo(1);
+            // and the log says so: an operator must not wait for a lease that was ended
+            assertThat(output).contains("The stale claim resolver failed for the claim of caller '' on 'POST /charges'"
+                    + " with key '" + asked + "'; the sweep was stopped, so the claim is handed back, for a retry or"
+                    + " another sweeper to resolve at once");
+            assertThat(output).doesNotContain("once the sweeper's lease on it has run out");
         }
     }
 
