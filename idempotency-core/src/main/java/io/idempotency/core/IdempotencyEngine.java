@@ -468,6 +468,7 @@ public final class IdempotencyEngine {
             // recorded also when the request was interrupted after the resolver had decided (the application stops):
             // lost, the decision would be asked for again only once this request's lease had run out
             if (!Leases.uninterrupted(() -> store.complete(key, token, complete.response()))) {
+                logSuperseded(key, "complete");
                 return null;
             }
             logResolved(key, "completed with the resolver's answer, which the retry is answered with");
@@ -477,6 +478,7 @@ public final class IdempotencyEngine {
         if (resolution instanceof StaleClaimResolver.Fail) {
             // a mark the database does not take is tried again in the background, as the resolver has decided
             if (!settle(key, token, false, lease)) {
+                logSuperseded(key, "mark FAILED");
                 return null;
             }
             logResolved(key, "marked FAILED, and the retry runs its request again");
@@ -494,6 +496,17 @@ public final class IdempotencyEngine {
     private static void logResolved(ScopedKey key, String how) {
         log.log(System.Logger.Level.INFO, () -> "Stale idempotency claim of " + key.describe()
                 + " resolved by a retry: " + how);
+    }
+
+    /**
+     * A decision the resolver made for a retry that the claim's fencing token kept out of the record: the retry's lease
+     * ran out while the resolver was asked, and another retry or a sweeper took the claim over, whose outcome stands.
+     * Told, since what the third party said is then not what was recorded.
+     */
+    private static void logSuperseded(ScopedKey key, String decision) {
+        log.log(System.Logger.Level.WARNING, () -> "The stale claim resolver decided to " + decision + " the claim of "
+                + key.describe() + " for a retry, but that was not recorded: the claim was taken over while the"
+                + " resolver was asked (the retry's lease on it had run out), and its new holder's outcome stands");
     }
 
     /**

@@ -57,6 +57,15 @@ public final class StaleClaimSweeper {
         /** The resolver could not decide a claim. */
         default void unresolved(Unresolved unresolved) {
         }
+
+        /**
+         * The resolver decided {@code key}'s claim ({@code completed} with its answer, or to mark it FAILED), but the
+         * decision was not recorded: the sweeper's lease on the claim ran out while the resolver was asked, and a
+         * retry or another sweeper took the claim over, whose outcome stands (the claim's fencing token keeps this
+         * decision out).
+         */
+        default void superseded(ScopedKey key, boolean completed) {
+        }
     }
 
     private final IdempotencyStore store;
@@ -183,12 +192,15 @@ public final class StaleClaimSweeper {
                 }
                 // recorded also when the sweep was interrupted after the resolver had decided (the application
                 // stops): lost, the decision would be asked for again only once this sweeper's lease had run out
-                if (resolution instanceof StaleClaimResolver.Complete complete) {
-                    if (Leases.uninterrupted(() -> store.complete(stale.key(), token.get(), complete.response()))) {
-                        completed++;
-                        progress.resolved(stale.key(), true);
-                    }
-                } else if (Leases.uninterrupted(() -> store.fail(stale.key(), token.get()))) {
+                boolean complete = resolution instanceof StaleClaimResolver.Complete;
+                if (!Leases.uninterrupted(() -> complete
+                        ? store.complete(stale.key(), token.get(), ((StaleClaimResolver.Complete) resolution).response())
+                        : store.fail(stale.key(), token.get()))) {
+                    progress.superseded(stale.key(), complete);
+                } else if (complete) {
+                    completed++;
+                    progress.resolved(stale.key(), true);
+                } else {
                     failed++;
                     progress.resolved(stale.key(), false);
                 }

@@ -516,6 +516,64 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
+     * A retry's lease on the stale claim it took over runs out while its resolver asks the third party, and another
+     * retry takes the claim over: the fencing token keeps the first decision out of the record, and the log says so,
+     * since what the third party told that retry is then not what was recorded.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"complete", "mark FAILED"})
+    void aResolutionKeptOutOfTheRecordByANewHolderIsLogged(String decision) throws Exception {
+        List<LogRecord> logged = new java.util.concurrent.CopyOnWriteArrayList<>();
+        Handler handler = new Handler() {
+            @Override
+            public void publish(LogRecord record) {
+                logged.add(record);
+            }
+
+            @Override
+            public void flush() {
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+        Logger logger = Logger.getLogger(IdempotencyEngine.class.getName());
+        logger.addHandler(handler);
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            ScopedKey key = new ScopedKey("alice", "POST /charges", UUID.randomUUID().toString());
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            AtomicInteger asked = new AtomicInteger();
+            IdempotencyEngine engine = engine(dataSource, store, claim -> {
+                if (asked.incrementAndGet() == 1) { // meanwhile, another retry has taken the claim over
+                    jdbc.update("update idempotency_keys set fencing_token = gen_random_uuid() where"
+                            + " idempotency_key = ?", claim.key().key());
+                }
+                return decision.equals("complete") ? StaleClaimResolver.Resolution.complete(new StoredResponse(201,
+                        List.of(), null)) : StaleClaimResolver.Resolution.fail();
+            });
+            Duration lease = Duration.ofMillis(200);
+            leaveAStaleClaim(dataSource, store, key, lease);
+            // then the new holder's claim is in progress, or runs out and is resolved again: what the retry is told
+            // is not this test's concern
+            if (engine.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease) instanceof IdempotencyEngine.Proceed run) {
+                run.execution().abandon();
+            }
+            engine.shutdown();
+
+            assertThat(logged).filteredOn(record -> record.getMessage().contains("not recorded")).singleElement()
+                    .satisfies(record -> {
+                        assertThat(record.getLevel()).isEqualTo(Level.WARNING);
+                        assertThat(record.getMessage()).contains("decided to " + decision,
+                                "caller 'alice' on 'POST /charges' with key '" + key.key() + "'", "taken over");
+                    });
+        } finally {
+            logger.removeHandler(handler);
+        }
+    }
+
+    /**
      * The application stops while a retry's resolver asks a third party about a stale claim: the server interrupts the
      * request it did not wait for, and the resolver fails. The claim is handed back with its lease ended, so that the
      * next retry (on another instance) resolves it at once instead of after the interrupted request's lease.

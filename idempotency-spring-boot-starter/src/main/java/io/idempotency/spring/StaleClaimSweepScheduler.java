@@ -49,6 +49,14 @@ class StaleClaimSweepScheduler extends PeriodicTask {
                 public void unresolved(StaleClaimSweeper.Unresolved unresolved) {
                     warn(unresolved);
                 }
+
+                @Override
+                public void superseded(ScopedKey key, boolean completed) {
+                    log.warn("The stale claim resolver decided to {} the claim of {}, but that was not recorded: the claim was"
+                            + " taken over while the resolver was asked (the sweeper's lease on it had run out), and"
+                            + " its new holder's outcome stands", completed ? "complete" : "mark FAILED",
+                            key.describe());
+                }
             });
             ended = true;
             if (sweep.resolved() > 0) {

@@ -107,6 +107,45 @@ class StaleClaimSweepSchedulerTest {
         }
     }
 
+    /**
+     * The sweeper's lease on a claim can run out while its resolver asks the third party (its renewals failed, the
+     * process stalled), and a retry or another sweeper take the claim over: the fencing token then keeps the decision
+     * out of the record, rightly, but a payment team reconciling from the log must learn that what the third party
+     * told this sweeper was not what was recorded.
+     */
+    @Test
+    void aDecisionKeptOutOfTheRecordByANewHolderIsLogged(CapturedOutput output) {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+            insertStaleClaims(database, staleClaim("'alice'", "'POST /charges'", "'k-charged'"),
+                    staleClaim("'bob'", "'POST /refunds'", "'k-unknown'"));
+            StaleClaimResolver slowGateway = claim -> {
+                // meanwhile, the sweeper's lease has run out and a retry has taken the claim over
+                database.queryString("update idempotency_keys set fencing_token = gen_random_uuid() where"
+                        + " idempotency_key = '" + claim.key().key() + "' returning 'taken over'");
+                return claim.key().key().equals("k-charged")
+                        ? StaleClaimResolver.Resolution.complete(new StoredResponse(201, List.of(),
+                                "{\"charged\":true}".getBytes(StandardCharsets.UTF_8)))
+                        : StaleClaimResolver.Resolution.fail();
+            };
+            StaleClaimSweepScheduler scheduler = scheduler(dataSource, slowGateway);
+
+            assertThat(scheduler.sweepOnce().resolved()).as("the new holders' outcomes stand").isZero();
+
+            assertThat(database.queryLong("select count(*) from idempotency_keys where status = 'PROCESSING'"))
+                    .isEqualTo(2);
+            assertThat(output.getOut().lines().filter(line -> line.contains("k-charged")))
+                    .singleElement().asString()
+                    .contains("decided to complete the claim of caller 'alice' on 'POST /charges' with key"
+                            + " 'k-charged'", "not recorded", "taken over");
+            assertThat(output.getOut().lines().filter(line -> line.contains("k-unknown")))
+                    .singleElement().asString()
+                    .contains("decided to mark FAILED the claim of caller 'bob' on 'POST /refunds' with key"
+                            + " 'k-unknown'", "not recorded");
+        }
+    }
+
     @Test
     void claimsResolvedBeforeASweepFailsAreCountedAndLogged(CapturedOutput output) {
         TestPostgres.Database database = TestPostgres.newDatabase();
