@@ -30,7 +30,10 @@ import java.util.regex.Pattern;
  *   <li>an old partition is detached concurrently (which waits, in the background, for the transactions that may
  *       still use it) and only then dropped, when no claim can reach it any more;</li>
  *   <li>all DDL runs with a short {@code lock_timeout}, so it never queues in front of claims for long; what fails is
- *       retried at the next run;</li>
+ *       retried at the next run. The one exception is the concurrent detach, which waits, holding no lock, for the
+ *       transactions that use the table (requests in progress): it waits as long as the detach wait allows, since
+ *       cut short it would leave the detach pending, and with requests longer than the short timeout always in flight
+ *       no partition would ever go;</li>
  *   <li>session advisory locks let one application instance at a time create partitions, and one at a time drop
  *       them; the others skip the run (or, for creation, may wait for it, as long as the DDL lock timeout).</li>
  * </ul>
@@ -62,6 +65,7 @@ public class PostgresPartitionMaintenance {
     private final Duration interval;
     private final int ahead;
     private final Duration ddlLockTimeout;
+    private final Duration detachWait;
 
     /**
      * What one run did.
@@ -90,10 +94,25 @@ public class PostgresPartitionMaintenance {
     /**
      * @param interval       the span of one partition (a whole number of seconds, at least one)
      * @param ahead          how many partitions after the current one to keep ready
-     * @param ddlLockTimeout the longest a DDL statement may wait for a lock before the run gives up on it
+     * @param ddlLockTimeout the longest a DDL statement may wait for a lock before the run gives up on it; also the
+     *                       longest a concurrent detach waits for the requests in progress on the table
      */
     public PostgresPartitionMaintenance(DataSource dataSource, String tableName, Duration interval, int ahead,
                                         Duration ddlLockTimeout) {
+        this(dataSource, tableName, interval, ahead, ddlLockTimeout, ddlLockTimeout);
+    }
+
+    /**
+     * @param interval       the span of one partition (a whole number of seconds, at least one)
+     * @param ahead          how many partitions after the current one to keep ready
+     * @param ddlLockTimeout the longest a DDL statement may wait for a lock before the run gives up on it
+     * @param detachWait     the longest a concurrent detach may wait for the transactions that use the table (a request
+     *                       in progress holds its claim's transaction open). It holds no lock while it waits and makes
+     *                       no claim wait; given up, it leaves the detach pending, to be finished by a later run, which
+     *                       waits only the DDL lock timeout for it (finishing it holds the table's lock while it waits)
+     */
+    public PostgresPartitionMaintenance(DataSource dataSource, String tableName, Duration interval, int ahead,
+                                        Duration ddlLockTimeout, Duration detachWait) {
         this.dataSource = Objects.requireNonNull(dataSource, "dataSource");
         this.table = IdempotencySchema.checkTableName(tableName);
         if (interval.getSeconds() < 1 || interval.getNano() != 0) {
@@ -107,6 +126,7 @@ public class PostgresPartitionMaintenance {
         this.interval = interval;
         this.ahead = ahead;
         this.ddlLockTimeout = ddlLockTimeout;
+        this.detachWait = Objects.requireNonNull(detachWait, "detachWait");
     }
 
     /**
@@ -148,7 +168,8 @@ public class PostgresPartitionMaintenance {
      * and the expired partitions are still dropped.
      *
      * @throws IllegalStateException when a lock of an expired partition was not available within the DDL lock
-     *                               timeout, or on any other failure; what was not dropped is dropped by a later call
+     *                               timeout (its concurrent detach: within the detach wait), or on any other
+     *                               failure; what was not dropped is dropped by a later call
      */
     public Run dropExpired(Duration retention) {
         return dropExpired(retention, name -> { });
@@ -200,7 +221,7 @@ public class PostgresPartitionMaintenance {
             String previousLockTimeout = currentLockTimeout(connection);
             try {
                 // before the advisory lock: waiting for another instance is bounded by it too
-                execute(connection, "SET lock_timeout = '" + Math.max(1, ddlLockTimeout.toMillis()) + "ms'");
+                setLockTimeout(connection, ddlLockTimeout);
                 checkPartitioned(connection); // also before the lock, whose key is the table's
                 if (!lock(connection, lock, wait)) {
                     return new Run(true, List.of(), List.of());
@@ -392,8 +413,20 @@ public class PostgresPartitionMaintenance {
             execute(connection, "COMMENT ON TABLE " + partition.name() + " IS " + literal(mark));
             // detach without blocking new claims, then drop the table no claim can reach any more
             try {
-                execute(connection, "ALTER TABLE " + table + " DETACH PARTITION " + partition.name()
-                        + (partition.detachPending() ? " FINALIZE" : " CONCURRENTLY"));
+                if (partition.detachPending()) {
+                    execute(connection, "ALTER TABLE " + table + " DETACH PARTITION " + partition.name() + " FINALIZE");
+                } else {
+                    // waits for the requests in progress on the table, holding no lock meanwhile: bounded by the
+                    // detach wait, not the DDL lock timeout, which a request longer than it would make every detach
+                    // leave pending
+                    setLockTimeout(connection, detachWait);
+                    try {
+                        execute(connection, "ALTER TABLE " + table + " DETACH PARTITION " + partition.name()
+                                + " CONCURRENTLY");
+                    } finally {
+                        setLockTimeout(connection, ddlLockTimeout);
+                    }
+                }
             } catch (SQLException e) {
                 // still a partition (a detach refused, or not had in time; one left pending is marked again by the run
                 // that finishes it): unmarked, so that whoever detaches it to keep its rows — beside a default
@@ -575,6 +608,13 @@ public class PostgresPartitionMaintenance {
             statement.setString(2, table);
             statement.execute();
         }
+    }
+
+    /** Sets the session's {@code lock_timeout}: at least a millisecond, at most what PostgreSQL takes (about 24.8 days). */
+    private static void setLockTimeout(Connection connection, Duration timeout) throws SQLException {
+        long millis = timeout.compareTo(Duration.ofMillis(Integer.MAX_VALUE)) > 0 ? Integer.MAX_VALUE
+                : Math.max(1, timeout.toMillis());
+        execute(connection, "SET lock_timeout = '" + millis + "ms'");
     }
 
     private static void execute(Connection connection, String sql) throws SQLException {

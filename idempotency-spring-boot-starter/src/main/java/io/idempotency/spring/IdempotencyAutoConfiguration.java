@@ -167,9 +167,15 @@ public class IdempotencyAutoConfiguration {
             // partitions made elsewhere: the count kept ahead is not this application's to say (0 is as good as 7)
             int ahead = cleanup.isCreatePartitions() ? cleanup.getPartitionsAhead()
                     : Math.max(1, cleanup.getPartitionsAhead());
+            // a detach waits for the requests in progress on the table (blocking none meanwhile) for up to an interval:
+            // given up after the DDL lock timeout, a request longer than that left every detach pending; the run
+            // creates the partitions due again after it, so they are still made an interval apart
+            Duration ddlLockTimeout = Duration.ofSeconds(2);
+            Duration detachWait = cleanup.getInterval().compareTo(ddlLockTimeout) > 0 ? cleanup.getInterval()
+                    : ddlLockTimeout;
             return RetentionScheduler.partitioned(new PostgresPartitionMaintenance(storeDataSource,
                     tableName(store, properties), cleanup.getPartitionInterval(), ahead,
-                    Duration.ofSeconds(2)), cleanup.isCreatePartitions(), cleanup.isEnabled(),
+                    ddlLockTimeout, detachWait), cleanup.isCreatePartitions(), cleanup.isEnabled(),
                     properties.getRetention().getTtl(),
                     cleanup.getInterval(), counters);
         }

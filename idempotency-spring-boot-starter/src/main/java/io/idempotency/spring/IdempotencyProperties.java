@@ -260,7 +260,10 @@ public class IdempotencyProperties implements InitializingBean {
          */
         private CleanupMode mode = CleanupMode.DELETE;
 
-        /** Time between two cleanup runs (in drop-partitions mode also the runs that create partitions). */
+        /**
+         * Time between two cleanup runs (in drop-partitions mode also the runs that create partitions, and the longest
+         * a partition's detach waits for the requests in progress on the table).
+         */
         private Duration interval = Duration.ofHours(1);
 
         /** Most records removed by one statement in delete mode. */

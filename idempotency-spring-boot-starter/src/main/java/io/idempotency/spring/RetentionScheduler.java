@@ -145,10 +145,17 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
                 if (!dropped.isEmpty()) {
                     log.info("Idempotency partitions dropped before the run failed: {}", dropped);
                 }
-                if (creationFailure != null) {
-                    e.addSuppressed(creationFailure);
+                RuntimeException recreation = createPartitions ? createAhead() : null;
+                if (recreation != null) {
+                    e.addSuppressed(recreation);
                 }
                 throw e;
+            }
+            if (createPartitions) {
+                // a detach waits for the requests in progress on the table, as long as an interval: the partitions
+                // that fell due meanwhile are made now, so that the next creation is still an interval away, as the
+                // partitions kept ahead are sized for
+                creationFailure = createAhead();
             }
             if (run.skipped()) {
                 log.debug("Idempotency partitions not dropped in this run: another instance is dropping them");

@@ -2,6 +2,7 @@ package io.idempotency.spring;
 
 import io.idempotency.core.IdempotencyStore;
 import io.idempotency.jdbc.PartitionedPostgresIdempotencyStore;
+import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
 import io.micrometer.core.instrument.Clock;
 import io.micrometer.core.instrument.Counter;
@@ -14,7 +15,12 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Primary;
 
+import javax.sql.DataSource;
+import java.sql.Connection;
+import java.sql.SQLException;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 
 import static io.idempotency.spring.StartupFailures.assertStartFails;
@@ -219,6 +225,54 @@ class RetentionConfigurationTest {
                             .isEqualTo("p");
                     assertThat(database.queryLong("select count(*) from pg_inherits"
                             + " where inhparent = to_regclass('idempotency_keys')")).isEqualTo(4);
+                });
+    }
+
+    /**
+     * A concurrent detach waits, holding no lock, for the transactions that use the table: a request in progress holds
+     * its claim's open. Bounded by the DDL lock timeout (2 s), it gave up on any request longer than that and left the
+     * detach pending, and with such requests always in flight no partition was ever dropped.
+     */
+    @Test
+    void anExpiredPartitionIsDroppedWhileARequestLongerThanTheDdlLockTimeoutIsInProgress() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        TestDatabases.contextRunner(database)
+                .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
+                        "idempotency.retention.cleanup.partition-interval=1h",
+                        "idempotency.retention.cleanup.partitions-ahead=3",
+                        "idempotency.retention.ttl=1d", "idempotency.retention.max-retry-window=1h")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    RetentionScheduler scheduler = context.getBean(RetentionScheduler.class);
+                    scheduler.stop(); // this test runs it
+                    database.queryString("create table idempotency_keys_expired"
+                            + " (like idempotency_keys including defaults including constraints)");
+                    database.queryString("do $$ begin execute format('alter table idempotency_keys attach partition"
+                            + " idempotency_keys_expired for values from (%L) to (%L)', now() - interval '5 days',"
+                            + " now() - interval '4 days'); end $$");
+                    try (Connection request = context.getBean(DataSource.class).getConnection()) {
+                        // a request of four seconds in progress: its transaction on the table stays open meanwhile
+                        request.setAutoCommit(false);
+                        request.createStatement().execute("select count(*) from idempotency_keys");
+                        CompletableFuture<Void> ends = Async.run(() -> {
+                            try {
+                                Thread.sleep(4000);
+                                request.commit();
+                            } catch (InterruptedException | SQLException e) {
+                                throw new IllegalStateException(e);
+                            }
+                        });
+
+                        scheduler.runOnce();
+
+                        ends.get(30, TimeUnit.SECONDS);
+                    }
+                    assertThat(database.queryLong("select count(*) from pg_class"
+                            + " where relname = 'idempotency_keys_expired' and relnamespace = current_schema()::regnamespace"))
+                            .as("detached and dropped once the request ended").isZero();
+                    assertThat(database.queryLong("select count(*) from pg_inherits"
+                            + " where inhparent = to_regclass('idempotency_keys') and inhdetachpending"))
+                            .as("no detach left pending").isZero();
                 });
     }
 
