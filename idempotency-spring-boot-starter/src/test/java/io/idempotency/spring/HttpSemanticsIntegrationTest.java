@@ -502,6 +502,36 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
         assertThat(rows(note)).isEqualTo(1);
     }
 
+    /**
+     * A key read from an {@code Optional} parameter: an empty one is no key, as a null is. Taken as its text, every
+     * request without the header would share the key "Optional.empty", and the second be answered with the first
+     * one's answer, its own order never written.
+     */
+    @Test
+    void anEmptyOptionalGivesNoKey() throws Exception {
+        String note = "optional-event-" + UUID.randomUUID();
+        String first = "{\"note\":\"" + note + "-1\"}";
+        String second = "{\"note\":\"" + note + "-2\"}";
+
+        HttpResponse<byte[]> one = send(request("/orders/by-optional-event", first).build());
+        HttpResponse<byte[]> two = send(request("/orders/by-optional-event", second).build());
+
+        assertThat(one.statusCode()).isEqualTo(200);
+        assertThat(two.statusCode()).isEqualTo(200);
+        assertThat(two.headers().firstValue("Idempotent-Replayed")).as("another request without a key").isEmpty();
+        assertThat(rows(note + "-2")).as("no key, no idempotency: the second order is written").isEqualTo(1);
+        assertThat(keyRows("Optional.empty")).isZero();
+
+        String event = "evt-" + UUID.randomUUID();
+        String keyed = "{\"note\":\"" + note + "-keyed\"}";
+        send(request("/orders/by-optional-event", keyed).header("X-Event-Id", event).build());
+        HttpResponse<byte[]> again = send(request("/orders/by-optional-event", keyed).header("X-Event-Id", event)
+                .build());
+        assertThat(again.headers().firstValue("Idempotent-Replayed")).as("the header's value is the key")
+                .hasValue("true");
+        assertThat(rows(note + "-keyed")).isEqualTo(1);
+    }
+
     /** A form's fields are read through #params, as the annotation's javadoc says: a callback sent as a form. */
     @Test
     void aKeyAndAFingerprintFromAFormsFieldsAreReadThroughParams() throws Exception {

@@ -12,6 +12,7 @@ import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.PutMapping;
 import org.springframework.web.bind.annotation.RequestParam;
 import org.springframework.web.bind.annotation.RequestBody;
+import org.springframework.web.bind.annotation.RequestHeader;
 import org.springframework.web.bind.annotation.RequestMapping;
 import org.springframework.web.bind.annotation.RequestMethod;
 import org.springframework.web.bind.annotation.ResponseStatus;
@@ -490,6 +491,14 @@ public class OrderController {
     @PostMapping("/by-event-header")
     @Idempotent(key = "#headers['X-Event-Id']", fingerprint = "#params['amount']")
     public Map<String, Object> byEventHeader(@RequestBody OrderRequest request) {
+        return Map.of("id", insert(request.note()));
+    }
+
+    /** Keyed by an optional header the handler takes as an {@code Optional}: without it, no key. */
+    @PostMapping("/by-optional-event")
+    @Idempotent(key = "#eventId", keyRequired = false)
+    public Map<String, Object> byOptionalEvent(@RequestHeader("X-Event-Id") java.util.Optional<String> eventId,
+                                               @RequestBody OrderRequest request) {
         return Map.of("id", insert(request.note()));
     }
 
