@@ -11,6 +11,13 @@ import org.springframework.core.env.PropertyResolver;
 import org.springframework.expression.Expression;
 import org.springframework.expression.spel.SpelNode;
 import org.springframework.expression.spel.ast.Assign;
+import org.springframework.expression.spel.ast.CompoundExpression;
+import org.springframework.expression.spel.ast.Indexer;
+import org.springframework.expression.spel.ast.InlineMap;
+import org.springframework.expression.spel.ast.MethodReference;
+import org.springframework.expression.spel.ast.Projection;
+import org.springframework.expression.spel.ast.PropertyOrFieldReference;
+import org.springframework.expression.spel.ast.Selection;
 import org.springframework.expression.spel.ast.VariableReference;
 import org.springframework.expression.spel.standard.SpelExpression;
 import org.springframework.expression.spel.standard.SpelExpressionParser;
@@ -82,6 +89,13 @@ final class IdempotentEndpoint {
                         + " every request be one fingerprint and another request be answered with the first one's"
                         + " answer. Correct the name; a parameter is known by name only when the code is compiled"
                         + " with -parameters, else as #p0, #p1…");
+            });
+            readOfTheRoot(key, fingerprint).ifPresent(name -> {
+                throw new IllegalArgumentException("an expression reads " + name + " of the evaluation's root object,"
+                        + " which is null: it fails on every request, so every request would lack its key (and run"
+                        + " without idempotency where the key is optional) or be refused for its fingerprint. Read"
+                        + " the request through #body, #path, #headers and #params, and a parameter as #name (was a"
+                        + " '#' left out?)");
             });
             instanceNamingParameter(method, key, fingerprint).ifPresent(parameter -> {
                 throw new IllegalArgumentException("an expression is #" + parameter.getKey() + " alone, a "
@@ -162,6 +176,51 @@ final class IdempotentEndpoint {
                 if (unknown.isPresent()) {
                     return unknown;
                 }
+            }
+        }
+        return Optional.empty();
+    }
+
+    /**
+     * The first property or method an expression reads of the evaluation's root object, which is null (the context has
+     * no root, only variables): {@code transactionId} where {@code #body.transactionId} was meant fails on every
+     * request, as SpEL cannot read a property of null. Not looked into: selections and projections, whose names are
+     * read of each element, indexers and inline maps, where a name may stand for itself.
+     */
+    private static Optional<String> readOfTheRoot(Expression key, List<Expression> fingerprint) {
+        List<Expression> expressions = new ArrayList<>(fingerprint);
+        if (key != null) {
+            expressions.add(key);
+        }
+        for (Expression expression : expressions) {
+            if (expression instanceof SpelExpression spel) {
+                Optional<String> read = readOfTheRoot(spel.getAST(), true);
+                if (read.isPresent()) {
+                    return read;
+                }
+            }
+        }
+        return Optional.empty();
+    }
+
+    /** @param onRoot whether {@code node} is evaluated on the root object (not on the value of what precedes it) */
+    private static Optional<String> readOfTheRoot(SpelNode node, boolean onRoot) {
+        if (node instanceof Selection || node instanceof Projection || node instanceof Indexer
+                || node instanceof InlineMap) {
+            return Optional.empty();
+        }
+        if (onRoot && node instanceof PropertyOrFieldReference property && !property.isNullSafe()) {
+            return Optional.of(property.getName());
+        }
+        if (onRoot && node instanceof MethodReference call && !call.isNullSafe()) {
+            return Optional.of(call.getName() + "()");
+        }
+        for (int i = 0; i < node.getChildCount(); i++) {
+            // a compound's later parts are read of the value before them; a method's arguments of the root again
+            boolean childOnRoot = node instanceof CompoundExpression ? onRoot && i == 0 : true;
+            Optional<String> read = readOfTheRoot(node.getChild(i), childOnRoot);
+            if (read.isPresent()) {
+                return read;
             }
         }
         return Optional.empty();

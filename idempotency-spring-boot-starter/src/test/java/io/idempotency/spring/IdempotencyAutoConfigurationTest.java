@@ -35,6 +35,7 @@ import java.sql.ResultSet;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 
@@ -574,6 +575,23 @@ class IdempotencyAutoConfigurationTest {
         assertStartFails(runner.withUserConfiguration(JpaTransactions.class, NestedController.class)).contains(
                 "NestedController.create()", "propagation NESTED", "JPA's, whose dialect makes no savepoints");
         runner.withUserConfiguration(NestedController.class).run(context -> assertThat(context).hasNotFailed());
+    }
+
+    /**
+     * The evaluation has no root object, only variables: a name without its '#' reads a property of null, which fails
+     * on every request. In a key, every request would lack its key (on an optional-key endpoint, every request would
+     * run without idempotency); in a fingerprint, every request would be refused. Names in selections, projections,
+     * indexers and inline maps are read of an element or stand for themselves, and start.
+     */
+    @Test
+    void anExpressionThatReadsAPropertyOfTheMissingRootIsRefusedAtStartup() {
+        assertStartFails(runner.withUserConfiguration(RootReadingKeyController.class)).contains(
+                "RootReadingKeyController.callback(", "reads transactionId of the evaluation's root object");
+        assertStartFails(runner.withUserConfiguration(RootReadingFingerprintController.class)).contains(
+                "RootReadingFingerprintController.charge(", "reads amount of the evaluation's root object");
+        assertStartFails(runner.withUserConfiguration(RootReadingArgumentController.class)).contains(
+                "RootReadingArgumentController.event(", "reads eventId of the evaluation's root object");
+        runner.withUserConfiguration(ElementReadingController.class).run(context -> assertThat(context).hasNotFailed());
     }
 
     /**
@@ -1456,6 +1474,44 @@ class IdempotencyAutoConfigurationTest {
         @Idempotent(key = "#bdy.transactionId")
         public String refund() {
             return "refunded";
+        }
+    }
+
+    @RestController
+    static class RootReadingKeyController {
+        @PostMapping("/callbacks")
+        @Idempotent(key = "transactionId", keyRequired = false)
+        public String callback(@org.springframework.web.bind.annotation.RequestBody Map<String, Object> body) {
+            return "received";
+        }
+    }
+
+    @RestController
+    static class RootReadingFingerprintController {
+        @PostMapping("/charges")
+        @Idempotent(fingerprint = {"#body.currency", "amount"})
+        public String charge(@org.springframework.web.bind.annotation.RequestBody Map<String, Object> body) {
+            return "charged";
+        }
+    }
+
+    @RestController
+    static class RootReadingArgumentController {
+        @PostMapping("/events")
+        @Idempotent(key = "T(java.util.UUID).fromString(eventId)")
+        public String event(@org.springframework.web.bind.annotation.RequestBody Map<String, Object> body) {
+            return "received";
+        }
+    }
+
+    @RestController
+    static class ElementReadingController {
+        @PostMapping("/charges")
+        @Idempotent(key = "#body.reference?.id", fingerprint = {"#body.lines.![amount]", "#body.lines.?[qty > 0]",
+                "#body['amount']", "{currency: #body.currency}", "T(java.lang.Long).parseLong(#body.amount)",
+                "#body.get('amount').toString()"})
+        public String charge(@org.springframework.web.bind.annotation.RequestBody Map<String, Object> body) {
+            return "charged";
         }
     }
 
