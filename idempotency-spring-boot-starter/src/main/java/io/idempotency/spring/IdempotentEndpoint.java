@@ -90,12 +90,13 @@ final class IdempotentEndpoint {
                         + " answer. Correct the name; a parameter is known by name only when the code is compiled"
                         + " with -parameters, else as #p0, #p1…");
             });
-            readOfTheRoot(key, fingerprint).ifPresent(name -> {
-                throw new IllegalArgumentException("an expression reads " + name + " of the evaluation's root object,"
-                        + " which is null: it fails on every request, so every request would lack its key (and run"
-                        + " without idempotency where the key is optional) or be refused for its fingerprint. Read"
-                        + " the request through #body, #path, #headers and #params, and a parameter as #name (was a"
-                        + " '#' left out?)");
+            readOfTheRoot(key, fingerprint).ifPresent(read -> {
+                throw new IllegalArgumentException("an expression reads " + read + ", which is null: it fails or"
+                        + " reads null on every request, so every request would lack its key (and run without"
+                        + " idempotency where the key is optional), or be refused for its fingerprint, or have the"
+                        + " fingerprint of every other (another request under a key answered with the first one's"
+                        + " answer). Read the request through #body, #path, #headers and #params, and a parameter as"
+                        + " #name (was a '#' left out?)");
             });
             instanceNamingParameter(method, key, fingerprint).ifPresent(parameter -> {
                 throw new IllegalArgumentException("an expression is #" + parameter.getKey() + " alone, a "
@@ -182,10 +183,12 @@ final class IdempotentEndpoint {
     }
 
     /**
-     * The first property or method an expression reads of the evaluation's root object, which is null (the context has
-     * no root, only variables): {@code transactionId} where {@code #body.transactionId} was meant fails on every
-     * request, as SpEL cannot read a property of null. Not looked into: selections and projections, whose names are
-     * read of each element, indexers and inline maps, where a name may stand for itself.
+     * What an expression reads of the evaluation's root object, which is null (the context has no root, only
+     * variables), described; empty if it reads nothing of it. {@code transactionId} where {@code #body.transactionId}
+     * was meant fails on every request, as SpEL cannot read a property of null; {@code #root} and {@code #this} (as
+     * {@code #root.args[0]} is written for Spring's cache annotations) are null. Not looked into: selections and
+     * projections, whose names and {@code #this} are each element's, indexers and inline maps, where a name may stand
+     * for itself.
      */
     private static Optional<String> readOfTheRoot(Expression key, List<Expression> fingerprint) {
         List<Expression> expressions = new ArrayList<>(fingerprint);
@@ -210,10 +213,14 @@ final class IdempotentEndpoint {
             return Optional.empty();
         }
         if (onRoot && node instanceof PropertyOrFieldReference property && !property.isNullSafe()) {
-            return Optional.of(property.getName());
+            return Optional.of(property.getName() + " of the evaluation's root object");
         }
         if (onRoot && node instanceof MethodReference call && !call.isNullSafe()) {
-            return Optional.of(call.getName() + "()");
+            return Optional.of(call.getName() + "() of the evaluation's root object");
+        }
+        if (node instanceof VariableReference variable
+                && (variable.toStringAST().equals("#root") || variable.toStringAST().equals("#this"))) {
+            return Optional.of(variable.toStringAST() + ", the evaluation's root object");
         }
         for (int i = 0; i < node.getChildCount(); i++) {
             // a compound's later parts are read of the value before them; a method's arguments of the root again

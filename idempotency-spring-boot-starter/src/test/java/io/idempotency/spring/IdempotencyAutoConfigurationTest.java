@@ -580,7 +580,8 @@ class IdempotencyAutoConfigurationTest {
     /**
      * The evaluation has no root object, only variables: a name without its '#' reads a property of null, which fails
      * on every request. In a key, every request would lack its key (on an optional-key endpoint, every request would
-     * run without idempotency); in a fingerprint, every request would be refused. Names in selections, projections,
+     * run without idempotency); in a fingerprint, every request would be refused ({@code #root} alone: every request
+     * would have one fingerprint, and be answered with the first one's answer). Names in selections, projections,
      * indexers and inline maps are read of an element or stand for themselves, and start.
      */
     @Test
@@ -591,6 +592,8 @@ class IdempotencyAutoConfigurationTest {
                 "RootReadingFingerprintController.charge(", "reads amount of the evaluation's root object");
         assertStartFails(runner.withUserConfiguration(RootReadingArgumentController.class)).contains(
                 "RootReadingArgumentController.event(", "reads eventId of the evaluation's root object");
+        assertStartFails(runner.withUserConfiguration(RootVariableController.class)).contains(
+                "RootVariableController.charge(", "reads #root, the evaluation's root object");
         runner.withUserConfiguration(ElementReadingController.class).run(context -> assertThat(context).hasNotFailed());
     }
 
@@ -1504,6 +1507,16 @@ class IdempotencyAutoConfigurationTest {
         }
     }
 
+    /** Written as for Spring's cache annotations, whose root object has the arguments. */
+    @RestController
+    static class RootVariableController {
+        @PostMapping("/charges")
+        @Idempotent(fingerprint = "#root.args[0]")
+        public String charge(@org.springframework.web.bind.annotation.RequestBody Map<String, Object> body) {
+            return "charged";
+        }
+    }
+
     @RestController
     static class ElementReadingController {
         @PostMapping("/charges")
@@ -1519,7 +1532,7 @@ class IdempotencyAutoConfigurationTest {
     static class NamedVariablesController {
         @PostMapping("/charges/{merchant}")
         @Idempotent(key = "#body.transactionId", fingerprint = {"#amount", "#p1", "#a0", "#path['merchant']",
-                "#params['x']", "#headers['X-Y']", "#root", "#body.lines.?[#this.qty > 0]", "(#n = 1) + #n"})
+                "#params['x']", "#headers['X-Y']", "#body.lines.?[#this.qty > 0]", "(#n = 1) + #n"})
         public String charge(@org.springframework.web.bind.annotation.RequestParam String amount,
                              @org.springframework.web.bind.annotation.RequestParam String currency) {
             return "charged";
