@@ -11,6 +11,7 @@ import org.springframework.core.env.PropertyResolver;
 import org.springframework.expression.Expression;
 import org.springframework.expression.spel.SpelNode;
 import org.springframework.expression.spel.ast.Assign;
+import org.springframework.expression.spel.ast.BeanReference;
 import org.springframework.expression.spel.ast.CompoundExpression;
 import org.springframework.expression.spel.ast.Indexer;
 import org.springframework.expression.spel.ast.InlineMap;
@@ -91,7 +92,7 @@ final class IdempotentEndpoint {
                         + " with -parameters, else as #p0, #p1…");
             });
             readOfTheRoot(key, fingerprint).ifPresent(read -> {
-                throw new IllegalArgumentException("an expression reads " + read + ", which is null: it fails or"
+                throw new IllegalArgumentException("an expression reads " + read + ": it fails or"
                         + " reads null on every request, so every request would lack its key (and run without"
                         + " idempotency where the key is optional), or be refused for its fingerprint, or have the"
                         + " fingerprint of every other (another request under a key answered with the first one's"
@@ -184,11 +185,11 @@ final class IdempotentEndpoint {
 
     /**
      * What an expression reads of the evaluation's root object, which is null (the context has no root, only
-     * variables), described; empty if it reads nothing of it. {@code transactionId} where {@code #body.transactionId}
-     * was meant fails on every request, as SpEL cannot read a property of null; {@code #root} and {@code #this} (as
-     * {@code #root.args[0]} is written for Spring's cache annotations) are null. Not looked into: selections and
-     * projections, whose names and {@code #this} are each element's, indexers and inline maps, where a name may stand
-     * for itself.
+     * variables), or of a bean, which it cannot resolve, described; empty if it reads neither. {@code transactionId}
+     * where {@code #body.transactionId} was meant fails on every request, as SpEL cannot read a property of null;
+     * {@code #root} and {@code #this} (as {@code #root.args[0]} is written for Spring's cache annotations) are null,
+     * and {@code @name} fails as well. Not looked into: selections and projections, whose names and {@code #this} are
+     * each element's, indexers and inline maps, where a name may stand for itself.
      */
     private static Optional<String> readOfTheRoot(Expression key, List<Expression> fingerprint) {
         List<Expression> expressions = new ArrayList<>(fingerprint);
@@ -213,14 +214,19 @@ final class IdempotentEndpoint {
             return Optional.empty();
         }
         if (onRoot && node instanceof PropertyOrFieldReference property && !property.isNullSafe()) {
-            return Optional.of(property.getName() + " of the evaluation's root object");
+            return Optional.of(property.getName() + " of the evaluation's root object, which is null");
         }
         if (onRoot && node instanceof MethodReference call && !call.isNullSafe()) {
-            return Optional.of(call.getName() + "() of the evaluation's root object");
+            return Optional.of(call.getName() + "() of the evaluation's root object, which is null");
         }
         if (node instanceof VariableReference variable
                 && (variable.toStringAST().equals("#root") || variable.toStringAST().equals("#this"))) {
-            return Optional.of(variable.toStringAST() + ", the evaluation's root object");
+            return Optional.of(variable.toStringAST() + ", the evaluation's root object, which is null");
+        }
+        if (node instanceof BeanReference bean) {
+            // the evaluation has no bean resolver, unlike that of Spring's cache annotations
+            return Optional.of("the bean @" + bean.getName() + ", which the evaluation cannot resolve (it has no"
+                    + " bean resolver)");
         }
         for (int i = 0; i < node.getChildCount(); i++) {
             // a compound's later parts are read of the value before them; a method's arguments of the root again

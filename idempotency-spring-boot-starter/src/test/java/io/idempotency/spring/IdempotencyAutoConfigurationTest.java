@@ -594,6 +594,8 @@ class IdempotencyAutoConfigurationTest {
                 "RootReadingArgumentController.event(", "reads eventId of the evaluation's root object");
         assertStartFails(runner.withUserConfiguration(RootVariableController.class)).contains(
                 "RootVariableController.charge(", "reads #root, the evaluation's root object");
+        assertStartFails(runner.withUserConfiguration(BeanReadingController.class)).contains(
+                "BeanReadingController.charge(", "reads the bean @keys, which the evaluation cannot resolve");
         runner.withUserConfiguration(ElementReadingController.class).run(context -> assertThat(context).hasNotFailed());
     }
 
@@ -1512,6 +1514,16 @@ class IdempotencyAutoConfigurationTest {
     static class RootVariableController {
         @PostMapping("/charges")
         @Idempotent(fingerprint = "#root.args[0]")
+        public String charge(@org.springframework.web.bind.annotation.RequestBody Map<String, Object> body) {
+            return "charged";
+        }
+    }
+
+    /** Also written as for Spring's cache annotations, whose evaluation resolves beans. */
+    @RestController
+    static class BeanReadingController {
+        @PostMapping("/charges")
+        @Idempotent(key = "@keys.of(#body)", keyRequired = false)
         public String charge(@org.springframework.web.bind.annotation.RequestBody Map<String, Object> body) {
             return "charged";
         }
