@@ -101,6 +101,17 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
     }
 
     /**
+     * Checks once, before the first request, that an answer whose body takes up to {@code maxBodyBytes} (the cap on
+     * stored bodies) can be stored: a cap the table or the database cannot hold lets a larger answer's handler run,
+     * then fails its request when the answer is stored. The starter calls it once the table is made or checked, with
+     * {@code idempotency.max-stored-body-size}. Does nothing by default.
+     *
+     * @throws IllegalStateException saying what holds less than the cap, and what to change
+     */
+    public void checkStoredBodySize(long maxBodyBytes) {
+    }
+
+    /**
      * Refuses to claim in a transaction that holds no connection of this store's DataSource: the claim would run on
      * a connection of its own, and commit apart from the handler's writes.
      */

@@ -183,9 +183,9 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
             "request_hash", 64, "fencing_token", 36);
 
     /**
-     * The least a body column must hold: a {@code MEDIUMBLOB}'s 16 MB, as much as MariaDB's default
+     * The least a body column must hold: a {@code MEDIUMBLOB}'s 16 MB, more than MariaDB's default
      * {@code max_allowed_packet} lets one statement carry, and far above the starter's default cap on stored bodies
-     * (1 MB). A {@code BLOB} holds 64 KB.
+     * (1 MB); a higher cap needs a {@code LONGBLOB} ({@link #checkStoredBodySize}). A {@code BLOB} holds 64 KB.
      */
     private static final long MIN_BODY_BYTES = 16_777_215;
 
@@ -403,6 +403,47 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
             throw new IllegalStateException("table " + tableName + " may not be used by the application's database"
                     + " user " + jdbc.queryForObject("SELECT CURRENT_USER()", String.class) + ", and every request"
                     + " reads, inserts and updates its record: " + String.join("; ", denied));
+        }
+    }
+
+    /**
+     * What the statement that stores an answer carries beyond its body, with room to spare: the headers (a servlet
+     * container lets an answer's take a few KB) and the key, both possibly escaped, and the statement's own text.
+     */
+    private static final long STATEMENT_BEYOND_THE_BODY = 256 * 1024;
+
+    /**
+     * Checks that an answer body of {@code maxBodyBytes} can be stored: the body column holds it (a {@code mediumblob}
+     * keeps 16 MB, a {@code longblob} 4 GB), and the server's {@code max_allowed_packet}, the most one statement may
+     * take, holds the statement that writes it: twice the body (MariaDB Connector/J sends it in the statement's text,
+     * where a zero byte, a quote or a backslash takes two bytes) and 256 KB for the rest. A larger statement is refused
+     * (the server closes the connection), and its request, its handler having run, fails.
+     */
+    @Override
+    public void checkStoredBodySize(long maxBodyBytes) {
+        Map<String, Object> found = jdbc.queryForMap("SELECT @@max_allowed_packet AS packet,"
+                + " (SELECT DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
+                + " AND TABLE_NAME = ? AND COLUMN_NAME = 'response_body') AS type,"
+                + " (SELECT CHARACTER_MAXIMUM_LENGTH FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
+                + " AND TABLE_NAME = ? AND COLUMN_NAME = 'response_body') AS length", tableName, tableName);
+        List<String> problems = new ArrayList<>();
+        if (found.get("length") != null && ((Number) found.get("length")).longValue() < maxBodyBytes) {
+            problems.add("the body column, response_body, is a " + found.get("type") + ", which holds "
+                    + found.get("length") + " bytes: make it a longblob");
+        }
+        long packet = ((Number) found.get("packet")).longValue();
+        long needed = maxBodyBytes > (Long.MAX_VALUE - STATEMENT_BEYOND_THE_BODY) / 2 ? Long.MAX_VALUE
+                : 2 * maxBodyBytes + STATEMENT_BEYOND_THE_BODY;
+        if (packet < needed) {
+            problems.add("the server's max_allowed_packet (" + packet + " bytes), the most one statement may take,"
+                    + " must hold the statement that stores such an answer: at least " + needed + " bytes (twice the"
+                    + " body, whose bytes Connector/J may send escaped as two each, and 256 KB for the headers and"
+                    + " the key); raise it in the server's configuration");
+        }
+        if (!problems.isEmpty()) {
+            throw new IllegalStateException("an answer body of up to " + maxBodyBytes + " bytes cannot be stored in"
+                    + " table " + tableName + ", and a request whose answer is larger than it can hold would fail"
+                    + " when its answer is stored, after its handler ran: " + String.join("; ", problems) + ".");
         }
     }
 

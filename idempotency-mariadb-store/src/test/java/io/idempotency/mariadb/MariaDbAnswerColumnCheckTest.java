@@ -5,14 +5,22 @@ import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
 import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.IdempotencyRecord;
+import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoredResponse;
+import io.idempotency.spring.IdempotencyAutoConfiguration;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.EnabledIf;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.test.context.assertj.AssertableApplicationContext;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.boot.test.context.runner.ContextConsumer;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
+import javax.sql.DataSource;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Arrays;
@@ -190,6 +198,55 @@ class MariaDbAnswerColumnCheckTest {
                 new MariaDbIdempotencyStore(dataSource, TABLE).checkTable();
             }
         }
+    }
+
+    /**
+     * A cap on stored bodies raised beyond what the statement storing an answer may carry (the server's
+     * {@code max_allowed_packet}, in which a body's zero bytes, quotes and backslashes travel escaped as two) or the
+     * body column holds (a {@code mediumblob} keeps 16 MB) let the application start, and then every answer above
+     * what fits, its handler having run, failed when it was stored. The application does not start.
+     */
+    @Test
+    void aCapOnStoredBodiesTheTableOrTheServerCannotHoldIsRefusedAtStartup() {
+        TestMariaDb.Database database = TestMariaDb.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute(MariaDbIdempotencyStore.schema(TABLE)
+                    .replace("response_body    longblob", "response_body    mediumblob"));
+            long packet = jdbc.queryForObject("SELECT @@max_allowed_packet", Long.class);
+            long fits = (packet - 256 * 1024) / 2;
+            if (packet <= 64 * 1024 * 1024) {
+                // what the check prevents: an answer under the cap whose statement the server refuses
+                byte[] zeros = new byte[(int) fits + 1_000_000];
+                assertThatThrownBy(() -> store(new MariaDbIdempotencyStore(dataSource, TABLE), dataSource, newKey(),
+                        zeros)).as("an answer of %d zero bytes, max_allowed_packet %d", zeros.length, packet)
+                        .isInstanceOf(RuntimeException.class);
+            }
+
+            startWithCap(database, (fits + 1) + "B", context -> assertThat(context).hasFailed().getFailure()
+                    .hasStackTraceContaining("idempotency.max-stored-body-size")
+                    .hasStackTraceContaining("max_allowed_packet (" + packet + " bytes)")
+                    .hasStackTraceContaining("at least " + (2 * (fits + 1) + 256 * 1024) + " bytes"));
+            startWithCap(database, "17MB", context -> assertThat(context).hasFailed().getFailure()
+                    .hasStackTraceContaining("idempotency.max-stored-body-size (17MB)")
+                    .hasStackTraceContaining("response_body, is a mediumblob, which holds 16777215 bytes")
+                    .hasStackTraceContaining("longblob"));
+            startWithCap(database, fits + "B", context -> assertThat(context).hasNotFailed());
+            startWithCap(database, null, context -> assertThat(context).hasNotFailed());
+        }
+    }
+
+    /** The starter on {@code database}, the MariaDB store, and {@code cap} on stored bodies (null: the default). */
+    private static void startWithCap(TestMariaDb.Database database, String cap,
+                                     ContextConsumer<AssertableApplicationContext> check) {
+        HikariDataSource dataSource = database.dataSource(2); // closed with the application
+        new ApplicationContextRunner().withConfiguration(AutoConfigurations.of(IdempotencyAutoConfiguration.class))
+                .withBean(DataSource.class, () -> dataSource)
+                .withBean(PlatformTransactionManager.class, () -> new DataSourceTransactionManager(dataSource))
+                .withBean(IdempotencyStore.class, () -> new MariaDbIdempotencyStore(dataSource, TABLE))
+                .withPropertyValues(cap == null ? new String[0]
+                        : new String[] {"idempotency.max-stored-body-size=" + cap})
+                .run(check);
     }
 
     private static boolean store(MariaDbIdempotencyStore store, HikariDataSource dataSource, ScopedKey key,

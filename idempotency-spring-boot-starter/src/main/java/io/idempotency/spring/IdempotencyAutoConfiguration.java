@@ -131,7 +131,8 @@ public class IdempotencyAutoConfiguration {
                 : librarysStore ? IdempotencySchemaInitializer.Mode.VERIFY : IdempotencySchemaInitializer.Mode.NONE;
         return new IdempotencySchemaInitializer(new IdempotencySchemaMigrator(storeDataSource(store, dataSource),
                 tableName(store, properties), partitioned(properties)), mode,
-                store instanceof JdbcIdempotencyStore jdbcStore ? jdbcStore : null);
+                store instanceof JdbcIdempotencyStore jdbcStore ? jdbcStore : null,
+                properties.getMaxStoredBodySize().toBytes());
     }
 
     /**

@@ -6,6 +6,7 @@ import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.beans.factory.InitializingBean;
+import org.springframework.util.unit.DataSize;
 
 /**
  * Creates or upgrades the idempotency table at startup, with the library's own Flyway migration; or, when the schema
@@ -37,27 +38,29 @@ class IdempotencySchemaInitializer implements InitializingBean {
     private final Mode mode;
     /** The store, when it is a JDBC one (whose own check of its table runs when the library does not make it). */
     private final JdbcIdempotencyStore store;
+    /** The cap on stored bodies, {@code idempotency.max-stored-body-size}, in bytes: the store must keep as much. */
+    private final long maxStoredBodySize;
 
-    IdempotencySchemaInitializer(IdempotencySchemaMigrator migrator, Mode mode) {
-        this(migrator, mode, null);
-    }
-
-    IdempotencySchemaInitializer(IdempotencySchemaMigrator migrator, Mode mode, JdbcIdempotencyStore store) {
+    IdempotencySchemaInitializer(IdempotencySchemaMigrator migrator, Mode mode, JdbcIdempotencyStore store,
+                                 long maxStoredBodySize) {
         this.migrator = migrator;
         this.mode = mode;
         this.store = store;
+        this.maxStoredBodySize = maxStoredBodySize;
     }
 
     @Override
     public void afterPropertiesSet() {
         if (mode == Mode.NONE) {
             checkStoreTable();
+            checkStoredBodySize();
             return;
         }
         if (mode == Mode.MIGRATE_ON_POSTGRESQL && !migrator.onPostgreSQL()) {
             log.info("The idempotency table is not created: the application's IdempotencyStore keeps its records"
                     + " in a database other than PostgreSQL, which the library's table is made for");
             checkStoreTable();
+            checkStoredBodySize();
             return;
         }
         try {
@@ -70,6 +73,7 @@ class IdempotencySchemaInitializer implements InitializingBean {
             throw new IdempotencyConfigurationException(e.getMessage()
                     + (mode == Mode.VERIFY ? " (idempotency.jdbc.initialize-schema=false)" : ""), action(e));
         }
+        checkStoredBodySize();
     }
 
     /**
@@ -86,6 +90,21 @@ class IdempotencySchemaInitializer implements InitializingBean {
             throw new IdempotencyConfigurationException(e.getMessage(), "Create the table from the script the message"
                     + " names, in the application's own migrations (Flyway, Liquibase) or by hand, or give the store"
                     + " the name of a table made from it.", e);
+        }
+    }
+
+    /** An answer the cap lets through but the store cannot keep would fail its request after its handler ran. */
+    private void checkStoredBodySize() {
+        if (store == null) {
+            return;
+        }
+        try {
+            store.checkStoredBodySize(maxStoredBodySize);
+        } catch (IllegalStateException e) {
+            throw new IdempotencyConfigurationException("idempotency.max-stored-body-size ("
+                    + IdempotencyAutoConfiguration.readable(DataSize.ofBytes(maxStoredBodySize)) + ") is more than the"
+                    + " idempotency store can keep: " + e.getMessage(), "Lower idempotency.max-stored-body-size, or"
+                    + " make the store's table and database hold it as the message says.", e);
         }
     }
 
