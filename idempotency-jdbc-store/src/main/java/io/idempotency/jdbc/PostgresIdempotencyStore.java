@@ -85,6 +85,28 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
         return tableName;
     }
 
+    /**
+     * The largest body an answer can be stored with: PostgreSQL takes at most 1 GB in one value and in one message,
+     * and its JDBC driver refuses to send a statement whose parameters take more; 256 KB of that are left for the
+     * headers and the key.
+     */
+    public static final long MAX_STORED_BODY_SIZE = (1L << 30) - 256 * 1024;
+
+    /**
+     * Refuses a cap on stored bodies above {@link #MAX_STORED_BODY_SIZE}: an answer between the two would be refused
+     * when it is stored, its request failing after its handler ran.
+     */
+    @Override
+    public void checkStoredBodySize(long maxBodyBytes) {
+        if (maxBodyBytes > MAX_STORED_BODY_SIZE) {
+            throw new IllegalStateException("an answer body of up to " + maxBodyBytes + " bytes cannot be stored:"
+                    + " PostgreSQL takes at most 1 GB in one value and in one statement's parameters (its JDBC driver"
+                    + " refuses to send more), so the body of a stored answer may take at most " + MAX_STORED_BODY_SIZE
+                    + " bytes (1 GB less 256 KB for the headers and the key), and a request whose answer is larger"
+                    + " would fail when its answer is stored, after its handler ran.");
+        }
+    }
+
     private static Statements statements(String table) {
         return new Statements(
                 "SELECT " + COLUMNS + ", locked_until < now() AS lease_expired FROM " + table + KEY_MATCH,

@@ -103,8 +103,8 @@ class IdempotencySchemaInitializer implements InitializingBean {
         } catch (IllegalStateException e) {
             throw new IdempotencyConfigurationException("idempotency.max-stored-body-size ("
                     + IdempotencyAutoConfiguration.readable(DataSize.ofBytes(maxStoredBodySize)) + ") is more than the"
-                    + " idempotency store can keep: " + e.getMessage(), "Lower idempotency.max-stored-body-size, or"
-                    + " make the store's table and database hold it as the message says.", e);
+                    + " idempotency store can keep: " + e.getMessage(), "Lower idempotency.max-stored-body-size to what"
+                    + " the store can keep, or, where the message says what limits it can be raised, raise it.", e);
         }
     }
 

@@ -626,6 +626,7 @@ class IdempotencyAutoConfigurationTest {
             "idempotency.retention.ttl = 110000000d",
             "idempotency.max-request-body-size = 0",
             "idempotency.max-stored-body-size = -1B",
+            "idempotency.max-stored-body-size = 2GB",
             "idempotency.downstream-key-secret = ''",
             "idempotency.replay-cache.max-entries = -1",
             "idempotency.replay-cache.completed-keys = -1",
@@ -666,6 +667,20 @@ class IdempotencyAutoConfigurationTest {
                     context.getBean(IdempotencyProperties.class),
                     context.getBean(io.idempotency.core.StoragePolicy.class), context.getEnvironment())).isNotNull();
         });
+    }
+
+    /**
+     * PostgreSQL takes at most 1 GB in one value and one statement's parameters: a cap on stored bodies above that
+     * (refused above, by name) let an answer between the two run its handler, and then fail when it was stored. Just
+     * under it the application starts.
+     */
+    @Test
+    void aCapOnStoredBodiesPostgresqlCanHoldStarts() {
+        runner.withPropertyValues("idempotency.max-stored-body-size=1023MB")
+                .run(context -> assertThat(context).hasNotFailed());
+        assertThat(new IdempotencyFailureAnalyzer().analyze(startupFailure(runner.withPropertyValues(
+                "idempotency.max-stored-body-size=1GB"))).getDescription())
+                .startsWith("idempotency.max-stored-body-size (1GB)").contains("PostgreSQL takes at most 1 GB");
     }
 
     @Test
