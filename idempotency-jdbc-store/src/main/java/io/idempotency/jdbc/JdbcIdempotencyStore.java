@@ -89,6 +89,14 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
     }
 
     /**
+     * The table the store keeps its records in, as it was given, for a store that has one table of its own; null (the
+     * default) for one that does not say. The starter refuses an {@code idempotency.jdbc.table-name} that names another.
+     */
+    public String tableName() {
+        return null;
+    }
+
+    /**
      * Checks once, before the first request, that the store's table is there as the store needs it: its columns, a
      * unique key that tells every caller, scope and key apart. A store whose table the application's own migrations
      * make checks it here, so that a table made otherwise stops the start rather than failing requests, or sharing

@@ -81,6 +81,7 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
     }
 
     /** The table the store keeps its records in, as it was given: the one to create, check and keep partitions of. */
+    @Override
     public String tableName() {
         return tableName;
     }

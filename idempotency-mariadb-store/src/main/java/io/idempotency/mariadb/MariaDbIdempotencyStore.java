@@ -127,6 +127,12 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
                 + " AND status <> 'PROCESSING'";
     }
 
+    /** The table the store keeps its records in, as it was given (which the application's migrations make). */
+    @Override
+    public String tableName() {
+        return tableName;
+    }
+
     private static Statements statements(String table) {
         return new Statements(
                 "SELECT " + COLUMNS + " FROM " + table + KEY_MATCH,

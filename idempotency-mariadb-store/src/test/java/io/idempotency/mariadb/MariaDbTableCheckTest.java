@@ -248,6 +248,26 @@ class MariaDbTableCheckTest {
         });
     }
 
+    /**
+     * {@code idempotency.jdbc.table-name} names the table the library creates, checks and cleans up; the MariaDB
+     * store's table is the one it is given. Set to another, the property says something untrue of the application.
+     */
+    @Test
+    void aConfiguredTableNameThatIsNotTheStoresIsRefusedAtStartup() {
+        TestMariaDb.Database database = TestMariaDb.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(4)) {
+            new JdbcTemplate(dataSource).execute(SCRIPT);
+            contextRunner(dataSource, "api_requests").withPropertyValues("idempotency.jdbc.table-name=payments_keys")
+                    .run(context -> assertThat(context).getFailure().hasStackTraceContaining(
+                            "idempotency.jdbc.table-name (payments_keys) names another table than the application's"
+                                    + " IdempotencyStore, which keeps its records in api_requests"));
+        }
+        try (HikariDataSource dataSource = database.dataSource(4)) { // the context closed the one before
+            contextRunner(dataSource, "api_requests").withPropertyValues("idempotency.jdbc.table-name=API_REQUESTS")
+                    .run(context -> assertThat(context).hasNotFailed());
+        }
+    }
+
     @Test
     void theShippedScriptUnderTheStoresTableNameStarts() {
         HikariDataSource dataSource = databaseWith(SCRIPT);
@@ -294,13 +314,17 @@ class MariaDbTableCheckTest {
 
     private static void run(DataSource dataSource, String table, Consumer<AssertableApplicationContext> check) {
         try {
-            new ApplicationContextRunner().withConfiguration(AutoConfigurations.of(IdempotencyAutoConfiguration.class))
-                    .withBean(DataSource.class, () -> dataSource)
-                    .withBean(PlatformTransactionManager.class, () -> new DataSourceTransactionManager(dataSource))
-                    .withBean(IdempotencyStore.class, () -> new MariaDbIdempotencyStore(dataSource, table))
-                    .run(check::accept);
+            contextRunner(dataSource, table).run(check::accept);
         } finally {
             ((HikariDataSource) dataSource).close();
         }
+    }
+
+    /** An application on {@code dataSource} whose store is the MariaDB one on {@code table}. */
+    private static ApplicationContextRunner contextRunner(DataSource dataSource, String table) {
+        return new ApplicationContextRunner().withConfiguration(AutoConfigurations.of(IdempotencyAutoConfiguration.class))
+                .withBean(DataSource.class, () -> dataSource)
+                .withBean(PlatformTransactionManager.class, () -> new DataSourceTransactionManager(dataSource))
+                .withBean(IdempotencyStore.class, () -> new MariaDbIdempotencyStore(dataSource, table));
     }
 }

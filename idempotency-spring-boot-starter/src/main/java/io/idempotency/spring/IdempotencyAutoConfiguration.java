@@ -242,17 +242,20 @@ public class IdempotencyAutoConfiguration {
      */
     private static String tableName(IdempotencyStore store, IdempotencyProperties properties) {
         String configured = properties.getJdbc().getTableName();
-        if (!(store instanceof PostgresIdempotencyStore postgres) || postgres.tableName().equalsIgnoreCase(configured)) {
+        String storesTable = store instanceof JdbcIdempotencyStore jdbcStore ? jdbcStore.tableName() : null;
+        if (storesTable == null || storesTable.equalsIgnoreCase(configured)) {
             return configured;
         }
         if (!IdempotencySchema.DEFAULT_TABLE_NAME.equals(configured)) {
             throw new IdempotencyConfigurationException("idempotency.jdbc.table-name (" + configured + ") names"
                     + " another table than the application's IdempotencyStore, which keeps its records in "
-                    + postgres.tableName() + ": the library would create (or check) and clean up a table no claim"
+                    + storesTable + ": the library would create (or check) and clean up a table no claim"
                     + " uses.", "Give the store and idempotency.jdbc.table-name the same table, or remove"
                     + " idempotency.jdbc.table-name (the store's table is then the one created and checked).");
         }
-        return postgres.tableName();
+        // another store's table is made by the application's migrations and checked by the store: the property's
+        // name is then only what the library's own migration would use, which does not run for it
+        return store instanceof PostgresIdempotencyStore ? storesTable : configured;
     }
 
     /**
