@@ -16,13 +16,14 @@ import static org.assertj.core.api.Assertions.assertThat;
  * shape a client or an attacker can put in the header (structured-field syntax, quotes and escapes, commas, bytes
  * outside ASCII, several headers, nothing) and bodies that are valid JSON written every which way or broken in every
  * way a JSON reader meets (truncated, trailing bytes, deep nesting, numbers of thousands of digits, invalid UTF-8, the
- * wrong media type). Whatever arrives, the rules hold:
+ * wrong media type) or that only the library refuses, after the handler's binding read it (duplicate member names,
+ * nesting deeper than the fingerprint takes). Whatever arrives, the rules hold:
  * <ul>
  *   <li>never a server error: bad input gets a 4xx;</li>
  *   <li>a 2xx kept its business row exactly once, the same bytes sent again are its replay, byte for byte, and
  *       another body under its key is refused (422) and keeps nothing;</li>
- *   <li>a refusal kept nothing, and the same bytes sent again are refused the same way (no claim was left behind to
- *       answer "in progress").</li>
+ *   <li>a refusal kept nothing — no business row, no record of its key — and the same bytes sent again are refused
+ *       the same way, anew (no claim was left behind to answer "in progress", no refusal stored to be replayed).</li>
  * </ul>
  * The generator's seed is random per run and named in every failure; {@code -Didempotency.fuzz.seed=…} replays a run.
  */
@@ -40,7 +41,10 @@ class RequestFuzzIntegrationTest extends OrdersApplicationTest {
         java.util.Map<Integer, Integer> statuses = new java.util.TreeMap<>();
         for (int i = 0; i < REQUESTS; i++) {
             String note = "fuzz-" + run + "-" + i;
-            String request = request(random, run + i, note);
+            // the key's text, wherever the generator puts it: one request's never holds another's ("…1k" is not in
+            // "…15k")
+            String unique = run + i + "k";
+            String request = request(random, unique, note);
             String what = "seed " + seed + ", request " + i + ":\n" + request;
 
             Answer first = Answer.of(raw(request));
@@ -62,6 +66,12 @@ class RequestFuzzIntegrationTest extends OrdersApplicationTest {
                 assertThat(rows(note)).as("nothing kept; " + what + "\nanswer:\n" + first.text).isZero();
                 assertThat(again.status).as("refused again the same way; " + what + "\nanswers:\n" + first.text
                         + "\n" + again.text).isEqualTo(first.status);
+                // a refusal kept under the key would be replayed with the same status: refused anew, not replayed,
+                // and no record of the key either
+                assertThat(again.headers).as("refused anew, not replayed; " + what + "\nanswer:\n" + again.text)
+                        .doesNotContainIgnoringCase("Idempotent-Replayed");
+                assertThat(DATABASE.queryLong("select count(*) from idempotency_keys where strpos(idempotency_key, '"
+                        + unique + "') > 0")).as("no record kept; " + what).isZero();
             }
         }
         System.out.println("request fuzz, seed " + seed + ": first answers by status " + statuses);
@@ -147,6 +157,14 @@ class RequestFuzzIntegrationTest extends OrdersApplicationTest {
             case 7 -> ("[" + valid + "]").getBytes(StandardCharsets.UTF_8);
             case 8 -> ("{'note':'" + note + "'}").getBytes(StandardCharsets.UTF_8);
             case 9 -> ("{\"note\":\"" + note + "\",\"n\":NaN}").getBytes(StandardCharsets.UTF_8);
+            // JSON the handler's binding reads, which only the library refuses, after the binding: duplicate member
+            // names, nesting deeper than the fingerprint takes but not than the JSON reader does
+            case 10 -> ("{\"note\":\"" + note + "\",\"x\":1,\"x\":2}").getBytes(StandardCharsets.UTF_8);
+            case 11 -> {
+                int depth = 129 + random.nextInt(300);
+                yield ("{\"note\":\"" + note + "\",\"deep\":" + "[".repeat(depth) + "]".repeat(depth) + "}")
+                        .getBytes(StandardCharsets.UTF_8);
+            }
             default -> utf8;
         };
     }
