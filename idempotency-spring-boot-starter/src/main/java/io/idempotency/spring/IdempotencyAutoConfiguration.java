@@ -20,6 +20,7 @@ import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import org.springframework.aop.config.AopConfigUtils;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.config.BeanDefinition;
+import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.beans.factory.support.BeanDefinitionRegistry;
 import org.springframework.boot.LazyInitializationExcludeFilter;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
@@ -39,6 +40,7 @@ import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
 import org.springframework.context.annotation.ImportBeanDefinitionRegistrar;
 import org.springframework.context.annotation.Role;
+import org.springframework.core.Ordered;
 import org.springframework.core.env.Environment;
 import org.springframework.core.type.AnnotationMetadata;
 import org.springframework.transaction.PlatformTransactionManager;
@@ -678,6 +680,34 @@ public class IdempotencyAutoConfiguration {
             @Bean
             TransactionResources idempotencyOpenInViewEntityManager() {
                 return new OpenInViewEntityManagerKeeper();
+            }
+        }
+
+        /**
+         * Actuator's recording of HTTP exchanges ({@code HttpExchangesFilter}, which Spring Boot registers for an
+         * {@code HttpExchangeRepository} after every other filter): inside the idempotency filter it would record what
+         * the handler's chain left before this filter decided the answer (200 for a replay, or for a 422 or a 409 of
+         * the library, and the handler's 201 for a request whose commit failed), not what the client got. At its
+         * default order it is moved just before the idempotency filter, still after Spring Security's chain, so the
+         * principal it records is known; an order the application set is left as it is.
+         */
+        @Configuration(proxyBeanMethods = false)
+        @ConditionalOnClass(name = {"org.springframework.boot.servlet.actuate.web.exchanges.HttpExchangesFilter",
+                "org.springframework.boot.actuate.web.exchanges.HttpExchangeRepository"})
+        static class HttpExchanges {
+
+            @Bean
+            static BeanPostProcessor idempotencyHttpExchangesOrder() {
+                return new BeanPostProcessor() {
+                    @Override
+                    public Object postProcessBeforeInitialization(Object bean, String beanName) {
+                        if (bean instanceof org.springframework.boot.servlet.actuate.web.exchanges.HttpExchangesFilter
+                                filter && filter.getOrder() == Ordered.LOWEST_PRECEDENCE - 10) {
+                            filter.setOrder(IdempotencyFilter.ORDER - 1);
+                        }
+                        return bean;
+                    }
+                };
             }
         }
 
