@@ -463,24 +463,8 @@ class IntentFirstEngineIntegrationTest {
      */
     @Test
     void aRetryThatResolvesAStaleClaimLogsWhichClaimAndHow() throws Exception {
-        List<LogRecord> logged = new java.util.concurrent.CopyOnWriteArrayList<>();
-        Handler handler = new Handler() {
-            @Override
-            public void publish(LogRecord record) {
-                logged.add(record);
-            }
-
-            @Override
-            public void flush() {
-            }
-
-            @Override
-            public void close() {
-            }
-        };
-        Logger logger = Logger.getLogger(IdempotencyEngine.class.getName());
-        logger.addHandler(handler);
-        try (HikariDataSource dataSource = database(null)) {
+        try (EngineLog log = new EngineLog(); HikariDataSource dataSource = database(null)) {
+            List<LogRecord> logged = log.records;
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
             String prefix = UUID.randomUUID() + "-";
             IdempotencyEngine engine = engine(dataSource, store, claim -> switch (claim.key().key()
@@ -510,8 +494,6 @@ class IntentFirstEngineIntegrationTest {
                                     "by a retry", expected[1]).doesNotContain("charged\":true");
                         });
             }
-        } finally {
-            logger.removeHandler(handler);
         }
     }
 
@@ -523,24 +505,8 @@ class IntentFirstEngineIntegrationTest {
     @ParameterizedTest
     @ValueSource(strings = {"complete", "mark FAILED"})
     void aResolutionKeptOutOfTheRecordByANewHolderIsLogged(String decision) throws Exception {
-        List<LogRecord> logged = new java.util.concurrent.CopyOnWriteArrayList<>();
-        Handler handler = new Handler() {
-            @Override
-            public void publish(LogRecord record) {
-                logged.add(record);
-            }
-
-            @Override
-            public void flush() {
-            }
-
-            @Override
-            public void close() {
-            }
-        };
-        Logger logger = Logger.getLogger(IdempotencyEngine.class.getName());
-        logger.addHandler(handler);
-        try (HikariDataSource dataSource = database(null)) {
+        try (EngineLog log = new EngineLog(); HikariDataSource dataSource = database(null)) {
+            List<LogRecord> logged = log.records;
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
             ScopedKey key = new ScopedKey("alice", "POST /charges", UUID.randomUUID().toString());
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
@@ -568,8 +534,6 @@ class IntentFirstEngineIntegrationTest {
                         assertThat(record.getMessage()).contains("decided to " + decision,
                                 "caller 'alice' on 'POST /charges' with key '" + key.key() + "'", "taken over");
                     });
-        } finally {
-            logger.removeHandler(handler);
         }
     }
 
@@ -2275,6 +2239,35 @@ class IntentFirstEngineIntegrationTest {
                         calls.incrementAndGet() == nth, () -> super.fail(key, fencingToken));
             }
         };
+    }
+
+    /** What the engine logs (through the JDK's logging, where its System.Logger writes) until closed. */
+    private static final class EngineLog implements AutoCloseable {
+        final List<LogRecord> records = new java.util.concurrent.CopyOnWriteArrayList<>();
+        private final Logger logger = Logger.getLogger(IdempotencyEngine.class.getName());
+        private final Handler handler = new Handler() {
+            @Override
+            public void publish(LogRecord record) {
+                records.add(record);
+            }
+
+            @Override
+            public void flush() {
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+
+        EngineLog() {
+            logger.addHandler(handler);
+        }
+
+        @Override
+        public void close() {
+            logger.removeHandler(handler);
+        }
     }
 
     /** Leaves a stale claim of {@code key}: an attempt that crashed after its claim was committed, lease run out. */
