@@ -260,7 +260,8 @@ class MariaDbTableCheckTest {
             contextRunner(dataSource, "api_requests").withPropertyValues("idempotency.jdbc.table-name=payments_keys")
                     .run(context -> assertThat(context).getFailure().hasStackTraceContaining(
                             "idempotency.jdbc.table-name (payments_keys) names another table than the application's"
-                                    + " IdempotencyStore, which keeps its records in api_requests"));
+                                    + " IdempotencyStore, which keeps its records in api_requests: the setting says"
+                                    + " the application uses a table it does not use"));
         }
         try (HikariDataSource dataSource = database.dataSource(4)) { // the context closed the one before
             contextRunner(dataSource, "api_requests").withPropertyValues("idempotency.jdbc.table-name=API_REQUESTS")
