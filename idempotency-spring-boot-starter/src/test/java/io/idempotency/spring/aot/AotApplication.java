@@ -12,7 +12,10 @@ import org.springframework.web.bind.annotation.RestController;
 import java.net.URI;
 import java.util.Map;
 
-/** An application using the starter, run after Spring's ahead-of-time processing ({@link AotProcessedApplicationTest}). */
+/**
+ * An application using the starter, run in a JVM of its own: after Spring's ahead-of-time processing
+ * ({@link AotProcessedApplicationTest}), and as it is ({@link MockitoOnTheClassPathTest}).
+ */
 @SpringBootApplication
 public class AotApplication {
 

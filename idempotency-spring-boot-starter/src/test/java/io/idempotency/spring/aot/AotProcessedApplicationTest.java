@@ -107,7 +107,7 @@ class AotProcessedApplicationTest {
         return HttpClient.newHttpClient().send(request, HttpResponse.BodyHandlers.ofString());
     }
 
-    private static void awaitStarted(Process application, Path log) throws Exception {
+    static void awaitStarted(Process application, Path log) throws Exception {
         long deadline = System.nanoTime() + START.toNanos();
         while (System.nanoTime() < deadline) {
             String text = Files.exists(log) ? Files.readString(log) : "";
@@ -121,7 +121,7 @@ class AotProcessedApplicationTest {
     }
 
     /** A JVM on the test class path (unless {@code options} give another), its output in {@code log}. */
-    private static Process java(List<String> options, List<String> arguments, Path log) throws IOException {
+    static Process java(List<String> options, List<String> arguments, Path log) throws IOException {
         List<String> command = new ArrayList<>();
         command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         command.addAll(options);
