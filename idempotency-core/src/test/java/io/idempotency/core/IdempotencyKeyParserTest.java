@@ -68,6 +68,10 @@ class IdempotencyKeyParserTest {
             "\"abc\";d=@1700000000;e=%\"caf%c3%a9\"", // a Date and a Display String
             "\"abc\";*grease_1.x-y=999999999999999",
             "\"abc\";x=1;x=2",                     // a repeated parameter: the last one wins
+            "\"abc\";x=?1",                        // a Boolean true, written with its value
+            "\"abc\";x=123456789012.123;y=1.5",    // a Decimal of 12 integer digits, and of 1 fraction digit
+            "\"abc\";t=AZaz!;b=:AZaz09+/:",        // Tokens and Byte Sequences use the whole alphabet
+            "\"abc\";s=\" ~\";d=%\" ~%ef%bf%bd\"",  // Strings and Display Strings hold 0x20 to 0x7E
     })
     void parametersAfterTheStringAreNoPartOfTheKey(String value) {
         assertValid(value, "abc");
@@ -92,9 +96,37 @@ class IdempotencyKeyParserTest {
             "\"abc\";x=%\"%ff\"",  // and holds UTF-8
             "\"abc\";x=(1 2)",    // a parameter's value is a bare item, not an Inner List
             "\"abc\";x=1, \"def\"", // a second member: the header was sent twice and merged
+            "\"abc\";x=tok, \"def\"", // also after a Token
+            "\"abc\";x=?",         // a Boolean without its value
+            "\"abc\";x=1234567890123.1", // a Decimal of at most 12 integer digits
+            "\"abc\";x=@",         // a Date without its Integer
+            "\"abc\";x=@;y=1",
+            "\"abc\";x=;y=1",      // '=' without a value, before another parameter
+            "\"abc\";x=\"a\\",     // a String that ends inside an escape
+            "\"abc\";x=\"a\tb\"",  // a String with a control character
+            "\"abc\";x=:aGVs",     // an unterminated Byte Sequence
+            "\"abc\";x=:a:",       // base64 that does not decode, padded or not
+            "\"abc\";x=%",         // a Display String is %"...", nothing else
+            "\"abc\";x=%a",
+            "\"abc\";x=%\"caf",    // an unterminated Display String
+            "\"abc\";x=%\"a\tb\"", // a Display String with a control character
+            "\"abc\";x=%\"%",      // that ends inside a %-escape
+            "\"abc\";x=%\"%c3a%a9\"", // whose octets are not UTF-8 (a plain character cuts a sequence)
     })
     void malformedParametersMakeTheKeyMalformed(String value) {
         assertMalformed(value);
+    }
+
+    @Test
+    void everyPrintableAsciiCharacterIsPartOfAQuotedKey() {
+        // an sf-string holds 0x20 to 0x7E, '"' and '\\' escaped
+        StringBuilder key = new StringBuilder();
+        StringBuilder fieldValue = new StringBuilder("\"");
+        for (char c = 0x20; c <= 0x7E; c++) {
+            key.append(c);
+            fieldValue.append(c == '"' || c == '\\' ? "\\" + c : String.valueOf(c));
+        }
+        assertValid(fieldValue.append('"').toString(), key.toString());
     }
 
     @ParameterizedTest
