@@ -162,6 +162,16 @@ class CanonicalJsonTest {
         assertThat(canon("\"\\/\"")).isEqualTo("\"/\"");
     }
 
+    /**
+     * The canonical form is hashed into the fingerprints kept in the records: a string written with other escapes
+     * would no longer match the record of its own request. Only quotes, backslashes and the control characters are
+     * escaped; everything else, a space, DEL and U+2028 among it, is written as it is.
+     */
+    @Test
+    void writesStringsWithOnlyTheEscapesJsonRequires() throws Exception {
+        assertThat(canon("\"a b\\u007f\\u2028~\\/\\u001F\\\"\"")).isEqualTo("\"a b\u007f\u2028~/\\u001f\\\"\"");
+    }
+
     @Test
     void sortsMembersAtEveryLevel() throws Exception {
         String json = "{\"z\":{\"y\":1,\"x\":[{\"d\":1,\"c\":{\"q\":0,\"p\":0}}]},\"a\":0,\"m\":[{\"b\":1,\"a\":2}]}";
@@ -585,6 +595,11 @@ class CanonicalJsonTest {
             assertThatThrownBy(() -> parse(json)).as(json)
                     .isInstanceOf(InvalidJsonException.class).hasMessageContaining("out of range");
         }
+        // and so is every other number beyond them, whatever its digits: never read as zero
+        for (String json : List.of("9e100001", "-9e-100001", "0.9e-100000")) {
+            assertThatThrownBy(() -> parse(json)).as(json)
+                    .isInstanceOf(InvalidJsonException.class).hasMessageContaining("out of range");
+        }
         // zero is zero whatever its exponent
         for (String json : List.of("0e-100001", "-0.0e100001", "0e99999999999", "[0E-2147483649]")) {
             assertThat(canon(json)).as(json).isEqualTo(json.startsWith("[") ? "[0]" : "0");
@@ -598,6 +613,11 @@ class CanonicalJsonTest {
         String fraction = "-0." + "0".repeat(CanonicalJson.MAX_NUMBER_LENGTH - 4) + "1";
         assertThat(fraction).hasSize(CanonicalJson.MAX_NUMBER_LENGTH);
         assertThat(canon(fraction)).isEqualTo("-1E-" + (CanonicalJson.MAX_NUMBER_LENGTH - 3));
+        // counted from the number's own first character, wherever it stands in the body
+        assertThat(canon("{\"amount\": " + digits + "}"))
+                .isEqualTo("{\"amount\":1E+" + (CanonicalJson.MAX_NUMBER_LENGTH - 1) + "}");
+        assertThatThrownBy(() -> parse("{\"amount\": " + digits + "0}"))
+                .isInstanceOf(InvalidJsonException.class).hasMessageContaining("number longer");
     }
 
     @Test
