@@ -1,6 +1,7 @@
 package io.idempotency.core;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatIllegalArgumentException;
 
 import org.junit.jupiter.api.Test;
 
@@ -32,5 +33,20 @@ class ScopedKeyTest {
                 .isEqualTo("caller 'alice' on 'POST /charges' with key 'k-1'");
         assertThat(new ScopedKey("", "POST /callbacks", "evt-1\nFORGED").describe())
                 .isEqualTo("caller '' on 'POST /callbacks' with key 'evt-1\\nFORGED'");
+    }
+
+    @Test
+    void eachPartHoldsUpTo255Characters() {
+        // a key of 255 characters is a valid header value: the record must hold it, and the caller and scope alike
+        String longest = "k".repeat(ScopedKey.MAX_LENGTH);
+        ScopedKey key = new ScopedKey(longest, longest, longest);
+        assertThat(key.caller()).hasSize(255);
+        assertThat(key.scope()).hasSize(255);
+        assertThat(key.key()).hasSize(255);
+
+        String tooLong = longest + "k";
+        assertThatIllegalArgumentException().isThrownBy(() -> new ScopedKey(tooLong, "s", "k"));
+        assertThatIllegalArgumentException().isThrownBy(() -> new ScopedKey("", tooLong, "k"));
+        assertThatIllegalArgumentException().isThrownBy(() -> new ScopedKey("", "s", tooLong));
     }
 }
