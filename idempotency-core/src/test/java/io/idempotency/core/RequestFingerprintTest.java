@@ -104,4 +104,14 @@ class RequestFingerprintTest {
     void emptyBodyIsAccepted() {
         assertThat(RequestFingerprint.of("GET", "/p", null, new byte[0])).hasSize(64);
     }
+
+    @Test
+    void sha256HexIsTheDigestOfTheUtf8Text() {
+        // FIPS 180-2 test vector
+        assertThat(RequestFingerprint.sha256Hex("abc"))
+                .isEqualTo("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+                .isEqualTo(RequestFingerprint.sha256Hex("abc".getBytes(UTF_8)));
+        assertThat(RequestFingerprint.sha256Hex("caf\u00e9")).isEqualTo(RequestFingerprint.sha256Hex(
+                new byte[] {'c', 'a', 'f', (byte) 0xC3, (byte) 0xA9}));
+    }
 }
