@@ -763,11 +763,223 @@ class IdempotencyEngineTest {
         assertThat(transactions.begun).hasSize(2);
     }
 
+    /**
+     * A key claimed for another request (its old record removed) makes the answer kept in memory for the old one
+     * stale at once, not only when the new request completes: meanwhile the old request is the database's to judge,
+     * and the key is known to be held for another fingerprint.
+     */
+    @Test
+    void aKeyClaimedForAnotherRequestTakesTheOldAnswerOutOfMemoryAtOnce() throws Exception {
+        IdempotencyEngine cached = new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION,
+                MAX_WAIT, StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
+                new ReplayCache(100, 1024, 1 << 20, Duration.ofMinutes(1)));
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
+        ((Proceed) cached.start(KEY, HASH)).execution().finish(CREATED);
+
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-2");
+        IdempotencyEngine.Execution other = ((Proceed) cached.start(KEY, OTHER_HASH)).execution();
+
+        assertThat(CompletableFuture.supplyAsync(() -> cached.start(KEY, HASH), THREAD_PER_TASK)
+                .get(5, TimeUnit.SECONDS)).as("not the answer of a record that is gone").isEqualTo(new Mismatch());
+        other.abandon();
+        cached.shutdown();
+    }
+
+    /** Refused inside an open transaction alike, whether the answer is kept in memory or not. */
+    @Test
+    void aStartInsideAnOpenTransactionIsRefusedAlsoWhenItsAnswerIsKeptInMemory() {
+        IdempotencyEngine cached = new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION,
+                MAX_WAIT, StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
+                new ReplayCache(100, 1024, 1 << 20, Duration.ofMinutes(1)));
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
+        ((Proceed) cached.start(KEY, HASH)).execution().finish(CREATED);
+        transactions.openOnThread = new IllegalStateException("a transaction is open on this thread");
+
+        assertThatThrownBy(() -> cached.start(KEY, HASH)).isSameAs(transactions.openOnThread);
+        assertThatThrownBy(() -> cached.start(KEY, OTHER_HASH)).isSameAs(transactions.openOnThread);
+        assertThat(store.claims).hasSize(1);
+        cached.shutdown();
+    }
+
+    /**
+     * The request this one waited for gave up first (it came earlier, so its wait ran out earlier): this one claims the
+     * key itself for the rest of its own wait, rather than be told "in progress" after a fraction of it.
+     */
+    @Test
+    void aDuplicateWhoseRequestGaveUpWaitingClaimsTheKeyItselfWithinItsOwnWait() throws Exception {
+        CountDownLatch claiming = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        java.util.concurrent.atomic.AtomicInteger calls = new java.util.concurrent.atomic.AtomicInteger();
+        store.claimAnswer = () -> {
+            if (calls.getAndIncrement() == 0) {
+                claiming.countDown();
+                await(release); // blocked behind another instance's claim, until its wait runs out
+                return new ClaimResult.Busy();
+            }
+            return new ClaimResult.Claimed("token-2");
+        };
+        CompletableFuture<Start> first = CompletableFuture.supplyAsync(() -> engine.start(KEY, HASH), THREAD_PER_TASK);
+        assertThat(claiming.await(5, TimeUnit.SECONDS)).isTrue();
+        CompletableFuture<Start> duplicate = startWaitingBehindTheKey();
+
+        release.countDown();
+
+        assertThat(first.get(5, TimeUnit.SECONDS)).isEqualTo(new InProgress());
+        assertThat(duplicate.get(5, TimeUnit.SECONDS)).isInstanceOf(Proceed.class);
+        assertThat(store.claims).hasSize(2);
+        ((Proceed) duplicate.get()).execution().abandon();
+    }
+
+    // ---- intent first ----
+
+    @Test
+    void anIntentFirstClaimIsCommittedBeforeTheWorkWhichRunsInATransactionOfItsOwn() {
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
+        Duration lease = Duration.ofHours(1); // renewals every 20 minutes: none runs during the test
+        try {
+            Proceed proceed = (Proceed) engine.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, lease);
+
+            assertThat(store.claims.get(0).lease()).isEqualTo(lease);
+            assertThat(transactions.begun).hasSize(2);
+            assertThat(transactions.begun.get(0).commits).as("the intent is durable before any side effect")
+                    .isEqualTo(1);
+            assertThat(transactions.begun.get(1).commits + transactions.begun.get(1).rollbacks)
+                    .as("the work's transaction is open").isZero();
+
+            assertThat(proceed.execution().finish(CREATED)).isEqualTo(Outcome.STORED);
+            assertThat(store.completions).containsExactly(new Completion(KEY, "token-1", CREATED));
+            assertThat(transactions.begun.get(1).commits).isEqualTo(1);
+        } finally {
+            engine.shutdown();
+        }
+    }
+
+    /**
+     * How an intent-first execution ends decides what becomes of its committed claim: work that never ran releases it
+     * for any request, work that failed definitely marks it FAILED (its own request may run again, another is a
+     * mismatch), and work whose outcome is unknown leaves it PROCESSING for the resolver. A claim taken over from a
+     * FAILED record is never released: the earlier attempt may have reached a third party under the key.
+     */
+    @Test
+    void anIntentFirstClaimIsReleasedMarkedFailedOrLeftForTheResolverAsItsWorkEnded() {
+        store.settlementsExpected = true;
+        try {
+            intentFirst(new ClaimResult.Claimed("token-1")).abandonUnrun();
+            intentFirst(new ClaimResult.Claimed("token-2")).abandonDefinitely();
+            intentFirst(new ClaimResult.Claimed("token-3")).abandon();
+            intentFirst(new ClaimResult.Claimed("token-4", true)).abandonUnrun();
+            intentFirst(new ClaimResult.Claimed("token-5", true)).abandonDefinitely();
+
+            assertThat(store.settlements)
+                    .containsExactly("release token-1", "fail token-2", "fail token-4", "fail token-5");
+            assertThat(store.completions).isEmpty();
+        } finally {
+            engine.shutdown();
+        }
+    }
+
+    /**
+     * A commit that fails before the answer is written (a listener before the commit throws) still stops the lease's
+     * renewal: renewed on, the claim would never run out, and no resolver would ever decide it.
+     */
+    @Test
+    void anIntentFirstCommitThatFailsBeforeTheAnswerIsWrittenStopsRenewingTheLease() throws Exception {
+        transactions.beforeCommitFailure = new IllegalStateException("a listener before the commit failed");
+        store.records = key -> Optional.of(new IdempotencyRecord(key, RecordStatus.PROCESSING, HASH, "token-1", null,
+                Instant.EPOCH, Instant.EPOCH, Instant.EPOCH, false));
+        try {
+            IdempotencyEngine.Execution execution = intentFirst(new ClaimResult.Claimed("token-1"));
+
+            assertThatExceptionOfType(CommitFailedException.class).isThrownBy(() -> execution.finish(CREATED));
+
+            assertThat(store.completions).isEmpty();
+            java.lang.reflect.Field renewals = IdempotencyEngine.class.getDeclaredField("renewals");
+            renewals.setAccessible(true);
+            assertThat(((java.util.concurrent.ThreadPoolExecutor) renewals.get(engine)).getQueue()).isEmpty();
+        } finally {
+            engine.shutdown();
+        }
+    }
+
+    // ---- the template ----
+
+    /**
+     * The template's input is what tells one piece of work from another under a key: the same input gets the stored
+     * result without the work running again, other input is refused.
+     */
+    @Test
+    void aTemplateStoresTheResultOfItsWorkReplaysItForTheSameInputAndRefusesOtherInput() throws Exception {
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
+        IdempotencyTemplate template = new IdempotencyTemplate(engine);
+        byte[] charged = "charged".getBytes(UTF_8);
+
+        IdempotencyTemplate.Result first = template.execute(KEY, utf8("{\"amount\":100}"), charged::clone);
+
+        assertThat(first.value()).isEqualTo(charged);
+        assertThat(first.replayed()).isFalse();
+        StoredResponse stored = new StoredResponse(200, List.of(), charged);
+        assertThat(store.completions).containsExactly(new Completion(KEY, "token-1", stored));
+
+        String fingerprint = store.claims.get(0).requestHash();
+        store.claimAnswer = () -> existing(RecordStatus.SUCCEEDED, fingerprint, stored);
+        IdempotencyTemplate.Result again = template.execute(KEY, utf8("{\"amount\":100}"), () -> {
+            throw new AssertionError("the work ran again");
+        });
+        assertThat(again.value()).isEqualTo(charged);
+        assertThat(again.replayed()).isTrue();
+        assertThatExceptionOfType(IdempotencyTemplate.KeyReusedException.class)
+                .isThrownBy(() -> template.execute(KEY, utf8("{\"amount\":200}"), () -> {
+                    throw new AssertionError("the work ran for other input");
+                }));
+        assertThat(store.claims.get(2).requestHash()).isNotEqualTo(fingerprint);
+    }
+
+    @Test
+    void aTemplateWithoutInputIsFingerprintedAsEmptyInput() throws Exception {
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
+        IdempotencyTemplate template = new IdempotencyTemplate(engine);
+
+        template.execute(KEY, null, () -> new byte[0]);
+        template.execute(KEY, new byte[0], () -> null);
+
+        assertThat(store.claims.get(0).requestHash()).isEqualTo(store.claims.get(1).requestHash());
+        assertThat(store.completions.get(1).response().body()).isEmpty();
+    }
+
+    @Test
+    void aTemplateResultAboveTheCapIsRolledBackAndOneOfTheCapIsStored() throws Exception {
+        IdempotencyEngine capped = new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION,
+                MAX_WAIT, StaleClaimResolver.RERUN, new DownstreamKeys("secret"), ReplayCache.NONE, 4);
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
+        IdempotencyTemplate template = new IdempotencyTemplate(capped);
+
+        assertThat(template.execute(KEY, new byte[0], () -> utf8("1234")).value()).isEqualTo(utf8("1234"));
+        assertThatExceptionOfType(StoredBodyTooLargeException.class)
+                .isThrownBy(() -> template.execute(KEY, new byte[0], () -> utf8("12345")));
+
+        assertThat(store.completions).hasSize(1);
+        assertThat(transactions.begun.get(1).rollbacks).isEqualTo(1);
+        assertThat(transactions.begun.get(1).commits).isZero();
+        capped.shutdown();
+    }
+
+    private static byte[] utf8(String text) {
+        return text.getBytes(UTF_8);
+    }
+
     // ---- helpers and fakes ----
 
     private IdempotencyEngine.Execution proceed(String token) {
         store.claimAnswer = () -> new ClaimResult.Claimed(token);
         Start start = engine.start(KEY, HASH);
+        assertThat(start).isInstanceOf(Proceed.class);
+        return ((Proceed) start).execution();
+    }
+
+    /** Starts an intent-first execution of {@code KEY} whose claim the store answers with {@code claimed}. */
+    private IdempotencyEngine.Execution intentFirst(ClaimResult.Claimed claimed) {
+        store.claimAnswer = () -> claimed;
+        Start start = engine.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofHours(1));
         assertThat(start).isInstanceOf(Proceed.class);
         return ((Proceed) start).execution();
     }
@@ -847,14 +1059,26 @@ class IdempotencyEngineTest {
             return completeAnswer;
         }
 
+        /** Whether the engine may release or fail intent-first claims; recorded in {@link #settlements}. */
+        boolean settlementsExpected;
+        final List<String> settlements = new ArrayList<>();
+
         @Override
         public boolean fail(ScopedKey key, String fencingToken) {
-            throw new AssertionError("the engine does not call fail");
+            if (!settlementsExpected) {
+                throw new AssertionError("the engine does not call fail");
+            }
+            settlements.add("fail " + fencingToken);
+            return true;
         }
 
         @Override
         public boolean release(ScopedKey key, String fencingToken) {
-            throw new AssertionError("the engine does not call release");
+            if (!settlementsExpected) {
+                throw new AssertionError("the engine does not call release");
+            }
+            settlements.add("release " + fencingToken);
+            return true;
         }
 
         /** What {@link #find} reads; by default the engine is not expected to read. */
@@ -893,6 +1117,17 @@ class IdempotencyEngineTest {
         RuntimeException commitFailure;
         RuntimeException rollbackFailure;
         RuntimeException flushFailure;
+        /** Thrown by a commit before it runs what the engine writes last (a listener before the commit failed). */
+        RuntimeException beforeCommitFailure;
+        /** Thrown by {@link #checkNoneOpen()}: a transaction is open on the thread. */
+        RuntimeException openOnThread;
+
+        @Override
+        public void checkNoneOpen() {
+            if (openOnThread != null) {
+                throw openOnThread;
+            }
+        }
 
         @Override
         public Transaction begin() {
@@ -927,6 +1162,16 @@ class IdempotencyEngineTest {
             if (owner.flushFailure != null) {
                 throw owner.flushFailure;
             }
+        }
+
+        @Override
+        public void commit(Runnable last) {
+            if (owner.beforeCommitFailure != null) {
+                rollbacks++; // as the contract says: a failed commit rolls back
+                throw owner.beforeCommitFailure;
+            }
+            last.run();
+            commit();
         }
 
         @Override
