@@ -901,6 +901,228 @@ class IdempotencyEngineTest {
         }
     }
 
+    // ---- stale intent-first claims ----
+
+    @Test
+    void aRetryThatFindsItsClaimStaleTakesItOverAndReplaysTheAnswerTheResolverFound() {
+        List<StaleClaimResolver.StaleClaim> asked = Collections.synchronizedList(new ArrayList<>());
+        IdempotencyEngine resolving = resolvingWith(claim -> {
+            asked.add(claim);
+            return StaleClaimResolver.Resolution.complete(CREATED);
+        });
+        store.claimAnswer = () -> stale(HASH);
+        store.takeOverAnswer = expired -> Optional.of("token-2");
+        try {
+            assertThat(resolving.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofHours(1)))
+                    .isEqualTo(new Replay(CREATED));
+
+            assertThat(store.takeOvers).containsExactly("stale-token for PT1H");
+            assertThat(asked).singleElement().satisfies(claim -> {
+                assertThat(claim.key()).isEqualTo(KEY);
+                assertThat(claim.requestHash()).isEqualTo(HASH);
+                assertThat(claim.downstreamKey()).isEqualTo(resolving.downstreamKey(KEY));
+                assertThat(claim.lockedUntil()).isEqualTo(((ClaimResult.Existing) stale(HASH)).record().lockedUntil());
+                assertThat(claim.retryWaiting()).isTrue();
+            });
+            assertThat(store.completions).containsExactly(new Completion(KEY, "token-2", CREATED));
+        } finally {
+            resolving.shutdown();
+        }
+    }
+
+    /** Marked FAILED by the resolver, the claim is claimed again at once by its retry, which keeps it from release. */
+    @Test
+    void aStaleClaimTheResolverFailsIsMarkedFailedAndItsRetryRunsUnderTheKey() {
+        IdempotencyEngine resolving = resolvingWith(claim -> StaleClaimResolver.Resolution.fail());
+        store.claimAnswer = () -> store.claims.size() == 1 ? stale(HASH) : new ClaimResult.Claimed("token-3", true);
+        store.takeOverAnswer = expired -> Optional.of("token-2");
+        store.settlementsExpected = true;
+        try {
+            Start start = resolving.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofHours(1));
+
+            assertThat(start).isInstanceOf(Proceed.class);
+            assertThat(store.settlements).containsExactly("fail token-2");
+            ((Proceed) start).execution().abandonUnrun();
+            assertThat(store.settlements).containsExactly("fail token-2", "fail token-3");
+        } finally {
+            resolving.shutdown();
+        }
+    }
+
+    @Test
+    void aStaleClaimTheResolverHasRerunRunsItsRequestUnderTheClaimTakenOver() {
+        IdempotencyEngine resolving = resolvingWith(StaleClaimResolver.RERUN);
+        store.claimAnswer = () -> stale(HASH);
+        store.takeOverAnswer = expired -> Optional.of("token-2");
+        store.settlementsExpected = true;
+        try {
+            Start start = resolving.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofHours(1));
+
+            assertThat(start).isInstanceOf(Proceed.class);
+            assertThat(((Proceed) start).execution().finish(CREATED)).isEqualTo(Outcome.STORED);
+            assertThat(store.completions).containsExactly(new Completion(KEY, "token-2", CREATED));
+            assertThat(store.claims).hasSize(1);
+            assertThat(store.settlements).isEmpty();
+        } finally {
+            resolving.shutdown();
+        }
+    }
+
+    @Test
+    void aStaleClaimOfAnotherRequestIsAMismatchAndIsLeftAlone() {
+        IdempotencyEngine resolving = resolvingWith(claim -> {
+            throw new AssertionError("asked about another request's claim");
+        });
+        store.claimAnswer = () -> stale(OTHER_HASH);
+        try {
+            assertThat(resolving.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofHours(1)))
+                    .isEqualTo(new Mismatch());
+        } finally {
+            resolving.shutdown();
+        }
+    }
+
+    @Test
+    void aStaleClaimSomebodyElseTookOverIsWaitedForAndItsAnswerReplayed() {
+        IdempotencyEngine resolving = resolvingWith(claim -> {
+            throw new AssertionError("asked though another took the claim over");
+        });
+        store.claimAnswer = () -> store.claims.size() == 1 ? stale(HASH) : existing(RecordStatus.SUCCEEDED, HASH, CREATED);
+        store.takeOverAnswer = expired -> Optional.empty();
+        try {
+            assertThat(resolving.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofHours(1)))
+                    .isEqualTo(new Replay(CREATED));
+            assertThat(store.claims).hasSize(2);
+        } finally {
+            resolving.shutdown();
+        }
+    }
+
+    /**
+     * A resolver's answer that says nothing final — none, a status the policy does not store, a body above the cap — is
+     * refused: nothing is recorded, and the claim stays PROCESSING for a later resolution.
+     */
+    @Test
+    void aResolverAnswerThatDecidesNothingIsRefusedAndNothingIsRecorded() {
+        store.claimAnswer = () -> stale(HASH);
+        store.takeOverAnswer = expired -> Optional.of("token-2");
+        List<StaleClaimResolver> undecided = List.of(claim -> null,
+                claim -> StaleClaimResolver.Resolution.complete(new StoredResponse(503, List.of(), null)),
+                claim -> StaleClaimResolver.Resolution.complete(new StoredResponse(200, List.of(), new byte[5])));
+        for (StaleClaimResolver resolver : undecided) {
+            IdempotencyEngine resolving = new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION,
+                    MAX_WAIT, resolver, new DownstreamKeys("secret"), ReplayCache.NONE, 4);
+            try {
+                assertThatThrownBy(() -> resolving.start(KEY, HASH, IdempotencyMode.INTENT_FIRST,
+                        Duration.ofHours(1))).isInstanceOfAny(IllegalStateException.class,
+                        StoredBodyTooLargeException.class);
+            } finally {
+                resolving.shutdown();
+            }
+        }
+        // accepted at the cap, with a status the policy stores
+        IdempotencyEngine resolving = new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION,
+                MAX_WAIT, claim -> StaleClaimResolver.Resolution.complete(new StoredResponse(200, List.of(),
+                new byte[4])), new DownstreamKeys("secret"), ReplayCache.NONE, 4);
+        try {
+            assertThat(resolving.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofHours(1)))
+                    .isInstanceOf(Replay.class);
+        } finally {
+            resolving.shutdown();
+        }
+        assertThat(store.completions).hasSize(1);
+    }
+
+    /**
+     * A sweep takes each stale claim over before it asks the resolver, and records the decision under its own token:
+     * "complete" stores the answer, "fail" and "rerun" mark the claim FAILED. A claim another sweeper or retry took over
+     * is left to it, and a resolver that fails keeps the other claims from nothing.
+     */
+    @Test
+    void aSweepResolvesEachStaleClaimItTakesOverAndLeavesTheOthers() {
+        store.expiredLeases = List.of(staleRecord("complete"), staleRecord("taken"), staleRecord("fail"),
+                staleRecord("throw"), staleRecord("rerun"));
+        store.takeOverAnswer = expired -> expired.equals("stale-taken") ? Optional.empty()
+                : Optional.of(expired.replace("stale", "swept"));
+        store.settlementsExpected = true;
+        RuntimeException unreachable = new RuntimeException("the gateway is unreachable");
+        List<StaleClaimResolver.StaleClaim> asked = Collections.synchronizedList(new ArrayList<>());
+        StaleClaimResolver resolver = claim -> {
+            asked.add(claim);
+            return switch (claim.key().key()) {
+                case "complete" -> StaleClaimResolver.Resolution.complete(CREATED);
+                case "fail" -> StaleClaimResolver.Resolution.fail();
+                case "rerun" -> StaleClaimResolver.Resolution.rerun();
+                default -> throw unreachable;
+            };
+        };
+        List<String> progress = new ArrayList<>();
+
+        StaleClaimSweeper.Sweep sweep = new StaleClaimSweeper(store, resolver, new DownstreamKeys("secret"),
+                Duration.ofHours(1), 10).sweep(new StaleClaimSweeper.Progress() {
+                    @Override
+                    public void resolved(ScopedKey key, boolean completed) {
+                        progress.add(key.key() + (completed ? " completed" : " failed"));
+                    }
+                });
+
+        assertThat(sweep.found()).isEqualTo(5);
+        assertThat(sweep.completed()).isEqualTo(1);
+        assertThat(sweep.failed()).isEqualTo(2);
+        assertThat(sweep.resolved()).isEqualTo(3);
+        assertThat(sweep.unresolved()).singleElement().satisfies(unresolved -> {
+            assertThat(unresolved.key().key()).isEqualTo("throw");
+            assertThat(unresolved.error()).isSameAs(unreachable);
+        });
+        assertThat(store.completions).containsExactly(
+                new Completion(staleRecord("complete").key(), "swept-complete", CREATED));
+        assertThat(store.settlements).containsExactly("fail swept-fail", "fail swept-rerun");
+        assertThat(progress).containsExactly("complete completed", "fail failed", "rerun failed");
+        assertThat(asked).extracting(claim -> claim.key().key()).containsExactly("complete", "fail", "throw", "rerun");
+        assertThat(asked).allSatisfy(claim -> assertThat(claim.retryWaiting()).isFalse());
+    }
+
+    /** A decision the claim's token no longer records (the claim was taken over meanwhile) is not counted as made. */
+    @Test
+    void aSweepDecisionTheTokenNoLongerRecordsIsReportedSuperseded() {
+        store.expiredLeases = List.of(staleRecord("complete"));
+        store.takeOverAnswer = expired -> Optional.of("swept");
+        store.completeAnswer = false;
+        List<String> superseded = new ArrayList<>();
+
+        StaleClaimSweeper.Sweep sweep = new StaleClaimSweeper(store,
+                claim -> StaleClaimResolver.Resolution.complete(CREATED), new DownstreamKeys("secret"),
+                Duration.ofHours(1), 10).sweep(new StaleClaimSweeper.Progress() {
+                    @Override
+                    public void superseded(ScopedKey key, boolean completed) {
+                        superseded.add(key.key() + (completed ? " completed" : " failed"));
+                    }
+                });
+
+        assertThat(sweep.found()).isEqualTo(1);
+        assertThat(sweep.resolved()).isZero();
+        assertThat(superseded).containsExactly("complete completed");
+    }
+
+    private IdempotencyEngine resolvingWith(StaleClaimResolver resolver) {
+        return new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION, MAX_WAIT, resolver,
+                new DownstreamKeys("secret"));
+    }
+
+    /** The claim of {@code KEY} for {@code hash}, PROCESSING with its lease run out. */
+    private static ClaimResult.Existing stale(String hash) {
+        Instant now = Instant.parse("2025-01-01T00:00:00Z");
+        return new ClaimResult.Existing(new IdempotencyRecord(KEY, RecordStatus.PROCESSING, hash, "stale-token", null,
+                now, now.plus(RETENTION), now.plusSeconds(30), true));
+    }
+
+    /** A stale claim of the key {@code key}, held by the token {@code "stale-" + key}. */
+    private static IdempotencyRecord staleRecord(String key) {
+        Instant now = Instant.parse("2025-01-01T00:00:00Z");
+        return new IdempotencyRecord(new ScopedKey("", "charges", key), RecordStatus.PROCESSING, HASH, "stale-" + key,
+                null, now, now.plus(RETENTION), now.plusSeconds(30), true);
+    }
+
     // ---- the template ----
 
     /**
@@ -1096,14 +1318,27 @@ class IdempotencyEngineTest {
             throw new AssertionError("one-transaction executions have no lease");
         }
 
+        /** What {@link #takeOver} answers, by the expired token; by default nothing is taken over. */
+        java.util.function.Function<String, Optional<String>> takeOverAnswer;
+        final List<String> takeOvers = new ArrayList<>();
+        /** What {@link #findExpiredLeases} finds; by default nothing sweeps. */
+        List<IdempotencyRecord> expiredLeases;
+
         @Override
         public Optional<String> takeOver(ScopedKey key, String expiredToken, Duration lease) {
-            throw new AssertionError("one-transaction executions have no lease");
+            if (takeOverAnswer == null) {
+                throw new AssertionError("one-transaction executions have no lease");
+            }
+            takeOvers.add(expiredToken + " for " + lease);
+            return takeOverAnswer.apply(expiredToken);
         }
 
         @Override
         public List<IdempotencyRecord> findExpiredLeases(int limit) {
-            throw new AssertionError("the engine does not sweep");
+            if (expiredLeases == null) {
+                throw new AssertionError("the engine does not sweep");
+            }
+            return expiredLeases;
         }
 
         @Override
