@@ -37,7 +37,7 @@ class ReplayCacheTest {
 
     @Test
     void aNewAnswerForTheKeyTooLargeToKeepStillReplacesTheOldOne() {
-        ReplayCache cache = new ReplayCache(10, 64, 1 << 20, Duration.ofMinutes(1));
+        ReplayCache cache = new ReplayCache(10, 64, 2 * ReplayCache.footprint(KEY, "a", ANSWER), Duration.ofMinutes(1));
         cache.put(KEY, "a", ANSWER);
 
         // the record of "a" was removed, and the key used again for "b", whose answer is larger than the cap
@@ -55,6 +55,9 @@ class ReplayCacheTest {
         ReplayCache small = new ReplayCache(10, 4, 1 << 20, Duration.ofMinutes(1));
         small.put(KEY, "a", ANSWER);
         assertThat(small.answer(KEY, "a")).as("larger than the body cap").isNull();
+        ReplayCache exact = new ReplayCache(10, ANSWER.bodyLength(), 1 << 20, Duration.ofMinutes(1));
+        exact.put(KEY, "a", ANSWER);
+        assertThat(exact.answer(KEY, "a")).as("as large as the body cap").isNotNull();
 
         ReplayCache brief = new ReplayCache(10, 1024, 1 << 20, Duration.ofMillis(20));
         brief.put(KEY, "a", ANSWER);
@@ -195,5 +198,8 @@ class ReplayCacheTest {
         ReplayCache tiny = new ReplayCache(1_000, 64 * 1024, each - 1, Duration.ofMinutes(1));
         tiny.put(KEY, "a", large);
         assertThat(tiny.answer(KEY, "a")).as("larger than the whole budget").isNull();
+        ReplayCache one = new ReplayCache(1_000, 64 * 1024, each, Duration.ofMinutes(1));
+        one.put(KEY, "a", large);
+        assertThat(one.answer(KEY, "a")).as("as large as the whole budget").isNotNull();
     }
 }
