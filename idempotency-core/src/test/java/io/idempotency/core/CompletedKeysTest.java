@@ -98,6 +98,25 @@ class CompletedKeysTest {
         assertThat(IntStream.range(0, 40_000).allMatch(i -> keys.mightContain(key(i), HASH))).isTrue();
     }
 
+    /** Ten bits a request in a generation: a capacity set in the millions must not take gigabytes. */
+    @Test
+    void aGenerationTakesTenBitsARequest() {
+        int capacity = 100_000;
+        com.sun.management.ThreadMXBean threads =
+                (com.sun.management.ThreadMXBean) java.lang.management.ManagementFactory.getThreadMXBean();
+
+        new CompletedKeys(1).add(key(0), HASH); // the class is loaded and initialised before the count
+
+        long before = threads.getCurrentThreadAllocatedBytes();
+        CompletedKeys keys = new CompletedKeys(capacity);
+        long taken = threads.getCurrentThreadAllocatedBytes() - before;
+
+        assertThat(taken).as("bytes a new generation of %d requests takes", capacity)
+                .isGreaterThanOrEqualTo(capacity * 10 / 8).isLessThan(capacity * 10 / 8 + 1024);
+        keys.add(key(1), HASH);
+        assertThat(keys.mightContain(key(1), HASH)).isTrue();
+    }
+
     @Test
     void capacityZeroRemembersNothingAndANegativeOneIsRefused() {
         CompletedKeys none = new CompletedKeys(0);
