@@ -920,11 +920,30 @@ class IdempotencyEngineTest {
             assertThat(asked).singleElement().satisfies(claim -> {
                 assertThat(claim.key()).isEqualTo(KEY);
                 assertThat(claim.requestHash()).isEqualTo(HASH);
-                assertThat(claim.downstreamKey()).isEqualTo(resolving.downstreamKey(KEY));
+                assertThat(claim.downstreamKey()).isEqualTo(new DownstreamKeys("secret").derive(KEY));
                 assertThat(claim.lockedUntil()).isEqualTo(((ClaimResult.Existing) stale(HASH)).record().lockedUntil());
                 assertThat(claim.retryWaiting()).isTrue();
             });
             assertThat(store.completions).containsExactly(new Completion(KEY, "token-2", CREATED));
+        } finally {
+            resolving.shutdown();
+        }
+    }
+
+    /**
+     * The resolver's answer is not the retry's to replay when the claim's token no longer records it (the retry's lease
+     * ran out while the resolver was asked, and another took the claim over): the new holder's outcome stands.
+     */
+    @Test
+    void aResolverAnswerTheTokenNoLongerRecordsIsNotReplayed() {
+        StoredResponse theirs = new StoredResponse(200, List.of(), "theirs".getBytes(UTF_8));
+        IdempotencyEngine resolving = resolvingWith(claim -> StaleClaimResolver.Resolution.complete(CREATED));
+        store.claimAnswer = () -> store.claims.size() == 1 ? stale(HASH) : existing(RecordStatus.SUCCEEDED, HASH, theirs);
+        store.takeOverAnswer = expired -> Optional.of("token-2");
+        store.completeAnswer = false;
+        try {
+            assertThat(resolving.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofHours(1)))
+                    .isEqualTo(new Replay(theirs));
         } finally {
             resolving.shutdown();
         }
@@ -977,6 +996,7 @@ class IdempotencyEngineTest {
         try {
             assertThat(resolving.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofHours(1)))
                     .isEqualTo(new Mismatch());
+            assertThat(transactions.only().rollbacks).as("the claim's transaction does not stay open").isEqualTo(1);
         } finally {
             resolving.shutdown();
         }
@@ -1064,6 +1084,11 @@ class IdempotencyEngineTest {
                     public void resolved(ScopedKey key, boolean completed) {
                         progress.add(key.key() + (completed ? " completed" : " failed"));
                     }
+
+                    @Override
+                    public void unresolved(StaleClaimSweeper.Unresolved unresolved) {
+                        progress.add(unresolved.key().key() + " unresolved");
+                    }
                 });
 
         assertThat(sweep.found()).isEqualTo(5);
@@ -1077,7 +1102,7 @@ class IdempotencyEngineTest {
         assertThat(store.completions).containsExactly(
                 new Completion(staleRecord("complete").key(), "swept-complete", CREATED));
         assertThat(store.settlements).containsExactly("fail swept-fail", "fail swept-rerun");
-        assertThat(progress).containsExactly("complete completed", "fail failed", "rerun failed");
+        assertThat(progress).containsExactly("complete completed", "fail failed", "throw unresolved", "rerun failed");
         assertThat(asked).extracting(claim -> claim.key().key()).containsExactly("complete", "fail", "throw", "rerun");
         assertThat(asked).allSatisfy(claim -> assertThat(claim.retryWaiting()).isFalse());
     }
