@@ -167,6 +167,22 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void anExceptionHandlerThatReadsTheDatabaseRunsAfterTheFailedHandlerRolledBack() throws Exception {
+        // the handler's second statement was refused, which aborts the transaction in PostgreSQL: as without the
+        // library, where the handler's own transaction has ended by then, its exception handler can read the database
+        String key = UUID.randomUUID().toString();
+        String note = "conflict-" + key;
+
+        HttpResponse<byte[]> answer = post("/orders/fails-in-the-database", key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(answer.statusCode()).as(new String(answer.body(), StandardCharsets.UTF_8)).isEqualTo(409);
+        assertThat(new String(answer.body(), StandardCharsets.UTF_8)).as("the handler's write was rolled back first")
+                .isEqualTo("{\"rows\":0}");
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+    }
+
+    @Test
     void aHandlerThatCallsSendErrorLeavesNothingWhateverTheStatus() throws Exception {
         for (int status : new int[] {400, 503}) {
             leavesNothingAndTheRetryRunsAgain("/orders/send-error/" + status, status);

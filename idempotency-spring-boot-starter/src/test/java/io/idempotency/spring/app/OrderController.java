@@ -427,6 +427,23 @@ public class OrderController {
         return new Order(id, request.note(), request.amount());
     }
 
+    /**
+     * Writes a row, then a statement the database refuses at once, which aborts the transaction in PostgreSQL; the
+     * failure is answered by {@link FailureAdvice}, which reads the database to answer it.
+     */
+    @PostMapping("/fails-in-the-database")
+    @Idempotent
+    @ResponseStatus(HttpStatus.CREATED)
+    public Order failsInTheDatabase(@RequestBody OrderRequest request) {
+        long id = insert(request.note());
+        try {
+            jdbc.sql("insert into orders (id, note) values (?, ?)").param(id).param(request.note()).update();
+        } catch (org.springframework.dao.DuplicateKeyException e) {
+            throw new OrderConflict(request.note(), e);
+        }
+        return new Order(id, request.note(), request.amount());
+    }
+
     /** A payment provider's callback: no header, keyed by the provider's transaction id. */
     @PostMapping("/callbacks")
     @Idempotent(key = "#body.transactionId", fingerprint = {"#body.amount", "#body.currency"})
@@ -585,6 +602,16 @@ public class OrderController {
     public Order notIdempotent(@RequestBody OrderRequest request) {
         long id = insert(request.note());
         return new Order(id, request.note(), request.amount());
+    }
+
+    /** An order that conflicts with one the database holds; {@link FailureAdvice} looks the note up to answer it. */
+    public static class OrderConflict extends RuntimeException {
+        final String note;
+
+        OrderConflict(String note, Throwable cause) {
+            super("order conflicts with a stored one", cause);
+            this.note = note;
+        }
     }
 
     /** Turned into a response of the given status by {@link FailureAdvice}. */
