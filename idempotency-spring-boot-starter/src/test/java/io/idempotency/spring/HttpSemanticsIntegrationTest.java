@@ -613,4 +613,19 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
         assertThat(rows(note)).as("only the answer that fits was kept").isEqualTo(1);
         assertThat(keyRows(key)).isZero();
     }
+
+    @Test
+    void anAnswerAboveTheStoredBodyCapThatIsNotStoredIsSentAsTheHandlerGaveIt() throws Exception {
+        // the cap is on what is stored: an answer the storage policy does not keep rolls back and reaches the client
+        // whole, as it would without the library, not replaced by the problem of an answer too large to store
+        String key = UUID.randomUUID().toString();
+        String note = "large-503-" + key;
+
+        HttpResponse<byte[]> answer = post("/orders/large?size=65537&status=503", key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(answer.statusCode()).isEqualTo(503);
+        assertThat(answer.body()).hasSize(65537);
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+    }
 }

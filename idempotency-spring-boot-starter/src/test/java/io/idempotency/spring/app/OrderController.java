@@ -560,9 +560,10 @@ public class OrderController {
 
     @PostMapping("/large")
     @Idempotent
-    public ResponseEntity<String> large(@RequestParam int size, @RequestBody OrderRequest request) {
+    public ResponseEntity<String> large(@RequestParam int size, @RequestParam(defaultValue = "200") int status,
+                                        @RequestBody OrderRequest request) {
         insert(request.note());
-        return ResponseEntity.ok("x".repeat(size));
+        return ResponseEntity.status(status).body("x".repeat(size));
     }
 
     @PostMapping("/slow")
