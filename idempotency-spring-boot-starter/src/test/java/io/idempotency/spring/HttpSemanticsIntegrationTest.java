@@ -480,6 +480,23 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aKeyAndAFingerprintFromTheBodyStillFingerprintTheConcretePath() throws Exception {
+        String refund = "rf-" + UUID.randomUUID();
+        String body = "{\"refundId\":\"" + refund + "\",\"amount\":\"5.00\"}";
+
+        HttpResponse<byte[]> first = send(request("/orders/payments/1/refunds", body).build());
+        HttpResponse<byte[]> resent = send(request("/orders/payments/1/refunds", body).build());
+        HttpResponse<byte[]> otherPayment = send(request("/orders/payments/2/refunds", body).build());
+
+        assertThat(first.statusCode()).isEqualTo(200);
+        assertThat(resent.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(otherPayment.statusCode()).as("another payment's path under the key: another request")
+                .isEqualTo(422);
+        assertProblem(otherPayment, "idempotency-key-mismatch");
+        assertThat(rows("refund-" + refund)).isEqualTo(1);
+    }
+
+    @Test
     void aKeyFromAHeaderAndAFingerprintFromTheQueryAreReadThroughHeadersAndParams() throws Exception {
         String event = "evt-" + UUID.randomUUID();
         String note = "header-" + event;

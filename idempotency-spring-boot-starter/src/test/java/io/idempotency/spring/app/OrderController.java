@@ -497,6 +497,13 @@ public class OrderController {
         return Map.of("id", insert("provider-callback-" + callback.get("transactionId")), "provider", provider);
     }
 
+    /** A provider's refund callback under each payment's own path, keyed and fingerprinted by members of the body. */
+    @PostMapping("/payments/{payment}/refunds")
+    @Idempotent(key = "#body.refundId", fingerprint = "#body.amount")
+    public Map<String, Object> refundCallback(@PathVariable long payment, @RequestBody Map<String, Object> callback) {
+        return Map.of("id", insert("refund-" + callback.get("refundId")), "payment", payment);
+    }
+
     /** A provider's form-encoded callback without a header, keyed and fingerprinted by its fields. */
     @PostMapping("/form-callbacks")
     @Idempotent(key = "#params['transactionId']", fingerprint = "#params['amount']")
