@@ -39,6 +39,25 @@ class SensitiveHeadersIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aTokenInTheAnswersAuthorizationHeaderIsNeverStoredEvenWhenListed() throws Exception {
+        // replayed, the token would reach whoever sends the key with the same request, as every anonymous client is
+        // one caller
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"token-" + key + "\"}";
+
+        HttpResponse<byte[]> first = post("/orders/with-token", key, body);
+        HttpResponse<byte[]> replay = post("/orders/with-token", key, body);
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(first.headers().firstValue("Authorization")).as("the first answer is sent whole")
+                .hasValueSatisfying(token -> assertThat(token).startsWith("Bearer secret-"));
+        assertThat(storedHeaders(key)).containsIgnoringCase("Location:").doesNotContainIgnoringCase("authorization")
+                .doesNotContain("secret-");
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.headers().firstValue("Authorization")).isEmpty();
+    }
+
+    @Test
     void aSessionIdInAnEncodedUrlIsNeitherStoredNorReplayed() throws Exception {
         // the handler creates a session and redirects: for a client that sent no session cookie, the container writes
         // the session's id into the encoded URL (URL rewriting), and a replay would hand that session to whoever sends

@@ -61,6 +61,15 @@ public class OrderController {
                 .body(new Order(id, request.note(), request.amount()));
     }
 
+    /** Hands out a token for the order in its answer's Authorization header, as some token-issuing APIs do. */
+    @PostMapping("/with-token")
+    @Idempotent
+    public ResponseEntity<Order> withToken(@RequestBody OrderRequest request) {
+        long id = insert(request.note());
+        return ResponseEntity.created(URI.create("/orders/" + id)).header("Authorization", "Bearer secret-" + id)
+                .body(new Order(id, request.note(), request.amount()));
+    }
+
     /** Sets headers about the connection it is sent on, not about the answer: they mean nothing on another one. */
     @PostMapping("/hop-by-hop")
     @Idempotent
