@@ -97,6 +97,34 @@ class ConfiguredHttpPropertiesIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aBodyOfExactlyTheConfiguredSizeIsRunAndOneByteMoreRefusedWhetherItsLengthIsDeclaredOrNot() throws Exception {
+        for (boolean chunked : new boolean[] {false, true}) {
+            String key = UUID.randomUUID().toString();
+            String note = "at-cap-" + chunked + "-" + key;
+            String head = "{\"note\":\"" + note + "\",\"amount\":\"";
+            String atCap = head + "1".repeat(2048 - head.length() - 2) + "\"}";
+            assertThat(atCap.getBytes(StandardCharsets.UTF_8)).hasSize(2048);
+
+            HttpResponse<byte[]> fits = send(sized(atCap, chunked).header("X-Request-Key", key).build());
+            HttpResponse<byte[]> over = send(sized(atCap + " ", chunked)
+                    .header("X-Request-Key", UUID.randomUUID().toString()).build());
+
+            assertThat(fits.statusCode()).as("chunked: %s", chunked).isEqualTo(201);
+            assertThat(rows(note)).isEqualTo(1);
+            assertThat(over.statusCode()).as("chunked: %s", chunked).isEqualTo(413);
+            assertThat(rows(note)).isEqualTo(1);
+        }
+    }
+
+    /** A request to /orders with {@code body}, its length declared, or sent in chunks without one. */
+    private java.net.http.HttpRequest.Builder sized(String body, boolean chunked) {
+        byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
+        return request("/orders", body).POST(chunked
+                ? java.net.http.HttpRequest.BodyPublishers.ofInputStream(() -> new java.io.ByteArrayInputStream(bytes))
+                : java.net.http.HttpRequest.BodyPublishers.ofByteArray(bytes));
+    }
+
+    @Test
     void aDuplicateInFlightGetsTheConfiguredRetryAfter() throws Exception {
         String key = UUID.randomUUID().toString();
         String body = "{\"note\":\"retry-after-" + key + "\"}";
