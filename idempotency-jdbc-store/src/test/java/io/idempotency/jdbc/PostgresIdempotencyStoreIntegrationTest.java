@@ -28,6 +28,7 @@ import java.util.concurrent.atomic.AtomicReference;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.jdbc.datasource.TransactionAwareDataSourceProxy;
 
 /** The PostgreSQL store against the whole store contract, on a schema created by the shipped migration. */
 class PostgresIdempotencyStoreIntegrationTest extends PostgresStoreContract {
@@ -57,6 +58,24 @@ class PostgresIdempotencyStoreIntegrationTest extends PostgresStoreContract {
                     .hasMessageContaining("holds no connection of the idempotency store's DataSource");
         }
         assertThat(store().find(key)).as("nothing was written for the refused claim").isEmpty();
+    }
+
+    /**
+     * A store made on a {@link TransactionAwareDataSourceProxy} of the pool works in the transactions of the pool's
+     * transaction manager, which binds the connection under the pool: its claim joins them, and rolls back with them,
+     * rather than being refused as a claim in a transaction of another DataSource.
+     */
+    @Test
+    void aClaimOnAStoreMadeOnATransactionAwareProxyJoinsTheTransactionOfItsTarget() {
+        ScopedKey key = newKey();
+        PostgresIdempotencyStore proxied = new PostgresIdempotencyStore(
+                new TransactionAwareDataSourceProxy(dataSource()), IdempotencySchema.DEFAULT_TABLE_NAME);
+        new TransactionTemplate(new DataSourceTransactionManager(dataSource())).executeWithoutResult(status -> {
+            assertThat(proxied.claim(new ClaimRequest(key, "d".repeat(64), Duration.ofDays(1),
+                    Duration.ofMillis(100)))).isInstanceOf(ClaimResult.Claimed.class);
+            status.setRollbackOnly();
+        });
+        assertThat(store().find(key)).as("the claim rolled back with the transaction it joined").isEmpty();
     }
 
     /**
