@@ -143,6 +143,76 @@ class PostgresIdempotencyStoreIntegrationTest extends PostgresStoreContract {
         }
     }
 
+    /**
+     * The bounded wait covers the whole claim when it looks again, too: a retry that waited most of it for another
+     * claim of the key, whose record was then released, and that finds the key claimed by a third request, waits for
+     * that one only for what is left. Waiting a whole bounded wait again, it would still be waiting when the third
+     * request commits, and answer with its record instead of Busy.
+     */
+    @Test
+    void aClaimThatLooksAgainWaitsOnlyForWhatIsLeft() throws Exception {
+        ScopedKey key = newKey();
+        String hash = "d".repeat(64);
+        Duration maxWait = Duration.ofSeconds(4);
+        ExecutorService third = Executors.newSingleThreadExecutor(); // keeps its transaction on its thread
+        AtomicReference<Future<Transactions.Transaction>> thirdClaim = new AtomicReference<>();
+        AtomicReference<String> holderToken = new AtomicReference<>();
+        // once the retry's insert has waited and it looks the committed record up, the record is released and a third
+        // request claims the key
+        PostgresIdempotencyStore retryStore = new PostgresIdempotencyStore(dataSource(),
+                IdempotencySchema.DEFAULT_TABLE_NAME) {
+            @Override
+            public Optional<IdempotencyRecord> find(ScopedKey looked) {
+                if (thirdClaim.get() == null) {
+                    try {
+                        assertThat(third.submit(() -> store().release(looked, holderToken.get()))
+                                .get(10, TimeUnit.SECONDS)).isTrue();
+                        Future<Transactions.Transaction> claimed = third.submit(() -> {
+                            Transactions.Transaction transaction = transactions().begin();
+                            assertThat(store().claim(new ClaimRequest(looked, hash, Duration.ofDays(1),
+                                    Duration.ofSeconds(5)))).isInstanceOf(ClaimResult.Claimed.class);
+                            return transaction;
+                        });
+                        claimed.get(10, TimeUnit.SECONDS);
+                        thirdClaim.set(claimed);
+                    } catch (Exception e) {
+                        throw new IllegalStateException(e);
+                    }
+                }
+                return super.find(looked);
+            }
+        };
+        Transactions.Transaction holder = transactions().begin();
+        ExecutorService executor = Executors.newSingleThreadExecutor();
+        try {
+            holderToken.set(((ClaimResult.Claimed) store().claim(new ClaimRequest(key, hash, Duration.ofDays(1),
+                    Duration.ofSeconds(5)))).fencingToken());
+            Future<ClaimResult> retry = executor.submit(() -> retryStore.claim(new ClaimRequest(key, hash,
+                    Duration.ofDays(1), maxWait)));
+            awaitBlockedClaim();
+            Thread.sleep(2000); // half of the retry's wait
+            holder.commit();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (thirdClaim.get() == null) {
+                assertThat(System.nanoTime() - deadline).as("the retry looked the record up").isNegative();
+                Thread.sleep(10);
+            }
+            Thread.sleep(3000); // past what was left of the retry's wait, not past a whole one
+            Transactions.Transaction thirdTransaction = thirdClaim.get().get();
+            third.submit(() -> thirdTransaction.commit()).get(10, TimeUnit.SECONDS);
+
+            assertThat(retry.get(30, TimeUnit.SECONDS)).isInstanceOf(ClaimResult.Busy.class);
+        } finally {
+            holder.rollback();
+            executor.shutdownNow();
+            if (thirdClaim.get() != null) {
+                Transactions.Transaction thirdTransaction = thirdClaim.get().get();
+                third.submit(() -> thirdTransaction.rollback()).get(10, TimeUnit.SECONDS);
+            }
+            third.shutdownNow();
+        }
+    }
+
     /** A connection whose open transaction holds the row of {@code key} locked. */
     private Connection lockRow(ScopedKey key) {
         try {
