@@ -359,6 +359,36 @@ class PartitionMaintenanceIntegrationTest {
     }
 
     /**
+     * A concurrent detach waits for the requests in progress on the table, holding no lock meanwhile: as long as the
+     * detach wait allows, not just the DDL lock timeout, which a request longer than it would make every detach give
+     * up. The statements after it wait the DDL lock timeout again.
+     */
+    @Test
+    void aDetachWaitsForTheRequestsInProgressAsLongAsTheDetachWait() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = partitionedDatabase(database)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            PostgresPartitionMaintenance maintenance = new PostgresPartitionMaintenance(dataSource, TABLE,
+                    Duration.ofHours(1), 1, Duration.ofMillis(200), Duration.ofSeconds(30));
+            attachPartition(jdbc, "idempotency_keys_expired", "now() - interval '5 days'", "now() - interval '4 days'");
+            insertRecord(jdbc, "expired-key", "now() - interval '5 days' + interval '1 minute'");
+
+            try (java.sql.Connection request = dataSource.getConnection()) {
+                // a request in progress, longer than the DDL lock timeout, has read the table
+                request.setAutoCommit(false);
+                request.createStatement().execute("select count(*) from idempotency_keys");
+                CompletableFuture<PostgresPartitionMaintenance.Run> run =
+                        Async.supply(() -> maintenance.dropExpired(Duration.ofDays(1)));
+                database.awaitLockWaiter(Duration.ofSeconds(10));
+                Thread.sleep(1000); // five times the DDL lock timeout
+                request.commit();
+
+                assertThat(run.get(30, TimeUnit.SECONDS).dropped()).containsExactly("idempotency_keys_expired");
+            }
+        }
+    }
+
+    /**
      * The detach and the drop are two statements: a run can end between them (the process stopped, the connection
      * lost, or here the drop not getting its lock in time). The table is then no partition any more, so listing the
      * partitions no longer finds it: a later run must still drop it, or its records stay forever.
@@ -368,7 +398,9 @@ class PartitionMaintenanceIntegrationTest {
         TestPostgres.Database database = TestPostgres.newDatabase();
         try (HikariDataSource dataSource = partitionedDatabase(database)) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
-            PostgresPartitionMaintenance maintenance = hourly(dataSource, 2, Duration.ofSeconds(3));
+            // the detach may wait a minute for the readers, the drop after it only the DDL lock timeout
+            PostgresPartitionMaintenance maintenance = new PostgresPartitionMaintenance(dataSource, TABLE,
+                    Duration.ofHours(1), 2, Duration.ofSeconds(3), Duration.ofMinutes(1));
             maintenance.createAhead(false);
             attachPartition(jdbc, "idempotency_keys_expired", "now() - interval '5 days'", "now() - interval '4 days'");
             insertRecord(jdbc, "expired-key", "now() - interval '5 days' + interval '1 minute'");
