@@ -438,9 +438,11 @@ class PartitionMaintenanceIntegrationTest {
             assertThat(maintenance.partitions()).extracting(PostgresPartitionMaintenance.Partition::name)
                     .as("detached").doesNotContain("idempotency_keys_expired");
 
-            PostgresPartitionMaintenance.Run later = maintenance.dropExpired(Duration.ofDays(1));
+            List<String> toldDropped = new ArrayList<>();
+            PostgresPartitionMaintenance.Run later = maintenance.dropExpired(Duration.ofDays(1), toldDropped::add);
 
             assertThat(later.dropped()).containsExactly("idempotency_keys_expired");
+            assertThat(toldDropped).as("told as soon as it was dropped").containsExactly("idempotency_keys_expired");
             assertThat(jdbc.queryForObject("select count(*) from pg_tables where tablename = 'idempotency_keys_expired'"
                     + " and schemaname = current_schema()", Integer.class)).as("dropped by the later run").isZero();
         }
