@@ -304,6 +304,22 @@ class PostgresSchemaIntegrationTest {
         }
     }
 
+    /**
+     * A migration Flyway keeps refusing (its history holds V1 with a checksum no version of the library wrote) is tried
+     * again a bounded number of times only, and then fails the start with Flyway's own reason.
+     */
+    @Test
+    void aMigrationFlywayKeepsRefusingFailsWithFlywaysReason() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+            new JdbcTemplate(dataSource).update("update idempotency_schema_history set checksum = 42 where version = '1'");
+
+            assertThatThrownBy(() -> new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate())
+                    .isInstanceOf(org.flywaydb.core.api.FlywayException.class)
+                    .hasMessageContaining("checksum mismatch");
+        }
+    }
+
     /** As earlier builds migrated: one history for every table, V1's checksum over the filled-in script. */
     private static void migrateAsEarlierVersionsDid(HikariDataSource dataSource, String table) {
         org.flywaydb.core.Flyway.configure().dataSource(dataSource).table("idempotency_schema_history")
