@@ -320,6 +320,55 @@ class PostgresSchemaIntegrationTest {
         }
     }
 
+    /**
+     * The table and its migration are made for PostgreSQL: a DataSource of another database is refused by name, before
+     * any statement, whether the table is to be created or verified.
+     */
+    @Test
+    void aDataSourceOfAnotherDatabaseIsRefusedByName() {
+        javax.sql.DataSource mariaDb = anotherDatabase("MariaDB", "11.4.2");
+
+        for (org.assertj.core.api.ThrowableAssert.ThrowingCallable startup : List.<org.assertj.core.api.ThrowableAssert
+                .ThrowingCallable>of(() -> new IdempotencySchemaMigrator(mariaDb, "idempotency_keys").migrate(),
+                () -> new IdempotencySchemaMigrator(mariaDb, "idempotency_keys").verify())) {
+            assertThatThrownBy(startup)
+                    .isInstanceOfSatisfying(io.idempotency.jdbc.flyway.IdempotencySchemaException.class, e ->
+                            assertThat(e.problem()).isEqualTo(
+                                    io.idempotency.jdbc.flyway.IdempotencySchemaException.Problem.NOT_POSTGRESQL))
+                    .hasMessageContaining("made for PostgreSQL").hasMessageContaining("MariaDB 11.4.2");
+        }
+        assertThat(new IdempotencySchemaMigrator(mariaDb, "idempotency_keys").onPostgreSQL()).isFalse();
+    }
+
+    /** A DataSource whose connections say they are of {@code product}, and run no statement. */
+    private static javax.sql.DataSource anotherDatabase(String product, String version) {
+        java.sql.DatabaseMetaData metaData = proxy(java.sql.DatabaseMetaData.class, method -> switch (method) {
+            case "getDatabaseProductName" -> product;
+            case "getDatabaseProductVersion" -> version;
+            default -> throw new java.sql.SQLException("not run on " + product + ": " + method);
+        });
+        java.sql.Connection connection = proxy(java.sql.Connection.class, method -> switch (method) {
+            case "getMetaData" -> metaData;
+            case "close" -> null;
+            default -> throw new java.sql.SQLException("not run on " + product + ": " + method);
+        });
+        return proxy(javax.sql.DataSource.class, method -> {
+            if (method.equals("getConnection")) {
+                return connection;
+            }
+            throw new java.sql.SQLException("not run on " + product + ": " + method);
+        });
+    }
+
+    private interface Answer {
+        Object to(String method) throws java.sql.SQLException;
+    }
+
+    private static <T> T proxy(Class<T> type, Answer answer) {
+        return type.cast(java.lang.reflect.Proxy.newProxyInstance(type.getClassLoader(), new Class<?>[]{type},
+                (self, method, args) -> answer.to(method.getName())));
+    }
+
     /** As earlier builds migrated: one history for every table, V1's checksum over the filled-in script. */
     private static void migrateAsEarlierVersionsDid(HikariDataSource dataSource, String table) {
         org.flywaydb.core.Flyway.configure().dataSource(dataSource).table("idempotency_schema_history")
