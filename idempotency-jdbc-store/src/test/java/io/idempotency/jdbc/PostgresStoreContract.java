@@ -126,6 +126,22 @@ abstract class PostgresStoreContract extends IdempotencyStoreContract {
     }
 
     /**
+     * A wait under a millisecond bounds only the wait for another claim of the key: a free key is claimed all the same,
+     * not answered Busy before the claim was even tried.
+     */
+    @Test
+    void aClaimWithAWaitUnderAMillisecondClaimsAFreeKey() {
+        ScopedKey key = newKey();
+        ClaimResult result = new TransactionTemplate(new DataSourceTransactionManager(dataSource())).execute(status -> {
+            ClaimResult claimed = store().claim(new ClaimRequest(key, "d".repeat(64), Duration.ofDays(1),
+                    Duration.ofNanos(500_000)));
+            status.setRollbackOnly();
+            return claimed;
+        });
+        assertThat(result).isInstanceOf(ClaimResult.Claimed.class);
+    }
+
+    /**
      * A completed request's answer never waits: a transaction that found the record (a replay whose transaction is
      * still open, or a caller that claims inside a longer transaction of its own) holds nothing another replay of the
      * key has to wait for, however many replays of a popular key arrive at once.
