@@ -157,7 +157,12 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
 
         CompletableFuture<HttpResponse<String>> slow = Async.supply(
                 () -> charge("/intent/long-lease", key, note, "X-Sleep-Ms", "1500"));
-        Thread.sleep(400); // the slow holder has charged and is writing locally
+        // the slow holder has charged and is writing locally (then sleeps 1.5 s before its commit)
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (gateway.charges() == chargesBefore) {
+            assertThat(System.nanoTime() < deadline).as("the slow holder charges").isTrue();
+            Thread.sleep(10);
+        }
         // its lease ends (as if it had hung past it) and another instance's sweeper takes the claim over
         DATABASE.queryString("update idempotency_keys set locked_until = now() - interval '1 second'"
                 + " where idempotency_key = '" + key + "'");
