@@ -248,19 +248,20 @@ public class IdempotencyAutoConfiguration {
         if (storesTable == null || storesTable.equalsIgnoreCase(configured)) {
             return configured;
         }
+        boolean createdByTheLibrary = store instanceof PostgresIdempotencyStore;
         if (!IdempotencySchema.DEFAULT_TABLE_NAME.equals(configured)) {
             throw new IdempotencyConfigurationException("idempotency.jdbc.table-name (" + configured + ") names"
                     + " another table than the application's IdempotencyStore, which keeps its records in "
-                    + storesTable + (store instanceof PostgresIdempotencyStore
+                    + storesTable + (createdByTheLibrary
                     ? ": the library would create (or check) and clean up a table no claim uses."
                     : ": the setting says the application uses a table it does not use."),
                     "Give the store and idempotency.jdbc.table-name the same table, or remove"
                     + " idempotency.jdbc.table-name (the store's table is then the one "
-                    + (store instanceof PostgresIdempotencyStore ? "created and checked)." : "checked)."));
+                    + (createdByTheLibrary ? "created and checked)." : "checked)."));
         }
         // another store's table is made by the application's migrations and checked by the store: the property's
         // name is then only what the library's own migration would use, which does not run for it
-        return store instanceof PostgresIdempotencyStore ? storesTable : configured;
+        return createdByTheLibrary ? storesTable : configured;
     }
 
     /**
