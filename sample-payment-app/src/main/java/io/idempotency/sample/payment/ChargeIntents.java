@@ -6,6 +6,8 @@ import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.support.TransactionTemplate;
 
+import java.util.Optional;
+
 /**
  * The table {@code charge_intents}: which request may charge an order for a payer, one at a time and once.
  *
@@ -15,6 +17,8 @@ import org.springframework.transaction.support.TransactionTemplate;
  */
 @Repository
 public class ChargeIntents {
+
+    private static final int MAX_ATTEMPTS = 10;
 
     private final JdbcClient jdbc;
     private final TransactionTemplate ownTransaction;
@@ -43,25 +47,34 @@ public class ChargeIntents {
      * Records the intent of the request whose gateway key is {@code downstreamKey} to charge the order, unless one is
      * recorded already, and returns who holds the order: {@code downstreamKey}, taken now or since an earlier attempt
      * of this request, or another request's key. A concurrent insert for the same payer and order waits for the first
-     * one's commit and then inserts nothing.
+     * one's commit and then inserts nothing. The intent that made the insert do nothing may be released before the
+     * read that follows it (its charge declined): the order is free then, and the insert is tried again.
      */
     public Holder hold(String payer, String orderId, String downstreamKey) {
         return ownTransaction.execute(status -> {
-            int inserted = jdbc.sql("""
-                            INSERT INTO charge_intents (payer, order_id, downstream_key)
-                            VALUES (:payer, :orderId, :downstreamKey)
-                            ON CONFLICT (payer, order_id) DO NOTHING""")
-                    .param("payer", payer)
-                    .param("orderId", orderId)
-                    .param("downstreamKey", downstreamKey)
-                    .update();
-            String holder = jdbc.sql("SELECT downstream_key FROM charge_intents WHERE payer = :payer"
-                            + " AND order_id = :orderId")
-                    .param("payer", payer)
-                    .param("orderId", orderId)
-                    .query(String.class)
-                    .single();
-            return new Holder(holder, inserted == 1);
+            for (int attempt = 1; ; attempt++) {
+                int inserted = jdbc.sql("""
+                                INSERT INTO charge_intents (payer, order_id, downstream_key)
+                                VALUES (:payer, :orderId, :downstreamKey)
+                                ON CONFLICT (payer, order_id) DO NOTHING""")
+                        .param("payer", payer)
+                        .param("orderId", orderId)
+                        .param("downstreamKey", downstreamKey)
+                        .update();
+                Optional<String> holder = jdbc.sql("SELECT downstream_key FROM charge_intents WHERE payer = :payer"
+                                + " AND order_id = :orderId")
+                        .param("payer", payer)
+                        .param("orderId", orderId)
+                        .query(String.class)
+                        .optional();
+                if (holder.isPresent()) {
+                    return new Holder(holder.get(), inserted == 1);
+                }
+                if (attempt == MAX_ATTEMPTS) {
+                    throw new IllegalStateException("the order " + orderId + " was held and released again "
+                            + MAX_ATTEMPTS + " times while this request tried to hold it");
+                }
+            }
         });
     }
 
