@@ -174,6 +174,8 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         assertThat(sweep.completed()).as("the resolver found the charge").isEqualTo(1);
         assertThat(late.statusCode()).as("the late holder is fenced out").isEqualTo(409);
         assertThat(late.body()).contains("idempotency-lease-lost");
+        assertThat(late.headers().firstValue("Retry-After")).as("the recorded result can be had at once")
+                .hasValue("1");
         assertThat(after.statusCode()).isEqualTo(201);
         assertThat(after.body()).as("the recorded result is the new holder's").contains("\"resolved\":true");
         assertThat(rows(note)).as("the late holder's local write rolled back").isZero();
