@@ -15,7 +15,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 /** The HTTP-facing properties set to other values than their defaults, and used as set. */
 @TestPropertySource(properties = {
         "idempotency.header-name=X-Request-Key",
-        "idempotency.retry-after=7s",
+        "idempotency.retry-after=6200ms",
         "idempotency.in-flight-wait=200ms",
         "idempotency.problem-type-base=https://errors.example.com/",
         "idempotency.body-fingerprint=bytes",
@@ -125,7 +125,7 @@ class ConfiguredHttpPropertiesIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
-    void aDuplicateInFlightGetsTheConfiguredRetryAfter() throws Exception {
+    void aDuplicateInFlightGetsTheConfiguredRetryAfterRoundedUpToWholeSeconds() throws Exception {
         String key = UUID.randomUUID().toString();
         String body = "{\"note\":\"retry-after-" + key + "\"}";
 
@@ -136,7 +136,7 @@ class ConfiguredHttpPropertiesIntegrationTest extends OrdersApplicationTest {
 
         HttpResponse<byte[]> duplicate = first.statusCode() == 409 ? first : other;
         assertThat(java.util.List.of(first.statusCode(), other.statusCode())).containsExactlyInAnyOrder(201, 409);
-        assertThat(duplicate.headers().firstValue("Retry-After")).hasValue("7");
+        assertThat(duplicate.headers().firstValue("Retry-After")).as("6.2 s, rounded up").hasValue("7");
         assertThat(new String(duplicate.body(), StandardCharsets.UTF_8))
                 .contains("\"type\":\"https://errors.example.com/idempotency-request-in-progress\"");
     }
