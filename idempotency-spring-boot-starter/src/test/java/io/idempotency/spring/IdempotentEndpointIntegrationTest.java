@@ -663,6 +663,31 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aMultipartBodyWithoutAKeyIsToldOfTheKeyOrRunsWhereTheKeyIsOptional() throws Exception {
+        // the key header is checked before the body: a required key is what the client must fix first, and a request
+        // without an optional key runs as it would without the library, whatever its body
+        String note = "multipart-keyless-" + UUID.randomUUID();
+
+        HttpResponse<byte[]> required = send(multipart("/orders/multipart", note).build());
+        HttpResponse<byte[]> optional = send(multipart("/orders/multipart/optional", note).build());
+
+        assertThat(required.statusCode()).isEqualTo(400);
+        assertProblem(required, "idempotency-key-missing");
+        assertThat(optional.statusCode()).as("run without idempotency").isEqualTo(201);
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    /** A multipart request to {@code path} with the part {@code note}, and no key. */
+    private HttpRequest.Builder multipart(String path, String note) {
+        String boundary = "----part" + UUID.randomUUID();
+        String body = "--" + boundary + "\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\n" + note
+                + "\r\n--" + boundary + "--\r\n";
+        return HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))
+                .header("Content-Type", "multipart/form-data; boundary=" + boundary)
+                .POST(HttpRequest.BodyPublishers.ofString(body));
+    }
+
+    @Test
     void anOptionalKeyMayBeLeftOut() throws Exception {
         String note = "optional-" + UUID.randomUUID();
         String body = "{\"note\":\"" + note + "\"}";

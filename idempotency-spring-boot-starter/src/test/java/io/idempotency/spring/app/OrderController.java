@@ -614,6 +614,15 @@ public class OrderController {
         return new Order(id, note, null);
     }
 
+    /** A multipart body on an endpoint whose key is optional. */
+    @PostMapping(path = "/multipart/optional", consumes = "multipart/form-data")
+    @Idempotent(keyRequired = false)
+    @ResponseStatus(HttpStatus.CREATED)
+    public Order multipartOptionally(@RequestParam String note) {
+        long id = insert(note);
+        return new Order(id, note, null);
+    }
+
     @PostMapping("/plain")
     @ResponseStatus(HttpStatus.CREATED)
     public Order notIdempotent(@RequestBody OrderRequest request) {
