@@ -50,6 +50,12 @@ public class ResponseShapesController {
                 .getBytes(StandardCharsets.US_ASCII));
     }
 
+    /** The same without {@code @Idempotent}. */
+    @PostMapping(path = "/resource/unguarded", produces = "application/octet-stream")
+    public Resource resourceUnguarded(@RequestBody OrderController.OrderRequest request) {
+        return resource(request);
+    }
+
     @PostMapping(path = "/bytes", produces = "application/pdf")
     @Idempotent
     public byte[] bytes(@RequestBody OrderController.OrderRequest request) {
