@@ -4,6 +4,8 @@ import org.junit.jupiter.api.Test;
 import org.springframework.test.context.TestPropertySource;
 
 import java.net.http.HttpResponse;
+import java.util.List;
+import java.util.Locale;
 import java.util.UUID;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -18,6 +20,19 @@ import static org.assertj.core.api.Assertions.assertThat;
                 + "Authentication-Info",
         "idempotency.replay-cache.max-entries=0"})
 class SensitiveHeadersIntegrationTest extends OrdersApplicationTest {
+
+    /** Every header of credentials, challenges for them, or session state (RFC 9110, section 11; RFC 6265). */
+    private static final List<String> CREDENTIALS = List.of("Set-Cookie", "Set-Cookie2", "Cookie", "Authorization",
+            "Proxy-Authorization", "WWW-Authenticate", "Proxy-Authenticate", "Authentication-Info",
+            "Proxy-Authentication-Info");
+
+    @Test
+    void noCredentialHeaderIsAmongThoseStored() {
+        for (String name : CREDENTIALS) {
+            assertThat(IdempotencyFilter.storedHeaderNames(List.of(name, name.toUpperCase(Locale.ROOT))))
+                    .as(name).isEmpty();
+        }
+    }
 
     @Test
     void credentialsAreNeverStoredEvenWhenListed() throws Exception {
