@@ -1,10 +1,13 @@
 package io.idempotency.spring;
 
+import io.idempotency.core.StoredResponse;
 import org.junit.jupiter.api.Test;
 import org.springframework.test.context.TestPropertySource;
 
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.Set;
 import java.util.UUID;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -87,6 +90,19 @@ class StoredHeadersIntegrationTest extends OrdersApplicationTest {
         assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
         assertThat(replay.headers().firstValue("X-Upstream-Region")).hasValue("eu-1");
         assertThat(replay.headers().firstValue("X-Upstream-Trace")).isEmpty();
+    }
+
+    @Test
+    void theOptionsOfEveryConnectionHeaderAreLeftOutWhateverTheCaseOfItsName() {
+        // a handler passing on an upstream answer's headers may pass them in lower case, and a field may be given
+        // in several lines (RFC 9110, section 5.3)
+        List<StoredResponse.Header> headers = List.of(new StoredResponse.Header("connection", "X-First"),
+                new StoredResponse.Header("X-First", "1"), new StoredResponse.Header("Connection", "close"),
+                new StoredResponse.Header("CONNECTION", "x-second"), new StoredResponse.Header("X-Second", "2"),
+                new StoredResponse.Header("X-Kept", "3"));
+
+        assertThat(IdempotencyFilter.storedHeaders(headers, Set.of("x-first", "x-second", "x-kept")))
+                .containsExactly(new StoredResponse.Header("X-Kept", "3"));
     }
 
     @Test
