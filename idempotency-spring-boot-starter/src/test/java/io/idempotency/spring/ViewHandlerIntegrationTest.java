@@ -80,4 +80,26 @@ class ViewHandlerIntegrationTest extends OrdersApplicationTest {
         assertThat(replay.body()).isEqualTo(first.body());
         assertThat(rows(note)).isEqualTo(1);
     }
+
+    @Test
+    void anIncludedResourceThatSendsAnErrorDoesNotMakeTheAnswerAnError() throws Exception {
+        // the container ignores sendError in an include; held for the commit, it made the answer an error, and the
+        // request was rolled back where the client of the page would have been told it succeeded
+        String key = UUID.randomUUID().toString();
+        String note = "including-gone-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> unguarded = send(request("/views/including-gone-orders/unguarded",
+                "{\"note\":\"including-gone-unguarded-" + key + "\"}").build());
+        HttpResponse<byte[]> first = post("/views/including-gone-orders", key, body);
+        HttpResponse<byte[]> replay = post("/views/including-gone-orders", key, body);
+
+        assertThat(unguarded.statusCode()).isEqualTo(201);
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(first.body()).isEqualTo(unguarded.body());
+        assertThat(replay.statusCode()).isEqualTo(201);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(first.body());
+        assertThat(rows(note)).isEqualTo(1);
+    }
 }

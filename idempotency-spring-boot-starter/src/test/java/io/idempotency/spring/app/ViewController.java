@@ -93,11 +93,34 @@ public class ViewController {
 
     private void createWithAnInclude(OrderController.OrderRequest request, HttpServletRequest servletRequest,
                                      HttpServletResponse servletResponse) throws ServletException, IOException {
+        createWithAnInclude(request, servletRequest, servletResponse, "/views/missing-fragment");
+    }
+
+    /** Writes a row and answers with a page that includes a resource that is gone, which it says with sendError. */
+    @PostMapping("/views/including-gone-orders")
+    @Idempotent
+    public void createAndIncludeGone(@RequestBody OrderController.OrderRequest request,
+                                     HttpServletRequest servletRequest, HttpServletResponse servletResponse)
+            throws ServletException, IOException {
+        createWithAnInclude(request, servletRequest, servletResponse, "/views/gone-fragment");
+    }
+
+    /** The same without {@code @Idempotent}: what the container alone makes of the include. */
+    @PostMapping("/views/including-gone-orders/unguarded")
+    public void createAndIncludeGoneUnguarded(@RequestBody OrderController.OrderRequest request,
+                                              HttpServletRequest servletRequest, HttpServletResponse servletResponse)
+            throws ServletException, IOException {
+        createWithAnInclude(request, servletRequest, servletResponse, "/views/gone-fragment");
+    }
+
+    private void createWithAnInclude(OrderController.OrderRequest request, HttpServletRequest servletRequest,
+                                     HttpServletResponse servletResponse, String fragment)
+            throws ServletException, IOException {
         jdbc.sql("insert into orders (note) values (?)").param(request.note()).update();
         servletResponse.setStatus(201);
         servletResponse.setContentType("text/html;charset=UTF-8");
         servletResponse.getOutputStream().write("<p>".getBytes(StandardCharsets.UTF_8));
-        servletRequest.getRequestDispatcher("/views/missing-fragment").include(servletRequest, servletResponse);
+        servletRequest.getRequestDispatcher(fragment).include(servletRequest, servletResponse);
         servletResponse.getOutputStream().write("</p>".getBytes(StandardCharsets.UTF_8));
     }
 
@@ -105,5 +128,11 @@ public class ViewController {
     @PostMapping("/views/missing-fragment")
     public ResponseEntity<String> missingFragment() {
         return ResponseEntity.status(404).header("X-Fragment", "missing").body("no fragment");
+    }
+
+    /** A fragment that is gone, as a servlet tells it: with sendError, which an included resource cannot send. */
+    @PostMapping("/views/gone-fragment")
+    public void goneFragment(HttpServletResponse response) throws IOException {
+        response.sendError(410);
     }
 }
