@@ -39,6 +39,18 @@ class ResponseShapesIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void theHandlersBodySeesNoRangeHoweverItReadsTheHeaders() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "range-seen-" + key;
+
+        String first = raw("/shapes/range-seen", key, note, "Range: bytes=0-9\r\nIf-Range: \"v1\"\r\n");
+
+        assertThat(first).startsWith("HTTP/1.1 200 ");
+        assertThat(body(first)).isEqualTo("header=null if-range=null headers=[][] names=[]");
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
     void aRangeRequestToAnEndpointThatIsNotIdempotentGetsThePartAskedFor() throws Exception {
         // nothing is held for a commit there: the request runs as it would without the library
         String note = "range-unguarded-" + UUID.randomUUID();

@@ -1,6 +1,7 @@
 package io.idempotency.spring.app;
 
 import io.idempotency.core.Idempotent;
+import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import org.springframework.core.io.ByteArrayResource;
 import org.springframework.core.io.Resource;
@@ -19,6 +20,8 @@ import org.springframework.web.bind.annotation.RestController;
 import java.io.IOException;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
+import java.util.Collections;
+import java.util.Locale;
 
 /** Handlers answering in the many shapes a Spring MVC handler can give its answer. */
 @RestController
@@ -54,6 +57,23 @@ public class ResponseShapesController {
     @PostMapping(path = "/resource/unguarded", produces = "application/octet-stream")
     public Resource resourceUnguarded(@RequestBody OrderController.OrderRequest request) {
         return resource(request);
+    }
+
+    /**
+     * Answers with what its body sees of the headers asking for a part of the answer, through each way the request
+     * offers them: a handler that answered a part itself would store that part for every retry. (An argument is
+     * resolved before the answer is held, and sees them: docs/how-it-works.md.)
+     */
+    @PostMapping("/range-seen")
+    @Idempotent
+    public String rangeSeen(@RequestBody OrderController.OrderRequest request, HttpServletRequest servletRequest) {
+        insert(request.note());
+        return "header=" + servletRequest.getHeader("Range")
+                + " if-range=" + servletRequest.getHeader("If-Range")
+                + " headers=" + Collections.list(servletRequest.getHeaders("Range"))
+                + Collections.list(servletRequest.getHeaders("If-Range"))
+                + " names=" + Collections.list(servletRequest.getHeaderNames()).stream()
+                        .filter(name -> name.toLowerCase(Locale.ROOT).contains("range")).toList();
     }
 
     @PostMapping(path = "/bytes", produces = "application/pdf")
