@@ -6,6 +6,7 @@ import io.idempotency.core.StaleClaimSweeper;
 import io.idempotency.spring.app.FakeGateway;
 import io.idempotency.spring.app.GatewayResolver;
 import io.idempotency.testkit.Async;
+import io.idempotency.testkit.Await;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.beans.factory.annotation.Autowired;
@@ -158,11 +159,7 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         CompletableFuture<HttpResponse<String>> slow = Async.supply(
                 () -> charge("/intent/long-lease", key, note, "X-Sleep-Ms", "1500"));
         // the slow holder has charged and is writing locally (then sleeps 1.5 s before its commit)
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (gateway.charges() == chargesBefore) {
-            assertThat(System.nanoTime() < deadline).as("the slow holder charges").isTrue();
-            Thread.sleep(10);
-        }
+        Await.until("the slow holder charges", Duration.ofSeconds(10), () -> gateway.charges() != chargesBefore);
         // its lease ends (as if it had hung past it) and another instance's sweeper takes the claim over
         DATABASE.queryString("update idempotency_keys set locked_until = now() - interval '1 second'"
                 + " where idempotency_key = '" + key + "'");
@@ -369,20 +366,12 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
 
     /** Waits (on the database clock) until the claim of {@code key} has a lease that ran out. */
     private static void awaitLeaseExpired(String key) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (!"t".equals(DATABASE.queryString("select locked_until < now() from idempotency_keys"
-                + " where idempotency_key = '" + key + "'"))) {
-            assertThat(System.nanoTime() < deadline).as("the lease of %s runs out", key).isTrue();
-            Thread.sleep(50);
-        }
+        Await.until("the lease of " + key + " runs out", Duration.ofSeconds(10), () -> "t".equals(DATABASE.queryString(
+                "select locked_until < now() from idempotency_keys where idempotency_key = '" + key + "'")));
     }
 
     private void awaitStatus(String key, String expected) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (!expected.equals(status(key))) {
-            assertThat(System.nanoTime() < deadline).as("%s becomes %s", key, expected).isTrue();
-            Thread.sleep(20);
-        }
+        Await.until(key + " becomes " + expected, Duration.ofSeconds(10), () -> expected.equals(status(key)));
     }
 
     @Test

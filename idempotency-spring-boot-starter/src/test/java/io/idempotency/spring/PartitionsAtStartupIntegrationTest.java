@@ -3,6 +3,7 @@ package io.idempotency.spring;
 import io.idempotency.jdbc.PostgresPartitionMaintenance;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.spring.app.TestApplication;
+import io.idempotency.testkit.Await;
 import io.idempotency.testkit.TestPostgres;
 import com.zaxxer.hikari.HikariDataSource;
 import org.junit.jupiter.api.Test;
@@ -30,7 +31,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.function.BooleanSupplier;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
@@ -87,7 +87,8 @@ class PartitionsAtStartupIntegrationTest {
                         + " on c.oid = i.inhrelid where i.inhparent = to_regclass('idempotency_keys')"
                         + " and c.relname like 'idempotency_keys_p%' order by c.relname desc limit 1");
                 database.queryString("drop table " + newest);
-                await(() -> database.queryLong(MADE_AHEAD) == 3, "the scheduled run creates " + newest + " again");
+                Await.until("the scheduled run creates " + newest + " again", Duration.ofSeconds(20),
+                        () -> database.queryLong(MADE_AHEAD) == 3);
             }
             assertThat(database.queryLong(ATTACHED + " and c.relname = 'idempotency_keys_expired'"))
                     .as("an expired partition is left to the instances whose cleanup is enabled").isEqualTo(1);
@@ -113,7 +114,8 @@ class PartitionsAtStartupIntegrationTest {
             assertThat(post(context).statusCode()).as("the current partition takes claims").isEqualTo(201);
 
             other.rollback(); // the lock is gone: a scheduled run creates the missing partitions
-            await(() -> database.queryLong(MADE_AHEAD) == 4, "the partitions ahead are created");
+            Await.until("the partitions ahead are created", Duration.ofSeconds(20),
+                    () -> database.queryLong(MADE_AHEAD) == 4);
         }
     }
 
@@ -211,13 +213,4 @@ class PartitionsAtStartupIntegrationTest {
                 HttpResponse.BodyHandlers.ofString());
     }
 
-    private static void await(BooleanSupplier condition, String what) throws InterruptedException {
-        long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
-        while (!condition.getAsBoolean()) {
-            if (System.nanoTime() - deadline > 0) {
-                throw new AssertionError("not within 20 s: " + what);
-            }
-            Thread.sleep(20);
-        }
-    }
 }

@@ -2,6 +2,7 @@ package io.idempotency.spring;
 
 import io.idempotency.core.Idempotent;
 import io.idempotency.spring.app.TestApplication;
+import io.idempotency.testkit.Await;
 import io.idempotency.testkit.TestPostgres;
 import jakarta.servlet.FilterChain;
 import jakarta.servlet.ServletException;
@@ -41,7 +42,6 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.function.BooleanSupplier;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -127,7 +127,8 @@ class TwoInstancesIntegrationTest {
             duplicates.add(post(second, key, note));
         }
         // every duplicate is in, and the other instance's claim waits for the first one's in the database
-        await(() -> Arrivals.count() - arrivedBefore >= 2 * duplicatesPerInstance, "all duplicates arrived");
+        Await.until("all duplicates arrived", PATIENCE,
+                () -> Arrivals.count() - arrivedBefore >= 2 * duplicatesPerInstance);
         awaitClaimWaitingInTheDatabase();
         gate.release();
 
@@ -277,22 +278,13 @@ class TwoInstancesIntegrationTest {
      * a lock is the other instance's claim, blocked on the held one's uncommitted row.
      */
     private void awaitClaimWaitingInTheDatabase() throws InterruptedException {
-        await(() -> database.lockWaiters() > 0, "a claim waiting in the database for the held one");
+        Await.until("a claim waiting in the database for the held one", PATIENCE, () -> database.lockWaiters() > 0);
     }
 
     private long rows(String note) {
         return TestDatabases.rows(database, note);
     }
 
-    private static void await(BooleanSupplier condition, String what) throws InterruptedException {
-        long deadline = System.nanoTime() + PATIENCE.toNanos();
-        while (!condition.getAsBoolean()) {
-            if (System.nanoTime() - deadline > 0) {
-                throw new AssertionError("not within " + PATIENCE + ": " + what);
-            }
-            Thread.sleep(10);
-        }
-    }
 
     /** Holds the request that writes a given note inside its handler until released; then it returns or throws. */
     static final class Gate {

@@ -147,13 +147,7 @@ public final class TestPostgres {
          * @throws AssertionError if none does within {@code timeout}
          */
         public void awaitLockWaiter(Duration timeout) throws InterruptedException {
-            long deadline = System.nanoTime() + timeout.toNanos();
-            while (lockWaiters() == 0) {
-                if (System.nanoTime() - deadline > 0) {
-                    throw new AssertionError("no session waited for a lock within " + timeout);
-                }
-                Thread.sleep(10);
-            }
+            Await.until("a session of " + schema + " waiting for a lock", timeout, () -> lockWaiters() > 0);
         }
     }
 
