@@ -5,6 +5,7 @@ import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StaleClaimResolver;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.testkit.Async;
+import io.idempotency.testkit.Await;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -19,6 +20,7 @@ import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
@@ -462,21 +464,14 @@ class ChargeApiIntegrationTest {
     }
 
     private static void awaitStatus(String key, String status) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (!status.equals(statusOf(key))) {
-            assertThat(System.nanoTime()).as("record of %s never became %s", key, status).isLessThan(deadline);
-            Thread.sleep(20);
-        }
+        Await.until("the record of " + key + " becomes " + status, Duration.ofSeconds(10),
+                () -> status.equals(statusOf(key)));
     }
 
     /** Waits until the claim's lease has run out by the database clock. */
     static void awaitLeaseExpired(TestPostgres.Database db, String key) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-        while (!"t".equals(db.queryString("select locked_until < now() from idempotency_keys"
-                + " where idempotency_key = '" + key + "'"))) {
-            assertThat(System.nanoTime()).as("the lease on %s never ran out", key).isLessThan(deadline);
-            Thread.sleep(50);
-        }
+        Await.until("the lease on " + key + " runs out", Duration.ofSeconds(30), () -> "t".equals(db.queryString(
+                "select locked_until < now() from idempotency_keys where idempotency_key = '" + key + "'")));
     }
 
     private static void awaitLeaseExpired(String key) throws InterruptedException {

@@ -1,6 +1,7 @@
 package io.idempotency.sample.payment;
 
 import io.idempotency.testkit.Async;
+import io.idempotency.testkit.Await;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -201,12 +202,9 @@ class ChargeCrashRecoveryIntegrationTest {
             second.awaitHealthy();
 
             // No request is sent: the sweepers find the claims once their leases ran out, and resolve them.
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-            while (db.queryLong("select count(*) from idempotency_keys where status = 'PROCESSING'"
-                    + " and idempotency_key in (" + keyList + ")") > 0) {
-                assertThat(System.nanoTime()).as("stale claims left unresolved").isLessThan(deadline);
-                Thread.sleep(100);
-            }
+            Await.until("every stale claim resolved", Duration.ofSeconds(30), () -> db.queryLong(
+                    "select count(*) from idempotency_keys where status = 'PROCESSING'"
+                            + " and idempotency_key in (" + keyList + ")") == 0);
 
             for (int i = 0; i < chargedKeys.size(); i++) {
                 String key = chargedKeys.get(i);
@@ -345,11 +343,8 @@ class ChargeCrashRecoveryIntegrationTest {
                 throw new IllegalStateException(e);
             }
         });
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (!"PROCESSING".equals(statusOf(key))) {
-            assertThat(System.nanoTime()).as("the first request never claimed its key").isLessThan(deadline);
-            Thread.sleep(20);
-        }
+        Await.until("the first request claims its key", Duration.ofSeconds(10),
+                () -> "PROCESSING".equals(statusOf(key)));
 
         HttpResponse<byte[]> duplicate = other.charge(key, body, null);
         assertThat(duplicate.statusCode()).as(text(duplicate)).isEqualTo(409);

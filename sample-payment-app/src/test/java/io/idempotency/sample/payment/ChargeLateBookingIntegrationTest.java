@@ -1,5 +1,6 @@
 package io.idempotency.sample.payment;
 
+import io.idempotency.testkit.Await;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -14,11 +15,11 @@ import java.net.Socket;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.TimeUnit;
 
 import static io.idempotency.sample.payment.ChargeApiIntegrationTest.awaitLeaseExpired;
 import static io.idempotency.sample.payment.PaymentApi.body;
@@ -74,11 +75,8 @@ class ChargeLateBookingIntegrationTest {
                 // Nobody retries: the sweeper takes the stale claim over and asks the gateway, whose booking is
                 // still held back. It finds nothing under the key, and the resolver answers rerun (FAILED).
                 sweeping = SampleAppProcess.start("sweeping-app", LOG_DIR, args(true, gateway.port()));
-                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-                while (!"FAILED".equals(statusOf(key))) {
-                    assertThat(System.nanoTime() - deadline).as("the sweeper never resolved the claim").isNegative();
-                    Thread.sleep(50);
-                }
+                Await.until("the sweeper resolves the claim", Duration.ofSeconds(30),
+                        () -> "FAILED".equals(statusOf(key)));
                 assertThat(resolutionsOf(key)).isEqualTo("rerun/sweeper");
                 assertThat(ledgerEntries(orderId)).isZero();
 

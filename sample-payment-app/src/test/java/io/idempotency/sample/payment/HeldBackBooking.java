@@ -2,6 +2,7 @@ package io.idempotency.sample.payment;
 
 import com.zaxxer.hikari.HikariDataSource;
 import io.idempotency.testkit.Async;
+import io.idempotency.testkit.Await;
 import io.idempotency.testkit.TestPostgres;
 
 import java.io.IOException;
@@ -83,11 +84,8 @@ final class HeldBackBooking implements AutoCloseable {
     /** Lets the gateway go on, and waits until it has booked the order's charge that it was holding back. */
     void releaseAndAwaitTheBooking(String orderId) throws SQLException, InterruptedException {
         ledgerLock.commit();
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-        while (db.queryLong("select count(*) from gateway_ledger where order_id = '" + orderId + "'") == 0) {
-            assertThat(System.nanoTime() - deadline).as("the gateway never booked the charge").isNegative();
-            Thread.sleep(20);
-        }
+        Await.until("the gateway books the charge", Duration.ofSeconds(30),
+                () -> db.queryLong("select count(*) from gateway_ledger where order_id = '" + orderId + "'") > 0);
     }
 
     @Override

@@ -1,6 +1,7 @@
 package io.idempotency.sample.payment;
 
 import io.idempotency.testkit.Async;
+import io.idempotency.testkit.Await;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -219,12 +220,9 @@ class TwoInstancesConcurrencyIntegrationTest {
 
     /** Waits until a session of the test's database is idle inside an open transaction: a handler holding a claim. */
     private static void awaitOpenTransaction(Duration timeout) throws InterruptedException {
-        long deadline = System.nanoTime() + timeout.toNanos();
-        while (db.queryLong("select count(*) from pg_stat_activity where application_name = '" + db.schema() + "'"
-                + " and state = 'idle in transaction'") == 0) {
-            assertThat(System.nanoTime() - deadline).as("no handler held its transaction open").isNegative();
-            Thread.sleep(20);
-        }
+        Await.until("a handler holding its transaction open", timeout, () -> db.queryLong(
+                "select count(*) from pg_stat_activity where application_name = '" + db.schema() + "'"
+                        + " and state = 'idle in transaction'") > 0);
     }
 
     /**
