@@ -1,6 +1,8 @@
 package io.idempotency.spring;
 
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
@@ -55,18 +57,23 @@ class ViewHandlerIntegrationTest extends OrdersApplicationTest {
         assertThat(keyRows(key)).isZero();
     }
 
-    @Test
-    void theStatusAndHeadersOfAnIncludedResourceAreNotTheAnswers() throws Exception {
-        // the container ignores them; held for the commit, the fragment's 404 was the answer, stored and replayed
-        // for a request whose effects were kept
+    /**
+     * The container ignores the status and headers an included resource sets, and its sendError: held for the commit,
+     * the fragment's 404 was the answer, stored and replayed for a request whose effects were kept, and its
+     * sendError(410) made the answer an error, so the request was rolled back where the client of the page would have
+     * been told it succeeded.
+     */
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"including-orders", "including-gone-orders"})
+    void whatAnIncludedResourceSaysOfItselfIsNotTheAnswer(String page) throws Exception {
         String key = UUID.randomUUID().toString();
-        String note = "including-" + key;
+        String note = page + "-" + key;
         String body = "{\"note\":\"" + note + "\"}";
 
-        HttpResponse<byte[]> unguarded = send(request("/views/including-orders/unguarded",
-                "{\"note\":\"including-unguarded-" + key + "\"}").build());
-        HttpResponse<byte[]> first = post("/views/including-orders", key, body);
-        HttpResponse<byte[]> replay = post("/views/including-orders", key, body);
+        HttpResponse<byte[]> unguarded = send(request("/views/" + page + "/unguarded",
+                "{\"note\":\"" + page + "-unguarded-" + key + "\"}").build());
+        HttpResponse<byte[]> first = post("/views/" + page, key, body);
+        HttpResponse<byte[]> replay = post("/views/" + page, key, body);
 
         assertThat(unguarded.statusCode()).isEqualTo(201);
         assertThat(unguarded.headers().firstValue("X-Fragment")).isEmpty();
@@ -74,29 +81,7 @@ class ViewHandlerIntegrationTest extends OrdersApplicationTest {
         assertThat(first.headers().firstValue("X-Fragment")).isEmpty();
         assertThat(first.headers().firstValue("Content-Type")).isEqualTo(unguarded.headers().firstValue("Content-Type"));
         assertThat(first.body()).isEqualTo(unguarded.body());
-        assertThat(new String(first.body(), StandardCharsets.UTF_8)).isEqualTo("<p>no fragment</p>");
-        assertThat(replay.statusCode()).isEqualTo(201);
-        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
-        assertThat(replay.body()).isEqualTo(first.body());
-        assertThat(rows(note)).isEqualTo(1);
-    }
-
-    @Test
-    void anIncludedResourceThatSendsAnErrorDoesNotMakeTheAnswerAnError() throws Exception {
-        // the container ignores sendError in an include; held for the commit, it made the answer an error, and the
-        // request was rolled back where the client of the page would have been told it succeeded
-        String key = UUID.randomUUID().toString();
-        String note = "including-gone-" + key;
-        String body = "{\"note\":\"" + note + "\"}";
-
-        HttpResponse<byte[]> unguarded = send(request("/views/including-gone-orders/unguarded",
-                "{\"note\":\"including-gone-unguarded-" + key + "\"}").build());
-        HttpResponse<byte[]> first = post("/views/including-gone-orders", key, body);
-        HttpResponse<byte[]> replay = post("/views/including-gone-orders", key, body);
-
-        assertThat(unguarded.statusCode()).isEqualTo(201);
-        assertThat(first.statusCode()).isEqualTo(201);
-        assertThat(first.body()).isEqualTo(unguarded.body());
+        assertThat(new String(first.body(), StandardCharsets.UTF_8)).startsWith("<p>").endsWith("</p>");
         assertThat(replay.statusCode()).isEqualTo(201);
         assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
         assertThat(replay.body()).isEqualTo(first.body());
