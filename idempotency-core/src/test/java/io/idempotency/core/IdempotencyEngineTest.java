@@ -548,6 +548,56 @@ class IdempotencyEngineTest {
         cached.shutdown();
     }
 
+    /**
+     * A request remembered as completed, whose answer is not kept, is answered from one read of its record, with no
+     * transaction and no claim; a request not remembered is not read first: it goes to the claim, as does a
+     * remembered one whose record is gone, or that may not be read apart from the transaction.
+     */
+    @Test
+    void aRequestRememberedCompletedIsAnsweredFromOneReadOfItsRecordAndOnlyThatOneIsRead() {
+        IdempotencyEngine remembering = new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION,
+                MAX_WAIT, StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
+                new ReplayCache(0, 0, 0, Duration.ZERO, 1000)); // no answer kept, completed requests remembered
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
+        ((Proceed) remembering.start(KEY, HASH)).execution().finish(CREATED);
+        List<ScopedKey> reads = Collections.synchronizedList(new ArrayList<>());
+        Instant now = Instant.parse("2025-01-01T00:00:00Z");
+        IdempotencyRecord completed = new IdempotencyRecord(KEY, RecordStatus.SUCCEEDED, HASH, "token-1", CREATED, now,
+                now.plus(RETENTION), null, false);
+        store.records = key -> {
+            reads.add(key);
+            return Optional.of(completed).filter(record -> record.key().equals(key));
+        };
+
+        assertThat(remembering.start(KEY, HASH)).isEqualTo(new Replay(CREATED));
+        assertThat(reads).as("one read of the remembered request's record").containsExactly(KEY);
+        assertThat(store.claims).as("no claim reached the store").hasSize(1);
+        assertThat(transactions.begun).as("no transaction was opened").hasSize(1);
+
+        ScopedKey neverCompleted = new ScopedKey("alice", "POST /payments", "k-2");
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-2");
+        Start notRemembered = remembering.start(neverCompleted, HASH);
+        assertThat(notRemembered).as("claimed in the store").isInstanceOf(Proceed.class);
+        ((Proceed) notRemembered).execution().abandon();
+        assertThat(reads).as("a request not remembered is not read before its claim").containsExactly(KEY);
+
+        store.records = key -> {
+            reads.add(key);
+            return Optional.empty(); // removed after the retention
+        };
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-3");
+        Start gone = remembering.start(KEY, HASH);
+        assertThat(gone).as("the claim decides when the record is gone").isInstanceOf(Proceed.class);
+        ((Proceed) gone).execution().abandon();
+
+        transactions.readsApart = false;
+        int readsBefore = reads.size();
+        store.claimAnswer = () -> existing(RecordStatus.SUCCEEDED, HASH, CREATED);
+        assertThat(remembering.start(KEY, HASH)).isEqualTo(new Replay(CREATED));
+        assertThat(reads).as("not read apart from the transaction the claim takes").hasSize(readsBefore);
+        remembering.shutdown();
+    }
+
     // ---- coalescing in one instance ----
 
     @Test
@@ -1387,6 +1437,14 @@ class IdempotencyEngineTest {
             if (openOnThread != null) {
                 throw openOnThread;
             }
+        }
+
+        /** What {@link #mayReadApart()} answers. */
+        boolean readsApart = true;
+
+        @Override
+        public boolean mayReadApart() {
+            return readsApart;
         }
 
         @Override
