@@ -929,6 +929,131 @@ class IdempotencyEngineTest {
     }
 
     /**
+     * A release or FAILED mark the database did not take (it was briefly out of reach) is thrown, and tried again in
+     * the background until the database takes it: the next request runs at once instead of being told "in progress"
+     * until the lease runs out. Once taken, it is not tried again, not even as the engine shuts down.
+     */
+    @Test
+    void aReleaseOrFailedMarkTheDatabaseDidNotTakeIsTriedAgainUntilItTakesIt() throws Exception {
+        store.settlementsExpected = true;
+        int[] refusals = {0};
+        store.settlementRefused = attempt -> {
+            synchronized (refusals) {
+                return refusals[0]++ < 4; // the first four attempts fail: each is tried again at least once
+            }
+        };
+        try {
+            IdempotencyEngine.Execution unrun = intentFirst(new ClaimResult.Claimed("token-1"));
+            assertThatIllegalStateException().isThrownBy(unrun::abandonUnrun).withMessageContaining("release token-1");
+            IdempotencyEngine.Execution failed = intentFirst(new ClaimResult.Claimed("token-2"));
+            assertThatIllegalStateException().isThrownBy(failed::abandonDefinitely)
+                    .withMessageContaining("fail token-2");
+
+            awaitSettlements("release token-1", "fail token-2");
+            assertThat(store.settlementAttempts).as("each tried until the database took it").hasSize(6);
+        } finally {
+            engine.shutdown();
+        }
+        assertThat(store.settlementAttempts).as("not tried again once taken, also at the shutdown").hasSize(6);
+        assertThat(store.settlements).containsExactlyInAnyOrder("release token-1", "fail token-2");
+    }
+
+    /**
+     * A release the database never takes is tried again, with a growing pause, only until the claim's lease has run
+     * out (a retry or a sweeper then resolves the claim as a stale one); the engine's shutdown does not try it again.
+     */
+    @Test
+    void aReleaseTheDatabaseNeverTakesIsGivenUpOnceTheLeaseHasRunOut() throws Exception {
+        store.settlementsExpected = true;
+        store.settlementRefused = attempt -> true;
+        Duration lease = Duration.ofMillis(500);
+        try (CapturedLog log = CapturedLog.of(IdempotencyEngine.class)) {
+            store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
+            IdempotencyEngine.Execution execution =
+                    ((Proceed) engine.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, lease)).execution();
+            long started = System.nanoTime();
+            assertThatIllegalStateException().isThrownBy(execution::abandonUnrun);
+
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (log.records().stream().noneMatch(record -> record.getMessage().contains("lease ran out"))) {
+                assertThat(System.nanoTime()).as("the attempts are given up").isLessThan(deadline);
+                Thread.sleep(5);
+            }
+            assertThat(Duration.ofNanos(System.nanoTime() - started)).as("tried until the lease had run out")
+                    .isGreaterThanOrEqualTo(lease);
+            // pauses of 100, 200, 400 ms: a few attempts, not one after the other
+            assertThat(store.settlementAttempts).as("tried again, with a growing pause").hasSizeBetween(2, 5);
+            int attempts = store.settlementAttempts.size();
+
+            engine.shutdown();
+            assertThat(store.settlementAttempts).as("not tried again at the shutdown").hasSize(attempts);
+        } finally {
+            engine.shutdown();
+        }
+    }
+
+    /**
+     * The releases and FAILED marks still being tried again when the engine shuts down are tried once more, on the
+     * thread that shuts it down, until one fails: the others then run out their lease as stale claims.
+     */
+    @Test
+    void theShutdownTriesTheReleasesStillPendingOnceMoreUntilOneFails() {
+        store.settlementsExpected = true;
+        Thread caller = Thread.currentThread();
+        boolean[] refusedHere = {true};
+        // the background attempts never succeed here: only the shutdown's, on this thread, may
+        store.settlementRefused = attempt -> Thread.currentThread() != caller || refusedHere[0];
+        refused(intentFirst(new ClaimResult.Claimed("token-1"))::abandonUnrun);
+        refused(intentFirst(new ClaimResult.Claimed("token-2"))::abandonDefinitely);
+        refused(intentFirst(new ClaimResult.Claimed("token-3"))::abandonUnrun);
+        int before = attemptsOn(caller);
+
+        refusedHere[0] = false;
+        engine.shutdown();
+
+        assertThat(attemptsOn(caller) - before).as("each pending one tried once more at the shutdown").isEqualTo(3);
+        assertThat(store.settlements).containsExactlyInAnyOrder("release token-1", "fail token-2", "release token-3");
+    }
+
+    @Test
+    void theShutdownStopsTryingThePendingReleasesAtTheFirstThatFails() {
+        store.settlementsExpected = true;
+        store.settlementRefused = attempt -> true;
+        Thread caller = Thread.currentThread();
+        refused(intentFirst(new ClaimResult.Claimed("token-1"))::abandonUnrun);
+        refused(intentFirst(new ClaimResult.Claimed("token-2"))::abandonDefinitely);
+        int before = attemptsOn(caller);
+
+        engine.shutdown();
+        assertThat(attemptsOn(caller) - before).as("the database does not answer: the others are not tried")
+                .isEqualTo(1);
+
+        engine.shutdown();
+        assertThat(attemptsOn(caller) - before).as("given up: a second shutdown does not try them").isEqualTo(1);
+    }
+
+    /** Ends an execution with a release or FAILED mark the store refuses, which is thrown. */
+    private static void refused(Runnable abandon) {
+        assertThatIllegalStateException().isThrownBy(abandon::run).withMessageContaining("out of reach");
+    }
+
+    private int attemptsOn(Thread thread) {
+        synchronized (store.settlementAttempts) {
+            return (int) store.settlementAttempts.stream().filter(attempt -> attempt.thread() == thread).count();
+        }
+    }
+
+    /** Waits until the store has taken exactly {@code expected} (in any order). */
+    private void awaitSettlements(String... expected) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (store.settlements.size() < expected.length) {
+            assertThat(System.nanoTime()).as("the database took " + List.of(expected)).isLessThan(deadline);
+            Thread.sleep(5);
+        }
+        assertThat(store.settlements).containsExactlyInAnyOrder(expected);
+    }
+
+    /**
      * A commit that fails before the answer is written (a listener before the commit throws) still stops the lease's
      * renewal: renewed on, the claim would never run out, and no resolver would ever decide it.
      */
@@ -1290,6 +1415,9 @@ class IdempotencyEngineTest {
     private record Completion(ScopedKey key, String token, StoredResponse response) {
     }
 
+    private record SettlementAttempt(String what, Thread thread) {
+    }
+
     @Test
     void aConnectionLostWhileFinishingDoesNotStrandTheKeyInThisInstance() {
         IdempotencyEngine.Execution execution = proceed("token-1");
@@ -1358,15 +1486,19 @@ class IdempotencyEngineTest {
 
         /** Whether the engine may release or fail intent-first claims; recorded in {@link #settlements}. */
         boolean settlementsExpected;
-        final List<String> settlements = new ArrayList<>();
+        /** The releases and FAILED marks the store took ("release token-1", "fail token-2"). */
+        final List<String> settlements = Collections.synchronizedList(new ArrayList<>());
+        /** Every release and FAILED mark asked for, taken or not, with the thread that asked. */
+        final List<SettlementAttempt> settlementAttempts = Collections.synchronizedList(new ArrayList<>());
+        /** Whether an attempt ("release token-1") fails, as when the database is out of reach; none by default. */
+        volatile java.util.function.Predicate<String> settlementRefused = attempt -> false;
 
         @Override
         public boolean fail(ScopedKey key, String fencingToken) {
             if (!settlementsExpected) {
                 throw new AssertionError("the engine does not call fail");
             }
-            settlements.add("fail " + fencingToken);
-            return true;
+            return settle("fail " + fencingToken);
         }
 
         @Override
@@ -1374,7 +1506,15 @@ class IdempotencyEngineTest {
             if (!settlementsExpected) {
                 throw new AssertionError("the engine does not call release");
             }
-            settlements.add("release " + fencingToken);
+            return settle("release " + fencingToken);
+        }
+
+        private boolean settle(String attempt) {
+            settlementAttempts.add(new SettlementAttempt(attempt, Thread.currentThread()));
+            if (settlementRefused.test(attempt)) {
+                throw new IllegalStateException("the database is out of reach for " + attempt);
+            }
+            settlements.add(attempt);
             return true;
         }
 
