@@ -802,6 +802,76 @@ class IdempotencyEngineTest {
         assertThat(store.claims).hasSize(1);
     }
 
+    /**
+     * A request with another fingerprint, waiting to learn whether the request claiming the key gets it, is told to
+     * come back at once when its thread is interrupted (the server stops), and keeps the interrupt.
+     */
+    @Test
+    void anotherFingerprintInterruptedWhileTheKeyIsBeingClaimedIsToldToComeBackAtOnce() throws Exception {
+        CountDownLatch claiming = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        store.claimAnswer = () -> {
+            claiming.countDown();
+            await(release);
+            return new ClaimResult.Claimed("token-1");
+        };
+        CompletableFuture<Start> first = CompletableFuture.supplyAsync(() -> engine.start(KEY, HASH), THREAD_PER_TASK);
+        try {
+            assertThat(claiming.await(5, TimeUnit.SECONDS)).isTrue();
+            CompletableFuture<Start> other = new CompletableFuture<>();
+            CompletableFuture<Boolean> stillInterrupted = new CompletableFuture<>();
+            Thread waiting = new Thread(() -> {
+                other.complete(engine.start(KEY, OTHER_HASH));
+                stillInterrupted.complete(Thread.currentThread().isInterrupted());
+            });
+            waiting.start();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (waiting.getState() != Thread.State.TIMED_WAITING) {
+                assertThat(other).as("waits to learn whose the key is").isNotDone();
+                assertThat(System.nanoTime()).isLessThan(deadline);
+                Thread.sleep(5);
+            }
+
+            long started = System.nanoTime();
+            waiting.interrupt();
+            assertThat(other.get(5, TimeUnit.SECONDS)).as("come back later, not a refusal").isEqualTo(new InProgress());
+            assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(MAX_WAIT);
+            assertThat(stillInterrupted.get(5, TimeUnit.SECONDS)).as("the interrupt is kept for the caller").isTrue();
+        } finally {
+            release.countDown();
+        }
+        assertThat(first.get(5, TimeUnit.SECONDS)).isInstanceOf(Proceed.class);
+    }
+
+    /**
+     * An intent-first retry that finds its earlier attempt's claim live polls it until its wait runs out; its thread
+     * interrupted (the server stops), it is told to come back at once, after one look, and keeps the interrupt.
+     */
+    @Test
+    void anInterruptedIntentFirstRetryStopsPollingALiveClaimAndIsToldToComeBack() throws Exception {
+        store.claimAnswer = () -> existing(RecordStatus.PROCESSING, HASH, null); // lease not run out
+        CompletableFuture<Start> retry = new CompletableFuture<>();
+        CompletableFuture<Boolean> stillInterrupted = new CompletableFuture<>();
+        CompletableFuture<Duration> took = new CompletableFuture<>();
+        Thread retrying = new Thread(() -> {
+            Thread.currentThread().interrupt(); // the server stops the thread
+            long started = System.nanoTime();
+            retry.complete(engine.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofHours(1)));
+            took.complete(Duration.ofNanos(System.nanoTime() - started));
+            stillInterrupted.complete(Thread.currentThread().isInterrupted());
+        });
+        try {
+            retrying.start();
+
+            assertThat(retry.get(5, TimeUnit.SECONDS)).isEqualTo(new InProgress());
+            assertThat(took.get(5, TimeUnit.SECONDS)).as("at once, not after the wait").isLessThan(MAX_WAIT);
+            assertThat(store.claims).as("one look, no polling").hasSize(1);
+            assertThat(stillInterrupted.get(5, TimeUnit.SECONDS)).as("the interrupt is kept for the caller").isTrue();
+        } finally {
+            engine.shutdown();
+        }
+    }
+
     @Test
     void otherKeysDoNotWait() {
         proceed("token-1");
