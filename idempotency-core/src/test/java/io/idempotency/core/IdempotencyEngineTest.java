@@ -187,6 +187,27 @@ class IdempotencyEngineTest {
     }
 
     @Test
+    void aCapOnStoredBodiesOfNoByteIsRefusedByTheEngineAndTheSweeper() {
+        // a cap of 0 would refuse every answer with a body, handler's and resolver's alike, only once the work is done
+        for (long cap : new long[] {0, -1}) {
+            assertThatThrownBy(() -> new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION,
+                    MAX_WAIT, StaleClaimResolver.RERUN, new DownstreamKeys("secret"), ReplayCache.NONE, cap))
+                    .as("engine, cap %d", cap).isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("maxStoredBodySize");
+            assertThatThrownBy(() -> new StaleClaimSweeper(store, StaleClaimResolver.RERUN,
+                    new DownstreamKeys("secret"), Duration.ofSeconds(30), 10, cap))
+                    .as("sweeper, cap %d", cap).isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("maxStoredBodySize");
+        }
+        IdempotencyEngine smallest = new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION,
+                MAX_WAIT, StaleClaimResolver.RERUN, new DownstreamKeys("secret"), ReplayCache.NONE, 1);
+        assertThat(smallest.maxStoredBodySize()).isEqualTo(1);
+        smallest.shutdown();
+        assertThat(new StaleClaimSweeper(store, StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
+                Duration.ofSeconds(30), 10, 1)).isNotNull();
+    }
+
+    @Test
     void aSweeperThatWouldLookAtNoStaleClaimIsRefused() {
         // a batch of none would never resolve a stale claim, without a word; a negative one fails every sweep
         for (int batchSize : new int[] {0, -1}) {

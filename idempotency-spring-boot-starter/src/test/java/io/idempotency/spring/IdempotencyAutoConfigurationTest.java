@@ -625,6 +625,7 @@ class IdempotencyAutoConfigurationTest {
             "idempotency.retry-after = -1s",
             "idempotency.retention.ttl = 110000000d",
             "idempotency.max-request-body-size = 0",
+            "idempotency.max-stored-body-size = 0B",
             "idempotency.max-stored-body-size = -1B",
             "idempotency.max-stored-body-size = 2GB",
             "idempotency.downstream-key-secret = ''",
