@@ -26,6 +26,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * Everything an {@link IdempotencyStore} must do. A store's test extends this class and only says how to build
@@ -274,6 +275,38 @@ public abstract class IdempotencyStoreContract {
         assertThat(store().find(failed)).isEmpty();
         assertThat(store().find(processing)).as("an unfinished claim is never cleaned up").isPresent();
         assertThat(store().find(live)).as("a record within its retention stays").isPresent();
+    }
+
+    /**
+     * A batch of one, the smallest a cleaner may run with, deletes one expired record at a time; a batch of none is
+     * refused, as it would never delete anything.
+     */
+    @Test
+    void deleteExpiredInBatchesOfOneDeletesOneRecordAtATime() throws InterruptedException {
+        while (inTransaction(store -> store.deleteExpired(1000)) > 0) {
+            // start from a table without expired records left by other tests
+        }
+        StoredResponse response = new StoredResponse(200, List.of(), null);
+        List<ScopedKey> expired = new ArrayList<>();
+        for (int i = 0; i < 2; i++) {
+            ScopedKey key = newKey();
+            expired.add(key);
+            inTransaction(store -> store.complete(key,
+                    claimed(store.claim(claim(key, HASH_A, Duration.ofMillis(1)))), response));
+        }
+        Thread.sleep(50); // past the retention of a millisecond
+
+        int first = inTransaction(store -> store.deleteExpired(1));
+        int second = inTransaction(store -> store.deleteExpired(1));
+        int third = inTransaction(store -> store.deleteExpired(1));
+
+        assertThat(first).as("the first batch of one").isEqualTo(1);
+        assertThat(second).as("the second batch of one").isEqualTo(1);
+        assertThat(third).as("nothing expired is left").isZero();
+        for (ScopedKey key : expired) {
+            assertThat(store().find(key)).isEmpty();
+        }
+        assertThatThrownBy(() -> store().deleteExpired(0)).isInstanceOf(IllegalArgumentException.class);
     }
 
     /**
