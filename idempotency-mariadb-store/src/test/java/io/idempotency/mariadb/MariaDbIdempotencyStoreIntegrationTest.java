@@ -135,6 +135,50 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         assertThat(holder.get(30, TimeUnit.SECONDS)).isInstanceOf(ClaimResult.Claimed.class);
     }
 
+    /**
+     * A claim waiting for another transaction's uncommitted claim looks again after a pause that doubles from 2 ms up
+     * to 25 ms, as mariadb.md says: a second of waiting is at most about a hundred statements (a look-up and an insert that
+     * does not wait, each time), not a stream of them that keeps a connection and the server busy for the whole wait.
+     */
+    @Test
+    void aClaimWaitingForAnUncommittedClaimLooksAgainAfterAGrowingPause() throws Exception {
+        ScopedKey key = newKey();
+        String hash = "c".repeat(64);
+        TransactionTemplate holding = new TransactionTemplate(new DataSourceTransactionManager(DATA_SOURCE));
+        holding.setIsolationLevel(TransactionDefinition.ISOLATION_READ_COMMITTED);
+        java.util.concurrent.atomic.AtomicInteger statements = new java.util.concurrent.atomic.AtomicInteger();
+        DataSource counting = CountingStatements.dataSource(DATA_SOURCE, statements);
+        MariaDbIdempotencyStore waitingStore = new MariaDbIdempotencyStore(counting, "idempotency_keys");
+        TransactionTemplate waiting = new TransactionTemplate(new DataSourceTransactionManager(counting));
+        waiting.setIsolationLevel(TransactionDefinition.ISOLATION_READ_COMMITTED);
+        CountDownLatch claimed = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        CompletableFuture<ClaimResult> holder = Async.supply(() -> holding.execute(status -> {
+            ClaimResult result = STORE.claim(new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofSeconds(1)));
+            claimed.countDown();
+            try {
+                release.await(30, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            status.setRollbackOnly();
+            return result;
+        }));
+        try {
+            assertThat(claimed.await(30, TimeUnit.SECONDS)).isTrue();
+            ClaimResult waited = waiting.execute(status -> {
+                statements.set(0);
+                return waitingStore.claim(new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofSeconds(1)));
+            });
+            assertThat(waited).isInstanceOf(ClaimResult.Busy.class);
+            // pauses of 2, 4, 8, 16, then 25 ms: at most about 45 looks in a second, two statements each
+            assertThat(statements.get()).as("statements of the claim that waited a second").isBetween(4, 100);
+        } finally {
+            release.countDown();
+        }
+        assertThat(holder.get(30, TimeUnit.SECONDS)).isInstanceOf(ClaimResult.Claimed.class);
+    }
+
     /** Expiry and leases are UTC on the database's clock, whatever time zone the session runs in. */
     @Test
     void timesAreUtcWhateverTheSessionsTimeZone() {
