@@ -278,14 +278,19 @@ public abstract class IdempotencyStoreContract {
     }
 
     /**
-     * A batch of one, the smallest a cleaner may run with, deletes one expired record at a time; a batch of none is
-     * refused, as it would never delete anything.
+     * A batch of one, the smallest a cleaner may run with, deletes one expired record at a time, and an expired claim
+     * still PROCESSING (older than the others here) never takes a place in a batch: a batch filled with such claims
+     * would delete nothing, and the cleaner, taking the short batch for the end, would stop with finished records
+     * left. A batch of none is refused, as it would never delete anything.
      */
     @Test
     void deleteExpiredInBatchesOfOneDeletesOneRecordAtATime() throws InterruptedException {
         while (inTransaction(store -> store.deleteExpired(1000)) > 0) {
             // start from a table without expired records left by other tests
         }
+        ScopedKey processing = newKey();
+        // claimed first, with the same retention: it expires before the finished records below
+        inTransaction(store -> store.claim(claim(processing, HASH_A, Duration.ofMillis(1))));
         StoredResponse response = new StoredResponse(200, List.of(), null);
         List<ScopedKey> expired = new ArrayList<>();
         for (int i = 0; i < 2; i++) {
@@ -306,6 +311,7 @@ public abstract class IdempotencyStoreContract {
         for (ScopedKey key : expired) {
             assertThat(store().find(key)).isEmpty();
         }
+        assertThat(store().find(processing)).as("an unfinished claim is never cleaned up").isPresent();
         assertThatThrownBy(() -> store().deleteExpired(0)).isInstanceOf(IllegalArgumentException.class);
     }
 
