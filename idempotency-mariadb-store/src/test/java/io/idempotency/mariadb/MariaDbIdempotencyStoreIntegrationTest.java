@@ -106,23 +106,10 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         ScopedKey key = newKey();
         String hash = "c".repeat(64);
         MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(DATA_SOURCE, "idempotency_keys", 3);
-        TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(DATA_SOURCE));
-        transaction.setIsolationLevel(TransactionDefinition.ISOLATION_READ_COMMITTED);
-        CountDownLatch claimed = new CountDownLatch(1);
+        TransactionTemplate transaction = readCommitted(DATA_SOURCE);
         CountDownLatch release = new CountDownLatch(1);
-        CompletableFuture<ClaimResult> holder = Async.supply(() -> transaction.execute(status -> {
-            ClaimResult result = store.claim(new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofSeconds(1)));
-            claimed.countDown();
-            try {
-                release.await(30, TimeUnit.SECONDS);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-            status.setRollbackOnly();
-            return result;
-        }));
+        CompletableFuture<ClaimResult> holder = holdUncommittedClaim(key, hash, release);
         try {
-            assertThat(claimed.await(30, TimeUnit.SECONDS)).isTrue();
             long start = System.nanoTime();
             ClaimResult waited = transaction.execute(status ->
                     store.claim(new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofMillis(500))));
@@ -144,28 +131,13 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
     void aClaimWaitingForAnUncommittedClaimLooksAgainAfterAGrowingPause() throws Exception {
         ScopedKey key = newKey();
         String hash = "c".repeat(64);
-        TransactionTemplate holding = new TransactionTemplate(new DataSourceTransactionManager(DATA_SOURCE));
-        holding.setIsolationLevel(TransactionDefinition.ISOLATION_READ_COMMITTED);
         java.util.concurrent.atomic.AtomicInteger statements = new java.util.concurrent.atomic.AtomicInteger();
         DataSource counting = CountingStatements.dataSource(DATA_SOURCE, statements);
         MariaDbIdempotencyStore waitingStore = new MariaDbIdempotencyStore(counting, "idempotency_keys");
-        TransactionTemplate waiting = new TransactionTemplate(new DataSourceTransactionManager(counting));
-        waiting.setIsolationLevel(TransactionDefinition.ISOLATION_READ_COMMITTED);
-        CountDownLatch claimed = new CountDownLatch(1);
+        TransactionTemplate waiting = readCommitted(counting);
         CountDownLatch release = new CountDownLatch(1);
-        CompletableFuture<ClaimResult> holder = Async.supply(() -> holding.execute(status -> {
-            ClaimResult result = STORE.claim(new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofSeconds(1)));
-            claimed.countDown();
-            try {
-                release.await(30, TimeUnit.SECONDS);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-            status.setRollbackOnly();
-            return result;
-        }));
+        CompletableFuture<ClaimResult> holder = holdUncommittedClaim(key, hash, release);
         try {
-            assertThat(claimed.await(30, TimeUnit.SECONDS)).isTrue();
             ClaimResult waited = waiting.execute(status -> {
                 statements.set(0);
                 return waitingStore.claim(new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofSeconds(1)));
@@ -179,13 +151,46 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         assertThat(holder.get(30, TimeUnit.SECONDS)).isInstanceOf(ClaimResult.Claimed.class);
     }
 
+    /**
+     * Claims {@code key} on another thread in a transaction it keeps open, uncommitted, until {@code release}, then
+     * rolls back; returns once the claim is made, with what the claim will have given.
+     */
+    private static CompletableFuture<ClaimResult> holdUncommittedClaim(ScopedKey key, String hash,
+                                                                       CountDownLatch release)
+            throws InterruptedException {
+        CountDownLatch claimed = new CountDownLatch(1);
+        CompletableFuture<ClaimResult> holder = Async.supply(() -> readCommitted(DATA_SOURCE).execute(status -> {
+            ClaimResult result = STORE.claim(new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofSeconds(1)));
+            claimed.countDown();
+            try {
+                release.await(30, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            status.setRollbackOnly();
+            return result;
+        }));
+        boolean made = claimed.await(30, TimeUnit.SECONDS);
+        if (!made) {
+            release.countDown();
+        }
+        assertThat(made).as("the held claim is made").isTrue();
+        return holder;
+    }
+
+    /** Transactions on {@code dataSource} at READ COMMITTED, the isolation the store requires. */
+    private static TransactionTemplate readCommitted(DataSource dataSource) {
+        TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+        transaction.setIsolationLevel(TransactionDefinition.ISOLATION_READ_COMMITTED);
+        return transaction;
+    }
+
     /** Expiry and leases are UTC on the database's clock, whatever time zone the session runs in. */
     @Test
     void timesAreUtcWhateverTheSessionsTimeZone() {
         ScopedKey key = newKey();
         Instant before = Instant.now().minusSeconds(5);
-        TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(DATA_SOURCE));
-        transaction.setIsolationLevel(TransactionDefinition.ISOLATION_READ_COMMITTED);
+        TransactionTemplate transaction = readCommitted(DATA_SOURCE);
         transaction.executeWithoutResult(status -> {
             new JdbcTemplate(DATA_SOURCE).execute("SET time_zone = '+09:00'");
             try {
@@ -214,8 +219,7 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         java.util.concurrent.atomic.AtomicInteger statements = new java.util.concurrent.atomic.AtomicInteger();
         DataSource counting = CountingStatements.dataSource(DATA_SOURCE, statements);
         MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(counting, "idempotency_keys");
-        TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(counting));
-        transaction.setIsolationLevel(TransactionDefinition.ISOLATION_READ_COMMITTED);
+        TransactionTemplate transaction = readCommitted(counting);
         ScopedKey key = newKey();
         String hash = "e".repeat(64);
 
@@ -377,8 +381,7 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
             MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(dataSource, "idempotency_keys");
             ScopedKey key = newKey();
             Instant before = Instant.now().minusSeconds(5);
-            TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
-            transaction.setIsolationLevel(TransactionDefinition.ISOLATION_READ_COMMITTED);
+            TransactionTemplate transaction = readCommitted(dataSource);
             ClaimResult claim = transaction.execute(status -> store.claim(new ClaimRequest(key, "c".repeat(64),
                     Duration.ofHours(1), Duration.ofSeconds(1), Duration.ofMinutes(10))));
             assertThat(claim).isInstanceOf(ClaimResult.Claimed.class);
