@@ -452,11 +452,13 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
     private static IdempotencyKeyParser.Result keyFromExpression(Expression expression,
                                                                  MethodBasedEvaluationContext context) {
         Object value = expression.getValue(context);
-        // an empty Optional (a parameter such as @RequestHeader Optional<String>) is no value, as a null is: taken as
-        // its text, every request without one would share the key "Optional.empty" and be answered the first one's
-        // answer. A present one keeps its text as the key, as keys already stored under it are
-        if (value == null || value instanceof Optional<?> optional && optional.isEmpty()
-                || value.toString().isEmpty()) {
+        // an Optional (a parameter such as @RequestHeader Optional<String>) is what it holds: an empty one is no value,
+        // as a null is (taken as its text, every request without one would share the key "Optional.empty" and be
+        // answered the first one's answer), and a present one is keyed as its value would be, not as "Optional[…]"
+        if (value instanceof Optional<?> optional) {
+            value = optional.orElse(null);
+        }
+        if (value == null || value.toString().isEmpty()) {
             return new IdempotencyKeyParser.Missing();
         }
         // a JSON number is compared as its exact decimal value, as in the fingerprint: 1000, 1000.0 and 1e3 are one key

@@ -525,7 +525,7 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
      * one's answer, its own order never written.
      */
     @Test
-    void anEmptyOptionalGivesNoKey() throws Exception {
+    void anOptionalGivesTheKeyOfItsValueAndNoKeyWhenEmpty() throws Exception {
         String note = "optional-event-" + UUID.randomUUID();
         String first = "{\"note\":\"" + note + "-1\"}";
         String second = "{\"note\":\"" + note + "-2\"}";
@@ -547,6 +547,7 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
         assertThat(again.headers().firstValue("Idempotent-Replayed")).as("the header's value is the key")
                 .hasValue("true");
         assertThat(rows(note + "-keyed")).isEqualTo(1);
+        assertThat(keyRows(event)).as("stored under the header's value, not its Optional's text").isOne();
     }
 
     /** A form's fields are read through #params, as the annotation's javadoc says: a callback sent as a form. */
