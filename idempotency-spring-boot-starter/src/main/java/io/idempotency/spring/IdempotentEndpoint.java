@@ -13,12 +13,15 @@ import org.springframework.expression.spel.SpelNode;
 import org.springframework.expression.spel.ast.Assign;
 import org.springframework.expression.spel.ast.BeanReference;
 import org.springframework.expression.spel.ast.CompoundExpression;
+import org.springframework.expression.spel.ast.ConstructorReference;
+import org.springframework.expression.spel.ast.FunctionReference;
 import org.springframework.expression.spel.ast.Indexer;
 import org.springframework.expression.spel.ast.InlineMap;
 import org.springframework.expression.spel.ast.MethodReference;
 import org.springframework.expression.spel.ast.Projection;
 import org.springframework.expression.spel.ast.PropertyOrFieldReference;
 import org.springframework.expression.spel.ast.Selection;
+import org.springframework.expression.spel.ast.TypeReference;
 import org.springframework.expression.spel.ast.VariableReference;
 import org.springframework.expression.spel.standard.SpelExpression;
 import org.springframework.expression.spel.standard.SpelExpressionParser;
@@ -99,6 +102,20 @@ final class IdempotentEndpoint {
                         + " answer). Read the request through #body, #path, #headers and #params, and a parameter as"
                         + " #name (was a '#' left out?)");
             });
+            if (key instanceof SpelExpression spel && readsNothing(spel.getAST())) {
+                throw new IllegalArgumentException("the key expression " + annotation.key() + " reads nothing of the"
+                        + " request: every request would have the same key, and every one after the first be answered"
+                        + " with the first one's answer, or refused as another request under its key. Read the key"
+                        + " from the request: #body.eventId, #headers['X-Event-Id'], a parameter as #name (was the"
+                        + " whole expression quoted?)");
+            }
+            if (!fingerprint.isEmpty() && fingerprint.stream()
+                    .allMatch(expression -> expression instanceof SpelExpression spel && readsNothing(spel.getAST()))) {
+                throw new IllegalArgumentException("the fingerprint " + Arrays.toString(annotation.fingerprint())
+                        + " reads nothing of the request: every request would have one fingerprint, and another request"
+                        + " under a key be answered with the first one's answer. Name what identifies the request:"
+                        + " #body.amount, #params['orderId'], a parameter as #name (was an expression quoted?)");
+            }
             instanceNamingParameter(method, key, fingerprint).ifPresent(parameter -> {
                 throw new IllegalArgumentException("an expression is #" + parameter.getKey() + " alone, a "
                         + parameter.getValue().getName() + ", whose toString() is Object's: it names the instance,"
@@ -237,6 +254,26 @@ final class IdempotentEndpoint {
             }
         }
         return Optional.empty();
+    }
+
+    /**
+     * Whether an expression reads nothing at all, of the request or elsewhere: literals and operators only
+     * ({@code 'orders'}, {@code '#body.id'} quoted whole, {@code 1 + 1}), the same value for every request. Any variable,
+     * property, method, type, constructor or bean counts as a read: a static method may read the request's state.
+     */
+    private static boolean readsNothing(SpelNode node) {
+        if (node instanceof VariableReference || node instanceof FunctionReference
+                || node instanceof PropertyOrFieldReference || node instanceof MethodReference
+                || node instanceof TypeReference || node instanceof ConstructorReference
+                || node instanceof BeanReference) {
+            return false;
+        }
+        for (int i = 0; i < node.getChildCount(); i++) {
+            if (!readsNothing(node.getChild(i))) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /**

@@ -600,6 +600,22 @@ class IdempotencyAutoConfigurationTest {
     }
 
     /**
+     * An expression that reads nothing ({@code '#body.id'} quoted whole, a literal) is one value for every request: as
+     * the key, every request after the first was answered with the first one's answer, or refused as another request
+     * under its key; as the whole fingerprint, another request under a key was answered with the first one's answer.
+     * A constant beside expressions that read the request (a version tag) and a static call start.
+     */
+    @Test
+    void anExpressionThatReadsNothingOfTheRequestIsRefusedAtStartup() {
+        assertStartFails(runner.withUserConfiguration(ConstantKeyController.class)).contains(
+                "ConstantKeyController.charge(", "the key expression '#body.id' reads nothing of the request");
+        assertStartFails(runner.withUserConfiguration(ConstantFingerprintController.class)).contains(
+                "ConstantFingerprintController.charge(", "the fingerprint ['v2', 1 + 1] reads nothing");
+        runner.withUserConfiguration(PartlyConstantController.class)
+                .run(context -> assertThat(context).hasNotFailed());
+    }
+
+    /**
      * A lease is held only by an intent-first claim: on an endpoint left in the default mode (the mode forgotten) it
      * would be ignored, and the handler's call to a third party would run in one transaction with its claim, with no
      * intent committed before it, which nothing else would tell.
@@ -1542,6 +1558,39 @@ class IdempotencyAutoConfigurationTest {
         @Idempotent(key = "@keys.of(#body)", keyRequired = false)
         public String charge(@org.springframework.web.bind.annotation.RequestBody Map<String, Object> body) {
             return "charged";
+        }
+    }
+
+    @RestController
+    static class ConstantKeyController {
+        @PostMapping("/charges")
+        @Idempotent(key = "'#body.id'")
+        public String charge(@org.springframework.web.bind.annotation.RequestBody Map<String, Object> body) {
+            return "charged";
+        }
+    }
+
+    @RestController
+    static class ConstantFingerprintController {
+        @PostMapping("/charges")
+        @Idempotent(fingerprint = {"'v2'", "1 + 1"})
+        public String charge(@org.springframework.web.bind.annotation.RequestBody Map<String, Object> body) {
+            return "charged";
+        }
+    }
+
+    @RestController
+    static class PartlyConstantController {
+        @PostMapping("/charges")
+        @Idempotent(key = "'charge-' + #body.id", fingerprint = {"'v2'", "#body.amount"})
+        public String charge(@org.springframework.web.bind.annotation.RequestBody Map<String, Object> body) {
+            return "charged";
+        }
+
+        @PostMapping("/refunds")
+        @Idempotent(key = "T(java.lang.String).valueOf(#body.id)", fingerprint = "new java.math.BigDecimal('1')")
+        public String refund(@org.springframework.web.bind.annotation.RequestBody Map<String, Object> body) {
+            return "refunded";
         }
     }
 
