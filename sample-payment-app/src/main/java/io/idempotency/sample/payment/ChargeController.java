@@ -35,6 +35,8 @@ import java.util.Optional;
  * the order ({@link ChargeIntents}). A request whose order is held by another key's intent gets 409
  * ({@link OrderAlreadyChargedException}) without reaching the gateway; one whose own intent holds it and whose charge
  * is recorded (its key replayed after the record was deleted) gets 200 with that charge, without asking the gateway.
+ * A key used before for another order of the payer, and sent again for this one after its record was deleted, gets
+ * 422 ({@link KeyUsedForAnotherChargeException}) without reaching the gateway, which knows it by the other charge.
  *
  * <p>Outcomes of the gateway call:
  * <ul>
@@ -115,6 +117,17 @@ public class ChargeController {
                     .contentType(MediaType.APPLICATION_JSON).body(existing);
         }
 
+        // The key held another order of the payer before: used for its charge, its record deleted since (retention),
+        // and now sent for this order. The gateway knows the key by that charge and would answer this one with it,
+        // charging nothing. Refused without asking it; this order is released unless an earlier attempt of this
+        // request held it already (and may have called the gateway).
+        if (intents.holdsAnotherOrder(payer, valid.orderId(), gatewayKey)) {
+            if (holder.takenNow()) {
+                intents.release(payer, valid.orderId(), gatewayKey);
+            }
+            throw new KeyUsedForAnotherChargeException(valid.orderId());
+        }
+
         faults.beforeCharge(injected);
         GatewayClient.Result result;
         try {
@@ -128,11 +141,12 @@ public class ChargeController {
                 throw new GatewayOutcomeUnknownException("the gateway could not be reached for the charge, which an"
                         + " earlier attempt under the same key may have made", e);
             }
-            intents.release(gatewayKey); // nothing was charged: another key may pay the order
+            intents.release(payer, valid.orderId(), gatewayKey); // nothing was charged: another key may pay the order
             throw e;
         }
         if (result instanceof GatewayClient.Declined declined) {
-            intents.release(gatewayKey); // declined, nothing booked: another key may pay the order
+            // declined, nothing booked: another key may pay the order
+            intents.release(payer, valid.orderId(), gatewayKey);
             return responses.declined(valid.orderId(), declined.detail());
         }
         GatewayClient.GatewayCharge booked = ((GatewayClient.Approved) result).charge();

@@ -39,6 +39,9 @@ public class ChargeExceptionHandler {
     /** Problem type of a charge for an order the payer charged, or is charging, under another key. */
     public static final URI ORDER_ALREADY_CHARGED = URI.create(PROBLEM_TYPE_BASE + "order-already-charged");
 
+    /** Problem type of a charge under a key that was used before for a charge of another order. */
+    public static final URI KEY_USED_FOR_ANOTHER_CHARGE = URI.create(PROBLEM_TYPE_BASE + "key-used-for-another-charge");
+
     private final String leaseSeconds;
 
     /** @param lease the starter's lease: how long an unknown outcome holds the key */
@@ -77,6 +80,23 @@ public class ChargeExceptionHandler {
             problem.setProperty("charge", ChargeResponses.location(existing).toString());
         }
         return ResponseEntity.status(HttpStatus.CONFLICT).contentType(MediaType.APPLICATION_PROBLEM_JSON)
+                .body(problem);
+    }
+
+    /**
+     * 422: the key was used before for a charge of another order, whose record has been deleted since; the gateway was
+     * not called and the claim is FAILED. The client sends this charge under a new key.
+     */
+    @ExceptionHandler(KeyUsedForAnotherChargeException.class)
+    public ResponseEntity<ProblemDetail> keyUsedForAnotherCharge(KeyUsedForAnotherChargeException e) {
+        ProblemDetail problem = ProblemDetail.forStatusAndDetail(HttpStatus.UNPROCESSABLE_CONTENT, "This"
+                + " Idempotency-Key was used before for a charge of another order, and the payment gateway knows it by"
+                + " that charge: no charge was made by this request. Send the charge of order " + e.orderId()
+                + " under a new Idempotency-Key.");
+        problem.setType(KEY_USED_FOR_ANOTHER_CHARGE);
+        problem.setTitle("Idempotency key used for another charge");
+        problem.setProperty("orderId", e.orderId());
+        return ResponseEntity.status(HttpStatus.UNPROCESSABLE_CONTENT).contentType(MediaType.APPLICATION_PROBLEM_JSON)
                 .body(problem);
     }
 

@@ -79,12 +79,33 @@ public class ChargeIntents {
     }
 
     /**
-     * Removes the intent of the request whose gateway key is {@code downstreamKey}, if it holds one: for an attempt
-     * that certainly charged nothing, so that the order can be paid under another key.
+     * Whether the gateway key {@code downstreamKey} holds an order of the payer other than {@code orderId}: the key was
+     * used for a charge of that order before, and its record has been deleted since (retention), so the gateway may
+     * know the key by that charge, and would answer a charge of {@code orderId} under it with that one.
      */
-    public void release(String downstreamKey) {
-        ownTransaction.executeWithoutResult(status -> jdbc.sql(
-                        "DELETE FROM charge_intents WHERE downstream_key = :downstreamKey")
+    public boolean holdsAnotherOrder(String payer, String orderId, String downstreamKey) {
+        return ownTransaction.execute(status -> jdbc.sql("""
+                        SELECT EXISTS (SELECT 1 FROM charge_intents
+                                       WHERE downstream_key = :downstreamKey AND payer = :payer
+                                         AND order_id <> :orderId)""")
+                .param("downstreamKey", downstreamKey)
+                .param("payer", payer)
+                .param("orderId", orderId)
+                .query(Boolean.class)
+                .single());
+    }
+
+    /**
+     * Removes the intent of the request whose gateway key is {@code downstreamKey} for the payer's order, if it holds
+     * one: for an attempt that certainly charged nothing, so that the order can be paid under another key. Another
+     * order the same key holds (its earlier use, see {@link #holdsAnotherOrder}) stays held.
+     */
+    public void release(String payer, String orderId, String downstreamKey) {
+        ownTransaction.executeWithoutResult(status -> jdbc.sql("""
+                        DELETE FROM charge_intents
+                        WHERE payer = :payer AND order_id = :orderId AND downstream_key = :downstreamKey""")
+                .param("payer", payer)
+                .param("orderId", orderId)
                 .param("downstreamKey", downstreamKey)
                 .update());
     }

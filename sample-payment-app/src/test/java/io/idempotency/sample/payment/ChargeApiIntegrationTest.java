@@ -198,6 +198,40 @@ class ChargeApiIntegrationTest {
     }
 
     @Test
+    void aKeyUsedForAnotherOrderAfterItsRecordWasDeletedChargesNothingAndSaysSo() throws Exception {
+        String paidOrder = newOrderId();
+        String otherOrder = newOrderId();
+        String key = UUID.randomUUID().toString();
+
+        HttpResponse<byte[]> first = api.charge(key, body(paidOrder, "11.00"), null);
+        assertThat(first.statusCode()).as(text(first)).isEqualTo(201);
+        long chargeId = numberField(text(first), "id");
+
+        // Retention deleted the key's record, and the client uses the key again, for another order. The gateway knows
+        // the key's derived key by the first charge: it would answer with that one, and charge nothing.
+        DB.queryString("delete from idempotency_keys where idempotency_key = '" + key + "'");
+        HttpResponse<byte[]> reused = api.charge(key, body(otherOrder, "12.00"), null);
+
+        assertThat(reused.statusCode()).as(text(reused)).isEqualTo(422);
+        assertThat(contentType(reused)).startsWith("application/problem+json");
+        assertThat(text(reused)).contains("key-used-for-another-charge").contains("\"orderId\":\"" + otherOrder + "\"");
+        assertThat(statusOf(key)).as("nothing was charged: not held for the lease").isEqualTo("FAILED");
+        assertThat(DB.queryLong("select count(*) from gateway_calls where order_id = '" + otherOrder + "'"))
+                .as("the gateway was not asked").isZero();
+        assertThat(chargesInDatabase(otherOrder)).isZero();
+
+        // The other order is free for a new key; the first order stays with the key that charged it.
+        HttpResponse<byte[]> newKey = api.charge(UUID.randomUUID().toString(), body(otherOrder, "12.00"), null);
+        assertThat(newKey.statusCode()).as(text(newKey)).isEqualTo(201);
+        assertThat(numberField(text(newKey), "id")).isNotEqualTo(chargeId);
+        HttpResponse<byte[]> secondKey = api.charge(UUID.randomUUID().toString(), body(paidOrder, "99.00"), null);
+        assertThat(secondKey.statusCode()).as(text(secondKey)).isEqualTo(409);
+        assertThat(text(secondKey)).contains("\"chargeId\":" + chargeId);
+        assertThat(countOf(api.gatewayCharges(paidOrder))).isEqualTo(1);
+        assertThat(countOf(api.gatewayCharges(otherOrder))).isEqualTo(1);
+    }
+
+    @Test
     void concurrentChargesOfOneOrderUnderManyKeysChargeItOnce() throws Exception {
         String orderId = newOrderId();
         String body = body(orderId, "16.00");

@@ -53,7 +53,7 @@ class ChargeIntentsIntegrationTest {
                         Async.supply(() -> intents.hold("payer", "order-1", "key-b"));
                 // the second request's insert found key-a's intent, and waits before its read
                 database.awaitLockWaiter(Duration.ofSeconds(10));
-                intents.release("key-a");
+                intents.release("payer", "order-1", "key-a");
                 pause.commit();
 
                 assertThat(second.get(10, TimeUnit.SECONDS)).as("the order, free again, taken by the second request")
