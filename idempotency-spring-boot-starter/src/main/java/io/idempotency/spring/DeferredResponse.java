@@ -35,6 +35,7 @@ import java.util.function.Supplier;
 final class DeferredResponse extends HttpServletResponseWrapper {
 
     private static final String CONTENT_TYPE = "Content-Type";
+    private static final String SET_COOKIE = "Set-Cookie";
     private static final String TRANSFER_ENCODING = "Transfer-Encoding";
     private static final int SC_PROCESSING = 102;
     private static final int SC_EARLY_HINTS = 103;
@@ -48,6 +49,8 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     /** The headers the container's response had when the capture began (see {@link #capture()}). */
     private final Map<String, List<String>> headersBefore = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
     private final List<Cookie> cookies = new ArrayList<>(); // never stored, like every Set-Cookie
+    /** The container's {@code Set-Cookie} values a {@code setHeader} of it, or a reset, replaced while capturing. */
+    private List<String> cookiesReplaced = List.of();
     private Supplier<Map<String, String>> trailerFields; // set while capturing; never stored
     private String characterEncoding; // set while capturing
     private String localeEncoding; // the container's for the locale set while capturing, unless one was set
@@ -183,10 +186,11 @@ final class DeferredResponse extends HttpServletResponseWrapper {
                 if (headersBefore.containsKey(name)) {
                     response.setHeader(name, null);
                 }
-            } else if (!values.equals(headersBefore.get(name))) {
+            } else if (!SET_COOKIE.equalsIgnoreCase(name) && !values.equals(headersBefore.get(name))) {
                 replaceHeader(response, name, values.stream().map(IdempotencyFilter::asSent).toList());
             }
         });
+        sendCookieHeaders(response);
         cookies.forEach(response::addCookie);
         if (trailerFields != null) {
             response.setTrailerFields(trailerFields);
@@ -207,6 +211,29 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         response.setContentLength(body.size());
         body.writeTo(response.getOutputStream());
         response.flushBuffer();
+    }
+
+    /**
+     * Gives the container's response the {@code Set-Cookie} headers the handler set, beside the cookies it holds
+     * already — set before the capture began (by a filter, an interceptor), or by the container itself while the
+     * handler ran (the cookie of a session the handler started) — as the container keeps them when a header is added.
+     * Those it held when the handler set the header with {@code setHeader}, or reset the response, go, as the
+     * container would have removed them then.
+     */
+    private void sendCookieHeaders(HttpServletResponse response) {
+        if (!cookiesReplaced.isEmpty()) {
+            List<String> kept = new ArrayList<>(response.getHeaders(SET_COOKIE));
+            cookiesReplaced.forEach(kept::remove);
+            response.setHeader(SET_COOKIE, null); // removes them all (Servlet 6.1): those kept are added again
+            kept.forEach(cookie -> response.addHeader(SET_COOKIE, cookie));
+        }
+        headers.getOrDefault(SET_COOKIE, List.of())
+                .forEach(cookie -> response.addHeader(SET_COOKIE, IdempotencyFilter.asSent(cookie)));
+    }
+
+    /** The container's cookies now: a {@code setHeader} of {@code Set-Cookie}, or a reset, replaces them. */
+    private List<String> containerCookies() {
+        return List.copyOf(((HttpServletResponse) getResponse()).getHeaders(SET_COOKIE));
     }
 
     /** Sends {@code answer} instead of whatever was captured (a replay or a problem). */
@@ -361,6 +388,16 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             return; // as the container does after sendError: the answer's headers are settled
         } else if (CONTENT_TYPE.equalsIgnoreCase(name)) {
             setContentType(value); // keeps the writer's encoding in step with the header
+        } else if (SET_COOKIE.equalsIgnoreCase(name)) {
+            // as the container does, it replaces every cookie set so far: those it holds, and those held here
+            cookiesReplaced = containerCookies();
+            cookies.clear();
+            headers.remove(name);
+            if (value != null) {
+                List<String> values = new ArrayList<>(1);
+                values.add(value);
+                headers.put(name, values);
+            }
         } else if (value == null) {
             headers.remove(name);
         } else {
@@ -816,6 +853,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             body.reset();
             headers.clear();
             cookies.clear();
+            cookiesReplaced = containerCookies(); // the container's reset takes the cookies it holds too
             trailerFields = null;
             status = SC_OK;
             characterEncoding = null;
