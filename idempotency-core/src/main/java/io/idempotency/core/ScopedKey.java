@@ -1,5 +1,6 @@
 package io.idempotency.core;
 
+import java.util.Comparator;
 import java.util.Objects;
 
 /**
@@ -12,10 +13,13 @@ import java.util.Objects;
  * @param scope  the operation, e.g. {@code "POST /payments"}; never null or empty
  * @param key    the idempotency key as parsed from the request; 1–255 characters
  */
-public record ScopedKey(String caller, String scope, String key) {
+public record ScopedKey(String caller, String scope, String key) implements Comparable<ScopedKey> {
 
     /** Longest caller, scope and key the stores accept (characters). */
     public static final int MAX_LENGTH = 255;
+
+    private static final Comparator<ScopedKey> ORDER = Comparator.comparing(ScopedKey::caller)
+            .thenComparing(ScopedKey::scope).thenComparing(ScopedKey::key);
 
     public ScopedKey {
         Objects.requireNonNull(caller, "caller");
@@ -37,6 +41,12 @@ public record ScopedKey(String caller, String scope, String key) {
             throw new IllegalArgumentException(unstorable + " must not contain a NUL character or half of a surrogate"
                     + " pair");
         }
+    }
+
+    /** By caller, then scope, then key, each as {@link String#compareTo}: 0 exactly when the keys are equal. */
+    @Override
+    public int compareTo(ScopedKey other) {
+        return ORDER.compare(this, other);
     }
 
     /**
