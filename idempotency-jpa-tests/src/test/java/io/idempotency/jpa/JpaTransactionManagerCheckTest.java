@@ -1,6 +1,8 @@
 package io.idempotency.jpa;
 
 import io.idempotency.core.Idempotent;
+import io.idempotency.core.IdempotencyTemplate;
+import io.idempotency.core.ScopedKey;
 import io.idempotency.testkit.TestPostgres;
 import jakarta.persistence.EntityManagerFactory;
 import org.junit.jupiter.api.Test;
@@ -18,6 +20,8 @@ import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RestController;
 
 import javax.sql.DataSource;
+import java.nio.charset.StandardCharsets;
+import java.util.UUID;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -55,6 +59,36 @@ class JpaTransactionManagerCheckTest {
             assertThat(context.getStartupFailure()).rootCause()
                     .hasMessageContaining("must commit in one transaction");
         });
+    }
+
+    /**
+     * Connections that do not default to READ COMMITTED (MariaDB's, or a pool set to another level) make every
+     * idempotent transaction ask for it, and JPA's transaction manager cannot set an isolation level when Hibernate
+     * releases its connection after each transaction: every idempotent request would fail.
+     */
+    @Test
+    void aJpaTransactionManagerThatCannotSetReadCommittedOnConnectionsWithoutItIsRefused() {
+        contextRunner.withPropertyValues(
+                        "spring.datasource.hikari.transaction-isolation=TRANSACTION_REPEATABLE_READ",
+                        "spring.jpa.properties.hibernate.connection.handling_mode="
+                                + "DELAYED_ACQUISITION_AND_RELEASE_AFTER_TRANSACTION")
+                .run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(context.getStartupFailure()).rootCause()
+                            .hasMessageContaining("cannot run the idempotency transactions at READ COMMITTED");
+                });
+    }
+
+    /** The same pool with Hibernate holding its connection (Boot's default): the level is set on each transaction. */
+    @Test
+    void aJpaTransactionManagerThatSetsReadCommittedOnConnectionsWithoutItIsAccepted() {
+        contextRunner.withPropertyValues("spring.datasource.hikari.transaction-isolation=TRANSACTION_REPEATABLE_READ")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    assertThat(context.getBean(IdempotencyTemplate.class).execute(
+                            new ScopedKey("", "isolation", UUID.randomUUID().toString()), new byte[0],
+                            () -> "done".getBytes(StandardCharsets.UTF_8)).value()).asString().isEqualTo("done");
+                });
     }
 
     /**

@@ -282,8 +282,14 @@ public class IdempotencyAutoConfiguration {
                                                 ObjectProvider<DataSource> dataSources) {
         DataSource dataSource = storeDataSource(store, dataSources);
         IdempotencyStartupChecks.checkTransactionManager(transactionManager, dataSource);
-        return new SpringTransactions(transactionManager, connectionsDefaultToReadCommitted(dataSource),
+        boolean readCommitted = connectionsDefaultToReadCommitted(dataSource);
+        SpringTransactions transactions = new SpringTransactions(transactionManager, readCommitted,
                 entityManagerConnectionCheck());
+        if (!readCommitted) {
+            // each transaction asks for READ COMMITTED: the transaction manager must be able to set it
+            IdempotencyStartupChecks.checkReadCommittedCanBeSet(transactions, transactionManager);
+        }
+        return transactions;
     }
 
     /**

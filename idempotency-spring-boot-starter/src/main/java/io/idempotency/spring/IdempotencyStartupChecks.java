@@ -47,6 +47,7 @@ import org.springframework.orm.jpa.JpaTransactionManager;
 import org.springframework.orm.jpa.support.OpenEntityManagerInViewFilter;
 import org.springframework.scheduling.annotation.AsyncAnnotationAdvisor;
 import org.springframework.scheduling.config.TaskManagementConfigUtils;
+import org.springframework.transaction.InvalidIsolationLevelException;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.TransactionManager;
@@ -1022,6 +1023,38 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                 + " handler's writes and the stored answer must commit in one transaction.", "Give the store the"
                 + " DataSource of the application's transaction manager, or make that transaction manager the"
                 + " primary one.");
+    }
+
+    /**
+     * The executions' transactions run at READ COMMITTED, which the claim needs. Where the connections do not default
+     * to it (MariaDB's, or a pool set to another level), every transaction asks the transaction manager to set it, and
+     * some cannot: JPA's, when Hibernate releases its connection after each transaction
+     * ({@code hibernate.connection.handling_mode} {@code DELAYED_ACQUISITION_AND_RELEASE_AFTER_TRANSACTION}), refuses
+     * any isolation level, and every idempotent request would fail. One transaction is begun and rolled back to find
+     * out; a failure of another kind (the database not reachable yet) is left to the requests, which meet it anyway.
+     */
+    static void checkReadCommittedCanBeSet(Transactions transactions, PlatformTransactionManager transactionManager) {
+        Transactions.Transaction probe;
+        try {
+            probe = transactions.begin();
+        } catch (InvalidIsolationLevelException e) {
+            throw new IdempotencyConfigurationException("The transaction manager " + transactionManager + " cannot"
+                    + " run the idempotency transactions at READ COMMITTED, which the claim needs: the DataSource's"
+                    + " connections were not found to default to it, so each transaction asks for it, and the"
+                    + " transaction manager refuses to set an isolation level (" + e.getMessage()
+                    + "). Every idempotent request would fail.", "Make the connections default to READ COMMITTED"
+                    + " (spring.datasource.hikari.transaction-isolation=TRANSACTION_READ_COMMITTED), or let the"
+                    + " transaction manager set the level: with Hibernate, keep a connection handling mode that holds"
+                    + " the connection until the session closes (Spring Boot's default,"
+                    + " DELAYED_ACQUISITION_AND_HOLD).");
+        } catch (RuntimeException e) {
+            return;
+        }
+        try {
+            probe.rollback();
+        } catch (RuntimeException e) {
+            // nothing was written: the connection is the pool's to discard
+        }
     }
 
     /**
