@@ -27,14 +27,19 @@ public final class IdempotencyTemplate {
 
     /** Another execution with the key is still running: try again later (e.g. let the broker redeliver). */
     public static class InProgressException extends RuntimeException {
-        private final ScopedKey key;
+        // not serialized, as in the library's other exceptions: a listener that returns its exceptions to the sender
+        // writes them with Java serialization, and a key could not be written
+        private final transient ScopedKey key;
 
         public InProgressException(ScopedKey key) {
             super("an execution with " + key + " is still in progress");
             this.key = key;
         }
 
-        /** The key whose execution is still running: for a listener's log line or its dead-letter headers. */
+        /**
+         * The key whose execution is still running: for a listener's log line or its dead-letter headers. Null in a
+         * copy read back from Java serialization, whose message names the key.
+         */
         public ScopedKey key() {
             return key;
         }
@@ -42,14 +47,17 @@ public final class IdempotencyTemplate {
 
     /** The key was used before for different input. */
     public static class KeyReusedException extends RuntimeException {
-        private final ScopedKey key;
+        private final transient ScopedKey key; // not serialized: see InProgressException
 
         public KeyReusedException(ScopedKey key) {
             super(key + " was already used for different input");
             this.key = key;
         }
 
-        /** The key that was used before for different input: for a listener's log line or its dead-letter headers. */
+        /**
+         * The key that was used before for different input: for a listener's log line or its dead-letter headers. Null
+         * in a copy read back from Java serialization, whose message names the key.
+         */
         public ScopedKey key() {
             return key;
         }
