@@ -166,6 +166,29 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
         assertThat(rows(note)).isEqualTo(1);
     }
 
+    /**
+     * Content negotiation is not part of the fingerprint: a retry that asks for another representation is the same
+     * operation, replayed as it was answered (the same media type), not run again nor refused.
+     */
+    @Test
+    void aRetryThatAsksForAnotherRepresentationIsReplayedTheStoredOne() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "negotiated-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> first = send(request("/orders/status/201", body).header("Idempotency-Key", key)
+                .header("Accept", "application/json").build());
+        HttpResponse<byte[]> retry = send(request("/orders/status/201", body).header("Idempotency-Key", key)
+                .header("Accept", "application/xml").header("Accept-Language", "de").build());
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(retry.statusCode()).isEqualTo(201);
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(retry.headers().firstValue("Content-Type")).isEqualTo(first.headers().firstValue("Content-Type"));
+        assertThat(retry.body()).isEqualTo(first.body());
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
     @Test
     void anExceptionHandlerThatReadsTheDatabaseRunsAfterTheFailedHandlerRolledBack() throws Exception {
         // the handler's second statement was refused, which aborts the transaction in PostgreSQL: as without the
