@@ -173,7 +173,7 @@ public class IdempotencyAutoConfiguration {
             // a detach waits for the requests in progress on the table (blocking none meanwhile) for up to an interval:
             // given up after the DDL lock timeout, a request longer than that left every detach pending; the run
             // creates the partitions due again after it, so they are still made an interval apart
-            Duration ddlLockTimeout = Duration.ofSeconds(2);
+            Duration ddlLockTimeout = PARTITION_DDL_LOCK_TIMEOUT;
             Duration detachWait = cleanup.getInterval().compareTo(ddlLockTimeout) > 0 ? cleanup.getInterval()
                     : ddlLockTimeout;
             return RetentionScheduler.partitioned(new PostgresPartitionMaintenance(storeDataSource,
@@ -191,22 +191,35 @@ public class IdempotencyAutoConfiguration {
         positive(property, interval, "it is the time between two runs of work against the database");
     }
 
+    /** How long partition maintenance's DDL waits for a lock before the run gives up on it. */
+    static final Duration PARTITION_DDL_LOCK_TIMEOUT = Duration.ofSeconds(2);
+
+    /**
+     * What the partitions made ahead must outlast beyond two intervals: the schedule counts an interval from the end
+     * of a run, so a run whose creation could not get its lock (a long claim, another instance detaching) ends up to
+     * a DDL lock timeout later, and the creation of the run after it may wait as long before it succeeds; a second
+     * more for the runs' own statements.
+     */
+    static final Duration PARTITIONS_AHEAD_MARGIN = PARTITION_DDL_LOCK_TIMEOUT.multipliedBy(2).plusSeconds(1);
+
     /**
      * Claims need a partition for the current time, and partitions are made only by the scheduled runs. So the
-     * partitions made ahead must last until the run after the next: a run that could not get its lock (a long claim,
-     * another instance detaching) is tried again only one interval later.
+     * partitions made ahead must last until the run after the next has made more: a run that could not get its lock
+     * is tried again only one interval after it ended ({@link #PARTITIONS_AHEAD_MARGIN}).
      */
     static void checkPartitionsAhead(IdempotencyProperties.Cleanup cleanup) {
         Duration ahead = cleanup.getPartitionInterval().multipliedBy(cleanup.getPartitionsAhead());
-        if (ahead.compareTo(cleanup.getInterval().multipliedBy(2)) >= 0) {
+        Duration needed = cleanup.getInterval().multipliedBy(2).plus(PARTITIONS_AHEAD_MARGIN);
+        if (ahead.compareTo(needed) >= 0) {
             return;
         }
         throw new IdempotencyConfigurationException("idempotency.retention.cleanup.partitions-ahead ("
                 + cleanup.getPartitionsAhead() + ") times idempotency.retention.cleanup.partition-interval ("
                 + readable(cleanup.getPartitionInterval()) + ") must be at least twice"
-                + " idempotency.retention.cleanup.interval (" + readable(cleanup.getInterval()) + "): partitions are"
-                + " created by those runs, and a claim made when the partitions made ahead have run out finds none to"
-                + " go into and fails.", "Keep more partitions"
+                + " idempotency.retention.cleanup.interval (" + readable(cleanup.getInterval()) + ") and "
+                + PARTITIONS_AHEAD_MARGIN.toSeconds() + " seconds more: partitions are created by those runs, a run"
+                + " that could not get its lock is tried again an interval after it ended, and a claim made when the"
+                + " partitions made ahead have run out finds none to go into and fails.", "Keep more partitions"
                 + " ahead, make them longer, or run the cleanup more often.");
     }
 

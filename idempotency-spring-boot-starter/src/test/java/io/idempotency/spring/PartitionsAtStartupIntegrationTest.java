@@ -55,10 +55,10 @@ class PartitionsAtStartupIntegrationTest {
         FirstPhaseProbe.partitionsSeen.set(-1);
 
         try (ConfigurableApplicationContext context = start(database, FirstPhaseProbe.class,
-                "idempotency.retention.cleanup.partition-interval=1h", "idempotency.retention.cleanup.partitions-ahead=2")) {
+                "idempotency.retention.cleanup.partition-interval=1h", "idempotency.retention.cleanup.partitions-ahead=3")) {
             assertThat(FirstPhaseProbe.partitionsSeen.get())
                     .as("partitions when the earliest lifecycle phase starts, before the web server's")
-                    .isEqualTo(3);
+                    .isEqualTo(4);
             assertThat(post(context).statusCode()).as("the first request after startup").isEqualTo(201);
         }
     }

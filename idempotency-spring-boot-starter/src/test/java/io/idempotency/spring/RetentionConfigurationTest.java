@@ -296,6 +296,28 @@ class RetentionConfigurationTest {
                 .run(context -> assertThat(context).hasNotFailed());
     }
 
+    /**
+     * Exactly two intervals of partitions ahead are not enough: the schedule counts an interval from the end of a run,
+     * so a run whose creation waited out its DDL lock timeout and failed is followed by the next one more than two
+     * intervals after the last creation, whose own creation may wait as long again. Meanwhile the partitions made
+     * ahead had run out, and every claim failed.
+     */
+    @Test
+    void partitionsMadeAheadMustAlsoOutlastAFailedRunsLockTimeouts() {
+        assertStartFailsWithDescription(TestDatabases.contextRunner(TestPostgres.newDatabase())
+                .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
+                        "idempotency.retention.cleanup.partition-interval=1h",
+                        "idempotency.retention.cleanup.partitions-ahead=2",
+                        "idempotency.retention.cleanup.interval=1h"))
+                .contains("idempotency.retention.cleanup.partitions-ahead (2)", "and 5 seconds more");
+        TestDatabases.contextRunner(TestPostgres.newDatabase())
+                .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
+                        "idempotency.retention.cleanup.partition-interval=1h",
+                        "idempotency.retention.cleanup.partitions-ahead=2",
+                        "idempotency.retention.cleanup.interval=3595s")
+                .run(context -> assertThat(context).hasNotFailed());
+    }
+
     @Test
     void intervalsOfTheBackgroundWorkMustBePositive() {
         // else the work would run back to back, every millisecond, against the database
