@@ -295,11 +295,12 @@ public class IdempotencyAutoConfiguration {
                                                 ObjectProvider<DataSource> dataSources) {
         DataSource dataSource = storeDataSource(store, dataSources);
         IdempotencyStartupChecks.checkTransactionManager(transactionManager, dataSource);
-        boolean readCommitted = connectionsDefaultToReadCommitted(dataSource);
-        SpringTransactions transactions = new SpringTransactions(transactionManager, readCommitted,
-                entityManagerConnectionCheck());
-        if (!readCommitted) {
-            // each transaction asks for READ COMMITTED: the transaction manager must be able to set it
+        Boolean readCommitted = connectionsDefaultToReadCommitted(dataSource);
+        SpringTransactions transactions = new SpringTransactions(transactionManager,
+                Boolean.TRUE.equals(readCommitted), entityManagerConnectionCheck());
+        if (Boolean.FALSE.equals(readCommitted)) {
+            // each transaction asks for READ COMMITTED: the transaction manager must be able to set it (not asked when
+            // the database could not be reached just now: the probe would only wait for it as long again)
             IdempotencyStartupChecks.checkReadCommittedCanBeSet(transactions, transactionManager);
         }
         return transactions;
@@ -584,12 +585,15 @@ public class IdempotencyAutoConfiguration {
                 + " Raise the TTL or declare a shorter retry window.");
     }
 
-    /** Asked once at startup, so that transactions need not set (and first query) the isolation level. */
-    private static boolean connectionsDefaultToReadCommitted(DataSource dataSource) {
+    /**
+     * Asked once at startup, so that transactions need not set (and first query) the isolation level; null when the
+     * database could not be asked (every transaction then sets it: always correct).
+     */
+    private static Boolean connectionsDefaultToReadCommitted(DataSource dataSource) {
         try (Connection connection = dataSource.getConnection()) {
             return connection.getTransactionIsolation() == Connection.TRANSACTION_READ_COMMITTED;
         } catch (SQLException e) {
-            return false; // set it on every transaction: always correct
+            return null;
         }
     }
 
