@@ -388,22 +388,19 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             return; // as the container does after sendError: the answer's headers are settled
         } else if (CONTENT_TYPE.equalsIgnoreCase(name)) {
             setContentType(value); // keeps the writer's encoding in step with the header
-        } else if (SET_COOKIE.equalsIgnoreCase(name)) {
-            // as the container does, it replaces every cookie set so far: those it holds, and those held here
-            cookiesReplaced = containerCookies();
-            cookies.clear();
-            headers.remove(name);
-            if (value != null) {
+        } else {
+            if (SET_COOKIE.equalsIgnoreCase(name)) {
+                // as the container does, it replaces every cookie set so far: those it holds, and those held here
+                cookiesReplaced = containerCookies();
+                cookies.clear();
+            }
+            if (value == null) {
+                headers.remove(name);
+            } else {
                 List<String> values = new ArrayList<>(1);
                 values.add(value);
                 headers.put(name, values);
             }
-        } else if (value == null) {
-            headers.remove(name);
-        } else {
-            List<String> values = new ArrayList<>(1);
-            values.add(value);
-            headers.put(name, values);
         }
     }
 
