@@ -1,5 +1,6 @@
 package io.idempotency.spring;
 
+import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
@@ -34,6 +35,9 @@ import java.util.concurrent.TimeUnit;
 @Fork(1)
 public class DeferredResponseBenchmark {
 
+    /** {@code idempotency.max-stored-body-size}, its default. */
+    private static final long MAX_STORED_BODY_SIZE = 1024 * 1024;
+
     private static final Set<String> REPLAYED = Set.of("content-type", "content-language", "content-location",
             "location", "etag", "last-modified", "link");
     private static final int CHUNK = 8 * 1024;
@@ -66,8 +70,8 @@ public class DeferredResponseBenchmark {
     /** Capture the answer and build what the store persists. */
     @Benchmark
     public StoredResponse captureAndStore() throws IOException {
-        DeferredResponse response = new DeferredResponse(new MinimalHttpServletResponse(socketBuffer));
-        response.capture();
+        DeferredResponse response = new DeferredResponse(new MinimalHttpServletResponse(socketBuffer), MAX_STORED_BODY_SIZE);
+        response.capture(StoragePolicy.DEFAULT::isStorable);
         render(response);
         return response.toStoredResponse(REPLAYED);
     }
@@ -76,8 +80,8 @@ public class DeferredResponseBenchmark {
     @Benchmark
     public long captureStoreAndSend() throws IOException {
         MinimalHttpServletResponse target = new MinimalHttpServletResponse(socketBuffer);
-        DeferredResponse response = new DeferredResponse(target);
-        response.capture();
+        DeferredResponse response = new DeferredResponse(target, MAX_STORED_BODY_SIZE);
+        response.capture(StoragePolicy.DEFAULT::isStorable);
         render(response);
         StoredResponse stored = response.toStoredResponse(REPLAYED);
         response.sendCaptured();

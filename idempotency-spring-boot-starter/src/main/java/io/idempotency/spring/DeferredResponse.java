@@ -23,7 +23,9 @@ import java.util.Collections;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
+import java.util.function.IntPredicate;
 import java.util.function.Supplier;
 
 /**
@@ -56,15 +58,34 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     private String localeEncoding; // the container's for the locale set while capturing, unless one was set
     private String containerEncoding = StandardCharsets.ISO_8859_1.name(); // the container's when the capture began
     private Locale locale;
-    private final ByteArrayOutputStream body = new ByteArrayOutputStream();
+    /**
+     * The body written while capturing, held while it may still be stored whole: see {@link #holds}. Its length counts
+     * every byte written, held or not.
+     */
+    private ByteArrayOutputStream body = new ByteArrayOutputStream();
+    private long bodyLength;
+    private boolean bodyDropped; // the body outgrew the limit while its status was one that is stored
+    /** The longest body held while its status is one that is stored, {@code idempotency.max-stored-body-size}. */
+    private final long bodyLimit;
+    /** Whether an answer with a status is stored: the endpoint's storage policy, once known. */
+    private IntPredicate stored = status -> true;
     private ServletOutputStream outputStream; // the buffer's
     private PrintWriter writer; // the buffer's
     private boolean streamWritten; // bytes were written through the output stream while capturing
     private ServletOutputStream switchingStream; // what the application gets
     private PrintWriter switchingWriter; // what the application gets
 
-    DeferredResponse(HttpServletResponse response) {
+    /**
+     * @param bodyLimit the longest body held in memory while the answer's status is one that is stored
+     *                  ({@code idempotency.max-stored-body-size}): such an answer longer than that cannot be stored
+     *                  whole, and is refused as too large
+     */
+    DeferredResponse(HttpServletResponse response, long bodyLimit) {
         super(response);
+        if (bodyLimit <= 0) {
+            throw new IllegalArgumentException("the body limit must be positive: " + bodyLimit);
+        }
+        this.bodyLimit = bodyLimit;
     }
 
     /**
@@ -73,8 +94,12 @@ final class DeferredResponse extends HttpServletResponseWrapper {
      * handler that sets one replaces it, as without the capture, rather than sending it a second time beside its own.
      * So are the status and the content type already set: the answer's unless the handler sets its own (Spring MVC
      * writes a body in a content type set before, rather than in one it negotiates).
+     *
+     * @param stored whether an answer with a status is stored (the endpoint's storage policy): a body that outgrows
+     *               the limit while its status is one of those is no longer held (see {@link #holds})
      */
-    void capture() {
+    void capture(IntPredicate stored) {
+        this.stored = stored;
         if (capturing) {
             return;
         }
@@ -154,6 +179,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
      */
     StoredResponse toStoredResponse(Set<String> replayed) {
         flushWriter();
+        requireHeldBody();
         taken = true;
         List<StoredResponse.Header> all = new ArrayList<>();
         headers.forEach((name, values) -> {
@@ -178,6 +204,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
      */
     void sendCaptured() throws IOException {
         flushWriter();
+        requireHeldBody();
         HttpServletResponse response = (HttpServletResponse) getResponse();
         headersBefore.keySet().stream().filter(name -> !headers.containsKey(name)).toList()
                 .forEach(removed -> response.setHeader(removed, null)); // removed while capturing (a reset)
@@ -285,7 +312,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         status = sc;
         errorMessage = msg;
         errorSent = true;
-        body.reset();
+        clearBody();
     }
 
     @Override
@@ -351,7 +378,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         setHeader("Location", location);
         if (clearBuffer) {
             flushWriter();
-            body.reset();
+            clearBody();
         }
     }
 
@@ -728,20 +755,71 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         return captured();
     }
 
+    /**
+     * Keeps what the handler wrote while capturing, in memory: all of it while the answer may still be stored whole.
+     * Once the body outgrows the limit while its status is one that is stored, the answer can only be refused as too
+     * large (unless the handler resets it, or sets a status that is not stored, which would then find its body gone:
+     * it is refused too), so its bytes are dropped and only counted: a handler that streams a large answer does not
+     * fill the heap before it is refused. A body whose status is not stored is held whole whatever its length, as it
+     * is sent as it is. Counts {@code len} more bytes written, and tells whether to hold them.
+     */
+    private boolean holds(int len) {
+        bodyLength += len;
+        if (!bodyDropped && bodyLength > bodyLimit && stored.test(status)) {
+            bodyDropped = true;
+            body = new ByteArrayOutputStream(0); // what was held goes now
+        }
+        return !bodyDropped;
+    }
+
+    /** Forgets the body written so far (a reset, a redirect or an error that discards it). */
+    private void clearBody() {
+        if (bodyDropped) {
+            body = new ByteArrayOutputStream();
+            bodyDropped = false;
+        } else {
+            body.reset();
+        }
+        bodyLength = 0;
+    }
+
+    /** The length of the body written while capturing, whether or not it was held. */
+    long bodyLength() {
+        flushWriter();
+        return bodyLength;
+    }
+
+    /**
+     * Whether the body written while capturing is held whole: it is not once it outgrew the limit while its status
+     * was one that is stored (see {@link #holds}). Such an answer can be neither stored nor sent.
+     */
+    boolean holdsTheWholeBody() {
+        flushWriter();
+        return !bodyDropped;
+    }
+
+    private void requireHeldBody() {
+        if (bodyDropped) {
+            throw new IllegalStateException("the captured body (" + bodyLength + " bytes) was longer than the limit ("
+                    + bodyLimit + " bytes) and is not held");
+        }
+    }
+
     /** The buffer's stream, for writes made while capturing. */
     private ServletOutputStream captured() {
         if (outputStream == null) {
             outputStream = new ServletOutputStream() {
                 @Override
                 public void write(int b) {
-                    if (!errorSent) {
+                    if (!errorSent && holds(1)) {
                         body.write(b);
                     }
                 }
 
                 @Override
                 public void write(byte[] b, int off, int len) {
-                    if (!errorSent) {
+                    Objects.checkFromIndexSize(off, len, b.length);
+                    if (!errorSent && holds(len)) {
                         body.write(b, off, len);
                     }
                 }
@@ -837,7 +915,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             super.resetBuffer();
         } else {
             flushWriter();
-            body.reset();
+            clearBody();
         }
     }
 
@@ -847,7 +925,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             super.reset();
         } else {
             flushWriter();
-            body.reset();
+            clearBody();
             headers.clear();
             cookies.clear();
             cookiesReplaced = containerCookies(); // the container's reset takes the cookies it holds too

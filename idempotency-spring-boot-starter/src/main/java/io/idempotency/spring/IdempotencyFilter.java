@@ -154,7 +154,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
     protected void doFilterInternal(HttpServletRequest request, HttpServletResponse response, FilterChain chain)
             throws ServletException, IOException {
         BodyRecordingRequest recordingRequest = new BodyRecordingRequest(request, maxRequestBodySize);
-        DeferredResponse deferredResponse = new DeferredResponse(response);
+        DeferredResponse deferredResponse = new DeferredResponse(response, maxStoredBodySize);
         IdempotentExchange exchange = new IdempotentExchange(recordingRequest, deferredResponse);
         recordingRequest.holdAnswerWhile(deferredResponse::isCapturing);
         request.setAttribute(IdempotentExchange.ATTRIBUTE, exchange);
@@ -194,7 +194,11 @@ public class IdempotencyFilter extends OncePerRequestFilter {
                 // an attempt ran and ended (rolled back), and the next one was never claimed: its claim failed with
                 // an exception the application's exception handling answered (a retry of Spring's @Retryable whose
                 // stale-claim resolver threw). That answer is the client's; nothing is left to commit
-                response.sendCaptured();
+                if (response.holdsTheWholeBody()) {
+                    response.sendCaptured();
+                } else {
+                    sendTooLarge(request, response, "");
+                }
             }
             return; // otherwise not an idempotent request: everything has passed through already
         }
@@ -207,23 +211,25 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             response.send(answeredAsynchronously(problems, execution, request.getRequestURI()));
             return;
         }
+        if (!response.holdsTheWholeBody()) {
+            // written past the cap under a status that is stored: dropped as it came, as an answer too large to be
+            // stored is not held in memory whole, and so too large to be sent as well, whatever became of it since
+            abandonForTheAnswer(exchange, request);
+            sendTooLarge(request, response, afterRollback(execution));
+            return;
+        }
         if (exchange.handlerFailed() || response.isErrorSent() || renderingFailed(request)) {
             abandonForTheAnswer(exchange, request);
             response.sendCaptured();
             return;
         }
-        StoredResponse captured = response.toStoredResponse(replayedHeaders);
-        if (captured.bodyLength() > maxStoredBodySize && exchange.storagePolicy().isStorable(captured.status())) {
+        if (response.bodyLength() > maxStoredBodySize && exchange.storagePolicy().isStorable(response.getStatus())) {
+            // held whole, as its status was one that is not stored until the handler set this one
             abandonForTheAnswer(exchange, request);
-            log.error("Idempotent request {} {} answered {} bytes, more than idempotency.max-stored-body-size ({});"
-                    + " rolled back", request.getMethod(), request.getRequestURI(), captured.bodyLength(),
-                    maxStoredBodySize);
-            response.send(problems.render(ProblemResponses.Problem.RESPONSE_TOO_LARGE,
-                    "The answer is larger than the largest answer this service stores for replay, so the request"
-                            + " was rolled back and nothing of it was kept." + afterRollback(execution),
-                    request.getRequestURI()));
+            sendTooLarge(request, response, afterRollback(execution));
             return;
         }
+        StoredResponse captured = response.toStoredResponse(replayedHeaders);
         try {
             execution.finish(captured, exchange.storagePolicy());
         } catch (LeaseLostException e) {
@@ -250,6 +256,17 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             return;
         }
         response.sendCaptured();
+    }
+
+    private void sendTooLarge(HttpServletRequest request, DeferredResponse response, String afterRollback)
+            throws IOException {
+        log.error("Idempotent request {} {} answered {} bytes, more than idempotency.max-stored-body-size ({});"
+                + " rolled back", request.getMethod(), request.getRequestURI(), response.bodyLength(),
+                maxStoredBodySize);
+        response.send(problems.render(ProblemResponses.Problem.RESPONSE_TOO_LARGE,
+                "The answer is larger than the largest answer this service stores for replay, so the request"
+                        + " was rolled back and nothing of it was kept." + afterRollback,
+                request.getRequestURI()));
     }
 
     /**

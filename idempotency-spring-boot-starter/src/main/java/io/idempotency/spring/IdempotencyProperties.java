@@ -63,7 +63,8 @@ public class IdempotencyProperties implements InitializingBean {
 
     /**
      * Largest answer body that is stored for replay. A storable answer above it is not committed: the request rolls
-     * back and is answered 500 idempotency-response-too-large, so an answer is never replayed cut short. The
+     * back and is answered 500 idempotency-response-too-large, so an answer is never replayed cut short; it is not held
+     * in memory past the cap. The
      * same cap holds for the results of IdempotencyTemplate work (refused with StoredBodyTooLargeException, the work's
      * writes rolled back) and for the answers of a StaleClaimResolver (not stored; the claim stays PROCESSING). A cap
      * the store cannot keep stops the start: on PostgreSQL one above 1 GB less 256 KB, on MariaDB one the server's

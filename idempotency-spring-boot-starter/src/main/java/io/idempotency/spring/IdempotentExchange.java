@@ -93,7 +93,7 @@ final class IdempotentExchange {
         this.storagePolicy = policy;
         attemptRunning = true;
         reentered = false;
-        response.capture();
+        response.capture(policy::isStorable);
     }
 
     /** {@code close} runs after the execution's transaction has ended (see {@link TransactionResources}). */
@@ -166,7 +166,7 @@ final class IdempotentExchange {
     void answer(StoredResponse answer, StoredResponse.Header... extraHeaders) {
         this.answer = answer;
         this.answerHeaders = extraHeaders;
-        response.capture();
+        response.capture(status -> true); // what is written now is dropped: none of it is held past the limit
     }
 
     /** What is known of a failed handler's work, which decides what becomes of an intent-first claim. */

@@ -1,5 +1,6 @@
 package io.idempotency.spring;
 
+import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
 import jakarta.servlet.ReadListener;
 import jakarta.servlet.ServletInputStream;
@@ -15,9 +16,12 @@ import java.util.ArrayList;
 import java.util.List;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /** The request and response wrappers on their own, for what an HTTP test cannot reach cheaply. */
 class RequestAndResponseWrappersTest {
+
+    private static final long MAX_STORED_BODY_SIZE = 1024 * 1024;
 
     @Test
     void aBodyLargerThan2GbPassesThroughWhole() throws Exception {
@@ -58,15 +62,15 @@ class RequestAndResponseWrappersTest {
                 super.sendRedirect(location);
             }
         };
-        new DeferredResponse(below).sendRedirect("/elsewhere");
+        new DeferredResponse(below, MAX_STORED_BODY_SIZE).sendRedirect("/elsewhere");
         assertThat(calls).containsExactly("sendRedirect(location)");
     }
 
     @Test
     void aRedirectWhileCapturingIsKeptWithItsStatus() throws Exception {
         MockHttpServletResponse container = new MockHttpServletResponse();
-        DeferredResponse response = new DeferredResponse(container);
-        response.capture();
+        DeferredResponse response = new DeferredResponse(container, MAX_STORED_BODY_SIZE);
+        response.capture(StoragePolicy.DEFAULT::isStorable);
 
         response.sendRedirect("/orders/1", 303);
 
@@ -79,8 +83,8 @@ class RequestAndResponseWrappersTest {
     @Test
     void aResetWhileCapturingStartsTheAnswerOverFromAPlain200() throws Exception {
         MockHttpServletResponse container = new MockHttpServletResponse();
-        DeferredResponse response = new DeferredResponse(container);
-        response.capture();
+        DeferredResponse response = new DeferredResponse(container, MAX_STORED_BODY_SIZE);
+        response.capture(StoragePolicy.DEFAULT::isStorable);
         response.setStatus(201);
         response.setHeader("Location", "/orders/1");
         response.getWriter().write("created");
@@ -100,8 +104,8 @@ class RequestAndResponseWrappersTest {
     @Test
     void anErrorSentWhileCapturingCommitsTheResponseAndFixesItsStatus() throws Exception {
         MockHttpServletResponse container = new MockHttpServletResponse();
-        DeferredResponse response = new DeferredResponse(container);
-        response.capture();
+        DeferredResponse response = new DeferredResponse(container, MAX_STORED_BODY_SIZE);
+        response.capture(StoragePolicy.DEFAULT::isStorable);
         assertThat(response.isCommitted()).isFalse();
 
         response.sendError(404);
@@ -116,8 +120,8 @@ class RequestAndResponseWrappersTest {
 
     @Test
     void theStoredContentTypeSaysHowTheBytesWereEncoded() throws Exception {
-        DeferredResponse response = new DeferredResponse(new MockHttpServletResponse());
-        response.capture();
+        DeferredResponse response = new DeferredResponse(new MockHttpServletResponse(), MAX_STORED_BODY_SIZE);
+        response.capture(StoragePolicy.DEFAULT::isStorable);
         response.setContentType("text/plain");
         response.getWriter().write("caf\u00e9");
         response.setContentType("text/plain;charset=UTF-8"); // too late: the writer encodes ISO-8859-1 already
@@ -146,8 +150,8 @@ class RequestAndResponseWrappersTest {
     void textIsEncodedWithTheEncodingTheContainerHadBeforeTheCapture() throws Exception {
         MockHttpServletResponse container = new MockHttpServletResponse();
         container.setCharacterEncoding("UTF-8"); // what a CharacterEncodingFilter forcing the response encoding does
-        DeferredResponse response = new DeferredResponse(container);
-        response.capture();
+        DeferredResponse response = new DeferredResponse(container, MAX_STORED_BODY_SIZE);
+        response.capture(StoragePolicy.DEFAULT::isStorable);
         response.setContentType("text/plain");
         response.getWriter().write("caf\u00e9 \u20ac");
 
@@ -159,8 +163,8 @@ class RequestAndResponseWrappersTest {
 
     @Test
     void aWriterMakesTheEncodingItUsesPartOfTheStoredContentType() throws Exception {
-        DeferredResponse response = new DeferredResponse(new MockHttpServletResponse());
-        response.capture();
+        DeferredResponse response = new DeferredResponse(new MockHttpServletResponse(), MAX_STORED_BODY_SIZE);
+        response.capture(StoragePolicy.DEFAULT::isStorable);
         response.setContentType("text/plain");
         response.getWriter().write("caf\u00e9");
 
@@ -169,6 +173,56 @@ class RequestAndResponseWrappersTest {
         assertThat(stored.headers()).as("as the container sends it, so that a replay elsewhere decodes it alike")
                 .extracting(h -> h.value().toLowerCase(java.util.Locale.ROOT).replace(" ", ""))
                 .containsExactly("text/plain;charset=iso-8859-1");
+    }
+
+    @Test
+    void anAnswerTooLongToBeStoredIsCountedNotHeld() throws Exception {
+        // 3 GiB: an answer held whole in memory would not even fit one array
+        DeferredResponse response = new DeferredResponse(new MockHttpServletResponse(), MAX_STORED_BODY_SIZE);
+        response.capture(StoragePolicy.DEFAULT::isStorable);
+        byte[] chunk = new byte[1024 * 1024];
+        for (int i = 0; i < 3 * 1024; i++) {
+            response.getOutputStream().write(chunk);
+        }
+        response.getOutputStream().write('x');
+
+        assertThat(response.bodyLength()).isEqualTo(3L * 1024 * 1024 * 1024 + 1);
+        assertThat(response.holdsTheWholeBody()).isFalse();
+        assertThatThrownBy(() -> response.toStoredResponse(java.util.Set.of()))
+                .isInstanceOf(IllegalStateException.class).hasMessageContaining("is not held");
+    }
+
+    @Test
+    void anAnswerWhoseStatusIsNotStoredIsHeldWholePastTheLimit() throws Exception {
+        // it is sent as the handler wrote it, whatever its length
+        MockHttpServletResponse container = new MockHttpServletResponse();
+        DeferredResponse response = new DeferredResponse(container, MAX_STORED_BODY_SIZE);
+        response.capture(StoragePolicy.DEFAULT::isStorable);
+        response.setStatus(503);
+        response.getOutputStream().write(new byte[(int) MAX_STORED_BODY_SIZE + 1]);
+
+        assertThat(response.holdsTheWholeBody()).isTrue();
+        response.sendCaptured();
+        assertThat(container.getStatus()).isEqualTo(503);
+        assertThat(container.getContentAsByteArray()).hasSize((int) MAX_STORED_BODY_SIZE + 1);
+    }
+
+    @Test
+    void aBodyDroppedPastTheLimitIsGoneForAStatusSetAfterItAndBackAfterAReset() throws Exception {
+        DeferredResponse response = new DeferredResponse(new MockHttpServletResponse(), MAX_STORED_BODY_SIZE);
+        response.capture(StoragePolicy.DEFAULT::isStorable);
+        response.getOutputStream().write(new byte[(int) MAX_STORED_BODY_SIZE + 1]);
+        response.setStatus(503);
+        assertThat(response.holdsTheWholeBody()).as("dropped while its status was one that is stored").isFalse();
+
+        response.resetBuffer();
+        response.setStatus(201);
+        response.getOutputStream().write("{\"id\":1}".getBytes(StandardCharsets.ISO_8859_1));
+
+        assertThat(response.holdsTheWholeBody()).isTrue();
+        assertThat(response.bodyLength()).isEqualTo(8);
+        assertThat(response.toStoredResponse(java.util.Set.of()).body())
+                .isEqualTo("{\"id\":1}".getBytes(StandardCharsets.ISO_8859_1));
     }
 
     /** A request whose body is {@code size} bytes, made up on the fly. */

@@ -582,6 +582,22 @@ public class OrderController {
         return ResponseEntity.status(status).body("x".repeat(size));
     }
 
+    /** Streams {@code megabytes} MiB of answer, as an export would; then fails if asked to. */
+    @PostMapping("/streamed")
+    @Idempotent
+    public void streamed(@RequestParam int megabytes, @RequestParam(defaultValue = "false") boolean thenFail,
+                         @RequestBody OrderRequest request, OutputStream body) throws IOException {
+        insert(request.note());
+        byte[] chunk = new byte[1024 * 1024];
+        for (int i = 0; i < megabytes; i++) {
+            body.write(chunk);
+        }
+        if (thenFail) {
+            throw new org.springframework.web.server.ResponseStatusException(HttpStatus.UNPROCESSABLE_CONTENT,
+                    "not this order");
+        }
+    }
+
     @PostMapping("/slow")
     @Idempotent
     @ResponseStatus(HttpStatus.CREATED)
