@@ -161,7 +161,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
 
     /**
      * Annotations of methods that Spring calls outside any request: scheduled tasks, message listeners (a listener
-     * declared on its class calls the methods marked as its handlers).
+     * declared on its class calls the methods marked as its handlers), and the message handlers of Spring's messaging
+     * support, which STOMP over WebSocket and RSocket call for each message on threads of their own.
      */
     private static final Set<String> CALLED_OUTSIDE_REQUESTS = Set.of(
             "org.springframework.scheduling.annotation.Scheduled",
@@ -170,7 +171,10 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
             "org.springframework.amqp.rabbit.annotation.RabbitListener",
             "org.springframework.amqp.rabbit.annotation.RabbitHandler",
             "org.springframework.jms.annotation.JmsListener",
-            "org.springframework.pulsar.annotation.PulsarListener");
+            "org.springframework.pulsar.annotation.PulsarListener",
+            "org.springframework.messaging.handler.annotation.MessageMapping",
+            "org.springframework.messaging.simp.annotation.SubscribeMapping",
+            "org.springframework.messaging.rsocket.annotation.ConnectMapping");
 
     private static final boolean JPA_PRESENT = ClassUtils.isPresent("org.springframework.orm.jpa.JpaTransactionManager",
             IdempotencyStartupChecks.class.getClassLoader());

@@ -5,6 +5,10 @@ import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
 import org.springframework.amqp.rabbit.annotation.RabbitHandler;
 import org.springframework.amqp.rabbit.annotation.RabbitListener;
+import org.springframework.messaging.handler.annotation.MessageMapping;
+import org.springframework.messaging.rsocket.annotation.ConnectMapping;
+import org.springframework.messaging.simp.annotation.SubscribeMapping;
+import org.springframework.stereotype.Controller;
 import org.springframework.stereotype.Service;
 
 import static io.idempotency.spring.StartupFailures.assertStartFailsWithDescription;
@@ -15,7 +19,9 @@ import static org.assertj.core.api.Assertions.assertThat;
  * never inside a request, so there is no key to take and the advice fails every delivery (the broker redelivers it
  * for ever, or drops it). Spring AMQP names such a method two ways: {@code @RabbitListener} on the method, or
  * {@code @RabbitListener} on the class with {@code @RabbitHandler} on each method it calls (Spring for Apache Kafka's
- * {@code @KafkaListener} and {@code @KafkaHandler} alike). Both must stop the start.
+ * {@code @KafkaListener} and {@code @KafkaHandler} alike). Both must stop the start. So must a message-handling method
+ * of Spring's messaging support ({@code @MessageMapping}, {@code @SubscribeMapping}, {@code @ConnectMapping}): STOMP
+ * over WebSocket and RSocket call it for each message on a thread of their own, outside any HTTP request.
  */
 class ListenerIdempotentMethodsTest {
 
@@ -34,6 +40,16 @@ class ListenerIdempotentMethodsTest {
         assertStartFailsWithDescription(TestDatabases.contextRunner(DATABASE)
                 .withUserConfiguration(ClassListener.class))
                 .contains("ListenerIdempotentMethodsTest$ClassListener.onPayment(java.lang.String)", "@RabbitHandler",
+                        "IdempotencyTemplate");
+    }
+
+    @Test
+    void anIdempotentMessageMappingMethodStopsTheStart() {
+        assertStartFailsWithDescription(TestDatabases.contextRunner(DATABASE)
+                .withUserConfiguration(StompController.class))
+                .contains("ListenerIdempotentMethodsTest$StompController.pay(java.lang.String)", "@MessageMapping",
+                        "ListenerIdempotentMethodsTest$StompController.subscribe()", "@SubscribeMapping",
+                        "ListenerIdempotentMethodsTest$StompController.connect(java.lang.String)", "@ConnectMapping",
                         "IdempotencyTemplate");
     }
 
@@ -70,6 +86,26 @@ class ListenerIdempotentMethodsTest {
 
         @Idempotent
         public void settle(String message) {
+        }
+    }
+
+    @Controller
+    static class StompController {
+        @MessageMapping("/payments")
+        @Idempotent
+        public String pay(String message) {
+            return message;
+        }
+
+        @SubscribeMapping("/payments")
+        @Idempotent
+        public String subscribe() {
+            return "subscribed";
+        }
+
+        @ConnectMapping
+        @Idempotent
+        public void connect(String setup) {
         }
     }
 }
