@@ -161,17 +161,21 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
 
     /**
      * Annotations of methods that Spring calls outside any request: scheduled tasks, message listeners (a listener
-     * declared on its class calls the methods marked as its handlers), and the message handlers of Spring's messaging
+     * declared on its class calls the methods marked as its handlers; a Kafka listener with retry topics, its
+     * {@code @DltHandler} for the records whose retries ran out), and the message handlers of Spring's messaging
      * support, which STOMP over WebSocket and RSocket call for each message on threads of their own.
      */
     private static final Set<String> CALLED_OUTSIDE_REQUESTS = Set.of(
             "org.springframework.scheduling.annotation.Scheduled",
             "org.springframework.kafka.annotation.KafkaListener",
             "org.springframework.kafka.annotation.KafkaHandler",
+            "org.springframework.kafka.annotation.DltHandler",
             "org.springframework.amqp.rabbit.annotation.RabbitListener",
             "org.springframework.amqp.rabbit.annotation.RabbitHandler",
             "org.springframework.jms.annotation.JmsListener",
             "org.springframework.pulsar.annotation.PulsarListener",
+            "org.springframework.pulsar.annotation.PulsarReader",
+            "io.awspring.cloud.sqs.annotation.SqsListener",
             "org.springframework.messaging.handler.annotation.MessageMapping",
             "org.springframework.messaging.simp.annotation.SubscribeMapping",
             "org.springframework.messaging.rsocket.annotation.ConnectMapping");

@@ -3,11 +3,14 @@ package io.idempotency.spring;
 import io.idempotency.core.Idempotent;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
+import io.awspring.cloud.sqs.annotation.SqsListener;
 import org.springframework.amqp.rabbit.annotation.RabbitHandler;
 import org.springframework.amqp.rabbit.annotation.RabbitListener;
 import org.springframework.messaging.handler.annotation.MessageMapping;
 import org.springframework.messaging.rsocket.annotation.ConnectMapping;
 import org.springframework.messaging.simp.annotation.SubscribeMapping;
+import org.springframework.kafka.annotation.DltHandler;
+import org.springframework.pulsar.annotation.PulsarReader;
 import org.springframework.stereotype.Controller;
 import org.springframework.stereotype.Service;
 
@@ -51,6 +54,21 @@ class ListenerIdempotentMethodsTest {
                         "ListenerIdempotentMethodsTest$StompController.subscribe()", "@SubscribeMapping",
                         "ListenerIdempotentMethodsTest$StompController.connect(java.lang.String)", "@ConnectMapping",
                         "IdempotencyTemplate");
+    }
+
+    /**
+     * Listeners of other brokers' Spring support, which the tests do not depend on (stand-ins under the annotations'
+     * real names): a Pulsar reader, an SQS listener, and the method to which a Kafka listener with retry topics hands
+     * the records that exhausted their retries.
+     */
+    @Test
+    void anIdempotentListenerOfAnotherBrokerStopsTheStart() {
+        assertStartFailsWithDescription(TestDatabases.contextRunner(DATABASE)
+                .withUserConfiguration(OtherBrokersListener.class))
+                .contains("ListenerIdempotentMethodsTest$OtherBrokersListener.read(java.lang.String)", "@PulsarReader",
+                        "ListenerIdempotentMethodsTest$OtherBrokersListener.receive(java.lang.String)", "@SqsListener",
+                        "ListenerIdempotentMethodsTest$OtherBrokersListener.exhausted(java.lang.String)",
+                        "@DltHandler");
     }
 
     /** A class-level listener whose idempotent work is not one of its handlers is no concern of the starter's. */
@@ -106,6 +124,24 @@ class ListenerIdempotentMethodsTest {
         @ConnectMapping
         @Idempotent
         public void connect(String setup) {
+        }
+    }
+
+    @Service
+    static class OtherBrokersListener {
+        @PulsarReader
+        @Idempotent
+        public void read(String message) {
+        }
+
+        @SqsListener
+        @Idempotent
+        public void receive(String message) {
+        }
+
+        @DltHandler
+        @Idempotent
+        public void exhausted(String message) {
         }
     }
 }
