@@ -37,7 +37,6 @@ import org.springframework.core.ReactiveAdapterRegistry;
 import org.springframework.core.ResolvableType;
 import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.core.annotation.AnnotationUtils;
-import org.springframework.core.annotation.MergedAnnotations;
 import org.springframework.core.annotation.OrderUtils;
 import org.springframework.http.HttpEntity;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
@@ -158,27 +157,6 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
             "io.reactivex.rxjava3.core.Flowable",
             "io.smallrye.mutiny.Uni",
             "io.smallrye.mutiny.Multi");
-
-    /**
-     * Annotations of methods that Spring calls outside any request: scheduled tasks, message listeners (a listener
-     * declared on its class calls the methods marked as its handlers; a Kafka listener with retry topics, its
-     * {@code @DltHandler} for the records whose retries ran out), and the message handlers of Spring's messaging
-     * support, which STOMP over WebSocket and RSocket call for each message on threads of their own.
-     */
-    private static final Set<String> CALLED_OUTSIDE_REQUESTS = Set.of(
-            "org.springframework.scheduling.annotation.Scheduled",
-            "org.springframework.kafka.annotation.KafkaListener",
-            "org.springframework.kafka.annotation.KafkaHandler",
-            "org.springframework.kafka.annotation.DltHandler",
-            "org.springframework.amqp.rabbit.annotation.RabbitListener",
-            "org.springframework.amqp.rabbit.annotation.RabbitHandler",
-            "org.springframework.jms.annotation.JmsListener",
-            "org.springframework.pulsar.annotation.PulsarListener",
-            "org.springframework.pulsar.annotation.PulsarReader",
-            "io.awspring.cloud.sqs.annotation.SqsListener",
-            "org.springframework.messaging.handler.annotation.MessageMapping",
-            "org.springframework.messaging.simp.annotation.SubscribeMapping",
-            "org.springframework.messaging.rsocket.annotation.ConnectMapping");
 
     private static final boolean JPA_PRESENT = ClassUtils.isPresent("org.springframework.orm.jpa.JpaTransactionManager",
             IdempotencyStartupChecks.class.getClassLoader());
@@ -945,10 +923,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
      * never run; a redelivered message or a rerun task is made idempotent with {@code IdempotencyTemplate}.
      */
     static Optional<String> calledOutsideRequests(Method method) {
-        return MergedAnnotations.from(method, MergedAnnotations.SearchStrategy.TYPE_HIERARCHY).stream()
-                .map(annotation -> annotation.getType().getName())
-                .filter(CALLED_OUTSIDE_REQUESTS::contains).findFirst()
-                .map(type -> method + " is @" + type.substring(type.lastIndexOf('.') + 1) + ": Spring calls it outside"
+        return InertIdempotentCheck.calledOutsideRequestsAs(method)
+                .map(type -> method + " is @" + type + ": Spring calls it outside"
                         + " any request, where @Idempotent has no key to take, so every call would fail and its work"
                         + " would never run; remove @Idempotent and make the work idempotent with IdempotencyTemplate"
                         + " (a key of the task's or the message's own)");

@@ -15,6 +15,7 @@ import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.core.MethodIntrospector;
 import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.core.annotation.AnnotationUtils;
+import org.springframework.core.annotation.MergedAnnotations;
 import org.springframework.util.ClassUtils;
 import org.springframework.web.context.WebApplicationContext;
 import org.springframework.web.method.HandlerMethod;
@@ -26,6 +27,7 @@ import java.util.Comparator;
 import java.util.HashSet;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Optional;
 import java.util.Set;
 
 /**
@@ -33,7 +35,7 @@ import java.util.Set;
  * did not set up its advice, and either refuses to start (idempotency not switched off: the starter could not be
  * configured) or, with {@code idempotency.enabled=false}, logs one warning that lists them. An application that is
  * not a web application at all (no request reaches a handler; a worker using {@code IdempotencyTemplate}) starts with
- * the same warning.
+ * the same warning, unless one of them is a message listener or a scheduled task, which runs there all the same.
  *
  * <p>Methods are found on the classes of every bean (not only Spring MVC handlers, so that a reactive or non-web
  * application is covered too) and on the handler methods of Spring MVC's mappings. Runs once the singletons exist,
@@ -46,6 +48,27 @@ class InertIdempotentCheck implements SmartInitializingSingleton, ApplicationCon
     static final String ENABLED_PROPERTY = "idempotency.enabled";
 
     private static final int LISTED_METHODS = 20;
+
+    /**
+     * Annotations of methods that Spring calls outside any request: scheduled tasks, message listeners (a listener
+     * declared on its class calls the methods marked as its handlers; a Kafka listener with retry topics, its
+     * {@code @DltHandler} for the records whose retries ran out), and the message handlers of Spring's messaging
+     * support, which STOMP over WebSocket and RSocket call for each message on threads of their own.
+     */
+    private static final Set<String> CALLED_OUTSIDE_REQUESTS = Set.of(
+            "org.springframework.scheduling.annotation.Scheduled",
+            "org.springframework.kafka.annotation.KafkaListener",
+            "org.springframework.kafka.annotation.KafkaHandler",
+            "org.springframework.kafka.annotation.DltHandler",
+            "org.springframework.amqp.rabbit.annotation.RabbitListener",
+            "org.springframework.amqp.rabbit.annotation.RabbitHandler",
+            "org.springframework.jms.annotation.JmsListener",
+            "org.springframework.pulsar.annotation.PulsarListener",
+            "org.springframework.pulsar.annotation.PulsarReader",
+            "io.awspring.cloud.sqs.annotation.SqsListener",
+            "org.springframework.messaging.handler.annotation.MessageMapping",
+            "org.springframework.messaging.simp.annotation.SubscribeMapping",
+            "org.springframework.messaging.rsocket.annotation.ConnectMapping");
 
     private static final boolean MVC_PRESENT = ClassUtils.isPresent(
             "org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandlerMapping",
@@ -78,6 +101,18 @@ class InertIdempotentCheck implements SmartInitializingSingleton, ApplicationCon
             return;
         }
         if (!isWebApplication()) {
+            // a listener or a scheduled task is called here all the same: unadvised, every redelivery or rerun would
+            // run its work again, which the annotation was meant to prevent (a web application refuses it too)
+            List<String> calledAllTheSame = methods.stream().flatMap(method -> calledOutsideRequestsAs(method)
+                    .map(type -> method + " is @" + type).stream()).toList();
+            if (!calledAllTheSame.isEmpty()) {
+                throw new IdempotencyConfigurationException("@Idempotent cannot be used on these methods, which Spring"
+                        + " calls outside any request, where it has no key to take; in this application, which serves"
+                        + " no requests, it has no effect on them, so every redelivery of a message or rerun of a task"
+                        + " would run their work again:\n  - " + String.join("\n  - ", calledAllTheSame),
+                        "Remove @Idempotent from these methods and make their work idempotent with"
+                        + " IdempotencyTemplate (a key of the message's or the task's own).");
+            }
             // no requests are served here (a worker sharing the application's classes, say): nothing a client could
             // retry reaches these methods over HTTP, and code that is not a handler uses IdempotencyTemplate
             log.warn("This is not a web application, so @Idempotent, which serves Spring MVC handlers, has no effect"
@@ -89,6 +124,17 @@ class InertIdempotentCheck implements SmartInitializingSingleton, ApplicationCon
                 + " start: a retried request to these methods would run again:" + list(methods)
                 + "\nWhy: " + diagnosis.cause() + ".", capitalized(diagnosis.fix()) + ". To run these methods without"
                 + " idempotency on purpose, set " + ENABLED_PROPERTY + "=false.");
+    }
+
+    /**
+     * The simple name of the annotation by which Spring calls {@code method} outside any request (a message listener's,
+     * a scheduled task's), if it has one.
+     */
+    static Optional<String> calledOutsideRequestsAs(Method method) {
+        return MergedAnnotations.from(method, MergedAnnotations.SearchStrategy.TYPE_HIERARCHY).stream()
+                .map(annotation -> annotation.getType().getName())
+                .filter(CALLED_OUTSIDE_REQUESTS::contains).findFirst()
+                .map(type -> type.substring(type.lastIndexOf('.') + 1));
     }
 
     /**

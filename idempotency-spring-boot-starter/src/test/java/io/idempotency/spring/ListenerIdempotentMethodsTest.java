@@ -3,6 +3,8 @@ package io.idempotency.spring;
 import io.idempotency.core.Idempotent;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.diagnostics.FailureAnalysis;
 import io.awspring.cloud.sqs.annotation.SqsListener;
 import org.springframework.amqp.rabbit.annotation.RabbitHandler;
 import org.springframework.amqp.rabbit.annotation.RabbitListener;
@@ -69,6 +71,34 @@ class ListenerIdempotentMethodsTest {
                         "ListenerIdempotentMethodsTest$OtherBrokersListener.receive(java.lang.String)", "@SqsListener",
                         "ListenerIdempotentMethodsTest$OtherBrokersListener.exhausted(java.lang.String)",
                         "@DltHandler");
+    }
+
+    /**
+     * A worker that serves no requests (its listeners are all it does): there the advice is not set up, so the listener
+     * would run without it, and every redelivery of a message would run its work again. The annotation was meant to
+     * prevent exactly that, so the start stops, as in a web application. A method no broker calls still only has the
+     * warning (a worker sharing a web application's classes), and switched off on purpose the start goes on.
+     */
+    @Test
+    void anIdempotentListenerOfAnApplicationThatServesNoRequestsStopsTheStart() {
+        FailureAnalysis analysis = new IdempotencyFailureAnalyzer().analyze(StartupFailures.startupFailure(
+                TestDatabases.nonWebRunner(DATABASE)
+                        .withConfiguration(AutoConfigurations.of(IdempotencyInactiveAutoConfiguration.class))
+                        .withUserConfiguration(MethodListener.class, ClassListener.class)));
+        assertThat(analysis.getDescription())
+                .contains("ListenerIdempotentMethodsTest$MethodListener.onPayment(java.lang.String)", "@RabbitListener",
+                        "ListenerIdempotentMethodsTest$ClassListener.onPayment(java.lang.String)", "@RabbitHandler",
+                        "every redelivery");
+        assertThat(analysis.getAction()).contains("IdempotencyTemplate");
+        TestDatabases.nonWebRunner(DATABASE)
+                .withConfiguration(AutoConfigurations.of(IdempotencyInactiveAutoConfiguration.class))
+                .withUserConfiguration(ClassListenerWithHelper.class)
+                .run(context -> assertThat(context).hasNotFailed());
+        TestDatabases.nonWebRunner(DATABASE)
+                .withConfiguration(AutoConfigurations.of(IdempotencyInactiveAutoConfiguration.class))
+                .withPropertyValues("idempotency.enabled=false")
+                .withUserConfiguration(MethodListener.class)
+                .run(context -> assertThat(context).hasNotFailed());
     }
 
     /** A class-level listener whose idempotent work is not one of its handlers is no concern of the starter's. */
