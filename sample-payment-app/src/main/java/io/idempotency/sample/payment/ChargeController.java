@@ -3,6 +3,7 @@ package io.idempotency.sample.payment;
 import io.idempotency.core.IdempotencyContext;
 import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.Idempotent;
+import jakarta.servlet.http.HttpServletRequest;
 import org.springframework.http.HttpStatus;
 import org.springframework.http.MediaType;
 import org.springframework.http.ResponseEntity;
@@ -63,6 +64,7 @@ public class ChargeController {
     private final ChargeResponses responses;
     private final FaultInjector faults;
     private final ChargeIntents intents;
+    private final Payers payers;
 
     /**
      * @param gateway   the payment gateway, over HTTP
@@ -70,14 +72,16 @@ public class ChargeController {
      * @param responses renders the answers (shared with the resolver)
      * @param faults    fault injection ({@code X-Chaos}), inert unless enabled
      * @param intents   which request may charge an order (one charge per payer and order)
+     * @param payers    the payer of a read, as the writes record it
      */
     public ChargeController(GatewayClient gateway, ChargeRepository charges, ChargeResponses responses,
-                            FaultInjector faults, ChargeIntents intents) {
+                            FaultInjector faults, ChargeIntents intents, Payers payers) {
         this.gateway = gateway;
         this.charges = charges;
         this.responses = responses;
         this.faults = faults;
         this.intents = intents;
+        this.payers = payers;
     }
 
     /**
@@ -159,16 +163,19 @@ public class ChargeController {
         return responses.created(charge);
     }
 
-    /** The charges of one order, oldest first (an empty list when there are none). */
+    /** The caller's charges of one order, oldest first (an empty list when there are none). */
     @GetMapping(params = "orderId", produces = MediaType.APPLICATION_JSON_VALUE)
-    public List<Charge> byOrder(@RequestParam String orderId) {
-        return charges.findByOrderId(orderId);
+    public List<Charge> byOrder(@RequestParam String orderId, HttpServletRequest request) {
+        return charges.findAllOf(payers.of(request), orderId);
     }
 
-    /** One charge; 404 problem+json when there is none with this id. */
+    /**
+     * One of the caller's charges; 404 problem+json when the caller has none with this id: another payer's charge
+     * gets the same 404 as an id never handed out, which tells nothing about whether it exists.
+     */
     @GetMapping(path = "/{id}", produces = MediaType.APPLICATION_JSON_VALUE)
-    public Charge byId(@PathVariable long id) {
-        return charges.findById(id)
+    public Charge byId(@PathVariable long id, HttpServletRequest request) {
+        return charges.findOf(payers.of(request), id)
                 .orElseThrow(() -> new ResponseStatusException(HttpStatus.NOT_FOUND, "no charge with id " + id));
     }
 }

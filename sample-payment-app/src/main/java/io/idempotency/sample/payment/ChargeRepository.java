@@ -87,17 +87,20 @@ public class ChargeRepository {
                 .optional();
     }
 
-    /** The charge with this id, if any. */
-    public Optional<Charge> findById(long id) {
-        return jdbc.sql("SELECT " + COLUMNS + " FROM charges WHERE id = :id")
+    /** The charge with this id, if it is this payer's: another payer's is as absent as one never made. */
+    public Optional<Charge> findOf(String payer, long id) {
+        return jdbc.sql("SELECT " + COLUMNS + " FROM charges WHERE id = :id AND payer = :payer")
                 .param("id", id)
+                .param("payer", payer)
                 .query(CHARGE)
                 .optional();
     }
 
-    /** The charges of one order, oldest first. */
-    public List<Charge> findByOrderId(String orderId) {
-        return jdbc.sql("SELECT " + COLUMNS + " FROM charges WHERE order_id = :orderId ORDER BY id")
+    /** This payer's charges of one order, oldest first. */
+    public List<Charge> findAllOf(String payer, String orderId) {
+        return jdbc.sql("SELECT " + COLUMNS + " FROM charges WHERE payer = :payer AND order_id = :orderId"
+                        + " ORDER BY id")
+                .param("payer", payer)
                 .param("orderId", orderId)
                 .query(CHARGE)
                 .list();

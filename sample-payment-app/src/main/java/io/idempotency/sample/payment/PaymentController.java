@@ -2,6 +2,7 @@ package io.idempotency.sample.payment;
 
 import io.idempotency.core.IdempotencyContext;
 import io.idempotency.core.Idempotent;
+import jakarta.servlet.http.HttpServletRequest;
 import org.springframework.http.HttpStatus;
 import org.springframework.http.MediaType;
 import org.springframework.http.ResponseEntity;
@@ -38,16 +39,20 @@ import java.util.Optional;
 public class PaymentController {
 
     private final PaymentRepository payments;
+    private final Payers payers;
     private final FaultInjector faults;
     private final boolean secondWall;
 
     /**
      * @param payments   the payment table
+     * @param payers     the payer of a read, as the writes record it
      * @param faults     fault injection ({@code X-Chaos}), inert unless enabled
      * @param secondWall whether one payment per payer and order is enforced
      */
-    public PaymentController(PaymentRepository payments, FaultInjector faults, SecondWallProperties secondWall) {
+    public PaymentController(PaymentRepository payments, Payers payers, FaultInjector faults,
+                             SecondWallProperties secondWall) {
         this.payments = payments;
+        this.payers = payers;
         this.faults = faults;
         this.secondWall = secondWall.enabled();
     }
@@ -101,16 +106,20 @@ public class PaymentController {
         return ResponseEntity.ok().location(location(existing)).body(existing);
     }
 
-    /** The payments of one order, oldest first (an empty list when there are none). */
+    /** The caller's payments of one order, oldest first (an empty list when there are none). */
     @GetMapping(params = "orderId", produces = MediaType.APPLICATION_JSON_VALUE)
-    public List<Payment> byOrder(@RequestParam String orderId) {
-        return payments.findByOrderId(orderId);
+    public List<Payment> byOrder(@RequestParam String orderId, HttpServletRequest request) {
+        return payments.findAllOf(payers.of(request), orderId);
     }
 
-    /** One payment; 404 problem+json when there is none with this id. */
+    /**
+     * One of the caller's payments; 404 problem+json when the caller has none with this id. Another payer's payment
+     * gets the same 404 as an id never handed out: a 403 would tell the caller that the payment exists, and let it
+     * count the payments of others by walking the ids.
+     */
     @GetMapping(path = "/{id}", produces = MediaType.APPLICATION_JSON_VALUE)
-    public Payment byId(@PathVariable long id) {
-        return payments.findById(id)
+    public Payment byId(@PathVariable long id, HttpServletRequest request) {
+        return payments.findOf(payers.of(request), id)
                 .orElseThrow(() -> new ResponseStatusException(HttpStatus.NOT_FOUND, "no payment with id " + id));
     }
 

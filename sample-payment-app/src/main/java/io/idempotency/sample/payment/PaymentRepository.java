@@ -89,19 +89,23 @@ public class PaymentRepository {
                 .optional();
     }
 
-    /** The payment with this id, if any. */
-    public Optional<Payment> findById(long id) {
-        return jdbc.sql("SELECT id, order_id, amount, currency, created_at FROM payments WHERE id = :id")
+    /** The payment with this id, if it is this payer's: another payer's is as absent as one never made. */
+    public Optional<Payment> findOf(String payer, long id) {
+        return jdbc.sql("""
+                        SELECT id, order_id, amount, currency, created_at
+                        FROM payments WHERE id = :id AND payer = :payer""")
                 .param("id", id)
+                .param("payer", payer)
                 .query(PAYMENT)
                 .optional();
     }
 
-    /** The payments of one order, oldest first. */
-    public List<Payment> findByOrderId(String orderId) {
+    /** This payer's payments of one order, oldest first. */
+    public List<Payment> findAllOf(String payer, String orderId) {
         return jdbc.sql("""
                         SELECT id, order_id, amount, currency, created_at
-                        FROM payments WHERE order_id = :orderId ORDER BY id""")
+                        FROM payments WHERE payer = :payer AND order_id = :orderId ORDER BY id""")
+                .param("payer", payer)
                 .param("orderId", orderId)
                 .query(PAYMENT)
                 .list();

@@ -40,6 +40,12 @@ final class ChargeApi {
         return api.get(pathAndQuery);
     }
 
+    /** GET on a path with HTTP Basic credentials; anonymous when {@code user} is null. */
+    HttpResponse<String> getAs(String user, String password, String pathAndQuery)
+            throws IOException, InterruptedException {
+        return api.getAs(user, password, pathAndQuery);
+    }
+
     /** The fake gateway's ledger entries of an order, as it lists them (a JSON array); fails unless 200. */
     String gatewayCharges(String orderId) throws IOException, InterruptedException {
         return api.getOk("/gateway/charges?orderId=" + orderId);

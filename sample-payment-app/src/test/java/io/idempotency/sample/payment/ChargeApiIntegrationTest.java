@@ -302,6 +302,42 @@ class ChargeApiIntegrationTest {
     }
 
     @Test
+    void aPayerReadsItsOwnChargesAndAnotherPayersAsIfThereWereNone() throws Exception {
+        String orderId = newOrderId();
+        HttpResponse<byte[]> alice = api.chargeAs("alice", "alice-pass", UUID.randomUUID().toString(),
+                body(orderId, "8.40"), null);
+        assertThat(alice.statusCode()).as(text(alice)).isEqualTo(201);
+        long id = numberField(text(alice), "id");
+
+        HttpResponse<String> own = api.getAs("alice", "alice-pass", "/charges/" + id);
+        assertThat(own.statusCode()).as(own.body()).isEqualTo(200);
+        assertThat(own.body()).isEqualTo(text(alice));
+
+        // Bob, and an anonymous caller, get the very 404 of an id that was never handed out.
+        long neverHandedOut = id + 1_000_000;
+        HttpResponse<String> missing = api.getAs("bob", "bob-pass", "/charges/" + neverHandedOut);
+        assertThat(missing.statusCode()).isEqualTo(404);
+        List<HttpResponse<String>> others = List.of(api.getAs("bob", "bob-pass", "/charges/" + id),
+                api.get("/charges/" + id));
+        assertThat(others).allSatisfy(other -> {
+            assertThat(other.statusCode()).as("another payer's charge: %s", other.body()).isEqualTo(404);
+            assertThat(contentType(other)).startsWith("application/problem+json");
+            assertThat(other.body()).isEqualTo(
+                    missing.body().replace(Long.toString(neverHandedOut), Long.toString(id)));
+        });
+
+        // Bob charges the same order (one charge per payer and order): each lists only its own charge of it.
+        HttpResponse<byte[]> bob = api.chargeAs("bob", "bob-pass", UUID.randomUUID().toString(),
+                body(orderId, "8.40"), null);
+        assertThat(bob.statusCode()).as(text(bob)).isEqualTo(201);
+        assertThat(api.getAs("alice", "alice-pass", "/charges?orderId=" + orderId).body())
+                .isEqualTo("[" + text(alice) + "]");
+        assertThat(api.getAs("bob", "bob-pass", "/charges?orderId=" + orderId).body())
+                .isEqualTo("[" + text(bob) + "]");
+        assertThat(api.charges(orderId)).as("the anonymous payer's").isEqualTo("[]");
+    }
+
+    @Test
     void unknownOutcomeHoldsTheKeyForTheLeaseThenTheRetryGetsTheChargeFromTheGateway() throws Exception {
         String orderId = newOrderId();
         String key = UUID.randomUUID().toString();

@@ -143,13 +143,21 @@ final class PaymentApi {
         return "Basic " + java.util.Base64.getEncoder().encodeToString(credentials.getBytes(StandardCharsets.UTF_8));
     }
 
-    /** GET on a path of the API, e.g. {@code /payments?orderId=o-1}. */
+    /** GET on a path of the API, anonymous, e.g. {@code /payments?orderId=o-1}. */
     HttpResponse<String> get(String pathAndQuery) throws IOException, InterruptedException {
-        HttpRequest request = HttpRequest.newBuilder(base.resolve(pathAndQuery))
+        return getAs(null, null, pathAndQuery);
+    }
+
+    /** GET on a path of the API with HTTP Basic credentials; anonymous when {@code user} is null. */
+    HttpResponse<String> getAs(String user, String password, String pathAndQuery)
+            throws IOException, InterruptedException {
+        HttpRequest.Builder request = HttpRequest.newBuilder(base.resolve(pathAndQuery))
                 .timeout(Duration.ofSeconds(10))
-                .GET()
-                .build();
-        return http.send(request, HttpResponse.BodyHandlers.ofString());
+                .GET();
+        if (user != null) {
+            request.header("Authorization", basic(user + ":" + password));
+        }
+        return http.send(request.build(), HttpResponse.BodyHandlers.ofString());
     }
 
     /** The body of a GET that must answer 200, e.g. a list; fails otherwise. */

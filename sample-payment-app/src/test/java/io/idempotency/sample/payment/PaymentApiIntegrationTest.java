@@ -287,6 +287,43 @@ class PaymentApiIntegrationTest {
         assertThat(health.body()).contains("\"status\":\"UP\"");
     }
 
+    @Test
+    void aPayerReadsItsOwnPaymentsAndAnotherPayersAsIfThereWereNone() throws Exception {
+        String orderId = newOrderId();
+        HttpResponse<byte[]> alice = api.createPaymentAs("alice", "alice-pass", UUID.randomUUID().toString(),
+                body(orderId, "8.40"), null);
+        assertThat(alice.statusCode()).as(text(alice)).isEqualTo(201);
+        long id = paymentIdOf(orderId);
+
+        HttpResponse<String> own = api.getAs("alice", "alice-pass", "/payments/" + id);
+        assertThat(own.statusCode()).as(own.body()).isEqualTo(200);
+        assertThat(own.body()).isEqualTo(text(alice));
+
+        // Bob, and an anonymous caller, get the very 404 of an id that was never handed out: not 403, which would
+        // confirm that the payment exists.
+        long neverHandedOut = id + 1_000_000;
+        HttpResponse<String> missing = api.getAs("bob", "bob-pass", "/payments/" + neverHandedOut);
+        assertThat(missing.statusCode()).isEqualTo(404);
+        List<HttpResponse<String>> others = List.of(api.getAs("bob", "bob-pass", "/payments/" + id),
+                api.get("/payments/" + id));
+        assertThat(others).allSatisfy(other -> {
+            assertThat(other.statusCode()).as("another payer's payment: %s", other.body()).isEqualTo(404);
+            assertThat(contentType(other)).startsWith("application/problem+json");
+            assertThat(other.body()).isEqualTo(
+                    missing.body().replace(Long.toString(neverHandedOut), Long.toString(id)));
+        });
+
+        // Bob pays the same order (the second wall is per payer): each lists only its own payment of it.
+        HttpResponse<byte[]> bob = api.createPaymentAs("bob", "bob-pass", UUID.randomUUID().toString(),
+                body(orderId, "8.40"), null);
+        assertThat(bob.statusCode()).as(text(bob)).isEqualTo(201);
+        assertThat(api.getAs("alice", "alice-pass", "/payments?orderId=" + orderId).body())
+                .isEqualTo("[" + text(alice) + "]");
+        assertThat(api.getAs("bob", "bob-pass", "/payments?orderId=" + orderId).body())
+                .isEqualTo("[" + text(bob) + "]");
+        assertThat(api.get("/payments?orderId=" + orderId).body()).as("the anonymous payer's").isEqualTo("[]");
+    }
+
     /**
      * Sends the request with a fault that fails it after the handler wrote the payment, and checks that the failure is
      * answered as a server error with problem details and that it rolled everything back: no payment, and no record

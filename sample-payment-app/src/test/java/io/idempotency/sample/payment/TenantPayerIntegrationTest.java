@@ -92,6 +92,15 @@ class TenantPayerIntegrationTest {
         assertThat(bob.statusCode()).as(text(bob)).isEqualTo(200);
         assertThat(bob.body()).isEqualTo(alice.body());
         assertThat(DB.queryLong("select count(*) from payments where order_id = '" + orderId + "'")).isEqualTo(1);
+
+        // The reads name the payer through the same resolver: the tenant's payment is bob's to read, not anonymous's.
+        long id = ChargeApi.numberField(text(alice), "id");
+        HttpResponse<String> read = payments.getAs("bob", "bob-pass", "/payments/" + id);
+        assertThat(read.statusCode()).as(read.body()).isEqualTo(200);
+        assertThat(read.body()).isEqualTo(text(alice));
+        assertThat(payments.getAs("bob", "bob-pass", "/payments?orderId=" + orderId).body())
+                .isEqualTo("[" + text(alice) + "]");
+        assertThat(payments.get("/payments/" + id).statusCode()).isEqualTo(404);
     }
 
     private static String payerOfCharge(String orderId) {
