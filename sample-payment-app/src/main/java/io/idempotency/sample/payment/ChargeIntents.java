@@ -6,6 +6,9 @@ import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.support.TransactionTemplate;
 
+import java.time.Instant;
+import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
 import java.util.Optional;
 
 /**
@@ -93,6 +96,27 @@ public class ChargeIntents {
                 .param("orderId", orderId)
                 .query(Boolean.class)
                 .single());
+    }
+
+    /**
+     * For the stale-claim resolver: removes the intents that the gateway key {@code downstreamKey} took for orders of
+     * the payer other than {@code bookedOrderId} since {@code since} (the claim was made), and says how many there were.
+     * Such an intent was taken by an attempt of the claim's request (no other request runs under the key while its
+     * record exists), which was therefore sent for another order than the one the gateway booked under the key; and it
+     * holds nothing: the gateway knows the key by that booking, so whatever was sent under it for another order was
+     * answered with that booking, and charged nothing.
+     */
+    public int releaseOtherOrdersTakenSince(String payer, String downstreamKey, String bookedOrderId, Instant since) {
+        Integer released = ownTransaction.execute(status -> jdbc.sql("""
+                        DELETE FROM charge_intents
+                        WHERE downstream_key = :downstreamKey AND payer = :payer AND order_id <> :bookedOrderId
+                          AND created_at >= :since""")
+                .param("downstreamKey", downstreamKey)
+                .param("payer", payer)
+                .param("bookedOrderId", bookedOrderId)
+                .param("since", OffsetDateTime.ofInstant(since, ZoneOffset.UTC))
+                .update());
+        return released == null ? 0 : released;
     }
 
     /**

@@ -20,6 +20,12 @@ import java.util.Optional;
  *       its {@code Idempotency-Key} header): the charge is recorded locally if it is not yet, and the answer the
  *       handler would have given (201, the charge, its {@code Location}) is returned as {@code complete}: the
  *       starter stores it as SUCCEEDED and replays it.</li>
+ *   <li>The gateway has a charge under the key that an earlier request under the same key made (the key, its record
+ *       deleted, was sent again, maybe for another order, and its attempt stopped before the handler's check): the
+ *       charge was recorded here before the claim was made, or an attempt of the claim took another order with the
+ *       key. Then {@code rerun}, and the other orders are released (nothing can be charged for them under a key the
+ *       gateway knows by another charge): the handler, which knows the request's order, answers 200 with the charge
+ *       for the same order and 422 {@code key-used-for-another-charge} for another.</li>
  *   <li>The gateway has nothing under the key: {@code rerun} — the retry runs the handler again (the sweeper marks
  *       the claim FAILED, so that the request, sent again, runs). Safe even if a late first attempt books the charge
  *       after this look-up: it sends the same key, so the gateway books it once, and that attempt's own result is
@@ -43,16 +49,20 @@ public class GatewayChargeResolver implements StaleClaimResolver {
     private final GatewayClient gateway;
     private final ChargeRepository charges;
     private final ChargeResponses responses;
+    private final ChargeIntents intents;
 
     /**
      * @param gateway   the payment gateway, over HTTP
      * @param charges   the application's record of charges and of resolutions
      * @param responses renders the answer the handler would have given
+     * @param intents   the orders the keys hold
      */
-    public GatewayChargeResolver(GatewayClient gateway, ChargeRepository charges, ChargeResponses responses) {
+    public GatewayChargeResolver(GatewayClient gateway, ChargeRepository charges, ChargeResponses responses,
+                                 ChargeIntents intents) {
         this.gateway = gateway;
         this.charges = charges;
         this.responses = responses;
+        this.intents = intents;
     }
 
     @Override
@@ -90,6 +100,24 @@ public class GatewayChargeResolver implements StaleClaimResolver {
             return Resolution.rerun();
         }
         GatewayClient.GatewayCharge charge = booked.get();
+        // The booking is the claim's only if the claim's request made it. Not so when the key, its record deleted
+        // (retention), was sent again and its attempt stopped before the handler's check refused it
+        // (holdsAnotherOrder): the gateway knows the key by the charge of the key's earlier request. Completing with
+        // it would answer the request, maybe sent for another order, with that charge. Two signs tell it, each
+        // covering a part of that window: the charge was recorded here before the claim was made (it answered an
+        // earlier request); or an attempt of the claim took another order with the key. Then the handler decides,
+        // knowing the order: the same order → 200 with its charge; another → 422 key-used-for-another-charge.
+        Optional<Charge> recordedBefore = charges.findByGatewayChargeId(charge.id())
+                .filter(earlier -> earlier.createdAt().toInstant().isBefore(claim.createdAt()));
+        int otherOrders = intents.releaseOtherOrdersTakenSince(caller, claim.downstreamKey(), charge.orderId(),
+                claim.createdAt());
+        if (recordedBefore.isPresent() || otherOrders > 0) {
+            charges.recordResolution(caller, key, claim.downstreamKey(), "rerun", by, charge.id());
+            log.info("stale charge claim {} (by {}): the gateway's charge {} under its key is an earlier request's"
+                    + " (recorded before the claim: {}, other orders taken and released: {}); rerun", claim.key(), by,
+                    charge.id(), recordedBefore.isPresent(), otherOrders);
+            return Resolution.rerun();
+        }
         Charge recorded = charges.record(caller, charge.orderId(), new BigDecimal(charge.amount()), charge.currency(),
                 charge.id());
         charges.recordResolution(caller, key, claim.downstreamKey(), "complete", by, charge.id());

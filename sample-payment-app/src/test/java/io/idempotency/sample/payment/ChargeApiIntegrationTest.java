@@ -231,6 +231,107 @@ class ChargeApiIntegrationTest {
         assertThat(countOf(api.gatewayCharges(otherOrder))).isEqualTo(1);
     }
 
+    /**
+     * The key, its record deleted, is sent for another order, and the attempt stops after the claim was committed and
+     * before the order was taken (here: its statement taking the order is cancelled while it waits for a lock; a
+     * process that died there leaves the same). The stale claim's derived key is known to the gateway by the first
+     * order's charge, which must not become this request's answer.
+     */
+    @Test
+    void aReusedKeyWhoseAttemptStoppedBeforeTakingTheOrderIsNotCompletedWithTheFirstCharge() throws Exception {
+        String paidOrder = newOrderId();
+        String otherOrder = newOrderId();
+        String key = UUID.randomUUID().toString();
+        HttpResponse<byte[]> first = api.charge(key, body(paidOrder, "13.00"), null);
+        assertThat(first.statusCode()).as(text(first)).isEqualTo(201);
+        DB.queryString("delete from idempotency_keys where idempotency_key = '" + key + "'");
+
+        try (Connection blocker = DriverManager.getConnection(DB.url(), DB.user(), DB.password())) {
+            blocker.setAutoCommit(false);
+            execute(blocker, "insert into charge_intents (payer, order_id, downstream_key) values ('', '" + otherOrder
+                    + "', 'a request under another key')");
+            CompletableFuture<HttpResponse<byte[]>> attempt =
+                    Async.supply(() -> send(key, body(otherOrder, "14.00"), null));
+            cancelWhenWaiting("INSERT INTO charge_intents");
+            HttpResponse<byte[]> stopped = attempt.get(10, TimeUnit.SECONDS);
+            assertThat(stopped.statusCode()).as(text(stopped)).isEqualTo(500);
+            blocker.rollback();
+        }
+        assertThat(statusOf(key)).isEqualTo("PROCESSING");
+        assertThat(intentsOf(otherOrder)).as("the order was not taken").isZero();
+
+        awaitLeaseExpired(key);
+        HttpResponse<byte[]> retry = api.charge(key, body(otherOrder, "14.00"), null);
+
+        assertThat(retry.statusCode()).as(text(retry)).isEqualTo(422);
+        assertThat(text(retry)).contains("key-used-for-another-charge").doesNotContain(paidOrder);
+        assertThat(DB.queryString("select string_agg(decision || '/' || resolved_by, ',') from charge_resolutions"
+                + " where idempotency_key = '" + key + "'")).isEqualTo("rerun/retry");
+        assertThat(chargesInDatabase(otherOrder)).isZero();
+        HttpResponse<byte[]> newKey = api.charge(UUID.randomUUID().toString(), body(otherOrder, "14.00"), null);
+        assertThat(newKey.statusCode()).as(text(newKey)).isEqualTo(201);
+        assertThat(countOf(api.gatewayCharges(paidOrder))).isEqualTo(1);
+        assertThat(countOf(api.gatewayCharges(otherOrder))).isEqualTo(1);
+    }
+
+    /**
+     * As above, but the attempt stops after it took the order and before the check that refuses a key held by another
+     * order (here: that check is cancelled while it waits for a lock on {@code charge_intents}). Besides the answer,
+     * the order must not stay held by a key that can charge nothing for it: another key may pay it.
+     */
+    @Test
+    void aReusedKeyWhoseAttemptStoppedAfterTakingTheOrderIsNotCompletedWithTheFirstChargeNorKeepsTheOrder()
+            throws Exception {
+        String paidOrder = newOrderId();
+        String otherOrder = newOrderId();
+        String key = UUID.randomUUID().toString();
+        HttpResponse<byte[]> first = api.charge(key, body(paidOrder, "15.00"), null);
+        assertThat(first.statusCode()).as(text(first)).isEqualTo(201);
+        DB.queryString("delete from idempotency_keys where idempotency_key = '" + key + "'");
+
+        try (Connection rowBlocker = DriverManager.getConnection(DB.url(), DB.user(), DB.password());
+             Connection tableBlocker = DriverManager.getConnection(DB.url(), DB.user(), DB.password())) {
+            rowBlocker.setAutoCommit(false);
+            tableBlocker.setAutoCommit(false);
+            // The attempt's insert of the order waits for this uncommitted one...
+            execute(rowBlocker, "insert into charge_intents (payer, order_id, downstream_key) values ('', '"
+                    + otherOrder + "', 'a request under another key')");
+            CompletableFuture<HttpResponse<byte[]>> attempt =
+                    Async.supply(() -> send(key, body(otherOrder, "16.00"), null));
+            DB.awaitLockWaiter(Duration.ofSeconds(10));
+            // ...and a table lock is queued behind it: granted once the attempt committed the order it took, it
+            // holds the attempt's next read of the table, the check.
+            CompletableFuture<Void> tableLocked = Async.run(() -> {
+                try {
+                    execute(tableBlocker, "lock table charge_intents in access exclusive mode");
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            Await.until("the table lock queued", Duration.ofSeconds(10), () -> DB.queryLong("select count(*) from"
+                    + " pg_stat_activity where wait_event_type = 'Lock' and query like 'lock table%'") > 0);
+            rowBlocker.rollback();
+            tableLocked.get(10, TimeUnit.SECONDS);
+            cancelWhenWaiting("SELECT EXISTS");
+            HttpResponse<byte[]> stopped = attempt.get(10, TimeUnit.SECONDS);
+            assertThat(stopped.statusCode()).as(text(stopped)).isEqualTo(500);
+            tableBlocker.rollback();
+        }
+        assertThat(statusOf(key)).isEqualTo("PROCESSING");
+        assertThat(intentsOf(otherOrder)).as("the order was taken by the key").isEqualTo(1);
+
+        awaitLeaseExpired(key);
+        HttpResponse<byte[]> retry = api.charge(key, body(otherOrder, "16.00"), null);
+
+        assertThat(retry.statusCode()).as(text(retry)).isEqualTo(422);
+        assertThat(text(retry)).contains("key-used-for-another-charge").doesNotContain(paidOrder);
+        assertThat(chargesInDatabase(otherOrder)).isZero();
+        HttpResponse<byte[]> newKey = api.charge(UUID.randomUUID().toString(), body(otherOrder, "16.00"), null);
+        assertThat(newKey.statusCode()).as("the order is free for another key: %s", text(newKey)).isEqualTo(201);
+        assertThat(countOf(api.gatewayCharges(paidOrder))).isEqualTo(1);
+        assertThat(countOf(api.gatewayCharges(otherOrder))).isEqualTo(1);
+    }
+
     @Test
     void concurrentChargesOfOneOrderUnderManyKeysChargeItOnce() throws Exception {
         String orderId = newOrderId();
@@ -414,10 +515,13 @@ class ChargeApiIntegrationTest {
         assertThat(created.statusCode()).as(text(created)).isEqualTo(201);
         StoredResponse storedByHandler = storedResponseOf(key);
 
-        // As if the request had died after the gateway call: the resolver finds the charge, and the row recorded.
+        // As if the request had died after the gateway call: the resolver finds the charge, and the row recorded
+        // since the claim was made.
         ScopedKey scopedKey = new ScopedKey("", ChargeController.SCOPE, key);
+        Instant claimedAt = Instant.parse(DB.queryString("select to_char(created_at at time zone 'UTC',"
+                + " 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') from idempotency_keys where idempotency_key = '" + key + "'"));
         StaleClaimResolver.Resolution resolution = resolver.resolve(new StaleClaimResolver.StaleClaim(scopedKey,
-                downstreamKeys.derive(scopedKey), "0".repeat(64), Instant.now(), Instant.now(), true));
+                downstreamKeys.derive(scopedKey), "0".repeat(64), claimedAt, Instant.now(), true));
 
         assertThat(resolution).isInstanceOf(StaleClaimResolver.Complete.class);
         StoredResponse builtByResolver = ((StaleClaimResolver.Complete) resolution).response();
@@ -514,6 +618,25 @@ class ChargeApiIntegrationTest {
         } catch (Exception e) {
             throw new IllegalStateException(e);
         }
+    }
+
+    private static void execute(Connection connection, String sql) throws Exception {
+        try (var statement = connection.createStatement()) {
+            statement.execute(sql);
+        }
+    }
+
+    /** Cancels the statement of the application that begins with {@code sqlStart}, once it waits for a lock. */
+    private static void cancelWhenWaiting(String sqlStart) throws InterruptedException {
+        String waiting = "from pg_stat_activity where wait_event_type = 'Lock' and query like '%" + sqlStart + "%'"
+                + " and query not like '%pg_stat_activity%'";
+        Await.until("the application's " + sqlStart + " waiting for a lock", Duration.ofSeconds(10),
+                () -> DB.queryLong("select count(*) " + waiting) == 1);
+        assertThat(DB.queryString("select pg_cancel_backend(pid) " + waiting)).isEqualTo("t");
+    }
+
+    private static long intentsOf(String orderId) {
+        return DB.queryLong("select count(*) from charge_intents where order_id = '" + orderId + "'");
     }
 
     /** How many objects a JSON array of ledger entries or charges holds (counted by their ids). */
