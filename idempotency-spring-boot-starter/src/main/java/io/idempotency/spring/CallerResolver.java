@@ -1,6 +1,10 @@
 package io.idempotency.spring;
 
+import io.idempotency.core.RequestFingerprint;
+import io.idempotency.core.ScopedKey;
 import jakarta.servlet.http.HttpServletRequest;
+
+import java.nio.ByteBuffer;
 
 /**
  * Names the caller a request comes from. The name is part of every record's unique key, so two callers using the
@@ -27,4 +31,29 @@ public interface CallerResolver {
      * own: it shares the anonymous one, and a warning says so once; declare a resolver that names such callers.
      */
     CallerResolver PRINCIPAL = new PrincipalCaller();
+
+    /**
+     * The caller's namespace as its records are stored, and as {@code IdempotencyContext.require().key().caller()}
+     * gives it to a handler: {@code caller}, the name a resolver gave, or for a name longer than the column (a long
+     * token subject, say) a digest of it ({@code sha256:} and 64 hex digits), which keeps callers apart without
+     * refusing them. A name that looks like such a digest is digested too, so that no caller can take another's
+     * namespace by choosing that name, and so is one that a text column cannot hold as it is: a NUL character
+     * (PostgreSQL refuses it) or half of a surrogate pair (the driver would send it as '?', making two such names
+     * one). An application's own reads of what its idempotent writes recorded under the caller (a payment's payer)
+     * name the caller this way.
+     */
+    static String namespace(String caller) {
+        String digestPrefix = "sha256:";
+        boolean storable = ScopedKey.storable(caller);
+        if (caller.length() <= ScopedKey.MAX_LENGTH && !caller.startsWith(digestPrefix) && storable) {
+            return caller;
+        }
+        if (storable) {
+            return digestPrefix + RequestFingerprint.sha256Hex(caller);
+        }
+        // its UTF-16 code units, behind a byte that no UTF-8 text has: never the digest of another name
+        ByteBuffer units = ByteBuffer.allocate(1 + 2 * caller.length()).put((byte) 0xFF);
+        units.asCharBuffer().put(caller);
+        return digestPrefix + RequestFingerprint.sha256Hex(units.array());
+    }
 }

@@ -81,7 +81,6 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
     private static final Logger log = LoggerFactory.getLogger(IdempotentMethodInterceptor.class);
 
     /** Begins the stored namespace of a caller whose name is digested. */
-    private static final String DIGEST_PREFIX = "sha256:";
 
     /** Sent with every replayed answer. */
     public static final String REPLAYED_HEADER = "Idempotent-Replayed";
@@ -291,7 +290,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                     + " named no caller for a request to " + invocation.getMethod() + ": it must return the caller's"
                     + " namespace, \"\" for an anonymous request, never null");
         }
-        ScopedKey scopedKey = new ScopedKey(namespace(caller), scopeOf(endpoint, request, invocation), key);
+        ScopedKey scopedKey = new ScopedKey(CallerResolver.namespace(caller), scopeOf(endpoint, request, invocation), key);
 
         IdempotencyEngine.Start start;
         try {
@@ -576,27 +575,6 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
     private static boolean isMultipart(HttpServletRequest request) {
         String type = request.getContentType();
         return type != null && type.toLowerCase(Locale.ROOT).startsWith("multipart/");
-    }
-
-    /**
-     * The caller's namespace as stored: its name, or for a name longer than the column (a long token subject, say)
-     * a digest of it, which keeps callers apart without refusing them. A name that looks like such a digest is
-     * digested too, so that no caller can take another's namespace by choosing that name, and so is one that a text
-     * column cannot hold as it is: a NUL character (PostgreSQL refuses it) or half of a surrogate pair (the driver
-     * would send it as '?', making two such names one).
-     */
-    static String namespace(String caller) {
-        boolean storable = ScopedKey.storable(caller);
-        if (caller.length() <= ScopedKey.MAX_LENGTH && !caller.startsWith(DIGEST_PREFIX) && storable) {
-            return caller;
-        }
-        if (storable) {
-            return DIGEST_PREFIX + RequestFingerprint.sha256Hex(caller);
-        }
-        // its UTF-16 code units, behind a byte that no UTF-8 text has: never the digest of another name
-        ByteBuffer units = ByteBuffer.allocate(1 + 2 * caller.length()).put((byte) 0xFF);
-        units.asCharBuffer().put(caller);
-        return DIGEST_PREFIX + RequestFingerprint.sha256Hex(units.array());
     }
 
     private static String scopeOf(IdempotentEndpoint endpoint, HttpServletRequest request, MethodInvocation invocation) {

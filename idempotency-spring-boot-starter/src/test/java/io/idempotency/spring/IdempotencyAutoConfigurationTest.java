@@ -884,27 +884,27 @@ class IdempotencyAutoConfigurationTest {
     @Test
     void aCallerNameLongerThanItsColumnIsStoredAsADigest() {
         String longName = "subject-".repeat(40);
-        assertThat(IdempotentMethodInterceptor.namespace("alice")).isEqualTo("alice");
-        assertThat(IdempotentMethodInterceptor.namespace(longName)).startsWith("sha256:").hasSize(71)
-                .isEqualTo(IdempotentMethodInterceptor.namespace(longName))
-                .isNotEqualTo(IdempotentMethodInterceptor.namespace(longName + "x"));
-        String digest = IdempotentMethodInterceptor.namespace(longName);
-        assertThat(IdempotentMethodInterceptor.namespace(digest)).as("a caller named like another's digest")
+        assertThat(CallerResolver.namespace("alice")).isEqualTo("alice");
+        assertThat(CallerResolver.namespace(longName)).startsWith("sha256:").hasSize(71)
+                .isEqualTo(CallerResolver.namespace(longName))
+                .isNotEqualTo(CallerResolver.namespace(longName + "x"));
+        String digest = CallerResolver.namespace(longName);
+        assertThat(CallerResolver.namespace(digest)).as("a caller named like another's digest")
                 .isNotEqualTo(digest).startsWith("sha256:");
         String longest = "n".repeat(255);
-        assertThat(IdempotentMethodInterceptor.namespace(longest)).isEqualTo(longest);
+        assertThat(CallerResolver.namespace(longest)).isEqualTo(longest);
     }
 
     @Test
     void aCallerNameATextColumnCannotHoldIsStoredAsADigestThatKeepsCallersApart() {
         // PostgreSQL refuses a NUL in text; the driver sends half of a surrogate pair as '?'
         List<String> names = List.of("a\0b", "a\0c", "x\uD800", "x\uDC00", "x?", "\uD800\uD800");
-        List<String> stored = names.stream().map(IdempotentMethodInterceptor::namespace).toList();
+        List<String> stored = names.stream().map(CallerResolver::namespace).toList();
         assertThat(stored.subList(0, 4)).allSatisfy(namespace -> assertThat(namespace).startsWith("sha256:")
                 .hasSize(71).doesNotContain("\0").isEqualTo(new String(namespace.getBytes(StandardCharsets.UTF_8),
                         StandardCharsets.UTF_8)));
         assertThat(stored).doesNotHaveDuplicates();
-        assertThat(IdempotentMethodInterceptor.namespace("x\uD83D\uDE00")).as("a whole surrogate pair is text")
+        assertThat(CallerResolver.namespace("x\uD83D\uDE00")).as("a whole surrogate pair is text")
                 .isEqualTo("x\uD83D\uDE00");
     }
 
