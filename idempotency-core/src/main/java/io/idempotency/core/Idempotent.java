@@ -32,8 +32,9 @@ public @interface Idempotent {
     /**
      * The scope that keys are unique in. Default: the HTTP method and route template, e.g.
      * {@code "POST /payments/{id}/refunds"}. Give two endpoints the same scope to make them share keys. Two handler
-     * methods on the same HTTP method and route template (told apart by a header, a media type or a version) would
-     * share the default, so the starter refuses to start until each names its scope.
+     * methods on the same HTTP method and route template (told apart by a header or a media type) would share the
+     * default, so the starter refuses to start until each names its scope. Handlers told apart by their API version
+     * alone ({@code @PostMapping(version = …)}) share it: the version a request names is part of its fingerprint.
      */
     String scope() default "";
 
@@ -54,9 +55,10 @@ public @interface Idempotent {
 
     /**
      * Expressions naming what identifies "the same request", e.g. {@code {"#body.amount", "#body.currency"}}.
-     * The values named take the place of the query and body: the HTTP method and the concrete path are always part
-     * of the fingerprint. When empty: the whole request (method, path, query and body) for header keys, only the
-     * method and the path for {@link #key()} expressions. The values are compared as canonical JSON: body members,
+     * The values named take the place of the query and body: the HTTP method, the concrete path and the API version
+     * the request names (if the application versions its API) are always part of the fingerprint. When empty: the
+     * whole request (method, path, query and body) for header keys, only the method and the path for {@link #key()}
+     * expressions. The values are compared as canonical JSON: body members,
      * maps, collections, arrays, numbers, strings and booleans by their content, any other object by its
      * {@code toString()} — so name the fields that identify the request, not an object whose {@code toString()}
      * leaves some out or names the instance.
