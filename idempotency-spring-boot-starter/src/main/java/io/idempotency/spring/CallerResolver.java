@@ -19,7 +19,8 @@ public interface CallerResolver {
      * @return the caller's namespace; {@code ""} for anonymous requests; never null (an {@code @Idempotent} request
      *         it names no caller for is refused with an {@link IllegalStateException} before anything is claimed,
      *         rather than scoped as anonymous). A name longer than 255 characters (or one the database cannot store
-     *         as text) is stored as its SHA-256 digest instead
+     *         as text, or one that begins with {@code sha256:}) is stored as its SHA-256 digest instead: see
+     *         {@link #namespace(String)}
      */
     String resolve(HttpServletRequest request);
 

@@ -26,7 +26,8 @@ import java.util.stream.Collectors;
 
 /**
  * Owns the end of every idempotent request. A filter cannot know before the chain runs whether the handler is
- * {@code @Idempotent}, so it prepares every request: the body is recorded as it is read, and the response passes
+ * {@code @Idempotent}, so it prepares every request whose HTTP method some {@code @Idempotent} endpoint is idempotent
+ * for (others, typically every GET, pass untouched): the body is recorded as it is read, and the response passes
  * through a {@link DeferredResponse}. When an {@code @Idempotent} handler claims its key, the advice
  * ({@link IdempotentMethodInterceptor}) switches the response to capture; after the chain returns, this filter
  * stores the answer and commits — or rolls back — and only then sends the answer. So no byte reaches the client
