@@ -190,6 +190,28 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void theLibrarysErrorsAreProblemsWhateverTheAcceptHeaderAsksFor() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "accept-" + key;
+        post("/orders/status/201", key, "{\"note\":\"" + note + "\"}");
+
+        HttpResponse<byte[]> mismatch = send(request("/orders/status/201", "{\"note\":\"other-" + note + "\"}")
+                .header("Idempotency-Key", key).header("Accept", "text/html").build());
+        HttpResponse<byte[]> missing = send(request("/orders/status/201", "{\"note\":\"" + note + "\"}")
+                .header("Accept", "application/xml").build());
+
+        assertThat(mismatch.statusCode()).isEqualTo(422);
+        assertThat(mismatch.headers().firstValue("Content-Type")).hasValueSatisfying(
+                type -> assertThat(type).startsWith("application/problem+json"));
+        assertThat(missing.statusCode()).isEqualTo(400);
+        assertThat(missing.headers().firstValue("Content-Type")).hasValueSatisfying(
+                type -> assertThat(type).startsWith("application/problem+json"));
+        assertThat(new String(missing.body(), java.nio.charset.StandardCharsets.UTF_8))
+                .contains("idempotency-key-missing");
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
     void anExceptionHandlerThatReadsTheDatabaseRunsAfterTheFailedHandlerRolledBack() throws Exception {
         // the handler's second statement was refused, which aborts the transaction in PostgreSQL: as without the
         // library, where the handler's own transaction has ended by then, its exception handler can read the database
