@@ -239,7 +239,8 @@ public class IdempotencyFilter extends OncePerRequestFilter {
                     request.getMethod(), request.getRequestURI(), claim(execution));
             response.send(problems.render(ProblemResponses.Problem.LEASE_LOST,
                     "This request took longer than its lease and another attempt took the key over, so its result"
-                            + " was not recorded. Retry with the same key to get the recorded result.",
+                            + " was not recorded. Retry with the same key: the retry gets the result the new holder"
+                            + " records, and 409 while that holder is still deciding it.",
                     request.getRequestURI()), new StoredResponse.Header("Retry-After", "1"));
             return;
         } catch (CommitFailedException e) {
