@@ -107,16 +107,6 @@ class Http2CleartextIntegrationTest extends OrdersApplicationTest {
         assertThat(rows("h2-slow-" + key)).isOne();
     }
 
-    /** Waits until the slow handler holds its transaction open (it sleeps after its insert), instead of guessing. */
-    private void awaitHandlerInItsTransaction() throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (DATABASE.queryLong("select count(*) from pg_stat_activity where application_name = '"
-                + DATABASE.schema() + "' and state = 'idle in transaction'") == 0) {
-            assertThat(System.nanoTime() - deadline).as("the slow handler started").isNegative();
-            Thread.sleep(10);
-        }
-    }
-
     /**
      * Connection, Keep-Alive, Proxy-Connection and Upgrade are connection-specific: HTTP/2 forbids them (RFC 9113,
      * section 8.2.2). The first answer is sent as the handler made it, and what the container does with them is its own

@@ -20,6 +20,7 @@ import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Locale;
+import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -73,6 +74,16 @@ abstract class OrdersApplicationTest {
     List<String> storedHeaderNames(String key) {
         return storedHeaders(key).lines().map(line -> line.substring(0, line.indexOf(':')).toLowerCase(Locale.ROOT))
                 .toList();
+    }
+
+    /** Waits until the slow handler holds its transaction open (it sleeps after its insert), instead of guessing. */
+    void awaitHandlerInItsTransaction() throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (DATABASE.queryLong("select count(*) from pg_stat_activity where application_name = '"
+                + DATABASE.schema() + "' and state = 'idle in transaction'") == 0) {
+            assertThat(System.nanoTime() - deadline).as("the slow handler started").isNegative();
+            Thread.sleep(10);
+        }
     }
 
     static void assertProblem(HttpResponse<byte[]> response, String type) {

@@ -1,0 +1,121 @@
+package io.idempotency.spring;
+
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.web.server.context.WebServerApplicationContext;
+import org.springframework.test.context.TestPropertySource;
+
+import java.io.IOException;
+import java.util.UUID;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * What becomes of the connection after the library's refusals, as docs/http-responses.md says: Tomcat closes it after a
+ * 400, 413 or 500 (its own rule, whoever wrote the answer) and says so with {@code Connection: close}, and keeps it
+ * after a 409 or 422; Jetty keeps it after all of them. Runs on both containers.
+ */
+@TestPropertySource(properties = {"idempotency.in-flight-wait=200ms", "idempotency.max-request-body-size=2KB",
+        "idempotency.max-stored-body-size=64KB"})
+class ConnectionAfterRefusalsIntegrationTest extends OrdersApplicationTest {
+
+    @Autowired
+    WebServerApplicationContext context;
+
+    private boolean tomcat() {
+        return context.getWebServer().getClass().getName().contains("Tomcat");
+    }
+
+    @Test
+    void aMissingKeyIsAnsweredWith400() throws Exception {
+        String body = "{\"note\":\"missing-" + UUID.randomUUID() + "\"}";
+        try (KeepAliveConnection connection = new KeepAliveConnection()) {
+            connection.send("POST /orders HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: " + body.length() + "\r\n\r\n" + body);
+            String missing = connection.answer();
+
+            assertThat(missing).startsWith("HTTP/1.1 400 ").contains("idempotency-key-missing");
+            assertConnection(connection, missing, tomcat());
+        }
+    }
+
+    @Test
+    void aBodyAboveTheCapIsAnsweredWith413() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "too-large-" + key;
+        try (KeepAliveConnection connection = new KeepAliveConnection()) {
+            connection.send(HttpProtocolIntegrationTest.post("/orders", key, "application/json",
+                    "{\"note\":\"" + note + "\",\"amount\":\"" + "1".repeat(3000) + "\"}"));
+            String tooLarge = connection.answer();
+
+            assertThat(tooLarge).startsWith("HTTP/1.1 413 ").contains("idempotency-request-too-large");
+            assertConnection(connection, tooLarge, tomcat());
+        }
+        assertThat(keyRows(key)).isZero();
+    }
+
+    @Test
+    void anAnswerAboveTheStoredCapIsAnsweredWith500() throws Exception {
+        String key = UUID.randomUUID().toString();
+        try (KeepAliveConnection connection = new KeepAliveConnection()) {
+            connection.send(HttpProtocolIntegrationTest.post("/orders/large?size=65537", key, "application/json",
+                    "{\"note\":\"large-" + key + "\"}"));
+            String tooLarge = connection.answer();
+
+            assertThat(tooLarge).startsWith("HTTP/1.1 500 ").contains("idempotency-response-too-large");
+            assertConnection(connection, tooLarge, tomcat());
+        }
+    }
+
+    @Test
+    void anotherBodyUnderTheKeyIsAnsweredWith422() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "mismatch-" + key;
+        try (KeepAliveConnection connection = new KeepAliveConnection()) {
+            connection.send(HttpProtocolIntegrationTest.post("/orders", key, "application/json",
+                    "{\"note\":\"" + note + "\"}"));
+            assertThat(connection.answer()).startsWith("HTTP/1.1 201 ");
+            connection.send(HttpProtocolIntegrationTest.post("/orders", key, "application/json",
+                    "{\"note\":\"other-" + note + "\"}"));
+            String mismatch = connection.answer();
+
+            assertThat(mismatch).startsWith("HTTP/1.1 422 ");
+            assertConnection(connection, mismatch, false);
+        }
+    }
+
+    @Test
+    void aDuplicateWhileTheFirstRunsIsAnsweredWith409() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String request = HttpProtocolIntegrationTest.post("/orders/slow?millis=2000", key, "application/json",
+                "{\"note\":\"in-flight-" + key + "\"}");
+        try (KeepAliveConnection first = new KeepAliveConnection();
+             KeepAliveConnection duplicate = new KeepAliveConnection()) {
+            first.send(request);
+            awaitHandlerInItsTransaction();
+            duplicate.send(request);
+            String inFlight = duplicate.answer();
+
+            assertThat(inFlight).startsWith("HTTP/1.1 409 ").contains("idempotency-request-in-progress");
+            assertConnection(duplicate, inFlight, false);
+            assertThat(first.answer()).startsWith("HTTP/1.1 201 ");
+        }
+    }
+
+    /**
+     * A closed connection says so in the answer and ends after it; an open one serves the next request. The end is
+     * read before anything more is sent, so a connection the container keeps cannot pass for a closed one.
+     */
+    private void assertConnection(KeepAliveConnection connection, String answer, boolean closed) throws IOException {
+        if (closed) {
+            assertThat(answer).as("Connection: close").contains("\r\nConnection: close\r\n");
+            assertThat(connection.in.read()).as("the connection ends after the answer").isEqualTo(-1);
+        } else {
+            assertThat(answer).doesNotContainIgnoringCase("Connection: close");
+            String key = UUID.randomUUID().toString();
+            connection.send(HttpProtocolIntegrationTest.post("/orders", key, "application/json",
+                    "{\"note\":\"next-" + key + "\"}"));
+            assertThat(connection.answer()).as("the connection serves the next request").startsWith("HTTP/1.1 201 ");
+        }
+    }
+}
