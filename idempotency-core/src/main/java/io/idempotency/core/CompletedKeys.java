@@ -2,13 +2,16 @@ package io.idempotency.core;
 
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
+import java.util.Arrays;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * Which requests this instance has seen completed — a (key, fingerprint) pair each — long after their answers have
  * left the {@link ReplayCache}: a Bloom filter in two generations of {@code capacity} requests each. When the newer
- * generation is full, the older one is dropped, so the last {@code capacity} to {@code 2 × capacity} requests are
- * remembered, in about 2.5 bytes each.
+ * generation is full, the older one is cleared and becomes the newer one, so the last {@code capacity} to
+ * {@code 2 × capacity} requests are remembered, in about 2.5 bytes each: both generations are allocated at once, and
+ * a new generation reuses the memory of the one it replaces, so the filter never takes more than that, and a size the
+ * heap cannot hold fails where it is made rather than at a renewal, on the way of a request.
  *
  * <p>It only says which requests are worth looking up before claiming: {@link #mightContain} may answer true for a
  * request never seen (1–2 % of them: up to 0.8 % in each of the two generations), and a request it remembers may
@@ -34,9 +37,18 @@ final class CompletedKeys {
         final AtomicInteger added = new AtomicInteger();
 
         Generation(int capacity) {
-            long wanted = Math.max(64L, (long) capacity * BITS_PER_ENTRY);
-            this.words = new long[(int) Math.min(Integer.MAX_VALUE - 8, (wanted + 63) / 64)];
+            this(new long[words(capacity)]);
+        }
+
+        /** A generation over {@code words}, which must be all zero. */
+        Generation(long[] words) {
+            this.words = words;
             this.bits = (long) words.length * 64;
+        }
+
+        static int words(int capacity) {
+            long wanted = Math.max(64L, (long) capacity * BITS_PER_ENTRY);
+            return (int) Math.min(Integer.MAX_VALUE - 8, (wanted + 63) / 64);
         }
 
         /** Sets the request's bits; false if all were set already (it was there, or looks as if it were). */
@@ -73,7 +85,10 @@ final class CompletedKeys {
             throw new IllegalArgumentException("capacity must be 0 or more: " + capacity);
         }
         this.capacity = capacity;
-        this.generations = capacity == 0 ? null : new Generations(new Generation(capacity), null);
+        // both generations now: allocated at a renewal, the second would fail there, on a request's thread, and
+        // allocating each new generation beside the two alive would take half as much memory again at every renewal
+        this.generations = capacity == 0 ? null
+                : new Generations(new Generation(capacity), new Generation(capacity));
     }
 
     /** Remembers that the request with {@code requestHash} completed under {@code key}. */
@@ -97,13 +112,19 @@ final class CompletedKeys {
         }
         long hash = hash(key, requestHash);
         long step = step(hash);
-        return now.current.mightContain(hash, step)
-                || now.previous != null && now.previous.mightContain(hash, step);
+        return now.current.mightContain(hash, step) || now.previous.mightContain(hash, step);
     }
 
+    /**
+     * Makes the older generation, cleared, the newer one. A request that took the generations before may still look
+     * into the one being cleared, or set bits in it: it then takes a request for unseen, or one more for seen, which
+     * only costs a look-up more or less, never changes an answer.
+     */
     private synchronized void renew(Generations full) {
         if (generations == full) {
-            generations = new Generations(new Generation(capacity), full.current);
+            long[] words = full.previous.words;
+            Arrays.fill(words, 0L);
+            generations = new Generations(new Generation(words), full.current);
         }
     }
 

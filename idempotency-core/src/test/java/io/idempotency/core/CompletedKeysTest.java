@@ -98,9 +98,13 @@ class CompletedKeysTest {
         assertThat(IntStream.range(0, 40_000).allMatch(i -> keys.mightContain(key(i), HASH))).isTrue();
     }
 
-    /** Ten bits a request in a generation: a capacity set in the millions must not take gigabytes. */
+    /**
+     * Ten bits a request in each of the two generations, both taken when the filter is made: a capacity set in the
+     * millions must not take gigabytes, and a size the heap cannot hold must fail at startup, not later on a request's
+     * thread.
+     */
     @Test
-    void aGenerationTakesTenBitsARequest() {
+    void bothGenerationsTakeTenBitsARequestAndAreTakenAtOnce() {
         int capacity = 100_000;
         com.sun.management.ThreadMXBean threads =
                 (com.sun.management.ThreadMXBean) java.lang.management.ManagementFactory.getThreadMXBean();
@@ -111,10 +115,40 @@ class CompletedKeysTest {
         CompletedKeys keys = new CompletedKeys(capacity);
         long taken = threads.getCurrentThreadAllocatedBytes() - before;
 
-        assertThat(taken).as("bytes a new generation of %d requests takes", capacity)
-                .isGreaterThanOrEqualTo(capacity * 10 / 8).isLessThan(capacity * 10 / 8 + 1024);
+        assertThat(taken).as("bytes the two generations of %d requests take", capacity)
+                .isGreaterThanOrEqualTo(2L * capacity * 10 / 8).isLessThan(2L * capacity * 10 / 8 + 2048);
         keys.add(key(1), HASH);
         assertThat(keys.mightContain(key(1), HASH)).isTrue();
+    }
+
+    /**
+     * A new generation reuses the memory of the one it replaces: the filter never takes more than its two
+     * generations, where allocating a third beside them at each renewal took half as much again, on a request's thread.
+     */
+    @Test
+    void aNewGenerationTakesNoMoreMemory() {
+        int capacity = 100_000;
+        com.sun.management.ThreadMXBean threads =
+                (com.sun.management.ThreadMXBean) java.lang.management.ManagementFactory.getThreadMXBean();
+        CompletedKeys keys = new CompletedKeys(capacity);
+        ScopedKey[] requests = IntStream.range(0, 3 * capacity).mapToObj(CompletedKeysTest::key)
+                .toArray(ScopedKey[]::new);
+        keys.add(key(-1), HASH); // the code of a renewal is loaded before the count
+        new CompletedKeys(1).add(key(0), HASH);
+
+        long before = threads.getCurrentThreadAllocatedBytes();
+        for (ScopedKey request : requests) { // two renewals at least
+            keys.add(request, HASH);
+        }
+        long taken = threads.getCurrentThreadAllocatedBytes() - before;
+
+        assertThat(taken).as("bytes allocated by adding %d requests to generations of %d", 3 * capacity, capacity)
+                .isLessThan(4096);
+        assertThat(IntStream.range(2 * capacity, 3 * capacity).allMatch(i -> keys.mightContain(requests[i], HASH)))
+                .as("the last capacity requests").isTrue();
+        long stillThere = IntStream.range(0, capacity / 2).filter(i -> keys.mightContain(requests[i], HASH)).count();
+        assertThat(stillThere / (capacity / 2.0)).as("requests of a cleared generation: only false positives")
+                .isLessThan(0.03);
     }
 
     @Test
