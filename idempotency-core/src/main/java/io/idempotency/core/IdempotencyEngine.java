@@ -228,10 +228,13 @@ public final class IdempotencyEngine {
     /**
      * Claims {@code key} in the given mode. Must be called on a thread with no open transaction.
      *
+     * @param requestHash the request's fingerprint: a hex SHA-256, as {@link RequestFingerprint} makes (anything else
+     *                    is refused)
      * @param lease the lease of an {@link IdempotencyMode#INTENT_FIRST} claim (at least {@link #MIN_LEASE}); ignored
      *              otherwise
      */
     public Start start(ScopedKey key, String requestHash, IdempotencyMode mode, Duration lease) {
+        checkRequestHash(requestHash);
         Flight running = flights.get(key);
         if (running != null && running.owner == Thread.currentThread()) {
             // called again from inside its own execution: it would wait for itself, then answer "in progress" (or
@@ -284,6 +287,26 @@ public final class IdempotencyEngine {
                 return new InProgress();
             }
             // the request we waited for rolled back: the key is free, claim it ourselves
+        }
+    }
+
+    /**
+     * Refuses a fingerprint that is not a hex SHA-256 (as {@link RequestFingerprint} makes): it is compared as given,
+     * in memory and with the record read back, and a text the database does not keep as given (PostgreSQL pads a
+     * shorter one, MariaDB keeps ASCII only) would be replayed from memory by the instance that stored it, and refused
+     * as another request's by every other instance, and by that one too once the answer has left its memory.
+     */
+    private static void checkRequestHash(String requestHash) {
+        Objects.requireNonNull(requestHash, "requestHash");
+        boolean hex = requestHash.length() == 64;
+        for (int i = 0; hex && i < requestHash.length(); i++) {
+            char c = requestHash.charAt(i);
+            hex = c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F';
+        }
+        if (!hex) {
+            throw new IllegalArgumentException("requestHash must be a hex SHA-256 (64 hexadecimal digits), as"
+                    + " RequestFingerprint makes: " + ScopedKey.printable(requestHash.length() > 80
+                    ? requestHash.substring(0, 80) + "..." : requestHash));
         }
     }
 

@@ -87,6 +87,32 @@ class ReplayCacheIntegrationTest {
         assertThat(cleaner.run().deleted()).isPositive();
     }
 
+    /**
+     * The fingerprint is compared as given, in memory and with the record read back; a text the database does not
+     * keep as given (PostgreSQL pads a {@code char(64)}, MariaDB's column is ASCII) would be replayed from memory by
+     * the instance that stored it and refused as another request's by every other instance, and by that one too once
+     * the answer has left its memory. Only a hex SHA-256, as the library makes, is taken.
+     */
+    @Test
+    void aFingerprintTheDatabaseWouldNotKeepAsGivenIsRefusedBeforeMemoryAndDatabase() {
+        ScopedKey key = new ScopedKey("alice", "POST /payments", UUID.randomUUID().toString());
+        for (String fingerprint : List.of("abc123", "1".repeat(65), "1".repeat(63) + "\u00e9", "1".repeat(63) + " ")) {
+            IdempotencyEngine.Start onA;
+            try {
+                onA = instanceA.start(key, fingerprint);
+            } catch (IllegalArgumentException refused) {
+                assertThat(refused).hasMessageContaining("requestHash");
+                continue;
+            }
+            if (onA instanceof IdempotencyEngine.Proceed proceed) {
+                proceed.execution().finish(answer("payment"));
+            }
+            assertThat(List.of(instanceA.start(key, fingerprint), instanceB.start(key, fingerprint)))
+                    .as("the same request, on the instance that stored it and on another one: " + fingerprint)
+                    .containsOnly(new IdempotencyEngine.Replay(answer("payment")));
+        }
+    }
+
     @Test
     void aKeyUsedAgainAfterItsRecordWasRemovedIsReplayedNotRefusedByAnInstanceThatCachedTheOldAnswer()
             throws InterruptedException {
