@@ -70,7 +70,8 @@ public class DeferredResponseBenchmark {
     /** Capture the answer and build what the store persists. */
     @Benchmark
     public StoredResponse captureAndStore() throws IOException {
-        DeferredResponse response = new DeferredResponse(new MinimalHttpServletResponse(socketBuffer), MAX_STORED_BODY_SIZE);
+        DeferredResponse response = new DeferredResponse(new MinimalHttpServletResponse(socketBuffer),
+                MAX_STORED_BODY_SIZE);
         response.capture(StoragePolicy.DEFAULT::isStorable);
         render(response);
         return response.toStoredResponse(REPLAYED);

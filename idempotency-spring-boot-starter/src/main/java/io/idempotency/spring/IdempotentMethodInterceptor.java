@@ -80,8 +80,6 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
 
     private static final Logger log = LoggerFactory.getLogger(IdempotentMethodInterceptor.class);
 
-    /** Begins the stored namespace of a caller whose name is digested. */
-
     /** Sent with every replayed answer. */
     public static final String REPLAYED_HEADER = "Idempotent-Replayed";
 
@@ -300,7 +298,8 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                     + " named no caller for a request to " + invocation.getMethod() + ": it must return the caller's"
                     + " namespace, \"\" for an anonymous request, never null");
         }
-        ScopedKey scopedKey = new ScopedKey(CallerResolver.namespace(caller), scopeOf(endpoint, request, invocation), key);
+        ScopedKey scopedKey = new ScopedKey(CallerResolver.namespace(caller), scopeOf(endpoint, request, invocation),
+                key);
 
         IdempotencyEngine.Start start;
         try {

@@ -6,8 +6,8 @@ import java.lang.annotation.RetentionPolicy;
 import java.lang.annotation.Target;
 
 /**
- * A stand-in, under its real name, for the annotation of Spring for Apache Kafka, which the tests do not depend on: the startup
- * check knows such annotations by name only.
+ * A stand-in, under its real name, for the annotation of Spring for Apache Kafka, which the tests do not depend on: the
+ * startup check knows such annotations by name only.
  */
 @Target(ElementType.METHOD)
 @Retention(RetentionPolicy.RUNTIME)

@@ -100,8 +100,8 @@ public class ChargeIntents {
 
     /**
      * For the stale-claim resolver: removes the intents that the gateway key {@code downstreamKey} took for orders of
-     * the payer other than {@code bookedOrderId} since {@code since} (the claim was made), and says how many there were.
-     * Such an intent was taken by an attempt of the claim's request (no other request runs under the key while its
+     * the payer other than {@code bookedOrderId} since {@code since} (the claim was made), and says how many there
+     * were. Such an intent was taken by an attempt of the claim's request (no other request runs under the key while its
      * record exists), which was therefore sent for another order than the one the gateway booked under the key; and it
      * holds nothing: the gateway knows the key by that booking, so whatever was sent under it for another order was
      * answered with that booking, and charged nothing.
