@@ -4,9 +4,11 @@ import java.sql.SQLException;
 
 /**
  * The transaction holding a request's effects and its stored answer failed to commit (for example a deferred
- * constraint, a serialization failure or a lost connection). The answer the handler produced must not be sent: the
- * client gets a 5xx and may retry. Nothing of the request was kept — unless the connection was lost while the commit
- * itself ran ({@link #outcomeUnknown()}), when the database may have committed without the application hearing so.
+ * constraint, a serialization failure or a lost connection), or was rolled back before its answer could be written
+ * (InnoDB rolls a deadlock's victim back whole, its claim with it). The answer the handler produced must not be sent:
+ * the client gets a 5xx and may retry. Nothing of the request was kept — unless the connection was lost while the
+ * commit itself ran ({@link #outcomeUnknown()}), when the database may have committed without the application hearing
+ * so.
  */
 public class CommitFailedException extends RuntimeException {
 

@@ -944,7 +944,9 @@ public final class IdempotencyEngine {
          *                               request remains, and its answer must not be sent). A failure reported by the
          *                               commit after the database had committed (an ORM's after-completion callback)
          *                               is not one: the record, read back, holds the answer, which is
-         *                               {@link Outcome#STORED}
+         *                               {@link Outcome#STORED}. Thrown too, in {@link IdempotencyMode#ONE_TRANSACTION},
+         *                               when the transaction no longer holds its claim as the answer is written:
+         *                               the database rolled it back under the handler (InnoDB's deadlock victim)
          * @throws LeaseLostException    ({@link IdempotencyMode#INTENT_FIRST}) if the claim was taken over meanwhile;
          *                               the handler's local writes were rolled back
          */
@@ -987,8 +989,11 @@ public final class IdempotencyEngine {
                             }
                             if (!completed) {
                                 lost[0] = true;
-                                throw new IllegalStateException("the claim on " + key
-                                        + " was lost before it could complete");
+                                throw new IllegalStateException(mode == IdempotencyMode.INTENT_FIRST
+                                        ? "the claim on " + key + " was lost before it could complete"
+                                        : "the transaction no longer holds its claim on " + key + ": it was rolled"
+                                        + " back under the execution (InnoDB rolls a deadlock's victim back whole,"
+                                        + " and the connection goes on in a new transaction)");
                             }
                         });
                         return null;
@@ -1007,7 +1012,11 @@ public final class IdempotencyEngine {
                         if (mode == IdempotencyMode.INTENT_FIRST) {
                             throw new LeaseLostException(key);
                         }
-                        throw e;
+                        // the claim was made in this very transaction, which nobody else sees: gone, it was rolled
+                        // back with everything before it, and what the handler wrote after that (in the transaction
+                        // the connection went on in) has just been rolled back. A commit that failed, of which
+                        // nothing was kept: the retry runs
+                        throw new CommitFailedException(key, e);
                     }
                     // unless it was refused or never asked for, the commit may have happened: a retry finds the
                     // answer or nothing

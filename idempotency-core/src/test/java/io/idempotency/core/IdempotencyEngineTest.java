@@ -347,10 +347,14 @@ class IdempotencyEngineTest {
 
     @Test
     void lostClaimOnCompleteRollsBackAndThrows() {
+        // the claim was this transaction's own: gone, the transaction was rolled back under the execution (InnoDB's
+        // deadlock victim), and nothing of it is kept: a failed commit whose outcome is known, as the client is told
         IdempotencyEngine.Execution execution = proceed("token-1");
         store.completeAnswer = false;
 
-        assertThatIllegalStateException().isThrownBy(() -> execution.finish(CREATED));
+        assertThatExceptionOfType(CommitFailedException.class).isThrownBy(() -> execution.finish(CREATED))
+                .satisfies(failed -> assertThat(failed.outcomeUnknown()).isFalse())
+                .withCauseInstanceOf(IllegalStateException.class);
         assertThat(transactions.only().rollbacks).isEqualTo(1);
         assertThat(transactions.only().commits).isZero();
     }

@@ -3,9 +3,11 @@ package io.idempotency.mariadb;
 import com.zaxxer.hikari.HikariDataSource;
 import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
+import io.idempotency.core.CommitFailedException;
 import io.idempotency.core.DownstreamKeys;
 import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.IdempotencyMode;
+import io.idempotency.core.IdempotencyTemplate;
 import io.idempotency.core.ReplayCache;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StaleClaimResolver;
@@ -19,10 +21,13 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.EnabledIf;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
+import org.springframework.dao.DataAccessException;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 
 import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -40,6 +45,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * The engine on the MariaDB store, on real MariaDB with two pools standing for two instances: storms of duplicates,
@@ -361,6 +367,85 @@ class MariaDbEngineIntegrationTest {
                 executor.shutdownNow();
                 engines.forEach(IdempotencyEngine::shutdown);
             }
+        }
+    }
+
+    /**
+     * InnoDB rolls a deadlock's victim back whole — with the claim of the work in one transaction with it — and the
+     * connection goes on in a new transaction. Work that carries on after the deadlock (it retries the statement that
+     * failed, as InnoDB's deadlocks are often retried) wrote beside a claim that is no longer there: the run ends as a
+     * commit that failed, with a known outcome — nothing of it kept, the key free, so the redelivery runs — and not as
+     * an {@code IllegalStateException}, which the template's callers take for a mistake of their own (nothing
+     * claimed, dead-letter it).
+     */
+    @Test
+    void workCarryingOnAfterADeadlockRolledItsTransactionBackKeepsNothingAndItsRedeliveryRuns() throws Exception {
+        TestMariaDb.Database database = TestMariaDb.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(4)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute(MariaDbIdempotencyStore.schema("idempotency_keys"));
+            jdbc.execute("CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL)");
+            jdbc.execute("CREATE TABLE audit (id int AUTO_INCREMENT PRIMARY KEY, note varchar(20))");
+            jdbc.update("INSERT INTO accounts VALUES (1, 0), (2, 0)");
+            IdempotencyEngine engine = engine(dataSource, Duration.ofSeconds(1));
+            IdempotencyTemplate template = new IdempotencyTemplate(engine);
+            ScopedKey key = scoped(UUID.randomUUID().toString());
+            CyclicBarrier bothHoldTheirRow = new CyclicBarrier(2);
+            AtomicBoolean deadlocked = new AtomicBoolean();
+            ExecutorService other = Executors.newSingleThreadExecutor();
+            try {
+                // the other transaction has written more rows, so InnoDB rolls the work's transaction back
+                Future<?> heavier = other.submit(() -> {
+                    try (Connection connection = dataSource.getConnection()) {
+                        connection.setAutoCommit(false);
+                        try (Statement statement = connection.createStatement()) {
+                            for (int i = 0; i < 20; i++) {
+                                statement.executeUpdate("INSERT INTO audit (note) VALUES ('other')");
+                            }
+                            statement.executeUpdate("UPDATE accounts SET balance = balance + 100 WHERE id = 2");
+                            bothHoldTheirRow.await(10, TimeUnit.SECONDS);
+                            statement.executeUpdate("UPDATE accounts SET balance = balance + 100 WHERE id = 1");
+                        }
+                        connection.commit();
+                    }
+                    return null;
+                });
+
+                assertThatThrownBy(() -> template.execute(key,
+                                "transfer".getBytes(StandardCharsets.UTF_8), () -> {
+                                    jdbc.update("UPDATE accounts SET balance = balance + 1 WHERE id = 1");
+                                    bothHoldTheirRow.await(10, TimeUnit.SECONDS);
+                                    Thread.sleep(300); // the other transaction waits for row 1 meanwhile
+                                    try {
+                                        jdbc.update("UPDATE accounts SET balance = balance + 1 WHERE id = 2");
+                                    } catch (DataAccessException e) {
+                                        deadlocked.set(true);
+                                        jdbc.update("UPDATE accounts SET balance = balance + 1 WHERE id = 2");
+                                    }
+                                    return "done".getBytes(StandardCharsets.UTF_8);
+                                }))
+                        .isInstanceOfSatisfying(CommitFailedException.class,
+                                failed -> assertThat(failed.outcomeUnknown()).as("nothing was committed").isFalse());
+                heavier.get(10, TimeUnit.SECONDS);
+            } finally {
+                other.shutdownNow();
+            }
+
+            assertThat(deadlocked).as("the work's transaction was the deadlock's victim").isTrue();
+            assertThat(jdbc.queryForList("SELECT balance FROM accounts ORDER BY id", Integer.class))
+                    .as("only the other transaction's writes").containsExactly(100, 100);
+            MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(dataSource, "idempotency_keys");
+            assertThat(store.find(key)).as("the key is free").isEmpty();
+
+            IdempotencyTemplate.Result redelivered = template.execute(key,
+                    "transfer".getBytes(StandardCharsets.UTF_8), () -> {
+                        jdbc.update("UPDATE accounts SET balance = balance + 1 WHERE id IN (1, 2)");
+                        return "done".getBytes(StandardCharsets.UTF_8);
+                    });
+            assertThat(redelivered.replayed()).isFalse();
+            assertThat(jdbc.queryForList("SELECT balance FROM accounts ORDER BY id", Integer.class))
+                    .containsExactly(101, 101);
+            engine.shutdown();
         }
     }
 
