@@ -18,11 +18,13 @@ import java.lang.annotation.Target;
  *
  * <p>Expressions ({@link #key()}, {@link #fingerprint()}) are Spring Expression Language, evaluated after the
  * arguments are bound, with these variables: the method's parameters by name (e.g. {@code #callback.transactionId}),
- * {@code #body} (the JSON body as maps, lists, strings, {@code BigDecimal}s and booleans, or the body text, read as
- * UTF-8, when it is neither JSON nor a form), {@code #path} (the route's path variables, a controller method's or
- * those of the functional route whose handler function calls the method), {@code #headers} (first value of each
- * header, case-insensitive) and {@code #params} (first value of each query or form parameter: a form's fields are
- * read here, not through {@code #body}, which the container has parsed into parameters).
+ * {@code #body} (the JSON body as maps, lists, strings, {@code BigDecimal}s and booleans, or, when it is neither JSON
+ * nor a form, the body text, read as a {@code String} argument reads it: in the charset its {@code Content-Type} names,
+ * else the request's character encoding, else UTF-8; a body that is no text there is refused), {@code #path} (the
+ * route's path variables, a controller method's or those of the functional route whose handler function calls the
+ * method), {@code #headers} (first value of each header, case-insensitive) and {@code #params} (first value of each
+ * query or form parameter: a form's fields are read here, not through {@code #body}, which the container has parsed
+ * into parameters).
  */
 @Target(ElementType.METHOD)
 @Retention(RetentionPolicy.RUNTIME)

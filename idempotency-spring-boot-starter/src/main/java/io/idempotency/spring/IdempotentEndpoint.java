@@ -52,13 +52,15 @@ final class IdempotentEndpoint {
     final boolean keyRequired;
     final Expression keyExpression;
     final List<Expression> fingerprintExpressions;
+    /** Whether an expression reads {@code #body}: a body they cannot read as one text is then refused. */
+    final boolean readsBody;
     final Set<String> methods;
     final StoragePolicy storagePolicy;
     final IdempotencyMode mode;
     final Duration lease;
 
     private IdempotentEndpoint(Method method, String scope, boolean keyRequired, Expression keyExpression,
-                               List<Expression> fingerprintExpressions, Set<String> methods,
+                               List<Expression> fingerprintExpressions, boolean readsBody, Set<String> methods,
                                StoragePolicy storagePolicy, IdempotencyMode mode, Duration lease) {
         this.method = method;
         this.mode = mode;
@@ -67,6 +69,7 @@ final class IdempotentEndpoint {
         this.keyRequired = keyRequired;
         this.keyExpression = keyExpression;
         this.fingerprintExpressions = fingerprintExpressions;
+        this.readsBody = readsBody;
         this.methods = methods;
         this.storagePolicy = storagePolicy;
     }
@@ -153,6 +156,7 @@ final class IdempotentEndpoint {
                         + annotation.lease() + (leaseText.equals(annotation.lease()) ? "" : " (" + leaseText + ")"));
             }
             return new IdempotentEndpoint(method, annotation.scope(), annotation.keyRequired(), key, fingerprint,
+                    readsBody(key, fingerprint),
                     methods.stream().map(IdempotentEndpoint::methodName).collect(Collectors.toUnmodifiableSet()),
                     policy, annotation.mode(), lease);
         } catch (RuntimeException e) {
@@ -198,6 +202,24 @@ final class IdempotentEndpoint {
             }
         }
         return Optional.empty();
+    }
+
+    /** Whether an expression reads the request's body ({@code #body}, also where a parameter has the name). */
+    private static boolean readsBody(Expression key, List<Expression> fingerprint) {
+        List<Expression> expressions = new ArrayList<>(fingerprint);
+        if (key != null) {
+            expressions.add(key);
+        }
+        for (Expression expression : expressions) {
+            if (expression instanceof SpelExpression spel) {
+                List<String> read = new ArrayList<>();
+                variables(spel.getAST(), new HashSet<>(), read);
+                if (read.contains("body")) {
+                    return true;
+                }
+            }
+        }
+        return false;
     }
 
     /**

@@ -253,9 +253,13 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         MethodBasedEvaluationContext context = null;
         if (expressions) {
             try {
-                context = view.evaluationContext(endpoint.method, invocation);
+                context = view.evaluationContext(endpoint.method, invocation, endpoint.readsBody);
             } catch (UnreadableParametersException e) {
                 return unreadableParameters(exchange, e, instance);
+            } catch (UnreadableTextException e) {
+                return answer(exchange, problems.render(ProblemResponses.Problem.BODY_INVALID,
+                        "The body cannot be read as text, which this endpoint's key or fingerprint is read from: "
+                                + e.getMessage() + ".", instance));
             }
         }
 
@@ -447,6 +451,14 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         return answer(exchange, problems.render(ProblemResponses.Problem.BODY_INVALID,
                 "The request's parameters cannot be read to be fingerprinted: check their %-escapes, their charset"
                         + " and their number.", instance));
+    }
+
+    /** A body that is neither JSON nor a form has no one text for {@code #body}; the message says why. */
+    private static final class UnreadableTextException extends Exception {
+
+        UnreadableTextException(String message) {
+            super(message);
+        }
     }
 
     /** The container refused to parse the request's parameters. */
@@ -725,12 +737,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             if (form && !unparsedForm || body.length == 0 || isCanonical(mode)) {
                 return null;
             }
-            MediaType type;
-            try {
-                type = request.getContentType() == null ? null : MediaType.parseMediaType(request.getContentType());
-            } catch (InvalidMediaTypeException e) {
-                type = null;
-            }
+            MediaType type = contentType(request);
             Charset charset;
             try {
                 charset = charsetOf(type, request);
@@ -748,12 +755,13 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
          *                  name them, also where the proxy is called with an interface's method that names them
          *                  otherwise
          */
-        MethodBasedEvaluationContext evaluationContext(Method annotated, MethodInvocation invocation)
-                throws UnreadableParametersException {
+        MethodBasedEvaluationContext evaluationContext(Method annotated, MethodInvocation invocation,
+                                                       boolean readsBody)
+                throws UnreadableParametersException, UnreadableTextException {
             MethodBasedEvaluationContext context = new MethodBasedEvaluationContext(null, annotated,
                     invocation.getArguments(), PARAMETER_NAMES);
             context.addPropertyAccessor(new MapAccessor());
-            context.setVariable("body", isJson ? json : new String(body, StandardCharsets.UTF_8));
+            context.setVariable("body", bodyVariable(readsBody));
             context.setVariable("path", pathVariables(request));
             Map<String, String> headers = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
             for (String name : Collections.list(request.getHeaderNames())) {
@@ -764,6 +772,65 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             parameters(request).forEach((name, values) -> params.put(name, values.length == 0 ? "" : values[0]));
             context.setVariable("params", params);
             return context;
+        }
+
+        /**
+         * The body as {@code #body} reads it: the JSON body parsed; a form as the canonical JSON of its parameters
+         * (read through {@code #params}); any other body as text in the charset a {@code String} argument reads it in,
+         * the one its Content-Type names, else the request's character encoding, else UTF-8. Bytes that are no text
+         * in that charset (also a body in a content coding the library cannot undo) have no one text: read with
+         * replacement characters, two bodies that differ there would read alike, and be one key or fingerprint.
+         *
+         * @param readsBody whether an expression reads {@code #body}: only then is such a body refused
+         * @throws UnreadableTextException if the body has no one text and an expression reads it
+         */
+        private Object bodyVariable(boolean readsBody) throws UnreadableTextException {
+            if (isJson) {
+                return json;
+            }
+            if (form) {
+                return new String(body, StandardCharsets.UTF_8);
+            }
+            Charset charset;
+            try {
+                charset = charsetOf(contentType(request), request);
+            } catch (IllegalArgumentException e) {
+                if (readsBody) {
+                    throw new UnreadableTextException("its charset is not supported");
+                }
+                return new String(body, StandardCharsets.UTF_8);
+            }
+            if (charset == null) {
+                charset = StandardCharsets.UTF_8;
+            }
+            try {
+                CharBuffer text = charset.newDecoder()
+                        .onMalformedInput(CodingErrorAction.REPORT)
+                        .onUnmappableCharacter(CodingErrorAction.REPORT)
+                        .decode(ByteBuffer.wrap(body));
+                // half of a surrogate pair (which some decoders give) would be written as '?' in the fingerprint
+                StandardCharsets.UTF_8.newEncoder()
+                        .onMalformedInput(CodingErrorAction.REPORT)
+                        .onUnmappableCharacter(CodingErrorAction.REPORT)
+                        .encode(text.duplicate());
+                return text.toString();
+            } catch (CharacterCodingException e) {
+                if (!readsBody) {
+                    return new String(body, charset);
+                }
+                throw new UnreadableTextException(coded
+                        ? "it is in a content coding the library does not decompress"
+                        : "it is not valid " + charset.name());
+            }
+        }
+
+        /** The request's Content-Type, or null when it has none or it does not parse. */
+        private static MediaType contentType(HttpServletRequest request) {
+            try {
+                return request.getContentType() == null ? null : MediaType.parseMediaType(request.getContentType());
+            } catch (InvalidMediaTypeException e) {
+                return null;
+            }
         }
 
         /**

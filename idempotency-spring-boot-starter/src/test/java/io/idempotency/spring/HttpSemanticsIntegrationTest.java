@@ -218,8 +218,62 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
 
     private HttpResponse<byte[]> postText(String key, String type, byte[] body)
             throws IOException, InterruptedException {
-        return send(request("/orders/text-note", "").header("Idempotency-Key", key).setHeader("Content-Type", type)
+        return postText("/orders/text-note", key, type, body);
+    }
+
+    private HttpResponse<byte[]> postText(String path, String key, String type, byte[] body)
+            throws IOException, InterruptedException {
+        return send(request(path, "").header("Idempotency-Key", key).setHeader("Content-Type", type)
                 .POST(HttpRequest.BodyPublishers.ofByteArray(body)).build());
+    }
+
+    /**
+     * An expression reads a text body ({@code #body}) as the handler's {@code String} argument reads it: in the charset
+     * its type names. Two bodies in ISO-8859-1 that differ in a letter outside ASCII are two requests; read as UTF-8,
+     * each such letter was one replacement character, and the second request was answered with the first's answer.
+     */
+    @Test
+    void aTextBodyAnExpressionReadsIsReadInTheCharsetItDeclares() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String first = "M\u00fcller-" + key;
+        String second = "M\u00e4ller-" + key;
+
+        HttpResponse<byte[]> answer = postText("/orders/text-fingerprint", key, "text/plain;charset=ISO-8859-1",
+                first.getBytes(StandardCharsets.ISO_8859_1));
+        HttpResponse<byte[]> other = postText("/orders/text-fingerprint", key, "text/plain;charset=ISO-8859-1",
+                second.getBytes(StandardCharsets.ISO_8859_1));
+        HttpResponse<byte[]> retry = postText("/orders/text-fingerprint", key, "text/plain;charset=ISO-8859-1",
+                first.getBytes(StandardCharsets.ISO_8859_1));
+
+        assertThat(answer.statusCode()).isEqualTo(201);
+        assertThat(rows(first)).isEqualTo(1);
+        assertThat(other.statusCode()).as("another text under the key").isEqualTo(422);
+        assertProblem(other, "idempotency-key-mismatch");
+        assertThat(rows(second)).isZero();
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    }
+
+    /**
+     * Bytes that are no text in the body's charset have no one text for an expression to read: read with replacement
+     * characters, two bodies that differ there would be one request. Refused, as a JSON body that is not valid in its
+     * charset is, before anything is claimed.
+     */
+    @Test
+    void aBodyAnExpressionReadsThatIsNoTextInItsCharsetIsRefused() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "not-text-" + key;
+        byte[] first = (note + "\u00ff").getBytes(StandardCharsets.ISO_8859_1); // a byte UTF-8 never has
+        byte[] second = (note + "\u00fe").getBytes(StandardCharsets.ISO_8859_1);
+
+        HttpResponse<byte[]> answer = postText("/orders/text-fingerprint", key, "text/plain;charset=UTF-8", first);
+        HttpResponse<byte[]> other = postText("/orders/text-fingerprint", key, "text/plain;charset=UTF-8", second);
+
+        assertThat(answer.statusCode()).isEqualTo(400);
+        assertProblem(answer, "idempotency-body-invalid");
+        assertThat(other.statusCode()).isEqualTo(400);
+        assertProblem(other, "idempotency-body-invalid");
+        assertThat(keyRows(key)).isZero();
+        assertThat(DATABASE.queryLong("select count(*) from orders where note like '" + note + "%'")).isZero();
     }
 
     @Test

@@ -391,6 +391,14 @@ public class OrderController {
         return Map.of("id", insert(note));
     }
 
+    /** A text body fingerprinted by its whole text, which Spring MVC reads in the charset its type names. */
+    @PostMapping("/text-fingerprint")
+    @Idempotent(fingerprint = "#body")
+    @ResponseStatus(HttpStatus.CREATED)
+    public Map<String, Object> textFingerprint(@RequestBody String note) {
+        return Map.of("id", insert(note));
+    }
+
     /** A form post whose handler reads the parameters from the request itself. */
     @PostMapping(path = "/form", consumes = "application/x-www-form-urlencoded")
     @Idempotent
