@@ -54,14 +54,20 @@ final class IdempotentEndpoint {
     final List<Expression> fingerprintExpressions;
     /** Whether an expression reads {@code #body}: a body they cannot read as one text is then refused. */
     final boolean readsBody;
+    /**
+     * Whether the key expression reads {@code #body}: a key read from elsewhere (a header, a parameter, the path) is
+     * looked for before the body is read.
+     */
+    final boolean keyReadsBody;
     final Set<String> methods;
     final StoragePolicy storagePolicy;
     final IdempotencyMode mode;
     final Duration lease;
 
     private IdempotentEndpoint(Method method, String scope, boolean keyRequired, Expression keyExpression,
-                               List<Expression> fingerprintExpressions, boolean readsBody, Set<String> methods,
-                               StoragePolicy storagePolicy, IdempotencyMode mode, Duration lease) {
+                               List<Expression> fingerprintExpressions, boolean readsBody, boolean keyReadsBody,
+                               Set<String> methods, StoragePolicy storagePolicy, IdempotencyMode mode,
+                               Duration lease) {
         this.method = method;
         this.mode = mode;
         this.lease = lease;
@@ -70,6 +76,7 @@ final class IdempotentEndpoint {
         this.keyExpression = keyExpression;
         this.fingerprintExpressions = fingerprintExpressions;
         this.readsBody = readsBody;
+        this.keyReadsBody = keyReadsBody;
         this.methods = methods;
         this.storagePolicy = storagePolicy;
     }
@@ -156,7 +163,7 @@ final class IdempotentEndpoint {
                         + annotation.lease() + (leaseText.equals(annotation.lease()) ? "" : " (" + leaseText + ")"));
             }
             return new IdempotentEndpoint(method, annotation.scope(), annotation.keyRequired(), key, fingerprint,
-                    readsBody(key, fingerprint),
+                    readsBody(key, fingerprint), readsBody(key, List.of()),
                     methods.stream().map(IdempotentEndpoint::methodName).collect(Collectors.toUnmodifiableSet()),
                     policy, annotation.mode(), lease);
         } catch (RuntimeException e) {

@@ -226,6 +226,21 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             // a request without a usable key is told so, whatever its body
             return answer(exchange, keyProblem(headerKey, endpoint, headerName, instance));
         }
+        // so is an optional key read from elsewhere than the body (a header, a parameter, the path): only a key read
+        // from the body needs the body first
+        IdempotencyKeyParser.Result keyReadFirst = null;
+        if (endpoint.keyExpression != null && !endpoint.keyRequired && !endpoint.keyReadsBody) {
+            try {
+                keyReadFirst = keyFromExpression(endpoint.keyExpression,
+                        evaluationContext(request, endpoint.method, invocation, null), invocation);
+            } catch (UnreadableParametersException e) {
+                return unreadableParameters(exchange, e, instance);
+            }
+            if (keyReadFirst instanceof IdempotencyKeyParser.Missing) {
+                exchange.passThrough();
+                return invocation.proceed();
+            }
+        }
         if (isMultipart(request)) {
             return answer(exchange, problems.render(ProblemResponses.Problem.BODY_UNSUPPORTED,
                     "Multipart bodies cannot be fingerprinted; send the request as JSON or another single body.",
@@ -263,22 +278,8 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             }
         }
 
-        IdempotencyKeyParser.Result parsed;
-        try {
-            parsed = headerKey != null ? headerKey : keyFromExpression(endpoint.keyExpression, context);
-        } catch (EvaluationException e) {
-            if (e.getCause() == null) {
-                // e.g. a member the body does not have: the key is missing (the expression's own words are not the
-                // client's business, but a mistyped expression shows here)
-                log.debug("The key expression of {} gave no key: {}", invocation.getMethod(), e.getMessage());
-                parsed = new IdempotencyKeyParser.Missing();
-            } else {
-                parsed = unreadableKey(invocation, e);
-            }
-        } catch (RuntimeException e) {
-            // code the expression called refused the request's value (SpEL passes its unchecked exceptions on)
-            parsed = unreadableKey(invocation, e);
-        }
+        IdempotencyKeyParser.Result parsed = headerKey != null ? headerKey : keyReadFirst != null ? keyReadFirst
+                : keyFromExpression(endpoint.keyExpression, context, invocation);
         if (parsed instanceof IdempotencyKeyParser.Missing && !endpoint.keyRequired) {
             exchange.passThrough();
             return invocation.proceed();
@@ -453,6 +454,33 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                         + " and their number.", instance));
     }
 
+    /**
+     * The variables the expressions read, {@code body} as given (null where the body is not read yet: only for an
+     * expression that does not read it).
+     *
+     * @param annotated the method that carries {@code @Idempotent}: its parameters are named as the expressions
+     *                  name them
+     */
+    private static MethodBasedEvaluationContext evaluationContext(HttpServletRequest request, Method annotated,
+                                                                  MethodInvocation invocation, Object body)
+            throws UnreadableParametersException {
+        MethodBasedEvaluationContext context = new MethodBasedEvaluationContext(null, annotated,
+                invocation.getArguments(), PARAMETER_NAMES);
+        context.addPropertyAccessor(new MapAccessor());
+        context.setVariable("body", body);
+        context.setVariable("path", RequestView.pathVariables(request));
+        Map<String, String> headers = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
+        for (String name : Collections.list(request.getHeaderNames())) {
+            headers.putIfAbsent(name, request.getHeader(name));
+        }
+        context.setVariable("headers", headers);
+        Map<String, String> params = new LinkedHashMap<>();
+        RequestView.parameters(request)
+                .forEach((name, values) -> params.put(name, values.length == 0 ? "" : values[0]));
+        context.setVariable("params", params);
+        return context;
+    }
+
     /** A body that is neither JSON nor a form has no one text for {@code #body}; the message says why. */
     private static final class UnreadableTextException extends Exception {
 
@@ -466,6 +494,26 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
 
         UnreadableParametersException(IllegalStateException cause) {
             super(cause);
+        }
+    }
+
+    /** The key {@code expression} gives in {@code context}: missing, malformed (the value cannot be read) or valid. */
+    private static IdempotencyKeyParser.Result keyFromExpression(Expression expression,
+                                                                 MethodBasedEvaluationContext context,
+                                                                 MethodInvocation invocation) {
+        try {
+            return keyFromExpression(expression, context);
+        } catch (EvaluationException e) {
+            if (e.getCause() == null) {
+                // e.g. a member the body does not have: the key is missing (the expression's own words are not the
+                // client's business, but a mistyped expression shows here)
+                log.debug("The key expression of {} gave no key: {}", invocation.getMethod(), e.getMessage());
+                return new IdempotencyKeyParser.Missing();
+            }
+            return unreadableKey(invocation, e);
+        } catch (RuntimeException e) {
+            // code the expression called refused the request's value (SpEL passes its unchecked exceptions on)
+            return unreadableKey(invocation, e);
         }
     }
 
@@ -751,6 +799,8 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         }
 
         /**
+         * The variables the expressions read, {@code #body} as {@link #bodyVariable} gives it.
+         *
          * @param annotated the method that carries {@code @Idempotent}: its parameters are named as the expressions
          *                  name them, also where the proxy is called with an interface's method that names them
          *                  otherwise
@@ -758,20 +808,8 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         MethodBasedEvaluationContext evaluationContext(Method annotated, MethodInvocation invocation,
                                                        boolean readsBody)
                 throws UnreadableParametersException, UnreadableTextException {
-            MethodBasedEvaluationContext context = new MethodBasedEvaluationContext(null, annotated,
-                    invocation.getArguments(), PARAMETER_NAMES);
-            context.addPropertyAccessor(new MapAccessor());
-            context.setVariable("body", bodyVariable(readsBody));
-            context.setVariable("path", pathVariables(request));
-            Map<String, String> headers = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
-            for (String name : Collections.list(request.getHeaderNames())) {
-                headers.putIfAbsent(name, request.getHeader(name));
-            }
-            context.setVariable("headers", headers);
-            Map<String, String> params = new LinkedHashMap<>();
-            parameters(request).forEach((name, values) -> params.put(name, values.length == 0 ? "" : values[0]));
-            context.setVariable("params", params);
-            return context;
+            return IdempotentMethodInterceptor.evaluationContext(request, annotated, invocation,
+                    bodyVariable(readsBody));
         }
 
         /**

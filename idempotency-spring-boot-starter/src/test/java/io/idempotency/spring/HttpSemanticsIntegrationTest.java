@@ -604,6 +604,34 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
         assertThat(keyRows(event)).as("stored under the header's value, not its Optional's text").isOne();
     }
 
+    /**
+     * An optional key read from elsewhere than the body (here a header, through a parameter) is looked for before the
+     * body is read: a request without one runs as it would without the library, whatever its body, as on an endpoint
+     * whose optional key is the Idempotency-Key header. Only a key read from the body needs the body first.
+     */
+    @Test
+    void withoutAnOptionalKeyReadFromAHeaderTheRequestRunsWhateverItsBody() throws Exception {
+        String note = "optional-event-body-" + UUID.randomUUID();
+        String duplicateMembers = "{\"note\":\"ignored\",\"note\":\"" + note + "\"}";
+        String large = "{\"note\":\"" + note + "-" + "x".repeat(1_100_000) + "\"}"; // over the 1 MB cap
+
+        HttpResponse<byte[]> duplicate = send(request("/orders/by-optional-event", duplicateMembers).build());
+        HttpResponse<byte[]> tooLarge = send(request("/orders/by-optional-event", large).build());
+
+        assertThat(duplicate.statusCode()).as("as without the library: the last member wins").isEqualTo(200);
+        assertThat(rows(note)).isEqualTo(1);
+        assertThat(tooLarge.statusCode()).isEqualTo(200);
+        assertThat(DATABASE.queryLong("select count(*) from orders where note like '" + note + "-x%'")).isEqualTo(1);
+
+        String event = "evt-" + UUID.randomUUID();
+        HttpResponse<byte[]> keyed = send(request("/orders/by-optional-event", duplicateMembers)
+                .header("X-Event-Id", event).build());
+        assertThat(keyed.statusCode()).as("with a key the body must be fingerprinted").isEqualTo(400);
+        assertProblem(keyed, "idempotency-body-invalid");
+        assertThat(rows(note)).isEqualTo(1);
+        assertThat(keyRows(event)).isZero();
+    }
+
     /** A form's fields are read through #params, as the annotation's javadoc says: a callback sent as a form. */
     @Test
     void aKeyAndAFingerprintFromAFormsFieldsAreReadThroughParams() throws Exception {
