@@ -309,7 +309,8 @@ class ChargeApiIntegrationTest {
                 }
             });
             Await.until("the table lock queued", Duration.ofSeconds(10), () -> DB.queryLong("select count(*) from"
-                    + " pg_stat_activity where wait_event_type = 'Lock' and query like 'lock table%'") > 0);
+                    + " pg_stat_activity where application_name = '" + DB.schema() + "'"
+                    + " and wait_event_type = 'Lock' and query like 'lock table%'") > 0);
             rowBlocker.rollback();
             tableLocked.get(10, TimeUnit.SECONDS);
             cancelWhenWaiting("SELECT EXISTS");
@@ -628,7 +629,9 @@ class ChargeApiIntegrationTest {
 
     /** Cancels the statement of the application that begins with {@code sqlStart}, once it waits for a lock. */
     private static void cancelWhenWaiting(String sqlStart) throws InterruptedException {
-        String waiting = "from pg_stat_activity where wait_event_type = 'Lock' and query like '%" + sqlStart + "%'"
+        // this database's sessions only: other tests share the server
+        String waiting = "from pg_stat_activity where application_name = '" + DB.schema() + "'"
+                + " and wait_event_type = 'Lock' and query like '%" + sqlStart + "%'"
                 + " and query not like '%pg_stat_activity%'";
         Await.until("the application's " + sqlStart + " waiting for a lock", Duration.ofSeconds(10),
                 () -> DB.queryLong("select count(*) " + waiting) == 1);
