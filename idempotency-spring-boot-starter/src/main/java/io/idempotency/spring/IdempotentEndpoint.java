@@ -192,11 +192,7 @@ final class IdempotentEndpoint {
                 known.add(names[i]);
             }
         }
-        List<Expression> expressions = new ArrayList<>(fingerprint);
-        if (key != null) {
-            expressions.add(key);
-        }
-        for (Expression expression : expressions) {
+        for (Expression expression : both(key, fingerprint)) {
             if (expression instanceof SpelExpression spel) {
                 Set<String> assigned = new HashSet<>();
                 List<String> read = new ArrayList<>();
@@ -211,13 +207,18 @@ final class IdempotentEndpoint {
         return Optional.empty();
     }
 
-    /** Whether an expression reads the request's body ({@code #body}, also where a parameter has the name). */
-    private static boolean readsBody(Expression key, List<Expression> fingerprint) {
+    /** The fingerprint's expressions and the key's, if there is one. */
+    private static List<Expression> both(Expression key, List<Expression> fingerprint) {
         List<Expression> expressions = new ArrayList<>(fingerprint);
         if (key != null) {
             expressions.add(key);
         }
-        for (Expression expression : expressions) {
+        return expressions;
+    }
+
+    /** Whether an expression reads the request's body ({@code #body}, also where a parameter has the name). */
+    private static boolean readsBody(Expression key, List<Expression> fingerprint) {
+        for (Expression expression : both(key, fingerprint)) {
             if (expression instanceof SpelExpression spel) {
                 List<String> read = new ArrayList<>();
                 variables(spel.getAST(), new HashSet<>(), read);
@@ -238,11 +239,7 @@ final class IdempotentEndpoint {
      * each element's, indexers and inline maps, where a name may stand for itself.
      */
     private static Optional<String> readOfTheRoot(Expression key, List<Expression> fingerprint) {
-        List<Expression> expressions = new ArrayList<>(fingerprint);
-        if (key != null) {
-            expressions.add(key);
-        }
-        for (Expression expression : expressions) {
+        for (Expression expression : both(key, fingerprint)) {
             if (expression instanceof SpelExpression spel) {
                 Optional<String> read = readOfTheRoot(spel.getAST(), true);
                 if (read.isPresent()) {
@@ -312,12 +309,8 @@ final class IdempotentEndpoint {
      */
     private static Optional<Map.Entry<String, Class<?>>> instanceNamingParameter(Method method, Expression key,
                                                                                  List<Expression> fingerprint) {
-        List<Expression> expressions = new ArrayList<>(fingerprint);
-        if (key != null) {
-            expressions.add(key);
-        }
         String[] names = PARAMETER_NAMES.getParameterNames(method);
-        for (Expression expression : expressions) {
+        for (Expression expression : both(key, fingerprint)) {
             if (!(expression instanceof SpelExpression spel) || !(spel.getAST() instanceof VariableReference variable)) {
                 continue;
             }
