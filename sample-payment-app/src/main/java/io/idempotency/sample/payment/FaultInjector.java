@@ -17,8 +17,8 @@ import java.util.List;
 import java.util.Set;
 
 /**
- * Fault injection for demos and crash tests, driven by the {@value #HEADER} request header on {@code POST /payments}
- * and {@code POST /charges}. Honoured only when {@code sample.chaos.enabled=true}; otherwise the header is ignored.
+ * Fault injection for demos and crash tests, driven by the {@value #HEADER} request header on {@code POST /payments},
+ * {@code POST /charges} and {@code POST /provider/notifications}. Honoured only when {@code sample.chaos.enabled=true}; otherwise the header is ignored.
  *
  * <p>On {@code POST /payments} the header holds one or more comma-separated faults, applied in order right after the
  * payment row is written (or, when the second wall finds the payer's existing payment for the order, right after it
@@ -51,6 +51,9 @@ import java.util.Set;
  *   <li>{@code crash-after-commit}: halt the JVM right after that commit, before the client gets the answer;</li>
  *   <li>{@code delay-ms=N}: sleep N milliseconds after the charge was recorded, before answering.</li>
  * </ul>
+ * On {@code POST /provider/notifications}, after the event was recorded ({@link #afterNotification}):
+ * {@code fail-after-write} (throw: the app answers 500, the starter rolls the event back, and the provider's next
+ * delivery records it) and {@code delay-ms=N}.
  * A fault the endpoint does not know is refused with 400 before anything is claimed or written.
  * Halting uses {@link Runtime#halt(int)}: no shutdown hooks, no graceful close, like {@code kill -9}.
  */
@@ -69,6 +72,9 @@ public class FaultInjector {
     static final Set<Kind> PAYMENT_FAULTS = EnumSet.of(Kind.FAIL_AFTER_WRITE, Kind.FAIL_AT_COMMIT,
             Kind.CRASH_BEFORE_WRITE, Kind.CRASH_AFTER_WRITE, Kind.CRASH_BEFORE_COMMIT, Kind.CRASH_AFTER_COMMIT,
             Kind.DELAY);
+
+    /** The faults {@code POST /provider/notifications} accepts. */
+    static final Set<Kind> NOTIFICATION_FAULTS = EnumSet.of(Kind.FAIL_AFTER_WRITE, Kind.DELAY);
 
     /** The faults {@code POST /charges} accepts. */
     static final Set<Kind> CHARGE_FAULTS = EnumSet.of(Kind.CRASH_BEFORE_CHARGE, Kind.FAIL_BEFORE_CHARGE,
@@ -113,6 +119,31 @@ public class FaultInjector {
      */
     public List<Fault> parseForCharges(String header) {
         return parse(header, CHARGE_FAULTS);
+    }
+
+    /**
+     * Parses the header of a {@code POST /provider/notifications}.
+     *
+     * @return the faults to apply; empty when the header is absent or fault injection is off
+     * @throws ResponseStatusException 400 for a fault that endpoint does not know
+     */
+    public List<Fault> parseForNotifications(String header) {
+        return parse(header, NOTIFICATION_FAULTS);
+    }
+
+    /**
+     * {@code POST /provider/notifications}: applies the faults, in order, after the event was recorded (inside the
+     * request's transaction).
+     */
+    public void afterNotification(List<Fault> faults, String eventId) {
+        for (Fault fault : faults) {
+            switch (fault.kind()) {
+                case FAIL_AFTER_WRITE -> throw new SimulatedFailureException(
+                        "simulated failure after recording provider event " + eventId);
+                case DELAY -> sleep(fault.delayMs());
+                default -> throw new IllegalStateException(fault.kind() + " is not a fault of provider notifications");
+            }
+        }
     }
 
     private List<Fault> parse(String header, Set<Kind> accepted) {
