@@ -664,6 +664,28 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aRefusalInATransactionMarkedRollbackOnlyIsSentAsTheHandlerAnsweredAndNotStored() throws Exception {
+        // the handler answers 422 for a @Transactional method it called that failed: nothing can be kept, so its
+        // refusal is answered as one its exception handler made, not as a commit that failed
+        String key = UUID.randomUUID().toString();
+        String note = "rollback-only-refusal-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> answer = post("/orders/caught-inner-refusal", key, body);
+
+        assertThat(answer.statusCode()).as("the handler's refusal").isEqualTo(422);
+        assertThat(new String(answer.body(), StandardCharsets.UTF_8)).isEqualTo("{\"refused\":\"refused\"}");
+        assertThat(answer.headers().firstValue("X-Refused")).hasValue("inner");
+        assertThat(rows(note)).isZero();
+        assertThat(rows(note + "-inner")).isZero();
+        assertThat(keyRows(key)).as("not stored: a retry runs again").isZero();
+        HttpResponse<byte[]> retry = post("/orders/caught-inner-refusal", key, body);
+        assertThat(retry.statusCode()).isEqualTo(422);
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(keyRows(key)).isZero();
+    }
+
+    @Test
     void withoutAKeyAnOptionalKeyEndpointTakesBodiesItCouldNotFingerprint() throws Exception {
         String note = "optional-body-" + UUID.randomUUID();
         String duplicateMembers = "{\"note\":\"ignored\",\"note\":\"" + note + "\"}";

@@ -434,6 +434,23 @@ public class OrderController {
         return new Order(id, request.note(), request.amount());
     }
 
+    /**
+     * Writes a row, then refuses the request with 422 when a {@code @Transactional} method it called failed: the
+     * failure left the transaction able only to roll back.
+     */
+    @PostMapping("/caught-inner-refusal")
+    @Idempotent
+    public ResponseEntity<Map<String, String>> caughtInnerRefusal(@RequestBody OrderRequest request) {
+        insert(request.note());
+        try {
+            service.insertAndFail(request.note() + "-inner");
+        } catch (IllegalStateException e) {
+            return ResponseEntity.status(422).header("X-Refused", "inner")
+                    .body(Map.of("refused", e.getMessage()));
+        }
+        return ResponseEntity.status(HttpStatus.CREATED).build();
+    }
+
     /** Writes a row that breaks a deferred constraint: the database refuses it only at commit. */
     @PostMapping("/fails-at-commit")
     @Idempotent
