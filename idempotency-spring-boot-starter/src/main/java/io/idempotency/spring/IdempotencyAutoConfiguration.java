@@ -631,7 +631,8 @@ public class IdempotencyAutoConfiguration {
         }
         IdempotencyProperties.ReplayCache cache = properties.getReplayCache();
         // claims in a transaction with a timeout end their wait in time to answer "in progress"
-        return new IdempotencyEngine(new TransactionTimeBoundStore(store), transactions, storagePolicy, properties.getRetention().getTtl(),
+        return new IdempotencyEngine(new TransactionTimeBoundStore(store), transactions, storagePolicy,
+                properties.getRetention().getTtl(),
                 properties.getInFlightWait(), ReplayableResolver.of(resolver, properties.getReplayedHeaders()),
                 downstreamKeys, new ReplayCache(cache.getMaxEntries(),
                         (int) Math.min(Integer.MAX_VALUE, cache.getMaxBodySize().toBytes()),
