@@ -105,7 +105,9 @@ public final class IdempotencyTemplate {
      * @throws Exception                   what {@code work} threw, unwrapped, also when rolling its writes back failed
      *                                     (that failure is attached as suppressed); its writes were rolled back. An
      *                                     {@code Error}, or a {@code Throwable} of neither kind (work in Kotlin), is
-     *                                     thrown on the same way. In {@link IdempotencyMode#INTENT_FIRST} mode also
+     *                                     thrown on the same way, and so is an error after the work returned (no
+     *                                     memory for the copy of its result that is stored), with the work's writes
+     *                                     rolled back. In {@link IdempotencyMode#INTENT_FIRST} mode also
      *                                     what the {@link StaleClaimResolver} asked about a stale claim of the key
      *                                     threw: the work did not run, and the claim stays PROCESSING under this
      *                                     call's lease (redeliveries meanwhile get {@link InProgressException})
@@ -130,6 +132,10 @@ public final class IdempotencyTemplate {
         }
         IdempotencyEngine.Execution execution = proceed.execution();
         byte[] value;
+        StoredResponse result;
+        // everything up to finish, which ends the execution whatever befalls it, is in here: a throwable that escaped
+        // would leave the execution running — its transaction bound to the thread, its claim held, its lease renewed
+        // for ever
         try {
             value = execution.context().runWith(() -> {
                 byte[] returned = work.call();
@@ -137,24 +143,22 @@ public final class IdempotencyTemplate {
                 execution.flush();
                 return returned;
             });
+            if (value != null && value.length > engine.maxStoredBodySize()) {
+                // as for an HTTP answer above the cap: neither kept cut short nor committed without it
+                throw new StoredBodyTooLargeException(key, "the result of the work", value.length,
+                        engine.maxStoredBodySize());
+            }
+            // a copy, which a large result may find no memory for: that error fails the work as its own would
+            result = new StoredResponse(200, List.of(), value);
         } catch (DefiniteFailureException e) {
             abandonAfter(execution::abandonDefinitely, e);
             throw e;
         } catch (Throwable e) {
-            // any throwable, not only an Exception or an Error: work in Kotlin may throw a bare Throwable, which would
-            // otherwise leave the execution running — its transaction bound to the thread, its claim held, its lease
-            // renewed for ever
+            // any throwable, not only an Exception or an Error: work in Kotlin may throw a bare Throwable
             abandonAfter(execution::abandon, e);
             throw e;
         }
-        if (value != null && value.length > engine.maxStoredBodySize()) {
-            // as for an HTTP answer above the cap: neither kept cut short nor committed without it
-            StoredBodyTooLargeException tooLarge = new StoredBodyTooLargeException(key, "the result of the work",
-                    value.length, engine.maxStoredBodySize());
-            abandonAfter(execution::abandon, tooLarge);
-            throw tooLarge;
-        }
-        execution.finish(new StoredResponse(200, List.of(), value), status -> true);
+        execution.finish(result, status -> true);
         return new Result(value == null ? new byte[0] : value, false);
     }
 

@@ -1480,6 +1480,94 @@ class IdempotencyEngineTest {
         capped.shutdown();
     }
 
+    /**
+     * A result the work returned is copied to be stored, and a large one may find no memory for its copy. Thrown
+     * there, the error must still end the execution as a failure of the work does: left running, its transaction
+     * would stay open on the thread with the claim (every redelivery told "in progress" for ever, every later call on
+     * the thread refused) and an intent-first claim's lease would be renewed for ever. Run in a JVM of its own with a
+     * small heap, which the work's result nearly fills.
+     */
+    @Test
+    void aTemplateWhoseResultFindsNoMemoryForItsCopyLeavesNothingRunning() throws Exception {
+        java.nio.file.Path output = java.nio.file.Files.createTempFile("template-out-of-memory", ".txt");
+        try {
+            Process probe = new ProcessBuilder(
+                    java.nio.file.Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                    "-Xmx64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                    "-cp", System.getProperty("java.class.path"), ResultWithoutMemoryForItsCopy.class.getName())
+                    .redirectOutput(output.toFile()).redirectError(ProcessBuilder.Redirect.INHERIT).start();
+            if (!probe.waitFor(2, TimeUnit.MINUTES)) {
+                probe.destroyForcibly();
+                throw new AssertionError("the probe did not end in time");
+            }
+            List<String> lines = java.nio.file.Files.readAllLines(output, UTF_8);
+            assertThat(probe.exitValue()).as("the probe's exit, after %s", lines).isZero();
+
+            assertThat(lines).containsExactly(
+                    "ONE_TRANSACTION: thrown java.lang.OutOfMemoryError",
+                    "ONE_TRANSACTION: transactions left open 0",
+                    "ONE_TRANSACTION: renewals left 0",
+                    "ONE_TRANSACTION: run again on the thread: stored",
+                    "INTENT_FIRST: thrown java.lang.OutOfMemoryError",
+                    "INTENT_FIRST: transactions left open 0",
+                    "INTENT_FIRST: renewals left 0",
+                    "INTENT_FIRST: run again on the thread: stored");
+        } finally {
+            java.nio.file.Files.delete(output);
+        }
+    }
+
+    /** The JVM of {@link #aTemplateWhoseResultFindsNoMemoryForItsCopyLeavesNothingRunning}: writes what it saw. */
+    static final class ResultWithoutMemoryForItsCopy {
+
+        public static void main(String[] args) throws Exception {
+            for (IdempotencyMode mode : IdempotencyMode.values()) {
+                IdempotencyEngineTest fakes = new IdempotencyEngineTest();
+                fakes.store.claimAnswer = () -> new ClaimResult.Claimed("token-" + fakes.store.claims.size());
+                // no cap below the result: its copy is what fails
+                IdempotencyEngine engine = new IdempotencyEngine(fakes.store, fakes.transactions,
+                        StoragePolicy.DEFAULT, RETENTION, MAX_WAIT, StaleClaimResolver.RERUN,
+                        new DownstreamKeys("secret"), ReplayCache.NONE, Long.MAX_VALUE);
+                IdempotencyTemplate template = new IdempotencyTemplate(engine);
+                Duration lease = Duration.ofHours(1); // renewals every 20 minutes: none runs meanwhile
+                String thrown = "nothing";
+                try {
+                    template.execute(KEY, new byte[0], mode, lease, ResultWithoutMemoryForItsCopy::largestArray);
+                } catch (Throwable e) {
+                    thrown = e.getClass().getName();
+                }
+                System.out.println(mode + ": thrown " + thrown);
+                System.out.println(mode + ": transactions left open "
+                        + fakes.transactions.begun.stream().filter(t -> t.commits == 0 && t.rollbacks == 0).count());
+                java.lang.reflect.Field renewals = IdempotencyEngine.class.getDeclaredField("renewals");
+                renewals.setAccessible(true);
+                System.out.println(mode + ": renewals left "
+                        + ((java.util.concurrent.ThreadPoolExecutor) renewals.get(engine)).getQueue().size());
+                String again;
+                try {
+                    template.execute(KEY, new byte[0], mode, lease, () -> utf8("done"));
+                    again = "stored";
+                } catch (Exception e) {
+                    again = e.toString();
+                }
+                System.out.println(mode + ": run again on the thread: " + again);
+                engine.shutdown();
+            }
+        }
+
+        /** The largest array the heap holds: no room is left for a copy of it. */
+        private static byte[] largestArray() {
+            long size = Math.min(Runtime.getRuntime().maxMemory(), Integer.MAX_VALUE - 8);
+            for (; ; size = size * 9 / 10) {
+                try {
+                    return new byte[(int) size];
+                } catch (OutOfMemoryError tooLarge) {
+                    // a little smaller
+                }
+            }
+        }
+    }
+
     private static byte[] utf8(String text) {
         return text.getBytes(UTF_8);
     }
