@@ -477,6 +477,10 @@ public final class IdempotencyEngine {
      */
     private Start resolveStale(IdempotencyRecord stale, Duration lease) {
         ScopedKey key = stale.key();
+        // made first: deriving its downstream key may fail (the warning about the default secret is logged then), and
+        // failing once the lease is held, it would leave the claim taken over and renewed for ever, resolved by nobody
+        StaleClaimResolver.StaleClaim claim = new StaleClaimResolver.StaleClaim(key, downstreamKey(key),
+                stale.requestHash(), stale.createdAt(), stale.lockedUntil(), true);
         String token = store.takeOver(key, stale.fencingToken(), lease).orElse(null);
         if (token == null) {
             return null;
@@ -484,9 +488,8 @@ public final class IdempotencyEngine {
         // the resolver may ask a third party for longer than the lease: hold the claim meanwhile, as a handler would,
         // or another request could take it over too, ask the resolver again and run beside this one
         ScheduledFuture<?> holding = holdLease(key, token, lease);
-        StaleClaimResolver.Resolution resolution = resolveHolding(resolver, new StaleClaimResolver.StaleClaim(key,
-                downstreamKey(key), stale.requestHash(), stale.createdAt(), stale.lockedUntil(), true), holding, store,
-                token, defaultPolicy, maxStoredBodySize);
+        StaleClaimResolver.Resolution resolution = resolveHolding(resolver, claim, holding, store, token,
+                defaultPolicy, maxStoredBodySize);
         if (resolution instanceof StaleClaimResolver.Complete complete) {
             // recorded also when the request was interrupted after the resolver had decided (the application stops):
             // lost, the decision would be asked for again only once this request's lease had run out

@@ -1324,6 +1324,49 @@ class IdempotencyEngineTest {
     }
 
     /**
+     * What the resolver is told of a stale claim is made before the claim is taken over: should that fail (deriving
+     * its downstream key with the library's default secret logs a warning, whose handler may throw), the claim is
+     * left as it was, for any retry to resolve at once — not taken over by nobody, with its lease renewed for ever.
+     */
+    @Test
+    void aStaleClaimTheResolverCannotBeToldOfIsNeitherTakenOverNorHeld() throws Exception {
+        store.claimAnswer = () -> stale(HASH);
+        store.takeOverAnswer = expired -> Optional.of("token-2");
+        IdempotencyEngine resolving = new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION,
+                MAX_WAIT); // the default secret, of which the first downstream key derived warns
+        IllegalStateException logFailed = new IllegalStateException("the log's disk is full");
+        java.util.logging.Logger logger = java.util.logging.Logger.getLogger(DownstreamKeys.class.getName());
+        java.util.logging.Handler failing = new java.util.logging.Handler() {
+            @Override
+            public void publish(java.util.logging.LogRecord record) {
+                throw logFailed;
+            }
+
+            @Override
+            public void flush() {
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+        logger.addHandler(failing);
+        try {
+            assertThatThrownBy(() -> resolving.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofHours(1)))
+                    .isSameAs(logFailed);
+
+            java.lang.reflect.Field renewals = IdempotencyEngine.class.getDeclaredField("renewals");
+            renewals.setAccessible(true);
+            assertThat(((java.util.concurrent.ThreadPoolExecutor) renewals.get(resolving)).getQueue())
+                    .as("the leases still renewed").isEmpty();
+            assertThat(store.takeOvers).as("the claims taken over").isEmpty();
+        } finally {
+            logger.removeHandler(failing);
+            resolving.shutdown();
+        }
+    }
+
+    /**
      * A sweep takes each stale claim over before it asks the resolver, and records the decision under its own token:
      * "complete" stores the answer, "fail" and "rerun" mark the claim FAILED. A claim another sweeper or retry took over
      * is left to it, and a resolver that fails keeps the other claims from nothing.
