@@ -39,7 +39,8 @@ public final class StaleClaimSweeper {
 
     /**
      * A claim the resolver could not decide, and what it threw: an exception (also a checked one a resolver in Kotlin
-     * throws undeclared), or an error such as an assertion's.
+     * throws undeclared), or an error such as an assertion's. Or what failed before the resolver could be asked (the
+     * downstream key to tell it of could not be derived).
      */
     public record Unresolved(ScopedKey key, Throwable error) {
     }
@@ -175,11 +176,16 @@ public final class StaleClaimSweeper {
                     continue; // another sweeper or a retry has it
                 }
                 StaleClaimResolver.Resolution resolution;
-                ScheduledFuture<?> holding = Leases.hold(renewals, store, stale.key(), token.get(), lease);
                 try {
-                    resolution = IdempotencyEngine.resolveHolding(resolver, new StaleClaimResolver.StaleClaim(
-                            stale.key(), downstreamKeys.derive(stale.key()), stale.requestHash(), stale.createdAt(),
-                            stale.lockedUntil(), false), holding, store, token.get(), policy, maxStoredBodySize);
+                    // made before the lease is held: deriving its downstream key may fail (the warning about the
+                    // default secret is logged then), and the claim, held on, would be out of everyone's reach for
+                    // as long as the resolvers of the claims after it take
+                    StaleClaimResolver.StaleClaim claim = new StaleClaimResolver.StaleClaim(stale.key(),
+                            downstreamKeys.derive(stale.key()), stale.requestHash(), stale.createdAt(),
+                            stale.lockedUntil(), false);
+                    ScheduledFuture<?> holding = Leases.hold(renewals, store, stale.key(), token.get(), lease);
+                    resolution = IdempotencyEngine.resolveHolding(resolver, claim, holding, store, token.get(), policy,
+                            maxStoredBodySize);
                 } catch (Throwable e) {
                     // one claim the third party cannot answer for (or not storably) keeps no other claim waiting: an
                     // error too (the resolver's client failed to initialise, an assertion), and a checked exception a

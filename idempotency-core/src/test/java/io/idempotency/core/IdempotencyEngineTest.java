@@ -1420,6 +1420,64 @@ class IdempotencyEngineTest {
         assertThat(asked).allSatisfy(claim -> assertThat(claim.retryWaiting()).isFalse());
     }
 
+    /**
+     * A sweep that cannot tell the resolver of a stale claim (deriving its downstream key with the library's default
+     * secret logs a warning, whose handler may throw) reports it unresolved, as when the resolver fails, and holds
+     * it no longer: renewed while the sweep resolves the other claims, it would be out of everyone's reach for as
+     * long as their resolvers take.
+     */
+    @Test
+    void aSweepThatCannotTellTheResolverOfAClaimHoldsItNoLonger() throws Exception {
+        store.expiredLeases = List.of(staleRecord("untold"), staleRecord("told"));
+        store.takeOverAnswer = expired -> Optional.of(expired.replace("stale", "swept"));
+        store.settlementsExpected = true;
+        store.renewals = Collections.synchronizedList(new ArrayList<>());
+        IllegalStateException logFailed = new IllegalStateException("the log's disk is full");
+        java.util.logging.Logger logger = java.util.logging.Logger.getLogger(DownstreamKeys.class.getName());
+        java.util.logging.Handler failing = new java.util.logging.Handler() {
+            @Override
+            public void publish(java.util.logging.LogRecord record) {
+                throw logFailed;
+            }
+
+            @Override
+            public void flush() {
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+        StaleClaimResolver resolver = claim -> {
+            // long enough for every lease this sweep holds to be renewed: on its one renewal thread, the lease of
+            // the claim taken over first is renewed before the second renewal of this one
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (store.renewals.stream().filter("swept-told"::equals).count() < 2) {
+                if (System.nanoTime() - deadline > 0) {
+                    throw new AssertionError("the lease of the claim asked about was not renewed");
+                }
+                java.util.concurrent.locks.LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
+            }
+            return StaleClaimResolver.Resolution.fail();
+        };
+        logger.addHandler(failing);
+        StaleClaimSweeper.Sweep sweep;
+        try {
+            // the default secret, of which the first downstream key derived warns; renewed every 10 ms
+            sweep = new StaleClaimSweeper(store, resolver,
+                    new DownstreamKeys(IdempotencyEngine.DEFAULT_DOWNSTREAM_SECRET), Duration.ofMillis(30), 10).sweep();
+        } finally {
+            logger.removeHandler(failing);
+        }
+
+        assertThat(sweep.unresolved()).singleElement().satisfies(unresolved -> {
+            assertThat(unresolved.key().key()).isEqualTo("untold");
+            assertThat(unresolved.error()).isSameAs(logFailed);
+        });
+        assertThat(sweep.failed()).isEqualTo(1);
+        assertThat(store.renewals).as("the leases renewed").doesNotContain("swept-untold");
+    }
+
     /** A decision the claim's token no longer records (the claim was taken over meanwhile) is not counted as made. */
     @Test
     void aSweepDecisionTheTokenNoLongerRecordsIsReportedSuperseded() {
@@ -1754,9 +1812,16 @@ class IdempotencyEngineTest {
             return records.apply(key);
         }
 
+        /** The tokens whose lease was renewed, in order, once renewals are expected; by default none are. */
+        List<String> renewals;
+
         @Override
         public boolean renew(ScopedKey key, String fencingToken, Duration lease) {
-            throw new AssertionError("one-transaction executions have no lease");
+            if (renewals == null) {
+                throw new AssertionError("one-transaction executions have no lease");
+            }
+            renewals.add(fencingToken);
+            return true;
         }
 
         /** What {@link #takeOver} answers, by the expired token; by default nothing is taken over. */
