@@ -43,7 +43,7 @@ public class PartitionedPostgresIdempotencyStore extends PostgresIdempotencyStor
         // the lock requested (the lock's CTE reads the settings row, which only exists in that case)
         this.lookUpOrLockSql = """
                 WITH seen AS MATERIALIZED (
-                    SELECT %2$s, locked_until < now() AS lease_expired
+                    SELECT %2$s, locked_until < %3$s AS lease_expired
                     FROM %1$s WHERE caller = ? AND scope = ? AND idempotency_key = ?
                 ), settings AS MATERIALIZED (
                     SELECT previous, set_config('lock_timeout', ?, true) AS applied
@@ -55,7 +55,7 @@ public class PartitionedPostgresIdempotencyStore extends PostgresIdempotencyStor
                 SELECT (SELECT count(*) FROM locked) AS locked, (SELECT previous FROM settings) AS previous,
                        current_setting('transaction_isolation') AS isolation, seen.*
                 FROM (SELECT 1) AS one LEFT JOIN seen ON true
-                """.formatted(table, COLUMNS);
+                """.formatted(table, COLUMNS, NOW);
         this.claimIfAbsentSql = claimIfAbsentSql(table, false);
     }
 

@@ -38,6 +38,7 @@ import java.util.concurrent.TimeUnit;
  *       (another request may be taking it over at that moment). A record that vanished in between (released or
  *       deleted) is claimed again.</li>
  * </ol>
+ * Times are the database's, taken when each statement starts ({@link #NOW}), not when its transaction did.
  * The caller's transaction must be at READ COMMITTED. Thread-safe.
  */
 public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
@@ -68,14 +69,14 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
         this.claimSql = claimIfAbsentSql(table, true);
         // bounded like the claim: the record may be in the middle of being taken over by another transaction
         this.takeOverSql = "WITH " + BOUNDED_WAIT + ", taken AS (UPDATE " + table
-                + " SET status = 'PROCESSING', request_hash = ?, fencing_token = ?::uuid,"
-                + " created_at = now(), updated_at = now(), expires_at = now() + ? * interval '1 millisecond',"
-                + " locked_until = now() + ?::bigint * interval '1 millisecond' FROM timeout"
+                + " SET status = 'PROCESSING', request_hash = ?, fencing_token = ?::uuid, created_at = " + NOW
+                + ", updated_at = " + NOW + ", expires_at = " + NOW + " + ? * interval '1 millisecond',"
+                + " locked_until = " + NOW + " + ?::bigint * interval '1 millisecond' FROM timeout"
                 + KEY_MATCH + " AND status = 'FAILED' AND fencing_token = ?::uuid RETURNING 1)"
                 + " SELECT (SELECT count(*) FROM taken) AS taken, " + RESTORE_WAIT;
         // SKIP LOCKED: never wait for a row another transaction holds, so cleanup cannot stall a claim
         this.deleteExpiredSql = "DELETE FROM " + table + " t USING (SELECT caller, scope, idempotency_key FROM " + table
-                + " WHERE expires_at < now() AND status <> 'PROCESSING' LIMIT ? FOR UPDATE SKIP LOCKED) expired"
+                + " WHERE expires_at < " + NOW + " AND status <> 'PROCESSING' LIMIT ? FOR UPDATE SKIP LOCKED) expired"
                 + " WHERE t.caller = expired.caller AND t.scope = expired.scope"
                 + " AND t.idempotency_key = expired.idempotency_key";
     }
@@ -110,26 +111,26 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
 
     private static Statements statements(String table) {
         return new Statements(
-                "SELECT " + COLUMNS + ", locked_until < now() AS lease_expired FROM " + table + KEY_MATCH,
+                "SELECT " + COLUMNS + ", locked_until < " + NOW + " AS lease_expired FROM " + table + KEY_MATCH,
                 "UPDATE " + table + " SET status = 'SUCCEEDED', response_status = ?, response_headers = ?,"
-                        + " response_body = ?, updated_at = now(), locked_until = NULL"
+                        + " response_body = ?, updated_at = " + NOW + ", locked_until = NULL"
                         + KEY_MATCH + " AND fencing_token = ?::uuid AND status = 'PROCESSING'",
-                "UPDATE " + table + " SET status = 'FAILED', updated_at = now(), locked_until = NULL"
+                "UPDATE " + table + " SET status = 'FAILED', updated_at = " + NOW + ", locked_until = NULL"
                         + KEY_MATCH + " AND fencing_token = ?::uuid AND status = 'PROCESSING'",
                 "DELETE FROM " + table + KEY_MATCH + " AND fencing_token = ?::uuid AND status = 'PROCESSING'",
-                "UPDATE " + table + " SET locked_until = now() + ? * interval '1 millisecond', updated_at = now()"
-                        + KEY_MATCH + " AND fencing_token = ?::uuid AND status = 'PROCESSING'",
+                "UPDATE " + table + " SET locked_until = " + NOW + " + ? * interval '1 millisecond',"
+                        + " updated_at = " + NOW + KEY_MATCH + " AND fencing_token = ?::uuid AND status = 'PROCESSING'",
                 // a claim another transaction is changing (its holder recording its result, whose commit outlasts
                 // the lease; a renewal; another takeover) is not waited for: it is not stale, or somebody else has it,
                 // and a wait for a holder that stalled would keep a retry past its bounded wait and a sweeper stuck
                 "UPDATE " + table + " AS held SET fencing_token = ?::uuid,"
-                        + " locked_until = now() + ? * interval '1 millisecond', updated_at = now()" + KEY_MATCH
-                        + " AND fencing_token = ?::uuid AND status = 'PROCESSING' AND locked_until < now()"
+                        + " locked_until = " + NOW + " + ? * interval '1 millisecond', updated_at = " + NOW + KEY_MATCH
+                        + " AND fencing_token = ?::uuid AND status = 'PROCESSING' AND locked_until < " + NOW
                         + " AND EXISTS (SELECT 1 FROM " + table + " AS free WHERE free.caller = held.caller"
                         + " AND free.scope = held.scope AND free.idempotency_key = held.idempotency_key"
                         + " FOR UPDATE SKIP LOCKED)",
                 "SELECT caller, scope, idempotency_key, " + COLUMNS + ", true AS lease_expired FROM " + table
-                        + " WHERE status = 'PROCESSING' AND locked_until < now() ORDER BY locked_until LIMIT ?");
+                        + " WHERE status = 'PROCESSING' AND locked_until < " + NOW + " ORDER BY locked_until LIMIT ?");
     }
 
     @Override
@@ -258,6 +259,14 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
     private static final String RESTORE_WAIT = "set_config('lock_timeout', (SELECT previous FROM timeout), true)"
             + " AS restored";
 
+    /**
+     * The time the store writes and compares records with: the start of the statement, on the database's clock. Not
+     * {@code now()}, the start of the transaction, which may have begun long before (a caller claiming inside a
+     * transaction of its own): a lease written from it would run out early, by as long as the transaction had been
+     * open, and the claim would look stale to the others while its holder still had the lease it was given.
+     */
+    protected static final String NOW = "statement_timestamp()";
+
     /** The record's columns, as {@link #claimRow} reads them (with {@code lease_expired} computed beside them). */
     protected static final String COLUMNS = "status, request_hash, fencing_token, response_status, response_headers,"
             + " response_body, created_at, expires_at, locked_until";
@@ -278,13 +287,13 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
     protected static String claimIfAbsentSql(String table, boolean arbitrate) {
         return """
                 WITH existing AS MATERIALIZED (
-                    SELECT %2$s, locked_until < now() AS lease_expired
+                    SELECT %2$s, locked_until < %7$s AS lease_expired
                     FROM %1$s WHERE caller = ? AND scope = ? AND idempotency_key = ?
                 ), %3$s claimed AS (
                     INSERT INTO %1$s (caller, scope, idempotency_key, status, request_hash, fencing_token, created_at,
                                       updated_at, expires_at, locked_until)
-                    SELECT ?, ?, ?, 'PROCESSING', ?, ?::uuid, now(), now(), now() + ? * interval '1 millisecond',
-                           now() + ?::bigint * interval '1 millisecond' %4$s
+                    SELECT ?, ?, ?, 'PROCESSING', ?, ?::uuid, %7$s, %7$s, %7$s + ? * interval '1 millisecond',
+                           %7$s + ?::bigint * interval '1 millisecond' %4$s
                     WHERE NOT EXISTS (SELECT 1 FROM existing)
                     %5$s
                     RETURNING 1
@@ -298,7 +307,7 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
                 FROM done LEFT JOIN existing ON true
                 """.formatted(table, COLUMNS, arbitrate ? BOUNDED_WAIT + "," : "", arbitrate ? "FROM timeout" : "",
                 arbitrate ? "ON CONFLICT (caller, scope, idempotency_key) DO NOTHING" : "",
-                arbitrate ? "(SELECT previous FROM timeout)" : "?");
+                arbitrate ? "(SELECT previous FROM timeout)" : "?", NOW);
     }
 
     @Override

@@ -646,9 +646,10 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
-     * The database's clock is moved an hour away from the JVM's (a function {@code now()} that shadows PostgreSQL's
-     * in the connection's search path). Were any lease or expiry decided on the JVM clock, a fresh claim would look
-     * expired an hour early, or an expired one live for an hour.
+     * The database's clock is moved an hour away from the JVM's (functions {@code now()}, {@code statement_timestamp()}
+     * and {@code clock_timestamp()} that shadow PostgreSQL's in the connection's search path). Were any lease or
+     * expiry decided on the JVM clock, a fresh claim would look expired an hour early, or an expired one live for an
+     * hour.
      */
     @ParameterizedTest(name = "database clock {0} relative to the JVM")
     @ValueSource(strings = {"+ interval '1 hour'", "- interval '1 hour'"})
@@ -2130,7 +2131,7 @@ class IntentFirstEngineIntegrationTest {
         return new SpringTransactions(new DataSourceTransactionManager(dataSource));
     }
 
-    /** A fresh database; with {@code skew}, a {@code now()} that shadows PostgreSQL's by that interval. */
+    /** A fresh database; with {@code skew}, clock functions that shadow PostgreSQL's, moved by that interval. */
     private static HikariDataSource database(String skew) {
         TestPostgres.Database database = TestPostgres.newDatabase();
         if (skew == null) {
@@ -2138,9 +2139,14 @@ class IntentFirstEngineIntegrationTest {
             new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
             return dataSource;
         }
-        // in the test's own schema (dropped with it), named before pg_catalog, so the shadowing now() is found first
-        database.queryString("create function " + database.schema() + ".now() returns timestamptz language sql stable"
-                + " as $$ select pg_catalog.now() " + skew + " $$");
+        // in the test's own schema (dropped with it), named before pg_catalog, so the shadowing functions are found
+        // first: now(), and the statement's and the current time the store writes and compares records with
+        for (String clock : List.of("now() returns timestamptz language sql stable",
+                "statement_timestamp() returns timestamptz language sql stable",
+                "clock_timestamp() returns timestamptz language sql volatile")) {
+            database.queryString("create function " + database.schema() + "." + clock + " as $$ select pg_catalog."
+                    + clock.substring(0, clock.indexOf(')') + 1) + " " + skew + " $$");
+        }
         TestPostgres.Database skewed = new TestPostgres.Database(
                 database.url() + ",pg_catalog", database.user(), database.password(), database.schema());
         HikariDataSource dataSource = skewed.dataSource(6);

@@ -15,15 +15,17 @@ import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import java.sql.Timestamp;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.List;
 import java.util.UUID;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * The partitions follow the database's clock, not the JVM's: the database's clock is moved a day or more away from
- * the JVM's (a function {@code now()} that shadows PostgreSQL's in the connection's search path). Partitions made for
- * the JVM's hour would leave the database's hour without one, and every claim would fail for want of a partition
- * to go into; partitions dropped by the JVM's clock would be dropped too early, or kept past their retention.
+ * the JVM's (functions {@code now()}, {@code statement_timestamp()} and {@code clock_timestamp()} that shadow
+ * PostgreSQL's in the connection's search path). Partitions made for the JVM's hour would leave the database's hour
+ * without one, and every claim would fail for want of a partition to go into; partitions dropped by the JVM's clock
+ * would be dropped too early, or kept past their retention.
  */
 class PartitionMaintenanceDatabaseClockIntegrationTest {
 
@@ -95,9 +97,14 @@ class PartitionMaintenanceDatabaseClockIntegrationTest {
     /** A database with the partitioned table whose connections see {@code now()} moved by {@code skew}. */
     private static HikariDataSource skewedPartitionedDatabase(String skew) {
         TestPostgres.Database database = TestPostgres.newDatabase();
-        // in the test's own schema (dropped with it), named before pg_catalog, so the shadowing now() is found first
-        database.queryString("create function " + database.schema() + ".now() returns timestamptz language sql stable"
-                + " as $$ select pg_catalog.now() " + skew + " $$");
+        // in the test's own schema (dropped with it), named before pg_catalog, so the shadowing functions are found
+        // first: now(), and the statement's and the current time the store writes and compares records with
+        for (String clock : List.of("now() returns timestamptz language sql stable",
+                "statement_timestamp() returns timestamptz language sql stable",
+                "clock_timestamp() returns timestamptz language sql volatile")) {
+            database.queryString("create function " + database.schema() + "." + clock + " as $$ select pg_catalog."
+                    + clock.substring(0, clock.indexOf(')') + 1) + " " + skew + " $$");
+        }
         TestPostgres.Database skewed = new TestPostgres.Database(
                 database.url() + ",pg_catalog", database.user(), database.password(), database.schema());
         HikariDataSource dataSource = skewed.dataSource(4);

@@ -19,6 +19,7 @@ import org.springframework.transaction.support.TransactionTemplate;
 import javax.sql.DataSource;
 import java.time.Duration;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Consumer;
@@ -170,6 +171,65 @@ abstract class PostgresStoreContract extends IdempotencyStoreContract {
             assertThat(((ClaimResult.Existing) secondReplay).record().response()).isEqualTo(answer);
         } finally {
             firstReplay.rollback();
+        }
+    }
+
+    /**
+     * PostgreSQL's {@code now()} is the time the transaction started. A claim, a renewal and a takeover made late in a
+     * long transaction (a caller that claims inside a transaction of its own) must still write the whole lease and
+     * retention from the time they are made, and a lease that ran out while the transaction was open must be seen to
+     * have run out: otherwise the claim looks stale to the others before its holder's lease has passed.
+     */
+    @Test
+    void timesAreTakenWhenTheStatementRunsNotWhenItsTransactionBegan() throws Exception {
+        ScopedKey key = newKey();
+        JdbcTemplate jdbc = new JdbcTemplate(dataSource());
+        TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource()));
+        transaction.executeWithoutResult(status -> {
+            jdbc.execute("SELECT pg_sleep(" + LATE.toMillis() / 1000.0 + ")");
+            ClaimResult claimed = store().claim(new ClaimRequest(key, "d".repeat(64), Duration.ofDays(1),
+                    Duration.ofSeconds(5), LEASE));
+            assertThat(claimed).isInstanceOf(ClaimResult.Claimed.class);
+            assertFullLeaseAndRetention(key, "the claim", Duration.ofDays(1));
+            jdbc.execute("SELECT pg_sleep(" + LATE.toMillis() / 1000.0 + ")");
+            assertThat(store().renew(key, ((ClaimResult.Claimed) claimed).fencingToken(), LEASE)).isTrue();
+            assertFullLeaseAndRetention(key, "the renewal", null);
+        });
+
+        ScopedKey expiring = newKey();
+        transaction.executeWithoutResult(status -> {
+            jdbc.execute("SELECT 1"); // the transaction starts before the other's lease runs out
+            String token = Async.supply(() -> transaction.execute(inner -> ((ClaimResult.Claimed) store().claim(
+                    new ClaimRequest(expiring, "d".repeat(64), Duration.ofDays(1), Duration.ofSeconds(5),
+                            Duration.ofMillis(200)))).fencingToken())).join();
+            jdbc.execute("SELECT pg_sleep(" + LATE.toMillis() / 1000.0 + ")");
+            assertThat(store().find(expiring).orElseThrow().leaseExpired()).as("the lease that ran out").isTrue();
+            assertThat(store().findExpiredLeases(1000)).as("the stale claims")
+                    .anyMatch(record -> record.key().equals(expiring));
+            assertThat(store().takeOver(expiring, token, LEASE)).as("the takeover").isPresent();
+            assertFullLeaseAndRetention(expiring, "the takeover", null);
+        });
+    }
+
+    /** How long the claims of the test above are made after their transaction began. */
+    private static final Duration LATE = Duration.ofMillis(1500);
+    private static final Duration LEASE = Duration.ofSeconds(3);
+
+    /**
+     * Checks that the record of {@code key} has, by the database's clock at this moment, at least all but half a
+     * second left of {@link #LEASE} and, unless null, of {@code retention}: the time since it was written.
+     */
+    private void assertFullLeaseAndRetention(ScopedKey key, String what, Duration retention) {
+        Map<String, Object> left = new JdbcTemplate(dataSource()).queryForMap("SELECT"
+                + " (extract(epoch FROM locked_until - clock_timestamp()) * 1000)::bigint AS lease,"
+                + " (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint AS retention FROM "
+                + IdempotencySchema.DEFAULT_TABLE_NAME + " WHERE caller = ? AND scope = ? AND idempotency_key = ?",
+                key.caller(), key.scope(), key.key());
+        assertThat(((Number) left.get("lease")).longValue()).as("milliseconds left of the lease of %s", what)
+                .isGreaterThan(LEASE.toMillis() - 500);
+        if (retention != null) {
+            assertThat(((Number) left.get("retention")).longValue())
+                    .as("milliseconds left of the retention of %s", what).isGreaterThan(retention.toMillis() - 500);
         }
     }
 
