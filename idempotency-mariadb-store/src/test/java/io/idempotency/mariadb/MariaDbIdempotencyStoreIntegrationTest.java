@@ -29,6 +29,7 @@ import java.sql.SQLException;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
+import java.util.Map;
 import java.util.TimeZone;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
@@ -183,6 +184,88 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
         transaction.setIsolationLevel(TransactionDefinition.ISOLATION_READ_COMMITTED);
         return transaction;
+    }
+
+    /**
+     * A claim, a renewal and a takeover made late in a long transaction (a caller that claims inside a transaction of
+     * its own) write the whole lease and retention from the time they are made (UTC_TIMESTAMP(6) is the statement's
+     * start, not the transaction's), and a lease that ran out while the transaction was open is seen to have run out.
+     */
+    @Test
+    void timesAreTakenWhenTheStatementRunsNotWhenItsTransactionBegan() {
+        ScopedKey key = newKey();
+        JdbcTemplate jdbc = new JdbcTemplate(DATA_SOURCE);
+        TransactionTemplate transaction = readCommitted(DATA_SOURCE);
+        transaction.executeWithoutResult(status -> {
+            jdbc.queryForObject("SELECT SLEEP(" + LATE.toMillis() / 1000.0 + ")", Integer.class);
+            ClaimResult claimed = STORE.claim(new ClaimRequest(key, "c".repeat(64), Duration.ofDays(1),
+                    Duration.ofSeconds(5), LEASE));
+            assertThat(claimed).isInstanceOf(ClaimResult.Claimed.class);
+            assertFullLeaseAndRetention(key, "the claim", Duration.ofDays(1));
+            jdbc.queryForObject("SELECT SLEEP(" + LATE.toMillis() / 1000.0 + ")", Integer.class);
+            assertThat(STORE.renew(key, ((ClaimResult.Claimed) claimed).fencingToken(), LEASE)).isTrue();
+            assertFullLeaseAndRetention(key, "the renewal", null);
+        });
+
+        ScopedKey expiring = newKey();
+        transaction.executeWithoutResult(status -> {
+            jdbc.queryForObject("SELECT 1", Integer.class); // the transaction starts before the other's lease runs out
+            String token = Async.supply(() -> transaction.execute(inner -> ((ClaimResult.Claimed) STORE.claim(
+                    new ClaimRequest(expiring, "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(5),
+                            Duration.ofMillis(200)))).fencingToken())).join();
+            jdbc.queryForObject("SELECT SLEEP(" + LATE.toMillis() / 1000.0 + ")", Integer.class);
+            assertThat(STORE.find(expiring).orElseThrow().leaseExpired()).as("the lease that ran out").isTrue();
+            assertThat(STORE.findExpiredLeases(1000)).as("the stale claims")
+                    .anyMatch(record -> record.key().equals(expiring));
+            assertThat(STORE.takeOver(expiring, token, LEASE)).as("the takeover").isPresent();
+            assertFullLeaseAndRetention(expiring, "the takeover", null);
+        });
+    }
+
+    /**
+     * A claim that met a concurrent, uncommitted claim of the key, which then rolled back, is made when it looks
+     * again: its lease runs its whole length from then, not from when it began to wait.
+     */
+    @Test
+    void aClaimThatWaitedForAnotherClaimOfTheKeyHoldsItsWholeLease() throws Exception {
+        ScopedKey key = newKey();
+        String hash = "c".repeat(64);
+        CountDownLatch release = new CountDownLatch(1);
+        CompletableFuture<ClaimResult> holder = holdUncommittedClaim(key, hash, release);
+        try {
+            CompletableFuture<ClaimResult> waiting = Async.supply(() -> readCommitted(DATA_SOURCE).execute(status ->
+                    STORE.claim(new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofSeconds(30), LEASE))));
+            Thread.sleep(LATE.toMillis());
+            assertThat(waiting).as("the claim waits while the other is uncommitted").isNotDone();
+            release.countDown();
+            assertThat(waiting.get(30, TimeUnit.SECONDS)).isInstanceOf(ClaimResult.Claimed.class);
+            assertFullLeaseAndRetention(key, "the claim that waited", Duration.ofDays(1));
+        } finally {
+            release.countDown();
+            holder.get(30, TimeUnit.SECONDS);
+        }
+    }
+
+    /** How long the claims of the tests above are made after their transaction, or their wait, began. */
+    private static final Duration LATE = Duration.ofMillis(1500);
+    private static final Duration LEASE = Duration.ofSeconds(3);
+
+    /**
+     * Checks that the record of {@code key} has, by the database's clock at this moment, at least all but half a
+     * second left of {@link #LEASE} and, unless null, of {@code retention}: the time since it was written.
+     */
+    private static void assertFullLeaseAndRetention(ScopedKey key, String what, Duration retention) {
+        Map<String, Object> left = new JdbcTemplate(DATA_SOURCE).queryForMap("SELECT"
+                + " TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), locked_until) DIV 1000 AS lease,"
+                + " TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) DIV 1000 AS retention"
+                + " FROM idempotency_keys WHERE caller = ? AND scope = ? AND idempotency_key = ?",
+                key.caller(), key.scope(), key.key());
+        assertThat(((Number) left.get("lease")).longValue()).as("milliseconds left of the lease of %s", what)
+                .isGreaterThan(LEASE.toMillis() - 500);
+        if (retention != null) {
+            assertThat(((Number) left.get("retention")).longValue())
+                    .as("milliseconds left of the retention of %s", what).isGreaterThan(retention.toMillis() - 500);
+        }
     }
 
     /** Expiry and leases are UTC on the database's clock, whatever time zone the session runs in. */
