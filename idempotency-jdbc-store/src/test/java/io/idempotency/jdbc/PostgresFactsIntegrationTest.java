@@ -54,7 +54,7 @@ class PostgresFactsIntegrationTest {
         POOL.close();
     }
 
-    /** A concurrent insert of the key blocks on the uncommitted row until its transaction ends, then inserts nothing. */
+    /** A concurrent insert of the key blocks on the uncommitted row until its transaction ends; then inserts none. */
     @Test
     void anInsertOnConflictDoNothingWaitsForTheUncommittedRowItConflictsWith() throws Exception {
         String key = newKey();
@@ -87,7 +87,7 @@ class PostgresFactsIntegrationTest {
         assertThat(value(key)).isEqualTo("second");
     }
 
-    /** lock_timeout ends the wait with SQLSTATE 55P03, and the transaction is aborted: it takes no further statement. */
+    /** lock_timeout ends the wait with SQLSTATE 55P03, and aborts the transaction: it takes no further statement. */
     @Test
     void lockTimeoutEndsTheWaitWith55P03AndAbortsTheTransaction() throws Exception {
         String key = newKey();
