@@ -17,11 +17,15 @@ public record NotificationOutcome(String eventId, String transactionId, Outcome 
     public enum Outcome {
         /** Its status was recorded. */
         APPLIED,
-        /** Nothing: a newer event was applied before it (a late "closed" after "succeeded", say). */
+        /**
+         * Nothing: a newer event was applied before it, and its status could have led to the recorded one (a late
+         * "pending" after "succeeded", or a "disputed" after the dispute was won).
+         */
         SUPERSEDED,
         /**
-         * Nothing: it is newer, but its status can never follow the recorded one (a "succeeded" after a "closed").
-         * Acknowledged, so that the provider stops re-sending it, and logged for a person to look into.
+         * Nothing: its status and the recorded one cannot both be true in the order of their versions — a
+         * "succeeded" newer than a recorded "closed", or one older than it. Acknowledged, so that the provider stops
+         * re-sending it, and logged for a person to look into.
          */
         CONTRADICTED
     }

@@ -74,13 +74,18 @@ public class ProviderNotificationController {
         } else {
             after = payments.lockedState(event.transactionId());
             if (event.version() <= after.version()) {
-                outcome = NotificationOutcome.Outcome.SUPERSEDED;
+                // old news only if its status could have led to the recorded one: a "succeeded" older than a
+                // recorded "closed" says the payment was taken, then abandoned, as much as the reverse order would
+                outcome = fitsBefore(event, after) ? NotificationOutcome.Outcome.SUPERSEDED
+                        : NotificationOutcome.Outcome.CONTRADICTED;
             } else if (after.status().canReachThroughOthers(event.status())) {
                 throw NotificationRefusedException.outOfOrder(event, after, OUT_OF_ORDER_RETRY);
             } else {
                 outcome = NotificationOutcome.Outcome.CONTRADICTED;
-                log.warn("provider event {} says payment {} is {} (version {}), which cannot follow {} (version {}):"
-                                + " acknowledged without change, to be looked into", event.eventId(),
+            }
+            if (outcome == NotificationOutcome.Outcome.CONTRADICTED) {
+                log.warn("provider event {} says payment {} is {} (version {}), which contradicts the recorded {}"
+                                + " (version {}): acknowledged without change, to be looked into", event.eventId(),
                         event.transactionId(), event.status(), event.version(), after.status(), after.version());
             }
         }
@@ -88,5 +93,13 @@ public class ProviderNotificationController {
         faults.afterNotification(injected, event.eventId());
         return new NotificationOutcome(event.eventId(), event.transactionId(), outcome, after.status(),
                 after.version());
+    }
+
+    /** Whether an event no newer than the payment's state fits in the history that led to it. */
+    private static boolean fitsBefore(ProviderNotification.Valid event, ProviderPayment after) {
+        if (event.version() == after.version() && event.status() == after.status()) {
+            return true; // the event applied, delivered again after its idempotency record was deleted
+        }
+        return event.status().canLeadTo(after.status());
     }
 }

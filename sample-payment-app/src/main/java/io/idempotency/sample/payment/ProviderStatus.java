@@ -30,6 +30,11 @@ public enum ProviderStatus {
         };
     }
 
+    /** Whether {@code later} can come after this status, directly or through others. */
+    public boolean canLeadTo(ProviderStatus later) {
+        return later.predecessors().contains(this) || canReachThroughOthers(later);
+    }
+
     /** Whether {@code later} can come after this status through at least one other status. */
     public boolean canReachThroughOthers(ProviderStatus later) {
         // walk back from later's predecessors' predecessors: is this status among their ancestors?

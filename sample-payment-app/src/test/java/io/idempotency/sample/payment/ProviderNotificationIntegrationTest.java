@@ -132,7 +132,7 @@ class ProviderNotificationIntegrationTest {
     }
 
     @Test
-    void aLateClosedSentBeforeSucceededIsAcknowledgedAndDoesNotUndoTheSuccess() throws Exception {
+    void aLateClosedSentBeforeSucceededIsAcknowledgedAsContradictedAndDoesNotUndoTheSuccess() throws Exception {
         String txn = newTransaction();
         Event pending = Event.of(txn, "PENDING", 1);
         Event closed = Event.of(txn, "CLOSED", 2);
@@ -142,9 +142,10 @@ class ProviderNotificationIntegrationTest {
         assertAcknowledged(deliver(succeeded), "APPLIED", "SUCCEEDED", 3);
         HttpResponse<byte[]> late = deliver(closed);
 
-        assertAcknowledged(late, "SUPERSEDED", "SUCCEEDED", 3);
+        // "closed" is never followed by "succeeded": the provider contradicts itself, and a person is to look
+        assertAcknowledged(late, "CONTRADICTED", "SUCCEEDED", 3);
         assertThat(state(txn)).isEqualTo("SUCCEEDED v3");
-        assertThat(outcomeLogged(closed)).isEqualTo("SUPERSEDED");
+        assertThat(outcomeLogged(closed)).isEqualTo("CONTRADICTED");
         // acknowledged, so it is stored: the provider's next delivery is a replay, not a second judgement
         HttpResponse<byte[]> again = deliver(closed);
         assertThat(again.headers().firstValue(REPLAYED_HEADER)).hasValue("true");
@@ -343,5 +344,29 @@ class ProviderNotificationIntegrationTest {
         assertAcknowledged(contradicting, "CONTRADICTED", "CLOSED", 2);
         assertThat(state(txn)).isEqualTo("CLOSED v2");
         assertThat(outcomeLogged(succeeded)).isEqualTo("CONTRADICTED");
+    }
+
+    @Test
+    void twoEventsThatContradictEachOtherAreFlaggedInEitherOrderOfDelivery() throws Exception {
+        // The provider says the payment was closed unpaid (version 3) after it succeeded (version 2): money taken
+        // for a payment recorded as abandoned. Whichever of the two arrives second must be flagged for a person.
+        String inOrder = newTransaction();
+        assertAcknowledged(deliver(Event.of(inOrder, "PENDING", 1)), "APPLIED", "PENDING", 1);
+        assertAcknowledged(deliver(Event.of(inOrder, "SUCCEEDED", 2)), "APPLIED", "SUCCEEDED", 2);
+        Event closedAfterwards = Event.of(inOrder, "CLOSED", 3);
+        assertAcknowledged(deliver(closedAfterwards), "CONTRADICTED", "SUCCEEDED", 2);
+        assertThat(outcomeLogged(closedAfterwards)).isEqualTo("CONTRADICTED");
+
+        String lateSuccess = newTransaction();
+        assertAcknowledged(deliver(Event.of(lateSuccess, "PENDING", 1)), "APPLIED", "PENDING", 1);
+        assertAcknowledged(deliver(Event.of(lateSuccess, "CLOSED", 3)), "APPLIED", "CLOSED", 3);
+        Event succeededBefore = Event.of(lateSuccess, "SUCCEEDED", 2);
+
+        HttpResponse<byte[]> late = deliver(succeededBefore);
+
+        // older, but not merely old news: "succeeded" can never lead to "closed"
+        assertAcknowledged(late, "CONTRADICTED", "CLOSED", 3);
+        assertThat(state(lateSuccess)).isEqualTo("CLOSED v3");
+        assertThat(outcomeLogged(succeededBefore)).isEqualTo("CONTRADICTED");
     }
 }
