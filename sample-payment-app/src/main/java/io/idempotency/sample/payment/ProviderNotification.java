@@ -1,5 +1,11 @@
 package io.idempotency.sample.payment;
 
+import tools.jackson.core.JsonParser;
+import tools.jackson.core.JsonToken;
+import tools.jackson.databind.DeserializationContext;
+import tools.jackson.databind.ValueDeserializer;
+import tools.jackson.databind.annotation.JsonDeserialize;
+
 import java.util.ArrayList;
 import java.util.List;
 import java.util.regex.Pattern;
@@ -12,14 +18,18 @@ import java.util.regex.Pattern;
  * @param transactionId the provider's id of the payment
  * @param orderId       the order the payment is for
  * @param status        the payment's status as of this event, a {@link ProviderStatus} name
- * @param version       the provider's sequence number of this event for the payment: a later event has a higher one
+ * @param version       the provider's sequence number of this event for the payment: a later event has a higher one;
+ *                      a JSON integer (see {@link JsonInteger})
  * @param nonce         a value new with every delivery
  * @param signature     HMAC-SHA256 of the other fields, in hex (see {@link ProviderSignatures})
  */
 public record ProviderNotification(String eventId, String transactionId, String orderId, String status,
-                                   Long version, String nonce, String signature) {
+                                   @JsonDeserialize(using = JsonInteger.class) Long version, String nonce,
+                                   String signature) {
 
     private static final Pattern ID = Pattern.compile("[A-Za-z0-9_.:-]{1,64}");
+
+    private static final String VERSION_PROBLEM = "version is required: a JSON integer from 1 to " + Long.MAX_VALUE;
 
     /** A notification whose fields were checked. */
     public record Valid(String eventId, String transactionId, String orderId, ProviderStatus status, long version) {
@@ -46,12 +56,31 @@ public record ProviderNotification(String eventId, String transactionId, String 
             }
         }
         if (version == null || version < 1) {
-            errors.add("version is required and must be at least 1");
+            errors.add(VERSION_PROBLEM);
         }
         if (!errors.isEmpty()) {
             throw NotificationRefusedException.invalid(errors);
         }
         return new Valid(eventId, transactionId, orderId, parsed, version);
+    }
+
+    /**
+     * Reads {@code version} from a JSON integer only. Jackson would also take {@code 2.5} (as 2), {@code 1e3},
+     * {@code 2.0} and {@code "2"}; the signature covers the number as the app reads it, so each of those bodies would
+     * pass under the signature of another, and a version the provider did not mean would be recorded. Refused while
+     * the body is read (400 {@code invalid-notification}), before the signature is checked: nothing is claimed.
+     */
+    static final class JsonInteger extends ValueDeserializer<Long> {
+
+        @Override
+        public Long deserialize(JsonParser parser, DeserializationContext context) {
+            if (parser.currentToken() == JsonToken.VALUE_NUMBER_INT
+                    && parser.getNumberType() != JsonParser.NumberType.BIG_INTEGER) {
+                return parser.getLongValue();
+            }
+            // found by Spring MVC as the cause of the unreadable body, and answered as it is
+            throw NotificationRefusedException.invalid(List.of(VERSION_PROBLEM));
+        }
     }
 
     private static void checkId(String field, String value, List<String> errors) {

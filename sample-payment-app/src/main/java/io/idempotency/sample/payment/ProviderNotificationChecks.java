@@ -9,7 +9,9 @@ import org.springframework.web.servlet.mvc.method.annotation.RequestBodyAdviceAd
 import java.lang.reflect.Type;
 
 /**
- * Checks a provider notification as soon as its body is read: the signature first (401), then the fields (400).
+ * Checks a provider notification as soon as its body is read: the signature first (401), then the fields (400). A
+ * {@code version} that is not a JSON integer is refused (400) earlier still, while the body is read
+ * ({@link ProviderNotification.JsonInteger}).
  * Spring MVC reads the body while it binds the handler's arguments, before the {@code @Idempotent} advice claims the
  * key, so a refused notification claims nothing and writes nothing — and a forged one cannot fetch the stored answer
  * of an event whose id it guessed.

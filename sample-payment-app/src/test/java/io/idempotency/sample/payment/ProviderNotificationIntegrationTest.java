@@ -315,6 +315,27 @@ class ProviderNotificationIntegrationTest {
     }
 
     @Test
+    void aVersionThatIsNotAJsonIntegerIs400NamingItAndClaimsNothing() throws Exception {
+        // signed as the version the app would read (2, 1000, ...): the body must say what was signed, exactly
+        for (String version : List.of("2.5", "2.0", "1e3", "\"2\"", "9223372036854775808")) {
+            String txn = newTransaction();
+            ProviderNotification n = new ProviderNotification("evt-" + UUID.randomUUID(), txn, "order-1",
+                    "SUCCEEDED", 2L, "nonce-1", null);
+
+            HttpResponse<byte[]> invalid = post(json(n, provider.sign(n)).replace("\"version\":2,",
+                    "\"version\":" + version + ","), null);
+
+            assertThat(invalid.statusCode()).as("version %s: %s", version, text(invalid)).isEqualTo(400);
+            assertThat(contentType(invalid)).startsWith("application/problem+json");
+            assertThat(text(invalid)).as("version %s", version).contains(
+                    NotificationRefusedException.INVALID_NOTIFICATION.toString(), "version is required");
+            assertThat(DB.queryLong("select count(*) from idempotency_keys where idempotency_key = '"
+                    + n.eventId() + "'")).isZero();
+            assertThat(state(txn)).as("version %s", version).isEqualTo("none");
+        }
+    }
+
+    @Test
     void aFailureAfterTheEventWasRecordedLeavesNothingAndTheNextDeliveryRecordsIt() throws Exception {
         String txn = newTransaction();
         Event succeeded = Event.of(txn, "SUCCEEDED", 2);
