@@ -10,6 +10,7 @@ import org.springframework.boot.autoconfigure.SpringBootApplication;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.boot.test.web.server.LocalServerPort;
 import org.springframework.context.annotation.Bean;
+import org.springframework.dao.DuplicateKeyException;
 import org.springframework.http.ResponseEntity;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.test.context.DynamicPropertyRegistry;
@@ -127,6 +128,29 @@ class MariaDbTransactionsIntegrationTest {
         assertThat(keyRows(key)).isZero();
     }
 
+    @Test
+    void aStatementThatFailsUndoesItselfOnlyAndTheAnswerIsStoredWithTheRest() throws Exception {
+        // unlike PostgreSQL, which aborts the transaction at the failed statement (nothing of the request can be kept
+        // then), InnoDB undoes the statement alone: the handler that tolerates the duplicate carries on in its
+        // transaction, and its claim, writes and answer commit together
+        String key = UUID.randomUUID().toString();
+        String text = "tolerated-duplicate-" + key;
+        jdbc.update("INSERT INTO tags (name) VALUES (?)", text);
+
+        HttpResponse<String> answer = post("/notes/tolerating-a-duplicate", key, note(text));
+        HttpResponse<String> replay = post("/notes/tolerating-a-duplicate", key, note(text));
+
+        assertThat(answer.statusCode()).as(answer.body()).isEqualTo(201);
+        assertThat(answer.body()).contains("\"tagged\":false");
+        assertThat(notes(text)).as("the write before the failed statement is kept").isEqualTo(1);
+        assertThat(jdbc.queryForObject("SELECT status FROM idempotency_keys WHERE idempotency_key = ?",
+                String.class, key)).isEqualTo("SUCCEEDED");
+        assertThat(replay.statusCode()).isEqualTo(201);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(answer.body());
+        assertThat(notes(text)).isEqualTo(1);
+    }
+
     private HttpResponse<String> post(String path, String key, String body) throws Exception {
         return HTTP.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))
                 .header("Content-Type", "application/json").header("Idempotency-Key", key)
@@ -155,6 +179,7 @@ class MariaDbTransactionsIntegrationTest {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
             jdbc.execute(MariaDbIdempotencyStore.schema("idempotency_keys"));
             jdbc.execute("CREATE TABLE notes (id bigint AUTO_INCREMENT PRIMARY KEY, text varchar(200) NOT NULL)");
+            jdbc.execute("CREATE TABLE tags (name varchar(200) PRIMARY KEY)");
             return new MariaDbIdempotencyStore(dataSource, "idempotency_keys");
         }
 
@@ -215,6 +240,20 @@ class MariaDbTransactionsIntegrationTest {
                 return ResponseEntity.status(422).header("X-Refused", "inner").body(Map.of("refused", e.getMessage()));
             }
             return ResponseEntity.status(201).build();
+        }
+
+        /** Writes a row, then a tag that may exist already, tolerating its duplicate (as PostgreSQL cannot). */
+        @PostMapping("/notes/tolerating-a-duplicate")
+        @Idempotent
+        ResponseEntity<Map<String, Object>> toleratingADuplicate(@RequestBody Map<String, String> note) {
+            jdbc.update("INSERT INTO notes (text) VALUES (?)", note.get("text"));
+            boolean tagged;
+            try {
+                tagged = jdbc.update("INSERT INTO tags (name) VALUES (?)", note.get("text")) == 1;
+            } catch (DuplicateKeyException e) {
+                tagged = false;
+            }
+            return ResponseEntity.status(201).body(Map.of("text", note.get("text"), "tagged", tagged));
         }
     }
 }
