@@ -1,10 +1,15 @@
 package io.idempotency.mariadb;
 
+import ch.qos.logback.classic.Level;
+import ch.qos.logback.classic.Logger;
+import ch.qos.logback.classic.spi.ILoggingEvent;
+import ch.qos.logback.core.read.ListAppender;
 import io.idempotency.core.Idempotent;
 import io.idempotency.core.IdempotencyStore;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.EnabledIf;
+import org.slf4j.LoggerFactory;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -48,6 +53,8 @@ import static org.assertj.core.api.Assertions.assertThat;
                 "spring.datasource.hikari.transaction-isolation=TRANSACTION_READ_COMMITTED"})
 class MariaDbTransactionsIntegrationTest {
 
+    /** Where MariaDB Connector/J logs every error the server returns. */
+    private static final String DRIVER_ERRORS = "org.mariadb.jdbc.message.server.ErrorPacket";
     private static final HttpClient HTTP = HttpClient.newHttpClient();
     private static TestMariaDb.Database database;
 
@@ -88,8 +95,17 @@ class MariaDbTransactionsIntegrationTest {
                     + " repeat('a', 64), uuid(), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6),"
                     + " UTC_TIMESTAMP(6) + INTERVAL 1 DAY, NULL)");
 
+            ListAppender<ILoggingEvent> driverLog = new ListAppender<>();
+            Logger errors = (Logger) LoggerFactory.getLogger(DRIVER_ERRORS);
+            driverLog.start();
+            errors.addAppender(driverLog);
             long started = System.nanoTime();
-            HttpResponse<String> waited = post("/notes", key, note(text));
+            HttpResponse<String> waited;
+            try {
+                waited = post("/notes", key, note(text));
+            } finally {
+                errors.detachAppender(driverLog);
+            }
             Duration took = Duration.ofNanos(System.nanoTime() - started);
 
             assertThat(waited.statusCode()).as("the in-flight answer, not the transaction's timeout: %s",
@@ -98,6 +114,10 @@ class MariaDbTransactionsIntegrationTest {
             assertThat(waited.headers().firstValue("Retry-After")).hasValue("1");
             assertThat(took).as("waited for the key, within the transaction's time")
                     .isGreaterThan(Duration.ofMillis(800)).isLessThan(Duration.ofSeconds(5));
+            // what docs/mariadb.md warns of: the driver logs each look again's expected error 1205 at WARN
+            assertThat(driverLog.list).filteredOn(event -> event.getLevel() == Level.WARN
+                    && event.getFormattedMessage().contains("1205")).as("the driver's WARN lines")
+                    .hasSizeGreaterThan(10);
             other.rollback();
         }
         assertThat(notes(text)).isZero();
