@@ -72,8 +72,9 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
     private static final long MAX_PAUSE_NANOS = 25_000_000;
     private static final int MAX_CLAIM_ATTEMPTS = 10_000;
     /**
-     * The latest expiry the table can hold is in the year 9999; a longer retention is cut to this one, which is
-     * forever in every sense that matters.
+     * The latest time the table can hold is in the year 9999; a longer retention or lease is cut to this one, which is
+     * forever in every sense that matters (a time beyond it fails the statement, or, where the SQL mode is not strict,
+     * is written as NULL: a claim whose lease never ends).
      */
     private static final Duration MAX_RETENTION = Duration.ofDays(365L * 7000);
     private static final Pattern TABLE_NAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_]{0,63}");
@@ -478,13 +479,19 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
     @Override
     public Optional<String> takeOver(ScopedKey key, String expiredToken, Duration lease) {
         try {
-            return super.takeOver(key, expiredToken, lease);
+            return super.takeOver(key, expiredToken, atMostForever(lease));
         } catch (DataAccessException e) {
             if (errorCode(e) == LOCK_WAIT_TIMEOUT) {
                 return Optional.empty();
             }
             throw e;
         }
+    }
+
+    /** A lease beyond what the table can hold is cut, as a claim's is. */
+    @Override
+    public boolean renew(ScopedKey key, String fencingToken, Duration lease) {
+        return super.renew(key, fencingToken, atMostForever(lease));
     }
 
     @Override
@@ -586,11 +593,16 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
     }
 
     private static Duration retention(ClaimRequest request) {
-        return request.retention().compareTo(MAX_RETENTION) > 0 ? MAX_RETENTION : request.retention();
+        return atMostForever(request.retention());
     }
 
     private static Long leaseMillis(ClaimRequest request) {
-        return request.lease() == null ? null : request.lease().toMillis();
+        return request.lease() == null ? null : atMostForever(request.lease()).toMillis();
+    }
+
+    /** {@code duration}, or {@link #MAX_RETENTION} when it is longer (null stays null: the SPI checks leases). */
+    private static Duration atMostForever(Duration duration) {
+        return duration != null && duration.compareTo(MAX_RETENTION) > 0 ? MAX_RETENTION : duration;
     }
 
     @Override

@@ -342,6 +342,37 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
     }
 
     /**
+     * A lease longer than a {@code datetime} can add to today (the starter allows any lease the retention covers, and
+     * a retention of up to 36500000d) is cut to 7,000 years, as the retention is, rather than failing every claim,
+     * renewal and takeover with a datetime overflow: the claim is held until the year 9000 or so.
+     */
+    @Test
+    void aLeaseBeyondSevenThousandYearsIsCutToSevenThousandYears() throws InterruptedException {
+        Duration tenThousandYears = Duration.ofDays(3_650_000);
+        Duration sevenThousandYears = Duration.ofDays(365L * 7000);
+        ScopedKey key = newKey();
+
+        ClaimResult claimed = inTransaction(store -> store.claim(new ClaimRequest(key, "c".repeat(64),
+                Duration.ofDays(36_500_000), Duration.ofSeconds(1), tenThousandYears)));
+
+        assertThat(claimed).isInstanceOf(ClaimResult.Claimed.class);
+        String token = ((ClaimResult.Claimed) claimed).fencingToken();
+        var held = STORE.find(key).orElseThrow();
+        assertThat(Duration.between(held.createdAt(), held.lockedUntil()))
+                .isBetween(sevenThousandYears.minusSeconds(1), sevenThousandYears);
+        assertThat(holds(store -> store.renew(key, token, tenThousandYears))).as("renewed").isTrue();
+
+        ScopedKey stale = newKey();
+        String expired = ((ClaimResult.Claimed) inTransaction(store -> store.claim(new ClaimRequest(stale,
+                "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1), Duration.ofMillis(1))))).fencingToken();
+        Thread.sleep(20); // past its lease
+        assertThat(STORE.takeOver(stale, expired, tenThousandYears)).as("taken over").isPresent();
+        var taken = STORE.find(stale).orElseThrow();
+        assertThat(taken.leaseExpired()).isFalse();
+        assertThat(taken.lockedUntil()).isAfter(held.createdAt().plus(sevenThousandYears).minusSeconds(10));
+    }
+
+    /**
      * A retry that finds the FAILED record, and loses it to another retry whose takeover commits between that look-up
      * and its own takeover, looks again and sees that claim: the request does not run twice. The other retry is run
      * as the first one sends its takeover.
