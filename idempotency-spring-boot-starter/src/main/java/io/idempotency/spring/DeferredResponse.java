@@ -195,6 +195,25 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     }
 
     /**
+     * The fewest bytes the header section of the captured answer takes over HTTP/1.1: its status line and a line
+     * ({@code Name: value} and CRLF) for each header held, a character counted as one byte, and the empty line that
+     * ends the section. The cookies, the {@code Content-Length} and {@code Date} the container adds, and a reason
+     * phrase are left out: a section that takes more than a container's limit by this count cannot be sent.
+     */
+    long headerSectionLowerBound() {
+        long bytes = "HTTP/1.1 200 \r\n\r\n".length();
+        for (Map.Entry<String, List<String>> header : headers.entrySet()) {
+            String name = header.getKey();
+            if (!TRANSFER_ENCODING.equalsIgnoreCase(name) && !SET_COOKIE.equalsIgnoreCase(name)) {
+                for (String value : header.getValue()) {
+                    bytes += name.length() + ": \r\n".length() + value.length();
+                }
+            }
+        }
+        return bytes;
+    }
+
+    /**
      * Sends the captured answer, every header included, to the client; but a {@code Transfer-Encoding} (a handler
      * passing on an upstream answer's headers), which would contradict the length the held body is sent with: the
      * container frames the body, and a client would read it as chunks it is not in (RFC 9112, section 6.3). Header

@@ -30,9 +30,12 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean
 import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.boot.sql.init.dependency.DependsOnDatabaseInitialization;
+import org.springframework.boot.web.server.servlet.context.ServletWebServerInitializedEvent;
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
 import org.springframework.context.ApplicationContext;
+import org.springframework.context.ApplicationListener;
 import org.springframework.context.EnvironmentAware;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Conditional;
@@ -754,6 +757,24 @@ public class IdempotencyAutoConfiguration {
             return registration;
         }
 
+        /**
+         * Gives the filter the limit of the embedded server's header section once the server has started (none for a
+         * war deployed to a server of its own, whose limit the application's properties do not set).
+         */
+        @Bean
+        ApplicationListener<ServletWebServerInitializedEvent> idempotencyHeaderSectionLimit(
+                ObjectProvider<FilterRegistrationBean<?>> registrations, Environment environment) {
+            return event -> {
+                if (event.getApplicationContext().getServerNamespace() != null) {
+                    return; // a server of its own, such as the management port's
+                }
+                long limit = headerSectionLimit(event.getWebServer().getClass().getName(), environment);
+                registrations.orderedStream().map(FilterRegistrationBean::getFilter)
+                        .filter(IdempotencyFilter.class::isInstance)
+                        .forEach(filter -> ((IdempotencyFilter) filter).limitHeaderSection(limit));
+            };
+        }
+
         /** Detected by every handler mapping: a request the advice answered itself renders no view. */
         @Bean
         MappedInterceptor idempotencyAnsweredRequestInterceptor() {
@@ -872,5 +893,25 @@ public class IdempotencyAutoConfiguration {
                 AopConfigUtils.forceAutoProxyCreatorToUseClassProxying(registry);
             }
         }
+    }
+
+    /**
+     * The largest header section the embedded server of class {@code webServer} sends, as Spring Boot configures it
+     * (a value that is not positive leaves the server's default); unlimited for a server the library does not know.
+     */
+    static long headerSectionLimit(String webServer, Environment environment) {
+        String property;
+        DataSize byDefault;
+        if (webServer.equals("org.springframework.boot.tomcat.TomcatWebServer")) {
+            property = "server.tomcat.max-http-response-header-size";
+            byDefault = DataSize.ofKilobytes(8);
+        } else if (webServer.equals("org.springframework.boot.jetty.JettyWebServer")) {
+            property = "server.jetty.max-http-response-header-size";
+            byDefault = DataSize.ofKilobytes(16);
+        } else {
+            return Long.MAX_VALUE;
+        }
+        long bytes = Binder.get(environment).bind(property, DataSize.class).orElse(byDefault).toBytes();
+        return bytes > 0 ? bytes : byDefault.toBytes();
     }
 }

@@ -52,6 +52,8 @@ public class IdempotencyFilter extends OncePerRequestFilter {
     private final long maxStoredBodySize;
     private final Set<String> replayedHeaders;
     private final IdempotentMethods idempotentMethods;
+    /** The largest header section the container sends over HTTP/1.1, once known (see {@link #limitHeaderSection}). */
+    private volatile long maxHeaderSection = Long.MAX_VALUE;
 
     public IdempotencyFilter(ProblemResponses problems, int maxRequestBodySize, long maxStoredBodySize,
                              Set<String> replayedHeaders, IdempotentMethods idempotentMethods) {
@@ -60,6 +62,15 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         this.maxRequestBodySize = maxRequestBodySize;
         this.maxStoredBodySize = maxStoredBodySize;
         this.replayedHeaders = storedHeaderNames(replayedHeaders);
+    }
+
+    /**
+     * Tells the filter the largest header section the container sends over HTTP/1.1 (Tomcat's and Jetty's
+     * {@code max-http-response-header-size}): a storable answer whose headers take more is rolled back rather than
+     * stored, as the container would refuse to send it, and every replay of it.
+     */
+    void limitHeaderSection(long bytes) {
+        this.maxHeaderSection = bytes;
     }
 
     /** The lower-case names of the headers stored with an answer: {@code replayedHeaders} but those never stored. */
@@ -238,6 +249,19 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             // held whole, as its status was one that is not stored until the handler set this one
             abandonForTheAnswer(exchange, request);
             sendTooLarge(request, response, afterRollback(execution));
+            return;
+        }
+        if (exchange.storagePolicy().isStorable(response.getStatus()) && request.getProtocol().startsWith("HTTP/1.")
+                && response.headerSectionLowerBound() > maxHeaderSection) {
+            // the container refuses to send a header section above its limit, after the commit: the effects would be
+            // kept, and neither this answer nor any replay of it would ever reach the client
+            abandonForTheAnswer(exchange, request);
+            log.error("Idempotent request {} {} answered headers of at least {} bytes, more than the server sends ({});"
+                    + " rolled back", request.getMethod(), request.getRequestURI(),
+                    response.headerSectionLowerBound(), maxHeaderSection);
+            response.send(problems.render(ProblemResponses.Problem.RESPONSE_TOO_LARGE,
+                    "The answer's headers are larger than this server can send, so the request was rolled back and"
+                            + " nothing of it was kept." + afterRollback(execution), request.getRequestURI()));
             return;
         }
         StoredResponse captured = response.toStoredResponse(replayedHeaders);

@@ -102,6 +102,18 @@ public class ResponseShapesController {
         return new HttpEntity<>("order " + insert(request.note()), headers);
     }
 
+    /** Answers 201 with {@code count} {@code Link} headers, as a handler listing what a request created would. */
+    @PostMapping("/links")
+    @Idempotent
+    public ResponseEntity<String> links(@RequestBody OrderController.OrderRequest request, @RequestParam int count) {
+        long id = insert(request.note());
+        ResponseEntity.BodyBuilder answer = ResponseEntity.status(HttpStatus.CREATED);
+        for (int i = 0; i < count; i++) {
+            answer.header("Link", "</orders/" + id + "/items/" + i + ">; rel=\"item\"");
+        }
+        return answer.body("order " + id);
+    }
+
     /** Answers with headers alone, which Spring MVC sends with status 200 and no body. */
     @PostMapping("/headers")
     @Idempotent

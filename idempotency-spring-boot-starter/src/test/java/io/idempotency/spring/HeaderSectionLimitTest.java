@@ -1,0 +1,44 @@
+package io.idempotency.spring;
+
+import org.junit.jupiter.api.Test;
+import org.springframework.mock.env.MockEnvironment;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/** The limit of the header section the filter holds an answer to: the embedded server's, as Spring Boot sets it. */
+class HeaderSectionLimitTest {
+
+    private static final String TOMCAT = "org.springframework.boot.tomcat.TomcatWebServer";
+    private static final String JETTY = "org.springframework.boot.jetty.JettyWebServer";
+
+    @Test
+    void eachServersDefaultUnlessConfigured() {
+        MockEnvironment environment = new MockEnvironment();
+
+        assertThat(IdempotencyAutoConfiguration.headerSectionLimit(TOMCAT, environment)).isEqualTo(8 * 1024);
+        assertThat(IdempotencyAutoConfiguration.headerSectionLimit(JETTY, environment)).isEqualTo(16 * 1024);
+
+        environment.setProperty("server.tomcat.max-http-response-header-size", "20KB");
+        environment.setProperty("server.jetty.max-http-response-header-size", "1000");
+
+        assertThat(IdempotencyAutoConfiguration.headerSectionLimit(TOMCAT, environment)).isEqualTo(20 * 1024);
+        assertThat(IdempotencyAutoConfiguration.headerSectionLimit(JETTY, environment)).isEqualTo(1000);
+    }
+
+    @Test
+    void aLimitThatIsNotPositiveLeavesTheServersDefault() {
+        // as Spring Boot gives the server only a positive one
+        MockEnvironment environment = new MockEnvironment()
+                .withProperty("server.tomcat.max-http-response-header-size", "0")
+                .withProperty("server.jetty.max-http-response-header-size", "-1");
+
+        assertThat(IdempotencyAutoConfiguration.headerSectionLimit(TOMCAT, environment)).isEqualTo(8 * 1024);
+        assertThat(IdempotencyAutoConfiguration.headerSectionLimit(JETTY, environment)).isEqualTo(16 * 1024);
+    }
+
+    @Test
+    void anotherServerHasNoLimitTheLibraryKnows() {
+        assertThat(IdempotencyAutoConfiguration.headerSectionLimit("com.example.OtherWebServer",
+                new MockEnvironment())).isEqualTo(Long.MAX_VALUE);
+    }
+}
