@@ -160,12 +160,13 @@ public class PostgresPartitionMaintenance {
     /**
      * Detaches and drops the partitions whose upper bound lies more than {@code retention} in the past and that hold
      * no record expiring later (one claimed under a longer retention keeps its partition until it expires) nor a
-     * claim whose lease is live (its holder still at work keeps it until the claim is finished), and the
-     * one whose detach an earlier call left pending, whatever {@code retention} says now; creates nothing. Skipped
-     * (and reported so) while another instance drops partitions. First drops the tables an earlier call detached but
-     * did not drop; one of those that cannot be dropped (an object depends on it, or its lock was
-     * not had in time) is reported in {@link Run#notDropped()} and tried again by the next call, while the others
-     * and the expired partitions are still dropped.
+     * claim whose lease is live (its holder still at work keeps it until the claim is finished; claims whose lease
+     * has run out are deleted first, under their row locks, so that one taken over or renewed meanwhile keeps its
+     * partition rather than go with it), and the one whose detach an earlier call left pending, whatever
+     * {@code retention} says now; creates nothing. Skipped (and reported so) while another instance drops partitions.
+     * First drops the tables an earlier call detached but did not drop; one of those that cannot be dropped (an object
+     * depends on it, or its lock was not had in time) is reported in {@link Run#notDropped()} and tried again by the
+     * next call, while the others and the expired partitions are still dropped.
      *
      * @throws IllegalStateException when a lock of an expired partition was not available within the DDL lock
      *                               timeout (its concurrent detach: within the detach wait), or on any other
@@ -402,7 +403,8 @@ public class PostgresPartitionMaintenance {
             if (!partition.detachPending() && partition.to().isAfter(expiredBefore)) {
                 continue;
             }
-            if (!partition.detachPending() && holdsUnexpiredRecords(connection, partition)) {
+            if (!partition.detachPending() && (holdsUnexpiredRecords(connection, partition)
+                    || !removeAbandonedClaims(connection, partition))) {
                 // claimed under a longer retention than the one configured now: kept until its own expires_at; or
                 // a claim still held under a live lease: kept until it is finished or its lease runs out
                 continue;
@@ -512,6 +514,25 @@ public class PostgresPartitionMaintenance {
             rs.next();
             return rs.getBoolean(1);
         }
+    }
+
+    /**
+     * Deletes the claims of {@code partition} whose lease and expiry have both run out, then looks again: true when
+     * the partition may go, false when a claim was given a live lease again in the meantime. The look before saw no
+     * live record, but a claim whose lease has run out may be taken over (a sweeper, a retry asking the resolver
+     * again) or renewed (its holder, late) at any moment until the detach: it would go with the partition while its
+     * lease is live again. The delete takes each such claim's row lock and looks at its latest version, so a takeover
+     * committed first keeps its claim (and the partition), and one that comes after finds no claim to take. What is
+     * left cannot come back to life: a completed record is never written again, and a takeover of a FAILED one writes
+     * it into the current partition (its creation time is the takeover's). Waits for a row another transaction is
+     * writing at most the DDL lock timeout; a wait that runs out fails the run, and a later run tries again.
+     */
+    private static boolean removeAbandonedClaims(Connection connection, Partition partition) throws SQLException {
+        try (Statement statement = connection.createStatement()) {
+            statement.executeUpdate("DELETE FROM " + partition.name() + " WHERE status = 'PROCESSING'"
+                    + " AND expires_at < now() AND (locked_until IS NULL OR locked_until < now())");
+        }
+        return !holdsUnexpiredRecords(connection, partition);
     }
 
     private List<Partition> partitions(Connection connection) throws SQLException {

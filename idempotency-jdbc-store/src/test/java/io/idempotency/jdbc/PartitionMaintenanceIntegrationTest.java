@@ -20,13 +20,16 @@ import org.springframework.jdbc.datasource.DelegatingDataSource;
 
 import javax.sql.DataSource;
 import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
 import java.lang.reflect.Proxy;
 import java.sql.Connection;
 import java.sql.SQLException;
+import java.sql.Statement;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
@@ -140,6 +143,81 @@ class PartitionMaintenanceIntegrationTest {
                     .containsExactly("idempotency_keys_stale");
             assertThat(jdbc.queryForObject("select count(*) from idempotency_keys where idempotency_key = 'working'",
                     Integer.class)).as("a claim whose lease is live is kept").isEqualTo(1);
+        }
+    }
+
+    /**
+     * A claim whose lease has run out is not what keeps a partition, but it can be taken over (by a sweeper or a retry,
+     * to ask the resolver again) or renewed (by its holder, late) at any moment: its lease is live again, and the
+     * partition is kept while it is, as the retention promises. Here the takeover comes just after the run has looked
+     * at the partition's records and before it detaches it. Dropped then, the takeover's holder would lose a claim it
+     * was just given: its answer would find no record, and a retry would run the request again.
+     */
+    @Test
+    void aStaleClaimTakenOverWhileItsPartitionIsJudgedKeepsThePartition() throws Exception {
+        try (HikariDataSource pool = partitionedDatabase()) {
+            JdbcTemplate jdbc = new JdbcTemplate(pool);
+            hourly(pool, 1, Duration.ofSeconds(5)).createAhead(false);
+            attachPartition(jdbc, "idempotency_keys_stale", "now() - interval '5 days'", "now() - interval '4 days'");
+            insertClaim(jdbc, "stale", "now() - interval '5 days' + interval '1 minute'", "now() - interval '4 days'");
+            ScopedKey key = new ScopedKey("", "POST /x", "stale");
+            String staleToken = jdbc.queryForObject("select fencing_token::text from idempotency_keys"
+                    + " where idempotency_key = 'stale'", String.class);
+            PartitionedPostgresIdempotencyStore store = new PartitionedPostgresIdempotencyStore(pool, TABLE);
+            // the run stops once it has looked at the partition's records, the first time only
+            CountDownLatch judged = new CountDownLatch(1);
+            CountDownLatch resume = new CountDownLatch(1);
+            DataSource pausing = new DelegatingDataSource(pool) {
+                @Override
+                public Connection getConnection() throws SQLException {
+                    Connection connection = super.getConnection();
+                    return (Connection) Proxy.newProxyInstance(getClass().getClassLoader(),
+                            new Class<?>[]{Connection.class}, (proxy, method, args) -> {
+                                Object result = invoke(method, connection, args);
+                                if (!method.getName().equals("createStatement")) {
+                                    return result;
+                                }
+                                Statement statement = (Statement) result;
+                                return Proxy.newProxyInstance(getClass().getClassLoader(),
+                                        new Class<?>[]{Statement.class}, (p, m, a) -> {
+                                            Object done = invoke(m, statement, a);
+                                            if (m.getName().equals("executeQuery")
+                                                    && ((String) a[0]).contains("locked_until >= now()")
+                                                    && judged.getCount() > 0) {
+                                                judged.countDown();
+                                                assertThat(resume.await(30, TimeUnit.SECONDS)).isTrue();
+                                            }
+                                            return done;
+                                        });
+                            });
+                }
+            };
+            PostgresPartitionMaintenance maintenance = hourly(pausing, 1, Duration.ofSeconds(5));
+            CompletableFuture<PostgresPartitionMaintenance.Run> run =
+                    Async.supply(() -> maintenance.dropExpired(Duration.ofDays(1)));
+            Optional<String> token;
+            try {
+                assertThat(judged.await(30, TimeUnit.SECONDS)).isTrue();
+                token = store.takeOver(key, staleToken, Duration.ofMinutes(5));
+            } finally {
+                resume.countDown();
+            }
+            assertThat(token).as("the sweeper has the claim, its lease live").isPresent();
+
+            PostgresPartitionMaintenance.Run done = run.get(30, TimeUnit.SECONDS);
+
+            assertThat(done.dropped()).as("the partition of a claim whose lease is live")
+                    .doesNotContain("idempotency_keys_stale");
+            StoredResponse answer = new StoredResponse(200, List.of(), "resolved".getBytes());
+            assertThat(store.complete(key, token.get(), answer)).as("the sweeper's answer is recorded").isTrue();
+        }
+    }
+
+    private static Object invoke(Method method, Object target, Object[] args) throws Throwable {
+        try {
+            return method.invoke(target, args);
+        } catch (InvocationTargetException e) {
+            throw e.getCause();
         }
     }
 
