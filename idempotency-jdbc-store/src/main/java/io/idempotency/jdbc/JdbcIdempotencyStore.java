@@ -196,12 +196,20 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
         // a connection bound with no transaction active (a scope of propagation SUPPORTS or NOT_SUPPORTED) is not
         // joined: nobody commits it, and a pool that does not auto-commit would roll the write back when the scope
         // ends, after it had been reported done
-        if (TransactionSynchronizationManager.isActualTransactionActive()
-                && TransactionSynchronizationManager.hasResource(transactionResource)) {
+        if (joinsTransaction()) {
             return write.getAsInt(); // the caller's transaction holds a connection of this DataSource: join it
         }
         Integer result = ownTransaction.execute(status -> write.getAsInt());
         return result == null ? 0 : result;
+    }
+
+    /**
+     * Whether a write made now joins the caller's transaction ({@link #committed}): one is active and holds a
+     * connection of this store's DataSource. Otherwise the write runs in a transaction of its own.
+     */
+    protected boolean joinsTransaction() {
+        return TransactionSynchronizationManager.isActualTransactionActive()
+                && TransactionSynchronizationManager.hasResource(transactionResource);
     }
 
     /**

@@ -17,6 +17,7 @@ import java.time.Duration;
 import java.util.Optional;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
+import java.util.function.IntSupplier;
 
 /**
  * The PostgreSQL store (14 and later). All statements run on the connection of the transaction open on the current
@@ -46,6 +47,9 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
     private static final String LOCK_NOT_AVAILABLE = "55P03";
     private static final long MIN_WAIT_NANOS = 1_000_000; // lock_timeout counts in milliseconds
     private static final int MAX_CLAIM_ATTEMPTS = 10;
+    /** SQLState of a serialization failure; at READ COMMITTED, of a row moved to another partition meanwhile. */
+    private static final String SERIALIZATION_FAILURE = "40001";
+    private static final int MAX_WRITE_ATTEMPTS = 3;
 
     private final String tableName;
     private final String claimSql;
@@ -308,6 +312,34 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
                 """.formatted(table, COLUMNS, arbitrate ? BOUNDED_WAIT + "," : "", arbitrate ? "FROM timeout" : "",
                 arbitrate ? "ON CONFLICT (caller, scope, idempotency_key) DO NOTHING" : "",
                 arbitrate ? "(SELECT previous FROM timeout)" : "?", NOW);
+    }
+
+    /**
+     * As {@link JdbcIdempotencyStore#committed}; a write made in a transaction of its own is made again when its row
+     * was moved to another partition while it waited for the row (SQLSTATE 40001, "tuple to be locked was already
+     * moved to another partition due to concurrent update", which PostgreSQL raises at READ COMMITTED too). On a
+     * partitioned table, a takeover of a FAILED record writes it into the current partition, as a new claim would be:
+     * a renewal, a completion, a stale-claim takeover or a batch delete whose statement began before that takeover
+     * committed would fail, where its next statement finds the record as it now is (no longer that holder's, no longer
+     * expired) and answers as for a row that stayed in place. In the caller's transaction the failure stands: it has
+     * aborted that transaction, which only its owner can roll back.
+     */
+    @Override
+    protected int committed(IntSupplier write) {
+        if (joinsTransaction()) {
+            return super.committed(write);
+        }
+        for (int attempt = 1; ; attempt++) {
+            try {
+                return super.committed(write);
+            } catch (DataAccessException e) {
+                // at READ COMMITTED, which the store's own transactions run at, a row moved away is the only cause
+                // (a row moves again only when a FAILED record is taken over again, so a few attempts are plenty)
+                if (attempt == MAX_WRITE_ATTEMPTS || !SERIALIZATION_FAILURE.equals(sqlState(e))) {
+                    throw e;
+                }
+            }
+        }
     }
 
     @Override

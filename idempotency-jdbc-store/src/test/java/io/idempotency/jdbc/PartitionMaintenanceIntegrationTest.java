@@ -895,6 +895,53 @@ class PartitionMaintenanceIntegrationTest {
         }
     }
 
+    /**
+     * A takeover of a FAILED record writes it into the current partition: PostgreSQL moves the row, and a statement
+     * that waited for the row and then finds it moved fails with 40001 ("tuple to be locked was already moved to
+     * another partition"), at READ COMMITTED too. A renewal of the claim before it failed means "the claim is no
+     * longer yours" then, as when the row stays where it is, not an error. Here one transaction marks the claim FAILED
+     * and takes it over, for a race that otherwise lasts microseconds (the renewal's statement starting before the
+     * FAILED mark commits, and reaching the row only after the takeover has moved it).
+     */
+    @Test
+    void aRenewalThatFindsItsRecordMovedToAnotherPartitionIsRefusedNotFailed() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = partitionedDatabase(database)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            hourly(dataSource, 2, Duration.ofSeconds(5)).run(Duration.ofDays(30));
+            attachPartition(jdbc, "idempotency_keys_older", "now() - interval '3 days'", "now() - interval '2 days'");
+            PartitionedPostgresIdempotencyStore store = new PartitionedPostgresIdempotencyStore(dataSource, TABLE);
+            Transactions transactions = new SpringTransactions(new DataSourceTransactionManager(dataSource));
+            ScopedKey key = new ScopedKey("", "POST /x", UUID.randomUUID().toString());
+            String token = UUID.randomUUID().toString();
+            // an intent-first claim made in an older partition, its lease live
+            jdbc.update("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
+                    + " fencing_token, created_at, expires_at, locked_until) values ('', 'POST /x', ?, 'PROCESSING',"
+                    + " ?, ?::uuid, now() - interval '60 hours', now() + interval '1 day',"
+                    + " now() + interval '5 minutes')",
+                    key.key(), HASH, token);
+
+            Transactions.Transaction failedAndRetried = transactions.begin();
+            CompletableFuture<Boolean> renewal;
+            try {
+                assertThat(store.fail(key, token)).isTrue();
+                ClaimResult retried = store.claim(request(key));
+                assertThat(retried).isInstanceOf(ClaimResult.Claimed.class);
+                renewal = Async.supply(() -> store.renew(key, token, Duration.ofMinutes(5)));
+                database.awaitLockWaiter(Duration.ofSeconds(30));
+                failedAndRetried.commit();
+            } finally {
+                failedAndRetried.rollback();
+            }
+
+            assertThat(renewal.get(30, TimeUnit.SECONDS)).as("the claim is no longer the renewal's").isFalse();
+            assertThat(jdbc.queryForList("select tableoid::regclass::text from idempotency_keys"
+                    + " where idempotency_key = ?", String.class, key.key()))
+                    .as("one record, moved out of the older partition").hasSize(1)
+                    .doesNotContain("idempotency_keys_older");
+        }
+    }
+
     @Test
     void aClaimOutsideATransactionKeepsTheKeysLockUntilItsRecordIsCommitted() throws Exception {
         TestPostgres.Database database = TestPostgres.newDatabase();
