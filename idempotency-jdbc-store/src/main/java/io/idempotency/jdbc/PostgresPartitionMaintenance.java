@@ -529,8 +529,10 @@ public class PostgresPartitionMaintenance {
      */
     private static boolean removeAbandonedClaims(Connection connection, Partition partition) throws SQLException {
         try (Statement statement = connection.createStatement()) {
-            statement.executeUpdate("DELETE FROM " + partition.name() + " WHERE status = 'PROCESSING'"
-                    + " AND expires_at < now() AND (locked_until IS NULL OR locked_until < now())");
+            // found through the index on locked_until, which holds leased claims only: a claim without a lease is
+            // neither renewed nor taken over as stale, so it cannot come back to life
+            statement.executeUpdate("DELETE FROM " + partition.name() + " WHERE locked_until < now()"
+                    + " AND status = 'PROCESSING' AND expires_at < now()");
         }
         return !holdsUnexpiredRecords(connection, partition);
     }
