@@ -942,6 +942,44 @@ class PartitionMaintenanceIntegrationTest {
         }
     }
 
+    /**
+     * A batch delete locks the expired rows its statement's snapshot shows, one after another: a retry that takes over
+     * an expired FAILED record meanwhile moves its row into the current partition, and the delete that then reaches
+     * the row fails with 40001 — the cleanup failing on a record that is simply no longer expired. Here the record is
+     * the last of many expired rows, so that the delete reaches it after the takeover has committed (most rounds; in
+     * the others the delete takes it first and the retry claims the key afresh).
+     */
+    @Test
+    void aBatchDeleteThatMeetsARowMovedByATakeoverGoesOn() throws Exception {
+        try (HikariDataSource dataSource = partitionedDatabase()) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            hourly(dataSource, 2, Duration.ofSeconds(5)).run(Duration.ofDays(30));
+            attachPartition(jdbc, "idempotency_keys_older", "now() - interval '3 days'", "now() - interval '2 days'");
+            PartitionedPostgresIdempotencyStore store = new PartitionedPostgresIdempotencyStore(dataSource, TABLE);
+            for (int round = 0; round < 5; round++) {
+                jdbc.update("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
+                        + " fencing_token, response_status, created_at, expires_at) select '', 'POST /done', 'k' || g,"
+                        + " 'SUCCEEDED', ?, gen_random_uuid(), 200, now() - interval '60 hours',"
+                        + " now() - interval '2 hours' from generate_series(1, 50000) g", HASH);
+                ScopedKey key = new ScopedKey("", "POST /x", UUID.randomUUID().toString());
+                jdbc.update("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
+                        + " fencing_token, created_at, expires_at) values ('', 'POST /x', ?, 'FAILED', ?,"
+                        + " gen_random_uuid(), now() - interval '60 hours', now() - interval '1 hour')",
+                        key.key(), HASH);
+
+                CompletableFuture<Integer> cleanup = Async.supply(() -> store.deleteExpired(100_000));
+                Thread.sleep(30); // the delete's snapshot is taken, and it locks its way through the rows
+                assertThat(store.claim(request(key))).isInstanceOf(ClaimResult.Claimed.class);
+
+                assertThat(cleanup.get(60, TimeUnit.SECONDS)).as("round %d: every completed record deleted", round)
+                        .isGreaterThanOrEqualTo(50_000);
+                assertThat(jdbc.queryForList("select status from idempotency_keys where idempotency_key = ?",
+                        String.class, key.key())).as("round %d: the retry's claim, once", round)
+                        .containsExactly("PROCESSING");
+            }
+        }
+    }
+
     @Test
     void aClaimOutsideATransactionKeepsTheKeysLockUntilItsRecordIsCommitted() throws Exception {
         TestPostgres.Database database = TestPostgres.newDatabase();
