@@ -768,7 +768,7 @@ public class IdempotencyAutoConfiguration {
                 if (event.getApplicationContext().getServerNamespace() != null) {
                     return; // a server of its own, such as the management port's
                 }
-                long limit = headerSectionLimit(event.getWebServer().getClass().getName(), environment);
+                long limit = headerSectionLimit(event.getWebServer().getClass(), environment);
                 registrations.orderedStream().map(FilterRegistrationBean::getFilter)
                         .filter(IdempotencyFilter.class::isInstance)
                         .forEach(filter -> ((IdempotencyFilter) filter).limitHeaderSection(limit));
@@ -893,6 +893,21 @@ public class IdempotencyAutoConfiguration {
                 AopConfigUtils.forceAutoProxyCreatorToUseClassProxying(registry);
             }
         }
+    }
+
+    /**
+     * The largest header section the embedded server {@code webServer} sends: that of the first of its classes, its
+     * own or one it extends, that {@link #headerSectionLimit(String, Environment)} knows (Spring Boot serves Jetty
+     * through a subclass of its {@code JettyWebServer}).
+     */
+    static long headerSectionLimit(Class<?> webServer, Environment environment) {
+        for (Class<?> type = webServer; type != null; type = type.getSuperclass()) {
+            long limit = headerSectionLimit(type.getName(), environment);
+            if (limit != Long.MAX_VALUE) {
+                return limit;
+            }
+        }
+        return Long.MAX_VALUE;
     }
 
     /**

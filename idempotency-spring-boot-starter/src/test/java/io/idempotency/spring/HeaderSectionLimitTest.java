@@ -1,6 +1,8 @@
 package io.idempotency.spring;
 
+import org.apache.catalina.startup.Tomcat;
 import org.junit.jupiter.api.Test;
+import org.springframework.boot.tomcat.TomcatWebServer;
 import org.springframework.mock.env.MockEnvironment;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -34,6 +36,22 @@ class HeaderSectionLimitTest {
 
         assertThat(IdempotencyAutoConfiguration.headerSectionLimit(TOMCAT, environment)).isEqualTo(8 * 1024);
         assertThat(IdempotencyAutoConfiguration.headerSectionLimit(JETTY, environment)).isEqualTo(16 * 1024);
+    }
+
+    @Test
+    void aServerOfAClassThatExtendsAKnownOneHasItsLimit() {
+        // as Spring Boot's Jetty server for servlets, JettyServletWebServer, extends JettyWebServer
+        assertThat(IdempotencyAutoConfiguration.headerSectionLimit(ExtendedTomcatWebServer.class,
+                new MockEnvironment())).isEqualTo(8 * 1024);
+        assertThat(IdempotencyAutoConfiguration.headerSectionLimit(Object.class, new MockEnvironment()))
+                .isEqualTo(Long.MAX_VALUE);
+    }
+
+    /** Only its class is used. */
+    static class ExtendedTomcatWebServer extends TomcatWebServer {
+        ExtendedTomcatWebServer(Tomcat tomcat) {
+            super(tomcat);
+        }
     }
 
     @Test
