@@ -935,6 +935,15 @@ public final class IdempotencyEngine {
             transaction.flush();
         }
 
+        /**
+         * Whether the transaction the handler ran in can only roll back now
+         * ({@link Transactions.Transaction#isRollbackOnly()}): a write in it failed, and the handler caught the
+         * failure. False once the execution has ended.
+         */
+        public boolean isRollbackOnly() {
+            return !ended && transaction.isRollbackOnly();
+        }
+
         /** Finishes with the default storage policy. */
         public Outcome finish(StoredResponse response) {
             return finish(response, defaultPolicy);

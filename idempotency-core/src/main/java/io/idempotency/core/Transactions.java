@@ -51,6 +51,15 @@ public interface Transactions {
             commit();
         }
 
+        /**
+         * Whether the transaction can only roll back now: a write in it failed and whoever saw the failure marked it
+         * so (Spring, as a {@code @Transactional} method that joined it threw; a JPA provider, as a flush failed). Its
+         * commit would roll back. False by default.
+         */
+        default boolean isRollbackOnly() {
+            return false;
+        }
+
         /** Rolls back, unless the transaction has already ended. */
         void rollback();
 

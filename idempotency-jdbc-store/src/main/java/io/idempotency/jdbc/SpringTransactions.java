@@ -149,6 +149,13 @@ public class SpringTransactions implements Transactions {
             }
 
             @Override
+            public boolean isRollbackOnly() {
+                // the status asks the transaction manager too: JPA's reads the flag its provider sets on the
+                // EntityTransaction when a flush fails, which marks nothing Spring bound to the thread
+                return !status.isCompleted() && status.isRollbackOnly();
+            }
+
+            @Override
             public void rollback() {
                 if (!status.isCompleted()) {
                     transactionManager.rollback(status);

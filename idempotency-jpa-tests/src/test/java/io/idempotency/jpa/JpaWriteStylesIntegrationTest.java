@@ -89,6 +89,30 @@ class JpaWriteStylesIntegrationTest extends JpaHttpTest {
         assertThat(purchases(taken)).isEqualTo(1);
     }
 
+    /**
+     * A handler catches the failed flush and refuses the request with 422, a status that is stored: Hibernate marked
+     * the transaction rollback-only (Spring did not), so nothing of it is kept, and the refusal is sent as the handler
+     * made it, not stored, rather than replaced by a failed commit.
+     */
+    @Test
+    void aRefusalAfterAFailedFlushTheHandlerCaughtIsSentAsMade() throws Exception {
+        String taken = "refused-" + UUID.randomUUID();
+        assertThat(post("/purchases", UUID.randomUUID().toString(), purchase(taken)).statusCode()).isEqualTo(201);
+        String key = UUID.randomUUID().toString();
+
+        HttpResponse<String> first = post("/edge/purchases/caught-refusal", key, purchase(taken));
+        String afterFirst = record(key);
+        HttpResponse<String> retry = post("/edge/purchases/caught-refusal", key, purchase(taken));
+
+        assertThat(first.statusCode()).as("the handler's refusal: " + first.body()).isEqualTo(422);
+        assertThat(first.body()).contains("already-purchased");
+        assertThat(first.headers().firstValue("X-Refused")).hasValue("taken");
+        assertThat(afterFirst).isNull();
+        assertThat(retry.statusCode()).isEqualTo(422);
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(purchases(taken)).isEqualTo(1);
+    }
+
     /** As the docs say: a read-only service's change to the entity it loaded commits with the answer. */
     @Test
     void aReadOnlyServicesChangeCommitsWithTheAnswer() throws Exception {

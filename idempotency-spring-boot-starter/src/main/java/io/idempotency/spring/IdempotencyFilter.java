@@ -11,8 +11,6 @@ import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-import org.springframework.transaction.support.ResourceHolderSupport;
-import org.springframework.transaction.support.TransactionSynchronizationManager;
 import org.springframework.web.filter.OncePerRequestFilter;
 import org.springframework.web.servlet.DispatcherServlet;
 import org.springframework.web.util.WebUtils;
@@ -237,7 +235,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             response.sendCaptured();
             return;
         }
-        if (response.getStatus() >= 400 && response.getStatus() < 500 && markedRollbackOnly()) {
+        if (response.getStatus() >= 400 && response.getStatus() < 500 && execution.isRollbackOnly()) {
             // the handler refused the request after a failure it caught had left its transaction able only to roll
             // back (a @Transactional method it called threw): nothing of it can be kept, so the refusal is sent as
             // one its exception handler made — not stored, a retry runs again — not replaced by a failed commit
@@ -343,22 +341,6 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         return request.getAttribute(DispatcherServlet.EXCEPTION_ATTRIBUTE) != null
                 || request.getAttribute(WebUtils.ERROR_EXCEPTION_ATTRIBUTE) != null
                 || request.getAttribute(RequestAnsweredExceptionResolver.EXCEPTION_ATTRIBUTE) != null;
-    }
-
-    /**
-     * Whether the transaction open on this thread can only roll back: Spring marks what it bound to the thread (the
-     * connection, an EntityManager) when a transaction that joined it failed, and then rolls back at the commit.
-     */
-    private static boolean markedRollbackOnly() {
-        if (!TransactionSynchronizationManager.isActualTransactionActive()) {
-            return false;
-        }
-        for (Object resource : TransactionSynchronizationManager.getResourceMap().values()) {
-            if (resource instanceof ResourceHolderSupport holder && holder.isRollbackOnly()) {
-                return true;
-            }
-        }
-        return false;
     }
 
     /**

@@ -64,6 +64,24 @@ public class EdgeController {
         return ResponseEntity.created(URI.create("/purchases/" + saved.getId())).body(Map.of("id", saved.getId()));
     }
 
+    /**
+     * As {@link #caught}, but refusing the request with 422 when the flush fails: Hibernate, not Spring, marks the
+     * transaction rollback-only then, as JPA requires of a failed flush.
+     */
+    @PostMapping("/purchases/caught-refusal")
+    @Idempotent
+    @Transactional
+    public ResponseEntity<Map<String, Object>> caughtRefusal(@RequestBody PurchaseController.PurchaseRequest request) {
+        Purchase saved = purchases.save(new Purchase(request.reference(), request.note()));
+        try {
+            entityManager.flush();
+        } catch (PersistenceException e) {
+            return ResponseEntity.status(HttpStatus.UNPROCESSABLE_CONTENT).header("X-Refused", "taken")
+                    .body(Map.of("error", "already-purchased"));
+        }
+        return ResponseEntity.created(URI.create("/purchases/" + saved.getId())).body(Map.of("id", saved.getId()));
+    }
+
     /** Saves several purchases, sent in batches at the flush. */
     @PostMapping("/purchases/batch")
     @Idempotent
