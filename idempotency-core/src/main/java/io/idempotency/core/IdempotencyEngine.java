@@ -699,6 +699,9 @@ public final class IdempotencyEngine {
      * {@link #settle}.
      */
     private final class Settlement implements Runnable {
+        /** The longest time to try, which keeps the deadline comparable to {@link System#nanoTime()}: 146 years. */
+        private static final Duration LONGEST_SETTLEMENT = Duration.ofNanos(Long.MAX_VALUE / 2);
+
         private final ScopedKey key;
         private final String token;
         private final boolean release;
@@ -709,8 +712,11 @@ public final class IdempotencyEngine {
             this.key = key;
             this.token = token;
             this.release = release;
-            // the lease ends by then at the latest: nothing renews it any more
-            this.deadline = System.nanoTime() + lease.toNanos();
+            // the lease ends by then at the latest: nothing renews it any more. One of centuries counts more
+            // nanoseconds than a long holds (the release or FAILED mark would fail before it was even tried, and the
+            // claim stay PROCESSING under that lease): the attempts then go on for as long as the process lives
+            this.deadline = System.nanoTime() + (lease.compareTo(LONGEST_SETTLEMENT) > 0
+                    ? LONGEST_SETTLEMENT : lease).toNanos();
         }
 
         /** One attempt; false from the store (the token no longer holds the claim) also ends the attempts. */

@@ -1024,6 +1024,33 @@ class IdempotencyEngineTest {
     }
 
     /**
+     * A lease longer than the nanoseconds a long counts (about 292 years; the starter takes any lease its retention
+     * covers, up to 100,000 years) still lets the claim be released or marked FAILED as its work ends: otherwise the
+     * claim would stay PROCESSING under that lease, and every request with its key be told "in progress" for ever.
+     */
+    @Test
+    void anIntentFirstClaimWithALeaseOfCenturiesIsStillReleasedOrMarkedFailed() {
+        store.settlementsExpected = true;
+        Duration tenThousandYears = Duration.ofDays(3_650_000);
+        try {
+            for (String token : List.of("token-1", "token-2")) {
+                store.claimAnswer = () -> new ClaimResult.Claimed(token);
+                Start start = engine.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, tenThousandYears);
+                assertThat(start).isInstanceOf(Proceed.class);
+                if (token.equals("token-1")) {
+                    ((Proceed) start).execution().abandonUnrun();
+                } else {
+                    ((Proceed) start).execution().abandonDefinitely();
+                }
+            }
+
+            assertThat(store.settlements).containsExactly("release token-1", "fail token-2");
+        } finally {
+            engine.shutdown();
+        }
+    }
+
+    /**
      * A release or FAILED mark the database did not take (it was briefly out of reach) is thrown, and tried again in
      * the background until the database takes it: the next request runs at once instead of being told "in progress"
      * until the lease runs out. Once taken, it is not tried again, not even as the engine shuts down.
