@@ -1,0 +1,82 @@
+package io.idempotency.jpa;
+
+import io.idempotency.jpa.app.JpaTestApplication;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+import org.springframework.test.context.TestPropertySource;
+
+import java.net.http.HttpResponse;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.UUID;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * A transaction timeout shorter than {@code idempotency.in-flight-wait} under JPA's transaction manager, on real
+ * PostgreSQL over real HTTP: JPA keeps the deadline on the EntityManager it binds and on the connection it exposes,
+ * and the claim's wait for a key another instance holds ends with the documented 409, not with the timeout's
+ * cancellation of the claim.
+ */
+@SpringBootTest(classes = JpaTestApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
+@TestPropertySource(properties = {"spring.transaction.default-timeout=2s", "idempotency.in-flight-wait=10s",
+        "idempotency.sweeper.enabled=false"})
+class JpaTransactionTimeoutIntegrationTest extends JpaHttpTest {
+
+    static final TestPostgres.Database DATABASE = JpaContexts.withPurchases();
+
+    @Override
+    TestPostgres.Database database() {
+        return DATABASE;
+    }
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        JpaContexts.register(registry, DATABASE);
+    }
+
+    @Test
+    void aDuplicateOfAKeyHeldElsewhereGets409BeforeTheTransactionTimesOut() throws Exception {
+        String first = UUID.randomUUID().toString();
+        assertThat(post("/purchases", first, purchase("timeout-first-" + first)).statusCode()).isEqualTo(201);
+        String caller = DATABASE.queryString("select caller from idempotency_keys where idempotency_key = '"
+                + first + "'");
+        String scope = DATABASE.queryString("select scope from idempotency_keys where idempotency_key = '"
+                + first + "'");
+        String key = UUID.randomUUID().toString();
+        String reference = "timeout-" + key;
+        // another instance's claim of the key, not committed yet
+        try (Connection other = DriverManager.getConnection(DATABASE.url(), DATABASE.user(), DATABASE.password());
+             Statement statement = other.createStatement()) {
+            other.setAutoCommit(false);
+            statement.execute("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
+                    + " fencing_token, expires_at) values ('" + caller + "', '" + scope + "', '" + key
+                    + "', 'PROCESSING', repeat('a', 64), gen_random_uuid(), now() + interval '1 day')");
+
+            long started = System.nanoTime();
+            HttpResponse<String> waited = post("/purchases", key, purchase(reference));
+            Duration took = Duration.ofNanos(System.nanoTime() - started);
+
+            assertThat(waited.statusCode()).as("the in-flight answer, not the transaction's timeout: " + waited.body())
+                    .isEqualTo(409);
+            assertThat(waited.body()).contains("idempotency-request-in-progress");
+            assertThat(took).as("waited for the key, within the transaction's time")
+                    .isGreaterThan(Duration.ofMillis(800)).isLessThan(Duration.ofSeconds(5));
+            other.rollback();
+        }
+        assertThat(purchases(reference)).isZero();
+        assertThat(record(key)).isNull();
+        HttpResponse<String> retry = post("/purchases", key, purchase(reference));
+        assertThat(retry.statusCode()).as("the retry has the whole transaction for its handler").isEqualTo(201);
+        assertThat(purchases(reference)).isEqualTo(1);
+    }
+
+    private static String purchase(String reference) {
+        return "{\"reference\":\"" + reference + "\",\"note\":\"n\"}";
+    }
+}
