@@ -913,20 +913,25 @@ public class IdempotencyAutoConfiguration {
     /**
      * The largest header section the embedded server of class {@code webServer} sends, as Spring Boot configures it
      * (a value that is not positive leaves the server's default); unlimited for a server the library does not know.
+     * Jetty's is 8 KB at most: Spring Boot's setting is the size its header buffer may grow to (16 KB by default), but
+     * an answer whose headers outgrow the buffer's first 8 KB is not sent (the connection hangs), so the library counts
+     * on those 8 KB only.
      */
     static long headerSectionLimit(String webServer, Environment environment) {
         String property;
         DataSize byDefault;
+        long atMost = Long.MAX_VALUE;
         if (webServer.equals("org.springframework.boot.tomcat.TomcatWebServer")) {
             property = "server.tomcat.max-http-response-header-size";
             byDefault = DataSize.ofKilobytes(8);
         } else if (webServer.equals("org.springframework.boot.jetty.JettyWebServer")) {
             property = "server.jetty.max-http-response-header-size";
             byDefault = DataSize.ofKilobytes(16);
+            atMost = DataSize.ofKilobytes(8).toBytes();
         } else {
             return Long.MAX_VALUE;
         }
         long bytes = Binder.get(environment).bind(property, DataSize.class).orElse(byDefault).toBytes();
-        return bytes > 0 ? bytes : byDefault.toBytes();
+        return Math.min(atMost, bytes > 0 ? bytes : byDefault.toBytes());
     }
 }

@@ -50,6 +50,14 @@ public class IdempotencyFilter extends OncePerRequestFilter {
     private final long maxStoredBodySize;
     private final Set<String> replayedHeaders;
     private final IdempotentMethods idempotentMethods;
+    /**
+     * Room kept under the container's limit on the header section: a replay sends {@code Idempotent-Replayed: true}
+     * besides the stored headers (27 bytes), and the container adds its own to every answer ({@code Date},
+     * {@code Content-Length}, {@code Keep-Alive}, {@code Connection}: about 110 bytes). An answer stored closer to the
+     * limit than this could be sent the first time and fail on every replay.
+     */
+    static final int HEADER_SECTION_MARGIN = 256;
+
     /** The largest header section the container sends over HTTP/1.1, once known (see {@link #limitHeaderSection}). */
     private volatile long maxHeaderSection = Long.MAX_VALUE;
 
@@ -250,16 +258,18 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             return;
         }
         if (exchange.storagePolicy().isStorable(response.getStatus()) && request.getProtocol().startsWith("HTTP/1.")
-                && response.headerSectionLowerBound() > maxHeaderSection) {
+                && response.headerSectionLowerBound() > maxHeaderSection - HEADER_SECTION_MARGIN) {
             // the container refuses to send a header section above its limit, after the commit: the effects would be
-            // kept, and neither this answer nor any replay of it would ever reach the client
+            // kept, and this answer or every replay of it (which carries one header more) would never reach the client
             abandonForTheAnswer(exchange, request);
-            log.error("Idempotent request {} {} answered headers of at least {} bytes, more than the server sends ({});"
-                    + " rolled back", request.getMethod(), request.getRequestURI(),
-                    response.headerSectionLowerBound(), maxHeaderSection);
+            log.error("Idempotent request {} {} answered headers of at least {} bytes, more than the server sends ({})"
+                    + " less {} bytes for the headers it and a replay add; rolled back", request.getMethod(),
+                    request.getRequestURI(), response.headerSectionLowerBound(), maxHeaderSection,
+                    HEADER_SECTION_MARGIN);
             response.send(problems.render(ProblemResponses.Problem.RESPONSE_TOO_LARGE,
-                    "The answer's headers are larger than this server can send, so the request was rolled back and"
-                            + " nothing of it was kept." + afterRollback(execution), request.getRequestURI()));
+                    "The answer's headers are too large for this server to send it and its replays, so the request"
+                            + " was rolled back and nothing of it was kept." + afterRollback(execution),
+                    request.getRequestURI()));
             return;
         }
         StoredResponse captured = response.toStoredResponse(replayedHeaders);

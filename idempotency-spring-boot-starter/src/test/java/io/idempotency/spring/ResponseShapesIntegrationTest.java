@@ -128,6 +128,31 @@ class ResponseShapesIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void anAnswerNearTheServersHeaderLimitIsStoredOnlyIfItsReplaysCanBeSentToo() throws Exception {
+        // a replay carries Idempotent-Replayed: true besides the stored headers, and the container adds its own
+        // (Date, Content-Length, Keep-Alive…) to both: across the sizes around the limit, every answer is either
+        // refused and kept nothing, or sent, stored and replayed
+        for (int length = 7_900; length <= 8_200; length += 4) {
+            String key = UUID.randomUUID().toString();
+            String note = "link-" + key;
+
+            String first = raw("/shapes/link?length=" + length, key, note, "");
+
+            if (first.startsWith("HTTP/1.1 500 ")) {
+                assertThat(first).as("length %d", length).contains("idempotency-response-too-large");
+                assertThat(rows(note)).as("length %d: nothing of it was kept", length).isZero();
+                assertThat(keyRows(key)).as("length %d: the key was released", length).isZero();
+                continue;
+            }
+            assertThat(first).as("length %d", length).startsWith("HTTP/1.1 201 ");
+            String replay = raw("/shapes/link?length=" + length, key, note, "");
+            assertThat(replay).as("length %d: the replay of a stored answer", length).startsWith("HTTP/1.1 201 ")
+                    .contains("Idempotent-Replayed: true");
+            assertThat(rows(note)).isEqualTo(1);
+        }
+    }
+
+    @Test
     void headersAloneAreReplayedAndAKeyReusedForThemIsRefused() throws Exception {
         // Spring MVC refuses a null HttpHeaders, which is what the handler gives back when it did not run
         String key = UUID.randomUUID().toString();

@@ -114,6 +114,15 @@ public class ResponseShapesController {
         return answer.body("order " + id);
     }
 
+    /** Answers 201 with one {@code Link} header whose target is {@code length} characters long. */
+    @PostMapping("/link")
+    @Idempotent
+    public ResponseEntity<String> link(@RequestBody OrderController.OrderRequest request, @RequestParam int length) {
+        long id = insert(request.note());
+        return ResponseEntity.status(HttpStatus.CREATED).header("Link", "<" + "l".repeat(length) + ">; rel=\"item\"")
+                .body("order " + id);
+    }
+
     /** Answers with headers alone, which Spring MVC sends with status 200 and no body. */
     @PostMapping("/headers")
     @Idempotent
