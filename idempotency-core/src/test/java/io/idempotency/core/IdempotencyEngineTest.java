@@ -1363,20 +1363,7 @@ class IdempotencyEngineTest {
                 MAX_WAIT); // the default secret, of which the first downstream key derived warns
         IllegalStateException logFailed = new IllegalStateException("the log's disk is full");
         java.util.logging.Logger logger = java.util.logging.Logger.getLogger(DownstreamKeys.class.getName());
-        java.util.logging.Handler failing = new java.util.logging.Handler() {
-            @Override
-            public void publish(java.util.logging.LogRecord record) {
-                throw logFailed;
-            }
-
-            @Override
-            public void flush() {
-            }
-
-            @Override
-            public void close() {
-            }
-        };
+        java.util.logging.Handler failing = failingWith(logFailed);
         logger.addHandler(failing);
         try {
             assertThatThrownBy(() -> resolving.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofHours(1)))
@@ -1461,20 +1448,7 @@ class IdempotencyEngineTest {
         store.renewals = Collections.synchronizedList(new ArrayList<>());
         IllegalStateException logFailed = new IllegalStateException("the log's disk is full");
         java.util.logging.Logger logger = java.util.logging.Logger.getLogger(DownstreamKeys.class.getName());
-        java.util.logging.Handler failing = new java.util.logging.Handler() {
-            @Override
-            public void publish(java.util.logging.LogRecord record) {
-                throw logFailed;
-            }
-
-            @Override
-            public void flush() {
-            }
-
-            @Override
-            public void close() {
-            }
-        };
+        java.util.logging.Handler failing = failingWith(logFailed);
         StaleClaimResolver resolver = claim -> {
             // long enough for every lease this sweep holds to be renewed: on its one renewal thread, the lease of
             // the claim taken over first is renewed before the second renewal of this one
@@ -1966,5 +1940,23 @@ class IdempotencyEngineTest {
                 throw owner.rollbackFailure;
             }
         }
+    }
+
+    /** A log handler that fails every record with {@code failure}, as a full disk would. */
+    private static java.util.logging.Handler failingWith(RuntimeException failure) {
+        return new java.util.logging.Handler() {
+            @Override
+            public void publish(java.util.logging.LogRecord record) {
+                throw failure;
+            }
+
+            @Override
+            public void flush() {
+            }
+
+            @Override
+            public void close() {
+            }
+        };
     }
 }

@@ -888,8 +888,7 @@ class PartitionMaintenanceIntegrationTest {
             ClaimResult replayed = duplicate.get(30, TimeUnit.SECONDS);
             assertThat(replayed).isInstanceOf(ClaimResult.Existing.class);
             assertThat(((ClaimResult.Existing) replayed).record().response()).isEqualTo(answer);
-            assertThat(jdbc.queryForList("select tableoid::regclass::text from idempotency_keys"
-                    + " where idempotency_key = ?", String.class, key.key()))
+            assertThat(partitionsHolding(jdbc, key))
                     .as("one record, moved out of the older partition").hasSize(1)
                     .doesNotContain("idempotency_keys_older");
         }
@@ -935,8 +934,7 @@ class PartitionMaintenanceIntegrationTest {
             }
 
             assertThat(renewal.get(30, TimeUnit.SECONDS)).as("the claim is no longer the renewal's").isFalse();
-            assertThat(jdbc.queryForList("select tableoid::regclass::text from idempotency_keys"
-                    + " where idempotency_key = ?", String.class, key.key()))
+            assertThat(partitionsHolding(jdbc, key))
                     .as("one record, moved out of the older partition").hasSize(1)
                     .doesNotContain("idempotency_keys_older");
         }
@@ -1177,5 +1175,11 @@ class PartitionMaintenanceIntegrationTest {
             throw e;
         }
         return longRequest;
+    }
+
+    /** The partition of each record of {@code key}. */
+    private static List<String> partitionsHolding(JdbcTemplate jdbc, ScopedKey key) {
+        return jdbc.queryForList("select tableoid::regclass::text from idempotency_keys where idempotency_key = ?",
+                String.class, key.key());
     }
 }
