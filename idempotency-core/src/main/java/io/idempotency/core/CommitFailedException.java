@@ -42,6 +42,20 @@ public class CommitFailedException extends RuntimeException {
     }
 
     /**
+     * Whether the database had aborted the transaction before its answer was written: a statement in it had failed
+     * (SQLSTATE 25P02, PostgreSQL's "current transaction is aborted"), and the code that ran it — the handler, a
+     * callback before the commit — caught the failure and carried on. Nothing of the request was kept.
+     */
+    public boolean abortedBeforeTheAnswer() {
+        for (Throwable cause = getCause(); cause != null; cause = cause.getCause() == cause ? null : cause.getCause()) {
+            if (cause instanceof SQLException sql && "25P02".equals(sql.getSQLState())) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
      * Whether the commit that failed with {@code failure} may have happened all the same. Not when the database itself
      * refused it (a deferred constraint, a serialization failure: an SQLSTATE outside class 08, "connection
      * exception"), nor when the failure names no database error at all: the transaction manager then rolled back

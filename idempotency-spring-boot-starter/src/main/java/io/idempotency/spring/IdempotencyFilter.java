@@ -286,6 +286,13 @@ public class IdempotencyFilter extends OncePerRequestFilter {
                     request.getRequestURI()), new StoredResponse.Header("Retry-After", "1"));
             return;
         } catch (CommitFailedException e) {
+            if (e.abortedBeforeTheAnswer() && response.getStatus() >= 400 && response.getStatus() < 500) {
+                // the handler refused the request after a failed statement of its own it caught: PostgreSQL aborted
+                // the transaction, which Spring does not know, and the answer's write failed on it. As for a
+                // transaction marked rollback-only, the refusal is sent, not stored, and a retry runs again
+                response.sendCaptured();
+                return;
+            }
             // a lost connection leaves the commit's outcome unknown: the line must not say it failed
             log.warn("Idempotent request {} {} ({}) {}; answering 500", request.getMethod(), request.getRequestURI(),
                     claim(execution), e.outcomeUnknown()

@@ -686,6 +686,42 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aRefusalAfterAFailedStatementTheHandlerCaughtIsSentAsTheHandlerAnsweredAndNotStored() throws Exception {
+        // PostgreSQL aborted the transaction when the statement failed, and Spring does not know it: the answer's
+        // write fails on it. Nothing can be kept, so the refusal is answered as one its exception handler made
+        String key = UUID.randomUUID().toString();
+        String note = "own-refusal-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> answer = post("/orders/caught-own-refusal", key, body);
+
+        assertThat(answer.statusCode()).as("the handler's refusal").isEqualTo(422);
+        assertThat(new String(answer.body(), StandardCharsets.UTF_8)).isEqualTo("{\"refused\":\"duplicate\"}");
+        assertThat(answer.headers().firstValue("X-Refused")).hasValue("own");
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).as("not stored: a retry runs again").isZero();
+        HttpResponse<byte[]> retry = post("/orders/caught-own-refusal", key, body);
+        assertThat(retry.statusCode()).isEqualTo(422);
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(keyRows(key)).isZero();
+    }
+
+    @Test
+    void aSuccessAfterAFailedStatementTheHandlerCaughtIsAFailedCommit() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "own-failure-" + key;
+
+        HttpResponse<byte[]> answer = post("/orders/caught-own-refusal?status=201", key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(answer.statusCode()).isEqualTo(500);
+        assertProblem(answer, "idempotency-commit-failed");
+        assertThat(new String(answer.body(), StandardCharsets.UTF_8)).contains("none were kept")
+                .doesNotContain("unknown");
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+    }
+
+    @Test
     void withoutAKeyAnOptionalKeyEndpointTakesBodiesItCouldNotFingerprint() throws Exception {
         String note = "optional-body-" + UUID.randomUUID();
         String duplicateMembers = "{\"note\":\"ignored\",\"note\":\"" + note + "\"}";

@@ -451,6 +451,23 @@ public class OrderController {
         return ResponseEntity.status(HttpStatus.CREATED).build();
     }
 
+    /**
+     * Writes a row, then refuses the request with 422 when a statement of its own failed, which it caught: PostgreSQL
+     * has aborted the transaction, of which Spring knows nothing. {@code ?status=201} answers 201 instead.
+     */
+    @PostMapping("/caught-own-refusal")
+    @Idempotent
+    public ResponseEntity<Map<String, String>> caughtOwnRefusal(@RequestBody OrderRequest request,
+                                                                @RequestParam(defaultValue = "422") int status) {
+        long id = insert(request.note());
+        try {
+            jdbc.sql("insert into orders (id, note) values (?, ?)").param(id).param(request.note()).update();
+        } catch (org.springframework.dao.DuplicateKeyException e) {
+            return ResponseEntity.status(status).header("X-Refused", "own").body(Map.of("refused", "duplicate"));
+        }
+        return ResponseEntity.status(HttpStatus.CREATED).build();
+    }
+
     /** Writes a row that breaks a deferred constraint: the database refuses it only at commit. */
     @PostMapping("/fails-at-commit")
     @Idempotent
