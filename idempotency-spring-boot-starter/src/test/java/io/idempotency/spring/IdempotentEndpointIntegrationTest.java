@@ -711,7 +711,8 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
         String key = UUID.randomUUID().toString();
         String note = "own-failure-" + key;
 
-        HttpResponse<byte[]> answer = post("/orders/caught-own-refusal?status=201", key, "{\"note\":\"" + note + "\"}");
+        HttpResponse<byte[]> answer = post("/orders/caught-own-refusal?status=201", key,
+                "{\"note\":\"" + note + "\"}");
 
         assertThat(answer.statusCode()).isEqualTo(500);
         assertProblem(answer, "idempotency-commit-failed");
