@@ -18,7 +18,7 @@ import java.util.regex.Pattern;
  * @param transactionId the provider's id of the payment
  * @param orderId       the order the payment is for
  * @param status        the payment's status as of this event, a {@link ProviderStatus} name
- * @param version       the provider's sequence number of this event for the payment: a later event has a higher one;
+ * @param version       the provider's sequence number of this event for the payment, one more with each of its events;
  *                      a JSON integer (see {@link JsonInteger})
  * @param nonce         a value new with every delivery
  * @param signature     HMAC-SHA256 of the other fields, in hex (see {@link ProviderSignatures})

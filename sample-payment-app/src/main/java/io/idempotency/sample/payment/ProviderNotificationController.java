@@ -27,7 +27,9 @@ import java.util.List;
  *   <li>It takes a 2xx as "done". So the endpoint answers 2xx only once the event is recorded (committed with the
  *       stored answer), and answers 409 with {@code Retry-After} for an event that came before one it follows (a
  *       "refunded" before its "succeeded"): nothing is stored, and the provider's next delivery finds the payment
- *       ready for it. Any failure (a 5xx) likewise leaves nothing, and the next delivery runs afresh.</li>
+ *       ready for it — as long as the versions leave room for the events it needs: one numbered right after the
+ *       recorded one that cannot follow it is acknowledged as contradicting it. Any failure (a 5xx) likewise leaves
+ *       nothing, and the next delivery runs afresh.</li>
  * </ul>
  *
  * <p>The signature and the fields are checked while Spring MVC reads the body ({@link ProviderNotificationChecks}),
@@ -78,7 +80,8 @@ public class ProviderNotificationController {
                 // recorded "closed" says the payment was taken, then abandoned, as much as the reverse order would
                 outcome = fitsBefore(event, after) ? NotificationOutcome.Outcome.SUPERSEDED
                         : NotificationOutcome.Outcome.CONTRADICTED;
-            } else if (after.status().canReachThroughOthers(event.status())) {
+            } else if (event.version() - after.version() > 1 && after.status().canReachThroughOthers(event.status())) {
+                // an event between the two may still come, unless this one is numbered right after the recorded one
                 throw NotificationRefusedException.outOfOrder(event, after, OUT_OF_ORDER_RETRY);
             } else {
                 outcome = NotificationOutcome.Outcome.CONTRADICTED;

@@ -368,6 +368,32 @@ class ProviderNotificationIntegrationTest {
     }
 
     @Test
+    void anEventRightAfterTheRecordedOneThatCannotFollowItIsAcknowledgedNotRefusedForEver() throws Exception {
+        // the versions leave no room for an event between the two, so none can come to make it fit: told to come
+        // back, the provider would deliver it until it gave up
+        String repeated = newTransaction();
+        assertAcknowledged(deliver(Event.of(repeated, "PENDING", 1)), "APPLIED", "PENDING", 1);
+        assertAcknowledged(deliver(Event.of(repeated, "SUCCEEDED", 2)), "APPLIED", "SUCCEEDED", 2);
+        Event again = Event.of(repeated, "SUCCEEDED", 3);
+
+        assertAcknowledged(deliver(again), "CONTRADICTED", "SUCCEEDED", 2);
+        assertThat(outcomeLogged(again)).isEqualTo("CONTRADICTED");
+        assertThat(idempotencyRecords(again)).as("answered 2xx: stored").isEqualTo(1);
+
+        String skipped = newTransaction();
+        assertAcknowledged(deliver(Event.of(skipped, "PENDING", 1)), "APPLIED", "PENDING", 1);
+        Event refunded = Event.of(skipped, "REFUNDED", 2);
+        assertAcknowledged(deliver(refunded), "CONTRADICTED", "PENDING", 1);
+        assertThat(state(skipped)).isEqualTo("PENDING v1");
+
+        // with room between them, the event that is missing may still come: refused until it has
+        String gap = newTransaction();
+        assertAcknowledged(deliver(Event.of(gap, "PENDING", 1)), "APPLIED", "PENDING", 1);
+        HttpResponse<byte[]> early = deliver(Event.of(gap, "REFUNDED", 3));
+        assertThat(early.statusCode()).as(text(early)).isEqualTo(409);
+    }
+
+    @Test
     void twoEventsThatContradictEachOtherAreFlaggedInEitherOrderOfDelivery() throws Exception {
         // The provider says the payment was closed unpaid (version 3) after it succeeded (version 2): money taken
         // for a payment recorded as abandoned. Whichever of the two arrives second must be flagged for a person.
