@@ -1,6 +1,7 @@
 package io.idempotency.core;
 
 import java.time.Duration;
+import java.util.Locale;
 import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
@@ -229,12 +230,12 @@ public final class IdempotencyEngine {
      * Claims {@code key} in the given mode. Must be called on a thread with no open transaction.
      *
      * @param requestHash the request's fingerprint: a hex SHA-256, as {@link RequestFingerprint} makes (anything else
-     *                    is refused)
+     *                    is refused); upper-case digits are the same fingerprint as lower-case ones
      * @param lease the lease of an {@link IdempotencyMode#INTENT_FIRST} claim (at least {@link #MIN_LEASE}); ignored
      *              otherwise
      */
     public Start start(ScopedKey key, String requestHash, IdempotencyMode mode, Duration lease) {
-        checkRequestHash(requestHash);
+        requestHash = checkRequestHash(requestHash);
         Flight running = flights.get(key);
         if (running != null && running.owner == Thread.currentThread()) {
             // called again from inside its own execution: it would wait for itself, then answer "in progress" (or
@@ -296,7 +297,8 @@ public final class IdempotencyEngine {
      * shorter one, MariaDB keeps ASCII only) would be replayed from memory by the instance that stored it, and refused
      * as another request's by every other instance, and by that one too once the answer has left its memory.
      */
-    private static void checkRequestHash(String requestHash) {
+    /** The fingerprint in lower case, as it is compared and stored: the same digest in either case is one request. */
+    private static String checkRequestHash(String requestHash) {
         Objects.requireNonNull(requestHash, "requestHash");
         boolean hex = requestHash.length() == 64;
         for (int i = 0; hex && i < requestHash.length(); i++) {
@@ -308,6 +310,7 @@ public final class IdempotencyEngine {
                     + " RequestFingerprint makes: " + ScopedKey.printable(requestHash.length() > 80
                     ? requestHash.substring(0, 80) + "..." : requestHash));
         }
+        return requestHash.toLowerCase(Locale.ROOT);
     }
 
     /** Claims in the database as this instance's only request working on {@code key}. */

@@ -25,6 +25,7 @@ import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
+import java.util.Locale;
 import java.util.Optional;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
@@ -111,6 +112,18 @@ class ReplayCacheIntegrationTest {
                     .as("the same request, on the instance that stored it and on another one: " + fingerprint)
                     .containsOnly(new IdempotencyEngine.Replay(answer("payment")));
         }
+    }
+
+    /** A digest is a number: written in upper or lower case, it is one request's fingerprint, not two requests'. */
+    @Test
+    void aFingerprintInUpperCaseIsTheSameRequestAsInLowerCase() {
+        ScopedKey key = new ScopedKey("alice", "POST /payments", UUID.randomUUID().toString());
+        String fingerprint = "0123456789abcdef".repeat(4);
+        ((IdempotencyEngine.Proceed) instanceA.start(key, fingerprint.toUpperCase(Locale.ROOT))).execution()
+                .finish(answer("payment"));
+        assertThat(List.of(instanceA.start(key, fingerprint), instanceB.start(key, fingerprint)))
+                .as("its retry with the digest in lower case, on the instance that stored it and on another one")
+                .containsOnly(new IdempotencyEngine.Replay(answer("payment")));
     }
 
     @Test
