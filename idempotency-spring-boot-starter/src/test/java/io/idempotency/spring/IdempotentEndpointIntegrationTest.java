@@ -667,43 +667,41 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     void aRefusalInATransactionMarkedRollbackOnlyIsSentAsTheHandlerAnsweredAndNotStored() throws Exception {
         // the handler answers 422 for a @Transactional method it called that failed: nothing can be kept, so its
         // refusal is answered as one its exception handler made, not as a commit that failed
-        String key = UUID.randomUUID().toString();
-        String note = "rollback-only-refusal-" + key;
-        String body = "{\"note\":\"" + note + "\"}";
-
-        HttpResponse<byte[]> answer = post("/orders/caught-inner-refusal", key, body);
-
-        assertThat(answer.statusCode()).as("the handler's refusal").isEqualTo(422);
-        assertThat(new String(answer.body(), StandardCharsets.UTF_8)).isEqualTo("{\"refused\":\"refused\"}");
-        assertThat(answer.headers().firstValue("X-Refused")).hasValue("inner");
-        assertThat(rows(note)).isZero();
+        String note = assertRefusalSentAndNotStored("/orders/caught-inner-refusal", "rollback-only-refusal-",
+                "{\"refused\":\"refused\"}", "inner");
         assertThat(rows(note + "-inner")).isZero();
-        assertThat(keyRows(key)).as("not stored: a retry runs again").isZero();
-        HttpResponse<byte[]> retry = post("/orders/caught-inner-refusal", key, body);
-        assertThat(retry.statusCode()).isEqualTo(422);
-        assertThat(retry.headers().firstValue("Idempotent-Replayed")).isEmpty();
-        assertThat(keyRows(key)).isZero();
     }
 
     @Test
     void aRefusalAfterAFailedStatementTheHandlerCaughtIsSentAsTheHandlerAnsweredAndNotStored() throws Exception {
         // PostgreSQL aborted the transaction when the statement failed, and Spring does not know it: the answer's
         // write fails on it. Nothing can be kept, so the refusal is answered as one its exception handler made
+        assertRefusalSentAndNotStored("/orders/caught-own-refusal", "own-refusal-", "{\"refused\":\"duplicate\"}",
+                "own");
+    }
+
+    /**
+     * Posts a note to {@code path}, whose handler answers 422 in a transaction that can no longer commit: the refusal
+     * is sent as made, nothing is kept, and a retry runs again. Returns the note.
+     */
+    private String assertRefusalSentAndNotStored(String path, String notePrefix, String refusal, String refusedBy)
+            throws Exception {
         String key = UUID.randomUUID().toString();
-        String note = "own-refusal-" + key;
+        String note = notePrefix + key;
         String body = "{\"note\":\"" + note + "\"}";
 
-        HttpResponse<byte[]> answer = post("/orders/caught-own-refusal", key, body);
+        HttpResponse<byte[]> answer = post(path, key, body);
 
         assertThat(answer.statusCode()).as("the handler's refusal").isEqualTo(422);
-        assertThat(new String(answer.body(), StandardCharsets.UTF_8)).isEqualTo("{\"refused\":\"duplicate\"}");
-        assertThat(answer.headers().firstValue("X-Refused")).hasValue("own");
+        assertThat(new String(answer.body(), StandardCharsets.UTF_8)).isEqualTo(refusal);
+        assertThat(answer.headers().firstValue("X-Refused")).hasValue(refusedBy);
         assertThat(rows(note)).isZero();
         assertThat(keyRows(key)).as("not stored: a retry runs again").isZero();
-        HttpResponse<byte[]> retry = post("/orders/caught-own-refusal", key, body);
+        HttpResponse<byte[]> retry = post(path, key, body);
         assertThat(retry.statusCode()).isEqualTo(422);
         assertThat(retry.headers().firstValue("Idempotent-Replayed")).isEmpty();
         assertThat(keyRows(key)).isZero();
+        return note;
     }
 
     @Test
