@@ -966,15 +966,27 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
             if (ASYNC_TYPES.contains(candidate.getName())) {
                 return true;
             }
-            for (Class<?> implemented : candidate.getInterfaces()) {
-                if (ASYNC_TYPES.contains(implemented.getName())) {
-                    return true;
-                }
+            if (extendsAsyncInterface(candidate)) {
+                return true;
             }
         }
         // any other type Spring MVC adapts as a reactive one, found as it finds them: java.util.concurrent.Flow.Publisher,
         // say, which it adapts through reactive-streams' FlowAdapters when Reactor is absent
         return ReactiveAdapterRegistry.getSharedInstance().getAdapter(type) != null;
+    }
+
+    /**
+     * Whether one of the interfaces {@code type} implements is async, or extends one that is, however deep: an
+     * application's own {@code interface ExportBody extends StreamingResponseBody} is answered on another thread too
+     * (Spring MVC asks {@code isAssignableFrom}).
+     */
+    private static boolean extendsAsyncInterface(Class<?> type) {
+        for (Class<?> implemented : type.getInterfaces()) {
+            if (ASYNC_TYPES.contains(implemented.getName()) || extendsAsyncInterface(implemented)) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /**

@@ -244,7 +244,7 @@ class IdempotencyAutoConfigurationTest {
     void refusesAsyncReturnTypesOnIdempotentEndpoints() {
         assertStartFails(runner.withUserConfiguration(AsyncController.class))
                 .contains("deferred", "callable", "future", "streaming", "sse", "primitive", "rxSingle", "mutinyUni",
-                        "suspended", "flowPublisher", "Flow$Publisher")
+                        "suspended", "flowPublisher", "Flow$Publisher", "export()", "exportEntity()")
                 .doesNotContain("fine");
     }
 
@@ -1892,6 +1892,17 @@ class IdempotencyAutoConfigurationTest {
         }
     }
 
+    /** An interface of the application's own extending StreamingResponseBody, one level removed from it. */
+    interface ExportBody extends StreamingResponseBody {
+    }
+
+    static class CsvExport implements ExportBody {
+        @Override
+        public void writeTo(java.io.OutputStream out) throws java.io.IOException {
+            out.write(1);
+        }
+    }
+
     @RestController
     static class AsyncController {
         @PostMapping("/deferred")
@@ -1916,6 +1927,19 @@ class IdempotencyAutoConfigurationTest {
         @Idempotent
         public ResponseEntity<StreamingResponseBody> streaming() {
             return ResponseEntity.ok(out -> out.write(1));
+        }
+
+        /** A streaming body of the application's own kind, as its class and inside a ResponseEntity. */
+        @PostMapping("/export")
+        @Idempotent
+        public CsvExport export() {
+            return new CsvExport();
+        }
+
+        @PostMapping("/export-entity")
+        @Idempotent
+        public ResponseEntity<CsvExport> exportEntity() {
+            return ResponseEntity.ok(new CsvExport());
         }
 
         @PostMapping("/sse")

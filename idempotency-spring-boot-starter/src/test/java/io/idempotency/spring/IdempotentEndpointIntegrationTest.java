@@ -1,6 +1,8 @@
 package io.idempotency.spring;
 
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.http.MediaType;
 
 import java.net.URI;
@@ -585,18 +587,20 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
         assertThat(keyRows(key)).isZero();
     }
 
-    @Test
-    void anAsyncValueBehindADeclaredObjectIsNeverRun() throws Exception {
+    /** A Callable, and a streaming body whose class implements an interface of the application's extending it. */
+    @ParameterizedTest
+    @ValueSource(strings = {"callable", "export"})
+    void anAsyncValueBehindADeclaredObjectIsNeverRun(String kind) throws Exception {
         String key = UUID.randomUUID().toString();
-        String note = "async-value-" + key;
+        String note = "async-value-" + kind + "-" + key;
 
-        HttpResponse<byte[]> answer = post("/orders/async-value", key, "{\"note\":\"" + note + "\"}");
-        Thread.sleep(1000); // time for Spring MVC's async executor, had it been given the Callable
+        HttpResponse<byte[]> answer = post("/orders/async-value?kind=" + kind, key, "{\"note\":\"" + note + "\"}");
+        Thread.sleep(1000); // time for Spring MVC's async executor, had it been given the value
 
         assertThat(answer.statusCode()).isEqualTo(500);
         assertProblem(answer, "idempotency-commit-failed");
         assertThat(rows(note)).isZero();
-        assertThat(rows(note + "-callable")).as("the answer says nothing was kept, and a retry runs again")
+        assertThat(rows(note + "-late")).as("the answer says nothing was kept, and a retry runs again")
                 .isZero();
         assertThat(keyRows(key)).isZero();
     }

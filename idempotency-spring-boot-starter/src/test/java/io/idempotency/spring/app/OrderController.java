@@ -362,17 +362,35 @@ public class OrderController {
     }
 
     /**
-     * Writes a row, then answers with a {@code Callable} behind a declared {@code Object}, which no startup check can
-     * see: Spring MVC would run it on another thread, where it writes a row of its own.
+     * Writes a row, then answers with a {@code Callable} (or, with {@code ?kind=export}, a streaming body of the
+     * application's own kind) behind a declared {@code Object}, which no startup check can see: Spring MVC would run it
+     * on another thread, where it writes a row of its own.
      */
     @PostMapping("/async-value")
     @Idempotent
-    public Object asyncValue(@RequestBody OrderRequest request) {
+    public Object asyncValue(@RequestBody OrderRequest request,
+                             @RequestParam(defaultValue = "callable") String kind) {
         insert(request.note());
+        if (kind.equals("export")) {
+            return new CsvExport(() -> insert(request.note() + "-late"));
+        }
         return (java.util.concurrent.Callable<Map<String, Object>>) () -> {
-            insert(request.note() + "-callable");
+            insert(request.note() + "-late");
             return Map.of("late", true);
         };
+    }
+
+    /** An application's own kind of streaming body: Spring MVC answers it as a {@code StreamingResponseBody}. */
+    public interface ExportBody extends org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody {
+    }
+
+    /** Records that it ran (a side effect), then writes the export. */
+    public record CsvExport(Runnable record) implements ExportBody {
+        @Override
+        public void writeTo(OutputStream out) throws IOException {
+            record.run();
+            out.write("reference,amount\n".getBytes(StandardCharsets.UTF_8));
+        }
     }
 
     /** An optional-key handler calling an optional-key service method. */
