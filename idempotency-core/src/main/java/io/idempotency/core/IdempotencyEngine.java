@@ -292,12 +292,12 @@ public final class IdempotencyEngine {
     }
 
     /**
-     * Refuses a fingerprint that is not a hex SHA-256 (as {@link RequestFingerprint} makes): it is compared as given,
-     * in memory and with the record read back, and a text the database does not keep as given (PostgreSQL pads a
-     * shorter one, MariaDB keeps ASCII only) would be replayed from memory by the instance that stored it, and refused
-     * as another request's by every other instance, and by that one too once the answer has left its memory.
+     * The fingerprint in lower case, as it is compared and stored: the same digest in either case is one request.
+     * Refuses one that is not a hex SHA-256 (as {@link RequestFingerprint} makes): it is compared in memory and with
+     * the record read back, and a text the database does not keep as given (PostgreSQL pads a shorter one, MariaDB
+     * keeps ASCII only) would be replayed from memory by the instance that stored it, and refused as another
+     * request's by every other instance, and by that one too once the answer has left its memory.
      */
-    /** The fingerprint in lower case, as it is compared and stored: the same digest in either case is one request. */
     private static String checkRequestHash(String requestHash) {
         Objects.requireNonNull(requestHash, "requestHash");
         boolean hex = requestHash.length() == 64;
