@@ -532,12 +532,11 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         // a JSON number is compared as its exact decimal value, as in the fingerprint: 1000, 1000.0 and 1e3 are one key
         // an object or array (of the body, or a collection) as its canonical JSON, as in the fingerprint: its
         // toString() depends on the order of its members and on how its numbers are written
-        String key = value instanceof BigDecimal number
-                ? number.signum() == 0 ? "0" : number.stripTrailingZeros().toPlainString()
+        String key = value instanceof BigDecimal number ? plainKey(number)
                 : value instanceof Map<?, ?> || value instanceof Collection<?> || value.getClass().isArray()
                 ? new String(CanonicalJson.canonicalize(value), StandardCharsets.UTF_8)
                 : value.toString();
-        if (key.length() > IdempotencyKeyParser.MAX_KEY_LENGTH) {
+        if (key == null || key.length() > IdempotencyKeyParser.MAX_KEY_LENGTH) {
             return new IdempotencyKeyParser.Malformed(
                     "the key is longer than " + IdempotencyKeyParser.MAX_KEY_LENGTH + " characters");
         }
@@ -548,6 +547,27 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                     : "the key contains half of a surrogate pair");
         }
         return new IdempotencyKeyParser.Valid(key);
+    }
+
+    /**
+     * A number's exact decimal value written out without an exponent, or null when that text would be longer than a
+     * key may be. Judged before it is written: a parameter bound from {@code 1e1500000000} (Spring MVC binds any
+     * exponent an int holds) would otherwise be written out as a billion and a half digits, gigabytes and seconds for
+     * one short request, only to be refused for its length.
+     */
+    private static String plainKey(BigDecimal number) {
+        if (number.signum() == 0) {
+            return "0";
+        }
+        // the place of its first digit: the digits before the point, or (negated) the zeros after it
+        long leading = (long) number.precision() - number.scale();
+        if (Math.abs(leading) > IdempotencyKeyParser.MAX_KEY_LENGTH) {
+            return null;
+        }
+        // without its trailing zeros, as the fingerprint writes it (counted on the digits: stripping them one division
+        // at a time is quadratic in a long number's length)
+        BigDecimal stripped = new BigDecimal(new String(CanonicalJson.canonicalize(number), StandardCharsets.UTF_8));
+        return stripped.precision() > IdempotencyKeyParser.MAX_KEY_LENGTH ? null : stripped.toPlainString();
     }
 
     private String fingerprint(IdempotentEndpoint endpoint, RequestView view, MethodBasedEvaluationContext context) {
