@@ -74,6 +74,11 @@ final class IdempotentExchange {
         takenOn = target;
     }
 
+    /** The method the advice took the request on with, or null. */
+    Method takenBy() {
+        return takenBy;
+    }
+
     /** Whether the advice took the request on with {@code method} called on {@code target}. */
     boolean takenOnWith(Method method, Object target) {
         return method.equals(takenBy) && target == takenOn;

@@ -5,6 +5,7 @@ import io.idempotency.core.DefiniteFailureException;
 import io.idempotency.core.Idempotent;
 import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.IdempotencyKeyParser;
+import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.RequestFingerprint;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoragePolicy;
@@ -200,6 +201,18 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             }
         }
         if (exchange.isTaken()) {
+            IdempotencyEngine.Execution running = exchange.execution();
+            if (running != null && endpoint.mode == IdempotencyMode.INTENT_FIRST
+                    && running.mode() != IdempotencyMode.INTENT_FIRST) {
+                // the request is claimed once, in the mode of the method that took it on: an intent-first method
+                // (a gateway call) would run inside that one transaction, with no claim committed before it and
+                // nothing left for the resolver when its outcome is unknown
+                throw new IllegalStateException("@Idempotent(mode = INTENT_FIRST) on " + invocation.getMethod()
+                        + " cannot work: it was called within a request that " + exchange.takenBy()
+                        + " took on in " + running.mode() + " mode, in whose one transaction it would run. Put"
+                        + " @Idempotent(mode = INTENT_FIRST) on the handler, and remove @Idempotent from the method"
+                        + " it calls.");
+            }
             return invocation.proceed(); // an @Idempotent method called by another within one request
         }
         if (!isHandlerOf(request, invocation)) {
