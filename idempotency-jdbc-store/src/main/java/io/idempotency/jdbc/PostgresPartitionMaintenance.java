@@ -247,10 +247,24 @@ public class PostgresPartitionMaintenance {
     }
 
     private static String currentLockTimeout(Connection connection) throws SQLException {
-        try (PreparedStatement statement = connection.prepareStatement("SELECT current_setting('lock_timeout')");
-             ResultSet rs = statement.executeQuery()) {
-            rs.next();
-            return rs.getString(1);
+        return currentSetting(connection, "lock_timeout");
+    }
+
+    private static String currentSetting(Connection connection, String name) throws SQLException {
+        try (PreparedStatement statement = connection.prepareStatement("SELECT current_setting(?)")) {
+            statement.setString(1, name);
+            try (ResultSet rs = statement.executeQuery()) {
+                rs.next();
+                return rs.getString(1);
+            }
+        }
+    }
+
+    private static void restoreSetting(Connection connection, String name, String value) throws SQLException {
+        try (PreparedStatement statement = connection.prepareStatement("SELECT set_config(?, ?, false)")) {
+            statement.setString(1, name);
+            statement.setString(2, value);
+            statement.execute();
         }
     }
 
@@ -420,13 +434,17 @@ public class PostgresPartitionMaintenance {
                 } else {
                     // waits for the requests in progress on the table, holding no lock meanwhile: bounded by the
                     // detach wait, not the DDL lock timeout, which a request longer than it would make every detach
-                    // leave pending
+                    // leave pending. Nor by a statement_timeout the pool's connections may have, which would cut the
+                    // wait short just the same: the detach wait alone bounds it
+                    String statementTimeout = currentSetting(connection, "statement_timeout");
                     setLockTimeout(connection, detachWait);
+                    execute(connection, "SET statement_timeout = 0");
                     try {
                         execute(connection, "ALTER TABLE " + table + " DETACH PARTITION " + partition.name()
                                 + " CONCURRENTLY");
                     } finally {
                         setLockTimeout(connection, ddlLockTimeout);
+                        restoreSetting(connection, "statement_timeout", statementTimeout);
                     }
                 }
             } catch (SQLException e) {

@@ -470,6 +470,40 @@ class PartitionMaintenanceIntegrationTest {
     }
 
     /**
+     * A {@code statement_timeout} on the pool's connections (a common bound on slow statements) must not cut the
+     * concurrent detach's wait for the requests in progress short: cancelled, it leaves the detach pending, which a
+     * later run can finish only within the DDL lock timeout, and meanwhile PostgreSQL refuses every other detach.
+     */
+    @Test
+    void aStatementTimeoutOnThePoolDoesNotCutTheDetachsWaitShort() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = partitionedDatabase(database);
+             HikariDataSource timedOut = database.dataSource(1,
+                     config -> config.setConnectionInitSql("set statement_timeout = '500ms'"))) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            PostgresPartitionMaintenance maintenance = new PostgresPartitionMaintenance(timedOut, TABLE,
+                    Duration.ofHours(1), 1, Duration.ofMillis(200), Duration.ofSeconds(30));
+            attachPartition(jdbc, "idempotency_keys_expired", "now() - interval '5 days'", "now() - interval '4 days'");
+            insertRecord(jdbc, "expired-key", "now() - interval '5 days' + interval '1 minute'");
+
+            try (java.sql.Connection request = dataSource.getConnection()) {
+                // a request in progress, longer than the statement timeout, has read the table
+                request.setAutoCommit(false);
+                request.createStatement().execute("select count(*) from idempotency_keys");
+                CompletableFuture<PostgresPartitionMaintenance.Run> run =
+                        Async.supply(() -> maintenance.dropExpired(Duration.ofDays(1)));
+                database.awaitLockWaiter(Duration.ofSeconds(10));
+                Thread.sleep(1500); // three times the statement timeout
+                request.commit();
+
+                assertThat(run.get(30, TimeUnit.SECONDS).dropped()).containsExactly("idempotency_keys_expired");
+            }
+            assertThat(new JdbcTemplate(timedOut).queryForObject("show statement_timeout", String.class))
+                    .as("the connection goes back with its statement timeout").isEqualTo("500ms");
+        }
+    }
+
+    /**
      * The detach and the drop are two statements: a run can end between them (the process stopped, the connection
      * lost, or here the drop not getting its lock in time). The table is then no partition any more, so listing the
      * partitions no longer finds it: a later run must still drop it, or its records stay forever.
