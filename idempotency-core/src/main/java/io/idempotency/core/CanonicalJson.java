@@ -148,13 +148,15 @@ public final class CanonicalJson {
      * {@code 1.25e1} are all {@code 12.5}). {@link BigDecimal#stripTrailingZeros()} divides by ten once per zero, each
      * division as long as the number: for a long number ending in many zeros that is quadratic, hundreds of
      * microseconds for one 1000-digit number, which a compressed body can repeat cheaply. So for long numbers the
-     * zeros are counted on the digits instead, with the same result.
+     * zeros are counted on the digits instead, with the same result. A number with more zeros than its scale has room
+     * to drop (a parameter bound from {@code 100e2147483647}, which JSON bodies never give: their exponents are capped)
+     * is written as its {@code toString()} would be, had a {@code BigDecimal} such a scale.
      */
     static String canonicalNumber(BigDecimal number) {
         if (number.signum() == 0) {
             return "0";
         }
-        if (number.precision() <= 18) {
+        if (number.precision() <= 18 && number.scale() >= Integer.MIN_VALUE + 18) {
             return number.stripTrailingZeros().toString(); // fits in a long: cheap
         }
         String digits = number.unscaledValue().toString();
@@ -165,9 +167,16 @@ public final class CanonicalJson {
         if (end == digits.length()) {
             return number.toString();
         }
-        int zeros = digits.length() - end;
-        return new BigDecimal(new BigInteger(digits.substring(0, end)), Math.subtractExact(number.scale(), zeros))
-                .toString();
+        long scale = (long) number.scale() - (digits.length() - end);
+        if (scale >= Integer.MIN_VALUE) {
+            return new BigDecimal(new BigInteger(digits.substring(0, end)), (int) scale).toString();
+        }
+        // a negative scale: exponential notation, one digit before the point
+        int first = number.signum() < 0 ? 1 : 0;
+        String coefficient = digits.substring(first, end);
+        return digits.substring(0, first) + coefficient.charAt(0)
+                + (coefficient.length() > 1 ? "." + coefficient.substring(1) : "")
+                + "E+" + (coefficient.length() - 1 - scale);
     }
 
     private static void writeString(String text, StringBuilder out) {

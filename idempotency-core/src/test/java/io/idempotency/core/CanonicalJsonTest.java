@@ -676,4 +676,20 @@ class CanonicalJsonTest {
         assertThat(CanonicalJson.canonicalNumber(new BigDecimal("1" + "0".repeat(999)))).isEqualTo("1E+999");
         assertThat(CanonicalJson.canonicalNumber(new BigDecimal("-12.50" + "0".repeat(990)))).isEqualTo("-12.5");
     }
+
+    /**
+     * A value with more trailing zeros than the scale has room to drop, as a method parameter may hold (JSON bodies cap
+     * their exponents): written as stripping its zeros would write it, had a BigDecimal such a scale.
+     */
+    @Test
+    void numbersBeyondTheScalesOfABigDecimalAreWrittenInExponentialNotation() {
+        assertThat(CanonicalJson.canonicalNumber(new BigDecimal("100e2147483647"))).isEqualTo("1E+2147483649");
+        assertThat(CanonicalJson.canonicalNumber(new BigDecimal("1000e2147483646"))).isEqualTo("1E+2147483649");
+        assertThat(CanonicalJson.canonicalNumber(new BigDecimal("-2500e2147483647"))).isEqualTo("-2.5E+2147483650");
+        assertThat(CanonicalJson.canonicalNumber(new BigDecimal("12" + "0".repeat(30) + "e2147483647")))
+                .isEqualTo("1.2E+2147483678");
+        // just within: as stripping the zeros makes it
+        assertThat(CanonicalJson.canonicalNumber(new BigDecimal("10e2147483647")))
+                .isEqualTo(new BigDecimal("10e2147483647").stripTrailingZeros().toString());
+    }
 }

@@ -57,6 +57,13 @@ class NumericKeyParameterIntegrationTest {
             RUNS.incrementAndGet();
             return "booked " + reference.toPlainString();
         }
+
+        @PostMapping("/quotes")
+        @Idempotent(fingerprint = "#amount")
+        public String quote(@RequestParam BigDecimal amount) {
+            RUNS.incrementAndGet();
+            return "quoted " + amount.precision() + " digits, scale " + amount.scale();
+        }
     }
 
     @LocalServerPort
@@ -84,6 +91,30 @@ class NumericKeyParameterIntegrationTest {
             assertThat(answer.body()).as(reference).contains("idempotency-key-malformed");
         }
         assertThat(RUNS).as("handler runs").hasValue(runs);
+    }
+
+    /**
+     * A number whose value has more trailing zeros than its scale has room to drop (10^2147483649, written with its
+     * coefficient's zeros) is fingerprinted as its value, however it is written, like any other.
+     */
+    @Test
+    void aNumberBeyondTheScalesOfABigDecimalIsFingerprintedAsItsValue() throws Exception {
+        String key = java.util.UUID.randomUUID().toString();
+        HttpResponse<String> first = post("/quotes?amount=100e2147483647", key);
+        HttpResponse<String> sameValue = post("/quotes?amount=1000e2147483646", key);
+        HttpResponse<String> another = post("/quotes?amount=200e2147483647", key);
+
+        assertThat(first.statusCode()).as(first.body()).isEqualTo(200);
+        assertThat(first.body()).isEqualTo("quoted 3 digits, scale -2147483647");
+        assertThat(sameValue.headers().firstValue("Idempotent-Replayed")).as(sameValue.body()).hasValue("true");
+        assertThat(sameValue.body()).isEqualTo(first.body());
+        assertThat(another.statusCode()).as(another.body()).isEqualTo(422);
+    }
+
+    private HttpResponse<String> post(String pathAndQuery, String key) throws Exception {
+        return http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + pathAndQuery))
+                .header("Idempotency-Key", key).POST(HttpRequest.BodyPublishers.noBody()).build(),
+                HttpResponse.BodyHandlers.ofString());
     }
 
     @Test
