@@ -448,24 +448,34 @@ class PartitionMaintenanceIntegrationTest {
     void aDetachWaitsForTheRequestsInProgressAsLongAsTheDetachWait() throws Exception {
         TestPostgres.Database database = TestPostgres.newDatabase();
         try (HikariDataSource dataSource = partitionedDatabase(database)) {
-            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
-            PostgresPartitionMaintenance maintenance = new PostgresPartitionMaintenance(dataSource, TABLE,
-                    Duration.ofHours(1), 1, Duration.ofMillis(200), Duration.ofSeconds(30));
-            attachPartition(jdbc, "idempotency_keys_expired", "now() - interval '5 days'", "now() - interval '4 days'");
-            insertRecord(jdbc, "expired-key", "now() - interval '5 days' + interval '1 minute'");
+            // five times the DDL lock timeout
+            assertTheDetachOutwaitsARequestInProgress(database, dataSource, dataSource, 1000);
+        }
+    }
 
-            try (java.sql.Connection request = dataSource.getConnection()) {
-                // a request in progress, longer than the DDL lock timeout, has read the table
-                request.setAutoCommit(false);
-                request.createStatement().execute("select count(*) from idempotency_keys");
-                CompletableFuture<PostgresPartitionMaintenance.Run> run =
-                        Async.supply(() -> maintenance.dropExpired(Duration.ofDays(1)));
-                database.awaitLockWaiter(Duration.ofSeconds(10));
-                Thread.sleep(1000); // five times the DDL lock timeout
-                request.commit();
+    /**
+     * Drops an expired partition while a request in progress that has read the table stays open for
+     * {@code heldMillis}: the maintenance, on {@code maintenancePool}, waits for it (its DDL lock timeout is 200 ms).
+     */
+    private void assertTheDetachOutwaitsARequestInProgress(TestPostgres.Database database, HikariDataSource dataSource,
+                                                          HikariDataSource maintenancePool, long heldMillis)
+            throws Exception {
+        JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+        PostgresPartitionMaintenance maintenance = new PostgresPartitionMaintenance(maintenancePool, TABLE,
+                Duration.ofHours(1), 1, Duration.ofMillis(200), Duration.ofSeconds(30));
+        attachPartition(jdbc, "idempotency_keys_expired", "now() - interval '5 days'", "now() - interval '4 days'");
+        insertRecord(jdbc, "expired-key", "now() - interval '5 days' + interval '1 minute'");
 
-                assertThat(run.get(30, TimeUnit.SECONDS).dropped()).containsExactly("idempotency_keys_expired");
-            }
+        try (java.sql.Connection request = dataSource.getConnection()) {
+            request.setAutoCommit(false);
+            request.createStatement().execute("select count(*) from idempotency_keys");
+            CompletableFuture<PostgresPartitionMaintenance.Run> run =
+                    Async.supply(() -> maintenance.dropExpired(Duration.ofDays(1)));
+            database.awaitLockWaiter(Duration.ofSeconds(10));
+            Thread.sleep(heldMillis);
+            request.commit();
+
+            assertThat(run.get(30, TimeUnit.SECONDS).dropped()).containsExactly("idempotency_keys_expired");
         }
     }
 
@@ -480,24 +490,8 @@ class PartitionMaintenanceIntegrationTest {
         try (HikariDataSource dataSource = partitionedDatabase(database);
              HikariDataSource timedOut = database.dataSource(1,
                      config -> config.setConnectionInitSql("set statement_timeout = '500ms'"))) {
-            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
-            PostgresPartitionMaintenance maintenance = new PostgresPartitionMaintenance(timedOut, TABLE,
-                    Duration.ofHours(1), 1, Duration.ofMillis(200), Duration.ofSeconds(30));
-            attachPartition(jdbc, "idempotency_keys_expired", "now() - interval '5 days'", "now() - interval '4 days'");
-            insertRecord(jdbc, "expired-key", "now() - interval '5 days' + interval '1 minute'");
-
-            try (java.sql.Connection request = dataSource.getConnection()) {
-                // a request in progress, longer than the statement timeout, has read the table
-                request.setAutoCommit(false);
-                request.createStatement().execute("select count(*) from idempotency_keys");
-                CompletableFuture<PostgresPartitionMaintenance.Run> run =
-                        Async.supply(() -> maintenance.dropExpired(Duration.ofDays(1)));
-                database.awaitLockWaiter(Duration.ofSeconds(10));
-                Thread.sleep(1500); // three times the statement timeout
-                request.commit();
-
-                assertThat(run.get(30, TimeUnit.SECONDS).dropped()).containsExactly("idempotency_keys_expired");
-            }
+            // three times the statement timeout
+            assertTheDetachOutwaitsARequestInProgress(database, dataSource, timedOut, 1500);
             assertThat(new JdbcTemplate(timedOut).queryForObject("show statement_timeout", String.class))
                     .as("the connection goes back with its statement timeout").isEqualTo("500ms");
         }
