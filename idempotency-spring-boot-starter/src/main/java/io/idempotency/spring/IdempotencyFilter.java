@@ -23,6 +23,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Set;
 import java.util.stream.Collectors;
+import java.util.stream.Stream;
 
 /**
  * Owns the end of every idempotent request. A filter cannot know before the chain runs whether the handler is
@@ -68,6 +69,16 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         this.maxRequestBodySize = maxRequestBodySize;
         this.maxStoredBodySize = maxStoredBodySize;
         this.replayedHeaders = storedHeaderNames(replayedHeaders);
+        List<String> unread = Stream.of("Content-Type", "Content-Encoding")
+                .filter(name -> !this.replayedHeaders.contains(name.toLowerCase(Locale.ROOT))).toList();
+        if (!unread.isEmpty()) {
+            // allowed (an API whose answers are all one type may leave it out), but rarely meant: a list written to
+            // add one header replaces the default whole
+            log.warn("idempotency.replayed-headers does not list {}: replayed answers are sent without {}, and a"
+                    + " client may not be able to read their bodies (a compressed one, say) as it read the first. Add"
+                    + " {} to the list unless that is meant.", String.join(" and ", unread),
+                    unread.size() == 1 ? "it" : "them", unread.size() == 1 ? "it" : "them");
+        }
     }
 
     /**

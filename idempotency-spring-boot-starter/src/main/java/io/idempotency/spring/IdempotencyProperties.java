@@ -94,8 +94,8 @@ public class IdempotencyProperties implements InitializingBean {
      * Set-Cookie or Authorization, hop-by-hop headers such as Connection or Transfer-Encoding (and those a Connection
      * header names), and those that describe each message rather than the answer (Content-Length, Date, Age) are
      * never stored, even if listed here. A list that replaces the default should keep Content-Type and
-     * Content-Encoding: without them a client cannot read the replayed body. A name that is no HTTP header name (such
-     * as a list written with semicolons) stops the start.
+     * Content-Encoding: without them a client cannot read the replayed body (a warning at startup names the one left
+     * out). A name that is no HTTP header name (such as a list written with semicolons) stops the start.
      */
     private List<String> replayedHeaders = new ArrayList<>(List.of("Content-Type", "Content-Encoding",
             "Content-Language", "Content-Location", "Content-Disposition", "Location", "ETag", "Last-Modified",

@@ -786,6 +786,23 @@ class IdempotencyAutoConfigurationTest {
         assertThat(output).contains(warning, "LeasedController.create()");
     }
 
+    /** A list written to add one header replaces the default whole: the two a client reads a body with are missed. */
+    @Test
+    void replayedHeadersWithoutTheOnesABodyIsReadWithAreWarnedAbout(
+            org.springframework.boot.test.system.CapturedOutput output) {
+        String warning = "idempotency.replayed-headers does not list";
+        runner.withPropertyValues("idempotency.replayed-headers=content-type,Content-Encoding,X-Request-Cost")
+                .run(context -> assertThat(context).hasNotFailed());
+        assertThat(output).doesNotContain(warning);
+        runner.withPropertyValues("idempotency.replayed-headers=Content-Type,X-Request-Cost")
+                .run(context -> assertThat(context).hasNotFailed());
+        assertThat(output).contains(warning + " Content-Encoding: replayed answers are sent without it");
+        runner.withPropertyValues("idempotency.replayed-headers=X-Request-Cost")
+                .run(context -> assertThat(context).hasNotFailed());
+        assertThat(output).contains(warning + " Content-Type and Content-Encoding: replayed answers are sent without"
+                + " them");
+    }
+
     @Test
     void intentFirstMethodsBehindFunctionalRoutesAreWarnedAboutToo(
             org.springframework.boot.test.system.CapturedOutput output) {
