@@ -234,6 +234,18 @@ class PaymentApiIntegrationTest {
     }
 
     @Test
+    void readingTheOrderOfAnOrderIdThatCannotBeStoredFindsNothingRatherThanFailing() throws Exception {
+        // No payment can have this order id (a write refuses it with 400): the list is empty, not a server error.
+        HttpResponse<String> payments = api.get("/payments?orderId=" + newOrderId() + "%00");
+        HttpResponse<String> charges = api.get("/charges?orderId=" + newOrderId() + "%00");
+
+        assertThat(payments.statusCode()).as("GET /payments: %s", payments.body()).isEqualTo(200);
+        assertThat(payments.body()).isEqualTo("[]");
+        assertThat(charges.statusCode()).as("GET /charges: %s", charges.body()).isEqualTo(200);
+        assertThat(charges.body()).isEqualTo("[]");
+    }
+
+    @Test
     void failureAfterTheWriteRollsEverythingBackAndTheRetrySucceeds() throws Exception {
         String orderId = newOrderId();
         String key = UUID.randomUUID().toString();
