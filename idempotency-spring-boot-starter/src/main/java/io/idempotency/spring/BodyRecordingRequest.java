@@ -17,12 +17,17 @@ import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
 import java.nio.charset.Charset;
+import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Enumeration;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.Objects;
 import java.util.function.BooleanSupplier;
 
@@ -40,11 +45,26 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         }
     }
 
+    /**
+     * Most parameters a form read by {@link #keepFormBody()} may have, with its query's: as many as Tomcat
+     * ({@code server.tomcat.max-parameter-count}) and Jetty ({@code server.jetty.max-form-keys}) take by default.
+     */
+    static final int MAX_FORM_PARAMETERS = 1000;
+
+    /**
+     * Largest form {@link #keepFormBody()} reads, in bytes: as large as Jetty takes by default
+     * ({@code server.jetty.max-http-form-post-size}; Tomcat's {@code max-http-form-post-size} is 2 MB).
+     */
+    static final int MAX_FORM_SIZE = 200_000;
+
     private final int limit;
     private final Copy copy = new Copy();
     private boolean overflow;
     private RecordingStream stream;
     private BufferedReader reader;
+
+    private boolean parametersAsked; // the application asked for a parameter through this request
+    private Map<String, String[]> formKept; // the parameters, where the form's body was read here to keep it
 
     private BooleanSupplier holdingAnswer = () -> false;
     private int dispatchesMadeInside; // forwards and includes made through this request that have not returned yet
@@ -241,6 +261,140 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         @Override
         public void reset() {
         }
+    }
+
+    /**
+     * Reads a form body that no one has read yet, parameters or bytes, into the copy, and takes its parameters from
+     * there, before the library reads them: asked for them, the container would parse the form from its own stream,
+     * and a handler that reads the form as sent (a provider's callback whose signature covers its bytes) would find
+     * nothing left. Only a form the container parses (a POST of the exact type, with a declared length within the
+     * cap and the size the containers take by default); its parameters are then the query's, as the container reads
+     * them, followed by the form's.
+     *
+     * @throws IllegalStateException if the form cannot be read or parsed, as the container refuses it
+     */
+    void keepFormBody() {
+        if (formKept != null || parametersAsked || stream != null || reader != null
+                || !"POST".equals(getMethod()) || !isParsedForm(getContentType())) {
+            return;
+        }
+        long length = getContentLengthLong();
+        if (length <= 0 || length > limit || length > MAX_FORM_SIZE) {
+            return; // left to the container, which refuses a form larger than it takes
+        }
+        byte[] form;
+        try {
+            RecordingStream in = (RecordingStream) getInputStream();
+            in.drain();
+            form = copy.toByteArray();
+        } catch (IOException e) {
+            throw new IllegalStateException("the form could not be read", e);
+        }
+        Charset charset;
+        try {
+            charset = getCharacterEncoding() == null ? StandardCharsets.ISO_8859_1
+                    : Charset.forName(getCharacterEncoding());
+        } catch (IllegalArgumentException e) {
+            throw new IllegalStateException("the form's charset is not supported", e);
+        }
+        Map<String, List<String>> parameters = new LinkedHashMap<>();
+        super.getParameterMap().forEach((name, values) -> parameters.put(name, new ArrayList<>(List.of(values))));
+        int count = parameters.values().stream().mapToInt(List::size).sum();
+        for (String pair : new String(form, StandardCharsets.ISO_8859_1).split("&")) {
+            int equals = pair.indexOf('=');
+            String name = decode(equals < 0 ? pair : pair.substring(0, equals), charset);
+            if (name.isEmpty()) {
+                continue; // as the container skips it
+            }
+            String value = equals < 0 ? "" : decode(pair.substring(equals + 1), charset);
+            parameters.computeIfAbsent(name, n -> new ArrayList<>()).add(value);
+            if (++count > MAX_FORM_PARAMETERS) {
+                throw new IllegalStateException("more than " + MAX_FORM_PARAMETERS + " parameters");
+            }
+        }
+        Map<String, String[]> kept = new LinkedHashMap<>();
+        parameters.forEach((name, values) -> kept.put(name, values.toArray(new String[0])));
+        formKept = Collections.unmodifiableMap(kept);
+    }
+
+    /** Whether {@link #keepFormBody()} read the form: its parameters are all parsed, none left in the body. */
+    boolean isFormKept() {
+        return formKept != null;
+    }
+
+    private static boolean isParsedForm(String contentType) {
+        if (contentType == null) {
+            return false;
+        }
+        int semicolon = contentType.indexOf(';');
+        String type = (semicolon < 0 ? contentType : contentType.substring(0, semicolon)).trim();
+        return type.equals("application/x-www-form-urlencoded");
+    }
+
+    /** A form's %-escaped text (its bytes read as ISO-8859-1), decoded strictly in {@code charset}. */
+    private static String decode(String escaped, Charset charset) {
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream(escaped.length());
+        for (int i = 0; i < escaped.length(); i++) {
+            char c = escaped.charAt(i);
+            if (c == '+') {
+                bytes.write(' ');
+            } else if (c == '%') {
+                int high = i + 2 < escaped.length() ? Character.digit(escaped.charAt(i + 1), 16) : -1;
+                int low = high < 0 ? -1 : Character.digit(escaped.charAt(i + 2), 16);
+                if (low < 0) {
+                    throw new IllegalStateException("a broken %-escape in the form");
+                }
+                bytes.write(high * 16 + low);
+                i += 2;
+            } else {
+                bytes.write(c);
+            }
+        }
+        try {
+            return charset.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(CodingErrorAction.REPORT)
+                    .decode(ByteBuffer.wrap(bytes.toByteArray())).toString();
+        } catch (CharacterCodingException e) {
+            throw new IllegalStateException("the form is not valid " + charset.name(), e);
+        }
+    }
+
+    @Override
+    public String getParameter(String name) {
+        if (formKept == null) {
+            parametersAsked = true;
+            return super.getParameter(name);
+        }
+        String[] values = formKept.get(name);
+        return values == null ? null : values[0];
+    }
+
+    @Override
+    public Map<String, String[]> getParameterMap() {
+        if (formKept == null) {
+            parametersAsked = true;
+            return super.getParameterMap();
+        }
+        return formKept;
+    }
+
+    @Override
+    public Enumeration<String> getParameterNames() {
+        if (formKept == null) {
+            parametersAsked = true;
+            return super.getParameterNames();
+        }
+        return Collections.enumeration(formKept.keySet());
+    }
+
+    @Override
+    public String[] getParameterValues(String name) {
+        if (formKept == null) {
+            parametersAsked = true;
+            return super.getParameterValues(name);
+        }
+        String[] values = formKept.get(name);
+        return values == null ? null : values.clone();
     }
 
     @Override

@@ -10,6 +10,8 @@ import io.idempotency.core.RequestFingerprint;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
+import jakarta.servlet.ServletRequest;
+import jakarta.servlet.ServletRequestWrapper;
 import jakarta.servlet.http.HttpServletRequest;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.aopalliance.intercept.MethodInvocation;
@@ -726,7 +728,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 }
                 // what the container did not parse as parameters (it reads only the exact lower-case type, and forms
                 // of some methods only) is still in the body, where the handler's converters read it
-                byte[] unparsed = recorded.body();
+                byte[] unparsed = recorded.isFormKept() ? NOTHING : recorded.body();
                 this.unparsedForm = unparsed.length > 0;
                 this.body = unparsed.length == 0 ? parsed : CanonicalJson.canonicalize(
                         List.of(parameters, new String(unparsed, StandardCharsets.ISO_8859_1)));
@@ -945,6 +947,17 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             return form;
         }
 
+        /** The library's recording wrapper under {@code request}, or null. */
+        private static BodyRecordingRequest recordingRequest(ServletRequest request) {
+            while (request instanceof ServletRequestWrapper wrapper) {
+                if (wrapper instanceof BodyRecordingRequest recorded) {
+                    return recorded;
+                }
+                request = wrapper.getRequest();
+            }
+            return null;
+        }
+
         /**
          * The request's parameters. The container parses them on the first call that asks for one, and refuses a
          * query or form it cannot read (Servlet 6.1: {@code IllegalStateException}).
@@ -952,6 +965,10 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         private static Map<String, String[]> parameters(HttpServletRequest request)
                 throws UnreadableParametersException {
             try {
+                BodyRecordingRequest recorded = recordingRequest(request);
+                if (recorded != null) {
+                    recorded.keepFormBody();
+                }
                 return request.getParameterMap();
             } catch (IllegalStateException e) {
                 throw new UnreadableParametersException(e);
