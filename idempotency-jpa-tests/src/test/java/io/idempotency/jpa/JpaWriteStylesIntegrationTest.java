@@ -218,6 +218,62 @@ class JpaWriteStylesIntegrationTest extends JpaHttpTest {
         assertThat(record(key)).isEqualTo("SUCCEEDED 200");
     }
 
+    /**
+     * An account locked with {@code OPTIMISTIC_FORCE_INCREMENT}: Hibernate raises its version as the transaction
+     * commits, after the answer was written, so the answer (and its replay) shows the version before, as the docs say.
+     * {@code PESSIMISTIC_FORCE_INCREMENT} raises it at once, and the answer shows the one committed.
+     */
+    @Test
+    void aVersionForcedUpAtTheCommitIsAnsweredAsItWasBefore() throws Exception {
+        long id = ThreadLocalRandom.current().nextLong(1, Long.MAX_VALUE);
+        DATABASE.queryString("insert into accounts (id, balance, version) values (" + id + ", 100, 0)");
+        String key = UUID.randomUUID().toString();
+
+        HttpResponse<String> touched = post("/edge/accounts/" + id + "/touch", key, "{}");
+        HttpResponse<String> replay = post("/edge/accounts/" + id + "/touch", key, "{}");
+
+        assertThat(touched.statusCode()).as(touched.body()).isEqualTo(200);
+        assertThat(DATABASE.queryLong("select version from accounts where id = " + id)).isEqualTo(1);
+        assertThat(touched.body()).contains("\"version\":0");
+        assertThat(replay.body()).isEqualTo(touched.body());
+
+        long other = ThreadLocalRandom.current().nextLong(1, Long.MAX_VALUE);
+        DATABASE.queryString("insert into accounts (id, balance, version) values (" + other + ", 100, 0)");
+        String otherKey = UUID.randomUUID().toString();
+        HttpResponse<String> atOnce = post("/edge/accounts/" + other + "/touch-at-once", otherKey, "{}");
+        HttpResponse<String> atOnceReplay = post("/edge/accounts/" + other + "/touch-at-once", otherKey, "{}");
+        assertThat(atOnce.statusCode()).as(atOnce.body()).isEqualTo(200);
+        assertThat(DATABASE.queryLong("select version from accounts where id = " + other)).isEqualTo(1);
+        assertThat(atOnce.body()).contains("\"version\":1");
+        assertThat(atOnceReplay.body()).isEqualTo(atOnce.body());
+    }
+
+    /**
+     * An account read under {@code LockModeType.OPTIMISTIC} and changed by another transaction before the request
+     * committed: Hibernate checks the version only at the commit, so, as the docs say, the conflict is a failed
+     * commit (500), not an exception the application's handler answers; nothing is kept, and the retry runs again.
+     */
+    @Test
+    void anOptimisticReadChangedMeanwhileFailsTheCommitAndKeepsNothing() throws Exception {
+        long id = ThreadLocalRandom.current().nextLong(1, Long.MAX_VALUE);
+        DATABASE.queryString("insert into accounts (id, balance, version) values (" + id + ", 100, 0)");
+        String key = UUID.randomUUID().toString();
+
+        HttpResponse<String> conflict = post("/edge/accounts/" + id + "/checked-debit", key, "{\"amount\":30}");
+        String afterConflict = record(key);
+        long purchasesAfterConflict = purchases("debit-" + id);
+        HttpResponse<String> retry = post("/edge/accounts/" + id + "/checked-debit", key, "{\"amount\":30}");
+
+        assertThat(conflict.statusCode()).as(conflict.body()).isEqualTo(500);
+        assertThat(conflict.body()).contains("idempotency-commit-failed");
+        assertThat(afterConflict).isNull();
+        assertThat(purchasesAfterConflict).isZero();
+        assertThat(retry.statusCode()).as(retry.body()).isEqualTo(200);
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(record(key)).isEqualTo("SUCCEEDED 200");
+        assertThat(purchases("debit-" + id)).isEqualTo(1);
+    }
+
     private static String purchase(String reference) {
         return "{\"reference\":\"" + reference + "\",\"note\":\"a note\"}";
     }

@@ -2,6 +2,7 @@ package io.idempotency.jpa.app;
 
 import io.idempotency.core.Idempotent;
 import jakarta.persistence.EntityManager;
+import jakarta.persistence.LockModeType;
 import jakarta.persistence.PersistenceContext;
 import jakarta.persistence.PersistenceException;
 import org.springframework.context.ApplicationEventPublisher;
@@ -18,9 +19,15 @@ import org.springframework.web.bind.annotation.RequestBody;
 import org.springframework.web.bind.annotation.RequestMapping;
 import org.springframework.web.bind.annotation.RestController;
 
+import javax.sql.DataSource;
 import java.net.URI;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 
 /** Handlers whose writes JPA makes in ways of its own: batched, at once (identity ids), through read-only services. */
 @RestController
@@ -31,12 +38,16 @@ public class EdgeController {
     private final TicketRepository tickets;
     private final PurchaseNotes notes;
     private final ApplicationEventPublisher events;
+    private final DataSource dataSource;
+    /** Accounts changed concurrently once, during their first checked debit. */
+    private final Set<Long> changedOnce = ConcurrentHashMap.newKeySet();
 
     @PersistenceContext
     private EntityManager entityManager;
 
     public EdgeController(PurchaseRepository purchases, TicketRepository tickets, PurchaseNotes notes,
-                          ApplicationEventPublisher events) {
+                          ApplicationEventPublisher events, DataSource dataSource) {
+        this.dataSource = dataSource;
         this.events = events;
         this.purchases = purchases;
         this.tickets = tickets;
@@ -128,6 +139,47 @@ public class EdgeController {
     @TransactionalEventListener(phase = TransactionPhase.BEFORE_COMMIT)
     void writeOutbox(Outboxed event) {
         purchases.save(new Purchase(event.reference(), "outbox"));
+    }
+
+    /**
+     * Marks an account as touched by this request: its version is raised by Hibernate as the transaction commits
+     * ({@code OPTIMISTIC_FORCE_INCREMENT}), however the handler leaves the account; the answer is the account.
+     */
+    @PostMapping("/accounts/{id}/touch")
+    @Idempotent
+    @Transactional
+    public Account touch(@PathVariable long id) {
+        return entityManager.find(Account.class, id, LockModeType.OPTIMISTIC_FORCE_INCREMENT);
+    }
+
+    /** As {@link #touch}, with {@code PESSIMISTIC_FORCE_INCREMENT}: the version is raised at once, by the lock. */
+    @PostMapping("/accounts/{id}/touch-at-once")
+    @Idempotent
+    @Transactional
+    public Account touchAtOnce(@PathVariable long id) {
+        return entityManager.find(Account.class, id, LockModeType.PESSIMISTIC_FORCE_INCREMENT);
+    }
+
+    /**
+     * Debits an account read under {@code LockModeType.OPTIMISTIC}: Hibernate checks, before the commit, that its
+     * version is still the one read. During the first debit of an account another transaction changes it before the
+     * handler returns.
+     */
+    @PostMapping("/accounts/{id}/checked-debit")
+    @Idempotent
+    @Transactional
+    public Map<String, Object> checkedDebit(@PathVariable long id, @RequestBody Map<String, Long> request) {
+        Account account = entityManager.find(Account.class, id, LockModeType.OPTIMISTIC);
+        purchases.save(new Purchase("debit-" + id, "debited " + request.get("amount")));
+        if (changedOnce.add(id)) {
+            try (Connection other = dataSource.getConnection(); Statement statement = other.createStatement()) {
+                statement.executeUpdate("update accounts set balance = balance - 5, version = version + 1"
+                        + " where id = " + id);
+            } catch (SQLException e) {
+                throw new IllegalStateException(e);
+            }
+        }
+        return Map.of("id", id, "debited", request.get("amount"));
     }
 
     @ExceptionHandler(DataAccessException.class)
