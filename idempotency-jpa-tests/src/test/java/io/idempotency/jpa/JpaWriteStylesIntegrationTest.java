@@ -274,6 +274,38 @@ class JpaWriteStylesIntegrationTest extends JpaHttpTest {
         assertThat(purchases("debit-" + id)).isEqualTo(1);
     }
 
+    /**
+     * A purchase the handler loads by the id in the path and deletes: the retry is replayed, not refused for the
+     * purchase it no longer finds (see {@link BoundEntityCheckTest} for a handler that would take the entity itself).
+     */
+    @Test
+    void aRetryOfARequestThatDeletedTheEntityItWasBoundToIsReplayed() throws Exception {
+        String reference = "cancelled-" + UUID.randomUUID();
+        HttpResponse<String> created = post("/purchases", UUID.randomUUID().toString(), purchase(reference));
+        String id = created.headers().firstValue("Location").orElseThrow().substring("/purchases/".length());
+        String key = UUID.randomUUID().toString();
+
+        HttpResponse<String> cancelled = post("/edge/purchases/" + id + "/cancel", key, "{}");
+        HttpResponse<String> retry = post("/edge/purchases/" + id + "/cancel", key, "{}");
+
+        assertThat(cancelled.statusCode()).as(cancelled.body()).isEqualTo(200);
+        assertThat(purchases(reference)).isZero();
+        assertThat(retry.statusCode()).as("the retry: " + retry.body()).isEqualTo(200);
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(retry.body()).isEqualTo(cancelled.body());
+
+        String other = "cancelled-found-" + UUID.randomUUID();
+        created = post("/purchases", UUID.randomUUID().toString(), purchase(other));
+        id = created.headers().firstValue("Location").orElseThrow().substring("/purchases/".length());
+        String otherKey = UUID.randomUUID().toString();
+        HttpResponse<String> found = post("/edge/purchases/" + id + "/cancel-found", otherKey, "{}");
+        HttpResponse<String> foundRetry = post("/edge/purchases/" + id + "/cancel-found", otherKey, "{}");
+        assertThat(found.statusCode()).as(found.body()).isEqualTo(200);
+        assertThat(foundRetry.statusCode()).as("the retry: " + foundRetry.body()).isEqualTo(200);
+        assertThat(foundRetry.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(foundRetry.body()).isEqualTo(found.body());
+    }
+
     private static String purchase(String reference) {
         return "{\"reference\":\"" + reference + "\",\"note\":\"a note\"}";
     }

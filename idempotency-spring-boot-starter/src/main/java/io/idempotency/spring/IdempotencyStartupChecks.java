@@ -32,11 +32,13 @@ import org.springframework.boot.web.servlet.FilterRegistrationBean;
 import org.springframework.context.ApplicationContext;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.core.MethodIntrospector;
+import org.springframework.core.MethodParameter;
 import org.springframework.core.Ordered;
 import org.springframework.core.ReactiveAdapterRegistry;
 import org.springframework.core.ResolvableType;
 import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.core.annotation.AnnotationUtils;
+import org.springframework.core.annotation.MergedAnnotations;
 import org.springframework.core.annotation.OrderUtils;
 import org.springframework.http.HttpEntity;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
@@ -62,8 +64,10 @@ import org.springframework.util.StringUtils;
 import org.springframework.web.bind.annotation.ExceptionHandler;
 import org.springframework.web.bind.annotation.InitBinder;
 import org.springframework.web.bind.annotation.ModelAttribute;
+import org.springframework.web.bind.annotation.PathVariable;
 import org.springframework.web.bind.annotation.RequestMapping;
 import org.springframework.web.bind.annotation.RequestMethod;
+import org.springframework.web.bind.annotation.RequestParam;
 import org.springframework.web.bind.annotation.ResponseStatus;
 import org.springframework.web.method.HandlerMethod;
 import org.springframework.web.servlet.mvc.method.RequestMappingInfo;
@@ -200,6 +204,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
                     problemWith(method).ifPresent(problems::add);
                     calledOutsideRequests(method).ifPresent(problems::add);
                     calledBesidesTheHandler(method).ifPresent(problems::add);
+                    // works as long as the entity is found: a warning, as the handlers that delete it are few
+                    boundEntityWarning(mapped.getValue()).ifPresent(log::warn);
                     try {
                         IdempotencyProperties settings = properties.getObject();
                         IdempotentEndpoint endpoint = IdempotentEndpoint.of(method, idempotent, settings.getMethods(),
@@ -893,6 +899,32 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
             return Optional.of(method + " returns a primitive; return its wrapper type or a ResponseEntity");
         }
         return asyncProblem(method);
+    }
+
+    /**
+     * A required path variable or request parameter of an entity type, which Spring Data's web support loads by the id
+     * the request names: Spring MVC resolves it before the advice runs, so a retry after the handler deleted the entity
+     * (or made it invisible to its repository) is refused with 400 before the advice can replay the stored answer, and
+     * the client is told its completed request was bad. Warned about at startup: a handler that keeps the entity
+     * findable is replayed as any other.
+     */
+    static Optional<String> boundEntityWarning(HandlerMethod handler) {
+        for (MethodParameter parameter : handler.getMethodParameters()) {
+            PathVariable pathVariable = parameter.getParameterAnnotation(PathVariable.class);
+            RequestParam requestParam = parameter.getParameterAnnotation(RequestParam.class);
+            boolean required = pathVariable != null ? pathVariable.required()
+                    : requestParam != null && requestParam.required();
+            if (required && !parameter.isOptional()
+                    && MergedAnnotations.from(parameter.getParameterType()).isPresent("jakarta.persistence.Entity")) {
+                return Optional.of(handler.getMethod() + " takes the entity " + parameter.getParameterType().getName()
+                        + " as a required " + (pathVariable != null ? "path variable" : "request parameter")
+                        + ": Spring MVC loads it before @Idempotent sees the request, so a retry after the request"
+                        + " deleted it (or its repository no longer finds it) is refused with 400 instead of being"
+                        + " answered with the stored answer. If the request may delete it, take its id and load the"
+                        + " entity in the handler (or declare the parameter Optional)");
+            }
+        }
+        return Optional.empty();
     }
 
     /**

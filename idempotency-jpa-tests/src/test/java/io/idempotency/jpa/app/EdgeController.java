@@ -26,6 +26,7 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
@@ -180,6 +181,26 @@ public class EdgeController {
             }
         }
         return Map.of("id", id, "debited", request.get("amount"));
+    }
+
+    /** Cancels a purchase: it is deleted. */
+    @PostMapping("/purchases/{id}/cancel")
+    @Idempotent
+    @Transactional
+    public Map<String, Object> cancel(@PathVariable long id) {
+        Purchase purchase = purchases.findById(id).orElseThrow();
+        purchases.delete(purchase);
+        return Map.of("cancelled", purchase.getReference());
+    }
+
+    /** As {@link #cancel}, with the purchase Spring Data's web support loads from the path, if it finds it. */
+    @PostMapping("/purchases/{id}/cancel-found")
+    @Idempotent
+    @Transactional
+    public Map<String, Object> cancelFound(@PathVariable("id") Optional<Purchase> found) {
+        Purchase purchase = found.orElseThrow();
+        purchases.delete(purchase);
+        return Map.of("cancelled", purchase.getReference());
     }
 
     @ExceptionHandler(DataAccessException.class)
