@@ -306,6 +306,27 @@ class JpaWriteStylesIntegrationTest extends JpaHttpTest {
         assertThat(foundRetry.body()).isEqualTo(found.body());
     }
 
+    /**
+     * A body checked by a validator that asks the database, which the handler runs: the retry of the request that used
+     * the reference is replayed, a request under another key is refused.
+     */
+    @Test
+    void aRetryOfARequestValidatedAgainstTheDatabaseIsReplayed() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String reference = "validated-" + key;
+
+        HttpResponse<String> created = post("/validated/purchases", key, purchase(reference));
+        HttpResponse<String> retry = post("/validated/purchases", key, purchase(reference));
+        HttpResponse<String> taken = post("/validated/purchases", UUID.randomUUID().toString(), purchase(reference));
+
+        assertThat(created.statusCode()).as(created.body()).isEqualTo(201);
+        assertThat(retry.statusCode()).as("the retry: " + retry.body()).isEqualTo(201);
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(retry.body()).isEqualTo(created.body());
+        assertThat(taken.statusCode()).as(taken.body()).isEqualTo(422);
+        assertThat(purchases(reference)).isEqualTo(1);
+    }
+
     private static String purchase(String reference) {
         return "{\"reference\":\"" + reference + "\",\"note\":\"a note\"}";
     }
