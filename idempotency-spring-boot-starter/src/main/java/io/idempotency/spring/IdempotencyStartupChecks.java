@@ -16,6 +16,7 @@ import org.springframework.aop.PointcutAdvisor;
 import org.springframework.aop.config.AopConfigUtils;
 import org.springframework.aop.framework.Advised;
 import org.springframework.aop.framework.ProxyConfig;
+import org.springframework.aop.framework.autoproxy.AbstractAdvisorAutoProxyCreator;
 import org.springframework.aop.framework.autoproxy.AutoProxyUtils;
 import org.springframework.aop.scope.ScopedObject;
 import org.springframework.aop.scope.ScopedProxyUtils;
@@ -30,6 +31,8 @@ import org.springframework.boot.web.servlet.AbstractFilterRegistrationBean;
 import org.springframework.boot.web.servlet.DelegatingFilterProxyRegistrationBean;
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
 import org.springframework.context.ApplicationContext;
+import org.springframework.context.ApplicationListener;
+import org.springframework.context.event.ContextRefreshedEvent;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.core.MethodIntrospector;
 import org.springframework.core.MethodParameter;
@@ -140,7 +143,7 @@ import javax.sql.DataSource;
  *       a header, a media type or a version): a key used with one would replay the other's answer.</li>
  * </ul>
  */
-class IdempotencyStartupChecks implements SmartInitializingSingleton {
+class IdempotencyStartupChecks implements SmartInitializingSingleton, ApplicationListener<ContextRefreshedEvent> {
 
     private static final Logger log = LoggerFactory.getLogger(IdempotencyStartupChecks.class);
 
@@ -283,6 +286,75 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton {
             intentFirst.addAll(intentFirstElsewhere);
             warnOfTheDefaultDownstreamSecret(intentFirst);
         }
+    }
+
+    /**
+     * A context of which this application's is an ancestor — a DispatcherServlet's own web application context, made
+     * when the servlet starts (at its first request, by default) — has beans of its own, which the post-processors of
+     * this context, its auto-proxy creator among them, do not reach: an {@code @Idempotent} controller there would run
+     * without the advice, every retry again, while the filter lets its requests through. Its refresh is refused
+     * instead, so the servlet fails to start and says why. A child context with an auto-proxy creator of its own that
+     * applies its parent's advisors too ({@code DefaultAdvisorAutoProxyCreator}, AspectJ's) takes this context's
+     * {@code @Idempotent} advice.
+     */
+    @Override
+    public void onApplicationEvent(ContextRefreshedEvent event) {
+        ApplicationContext refreshed = event.getApplicationContext();
+        if (refreshed == context || !(refreshed instanceof ConfigurableApplicationContext child)
+                || !descendsFrom(refreshed, context)) {
+            return;
+        }
+        ConfigurableListableBeanFactory beanFactory = child.getBeanFactory();
+        boolean proxying = beanFactory.getBeanNamesForType(AbstractAdvisorAutoProxyCreator.class, true, false).length > 0;
+        List<String> problems = new ArrayList<>();
+        for (String name : beanFactory.getBeanNamesForType(Object.class, true, false)) {
+            if (ScopedProxyUtils.isScopedTarget(name)) {
+                continue;
+            }
+            List<Method> idempotent;
+            if (beanFactory.containsSingleton(name)) {
+                Object bean = beanFactory.getSingleton(name);
+                if (bean == null || bean instanceof ScopedObject || bean instanceof FactoryBean<?>
+                        || bean instanceof Advised advised
+                        && Arrays.stream(advised.getAdvisors()).anyMatch(IdempotentAdvisor.class::isInstance)) {
+                    continue;
+                }
+                idempotent = idempotentMethods(ClassUtils.getUserClass(AopUtils.getTargetClass(bean)));
+                if (!idempotent.isEmpty() && Mocks.isMock(bean)) {
+                    continue;
+                }
+            } else if (!proxying) {
+                Class<?> type;
+                try {
+                    type = beanFactory.getType(name, false);
+                } catch (RuntimeException | LinkageError e) {
+                    continue;
+                }
+                idempotent = type == null || FactoryBean.class.isAssignableFrom(type) ? List.of()
+                        : idempotentMethods(ClassUtils.getUserClass(type));
+            } else {
+                continue; // proxied when it is made, by the child's own auto-proxy creator
+            }
+            idempotent.forEach(method -> problems.add(method + " (bean '" + name + "')"));
+        }
+        if (!problems.isEmpty()) {
+            throw new IdempotencyConfigurationException("@Idempotent has no effect on these methods of beans of "
+                    + refreshed + ", a child of the application's context (such as a DispatcherServlet's own): the"
+                    + " application context's auto-proxy creator does not reach the beans of another context, so"
+                    + " every retry would run them again:\n  - " + String.join("\n  - ", problems), "Declare these"
+                    + " beans in the application's context, or give the child context an auto-proxy creator that"
+                    + " applies the advisors of its parent too (a static @Bean DefaultAdvisorAutoProxyCreator in its"
+                    + " configuration, or @EnableAspectJAutoProxy with AspectJ on the class path).");
+        }
+    }
+
+    private static boolean descendsFrom(ApplicationContext descendant, ApplicationContext ancestor) {
+        for (ApplicationContext parent = descendant.getParent(); parent != null; parent = parent.getParent()) {
+            if (parent == ancestor) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /**

@@ -1,0 +1,136 @@
+package io.idempotency.spring;
+
+import io.idempotency.core.Idempotent;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.boot.web.server.context.WebServerApplicationContext;
+import org.springframework.boot.web.servlet.ServletRegistrationBean;
+import org.springframework.context.ConfigurableApplicationContext;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Import;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RestController;
+import org.springframework.web.context.support.AnnotationConfigWebApplicationContext;
+import org.springframework.web.servlet.DispatcherServlet;
+import org.springframework.web.servlet.config.annotation.EnableWebMvc;
+
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.util.UUID;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * A second DispatcherServlet with a web application context of its own, a child of the application's (Spring's way
+ * of serving a second API under its own path): its controllers are beans of the child context, which the application
+ * context's post-processors do not reach.
+ */
+@Tag("container")
+class DispatcherServletChildContextIntegrationTest {
+
+    private static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
+    private static final AtomicInteger PARTNER_RUNS = new AtomicInteger();
+
+    @SpringBootConfiguration
+    @EnableAutoConfiguration
+    static class App {
+        @Bean
+        ServletRegistrationBean<DispatcherServlet> partnerApi() {
+            return partnerServlet(PartnerApi.class);
+        }
+    }
+
+    @SpringBootConfiguration
+    @EnableAutoConfiguration
+    static class AppWithAProxyingPartnerContext {
+        @Bean
+        ServletRegistrationBean<DispatcherServlet> partnerApi() {
+            return partnerServlet(ProxyingPartnerApi.class);
+        }
+    }
+
+    private static ServletRegistrationBean<DispatcherServlet> partnerServlet(Class<?> configuration) {
+        AnnotationConfigWebApplicationContext partnerContext = new AnnotationConfigWebApplicationContext();
+        partnerContext.register(configuration);
+        ServletRegistrationBean<DispatcherServlet> registration =
+                new ServletRegistrationBean<>(new DispatcherServlet(partnerContext), "/partners/*");
+        registration.setName("partners");
+        return registration;
+    }
+
+    @Configuration
+    @EnableWebMvc
+    @Import(PartnerPaymentsController.class)
+    static class PartnerApi {
+    }
+
+    @Configuration
+    @EnableWebMvc
+    @Import(PartnerPaymentsController.class)
+    static class ProxyingPartnerApi {
+        @Bean
+        static org.springframework.aop.framework.autoproxy.DefaultAdvisorAutoProxyCreator partnerAutoProxyCreator() {
+            return new org.springframework.aop.framework.autoproxy.DefaultAdvisorAutoProxyCreator();
+        }
+    }
+
+    @RestController
+    static class PartnerPaymentsController {
+        @Idempotent
+        @PostMapping("/payments")
+        public String pay() {
+            return "payment " + PARTNER_RUNS.incrementAndGet();
+        }
+    }
+
+    @Test
+    void aRetryToAControllerOfASecondDispatcherServletsOwnContextDoesNotRunItAgain() throws Exception {
+        PARTNER_RUNS.set(0);
+        try (ConfigurableApplicationContext context = start(App.class)) {
+            HttpResponse<String>[] answers = postTwice(context);
+
+            assertThat(PARTNER_RUNS.get()).as("runs of the handler for one key (first answered %s %s, the retry %s %s)",
+                    answers[0].statusCode(), answers[0].body(), answers[1].statusCode(), answers[1].body())
+                    .isLessThanOrEqualTo(1);
+        }
+    }
+
+    @Test
+    void aChildContextThatProxiesItsBeansTakesTheAdvice() throws Exception {
+        PARTNER_RUNS.set(0);
+        try (ConfigurableApplicationContext context = start(AppWithAProxyingPartnerContext.class)) {
+            HttpResponse<String>[] answers = postTwice(context);
+
+            assertThat(answers[0].statusCode()).isEqualTo(200);
+            assertThat(answers[1].statusCode()).isEqualTo(200);
+            assertThat(answers[1].body()).isEqualTo(answers[0].body()).isEqualTo("payment 1");
+            assertThat(PARTNER_RUNS.get()).isEqualTo(1);
+        }
+    }
+
+    private static ConfigurableApplicationContext start(Class<?> application) {
+        return new SpringApplicationBuilder(application)
+                .properties(DATABASE.springPropertyValues().toArray(String[]::new))
+                .properties("server.port=0")
+                .run();
+    }
+
+    @SuppressWarnings("unchecked")
+    private static HttpResponse<String>[] postTwice(ConfigurableApplicationContext context) throws Exception {
+        int port = ((WebServerApplicationContext) context).getWebServer().getPort();
+        HttpClient client = HttpClient.newHttpClient();
+        HttpRequest request = HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/partners/payments"))
+                .header("Idempotency-Key", UUID.randomUUID().toString())
+                .POST(HttpRequest.BodyPublishers.noBody()).build();
+        return new HttpResponse[] {client.send(request, HttpResponse.BodyHandlers.ofString()),
+                client.send(request, HttpResponse.BodyHandlers.ofString())};
+    }
+}
