@@ -448,6 +448,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                         + " again; make that post-processor's @Bean method static, or let it reach the bean lazily"
                         + " (@Lazy, ObjectProvider)");
             } else {
+                idempotent.stream().map(IdempotencyStartupChecks::notOverridableProblem).flatMap(Optional::stream)
+                        .forEach(problems::add);
                 if (AopUtils.isCglibProxy(bean)) {
                     idempotent.stream().filter(method -> Modifier.isFinal(method.getModifiers()))
                             .forEach(method -> problems.add(finalProblem(method)));
@@ -516,6 +518,19 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
         }
     }
 
+    /**
+     * A private or static {@code @Idempotent} method: no proxy overrides it, whether made by class or through
+     * interfaces, so only the bean's own code (or the class's) calls it, past the advice; every retry would run it
+     * again. The proxied bean itself looks advised, as the advisor matches the method.
+     */
+    private static Optional<String> notOverridableProblem(Method method) {
+        String kind = Modifier.isPrivate(method.getModifiers()) ? "private"
+                : Modifier.isStatic(method.getModifiers()) ? "static" : null;
+        return Optional.ofNullable(kind).map(modifier -> method + " is " + modifier + ": no proxy can intercept it,"
+                + " so it is called past the advice, @Idempotent has no effect on it and every retry would run it"
+                + " again; make it a public method of a bean and call it through the bean (from another bean)");
+    }
+
     private static String finalProblem(Method method) {
         return method + " is final: the proxy of its class cannot intercept it, so @Idempotent has no effect on it and"
                 + " every retry would run it again; remove final";
@@ -547,7 +562,10 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
             // the async advice, with the annotations it acts on by default, that the bean will get when it is made
             asyncProblems(new AsyncAnnotationAdvisor(), type, idempotent, problems);
         }
-        List<Method> finals = idempotent.stream().filter(method -> Modifier.isFinal(method.getModifiers())).toList();
+        idempotent.stream().map(IdempotencyStartupChecks::notOverridableProblem).flatMap(Optional::stream)
+                .forEach(problems::add);
+        List<Method> finals = idempotent.stream().filter(method -> Modifier.isFinal(method.getModifiers())
+                && !Modifier.isPrivate(method.getModifiers()) && !Modifier.isStatic(method.getModifiers())).toList();
         if (finals.isEmpty()) {
             return;
         }

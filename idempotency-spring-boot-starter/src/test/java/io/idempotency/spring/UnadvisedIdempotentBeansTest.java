@@ -66,6 +66,16 @@ class UnadvisedIdempotentBeansTest {
                 .contains("UnadvisedIdempotentBeansTest$FinalPayments.pay()", "is final");
     }
 
+    /**
+     * A private method is overridden by no proxy: the bean's own public method calls it past the advice, while the
+     * bean, proxied because the advisor matches the method, looks advised.
+     */
+    @Test
+    void aPrivateIdempotentMethodStopsTheStart() {
+        assertStartFails(TestDatabases.contextRunner(DATABASE).withBean(Payouts.class))
+                .contains("UnadvisedIdempotentBeansTest$Payouts.send()", "is private");
+    }
+
     /** A test's mock stands in for the bean past the post-processors (as @MockitoBean registers it): on purpose. */
     @Test
     void aMockStandingInForTheBeanStarts() {
@@ -109,6 +119,18 @@ class UnadvisedIdempotentBeansTest {
         @Idempotent
         public String pay() {
             return "paid";
+        }
+    }
+
+    @org.springframework.stereotype.Service
+    static class Payouts {
+        public String payout() {
+            return send();
+        }
+
+        @Idempotent
+        private String send() {
+            return "sent";
         }
     }
 
