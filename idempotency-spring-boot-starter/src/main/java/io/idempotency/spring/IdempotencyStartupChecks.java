@@ -230,7 +230,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                             defaultScopes(mapped.getKey(), endpoint).stream()
                                     .filter(scope -> !taken.contains(scope.substring(0, scope.indexOf(' '))))
                                     .forEach(scope -> defaultScopes.computeIfAbsent(scope, s -> new TreeMap<>())
-                                            .put(mapped.getValue().toString(), VersionedMapping.of(mapped.getKey())));
+                                            .put(mapped.getValue().toString(),
+                                                    VersionedMapping.of(mapped.getKey(), endpoint)));
                         }
                         if (endpoint.mode == IdempotencyMode.INTENT_FIRST) {
                             intentFirst.add(method);
@@ -259,7 +260,15 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
             boolean oneOperationInVersions = all.stream().allMatch(mapping -> mapping.version() != null
                             && mapping.otherConditions().equals(all.get(0).otherConditions()))
                     && all.stream().map(VersionedMapping::version).distinct().count() == all.size();
-            if (sharing.size() > 1 && !oneOperationInVersions) {
+            // handlers told apart by their parameters alone, each fingerprinted as a whole (the query string and the
+            // body, where a form's parameters are): a key used with one and sent to the other differs in the very
+            // parameters that chose the handler, so it is refused as a mismatch, never answered with the other's answer
+            boolean toldApartByTheFingerprint = all.stream().allMatch(mapping -> mapping.wholeRequestFingerprinted()
+                            && java.util.Objects.equals(mapping.version(), all.get(0).version())
+                            && mapping.otherConditions().subList(1, mapping.otherConditions().size())
+                            .equals(all.get(0).otherConditions().subList(1, all.get(0).otherConditions().size())))
+                    && all.stream().map(mapping -> mapping.otherConditions().get(0)).distinct().count() == all.size();
+            if (sharing.size() > 1 && !oneOperationInVersions && !toldApartByTheFingerprint) {
                 problems.add(sharing + " share the default scope '"
                         + scope + "' (HTTP method and route template), so a key used with one would be answered with"
                         + " the other's stored answer; give each its own scope with @Idempotent(scope = …), or the"
@@ -1333,13 +1342,18 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
      * The API version a handler is mapped to (null if none), and the conditions besides its route and HTTP method that
      * Spring MVC tells handlers apart by: parameters, headers, consumed and produced media types, a custom condition.
      */
-    private record VersionedMapping(String version, List<Object> otherConditions) {
+    private record VersionedMapping(String version, List<Object> otherConditions, boolean wholeRequestFingerprinted) {
 
-        static VersionedMapping of(RequestMappingInfo info) {
+        /**
+         * The parameters condition comes first. {@code wholeRequestFingerprinted}: the endpoint has neither a key nor a
+         * fingerprint expression, so its fingerprint holds the query string and the body.
+         */
+        static VersionedMapping of(RequestMappingInfo info, IdempotentEndpoint endpoint) {
             // the custom condition is null when there is none, which List.of would refuse
             return new VersionedMapping(info.getVersionCondition().getVersion(), Arrays.asList(
                     info.getParamsCondition(), info.getHeadersCondition(), info.getConsumesCondition(),
-                    info.getProducesCondition(), info.getCustomCondition()));
+                    info.getProducesCondition(), info.getCustomCondition()),
+                    endpoint.keyExpression == null && endpoint.fingerprintExpressions.isEmpty());
         }
     }
 }

@@ -852,6 +852,21 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void handlersOfOneRouteToldApartByAParameterAloneShareItsDefaultScope() {
+        // the parameter that chose the handler is in the fingerprint (the query string, or a form's body): a key sent
+        // to the other one is refused as a mismatch, never answered with the first one's answer
+        runner.withUserConfiguration(ParameterDispatchedController.class)
+                .run(context -> assertThat(context).hasNotFailed());
+    }
+
+    @Test
+    void handlersToldApartByAParameterTheirExpressionsDoNotReadAreRefusedAtStartup() {
+        assertStartFails(runner.withUserConfiguration(KeyedParameterDispatchedController.class)).contains(
+                "KeyedParameterDispatchedController#capture(String)", "KeyedParameterDispatchedController#refund(String)",
+                "'POST /keyed-operations'", "@Idempotent(scope = …)");
+    }
+
+    @Test
     void handlersOfOneRouteToldApartByTheirApiVersionAloneShareItsDefaultScope() {
         runner.withPropertyValues("spring.mvc.apiversion.use.header=API-Version")
                 .withUserConfiguration(VersionedController.class)
@@ -1358,6 +1373,36 @@ class IdempotencyAutoConfigurationTest {
         @Idempotent
         public String payV2() {
             return "v2";
+        }
+    }
+
+    @RestController
+    static class ParameterDispatchedController {
+        @PostMapping(path = "/operations", params = "op=capture")
+        @Idempotent
+        public String capture() {
+            return "captured";
+        }
+
+        @PostMapping(path = "/operations", params = "op=refund")
+        @Idempotent
+        public String refund() {
+            return "refunded";
+        }
+    }
+
+    @RestController
+    static class KeyedParameterDispatchedController {
+        @PostMapping(path = "/keyed-operations", params = "op=capture")
+        @Idempotent(key = "#body.reference")
+        public String capture(@org.springframework.web.bind.annotation.RequestBody String body) {
+            return "captured";
+        }
+
+        @PostMapping(path = "/keyed-operations", params = "op=refund")
+        @Idempotent(key = "#body.reference")
+        public String refund(@org.springframework.web.bind.annotation.RequestBody String body) {
+            return "refunded";
         }
     }
 
