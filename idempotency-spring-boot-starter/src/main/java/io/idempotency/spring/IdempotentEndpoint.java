@@ -311,7 +311,26 @@ final class IdempotentEndpoint {
                                                                                  List<Expression> fingerprint) {
         String[] names = PARAMETER_NAMES.getParameterNames(method);
         for (Expression expression : both(key, fingerprint)) {
-            if (!(expression instanceof SpelExpression spel) || !(spel.getAST() instanceof VariableReference variable)) {
+            if (!(expression instanceof SpelExpression spel)) {
+                continue;
+            }
+            // a parameter alone, or a chain of its properties (#order.payer), each read as SpEL reads it
+            SpelNode ast = spel.getAST();
+            List<String> properties = new ArrayList<>();
+            if (ast instanceof CompoundExpression && ast.getChild(0) instanceof VariableReference) {
+                for (int i = 1; i < ast.getChildCount(); i++) {
+                    if (!(ast.getChild(i) instanceof PropertyOrFieldReference property)) {
+                        properties = null;
+                        break;
+                    }
+                    properties.add(property.getName());
+                }
+                if (properties == null) {
+                    continue;
+                }
+                ast = ast.getChild(0);
+            }
+            if (!(ast instanceof VariableReference variable)) {
                 continue;
             }
             String name = variable.toStringAST().substring(1);
@@ -319,14 +338,48 @@ final class IdempotentEndpoint {
                 continue; // the request's, even where a parameter has the name
             }
             for (int i = 0; i < method.getParameterCount(); i++) {
-                Class<?> type = method.getParameterTypes()[i];
                 boolean named = name.equals("p" + i) || name.equals("a" + i) || names != null && name.equals(names[i]);
-                if (named && namesTheInstance(type)) {
-                    return Optional.of(Map.entry(name, type));
+                if (!named) {
+                    continue;
+                }
+                Class<?> type = method.getParameterTypes()[i];
+                for (String property : properties) {
+                    type = type == null ? null : propertyType(type, property);
+                }
+                if (type != null && namesTheInstance(type)) {
+                    return Optional.of(Map.entry(String.join(".", concat(name, properties)), type));
                 }
             }
         }
         return Optional.empty();
+    }
+
+    private static List<String> concat(String first, List<String> rest) {
+        List<String> all = new ArrayList<>(List.of(first));
+        all.addAll(rest);
+        return all;
+    }
+
+    /**
+     * The declared type of {@code property} as SpEL reads it of a {@code type}: its getter's, a record component's,
+     * or a public field's; null when it cannot be told (a map's key, say).
+     */
+    private static Class<?> propertyType(Class<?> type, String property) {
+        if (java.util.Map.class.isAssignableFrom(type) || type.isArray() || Collection.class.isAssignableFrom(type)) {
+            return null;
+        }
+        java.beans.PropertyDescriptor descriptor = BeanUtils.getPropertyDescriptor(type, property);
+        if (descriptor != null && descriptor.getReadMethod() != null) {
+            return descriptor.getReadMethod().getReturnType();
+        }
+        if (type.isRecord()) {
+            Method accessor = ReflectionUtils.findMethod(type, property);
+            if (accessor != null && accessor.getParameterCount() == 0) {
+                return accessor.getReturnType();
+            }
+        }
+        java.lang.reflect.Field field = ReflectionUtils.findField(type, property);
+        return field != null && Modifier.isPublic(field.getModifiers()) ? field.getType() : null;
     }
 
     /**

@@ -566,6 +566,15 @@ class IdempotencyAutoConfigurationTest {
                 .run(context -> assertThat(context).hasNotFailed());
     }
 
+    /** So is a property of a parameter whose class keeps Object's toString(): a nested object of the body. */
+    @Test
+    void anExpressionThatIsAPropertyWhoseTextNamesTheInstanceIsRefusedAtStartup() {
+        assertStartFails(runner.withUserConfiguration(NestedInstanceNamingController.class)).contains(
+                "NestedInstanceNamingController.pay(", "#payment.payer alone", "toString()");
+        runner.withUserConfiguration(NestedPropertiesController.class)
+                .run(context -> assertThat(context).hasNotFailed());
+    }
+
     /**
      * NESTED, inside the request's transaction, is a savepoint: JDBC's transaction manager makes one, JPA's cannot, so
      * there every request with a key would fail with 500, while the start and the requests without a key went well.
@@ -1692,6 +1701,50 @@ class IdempotencyAutoConfigurationTest {
     }
 
     public record ChargeRecord(String amount) {
+    }
+
+    /** A request body whose payer is an object of a class that keeps Object's toString(). */
+    public static class Payment {
+        private String amount;
+        private Charge payer;
+
+        public String getAmount() {
+            return amount;
+        }
+
+        public void setAmount(String amount) {
+            this.amount = amount;
+        }
+
+        public Charge getPayer() {
+            return payer;
+        }
+
+        public void setPayer(Charge payer) {
+            this.payer = payer;
+        }
+    }
+
+    public record PaymentRecord(String amount, ChargeRecord payer, java.util.Map<String, Object> details) {
+    }
+
+    @RestController
+    static class NestedInstanceNamingController {
+        @PostMapping("/nested-payments")
+        @Idempotent(fingerprint = {"#payment.amount", "#payment.payer"})
+        public String pay(@org.springframework.web.bind.annotation.RequestBody Payment payment) {
+            return "paid";
+        }
+    }
+
+    @RestController
+    static class NestedPropertiesController {
+        @PostMapping("/nested-payments")
+        @Idempotent(fingerprint = {"#payment.amount", "#payment.payer", "#payment.payer.amount",
+                "#payment.details.reference"})
+        public String pay(@org.springframework.web.bind.annotation.RequestBody PaymentRecord payment) {
+            return "paid";
+        }
     }
 
     @RestController
