@@ -94,7 +94,17 @@ class DispatcherServletChildContextIntegrationTest {
     @Test
     void aRetryToAControllerOfASecondDispatcherServletsOwnContextDoesNotRunItAgain() throws Exception {
         PARTNER_RUNS.set(0);
-        try (ConfigurableApplicationContext context = start(App.class)) {
+        ConfigurableApplicationContext started;
+        try {
+            started = start(App.class);
+        } catch (RuntimeException e) {
+            // a container that starts the servlet with the server (Jetty) refreshes its context then: the start fails
+            assertThat(causes(e)).anySatisfy(cause -> assertThat(cause)
+                    .isInstanceOf(IdempotencyConfigurationException.class)
+                    .hasMessageContaining("PartnerPaymentsController.pay()"));
+            return;
+        }
+        try (ConfigurableApplicationContext context = started) {
             HttpResponse<String>[] answers = postTwice(context);
 
             assertThat(PARTNER_RUNS.get()).as("runs of the handler for one key (first answered %s %s, the retry %s %s)",
@@ -114,6 +124,14 @@ class DispatcherServletChildContextIntegrationTest {
             assertThat(answers[1].body()).isEqualTo(answers[0].body()).isEqualTo("payment 1");
             assertThat(PARTNER_RUNS.get()).isEqualTo(1);
         }
+    }
+
+    private static java.util.List<Throwable> causes(Throwable failure) {
+        java.util.List<Throwable> causes = new java.util.ArrayList<>();
+        for (Throwable cause = failure; cause != null && !causes.contains(cause); cause = cause.getCause()) {
+            causes.add(cause);
+        }
+        return causes;
     }
 
     private static ConfigurableApplicationContext start(Class<?> application) {
