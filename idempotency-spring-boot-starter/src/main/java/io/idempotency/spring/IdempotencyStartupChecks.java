@@ -316,35 +316,13 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
         ConfigurableListableBeanFactory beanFactory = child.getBeanFactory();
         boolean proxying = beanFactory.getBeanNamesForType(AbstractAdvisorAutoProxyCreator.class, true, false).length > 0;
         List<String> problems = new ArrayList<>();
-        for (String name : beanFactory.getBeanNamesForType(Object.class, true, false)) {
-            if (ScopedProxyUtils.isScopedTarget(name)) {
-                continue;
+        for (IdempotentBean found : idempotentBeans(beanFactory)) {
+            boolean unadvised = found.bean() == null
+                    ? !proxying // else proxied when it is made, by the child's own auto-proxy creator
+                    : !isAdvised(found.bean()) && !Mocks.isMock(found.bean());
+            if (unadvised) {
+                found.methods().forEach(method -> problems.add(method + " (bean '" + found.name() + "')"));
             }
-            List<Method> idempotent;
-            if (beanFactory.containsSingleton(name)) {
-                Object bean = beanFactory.getSingleton(name);
-                if (bean == null || bean instanceof ScopedObject || bean instanceof FactoryBean<?>
-                        || bean instanceof Advised advised
-                        && Arrays.stream(advised.getAdvisors()).anyMatch(IdempotentAdvisor.class::isInstance)) {
-                    continue;
-                }
-                idempotent = idempotentMethods(ClassUtils.getUserClass(AopUtils.getTargetClass(bean)));
-                if (!idempotent.isEmpty() && Mocks.isMock(bean)) {
-                    continue;
-                }
-            } else if (!proxying) {
-                Class<?> type;
-                try {
-                    type = beanFactory.getType(name, false);
-                } catch (RuntimeException | LinkageError e) {
-                    continue;
-                }
-                idempotent = type == null || FactoryBean.class.isAssignableFrom(type) ? List.of()
-                        : idempotentMethods(ClassUtils.getUserClass(type));
-            } else {
-                continue; // proxied when it is made, by the child's own auto-proxy creator
-            }
-            idempotent.forEach(method -> problems.add(method + " (bean '" + name + "')"));
         }
         if (!problems.isEmpty()) {
             throw new IdempotencyConfigurationException("@Idempotent has no effect on these methods of beans of "
@@ -425,25 +403,16 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
             return;
         }
         ConfigurableListableBeanFactory beanFactory = configurable.getBeanFactory();
-        for (String name : beanFactory.getBeanNamesForType(Object.class, true, false)) {
-            if (ScopedProxyUtils.isScopedTarget(name)) {
+        for (IdempotentBean found : idempotentBeans(beanFactory)) {
+            if (found.bean() == null) {
+                notMadeYet(beanFactory, found, problems);
                 continue;
             }
-            if (!beanFactory.containsSingleton(name)) {
-                notMadeYet(beanFactory, name, problems);
-                continue;
-            }
-            Object bean = beanFactory.getSingleton(name);
-            if (bean == null || bean instanceof ScopedObject || bean instanceof FactoryBean<?>) {
-                continue;
-            }
-            Class<?> type = ClassUtils.getUserClass(AopUtils.getTargetClass(bean));
-            List<Method> idempotent = idempotentMethods(type);
-            if (idempotent.isEmpty()) {
-                continue;
-            }
-            if (!(bean instanceof Advised advised)
-                    || Arrays.stream(advised.getAdvisors()).noneMatch(IdempotentAdvisor.class::isInstance)) {
+            Object bean = found.bean();
+            Class<?> type = found.type();
+            List<Method> idempotent = found.methods();
+            String name = found.name();
+            if (!isAdvised(bean)) {
                 // Asked only here: asking Mockito starts its inline mock maker (seconds: it attaches an agent to the
                 // JVM), which an application whose tests made no mock would pay at every start.
                 if (Mocks.isMock(bean)) {
@@ -457,10 +426,11 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                         + " again; make that post-processor's @Bean method static, or let it reach the bean lazily"
                         + " (@Lazy, ObjectProvider)");
             } else {
+                Advised advised = (Advised) bean;
                 idempotent.stream().map(IdempotencyStartupChecks::notOverridableProblem).flatMap(Optional::stream)
                         .forEach(problems::add);
                 if (AopUtils.isCglibProxy(bean)) {
-                    idempotent.stream().filter(method -> Modifier.isFinal(method.getModifiers()))
+                    idempotent.stream().filter(IdempotencyStartupChecks::isFinalOnly)
                             .forEach(method -> problems.add(finalProblem(method)));
                 }
                 for (Advisor advisor : advised.getAdvisors()) {
@@ -528,6 +498,62 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
     }
 
     /**
+     * A bean with {@code @Idempotent} methods, of the class they are read from; {@code bean} is null when it is not made
+     * yet (lazy, or made per scope), its type then read from its definition.
+     */
+    private record IdempotentBean(String name, Class<?> type, List<Method> methods, Object bean) {
+    }
+
+    /**
+     * The beans of {@code beanFactory} (not of its ancestors) with {@code @Idempotent} methods, but scoped targets,
+     * scoped proxies and factory beans, and beans whose type cannot be told without making them.
+     */
+    private static List<IdempotentBean> idempotentBeans(ConfigurableListableBeanFactory beanFactory) {
+        List<IdempotentBean> found = new ArrayList<>();
+        for (String name : beanFactory.getBeanNamesForType(Object.class, true, false)) {
+            if (ScopedProxyUtils.isScopedTarget(name)) {
+                continue;
+            }
+            Object bean = null;
+            Class<?> type;
+            if (beanFactory.containsSingleton(name)) {
+                bean = beanFactory.getSingleton(name);
+                if (bean == null || bean instanceof ScopedObject || bean instanceof FactoryBean<?>) {
+                    continue;
+                }
+                type = AopUtils.getTargetClass(bean);
+            } else {
+                try {
+                    type = beanFactory.getType(name, false);
+                } catch (RuntimeException | LinkageError e) {
+                    continue; // a type that cannot be resolved without making the bean has nothing to tell
+                }
+                if (type == null || FactoryBean.class.isAssignableFrom(type)) {
+                    continue;
+                }
+            }
+            type = ClassUtils.getUserClass(type);
+            List<Method> idempotent = idempotentMethods(type);
+            if (!idempotent.isEmpty()) {
+                found.add(new IdempotentBean(name, type, idempotent, bean));
+            }
+        }
+        return found;
+    }
+
+    /** Whether {@code bean} is a proxy that the {@code @Idempotent} advice is part of. */
+    private static boolean isAdvised(Object bean) {
+        return bean instanceof Advised advised
+                && Arrays.stream(advised.getAdvisors()).anyMatch(IdempotentAdvisor.class::isInstance);
+    }
+
+    /** A final method that is neither private nor static (those are refused for that, whatever the proxy). */
+    private static boolean isFinalOnly(Method method) {
+        int modifiers = method.getModifiers();
+        return Modifier.isFinal(modifiers) && !Modifier.isPrivate(modifiers) && !Modifier.isStatic(modifiers);
+    }
+
+    /**
      * A private or static {@code @Idempotent} method: no proxy overrides it, whether made by class or through
      * interfaces, so only the bean's own code (or the class's) calls it, past the advice; every retry would run it
      * again. The proxied bean itself looks advised, as the advisor matches the method.
@@ -552,29 +578,18 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
      * method that an interface declares is reached through the interface's on a proxy made through interfaces. So is an
      * {@code @Async} one when async processing is enabled (see {@link #asyncProblems}).
      */
-    private static void notMadeYet(ConfigurableListableBeanFactory beanFactory, String name, List<String> problems) {
-        Class<?> type;
-        try {
-            type = beanFactory.getType(name, false);
-        } catch (RuntimeException | LinkageError e) {
-            return; // a type that cannot be resolved without making the bean has nothing to tell
-        }
-        if (type == null || FactoryBean.class.isAssignableFrom(type)) {
-            return;
-        }
-        type = ClassUtils.getUserClass(type);
-        List<Method> idempotent = idempotentMethods(type);
-        if (idempotent.isEmpty()) {
-            return;
-        }
+    private static void notMadeYet(ConfigurableListableBeanFactory beanFactory, IdempotentBean found,
+                                   List<String> problems) {
+        String name = found.name();
+        Class<?> type = found.type();
+        List<Method> idempotent = found.methods();
         if (beanFactory.containsBean(TaskManagementConfigUtils.ASYNC_ANNOTATION_PROCESSOR_BEAN_NAME)) {
             // the async advice, with the annotations it acts on by default, that the bean will get when it is made
             asyncProblems(new AsyncAnnotationAdvisor(), type, idempotent, problems);
         }
         idempotent.stream().map(IdempotencyStartupChecks::notOverridableProblem).flatMap(Optional::stream)
                 .forEach(problems::add);
-        List<Method> finals = idempotent.stream().filter(method -> Modifier.isFinal(method.getModifiers())
-                && !Modifier.isPrivate(method.getModifiers()) && !Modifier.isStatic(method.getModifiers())).toList();
+        List<Method> finals = idempotent.stream().filter(IdempotencyStartupChecks::isFinalOnly).toList();
         if (finals.isEmpty()) {
             return;
         }
