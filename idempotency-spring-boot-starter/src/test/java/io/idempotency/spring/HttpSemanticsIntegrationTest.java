@@ -399,6 +399,28 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void anEmptyObjectOrArrayWhereTheKeyIsReadIsNoKey() throws Exception {
+        // taken as its text, every callback whose reference came empty would share the key "{}" (or "[]"), and each
+        // after the first be answered with the first one's answer without running
+        for (String empty : List.of("{}", "[]")) {
+            String note = "empty-reference-" + UUID.randomUUID();
+            HttpResponse<byte[]> first = send(request("/orders/callbacks-by-reference",
+                    "{\"reference\":" + empty + ",\"note\":\"" + note + "-1\"}").build());
+            HttpResponse<byte[]> second = send(request("/orders/callbacks-by-reference",
+                    "{\"reference\":" + empty + ",\"note\":\"" + note + "-2\"}").build());
+
+            for (HttpResponse<byte[]> answer : List.of(first, second)) {
+                assertThat(answer.statusCode()).as(empty).isEqualTo(400);
+                assertProblem(answer, "idempotency-key-missing");
+                assertThat(answer.headers().firstValue("Idempotent-Replayed")).as(empty).isEmpty();
+            }
+            assertThat(rows("reference-callback-" + note + "-1") + rows("reference-callback-" + note + "-2"))
+                    .as(empty).isZero();
+            assertThat(keyRows(empty)).as(empty).isZero();
+        }
+    }
+
+    @Test
     void fingerprintValuesThatAreArraysOrNotFiniteNumbersFingerprintTheSameRequestAlike() throws Exception {
         String key = UUID.randomUUID().toString();
         String body = "{\"note\":\"tagged-" + key + "\"}";
