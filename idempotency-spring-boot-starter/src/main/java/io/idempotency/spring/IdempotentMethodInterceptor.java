@@ -43,6 +43,7 @@ import org.springframework.web.servlet.HandlerMapping;
 import org.springframework.web.servlet.function.RouterFunctions;
 
 import java.io.IOException;
+import java.lang.reflect.Array;
 import java.lang.reflect.Method;
 import java.math.BigDecimal;
 import java.nio.ByteBuffer;
@@ -541,7 +542,12 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         if (value instanceof Optional<?> optional) {
             value = optional.orElse(null);
         }
-        if (value == null || value.toString().isEmpty()) {
+        // so is an empty object, collection or array: taken as its text ("{}", "[]"), every request whose value came
+        // empty would share one key, and each after the first be answered with the first one's answer
+        if (value == null || value instanceof Map<?, ?> map && map.isEmpty()
+                || value instanceof Collection<?> collection && collection.isEmpty()
+                || value.getClass().isArray() && Array.getLength(value) == 0
+                || value.toString().isEmpty()) {
             return new IdempotencyKeyParser.Missing();
         }
         // a JSON number is compared as its exact decimal value, as in the fingerprint: 1000, 1000.0 and 1e3 are one key
