@@ -19,6 +19,20 @@ class DownstreamKeysTest {
     }
 
     @Test
+    void theKeyIsTheDocumentedHmacAndStaysTheSameAcrossVersions() {
+        // computed outside the library: HMAC-SHA256 with the secret's UTF-8 bytes over each of caller, scope and key as
+        // its UTF-8 length (four bytes, big-endian) and its bytes, in unpadded base64url. A claim left PROCESSING by one
+        // version is resolved or rerun by the next: a key derived otherwise would be a new call to the third party
+        assertThat(keys.derive(new ScopedKey("alice", "POST /charges", "k-1")))
+                .isEqualTo("-HEk6-c05DQhUgkzKNwc_OsRVvoSkMst_75K7qJo7K0");
+        assertThat(keys.derive(new ScopedKey("", "POST /charges", "6f1c1f0e-3b4e-4a8e-9a57-1d2b7d1c9a01")))
+                .isEqualTo("OdnoliJf4x1dClX7qv27GCZAfZ6qrkpUuwQNZjKEUuA");
+        assertThat(keys.derive(new ScopedKey("zo\u00eb", "POST /charges", "k-\u20ac")))
+                .isEqualTo("gL91wupLN07Bd1y8DhRRyjw-XPq_jgaDPjThSfbrTZ8")
+                .matches("[A-Za-z0-9_-]{43}");
+    }
+
+    @Test
     void twoCallersUsingOneKeyDoNotCollideDownstream() {
         String alice = keys.derive(new ScopedKey("alice", "POST /charges", "k-1"));
         String bob = keys.derive(new ScopedKey("bob", "POST /charges", "k-1"));
