@@ -1,5 +1,6 @@
 package io.idempotency.core;
 
+import static java.nio.charset.StandardCharsets.ISO_8859_1;
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -18,6 +19,23 @@ class RequestFingerprintTest {
         String first = RequestFingerprint.of("POST", "/payments", "a=1", BODY);
         String second = RequestFingerprint.of("POST", "/payments", "a=1", BODY.clone());
         assertThat(first).isEqualTo(second).hasSize(64).matches("[0-9a-f]{64}");
+    }
+
+    @Test
+    void isTheDocumentedDigestAndStaysTheSameAcrossVersions() {
+        // computed outside the library: SHA-256 over the method, the path, 0 (no query) or 1 and the query, the body,
+        // then the charset and 0xFF and the API version when given, each part as its length (four bytes, big-endian)
+        // and its UTF-8 bytes. Records live for weeks: a digest made otherwise by the next version would refuse every
+        // retry of a request completed before the upgrade with 422 instead of replaying it
+        assertThat(RequestFingerprint.of("POST", "/payments", null,
+                "{\"amount\":\"12.50\",\"currency\":\"EUR\",\"orderId\":\"o-1\"}".getBytes(UTF_8)))
+                .isEqualTo("5bb28b873e9e7b458858a1e99650a4c896581fe1e04485ca14df06a9730eadc9");
+        assertThat(RequestFingerprint.of("POST", "/payments/1/refunds", "a=1&b=%C3%A9", new byte[0]))
+                .isEqualTo("69d5fac6a730c4837561b2ccb8099e2112dd9037be3372f627df072085812ac5");
+        assertThat(RequestFingerprint.of("POST", "/notes", null, "caf\u00e9".getBytes(ISO_8859_1), "ISO-8859-1"))
+                .isEqualTo("a13c7a59388093984d4c25e32ab9b73cb1eab42f0d7adab813e03dd6e3c7ba3c");
+        assertThat(RequestFingerprint.of("POST", "/payments", "", "{}".getBytes(UTF_8), null, "1.2"))
+                .isEqualTo("5701664aaaca4e6447c983d33785dd342e8c48215811a24053012494407adb9c");
     }
 
     @Test
