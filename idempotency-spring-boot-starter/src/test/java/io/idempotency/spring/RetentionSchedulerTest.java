@@ -43,7 +43,7 @@ class RetentionSchedulerTest {
             assertThatExceptionOfType(DataAccessResourceFailureException.class).isThrownBy(scheduler::runOnce);
 
             assertThat(database.queryLong("select count(*) from idempotency_keys")).isEqualTo(2);
-            assertThat(registry.get(MicrometerIdempotencyMeters.REMOVED).tag("unit", "records").counter().count())
+            assertThat(registry.get("idempotency.cleanup.removed").tag("unit", "records").counter().count())
                     .as("the record that is gone is counted").isEqualTo(1.0);
         }
     }
@@ -73,7 +73,7 @@ class RetentionSchedulerTest {
             assertThat(output).contains("Idempotency partitions dropped: [idempotency_keys_expired]")
                     .contains("WARN").contains("could not be dropped").contains("idempotency_keys_viewed: ")
                     .contains("view old_keys_report depends on table idempotency_keys_viewed");
-            assertThat(registry.get(MicrometerIdempotencyMeters.REMOVED).tag("unit", "partitions").counter().count())
+            assertThat(registry.get("idempotency.cleanup.removed").tag("unit", "partitions").counter().count())
                     .isEqualTo(1.0);
         }
     }
@@ -106,7 +106,7 @@ class RetentionSchedulerTest {
 
             assertThat(database.queryLong("select count(*) from pg_class where relname = '" + oldest + "'"))
                     .isZero();
-            assertThat(registry.get(MicrometerIdempotencyMeters.REMOVED).tag("unit", "partitions").counter().count())
+            assertThat(registry.get("idempotency.cleanup.removed").tag("unit", "partitions").counter().count())
                     .as("the partition that is gone is counted").isEqualTo(1.0);
             assertThat(output).contains("Idempotency partitions dropped before the run failed: [" + oldest + "]");
         }

@@ -179,9 +179,9 @@ class StaleClaimSweepSchedulerTest {
 
             assertThat(database.queryLong("select count(*) from idempotency_keys where status = 'FAILED'"))
                     .isEqualTo(1);
-            assertThat(registry.get(MicrometerIdempotencyMeters.RESOLVED).tag("outcome", "failed").counter().count())
+            assertThat(registry.get("idempotency.sweeper.resolved").tag("outcome", "failed").counter().count())
                     .as("the claim marked failed is counted").isEqualTo(1.0);
-            assertThat(registry.get(MicrometerIdempotencyMeters.RESOLVED).tag("outcome", "completed").counter()
+            assertThat(registry.get("idempotency.sweeper.resolved").tag("outcome", "completed").counter()
                     .count()).isZero();
             assertThat(output).contains("Resolved 1 stale idempotency claims before the sweep failed");
             assertThat(output).contains("The stale claim resolver failed", "gateway unreachable",
