@@ -122,9 +122,10 @@ public class IdempotencyProperties implements InitializingBean {
     private Duration lease = Duration.ofMinutes(5);
 
     /**
-     * Secret of the HMAC that derives the keys handlers send to third parties (IdempotencyContext.downstreamKey()).
-     * Must be the same on every instance and stay the same across restarts, or a rerun after a crash would send a new
-     * key and the third party could not deduplicate it. Set it per application.
+     * Secret of the HMAC that derives the keys handlers send to third parties
+     * (IdempotencyContext.require().downstreamKey()). Must be the same on every instance and stay the same across
+     * restarts, or a rerun after a crash would send a new key and the third party could not deduplicate it. Set it per
+     * application.
      */
     private String downstreamKeySecret = io.idempotency.core.IdempotencyEngine.DEFAULT_DOWNSTREAM_SECRET;
 
@@ -211,9 +212,9 @@ public class IdempotencyProperties implements InitializingBean {
     public static class Retention {
 
         /**
-         * Minimum time a record is kept after its key was claimed. Must exceed the longest time a client may retry or
-         * replay a request (offline jobs, message redelivery, an old browser tab) plus the lease: a record that is
-         * gone lets an old request run again. A record that still exists is honoured, expired or not. At most
+         * Minimum time a record is kept after its key was claimed. Must be at least the longest time a client may
+         * retry or replay a request (offline jobs, message redelivery, an old browser tab) plus the lease: a record
+         * that is gone lets an old request run again. A record that still exists is honoured, expired or not. At most
          * 36500000d (about 100,000 years): the expiry must be a time PostgreSQL can hold.
          */
         private Duration ttl = Duration.ofDays(30);
@@ -276,7 +277,10 @@ public class IdempotencyProperties implements InitializingBean {
         /** The time span of one partition in drop-partitions mode (bounds are multiples of it since the epoch, UTC). */
         private Duration partitionInterval = Duration.ofDays(1);
 
-        /** How many partitions after the current one are kept ready in drop-partitions mode. */
+        /**
+         * How many partitions after the current one are kept ready in drop-partitions mode. Times partition-interval
+         * they must span at least two cleanup intervals and 5 seconds; at most 1000.
+         */
         private int partitionsAhead = 7;
 
         /**
