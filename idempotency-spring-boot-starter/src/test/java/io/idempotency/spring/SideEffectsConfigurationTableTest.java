@@ -15,8 +15,9 @@ import java.util.regex.Pattern;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * The configuration table of docs/side-effects.md, beside the README's (held by {@link ReadmeConfigurationTableTest}):
- * every property it lists exists, and every default it writes out is the code's.
+ * The configuration tables of docs/side-effects.md and docs/retention.md, beside the README's (held by
+ * {@link ReadmeConfigurationTableTest}): every property they list exists, and every default they write out is the
+ * code's.
  */
 class SideEffectsConfigurationTableTest {
 
@@ -24,13 +25,7 @@ class SideEffectsConfigurationTableTest {
 
     @Test
     void theTableListsPropertiesWithTheDefaultsTheCodeHas() throws Exception {
-        Map<String, String> table = new LinkedHashMap<>();
-        for (String line : Files.readAllLines(Path.of("..", "docs", "side-effects.md"))) {
-            Matcher row = ROW.matcher(line);
-            if (row.find()) {
-                table.put(row.group(1), row.group(3)); // null: a default told in words ("a fixed default")
-            }
-        }
+        Map<String, String> table = table("side-effects.md");
         assertThat(table).containsOnlyKeys("idempotency.lease", "idempotency.downstream-key-secret",
                 "idempotency.sweeper.enabled", "idempotency.sweeper.interval", "idempotency.sweeper.batch-size");
 
@@ -42,6 +37,31 @@ class SideEffectsConfigurationTableTest {
         });
         assertThat(written).as("only the secret's default is not written out").hasSize(table.size() - 1)
                 .doesNotContainKey("idempotency.downstream-key-secret");
+        assertDefaultsOfTheCode(written);
+    }
+
+    @Test
+    void theRetentionTableListsPropertiesWithTheDefaultsTheCodeHas() throws Exception {
+        Map<String, String> table = table("retention.md");
+
+        assertThat(table).containsOnlyKeys("idempotency.retention.max-retry-window", "idempotency.lease",
+                "idempotency.retention.ttl").doesNotContainValue(null);
+        assertDefaultsOfTheCode(table);
+    }
+
+    /** The rows of the doc's tables of properties: each property with its default as written, null if in words. */
+    private static Map<String, String> table(String doc) throws Exception {
+        Map<String, String> table = new LinkedHashMap<>();
+        for (String line : Files.readAllLines(Path.of("..", "docs", doc))) {
+            Matcher row = ROW.matcher(line);
+            if (row.find()) {
+                table.put(row.group(1), row.group(3)); // null: a default told in words ("a fixed default")
+            }
+        }
+        return table;
+    }
+
+    private static void assertDefaultsOfTheCode(Map<String, String> written) {
         IdempotencyProperties bound = new Binder(new MapConfigurationPropertySource(written))
                 .bind("idempotency", Bindable.ofInstance(new IdempotencyProperties())).get();
         assertThat(bound).usingRecursiveComparison().isEqualTo(new IdempotencyProperties());
