@@ -826,6 +826,38 @@ class PartitionMaintenanceIntegrationTest {
     }
 
     @Test
+    void aKeysLockIsTheOneEveryVersionTakes() throws Exception {
+        // nothing but this lock keeps a key unique across partitions, and during a rolling upgrade instances of two
+        // versions claim side by side: each must wait for the lock the other holds, so its name and hash are fixed
+        try (HikariDataSource dataSource = partitionedDatabase()) {
+            hourly(dataSource, 2, Duration.ofSeconds(5)).run(Duration.ofDays(1));
+            PartitionedPostgresIdempotencyStore store = new PartitionedPostgresIdempotencyStore(dataSource, TABLE);
+            Transactions transactions = new SpringTransactions(new DataSourceTransactionManager(dataSource));
+            ScopedKey key = new ScopedKey("alice", "POST /payments", UUID.randomUUID().toString());
+
+            try (Connection other = dataSource.getConnection(); Statement statement = other.createStatement()) {
+                other.setAutoCommit(false);
+                statement.execute("select pg_advisory_xact_lock(hashtextextended('idempotency:5:alice14:POST /payments"
+                        + key.key() + "', 0))");
+                Transactions.Transaction transaction = transactions.begin();
+                try {
+                    assertThat(store.claim(new ClaimRequest(key, HASH, Duration.ofDays(1), Duration.ofMillis(300))))
+                            .as("the key's lock is held by another instance").isInstanceOf(ClaimResult.Busy.class);
+                } finally {
+                    transaction.rollback();
+                }
+                other.rollback();
+            }
+            Transactions.Transaction transaction = transactions.begin();
+            try {
+                assertThat(store.claim(request(key))).isInstanceOf(ClaimResult.Claimed.class);
+            } finally {
+                transaction.rollback();
+            }
+        }
+    }
+
+    @Test
     void twoRequestsWithOneKeyOnEitherSideOfAPartitionBoundaryExecuteOnce() throws Exception {
         TestPostgres.Database database = TestPostgres.newDatabase();
         try (HikariDataSource dataSource = partitionedDatabase(database)) {
