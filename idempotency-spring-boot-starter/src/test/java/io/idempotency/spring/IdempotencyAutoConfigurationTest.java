@@ -852,6 +852,29 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void aScopeOfItsOwnThatNoTextColumnHoldsIsRefusedAtStartup() {
+        // the record could never be written: every request to it would fail with 500, and nothing be kept
+        assertStartFails(runner.withUserConfiguration(UnstorableScopeController.class)).contains(
+                "UnstorableScopeController.capture()", "has the scope 'captures\\u0000v2'",
+                "UnstorableScopeController.refund()", "a NUL character or half of a surrogate pair",
+                "@Idempotent(scope = …)").doesNotContain("UnstorableScopeController.charge()");
+    }
+
+    @Test
+    void aScopeOfItsOwnThatNoTextColumnHoldsOnAMethodBehindAFunctionalRouteIsRefusedAtStartup() {
+        assertStartFails(runner.withUserConfiguration(UnstorableScopedFunctionalService.class)).contains(
+                "UnstorableScopedFunctionalService.refund()", "has the scope 'refunds\\u0000'",
+                "a NUL character or half of a surrogate pair", "@Idempotent(scope = …)");
+    }
+
+    @Test
+    void aRouteThatNoTextColumnHoldsAsADefaultScopeIsRefusedAtStartup() {
+        assertStartFails(runner.withUserConfiguration(UnstorableRouteController.class)).contains(
+                "UnstorableRouteController.create()", "has the scope 'POST /payments/\\u0000'",
+                "a NUL character or half of a surrogate pair");
+    }
+
+    @Test
     void twoEndpointsThatWouldShareOneDefaultScopeAreRefusedAtStartup() {
         // Spring MVC tells them apart by a header; the records could not: a refund sent with a capture's key and body
         // would be answered with the capture's stored answer, and never run
@@ -1878,6 +1901,54 @@ class IdempotencyAutoConfigurationTest {
         @Idempotent
         public String create() {
             return "created";
+        }
+    }
+
+    @RestController
+    static class UnstorableScopeController {
+        @PostMapping("/captures")
+        @Idempotent(scope = "captures\u0000v2")
+        public String capture() {
+            return "captured";
+        }
+
+        /** Half of a surrogate pair: the driver would send it as '?', making it one scope with "refunds-?". */
+        @PostMapping("/refunds")
+        @Idempotent(scope = "refunds-\uD83D")
+        public String refund() {
+            return "refunded";
+        }
+
+        /** A whole surrogate pair (a character beyond the BMP) is text like any other. */
+        @PostMapping("/charges")
+        @Idempotent(scope = "charges-\uD83D\uDCB3")
+        public String charge() {
+            return "charged";
+        }
+    }
+
+    @RestController
+    static class UnstorableRouteController {
+        @PostMapping("/payments/\u0000")
+        @Idempotent
+        public String create() {
+            return "created";
+        }
+    }
+
+    static class UnstorableScopedFunctionalService {
+        @Idempotent(scope = "refunds\u0000")
+        public String refund() {
+            return "refunded";
+        }
+
+        @Bean
+        org.springframework.web.servlet.function.RouterFunction<org.springframework.web.servlet.function.ServerResponse>
+                unstorableScopedRefunds(UnstorableScopedFunctionalService service) {
+            return org.springframework.web.servlet.function.RouterFunctions.route()
+                    .POST("/functional-unstorable-refunds", request -> org.springframework.web.servlet.function
+                            .ServerResponse.ok().body(service.refund()))
+                    .build();
         }
     }
 
