@@ -4,6 +4,7 @@ import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.Idempotent;
+import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.Transactions;
 import io.idempotency.jdbc.JdbcIdempotencyStore;
@@ -139,6 +140,9 @@ import javax.sql.DataSource;
  *   <li>an {@code @Idempotent} method that Spring's async advice reaches ({@code @Async} on it or its class, with
  *       {@code @EnableAsync}): the request would be answered before the method ran on another thread, where the
  *       {@code @Idempotent} advice cannot run it;</li>
+ *   <li>a scope the column cannot hold — the annotation's, or the HTTP method and route template of a handler — longer
+ *       than 255 characters or holding a NUL character or half of a surrogate pair: every request would fail — also
+ *       the annotation's scope of an {@code @Idempotent} method that a functional route calls;</li>
  *   <li>two handler methods that would share a default scope (the same HTTP method and route template, told apart by
  *       a header, a media type or a version): a key used with one would replay the other's answer.</li>
  * </ul>
@@ -224,7 +228,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                             propagationProblem(method, target).ifPresent(problems::add);
                             transactionManagerProblem(method, target).ifPresent(problems::add);
                         }
-                        scopeTooLong(method, mapped.getKey(), endpoint).ifPresent(problems::add);
+                        unstorableScope(method, mapped.getKey(), endpoint).ifPresent(problems::add);
                         if (endpoint.scope.isEmpty()) {
                             Set<String> taken = takenVerbs.getOrDefault(mapped.getKey(), Set.of());
                             defaultScopes(mapped.getKey(), endpoint).stream()
@@ -372,8 +376,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                         storagePolicy.getObject(), settings.getLease(), context.getEnvironment());
                 methods.addAll(endpoint.methods);
                 asyncProblem(method).ifPresent(problems::add);
-                // its own scope needs no route to be measured (a default one, the route's, is not known here)
-                scopeTooLong(method, List.of(endpoint.scope)).ifPresent(problems::add);
+                // its own scope needs no route to be checked (a default one, the route's, is not known here)
+                unstorableScope(method, List.of(endpoint.scope)).ifPresent(problems::add);
                 // its @Idempotent advice opens the request's transaction as a controller method's does
                 propagationProblem(method, method.getDeclaringClass()).ifPresent(problems::add);
                 transactionManagerProblem(method, method.getDeclaringClass()).ifPresent(problems::add);
@@ -730,10 +734,11 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
     }
 
     /**
-     * A scope longer than the column: every request would fail. The scope is the annotation's, or the HTTP method
+     * A scope the column cannot hold: every request would fail. The scope is the annotation's, or the HTTP method
      * and route template of the request (HEAD too where GET is served).
      */
-    private static Optional<String> scopeTooLong(Method method, RequestMappingInfo mapping, IdempotentEndpoint endpoint) {
+    private static Optional<String> unstorableScope(Method method, RequestMappingInfo mapping,
+                                                    IdempotentEndpoint endpoint) {
         List<String> scopes = List.of(endpoint.scope);
         if (endpoint.scope.isEmpty()) {
             List<String> verbs = new ArrayList<>(idempotentVerbs(mapping, endpoint));
@@ -744,15 +749,43 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
             }
             scopes = defaultScopes(mapping, verbs);
         }
-        return scopeTooLong(method, scopes);
+        return unstorableScope(method, scopes);
     }
 
-    /** The refusal of the first of {@code scopes} that is longer than the column, if one is. */
-    private static Optional<String> scopeTooLong(Method method, List<String> scopes) {
-        return scopes.stream().filter(scope -> scope.length() > io.idempotency.core.ScopedKey.MAX_LENGTH).findFirst()
-                .map(scope -> method + " has the scope '" + scope.substring(0, 40) + "…' of " + scope.length()
-                        + " characters, more than " + io.idempotency.core.ScopedKey.MAX_LENGTH + "; give it a shorter"
-                        + " one with @Idempotent(scope = …)");
+    /**
+     * The refusal of the first of {@code scopes} that the column cannot hold, if one cannot: longer than it (measured
+     * as {@link ScopedKey} measures it, in UTF-16 units), or holding a NUL character or half of a surrogate pair,
+     * which {@link ScopedKey} refuses on every request.
+     */
+    private static Optional<String> unstorableScope(Method method, List<String> scopes) {
+        for (String scope : scopes) {
+            if (scope.length() > ScopedKey.MAX_LENGTH) {
+                // cut at a code point, so that the message itself holds no half of a pair
+                String start = scope.substring(0, scope.offsetByCodePoints(0, 40));
+                return Optional.of(method + " has the scope '" + shown(start) + "…' of " + scope.length()
+                        + " characters, more than " + ScopedKey.MAX_LENGTH + "; give it a shorter one with"
+                        + " @Idempotent(scope = …)");
+            }
+            if (!ScopedKey.storable(scope)) {
+                return Optional.of(method + " has the scope '" + shown(scope) + "', which holds a NUL"
+                        + " character or half of a surrogate pair: no text column holds it, so every request would"
+                        + " fail; give it a scope of whole characters with @Idempotent(scope = …)");
+            }
+        }
+        return Optional.empty();
+    }
+
+    /** {@code text} as {@link ScopedKey#printable} shows it, and each half of a surrogate pair as a Java escape. */
+    private static String shown(String text) {
+        StringBuilder shown = new StringBuilder();
+        ScopedKey.printable(text).codePoints().forEach(c -> {
+            if (c <= Character.MAX_VALUE && Character.isSurrogate((char) c)) {
+                shown.append(String.format("\\u%04x", c));
+            } else {
+                shown.appendCodePoint(c);
+            }
+        });
+        return shown.toString();
     }
 
     /**
