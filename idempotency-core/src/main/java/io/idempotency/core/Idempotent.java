@@ -37,6 +37,8 @@ public @interface Idempotent {
      * methods on the same HTTP method and route template (told apart by a header or a media type) would share the
      * default, so the starter refuses to start until each names its scope. Handlers told apart by their API version
      * alone ({@code @PostMapping(version = …)}) share it: the version a request names is part of its fingerprint.
+     * A scope is stored as it is: one longer than 255 characters, or holding a NUL character or half of a surrogate
+     * pair, which no text column holds, would fail every request, so the starter refuses to start with it.
      */
     String scope() default "";
 
