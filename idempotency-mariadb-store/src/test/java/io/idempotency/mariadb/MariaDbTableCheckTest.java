@@ -26,6 +26,7 @@ import java.util.function.Consumer;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * The MariaDB store's table comes from the application's own migrations, so it is whatever they made: the starter
@@ -236,6 +237,34 @@ class MariaDbTableCheckTest {
                 jdbc.execute("DROP USER '" + user + "'@'%'");
             }
         }
+    }
+
+    /**
+     * Every claim writes at READ COMMITTED, where InnoDB can only be logged row by row: a server that keeps a binary
+     * log with {@code binlog_format=STATEMENT} refuses each such write (error 1665). The table and the user were
+     * right, so the application started, and then answered every idempotent request 503. It does not start; on the
+     * same server, an application whose sessions log in MariaDB's default format, {@code MIXED}, starts and claims.
+     */
+    @Test
+    void aServerThatLogsStatementsWhichRefuseEveryClaimIsRefusedAtStartup() {
+        assumeTrue(TestMariaDb.serversCanBeStarted(), "a server with a binary log is started for this test");
+        TestMariaDb.Database database = TestMariaDb.newDatabaseOnServerStartedWith("--log-bin",
+                "--binlog-format=STATEMENT");
+        try (HikariDataSource admin = database.dataSource(2)) {
+            new JdbcTemplate(admin).execute(SCRIPT);
+        }
+        HikariDataSource statements = database.dataSource(4);
+        assertThatThrownBy(() -> claim(statements, "api_requests", new ScopedKey("", "POST /payments", "k-1")))
+                .as("what the check prevents: every claim refused")
+                .hasStackTraceContaining("BINLOG_FORMAT = STATEMENT");
+        refused(statements, "api_requests", "table api_requests cannot be written at READ COMMITTED",
+                "binlog_format=STATEMENT", "MIXED");
+
+        HikariDataSource mixed = database.dataSource(4, config -> config.setConnectionInitSql(
+                "SET SESSION binlog_format = 'MIXED'"));
+        assertThat(claim(mixed, "api_requests", new ScopedKey("", "POST /payments", "k-2")))
+                .isInstanceOf(ClaimResult.Claimed.class);
+        run(mixed, "api_requests", context -> assertThat(context).hasNotFailed());
     }
 
     /** A pool on {@code database} as {@code user}. */

@@ -131,27 +131,67 @@ final class TestMariaDb {
                     "Testcontainers " + container.getDockerImageName(), false);
         }
         try {
-            DBConfigurationBuilder config = DBConfigurationBuilder.newBuilder().setPort(0);
-            if ("root".equals(System.getProperty("user.name"))) {
-                config.addArg("--user=root"); // the server refuses to run as root unless told to
-            }
-            DB embedded = DB.newEmbeddedDB(config.build());
-            embedded.start();
-            Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-                try {
-                    embedded.stop();
-                } catch (ManagedProcessException ignored) {
-                    // the JVM is going away; the child process dies with it
-                }
-            }, "stop-test-mariadb"));
-            Server started = server(config.getURL(""), "root", null, "embedded MariaDB on port " + config.getPort(),
-                    false);
-            checkPrivileges(started);
-            return started;
+            return startEmbedded(List.of());
         } catch (ManagedProcessException e) {
             throw new IllegalStateException("no MariaDB for the tests: none configured (" + URL_ENV
                     + "), no Docker, and the embedded MariaDB did not start", e);
         }
+    }
+
+    /**
+     * Whether {@link #newDatabaseOnServerStartedWith} can start a server: the embedded one runs here, or Docker is
+     * available. A configured server cannot be restarted with other options.
+     */
+    static boolean serversCanBeStarted() {
+        return EMBEDDED_PLATFORM || dockerAvailable();
+    }
+
+    /**
+     * A new, empty database on a server of its own, started with {@code options} (server options that only take
+     * effect at startup, such as {@code --log-bin}) and stopped when the JVM exits: the embedded MariaDB, or a
+     * Testcontainers one where that does not run.
+     */
+    static synchronized Database newDatabaseOnServerStartedWith(String... options) {
+        Server own;
+        if (EMBEDDED_PLATFORM) {
+            try {
+                own = startEmbedded(List.of(options));
+            } catch (ManagedProcessException e) {
+                throw new IllegalStateException("the embedded MariaDB did not start with " + List.of(options), e);
+            }
+        } else {
+            MariaDBContainer container = new MariaDBContainer("mariadb:10.11").withUsername("root")
+                    .withPassword("test").withCommand(options);
+            container.start();
+            Runtime.getRuntime().addShutdownHook(new Thread(container::stop, "stop-test-mariadb"));
+            own = server(container.getJdbcUrl(), "root", "test", "Testcontainers " + container.getDockerImageName()
+                    + " " + List.of(options), false);
+        }
+        String name = "t_" + UUID.randomUUID().toString().replace("-", "").substring(0, 16);
+        execute(own, "CREATE DATABASE " + name);
+        return new Database(own.url(name), own.user(), own.password(), name);
+    }
+
+    /** Starts an embedded MariaDB, with {@code options}, that stops when the JVM exits. */
+    private static Server startEmbedded(List<String> options) throws ManagedProcessException {
+        DBConfigurationBuilder config = DBConfigurationBuilder.newBuilder().setPort(0);
+        if ("root".equals(System.getProperty("user.name"))) {
+            config.addArg("--user=root"); // the server refuses to run as root unless told to
+        }
+        options.forEach(config::addArg);
+        DB embedded = DB.newEmbeddedDB(config.build());
+        embedded.start();
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            try {
+                embedded.stop();
+            } catch (ManagedProcessException ignored) {
+                // the JVM is going away; the child process dies with it
+            }
+        }, "stop-test-mariadb"));
+        Server started = server(config.getURL(""), "root", null, "embedded MariaDB on port " + config.getPort()
+                + (options.isEmpty() ? "" : " " + options), false);
+        checkPrivileges(started);
+        return started;
     }
 
     /**
