@@ -68,6 +68,8 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
     private static final int DUPLICATE_KEY = 1062;
     /** ER_LOCK_WAIT_TIMEOUT: another transaction holds the row, and the statement was not to wait. */
     private static final int LOCK_WAIT_TIMEOUT = 1205;
+    /** ER_BINLOG_STMT_MODE_AND_ROW_ENGINE: a write at READ COMMITTED on a server logging statements. */
+    private static final int STATEMENT_LOGGING_REFUSED = 1665;
     private static final long FIRST_PAUSE_NANOS = 2_000_000;
     private static final long MAX_PAUSE_NANOS = 25_000_000;
     private static final int MAX_CLAIM_ATTEMPTS = 10_000;
@@ -223,7 +225,8 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
      * millisecond precision, not {@code timestamp} (read in each session's time zone, and ending in 2038), and
      * {@code created_at} and {@code expires_at} not {@code ON UPDATE CURRENT_TIMESTAMP} (rewritten at every change).
      * Then, with the store's read, insert and update on no row, that the application's user may read, insert and
-     * update the table.
+     * update the table, and, with the insert in a transaction at READ COMMITTED, that the server lets a claim write
+     * (a binary log in {@code STATEMENT} format does not).
      */
     @Override
     public void checkTable() {
@@ -377,6 +380,7 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
                     + " replaced).");
         }
         checkPrivileges();
+        checkWritesAtReadCommitted();
     }
 
     /** The columns a claim inserts, in the store's statement. */
@@ -390,16 +394,8 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
      * store's reads and writes, on no row, show it: MariaDB checks the privileges before it looks for rows.
      */
     private void checkPrivileges() {
-        List<String> probes = List.of(
-                "SELECT " + String.join(", ", TABLE_COLUMNS) + " FROM " + tableName + " WHERE 1 = 0",
-                "INSERT INTO " + tableName + " (" + String.join(", ", INSERTED_COLUMNS) + ") SELECT "
-                        + String.join(", ", INSERTED_COLUMNS.stream().map(column -> "NULL").toList())
-                        + " FROM DUAL WHERE 1 = 0 ON DUPLICATE KEY UPDATE status = status",
-                "UPDATE " + tableName + " SET " + String.join(", ", TABLE_COLUMNS.stream()
-                        .filter(column -> !KEY_COLUMNS.contains(column)).map(column -> column + " = " + column)
-                        .toList()) + " WHERE 1 = 0");
         List<String> denied = new ArrayList<>();
-        for (String probe : probes) {
+        for (String probe : privilegeProbes()) {
             try {
                 jdbc.execute(probe);
             } catch (DataAccessException e) {
@@ -410,6 +406,44 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
             throw new IllegalStateException("table " + tableName + " may not be used by the application's database"
                     + " user " + jdbc.queryForObject("SELECT CURRENT_USER()", String.class) + ", and every request"
                     + " reads, inserts and updates its record: " + String.join("; ", denied));
+        }
+    }
+
+    /** The store's read, insert and update of the table, each on no row. */
+    private List<String> privilegeProbes() {
+        return List.of(
+                "SELECT " + String.join(", ", TABLE_COLUMNS) + " FROM " + tableName + " WHERE 1 = 0",
+                insertOnNoRow(),
+                "UPDATE " + tableName + " SET " + String.join(", ", TABLE_COLUMNS.stream()
+                        .filter(column -> !KEY_COLUMNS.contains(column)).map(column -> column + " = " + column)
+                        .toList()) + " WHERE 1 = 0");
+    }
+
+    /** The claim's insert, on no row. */
+    private String insertOnNoRow() {
+        return "INSERT INTO " + tableName + " (" + String.join(", ", INSERTED_COLUMNS) + ") SELECT "
+                + String.join(", ", INSERTED_COLUMNS.stream().map(column -> "NULL").toList())
+                + " FROM DUAL WHERE 1 = 0 ON DUPLICATE KEY UPDATE status = status";
+    }
+
+    /**
+     * Every claim writes at READ COMMITTED, where InnoDB can only be logged row by row: a server that keeps a binary
+     * log with {@code binlog_format=STATEMENT} (for the application's sessions) refuses each such write, and would
+     * fail every claim after the application started. The store's insert, on no row, in a transaction at READ
+     * COMMITTED shows it: the server decides how to log a statement before it looks for rows.
+     */
+    private void checkWritesAtReadCommitted() {
+        try {
+            committed(() -> jdbc.update(insertOnNoRow()));
+        } catch (DataAccessException e) {
+            if (errorCode(e) != STATEMENT_LOGGING_REFUSED) {
+                throw e;
+            }
+            throw new IllegalStateException("table " + tableName + " cannot be written at READ COMMITTED, the level"
+                    + " every claim runs at: the server keeps a binary log with binlog_format=STATEMENT, in which"
+                    + " InnoDB's writes at READ COMMITTED cannot be logged, and every claim would be refused ("
+                    + e.getMostSpecificCause().getMessage() + "). Set binlog_format to MIXED (MariaDB's default) or"
+                    + " ROW, in the server's configuration or for the application's sessions.");
         }
     }
 
