@@ -22,8 +22,10 @@ record Options(boolean quick, boolean jmh, boolean explain, int connections, int
               --connections  concurrent HTTP connections of the steady rounds (default 16)
               --rounds       rounds of each scenario (default 8, quick 4)
               --seconds      seconds per round (default 5, quick 3)
-              --storm-size   concurrent requests per storm key (default 20)
-              --growth-rows  table sizes of the growth case (default 0,1000000,10000000; quick 0,1000000)
+              --storm-size   concurrent requests per storm key, at least 2 (default 20)
+              --growth-rows  table sizes of the growth case, increasing (default 0,1000000,10000000; quick
+                             0,1000000)
+              --no-growth    no growth case
 
             environment: BENCH_JDBC_URL (+ BENCH_JDBC_USER, BENCH_JDBC_PASSWORD) to choose the PostgreSQL server;
             else localhost:5432 as postgres when it answers, else an embedded PostgreSQL.
@@ -45,16 +47,13 @@ record Options(boolean quick, boolean jmh, boolean explain, int connections, int
                 case "--quick" -> quick = true;
                 case "--jmh" -> jmh = true;
                 case "--explain" -> explain = true;
-                case "--connections" -> connections = Integer.parseInt(value(args, ++i));
-                case "--rounds" -> rounds = Integer.parseInt(value(args, ++i));
-                case "--seconds" -> seconds = Integer.parseInt(value(args, ++i));
-                case "--storm-size" -> stormSize = Integer.parseInt(value(args, ++i));
-                case "--growth-rows" -> {
-                    growth = new ArrayList<>();
-                    for (String rows : value(args, ++i).split(",")) {
-                        growth.add(Long.parseLong(rows.trim().replace("_", "")));
-                    }
-                }
+                case "--connections" -> connections = count(option, value(args, ++i), 1);
+                case "--rounds" -> rounds = count(option, value(args, ++i), 1);
+                case "--seconds" -> seconds = count(option, value(args, ++i), 1);
+                // one request per key can neither run twice nor hold two connections at once: the storm's figures
+                // would be 1 whatever the library does
+                case "--storm-size" -> stormSize = count(option, value(args, ++i), 2);
+                case "--growth-rows" -> growth = growthRows(option, value(args, ++i));
                 case "--no-growth" -> growth = List.of();
                 case "-h", "--help" -> throw new IllegalArgumentException("");
                 default -> throw new IllegalArgumentException("unknown option " + option);
@@ -82,6 +81,44 @@ record Options(boolean quick, boolean jmh, boolean explain, int connections, int
     /** {@code --explain} without any option of the benchmark itself: traces only, no timing. */
     boolean explainOnly() {
         return explain && rounds == 0;
+    }
+
+    private static int count(String option, String value, int least) {
+        try {
+            int count = Integer.parseInt(value.trim());
+            if (count >= least) {
+                return count;
+            }
+        } catch (NumberFormatException e) {
+            // said below
+        }
+        throw new IllegalArgumentException(option + " needs a whole number of at least " + least + ", not " + value);
+    }
+
+    /**
+     * Table sizes of the growth case, increasing: the table is only ever filled up between sizes, so a smaller size
+     * after a larger one would be measured at the larger one under the smaller one's label, and a size given twice
+     * would merge two measurements into one row.
+     */
+    private static List<Long> growthRows(String option, String value) {
+        List<Long> sizes = new ArrayList<>();
+        try {
+            for (String rows : value.split(",", -1)) {
+                long size = Long.parseLong(rows.trim().replace("_", ""));
+                if (size < 0 || (!sizes.isEmpty() && size <= sizes.get(sizes.size() - 1))) {
+                    sizes.clear();
+                    break;
+                }
+                sizes.add(size);
+            }
+        } catch (NumberFormatException e) {
+            sizes.clear();
+        }
+        if (sizes.isEmpty()) { // none at all is --no-growth, not an empty list
+            throw new IllegalArgumentException(option + " needs table sizes of at least 0 in increasing order, e.g."
+                    + " 0,1000000: not " + value);
+        }
+        return List.copyOf(sizes);
     }
 
     private static String value(String[] args, int index) {
