@@ -70,4 +70,13 @@ class OptionsTest {
         }
         assertThat(Options.parse(new String[]{"--no-growth"}).growthRows()).isEmpty();
     }
+
+    @Test
+    void helpIsNotABadOption() {
+        // a bad option exits with status 2 (main); asking for help is no error
+        for (String help : List.of("--help", "-h")) {
+            assertThatThrownBy(() -> Options.parse(new String[]{"--quick", help}))
+                    .isNotInstanceOf(IllegalArgumentException.class);
+        }
+    }
 }
