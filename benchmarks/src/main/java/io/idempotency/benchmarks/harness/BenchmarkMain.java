@@ -50,10 +50,11 @@ public final class BenchmarkMain {
         Options options;
         try {
             options = Options.parse(args);
+        } catch (Options.HelpRequested e) {
+            System.out.print(Options.USAGE);
+            return;
         } catch (IllegalArgumentException e) {
-            if (!e.getMessage().isEmpty()) {
-                System.err.println(e.getMessage());
-            }
+            System.err.println(e.getMessage());
             System.err.print(Options.USAGE);
             System.exit(2);
             return;

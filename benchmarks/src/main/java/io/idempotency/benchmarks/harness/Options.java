@@ -55,7 +55,7 @@ record Options(boolean quick, boolean jmh, boolean explain, int connections, int
                 case "--storm-size" -> stormSize = count(option, value(args, ++i), 2);
                 case "--growth-rows" -> growth = growthRows(option, value(args, ++i));
                 case "--no-growth" -> growth = List.of();
-                case "-h", "--help" -> throw new IllegalArgumentException("");
+                case "-h", "--help" -> throw new HelpRequested();
                 default -> throw new IllegalArgumentException("unknown option " + option);
             }
             if (!option.equals("--jmh") && !option.equals("--explain")) {
@@ -76,6 +76,13 @@ record Options(boolean quick, boolean jmh, boolean explain, int connections, int
                 quick ? 2 : 4, // growth rounds: even, so that plain and first lead equally often (RoundOrder)
                 Duration.ofSeconds(quick ? 2 : 3),
                 "1g");
+    }
+
+    /** {@code --help} or {@code -h}: print {@link #USAGE} and stop, successfully. */
+    static final class HelpRequested extends RuntimeException {
+        HelpRequested() {
+            super("help", null, false, false);
+        }
     }
 
     /** {@code --explain} without any option of the benchmark itself: traces only, no timing. */
