@@ -1,10 +1,25 @@
 package io.idempotency.benchmarks.harness;
 
+import io.idempotency.benchmarks.harness.BenchmarkMain.Machine;
+import io.idempotency.benchmarks.harness.BenchmarkMain.StormCheck;
+import io.idempotency.benchmarks.harness.LoadGenerator.Round;
 import io.idempotency.benchmarks.harness.Report.Expected;
 import org.junit.jupiter.api.Test;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
 
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import static io.idempotency.benchmarks.harness.BenchmarkMain.FIRST;
+import static io.idempotency.benchmarks.harness.BenchmarkMain.PLAIN;
+import static io.idempotency.benchmarks.harness.BenchmarkMain.REPLAY;
+import static io.idempotency.benchmarks.harness.BenchmarkMain.STORM;
 import static org.assertj.core.api.Assertions.assertThat;
 
 class ReportTest {
@@ -39,5 +54,65 @@ class ReportTest {
         assertThat(Report.executionsPerKey(0, 0, 5)).isEqualTo(0);
         assertThat(Report.executionsPerKey(1, 2, 0)).as("a run that rolled back left no row").isEqualTo(2);
         assertThat(Report.executionsPerKey(2, 1, 1)).as("several rows for one key outweigh a key without").isEqualTo(2);
+    }
+
+    @Test
+    void aRunWithUnexpectedAnswersIsMarkedThoughItsResultLineStaysLast() {
+        // first executions that failed leave the first scenario fewer requests in the same time: replay_ratio
+        // (replay / first) rises with every failure, so the figures of such a run cannot stand as measured
+        List<String> lines = print(rounds(100), COUNTED);
+
+        assertThat(lines.get(lines.size() - 1)).startsWith("RESULT first_ratio=");
+        assertThat(lines).anyMatch(line -> line.contains("unexpected answers") && line.contains("100")
+                && line.endsWith("MISSED"));
+    }
+
+    @Test
+    void aRunWhoseAnswersWereAllExpectedIsNotMarked() {
+        List<String> lines = print(rounds(0), COUNTED);
+
+        assertThat(lines.get(lines.size() - 1)).startsWith("RESULT first_ratio=");
+        assertThat(lines).anyMatch(line -> line.contains("unexpected answers") && line.endsWith("met"));
+    }
+
+    private static Map<String, List<Round>> rounds(long firstErrors) {
+        Map<String, List<Round>> rounds = new LinkedHashMap<>();
+        rounds.put(PLAIN, List.of(round(PLAIN, 1_000, 0)));
+        rounds.put(FIRST, List.of(round(FIRST, 500, firstErrors)));
+        rounds.put(REPLAY, List.of(round(REPLAY, 2_000, 0)));
+        rounds.put(STORM, List.of(round(STORM, 2_000, 0)));
+        return rounds;
+    }
+
+    private static Round round(String scenario, long requests, long errors) {
+        long[] latencies = new long[(int) requests];
+        Arrays.fill(latencies, 1_000_000);
+        return new Round(scenario, requests, errors, 1_000_000_000L, latencies, requests * 300, 0, 0, List.of(),
+                errors == 0 ? null : scenario + ": 500");
+    }
+
+    /** What the application counted of a run whose instruments worked. */
+    private static final String COUNTED = """
+            {"scenarios": {
+              "plain": {"roundTrips": {"executed": {"2": 1000}}},
+              "first": {"roundTrips": {"executed": {"4": 500}}},
+              "replay": {"roundTrips": {"replayed": {"0": 400, "1": 1600}}},
+              "storm": {"roundTrips": {"executed": {"4": 100}, "replayed": {"0": 1900}}, "maxConnectionsPerKey": 1}},
+             "stormHandlerExecutions": {"keys": 100, "maxPerKey": 1}}""";
+
+    private static List<String> print(Map<String, List<Round>> rounds, String stats) {
+        Report report = new Report(Options.parse(new String[0]),
+                new Machine(2, "cpu", "1 GB", "Linux", "Java 17"), "PostgreSQL", rounds, Map.of(), Map.of(),
+                "no statistics", JsonMapper.builder().build().readTree(stats), new StormCheck(1, 1, 0, 0), List.of(),
+                new Traces(Map.of()));
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        PrintStream console = System.out;
+        System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
+        try {
+            report.print();
+        } finally {
+            System.setOut(console);
+        }
+        return out.toString(StandardCharsets.UTF_8).lines().toList();
     }
 }
