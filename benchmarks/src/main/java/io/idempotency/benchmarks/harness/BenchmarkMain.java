@@ -63,11 +63,13 @@ public final class BenchmarkMain {
             JmhBenchmarks.run(options.quick());
             return;
         }
-        new BenchmarkMain(options).run();
-        System.exit(0); // the embedded PostgreSQL and HTTP client threads must not keep the JVM alive
+        boolean valid = new BenchmarkMain(options).run();
+        // exit explicitly: the embedded PostgreSQL and HTTP client threads must not keep the JVM alive
+        System.exit(valid ? 0 : 1);
     }
 
-    private void run() throws Exception {
+    /** Runs what the options ask for; false when the figures do not stand (see {@link Report#print()}). */
+    private boolean run() throws Exception {
         Machine machine = Machine.describe();
         System.out.println("machine: " + machine.summary());
         Path benchDir = Path.of(System.getProperty("bench.dir", "benchmarks"));
@@ -95,7 +97,7 @@ public final class BenchmarkMain {
                     warmUp(load, 1, Duration.ofSeconds(1));
                     Traces traces = explain(app, load);
                     traces.print(true);
-                    return;
+                    return true;
                 }
                 warmUp(load, options.warmupCycles(), options.warmupDuration());
                 app.resetStats();
@@ -120,7 +122,7 @@ public final class BenchmarkMain {
                 List<Growth> growth = growth(database, app, load);
                 Report report = new Report(options, machine, postgres, rounds, cpu, walBytes, tableWrites,
                         app.stats(), storm, growth, traces);
-                report.print();
+                return report.print();
             } finally {
                 database.close();
                 Runtime.getRuntime().removeShutdownHook(cleanup);
