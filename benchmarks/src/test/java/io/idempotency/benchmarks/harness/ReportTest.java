@@ -78,6 +78,19 @@ class ReportTest {
         assertThat(lines).anyMatch(line -> line.contains("unexpected answers") && line.endsWith("met"));
     }
 
+    @Test
+    void aRunWhoseRoundTripsWereNotCountedIsMarked() {
+        // every request seen with no round trip (a driver that bypassed the counting sockets) or none seen at all: a
+        // plain request inserts a row, so its count cannot be 0, and first_round_trips = 0 - 0 would meet its target
+        for (String stats : List.of("{}", NOTHING_ON_THE_WIRE)) {
+            List<String> lines = new ArrayList<>();
+            assertThat(print(rounds(0), stats, lines)).as("the figures stand, with %s", stats).isFalse();
+
+            assertThat(lines.get(lines.size() - 1)).startsWith("RESULT first_ratio=");
+            assertThat(lines).anyMatch(line -> line.contains("round trips counted") && line.endsWith("MISSED"));
+        }
+    }
+
     private static Map<String, List<Round>> rounds(long firstErrors) {
         Map<String, List<Round>> rounds = new LinkedHashMap<>();
         rounds.put(PLAIN, List.of(round(PLAIN, 1_000, 0)));
@@ -101,6 +114,15 @@ class ReportTest {
               "first": {"roundTrips": {"executed": {"4": 500}}},
               "replay": {"roundTrips": {"replayed": {"0": 400, "1": 1600}}},
               "storm": {"roundTrips": {"executed": {"4": 100}, "replayed": {"0": 1900}}, "maxConnectionsPerKey": 1}},
+             "stormHandlerExecutions": {"keys": 100, "maxPerKey": 1}}""";
+
+    /** What the application counted when the driver's traffic did not go through the counting sockets. */
+    private static final String NOTHING_ON_THE_WIRE = """
+            {"scenarios": {
+              "plain": {"roundTrips": {"executed": {"0": 1000}}},
+              "first": {"roundTrips": {"executed": {"0": 500}}},
+              "replay": {"roundTrips": {"replayed": {"0": 2000}}},
+              "storm": {"roundTrips": {"executed": {"0": 100}, "replayed": {"0": 1900}}, "maxConnectionsPerKey": 1}},
              "stormHandlerExecutions": {"keys": 100, "maxPerKey": 1}}""";
 
     /** Prints a report of {@code rounds} into {@code lines}; returns whether its figures stand. */
