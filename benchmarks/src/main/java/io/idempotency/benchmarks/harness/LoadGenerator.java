@@ -18,7 +18,6 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.ThreadLocalRandom;
-import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * Drives the application under test over HTTP/1.1 keep-alive connections: {@code connections} workers, each with its
@@ -61,7 +60,6 @@ final class LoadGenerator implements AutoCloseable {
     private final HttpConnection[] stormConnections;
     private final ExecutorService workers;
     private final ConcurrentLinkedQueue<String> completedKeys = new ConcurrentLinkedQueue<>();
-    private final AtomicLong plainCounter = new AtomicLong();
     private volatile String[] replayKeys = new String[0];
 
     LoadGenerator(String host, int port, int connections, int stormSize) {
@@ -114,11 +112,19 @@ final class LoadGenerator implements AutoCloseable {
         return headers.toString();
     }
 
+    /**
+     * The order reference of a request: its key, or for a request without one (plain) a fresh random UUID all the
+     * same, so that both endpoints parse bodies of one length, answer alike, and insert rows whose references land
+     * at random places in their index, as the keys do.
+     */
+    static String reference(String key) {
+        return key != null ? key : newKey();
+    }
+
     /** One request on a connection of its own, outside any round (for traces); returns the answer. */
     HttpConnection.Response single(Kind kind, String scenario, String key, boolean trace) throws IOException {
         try (HttpConnection connection = new HttpConnection(host, port)) {
-            String reference = key != null ? key : "plain-" + plainCounter.incrementAndGet();
-            return connection.post(kind.path, headers(scenario, key, trace), body(reference));
+            return connection.post(kind.path, headers(scenario, key, trace), body(reference(key)));
         }
     }
 
@@ -241,11 +247,11 @@ final class LoadGenerator implements AutoCloseable {
                 case FIRST -> newKey();
                 case REPLAY -> replayKeys[ThreadLocalRandom.current().nextInt(replayKeys.length)];
             };
-            String reference = key != null ? key : "plain-" + plainCounter.incrementAndGet();
+            byte[] body = body(reference(key));
             long start = System.nanoTime();
             HttpConnection.Response response;
             try {
-                response = connection.post(kind.path, headers(scenario, key, false), body(reference));
+                response = connection.post(kind.path, headers(scenario, key, false), body);
             } catch (IOException | RuntimeException e) {
                 connection.close();
                 error(scenario + ": " + e);
