@@ -54,7 +54,7 @@ final class BenchDatabase implements AutoCloseable {
         String url = System.getenv("BENCH_JDBC_URL");
         if (url != null && !url.isBlank()) {
             return new BenchDatabase(url, System.getenv("BENCH_JDBC_USER"), System.getenv("BENCH_JDBC_PASSWORD"),
-                    "BENCH_JDBC_URL " + url, null);
+                    "BENCH_JDBC_URL " + shown(url), null);
         }
         Properties probe = new Properties();
         probe.setProperty("user", "postgres");
@@ -68,6 +68,11 @@ final class BenchDatabase implements AutoCloseable {
         EmbeddedPostgres embedded = EmbeddedPostgres.builder().start();
         return new BenchDatabase(embedded.getJdbcUrl("postgres", "postgres"), "postgres", null,
                 "embedded PostgreSQL on port " + embedded.getPort(), embedded);
+    }
+
+    /** {@code url} as printed: a password in it (which {@code BENCH_JDBC_URL} may carry) is masked. */
+    static String shown(String url) {
+        return url.replaceAll("(?i)([?&]password=)[^&]*", "$1***");
     }
 
     String description() {
