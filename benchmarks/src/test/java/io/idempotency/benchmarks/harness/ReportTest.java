@@ -91,6 +91,28 @@ class ReportTest {
         }
     }
 
+    @Test
+    void aPrintedGrowthRatioNeverMeetsTheBoundTheMeasuredOneMisses() {
+        // claim latency at 10M rows at most 1.5 times the empty table's: 451.2 / 300 = 1.504 misses it, and must not
+        // print as 1.50
+        Map<String, List<Round>> rounds = rounds(0);
+        for (String size : List.of("0", "10M")) {
+            for (String kind : List.of(PLAIN, FIRST)) {
+                String scenario = BenchmarkMain.Growth.scenario(size, kind);
+                rounds.put(scenario, List.of(round(scenario, 500, 0)));
+            }
+        }
+        String stats = COUNTED.replace("\"scenarios\": {", "\"scenarios\": {"
+                + "\"growth-0-first\": {\"claim\": {\"p50Micros\": 300.0}},"
+                + "\"growth-10M-first\": {\"claim\": {\"p50Micros\": 451.2}},");
+        List<String> lines = new ArrayList<>();
+        print(rounds, stats, List.of(new BenchmarkMain.Growth(0, "0", 0),
+                new BenchmarkMain.Growth(10_000_000, "10M", 0)), lines);
+
+        assertThat(lines).filteredOn(line -> line.contains("claim latency at 10M rows")).singleElement()
+                .satisfies(line -> assertThat(line).endsWith("MISSED").contains("1.51×"));
+    }
+
     private static Map<String, List<Round>> rounds(long firstErrors) {
         Map<String, List<Round>> rounds = new LinkedHashMap<>();
         rounds.put(PLAIN, List.of(round(PLAIN, 1_000, 0)));
@@ -127,9 +149,14 @@ class ReportTest {
 
     /** Prints a report of {@code rounds} into {@code lines}; returns whether its figures stand. */
     private static boolean print(Map<String, List<Round>> rounds, String stats, List<String> lines) {
+        return print(rounds, stats, List.of(), lines);
+    }
+
+    private static boolean print(Map<String, List<Round>> rounds, String stats, List<BenchmarkMain.Growth> growth,
+                                 List<String> lines) {
         Report report = new Report(Options.parse(new String[0]),
                 new Machine(2, "cpu", "1 GB", "Linux", "Java 17"), "PostgreSQL", rounds, Map.of(), Map.of(),
-                "no statistics", JsonMapper.builder().build().readTree(stats), new StormCheck(1, 1, 0, 0), List.of(),
+                "no statistics", JsonMapper.builder().build().readTree(stats), new StormCheck(1, 1, 0, 0), growth,
                 new Traces(Map.of()));
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         PrintStream console = System.out;
