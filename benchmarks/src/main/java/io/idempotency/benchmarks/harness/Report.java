@@ -265,8 +265,8 @@ final class Report {
             if (empty != null && largest != null && largest != empty) {
                 growthRatio = largest.claimP50() / empty.claimP50();
                 Growth biggest = growth.get(growth.size() - 1);
-                growthRatioText = String.format(Locale.ROOT, "%.2f× (claim p50 at %s rows / at 0 rows)", growthRatio,
-                        biggest.label());
+                growthRatioText = String.format(Locale.ROOT, "%s× (claim p50 at %s rows / at 0 rows)",
+                        upperBoundRatio(growthRatio), biggest.label());
             }
             System.out.println("  claim = the library's one claim statement, timed around executeQuery() in the"
                     + " application: one round trip");
@@ -326,6 +326,17 @@ final class Report {
             return String.valueOf(value);
         }
         return BigDecimal.valueOf(value).setScale(2, RoundingMode.FLOOR).toPlainString();
+    }
+
+    /**
+     * A ratio whose target is an upper bound (at most 1.5), as printed: two decimals, rounded up, so that 1.504 prints
+     * 1.51, not 1.50.
+     */
+    static String upperBoundRatio(double value) {
+        if (!Double.isFinite(value)) {
+            return String.valueOf(value);
+        }
+        return BigDecimal.valueOf(value).setScale(2, RoundingMode.CEILING).toPlainString();
     }
 
     /**
