@@ -92,6 +92,17 @@ class ReportTest {
     }
 
     @Test
+    void aFirstExecutionCountedWithFewerRoundTripsThanAPlainRequestIsMarked() {
+        // a first execution runs the plain request's handler and more: fewer round trips than a plain request means
+        // the counts missed some, and first_round_trips = 1 - 2 = -1 would meet its target (at most 2)
+        String stats = COUNTED.replace("{\"4\": 500}", "{\"1\": 500}");
+        List<String> lines = new ArrayList<>();
+
+        assertThat(print(rounds(0), stats, lines)).as("the figures stand").isFalse();
+        assertThat(lines).anyMatch(line -> line.contains("round trips counted") && line.endsWith("MISSED"));
+    }
+
+    @Test
     void aPrintedGrowthRatioNeverMeetsTheBoundTheMeasuredOneMisses() {
         // claim latency at 10M rows at most 1.5 times the empty table's: 451.2 / 300 = 1.504 misses it, and must not
         // print as 1.50
