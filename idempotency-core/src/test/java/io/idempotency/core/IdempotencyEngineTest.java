@@ -440,6 +440,23 @@ class IdempotencyEngineTest {
     }
 
     /**
+     * A key that is missing (a message without an id, read into a variable first) is refused by name before anything is
+     * claimed, as a missing work or mode is, not by the JVM's description of the template's own call that failed on it
+     * ({@code Cannot invoke "ScopedKey.scope()"}), which a JVM started without helpful exception messages leaves empty.
+     */
+    @Test
+    void templateWithoutAKeyIsRefusedBeforeAnythingIsClaimed() {
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
+
+        for (IdempotencyMode mode : IdempotencyMode.values()) {
+            assertThatThrownBy(() -> new IdempotencyTemplate(engine).execute(null, new byte[0], mode,
+                    Duration.ofSeconds(30), () -> new byte[0]))
+                    .isInstanceOf(NullPointerException.class).hasMessage("key");
+        }
+        assertThat(store.claims).isEmpty();
+    }
+
+    /**
      * A mode that is missing (a listener's setting left unset) is refused, not taken for the default mode: work meant to
      * run intent-first (a gateway call) would otherwise run in one transaction with its claim, which a crash after the
      * call rolls back, so that the redelivery calls the gateway again.
