@@ -69,7 +69,11 @@ public final class IdempotencyTemplate {
         this.engine = Objects.requireNonNull(engine, "engine");
     }
 
-    /** Runs {@code work} at most once per key, in one transaction with the claim. */
+    /**
+     * Runs {@code work} at most once per key, in one transaction with the claim: the
+     * {@linkplain #execute(ScopedKey, byte[], IdempotencyMode, Duration, Callable) execution} in
+     * {@link IdempotencyMode#ONE_TRANSACTION} mode, which throws what it throws.
+     */
     public Result execute(ScopedKey key, byte[] input, Callable<byte[]> work) throws Exception {
         return execute(key, input, IdempotencyMode.ONE_TRANSACTION, null, work);
     }
@@ -82,6 +86,10 @@ public final class IdempotencyTemplate {
      * @param mode  never null
      * @param lease the lease in {@link IdempotencyMode#INTENT_FIRST} mode, at least
      *              {@link IdempotencyEngine#MIN_LEASE}; ignored otherwise
+     * @throws NullPointerException        if {@code key}, {@code mode} or {@code work} is null, or {@code lease} in
+     *                                     {@link IdempotencyMode#INTENT_FIRST} mode: nothing is claimed
+     * @throws IllegalArgumentException    if {@code lease} is below {@link IdempotencyEngine#MIN_LEASE} in
+     *                                     {@link IdempotencyMode#INTENT_FIRST} mode: nothing is claimed
      * @throws InProgressException         if another execution with the key is running
      * @throws KeyReusedException          if the key was used for other input
      * @throws IllegalStateException       if a transaction is open on this thread, or this thread is running the work
@@ -114,6 +122,8 @@ public final class IdempotencyTemplate {
      */
     public Result execute(ScopedKey key, byte[] input, IdempotencyMode mode, Duration lease, Callable<byte[]> work)
             throws Exception {
+        // a key left null: named, as the work and the mode are, not left to the first use of it below
+        Objects.requireNonNull(key, "key");
         // before the claim: in intent-first mode a committed claim without work would hold the key for its lease
         Objects.requireNonNull(work, "work");
         // a missing mode is no default: work meant to run intent-first would run in one transaction with its claim
