@@ -1829,6 +1829,55 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
+     * The mode is no part of a claim's record, and only an intent-first retry takes a stale claim over. A consumer
+     * redeployed from intent-first to the default mode, whose message's intent-first claim went stale before the
+     * switch (its work failed, an unknown outcome), is told "in progress" on every redelivery, also once the lease has
+     * run out — the work never runs beside a claim nobody resolved — until a sweeper resolves the claim, as the docs
+     * say; after the sweeper's {@code rerun} (FAILED) the redelivery runs in the default mode.
+     */
+    @Test
+    void aStaleIntentFirstClaimWaitsForTheSweeperWhenItsConsumerNowRunsInTheDefaultMode() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table effects (id bigserial primary key)");
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyEngine engine = engine(dataSource, store, StaleClaimResolver.RERUN);
+            IdempotencyTemplate template = new IdempotencyTemplate(engine);
+            ScopedKey key = new ScopedKey("", "payments-listener", UUID.randomUUID().toString());
+            byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
+            java.util.concurrent.Callable<byte[]> work = () -> {
+                jdbc.update("insert into effects default values");
+                return "applied".getBytes(StandardCharsets.UTF_8);
+            };
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> template.execute(key, message,
+                    IdempotencyMode.INTENT_FIRST, Duration.ofMillis(200), () -> {
+                        throw new java.io.IOException("the gateway did not answer");
+                    })).isInstanceOf(java.io.IOException.class);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (!store.find(key).orElseThrow().leaseExpired() && System.nanoTime() - deadline < 0) {
+                Thread.sleep(20);
+            }
+            assertThat(store.find(key).orElseThrow().leaseExpired()).as("the claim's lease has run out").isTrue();
+
+            for (int redelivery = 0; redelivery < 2; redelivery++) {
+                org.assertj.core.api.Assertions.assertThatThrownBy(() -> template.execute(key, message, work))
+                        .isInstanceOf(IdempotencyTemplate.InProgressException.class);
+            }
+            assertThat(store.find(key).orElseThrow().status()).isEqualTo(RecordStatus.PROCESSING);
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isZero();
+
+            StaleClaimSweeper.Sweep sweep = new StaleClaimSweeper(store, StaleClaimResolver.RERUN,
+                    new DownstreamKeys("secret"), Duration.ofSeconds(30), 100).sweep();
+            assertThat(sweep.resolved()).isEqualTo(1);
+            IdempotencyTemplate.Result redelivered = template.execute(key, message, work);
+            assertThat(redelivered.replayed()).isFalse();
+            assertThat(store.find(key).orElseThrow().status()).isEqualTo(RecordStatus.SUCCEEDED);
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isEqualTo(1);
+            engine.shutdown();
+        }
+    }
+
+    /**
      * After its commit a transaction still shows as active to the callbacks Spring runs then (a
      * {@code @TransactionalEventListener} of phase {@code AFTER_COMMIT}, an {@code afterCommit}), and their data access
      * would join it: the template is refused there too, before anything is claimed, as the docs say.
