@@ -1878,6 +1878,52 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
+     * Work that calls the template with a key of another message (a listener handing on to the next step) runs inside
+     * the transaction of its own execution, so the inner call is refused as any call with a transaction open — also
+     * when the other key's result is kept in memory, which would otherwise replay it to work whose writes may still
+     * roll back. Nothing of the inner call is claimed; the outer work's writes roll back, as after any failure of the
+     * work (in intent-first mode its claim stays for the resolver).
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"ONE_TRANSACTION", "INTENT_FIRST"})
+    void workThatExecutesAnotherKeyIsRefusedAlsoWhenThatKeysResultIsKeptInMemory(IdempotencyMode mode)
+            throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table effects (id bigserial primary key)");
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyEngine engine = engine(dataSource, store, StaleClaimResolver.RERUN);
+            IdempotencyTemplate template = new IdempotencyTemplate(engine);
+            ScopedKey outer = new ScopedKey("", "orders-listener", UUID.randomUUID().toString());
+            ScopedKey done = new ScopedKey("", "shipping-listener", UUID.randomUUID().toString());
+            ScopedKey fresh = new ScopedKey("", "shipping-listener", UUID.randomUUID().toString());
+            byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
+            Duration lease = Duration.ofMinutes(5);
+            template.execute(done, message, () -> "shipped".getBytes(StandardCharsets.UTF_8));
+
+            for (ScopedKey inner : List.of(done, fresh)) {
+                org.assertj.core.api.Assertions.assertThatThrownBy(() -> template.execute(outer, message, mode, lease,
+                                () -> {
+                                    jdbc.update("insert into effects default values");
+                                    return template.execute(inner, message, () -> null).value();
+                                }))
+                        .isInstanceOf(IllegalStateException.class)
+                        .hasMessageContaining("already active on this thread");
+                if (mode == IdempotencyMode.INTENT_FIRST) {
+                    assertThat(store.find(outer).orElseThrow().status()).isEqualTo(RecordStatus.PROCESSING);
+                    jdbc.update("delete from idempotency_keys where idempotency_key = ?", outer.key());
+                }
+            }
+
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isZero();
+            assertThat(store.find(outer)).isEmpty();
+            assertThat(store.find(fresh)).isEmpty();
+            assertThat(store.find(done).orElseThrow().status()).isEqualTo(RecordStatus.SUCCEEDED);
+            engine.shutdown();
+        }
+    }
+
+    /**
      * After its commit a transaction still shows as active to the callbacks Spring runs then (a
      * {@code @TransactionalEventListener} of phase {@code AFTER_COMMIT}, an {@code afterCommit}), and their data access
      * would join it: the template is refused there too, before anything is claimed, as the docs say.
