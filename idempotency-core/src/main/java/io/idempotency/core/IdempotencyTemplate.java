@@ -1,6 +1,7 @@
 package io.idempotency.core;
 
 import java.time.Duration;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.Callable;
@@ -21,8 +22,27 @@ import java.util.concurrent.Callable;
  */
 public final class IdempotencyTemplate {
 
-    /** The result of an execution, and whether it was stored by an earlier one. */
+    /**
+     * The result of an execution, and whether it was stored by an earlier one. Compared by its bytes, and printed with
+     * their number only (a result may hold a payment's details), as a {@link StoredResponse} is.
+     */
     public record Result(byte[] value, boolean replayed) {
+
+        @Override
+        public boolean equals(Object other) {
+            return other instanceof Result that && replayed == that.replayed && Arrays.equals(value, that.value);
+        }
+
+        @Override
+        public int hashCode() {
+            return 31 * Arrays.hashCode(value) + Boolean.hashCode(replayed);
+        }
+
+        @Override
+        public String toString() {
+            return "Result[value=" + (value == null ? "null" : value.length + " bytes") + ", replayed=" + replayed
+                    + "]";
+        }
     }
 
     /** Another execution with the key is still running: try again later (e.g. let the broker redeliver). */
