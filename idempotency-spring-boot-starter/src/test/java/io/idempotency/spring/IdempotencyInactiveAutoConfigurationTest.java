@@ -149,6 +149,23 @@ class IdempotencyInactiveAutoConfigurationTest {
                 .run(context -> assertThat(context).hasNotFailed());
     }
 
+    /**
+     * Switched off, the starter defines no {@code IdempotencyTemplate} either: a listener that needs one does not
+     * start, as the README says, rather than run its work on every redelivery.
+     */
+    @Test
+    void switchedOffAListenerThatNeedsTheTemplateDoesNotStart() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        new ApplicationContextRunner()
+                .withConfiguration(STARTER_WITH_DATABASE)
+                .withPropertyValues(database.springPropertyValues().toArray(String[]::new))
+                .withPropertyValues("idempotency.enabled=false")
+                .withUserConfiguration(PaymentListener.class)
+                .run(context -> assertThat(context).getFailure()
+                        .hasRootCauseInstanceOf(org.springframework.beans.factory.NoSuchBeanDefinitionException.class)
+                        .rootCause().hasMessageContaining("io.idempotency.core.IdempotencyTemplate"));
+    }
+
     @Test
     void aDataSourceDefinedAfterTheStarterIsNamedAsTheCause() {
         assertStartFailsWithReport(withoutDatabase.withConfiguration(AutoConfigurations.of(LateDatabase.class))
@@ -212,6 +229,12 @@ class IdempotencyInactiveAutoConfigurationTest {
         @PostMapping("/plain")
         public String create() {
             return "created";
+        }
+    }
+
+    @Service
+    static class PaymentListener {
+        PaymentListener(io.idempotency.core.IdempotencyTemplate template) {
         }
     }
 
