@@ -25,6 +25,21 @@ class ScopedKeyTest {
     }
 
     @Test
+    void invisibleCharactersThatReorderOrHideTextAreShownAsEscapes() {
+        // a key read from the body, or a caller named by a token, may hold Unicode's format characters, which show
+        // nothing themselves: a right-to-left override shows the rest of the line reversed where it is read (a log
+        // viewer in a browser), a zero-width space makes one key look like another that the operator then looks up
+        ScopedKey key = new ScopedKey("alice", "POST /charges", "k-1\u202e2-k");
+        assertThat(key.describe()).isEqualTo("caller 'alice' on 'POST /charges' with key 'k-1\\u202e2-k'");
+        assertThat(ScopedKey.printable("k-\u200b1")).isEqualTo("k-\\u200b1");
+        assertThat(ScopedKey.printable("\u2066x\u2069\ufeff\u00ad")).isEqualTo("\\u2066x\\u2069\\ufeff\\u00ad");
+        // one outside the Basic Multilingual Plane (a tag character) as the escapes of its two halves
+        assertThat(ScopedKey.printable("a\udb40\udc01b")).isEqualTo("a\\udb40\\udc01b");
+        // visible characters stay as they are, also those outside it
+        assertThat(ScopedKey.printable("Café 🙂 \u05e9\u05dc\u05d5\u05dd")).isEqualTo("Café 🙂 \u05e9\u05dc\u05d5\u05dd");
+    }
+
+    @Test
     void printableTextIsKeptAsItIsAndABackslashIsDoubled() {
         assertThat(ScopedKey.printable("6f1c1f0e-3b4e-4a8e-9a57-1d2b7d1c9a01")).isEqualTo(
                 "6f1c1f0e-3b4e-4a8e-9a57-1d2b7d1c9a01");
