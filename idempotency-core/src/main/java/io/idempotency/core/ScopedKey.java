@@ -72,19 +72,25 @@ public record ScopedKey(String caller, String scope, String key) implements Comp
      * terminal (control characters, also those of C1 such as NEL, the line and paragraph separators) are written as
      * Java escapes ({@code \n}, {@code \r}, {@code \t}, the others by their code in hex after a backslash and
      * {@code u}), and so is a backslash ({@code \\}), so that an escape read in a log always stands for the
-     * character it names. Any other text is returned as it is.
+     * character it names. So are Unicode's format characters, which show nothing themselves: a bidirectional
+     * override or isolate would show the rest of the line reordered where it is read, a zero-width space or joiner
+     * would make one key look like another (one outside the Basic Multilingual Plane, a tag character, as the escapes
+     * of its two halves). Any other text is returned as it is.
      */
     public static String printable(String text) {
         StringBuilder printable = null;
         for (int i = 0; i < text.length(); i++) {
             char c = text.charAt(i);
+            int length = Character.isHighSurrogate(c) && i + 1 < text.length()
+                    && Character.isLowSurrogate(text.charAt(i + 1)) ? 2 : 1;
             String escape = switch (c) {
                 case '\\' -> "\\\\";
                 case '\n' -> "\\n";
                 case '\r' -> "\\r";
                 case '\t' -> "\\t";
                 default -> c < 0x20 || (c >= 0x7F && c <= 0x9F) || c == '\u2028' || c == '\u2029'
-                        ? String.format("\\u%04x", (int) c) : null;
+                        || Character.getType(text.codePointAt(i)) == Character.FORMAT
+                        ? escaped(text, i, length) : null;
             };
             if (escape != null && printable == null) {
                 printable = new StringBuilder(text.length() + 16).append(text, 0, i);
@@ -93,11 +99,21 @@ public record ScopedKey(String caller, String scope, String key) implements Comp
                 if (escape != null) {
                     printable.append(escape);
                 } else {
-                    printable.append(c);
+                    printable.append(text, i, i + length);
                 }
             }
+            i += length - 1;
         }
         return printable == null ? text : printable.toString();
+    }
+
+    /** The {@code length} chars of {@code text} from {@code start}, each as a Java escape by its code in hex. */
+    private static String escaped(String text, int start, int length) {
+        StringBuilder escaped = new StringBuilder(6 * length);
+        for (int i = start; i < start + length; i++) {
+            escaped.append(String.format("\\u%04x", (int) text.charAt(i)));
+        }
+        return escaped.toString();
     }
 
     /** Whether {@code text} has neither a NUL character nor half of a surrogate pair: whether text columns hold it. */
