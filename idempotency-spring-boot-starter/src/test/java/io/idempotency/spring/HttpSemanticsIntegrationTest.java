@@ -477,6 +477,48 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
         assertThat(rows("optional-callback-" + note + "-keyed")).isEqualTo(1);
     }
 
+    /**
+     * What clients meet every day — a replay, a reused key, a malformed key, a body that cannot be fingerprinted — is
+     * no incident: the library logs none of it above DEBUG, so neither floods the log nor writes keys or bodies into it.
+     * (The scheduled cleanup and sweeper, which log what they removed or resolved, are left out.)
+     */
+    @Test
+    void theOutcomesClientsMeetEveryDayAreLoggedAtNothingAboveDebug() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "quiet-" + key;
+        String card = "4111" + ThreadLocalRandom.current().nextLong(100_000_000_000L, 999_999_999_999L);
+        String body = "{\"note\":\"" + note + "\",\"card\":\"" + card + "\"}";
+        Logger logger = (Logger) LoggerFactory.getLogger("io.idempotency");
+        ListAppender<ILoggingEvent> appender = new ListAppender<>();
+        appender.start();
+        logger.addAppender(appender);
+        HttpResponse<byte[]> first;
+        HttpResponse<byte[]> replay;
+        HttpResponse<byte[]> reused;
+        HttpResponse<byte[]> malformed;
+        HttpResponse<byte[]> invalid;
+        try {
+            first = post("/orders", key, body);
+            replay = post("/orders", key, body);
+            reused = post("/orders", key, body.replace(card, card.substring(1) + "2"));
+            malformed = post("/orders", "\"" + card + "\" x", body);
+            invalid = post("/orders", UUID.randomUUID().toString(), "{\"card\":\"" + card + "\",\"card\":1}");
+        } finally {
+            logger.detachAppender(appender);
+        }
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertProblem(reused, "idempotency-key-mismatch");
+        assertProblem(malformed, "idempotency-key-malformed");
+        assertProblem(invalid, "idempotency-body-invalid");
+        List<String> background = List.of(RetentionScheduler.class.getName(),
+                StaleClaimSweepScheduler.class.getName(), PeriodicTask.class.getName());
+        assertThat(appender.list).filteredOn(event -> event.getLevel().isGreaterOrEqual(Level.INFO)
+                && !background.contains(event.getLoggerName())).extracting(ILoggingEvent::getFormattedMessage)
+                .isEmpty();
+    }
+
     @Test
     void aKeyExpressionThatCannotReadTheRequestsValueRefusesItWithoutLoggingTheValue() throws Exception {
         String note = UUID.randomUUID().toString();
