@@ -1,6 +1,10 @@
 package io.idempotency.spring;
 
+import ch.qos.logback.classic.Logger;
+import ch.qos.logback.classic.spi.ILoggingEvent;
+import ch.qos.logback.core.read.ListAppender;
 import org.junit.jupiter.api.Test;
+import org.slf4j.LoggerFactory;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.web.server.context.WebServerApplicationContext;
 import org.springframework.test.context.TestPropertySource;
@@ -10,6 +14,7 @@ import java.net.URI;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
 import java.util.UUID;
 import java.util.zip.Deflater;
 
@@ -139,6 +144,36 @@ class JettyOnlyIntegrationTest extends OrdersApplicationTest {
         assertThat(rows(note)).isEqualTo(1);
         assertThat(replay).startsWith("HTTP/1.1 201 ").contains("Idempotent-Replayed: true");
         assertThat(replay.substring(replay.indexOf("\r\n\r\n"))).isEqualTo(first.substring(first.indexOf("\r\n\r\n")));
+    }
+
+    /**
+     * Unlike Tomcat, Jetty takes a request path with raw UTF-8 in it, and hands it on undecoded: a path parameter
+     * (which the mapping ignores) may then carry a character that breaks or reorders the line that names the path
+     * (NEL, which some log tools take for a line break; a right-to-left override). The library's lines show the path
+     * as they show a key, with such characters as Java escapes.
+     */
+    @Test
+    void aPathInTheLibrarysLogLinesIsShownOnOneLine() throws Exception {
+        String body = "{\"note\":\"path-" + UUID.randomUUID() + "\"}";
+        // the UTF-8 bytes of U+0085 and U+202E, sent as they are
+        String path = "/orders/large;x=\u00c2\u0085FORGED\u00e2\u0080\u00aeREV?size=65537";
+        Logger logger = (Logger) LoggerFactory.getLogger(IdempotencyFilter.class);
+        ListAppender<ILoggingEvent> appender = new ListAppender<>();
+        appender.start();
+        logger.addAppender(appender);
+        String answer;
+        try {
+            answer = raw(HttpProtocolIntegrationTest.headers(path, UUID.randomUUID().toString(), "application/json",
+                    "Content-Length: " + body.length() + "\r\nConnection: close") + body);
+        } finally {
+            logger.detachAppender(appender);
+        }
+
+        assertThat(answer).startsWith("HTTP/1.1 500 ").contains("idempotency-response-too-large");
+        List<String> lines = appender.list.stream().map(ILoggingEvent::getFormattedMessage).toList();
+        assertThat(lines).anySatisfy(line -> assertThat(line)
+                .contains("POST /orders/large;x=\\u0085FORGED\\u202eREV answered 65537 bytes"));
+        assertThat(lines).noneSatisfy(line -> assertThat(line).containsAnyOf("\u0085", "\u202e"));
     }
 
     private HttpResponse<byte[]> postGzip(String key, byte[] body) throws IOException, InterruptedException {
