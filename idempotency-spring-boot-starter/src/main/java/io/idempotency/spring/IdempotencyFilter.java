@@ -4,6 +4,7 @@ import io.idempotency.core.CommitFailedException;
 import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.LeaseLostException;
+import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoredResponse;
 import jakarta.servlet.FilterChain;
 import jakarta.servlet.ServletException;
@@ -200,7 +201,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
                 // interceptor's postHandle) and would answer every retry under the key with this error instead of
                 // the decided answer, which stands whatever the rest of the request did
                 log.warn("Idempotent request {} {} was answered without running its handler, and then failed: {};"
-                        + " sending the decided answer", request.getMethod(), request.getRequestURI(), e.toString(), e);
+                        + " sending the decided answer", request.getMethod(), loggedPath(request), e.toString(), e);
             }
             finish(exchange, request);
         } finally {
@@ -238,7 +239,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             // to end, into the capture, and the client would get an empty 200 for effects that were rolled back
             abandonForTheAnswer(exchange, request);
             log.error("Idempotent request {} {} started async processing, which @Idempotent does not support;"
-                    + " rolled back", request.getMethod(), request.getRequestURI());
+                    + " rolled back", request.getMethod(), loggedPath(request));
             response.send(answeredAsynchronously(problems, execution, request.getRequestURI()));
             return;
         }
@@ -275,7 +276,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             abandonForTheAnswer(exchange, request);
             log.error("Idempotent request {} {} answered headers of at least {} bytes, more than the server sends ({})"
                     + " less {} bytes for the headers it and a replay add; rolled back", request.getMethod(),
-                    request.getRequestURI(), response.headerSectionLowerBound(), maxHeaderSection,
+                    loggedPath(request), response.headerSectionLowerBound(), maxHeaderSection,
                     HEADER_SECTION_MARGIN);
             response.send(problems.render(ProblemResponses.Problem.RESPONSE_TOO_LARGE,
                     "The answer's headers are too large for this server to send it and its replays, so the request"
@@ -289,7 +290,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         } catch (LeaseLostException e) {
             // what it did (a third party's answer) is discarded: the claim it names is the one the new holder resolves
             log.warn("Idempotent request {} {} ({}) finished after its lease was taken over; its result was discarded",
-                    request.getMethod(), request.getRequestURI(), claim(execution));
+                    request.getMethod(), loggedPath(request), claim(execution));
             response.send(problems.render(ProblemResponses.Problem.LEASE_LOST,
                     "This request took longer than its lease and another attempt took the key over, so its result"
                             + " was not recorded. Retry with the same key: the retry gets the result the new holder"
@@ -305,7 +306,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
                 return;
             }
             // a lost connection leaves the commit's outcome unknown: the line must not say it failed
-            log.warn("Idempotent request {} {} ({}) {}; answering 500", request.getMethod(), request.getRequestURI(),
+            log.warn("Idempotent request {} {} ({}) {}; answering 500", request.getMethod(), loggedPath(request),
                     claim(execution), e.outcomeUnknown()
                             ? "lost its connection while committing (whether it committed is unknown)"
                             : "failed to commit", e);
@@ -323,7 +324,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
     private void sendTooLarge(HttpServletRequest request, DeferredResponse response, String afterRollback)
             throws IOException {
         log.error("Idempotent request {} {} answered {} bytes, more than idempotency.max-stored-body-size ({});"
-                + " rolled back", request.getMethod(), request.getRequestURI(), response.bodyLength(),
+                + " rolled back", request.getMethod(), loggedPath(request), response.bodyLength(),
                 maxStoredBodySize);
         response.send(problems.render(ProblemResponses.Problem.RESPONSE_TOO_LARGE,
                 "The answer is larger than the largest answer this service stores for replay, so the request"
@@ -354,7 +355,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             exchange.abandon();
         } catch (Exception e) { // also a checked exception a store in Kotlin passes on undeclared
             log.warn("Idempotent request {} {} could not be rolled back (nothing of it was committed); sending its"
-                    + " answer", request.getMethod(), request.getRequestURI(), e);
+                    + " answer", request.getMethod(), loggedPath(request), e);
         }
     }
 
@@ -375,6 +376,15 @@ public class IdempotencyFilter extends OncePerRequestFilter {
      * The claim of {@code execution}, as the table holds it, for a line the operator may have to follow up (in the
      * table, or with a third party). Its identity only: neither the request nor the key derived for the third party.
      */
+    /**
+     * The request's path as the library's log lines name it: as the container gives it (undecoded), on one line
+     * whatever it holds, as {@link ScopedKey#printable} writes a key. A container that takes raw UTF-8 in the path
+     * (Jetty) passes on what a path parameter carries, NEL or a right-to-left override among it.
+     */
+    static String loggedPath(HttpServletRequest request) {
+        return ScopedKey.printable(request.getRequestURI());
+    }
+
     private static String claim(IdempotencyEngine.Execution execution) {
         return "the claim of " + execution.key().describe();
     }

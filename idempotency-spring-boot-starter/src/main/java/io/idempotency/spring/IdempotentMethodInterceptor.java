@@ -328,7 +328,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         } catch (DataAccessException | CannotCreateTransactionException | TransactionSystemException e) {
             // the database failed the claim or gave no connection for it: the handler did not run
             log.warn("Idempotent request {} {} could not be claimed; answering 503", request.getMethod(),
-                    request.getRequestURI(), e);
+                    IdempotencyFilter.loggedPath(request), e);
             return answer(exchange, problems.render(ProblemResponses.Problem.STORE_UNAVAILABLE,
                     "The request was not run: its idempotency record could not be read or written. Retry later with"
                             + " the same key.", instance, new StoredResponse.Header("Retry-After", retryAfterSeconds)));
@@ -406,10 +406,10 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             exchange.abandon();
         } catch (RuntimeException e) {
             log.warn("Idempotent request {} {} could not be rolled back (nothing of it was committed); sending its"
-                    + " answer", request.getMethod(), request.getRequestURI(), e);
+                    + " answer", request.getMethod(), IdempotencyFilter.loggedPath(request), e);
         }
         log.error("Idempotent request {} {}: {} returned {}, an async answer, which @Idempotent does not support;"
-                + " rolled back, and it was not run", request.getMethod(), request.getRequestURI(),
+                + " rolled back, and it was not run", request.getMethod(), IdempotencyFilter.loggedPath(request),
                 invocation.getMethod(), value.getClass().getName());
         return answer(exchange, IdempotencyFilter.answeredAsynchronously(problems, execution, instance));
     }
@@ -464,7 +464,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
     private Object unreadableParameters(IdempotentExchange exchange, UnreadableParametersException e,
                                         String instance) {
         log.debug("The parameters of {} {} cannot be read: {}", exchange.request().getMethod(),
-                exchange.request().getRequestURI(), e.getCause().getClass().getName());
+                IdempotencyFilter.loggedPath(exchange.request()), e.getCause().getClass().getName());
         return answer(exchange, problems.render(ProblemResponses.Problem.BODY_INVALID,
                 "The request's parameters cannot be read to be fingerprinted: check their %-escapes, their charset"
                         + " and their number.", instance));
@@ -635,7 +635,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             // Spring MVC resolved it to map the request to this handler; a custom resolver that fails on a second
             // reading leaves the request fingerprinted without it, as in an application without versions
             log.debug("The API version of {} {} could not be read again: {}", request.getMethod(),
-                    request.getRequestURI(), e.getClass().getName());
+                    IdempotencyFilter.loggedPath(request), e.getClass().getName());
             return null;
         }
     }

@@ -26,7 +26,7 @@ final class PrincipalCaller implements CallerResolver {
                 log.warn("An authenticated request ({} {}) has a principal without a name ({}): its idempotency keys"
                         + " share the namespace of anonymous callers and of every other principal without a name."
                         + " Declare a CallerResolver bean that names such callers (e.g. by a claim they all carry)."
-                        + " Said once.", request.getMethod(), request.getRequestURI(),
+                        + " Said once.", request.getMethod(), IdempotencyFilter.loggedPath(request),
                         principal.getClass().getName());
             }
             return "";
