@@ -164,6 +164,46 @@ class Http2CleartextIntegrationTest extends OrdersApplicationTest {
         assertThat(rows("h2-large-" + key)).isOne();
     }
 
+    /** Sends {@code path} with {@code key} over HTTP/1.1, on a connection of its own, and reads the whole answer. */
+    String http11Post(String path, String key, String note) throws Exception {
+        String body = "{\"note\":\"" + note + "\"}";
+        return raw("POST " + path + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nIdempotency-Key: "
+                + key + "\r\nContent-Length: " + body.length() + "\r\nConnection: close\r\n\r\n" + body);
+    }
+
+    /**
+     * The server that serves HTTP/2 serves HTTP/1.1 on the same port, and a retry may come over either (a new
+     * connection, a proxy that speaks HTTP/1.1 to the application). Around the limit of the header section the server
+     * sends over HTTP/1.1, an answer given over HTTP/2 is either refused and kept nothing, or stored and replayed over
+     * both protocols: never stored where a retry over HTTP/1.1 would get the container's bare 500 (Tomcat) or nothing
+     * at all (Jetty) until the record expired.
+     */
+    @Test
+    void anAnswerGivenOverHttp2IsStoredOnlyIfItsReplaysCanBeSentOverHttp11Too() throws Exception {
+        for (int length = 7_900; length <= 8_200; length += 20) {
+            String key = UUID.randomUUID().toString();
+            String note = "h2-link-" + key;
+
+            HttpResponse<byte[]> first = h2Post("/shapes/link?length=" + length, key, "{\"note\":\"" + note + "\"}");
+
+            if (first.statusCode() == 500) {
+                assertProblem(first, "idempotency-response-too-large");
+                assertThat(rows(note)).as("length %d: nothing of it was kept", length).isZero();
+                assertThat(keyRows(key)).as("length %d: the key was released", length).isZero();
+                continue;
+            }
+            assertThat(first.statusCode()).as("length %d", length).isEqualTo(201);
+            String overHttp11 = http11Post("/shapes/link?length=" + length, key, note);
+            HttpResponse<byte[]> overHttp2 = h2Post("/shapes/link?length=" + length, key, "{\"note\":\"" + note + "\"}");
+            assertThat(overHttp11).as("length %d: the replay over HTTP/1.1 of an answer stored over HTTP/2", length)
+                    .startsWith("HTTP/1.1 201 ").contains("Idempotent-Replayed: true")
+                    .endsWith(new String(first.body(), StandardCharsets.UTF_8));
+            assertThat(overHttp2.statusCode()).as("length %d", length).isEqualTo(201);
+            assertThat(overHttp2.headers().allValues("Link")).isEqualTo(first.headers().allValues("Link"));
+            assertThat(rows(note)).isOne();
+        }
+    }
+
     /**
      * Twelve duplicates sent at once as streams of one connection. The handler runs longer than the in-flight wait
      * (300 ms), so a duplicate that arrives while it runs is answered 409: at least one 409 proves the streams were
