@@ -204,6 +204,28 @@ class Http2CleartextIntegrationTest extends OrdersApplicationTest {
         }
     }
 
+    /** An answer stored over HTTP/1.1 is replayed over HTTP/2 whole, without the headers HTTP/1.1 framed it with. */
+    @Test
+    void anAnswerStoredOverHttp11IsReplayedOverHttp2Whole() throws Exception {
+        for (String path : List.of("/shapes/link?length=7700", "/orders/upstream", "/orders/hop-by-hop")) {
+            String key = UUID.randomUUID().toString();
+            String note = "h1-then-h2-" + key;
+
+            String first = http11Post(path, key, note);
+            HttpResponse<byte[]> replay = h2Post(path, key, "{\"note\":\"" + note + "\"}");
+
+            assertThat(first).as(path).startsWith("HTTP/1.1 201 ");
+            assertThat(replay.statusCode()).as(path).isEqualTo(201);
+            assertThat(replay.headers().firstValue("Idempotent-Replayed")).as(path).hasValue("true");
+            assertThat(first).as(path).endsWith("\r\n\r\n" + new String(replay.body(), StandardCharsets.UTF_8));
+            for (String name : List.of("Connection", "Keep-Alive", "Upgrade", "Transfer-Encoding", "Proxy-Connection",
+                    "TE", "Trailer", "X-Upstream-Trace")) {
+                assertThat(replay.headers().firstValue(name)).as(path + " replay " + name).isEmpty();
+            }
+            assertThat(rows(note)).as(path).isOne();
+        }
+    }
+
     /**
      * Twelve duplicates sent at once as streams of one connection. The handler runs longer than the in-flight wait
      * (300 ms), so a duplicate that arrives while it runs is answered 409: at least one 409 proves the streams were
