@@ -85,7 +85,8 @@ public class IdempotencyFilter extends OncePerRequestFilter {
     /**
      * Tells the filter the largest header section the container sends over HTTP/1.1 (Tomcat's and Jetty's
      * {@code max-http-response-header-size}): a storable answer whose headers take more is rolled back rather than
-     * stored, as the container would refuse to send it, and every replay of it.
+     * stored, as the container would refuse to send it, and every replay of it. So is one given over HTTP/2, which a
+     * retry over HTTP/1.1 could never get.
      */
     void limitHeaderSection(long bytes) {
         this.maxHeaderSection = bytes;
@@ -269,10 +270,12 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             sendTooLarge(request, response, afterRollback(execution));
             return;
         }
-        if (exchange.storagePolicy().isStorable(response.getStatus()) && request.getProtocol().startsWith("HTTP/1.")
+        if (exchange.storagePolicy().isStorable(response.getStatus())
                 && response.headerSectionLowerBound() > maxHeaderSection - HEADER_SECTION_MARGIN) {
             // the container refuses to send a header section above its limit, after the commit: the effects would be
-            // kept, and this answer or every replay of it (which carries one header more) would never reach the client
+            // kept, and this answer or every replay of it (which carries one header more) would never reach the client.
+            // Whatever the protocol of this request: a server serving HTTP/2 serves HTTP/1.1 on the same port, and a
+            // retry may come over it
             abandonForTheAnswer(exchange, request);
             log.error("Idempotent request {} {} answered headers of at least {} bytes, more than the server sends ({})"
                     + " less {} bytes for the headers it and a replay add; rolled back", request.getMethod(),
