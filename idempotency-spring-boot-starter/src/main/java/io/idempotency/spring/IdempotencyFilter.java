@@ -134,7 +134,10 @@ public class IdempotencyFilter extends OncePerRequestFilter {
      * PostgreSQL text holds one): the request would fail after its handler ran, and so would every retry. Half of a
      * surrogate pair (a value cut inside a character) is kept as U+FFFD: no text column holds it either, and the
      * driver would store a {@code ?} in its place, which a replay from the database would send where the container
-     * refused the first answer's character, as it refuses U+FFFD.
+     * refused the first answer's character, as it refuses U+FFFD. Spaces and tabs at either end (one that was a
+     * control character among them) are left out: an HTTP/1.1 client drops them as it reads the value (RFC 9112,
+     * section 5.1), and HTTP/2 forbids them (RFC 9113, section 8.2.1), where Jetty resets the stream of an answer that
+     * has one, the first and every replay.
      */
     static String asSent(String value) {
         StringBuilder sent = null;
@@ -157,7 +160,16 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             }
             sent.setCharAt(i, replacement);
         }
-        return sent == null ? value : sent.toString();
+        String inside = sent == null ? value : sent.toString();
+        int start = 0;
+        int end = inside.length();
+        while (start < end && (inside.charAt(start) == ' ' || inside.charAt(start) == '\t')) {
+            start++;
+        }
+        while (end > start && (inside.charAt(end - 1) == ' ' || inside.charAt(end - 1) == '\t')) {
+            end--;
+        }
+        return inside.substring(start, end);
     }
 
     /**

@@ -117,7 +117,7 @@ class StoredHeadersIntegrationTest extends OrdersApplicationTest {
         assertThat(rows("control-" + key)).isOne();
         assertThat(first.headers().firstValue("X-Note")).hasValueSatisfying(
                 value -> assertThat(value).startsWith("line one  line two end"));
-        assertThat(storedHeaders(key)).contains("X-Note: line one  line two end\ttab \n");
+        assertThat(storedHeaders(key)).contains("X-Note: line one  line two end\ttab\n");
         assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
         assertThat(replay.headers().firstValue("X-Note")).isEqualTo(first.headers().firstValue("X-Note"));
         assertThat(replay.body()).isEqualTo(first.body());
