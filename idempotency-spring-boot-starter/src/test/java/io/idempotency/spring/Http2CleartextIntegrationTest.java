@@ -164,6 +164,30 @@ class Http2CleartextIntegrationTest extends OrdersApplicationTest {
         assertThat(rows("h2-large-" + key)).isOne();
     }
 
+    /**
+     * HTTP/2 sends header names in lower case, and a field repeated as fields of its own (HPACK has no folding): the key
+     * header is found whatever the case of its name, and sent twice it is refused as over HTTP/1.1.
+     */
+    @Test
+    void theKeyHeaderOverHttp2IsReadAsOverHttp11() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"h2-key-" + key + "\"}";
+
+        HttpResponse<byte[]> twice = h2.send(request("/orders", body).header("Idempotency-Key", key)
+                .header("idempotency-key", key).build(), HttpResponse.BodyHandlers.ofByteArray());
+        HttpResponse<byte[]> first = h2.send(request("/orders", body).header("IDEMPOTENCY-KEY", key).build(),
+                HttpResponse.BodyHandlers.ofByteArray());
+        HttpResponse<byte[]> replay = h2Post("/orders", key, body);
+
+        assertThat(twice.version()).isEqualTo(HttpClient.Version.HTTP_2);
+        assertThat(twice.statusCode()).isEqualTo(400);
+        assertProblem(twice, "idempotency-key-malformed");
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEqualTo(first.body());
+        assertThat(rows("h2-key-" + key)).isOne();
+    }
+
     /** Sends {@code path} with {@code key} over HTTP/1.1, on a connection of its own, and reads the whole answer. */
     String http11Post(String path, String key, String note) throws Exception {
         String body = "{\"note\":\"" + note + "\"}";
