@@ -165,6 +165,30 @@ class Http2CleartextIntegrationTest extends OrdersApplicationTest {
     }
 
     /**
+     * A 204 has no body (RFC 9110, section 15.3.5), yet a handler may write one: an object returned under
+     * {@code @ResponseStatus(NO_CONTENT)}, say. Over HTTP/1.1 both servers drop it, and Tomcat does over HTTP/2; Jetty
+     * sends it over HTTP/2, which a client refuses. The answer the client gets has no body, first and on replay, and
+     * none is stored.
+     */
+    @Test
+    void aNoContentAnswerIsSentWithoutTheBodyItsHandlerWroteFirstAndOnReplay() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"h2-no-content-" + key + "\"}";
+
+        HttpResponse<byte[]> first = h2Post("/orders/status/204", key, body);
+        HttpResponse<byte[]> replay = h2Post("/orders/status/204", key, body);
+
+        assertThat(first.statusCode()).isEqualTo(204);
+        assertThat(first.body()).isEmpty();
+        assertThat(replay.statusCode()).isEqualTo(204);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.body()).isEmpty();
+        assertThat(DATABASE.queryLong("select octet_length(response_body) from idempotency_keys where idempotency_key = '"
+                + key + "'")).as("the body stored").isZero();
+        assertThat(rows("h2-no-content-" + key)).isOne();
+    }
+
+    /**
      * HTTP/2 sends header names in lower case, and a field repeated as fields of its own (HPACK has no folding): the key
      * header is found whatever the case of its name, and sent twice it is refused as over HTTP/1.1.
      */
