@@ -191,7 +191,8 @@ final class DeferredResponse extends HttpServletResponseWrapper {
                 values.forEach(value -> all.add(new StoredResponse.Header(name, IdempotencyFilter.asSent(value))));
             }
         });
-        return new StoredResponse(status, IdempotencyFilter.storedHeaders(all, replayed), body.toByteArray());
+        return new StoredResponse(status, IdempotencyFilter.storedHeaders(all, replayed),
+                hasNoBody(status) ? new byte[0] : body.toByteArray());
     }
 
     /**
@@ -254,9 +255,21 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             return;
         }
         response.setStatus(status);
-        response.setContentLength(body.size());
-        body.writeTo(response.getOutputStream());
+        if (!hasNoBody(status)) {
+            response.setContentLength(body.size());
+            body.writeTo(response.getOutputStream());
+        }
         response.flushBuffer();
+    }
+
+    /**
+     * True for a status whose answer has no body (204 and 304: RFC 9110, sections 15.3.5 and 15.4.5), whatever the
+     * handler wrote under it (an object returned under {@code @ResponseStatus(NO_CONTENT)}, say). Such a body is
+     * neither stored nor sent, nor its length: over HTTP/1.1 the containers drop it, but Jetty sends its length over
+     * HTTP/2, which a client refuses, and the answer, stored, would reach no HTTP/2 client, nor any replay of it.
+     */
+    static boolean hasNoBody(int status) {
+        return status == SC_NO_CONTENT || status == SC_NOT_MODIFIED;
     }
 
     /**
@@ -295,8 +308,10 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         for (StoredResponse.Header header : extraHeaders) {
             response.setHeader(header.name(), header.value());
         }
-        response.setContentLength(answer.bodyLength());
-        response.getOutputStream().write(answer.body());
+        if (!hasNoBody(answer.status())) {
+            response.setContentLength(answer.bodyLength());
+            response.getOutputStream().write(answer.body());
+        }
         response.flushBuffer();
     }
 
