@@ -658,6 +658,21 @@ public class OrderController {
         }
     }
 
+    /**
+     * Writes {@code size} bytes of answer under status {@code first}, then sets {@code then}: a status decided only
+     * once the body is written.
+     */
+    @PostMapping("/restatused")
+    @Idempotent
+    public void restatused(@RequestParam int size, @RequestParam int first, @RequestParam int then,
+                           @RequestBody OrderRequest request, HttpServletResponse response) throws IOException {
+        insert(request.note());
+        response.setStatus(first);
+        response.setContentType("text/plain");
+        response.getOutputStream().write("x".repeat(size).getBytes(StandardCharsets.US_ASCII));
+        response.setStatus(then);
+    }
+
     @PostMapping("/slow")
     @Idempotent
     @ResponseStatus(HttpStatus.CREATED)
