@@ -5,6 +5,7 @@ import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
 import io.idempotency.core.IdempotencyRecord;
+import io.idempotency.core.RecordStatus;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.Transactions;
 import org.junit.jupiter.api.AfterAll;
@@ -58,6 +59,61 @@ class PostgresIdempotencyStoreIntegrationTest extends PostgresStoreContract {
                     .hasMessageContaining("holds no connection of the idempotency store's DataSource");
         }
         assertThat(store().find(key)).as("nothing was written for the refused claim").isEmpty();
+    }
+
+    /**
+     * The takeover of a FAILED record is fenced by the token the claim saw, not only by the status: between the look-up
+     * and the takeover, the record may have been removed (past its retention) and the key claimed by another request,
+     * whose attempt failed too. That FAILED record is the other request's, which may have reached a third party under
+     * the key: the retry must find it and be refused, not take it over because it is FAILED as well.
+     */
+    @Test
+    void aFailedRecordReplacedByAnotherRequestsWhileTheRetryLookedIsNotTakenOver() throws Exception {
+        ScopedKey key = newKey();
+        String hashA = "a".repeat(64);
+        String hashB = "b".repeat(64);
+        String first = ((ClaimResult.Claimed) claimCommitted(key, hashA, Duration.ofDays(1))).fencingToken();
+        assertThat(holds(store -> store.fail(key, first))).isTrue();
+        ExecutorService other = Executors.newSingleThreadExecutor(); // its own transactions, apart from the retry's
+        AtomicReference<String> replacing = new AtomicReference<>();
+        PostgresIdempotencyStore retryStore = new PostgresIdempotencyStore(dataSource(),
+                IdempotencySchema.DEFAULT_TABLE_NAME) {
+            @Override
+            protected ClaimRow claimOnce(ClaimRequest request, String token) {
+                ClaimRow row = super.claimOnce(request, token);
+                if (replacing.get() == null) {
+                    try {
+                        replacing.set(other.submit(() -> {
+                            new JdbcTemplate(dataSource()).update("DELETE FROM " + IdempotencySchema.DEFAULT_TABLE_NAME
+                                    + " WHERE caller = ? AND scope = ? AND idempotency_key = ?",
+                                    key.caller(), key.scope(), key.key());
+                            PostgresIdempotencyStoreIntegrationTest test = PostgresIdempotencyStoreIntegrationTest.this;
+                            String token2 = ((ClaimResult.Claimed) test.claimCommitted(key, hashB,
+                                    Duration.ofDays(1))).fencingToken();
+                            assertThat(test.holds(store -> store.fail(key, token2))).isTrue();
+                            return token2;
+                        }).get(10, TimeUnit.SECONDS));
+                    } catch (Exception e) {
+                        throw new IllegalStateException(e);
+                    }
+                }
+                return row;
+            }
+        };
+        try {
+            ClaimResult retry = retryStore.claim(new ClaimRequest(key, hashA, Duration.ofDays(1),
+                    Duration.ofSeconds(5)));
+
+            assertThat(replacing.get()).as("the record was replaced after the retry looked").isNotNull();
+            assertThat(retry).isInstanceOf(ClaimResult.Existing.class);
+            assertThat(((ClaimResult.Existing) retry).record().requestHash()).isEqualTo(hashB);
+            IdempotencyRecord record = store().find(key).orElseThrow();
+            assertThat(record.status()).isEqualTo(RecordStatus.FAILED);
+            assertThat(record.requestHash()).as("still the other request's").isEqualTo(hashB);
+            assertThat(record.fencingToken()).isEqualTo(replacing.get());
+        } finally {
+            other.shutdownNow();
+        }
     }
 
     /**
