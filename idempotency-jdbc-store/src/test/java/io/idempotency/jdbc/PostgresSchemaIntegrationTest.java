@@ -555,6 +555,43 @@ class PostgresSchemaIntegrationTest {
     }
 
     /**
+     * A DBA made the table and granted the application's role what its requests need, but not CREATE in the schema:
+     * the default start (the library's migration on) used to fail with Flyway's "permission denied for schema", trying
+     * to create its history table beside the table, and only after retrying for most of a minute. The table is used
+     * as it is, once checked; without one, the start is refused with the script to run.
+     */
+    @Test
+    void aRoleThatMayNotCreateInTheSchemaStartsOnATableADbaMadeAndIsToldTheScriptWithoutOne() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        String role = "idempotency_" + database.schema() + "_nocreate";
+        try (HikariDataSource owner = database.dataSource(1)) {
+            JdbcTemplate jdbc = new JdbcTemplate(owner);
+            jdbc.execute(IdempotencySchema.postgresql("idempotency_keys"));
+            jdbc.execute("create role " + role);
+            try {
+                jdbc.execute("grant usage on schema " + database.schema() + " to " + role);
+                jdbc.execute("grant select, insert, update, delete on idempotency_keys to " + role);
+                try (HikariDataSource application = database.dataSource(2,
+                        config -> config.setConnectionInitSql("set role " + role))) {
+                    assertThat(new IdempotencySchemaMigrator(application, "idempotency_keys").migrate()
+                            .migrationsExecuted).isZero();
+
+                    assertThatThrownBy(() -> new IdempotencySchemaMigrator(application, "api_requests").migrate())
+                            .isInstanceOf(io.idempotency.jdbc.flyway.IdempotencySchemaException.class)
+                            .hasMessageContaining("api_requests does not exist")
+                            .hasMessageContaining(role + " may not create")
+                            .hasMessageContaining(IdempotencySchema.POSTGRESQL_SCRIPT);
+                }
+                assertThat(jdbc.queryForObject("select to_regclass('idempotency_schema_history') is null",
+                        Boolean.class)).as("no history was half made").isTrue();
+            } finally {
+                jdbc.execute("drop owned by " + role);
+                jdbc.execute("drop role " + role);
+            }
+        }
+    }
+
+    /**
      * The partitioned table must be partitioned by range of {@code created_at}: claims put their records by it, and the
      * partitions are made and dropped by it. One partitioned otherwise — by {@code expires_at}, as natural a choice for
      * retention — was adopted: the application started, made partitions for the coming days, and every claim failed,
