@@ -125,6 +125,9 @@ class IdempotencySchemaInitializer implements InitializingBean {
             case NOT_POSTGRESQL -> "Keep the idempotency records in PostgreSQL (define the IdempotencyStore on a"
                     + " PostgreSQL DataSource, as the README describes for applications with several databases), or"
                     + " bring an IdempotencyStore for this database.";
+            case MAY_NOT_CREATE -> "Create the table from the script the message names as a role that may create in"
+                    + " the schema (a DBA, the application's own migrations), or grant the application's database"
+                    + " role CREATE on the schema.";
             case NOT_PERMITTED -> "Grant the application's database role SELECT, INSERT, UPDATE and DELETE (which"
                     + " releases intent-first claims and removes expired records) on the table.";
         };

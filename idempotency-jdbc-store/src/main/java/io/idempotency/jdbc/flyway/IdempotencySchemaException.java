@@ -21,7 +21,9 @@ public final class IdempotencySchemaException extends IllegalStateException {
         /** The database is not PostgreSQL. */
         NOT_POSTGRESQL,
         /** The application's database role may not read, insert or update the table's records. */
-        NOT_PERMITTED
+        NOT_PERMITTED,
+        /** It does not exist, and the application's database role may not create tables in its schema. */
+        MAY_NOT_CREATE
     }
 
     private final Problem problem;

@@ -27,6 +27,8 @@ import java.util.Map;
  */
 public final class IdempotencySchemaMigrator {
 
+    private static final System.Logger log = System.getLogger(IdempotencySchemaMigrator.class.getName());
+
     /** Attempts of a migration that lost a race with another instance starting at the same moment. */
     private static final int ATTEMPTS = 3;
 
@@ -74,11 +76,33 @@ public final class IdempotencySchemaMigrator {
      * Brings the schema up to date; safe to run from several instances at once. Flyway locks its history while it
      * migrates, but decides on a baseline before it has the lock: an instance that loses that race to another one
      * starting at the same moment tries again, and then finds the work done.
+     * <p>
+     * A database role that may not create tables in the connection's default schema (the table made by a DBA, who
+     * granted the role only what requests need) cannot run the migration, nor keep its history: the table is then
+     * checked as {@link #verify()} checks it, and used as it is.
      *
      * @throws IdempotencySchemaException if the table exists with the other layout (partitioned or not) than asked
-     *                                    for, or is missing although its history says it was created
+     *                                    for, or is missing although its history says it was created, or is missing
+     *                                    and the role may not create it
      */
     public MigrateResult migrate() {
+        requirePostgreSQL();
+        String[] denied = creationDenied();
+        if (denied != null) {
+            // the migration could not even write its history: use the table a DBA made, once checked
+            verify(IdempotencySchemaException.Problem.MAY_NOT_CREATE, "table " + tableName + " does not exist in"
+                    + " schema " + denied[1] + ", and the application's database role " + denied[0] + " may not"
+                    + " create it there (it lacks CREATE on the schema): create it from " + script() + " (with the"
+                    + " table name replaced) as a role that may, or grant " + denied[0] + " CREATE on schema "
+                    + denied[1]);
+            log.log(System.Logger.Level.INFO, "The idempotency table " + tableName + " is used as it is, not"
+                    + " migrated: the database role " + denied[0] + " may not create in schema " + denied[1]);
+            MigrateResult result = new MigrateResult();
+            result.success = true;
+            result.schemaName = denied[1];
+            result.addWarning("not migrated: role " + denied[0] + " may not create in schema " + denied[1]);
+            return result;
+        }
         for (int attempt = 1; ; attempt++) {
             try {
                 return migrateOnce();
@@ -97,7 +121,6 @@ public final class IdempotencySchemaMigrator {
     }
 
     private MigrateResult migrateOnce() {
-        requirePostgreSQL();
         Boolean layout = existingLayout();
         if (layout != null) {
             checkSchema();
@@ -181,12 +204,16 @@ public final class IdempotencySchemaMigrator {
      */
     public void verify() {
         requirePostgreSQL();
+        verify(IdempotencySchemaException.Problem.MISSING, "table " + tableName
+                + " does not exist in the connection's schema, and"
+                + " the library's migration is switched off: create it from " + script() + " (with the table"
+                + " name replaced), or let the library create it");
+    }
+
+    private void verify(IdempotencySchemaException.Problem whenMissing, String missing) {
         Boolean layout = existingLayout();
         if (layout == null) {
-            throw new IdempotencySchemaException(IdempotencySchemaException.Problem.MISSING, "table " + tableName
-                    + " does not exist in the connection's schema, and"
-                    + " the library's migration is switched off: create it from " + script() + " (with the table"
-                    + " name replaced), or let the library create it");
+            throw new IdempotencySchemaException(whenMissing, missing);
         }
         checkSchema();
         checkLayout(layout);
@@ -520,6 +547,26 @@ public final class IdempotencySchemaMigrator {
             return new String[] {metaData.getDatabaseProductName(), metaData.getDatabaseProductVersion()};
         } catch (SQLException e) {
             throw new IllegalStateException("could not ask the DataSource which database it is", e);
+        }
+    }
+
+    /**
+     * The application's database role and the connection's default schema, if the role may not create tables there
+     * (a DBA made the table and granted only what requests need); {@code null} if it may, or if there is no such
+     * schema yet (Flyway creates it, or says why it cannot).
+     */
+    private String[] creationDenied() {
+        try (Connection connection = dataSource.getConnection();
+             PreparedStatement statement = connection.prepareStatement("SELECT current_user, current_schema(),"
+                     + " has_schema_privilege(current_schema(), 'CREATE')")) {
+            try (ResultSet rs = statement.executeQuery()) {
+                rs.next();
+                boolean mayCreate = rs.getBoolean(3);
+                return rs.wasNull() || mayCreate ? null : new String[] {rs.getString(1), rs.getString(2)};
+            }
+        } catch (SQLException e) {
+            throw new IllegalStateException("could not ask whether the database role may create table " + tableName,
+                    e);
         }
     }
 
