@@ -282,6 +282,40 @@ class PostgresSchemaIntegrationTest {
         }
     }
 
+    /**
+     * An instance starting while another one's migration is stuck (here behind a transaction left open that creates a
+     * table of the same name) waits for the migration lock as long as Flyway lets it, once: waiting three times over,
+     * as when the lock's timeout was taken for the race of instances starting together, kept it from starting for two
+     * and a half minutes, to fail with Flyway's advice to configure a setting the application cannot reach.
+     */
+    @Test
+    void anInstanceWaitingTooLongForAnotherOnesMigrationSaysWhoHoldsTheLock() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(6); java.sql.Connection stuck = dataSource.getConnection()) {
+            stuck.setAutoCommit(false);
+            try (java.sql.Statement statement = stuck.createStatement()) {
+                statement.execute("create table idempotency_keys (id int)");
+            }
+            ExecutorService first = Executors.newSingleThreadExecutor();
+            try {
+                Future<Integer> migrating = first.submit(() -> new IdempotencySchemaMigrator(dataSource,
+                        "idempotency_keys").migrate().migrationsExecuted);
+                database.awaitLockWaiter(Duration.ofSeconds(30)); // its V1 waits, holding the migration lock
+
+                assertThatThrownBy(() -> new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate())
+                        .isInstanceOf(io.idempotency.jdbc.flyway.IdempotencySchemaException.class)
+                        .hasMessageContaining("idempotency_schema_history")
+                        .hasMessageContaining("pg_locks");
+
+                stuck.rollback();
+                assertThat(migrating.get(60, TimeUnit.SECONDS)).isEqualTo(1);
+                new IdempotencySchemaMigrator(dataSource, "idempotency_keys").verify();
+            } finally {
+                first.shutdownNow();
+            }
+        }
+    }
+
     @Test
     void aTableNameWhoseHistoryWouldBeTheDefaultTablesIsRefused() {
         assertThatThrownBy(() -> IdempotencySchemaMigrator.historyTable("idempotency"))
