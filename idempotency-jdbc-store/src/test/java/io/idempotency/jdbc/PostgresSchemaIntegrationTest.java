@@ -303,7 +303,9 @@ class PostgresSchemaIntegrationTest {
                 database.awaitLockWaiter(Duration.ofSeconds(30)); // its V1 waits, holding the migration lock
 
                 assertThatThrownBy(() -> new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate())
-                        .isInstanceOf(io.idempotency.jdbc.flyway.IdempotencySchemaException.class)
+                        .isInstanceOfSatisfying(io.idempotency.jdbc.flyway.IdempotencySchemaException.class, e ->
+                                assertThat(e.problem()).isEqualTo(
+                                        io.idempotency.jdbc.flyway.IdempotencySchemaException.Problem.LOCKED))
                         .hasMessageContaining("idempotency_schema_history")
                         .hasMessageContaining("pg_locks");
 
@@ -611,7 +613,9 @@ class PostgresSchemaIntegrationTest {
                             .migrationsExecuted).isZero();
 
                     assertThatThrownBy(() -> new IdempotencySchemaMigrator(application, "api_requests").migrate())
-                            .isInstanceOf(io.idempotency.jdbc.flyway.IdempotencySchemaException.class)
+                            .isInstanceOfSatisfying(io.idempotency.jdbc.flyway.IdempotencySchemaException.class, e ->
+                                    assertThat(e.problem()).isEqualTo(io.idempotency.jdbc.flyway
+                                            .IdempotencySchemaException.Problem.MAY_NOT_CREATE))
                             .hasMessageContaining("api_requests does not exist")
                             .hasMessageContaining(role + " may not create")
                             .hasMessageContaining(IdempotencySchema.POSTGRESQL_SCRIPT);

@@ -128,6 +128,9 @@ class IdempotencySchemaInitializer implements InitializingBean {
             case MAY_NOT_CREATE -> "Create the table from the script the message names as a role that may create in"
                     + " the schema (a DBA, the application's own migrations), or grant the application's database"
                     + " role CREATE on the schema.";
+            case LOCKED -> "If another instance was starting at the same time, start this one again once that one has"
+                    + " started; otherwise end the session that holds the lock (or the open transaction the migration"
+                    + " waits behind), and start again.";
             case NOT_PERMITTED -> "Grant the application's database role SELECT, INSERT, UPDATE and DELETE (which"
                     + " releases intent-first claims and removes expired records) on the table.";
         };

@@ -23,7 +23,9 @@ public final class IdempotencySchemaException extends IllegalStateException {
         /** The application's database role may not read, insert or update the table's records. */
         NOT_PERMITTED,
         /** It does not exist, and the application's database role may not create tables in its schema. */
-        MAY_NOT_CREATE
+        MAY_NOT_CREATE,
+        /** Its migration gave up waiting for the lock another session holds on the migration history. */
+        LOCKED
     }
 
     private final Problem problem;

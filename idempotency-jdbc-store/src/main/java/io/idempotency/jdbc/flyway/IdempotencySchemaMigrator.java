@@ -75,7 +75,8 @@ public final class IdempotencySchemaMigrator {
     /**
      * Brings the schema up to date; safe to run from several instances at once. Flyway locks its history while it
      * migrates, but decides on a baseline before it has the lock: an instance that loses that race to another one
-     * starting at the same moment tries again, and then finds the work done.
+     * starting at the same moment tries again, and then finds the work done. One that finds the lock held by another
+     * session waits as long as Flyway waits for it (about 50 seconds), and then fails ({@code LOCKED}).
      * <p>
      * A database role that may not create tables in the connection's default schema (the table made by a DBA, who
      * granted the role only what requests need) cannot run the migration, nor keep its history: the table is then
@@ -83,7 +84,8 @@ public final class IdempotencySchemaMigrator {
      *
      * @throws IdempotencySchemaException if the table exists with the other layout (partitioned or not) than asked
      *                                    for, or is missing although its history says it was created, or is missing
-     *                                    and the role may not create it
+     *                                    and the role may not create it, or another session held the migration lock
+     *                                    for as long as Flyway waits
      */
     public MigrateResult migrate() {
         requirePostgreSQL();
@@ -107,6 +109,16 @@ public final class IdempotencySchemaMigrator {
             try {
                 return migrateOnce();
             } catch (FlywayException e) {
+                if (waitedForTheLock(e)) {
+                    // not the race of instances starting together: trying again would only wait as long once more
+                    String history = historyTable(tableName);
+                    throw new IdempotencySchemaException(IdempotencySchemaException.Problem.LOCKED, "the migration of"
+                            + " table " + tableName + " gave up waiting for the lock on its history " + history
+                            + ", which another session has held all along: another instance migrating the table, its"
+                            + " migration stuck behind a transaction left open, or a session that took the lock and"
+                            + " never let go (find it in pg_locks, locktype advisory, and pg_stat_activity). Flyway: "
+                            + e.getMessage());
+                }
                 if (attempt == ATTEMPTS) {
                     throw e;
                 }
@@ -118,6 +130,17 @@ public final class IdempotencySchemaMigrator {
                 }
             }
         }
+    }
+
+    /** Whether Flyway gave up waiting for its lock on the history, which another session holds. */
+    private static boolean waitedForTheLock(FlywayException e) {
+        for (Throwable cause = e; cause != null; cause = cause.getCause()) {
+            String message = cause.getMessage();
+            if (message != null && message.contains("attempting to acquire PostgreSQL advisory lock")) {
+                return true;
+            }
+        }
+        return false;
     }
 
     private MigrateResult migrateOnce() {
