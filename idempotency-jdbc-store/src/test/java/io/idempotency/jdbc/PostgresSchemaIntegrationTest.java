@@ -630,6 +630,35 @@ class PostgresSchemaIntegrationTest {
     }
 
     /**
+     * The migration ran once as the owner (a deploy job, a DBA), and the application's role may read its history but
+     * not change it: every later start needs nothing written there, and must not fail rewriting the checksums that
+     * only histories of earlier versions hold.
+     */
+    @Test
+    void aRoleThatMayOnlyReadTheHistoryStartsOnceTheMigrationRan() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        String role = "idempotency_" + database.schema() + "_reader";
+        try (HikariDataSource owner = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(owner, "idempotency_keys").migrate();
+            JdbcTemplate jdbc = new JdbcTemplate(owner);
+            jdbc.execute("create role " + role);
+            try {
+                jdbc.execute("grant usage, create on schema " + database.schema() + " to " + role);
+                jdbc.execute("grant select, insert, update, delete on idempotency_keys to " + role);
+                jdbc.execute("grant select on " + IdempotencySchemaMigrator.HISTORY_TABLE + " to " + role);
+                try (HikariDataSource application = database.dataSource(2,
+                        config -> config.setConnectionInitSql("set role " + role))) {
+                    assertThat(new IdempotencySchemaMigrator(application, "idempotency_keys").migrate()
+                            .migrationsExecuted).isZero();
+                }
+            } finally {
+                jdbc.execute("drop owned by " + role);
+                jdbc.execute("drop role " + role);
+            }
+        }
+    }
+
+    /**
      * The partitioned table must be partitioned by range of {@code created_at}: claims put their records by it, and the
      * partitions are made and dropped by it. One partitioned otherwise — by {@code expires_at}, as natural a choice for
      * retention — was adopted: the application started, made partitions for the coming days, and every claim failed,
