@@ -186,21 +186,35 @@ public final class IdempotencySchemaMigrator {
      */
     private void adoptChecksumOfEarlierVersions(String history) {
         V1__Create_idempotency_keys current = new V1__Create_idempotency_keys(tableName, partitioned);
-        try (Connection connection = dataSource.getConnection();
-             PreparedStatement statement = connection.prepareStatement("UPDATE " + history
-                     + " SET checksum = ? WHERE version = '1' AND checksum IN (?, ?)")) {
-            statement.setInt(1, current.getChecksum());
-            statement.setInt(2, V1__Create_idempotency_keys.checksumOf(IdempotencySchema.postgresql(tableName)));
-            statement.setInt(3, V1__Create_idempotency_keys.checksumOf(
-                    IdempotencySchema.postgresqlPartitioned(tableName)));
-            statement.executeUpdate();
+        int[] earlier = {V1__Create_idempotency_keys.checksumOf(IdempotencySchema.postgresql(tableName)),
+                V1__Create_idempotency_keys.checksumOf(IdempotencySchema.postgresqlPartitioned(tableName))};
+        String written = " WHERE version = '1' AND checksum IN (?, ?)";
+        try (Connection connection = dataSource.getConnection()) {
+            // looked for first: a role that may read the history but not change it (the migration ran as the owner)
+            // has nothing to change in a history of this version, and may not even run an UPDATE that matches nothing
+            try (PreparedStatement statement = connection.prepareStatement("SELECT 1 FROM " + history + written)) {
+                statement.setInt(1, earlier[0]);
+                statement.setInt(2, earlier[1]);
+                try (ResultSet rs = statement.executeQuery()) {
+                    if (!rs.next()) {
+                        return;
+                    }
+                }
+            }
+            try (PreparedStatement statement = connection.prepareStatement("UPDATE " + history
+                    + " SET checksum = ?" + written)) {
+                statement.setInt(1, current.getChecksum());
+                statement.setInt(2, earlier[0]);
+                statement.setInt(3, earlier[1]);
+                statement.executeUpdate();
+            }
             if (!connection.getAutoCommit()) {
                 // a pool that does not auto-commit rolls back what a connection left uncommitted when it comes back:
                 // Flyway would then refuse the history it finds
                 connection.commit();
             }
         } catch (SQLException e) {
-            throw new IllegalStateException("could not read the migration history " + history, e);
+            throw new IllegalStateException("could not read or update the migration history " + history, e);
         }
     }
 
