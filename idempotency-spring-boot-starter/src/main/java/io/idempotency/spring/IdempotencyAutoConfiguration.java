@@ -471,12 +471,13 @@ public class IdempotencyAutoConfiguration {
             if (table != null && table.contains(".")) {
                 refuse("idempotency.jdbc.table-name", "\"" + table + "\"", "a table name without a schema: the table"
                         + " is in the connection's default schema (the first on its search path); to keep it in"
-                        + " another, make that one the default, with currentSchema in the JDBC URL or the role's"
-                        + " search_path, or give the store a DataSource of its own whose default it is");
+                        + " another, make that one the default (PostgreSQL: currentSchema in the JDBC URL, or the"
+                        + " role's search_path; MariaDB: the database the JDBC URL names), or give the store a"
+                        + " DataSource of its own whose default it is");
             }
             if (table != null && (table.contains("\"") || table.contains("`"))) {
                 refuse("idempotency.jdbc.table-name", "\"" + table + "\"", "a name without quotes: it is written"
-                        + " unquoted in SQL, where PostgreSQL folds it to lower case (ApiRequests names apirequests)");
+                        + " unquoted in SQL (where PostgreSQL folds it to lower case: ApiRequests names apirequests)");
             }
             refuse("idempotency.jdbc.table-name", "\"" + table + "\"", "a plain SQL identifier ([A-Za-z_][A-Za-z0-9_]*)"
                     + " of at most " + IdempotencySchema.MAX_TABLE_NAME_LENGTH + " characters, so that the index and"
