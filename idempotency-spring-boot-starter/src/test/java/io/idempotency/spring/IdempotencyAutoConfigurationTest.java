@@ -86,6 +86,37 @@ class IdempotencyAutoConfigurationTest {
                 });
     }
 
+    /**
+     * The application's role may not create in the schema (PostgreSQL 15 and later grant no one CREATE on public): the
+     * table a DBA made is used with the migration left on, and without it the report says what to run or grant.
+     */
+    @Test
+    void aRoleThatMayNotCreateInTheSchemaStartsOnTheDbasTableAndIsToldWhatToDoWithoutIt() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        String role = "idempotency_" + database.schema() + "_app";
+        database.queryString("create role " + role);
+        try {
+            database.queryString("grant usage on schema " + database.schema() + " to " + role);
+            WebApplicationContextRunner application = TestDatabases.contextRunner(database)
+                    .withPropertyValues("spring.datasource.hikari.connection-init-sql=set role " + role);
+
+            application.run(context -> assertThat(new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure()))
+                    .satisfies(analysis -> {
+                        assertThat(analysis.getDescription()).contains("table idempotency_keys does not exist",
+                                role + " may not create", "io/idempotency/jdbc/postgresql/schema.sql");
+                        assertThat(analysis.getAction()).contains("grant the application's database role CREATE")
+                                .doesNotContain("initialize-schema");
+                    }));
+
+            database.queryString(io.idempotency.jdbc.IdempotencySchema.postgresql("idempotency_keys"));
+            database.queryString("grant select, insert, update, delete on idempotency_keys to " + role);
+            application.run(context -> assertThat(context).hasNotFailed());
+        } finally {
+            database.queryString("drop owned by " + role);
+            database.queryString("drop role " + role);
+        }
+    }
+
     @Test
     void eachTableProblemComesWithItsOwnAction() {
         TestPostgres.Database database = TestPostgres.newDatabase();
