@@ -7,6 +7,7 @@ import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
@@ -289,6 +290,7 @@ class PostgresSchemaIntegrationTest {
      * and a half minutes, to fail with Flyway's advice to configure a setting the application cannot reach.
      */
     @Test
+    @Tag("slow") // waits out Flyway's own wait for its lock, about 50 s: the same on every PostgreSQL version
     void anInstanceWaitingTooLongForAnotherOnesMigrationSaysWhoHoldsTheLock() throws Exception {
         TestPostgres.Database database = TestPostgres.newDatabase();
         try (HikariDataSource dataSource = database.dataSource(6); java.sql.Connection stuck = dataSource.getConnection()) {
