@@ -4,6 +4,7 @@ import com.zaxxer.hikari.HikariDataSource;
 import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
 import io.idempotency.core.IdempotencyStore;
+import io.idempotency.core.RecordStatus;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.Transactions;
 import io.idempotency.jdbc.SpringTransactions;
@@ -416,6 +417,66 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         } finally {
             transaction.rollback();
         }
+    }
+
+    /**
+     * A retry's takeover is tied to the FAILED record it looked up, by that record's fencing token: when the record is
+     * deleted between the look-up and the takeover, and another request claims the key and fails in its turn, the
+     * key holds a FAILED record again, but of another request, which the retry must not take over (its request would
+     * run and its answer be stored for the other request's key). It looks again and gets that record.
+     */
+    @Test
+    void aFailedRecordReplacedByAnotherRequestsWhileTheRetryLookedIsNotTakenOver() throws Exception {
+        ScopedKey key = newKey();
+        String hashA = "a".repeat(64);
+        String hashB = "b".repeat(64);
+        String first = ((ClaimResult.Claimed) claimCommitted(key, hashA, Duration.ofDays(1))).fencingToken();
+        assertThat(holds(store -> store.fail(key, first))).isTrue();
+        AtomicReference<String> replacing = new AtomicReference<>();
+        DataSource replacedBeforeTheTakeover = new DelegatingDataSource(DATA_SOURCE) {
+            @Override
+            public Connection getConnection() throws SQLException {
+                Connection connection = super.getConnection();
+                return (Connection) Proxy.newProxyInstance(getClass().getClassLoader(),
+                        new Class<?>[] {Connection.class}, (proxy, method, args) -> {
+                            if (method.getName().equals("prepareStatement") && ((String) args[0]).contains("UPDATE")
+                                    && ((String) args[0]).contains("SET status = 'PROCESSING'")
+                                    && replacing.get() == null) {
+                                // on connections of their own, committed before the retry's takeover runs
+                                replacing.set(Async.supply(() -> {
+                                    new JdbcTemplate(DATA_SOURCE).update("DELETE FROM idempotency_keys"
+                                            + " WHERE caller = ? AND scope = ? AND idempotency_key = ?",
+                                            key.caller(), key.scope(), key.key());
+                                    String second = ((ClaimResult.Claimed) claimCommitted(key, hashB,
+                                            Duration.ofDays(1))).fencingToken();
+                                    assertThat(holds(store -> store.fail(key, second))).isTrue();
+                                    return second;
+                                }).get(30, TimeUnit.SECONDS));
+                            }
+                            try {
+                                return method.invoke(connection, args);
+                            } catch (InvocationTargetException e) {
+                                throw e.getCause();
+                            }
+                        });
+            }
+        };
+        MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(replacedBeforeTheTakeover, "idempotency_keys");
+        Transactions.Transaction transaction =
+                new SpringTransactions(new DataSourceTransactionManager(replacedBeforeTheTakeover)).begin();
+        try {
+            ClaimResult retry = store.claim(new ClaimRequest(key, hashA, Duration.ofDays(1), Duration.ofSeconds(5)));
+
+            assertThat(replacing.get()).as("the record was replaced after the retry looked").isNotNull();
+            assertThat(retry).as("the retry of the first request").isInstanceOf(ClaimResult.Existing.class);
+            assertThat(((ClaimResult.Existing) retry).record().requestHash()).isEqualTo(hashB);
+        } finally {
+            transaction.rollback();
+        }
+        var record = STORE.find(key).orElseThrow();
+        assertThat(record.status()).isEqualTo(RecordStatus.FAILED);
+        assertThat(record.requestHash()).as("still the other request's").isEqualTo(hashB);
+        assertThat(record.fencingToken()).isEqualTo(replacing.get());
     }
 
     /**
