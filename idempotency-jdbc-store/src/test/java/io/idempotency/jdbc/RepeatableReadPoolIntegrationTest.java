@@ -3,7 +3,12 @@ package io.idempotency.jdbc;
 import com.zaxxer.hikari.HikariDataSource;
 import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
+import io.idempotency.core.DownstreamKeys;
+import io.idempotency.core.IdempotencyEngine;
+import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.ScopedKey;
+import io.idempotency.core.StaleClaimResolver;
+import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.Async;
@@ -114,6 +119,55 @@ class RepeatableReadPoolIntegrationTest {
         assertThat(store.complete(key, ((ClaimResult.Claimed) result).fencingToken(),
                 new StoredResponse(201, List.of(), "done".getBytes()))).isTrue();
         assertThat(store.find(key)).map(record -> record.status().name()).hasValue("SUCCEEDED");
+    }
+
+    /**
+     * The engine on the pool's transaction manager, as the starter sets it up for a pool that does not default to
+     * READ COMMITTED: its transactions ask for READ COMMITTED, so requests are claimed, answered and replayed, in one
+     * transaction and intent-first, and a retry takes a stale claim over and runs. Were its transactions left at the
+     * pool's REPEATABLE READ, every claim would be refused (a concurrent claim would fail with a serialization error
+     * instead of waiting for the other's outcome).
+     */
+    @Test
+    void theEngineClaimsCompletesAndTakesOverOnARepeatableReadPool() {
+        IdempotencyEngine engine = new IdempotencyEngine(store,
+                new SpringTransactions(new DataSourceTransactionManager(pool)), StoragePolicy.DEFAULT,
+                Duration.ofDays(1), Duration.ofSeconds(1), StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
+        try {
+            for (IdempotencyMode mode : IdempotencyMode.values()) {
+                ScopedKey key = newKey();
+                IdempotencyEngine.Start first = engine.start(key, HASH, mode, Duration.ofMinutes(1));
+                assertThat(first).as("the first request, %s", mode).isInstanceOf(IdempotencyEngine.Proceed.class);
+                assertThat(((IdempotencyEngine.Proceed) first).execution().finish(answer()))
+                        .isEqualTo(IdempotencyEngine.Outcome.STORED);
+                assertThat(engine.start(key, HASH, mode, Duration.ofMinutes(1))).as("its retry, %s", mode)
+                        .isEqualTo(new IdempotencyEngine.Replay(answer()));
+            }
+
+            ScopedKey key = newKey();
+            IdempotencyEngine.Start crashed = engine.start(key, HASH, IdempotencyMode.INTENT_FIRST,
+                    Duration.ofMinutes(1));
+            assertThat(crashed).isInstanceOf(IdempotencyEngine.Proceed.class);
+            ((IdempotencyEngine.Proceed) crashed).execution().abandon(); // the outcome is unknown: the claim stays
+            // and its lease runs out
+            assertThat(jdbc.update("UPDATE idempotency_keys SET locked_until = now() - interval '1 second'"
+                    + " WHERE caller = ? AND scope = ? AND idempotency_key = ?", key.caller(), key.scope(), key.key()))
+                    .isEqualTo(1);
+            IdempotencyEngine.Start retry = engine.start(key, HASH, IdempotencyMode.INTENT_FIRST,
+                    Duration.ofMinutes(1));
+            assertThat(retry).as("the retry of the stale claim").isInstanceOf(IdempotencyEngine.Proceed.class);
+            assertThat(((IdempotencyEngine.Proceed) retry).execution().finish(answer()))
+                    .isEqualTo(IdempotencyEngine.Outcome.STORED);
+            assertThat(store.find(key)).map(record -> record.status().name()).hasValue("SUCCEEDED");
+            assertThat(jdbc.queryForObject("show transaction_isolation", String.class))
+                    .as("the pool's own default is left as it was").isEqualTo("repeatable read");
+        } finally {
+            engine.shutdown();
+        }
+    }
+
+    private static StoredResponse answer() {
+        return new StoredResponse(201, List.of(), "done".getBytes());
     }
 
     /** A committed intent-first claim of {@code key} whose lease has run out; its token. */
