@@ -219,7 +219,7 @@ public class PostgresPartitionMaintenance {
         try (Connection connection = dataSource.getConnection()) {
             boolean previousAutoCommit = connection.getAutoCommit();
             connection.setAutoCommit(true); // DETACH … CONCURRENTLY cannot run inside a transaction block
-            String previousLockTimeout = currentLockTimeout(connection);
+            String previousLockTimeout = currentSetting(connection, "lock_timeout");
             try {
                 // before the advisory lock: waiting for another instance is bounded by it too
                 setLockTimeout(connection, ddlLockTimeout);
@@ -233,21 +233,13 @@ public class PostgresPartitionMaintenance {
                     unlock(connection, lock);
                 }
             } finally { // the pooled connection goes back as it came (a pool need not reset what a borrower changed)
-                try (PreparedStatement restore = connection.prepareStatement(
-                        "SELECT set_config('lock_timeout', ?, false)")) {
-                    restore.setString(1, previousLockTimeout);
-                    restore.execute();
-                }
+                restoreSetting(connection, "lock_timeout", previousLockTimeout);
                 connection.setAutoCommit(previousAutoCommit);
             }
         } catch (SQLException e) {
             throw new IllegalStateException("maintenance of the partitions of " + table + " failed: "
                     + e.getMessage(), e);
         }
-    }
-
-    private static String currentLockTimeout(Connection connection) throws SQLException {
-        return currentSetting(connection, "lock_timeout");
     }
 
     private static String currentSetting(Connection connection, String name) throws SQLException {
