@@ -292,8 +292,7 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         }
         Charset charset;
         try {
-            charset = getCharacterEncoding() == null ? StandardCharsets.ISO_8859_1
-                    : Charset.forName(getCharacterEncoding());
+            charset = charset();
         } catch (IllegalArgumentException e) {
             throw new IllegalStateException("the form's charset is not supported", e);
         }
@@ -408,11 +407,19 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
     @Override
     public BufferedReader getReader() throws IOException {
         if (reader == null) {
-            String encoding = getCharacterEncoding();
-            Charset charset = encoding == null ? StandardCharsets.ISO_8859_1 : Charset.forName(encoding);
-            reader = new BufferedReader(new InputStreamReader(getInputStream(), charset));
+            reader = new BufferedReader(new InputStreamReader(getInputStream(), charset()));
         }
         return reader;
+    }
+
+    /**
+     * The charset the body is text in: the request's character encoding, else ISO-8859-1 (the servlet default).
+     *
+     * @throws IllegalArgumentException if the encoding names no charset this JVM has
+     */
+    private Charset charset() {
+        String encoding = getCharacterEncoding();
+        return encoding == null ? StandardCharsets.ISO_8859_1 : Charset.forName(encoding);
     }
 
     /**

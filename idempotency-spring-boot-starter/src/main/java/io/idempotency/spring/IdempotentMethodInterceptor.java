@@ -10,8 +10,6 @@ import io.idempotency.core.RequestFingerprint;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
-import jakarta.servlet.ServletRequest;
-import jakarta.servlet.ServletRequestWrapper;
 import jakarta.servlet.http.HttpServletRequest;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.aopalliance.intercept.MethodInvocation;
@@ -41,6 +39,7 @@ import org.springframework.web.context.request.ServletRequestAttributes;
 import org.springframework.web.method.HandlerMethod;
 import org.springframework.web.servlet.HandlerMapping;
 import org.springframework.web.servlet.function.RouterFunctions;
+import org.springframework.web.util.WebUtils;
 
 import java.io.IOException;
 import java.lang.reflect.Array;
@@ -953,17 +952,6 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             return form;
         }
 
-        /** The library's recording wrapper under {@code request}, or null. */
-        private static BodyRecordingRequest recordingRequest(ServletRequest request) {
-            while (request instanceof ServletRequestWrapper wrapper) {
-                if (wrapper instanceof BodyRecordingRequest recorded) {
-                    return recorded;
-                }
-                request = wrapper.getRequest();
-            }
-            return null;
-        }
-
         /**
          * The request's parameters. The container parses them on the first call that asks for one, and refuses a
          * query or form it cannot read (Servlet 6.1: {@code IllegalStateException}).
@@ -971,7 +959,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         private static Map<String, String[]> parameters(HttpServletRequest request)
                 throws UnreadableParametersException {
             try {
-                BodyRecordingRequest recorded = recordingRequest(request);
+                BodyRecordingRequest recorded = WebUtils.getNativeRequest(request, BodyRecordingRequest.class);
                 if (recorded != null) {
                     recorded.keepFormBody();
                 }
