@@ -35,13 +35,11 @@ import org.springframework.context.ApplicationContext;
 import org.springframework.context.ApplicationListener;
 import org.springframework.context.event.ContextRefreshedEvent;
 import org.springframework.context.ConfigurableApplicationContext;
-import org.springframework.core.MethodIntrospector;
 import org.springframework.core.MethodParameter;
 import org.springframework.core.Ordered;
 import org.springframework.core.ReactiveAdapterRegistry;
 import org.springframework.core.ResolvableType;
 import org.springframework.core.annotation.AnnotatedElementUtils;
-import org.springframework.core.annotation.AnnotationUtils;
 import org.springframework.core.annotation.MergedAnnotations;
 import org.springframework.core.annotation.OrderUtils;
 import org.springframework.http.HttpEntity;
@@ -83,7 +81,6 @@ import java.lang.reflect.Proxy;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
-import java.util.Comparator;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.IdentityHashMap;
@@ -487,20 +484,6 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                 && pointcutAdvisor.getPointcut().getMethodMatcher().matches(method, type);
     }
 
-    /** The {@code @Idempotent} methods of {@code type}, in a stable order; none for a class that cannot be read. */
-    private static List<Method> idempotentMethods(Class<?> type) {
-        if (Proxy.isProxyClass(type) || !AnnotationUtils.isCandidateClass(type, Idempotent.class)) {
-            return List.of();
-        }
-        try {
-            return MethodIntrospector.selectMethods(type, (MethodIntrospector.MetadataLookup<Boolean>)
-                    method -> AnnotatedElementUtils.hasAnnotation(method, Idempotent.class) ? Boolean.TRUE : null)
-                    .keySet().stream().sorted(Comparator.comparing(Method::toString)).toList();
-        } catch (RuntimeException | LinkageError e) {
-            return List.of(); // a class whose methods cannot be read: no handler of it can be mapped either
-        }
-    }
-
     /**
      * A bean with {@code @Idempotent} methods, of the class they are read from; {@code bean} is null when it is not made
      * yet (lazy, or made per scope), its type then read from its definition.
@@ -537,7 +520,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                 }
             }
             type = ClassUtils.getUserClass(type);
-            List<Method> idempotent = idempotentMethods(type);
+            // a JDK proxy class's methods are its interfaces': no handler is mapped on them
+            List<Method> idempotent = Proxy.isProxyClass(type) ? List.of() : IdempotentAdvisor.idempotentMethods(type);
             if (!idempotent.isEmpty()) {
                 found.add(new IdempotentBean(name, type, idempotent, bean));
             }

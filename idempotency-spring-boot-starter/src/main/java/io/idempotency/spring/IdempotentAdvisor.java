@@ -4,11 +4,15 @@ import io.idempotency.core.Idempotent;
 import org.aopalliance.aop.Advice;
 import org.springframework.aop.support.AopUtils;
 import org.springframework.aop.support.StaticMethodMatcherPointcutAdvisor;
+import org.springframework.core.MethodIntrospector;
 import org.springframework.core.Ordered;
 import org.springframework.core.annotation.AnnotatedElementUtils;
+import org.springframework.core.annotation.AnnotationUtils;
 
 import java.lang.reflect.Method;
 import java.lang.reflect.Proxy;
+import java.util.Comparator;
+import java.util.List;
 
 /**
  * Applies the {@link IdempotentMethodInterceptor} to methods annotated {@code @Idempotent}, ordered outside
@@ -50,5 +54,23 @@ public class IdempotentAdvisor extends StaticMethodMatcherPointcutAdvisor {
         }
         Method specific = AopUtils.getMostSpecificMethod(method, targetClass);
         return specific != method && AnnotatedElementUtils.hasAnnotation(specific, Idempotent.class) ? specific : null;
+    }
+
+    /**
+     * The methods of {@code type} that carry {@code @Idempotent} as this advisor matches them (the method, or one it
+     * overrides or implements), in a stable order; none for a class whose methods cannot be read (a missing optional
+     * dependency), which cannot be advised either.
+     */
+    static List<Method> idempotentMethods(Class<?> type) {
+        if (!AnnotationUtils.isCandidateClass(type, Idempotent.class)) {
+            return List.of();
+        }
+        try {
+            return MethodIntrospector.selectMethods(type, (MethodIntrospector.MetadataLookup<Boolean>)
+                    method -> AnnotatedElementUtils.hasAnnotation(method, Idempotent.class) ? Boolean.TRUE : null)
+                    .keySet().stream().sorted(Comparator.comparing(Method::toString)).toList();
+        } catch (RuntimeException | LinkageError e) {
+            return List.of();
+        }
     }
 }

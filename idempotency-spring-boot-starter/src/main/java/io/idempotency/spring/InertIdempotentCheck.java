@@ -12,9 +12,7 @@ import org.springframework.boot.autoconfigure.condition.ConditionEvaluationRepor
 import org.springframework.context.ApplicationContext;
 import org.springframework.context.ApplicationContextAware;
 import org.springframework.context.ConfigurableApplicationContext;
-import org.springframework.core.MethodIntrospector;
 import org.springframework.core.annotation.AnnotatedElementUtils;
-import org.springframework.core.annotation.AnnotationUtils;
 import org.springframework.core.annotation.MergedAnnotations;
 import org.springframework.util.ClassUtils;
 import org.springframework.web.context.WebApplicationContext;
@@ -170,8 +168,9 @@ class InertIdempotentCheck implements SmartInitializingSingleton, ApplicationCon
             } catch (RuntimeException | LinkageError e) {
                 continue; // a type that cannot be resolved (without creating the bean) has nothing to tell
             }
-            if (type != null) {
-                addIdempotentMethods(ClassUtils.getUserClass(type), seen, found);
+            Class<?> userClass = type == null ? null : ClassUtils.getUserClass(type);
+            if (userClass != null && seen.add(userClass)) {
+                found.addAll(IdempotentAdvisor.idempotentMethods(userClass));
             }
         }
         if (MVC_PRESENT) {
@@ -180,19 +179,6 @@ class InertIdempotentCheck implements SmartInitializingSingleton, ApplicationCon
         List<Method> methods = new ArrayList<>(found);
         methods.sort(Comparator.comparing(Method::toString));
         return methods;
-    }
-
-    private static void addIdempotentMethods(Class<?> type, Set<Class<?>> seen, Set<Method> found) {
-        if (!seen.add(type) || !AnnotationUtils.isCandidateClass(type, Idempotent.class)) {
-            return;
-        }
-        try {
-            // as IdempotentAdvisor matches: the method, or the one it overrides or implements
-            found.addAll(MethodIntrospector.selectMethods(type, (MethodIntrospector.MetadataLookup<Boolean>) method ->
-                    AnnotatedElementUtils.hasAnnotation(method, Idempotent.class) ? Boolean.TRUE : null).keySet());
-        } catch (RuntimeException | LinkageError e) {
-            // a class whose methods cannot be introspected (a missing optional dependency): it cannot be advised either
-        }
     }
 
     private Diagnosis diagnose(ConfigurableListableBeanFactory beanFactory, String enabled) {
