@@ -568,12 +568,10 @@ class PostgresSchemaIntegrationTest {
         try (HikariDataSource owner = database.dataSource(1)) {
             JdbcTemplate jdbc = new JdbcTemplate(owner);
             jdbc.execute(IdempotencySchema.postgresql("idempotency_keys"));
-            jdbc.execute("create role " + role);
-            try {
+            asNewRole(jdbc, role, () -> {
                 jdbc.execute("grant usage on schema " + database.schema() + " to " + role);
                 jdbc.execute("grant select, insert on idempotency_keys to " + role);
-                try (HikariDataSource application = database.dataSource(2,
-                        config -> config.setConnectionInitSql("set role " + role))) {
+                try (HikariDataSource application = dataSourceAs(database, role)) {
                     assertThatThrownBy(() -> new IdempotencySchemaMigrator(application, "idempotency_keys").verify())
                             .isInstanceOfSatisfying(io.idempotency.jdbc.flyway.IdempotencySchemaException.class,
                                     e -> assertThat(e.problem()).isEqualTo(io.idempotency.jdbc.flyway
@@ -581,14 +579,10 @@ class PostgresSchemaIntegrationTest {
                             .hasMessageContaining(role).hasMessageContaining("UPDATE");
                 }
                 jdbc.execute("grant update on idempotency_keys to " + role);
-                try (HikariDataSource application = database.dataSource(2,
-                        config -> config.setConnectionInitSql("set role " + role))) {
+                try (HikariDataSource application = dataSourceAs(database, role)) {
                     new IdempotencySchemaMigrator(application, "idempotency_keys").verify();
                 }
-            } finally {
-                jdbc.execute("drop owned by " + role);
-                jdbc.execute("drop role " + role);
-            }
+            });
         }
     }
 
@@ -605,12 +599,10 @@ class PostgresSchemaIntegrationTest {
         try (HikariDataSource owner = database.dataSource(1)) {
             JdbcTemplate jdbc = new JdbcTemplate(owner);
             jdbc.execute(IdempotencySchema.postgresql("idempotency_keys"));
-            jdbc.execute("create role " + role);
-            try {
+            asNewRole(jdbc, role, () -> {
                 jdbc.execute("grant usage on schema " + database.schema() + " to " + role);
                 jdbc.execute("grant select, insert, update, delete on idempotency_keys to " + role);
-                try (HikariDataSource application = database.dataSource(2,
-                        config -> config.setConnectionInitSql("set role " + role))) {
+                try (HikariDataSource application = dataSourceAs(database, role)) {
                     assertThat(new IdempotencySchemaMigrator(application, "idempotency_keys").migrate()
                             .migrationsExecuted).isZero();
 
@@ -624,10 +616,7 @@ class PostgresSchemaIntegrationTest {
                 }
                 assertThat(jdbc.queryForObject("select to_regclass('idempotency_schema_history') is null",
                         Boolean.class)).as("no history was half made").isTrue();
-            } finally {
-                jdbc.execute("drop owned by " + role);
-                jdbc.execute("drop role " + role);
-            }
+            });
         }
     }
 
@@ -643,20 +632,15 @@ class PostgresSchemaIntegrationTest {
         try (HikariDataSource owner = database.dataSource(2)) {
             new IdempotencySchemaMigrator(owner, "idempotency_keys").migrate();
             JdbcTemplate jdbc = new JdbcTemplate(owner);
-            jdbc.execute("create role " + role);
-            try {
+            asNewRole(jdbc, role, () -> {
                 jdbc.execute("grant usage, create on schema " + database.schema() + " to " + role);
                 jdbc.execute("grant select, insert, update, delete on idempotency_keys to " + role);
                 jdbc.execute("grant select on " + IdempotencySchemaMigrator.HISTORY_TABLE + " to " + role);
-                try (HikariDataSource application = database.dataSource(2,
-                        config -> config.setConnectionInitSql("set role " + role))) {
+                try (HikariDataSource application = dataSourceAs(database, role)) {
                     assertThat(new IdempotencySchemaMigrator(application, "idempotency_keys").migrate()
                             .migrationsExecuted).isZero();
                 }
-            } finally {
-                jdbc.execute("drop owned by " + role);
-                jdbc.execute("drop role " + role);
-            }
+            });
         }
     }
 
@@ -994,6 +978,22 @@ class PostgresSchemaIntegrationTest {
                             Duration.ofDays(1), Duration.ofSeconds(1))));
             assertThat(claimed).isInstanceOf(ClaimResult.Claimed.class);
         }
+    }
+
+    /** Creates {@code role}, runs {@code body}, then drops the role and everything granted to it. */
+    private static void asNewRole(JdbcTemplate owner, String role, Runnable body) {
+        owner.execute("create role " + role);
+        try {
+            body.run();
+        } finally {
+            owner.execute("drop owned by " + role);
+            owner.execute("drop role " + role);
+        }
+    }
+
+    /** A pool of {@code database} whose connections act as {@code role}, as an application's would. */
+    private static HikariDataSource dataSourceAs(TestPostgres.Database database, String role) {
+        return database.dataSource(2, config -> config.setConnectionInitSql("set role " + role));
     }
 
     /**
