@@ -9,6 +9,9 @@ record Options(boolean quick, boolean jmh, boolean explain, int connections, int
                Duration roundDuration, int warmupCycles, Duration warmupDuration, List<Long> growthRows,
                int growthRounds, Duration growthRoundDuration, String appHeap) {
 
+    /** The scenarios of a round: plain, first execution, replay, storm. */
+    static final int SCENARIOS = 4;
+
     static final String USAGE = """
             usage: benchmarks/run [--quick] [--explain] [--jmh] [--connections N] [--rounds N] [--seconds S]
                                   [--storm-size N] [--growth-rows 0,1000000,10000000 | --no-growth]
@@ -18,9 +21,10 @@ record Options(boolean quick, boolean jmh, boolean explain, int connections, int
               --quick        shorter rounds and the growth case up to 1M rows only (under 3 minutes on 2 cores)
               --explain      with the benchmark: print the SQL of every round trip of one sample request per
                              scenario; alone: only that (no timing), quickly
-              --jmh          the JMH micro-benchmarks instead (key parsing, fingerprinting, response capture)
+              --jmh          the JMH micro-benchmarks instead (key parsing, fingerprinting, response capture);
+                             with --quick only: the other options are the HTTP benchmark's
               --connections  concurrent HTTP connections of the steady rounds (default 16)
-              --rounds       rounds of each scenario (default 8, quick 4)
+              --rounds       rounds of each scenario, a multiple of 4 (default 8, quick 4)
               --seconds      seconds per round (default 5, quick 3)
               --storm-size   concurrent requests per storm key, at least 2 (default 20)
               --growth-rows  table sizes of the growth case, increasing (default 0,1000000,10000000; quick
@@ -36,6 +40,7 @@ record Options(boolean quick, boolean jmh, boolean explain, int connections, int
         boolean jmh = false;
         boolean explain = false;
         boolean measure = false;
+        String httpOption = null;
         Integer connections = null;
         Integer rounds = null;
         Integer seconds = null;
@@ -48,7 +53,7 @@ record Options(boolean quick, boolean jmh, boolean explain, int connections, int
                 case "--jmh" -> jmh = true;
                 case "--explain" -> explain = true;
                 case "--connections" -> connections = count(option, value(args, ++i), 1);
-                case "--rounds" -> rounds = count(option, value(args, ++i), 1);
+                case "--rounds" -> rounds = rounds(option, value(args, ++i));
                 case "--seconds" -> seconds = count(option, value(args, ++i), 1);
                 // one request per key can neither run twice nor hold two connections at once: the storm's figures
                 // would be 1 whatever the library does
@@ -61,6 +66,14 @@ record Options(boolean quick, boolean jmh, boolean explain, int connections, int
             if (!option.equals("--jmh") && !option.equals("--explain")) {
                 measure = true; // an option of the HTTP benchmark itself
             }
+            if (!option.equals("--jmh") && !option.equals("--quick")) {
+                httpOption = option;
+            }
+        }
+        if (jmh && httpOption != null) {
+            // the micro-benchmarks would run and the option be silently ignored
+            throw new IllegalArgumentException("--jmh runs the micro-benchmarks only, which " + httpOption
+                    + " does not apply to; run the HTTP benchmark without --jmh");
         }
         // --explain alone: traces only; with any other option of the HTTP benchmark: the benchmark and the traces
         boolean explainOnly = explain && !measure;
@@ -100,6 +113,20 @@ record Options(boolean quick, boolean jmh, boolean explain, int connections, int
             // said below
         }
         throw new IllegalArgumentException(option + " needs a whole number of at least " + least + ", not " + value);
+    }
+
+    /**
+     * Rounds of each scenario: a multiple of the 4 scenarios, whose order rotates by one each round
+     * ({@link RoundOrder#rotated}), so that each takes each position equally often; with 5 rounds, one scenario would
+     * run first twice and drift over the run would favour it.
+     */
+    private static int rounds(String option, String value) {
+        int rounds = count(option, value, 1);
+        if (rounds % SCENARIOS != 0) {
+            throw new IllegalArgumentException(option + " needs a multiple of " + SCENARIOS + ", so that each scenario"
+                    + " runs in each place of a round equally often, not " + value);
+        }
+        return rounds;
     }
 
     /**

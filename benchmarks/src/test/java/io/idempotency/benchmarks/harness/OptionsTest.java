@@ -43,6 +43,29 @@ class OptionsTest {
     }
 
     @Test
+    void roundsComeInMultiplesOfTheScenarios() {
+        // the order rotates by one scenario each round: over 5 rounds one scenario would run first twice
+        assertThatThrownBy(() -> Options.parse(new String[]{"--rounds", "5"}))
+                .hasMessage("--rounds needs a multiple of 4, so that each scenario runs in each place of a round"
+                        + " equally often, not 5");
+        assertThat(Options.parse(new String[]{"--rounds", "12"}).rounds()).isEqualTo(12);
+    }
+
+    @Test
+    void theMicroBenchmarksRefuseTheHttpBenchmarksOptions() {
+        for (String option : List.of("--rounds", "--connections", "--seconds", "--storm-size")) {
+            assertThatThrownBy(() -> Options.parse(new String[]{"--jmh", option, "8"}))
+                    .hasMessage("--jmh runs the micro-benchmarks only, which " + option + " does not apply to; run the"
+                            + " HTTP benchmark without --jmh");
+        }
+        assertThatThrownBy(() -> Options.parse(new String[]{"--no-growth", "--jmh"}))
+                .hasMessageContaining("which --no-growth does not apply to");
+        assertThatThrownBy(() -> Options.parse(new String[]{"--jmh", "--explain"}))
+                .hasMessageContaining("which --explain does not apply to");
+        assertThat(Options.parse(new String[]{"--jmh", "--quick"}).quick()).isTrue();
+    }
+
+    @Test
     void aStormOfOneRequestPerKeyIsRefused() {
         // one request per key can neither execute twice nor hold two connections: storm_* would be 1 whatever the
         // library does
