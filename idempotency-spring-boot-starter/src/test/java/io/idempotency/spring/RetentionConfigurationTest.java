@@ -172,6 +172,24 @@ class RetentionConfigurationTest {
     }
 
     @Test
+    void eachCounterIsDescribedOnceForAllItsTags() {
+        // a registry keeps one description per name (Actuator's /actuator/metrics/{name}, Prometheus' HELP line): the
+        // one it shows must describe every value of the tag, not whichever was registered first
+        TestDatabases.contextRunner(TestPostgres.newDatabase())
+                .withUserConfiguration(Meters.class)
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    MeterRegistry meters = context.getBean(MeterRegistry.class);
+                    for (String name : new String[]{MicrometerIdempotencyMeters.REMOVED,
+                            MicrometerIdempotencyMeters.RESOLVED}) {
+                        assertThat(meters.find(name).counters()).as(name).hasSize(2);
+                        assertThat(meters.find(name).counters().stream().map(counter -> counter.getId()
+                                .getDescription()).distinct()).as("descriptions of " + name).hasSize(1);
+                    }
+                });
+    }
+
+    @Test
     void withSeveralRegistriesEachCountsTheSweepOnce() {
         // an application with two registries of its own (say one scraped, one pushed) and none primary
         TestPostgres.Database database = TestPostgres.newDatabase();
