@@ -12,22 +12,32 @@ final class MicrometerIdempotencyMeters implements IdempotencyMeters {
     /** Stale claims the sweeper resolved, tagged {@code outcome} = {@code completed} or {@code failed}. */
     static final String RESOLVED = "idempotency.sweeper.resolved";
 
+    /**
+     * One description for each name, whatever its tag: a registry keeps one per name (Actuator's metrics endpoint,
+     * Prometheus' HELP line), that of whichever counter of the name it met first.
+     */
+    private static final String REMOVED_DESCRIPTION = "Idempotency records (unit=records) or partitions"
+            + " (unit=partitions) removed after their retention";
+
+    private static final String RESOLVED_DESCRIPTION = "Stale idempotency claims the sweeper resolved: completed with"
+            + " the resolver's answer (outcome=completed), or marked FAILED so that a retry runs again"
+            + " (outcome=failed)";
+
     private final Counter records;
     private final Counter partitions;
     private final Counter completed;
     private final Counter failed;
 
     MicrometerIdempotencyMeters(MeterRegistry registry) {
-        records = Counter.builder(REMOVED).tag("unit", "records")
-                .description("Idempotency records removed after their retention").register(registry);
-        partitions = Counter.builder(REMOVED).tag("unit", "partitions")
-                .description("Idempotency partitions dropped after their retention").register(registry);
-        completed = Counter.builder(RESOLVED).tag("outcome", "completed")
-                .description("Stale idempotency claims the sweeper completed with the resolver's answer")
-                .register(registry);
-        failed = Counter.builder(RESOLVED).tag("outcome", "failed")
-                .description("Stale idempotency claims the sweeper marked FAILED, so that a retry runs again")
-                .register(registry);
+        records = counter(registry, REMOVED, REMOVED_DESCRIPTION, "unit", "records");
+        partitions = counter(registry, REMOVED, REMOVED_DESCRIPTION, "unit", "partitions");
+        completed = counter(registry, RESOLVED, RESOLVED_DESCRIPTION, "outcome", "completed");
+        failed = counter(registry, RESOLVED, RESOLVED_DESCRIPTION, "outcome", "failed");
+    }
+
+    private static Counter counter(MeterRegistry registry, String name, String description, String tag,
+                                   String value) {
+        return Counter.builder(name).tag(tag, value).description(description).register(registry);
     }
 
     @Override
