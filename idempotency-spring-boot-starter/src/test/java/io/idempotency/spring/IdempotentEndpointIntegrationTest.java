@@ -587,6 +587,23 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
         assertThat(keyRows(key)).isZero();
     }
 
+    @Test
+    void anAsyncAnswerTheHandlerLeavesOpenEndsWithTheErrorItIsAnsweredWith() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "async-entity-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        // read to the end of the connection, which the answer says is closed: it ends with the answer, not when the
+        // async processing Spring MVC started for the event stream times out (or never, for one without a timeout)
+        String answer = raw("POST /orders/async-entity HTTP/1.1\r\nHost: localhost\r\n"
+                + "Content-Type: application/json\r\nIdempotency-Key: " + key + "\r\nContent-Length: "
+                + body.length() + "\r\nConnection: close\r\n\r\n" + body);
+
+        assertThat(answer).startsWith("HTTP/1.1 500").contains("idempotency-commit-failed");
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+    }
+
     /** A Callable, and a streaming body whose class implements an interface of the application's extending it. */
     @ParameterizedTest
     @ValueSource(strings = {"callable", "export"})

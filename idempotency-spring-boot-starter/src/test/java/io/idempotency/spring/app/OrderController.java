@@ -362,6 +362,17 @@ public class OrderController {
     }
 
     /**
+     * Writes a row, then answers with an event stream behind a declared body type that does not say so, which no
+     * startup check can see: Spring MVC starts async processing for it, which no one completes.
+     */
+    @PostMapping("/async-entity")
+    @Idempotent
+    public ResponseEntity<?> asyncEntity(@RequestBody OrderRequest request) {
+        insert(request.note());
+        return ResponseEntity.ok(new org.springframework.web.servlet.mvc.method.annotation.SseEmitter());
+    }
+
+    /**
      * Writes a row, then answers with a {@code Callable} (or, with {@code ?kind=export}, a streaming body of the
      * application's own kind) behind a declared {@code Object}, which no startup check can see: Spring MVC would run it
      * on another thread, where it writes a row of its own.
