@@ -254,6 +254,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             log.error("Idempotent request {} {} started async processing, which @Idempotent does not support;"
                     + " rolled back", request.getMethod(), loggedPath(request));
             response.send(answeredAsynchronously(problems, execution, request.getRequestURI()));
+            completeAsync(request);
             return;
         }
         if (!response.holdsTheWholeBody()) {
@@ -357,6 +358,19 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         return problems.render(ProblemResponses.Problem.COMMIT_FAILED,
                 "The handler answered asynchronously, which an idempotent endpoint cannot do: its effects could not be"
                         + " committed with its answer, so none were kept." + afterRollback(execution), instance);
+    }
+
+    /**
+     * Ends the async processing of a request answered without it: nothing written on its behalf can reach the client
+     * any more (the answer is held), and left open the request, and the connection its answer closes, would last
+     * until the async timeout (never, for an emitter without one). The application may have completed it itself.
+     */
+    private static void completeAsync(HttpServletRequest request) {
+        try {
+            request.getAsyncContext().complete();
+        } catch (IllegalStateException completedAlready) {
+            log.debug("The async processing of {} {} had ended already", request.getMethod(), loggedPath(request));
+        }
     }
 
     /**
