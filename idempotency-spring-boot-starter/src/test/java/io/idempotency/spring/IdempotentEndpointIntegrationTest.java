@@ -606,7 +606,7 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
 
     /** A Callable, and a streaming body whose class implements an interface of the application's extending it. */
     @ParameterizedTest
-    @ValueSource(strings = {"callable", "export"})
+    @ValueSource(strings = {"callable", "export", "publisher-entity"})
     void anAsyncValueBehindADeclaredObjectIsNeverRun(String kind) throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "async-value-" + kind + "-" + key;

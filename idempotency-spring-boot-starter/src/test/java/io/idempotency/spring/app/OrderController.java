@@ -385,10 +385,30 @@ public class OrderController {
         if (kind.equals("export")) {
             return new CsvExport(() -> insert(request.note() + "-late"));
         }
+        if (kind.equals("publisher-entity")) {
+            return ResponseEntity.ok(latePublisher(request.note()));
+        }
         return (java.util.concurrent.Callable<Map<String, Object>>) () -> {
             insert(request.note() + "-late");
             return Map.of("late", true);
         };
+    }
+
+    /** A publisher that writes a row on a thread of its own once subscribed to, then completes empty. */
+    private java.util.concurrent.Flow.Publisher<String> latePublisher(String note) {
+        return subscriber -> new Thread(() -> {
+            insert(note + "-late");
+            subscriber.onSubscribe(new java.util.concurrent.Flow.Subscription() {
+                @Override
+                public void request(long n) {
+                }
+
+                @Override
+                public void cancel() {
+                }
+            });
+            subscriber.onComplete();
+        }).start();
     }
 
     /** An application's own kind of streaming body: Spring MVC answers it as a {@code StreamingResponseBody}. */
