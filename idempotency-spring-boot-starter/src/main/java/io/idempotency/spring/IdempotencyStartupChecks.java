@@ -1114,9 +1114,17 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
     }
 
     /**
-     * Whether Spring MVC answers with a value of {@code type} on another thread; also asked of the value an
-     * {@code @Idempotent} handler returns, whose declared type ({@code Object}) may not say so.
+     * Whether Spring MVC answers with {@code value}, which an {@code @Idempotent} handler returned behind a declared type
+     * that may not say so ({@code Object}, {@code ResponseEntity<?>}), on another thread: an async value, or an
+     * {@code HttpEntity} holding one in its body (an emitter or a publisher, which Spring MVC takes from a
+     * {@code ResponseEntity} too).
      */
+    static boolean isAsyncValue(Object value) {
+        Object answer = value instanceof HttpEntity<?> entity ? entity.getBody() : value;
+        return answer != null && isAsync(answer.getClass());
+    }
+
+    /** Whether Spring MVC answers with a value of {@code type} on another thread. */
     static boolean isAsync(Class<?> type) {
         if (type == null) {
             return false;

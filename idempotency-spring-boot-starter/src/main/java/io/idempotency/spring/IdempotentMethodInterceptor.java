@@ -348,7 +348,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                         }
                         attempt.checkRanOnce();
                     }
-                    if (value != null && IdempotencyStartupChecks.isAsync(value.getClass())) {
+                    if (IdempotencyStartupChecks.isAsyncValue(value)) {
                         return value; // nothing of it is written or run (below)
                     }
                     // JPA holds writes back until the commit, which the filter makes after the answer is written:
@@ -357,7 +357,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                     proceed.execution().flush();
                     return value;
                 });
-                if (result != null && IdempotencyStartupChecks.isAsync(result.getClass())) {
+                if (IdempotencyStartupChecks.isAsyncValue(result)) {
                     return refuseAsyncValue(exchange, proceed.execution(), result, invocation, instance);
                 }
                 return result;
@@ -392,10 +392,11 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
     }
 
     /**
-     * A handler declared to return something else ({@code Object}) returned an async value — a {@code Callable}, a
-     * {@code StreamingResponseBody}, a future — which the startup checks could not see. Given to Spring MVC, it would be
-     * run or completed on another thread after the transaction had ended: a {@code Callable}'s work would be kept
-     * while the client is told that nothing was, and run again by the retry. It is rolled back and answered as a
+     * A handler declared to return something else ({@code Object}, {@code ResponseEntity<?>}) returned an async value
+     * — a {@code Callable}, a {@code StreamingResponseBody}, a future, or a {@code ResponseEntity} holding an emitter or
+     * a publisher — which the startup checks could not see. Given to Spring MVC, it would be run or completed on
+     * another thread after the transaction had ended: a {@code Callable}'s work would be kept while the client is told
+     * that nothing was, and run again by the retry. It is rolled back and answered as a
      * handler that started async processing is, and Spring MVC never gets it, so what it holds never runs.
      */
     private Object refuseAsyncValue(IdempotentExchange exchange, IdempotencyEngine.Execution execution, Object value,

@@ -590,12 +590,12 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     @Test
     void anAsyncAnswerTheHandlerLeavesOpenEndsWithTheErrorItIsAnsweredWith() throws Exception {
         String key = UUID.randomUUID().toString();
-        String note = "async-entity-" + key;
+        String note = "async-left-open-" + key;
         String body = "{\"note\":\"" + note + "\"}";
 
         // read to the end of the connection, which the answer says is closed: it ends with the answer, not when the
-        // async processing Spring MVC started for the event stream times out (or never, for one without a timeout)
-        String answer = raw("POST /orders/async-entity HTTP/1.1\r\nHost: localhost\r\n"
+        // async processing the handler started times out
+        String answer = raw("POST /orders/async-left-open HTTP/1.1\r\nHost: localhost\r\n"
                 + "Content-Type: application/json\r\nIdempotency-Key: " + key + "\r\nContent-Length: "
                 + body.length() + "\r\nConnection: close\r\n\r\n" + body);
 
