@@ -87,6 +87,47 @@ class IdempotencyAutoConfigurationTest {
     }
 
     /**
+     * A bean that runs work through {@code IdempotencyTemplate} while it is made (a listener draining, at startup, what
+     * arrived while the application was down) is made before the starter's beans: the engine it asks for must wait
+     * for the table, made by the library or, when the schema is managed elsewhere, by the application's own database
+     * initialisation, or that work fails on a new database.
+     */
+    @Test
+    void workRunWhileTheApplicationStartsFindsTheTable() {
+        TestPostgres.Database created = TestPostgres.newDatabase();
+        TestDatabases.nonWebRunner(created).withBean(WorkAtStartup.class).run(context -> {
+            assertThat(context).hasNotFailed();
+            assertThat(created.queryString("select status from idempotency_keys")).isEqualTo("SUCCEEDED");
+        });
+        TestPostgres.Database managedElsewhere = TestPostgres.newDatabase();
+        TestDatabases.nonWebRunner(managedElsewhere).withBean(WorkAtStartup.class)
+                .withConfiguration(AutoConfigurations.of(
+                        org.springframework.boot.jdbc.autoconfigure.DataSourceInitializationAutoConfiguration.class))
+                .withPropertyValues("idempotency.jdbc.initialize-schema=false", "spring.sql.init.mode=always",
+                        "spring.sql.init.schema-locations=classpath:io/idempotency/jdbc/postgresql/schema.sql")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    assertThat(managedElsewhere.queryString("select status from idempotency_keys"))
+                            .isEqualTo("SUCCEEDED");
+                });
+    }
+
+    /** Runs work through the template while it is made. */
+    static class WorkAtStartup implements org.springframework.beans.factory.InitializingBean {
+        private final io.idempotency.core.IdempotencyTemplate template;
+
+        WorkAtStartup(io.idempotency.core.IdempotencyTemplate template) {
+            this.template = template;
+        }
+
+        @Override
+        public void afterPropertiesSet() throws Exception {
+            template.execute(new io.idempotency.core.ScopedKey("", "backlog", "message-1"), new byte[0],
+                    () -> "done".getBytes(StandardCharsets.UTF_8));
+        }
+    }
+
+    /**
      * The application's role may not create in the schema (PostgreSQL 15 and later grant no one CREATE on public): the
      * table a DBA made is used with the migration left on, and without it the report says what to run or grant.
      */
