@@ -634,7 +634,10 @@ public class IdempotencyAutoConfiguration {
     public IdempotencyEngine idempotencyEngine(IdempotencyStore store, Transactions transactions,
                                                StoragePolicy storagePolicy, StaleClaimResolver resolver,
                                                DownstreamKeys downstreamKeys, IdempotencyProperties properties,
-                                               ObjectProvider<PlatformTransactionManager> transactionManager) {
+                                               ObjectProvider<PlatformTransactionManager> transactionManager,
+                                               ObjectProvider<IdempotencySchemaInitializer> schemaInitializer) {
+        // created first, so the table exists: an application's bean may run work through the engine while it is made
+        schemaInitializer.ifAvailable(initializer -> { });
         checkRetention(properties);
         // the transaction manager the executions run with: that of transactions the application defined, if known
         PlatformTransactionManager used = transactions instanceof SpringTransactions spring
