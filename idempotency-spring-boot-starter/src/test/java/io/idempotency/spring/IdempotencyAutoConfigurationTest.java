@@ -414,6 +414,38 @@ class IdempotencyAutoConfigurationTest {
                 .run(context -> assertThat(context).hasNotFailed());
     }
 
+    /**
+     * A second database declared as Spring Boot suggests, its DataSource and transaction manager no default candidates:
+     * the starter passes them over, as Boot's auto-configuration does, and a handler naming that transaction manager is
+     * refused.
+     */
+    @Test
+    void aSecondDatabaseOfNoDefaultCandidatesIsPassedOver() {
+        runner.withUserConfiguration(SecondDatabaseOfNoDefaultCandidates.class, DefaultTransactionalController.class)
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    assertThat(((PostgresIdempotencyStore) context.getBean(IdempotencyStore.class)).dataSource())
+                            .isSameAs(context.getBean(DataSource.class));
+                });
+        assertStartFails(runner.withUserConfiguration(SecondDatabaseOfNoDefaultCandidates.class,
+                SecondDatabaseController.class))
+                .contains("SecondDatabaseController.secondTransactionManager() is @Transactional with transaction"
+                        + " manager 'secondTransactionManager', which does not manage the idempotency store's"
+                        + " DataSource");
+    }
+
+    /**
+     * A {@code LazyConnectionDataSourceProxy} as the application's DataSource is the store's and the transaction
+     * manager's alike; the pool it wraps is another DataSource, whose connections the proxy's transactions do not hold.
+     */
+    @Test
+    void aDataSourceWrappedInALazyConnectionProxyIsADataSourceOfItsOwn() {
+        runner.withUserConfiguration(LazyConnectionDataSource.class, DefaultTransactionalController.class)
+                .run(context -> assertThat(context).hasNotFailed());
+        assertStartFails(runner.withUserConfiguration(LazyConnectionDataSource.class, StoreOnTheWrappedPool.class))
+                .contains("LazyConnectionDataSourceProxy", "must commit in one transaction");
+    }
+
     @Test
     void refusesTransactionsOfTheApplicationOnAnotherDataSourceThanTheStores() {
         assertStartFails(runner.withUserConfiguration(ForeignTransactions.class))
@@ -1301,6 +1333,44 @@ class IdempotencyAutoConfigurationTest {
         @org.springframework.transaction.annotation.Transactional(transactionManager = "sameDatabaseTransactionManager")
         public String sameDatabase() {
             return "joins the request's transaction";
+        }
+    }
+
+    /** A second database as Spring Boot suggests declaring it: its DataSource and transaction manager no defaults. */
+    @Configuration(proxyBeanMethods = false)
+    static class SecondDatabaseOfNoDefaultCandidates {
+        @Bean(defaultCandidate = false)
+        @org.springframework.beans.factory.annotation.Qualifier("second")
+        DataSource secondDataSource() {
+            return dataSource(TestPostgres.newDatabase());
+        }
+
+        @Bean(defaultCandidate = false)
+        PlatformTransactionManager secondTransactionManager(
+                @org.springframework.beans.factory.annotation.Qualifier("second") DataSource second) {
+            return new DataSourceTransactionManager(second);
+        }
+    }
+
+    /** The application's DataSource: a pool behind a {@code LazyConnectionDataSourceProxy}. */
+    @Configuration(proxyBeanMethods = false)
+    static class LazyConnectionDataSource {
+        @Bean(defaultCandidate = false)
+        DataSource pool() {
+            return IdempotencyAutoConfigurationTest.dataSource(DATABASE);
+        }
+
+        @Bean
+        DataSource dataSource(@org.springframework.beans.factory.annotation.Qualifier("pool") DataSource pool) {
+            return new org.springframework.jdbc.datasource.LazyConnectionDataSourceProxy(pool);
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class StoreOnTheWrappedPool {
+        @Bean
+        IdempotencyStore idempotencyStore(@org.springframework.beans.factory.annotation.Qualifier("pool") DataSource pool) {
+            return new PostgresIdempotencyStore(pool, "idempotency_keys");
         }
     }
 
