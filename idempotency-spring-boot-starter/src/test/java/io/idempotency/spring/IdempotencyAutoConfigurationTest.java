@@ -446,6 +446,21 @@ class IdempotencyAutoConfigurationTest {
                 .contains("LazyConnectionDataSourceProxy", "must commit in one transaction");
     }
 
+    /**
+     * A transaction manager defined for a second database only: Spring Boot then defines none for the application's own
+     * DataSource, and the one transaction manager there is manages the other database. The report says what to define;
+     * making that one "the primary one" changes nothing.
+     */
+    @Test
+    void aTransactionManagerOnlyForASecondDatabaseIsReportedWithWhatToDefine() {
+        runner.withUserConfiguration(OnlyASecondDatabasesTransactionManager.class).run(context -> assertThat(
+                new IdempotencyFailureAnalyzer().analyze(context.getStartupFailure())).satisfies(analysis -> {
+                    assertThat(analysis.getDescription()).contains("must commit in one transaction");
+                    assertThat(analysis.getAction()).contains("Define a transaction manager on the store's DataSource",
+                            "Spring Boot defines none");
+                }));
+    }
+
     @Test
     void refusesTransactionsOfTheApplicationOnAnotherDataSourceThanTheStores() {
         assertStartFails(runner.withUserConfiguration(ForeignTransactions.class))
@@ -1333,6 +1348,27 @@ class IdempotencyAutoConfigurationTest {
         @org.springframework.transaction.annotation.Transactional(transactionManager = "sameDatabaseTransactionManager")
         public String sameDatabase() {
             return "joins the request's transaction";
+        }
+    }
+
+    /** The application's DataSource and a second database's, with a transaction manager for the second only. */
+    @Configuration(proxyBeanMethods = false)
+    static class OnlyASecondDatabasesTransactionManager {
+        @Bean
+        @org.springframework.context.annotation.Primary
+        DataSource dataSource() {
+            return IdempotencyAutoConfigurationTest.dataSource(DATABASE);
+        }
+
+        @Bean
+        DataSource second() {
+            return IdempotencyAutoConfigurationTest.dataSource(TestPostgres.newDatabase());
+        }
+
+        @Bean
+        PlatformTransactionManager secondTransactionManager(
+                @org.springframework.beans.factory.annotation.Qualifier("second") DataSource second) {
+            return new DataSourceTransactionManager(second);
         }
     }
 
