@@ -1187,9 +1187,11 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
         }
         throw new IdempotencyConfigurationException("The idempotency store uses DataSource " + dataSource
                 + ", but the transaction manager " + transactionManager + " manages " + managed + ". The claim, the"
-                + " handler's writes and the stored answer must commit in one transaction.", "Give the store the"
-                + " DataSource of the application's transaction manager, or make that transaction manager the"
-                + " primary one.");
+                + " handler's writes and the stored answer must commit in one transaction.", "Define a transaction"
+                + " manager on the store's DataSource (Spring Boot defines none of its own once the application defines"
+                + " one, for a second database, say) and make it the primary one, or define the idempotency"
+                + " Transactions on it (new SpringTransactions(transactionManager)); or give the store the DataSource"
+                + " of the application's transaction manager.");
     }
 
     /**
