@@ -3,6 +3,9 @@ package io.idempotency.spring.aot;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.springframework.boot.web.servlet.DelegatingFilterProxyRegistrationBean;
+import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.json.JsonMapper;
 
 import javax.tools.JavaCompiler;
 import javax.tools.ToolProvider;
@@ -55,6 +58,11 @@ class AotProcessedApplicationTest {
         Path metadata = resources.resolve("META-INF/native-image/io.idempotency/aot-test/reachability-metadata.json");
         assertThat(Files.readString(metadata).replace("\\/", "/")).as("the hints a native image is built with")
                 .contains("io/idempotency/jdbc/postgresql/schema.sql");
+        // the startup checks call it to learn which filter a DelegatingFilterProxyRegistrationBean (Spring Security's)
+        // registers; a native image invokes only the methods it was told of
+        assertThat(reflectedMethods(metadata, DelegatingFilterProxyRegistrationBean.class))
+                .as("the methods of DelegatingFilterProxyRegistrationBean a native image can invoke")
+                .contains("getTargetBeanName");
 
         JavaCompiler compiler = ToolProvider.getSystemJavaCompiler();
         List<String> javac = new ArrayList<>(List.of("-d", classes.toString(), "-cp",
@@ -97,6 +105,17 @@ class AotProcessedApplicationTest {
                 application.destroyForcibly();
             }
         }
+    }
+
+    /** The names of the methods of {@code type} that the reachability metadata lets a native image invoke. */
+    private static List<String> reflectedMethods(Path metadata, Class<?> type) throws IOException {
+        List<String> methods = new ArrayList<>();
+        for (JsonNode hint : JsonMapper.builder().build().readTree(Files.readString(metadata)).path("reflection")) {
+            if (type.getName().equals(hint.path("type").stringValue(null))) {
+                hint.path("methods").forEach(method -> methods.add(method.path("name").asString()));
+            }
+        }
+        return methods;
     }
 
     private static HttpResponse<String> post(int port, String key, String body) throws Exception {
