@@ -22,6 +22,9 @@ import org.springframework.aop.framework.autoproxy.AutoProxyUtils;
 import org.springframework.aop.scope.ScopedObject;
 import org.springframework.aop.scope.ScopedProxyUtils;
 import org.springframework.aop.support.AopUtils;
+import org.springframework.aot.hint.ExecutableMode;
+import org.springframework.aot.hint.RuntimeHints;
+import org.springframework.aot.hint.RuntimeHintsRegistrar;
 import org.springframework.beans.factory.FactoryBean;
 import org.springframework.beans.factory.NoSuchBeanDefinitionException;
 import org.springframework.beans.factory.ObjectProvider;
@@ -33,6 +36,7 @@ import org.springframework.boot.web.servlet.DelegatingFilterProxyRegistrationBea
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
 import org.springframework.context.ApplicationContext;
 import org.springframework.context.ApplicationListener;
+import org.springframework.context.annotation.ImportRuntimeHints;
 import org.springframework.context.event.ContextRefreshedEvent;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.core.MethodParameter;
@@ -144,6 +148,7 @@ import javax.sql.DataSource;
  *       a header, a media type or a version): a key used with one would replay the other's answer.</li>
  * </ul>
  */
+@ImportRuntimeHints(IdempotencyStartupChecks.ReflectedMethods.class)
 class IdempotencyStartupChecks implements SmartInitializingSingleton, ApplicationListener<ContextRefreshedEvent> {
 
     private static final Logger log = LoggerFactory.getLogger(IdempotencyStartupChecks.class);
@@ -1261,6 +1266,22 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
         }
     }
 
+    /** The protected getter {@link Jpa#targetBeanName} calls. */
+    private static final String TARGET_BEAN_NAME = "getTargetBeanName";
+
+    /**
+     * The methods the checks call by reflection, which a native image invokes only when its metadata names them;
+     * recorded by Spring's ahead-of-time processing of an application that has the checks.
+     */
+    static final class ReflectedMethods implements RuntimeHintsRegistrar {
+
+        @Override
+        public void registerHints(RuntimeHints hints, ClassLoader classLoader) {
+            hints.reflection().registerType(DelegatingFilterProxyRegistrationBean.class,
+                    type -> type.withMethod(TARGET_BEAN_NAME, List.of(), ExecutableMode.INVOKE));
+        }
+    }
+
     /** JPA's transaction manager; loaded only when spring-orm is on the class path. */
     private static final class Jpa {
 
@@ -1352,7 +1373,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
 
         /** The bean a proxy registration delegates to ({@code getTargetBeanName()} is protected). */
         private static String targetBeanName(DelegatingFilterProxyRegistrationBean proxy) {
-            Method getter = ReflectionUtils.findMethod(DelegatingFilterProxyRegistrationBean.class, "getTargetBeanName");
+            Method getter = ReflectionUtils.findMethod(DelegatingFilterProxyRegistrationBean.class, TARGET_BEAN_NAME);
             if (getter == null) {
                 return null;
             }
