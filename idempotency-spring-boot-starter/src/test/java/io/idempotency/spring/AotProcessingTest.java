@@ -21,7 +21,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * Spring's ahead-of-time processing of an application using the starter (as {@code process-aot} runs it before a
  * native image is built): what the starter reads by reflection or from the class path is in the runtime hints.
  */
-class AotProcessingTest {
+public class AotProcessingTest {
 
     @Test
     void theSchemaScriptsAreResourcesOfTheImage() throws Exception {

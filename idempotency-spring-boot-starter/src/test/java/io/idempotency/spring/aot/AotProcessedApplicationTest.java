@@ -1,11 +1,13 @@
 package io.idempotency.spring.aot;
 
+import io.idempotency.spring.AotProcessingTest.OnlyCreated;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.springframework.boot.web.servlet.DelegatingFilterProxyRegistrationBean;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
+import tools.jackson.databind.node.MissingNode;
 
 import javax.tools.JavaCompiler;
 import javax.tools.ToolProvider;
@@ -29,8 +31,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * An application processed ahead of time, as {@code spring-boot:process-aot} does before a native image is built,
- * then run on the JVM with the generated code ({@code -Dspring.aot.enabled=true}): it starts, and its idempotent
- * endpoint claims, replays and refuses a mismatch as without the processing.
+ * then run on the JVM with the generated code ({@code -Dspring.aot.enabled=true}): it starts, its idempotent
+ * endpoint claims, replays and refuses a mismatch as without the processing, and the {@code @Idempotent} method of a
+ * service that a functional route calls (proxied by a class the processing generated) is keyed by the body and
+ * replayed.
  */
 class AotProcessedApplicationTest {
 
@@ -63,10 +67,15 @@ class AotProcessedApplicationTest {
         assertThat(reflectedMethods(metadata, DelegatingFilterProxyRegistrationBean.class))
                 .as("the methods of DelegatingFilterProxyRegistrationBean a native image can invoke")
                 .contains("getTargetBeanName");
+        assertThat(reflection(metadata, OnlyCreated.class).path("allDeclaredConstructors").asBoolean())
+                .as("the constructor of the storage policy a service's @Idempotent names: "
+                        + reflection(metadata, OnlyCreated.class)).isTrue();
 
         JavaCompiler compiler = ToolProvider.getSystemJavaCompiler();
+        // the classes the processing generated as bytecode (CGLIB proxies) are referenced by the generated sources
         List<String> javac = new ArrayList<>(List.of("-d", classes.toString(), "-cp",
-                System.getProperty("java.class.path"), "-parameters", "-proc:none", "-nowarn"));
+                classes + File.pathSeparator + System.getProperty("java.class.path"), "-parameters", "-proc:none",
+                "-nowarn"));
         try (Stream<Path> files = Files.walk(sources)) {
             files.filter(file -> file.toString().endsWith(".java")).forEach(file -> javac.add(file.toString()));
         }
@@ -86,9 +95,9 @@ class AotProcessedApplicationTest {
             awaitStarted(application, log);
             assertThat(Files.readString(log)).contains("Starting AOT-processed AotApplication");
 
-            HttpResponse<String> first = post(port, "aot-1", "{\"note\":\"a\",\"n\":1.0}");
-            HttpResponse<String> replay = post(port, "aot-1", "{ \"n\":1.00, \"note\":\"a\" }");
-            HttpResponse<String> mismatch = post(port, "aot-1", "{\"note\":\"b\",\"n\":1}");
+            HttpResponse<String> first = post(port, "/aot/orders", "aot-1", "{\"note\":\"a\",\"n\":1.0}");
+            HttpResponse<String> replay = post(port, "/aot/orders", "aot-1", "{ \"n\":1.00, \"note\":\"a\" }");
+            HttpResponse<String> mismatch = post(port, "/aot/orders", "aot-1", "{\"note\":\"b\",\"n\":1}");
 
             assertThat(first.statusCode()).as(first.body()).isEqualTo(201);
             assertThat(first.headers().firstValue("Idempotent-Replayed")).isEmpty();
@@ -99,6 +108,23 @@ class AotProcessedApplicationTest {
             assertThat(mismatch.statusCode()).isEqualTo(422);
             assertThat(mismatch.headers().firstValue("Content-Type")).hasValue("application/problem+json");
             assertThat(database.queryLong("select count(*) from aot_orders")).isEqualTo(1);
+
+            // a service's @Idempotent method that a functional route calls, keyed by the body's reference
+            HttpResponse<String> refund = post(port, "/aot/refunds", null, "{\"reference\":\"r-1\",\"note\":\"c\"}");
+            HttpResponse<String> refundReplay = post(port, "/aot/refunds", null,
+                    "{ \"note\":\"c\", \"reference\":\"r-1\" }");
+            HttpResponse<String> otherRefund = post(port, "/aot/refunds", null,
+                    "{\"reference\":\"r-2\",\"note\":\"c\"}");
+
+            assertThat(refund.statusCode()).as(refund.body()).isEqualTo(201);
+            assertThat(refund.headers().firstValue("Idempotent-Replayed")).isEmpty();
+            assertThat(refundReplay.statusCode()).as(refundReplay.body()).isEqualTo(201);
+            assertThat(refundReplay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+            assertThat(refundReplay.body()).isEqualTo(refund.body());
+            assertThat(otherRefund.statusCode()).as(otherRefund.body()).isEqualTo(201);
+            assertThat(otherRefund.headers().firstValue("Idempotent-Replayed")).isEmpty();
+            assertThat(otherRefund.body()).isNotEqualTo(refund.body());
+            assertThat(database.queryLong("select count(*) from aot_orders")).isEqualTo(3);
         } finally {
             application.destroy();
             if (!application.waitFor(1, TimeUnit.MINUTES)) {
@@ -110,20 +136,29 @@ class AotProcessedApplicationTest {
     /** The names of the methods of {@code type} that the reachability metadata lets a native image invoke. */
     private static List<String> reflectedMethods(Path metadata, Class<?> type) throws IOException {
         List<String> methods = new ArrayList<>();
-        for (JsonNode hint : JsonMapper.builder().build().readTree(Files.readString(metadata)).path("reflection")) {
-            if (type.getName().equals(hint.path("type").stringValue(null))) {
-                hint.path("methods").forEach(method -> methods.add(method.path("name").asString()));
-            }
-        }
+        reflection(metadata, type).path("methods").forEach(method -> methods.add(method.path("name").asString()));
         return methods;
     }
 
-    private static HttpResponse<String> post(int port, String key, String body) throws Exception {
-        HttpRequest request = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/aot/orders"))
-                .header("Content-Type", "application/json").header("Idempotency-Key", key)
-                .timeout(Duration.ofMinutes(1))
-                .POST(HttpRequest.BodyPublishers.ofString(body, StandardCharsets.UTF_8)).build();
-        return HttpClient.newHttpClient().send(request, HttpResponse.BodyHandlers.ofString());
+    /** The reachability metadata's reflection entry of {@code type}; a missing node if it has none. */
+    private static JsonNode reflection(Path metadata, Class<?> type) throws IOException {
+        for (JsonNode hint : JsonMapper.builder().build().readTree(Files.readString(metadata)).path("reflection")) {
+            if (type.getName().equals(hint.path("type").stringValue(null))) {
+                return hint;
+            }
+        }
+        return MissingNode.getInstance();
+    }
+
+    /** @param key the Idempotency-Key header's value; none if null */
+    private static HttpResponse<String> post(int port, String path, String key, String body) throws Exception {
+        HttpRequest.Builder request = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
+                .header("Content-Type", "application/json").timeout(Duration.ofMinutes(1))
+                .POST(HttpRequest.BodyPublishers.ofString(body, StandardCharsets.UTF_8));
+        if (key != null) {
+            request.header("Idempotency-Key", key);
+        }
+        return HttpClient.newHttpClient().send(request.build(), HttpResponse.BodyHandlers.ofString());
     }
 
     static void awaitStarted(Process application, Path log) throws Exception {
