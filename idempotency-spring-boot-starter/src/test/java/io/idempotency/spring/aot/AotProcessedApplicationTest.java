@@ -49,17 +49,8 @@ class AotProcessedApplicationTest {
         database.queryString("create table aot_orders (id bigserial primary key, note text not null)");
         List<String> arguments = database.springPropertyValues().stream().map(property -> "--" + property).toList();
 
-        Path sources = Files.createDirectories(work.resolve("sources"));
-        Path resources = Files.createDirectories(work.resolve("resources"));
-        Path classes = Files.createDirectories(work.resolve("classes"));
-        List<String> process = new ArrayList<>(List.of("org.springframework.boot.SpringApplicationAotProcessor",
-                AotApplication.class.getName(), sources.toString(), resources.toString(), classes.toString(),
-                "io.idempotency", "aot-test"));
-        process.addAll(arguments);
-        assertThat(java(List.of(), process, work.resolve("process.log")).waitFor(5, TimeUnit.MINUTES)).isTrue();
-        assertThat(sources.resolve("io/idempotency/spring/aot/AotApplication__ApplicationContextInitializer.java"))
-                .as(Files.readString(work.resolve("process.log"))).exists();
-        Path metadata = resources.resolve("META-INF/native-image/io.idempotency/aot-test/reachability-metadata.json");
+        String classPath = processed(arguments);
+        Path metadata = work.resolve("resources/META-INF/native-image/io.idempotency/aot-test/reachability-metadata.json");
         assertThat(Files.readString(metadata).replace("\\/", "/")).as("the hints a native image is built with")
                 .contains("io/idempotency/jdbc/postgresql/schema.sql");
         // the startup checks call it to learn which filter a DelegatingFilterProxyRegistrationBean (Spring Security's)
@@ -71,16 +62,6 @@ class AotProcessedApplicationTest {
                 .as("the constructor of the storage policy a service's @Idempotent names: "
                         + reflection(metadata, OnlyCreated.class)).isTrue();
 
-        JavaCompiler compiler = ToolProvider.getSystemJavaCompiler();
-        // the classes the processing generated as bytecode (CGLIB proxies) are referenced by the generated sources
-        List<String> javac = new ArrayList<>(List.of("-d", classes.toString(), "-cp",
-                classes + File.pathSeparator + System.getProperty("java.class.path"), "-parameters", "-proc:none",
-                "-nowarn"));
-        try (Stream<Path> files = Files.walk(sources)) {
-            files.filter(file -> file.toString().endsWith(".java")).forEach(file -> javac.add(file.toString()));
-        }
-        assertThat(compiler.run(null, null, null, javac.toArray(String[]::new))).isZero();
-
         int port;
         try (ServerSocket socket = new ServerSocket(0)) {
             port = socket.getLocalPort();
@@ -88,9 +69,7 @@ class AotProcessedApplicationTest {
         List<String> run = new ArrayList<>(List.of(AotApplication.class.getName(), "--server.port=" + port));
         run.addAll(arguments);
         Path log = work.resolve("run.log");
-        Process application = java(List.of("-Dspring.aot.enabled=true", "-cp",
-                resources + File.pathSeparator + classes + File.pathSeparator + System.getProperty("java.class.path")),
-                run, log);
+        Process application = java(List.of("-Dspring.aot.enabled=true", "-cp", classPath), run, log);
         try {
             awaitStarted(application, log);
             assertThat(Files.readString(log)).contains("Starting AOT-processed AotApplication");
@@ -131,6 +110,79 @@ class AotProcessedApplicationTest {
                 application.destroyForcibly();
             }
         }
+    }
+
+    /**
+     * The retention scheduler, which also makes the partitions ahead, exists or not as the settings were when the
+     * application was processed, while the store and the table follow the settings it starts with: an instance started
+     * in the partitioned mode from an image processed with cleanup off and the default mode would have a partitioned
+     * table that no one makes partitions for. It refuses to start, and says why.
+     */
+    @Test
+    void anInstanceStartedWithRetentionSettingsTheProcessingDecidedOtherwiseRefusesToStart() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        database.queryString("create table aot_orders (id bigserial primary key, note text not null)");
+        List<String> arguments = database.springPropertyValues().stream().map(property -> "--" + property).toList();
+        List<String> process = new ArrayList<>(arguments);
+        process.add("--idempotency.retention.cleanup.enabled=false");
+        String classPath = processed(process);
+
+        int port;
+        try (ServerSocket socket = new ServerSocket(0)) {
+            port = socket.getLocalPort();
+        }
+        List<String> run = new ArrayList<>(List.of(AotApplication.class.getName(), "--server.port=" + port,
+                "--idempotency.retention.cleanup.mode=drop-partitions"));
+        run.addAll(arguments);
+        Path log = work.resolve("run.log");
+        Process application = java(List.of("-Dspring.aot.enabled=true", "-cp", classPath), run, log);
+        try {
+            long deadline = System.nanoTime() + START.toNanos();
+            while (application.isAlive() && !Files.readString(log).contains("Started AotApplication")
+                    && System.nanoTime() < deadline) {
+                Thread.sleep(200);
+            }
+            if (application.isAlive()) {
+                HttpResponse<String> claim = post(port, "/aot/orders", "aot-partitioned", "{\"note\":\"p\"}");
+                throw new AssertionError("the instance started, and a request was answered " + claim.statusCode()
+                        + " " + claim.body());
+            }
+            assertThat(Files.readString(log)).contains("processed ahead of time",
+                    "idempotency.retention.cleanup.mode");
+        } finally {
+            application.destroy();
+            if (!application.waitFor(1, TimeUnit.MINUTES)) {
+                application.destroyForcibly();
+            }
+        }
+    }
+
+    /**
+     * The application processed ahead of time with {@code arguments} (as {@code spring-boot:process-aot} runs it), its
+     * generated sources compiled: the class path it runs on with the generated code.
+     */
+    private String processed(List<String> arguments) throws Exception {
+        Path sources = Files.createDirectories(work.resolve("sources"));
+        Path resources = Files.createDirectories(work.resolve("resources"));
+        Path classes = Files.createDirectories(work.resolve("classes"));
+        List<String> process = new ArrayList<>(List.of("org.springframework.boot.SpringApplicationAotProcessor",
+                AotApplication.class.getName(), sources.toString(), resources.toString(), classes.toString(),
+                "io.idempotency", "aot-test"));
+        process.addAll(arguments);
+        assertThat(java(List.of(), process, work.resolve("process.log")).waitFor(5, TimeUnit.MINUTES)).isTrue();
+        assertThat(sources.resolve("io/idempotency/spring/aot/AotApplication__ApplicationContextInitializer.java"))
+                .as(Files.readString(work.resolve("process.log"))).exists();
+
+        JavaCompiler compiler = ToolProvider.getSystemJavaCompiler();
+        // the classes the processing generated as bytecode (CGLIB proxies) are referenced by the generated sources
+        List<String> javac = new ArrayList<>(List.of("-d", classes.toString(), "-cp",
+                classes + File.pathSeparator + System.getProperty("java.class.path"), "-parameters", "-proc:none",
+                "-nowarn"));
+        try (Stream<Path> files = Files.walk(sources)) {
+            files.filter(file -> file.toString().endsWith(".java")).forEach(file -> javac.add(file.toString()));
+        }
+        assertThat(compiler.run(null, null, null, javac.toArray(String[]::new))).isZero();
+        return resources + File.pathSeparator + classes + File.pathSeparator + System.getProperty("java.class.path");
     }
 
     /** The names of the methods of {@code type} that the reachability metadata lets a native image invoke. */
