@@ -18,12 +18,15 @@ import io.idempotency.jdbc.PostgresPartitionMaintenance;
 import io.idempotency.jdbc.SpringTransactions;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import org.springframework.aop.config.AopConfigUtils;
+import org.springframework.aot.AotDetector;
+import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.config.BeanDefinition;
 import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.beans.factory.support.BeanDefinitionRegistry;
 import org.springframework.boot.LazyInitializationExcludeFilter;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionOutcome;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
@@ -116,7 +119,9 @@ public class IdempotencyAutoConfiguration {
     @DependsOnDatabaseInitialization
     IdempotencySchemaInitializer idempotencySchemaInitializer(ObjectProvider<DataSource> dataSource,
                                                               IdempotencyProperties properties,
-                                                              IdempotencyStore store) {
+                                                              IdempotencyStore store, Environment environment,
+                                                              ListableBeanFactory beanFactory) {
+        checkProcessedConditions(environment, beanFactory);
         if (partitioned(properties) && store instanceof PostgresIdempotencyStore
                 && !(store instanceof PartitionedPostgresIdempotencyStore)) {
             // its claim is arbitrated by a unique index on the key, which a table partitioned by creation time cannot
@@ -187,6 +192,36 @@ public class IdempotencyAutoConfiguration {
         }
         return RetentionScheduler.deleting(new ExpiredRecordCleaner(store, cleanup.getBatchSize()),
                 cleanup.getInterval(), counters);
+    }
+
+    /**
+     * Under Spring AOT ({@code spring.aot.enabled}, a native image), whether the retention scheduler and the sweeper
+     * exist was decided when the application was processed, while the store, the table and the rest of the settings
+     * follow those it starts with. An instance whose settings decide otherwise would run half of each: a partitioned
+     * table with no scheduler to make its partitions (every claim failing), or cleanup and sweeping it was told not
+     * to do. It is refused instead.
+     */
+    static void checkProcessedConditions(Environment environment, ListableBeanFactory beanFactory) {
+        if (!AotDetector.useGeneratedArtifacts()) {
+            return;
+        }
+        checkProcessedCondition(RetentionSchedulerCondition.outcome(environment), beanFactory, RetentionScheduler.class,
+                "idempotency.retention.cleanup.enabled and idempotency.retention.cleanup.mode");
+        checkProcessedCondition(StaleClaimSweepSchedulerCondition.outcome(environment), beanFactory,
+                StaleClaimSweepScheduler.class, "idempotency.sweeper.enabled");
+    }
+
+    private static void checkProcessedCondition(ConditionOutcome now, ListableBeanFactory beanFactory,
+                                                Class<?> scheduler, String properties) {
+        boolean processed = beanFactory.getBeanNamesForType(scheduler, true, false).length > 0;
+        if (processed != now.isMatch()) {
+            throw new IdempotencyConfigurationException("The application was processed ahead of time (Spring AOT)"
+                    + " with settings under which it " + (processed ? "has a " : "has no ") + scheduler.getSimpleName()
+                    + ", and starts with settings under which it would have " + (processed ? "none" : "one") + " ("
+                    + now.getMessage() + "): " + properties + " are decided when the application is processed,"
+                    + " the other settings when it starts.", "Process the application again with the " + properties
+                    + " it runs with, or start it with those it was processed with.");
+        }
     }
 
     /** A run every millisecond, back to back against the database, is no schedule anyone means to set. */

@@ -4,6 +4,7 @@ import org.springframework.boot.autoconfigure.condition.ConditionOutcome;
 import org.springframework.boot.autoconfigure.condition.SpringBootCondition;
 import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.context.annotation.ConditionContext;
+import org.springframework.core.env.Environment;
 import org.springframework.core.type.AnnotatedTypeMetadata;
 
 /**
@@ -15,7 +16,12 @@ class RetentionSchedulerCondition extends SpringBootCondition {
 
     @Override
     public ConditionOutcome getMatchOutcome(ConditionContext context, AnnotatedTypeMetadata metadata) {
-        Binder binder = Binder.get(context.getEnvironment());
+        return outcome(context.getEnvironment());
+    }
+
+    /** The condition's outcome under the settings of {@code environment}. */
+    static ConditionOutcome outcome(Environment environment) {
+        Binder binder = Binder.get(environment);
         boolean enabled = binder.bind("idempotency.retention.cleanup.enabled", Boolean.class).orElse(true);
         IdempotencyProperties.CleanupMode mode = binder.bind("idempotency.retention.cleanup.mode",
                 IdempotencyProperties.CleanupMode.class).orElse(IdempotencyProperties.CleanupMode.DELETE);

@@ -4,6 +4,7 @@ import org.springframework.boot.autoconfigure.condition.ConditionOutcome;
 import org.springframework.boot.autoconfigure.condition.SpringBootCondition;
 import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.context.annotation.ConditionContext;
+import org.springframework.core.env.Environment;
 import org.springframework.core.type.AnnotatedTypeMetadata;
 
 /**
@@ -15,8 +16,12 @@ class StaleClaimSweepSchedulerCondition extends SpringBootCondition {
 
     @Override
     public ConditionOutcome getMatchOutcome(ConditionContext context, AnnotatedTypeMetadata metadata) {
-        boolean enabled = Binder.get(context.getEnvironment()).bind("idempotency.sweeper.enabled", Boolean.class)
-                .orElse(true);
+        return outcome(context.getEnvironment());
+    }
+
+    /** The condition's outcome under the settings of {@code environment}. */
+    static ConditionOutcome outcome(Environment environment) {
+        boolean enabled = Binder.get(environment).bind("idempotency.sweeper.enabled", Boolean.class).orElse(true);
         return enabled ? ConditionOutcome.match("sweeper enabled")
                 : ConditionOutcome.noMatch("idempotency.sweeper.enabled is false");
     }
