@@ -3,12 +3,19 @@ package io.idempotency.spring;
 import io.idempotency.core.Idempotent;
 import io.idempotency.core.StoragePolicy;
 import io.idempotency.jdbc.IdempotencySchema;
+import org.aopalliance.intercept.MethodInterceptor;
+import org.aopalliance.intercept.MethodInvocation;
 import org.junit.jupiter.api.Test;
+import org.springframework.aop.framework.AopProxyUtils;
+import org.springframework.aop.framework.autoproxy.DefaultAdvisorAutoProxyCreator;
 import org.springframework.aot.generate.ClassNameGenerator;
 import org.springframework.aot.generate.DefaultGenerationContext;
 import org.springframework.aot.generate.InMemoryGeneratedFiles;
 import org.springframework.aot.hint.RuntimeHints;
 import org.springframework.aot.hint.predicate.RuntimeHintsPredicates;
+import org.springframework.context.annotation.AnnotationConfigApplicationContext;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
 import org.springframework.context.aot.ApplicationContextAotGenerator;
 import org.springframework.context.support.GenericApplicationContext;
 import org.springframework.javapoet.ClassName;
@@ -49,13 +56,49 @@ public class AotProcessingTest {
         assertThat(RuntimeHintsPredicates.reflection().onType(OnlyCreated.class)).rejects(hints);
     }
 
+    @Test
+    void aBeanTheAdviceProxiesThroughItsInterfacesCanBeProxiedInTheImage() {
+        RuntimeHints hints;
+        try (AnnotationConfigApplicationContext context = new AnnotationConfigApplicationContext()) {
+            context.register(InterfaceProxies.class);
+            hints = processAheadOfTime(context);
+        }
+
+        assertThat(RuntimeHintsPredicates.proxies()
+                .forInterfaces(AopProxyUtils.completeJdkProxyInterfaces(RefundApi.class))).accepts(hints);
+    }
+
     private static RuntimeHints processAheadOfTime(Class<?> controller) {
         try (GenericApplicationContext context = new GenericApplicationContext()) {
             context.registerBean(controller);
-            DefaultGenerationContext generation = new DefaultGenerationContext(
-                    new ClassNameGenerator(ClassName.get(AotProcessingTest.class)), new InMemoryGeneratedFiles());
-            new ApplicationContextAotGenerator().processAheadOfTime(context, generation);
-            return generation.getRuntimeHints();
+            return processAheadOfTime(context);
+        }
+    }
+
+    private static RuntimeHints processAheadOfTime(GenericApplicationContext context) {
+        DefaultGenerationContext generation = new DefaultGenerationContext(
+                new ClassNameGenerator(ClassName.get(AotProcessingTest.class)), new InMemoryGeneratedFiles());
+        new ApplicationContextAotGenerator().processAheadOfTime(context, generation);
+        return generation.getRuntimeHints();
+    }
+
+    /** The advice applied by an auto-proxy creator that proxies through interfaces, as without Spring Boot's default. */
+    @Configuration(proxyBeanMethods = false)
+    static class InterfaceProxies {
+
+        @Bean
+        static DefaultAdvisorAutoProxyCreator autoProxyCreator() {
+            return new DefaultAdvisorAutoProxyCreator();
+        }
+
+        @Bean
+        static IdempotentAdvisor idempotentAdvisor() {
+            return new IdempotentAdvisor((MethodInterceptor) MethodInvocation::proceed);
+        }
+
+        @Bean
+        PolicyController policyController() {
+            return new PolicyController();
         }
     }
 
