@@ -20,6 +20,7 @@ import org.springframework.context.aot.ApplicationContextAotGenerator;
 import org.springframework.context.support.GenericApplicationContext;
 import org.springframework.javapoet.ClassName;
 import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestBody;
 import org.springframework.web.bind.annotation.RestController;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -54,6 +55,15 @@ public class AotProcessingTest {
         RuntimeHints hints = processAheadOfTime(PlainController.class);
 
         assertThat(RuntimeHintsPredicates.reflection().onType(OnlyCreated.class)).rejects(hints);
+    }
+
+    @Test
+    void theRequestBodyAKeyExpressionReadsAPropertyOfCanBeReadInTheImage() throws Exception {
+        RuntimeHints hints = processAheadOfTime(RefundController.class);
+
+        // as the README says: Spring's processing of a controller covers its @RequestBody types
+        assertThat(RuntimeHintsPredicates.reflection()
+                .onMethodInvocation(Refund.class.getMethod("reference"))).accepts(hints);
     }
 
     @Test
@@ -134,6 +144,19 @@ public class AotProcessingTest {
         @Override
         @PostMapping("/refunds")
         public String refund() {
+            return "{}";
+        }
+    }
+
+    /** A refund, identified by its reference. */
+    public record Refund(String reference, long amount) {
+    }
+
+    @RestController
+    public static class RefundController {
+        @Idempotent(key = "#refund.reference")
+        @PostMapping("/refunds")
+        public String refund(@RequestBody Refund refund) {
             return "{}";
         }
     }
