@@ -137,11 +137,7 @@ class AotProcessedApplicationTest {
         Path log = work.resolve("run.log");
         Process application = java(List.of("-Dspring.aot.enabled=true", "-cp", classPath), run, log);
         try {
-            long deadline = System.nanoTime() + START.toNanos();
-            while (application.isAlive() && !Files.readString(log).contains("Started AotApplication")
-                    && System.nanoTime() < deadline) {
-                Thread.sleep(200);
-            }
+            awaitStartedOrStopped(application, log);
             if (application.isAlive()) {
                 HttpResponse<String> claim = post(port, "/aot/orders", "aot-partitioned", "{\"note\":\"p\"}");
                 throw new AssertionError("the instance started, and a request was answered " + claim.statusCode()
@@ -154,6 +150,44 @@ class AotProcessedApplicationTest {
             if (!application.waitFor(1, TimeUnit.MINUTES)) {
                 application.destroyForcibly();
             }
+        }
+    }
+
+    /**
+     * An image processed with the starter off has no advice: one started with it on refuses to start, as an application
+     * whose starter could not be configured does, and says that the processing is why, not a cause of its own.
+     */
+    @Test
+    void anInstanceStartedWithTheStarterOnFromAnImageProcessedWithItOffSaysWhy() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        List<String> arguments = database.springPropertyValues().stream().map(property -> "--" + property).toList();
+        List<String> process = new ArrayList<>(arguments);
+        process.add("--idempotency.enabled=false");
+        String classPath = processed(process);
+
+        List<String> run = new ArrayList<>(List.of(AotApplication.class.getName(), "--server.port=0"));
+        run.addAll(arguments);
+        Path log = work.resolve("run.log");
+        Process application = java(List.of("-Dspring.aot.enabled=true", "-cp", classPath), run, log);
+        try {
+            awaitStartedOrStopped(application, log);
+            String text = Files.readString(log);
+            assertThat(application.isAlive()).as(text).isFalse();
+            assertThat(text).contains("@Idempotent has no effect in this application")
+                    .contains("processed ahead of time with the starter off");
+        } finally {
+            application.destroy();
+            if (!application.waitFor(1, TimeUnit.MINUTES)) {
+                application.destroyForcibly();
+            }
+        }
+    }
+
+    private static void awaitStartedOrStopped(Process application, Path log) throws Exception {
+        long deadline = System.nanoTime() + START.toNanos();
+        while (application.isAlive() && !Files.readString(log).contains("Started AotApplication")
+                && System.nanoTime() < deadline) {
+            Thread.sleep(200);
         }
     }
 
