@@ -5,6 +5,7 @@ import io.idempotency.core.IdempotencyEngine;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.aop.framework.autoproxy.AutoProxyUtils;
+import org.springframework.aot.AotDetector;
 import org.springframework.beans.BeansException;
 import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
@@ -211,6 +212,13 @@ class InertIdempotentCheck implements SmartInitializingSingleton, ApplicationCon
             return new Diagnosis("the @Idempotent advice serves Spring MVC handlers, and this is a reactive web"
                     + " application", "serve these endpoints with Spring"
                     + " MVC; code that is not a Spring MVC handler uses IdempotencyTemplate instead of the annotation");
+        }
+        if (AotDetector.useGeneratedArtifacts()) {
+            // the conditions were decided when the application was processed, and no report of them is kept
+            return new Diagnosis("the application was processed ahead of time with the starter off (Spring AOT decides"
+                    + " the auto-configuration's conditions then: " + ENABLED_PROPERTY + "=false, or no DataSource or"
+                    + " transaction manager at that time), and its settings now do not switch it back on",
+                    "process the application again with the settings it runs with");
         }
         return new Diagnosis("the idempotency auto-configuration did not apply, although the application has a"
                 + " DataSource and a PlatformTransactionManager now: its conditions do not see beans that an"
