@@ -4,6 +4,8 @@ import io.idempotency.spring.AotProcessingTest.OnlyCreated;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.springframework.boot.web.servlet.DelegatingFilterProxyRegistrationBean;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
@@ -113,18 +115,24 @@ class AotProcessedApplicationTest {
     }
 
     /**
-     * The retention scheduler, which also makes the partitions ahead, exists or not as the settings were when the
-     * application was processed, while the store and the table follow the settings it starts with: an instance started
-     * in the partitioned mode from an image processed with cleanup off and the default mode would have a partitioned
-     * table that no one makes partitions for. It refuses to start, and says why.
+     * The retention scheduler, which also makes the partitions ahead, and the sweeper exist or not as the settings
+     * were when the application was processed, while the store and the table follow the settings it starts with: an
+     * instance started in the partitioned mode from an image processed with cleanup off and the default mode would have
+     * a partitioned table that no one makes partitions for, and one started with cleanup or the sweeper off from an
+     * image processed with the defaults would clean up or sweep all the same. It refuses to start, and says why.
      */
-    @Test
-    void anInstanceStartedWithRetentionSettingsTheProcessingDecidedOtherwiseRefusesToStart() throws Exception {
+    @ParameterizedTest
+    @CsvSource({
+            "idempotency.retention.cleanup.enabled=false, idempotency.retention.cleanup.mode=drop-partitions,"
+                    + " idempotency.retention.cleanup.mode",
+            "idempotency.enabled=true, idempotency.sweeper.enabled=false, idempotency.sweeper.enabled"})
+    void anInstanceStartedWithSchedulerSettingsTheProcessingDecidedOtherwiseRefusesToStart(
+            String processedWith, String startedWith, String named) throws Exception {
         TestPostgres.Database database = TestPostgres.newDatabase();
         database.queryString("create table aot_orders (id bigserial primary key, note text not null)");
         List<String> arguments = database.springPropertyValues().stream().map(property -> "--" + property).toList();
         List<String> process = new ArrayList<>(arguments);
-        process.add("--idempotency.retention.cleanup.enabled=false");
+        process.add("--" + processedWith);
         String classPath = processed(process);
 
         int port;
@@ -132,7 +140,7 @@ class AotProcessedApplicationTest {
             port = socket.getLocalPort();
         }
         List<String> run = new ArrayList<>(List.of(AotApplication.class.getName(), "--server.port=" + port,
-                "--idempotency.retention.cleanup.mode=drop-partitions"));
+                "--" + startedWith));
         run.addAll(arguments);
         Path log = work.resolve("run.log");
         Process application = java(List.of("-Dspring.aot.enabled=true", "-cp", classPath), run, log);
@@ -143,8 +151,7 @@ class AotProcessedApplicationTest {
                 throw new AssertionError("the instance started, and a request was answered " + claim.statusCode()
                         + " " + claim.body());
             }
-            assertThat(Files.readString(log)).contains("processed ahead of time",
-                    "idempotency.retention.cleanup.mode");
+            assertThat(Files.readString(log)).contains("processed ahead of time", named);
         } finally {
             application.destroy();
             if (!application.waitFor(1, TimeUnit.MINUTES)) {
