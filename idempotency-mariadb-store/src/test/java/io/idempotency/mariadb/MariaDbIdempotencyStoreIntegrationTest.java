@@ -37,6 +37,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.CyclicBarrier;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Supplier;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -374,6 +375,33 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
     }
 
     /**
+     * A DataSource of the test database on which, the first time a connection prepares the takeover of a FAILED record,
+     * {@code interloper} runs on a thread of its own, its outcome set into {@code outcome}, before the takeover is
+     * sent: what another request does between a retry's look-up and its takeover.
+     */
+    private static <T> DataSource beforeTheTakeover(AtomicReference<T> outcome, Supplier<T> interloper) {
+        return new DelegatingDataSource(DATA_SOURCE) {
+            @Override
+            public Connection getConnection() throws SQLException {
+                Connection connection = super.getConnection();
+                return (Connection) Proxy.newProxyInstance(getClass().getClassLoader(),
+                        new Class<?>[] {Connection.class}, (proxy, method, args) -> {
+                            if (method.getName().equals("prepareStatement") && ((String) args[0]).contains("UPDATE")
+                                    && ((String) args[0]).contains("SET status = 'PROCESSING'")
+                                    && outcome.get() == null) {
+                                outcome.set(Async.supply(interloper).get(30, TimeUnit.SECONDS));
+                            }
+                            try {
+                                return method.invoke(connection, args);
+                            } catch (InvocationTargetException e) {
+                                throw e.getCause();
+                            }
+                        });
+            }
+        };
+    }
+
+    /**
      * A retry that finds the FAILED record, and loses it to another retry whose takeover commits between that look-up
      * and its own takeover, looks again and sees that claim: the request does not run twice. The other retry is run
      * as the first one sends its takeover.
@@ -385,25 +413,7 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         String failed = ((ClaimResult.Claimed) claimCommitted(key, hash, Duration.ofDays(1))).fencingToken();
         assertThat(holds(store -> store.fail(key, failed))).isTrue();
         AtomicReference<ClaimResult> other = new AtomicReference<>();
-        DataSource otherRetryFirst = new DelegatingDataSource(DATA_SOURCE) {
-            @Override
-            public Connection getConnection() throws SQLException {
-                Connection connection = super.getConnection();
-                return (Connection) Proxy.newProxyInstance(getClass().getClassLoader(),
-                        new Class<?>[] {Connection.class}, (proxy, method, args) -> {
-                            if (method.getName().equals("prepareStatement") && ((String) args[0]).contains("UPDATE")
-                                    && ((String) args[0]).contains("SET status = 'PROCESSING'") && other.get() == null) {
-                                other.set(Async.supply(() -> claimCommitted(key, hash,
-                                        Duration.ofDays(1))).get(30, TimeUnit.SECONDS));
-                            }
-                            try {
-                                return method.invoke(connection, args);
-                            } catch (InvocationTargetException e) {
-                                throw e.getCause();
-                            }
-                        });
-            }
-        };
+        DataSource otherRetryFirst = beforeTheTakeover(other, () -> claimCommitted(key, hash, Duration.ofDays(1)));
         MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(otherRetryFirst, "idempotency_keys");
         Transactions.Transaction transaction =
                 new SpringTransactions(new DataSourceTransactionManager(otherRetryFirst)).begin();
@@ -433,34 +443,14 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         String first = ((ClaimResult.Claimed) claimCommitted(key, hashA, Duration.ofDays(1))).fencingToken();
         assertThat(holds(store -> store.fail(key, first))).isTrue();
         AtomicReference<String> replacing = new AtomicReference<>();
-        DataSource replacedBeforeTheTakeover = new DelegatingDataSource(DATA_SOURCE) {
-            @Override
-            public Connection getConnection() throws SQLException {
-                Connection connection = super.getConnection();
-                return (Connection) Proxy.newProxyInstance(getClass().getClassLoader(),
-                        new Class<?>[] {Connection.class}, (proxy, method, args) -> {
-                            if (method.getName().equals("prepareStatement") && ((String) args[0]).contains("UPDATE")
-                                    && ((String) args[0]).contains("SET status = 'PROCESSING'")
-                                    && replacing.get() == null) {
-                                // on connections of their own, committed before the retry's takeover runs
-                                replacing.set(Async.supply(() -> {
-                                    new JdbcTemplate(DATA_SOURCE).update("DELETE FROM idempotency_keys"
-                                            + " WHERE caller = ? AND scope = ? AND idempotency_key = ?",
-                                            key.caller(), key.scope(), key.key());
-                                    String second = ((ClaimResult.Claimed) claimCommitted(key, hashB,
-                                            Duration.ofDays(1))).fencingToken();
-                                    assertThat(holds(store -> store.fail(key, second))).isTrue();
-                                    return second;
-                                }).get(30, TimeUnit.SECONDS));
-                            }
-                            try {
-                                return method.invoke(connection, args);
-                            } catch (InvocationTargetException e) {
-                                throw e.getCause();
-                            }
-                        });
-            }
-        };
+        // on connections of their own, committed before the retry's takeover runs
+        DataSource replacedBeforeTheTakeover = beforeTheTakeover(replacing, () -> {
+            new JdbcTemplate(DATA_SOURCE).update("DELETE FROM idempotency_keys"
+                    + " WHERE caller = ? AND scope = ? AND idempotency_key = ?", key.caller(), key.scope(), key.key());
+            String second = ((ClaimResult.Claimed) claimCommitted(key, hashB, Duration.ofDays(1))).fencingToken();
+            assertThat(holds(store -> store.fail(key, second))).isTrue();
+            return second;
+        });
         MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(replacedBeforeTheTakeover, "idempotency_keys");
         Transactions.Transaction transaction =
                 new SpringTransactions(new DataSourceTransactionManager(replacedBeforeTheTakeover)).begin();
