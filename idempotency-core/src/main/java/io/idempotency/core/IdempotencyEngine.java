@@ -422,7 +422,9 @@ public final class IdempotencyEngine {
                     try {
                         transaction.commit(); // the intent is durable before any side effect
                     } catch (Throwable e) {
-                        abandonUnstarted(key, claimed.fencingToken(), claimed.failedBefore(), lease, e);
+                        // a commit whose connection was lost or timed out may land in the database afterwards
+                        abandonUnstarted(key, claimed.fencingToken(), claimed.failedBefore(), lease, e,
+                                CommitFailedException.mayHaveCommitted(e));
                         throw e;
                     }
                 }
@@ -616,14 +618,14 @@ public final class IdempotencyEngine {
         try {
             renewal = holdLease(key, token, lease);
         } catch (Throwable e) {
-            abandonUnstarted(key, token, heldBefore, lease, e);
+            abandonUnstarted(key, token, heldBefore, lease, e, false);
             throw e;
         }
         try {
             transaction = transactions.begin();
         } catch (Throwable e) {
             renewal.cancel(false); // the release or FAILED mark is fenced by status: a renewal under way cannot undo it
-            abandonUnstarted(key, token, heldBefore, lease, e);
+            abandonUnstarted(key, token, heldBefore, lease, e, false);
             throw e;
         }
         return new Proceed(new Execution(IdempotencyMode.INTENT_FIRST, transaction, key, requestHash, token, lease,
@@ -664,11 +666,16 @@ public final class IdempotencyEngine {
      * failed, whose outcome is unknown when the connection was lost while it ran: had it been committed, nothing ran
      * under it (if it was not, there is nothing to release). A claim {@code heldBefore} by an earlier attempt, which
      * may have sent something under the key, is marked FAILED instead: its request, sent again, runs at once, and
-     * another request under the key is a mismatch.
+     * another request under the key is a mismatch. When the claim's commit may still land ({@code mayStillCommit}: the
+     * connection was lost or timed out while the commit ran, and the database may commit after the application has
+     * given up on it, a commit held up on the server outlasting the driver's {@code socketTimeout}), a release or mark
+     * that finds no claim of the token is tried again too, until the claim's lease has run out: the claim may yet
+     * appear, and would otherwise hold the key for its whole lease.
      */
-    private void abandonUnstarted(ScopedKey key, String token, boolean heldBefore, Duration lease, Throwable cause) {
+    private void abandonUnstarted(ScopedKey key, String token, boolean heldBefore, Duration lease, Throwable cause,
+                                  boolean mayStillCommit) {
         try {
-            settle(key, token, !heldBefore, lease);
+            settle(key, token, !heldBefore, lease, mayStillCommit);
         } catch (Exception failed) { // also a checked exception a store in Kotlin passes on undeclared
             cause.addSuppressed(failed); // tried again in the background until the database takes it
         }
@@ -687,9 +694,22 @@ public final class IdempotencyEngine {
      * @throws RuntimeException the first attempt's failure, once the attempts that follow are scheduled
      */
     private boolean settle(ScopedKey key, String token, boolean release, Duration lease) {
-        Settlement settlement = new Settlement(key, token, release, lease);
+        return settle(key, token, release, lease, false);
+    }
+
+    /**
+     * {@link #settle(ScopedKey, String, boolean, Duration)}, for a claim whose commit may still land when
+     * {@code mayStillCommit}: a first attempt that finds no claim of the token is then tried again in the background
+     * as a failed one is, until the claim appears and is settled or its lease has run out.
+     */
+    private boolean settle(ScopedKey key, String token, boolean release, Duration lease, boolean mayStillCommit) {
+        Settlement settlement = new Settlement(key, token, release, lease, mayStillCommit);
         try {
-            return settlement.attempt();
+            boolean settled = settlement.attempt();
+            if (!settled && mayStillCommit) {
+                settlement.retryLater();
+            }
+            return settled;
         } catch (Throwable e) { // also a checked exception a store in Kotlin passes on undeclared
             settlement.retryLater();
             throw e;
@@ -708,13 +728,16 @@ public final class IdempotencyEngine {
         private final ScopedKey key;
         private final String token;
         private final boolean release;
+        /** Whether the claim's commit may still land: finding no claim of the token does not end the attempts. */
+        private final boolean mayStillCommit;
         private final long deadline;
         private long pause = FIRST_RETRY.toMillis();
 
-        Settlement(ScopedKey key, String token, boolean release, Duration lease) {
+        Settlement(ScopedKey key, String token, boolean release, Duration lease, boolean mayStillCommit) {
             this.key = key;
             this.token = token;
             this.release = release;
+            this.mayStillCommit = mayStillCommit;
             // the lease ends by then at the latest: nothing renews it any more. One of centuries counts more
             // nanoseconds than a long holds (the release or FAILED mark would fail before it was even tried, and the
             // claim stay PROCESSING under that lease): the attempts then go on for as long as the process lives
@@ -746,8 +769,11 @@ public final class IdempotencyEngine {
                 return; // shutdown() took it
             }
             try {
-                attempt();
-                unsettled.remove(this);
+                if (attempt() || !mayStillCommit || System.nanoTime() - deadline >= 0) {
+                    unsettled.remove(this);
+                    return;
+                }
+                // no claim of the token yet: its commit may still land
             } catch (Throwable e) { // thrown on, even a store's undeclared checked exception would end the attempts
                 if (System.nanoTime() - deadline >= 0) {
                     unsettled.remove(this);
@@ -755,9 +781,9 @@ public final class IdempotencyEngine {
                             + " is resolved as a stale claim once a retry or the sweeper takes it over", e);
                     return;
                 }
-                pause = Math.min(pause * 2, LAST_RETRY.toMillis());
-                schedule();
             }
+            pause = Math.min(pause * 2, LAST_RETRY.toMillis());
+            schedule();
         }
 
         /** The attempt made as the engine shuts down; false if it failed too. */
