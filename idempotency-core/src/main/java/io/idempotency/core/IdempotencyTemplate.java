@@ -112,6 +112,14 @@ public final class IdempotencyTemplate {
      *                                     {@link IdempotencyMode#INTENT_FIRST} mode: nothing is claimed
      * @throws InProgressException         if another execution with the key is running
      * @throws KeyReusedException          if the key was used for other input
+     * @throws RuntimeException            the store's or the {@link Transactions}' own exception (with Spring's JDBC
+     *                                     store a {@code DataAccessException}, or a {@code TransactionException} when
+     *                                     the pool gave no connection) if the database failed the claim or the work's
+     *                                     transaction could not begin: the work did not run. In
+     *                                     {@link IdempotencyMode#INTENT_FIRST} mode a claim that was committed is
+     *                                     released (marked FAILED when an earlier attempt held it), in the background
+     *                                     when the database does not take that at once: a redelivery meanwhile gets
+     *                                     {@link InProgressException}
      * @throws IllegalStateException       if a transaction is open on this thread, or this thread is running the work
      *                                     of an execution with the key (work calling the template again): nothing is
      *                                     claimed; also in {@link IdempotencyMode#INTENT_FIRST} mode once the engine
