@@ -7,6 +7,7 @@ import ch.qos.logback.core.read.ListAppender;
 import org.junit.jupiter.api.Test;
 import org.slf4j.LoggerFactory;
 import org.springframework.test.context.TestPropertySource;
+import tools.jackson.databind.json.JsonMapper;
 
 import java.io.IOException;
 import java.net.http.HttpRequest;
@@ -92,6 +93,23 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
         // other control characters never get past the servlet container's own header parser
         for (String key : new String[] {"a\u0001b", "a\u007fb"}) {
             assertThat(rawPost(key, body)).startsWith("HTTP/1.1 400");
+        }
+        assertThat(rows(note)).isZero();
+    }
+
+    /** The problem's detail tells a client why its key was refused in one sentence, whichever the reason. */
+    @Test
+    void theDetailOfAMalformedKeyIsOneSentence() throws Exception {
+        String note = "detail-" + UUID.randomUUID();
+        String body = "{\"note\":\"" + note + "\"}";
+
+        for (String key : new String[] {"a,b", "a b", "\"a", "\"a\\b\"", "\"a\" x", "k".repeat(256)}) {
+            HttpResponse<byte[]> malformed = post("/orders", key, body);
+
+            assertProblem(malformed, "idempotency-key-malformed");
+            String detail = JsonMapper.builder().build().readTree(malformed.body()).get("detail").asString();
+            assertThat(detail).as("key %s", key).startsWith("The Idempotency-Key header is malformed: ")
+                    .endsWith(".").doesNotMatch("(?s).*[.?!]\\.");
         }
         assertThat(rows(note)).isZero();
     }
