@@ -86,7 +86,7 @@ public final class IdempotencyKeyParser {
         for (int i = 0; i < value.length(); i++) {
             char c = value.charAt(i);
             if (c == ',') {
-                return new Malformed("the key contains a comma: was the header sent more than once?");
+                return new Malformed("the key contains a comma, as when the header is sent more than once");
             }
             if (c < 0x21 || c > 0x7E || c == '"') {
                 return new Malformed("a bare key may contain only visible ASCII characters other than '\"' and ','"
