@@ -87,6 +87,20 @@ class IdempotencyAutoConfigurationTest {
     }
 
     /**
+     * The report of a table missing while the schema is managed elsewhere names the setting that switched the
+     * migration off as the reason, never as the way to let the library create the table.
+     */
+    @Test
+    void aMissingTableManagedElsewhereNamesTheSettingAsWhyItIsNotCreated() {
+        WebApplicationContextRunner unmanaged = TestDatabases.contextRunner(TestPostgres.newDatabase())
+                .withPropertyValues("idempotency.jdbc.initialize-schema=false");
+
+        assertStartFailsWithDescription(unmanaged).contains("table idempotency_keys does not exist",
+                        "idempotency.jdbc.initialize-schema=false")
+                .doesNotContain("let the library create it (idempotency.jdbc.initialize-schema=false)");
+    }
+
+    /**
      * A bean that runs work through {@code IdempotencyTemplate} while it is made (a listener draining, at startup, what
      * arrived while the application was down) is made before the starter's beans: the engine it asks for must wait
      * for the table, made by the library or, when the schema is managed elsewhere, by the application's own database
