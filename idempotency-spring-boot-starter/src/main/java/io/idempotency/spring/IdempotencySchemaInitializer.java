@@ -70,8 +70,11 @@ class IdempotencySchemaInitializer implements InitializingBean {
                 migrator.verify();
             }
         } catch (IdempotencySchemaException e) {
-            throw new IdempotencyConfigurationException(e.getMessage()
-                    + (mode == Mode.VERIFY ? " (idempotency.jdbc.initialize-schema=false)" : ""), action(e));
+            // the setting leads, as the reason the table is only checked: after the message it would follow its
+            // advice, and "let the library create it (…initialize-schema=false)" says the opposite of what to do
+            throw new IdempotencyConfigurationException((mode == Mode.VERIFY ? "With"
+                    + " idempotency.jdbc.initialize-schema=false the table is checked, not created: " : "")
+                    + e.getMessage(), action(e));
         }
         checkStoredBodySize();
     }
