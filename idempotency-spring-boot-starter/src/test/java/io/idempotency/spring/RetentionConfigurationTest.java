@@ -315,6 +315,24 @@ class RetentionConfigurationTest {
     }
 
     /**
+     * Too few partitions ahead is a matter of the settings alone: refused before the table is made, so that the
+     * refusal leaves a new database as it was, and the application started again in the default mode finds no
+     * partitioned table it would have to be told to migrate away from.
+     */
+    @Test
+    void tooFewPartitionsAheadAreRefusedBeforeTheTableIsMade() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+
+        assertStartFailsWithDescription(TestDatabases.contextRunner(database)
+                .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
+                        "idempotency.retention.cleanup.partitions-ahead=0"))
+                .contains("idempotency.retention.cleanup.partitions-ahead (0)");
+        assertThat(database.queryString("select coalesce(to_regclass('idempotency_keys')::text, 'none')"))
+                .isEqualTo("none");
+        TestDatabases.contextRunner(database).run(context -> assertThat(context).hasNotFailed());
+    }
+
+    /**
      * Exactly two intervals of partitions ahead are not enough: the schedule counts an interval from the end of a run,
      * so a run whose creation waited out its DDL lock timeout and failed is followed by the next one more than two
      * intervals after the last creation, whose own creation may wait as long again. Meanwhile the partitions made
