@@ -172,9 +172,6 @@ public class IdempotencyAutoConfiguration {
                         + " idempotency.retention.cleanup.mode (the default, delete, asks the store to delete"
                         + " expired records), or keep the records in PostgreSQL.");
             }
-            if (cleanup.isCreatePartitions()) {
-                checkPartitionsAhead(cleanup);
-            }
             // partitions made elsewhere: the count kept ahead is not this application's to say (0 is as good as 7)
             int ahead = cleanup.isCreatePartitions() ? cleanup.getPartitionsAhead()
                     : Math.max(1, cleanup.getPartitionsAhead());
@@ -487,6 +484,12 @@ public class IdempotencyAutoConfiguration {
         }
         if (properties.getSweeper().getBatchSize() < 1) {
             refuse("idempotency.sweeper.batch-size", properties.getSweeper().getBatchSize(), "1 or more");
+        }
+        if (partitioned(properties) && cleanup.isCreatePartitions()) {
+            // the settings alone decide it: refused before the partitioned table is made, which a start in the
+            // default mode would then refuse in its turn
+            checkInterval(cleanup.getInterval(), "idempotency.retention.cleanup.interval");
+            checkPartitionsAhead(cleanup);
         }
     }
 
