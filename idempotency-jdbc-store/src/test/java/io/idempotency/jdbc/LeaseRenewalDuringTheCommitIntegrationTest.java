@@ -1,0 +1,157 @@
+package io.idempotency.jdbc;
+
+import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.core.DownstreamKeys;
+import io.idempotency.core.IdempotencyEngine;
+import io.idempotency.core.IdempotencyMode;
+import io.idempotency.core.IdempotencyTemplate;
+import io.idempotency.core.ScopedKey;
+import io.idempotency.core.StaleClaimResolver;
+import io.idempotency.core.StoragePolicy;
+import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
+import io.idempotency.testkit.Async;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.support.TransactionSynchronization;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/**
+ * The renewals of an instance's leases run on a few shared threads. A renewal of a claim that was under way when its
+ * holder wrote its answer must not wait on the row that answer locked for as long as the holder's commit stalls (a
+ * pause, a partition): the renewal threads would be taken up by holders that need no renewal any more, and the leases
+ * of the claims still working would run out under them, letting a retry run their work a second time.
+ */
+@Tag("engine")
+class LeaseRenewalDuringTheCommitIntegrationTest {
+
+    private static final Duration DAY = Duration.ofDays(1);
+
+    @Test
+    void holdersStalledInTheirCommitKeepNoOtherClaimsLeaseFromBeingRenewed() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(10)) {
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+            Map<ScopedKey, CountDownLatch> renewing = new ConcurrentHashMap<>();
+            Map<ScopedKey, CountDownLatch> answered = new ConcurrentHashMap<>();
+            // a renewal of a stalling holder's claim that started just before the holder wrote its answer
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys") {
+                @Override
+                public boolean renew(ScopedKey key, String fencingToken, Duration lease) {
+                    CountDownLatch started = renewing.remove(key);
+                    if (started != null) {
+                        started.countDown();
+                        await(answered.get(key), 2);
+                    }
+                    return super.renew(key, fencingToken, lease);
+                }
+            };
+            IdempotencyEngine engine = engine(dataSource, store);
+            IdempotencyEngine other = engine(dataSource, store); // another instance
+            Duration lease = Duration.ofMillis(300);
+            CountDownLatch resume = new CountDownLatch(1);
+            byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
+            try {
+                // as many holders stalling in their commit as the instance has renewal threads
+                CompletableFuture<?>[] stalled = new CompletableFuture<?>[2];
+                for (int i = 0; i < stalled.length; i++) {
+                    ScopedKey key = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
+                    CountDownLatch started = new CountDownLatch(1);
+                    CountDownLatch written = new CountDownLatch(1);
+                    renewing.put(key, started);
+                    answered.put(key, written);
+                    stalled[i] = Async.supply(() -> execute(engine, key, message, lease,
+                            stallingAfterItsAnswer(started, written, resume)));
+                    assertThat(written.await(10, TimeUnit.SECONDS)).as("the holder has written its answer").isTrue();
+                }
+                Thread.sleep(200); // the renewals under way reach the row
+
+                // a claim whose work outlasts its lease, which its renewals keep
+                ScopedKey working = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
+                AtomicInteger runs = new AtomicInteger();
+                CompletableFuture<IdempotencyTemplate.Result> holder = Async.supply(() -> execute(engine, working,
+                        message, lease, () -> {
+                            runs.incrementAndGet();
+                            Thread.sleep(lease.toMillis() * 4);
+                            return "charged".getBytes(StandardCharsets.UTF_8);
+                        }));
+                Thread.sleep(lease.toMillis() * 2);
+                assertThatThrownBy(() -> execute(other, working, message, lease, () -> {
+                    runs.incrementAndGet();
+                    return "charged again".getBytes(StandardCharsets.UTF_8);
+                })).as("the retry of a claim whose holder is working and renewing its lease")
+                        .isInstanceOf(IdempotencyTemplate.InProgressException.class);
+                assertThat(holder.get(10, TimeUnit.SECONDS).value()).asString(StandardCharsets.UTF_8)
+                        .isEqualTo("charged");
+                assertThat(runs).as("the work ran once").hasValue(1);
+                resume.countDown();
+                for (CompletableFuture<?> holding : stalled) {
+                    holding.get(10, TimeUnit.SECONDS);
+                }
+            } finally {
+                resume.countDown();
+                engine.shutdown();
+                other.shutdown();
+            }
+        }
+    }
+
+    /**
+     * Work that returns once a renewal of its lease has started, and whose commit, once its answer is written, stalls
+     * until {@code resume}.
+     */
+    private static Callable<byte[]> stallingAfterItsAnswer(CountDownLatch renewalStarted, CountDownLatch written,
+                                                           CountDownLatch resume) {
+        return () -> {
+            assertThat(renewalStarted.await(10, TimeUnit.SECONDS)).as("a renewal has started").isTrue();
+            TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
+                @Override
+                public void beforeCompletion() { // after the answer was written
+                    written.countDown();
+                    await(resume, 30);
+                }
+            });
+            return "charged".getBytes(StandardCharsets.UTF_8);
+        };
+    }
+
+    private static void await(CountDownLatch latch, int seconds) {
+        try {
+            latch.await(seconds, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    private static IdempotencyTemplate.Result execute(IdempotencyEngine engine, ScopedKey key, byte[] message,
+                                                      Duration lease, Callable<byte[]> work) {
+        try {
+            return new IdempotencyTemplate(engine).execute(key, message, IdempotencyMode.INTENT_FIRST, lease, work);
+        } catch (RuntimeException e) {
+            throw e;
+        } catch (Exception e) {
+            throw new java.util.concurrent.CompletionException(e);
+        }
+    }
+
+    private static IdempotencyEngine engine(HikariDataSource dataSource, PostgresIdempotencyStore store) {
+        return new IdempotencyEngine(store, new SpringTransactions(new DataSourceTransactionManager(dataSource)),
+                StoragePolicy.DEFAULT, DAY, Duration.ofMillis(300), StaleClaimResolver.RERUN,
+                new DownstreamKeys("secret"));
+    }
+}
