@@ -1025,8 +1025,11 @@ public final class IdempotencyEngine {
                         transaction.commit(() -> {
                             // renewed until now: the callbacks before it may take their time (a slow
                             // BEFORE_COMMIT listener), and the claim, whose row this transaction does not hold yet,
-                            // stays its holder's
-                            stopRenewal();
+                            // stays its holder's. A renewal under way is waited for: once the answer is written,
+                            // it would wait for this transaction's commit (see Leases.stop)
+                            if (renewal != null) {
+                                Leases.stop(renewal);
+                            }
                             boolean completed;
                             try {
                                 completed = store.complete(key, fencingToken, response);

@@ -28,7 +28,7 @@ final class Leases {
         ScheduledFuture<?> renewal = renewals.scheduleWithFixedDelay(() -> {
             ScheduledFuture<?> holding = self.join();
             try {
-                synchronized (holding) { // see handBack: a renewal is never under way beside it
+                synchronized (holding) { // see handBack and stop: a renewal is never under way beside them
                     if (!holding.isCancelled() && !store.renew(key, token, lease)) {
                         holding.cancel(false);
                     }
@@ -45,6 +45,19 @@ final class Leases {
         }, period, period, TimeUnit.MILLISECONDS);
         self.complete(renewal);
         return renewal;
+    }
+
+    /**
+     * Stops renewing the lease {@code holding} keeps ({@link #hold}), and returns once the renewal under way, if any,
+     * has ended: for a holder about to write its outcome. Its transaction then holds the claim's row until it commits,
+     * and a renewal still on its way to the row would wait for that commit on one of the few renewal threads — as long
+     * as the commit stalls (a pause, a partition), with the leases of other claims left unrenewed behind it.
+     */
+    static void stop(ScheduledFuture<?> holding) {
+        holding.cancel(false);
+        synchronized (holding) { // a renewal that has started runs to its end inside this lock
+            // nothing to do: only waiting
+        }
     }
 
     /**
