@@ -8,6 +8,7 @@ import io.idempotency.core.IdempotencyTemplate;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StaleClaimResolver;
 import io.idempotency.core.StoragePolicy;
+import io.idempotency.core.StoredResponse;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
@@ -19,6 +20,7 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.Callable;
@@ -27,6 +29,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.IntSupplier;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -61,8 +64,8 @@ class LeaseRenewalDuringTheCommitIntegrationTest {
                     return super.renew(key, fencingToken, lease);
                 }
             };
-            IdempotencyEngine engine = engine(dataSource, store);
-            IdempotencyEngine other = engine(dataSource, store); // another instance
+            IdempotencyEngine engine = engine(dataSource, store, StaleClaimResolver.RERUN);
+            IdempotencyEngine other = engine(dataSource, store, StaleClaimResolver.RERUN); // another instance
             Duration lease = Duration.ofMillis(300);
             CountDownLatch resume = new CountDownLatch(1);
             byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
@@ -112,6 +115,125 @@ class LeaseRenewalDuringTheCommitIntegrationTest {
     }
 
     /**
+     * The same holds for a retry whose resolver answered "complete" about a stale claim it took over: once the answer
+     * is written, its commit may stall as a handler's may, and the renewal of the lease it held while the resolver
+     * was asked must not be left waiting for that commit on a renewal thread.
+     */
+    @Test
+    void retriesStalledInCommittingTheirResolversAnswerKeepNoOtherClaimsLeaseFromBeingRenewed() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(10)) {
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+            Map<ScopedKey, CountDownLatch> renewing = new ConcurrentHashMap<>();
+            Map<ScopedKey, CountDownLatch> answered = new ConcurrentHashMap<>();
+            CountDownLatch resume = new CountDownLatch(1);
+            Map<ScopedKey, CountDownLatch> renewalStarted = new ConcurrentHashMap<>();
+            ThreadLocal<ScopedKey> completing = new ThreadLocal<>();
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys") {
+                @Override
+                public boolean renew(ScopedKey key, String fencingToken, Duration lease) {
+                    CountDownLatch started = renewing.remove(key);
+                    if (started != null) {
+                        started.countDown();
+                        await(answered.get(key), 2);
+                    }
+                    return super.renew(key, fencingToken, lease);
+                }
+
+                @Override
+                public boolean complete(ScopedKey key, String fencingToken, StoredResponse response) {
+                    completing.set(key);
+                    try {
+                        return super.complete(key, fencingToken, response);
+                    } finally {
+                        completing.remove();
+                    }
+                }
+
+                @Override
+                protected int committed(IntSupplier write) {
+                    CountDownLatch written = completing.get() == null ? null : answered.get(completing.get());
+                    if (written == null || joinsTransaction()) {
+                        return super.committed(write);
+                    }
+                    return super.committed(() -> { // the answer is written; its commit stalls
+                        int count = write.getAsInt();
+                        written.countDown();
+                        await(resume, 30);
+                        return count;
+                    });
+                }
+            };
+            // a resolver that answers once a renewal of the retry's lease on the claim has started
+            StaleClaimResolver resolver = claim -> {
+                CountDownLatch started = renewalStarted.get(claim.key());
+                if (started != null) {
+                    await(started, 10);
+                }
+                return StaleClaimResolver.Resolution.complete(new StoredResponse(200, List.of(),
+                        "charged".getBytes(StandardCharsets.UTF_8)));
+            };
+            IdempotencyEngine engine = engine(dataSource, store, resolver);
+            IdempotencyEngine other = engine(dataSource, store, resolver); // another instance
+            Duration lease = Duration.ofMillis(300);
+            byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
+            try {
+                CompletableFuture<?>[] stalled = new CompletableFuture<?>[2];
+                for (int i = 0; i < stalled.length; i++) {
+                    ScopedKey key = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
+                    leaveAStaleClaim(dataSource, store, key, lease, message);
+                    CountDownLatch written = new CountDownLatch(1);
+                    CountDownLatch started = new CountDownLatch(1);
+                    renewalStarted.put(key, started);
+                    renewing.put(key, started);
+                    answered.put(key, written);
+                    stalled[i] = Async.supply(() -> execute(engine, key, message, lease,
+                            () -> "ran again".getBytes(StandardCharsets.UTF_8)));
+                    assertThat(written.await(10, TimeUnit.SECONDS)).as("the retry has written the answer").isTrue();
+                }
+                Thread.sleep(200); // the renewals under way reach the row
+
+                ScopedKey working = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
+                AtomicInteger runs = new AtomicInteger();
+                CompletableFuture<IdempotencyTemplate.Result> holder = Async.supply(() -> execute(engine, working,
+                        message, lease, () -> {
+                            runs.incrementAndGet();
+                            Thread.sleep(lease.toMillis() * 4);
+                            return "charged".getBytes(StandardCharsets.UTF_8);
+                        }));
+                Thread.sleep(lease.toMillis() * 2);
+                assertThatThrownBy(() -> execute(other, working, message, lease, () -> {
+                    runs.incrementAndGet();
+                    return "charged again".getBytes(StandardCharsets.UTF_8);
+                })).as("the retry of a claim whose holder is working and renewing its lease")
+                        .isInstanceOf(IdempotencyTemplate.InProgressException.class);
+                assertThat(holder.get(10, TimeUnit.SECONDS).value()).asString(StandardCharsets.UTF_8)
+                        .isEqualTo("charged");
+                assertThat(runs).as("the work ran once").hasValue(1);
+                resume.countDown();
+                for (CompletableFuture<?> retry : stalled) {
+                    retry.get(10, TimeUnit.SECONDS);
+                }
+            } finally {
+                resume.countDown();
+                engine.shutdown();
+                other.shutdown();
+            }
+        }
+    }
+
+    /** Leaves a stale claim of {@code key}: an attempt that crashed after its claim was committed, lease run out. */
+    private static void leaveAStaleClaim(HikariDataSource dataSource, PostgresIdempotencyStore store, ScopedKey key,
+                                         Duration lease, byte[] message) throws InterruptedException {
+        IdempotencyEngine crashed = engine(dataSource, store, StaleClaimResolver.RERUN);
+        assertThatThrownBy(() -> execute(crashed, key, message, lease, () -> {
+            throw new IllegalStateException("crashed");
+        })).hasMessage("crashed");
+        crashed.shutdown();
+        Thread.sleep(lease.toMillis() + 100);
+    }
+
+    /**
      * Work that returns once a renewal of its lease has started, and whose commit, once its answer is written, stalls
      * until {@code resume}.
      */
@@ -149,9 +271,10 @@ class LeaseRenewalDuringTheCommitIntegrationTest {
         }
     }
 
-    private static IdempotencyEngine engine(HikariDataSource dataSource, PostgresIdempotencyStore store) {
+    private static IdempotencyEngine engine(HikariDataSource dataSource, PostgresIdempotencyStore store,
+                                            StaleClaimResolver resolver) {
         return new IdempotencyEngine(store, new SpringTransactions(new DataSourceTransactionManager(dataSource)),
-                StoragePolicy.DEFAULT, DAY, Duration.ofMillis(300), StaleClaimResolver.RERUN,
+                StoragePolicy.DEFAULT, DAY, Duration.ofMillis(300), resolver,
                 new DownstreamKeys("secret"));
     }
 }
