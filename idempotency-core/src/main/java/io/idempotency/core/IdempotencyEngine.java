@@ -573,7 +573,9 @@ public final class IdempotencyEngine {
             }
             throw e;
         } finally {
-            holding.cancel(false);
+            // the decision is written next, in a transaction that holds the claim's row until it commits: a renewal
+            // under way ends first, rather than wait for that commit on a renewal thread
+            Leases.stop(holding);
         }
     }
 
