@@ -286,6 +286,15 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void aRequestBodyCapBeyondWhatOneArrayHoldsStopsTheStart() {
+        // the body is held in one array while it is fingerprinted: a larger cap would be quietly lowered to that
+        assertStartFailsWithDescription(runner.withPropertyValues("idempotency.max-request-body-size=3GB"))
+                .contains("idempotency.max-request-body-size (3GB) must be at most 2147483639B");
+        runner.withPropertyValues("idempotency.max-request-body-size=2047MB")
+                .run(context -> assertThat(context).hasNotFailed());
+    }
+
+    @Test
     void aProblemTypeBaseThatMakesNoUriStopsTheStart() {
         // else every problem answer would carry a type that is no URI, which RFC 9457 clients cannot resolve
         assertStartFailsWithDescription(
