@@ -379,6 +379,9 @@ public class IdempotencyAutoConfiguration {
             "trailer", "transfer-encoding", "upgrade", "user-agent", "via", "x-forwarded-for", "x-forwarded-host",
             "x-forwarded-port", "x-forwarded-prefix", "x-forwarded-proto");
 
+    /** The largest request body cap: the body is held in one array, and a JVM may refuse a few bytes more. */
+    static final int MAX_REQUEST_BODY_SIZE = Integer.MAX_VALUE - 8;
+
     /** The most completed requests an instance may be set to remember: 250 MB of memory. */
     static final int MAX_COMPLETED_KEYS = 100_000_000;
 
@@ -436,6 +439,10 @@ public class IdempotencyAutoConfiguration {
         checkTableName(properties.getJdbc().getTableName(), properties.getJdbc().isInitializeSchema());
         if (properties.getMaxRequestBodySize().toBytes() <= 0) {
             refuse("idempotency.max-request-body-size", properties.getMaxRequestBodySize(), "positive");
+        }
+        if (properties.getMaxRequestBodySize().toBytes() > MAX_REQUEST_BODY_SIZE) {
+            refuse("idempotency.max-request-body-size", properties.getMaxRequestBodySize(), "at most "
+                    + MAX_REQUEST_BODY_SIZE + "B: the body is held in one array while it is fingerprinted");
         }
         if (properties.getMaxStoredBodySize().toBytes() <= 0) {
             refuse("idempotency.max-stored-body-size", properties.getMaxStoredBodySize(), "positive");
@@ -801,7 +808,7 @@ public class IdempotencyAutoConfiguration {
                                                                                       IdempotencyProperties properties,
                                                                                       IdempotentMethods methods) {
             IdempotencyFilter filter = new IdempotencyFilter(problems,
-                    (int) Math.min(Integer.MAX_VALUE - 8, properties.getMaxRequestBodySize().toBytes()),
+                    (int) properties.getMaxRequestBodySize().toBytes(), // checked: at most MAX_REQUEST_BODY_SIZE
                     properties.getMaxStoredBodySize().toBytes(), new HashSet<>(properties.getReplayedHeaders()), methods);
             FilterRegistrationBean<IdempotencyFilter> registration = new FilterRegistrationBean<>(filter);
             registration.setName("idempotencyFilter");

@@ -48,7 +48,8 @@ public class IdempotencyProperties implements InitializingBean {
 
     /**
      * Largest request body an idempotent endpoint accepts; the body is read and hashed before any database
-     * connection is taken. Larger bodies are answered 413 idempotency-request-too-large.
+     * connection is taken. Larger bodies are answered 413 idempotency-request-too-large. At most 2147483639B (just
+     * under 2GB): the body is held in one array.
      */
     private DataSize maxRequestBodySize = DataSize.ofMegabytes(1);
 
