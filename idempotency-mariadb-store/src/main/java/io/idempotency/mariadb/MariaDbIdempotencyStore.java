@@ -217,7 +217,9 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
      * {@code varchar} of at least 255 characters in {@code utf8mb4_nopad_bin} — a case-insensitive collation (the
      * database's default, for a migration that leaves the collation out) or a PAD SPACE one would make "Alice" and
      * "alice", or "k" and "k ", one caller or one key, and answer each with the other's stored answers; a unique key
-     * on exactly those three columns, whole (no prefix), and no unique key on only some of them; the stored body a
+     * on exactly those three columns, whole (no prefix), that is the primary key (InnoDB checks an insert against a
+     * secondary unique key with next-key locks, which would hold claims of other keys back), and no unique key on only
+     * some of them; the stored body a
      * {@code longblob} (or a {@code mediumblob}, 16 MB) — a {@code blob} holds 64 KB, and a larger answer would be
      * refused or, where the SQL mode is not strict, cut short and replayed so — and the stored headers a text of at
      * least 64 KB ({@code text}, {@code mediumtext}, {@code longtext}) in {@code utf8mb4} (a header value outside
@@ -372,6 +374,16 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
         if (!key) {
             problems.add("there is no unique key on (caller, scope, idempotency_key), whole columns, which"
                     + " arbitrates claims");
+        } else if (!uniqueKeys.containsKey("PRIMARY") || uniqueKeys.get("PRIMARY").size() != KEY_COLUMNS.size()
+                || !KEY_COLUMNS.containsAll(uniqueKeys.get("PRIMARY"))) {
+            // InnoDB checks an insert against a secondary unique key with next-key locks, at READ COMMITTED too
+            problems.add((uniqueKeys.containsKey("PRIMARY") ? "its primary key is (" + String.join(", ",
+                    uniqueKeys.get("PRIMARY")) + ")" : "it has no primary key") + ", not (caller, scope,"
+                    + " idempotency_key): InnoDB checks a claim against a secondary unique key with locks on the gap"
+                    + " before the record it finds, and a claim of a key whose deleted record is not yet purged (a"
+                    + " released claim, a record cleanup removed) would refuse the claims of other keys in that gap"
+                    + " for as long as its transaction runs, each answered 409 although no one holds its key; a"
+                    + " surrogate id may stay, with a unique key of its own");
         }
         if (!problems.isEmpty()) {
             throw new IllegalStateException("table " + tableName + " is not the MariaDB store's table: "
