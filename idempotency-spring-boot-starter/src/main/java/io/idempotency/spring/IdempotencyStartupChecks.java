@@ -867,7 +867,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
             return Optional.of(method + " is @Transactional with timeout " + attribute.getTimeout() + "s: it joins"
                     + " the request's transaction, and Spring ignores the timeout of a transaction it joins, so its"
                     + " statements would run without the bound; remove the timeout and bound them another way (such as"
-                    + " PostgreSQL's statement_timeout: SET LOCAL statement_timeout in the handler)");
+                    + " PostgreSQL's statement_timeout: SET LOCAL statement_timeout in the handler; on MariaDB,"
+                    + " SET STATEMENT max_statement_time = ... FOR a statement)");
         }
         if (propagation == null) {
             return Optional.empty();
