@@ -1,25 +1,18 @@
 package io.idempotency.spring;
 
-import io.idempotency.spring.app.TestApplication;
-import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.boot.web.server.context.WebServerApplicationContext;
 import org.springframework.context.ConfigurableApplicationContext;
 
-import java.io.IOException;
-import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.ResultSet;
-import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -44,9 +37,8 @@ import static org.assertj.core.api.Assertions.assertThat;
  * the first and its replay — is the same answer, naming the row that was kept. Nothing was answered 2xx that is not
  * there, and the clients did feel the restart (answers 409, 500 or 503 on the way, counted and printed).
  *
- * <p>The test restarts a server, so it cannot use the configured or shared one: it always runs an embedded
- * PostgreSQL of its own (zonky, a real PostgreSQL process on a data directory of the test's), stopped with a fast
- * shutdown and started again on the same directory and port.
+ * <p>The test restarts a server, so it cannot use the configured or shared one: it always runs a
+ * {@link RestartablePostgres} of its own.
  */
 class DatabaseRestartIntegrationTest {
 
@@ -57,23 +49,8 @@ class DatabaseRestartIntegrationTest {
 
     @Test
     void everyRequestIsKeptOnceAndEverySuccessIsTheSameAnswerAcrossARestart() throws Exception {
-        int port = freePort();
-        EmbeddedPostgres postgres = start(port);
-        String url = "jdbc:postgresql://localhost:" + port + "/postgres?user=postgres";
-        try (Connection connection = DriverManager.getConnection(url);
-             Statement statement = connection.createStatement()) {
-            statement.execute("create table orders (id bigserial primary key, note text not null)");
-            statement.execute("create table order_audit (order_id bigint not null references orders (id)"
-                    + " deferrable initially deferred)");
-        }
-        ConfigurableApplicationContext application = new SpringApplicationBuilder(TestApplication.class).properties(
-                "server.port=0",
-                "spring.datasource.url=" + url,
-                "spring.datasource.hikari.maximum-pool-size=" + CLIENTS,
-                "spring.datasource.hikari.connection-timeout=1000",
-                "spring.datasource.hikari.validation-timeout=500",
-                "idempotency.in-flight-wait=1s").run();
-        try {
+        try (RestartablePostgres postgres = new RestartablePostgres(dataDirectory);
+             ConfigurableApplicationContext application = postgres.startApplication(CLIENTS)) {
             int httpPort = ((WebServerApplicationContext) application).getWebServer().getPort();
             HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
             AtomicBoolean loadOn = new AtomicBoolean(true);
@@ -119,11 +96,7 @@ class DatabaseRestartIntegrationTest {
                 }));
             }
             try {
-                Thread.sleep(1500);
-                postgres.close(); // a fast shutdown: every session ends now, whatever it was doing
-                Thread.sleep(1000);
-                postgres = start(port);
-                Thread.sleep(2500);
+                postgres.restartUnderLoad();
                 loadOn.set(false);
                 for (Future<?> client : running) {
                     client.get();
@@ -134,16 +107,10 @@ class DatabaseRestartIntegrationTest {
             }
 
             assertThat(failedAnswers.get()).as("the restart was felt by the clients").isPositive();
-            try (Connection connection = DriverManager.getConnection(url);
+            try (Connection connection = DriverManager.getConnection(postgres.url());
                  Statement statement = connection.createStatement()) {
                 for (Map.Entry<String, List<String>> kept : successes.entrySet()) {
-                    List<Long> ids = new ArrayList<>();
-                    try (ResultSet rs = statement.executeQuery("select id from orders where note = '"
-                            + kept.getKey() + "'")) {
-                        while (rs.next()) {
-                            ids.add(rs.getLong(1));
-                        }
-                    }
+                    List<Long> ids = RestartablePostgres.orderIds(statement, kept.getKey());
                     assertThat(ids).as("rows of " + kept.getKey()).hasSize(1);
                     assertThat(kept.getValue()).as("every success for " + kept.getKey() + " is the same answer")
                             .hasSize(2).allMatch(body -> body.equals(kept.getValue().get(0)))
@@ -158,21 +125,6 @@ class DatabaseRestartIntegrationTest {
             System.out.println("database restart: " + successes.size() + " requests kept; on the way, answers by"
                     + " status " + failures + "; requests first answered with a replay: "
                     + keptBeforeTheirFirstSuccess.get());
-        } finally {
-            application.close();
-            postgres.close();
-        }
-    }
-
-    private EmbeddedPostgres start(int port) throws IOException {
-        // durable commits, as on a production server (the embedded default turns synchronous_commit off)
-        return EmbeddedPostgres.builder().setDataDirectory(dataDirectory.toFile()).setCleanDataDirectory(false)
-                .setPort(port).setServerConfig("synchronous_commit", "on").start();
-    }
-
-    private static int freePort() throws IOException {
-        try (ServerSocket socket = new ServerSocket(0)) {
-            return socket.getLocalPort();
         }
     }
 }

@@ -1,16 +1,11 @@
 package io.idempotency.spring;
 
 import io.idempotency.spring.app.FakeGateway;
-import io.idempotency.spring.app.TestApplication;
-import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.boot.web.server.context.WebServerApplicationContext;
 import org.springframework.context.ConfigurableApplicationContext;
 
-import java.io.IOException;
-import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -45,8 +40,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * charge, a local row is kept at most once (none when the resolver completed a stale claim), and no claim is left
  * {@code PROCESSING}.
  *
- * <p>Like {@link DatabaseRestartIntegrationTest}, it runs an embedded PostgreSQL of its own, stopped with a fast
- * shutdown and started again on the same directory and port.
+ * <p>Like {@link DatabaseRestartIntegrationTest}, it runs a {@link RestartablePostgres} of its own.
  */
 class IntentFirstDatabaseRestartIntegrationTest {
 
@@ -59,23 +53,8 @@ class IntentFirstDatabaseRestartIntegrationTest {
 
     @Test
     void everyChargeIsMadeOnceAndEverySuccessIsTheSameAnswerAcrossARestart() throws Exception {
-        int port = freePort();
-        EmbeddedPostgres postgres = start(port);
-        String url = "jdbc:postgresql://localhost:" + port + "/postgres?user=postgres";
-        try (Connection connection = DriverManager.getConnection(url);
-             Statement statement = connection.createStatement()) {
-            statement.execute("create table orders (id bigserial primary key, note text not null)");
-            statement.execute("create table order_audit (order_id bigint not null references orders (id)"
-                    + " deferrable initially deferred)");
-        }
-        ConfigurableApplicationContext application = new SpringApplicationBuilder(TestApplication.class).properties(
-                "server.port=0",
-                "spring.datasource.url=" + url,
-                "spring.datasource.hikari.maximum-pool-size=" + CLIENTS,
-                "spring.datasource.hikari.connection-timeout=1000",
-                "spring.datasource.hikari.validation-timeout=500",
-                "idempotency.in-flight-wait=1s").run();
-        try {
+        try (RestartablePostgres postgres = new RestartablePostgres(dataDirectory);
+             ConfigurableApplicationContext application = postgres.startApplication(CLIENTS)) {
             FakeGateway gateway = application.getBean(FakeGateway.class);
             int httpPort = ((WebServerApplicationContext) application).getWebServer().getPort();
             HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
@@ -118,11 +97,7 @@ class IntentFirstDatabaseRestartIntegrationTest {
                 }));
             }
             try {
-                Thread.sleep(1500);
-                postgres.close(); // a fast shutdown: every session ends now, whatever it was doing
-                Thread.sleep(1000);
-                postgres = start(port);
-                Thread.sleep(2500);
+                postgres.restartUnderLoad();
                 loadOn.set(false);
                 for (Future<?> client : running) {
                     client.get();
@@ -134,7 +109,7 @@ class IntentFirstDatabaseRestartIntegrationTest {
 
             assertThat(failures).as("the restart was felt by the clients").isNotEmpty();
             List<String> charges = new ArrayList<>();
-            try (Connection connection = DriverManager.getConnection(url);
+            try (Connection connection = DriverManager.getConnection(postgres.url());
                  Statement statement = connection.createStatement()) {
                 for (Map.Entry<String, List<String>> kept : successes.entrySet()) {
                     List<String> bodies = kept.getValue();
@@ -143,13 +118,7 @@ class IntentFirstDatabaseRestartIntegrationTest {
                     Matcher charge = CHARGE.matcher(bodies.get(0));
                     assertThat(charge.find()).as(bodies.get(0)).isTrue();
                     charges.add(charge.group(1));
-                    List<Long> ids = new ArrayList<>();
-                    try (ResultSet rs = statement.executeQuery("select id from orders where note = '"
-                            + kept.getKey() + "'")) {
-                        while (rs.next()) {
-                            ids.add(rs.getLong(1));
-                        }
-                    }
+                    List<Long> ids = RestartablePostgres.orderIds(statement, kept.getKey());
                     Matcher id = ID.matcher(bodies.get(0));
                     if (id.find()) {
                         assertThat(ids).as("rows of " + kept.getKey()).containsExactly(Long.parseLong(id.group(1)));
@@ -172,21 +141,6 @@ class IntentFirstDatabaseRestartIntegrationTest {
             }
             System.out.println("intent-first database restart: " + successes.size() + " requests kept; on the way,"
                     + " answers by status " + failures + "; gateway calls " + gateway.calls());
-        } finally {
-            application.close();
-            postgres.close();
-        }
-    }
-
-    private EmbeddedPostgres start(int port) throws IOException {
-        // durable commits, as on a production server (the embedded default turns synchronous_commit off)
-        return EmbeddedPostgres.builder().setDataDirectory(dataDirectory.toFile()).setCleanDataDirectory(false)
-                .setPort(port).setServerConfig("synchronous_commit", "on").start();
-    }
-
-    private static int freePort() throws IOException {
-        try (ServerSocket socket = new ServerSocket(0)) {
-            return socket.getLocalPort();
         }
     }
 }
