@@ -84,24 +84,7 @@ class LeaseRenewalDuringTheCommitIntegrationTest {
                 }
                 Thread.sleep(200); // the renewals under way reach the row
 
-                // a claim whose work outlasts its lease, which its renewals keep
-                ScopedKey working = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
-                AtomicInteger runs = new AtomicInteger();
-                CompletableFuture<IdempotencyTemplate.Result> holder = Async.supply(() -> execute(engine, working,
-                        message, lease, () -> {
-                            runs.incrementAndGet();
-                            Thread.sleep(lease.toMillis() * 4);
-                            return "charged".getBytes(StandardCharsets.UTF_8);
-                        }));
-                Thread.sleep(lease.toMillis() * 2);
-                assertThatThrownBy(() -> execute(other, working, message, lease, () -> {
-                    runs.incrementAndGet();
-                    return "charged again".getBytes(StandardCharsets.UTF_8);
-                })).as("the retry of a claim whose holder is working and renewing its lease")
-                        .isInstanceOf(IdempotencyTemplate.InProgressException.class);
-                assertThat(holder.get(10, TimeUnit.SECONDS).value()).asString(StandardCharsets.UTF_8)
-                        .isEqualTo("charged");
-                assertThat(runs).as("the work ran once").hasValue(1);
+                assertTheLeaseOfWorkOutlastingItIsRenewed(engine, other, lease, message);
                 resume.countDown();
                 for (CompletableFuture<?> holding : stalled) {
                     holding.get(10, TimeUnit.SECONDS);
@@ -193,23 +176,7 @@ class LeaseRenewalDuringTheCommitIntegrationTest {
                 }
                 Thread.sleep(200); // the renewals under way reach the row
 
-                ScopedKey working = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
-                AtomicInteger runs = new AtomicInteger();
-                CompletableFuture<IdempotencyTemplate.Result> holder = Async.supply(() -> execute(engine, working,
-                        message, lease, () -> {
-                            runs.incrementAndGet();
-                            Thread.sleep(lease.toMillis() * 4);
-                            return "charged".getBytes(StandardCharsets.UTF_8);
-                        }));
-                Thread.sleep(lease.toMillis() * 2);
-                assertThatThrownBy(() -> execute(other, working, message, lease, () -> {
-                    runs.incrementAndGet();
-                    return "charged again".getBytes(StandardCharsets.UTF_8);
-                })).as("the retry of a claim whose holder is working and renewing its lease")
-                        .isInstanceOf(IdempotencyTemplate.InProgressException.class);
-                assertThat(holder.get(10, TimeUnit.SECONDS).value()).asString(StandardCharsets.UTF_8)
-                        .isEqualTo("charged");
-                assertThat(runs).as("the work ran once").hasValue(1);
+                assertTheLeaseOfWorkOutlastingItIsRenewed(engine, other, lease, message);
                 resume.countDown();
                 for (CompletableFuture<?> retry : stalled) {
                     retry.get(10, TimeUnit.SECONDS);
@@ -220,6 +187,31 @@ class LeaseRenewalDuringTheCommitIntegrationTest {
                 other.shutdown();
             }
         }
+    }
+
+    /**
+     * A claim whose work outlasts its lease keeps it by its renewals: a retry from another instance meanwhile is told
+     * the work is in progress, and the work runs once.
+     */
+    private static void assertTheLeaseOfWorkOutlastingItIsRenewed(IdempotencyEngine engine, IdempotencyEngine other,
+                                                                  Duration lease, byte[] message) throws Exception {
+        ScopedKey working = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
+        AtomicInteger runs = new AtomicInteger();
+        CompletableFuture<IdempotencyTemplate.Result> holder = Async.supply(() -> execute(engine, working,
+                message, lease, () -> {
+                    runs.incrementAndGet();
+                    Thread.sleep(lease.toMillis() * 4);
+                    return "charged".getBytes(StandardCharsets.UTF_8);
+                }));
+        Thread.sleep(lease.toMillis() * 2);
+        assertThatThrownBy(() -> execute(other, working, message, lease, () -> {
+            runs.incrementAndGet();
+            return "charged again".getBytes(StandardCharsets.UTF_8);
+        })).as("the retry of a claim whose holder is working and renewing its lease")
+                .isInstanceOf(IdempotencyTemplate.InProgressException.class);
+        assertThat(holder.get(10, TimeUnit.SECONDS).value()).asString(StandardCharsets.UTF_8)
+                .isEqualTo("charged");
+        assertThat(runs).as("the work ran once").hasValue(1);
     }
 
     /** Leaves a stale claim of {@code key}: an attempt that crashed after its claim was committed, lease run out. */
