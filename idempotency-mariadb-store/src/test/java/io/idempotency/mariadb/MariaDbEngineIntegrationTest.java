@@ -8,6 +8,7 @@ import io.idempotency.core.DownstreamKeys;
 import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.IdempotencyTemplate;
+import io.idempotency.core.RecordStatus;
 import io.idempotency.core.ReplayCache;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StaleClaimResolver;
@@ -384,9 +385,7 @@ class MariaDbEngineIntegrationTest {
         try (HikariDataSource dataSource = database.dataSource(4)) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
             jdbc.execute(MariaDbIdempotencyStore.schema("idempotency_keys"));
-            jdbc.execute("CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL)");
-            jdbc.execute("CREATE TABLE audit (id int AUTO_INCREMENT PRIMARY KEY, note varchar(20))");
-            jdbc.update("INSERT INTO accounts VALUES (1, 0), (2, 0)");
+            twoAccounts(jdbc);
             IdempotencyEngine engine = engine(dataSource, Duration.ofSeconds(1));
             IdempotencyTemplate template = new IdempotencyTemplate(engine);
             ScopedKey key = scoped(UUID.randomUUID().toString());
@@ -394,36 +393,10 @@ class MariaDbEngineIntegrationTest {
             AtomicBoolean deadlocked = new AtomicBoolean();
             ExecutorService other = Executors.newSingleThreadExecutor();
             try {
-                // the other transaction has written more rows, so InnoDB rolls the work's transaction back
-                Future<?> heavier = other.submit(() -> {
-                    try (Connection connection = dataSource.getConnection()) {
-                        connection.setAutoCommit(false);
-                        try (Statement statement = connection.createStatement()) {
-                            for (int i = 0; i < 20; i++) {
-                                statement.executeUpdate("INSERT INTO audit (note) VALUES ('other')");
-                            }
-                            statement.executeUpdate("UPDATE accounts SET balance = balance + 100 WHERE id = 2");
-                            bothHoldTheirRow.await(10, TimeUnit.SECONDS);
-                            statement.executeUpdate("UPDATE accounts SET balance = balance + 100 WHERE id = 1");
-                        }
-                        connection.commit();
-                    }
-                    return null;
-                });
+                Future<?> heavier = other.submit(aHeavierTransfer(dataSource, bothHoldTheirRow));
 
-                assertThatThrownBy(() -> template.execute(key,
-                                "transfer".getBytes(StandardCharsets.UTF_8), () -> {
-                                    jdbc.update("UPDATE accounts SET balance = balance + 1 WHERE id = 1");
-                                    bothHoldTheirRow.await(10, TimeUnit.SECONDS);
-                                    Thread.sleep(300); // the other transaction waits for row 1 meanwhile
-                                    try {
-                                        jdbc.update("UPDATE accounts SET balance = balance + 1 WHERE id = 2");
-                                    } catch (DataAccessException e) {
-                                        deadlocked.set(true);
-                                        jdbc.update("UPDATE accounts SET balance = balance + 1 WHERE id = 2");
-                                    }
-                                    return "done".getBytes(StandardCharsets.UTF_8);
-                                }))
+                assertThatThrownBy(() -> template.execute(key, "transfer".getBytes(StandardCharsets.UTF_8),
+                        aTransferCarryingOnAfterADeadlock(jdbc, bothHoldTheirRow, deadlocked)))
                         .isInstanceOfSatisfying(CommitFailedException.class,
                                 failed -> assertThat(failed.outcomeUnknown()).as("nothing was committed").isFalse());
                 heavier.get(10, TimeUnit.SECONDS);
@@ -447,6 +420,98 @@ class MariaDbEngineIntegrationTest {
                     .containsExactly(101, 101);
             engine.shutdown();
         }
+    }
+
+    /**
+     * In intent-first mode the claim was committed before the work's transaction, so nothing shows the library that
+     * InnoDB rolled that transaction back as a deadlock's victim: work that carries on after the deadlock loses the
+     * writes made before it, and those made after it commit with the answer, which is replayed — as docs/mariadb.md
+     * says.
+     */
+    @Test
+    void intentFirstWorkCarryingOnAfterADeadlockKeepsOnlyTheWritesAfterItWithItsAnswer() throws Exception {
+        TestMariaDb.Database database = TestMariaDb.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(4)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute(MariaDbIdempotencyStore.schema("idempotency_keys"));
+            twoAccounts(jdbc);
+            IdempotencyEngine engine = engine(dataSource, Duration.ofSeconds(1), ReplayCache.NONE);
+            IdempotencyTemplate template = new IdempotencyTemplate(engine);
+            ScopedKey key = scoped(UUID.randomUUID().toString());
+            byte[] input = "transfer".getBytes(StandardCharsets.UTF_8);
+            CyclicBarrier bothHoldTheirRow = new CyclicBarrier(2);
+            AtomicBoolean deadlocked = new AtomicBoolean();
+            ExecutorService other = Executors.newSingleThreadExecutor();
+            IdempotencyTemplate.Result result;
+            try {
+                Future<?> heavier = other.submit(aHeavierTransfer(dataSource, bothHoldTheirRow));
+                result = template.execute(key, input, IdempotencyMode.INTENT_FIRST, Duration.ofSeconds(30),
+                        aTransferCarryingOnAfterADeadlock(jdbc, bothHoldTheirRow, deadlocked));
+                heavier.get(10, TimeUnit.SECONDS);
+            } finally {
+                other.shutdownNow();
+            }
+            assertThat(deadlocked).isTrue();
+            assertThat(result.replayed()).isFalse();
+            assertThat(jdbc.queryForList("SELECT balance FROM accounts ORDER BY id", Integer.class))
+                    .as("the write before the deadlock lost, the one after it kept").containsExactly(100, 101);
+            assertThat(jdbc.queryForObject("SELECT status FROM idempotency_keys WHERE idempotency_key = ?",
+                    String.class, key.key())).isEqualTo(RecordStatus.SUCCEEDED.name());
+            assertThat(template.execute(key, input, IdempotencyMode.INTENT_FIRST, Duration.ofSeconds(30),
+                    () -> "again".getBytes(StandardCharsets.UTF_8)).replayed()).isTrue();
+            engine.shutdown();
+        }
+    }
+
+    /** Accounts 1 and 2 at 0, and an audit table, for the transfers that deadlock below. */
+    private static void twoAccounts(JdbcTemplate jdbc) {
+        jdbc.execute("CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL)");
+        jdbc.execute("CREATE TABLE audit (id int AUTO_INCREMENT PRIMARY KEY, note varchar(20))");
+        jdbc.update("INSERT INTO accounts VALUES (1, 0), (2, 0)");
+    }
+
+    /**
+     * A transfer that takes account 2, then account 1 once the work holds account 1, adding 100 to each. It has
+     * written more rows than the work, so InnoDB rolls the work's transaction back when they deadlock.
+     */
+    private static Callable<Void> aHeavierTransfer(HikariDataSource dataSource, CyclicBarrier bothHoldTheirRow) {
+        return () -> {
+            try (Connection connection = dataSource.getConnection()) {
+                connection.setAutoCommit(false);
+                try (Statement statement = connection.createStatement()) {
+                    for (int i = 0; i < 20; i++) {
+                        statement.executeUpdate("INSERT INTO audit (note) VALUES ('other')");
+                    }
+                    statement.executeUpdate("UPDATE accounts SET balance = balance + 100 WHERE id = 2");
+                    bothHoldTheirRow.await(10, TimeUnit.SECONDS);
+                    statement.executeUpdate("UPDATE accounts SET balance = balance + 100 WHERE id = 1");
+                }
+                connection.commit();
+            }
+            return null;
+        };
+    }
+
+    /**
+     * Work that takes account 1, then account 2 once the other transfer holds it — the deadlock — adding 1 to each,
+     * and that carries on when told of the deadlock: it writes account 2 again, as InnoDB's deadlocks are often
+     * retried.
+     */
+    private static Callable<byte[]> aTransferCarryingOnAfterADeadlock(JdbcTemplate jdbc,
+                                                                      CyclicBarrier bothHoldTheirRow,
+                                                                      AtomicBoolean deadlocked) {
+        return () -> {
+            jdbc.update("UPDATE accounts SET balance = balance + 1 WHERE id = 1");
+            bothHoldTheirRow.await(10, TimeUnit.SECONDS);
+            Thread.sleep(300); // the other transaction waits for account 1 meanwhile
+            try {
+                jdbc.update("UPDATE accounts SET balance = balance + 1 WHERE id = 2");
+            } catch (DataAccessException e) {
+                deadlocked.set(true);
+                jdbc.update("UPDATE accounts SET balance = balance + 1 WHERE id = 2");
+            }
+            return "done".getBytes(StandardCharsets.UTF_8);
+        };
     }
 
     private static ScopedKey scoped(String key) {
