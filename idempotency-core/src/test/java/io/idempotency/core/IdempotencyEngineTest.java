@@ -1215,6 +1215,41 @@ class IdempotencyEngineTest {
         }
     }
 
+    /**
+     * The engine's own threads start when a request first needs them (here a lease renewal), on that request's
+     * thread: they must not inherit its inheritable thread-locals — Spring Security's context in
+     * MODE_INHERITABLETHREADLOCAL, say — which they would keep, and show to all the work they do, for as long as the
+     * process lives.
+     */
+    @Test
+    void theRenewalThreadsInheritNothingFromTheRequestThatStartedThem() throws Exception {
+        InheritableThreadLocal<String> requestState = new InheritableThreadLocal<>();
+        List<String> seenByRenewals = Collections.synchronizedList(new ArrayList<>());
+        store.renewals = Collections.synchronizedList(new ArrayList<>() {
+            @Override
+            public boolean add(String token) {
+                seenByRenewals.add(String.valueOf(requestState.get()));
+                return super.add(token);
+            }
+        });
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
+        requestState.set("alice's authentication");
+        try {
+            Proceed proceed = (Proceed) engine.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofMillis(30));
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+            while (seenByRenewals.isEmpty()) {
+                assertThat(System.nanoTime() - deadline).as("the lease was renewed").isNegative();
+                Thread.sleep(5);
+            }
+            assertThat(proceed.execution().finish(CREATED)).isEqualTo(Outcome.STORED);
+        } finally {
+            requestState.remove();
+            engine.shutdown();
+        }
+
+        assertThat(seenByRenewals).as("what the renewal threads inherited from the request").containsOnly("null");
+    }
+
     // ---- stale intent-first claims ----
 
     @Test
