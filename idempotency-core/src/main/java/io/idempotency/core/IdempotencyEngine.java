@@ -1238,7 +1238,9 @@ public final class IdempotencyEngine {
      */
     private static ScheduledExecutorService executor(int threads, String name) {
         ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(threads, runnable -> {
-            Thread thread = new Thread(runnable, name);
+            // started on the thread of the request that first needs one: none of its inheritable thread-locals
+            // (a security context, say) is copied, or the thread would keep it for the life of the process
+            Thread thread = new Thread(null, runnable, name, 0, false);
             thread.setDaemon(true);
             return thread;
         });

@@ -159,7 +159,8 @@ public final class StaleClaimSweeper {
         // the resolver may ask a slow third party: the claim is held meanwhile, or another sweeper or a retry could
         // take it over too and ask again
         ScheduledExecutorService renewals = Executors.newSingleThreadScheduledExecutor(runnable -> {
-            Thread thread = new Thread(runnable, "idempotency-sweeper-lease");
+            // a sweep may be run from any thread: nothing of its inheritable thread-locals is copied
+            Thread thread = new Thread(null, runnable, "idempotency-sweeper-lease", 0, false);
             thread.setDaemon(true);
             return thread;
         });

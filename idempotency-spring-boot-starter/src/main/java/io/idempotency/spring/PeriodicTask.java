@@ -63,7 +63,7 @@ abstract class PeriodicTask implements SmartLifecycle {
             return; // a second schedule would run beside the first, and no stop would end it
         }
         ScheduledExecutorService started = Executors.newSingleThreadScheduledExecutor(runnable -> {
-            Thread thread = new Thread(runnable, name);
+            Thread thread = new Thread(null, runnable, name, 0, false); // inheriting no thread-locals of the starter
             thread.setDaemon(true);
             return thread;
         });
