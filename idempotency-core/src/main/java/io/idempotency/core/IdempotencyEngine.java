@@ -1027,11 +1027,8 @@ public final class IdempotencyEngine {
                         transaction.commit(() -> {
                             // renewed until now: the callbacks before it may take their time (a slow
                             // BEFORE_COMMIT listener), and the claim, whose row this transaction does not hold yet,
-                            // stays its holder's. A renewal under way is waited for: once the answer is written,
-                            // it would wait for this transaction's commit (see Leases.stop)
-                            if (renewal != null) {
-                                Leases.stop(renewal);
-                            }
+                            // stays its holder's
+                            stopRenewalAndAwaitIt();
                             boolean completed;
                             try {
                                 completed = store.complete(key, fencingToken, response);
@@ -1221,6 +1218,16 @@ public final class IdempotencyEngine {
         private void stopRenewal() {
             if (renewal != null) {
                 renewal.cancel(false);
+            }
+        }
+
+        /**
+         * {@link #stopRenewal()}, returning once a renewal under way has ended: for the moment before the answer is
+         * written, after which a renewal would wait for this transaction's commit (see {@link Leases#stop}).
+         */
+        private void stopRenewalAndAwaitIt() {
+            if (renewal != null) {
+                Leases.stop(renewal);
             }
         }
 
