@@ -2142,8 +2142,8 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /** {@code work} run intent-first under {@code key} through a template on {@code engine}; its failure unchecked. */
-    private static IdempotencyTemplate.Result execute(IdempotencyEngine engine, ScopedKey key, byte[] message,
-                                                      Duration lease, java.util.concurrent.Callable<byte[]> work) {
+    static IdempotencyTemplate.Result execute(IdempotencyEngine engine, ScopedKey key, byte[] message,
+                                              Duration lease, java.util.concurrent.Callable<byte[]> work) {
         try {
             return new IdempotencyTemplate(engine).execute(key, message, IdempotencyMode.INTENT_FIRST, lease, work);
         } catch (RuntimeException e) {
@@ -2210,8 +2210,8 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /** An engine on {@code dataSource}'s transactions, which waits 300 ms for a claim in flight. */
-    private static IdempotencyEngine engine(HikariDataSource dataSource, PostgresIdempotencyStore store,
-                                            StaleClaimResolver resolver) {
+    static IdempotencyEngine engine(HikariDataSource dataSource, PostgresIdempotencyStore store,
+                                    StaleClaimResolver resolver) {
         return engine(store, transactions(dataSource), Duration.ofMillis(300), resolver);
     }
 

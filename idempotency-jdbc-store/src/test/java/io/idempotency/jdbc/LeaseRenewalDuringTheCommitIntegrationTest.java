@@ -1,20 +1,16 @@
 package io.idempotency.jdbc;
 
 import com.zaxxer.hikari.HikariDataSource;
-import io.idempotency.core.DownstreamKeys;
 import io.idempotency.core.IdempotencyEngine;
-import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.IdempotencyTemplate;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StaleClaimResolver;
-import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
-import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
@@ -31,6 +27,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.IntSupplier;
 
+import static io.idempotency.jdbc.IntentFirstEngineIntegrationTest.engine;
+import static io.idempotency.jdbc.IntentFirstEngineIntegrationTest.execute;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -42,8 +40,6 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  */
 @Tag("engine")
 class LeaseRenewalDuringTheCommitIntegrationTest {
-
-    private static final Duration DAY = Duration.ofDays(1);
 
     @Test
     void holdersStalledInTheirCommitKeepNoOtherClaimsLeaseFromBeingRenewed() throws Exception {
@@ -250,23 +246,5 @@ class LeaseRenewalDuringTheCommitIntegrationTest {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
-    }
-
-    private static IdempotencyTemplate.Result execute(IdempotencyEngine engine, ScopedKey key, byte[] message,
-                                                      Duration lease, Callable<byte[]> work) {
-        try {
-            return new IdempotencyTemplate(engine).execute(key, message, IdempotencyMode.INTENT_FIRST, lease, work);
-        } catch (RuntimeException e) {
-            throw e;
-        } catch (Exception e) {
-            throw new java.util.concurrent.CompletionException(e);
-        }
-    }
-
-    private static IdempotencyEngine engine(HikariDataSource dataSource, PostgresIdempotencyStore store,
-                                            StaleClaimResolver resolver) {
-        return new IdempotencyEngine(store, new SpringTransactions(new DataSourceTransactionManager(dataSource)),
-                StoragePolicy.DEFAULT, DAY, Duration.ofMillis(300), resolver,
-                new DownstreamKeys("secret"));
     }
 }
