@@ -83,6 +83,29 @@ class MethodSecurityInsideTheAdviceIntegrationTest {
         assertThat(status(key)).isEqualTo("SUCCEEDED");
     }
 
+    /**
+     * Ordered inside the advice, {@code @PreAuthorize} guards only what the advice proceeds to: a replay does not
+     * proceed, so it is not checked again, unlike with method security in its default place.
+     */
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"charge", "note"})
+    void aReplayIsNotCheckedAgainByMethodSecurityInsideTheAdvice(String endpoint) throws Exception {
+        String key = UUID.randomUUID().toString();
+        String name = newUser("ADMIN");
+
+        HttpResponse<byte[]> first = post("/inner-guard/" + endpoint + "/" + key, key, name);
+        changeRole(name, "PAYER");
+        HttpResponse<byte[]> revoked = post("/inner-guard/" + endpoint + "/" + key, key, name);
+        HttpResponse<byte[]> otherRequest = post("/inner-guard/" + endpoint + "/" + key + "-other", key, name);
+
+        assertThat(first.statusCode()).isEqualTo(200);
+        assertThat(revoked.statusCode()).isEqualTo(200);
+        assertThat(revoked.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(PaymentApi.text(revoked)).isEqualTo(PaymentApi.text(first));
+        assertThat(otherRequest.statusCode()).isEqualTo(422);
+        assertThat(notes(key)).isEqualTo(1);
+    }
+
     @Test
     void anIntentFirstRefusalBeforeTheBodyLeavesNoRecord() throws Exception {
         String key = UUID.randomUUID().toString();
