@@ -9,7 +9,6 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -492,7 +491,7 @@ public final class IdempotencyEngine {
         }
         // the resolver may ask a third party for longer than the lease: hold the claim meanwhile, as a handler would,
         // or another request could take it over too, ask the resolver again and run beside this one
-        ScheduledFuture<?> holding = holdLease(key, token, lease);
+        Leases.Holding holding = holdLease(key, token, lease);
         StaleClaimResolver.Resolution resolution = resolveHolding(resolver, claim, holding, store, token,
                 defaultPolicy, maxStoredBodySize);
         if (resolution instanceof StaleClaimResolver.Complete complete) {
@@ -558,7 +557,7 @@ public final class IdempotencyEngine {
      * {@code InterruptedException}, whose cleared interrupt is set again.
      */
     static StaleClaimResolver.Resolution resolveHolding(StaleClaimResolver resolver, StaleClaimResolver.StaleClaim claim,
-                                                        ScheduledFuture<?> holding, IdempotencyStore store, String token,
+                                                        Leases.Holding holding, IdempotencyStore store, String token,
                                                         StoragePolicy policy, long maxStoredBodySize) {
         try {
             return decided(resolver.resolve(claim), claim.key(), policy, maxStoredBodySize);
@@ -615,7 +614,7 @@ public final class IdempotencyEngine {
      */
     private Proceed proceedIntent(ScopedKey key, String requestHash, String token, Duration lease,
                                   boolean heldBefore) {
-        ScheduledFuture<?> renewal;
+        Leases.Holding renewal;
         Transactions.Transaction transaction;
         try {
             renewal = holdLease(key, token, lease);
@@ -626,7 +625,7 @@ public final class IdempotencyEngine {
         try {
             transaction = transactions.begin();
         } catch (Throwable e) {
-            renewal.cancel(false); // the release or FAILED mark is fenced by status: a renewal under way cannot undo it
+            renewal.cancel(); // the release or FAILED mark is fenced by status: a renewal under way cannot undo it
             abandonUnstarted(key, token, heldBefore, lease, e, false);
             throw e;
         }
@@ -822,7 +821,7 @@ public final class IdempotencyEngine {
      *
      * @throws IllegalStateException when the engine has been shut down
      */
-    private ScheduledFuture<?> holdLease(ScopedKey key, String token, Duration lease) {
+    private Leases.Holding holdLease(ScopedKey key, String token, Duration lease) {
         try {
             return Leases.hold(renewals, store, key, token, lease);
         } catch (RejectedExecutionException e) {
@@ -927,7 +926,7 @@ public final class IdempotencyEngine {
         private final String fencingToken;
         private final String requestHash;
         private final Flight flight;
-        private final ScheduledFuture<?> renewal;
+        private final Leases.Holding renewal;
         /** Whether an earlier attempt held the claim (see {@link #proceedIntent}): it is never released. */
         private final boolean heldBefore;
         private final Duration lease;
@@ -936,7 +935,7 @@ public final class IdempotencyEngine {
         /** @param renewal what renews the lease of an {@link IdempotencyMode#INTENT_FIRST} claim; null otherwise */
         private Execution(IdempotencyMode mode, Transactions.Transaction transaction, ScopedKey key,
                           String requestHash, String fencingToken, Duration lease, boolean heldBefore,
-                          ScheduledFuture<?> renewal) {
+                          Leases.Holding renewal) {
             this.heldBefore = heldBefore;
             this.lease = lease;
             this.requestHash = requestHash;
@@ -1217,7 +1216,7 @@ public final class IdempotencyEngine {
 
         private void stopRenewal() {
             if (renewal != null) {
-                renewal.cancel(false);
+                renewal.cancel();
             }
         }
 

@@ -5,6 +5,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.BooleanSupplier;
 
 /** Keeps a claim's lease while its holder works: a handler, or a resolver asked about a stale claim. */
@@ -17,21 +18,24 @@ final class Leases {
 
     /**
      * Renews the lease of the claim {@code token} holds every third of the lease, on {@code renewals}, until the
-     * returned future is cancelled or a renewal finds the claim taken over (its result will then be refused).
+     * returned holding is cancelled or a renewal finds the claim taken over (its result will then be refused).
      *
      * @throws java.util.concurrent.RejectedExecutionException when {@code renewals} has been shut down
      */
-    static ScheduledFuture<?> hold(ScheduledExecutorService renewals, IdempotencyStore store, ScopedKey key,
-                                   String token, Duration lease) {
+    static Holding hold(ScheduledExecutorService renewals, IdempotencyStore store, ScopedKey key, String token,
+                        Duration lease) {
         long period = Math.max(1, lease.toMillis() / 3);
-        CompletableFuture<ScheduledFuture<?>> self = new CompletableFuture<>();
-        ScheduledFuture<?> renewal = renewals.scheduleWithFixedDelay(() -> {
-            ScheduledFuture<?> holding = self.join();
+        Holding holding = new Holding();
+        holding.schedule.complete(renewals.scheduleWithFixedDelay(() -> {
+            ScheduledFuture<?> schedule = holding.schedule.join();
             try {
-                synchronized (holding) { // see handBack and stop: a renewal is never under way beside them
-                    if (!holding.isCancelled() && !store.renew(key, token, lease)) {
-                        holding.cancel(false);
+                holding.renewing.lock(); // see handBack and stop: a renewal is never under way beside them
+                try {
+                    if (!schedule.isCancelled() && !store.renew(key, token, lease)) {
+                        schedule.cancel(false);
                     }
+                } finally {
+                    holding.renewing.unlock();
                 }
             } catch (Throwable e) {
                 // the next renewal tries again (an error too, and a checked exception a store in Kotlin passes on
@@ -42,9 +46,29 @@ final class Leases {
                         + " failed; tried again in " + period + " ms. Should the lease run out first, another request or the"
                         + " sweeper may take the claim over, and the result of its holder is then refused", e);
             }
-        }, period, period, TimeUnit.MILLISECONDS);
-        self.complete(renewal);
-        return renewal;
+        }, period, period, TimeUnit.MILLISECONDS));
+        return holding;
+    }
+
+    /**
+     * A lease {@link #hold} keeps: the schedule of its renewals, and the lock a renewal under way holds. A lock, not a
+     * monitor: {@link #stop} and {@link #handBack} wait for it, and handBack writes to the database while holding it,
+     * on the request's thread. A virtual thread that waits for a monitor, or does I/O inside one, keeps its carrier
+     * thread until Java 24; a few such waits (as many as there are cores), each for a renewal that waits for a pool
+     * connection, would stop every virtual thread of the application, among them those that hold the connections.
+     */
+    static final class Holding {
+
+        private final CompletableFuture<ScheduledFuture<?>> schedule = new CompletableFuture<>();
+        private final ReentrantLock renewing = new ReentrantLock();
+
+        private Holding() {
+        }
+
+        /** Stops the renewals; one under way runs to its end (see {@link #stop} to wait for it). */
+        void cancel() {
+            schedule.join().cancel(false);
+        }
     }
 
     /**
@@ -53,11 +77,10 @@ final class Leases {
      * and a renewal still on its way to the row would wait for that commit on one of the few renewal threads — as long
      * as the commit stalls (a pause, a partition), with the leases of other claims left unrenewed behind it.
      */
-    static void stop(ScheduledFuture<?> holding) {
-        holding.cancel(false);
-        synchronized (holding) { // a renewal that has started runs to its end inside this lock
-            // nothing to do: only waiting
-        }
+    static void stop(Holding holding) {
+        holding.cancel();
+        holding.renewing.lock(); // a renewal that has started runs to its end inside this lock
+        holding.renewing.unlock(); // nothing to do: only waiting
     }
 
     /**
@@ -67,13 +90,16 @@ final class Leases {
      * extend the lease again — also one running on another of the renewal threads. Waits without the thread's
      * interrupt, which it keeps; a failure is attached to {@code failure} (the lease then runs out as it would have).
      */
-    static void handBack(ScheduledFuture<?> holding, IdempotencyStore store, ScopedKey key, String token,
+    static void handBack(Holding holding, IdempotencyStore store, ScopedKey key, String token,
                          Throwable failure) {
-        holding.cancel(false);
+        holding.cancel();
         // on this thread: a renewal of this lease that has just started waits for the hand-back on a renewal thread,
-        // which would not be free to hand back on when there is only one
-        synchronized (holding) {
+        // which would not be free to hand back on when there is only one (the lock ignores the thread's interrupt)
+        holding.renewing.lock();
+        try {
             endLease(store, key, token, failure);
+        } finally {
+            holding.renewing.unlock();
         }
     }
 
@@ -95,7 +121,7 @@ final class Leases {
     }
 
     /**
-     * Ends the lease of the claim {@code token} holds at once, as {@link #handBack(ScheduledFuture, IdempotencyStore,
+     * Ends the lease of the claim {@code token} holds at once, as {@link #handBack(Holding, IdempotencyStore,
      * ScopedKey, String, Throwable)} does, for a claim whose lease nothing renews (the renewals have been shut down).
      * Waits without the thread's interrupt, which it keeps; a failure is attached to {@code failure} (the lease then
      * runs out as it would have).

@@ -7,7 +7,6 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.ScheduledFuture;
 
 /**
  * Finds claims committed before their work whose lease ran out while no retry came to resolve them, and resolves
@@ -184,7 +183,7 @@ public final class StaleClaimSweeper {
                     StaleClaimResolver.StaleClaim claim = new StaleClaimResolver.StaleClaim(stale.key(),
                             downstreamKeys.derive(stale.key()), stale.requestHash(), stale.createdAt(),
                             stale.lockedUntil(), false);
-                    ScheduledFuture<?> holding = Leases.hold(renewals, store, stale.key(), token.get(), lease);
+                    Leases.Holding holding = Leases.hold(renewals, store, stale.key(), token.get(), lease);
                     resolution = IdempotencyEngine.resolveHolding(resolver, claim, holding, store, token.get(), policy,
                             maxStoredBodySize);
                 } catch (Throwable e) {
