@@ -182,12 +182,15 @@ class AuthenticationSchemesIntegrationTest {
 
     private HttpResponse<String> post(String key, String authorization) throws Exception {
         return HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build().send(
-                HttpRequest.newBuilder(uri("/schemes/notes/" + key))
-                        .timeout(Duration.ofSeconds(30))
-                        .header(PaymentApi.KEY_HEADER, key)
-                        .header("Authorization", authorization)
-                        .POST(HttpRequest.BodyPublishers.noBody()).build(),
-                HttpResponse.BodyHandlers.ofString());
+                note(key).header("Authorization", authorization).build(), HttpResponse.BodyHandlers.ofString());
+    }
+
+    /** The idempotent POST of the note {@code key} under the key {@code key}, without credentials. */
+    private HttpRequest.Builder note(String key) {
+        return HttpRequest.newBuilder(uri("/schemes/notes/" + key))
+                .timeout(Duration.ofSeconds(30))
+                .header(PaymentApi.KEY_HEADER, key)
+                .POST(HttpRequest.BodyPublishers.noBody());
     }
 
     private static String base64(String text) {
@@ -238,10 +241,7 @@ class AuthenticationSchemesIntegrationTest {
         }
 
         HttpResponse<String> post(String key, boolean withCsrfToken) throws Exception {
-            HttpRequest.Builder request = HttpRequest.newBuilder(uri("/schemes/notes/" + key))
-                    .timeout(Duration.ofSeconds(30))
-                    .header(PaymentApi.KEY_HEADER, key)
-                    .POST(HttpRequest.BodyPublishers.noBody());
+            HttpRequest.Builder request = note(key);
             if (withCsrfToken) {
                 request.header("X-CSRF-TOKEN", csrfToken());
             }
