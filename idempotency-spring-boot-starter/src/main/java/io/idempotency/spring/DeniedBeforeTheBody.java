@@ -30,7 +30,6 @@ final class DeniedBeforeTheBody {
      */
     private static final Set<String> PROCEEDING = Set.of(
             "org.springframework.aop.framework.ReflectiveMethodInvocation",
-            "org.springframework.aop.framework.CglibAopProxy$CglibMethodInvocation",
             "org.springframework.security.config.annotation.method.configuration.DeferringMethodInterceptor",
             BEFORE_INTERCEPTOR);
 
