@@ -70,6 +70,15 @@ final class PaymentApi {
      */
     HttpResponse<byte[]> postJson(String path, String user, String password, String key, String body, String chaos)
             throws IOException, InterruptedException {
+        return postJson(path, user == null ? null : basic(user + ":" + password), key, body, chaos);
+    }
+
+    /**
+     * POST of a JSON body to a path of the API with the {@code Authorization} header given (a bearer token, say);
+     * {@code authorization}, {@code key} and {@code chaos} are left out when null.
+     */
+    HttpResponse<byte[]> postJson(String path, String authorization, String key, String body, String chaos)
+            throws IOException, InterruptedException {
         HttpRequest.Builder request = HttpRequest.newBuilder(base.resolve(path))
                 .timeout(Duration.ofSeconds(30))
                 .header("Content-Type", "application/json")
@@ -81,8 +90,8 @@ final class PaymentApi {
         if (chaos != null) {
             request.header(FaultInjector.HEADER, chaos);
         }
-        if (user != null) {
-            request.header("Authorization", basic(user + ":" + password));
+        if (authorization != null) {
+            request.header("Authorization", authorization);
         }
         return http.send(request.build(), HttpResponse.BodyHandlers.ofByteArray());
     }

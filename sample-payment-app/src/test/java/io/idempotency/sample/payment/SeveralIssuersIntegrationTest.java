@@ -1,0 +1,83 @@
+package io.idempotency.sample.payment;
+
+import io.idempotency.spring.CallerResolver;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.context.TestConfiguration;
+import org.springframework.boot.test.web.server.LocalServerPort;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Import;
+import org.springframework.security.oauth2.server.resource.authentication.JwtAuthenticationToken;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+import java.net.http.HttpResponse;
+import java.util.UUID;
+
+import static io.idempotency.sample.payment.BearerTokens.ISSUER_KEYS;
+import static io.idempotency.sample.payment.BearerTokens.pay;
+import static io.idempotency.sample.payment.BearerTokens.token;
+import static io.idempotency.sample.payment.PaymentApi.REPLAYED_HEADER;
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Bearer tokens of two issuers, with the README's {@link CallerResolver} that names callers by issuer and subject: the
+ * same subject at two issuers is two callers, each with its own payment under one key.
+ */
+@SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
+@Import(BearerTokens.class)
+class SeveralIssuersIntegrationTest {
+
+    private static final TestPostgres.Database DB = TestPostgres.newDatabase();
+    private static final String ISSUER_A = "https://login.tenant-a.example";
+    private static final String ISSUER_B = "https://login.tenant-b.example";
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        DB.springProperties().forEach((name, value) -> registry.add(name, () -> value));
+    }
+
+    @LocalServerPort
+    int port;
+
+    @Test
+    void oneSubjectAtTwoIssuersIsTwoCallers() throws Exception {
+        PaymentApi api = PaymentApi.onPort(port);
+        String key = UUID.randomUUID().toString();
+        String orderId = PaymentApi.newOrderId();
+        String body = PaymentApi.body(orderId, "15.00");
+
+        HttpResponse<byte[]> aliceAtA = pay(api, token(ISSUER_KEYS, claims -> claims.issuer(ISSUER_A)
+                .subject("alice")), key, body);
+        HttpResponse<byte[]> aliceAtB = pay(api, token(ISSUER_KEYS, claims -> claims.issuer(ISSUER_B)
+                .subject("alice")), key, body);
+        HttpResponse<byte[]> aliceAtAAgain = pay(api, token(ISSUER_KEYS, claims -> claims.issuer(ISSUER_A)
+                .subject("alice")), key, body);
+
+        assertThat(aliceAtA.statusCode()).isEqualTo(201);
+        assertThat(aliceAtB.statusCode()).isEqualTo(201);
+        assertThat(aliceAtB.headers().firstValue(REPLAYED_HEADER)).as("the other issuer's alice's answer").isEmpty();
+        assertThat(aliceAtAAgain.headers().firstValue(REPLAYED_HEADER)).hasValue("true");
+        assertThat(aliceAtAAgain.body()).isEqualTo(aliceAtA.body());
+        assertThat(DB.queryString("select string_agg(payer, ' ' order by payer) from payments"
+                + " where order_id = '" + orderId + "'"))
+                .isEqualTo(ISSUER_A.length() + ":" + ISSUER_A + "alice " + ISSUER_B.length() + ":" + ISSUER_B + "alice");
+    }
+
+    @TestConfiguration(proxyBeanMethods = false)
+    static class Issuers {
+
+        /** The README's resolver for an application that trusts several issuers, as it stands there. */
+        @Bean
+        CallerResolver callers() {
+            return request -> {
+                if (request.getUserPrincipal() instanceof JwtAuthenticationToken jwt && jwt.getName() != null) {
+                    String issuer = String.valueOf(jwt.getToken().getIssuer());
+                    return issuer.length() + ":" + issuer + jwt.getName(); // the length keeps issuer and subject apart
+                }
+                return CallerResolver.PRINCIPAL.resolve(request);
+            };
+        }
+    }
+}
