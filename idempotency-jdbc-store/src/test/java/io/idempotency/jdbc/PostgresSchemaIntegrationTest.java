@@ -508,6 +508,29 @@ class PostgresSchemaIntegrationTest {
     }
 
     /**
+     * A table of another shape that the migration refuses to adopt is left without a history: once it is dropped, the
+     * next start makes the table, instead of finding a history that says it was made and stopping again.
+     */
+    @Test
+    void aTableRefusedForItsShapeLeavesNoHistoryBehind() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute(IdempotencySchema.postgresql("idempotency_keys").replace(
+                    "CONSTRAINT idempotency_keys_pkey PRIMARY KEY (caller, scope, idempotency_key),", ""));
+
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate(),
+                    "no unique key on (caller, scope, idempotency_key)");
+            assertThat(jdbc.queryForObject("select to_regclass('idempotency_schema_history')", String.class))
+                    .isNull();
+
+            jdbc.execute("drop table idempotency_keys");
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+            assertThat(jdbc.queryForObject("select count(*) from pg_constraint"
+                    + " where conrelid = 'idempotency_keys'::regclass and contype = 'p'", Long.class)).isEqualTo(1);
+        }
+    }
+
+    /**
      * A unique index that a concurrent build left invalid (it met duplicates, removed since) is no key: PostgreSQL
      * never arbitrates {@code ON CONFLICT} with it. Taken for the key, it let the application start, and every claim
      * then failed.
