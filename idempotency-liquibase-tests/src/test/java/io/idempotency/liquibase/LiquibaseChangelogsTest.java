@@ -2,7 +2,7 @@ package io.idempotency.liquibase;
 
 import io.idempotency.core.IdempotencyTemplate;
 import io.idempotency.core.ScopedKey;
-import io.idempotency.spring.IdempotencyAutoConfiguration;
+import io.idempotency.spring.TestDatabases;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
@@ -27,15 +27,10 @@ class LiquibaseChangelogsTest {
 
     /** Boot's Liquibase, a DataSource, its transactions and the starter, on a fresh database. */
     private static ApplicationContextRunner application(TestPostgres.Database database, String changelog) {
-        return new ApplicationContextRunner()
+        return TestDatabases.nonWebRunner(database)
                 .withConfiguration(AutoConfigurations.of(
-                        org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration.class,
-                        org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration.class,
-                        org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration.class,
                         org.springframework.boot.jdbc.autoconfigure.JdbcTemplateAutoConfiguration.class,
-                        org.springframework.boot.liquibase.autoconfigure.LiquibaseAutoConfiguration.class,
-                        IdempotencyAutoConfiguration.class))
-                .withPropertyValues(database.springPropertyValues().toArray(String[]::new))
+                        org.springframework.boot.liquibase.autoconfigure.LiquibaseAutoConfiguration.class))
                 .withPropertyValues("spring.liquibase.change-log=classpath:db/" + changelog);
     }
 
