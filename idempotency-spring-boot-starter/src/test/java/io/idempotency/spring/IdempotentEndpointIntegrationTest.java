@@ -1,5 +1,6 @@
 package io.idempotency.spring;
 
+import io.idempotency.spring.app.OrderController;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -585,6 +586,30 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
         assertProblem(answer, "idempotency-commit-failed");
         assertThat(rows(note)).isZero();
         assertThat(keyRows(key)).isZero();
+    }
+
+    /**
+     * The handler's async work runs after the library has answered and ended the request, when the container may
+     * already serve another request with the same objects: what it does then (write, complete, fail) must not reach
+     * that request.
+     */
+    @Test
+    void asyncWorkThatOutlivesTheAnswerLeavesLaterRequestsAlone() throws Exception {
+        for (int i = 0; i < 5; i++) {
+            OrderController.LateAsyncWork.reset();
+            String key = UUID.randomUUID().toString();
+            String note = "async-late-" + key;
+
+            HttpResponse<byte[]> answer = post("/orders/async-servlet-late", key, "{\"note\":\"" + note + "\"}");
+            HttpResponse<byte[]> next = send(request("/orders/after-late-async", "{}").build());
+
+            assertThat(answer.statusCode()).isEqualTo(500);
+            assertProblem(answer, "idempotency-commit-failed");
+            assertThat(next.statusCode()).as("round %d", i).isEqualTo(200);
+            assertThat(new String(next.body(), StandardCharsets.UTF_8)).isEqualTo("answered");
+            assertThat(rows(note)).isZero();
+            assertThat(keyRows(key)).isZero();
+        }
     }
 
     @Test

@@ -361,6 +361,54 @@ public class OrderController {
         });
     }
 
+    /**
+     * The work {@code /async-servlet-late} starts on the container's async executor waits for {@link #go} (released
+     * by {@code /after-late-async}, once its request has been answered) and counts {@link #done} down before its last
+     * step, the {@code complete()} in its {@code finally}.
+     */
+    public static final class LateAsyncWork {
+        static volatile java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
+        static volatile java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(1);
+
+        public static void reset() {
+            go = new java.util.concurrent.CountDownLatch(1);
+            done = new java.util.concurrent.CountDownLatch(1);
+        }
+    }
+
+    /** As {@code /async-servlet}, but its async work runs only once the request has been answered and completed. */
+    @PostMapping("/async-servlet-late")
+    @Idempotent
+    public void asyncServletLate(@RequestBody OrderRequest request, HttpServletRequest servletRequest,
+                                 HttpServletResponse servletResponse) {
+        insert(request.note());
+        java.util.concurrent.CountDownLatch go = LateAsyncWork.go;
+        java.util.concurrent.CountDownLatch done = LateAsyncWork.done;
+        jakarta.servlet.AsyncContext async = servletRequest.startAsync(servletRequest, servletResponse);
+        async.start(() -> {
+            try {
+                go.await(10, java.util.concurrent.TimeUnit.SECONDS);
+                async.getResponse().getWriter().write("late answer");
+            } catch (IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } finally {
+                done.countDown();
+                async.complete();
+            }
+        });
+    }
+
+    /** Releases the late async work of {@code /async-servlet-late}, and answers once it has ended. */
+    @PostMapping("/after-late-async")
+    public String afterLateAsync() throws InterruptedException {
+        LateAsyncWork.go.countDown();
+        LateAsyncWork.done.await(10, java.util.concurrent.TimeUnit.SECONDS);
+        Thread.sleep(100); // the late work's last step, after its count down
+        return "answered";
+    }
+
     /** Writes a row, then starts async processing through the servlet API, which no one completes. */
     @PostMapping("/async-left-open")
     @Idempotent
