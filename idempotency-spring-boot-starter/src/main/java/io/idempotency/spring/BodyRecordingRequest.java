@@ -1,5 +1,6 @@
 package io.idempotency.spring;
 
+import jakarta.servlet.AsyncContext;
 import jakarta.servlet.ReadListener;
 import jakarta.servlet.RequestDispatcher;
 import jakarta.servlet.ServletException;
@@ -68,6 +69,7 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
 
     private BooleanSupplier holdingAnswer = () -> false;
     private int dispatchesMadeInside; // forwards and includes made through this request that have not returned yet
+    private volatile boolean answeredInsteadOfAsync; // read by the threads of the application's async work
 
     BodyRecordingRequest(HttpServletRequest request, int limit) {
         super(request);
@@ -394,6 +396,31 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         }
         String[] values = formKept.get(name);
         return values == null ? null : values.clone();
+    }
+
+    /**
+     * The library has answered this request, whose handler started async processing, and ends it: the application's
+     * async work, which may outlive the request, can no longer end it or anything else (see
+     * {@link GuardedAsyncContext}).
+     */
+    void answeredInsteadOfAsync() {
+        answeredInsteadOfAsync = true;
+    }
+
+    @Override
+    public AsyncContext startAsync() {
+        return new GuardedAsyncContext(super.startAsync(), () -> answeredInsteadOfAsync);
+    }
+
+    @Override
+    public AsyncContext startAsync(ServletRequest request, ServletResponse response) {
+        return new GuardedAsyncContext(super.startAsync(request, response), () -> answeredInsteadOfAsync);
+    }
+
+    @Override
+    public AsyncContext getAsyncContext() {
+        AsyncContext started = super.getAsyncContext();
+        return started == null ? null : new GuardedAsyncContext(started, () -> answeredInsteadOfAsync);
     }
 
     @Override

@@ -250,6 +250,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         if (request.isAsyncStarted()) {
             // an async answer the startup checks did not recognise: it would be written after the transaction had
             // to end, into the capture, and the client would get an empty 200 for effects that were rolled back
+            exchange.request().answeredInsteadOfAsync();
             abandonForTheAnswer(exchange, request);
             log.error("Idempotent request {} {} started async processing, which @Idempotent does not support;"
                     + " rolled back", request.getMethod(), loggedPath(request));

@@ -1,0 +1,135 @@
+package io.idempotency.spring;
+
+import jakarta.servlet.AsyncContext;
+import jakarta.servlet.AsyncListener;
+import jakarta.servlet.ServletContext;
+import jakarta.servlet.ServletException;
+import jakarta.servlet.ServletRequest;
+import jakarta.servlet.ServletResponse;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.util.function.BooleanSupplier;
+
+/**
+ * The async context the application gets from a request the library may answer itself. An idempotent handler that
+ * starts async processing is answered by the library, which then ends the request (see {@link IdempotencyFilter}).
+ * Work the handler started may still run after that, when the container may already serve another request with the
+ * objects this one had, and ending, dispatching or failing then would reach that request instead: a container marks
+ * the response a failed {@link #start(Runnable) started} task belonged to as failed, whatever it serves by then. So
+ * once {@code answered} says the library has answered the request, {@link #complete()} and {@code dispatch} do
+ * nothing, the request and response are no longer handed out ({@link IllegalStateException}, as a container does
+ * once async processing has ended), and a started task that fails is logged instead of reported to the container.
+ * Until then everything is the container's own.
+ */
+final class GuardedAsyncContext implements AsyncContext {
+
+    private static final Logger log = LoggerFactory.getLogger(GuardedAsyncContext.class);
+
+    private final AsyncContext delegate;
+    private final BooleanSupplier answered;
+
+    GuardedAsyncContext(AsyncContext delegate, BooleanSupplier answered) {
+        this.delegate = delegate;
+        this.answered = answered;
+    }
+
+    private boolean ignored(String call) {
+        if (!answered.getAsBoolean()) {
+            return false;
+        }
+        log.debug("Ignored {} of an async context whose request the idempotency filter has answered", call);
+        return true;
+    }
+
+    private void requireUnanswered() {
+        if (answered.getAsBoolean()) {
+            throw new IllegalStateException("The idempotency filter has answered this request and ended its async"
+                    + " processing: @Idempotent does not support handlers that answer asynchronously");
+        }
+    }
+
+    @Override
+    public ServletRequest getRequest() {
+        requireUnanswered();
+        return delegate.getRequest();
+    }
+
+    @Override
+    public ServletResponse getResponse() {
+        requireUnanswered();
+        return delegate.getResponse();
+    }
+
+    @Override
+    public boolean hasOriginalRequestAndResponse() {
+        return delegate.hasOriginalRequestAndResponse();
+    }
+
+    @Override
+    public void dispatch() {
+        if (!ignored("dispatch()")) {
+            delegate.dispatch();
+        }
+    }
+
+    @Override
+    public void dispatch(String path) {
+        if (!ignored("dispatch(path)")) {
+            delegate.dispatch(path);
+        }
+    }
+
+    @Override
+    public void dispatch(ServletContext context, String path) {
+        if (!ignored("dispatch(context, path)")) {
+            delegate.dispatch(context, path);
+        }
+    }
+
+    @Override
+    public void complete() {
+        if (!ignored("complete()")) {
+            delegate.complete();
+        }
+    }
+
+    @Override
+    public void start(Runnable run) {
+        delegate.start(() -> {
+            try {
+                run.run();
+            } catch (RuntimeException | Error e) {
+                if (!answered.getAsBoolean()) {
+                    throw e;
+                }
+                log.warn("Async work of a request the idempotency filter had answered failed: {}", e.toString(), e);
+            }
+        });
+    }
+
+    @Override
+    public void addListener(AsyncListener listener) {
+        delegate.addListener(listener);
+    }
+
+    @Override
+    public void addListener(AsyncListener listener, ServletRequest request, ServletResponse response) {
+        delegate.addListener(listener, request, response);
+    }
+
+    @Override
+    public <T extends AsyncListener> T createListener(Class<T> type) throws ServletException {
+        return delegate.createListener(type);
+    }
+
+    @Override
+    public void setTimeout(long timeout) {
+        delegate.setTimeout(timeout);
+    }
+
+    @Override
+    public long getTimeout() {
+        return delegate.getTimeout();
+    }
+}
