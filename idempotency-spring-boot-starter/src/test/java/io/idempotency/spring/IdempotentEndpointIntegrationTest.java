@@ -612,6 +612,22 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
         }
     }
 
+    /** The filter passes a request it wraps but does not make idempotent on to async processing as it is. */
+    @ParameterizedTest
+    @ValueSource(strings = {"servlet", "servlet-unwrapped", "future"})
+    void anEndpointWithoutIdempotentAnswersAsynchronouslyAsItWould(String kind) throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "plain-async-" + kind + "-" + key;
+
+        HttpResponse<byte[]> answer = post("/orders/plain-async?kind=" + kind, key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(answer.statusCode()).isEqualTo(200);
+        assertThat(new String(answer.body(), StandardCharsets.UTF_8))
+                .isEqualTo(kind.equals("future") ? "{\"late\":\"" + note + "\"}" : "late " + note);
+        assertThat(rows(note)).isEqualTo(1);
+        assertThat(keyRows(key)).isZero();
+    }
+
     @Test
     void anAsyncAnswerTheHandlerLeavesOpenEndsWithTheErrorItIsAnsweredWith() throws Exception {
         String key = UUID.randomUUID().toString();

@@ -409,6 +409,29 @@ public class OrderController {
         return "answered";
     }
 
+    /** Not idempotent: writes a row and answers on another thread, through the servlet API or Spring MVC. */
+    @PostMapping("/plain-async")
+    public Object plainAsync(@RequestBody OrderRequest request, @RequestParam String kind,
+                             HttpServletRequest servletRequest, HttpServletResponse servletResponse) {
+        insert(request.note());
+        if (kind.equals("future")) {
+            return java.util.concurrent.CompletableFuture.supplyAsync(() -> Map.of("late", request.note()));
+        }
+        jakarta.servlet.AsyncContext async = kind.equals("servlet-unwrapped") ? servletRequest.startAsync()
+                : servletRequest.startAsync(servletRequest, servletResponse);
+        async.start(() -> {
+            try {
+                async.getResponse().setContentType("text/plain");
+                async.getResponse().getWriter().write("late " + request.note());
+            } catch (IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            } finally {
+                servletRequest.getAsyncContext().complete();
+            }
+        });
+        return null;
+    }
+
     /** Writes a row, then starts async processing through the servlet API, which no one completes. */
     @PostMapping("/async-left-open")
     @Idempotent
