@@ -10,6 +10,8 @@ import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.ApplicationContext;
 import org.springframework.jdbc.core.JdbcTemplate;
 
+import java.io.IOException;
+import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.UUID;
 
@@ -24,6 +26,8 @@ class LiquibaseChangelogsTest {
 
     private static final String ATTACHED = "select count(*) from pg_inherits"
             + " where inhparent = to_regclass('idempotency_keys')";
+
+    private static final String SCRIPT = "io/idempotency/jdbc/postgresql/schema.sql";
 
     /** Boot's Liquibase, a DataSource, its transactions and the starter, on a fresh database. */
     private static ApplicationContextRunner application(TestPostgres.Database database, String changelog) {
@@ -122,6 +126,107 @@ class LiquibaseChangelogsTest {
                     "there is no unique key on (caller, scope, idempotency_key), which arbitrates claims");
             assertThat(adopted.queryLong("select count(*) from idempotency_keys")).isZero();
         });
+    }
+
+    /**
+     * The script in the jar included as a changelog of its own: Liquibase splits it right (a {@code ;} in its comments)
+     * and makes it one changeset, {@code raw} by {@code includeAll}, which has no place for {@code validCheckSum}. A
+     * later version's script that differs stops the start; the changeset the README describes, given that identity,
+     * accepts it without running again.
+     */
+    @Test
+    void theScriptInTheJarIncludedAsAChangelogRefusesALaterVersionsScriptUntilMadeAChangeset() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        ApplicationContextRunner included = application(database, "include-script-in-jar.xml")
+                .withPropertyValues("idempotency.jdbc.initialize-schema=false");
+        included.run(context -> {
+            assertThat(context).hasNotFailed();
+            assertMadeByTheWholeScript(database);
+            assertClaimedOnceAndReplayed(context, database);
+        });
+        assertThat(database.queryString("select id || ' ' || author from databasechangelog"
+                + " where filename = 'io/idempotency/jdbc/postgresql/schema.sql'")).isEqualTo("raw includeAll");
+        // as if an earlier version's script had run
+        database.queryString("update databasechangelog set md5sum = '9:00000000000000000000000000000000'"
+                + " where id = 'raw'");
+
+        included.run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(context.getStartupFailure()).rootCause().hasMessageContaining(
+                    "io/idempotency/jdbc/postgresql/schema.sql::raw::includeAll was: 9:00000000000000000000000000000000");
+        });
+        application(database, "included-script-as-changeset.xml")
+                .withPropertyValues("idempotency.jdbc.initialize-schema=false")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    assertThat(database.queryLong("select count(*) from databasechangelog")).isEqualTo(2);
+                    assertThat(database.queryLong("select count(*) from idempotency_keys")).isEqualTo(1);
+                    assertClaimedOnceAndReplayed(context, database);
+                });
+    }
+
+    /** A copy of the script, as it is, in a folder of the application's that {@code includeAll} takes in. */
+    @Test
+    void aCopyOfTheScriptIncludedWithItsFolderIsSplitAndClaimedIn() throws IOException {
+        assertThat(resource("db/idempotency/schema.sql")).isEqualTo(resource(SCRIPT));
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        application(database, "include-all-copy.xml")
+                .withPropertyValues("idempotency.jdbc.initialize-schema=false")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    assertMadeByTheWholeScript(database);
+                    assertClaimedOnceAndReplayed(context, database);
+                });
+    }
+
+    /** The script's statements, as they are, after a {@code --changeset} line of a formatted SQL changelog. */
+    @Test
+    void theScriptsStatementsInAFormattedSqlChangelogAreSplitAndClaimedIn() throws IOException {
+        assertThat(resource("db/formatted-statements.sql"))
+                .endsWith("--changeset shop:idempotency-keys\n" + resource(SCRIPT));
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        application(database, "formatted-statements.sql")
+                .withPropertyValues("idempotency.jdbc.initialize-schema=false")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    assertMadeByTheWholeScript(database);
+                    assertClaimedOnceAndReplayed(context, database);
+                });
+    }
+
+    /**
+     * A formatted SQL changelog cannot include another (Liquibase has no {@code include} there): the line meant to is
+     * a comment of the changeset before it, no table is made, and the startup check says so.
+     */
+    @Test
+    void aFormattedSqlChangelogCannotIncludeTheScriptAndTheStartupCheckSaysTheTableIsMissing() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        application(database, "formatted-include-script.sql")
+                .withPropertyValues("idempotency.jdbc.initialize-schema=false")
+                .run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(context.getStartupFailure()).rootCause()
+                            .hasMessageContaining("table idempotency_keys does not exist");
+                    assertThat(database.queryLong("select count(*) from databasechangelog")).isEqualTo(1);
+                });
+    }
+
+    /** Every statement of the script ran: the table with its fill factor, its checks, and both of its indexes. */
+    private static void assertMadeByTheWholeScript(TestPostgres.Database database) {
+        assertThat(database.queryString("select reloptions::text from pg_class"
+                + " where oid = to_regclass('idempotency_keys')")).isEqualTo("{fillfactor=90}");
+        assertThat(database.queryLong("select count(*) from pg_constraint"
+                + " where conrelid = to_regclass('idempotency_keys') and contype = 'c'")).isEqualTo(2);
+        assertThat(database.queryString("select string_agg(indexname, ' ' order by indexname) from pg_indexes"
+                + " where schemaname = current_schema() and tablename = 'idempotency_keys'"))
+                .isEqualTo("idempotency_keys_expires_at_idx idempotency_keys_locked_until_idx idempotency_keys_pkey");
+    }
+
+    private static String resource(String path) throws IOException {
+        try (InputStream in = LiquibaseChangelogsTest.class.getClassLoader().getResourceAsStream(path)) {
+            assertThat(in).as(path).isNotNull();
+            return new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        }
     }
 
     /** One key executed twice: the work runs once, the second answer is the first one's, replayed. */
