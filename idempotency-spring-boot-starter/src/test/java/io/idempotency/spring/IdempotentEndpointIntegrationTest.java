@@ -612,6 +612,31 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
         }
     }
 
+    /**
+     * As {@link #asyncWorkThatOutlivesTheAnswerLeavesLaterRequestsAlone}, for late work that fails with a checked
+     * exception it does not declare (a task written in Kotlin): the container would mark the response it then serves
+     * as failed all the same.
+     */
+    @Test
+    void asyncWorkFailingUndeclaredAfterTheAnswerLeavesLaterRequestsAlone() throws Exception {
+        for (int i = 0; i < 3; i++) {
+            OrderController.LateAsyncWork.reset();
+            String key = UUID.randomUUID().toString();
+            String note = "async-late-checked-" + key;
+
+            HttpResponse<byte[]> answer = post("/orders/async-servlet-late-checked", key,
+                    "{\"note\":\"" + note + "\"}");
+            HttpResponse<byte[]> next = send(request("/orders/after-late-async", "{}").build());
+
+            assertThat(answer.statusCode()).isEqualTo(500);
+            assertProblem(answer, "idempotency-commit-failed");
+            assertThat(next.statusCode()).as("round %d", i).isEqualTo(200);
+            assertThat(new String(next.body(), StandardCharsets.UTF_8)).isEqualTo("answered");
+            assertThat(rows(note)).isZero();
+            assertThat(keyRows(key)).isZero();
+        }
+    }
+
     /** The filter passes a request it wraps but does not make idempotent on to async processing as it is. */
     @ParameterizedTest
     @ValueSource(strings = {"servlet", "servlet-unwrapped", "future"})

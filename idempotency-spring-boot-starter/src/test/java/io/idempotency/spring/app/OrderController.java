@@ -400,6 +400,35 @@ public class OrderController {
         });
     }
 
+    /**
+     * As {@code /async-servlet-late}, but its late work fails with a checked exception it does not declare, as a task
+     * written in Kotlin does (its {@code IOException} from a write, say).
+     */
+    @PostMapping("/async-servlet-late-checked")
+    @Idempotent
+    public void asyncServletLateChecked(@RequestBody OrderRequest request, HttpServletRequest servletRequest,
+                                        HttpServletResponse servletResponse) {
+        insert(request.note());
+        java.util.concurrent.CountDownLatch go = LateAsyncWork.go;
+        java.util.concurrent.CountDownLatch done = LateAsyncWork.done;
+        jakarta.servlet.AsyncContext async = servletRequest.startAsync(servletRequest, servletResponse);
+        async.start(() -> {
+            try {
+                go.await(10, java.util.concurrent.TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } finally {
+                done.countDown();
+            }
+            throw OrderController.<RuntimeException>undeclared(new IOException("the late write failed"));
+        });
+    }
+
+    @SuppressWarnings("unchecked")
+    private static <E extends Throwable> E undeclared(Throwable failure) throws E {
+        throw (E) failure;
+    }
+
     /** Releases the late async work of {@code /async-servlet-late}, and answers once it has ended. */
     @PostMapping("/after-late-async")
     public String afterLateAsync() throws InterruptedException {
