@@ -99,7 +99,7 @@ final class GuardedAsyncContext implements AsyncContext {
         delegate.start(() -> {
             try {
                 run.run();
-            } catch (RuntimeException | Error e) {
+            } catch (Throwable e) { // also a checked exception thrown undeclared (a task written in Kotlin)
                 if (!answered.getAsBoolean()) {
                     throw e;
                 }
