@@ -637,6 +637,31 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
         }
     }
 
+    /**
+     * As {@link #asyncWorkThatOutlivesTheAnswerLeavesLaterRequestsAlone}, for late work that writes to the response it
+     * took from its async context before the library answered: the container may serve the next request on the
+     * connection with what is behind it (Jetty does), which must not get what the work writes.
+     */
+    @Test
+    void asyncWorkWritingToTheResponseItTookBeforeTheAnswerLeavesLaterRequestsAlone() throws Exception {
+        for (int i = 0; i < 3; i++) {
+            OrderController.LateAsyncWork.reset();
+            String key = UUID.randomUUID().toString();
+            String note = "async-late-raw-" + key;
+
+            HttpResponse<byte[]> answer = post("/orders/async-servlet-late-raw", key,
+                    "{\"note\":\"" + note + "\"}");
+            HttpResponse<byte[]> next = send(request("/orders/after-late-async", "{}").build());
+
+            assertThat(answer.statusCode()).isEqualTo(500);
+            assertProblem(answer, "idempotency-commit-failed");
+            assertThat(next.statusCode()).as("round %d", i).isEqualTo(200);
+            assertThat(new String(next.body(), StandardCharsets.UTF_8)).as("round %d", i).isEqualTo("answered");
+            assertThat(rows(note)).isZero();
+            assertThat(keyRows(key)).isZero();
+        }
+    }
+
     /** The filter passes a request it wraps but does not make idempotent on to async processing as it is. */
     @ParameterizedTest
     @ValueSource(strings = {"servlet", "servlet-unwrapped", "future"})

@@ -429,6 +429,37 @@ public class OrderController {
         throw (E) failure;
     }
 
+    /**
+     * As {@code /async-servlet-late}, but its work takes the container's response from its async context (started
+     * without the wrappers) before the library answers, and writes to it once released.
+     */
+    @PostMapping("/async-servlet-late-raw")
+    @Idempotent
+    public void asyncServletLateRaw(@RequestBody OrderRequest request, HttpServletRequest servletRequest)
+            throws InterruptedException {
+        insert(request.note());
+        java.util.concurrent.CountDownLatch go = LateAsyncWork.go;
+        java.util.concurrent.CountDownLatch done = LateAsyncWork.done;
+        java.util.concurrent.CountDownLatch taken = new java.util.concurrent.CountDownLatch(1);
+        jakarta.servlet.AsyncContext async = servletRequest.startAsync();
+        async.start(() -> {
+            jakarta.servlet.ServletResponse response = async.getResponse();
+            taken.countDown();
+            try {
+                go.await(10, java.util.concurrent.TimeUnit.SECONDS);
+                response.getOutputStream().write("late answer".getBytes(StandardCharsets.UTF_8));
+                response.flushBuffer();
+            } catch (IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } finally {
+                done.countDown();
+            }
+        });
+        taken.await(10, java.util.concurrent.TimeUnit.SECONDS);
+    }
+
     /** Releases the late async work of {@code /async-servlet-late}, and answers once it has ended. */
     @PostMapping("/after-late-async")
     public String afterLateAsync() throws InterruptedException {
