@@ -407,20 +407,24 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         answeredInsteadOfAsync = true;
     }
 
+    private AsyncContext guarded(AsyncContext started) {
+        return new GuardedAsyncContext(started, () -> answeredInsteadOfAsync, () -> holdingAnswer.getAsBoolean());
+    }
+
     @Override
     public AsyncContext startAsync() {
-        return new GuardedAsyncContext(super.startAsync(), () -> answeredInsteadOfAsync);
+        return guarded(super.startAsync());
     }
 
     @Override
     public AsyncContext startAsync(ServletRequest request, ServletResponse response) {
-        return new GuardedAsyncContext(super.startAsync(request, response), () -> answeredInsteadOfAsync);
+        return guarded(super.startAsync(request, response));
     }
 
     @Override
     public AsyncContext getAsyncContext() {
         AsyncContext started = super.getAsyncContext();
-        return started == null ? null : new GuardedAsyncContext(started, () -> answeredInsteadOfAsync);
+        return started == null ? null : guarded(started);
     }
 
     @Override

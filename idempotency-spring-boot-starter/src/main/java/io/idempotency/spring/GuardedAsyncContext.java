@@ -6,6 +6,7 @@ import jakarta.servlet.ServletContext;
 import jakarta.servlet.ServletException;
 import jakarta.servlet.ServletRequest;
 import jakarta.servlet.ServletResponse;
+import jakarta.servlet.http.HttpServletResponse;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -19,7 +20,8 @@ import java.util.function.BooleanSupplier;
  * the response a failed {@link #start(Runnable) started} task belonged to as failed, whatever it serves by then. So
  * once {@code answered} says the library has answered the request, {@link #complete()} and {@code dispatch} do
  * nothing, the request and response are no longer handed out ({@link IllegalStateException}, as a container does
- * once async processing has ended), and a started task that fails is logged instead of reported to the container.
+ * once async processing has ended), a response handed out before passes nothing on any more, and a started task
+ * that fails is logged instead of reported to the container.
  * Until then everything is the container's own.
  */
 final class GuardedAsyncContext implements AsyncContext {
@@ -28,10 +30,17 @@ final class GuardedAsyncContext implements AsyncContext {
 
     private final AsyncContext delegate;
     private final BooleanSupplier answered;
+    private final BooleanSupplier answerHeld;
 
-    GuardedAsyncContext(AsyncContext delegate, BooleanSupplier answered) {
+    /**
+     * @param answered   whether the library has answered the request instead of its async processing
+     * @param answerHeld whether the library holds the request's answer (an idempotent handler runs), and so may answer
+     *                   it itself
+     */
+    GuardedAsyncContext(AsyncContext delegate, BooleanSupplier answered, BooleanSupplier answerHeld) {
         this.delegate = delegate;
         this.answered = answered;
+        this.answerHeld = answerHeld;
     }
 
     private boolean ignored(String call) {
@@ -55,10 +64,16 @@ final class GuardedAsyncContext implements AsyncContext {
         return delegate.getRequest();
     }
 
+    /**
+     * The response, which the work may keep: of a request whose answer the library holds, one that stops passing
+     * anything on once the library has answered (see {@link AnsweredRequestResponse}).
+     */
     @Override
     public ServletResponse getResponse() {
         requireUnanswered();
-        return delegate.getResponse();
+        ServletResponse response = delegate.getResponse();
+        return answerHeld.getAsBoolean() && response instanceof HttpServletResponse http
+                ? new AnsweredRequestResponse(http, this::requireUnanswered) : response;
     }
 
     @Override
