@@ -662,6 +662,32 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
         }
     }
 
+    /**
+     * As {@link #asyncWorkWritingToTheResponseItTookBeforeTheAnswerLeavesLaterRequestsAlone}, for late work that reads
+     * the body of the request it took before the library answered: what it reads must not be the next request's.
+     */
+    @Test
+    void asyncWorkReadingTheRequestItTookBeforeTheAnswerLeavesLaterRequestsAlone() throws Exception {
+        for (int i = 0; i < 3; i++) {
+            OrderController.LateAsyncWork.reset();
+            String key = UUID.randomUUID().toString();
+            String note = "async-late-read-" + key;
+
+            HttpResponse<byte[]> answer = post("/orders/async-servlet-late-read", key,
+                    "{\"note\":\"" + note + "\"}");
+            HttpResponse<byte[]> next = send(request("/orders/after-late-async-echo", "{\"next\":" + i + "}")
+                    .build());
+
+            assertThat(answer.statusCode()).isEqualTo(500);
+            assertProblem(answer, "idempotency-commit-failed");
+            assertThat(next.statusCode()).as("round %d", i).isEqualTo(200);
+            assertThat(new String(next.body(), StandardCharsets.UTF_8)).as("round %d", i)
+                    .isEqualTo("{\"next\":" + i + "}");
+            assertThat(rows(note)).isZero();
+            assertThat(keyRows(key)).isZero();
+        }
+    }
+
     /** The filter passes a request it wraps but does not make idempotent on to async processing as it is. */
     @ParameterizedTest
     @ValueSource(strings = {"servlet", "servlet-unwrapped", "future"})

@@ -469,6 +469,45 @@ public class OrderController {
         return "answered";
     }
 
+    /**
+     * As {@code /async-servlet-late-raw}, but its work reads the body of the request it took from its async context
+     * (started without the wrappers) before the library answers.
+     */
+    @PostMapping("/async-servlet-late-read")
+    @Idempotent
+    public void asyncServletLateRead(@RequestBody OrderRequest request, HttpServletRequest servletRequest)
+            throws InterruptedException {
+        insert(request.note());
+        java.util.concurrent.CountDownLatch go = LateAsyncWork.go;
+        java.util.concurrent.CountDownLatch done = LateAsyncWork.done;
+        java.util.concurrent.CountDownLatch taken = new java.util.concurrent.CountDownLatch(1);
+        jakarta.servlet.AsyncContext async = servletRequest.startAsync();
+        async.start(() -> {
+            jakarta.servlet.ServletRequest kept = async.getRequest();
+            taken.countDown();
+            try {
+                go.await(10, java.util.concurrent.TimeUnit.SECONDS);
+                kept.getInputStream().readAllBytes();
+            } catch (IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } finally {
+                done.countDown();
+            }
+        });
+        taken.await(10, java.util.concurrent.TimeUnit.SECONDS);
+    }
+
+    /** As {@code /after-late-async}, and answers with the body it was sent, read once the late work has ended. */
+    @PostMapping("/after-late-async-echo")
+    public String afterLateAsyncEcho(InputStream body) throws InterruptedException, IOException {
+        LateAsyncWork.go.countDown();
+        LateAsyncWork.done.await(10, java.util.concurrent.TimeUnit.SECONDS);
+        Thread.sleep(100); // the late work's last step, after its count down
+        return new String(body.readAllBytes(), StandardCharsets.UTF_8);
+    }
+
     /** Not idempotent: writes a row and answers on another thread, through the servlet API or Spring MVC. */
     @PostMapping("/plain-async")
     public Object plainAsync(@RequestBody OrderRequest request, @RequestParam String kind,
