@@ -6,6 +6,7 @@ import jakarta.servlet.ServletContext;
 import jakarta.servlet.ServletException;
 import jakarta.servlet.ServletRequest;
 import jakarta.servlet.ServletResponse;
+import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -20,8 +21,8 @@ import java.util.function.BooleanSupplier;
  * the response a failed {@link #start(Runnable) started} task belonged to as failed, whatever it serves by then. So
  * once {@code answered} says the library has answered the request, {@link #complete()} and {@code dispatch} do
  * nothing, the request and response are no longer handed out ({@link IllegalStateException}, as a container does
- * once async processing has ended), a response handed out before passes nothing on any more, and a started task
- * that fails is logged instead of reported to the container.
+ * once async processing has ended), a request and response handed out before pass nothing on any more, and a
+ * started task that fails is logged instead of reported to the container.
  * Until then everything is the container's own.
  */
 final class GuardedAsyncContext implements AsyncContext {
@@ -58,10 +59,16 @@ final class GuardedAsyncContext implements AsyncContext {
         }
     }
 
+    /**
+     * The request, which the work may keep: of a request whose answer the library holds, one that reads nothing more
+     * once the library has answered (see {@link AnsweredRequestRequest}).
+     */
     @Override
     public ServletRequest getRequest() {
         requireUnanswered();
-        return delegate.getRequest();
+        ServletRequest request = delegate.getRequest();
+        return answerHeld.getAsBoolean() && request instanceof HttpServletRequest http
+                ? new AnsweredRequestRequest(http, this::requireUnanswered) : request;
     }
 
     /**
