@@ -13,7 +13,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * What becomes of the connection after the library's refusals, as docs/http-responses.md says: Tomcat closes it after a
  * 400, 413 or 500 (its own rule, whoever wrote the answer) and says so with {@code Connection: close}, and keeps it
- * after a 409 or 422; Jetty keeps it after all of them. Runs on both containers.
+ * after a 409 or 422; Jetty keeps it after all of them, but for the answer to a handler that went async, which the
+ * library closes on both. Runs on both containers.
  */
 @TestPropertySource(properties = {"idempotency.in-flight-wait=200ms", "idempotency.max-request-body-size=2KB",
         "idempotency.max-stored-body-size=64KB"})
@@ -65,6 +66,24 @@ class ConnectionAfterRefusalsIntegrationTest extends OrdersApplicationTest {
             assertThat(tooLarge).startsWith("HTTP/1.1 500 ").contains("idempotency-response-too-large");
             assertConnection(connection, tooLarge, tomcat());
         }
+    }
+
+    /**
+     * The handler's async work may outlive the request and keep objects of the connection: the connection ends with
+     * the answer, on Jetty too, so that no later request on it can meet that work.
+     */
+    @Test
+    void aHandlerThatGoesAsyncIsAnsweredWith500AndTheConnectionEnds() throws Exception {
+        String key = UUID.randomUUID().toString();
+        try (KeepAliveConnection connection = new KeepAliveConnection()) {
+            connection.send(HttpProtocolIntegrationTest.post("/orders/async-left-open", key, "application/json",
+                    "{\"note\":\"async-left-open-" + key + "\"}"));
+            String refused = connection.answer();
+
+            assertThat(refused).startsWith("HTTP/1.1 500 ").contains("idempotency-commit-failed");
+            assertConnection(connection, refused, true);
+        }
+        assertThat(keyRows(key)).isZero();
     }
 
     @Test
