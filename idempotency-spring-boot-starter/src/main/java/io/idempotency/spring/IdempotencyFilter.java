@@ -47,6 +47,9 @@ public class IdempotencyFilter extends OncePerRequestFilter {
 
     private static final Logger log = LoggerFactory.getLogger(IdempotencyFilter.class);
 
+    private static final StoredResponse.Header[] CLOSE_CONNECTION = {new StoredResponse.Header("Connection", "close")};
+    private static final StoredResponse.Header[] NO_HEADERS = {};
+
     private final ProblemResponses problems;
     private final int maxRequestBodySize;
     private final long maxStoredBodySize;
@@ -254,7 +257,10 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             abandonForTheAnswer(exchange, request);
             log.error("Idempotent request {} {} started async processing, which @Idempotent does not support;"
                     + " rolled back", request.getMethod(), loggedPath(request));
-            response.send(answeredAsynchronously(problems, execution, request.getRequestURI()));
+            // and the connection ends with it: the async work may outlive the request, and what it kept of the
+            // connection must meet no later request on it (HTTP/2 has no such header, and a stream per request)
+            response.send(answeredAsynchronously(problems, execution, request.getRequestURI()),
+                    request.getProtocol().startsWith("HTTP/1.") ? CLOSE_CONNECTION : NO_HEADERS);
             completeAsync(request);
             return;
         }
