@@ -28,12 +28,15 @@ import java.util.Map;
  */
 final class AnsweredRequestRequest extends HttpServletRequestWrapper {
 
+    private final AsyncContext asyncContext;
     private final Runnable requireUnanswered;
     private ServletInputStream stream;
     private BufferedReader reader;
 
-    AnsweredRequestRequest(HttpServletRequest request, Runnable requireUnanswered) {
+    /** @param asyncContext the guarded async context that hands this request out, which it hands out in turn */
+    AnsweredRequestRequest(HttpServletRequest request, AsyncContext asyncContext, Runnable requireUnanswered) {
         super(request);
+        this.asyncContext = asyncContext;
         this.requireUnanswered = requireUnanswered;
     }
 
@@ -189,6 +192,12 @@ final class AnsweredRequestRequest extends HttpServletRequestWrapper {
     @Override
     public <T extends HttpUpgradeHandler> T upgrade(Class<T> handlerClass) throws IOException, ServletException {
         return unanswered().upgrade(handlerClass);
+    }
+
+    /** The guarded context, not the container's (which a request handed out unwrapped would give). */
+    @Override
+    public AsyncContext getAsyncContext() {
+        return asyncContext;
     }
 
     @Override

@@ -70,6 +70,7 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
     private BooleanSupplier holdingAnswer = () -> false;
     private int dispatchesMadeInside; // forwards and includes made through this request that have not returned yet
     private volatile boolean answeredInsteadOfAsync; // read by the threads of the application's async work
+    private volatile boolean asyncStartedWhileAnswerHeld; // as holdingAnswer says, for those threads to read
 
     BodyRecordingRequest(HttpServletRequest request, int limit) {
         super(request);
@@ -408,7 +409,10 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
     }
 
     private AsyncContext guarded(AsyncContext started) {
-        return new GuardedAsyncContext(started, () -> answeredInsteadOfAsync, () -> holdingAnswer.getAsBoolean());
+        if (holdingAnswer.getAsBoolean()) { // on the handler's thread, which sees the answer held
+            asyncStartedWhileAnswerHeld = true;
+        }
+        return new GuardedAsyncContext(started, () -> answeredInsteadOfAsync, () -> asyncStartedWhileAnswerHeld);
     }
 
     @Override

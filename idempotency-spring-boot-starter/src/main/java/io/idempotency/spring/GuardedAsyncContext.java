@@ -22,7 +22,8 @@ import java.util.function.BooleanSupplier;
  * once {@code answered} says the library has answered the request, {@link #complete()} and {@code dispatch} do
  * nothing, the request and response are no longer handed out ({@link IllegalStateException}, as a container does
  * once async processing has ended), a request and response handed out before pass nothing on any more, and a
- * started task that fails is logged instead of reported to the container.
+ * started task that fails is logged instead of reported to the container (as it is, too, before the answer, when the
+ * library holds it: the library answers such a request itself whatever the task did).
  * Until then everything is the container's own.
  */
 final class GuardedAsyncContext implements AsyncContext {
@@ -68,7 +69,7 @@ final class GuardedAsyncContext implements AsyncContext {
         requireUnanswered();
         ServletRequest request = delegate.getRequest();
         return answerHeld.getAsBoolean() && request instanceof HttpServletRequest http
-                ? new AnsweredRequestRequest(http, this::requireUnanswered) : request;
+                ? new AnsweredRequestRequest(http, this, this::requireUnanswered) : request;
     }
 
     /**
@@ -122,10 +123,12 @@ final class GuardedAsyncContext implements AsyncContext {
             try {
                 run.run();
             } catch (Throwable e) { // also a checked exception thrown undeclared (a task written in Kotlin)
-                if (!answered.getAsBoolean()) {
+                // a request whose answer the library holds is answered by the library whatever the task did: its
+                // failure, even one before that answer, would only race it to the container
+                if (!answerHeld.getAsBoolean() && !answered.getAsBoolean()) {
                     throw e;
                 }
-                log.warn("Async work of a request the idempotency filter had answered failed: {}", e.toString(), e);
+                log.warn("Async work of a request the idempotency filter answers itself failed: {}", e.toString(), e);
             }
         });
     }
