@@ -62,26 +62,26 @@ final class GuardedAsyncContext implements AsyncContext {
 
     /**
      * The request, which the work may keep: of a request whose answer the library holds, one that reads nothing more
-     * once the library has answered (see {@link AnsweredRequestRequest}).
+     * once the library has answered (see {@link GuardedAsyncRequest}).
      */
     @Override
     public ServletRequest getRequest() {
         requireUnanswered();
         ServletRequest request = delegate.getRequest();
         return answerHeld.getAsBoolean() && request instanceof HttpServletRequest http
-                ? new AnsweredRequestRequest(http, this, this::requireUnanswered) : request;
+                ? new GuardedAsyncRequest(http, this, this::requireUnanswered) : request;
     }
 
     /**
      * The response, which the work may keep: of a request whose answer the library holds, one that stops passing
-     * anything on once the library has answered (see {@link AnsweredRequestResponse}).
+     * anything on once the library has answered (see {@link GuardedAsyncResponse}).
      */
     @Override
     public ServletResponse getResponse() {
         requireUnanswered();
         ServletResponse response = delegate.getResponse();
         return answerHeld.getAsBoolean() && response instanceof HttpServletResponse http
-                ? new AnsweredRequestResponse(http, this::requireUnanswered) : response;
+                ? new GuardedAsyncResponse(http, this::requireUnanswered) : response;
     }
 
     @Override

@@ -26,7 +26,7 @@ import java.util.Map;
  * behind it (Jetty reads the next request's body on the connection): its body, through a stream or reader it took
  * before too, its parameters and parts ({@link IllegalStateException}). Until then everything is the container's own.
  */
-final class AnsweredRequestRequest extends HttpServletRequestWrapper {
+final class GuardedAsyncRequest extends HttpServletRequestWrapper {
 
     private final AsyncContext asyncContext;
     private final Runnable requireUnanswered;
@@ -34,7 +34,7 @@ final class AnsweredRequestRequest extends HttpServletRequestWrapper {
     private BufferedReader reader;
 
     /** @param asyncContext the guarded async context that hands this request out, which it hands out in turn */
-    AnsweredRequestRequest(HttpServletRequest request, AsyncContext asyncContext, Runnable requireUnanswered) {
+    GuardedAsyncRequest(HttpServletRequest request, AsyncContext asyncContext, Runnable requireUnanswered) {
         super(request);
         this.asyncContext = asyncContext;
         this.requireUnanswered = requireUnanswered;

@@ -23,13 +23,13 @@ import java.util.function.Supplier;
  * (Jetty writes what a stale response is given into the next answer on the connection). Until then everything is the
  * container's own.
  */
-final class AnsweredRequestResponse extends HttpServletResponseWrapper {
+final class GuardedAsyncResponse extends HttpServletResponseWrapper {
 
     private final Runnable requireUnanswered;
     private ServletOutputStream stream;
     private PrintWriter writer;
 
-    AnsweredRequestResponse(HttpServletResponse response, Runnable requireUnanswered) {
+    GuardedAsyncResponse(HttpServletResponse response, Runnable requireUnanswered) {
         super(response);
         this.requireUnanswered = requireUnanswered;
     }
