@@ -310,4 +310,32 @@ class Http2CleartextIntegrationTest extends OrdersApplicationTest {
         assertThat(rows("h2-multiplexed-" + key)).isOne();
         assertThat(keyRows(key)).isOne();
     }
+
+    /**
+     * The late async work of a handler the library answered, with the request and response it took before the answer,
+     * over HTTP/2: the next request is another stream of the same connection, which the container may serve with the
+     * objects behind them; it must neither get what the work writes nor lose its body to what the work reads.
+     */
+    @Test
+    void lateAsyncWorkOverHttp2LeavesTheNextStreamAlone() throws Exception {
+        for (String kind : List.of("raw", "read")) {
+            for (int i = 0; i < 3; i++) {
+                io.idempotency.spring.app.OrderController.LateAsyncWork.reset();
+                String key = UUID.randomUUID().toString();
+                String note = "h2-async-late-" + kind + "-" + key;
+
+                HttpResponse<byte[]> answer = h2Post("/orders/async-servlet-late-" + kind, key,
+                        "{\"note\":\"" + note + "\"}");
+                HttpResponse<byte[]> next = h2.send(request("/orders/after-late-async-echo", "{\"next\":" + i + "}")
+                        .timeout(Duration.ofSeconds(30)).build(), HttpResponse.BodyHandlers.ofByteArray());
+
+                assertThat(answer.statusCode()).isEqualTo(500);
+                assertThat(next.version()).isEqualTo(HttpClient.Version.HTTP_2);
+                assertThat(next.statusCode()).as("%s, round %d", kind, i).isEqualTo(200);
+                assertThat(new String(next.body(), StandardCharsets.UTF_8)).as("%s, round %d", kind, i)
+                        .isEqualTo("{\"next\":" + i + "}");
+                assertThat(rows(note)).isZero();
+            }
+        }
+    }
 }
