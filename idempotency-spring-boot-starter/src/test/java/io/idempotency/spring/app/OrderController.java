@@ -364,7 +364,7 @@ public class OrderController {
     /**
      * The work {@code /async-servlet-late} starts on the container's async executor waits for {@link #go} (released
      * by {@code /after-late-async}, once its request has been answered) and counts {@link #done} down before its last
-     * step, the {@code complete()} in its {@code finally}.
+     * step.
      */
     public static final class LateAsyncWork {
         static volatile java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
@@ -376,52 +376,61 @@ public class OrderController {
         }
     }
 
-    /** As {@code /async-servlet}, but its async work runs only once the request has been answered and completed. */
+    /**
+     * As {@code /async-servlet}, but its async work runs only once the request has been answered and completed. What
+     * it does then is {@code kind}:
+     * <ul>
+     * <li>{@code write}: writes to the response of its async context, and completes it in its {@code finally};</li>
+     * <li>{@code checked}: fails with a checked exception it does not declare, as a task written in Kotlin does (its
+     * {@code IOException} from a write, say);</li>
+     * <li>{@code raw}: writes to the container's response, which it took from its context (started without the
+     * wrappers) before the library answered;</li>
+     * <li>{@code read}: reads the body of the container's request, taken so.</li>
+     * </ul>
+     */
     @PostMapping("/async-servlet-late")
     @Idempotent
-    public void asyncServletLate(@RequestBody OrderRequest request, HttpServletRequest servletRequest,
-                                 HttpServletResponse servletResponse) {
+    public void asyncServletLate(@RequestBody OrderRequest request, @RequestParam String kind,
+                                 HttpServletRequest servletRequest, HttpServletResponse servletResponse)
+            throws InterruptedException {
         insert(request.note());
         java.util.concurrent.CountDownLatch go = LateAsyncWork.go;
         java.util.concurrent.CountDownLatch done = LateAsyncWork.done;
-        jakarta.servlet.AsyncContext async = servletRequest.startAsync(servletRequest, servletResponse);
+        java.util.concurrent.CountDownLatch taken = new java.util.concurrent.CountDownLatch(1);
+        boolean unwrapped = kind.equals("raw") || kind.equals("read");
+        jakarta.servlet.AsyncContext async = unwrapped ? servletRequest.startAsync()
+                : servletRequest.startAsync(servletRequest, servletResponse);
         async.start(() -> {
+            jakarta.servlet.ServletResponse keptResponse = kind.equals("raw") ? async.getResponse() : null;
+            jakarta.servlet.ServletRequest keptRequest = kind.equals("read") ? async.getRequest() : null;
+            taken.countDown();
             try {
                 go.await(10, java.util.concurrent.TimeUnit.SECONDS);
-                async.getResponse().getWriter().write("late answer");
+                switch (kind) {
+                    case "write" -> async.getResponse().getWriter().write("late answer");
+                    case "raw" -> {
+                        keptResponse.getOutputStream().write("late answer".getBytes(StandardCharsets.UTF_8));
+                        keptResponse.flushBuffer();
+                    }
+                    case "read" -> keptRequest.getInputStream().readAllBytes();
+                    default -> {
+                    }
+                }
             } catch (IOException e) {
                 throw new java.io.UncheckedIOException(e);
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             } finally {
                 done.countDown();
-                async.complete();
+                if (kind.equals("write")) {
+                    async.complete();
+                }
+            }
+            if (kind.equals("checked")) {
+                throw OrderController.<RuntimeException>undeclared(new IOException("the late write failed"));
             }
         });
-    }
-
-    /**
-     * As {@code /async-servlet-late}, but its late work fails with a checked exception it does not declare, as a task
-     * written in Kotlin does (its {@code IOException} from a write, say).
-     */
-    @PostMapping("/async-servlet-late-checked")
-    @Idempotent
-    public void asyncServletLateChecked(@RequestBody OrderRequest request, HttpServletRequest servletRequest,
-                                        HttpServletResponse servletResponse) {
-        insert(request.note());
-        java.util.concurrent.CountDownLatch go = LateAsyncWork.go;
-        java.util.concurrent.CountDownLatch done = LateAsyncWork.done;
-        jakarta.servlet.AsyncContext async = servletRequest.startAsync(servletRequest, servletResponse);
-        async.start(() -> {
-            try {
-                go.await(10, java.util.concurrent.TimeUnit.SECONDS);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            } finally {
-                done.countDown();
-            }
-            throw OrderController.<RuntimeException>undeclared(new IOException("the late write failed"));
-        });
+        taken.await(10, java.util.concurrent.TimeUnit.SECONDS);
     }
 
     @SuppressWarnings("unchecked")
@@ -430,78 +439,11 @@ public class OrderController {
     }
 
     /**
-     * As {@code /async-servlet-late}, but its work takes the container's response from its async context (started
-     * without the wrappers) before the library answers, and writes to it once released.
+     * Releases the late async work of {@code /async-servlet-late}, and once it has ended answers with the body it was
+     * sent.
      */
-    @PostMapping("/async-servlet-late-raw")
-    @Idempotent
-    public void asyncServletLateRaw(@RequestBody OrderRequest request, HttpServletRequest servletRequest)
-            throws InterruptedException {
-        insert(request.note());
-        java.util.concurrent.CountDownLatch go = LateAsyncWork.go;
-        java.util.concurrent.CountDownLatch done = LateAsyncWork.done;
-        java.util.concurrent.CountDownLatch taken = new java.util.concurrent.CountDownLatch(1);
-        jakarta.servlet.AsyncContext async = servletRequest.startAsync();
-        async.start(() -> {
-            jakarta.servlet.ServletResponse response = async.getResponse();
-            taken.countDown();
-            try {
-                go.await(10, java.util.concurrent.TimeUnit.SECONDS);
-                response.getOutputStream().write("late answer".getBytes(StandardCharsets.UTF_8));
-                response.flushBuffer();
-            } catch (IOException e) {
-                throw new java.io.UncheckedIOException(e);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            } finally {
-                done.countDown();
-            }
-        });
-        taken.await(10, java.util.concurrent.TimeUnit.SECONDS);
-    }
-
-    /** Releases the late async work of {@code /async-servlet-late}, and answers once it has ended. */
     @PostMapping("/after-late-async")
-    public String afterLateAsync() throws InterruptedException {
-        LateAsyncWork.go.countDown();
-        LateAsyncWork.done.await(10, java.util.concurrent.TimeUnit.SECONDS);
-        Thread.sleep(100); // the late work's last step, after its count down
-        return "answered";
-    }
-
-    /**
-     * As {@code /async-servlet-late-raw}, but its work reads the body of the request it took from its async context
-     * (started without the wrappers) before the library answers.
-     */
-    @PostMapping("/async-servlet-late-read")
-    @Idempotent
-    public void asyncServletLateRead(@RequestBody OrderRequest request, HttpServletRequest servletRequest)
-            throws InterruptedException {
-        insert(request.note());
-        java.util.concurrent.CountDownLatch go = LateAsyncWork.go;
-        java.util.concurrent.CountDownLatch done = LateAsyncWork.done;
-        java.util.concurrent.CountDownLatch taken = new java.util.concurrent.CountDownLatch(1);
-        jakarta.servlet.AsyncContext async = servletRequest.startAsync();
-        async.start(() -> {
-            jakarta.servlet.ServletRequest kept = async.getRequest();
-            taken.countDown();
-            try {
-                go.await(10, java.util.concurrent.TimeUnit.SECONDS);
-                kept.getInputStream().readAllBytes();
-            } catch (IOException e) {
-                throw new java.io.UncheckedIOException(e);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            } finally {
-                done.countDown();
-            }
-        });
-        taken.await(10, java.util.concurrent.TimeUnit.SECONDS);
-    }
-
-    /** As {@code /after-late-async}, and answers with the body it was sent, read once the late work has ended. */
-    @PostMapping("/after-late-async-echo")
-    public String afterLateAsyncEcho(InputStream body) throws InterruptedException, IOException {
+    public String afterLateAsync(InputStream body) throws InterruptedException, IOException {
         LateAsyncWork.go.countDown();
         LateAsyncWork.done.await(10, java.util.concurrent.TimeUnit.SECONDS);
         Thread.sleep(100); // the late work's last step, after its count down
