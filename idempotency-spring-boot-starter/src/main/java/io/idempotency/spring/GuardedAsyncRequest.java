@@ -23,8 +23,9 @@ import java.util.Map;
  * The request the async context of a request the library may answer itself hands out (see
  * {@link GuardedAsyncContext}), for the application's async work to keep. Once the library has answered the request,
  * the work can no longer read through it what the container reads for the request it serves next with the objects
- * behind it (Jetty reads the next request's body on the connection): its body, through a stream or reader it took
- * before too, its parameters and parts ({@link IllegalStateException}). Until then everything is the container's own.
+ * behind it (Jetty, over HTTP/2, reads the body of the connection's next stream; an HTTP/1.x connection is closed
+ * with the answer): its body, through a stream or reader it took before too, its parameters and parts
+ * ({@link IllegalStateException}). Until then everything is the container's own.
  */
 final class GuardedAsyncRequest extends HttpServletRequestWrapper {
 

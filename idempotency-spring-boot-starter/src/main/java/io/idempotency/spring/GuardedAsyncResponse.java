@@ -20,8 +20,8 @@ import java.util.function.Supplier;
  * {@link GuardedAsyncContext}), for the application's async work to keep. Once the library has answered the request,
  * nothing the work does through it, or through a stream or writer it took from it before, reaches the container any
  * more ({@link IllegalStateException}): the container may serve another request with the objects behind it by then
- * (Jetty writes what a stale response is given into the next answer on the connection). Until then everything is the
- * container's own.
+ * (Jetty, over HTTP/2, writes what a stale response is given into the answer of the connection's next stream; an
+ * HTTP/1.x connection is closed with the answer). Until then everything is the container's own.
  */
 final class GuardedAsyncResponse extends HttpServletResponseWrapper {
 
