@@ -263,13 +263,14 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     }
 
     /**
-     * True for a status whose answer has no body (204 and 304: RFC 9110, sections 15.3.5 and 15.4.5), whatever the
-     * handler wrote under it (an object returned under {@code @ResponseStatus(NO_CONTENT)}, say). Such a body is
-     * neither stored nor sent, nor its length: over HTTP/1.1 the containers drop it, but Jetty sends its length over
-     * HTTP/2, which a client refuses, and the answer, stored, would reach no HTTP/2 client, nor any replay of it.
+     * True for a status whose answer has no body (204, 205 and 304: RFC 9110, sections 15.3.5, 15.3.6 and 15.4.5),
+     * whatever the handler wrote under it (an object returned under {@code @ResponseStatus(NO_CONTENT)}, say). Such a
+     * body is neither stored nor sent, nor its length: over HTTP/1.1 the containers drop it from a 204, but Jetty
+     * sends its length over HTTP/2, which a client refuses, and the answer, stored, would reach no HTTP/2 client, nor
+     * any replay of it.
      */
     static boolean hasNoBody(int status) {
-        return status == SC_NO_CONTENT || status == SC_NOT_MODIFIED;
+        return status == SC_NO_CONTENT || status == SC_RESET_CONTENT || status == SC_NOT_MODIFIED;
     }
 
     /**
