@@ -139,11 +139,7 @@ class LiquibaseChangelogsTest {
         TestPostgres.Database database = TestPostgres.newDatabase();
         ApplicationContextRunner included = application(database, "include-script-in-jar.xml")
                 .withPropertyValues("idempotency.jdbc.initialize-schema=false");
-        included.run(context -> {
-            assertThat(context).hasNotFailed();
-            assertMadeByTheWholeScript(database);
-            assertClaimedOnceAndReplayed(context, database);
-        });
+        assertTheWholeScriptRanAndServes(included, database);
         assertThat(database.queryString("select id || ' ' || author from databasechangelog"
                 + " where filename = 'io/idempotency/jdbc/postgresql/schema.sql'")).isEqualTo("raw includeAll");
         // as if an earlier version's script had run
@@ -170,13 +166,8 @@ class LiquibaseChangelogsTest {
     void aCopyOfTheScriptIncludedWithItsFolderIsSplitAndClaimedIn() throws IOException {
         assertThat(resource("db/idempotency/schema.sql")).isEqualTo(resource(SCRIPT));
         TestPostgres.Database database = TestPostgres.newDatabase();
-        application(database, "include-all-copy.xml")
-                .withPropertyValues("idempotency.jdbc.initialize-schema=false")
-                .run(context -> {
-                    assertThat(context).hasNotFailed();
-                    assertMadeByTheWholeScript(database);
-                    assertClaimedOnceAndReplayed(context, database);
-                });
+        assertTheWholeScriptRanAndServes(application(database, "include-all-copy.xml")
+                .withPropertyValues("idempotency.jdbc.initialize-schema=false"), database);
     }
 
     /** The script's statements, as they are, after a {@code --changeset} line of a formatted SQL changelog. */
@@ -185,13 +176,8 @@ class LiquibaseChangelogsTest {
         assertThat(resource("db/formatted-statements.sql"))
                 .endsWith("--changeset shop:idempotency-keys\n" + resource(SCRIPT));
         TestPostgres.Database database = TestPostgres.newDatabase();
-        application(database, "formatted-statements.sql")
-                .withPropertyValues("idempotency.jdbc.initialize-schema=false")
-                .run(context -> {
-                    assertThat(context).hasNotFailed();
-                    assertMadeByTheWholeScript(database);
-                    assertClaimedOnceAndReplayed(context, database);
-                });
+        assertTheWholeScriptRanAndServes(application(database, "formatted-statements.sql")
+                .withPropertyValues("idempotency.jdbc.initialize-schema=false"), database);
     }
 
     /**
@@ -209,6 +195,16 @@ class LiquibaseChangelogsTest {
                             .hasMessageContaining("table idempotency_keys does not exist");
                     assertThat(database.queryLong("select count(*) from databasechangelog")).isEqualTo(1);
                 });
+    }
+
+    /** The application starts, every statement of the script ran, and a key is claimed once and replayed. */
+    private static void assertTheWholeScriptRanAndServes(ApplicationContextRunner runner,
+                                                         TestPostgres.Database database) {
+        runner.run(context -> {
+            assertThat(context).hasNotFailed();
+            assertMadeByTheWholeScript(database);
+            assertClaimedOnceAndReplayed(context, database);
+        });
     }
 
     /** Every statement of the script ran: the table with its fill factor, its checks, and both of its indexes. */
