@@ -12,6 +12,7 @@ import org.springframework.core.Ordered;
 
 import java.io.IOException;
 import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
 import java.security.Principal;
 import java.util.UUID;
 
@@ -24,14 +25,22 @@ import static org.assertj.core.api.Assertions.assertThat;
 @Import(CallersIntegrationTest.Authentication.class)
 class CallersIntegrationTest extends OrdersApplicationTest {
 
-    /** Authenticates a request as the user its {@code X-User} header names, as a security filter chain would. */
+    /**
+     * Authenticates a request as the user its {@code X-User} header names, as a security filter chain would;
+     * {@code (null)} and {@code (empty)} authenticate it as a principal without a name (a JWT without the claim its
+     * name is read from).
+     */
     @TestConfiguration
     static class Authentication {
         @Bean
         FilterRegistrationBean<Filter> authenticationFilter() {
             FilterRegistrationBean<Filter> registration = new FilterRegistrationBean<>((request, response, chain) -> {
                 String user = ((HttpServletRequest) request).getHeader("X-User");
-                Principal principal = user == null ? null : () -> user;
+                Principal principal = user == null ? null : switch (user) {
+                    case "(null)" -> () -> null;
+                    case "(empty)" -> () -> "";
+                    default -> () -> user;
+                };
                 chain.doFilter(new HttpServletRequestWrapper((HttpServletRequest) request) {
                     @Override
                     public Principal getUserPrincipal() {
@@ -78,6 +87,45 @@ class CallersIntegrationTest extends OrdersApplicationTest {
         assertThat(alice.statusCode()).isEqualTo(201);
         assertThat(anonymous.statusCode()).as("the anonymous namespace is another caller's").isEqualTo(201);
         assertThat(rows(note)).isEqualTo(2);
+    }
+
+    @Test
+    void anAuthenticatedCallerWithoutANameIsRefusedRatherThanReplayedTheAnonymousAnswer() throws Exception {
+        for (String nameless : new String[] {"(null)", "(empty)"}) {
+            String key = UUID.randomUUID().toString();
+            String note = "nameless-" + key;
+            String body = "{\"note\":\"" + note + "\",\"amount\":\"6.00\"}";
+
+            HttpResponse<byte[]> anonymous = post("/orders", key, body);
+            HttpResponse<byte[]> unnamed = postAs(nameless, key, body);
+
+            assertThat(anonymous.statusCode()).as(nameless).isEqualTo(201);
+            assertThat(unnamed.statusCode()).as(nameless + ": not the anonymous caller's answer").isEqualTo(500);
+            assertThat(unnamed.headers().firstValue("Idempotent-Replayed")).as(nameless).isEmpty();
+            assertThat(new String(unnamed.body(), StandardCharsets.UTF_8)).as(nameless)
+                    .doesNotContain(new String(anonymous.body(), StandardCharsets.UTF_8));
+            assertThat(rows(note)).as(nameless + ": the anonymous request's row only").isEqualTo(1);
+            assertThat(keyRows(key)).as(nameless + ": the anonymous request's record only").isEqualTo(1);
+        }
+    }
+
+    @Test
+    void aRequestOfANamelessCallerKeepsNothingAndLeavesTheKeyFree() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "nameless-first-" + key;
+        String body = "{\"note\":\"" + note + "\",\"amount\":\"7.00\"}";
+
+        HttpResponse<byte[]> unnamed = postAs("(null)", key, body);
+
+        assertThat(unnamed.statusCode()).isEqualTo(500);
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+
+        HttpResponse<byte[]> anonymous = post("/orders", key, body);
+
+        assertThat(anonymous.statusCode()).as("the anonymous caller finds nothing stored under the key").isEqualTo(201);
+        assertThat(anonymous.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(rows(note)).isEqualTo(1);
     }
 
     private HttpResponse<byte[]> postAs(String user, String key, String body)
