@@ -28,8 +28,9 @@ public interface CallerResolver {
      * The default: the authenticated principal's name ({@link HttpServletRequest#getUserPrincipal()}, which Spring
      * Security fills in through its servlet API integration and leaves empty for anonymous requests; a filter chain
      * that disables that integration leaves it empty for every request, so declare a resolver there), else
-     * {@code ""}. A principal without a name (a JWT without the claim its name is read from) has no namespace of its
-     * own: it shares the anonymous one, and a warning says so once; declare a resolver that names such callers.
+     * {@code ""}. A principal without a name (a JWT without the claim its name is read from) cannot be told from an
+     * anonymous caller or another nameless one, so its {@code @Idempotent} requests are refused with an
+     * {@link IllegalStateException} before anything is claimed; declare a resolver that names such callers.
      */
     CallerResolver PRINCIPAL = new PrincipalCaller();
 

@@ -12,6 +12,7 @@ import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
 import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.Date;
@@ -96,9 +97,12 @@ class BearerTokenCallersIntegrationTest {
         assertThat(DB.queryLong("select count(*) from payments where order_id = '" + orderId + "'")).isEqualTo(1);
     }
 
-    /** As the docs say: a principal without a name cannot be told from an anonymous caller, and the library warns. */
+    /**
+     * A principal without a name cannot be told from an anonymous caller, nor from another nameless one: its request
+     * is refused before anything is claimed, and never answered with what an anonymous client stored under the key.
+     */
     @Test
-    void aTokenWithoutASubjectSharesTheAnonymousNamespaceAndIsWarnedOf(CapturedOutput output) throws Exception {
+    void aTokenWithoutASubjectIsRefusedRatherThanReplayedTheAnonymousAnswer(CapturedOutput output) throws Exception {
         PaymentApi api = PaymentApi.onPort(port);
         String key = UUID.randomUUID().toString();
         String orderId = PaymentApi.newOrderId();
@@ -109,12 +113,14 @@ class BearerTokenCallersIntegrationTest {
                 key, body);
 
         assertThat(anonymous.statusCode()).isEqualTo(201);
-        assertThat(nameless.statusCode()).isEqualTo(201);
-        assertThat(nameless.headers().firstValue(REPLAYED_HEADER)).as("the anonymous client's answer")
-                .hasValue("true");
+        assertThat(nameless.statusCode()).isEqualTo(500);
+        assertThat(nameless.headers().firstValue(REPLAYED_HEADER)).as("not the anonymous client's answer").isEmpty();
+        assertThat(new String(nameless.body(), StandardCharsets.UTF_8))
+                .doesNotContain(new String(anonymous.body(), StandardCharsets.UTF_8));
         assertThat(DB.queryLong("select count(*) from payments where order_id = '" + orderId + "'")).isEqualTo(1);
-        assertThat(output.getAll()).contains("has a principal without a name")
-                .contains("share the namespace of anonymous callers");
+        assertThat(DB.queryLong("select count(*) from idempotency_keys where idempotency_key = '" + key + "'"))
+                .as("the anonymous client's record only").isEqualTo(1);
+        assertThat(output.getAll()).contains("has a principal without a name").contains("CallerResolver");
     }
 
 }
