@@ -7,8 +7,6 @@ import org.springframework.context.annotation.Import;
 
 import java.io.IOException;
 import java.net.http.HttpResponse;
-import java.nio.charset.StandardCharsets;
-import java.util.List;
 import java.util.UUID;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -43,43 +41,14 @@ class CallerResolverFailuresIntegrationTest extends OrdersApplicationTest {
     @Test
     void aCallerTheResolverDoesNotNameIsRefusedRatherThanReplayedTheAnonymousAnswer() throws Exception {
         for (String tenant : new String[] {"none", "down"}) {
-            String key = UUID.randomUUID().toString();
-            String note = "unresolved-" + tenant + "-" + key;
-            String body = "{\"note\":\"" + note + "\",\"amount\":\"3.00\"}";
-
-            HttpResponse<byte[]> anonymous = post("/orders", key, body);
-            HttpResponse<byte[]> unresolved = postAs(tenant, key, body);
-            HttpResponse<byte[]> unresolvedAgain = postAs(tenant, key, body);
-
-            assertThat(anonymous.statusCode()).as(tenant).isEqualTo(201);
-            for (HttpResponse<byte[]> refused : List.of(unresolved, unresolvedAgain)) {
-                assertThat(refused.statusCode()).as(tenant).isEqualTo(500);
-                assertThat(refused.headers().firstValue("Idempotent-Replayed")).as(tenant).isEmpty();
-                assertThat(new String(refused.body(), StandardCharsets.UTF_8)).as(tenant)
-                        .doesNotContain(new String(anonymous.body(), StandardCharsets.UTF_8));
-            }
-            assertThat(rows(note)).as(tenant + ": the anonymous request's row only").isEqualTo(1);
-            assertThat(keyRows(key)).as(tenant + ": the anonymous request's record only").isEqualTo(1);
+            assertRefusedRatherThanReplayedTheAnonymousAnswer(tenant, (key, body) -> postAs(tenant, key, body));
         }
     }
 
     @Test
     void aRefusedRequestKeepsNothingAndItsKeyStaysFreeForTheCallerOnceNamed() throws Exception {
-        String key = UUID.randomUUID().toString();
-        String note = "unresolved-first-" + key;
-        String body = "{\"note\":\"" + note + "\",\"amount\":\"4.00\"}";
-
-        HttpResponse<byte[]> down = postAs("down", key, body);
-
-        assertThat(down.statusCode()).isEqualTo(500);
-        assertThat(rows(note)).isZero();
-        assertThat(keyRows(key)).isZero();
-
-        HttpResponse<byte[]> named = postAs("acme", key, body);
-
-        assertThat(named.statusCode()).isEqualTo(201);
-        assertThat(named.headers().firstValue("Idempotent-Replayed")).isEmpty();
-        assertThat(rows(note)).isEqualTo(1);
+        assertARefusedCallerKeepsNothingAndLeavesTheKeyFree((key, body) -> postAs("down", key, body),
+                (key, body) -> postAs("acme", key, body));
     }
 
     @Test

@@ -12,7 +12,6 @@ import org.springframework.core.Ordered;
 
 import java.io.IOException;
 import java.net.http.HttpResponse;
-import java.nio.charset.StandardCharsets;
 import java.security.Principal;
 import java.util.UUID;
 
@@ -92,40 +91,14 @@ class CallersIntegrationTest extends OrdersApplicationTest {
     @Test
     void anAuthenticatedCallerWithoutANameIsRefusedRatherThanReplayedTheAnonymousAnswer() throws Exception {
         for (String nameless : new String[] {"(null)", "(empty)"}) {
-            String key = UUID.randomUUID().toString();
-            String note = "nameless-" + key;
-            String body = "{\"note\":\"" + note + "\",\"amount\":\"6.00\"}";
-
-            HttpResponse<byte[]> anonymous = post("/orders", key, body);
-            HttpResponse<byte[]> unnamed = postAs(nameless, key, body);
-
-            assertThat(anonymous.statusCode()).as(nameless).isEqualTo(201);
-            assertThat(unnamed.statusCode()).as(nameless + ": not the anonymous caller's answer").isEqualTo(500);
-            assertThat(unnamed.headers().firstValue("Idempotent-Replayed")).as(nameless).isEmpty();
-            assertThat(new String(unnamed.body(), StandardCharsets.UTF_8)).as(nameless)
-                    .doesNotContain(new String(anonymous.body(), StandardCharsets.UTF_8));
-            assertThat(rows(note)).as(nameless + ": the anonymous request's row only").isEqualTo(1);
-            assertThat(keyRows(key)).as(nameless + ": the anonymous request's record only").isEqualTo(1);
+            assertRefusedRatherThanReplayedTheAnonymousAnswer(nameless, (key, body) -> postAs(nameless, key, body));
         }
     }
 
     @Test
     void aRequestOfANamelessCallerKeepsNothingAndLeavesTheKeyFree() throws Exception {
-        String key = UUID.randomUUID().toString();
-        String note = "nameless-first-" + key;
-        String body = "{\"note\":\"" + note + "\",\"amount\":\"7.00\"}";
-
-        HttpResponse<byte[]> unnamed = postAs("(null)", key, body);
-
-        assertThat(unnamed.statusCode()).isEqualTo(500);
-        assertThat(rows(note)).isZero();
-        assertThat(keyRows(key)).isZero();
-
-        HttpResponse<byte[]> anonymous = post("/orders", key, body);
-
-        assertThat(anonymous.statusCode()).as("the anonymous caller finds nothing stored under the key").isEqualTo(201);
-        assertThat(anonymous.headers().firstValue("Idempotent-Replayed")).isEmpty();
-        assertThat(rows(note)).isEqualTo(1);
+        assertARefusedCallerKeepsNothingAndLeavesTheKeyFree((key, body) -> postAs("(null)", key, body),
+                (key, body) -> post("/orders", key, body));
     }
 
     private HttpResponse<byte[]> postAs(String user, String key, String body)

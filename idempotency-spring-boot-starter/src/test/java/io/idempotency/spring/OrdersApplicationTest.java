@@ -20,6 +20,7 @@ import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Locale;
+import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -217,5 +218,56 @@ abstract class OrdersApplicationTest {
 
     HttpResponse<byte[]> send(HttpRequest request) throws IOException, InterruptedException {
         return http.send(request, HttpResponse.BodyHandlers.ofByteArray());
+    }
+
+    /** Posts an order under a key, as some caller. */
+    @FunctionalInterface
+    interface PostAs {
+        HttpResponse<byte[]> post(String key, String body) throws IOException, InterruptedException;
+    }
+
+    /**
+     * A caller the library cannot name, posting under a key the same order an anonymous request stored, is refused
+     * (500), twice, rather than replayed the anonymous answer, and leaves nothing of its own.
+     */
+    void assertRefusedRatherThanReplayedTheAnonymousAnswer(String caller, PostAs unnamed) throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "unnamed-" + key;
+        String body = "{\"note\":\"" + note + "\",\"amount\":\"3.00\"}";
+
+        HttpResponse<byte[]> anonymous = post("/orders", key, body);
+        List<HttpResponse<byte[]>> refused = List.of(unnamed.post(key, body), unnamed.post(key, body));
+
+        assertThat(anonymous.statusCode()).as(caller).isEqualTo(201);
+        for (HttpResponse<byte[]> response : refused) {
+            assertThat(response.statusCode()).as(caller + ": not the anonymous caller's answer").isEqualTo(500);
+            assertThat(response.headers().firstValue("Idempotent-Replayed")).as(caller).isEmpty();
+            assertThat(new String(response.body(), StandardCharsets.UTF_8)).as(caller)
+                    .doesNotContain(new String(anonymous.body(), StandardCharsets.UTF_8));
+        }
+        assertThat(rows(note)).as(caller + ": the anonymous request's row only").isEqualTo(1);
+        assertThat(keyRows(key)).as(caller + ": the anonymous request's record only").isEqualTo(1);
+    }
+
+    /**
+     * A caller the library cannot name, posting first, keeps nothing: the key stays free, and the same order posted
+     * under it by {@code then} runs.
+     */
+    void assertARefusedCallerKeepsNothingAndLeavesTheKeyFree(PostAs unnamed, PostAs then) throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "unnamed-first-" + key;
+        String body = "{\"note\":\"" + note + "\",\"amount\":\"4.00\"}";
+
+        HttpResponse<byte[]> refused = unnamed.post(key, body);
+
+        assertThat(refused.statusCode()).isEqualTo(500);
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+
+        HttpResponse<byte[]> named = then.post(key, body);
+
+        assertThat(named.statusCode()).as("nothing stored under the key").isEqualTo(201);
+        assertThat(named.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(rows(note)).isEqualTo(1);
     }
 }
