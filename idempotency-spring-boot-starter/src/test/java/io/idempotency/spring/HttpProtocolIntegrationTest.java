@@ -1,9 +1,12 @@
 package io.idempotency.spring;
 
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
+import java.util.Locale;
 import java.util.UUID;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -141,6 +144,42 @@ class HttpProtocolIntegrationTest extends OrdersApplicationTest {
             assertThat(rows(path.equals("/orders/streams") ? body : note)).as(path).isEqualTo(1);
             assertThat(keyRows(key)).as(path).isEqualTo(1);
         }
+    }
+
+    /**
+     * A 204 and a 205 have no content (RFC 9110, sections 15.3.5 and 15.3.6), yet a handler may write some. HTTP/1.1
+     * frames a 204 as ending with its header section, but not a 205 (RFC 9112, section 6.3): it must say that its
+     * content is empty, or close the connection. First and on replay the answer carries none, and the connection
+     * serves the next request.
+     */
+    @ParameterizedTest
+    @ValueSource(ints = {204, 205})
+    void aNoContentAnswerEndsWhereItsFramingSaysAndLeavesTheConnectionUsable(int status) throws Exception {
+        String key = UUID.randomUUID().toString();
+        String request = post("/orders/status/" + status, key, "application/json",
+                "{\"note\":\"h1-no-content-" + key + "\"}");
+        try (KeepAliveConnection connection = new KeepAliveConnection()) {
+            connection.send(request);
+            String first = connection.answer();
+            connection.send(request);
+            String replay = connection.answer();
+            String next = UUID.randomUUID().toString();
+            connection.send(post("/orders", next, "application/json", "{\"note\":\"h1-after-" + next + "\"}"));
+            String afterwards = connection.answer();
+
+            for (String answer : new String[] {first, replay}) {
+                assertThat(answer).startsWith("HTTP/1.1 " + status + " ");
+                assertThat(body(answer)).isEmpty();
+                if (status == 205) {
+                    assertThat(answer.toLowerCase(Locale.ROOT))
+                            .containsAnyOf("content-length: 0\r\n", "transfer-encoding: chunked\r\n");
+                }
+            }
+            assertThat(replay).contains("Idempotent-Replayed: true");
+            assertThat(afterwards).as("the next request on the connection").startsWith("HTTP/1.1 201 ");
+        }
+        assertThat(DATABASE.queryLong("select octet_length(response_body) from idempotency_keys"
+                + " where idempotency_key = '" + key + "'")).as("stored body").isZero();
     }
 
     @Test
