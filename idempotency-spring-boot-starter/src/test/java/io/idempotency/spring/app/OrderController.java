@@ -450,13 +450,47 @@ public class OrderController {
         return new String(body.readAllBytes(), StandardCharsets.UTF_8);
     }
 
-    /** Not idempotent: writes a row and answers on another thread, through the servlet API or Spring MVC. */
+    /**
+     * Not idempotent: writes a row and answers on another thread, through the servlet API or one of Spring MVC's
+     * async return values ({@code kind}: a future, a {@code Callable}, a streaming body, server-sent events, or a
+     * {@code DeferredResult} that times out).
+     */
     @PostMapping("/plain-async")
     public Object plainAsync(@RequestBody OrderRequest request, @RequestParam String kind,
                              HttpServletRequest servletRequest, HttpServletResponse servletResponse) {
         insert(request.note());
-        if (kind.equals("future")) {
-            return java.util.concurrent.CompletableFuture.supplyAsync(() -> Map.of("late", request.note()));
+        switch (kind) {
+            case "future" -> {
+                return java.util.concurrent.CompletableFuture.supplyAsync(() -> Map.of("late", request.note()));
+            }
+            case "callable" -> {
+                return (java.util.concurrent.Callable<Map<String, String>>) () -> Map.of("late", request.note());
+            }
+            case "stream" -> {
+                return (org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody) out -> {
+                    out.write("late ".getBytes(StandardCharsets.UTF_8));
+                    out.flush(); // sent before the rest is written
+                    out.write(request.note().getBytes(StandardCharsets.UTF_8));
+                };
+            }
+            case "sse" -> {
+                var emitter = new org.springframework.web.servlet.mvc.method.annotation.SseEmitter();
+                new Thread(() -> {
+                    try {
+                        emitter.send("late");
+                        emitter.send(request.note());
+                        emitter.complete();
+                    } catch (IOException e) {
+                        emitter.completeWithError(e);
+                    }
+                }).start();
+                return emitter;
+            }
+            case "timeout" -> {
+                return new org.springframework.web.context.request.async.DeferredResult<String>(200L); // never set
+            }
+            default -> {
+            }
         }
         jakarta.servlet.AsyncContext async = kind.equals("servlet-unwrapped") ? servletRequest.startAsync()
                 : servletRequest.startAsync(servletRequest, servletResponse);
