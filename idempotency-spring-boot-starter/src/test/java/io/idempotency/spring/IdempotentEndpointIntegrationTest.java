@@ -637,6 +637,19 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
         assertThat(keyRows(key)).isZero();
     }
 
+    /** Non-blocking reads and writes through the filter's request and response, on an endpoint it does not answer. */
+    @Test
+    void anEndpointWithoutIdempotentReadsAndWritesWithoutBlockingAsItWould() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"plain-nonblocking-" + key + "\"}";
+
+        HttpResponse<byte[]> answer = post("/orders/plain-nonblocking", key, body);
+
+        assertThat(answer.statusCode()).isEqualTo(200);
+        assertThat(new String(answer.body(), StandardCharsets.UTF_8)).isEqualTo("echo:" + body);
+        assertThat(keyRows(key)).isZero();
+    }
+
     /** Spring MVC's answer to async processing that timed out (503) reaches the client through the filter. */
     @Test
     void anEndpointWithoutIdempotentWhoseAsyncAnswerTimesOutGetsSpringMvcsAnswer() throws Exception {

@@ -507,6 +507,61 @@ public class OrderController {
         return null;
     }
 
+    /**
+     * Not idempotent: reads its body and answers {@code echo:} and the body, both without blocking (a read listener,
+     * then a write listener), as the servlet API allows once async processing has started.
+     */
+    @PostMapping("/plain-nonblocking")
+    public void plainNonBlocking(HttpServletRequest servletRequest, HttpServletResponse servletResponse)
+            throws IOException {
+        jakarta.servlet.AsyncContext async = servletRequest.startAsync(servletRequest, servletResponse);
+        jakarta.servlet.ServletInputStream in = servletRequest.getInputStream();
+        java.io.ByteArrayOutputStream body = new java.io.ByteArrayOutputStream();
+        body.write("echo:".getBytes(StandardCharsets.UTF_8));
+        in.setReadListener(new jakarta.servlet.ReadListener() {
+            @Override
+            public void onDataAvailable() throws IOException {
+                byte[] buffer = new byte[7]; // several reads for one body
+                while (in.isReady() && !in.isFinished()) {
+                    int n = in.read(buffer);
+                    if (n > 0) {
+                        body.write(buffer, 0, n);
+                    }
+                }
+            }
+
+            @Override
+            public void onAllDataRead() throws IOException {
+                jakarta.servlet.ServletOutputStream out = servletResponse.getOutputStream();
+                servletResponse.setContentType("text/plain");
+                out.setWriteListener(new jakarta.servlet.WriteListener() {
+                    private boolean written;
+
+                    @Override
+                    public void onWritePossible() throws IOException {
+                        if (!written && out.isReady()) {
+                            written = true;
+                            out.write(body.toByteArray());
+                        }
+                        if (written && out.isReady()) {
+                            async.complete();
+                        }
+                    }
+
+                    @Override
+                    public void onError(Throwable t) {
+                        async.complete();
+                    }
+                });
+            }
+
+            @Override
+            public void onError(Throwable t) {
+                async.complete();
+            }
+        });
+    }
+
     /** Writes a row, then starts async processing through the servlet API, which no one completes. */
     @PostMapping("/async-left-open")
     @Idempotent
