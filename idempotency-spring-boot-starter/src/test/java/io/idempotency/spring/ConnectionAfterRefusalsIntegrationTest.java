@@ -1,6 +1,8 @@
 package io.idempotency.spring;
 
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.web.server.context.WebServerApplicationContext;
 import org.springframework.test.context.TestPropertySource;
@@ -82,6 +84,30 @@ class ConnectionAfterRefusalsIntegrationTest extends OrdersApplicationTest {
 
             assertThat(refused).startsWith("HTTP/1.1 500 ").contains("idempotency-commit-failed");
             assertConnection(connection, refused, true);
+        }
+        assertThat(keyRows(key)).isZero();
+    }
+
+    /**
+     * The same answer to an HTTP/1.0 client, one that asks to keep the connection too: it arrives whole, says
+     * {@code Connection: close}, and the connection ends after it rather than waiting for another request.
+     */
+    @ParameterizedTest
+    @ValueSource(booleans = {false, true})
+    void aHandlerThatGoesAsyncIsAnsweredWith500AndTheConnectionEndsOverHttp10(boolean keepAlive) throws Exception {
+        String key = UUID.randomUUID().toString();
+        String body = "{\"note\":\"async-left-open-http10-" + key + "\"}";
+        try (KeepAliveConnection connection = new KeepAliveConnection()) {
+            connection.send("POST /orders/async-left-open HTTP/1.0\r\nContent-Type: application/json\r\n"
+                    + (keepAlive ? "Connection: keep-alive\r\n" : "") + "Idempotency-Key: " + key
+                    + "\r\nContent-Length: " + body.length() + "\r\n\r\n" + body);
+            String refused = connection.answer();
+
+            assertThat(refused).matches("(?s)HTTP/1\\.[01] 500 .*").contains("idempotency-commit-failed")
+                    .containsIgnoringCase("\r\nContent-Type: application/problem+json");
+            assertThat(refused).as("Connection: close").contains("\r\nConnection: close\r\n");
+            assertThat(refused.substring(refused.indexOf("\r\n\r\n") + 4)).startsWith("{").endsWith("}");
+            assertThat(connection.in.read()).as("the connection ends after the answer").isEqualTo(-1);
         }
         assertThat(keyRows(key)).isZero();
     }
