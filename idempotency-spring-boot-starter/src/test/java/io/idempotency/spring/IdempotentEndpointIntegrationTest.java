@@ -620,7 +620,8 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
 
     /** The filter passes a request it wraps but does not make idempotent on to async processing as it is. */
     @ParameterizedTest
-    @ValueSource(strings = {"servlet", "servlet-unwrapped", "future", "callable", "stream", "sse", "timeout"})
+    @ValueSource(strings = {"servlet", "servlet-unwrapped", "future", "callable", "stream", "sse", "timeout",
+            "deferred", "emitter", "error"})
     void anEndpointWithoutIdempotentAnswersAsynchronouslyAsItWould(String kind) throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "plain-async-" + kind + "-" + key;
@@ -629,10 +630,14 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
 
         if (kind.equals("timeout")) {
             assertThat(answer.statusCode()).as("Spring MVC's answer to async processing that timed out").isEqualTo(503);
+        } else if (kind.equals("error")) {
+            assertThat(answer.statusCode()).as("the error page's answer to the async work's exception").isEqualTo(418);
+            assertThat(new String(answer.body(), StandardCharsets.UTF_8)).contains("\"status\":418")
+                    .contains("\"path\":\"/orders/plain-async\"");
         } else {
             assertThat(answer.statusCode()).isEqualTo(200);
             assertThat(new String(answer.body(), StandardCharsets.UTF_8)).isEqualTo(switch (kind) {
-                case "future", "callable" -> "{\"late\":\"" + note + "\"}";
+                case "future", "callable", "deferred" -> "{\"late\":\"" + note + "\"}";
                 case "sse" -> "data:late\n\ndata:" + note + "\n\n";
                 default -> "late " + note;
             });

@@ -4,6 +4,7 @@ import io.idempotency.core.Idempotent;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import org.springframework.http.HttpStatus;
+import org.springframework.http.MediaType;
 import org.springframework.http.ResponseEntity;
 import org.springframework.jdbc.core.simple.JdbcClient;
 import org.springframework.transaction.annotation.Transactional;
@@ -452,8 +453,9 @@ public class OrderController {
 
     /**
      * Not idempotent: writes a row and answers on another thread, through the servlet API or one of Spring MVC's
-     * async return values ({@code kind}: a future, a {@code Callable}, a streaming body, server-sent events, or a
-     * {@code DeferredResult} that times out).
+     * async return values ({@code kind}: a future, a {@code Callable}, a streaming body, server-sent events, a
+     * {@code DeferredResult} set on another thread or one that times out, a {@code ResponseBodyEmitter}, or a future
+     * that fails).
      */
     @PostMapping("/plain-async")
     public Object plainAsync(@RequestBody OrderRequest request, @RequestParam String kind,
@@ -488,6 +490,30 @@ public class OrderController {
             }
             case "timeout" -> {
                 return new org.springframework.web.context.request.async.DeferredResult<String>(200L); // never set
+            }
+            case "deferred" -> {
+                var result = new org.springframework.web.context.request.async.DeferredResult<Map<String, String>>();
+                new Thread(() -> result.setResult(Map.of("late", request.note()))).start();
+                return result;
+            }
+            case "emitter" -> {
+                var emitter = new org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter();
+                new Thread(() -> {
+                    try {
+                        emitter.send("late ", MediaType.TEXT_PLAIN);
+                        emitter.send(request.note(), MediaType.TEXT_PLAIN);
+                        emitter.complete();
+                    } catch (IOException e) {
+                        emitter.completeWithError(e);
+                    }
+                }).start();
+                return emitter;
+            }
+            case "error" -> { // dispatched again with the exception, which becomes an error page's answer
+                return java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+                    throw new org.springframework.web.server.ResponseStatusException(HttpStatus.I_AM_A_TEAPOT,
+                            "late " + request.note());
+                });
             }
             default -> {
             }
