@@ -1,0 +1,53 @@
+package io.idempotency.spring;
+
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import java.net.Socket;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.util.UUID;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The most common retry of all: the client (or a gateway in front of the service) stops waiting while the handler
+ * runs, closes its connection and sends the request again with the same key. The first request goes on, commits and
+ * finds no one to answer; its effects stay, once, and the retry gets its answer — the one waiting for it as well as
+ * one sent after it ended.
+ */
+class ClientGoneIntegrationTest extends OrdersApplicationTest {
+
+    /** {@code close}: the client closes its side (FIN); {@code reset}: it aborts the connection (RST). */
+    @ParameterizedTest
+    @ValueSource(strings = {"close", "reset"})
+    void aClientThatStopsWaitingGetsTheAnswerOfItsFirstRequestOnRetry(String how) throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "client-gone-" + how + "-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        try (Socket socket = new Socket("localhost", port)) {
+            socket.getOutputStream().write(("POST /orders/slow?millis=1500 HTTP/1.1\r\nHost: localhost\r\n"
+                    + "Content-Type: application/json\r\nIdempotency-Key: " + key + "\r\nContent-Length: "
+                    + body.length() + "\r\n\r\n" + body).getBytes(StandardCharsets.ISO_8859_1));
+            socket.getOutputStream().flush();
+            awaitHandlerInItsTransaction();
+            if (how.equals("reset")) {
+                socket.setSoLinger(true, 0);
+            }
+        } // gone, before any answer
+
+        // sent while the first request still runs: waits for it (idempotency.in-flight-wait, 2 s, is longer)
+        HttpResponse<byte[]> waiting = post("/orders/slow?millis=1500", key, body);
+        HttpResponse<byte[]> after = post("/orders/slow?millis=1500", key, body);
+
+        for (HttpResponse<byte[]> retry : java.util.List.of(waiting, after)) {
+            assertThat(retry.statusCode()).isEqualTo(201);
+            assertThat(retry.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+            assertThat(new String(retry.body(), StandardCharsets.UTF_8)).contains("\"note\":\"" + note + "\"");
+        }
+        assertThat(after.body()).isEqualTo(waiting.body());
+        assertThat(rows(note)).isEqualTo(1);
+        assertThat(status(key)).isEqualTo("SUCCEEDED");
+    }
+}
