@@ -1,5 +1,6 @@
 package io.idempotency.spring;
 
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -49,5 +50,37 @@ class ClientGoneIntegrationTest extends OrdersApplicationTest {
         assertThat(after.body()).isEqualTo(waiting.body());
         assertThat(rows(note)).isEqualTo(1);
         assertThat(status(key)).isEqualTo("SUCCEEDED");
+    }
+
+    /**
+     * A client that stops sending its body part way (it closes its side of the connection, or a proxy cut it) sent
+     * no request to make idempotent: nothing is claimed or written, and the request sent whole runs. The handler reads
+     * its body itself, so the library reads it first, to fingerprint it before the claim.
+     */
+    @Test
+    void aBodyCutShortClaimsNothingAndTheWholeRequestRuns() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "cut-short-" + key;
+
+        String answer;
+        try (Socket socket = new Socket("localhost", port)) {
+            socket.setSoTimeout(10_000);
+            socket.getOutputStream().write(("POST /orders/streams HTTP/1.1\r\nHost: localhost\r\n"
+                    + "Content-Type: text/plain\r\nIdempotency-Key: " + key + "\r\nContent-Length: "
+                    + (note.length() + 100) + "\r\n\r\n" + note).getBytes(StandardCharsets.ISO_8859_1));
+            socket.getOutputStream().flush();
+            socket.shutdownOutput(); // the rest never comes
+            answer = new String(socket.getInputStream().readAllBytes(), StandardCharsets.ISO_8859_1);
+        }
+
+        assertThat(answer).as("no success for a request that never arrived whole").doesNotStartWith("HTTP/1.1 2");
+        assertThat(keyRows(key)).isZero();
+        assertThat(rows(note)).isZero();
+
+        HttpResponse<byte[]> whole = send(request("/orders/streams", note).setHeader("Content-Type", "text/plain")
+                .header("Idempotency-Key", key).build());
+        assertThat(whole.statusCode()).isEqualTo(201);
+        assertThat(whole.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(rows(note)).isEqualTo(1);
     }
 }
