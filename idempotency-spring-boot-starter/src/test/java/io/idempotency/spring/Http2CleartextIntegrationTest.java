@@ -111,6 +111,44 @@ class Http2CleartextIntegrationTest extends OrdersApplicationTest {
     }
 
     /**
+     * A client that stops waiting over HTTP/2 cancels its stream (RST_STREAM), not the connection: the request goes
+     * on, commits with no one to answer, and its retry on the same connection gets its answer; the connection goes on
+     * serving. In either mode: in intent-first mode the outcome is known (the handler returned), so the claim must not
+     * be left for its lease to run out and the resolver to decide.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"/orders/slow?millis=1500", "/intent/long-lease"})
+    void aStreamTheClientCancelsWhileTheHandlerRunsIsAnsweredOnRetry(String path) throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "h2-cancelled-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        CompletableFuture<HttpResponse<byte[]>> cancelled = h2.sendAsync(request(path, body)
+                .header("Idempotency-Key", key).header("X-Sleep-Ms", "1500").build(),
+                HttpResponse.BodyHandlers.ofByteArray());
+        awaitHandlerInItsTransaction();
+        cancelled.cancel(true);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (!"SUCCEEDED".equals(status(key))) {
+            assertThat(System.nanoTime() - deadline).as("the cancelled request committed (status %s)", status(key))
+                    .isNegative();
+            Thread.sleep(20);
+        }
+        HttpResponse<byte[]> retry = h2.send(request(path, body).header("Idempotency-Key", key).build(),
+                HttpResponse.BodyHandlers.ofByteArray());
+        String next = UUID.randomUUID().toString();
+        HttpResponse<byte[]> other = h2Post("/orders", next, "{\"note\":\"h2-after-cancel-" + next + "\"}");
+
+        assertThat(cancelled).as("the client got no answer").isCompletedExceptionally();
+        assertThat(retry.version()).isEqualTo(HttpClient.Version.HTTP_2);
+        assertThat(retry.statusCode()).isEqualTo(201);
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(rows(note)).isOne();
+        assertThat(other.statusCode()).isEqualTo(201);
+        assertThat(rows("h2-after-cancel-" + next)).isOne();
+    }
+
+    /**
      * Connection, Keep-Alive, Proxy-Connection and Upgrade are connection-specific: HTTP/2 forbids them (RFC 9113,
      * section 8.2.2). The first answer is sent as the handler made it, and what the container does with them is its own
      * (Tomcat passes them on, and a strict client such as one built on nghttp2 resets the stream; the JDK's client
