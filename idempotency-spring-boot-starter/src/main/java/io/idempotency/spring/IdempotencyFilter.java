@@ -401,10 +401,18 @@ public class IdempotencyFilter extends OncePerRequestFilter {
      * exception handlers resolved and that a filter after this one answered (a {@code @PostAuthorize} refusal answered
      * by Spring Security's chain ordered after this filter): the answer is the exception handler's, not the outcome
      * of the handler, whatever its status.
+     * <p>
+     * An {@code IOException} in the servlet error attribute, with neither of the others, is the container's note that
+     * the client went away: Tomcat sets one on a request whose HTTP/2 stream the client reset (so that a read listener
+     * learns of it), while the handler runs on. That is the client's failure, not the answer's: the handler's outcome
+     * stands and is committed, and the client's retry is answered with it, as over HTTP/1.1, where a client that
+     * closed its connection is only noticed when the answer is written. An exception Spring MVC handled, an
+     * {@code IOException} among them, is noted in the other two.
      */
     private static boolean renderingFailed(HttpServletRequest request) {
+        Object error = request.getAttribute(WebUtils.ERROR_EXCEPTION_ATTRIBUTE);
         return request.getAttribute(DispatcherServlet.EXCEPTION_ATTRIBUTE) != null
-                || request.getAttribute(WebUtils.ERROR_EXCEPTION_ATTRIBUTE) != null
+                || (error != null && !(error instanceof IOException))
                 || request.getAttribute(RequestAnsweredExceptionResolver.EXCEPTION_ATTRIBUTE) != null;
     }
 
