@@ -68,7 +68,7 @@ public class StreamingController {
         return emitter;
     }
 
-    /** Writes part of its body, then fails. */
+    /** Writes part of its body and flushes it, then fails. */
     @RequestMapping("/stream-error")
     public StreamingResponseBody streamError(@RequestParam String note) {
         return out -> {
