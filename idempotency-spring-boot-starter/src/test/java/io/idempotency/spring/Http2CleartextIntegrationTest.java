@@ -149,6 +149,29 @@ class Http2CleartextIntegrationTest extends OrdersApplicationTest {
     }
 
     /**
+     * A body above {@code idempotency.max-request-body-size} (1 MB) is refused over HTTP/2 as over HTTP/1.1, before
+     * any database work, and the stream's refusal leaves the connection serving: HTTP/2 ends a stream, not the
+     * connection, where HTTP/1.1 may have to close it to skip the body's rest.
+     */
+    @Test
+    void aBodyAboveTheCapIsRefusedAndTheConnectionGoesOn() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "h2-large-" + key;
+        String body = "{\"note\":\"" + note + "\",\"padding\":\"" + "x".repeat(1_100_000) + "\"}";
+
+        HttpResponse<byte[]> refused = h2Post("/orders", key, body);
+        String next = UUID.randomUUID().toString();
+        HttpResponse<byte[]> other = h2Post("/orders", next, "{\"note\":\"h2-after-large-" + next + "\"}");
+
+        assertThat(refused.statusCode()).isEqualTo(413);
+        assertProblem(refused, "idempotency-request-too-large");
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+        assertThat(other.statusCode()).isEqualTo(201);
+        assertThat(rows("h2-after-large-" + next)).isOne();
+    }
+
+    /**
      * Connection, Keep-Alive, Proxy-Connection and Upgrade are connection-specific: HTTP/2 forbids them (RFC 9113,
      * section 8.2.2). The first answer is sent as the handler made it, and what the container does with them is its own
      * (Tomcat passes them on, and a strict client such as one built on nghttp2 resets the stream; the JDK's client
