@@ -1,0 +1,301 @@
+package io.idempotency.jdbc;
+
+import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.core.DownstreamKeys;
+import io.idempotency.core.ExpiredRecordCleaner;
+import io.idempotency.core.IdempotencyEngine;
+import io.idempotency.core.IdempotencyMode;
+import io.idempotency.core.IdempotencyRecord;
+import io.idempotency.core.IdempotencyTemplate;
+import io.idempotency.core.RecordStatus;
+import io.idempotency.core.ReplayCache;
+import io.idempotency.core.ScopedKey;
+import io.idempotency.core.StaleClaimResolver;
+import io.idempotency.core.StoragePolicy;
+import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/**
+ * The template on two instances of one PostgreSQL database, one keeping answers in memory and one not: every result
+ * is read back by the other instance with the very bytes stored; a record is honoured until it is removed, expired or
+ * not; the cleanup removes nothing of an execution still running past its expiry; and a redelivery under the key with
+ * other input meanwhile is refused once the first execution committed, or runs once it rolled back.
+ */
+class TemplateResultsAndRetentionIntegrationTest {
+
+    /** A TTL that has passed by the time the cleanup runs: every completed record is expired at once. */
+    private static final Duration SHORT_TTL = Duration.ofMillis(1);
+    private static final Duration LEASE = Duration.ofSeconds(2);
+    /** The cap on stored results: above the large result, which the default cap would refuse. */
+    private static final long CAP = 16 << 20;
+    private static final byte[] MESSAGE = "{\"payment\":\"p-1\"}".getBytes(StandardCharsets.UTF_8);
+
+    private HikariDataSource poolA;
+    private HikariDataSource poolB;
+    private JdbcTemplate jdbc;
+    private PostgresIdempotencyStore store;
+    /** An instance keeping answers in memory. */
+    private IdempotencyEngine instanceA;
+    /** An instance keeping nothing in memory: every answer comes from the database. */
+    private IdempotencyEngine instanceB;
+    private ExpiredRecordCleaner cleaner;
+
+    @BeforeEach
+    void twoInstances() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        poolA = database.dataSource(4);
+        poolB = database.dataSource(4);
+        new IdempotencySchemaMigrator(poolA, "idempotency_keys").migrate();
+        jdbc = new JdbcTemplate(poolA);
+        jdbc.execute("create table effects (id bigserial primary key, message text)");
+        store = new PostgresIdempotencyStore(poolA, "idempotency_keys");
+        instanceA = new IdempotencyEngine(store, new SpringTransactions(new DataSourceTransactionManager(poolA)),
+                StoragePolicy.DEFAULT, SHORT_TTL, Duration.ofSeconds(2), StaleClaimResolver.RERUN,
+                new DownstreamKeys("secret"),
+                new ReplayCache(100, 64 * 1024, 1 << 20, Duration.ofMinutes(10), 1_000), CAP);
+        instanceB = new IdempotencyEngine(new PostgresIdempotencyStore(poolB, "idempotency_keys"),
+                new SpringTransactions(new DataSourceTransactionManager(poolB)), StoragePolicy.DEFAULT, SHORT_TTL,
+                Duration.ofSeconds(2), StaleClaimResolver.RERUN, new DownstreamKeys("secret"), ReplayCache.NONE, CAP);
+        cleaner = new ExpiredRecordCleaner(new PostgresIdempotencyStore(poolB, "idempotency_keys"), 100);
+    }
+
+    @AfterEach
+    void stop() {
+        instanceA.shutdown();
+        instanceB.shutdown();
+        poolA.close();
+        poolB.close();
+    }
+
+    /**
+     * Results holding every byte value (NUL, 0x80–0xFF, bytes that are no UTF-8), an empty one and one of 8 MiB (far
+     * above what the memory of instance A keeps) come back from the other instance, and from the first one again,
+     * with the very bytes the work returned, without the work running again.
+     */
+    @ParameterizedTest
+    @EnumSource(IdempotencyMode.class)
+    void everyResultIsReadBackWithTheBytesTheWorkReturnedOnEitherInstance(IdempotencyMode mode) throws Exception {
+        byte[] everyByte = new byte[512];
+        for (int i = 0; i < everyByte.length; i++) {
+            everyByte[i] = (byte) (255 - i % 256);
+        }
+        byte[] large = new byte[8 << 20];
+        new Random(42).nextBytes(large);
+        for (byte[] returned : List.of(everyByte, new byte[0], large, new byte[] {0})) {
+            ScopedKey key = newKey();
+            AtomicInteger runs = new AtomicInteger();
+            IdempotencyTemplate.Result first = new IdempotencyTemplate(instanceA).execute(key, MESSAGE, mode, LEASE,
+                    () -> {
+                        runs.incrementAndGet();
+                        return returned.clone();
+                    });
+            IdempotencyTemplate.Result onB = new IdempotencyTemplate(instanceB).execute(key, MESSAGE, mode, LEASE,
+                    () -> {
+                        runs.incrementAndGet();
+                        return new byte[] {1};
+                    });
+            IdempotencyTemplate.Result againOnA = new IdempotencyTemplate(instanceA).execute(key, MESSAGE, mode,
+                    LEASE, () -> {
+                        runs.incrementAndGet();
+                        return new byte[] {1};
+                    });
+
+            assertThat(runs).as("ran once, for a result of %d bytes", returned.length).hasValue(1);
+            assertThat(first.replayed()).isFalse();
+            assertThat(first.value()).isEqualTo(returned);
+            assertThat(onB.replayed()).isTrue();
+            assertThat(onB.value()).as("read back by the other instance").isEqualTo(returned);
+            assertThat(againOnA.replayed()).isTrue();
+            assertThat(againOnA.value()).isEqualTo(returned);
+            assertThat(store.find(key)).get().extracting(record -> record.response().body()).isEqualTo(returned);
+        }
+    }
+
+    /**
+     * A record that still exists is honoured, expired or not: the work runs past its record's expiry while a cleanup
+     * runs (which removes nothing of it) and a redelivery on the other instance is told to come back later; once it
+     * completed, the expired record is replayed by the instance that never saw it. Only once the cleanup removed it
+     * does that instance run the message again — and the instance that kept the answer in memory replays it from
+     * there, as documented, without failing.
+     */
+    @ParameterizedTest
+    @EnumSource(IdempotencyMode.class)
+    void anExecutionRunningPastItsExpiryIsNotRemovedAndItsExpiredRecordIsHonouredUntilRemoved(IdempotencyMode mode)
+            throws Exception {
+        ScopedKey key = newKey();
+        AtomicInteger runs = new AtomicInteger();
+        CountDownLatch working = new CountDownLatch(1);
+        CountDownLatch finish = new CountDownLatch(1);
+        CompletableFuture<IdempotencyTemplate.Result> first = CompletableFuture.supplyAsync(() -> {
+            try {
+                return new IdempotencyTemplate(instanceA).execute(key, MESSAGE, mode, LEASE, () -> {
+                    int run = runs.incrementAndGet();
+                    jdbc.update("insert into effects (message) values (?)", key.key());
+                    working.countDown();
+                    assertThat(finish.await(30, TimeUnit.SECONDS)).isTrue();
+                    return ("booked by run " + run).getBytes(StandardCharsets.UTF_8);
+                });
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        assertThat(working.await(10, TimeUnit.SECONDS)).isTrue();
+        Thread.sleep(20); // past the TTL: the claim is expired while its work runs
+        assertThat(cleaner.run().deleted()).as("nothing of a running execution is removed").isZero();
+        assertThatThrownBy(() -> new IdempotencyTemplate(instanceB).execute(key, MESSAGE, mode, LEASE,
+                () -> {
+                    runs.incrementAndGet();
+                    return "ran twice".getBytes(StandardCharsets.UTF_8);
+                })).isInstanceOf(IdempotencyTemplate.InProgressException.class);
+        assertThat(cleaner.run().deleted()).isZero();
+        finish.countDown();
+        IdempotencyTemplate.Result completed = first.get(30, TimeUnit.SECONDS);
+        assertThat(completed.replayed()).isFalse();
+
+        IdempotencyTemplate.Result expiredButThere = new IdempotencyTemplate(instanceB).execute(key, MESSAGE, mode,
+                LEASE, () -> {
+                    runs.incrementAndGet();
+                    return "ran twice".getBytes(StandardCharsets.UTF_8);
+                });
+        assertThat(expiredButThere.replayed()).as("an expired record not yet removed is replayed").isTrue();
+        assertThat(expiredButThere.value()).asString(StandardCharsets.UTF_8).isEqualTo("booked by run 1");
+        assertThat(runs).hasValue(1);
+        assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isEqualTo(1);
+
+        assertThat(cleaner.run().deleted()).isEqualTo(1);
+        IdempotencyTemplate.Result fromMemory = new IdempotencyTemplate(instanceA).execute(key, MESSAGE, mode, LEASE,
+                () -> {
+                    runs.incrementAndGet();
+                    return "ran again on A".getBytes(StandardCharsets.UTF_8);
+                });
+        assertThat(fromMemory.replayed()).isTrue();
+        assertThat(fromMemory.value()).asString(StandardCharsets.UTF_8).isEqualTo("booked by run 1");
+        IdempotencyTemplate.Result afterRemoval = new IdempotencyTemplate(instanceB).execute(key, MESSAGE, mode,
+                LEASE, () -> {
+                    runs.incrementAndGet();
+                    return "ran again on B".getBytes(StandardCharsets.UTF_8);
+                });
+        assertThat(afterRemoval.replayed()).as("the key is free once its record is removed").isFalse();
+        assertThat(runs).hasValue(2);
+        assertThat(store.find(key)).get().extracting(IdempotencyRecord::status).isEqualTo(RecordStatus.SUCCEEDED);
+    }
+
+    /**
+     * Another message under the key while the first one's work still runs on the other instance: refused as a reuse
+     * of the key once the first one committed, and run once the first one rolled back (its work threw after its
+     * write) in the default mode, which waits for the claim; after intent-first work that threw, whose outcome is
+     * unknown, the key stays with the first input and the other one stays refused. Never both run.
+     */
+    @ParameterizedTest
+    @EnumSource(IdempotencyMode.class)
+    void otherInputUnderTheKeyWhileTheFirstStillRunsIsRefusedIfItCommitsAndRunsIfItRollsBack(IdempotencyMode mode)
+            throws Exception {
+        for (boolean firstFails : List.of(false, true)) {
+            ScopedKey key = newKey();
+            CountDownLatch working = new CountDownLatch(1);
+            CountDownLatch finish = new CountDownLatch(1);
+            CompletableFuture<IdempotencyTemplate.Result> first = CompletableFuture.supplyAsync(() -> {
+                try {
+                    return new IdempotencyTemplate(instanceA).execute(key, MESSAGE, mode, LEASE, () -> {
+                        jdbc.update("insert into effects (message) values (?)", "first " + key.key());
+                        working.countDown();
+                        assertThat(finish.await(30, TimeUnit.SECONDS)).isTrue();
+                        if (firstFails) {
+                            throw new IllegalStateException("the payment provider declined after the insert");
+                        }
+                        return "first".getBytes(StandardCharsets.UTF_8);
+                    });
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            assertThat(working.await(10, TimeUnit.SECONDS)).isTrue();
+            byte[] other = "{\"payment\":\"p-2\"}".getBytes(StandardCharsets.UTF_8);
+            List<Throwable> refusals = new ArrayList<>();
+            // the first one holds the key: another message is refused or told to come back later, never run
+            try {
+                new IdempotencyTemplate(instanceB).execute(key, other, mode, LEASE,
+                        () -> "second".getBytes(StandardCharsets.UTF_8));
+                throw new AssertionError("other input ran while the first execution held the key");
+            } catch (IdempotencyTemplate.InProgressException | IdempotencyTemplate.KeyReusedException e) {
+                refusals.add(e);
+            }
+            CompletableFuture<IdempotencyTemplate.Result> second = CompletableFuture.supplyAsync(() -> {
+                try {
+                    return new IdempotencyTemplate(instanceB).execute(key, other, mode, LEASE, () -> {
+                        jdbc.update("insert into effects (message) values (?)", "second " + key.key());
+                        return "second".getBytes(StandardCharsets.UTF_8);
+                    });
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            Thread.sleep(200); // the second one waits for the key
+            finish.countDown();
+            if (firstFails) {
+                assertThatThrownBy(() -> first.get(30, TimeUnit.SECONDS)).hasRootCauseMessage(
+                        "the payment provider declined after the insert");
+            } else {
+                assertThat(first.get(30, TimeUnit.SECONDS).replayed()).isFalse();
+            }
+            IdempotencyTemplate.Result secondResult = null;
+            Throwable secondFailure = null;
+            try {
+                secondResult = second.get(30, TimeUnit.SECONDS);
+            } catch (java.util.concurrent.ExecutionException e) {
+                secondFailure = e.getCause().getCause();
+            }
+            List<String> effects = jdbc.queryForList("select message from effects where message like ?",
+                    String.class, "% " + key.key());
+            if (firstFails && mode == IdempotencyMode.ONE_TRANSACTION) {
+                assertThat(secondFailure).as("waited for the claim's rollback, then ran").isNull();
+                assertThat(secondResult.replayed()).isFalse();
+                assertThat(effects).as("the first one's write was rolled back").containsExactly("second " + key.key());
+                assertThat(new IdempotencyTemplate(instanceA).execute(key, other, mode, LEASE, () -> new byte[] {1})
+                        .value()).asString(StandardCharsets.UTF_8).isEqualTo("second");
+            } else if (firstFails) {
+                // the outcome of intent-first work that threw is unknown: its claim stays with its own input (for its
+                // redelivery or the stale-claim resolver), and the other input stays refused
+                assertThat(secondResult).isNull();
+                assertThat(secondFailure).isInstanceOf(IdempotencyTemplate.KeyReusedException.class);
+                assertThat(effects).as("the first one's write was rolled back").isEmpty();
+                assertThat(store.find(key)).get().extracting(IdempotencyRecord::status)
+                        .isEqualTo(RecordStatus.PROCESSING);
+                assertThatThrownBy(() -> new IdempotencyTemplate(instanceB).execute(key, other, mode, LEASE,
+                        () -> new byte[] {1})).isInstanceOf(IdempotencyTemplate.KeyReusedException.class);
+            } else {
+                assertThat(secondResult).as("other input never runs after the first one committed").isNull();
+                assertThat(secondFailure).isInstanceOfAny(IdempotencyTemplate.KeyReusedException.class,
+                        IdempotencyTemplate.InProgressException.class);
+                assertThat(effects).containsExactly("first " + key.key());
+                assertThatThrownBy(() -> new IdempotencyTemplate(instanceB).execute(key, other, mode, LEASE,
+                        () -> new byte[] {1})).isInstanceOf(IdempotencyTemplate.KeyReusedException.class);
+            }
+            assertThat(refusals).hasSize(1);
+        }
+    }
+
+    private static ScopedKey newKey() {
+        return new ScopedKey("", "payment-events", UUID.randomUUID().toString());
+    }
+}
