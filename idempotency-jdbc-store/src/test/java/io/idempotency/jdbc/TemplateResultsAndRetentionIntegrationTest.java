@@ -295,6 +295,57 @@ class TemplateResultsAndRetentionIntegrationTest {
         }
     }
 
+    /**
+     * Two different messages under one key, each delivered to eight consumers of two instances at once: exactly one
+     * message runs, once; every delivery of it gets its result or is told to come back later, and every delivery of
+     * the other one is refused as a reuse of the key or told to come back later — never given the first one's result.
+     */
+    @ParameterizedTest
+    @EnumSource(IdempotencyMode.class)
+    void twoMessagesUnderOneKeyOnSixteenConsumersOfTwoInstancesRunOneOfThemOnce(IdempotencyMode mode)
+            throws Exception {
+        ScopedKey key = newKey();
+        List<byte[]> messages = List.of("{\"payment\":\"p-1\"}".getBytes(StandardCharsets.UTF_8),
+                "{\"payment\":\"p-2\"}".getBytes(StandardCharsets.UTF_8));
+        AtomicInteger[] runs = {new AtomicInteger(), new AtomicInteger()};
+        java.util.concurrent.ExecutorService consumers = java.util.concurrent.Executors.newFixedThreadPool(16);
+        java.util.concurrent.CyclicBarrier together = new java.util.concurrent.CyclicBarrier(16);
+        List<java.util.concurrent.Future<IdempotencyTemplate.Result>> deliveries = new ArrayList<>();
+        for (int consumer = 0; consumer < 16; consumer++) {
+            int message = consumer % 2;
+            IdempotencyTemplate template = new IdempotencyTemplate(consumer % 4 < 2 ? instanceA : instanceB);
+            deliveries.add(consumers.submit(() -> {
+                together.await();
+                return template.execute(key, messages.get(message), mode, LEASE, () -> {
+                    runs[message].incrementAndGet();
+                    jdbc.update("insert into effects (message) values (?)", "p-" + (message + 1));
+                    Thread.sleep(100); // long enough for the others to meet the claim
+                    return ("booked p-" + (message + 1)).getBytes(StandardCharsets.UTF_8);
+                });
+            }));
+        }
+        List<String> answers = new ArrayList<>();
+        for (int consumer = 0; consumer < 16; consumer++) {
+            try {
+                IdempotencyTemplate.Result result = deliveries.get(consumer).get(30, TimeUnit.SECONDS);
+                answers.add((consumer % 2) + ":" + new String(result.value(), StandardCharsets.UTF_8));
+            } catch (java.util.concurrent.ExecutionException e) {
+                assertThat(e.getCause()).isInstanceOfAny(IdempotencyTemplate.InProgressException.class,
+                        IdempotencyTemplate.KeyReusedException.class);
+                answers.add((consumer % 2) + ":" + e.getCause().getClass().getSimpleName());
+            }
+        }
+        consumers.shutdownNow();
+
+        assertThat(runs[0].get() + runs[1].get()).as("one message ran, once: %s", answers).isEqualTo(1);
+        int winner = runs[0].get() == 1 ? 0 : 1;
+        assertThat(jdbc.queryForList("select message from effects", String.class))
+                .containsExactly("p-" + (winner + 1));
+        assertThat(answers).as("only the message that ran is given its result").allSatisfy(answer ->
+                assertThat(answer).matches(winner + ":booked p-" + (winner + 1) + "|\\d:InProgressException|"
+                        + (1 - winner) + ":KeyReusedException"));
+    }
+
     private static ScopedKey newKey() {
         return new ScopedKey("", "payment-events", UUID.randomUUID().toString());
     }
