@@ -346,6 +346,70 @@ class TemplateResultsAndRetentionIntegrationTest {
                         + (1 - winner) + ":KeyReusedException"));
     }
 
+    /**
+     * A definitely failed execution's record, expired, is being removed by a cleanup batch (which holds its row) as its
+     * redelivery takes it over: the redelivery waits for the batch, finds the key free, claims it afresh and runs
+     * once — neither refused nor run against a record that is gone. Then a batch that meets the redelivery's own
+     * record removes nothing of it while its work runs.
+     */
+    @ParameterizedTest
+    @EnumSource(IdempotencyMode.class)
+    void aRedeliveryTakingOverAFailedRecordTheCleanupIsRemovingClaimsTheKeyAfreshAndRunsOnce(IdempotencyMode mode)
+            throws Exception {
+        ScopedKey key = newKey();
+        assertThatThrownBy(() -> new IdempotencyTemplate(instanceA).execute(key, MESSAGE, IdempotencyMode.INTENT_FIRST,
+                LEASE, () -> {
+                    throw new io.idempotency.core.DefiniteFailureException("the gateway declined");
+                })).isInstanceOf(io.idempotency.core.DefiniteFailureException.class);
+        assertThat(store.find(key)).get().extracting(IdempotencyRecord::status).isEqualTo(RecordStatus.FAILED);
+        Thread.sleep(20); // past the TTL
+        AtomicInteger runs = new AtomicInteger();
+        CountDownLatch working = new CountDownLatch(1);
+        CountDownLatch finish = new CountDownLatch(1);
+        CompletableFuture<IdempotencyTemplate.Result> redelivery;
+        try (java.sql.Connection cleanup = poolB.getConnection()) {
+            cleanup.setAutoCommit(false);
+            // as the cleanup's batch does: the expired, unlocked rows are selected for update, then deleted
+            try (java.sql.PreparedStatement select = cleanup.prepareStatement("select 1 from idempotency_keys"
+                    + " where expires_at < statement_timestamp() and status <> 'PROCESSING' and idempotency_key = ?"
+                    + " for update skip locked")) {
+                select.setString(1, key.key());
+                assertThat(select.executeQuery().next()).isTrue();
+            }
+            redelivery = CompletableFuture.supplyAsync(() -> {
+                try {
+                    return new IdempotencyTemplate(instanceB).execute(key, MESSAGE, mode, LEASE, () -> {
+                        runs.incrementAndGet();
+                        jdbc.update("insert into effects (message) values (?)", key.key());
+                        working.countDown();
+                        assertThat(finish.await(30, TimeUnit.SECONDS)).isTrue();
+                        return "booked".getBytes(StandardCharsets.UTF_8);
+                    });
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            Thread.sleep(300); // the redelivery meets the row the batch holds
+            assertThat(runs).as("the redelivery waits for the batch").hasValue(0);
+            try (java.sql.PreparedStatement delete = cleanup.prepareStatement(
+                    "delete from idempotency_keys where idempotency_key = ?")) {
+                delete.setString(1, key.key());
+                assertThat(delete.executeUpdate()).isEqualTo(1);
+            }
+            cleanup.commit();
+        }
+        assertThat(working.await(10, TimeUnit.SECONDS)).as("the redelivery runs once the batch committed").isTrue();
+        Thread.sleep(20); // past the TTL of the redelivery's own claim
+        assertThat(cleaner.run().deleted()).as("nothing of the running redelivery is removed").isZero();
+        finish.countDown();
+        IdempotencyTemplate.Result booked = redelivery.get(30, TimeUnit.SECONDS);
+        assertThat(booked.replayed()).isFalse();
+        assertThat(runs).hasValue(1);
+        assertThat(jdbc.queryForList("select message from effects where message = ?", String.class, key.key()))
+                .hasSize(1);
+        assertThat(store.find(key)).get().extracting(IdempotencyRecord::status).isEqualTo(RecordStatus.SUCCEEDED);
+    }
+
     private static ScopedKey newKey() {
         return new ScopedKey("", "payment-events", UUID.randomUUID().toString());
     }
