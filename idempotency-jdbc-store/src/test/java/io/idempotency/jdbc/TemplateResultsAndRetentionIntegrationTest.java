@@ -410,6 +410,45 @@ class TemplateResultsAndRetentionIntegrationTest {
         assertThat(store.find(key)).get().extracting(IdempotencyRecord::status).isEqualTo(RecordStatus.SUCCEEDED);
     }
 
+    /**
+     * A lease longer than PostgreSQL can add to the current time (a slip of the keyboard in a listener's code, which no
+     * startup check sees) is cut to what the table can hold, as on MariaDB, rather than failing every delivery of the
+     * message with the database's "timestamp out of range" or a bare arithmetic overflow: the work runs once, a
+     * stale claim is taken over with it, and the redelivery is a replay.
+     */
+    @org.junit.jupiter.api.Test
+    void aLeaseBeyondWhatTheTableCanHoldIsCutNotFailed() throws Exception {
+        for (Duration lease : List.of(Duration.ofDays(200_000_000L), Duration.ofSeconds(Long.MAX_VALUE))) {
+            ScopedKey key = newKey();
+            AtomicInteger runs = new AtomicInteger();
+            IdempotencyTemplate.Result first = new IdempotencyTemplate(instanceB).execute(key, MESSAGE,
+                    IdempotencyMode.INTENT_FIRST, lease, () -> {
+                        runs.incrementAndGet();
+                        return "booked".getBytes(StandardCharsets.UTF_8);
+                    });
+            IdempotencyTemplate.Result again = new IdempotencyTemplate(instanceB).execute(key, MESSAGE,
+                    IdempotencyMode.INTENT_FIRST, lease, () -> {
+                        runs.incrementAndGet();
+                        return "booked again".getBytes(StandardCharsets.UTF_8);
+                    });
+            assertThat(first.replayed()).as("lease %s", lease).isFalse();
+            assertThat(again.replayed()).isTrue();
+            assertThat(runs).hasValue(1);
+
+            // a consumer that crashed left its claim, whose lease has run out: the redelivery takes it over
+            ScopedKey stale = newKey();
+            assertThatThrownBy(() -> new IdempotencyTemplate(instanceA).execute(stale, MESSAGE,
+                    IdempotencyMode.INTENT_FIRST, Duration.ofMillis(1), () -> {
+                        throw new IllegalStateException("the consumer crashed");
+                    })).hasMessage("the consumer crashed");
+            Thread.sleep(20);
+            IdempotencyTemplate.Result takenOver = new IdempotencyTemplate(instanceB).execute(stale, MESSAGE,
+                    IdempotencyMode.INTENT_FIRST, lease, () -> "rerun".getBytes(StandardCharsets.UTF_8));
+            assertThat(takenOver.replayed()).isFalse();
+            assertThat(takenOver.value()).asString(StandardCharsets.UTF_8).isEqualTo("rerun");
+        }
+    }
+
     private static ScopedKey newKey() {
         return new ScopedKey("", "payment-events", UUID.randomUUID().toString());
     }
