@@ -13,6 +13,9 @@ final class Leases {
 
     private static final System.Logger log = System.getLogger(Leases.class.getName());
 
+    /** The longest duration whose milliseconds a long holds. */
+    private static final Duration LONGEST_COUNTED = Duration.ofMillis(Long.MAX_VALUE);
+
     private Leases() {
     }
 
@@ -24,7 +27,8 @@ final class Leases {
      */
     static Holding hold(ScheduledExecutorService renewals, IdempotencyStore store, ScopedKey key, String token,
                         Duration lease) {
-        long period = Math.max(1, lease.toMillis() / 3);
+        // a lease beyond what milliseconds count (the store cuts it to what it can hold) is renewed as the longest
+        long period = Math.max(1, (lease.compareTo(LONGEST_COUNTED) >= 0 ? Long.MAX_VALUE : lease.toMillis()) / 3);
         Holding holding = new Holding();
         holding.schedule.complete(renewals.scheduleWithFixedDelay(() -> {
             ScheduledFuture<?> schedule = holding.schedule.join();

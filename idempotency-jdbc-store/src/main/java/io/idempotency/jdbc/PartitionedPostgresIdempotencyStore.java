@@ -73,7 +73,7 @@ public class PartitionedPostgresIdempotencyStore extends PostgresIdempotencyStor
         }
         return jdbc.queryForObject(claimIfAbsentSql, (rs, n) -> claimRow(key, rs),
                 key.caller(), key.scope(), key.key(),
-                key.caller(), key.scope(), key.key(), request.requestHash(), token, request.retention().toMillis(),
+                key.caller(), key.scope(), key.key(), request.requestHash(), token, retentionMillis(request),
                 leaseMillis(request), lookUp.previousTimeout());
     }
 

@@ -202,7 +202,7 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
         // bounded by what the insert's wait left: waiting the whole of it again would keep the claim twice as long
         String wait = Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime())) + "ms";
         long takenOver = jdbc.queryForObject(takeOverSql, (rs, n) -> rs.getLong("taken"), wait,
-                request.requestHash(), token, request.retention().toMillis(), leaseMillis(request),
+                request.requestHash(), token, retentionMillis(request), leaseMillis(request),
                 key.caller(), key.scope(), key.key(), record.fencingToken());
         // 0: another request took the FAILED record over first: look again
         return takenOver == 1 ? new ClaimResult.Claimed(token, true) : null;
@@ -218,7 +218,7 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
         ScopedKey key = request.key();
         return jdbc.queryForObject(claimSql, (rs, n) -> claimRow(key, rs), key.caller(), key.scope(), key.key(),
                 waitSetting(request), key.caller(), key.scope(), key.key(), request.requestHash(), token,
-                request.retention().toMillis(), leaseMillis(request));
+                retentionMillis(request), leaseMillis(request));
     }
 
     /**
@@ -242,7 +242,36 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
      * statement first, which costs the claim a round trip of its own.
      */
     protected static SqlParameterValue leaseMillis(ClaimRequest request) {
-        return new SqlParameterValue(Types.BIGINT, request.lease() == null ? null : request.lease().toMillis());
+        return new SqlParameterValue(Types.BIGINT, request.lease() == null ? null : atMostLongest(request.lease()));
+    }
+
+    /** The claim's retention in milliseconds, cut to {@link #LONGEST}. */
+    protected static long retentionMillis(ClaimRequest request) {
+        return atMostLongest(request.retention());
+    }
+
+    /**
+     * The longest retention or lease written: 100,000 years (the longest TTL the starter accepts). PostgreSQL holds no
+     * time after the year 294276, and a duration beyond what milliseconds count cannot even be sent: a longer one is
+     * cut to this, as the MariaDB store cuts to what its table holds, rather than failing every claim made with it.
+     */
+    static final Duration LONGEST = Duration.ofDays(36_500_000);
+
+    /** {@code duration} in milliseconds, at most {@link #LONGEST}'s. */
+    protected static long atMostLongest(Duration duration) {
+        return (duration.compareTo(LONGEST) > 0 ? LONGEST : duration).toMillis();
+    }
+
+    /** A lease beyond {@link #LONGEST} is cut, as a claim's is. */
+    @Override
+    public boolean renew(ScopedKey key, String fencingToken, Duration lease) {
+        return super.renew(key, fencingToken, lease.compareTo(LONGEST) > 0 ? LONGEST : lease);
+    }
+
+    /** A lease beyond {@link #LONGEST} is cut, as a claim's is. */
+    @Override
+    public Optional<String> takeOver(ScopedKey key, String expiredToken, Duration lease) {
+        return super.takeOver(key, expiredToken, lease.compareTo(LONGEST) > 0 ? LONGEST : lease);
     }
 
     /** The value for {@code lock_timeout} while a claim waits. */
