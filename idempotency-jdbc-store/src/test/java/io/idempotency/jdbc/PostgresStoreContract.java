@@ -212,6 +212,36 @@ abstract class PostgresStoreContract extends IdempotencyStoreContract {
     }
 
     /** How long the claims of the test above are made after their transaction began. */
+    /**
+     * A retention or lease beyond what PostgreSQL can add to the current time (given in code, where no startup check
+     * sees it) is cut to 100,000 years — in a claim, a takeover of a stale claim and a renewal — rather than failing
+     * the statement with "timestamp out of range", or before it with an arithmetic overflow.
+     */
+    @Test
+    void aRetentionOrLeaseBeyondWhatTheTableCanHoldIsCutToAHundredThousandYears() throws Exception {
+        for (Duration beyond : List.of(Duration.ofDays(200_000_000L), Duration.ofSeconds(Long.MAX_VALUE))) {
+            ScopedKey key = newKey();
+            ClaimResult claimed = new TransactionTemplate(new DataSourceTransactionManager(dataSource())).execute(
+                    status -> store().claim(new ClaimRequest(key, "d".repeat(64), beyond, Duration.ofSeconds(5),
+                            Duration.ofMillis(1))));
+            assertThat(claimed).as("claimed with a retention of %s", beyond).isInstanceOf(ClaimResult.Claimed.class);
+            assertThat(yearOf("expires_at", key)).isBetween(100_000, 110_000);
+            Thread.sleep(20); // the lease of a millisecond has run out
+            String token = store().takeOver(key, ((ClaimResult.Claimed) claimed).fencingToken(), beyond)
+                    .orElseThrow();
+            assertThat(yearOf("locked_until", key)).as("taken over with a lease of %s", beyond)
+                    .isBetween(100_000, 110_000);
+            assertThat(store().renew(key, token, beyond)).isTrue();
+            assertThat(yearOf("locked_until", key)).isBetween(100_000, 110_000);
+        }
+    }
+
+    private int yearOf(String column, ScopedKey key) {
+        return new JdbcTemplate(dataSource()).queryForObject("SELECT extract(year FROM " + column + ")::int FROM "
+                + IdempotencySchema.DEFAULT_TABLE_NAME + " WHERE caller = ? AND scope = ? AND idempotency_key = ?",
+                Integer.class, key.caller(), key.scope(), key.key());
+    }
+
     private static final Duration LATE = Duration.ofMillis(1500);
     private static final Duration LEASE = Duration.ofSeconds(3);
 
