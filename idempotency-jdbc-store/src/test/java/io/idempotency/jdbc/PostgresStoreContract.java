@@ -3,6 +3,7 @@ package io.idempotency.jdbc;
 import com.zaxxer.hikari.HikariDataSource;
 import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
+import io.idempotency.core.IdempotencyRecord;
 import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoredResponse;
@@ -17,6 +18,9 @@ import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
 import javax.sql.DataSource;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -209,6 +213,50 @@ abstract class PostgresStoreContract extends IdempotencyStoreContract {
             assertThat(store().takeOver(expiring, token, LEASE)).as("the takeover").isPresent();
             assertFullLeaseAndRetention(expiring, "the takeover", null);
         });
+    }
+
+    /**
+     * retention.md: a record keeps the expiry it was claimed with, so raising the TTL protects only the records claimed
+     * from then on, and its {@code UPDATE} extends those already stored; the cleanup then keeps them, and they are
+     * still answered. A request answered from its record under a shorter TTL shortens nothing either.
+     */
+    @Test
+    void theDocumentedExtensionOfStoredRecordsKeepsThemFromTheCleanup() throws Exception {
+        String update = null;
+        for (String line : Files.readAllLines(Path.of("..", "docs", "retention.md"))) {
+            int start = line.indexOf("`UPDATE " + IdempotencySchema.DEFAULT_TABLE_NAME + " SET expires_at");
+            if (start >= 0) {
+                update = line.substring(start + 1, line.indexOf('`', start + 1));
+            }
+        }
+        assertThat(update).as("the statement retention.md gives").contains("interval '60 days'");
+        StoredResponse answer = new StoredResponse(201, List.of(), "paid".getBytes(StandardCharsets.UTF_8));
+        ScopedKey extended = newKey();
+        ScopedKey left = newKey();
+        for (ScopedKey key : List.of(extended, left)) { // claimed under a TTL that has run out
+            inTransaction(store -> store.complete(key, ((ClaimResult.Claimed) store.claim(new ClaimRequest(key,
+                    "e".repeat(64), Duration.ofMillis(1), Duration.ofSeconds(5)))).fencingToken(), answer));
+        }
+        Thread.sleep(20);
+
+        // the docs' statement, narrowed to this test's record (the table holds the other tests' records too)
+        assertThat(new JdbcTemplate(dataSource()).update(update + " AND idempotency_key = ?", extended.key()))
+                .isEqualTo(1);
+        while (inTransaction(store -> store.deleteExpired(1000)) > 0) {
+            // every expired record gone
+        }
+
+        assertThat(store().find(left)).as("a record not extended is removed").isEmpty();
+        IdempotencyRecord record = store().find(extended).orElseThrow();
+        assertThat(new JdbcTemplate(dataSource()).queryForObject("SELECT expires_at = created_at + interval '60 days'"
+                + " FROM " + IdempotencySchema.DEFAULT_TABLE_NAME + " WHERE idempotency_key = ?", Boolean.class,
+                extended.key())).as("extended to 60 days after its claim").isTrue();
+        ClaimResult again = inTransaction(store -> store.claim(new ClaimRequest(extended, "e".repeat(64),
+                Duration.ofMillis(1), Duration.ofSeconds(5))));
+        assertThat(again).isInstanceOf(ClaimResult.Existing.class);
+        assertThat(((ClaimResult.Existing) again).record().response()).isEqualTo(answer);
+        assertThat(store().find(extended).orElseThrow().expiresAt()).as("a replay under a shorter TTL")
+                .isEqualTo(record.expiresAt());
     }
 
     /** How long the claims of the test above are made after their transaction began. */
