@@ -24,8 +24,32 @@ import static org.assertj.core.api.Assertions.assertThatExceptionOfType;
 @ExtendWith(OutputCaptureExtension.class)
 class RetentionSchedulerTest {
 
+    /** retention.md: each mode logs what it removed; a run that finds nothing expired says nothing. */
     @Test
-    void recordsRemovedBeforeARunFailsAreCounted() {
+    void aRunLogsTheRecordsItRemoved(CapturedOutput output) {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+            database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
+                    + " fencing_token, response_status, expires_at) select '', 'POST /x', 'k-' || i, 'SUCCEEDED',"
+                    + " repeat('a', 64), gen_random_uuid(), 200, now() - interval '1 second'"
+                    + " from generate_series(1, 3) i");
+            RetentionScheduler scheduler = RetentionScheduler.deleting(new ExpiredRecordCleaner(
+                    new PostgresIdempotencyStore(dataSource, "idempotency_keys"), 2), Duration.ofHours(1),
+                    new MicrometerIdempotencyMeters(new SimpleMeterRegistry()));
+
+            scheduler.runOnce();
+            scheduler.runOnce();
+
+            assertThat(output.getAll()).containsPattern("INFO .* Removed 3 expired idempotency records in \\d+ ms"
+                    + " \\(2 batches\\)");
+            assertThat(output.getAll()).doesNotContain("Removed 0");
+            assertThat(database.queryLong("select count(*) from idempotency_keys")).isZero();
+        }
+    }
+
+    @Test
+    void recordsRemovedBeforeARunFailsAreCounted(CapturedOutput output) {
         TestPostgres.Database database = TestPostgres.newDatabase();
         try (HikariDataSource dataSource = database.dataSource(2)) {
             new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
@@ -45,6 +69,8 @@ class RetentionSchedulerTest {
             assertThat(database.queryLong("select count(*) from idempotency_keys")).isEqualTo(2);
             assertThat(registry.get("idempotency.cleanup.removed").tag("unit", "records").counter().count())
                     .as("the record that is gone is counted").isEqualTo(1.0);
+            assertThat(output.getAll()).as("and logged")
+                    .contains("Removed 1 expired idempotency records before the cleanup run failed");
         }
     }
 
