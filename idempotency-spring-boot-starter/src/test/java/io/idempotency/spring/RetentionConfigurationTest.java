@@ -139,6 +139,31 @@ class RetentionConfigurationTest {
                 });
     }
 
+    /**
+     * retention.md: the cleanup runs every interval, an hour by default, but its first run comes at most 10 s after
+     * startup, so that records which expired while the application was down do not wait an hour.
+     */
+    @Test
+    void theFirstCleanupComesWithinTenSecondsOfTheStartWhateverTheInterval() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        TestDatabases.contextRunner(database).run(context -> {
+            assertThat(context).hasNotFailed();
+            assertThat(context.getBean(IdempotencyProperties.class).getRetention().getCleanup().getInterval())
+                    .isEqualTo(java.time.Duration.ofHours(1));
+            database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status,"
+                    + " request_hash, fencing_token, response_status, expires_at) values"
+                    + " ('', 'POST /x', 'expired', 'SUCCEEDED', repeat('a', 64), gen_random_uuid(), 200,"
+                    + "  now() - interval '1 second')");
+            long deadline = System.currentTimeMillis() + 13_000; // the 10 s, and the run itself on a slow machine
+            while (database.queryLong("select count(*) from idempotency_keys") > 0
+                    && System.currentTimeMillis() < deadline) {
+                Thread.sleep(200);
+            }
+            assertThat(database.queryLong("select count(*) from idempotency_keys"))
+                    .as("removed by the first run").isZero();
+        });
+    }
+
     @Test
     void theSweeperResolvesAClaimWhoseLeaseRanOutAndCountsIt() {
         TestPostgres.Database database = TestPostgres.newDatabase();
