@@ -78,6 +78,40 @@ class ReplayCacheTest {
         assertThat(ReplayCache.NONE.answer(KEY, "a")).isNull();
     }
 
+    /**
+     * The README: an answer stays in memory for the max age after it was stored, and replays from memory do not extend
+     * it, so a record removed from the database (by the cleanup, or by an operator letting the key run again) stops
+     * being replayed from memory within that age however often the request is sent again.
+     */
+    @Test
+    void replaysFromMemoryDoNotExtendTheAgeOfAnAnswer() throws InterruptedException {
+        long maxAgeMillis = 1000;
+        ReplayCache cache = new ReplayCache(10, 1024, 1 << 20, Duration.ofMillis(maxAgeMillis));
+        long stored = System.nanoTime();
+        cache.put(KEY, "a", ANSWER);
+        assertThat(cache.answer(KEY, "a")).isNotNull();
+        long lastReplayed = stored;
+        while (millisSince(stored) < maxAgeMillis * 7 / 10) {
+            if (cache.answer(KEY, "a") != null) {
+                lastReplayed = System.nanoTime();
+            }
+            Thread.sleep(20);
+        }
+        assertThat((lastReplayed - stored) / 1_000_000).as("replayed from memory late in its age")
+                .isGreaterThan(maxAgeMillis / 2);
+
+        Thread.sleep(Math.max(0, maxAgeMillis + 100 - millisSince(stored)));
+
+        assertThat(millisSince(lastReplayed)).as("an age counted from the last replay would not be over yet")
+                .isLessThan(maxAgeMillis);
+        assertThat(cache.answer(KEY, "a")).as("past its age since it was stored").isNull();
+        assertThat(cache.size()).isZero();
+    }
+
+    private static long millisSince(long nanoTime) {
+        return (System.nanoTime() - nanoTime) / 1_000_000;
+    }
+
     @Test
     void aZeroAgeCountOrBudgetKeepsNothing() {
         for (ReplayCache none : List.of(new ReplayCache(10, 1024, 1 << 20, Duration.ZERO),
