@@ -12,6 +12,8 @@ import java.net.http.HttpResponse;
 import java.nio.charset.Charset;
 import java.nio.charset.StandardCharsets;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
 import java.util.stream.IntStream;
 
@@ -43,6 +45,30 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
         assertThat(second.headers().firstValue("Content-Type")).isEqualTo(first.headers().firstValue("Content-Type"));
         assertThat(second.headers().firstValue("Set-Cookie")).as("credentials are never stored").isEmpty();
         assertThat(second.headers().firstValue("X-Not-Replayed")).as("headers off the allow-list").isEmpty();
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    /**
+     * The README's "Reading the table": a claim of the default mode is inserted and completed in the request's one
+     * transaction, so while its handler runs no other session sees a record of the key, PROCESSING or any other;
+     * {@code PROCESSING} rows in the table are intent-first claims only.
+     */
+    @Test
+    void aDefaultModeRequestInProgressLeavesNoRecordOtherSessionsSee() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "in-progress-" + key;
+        CompletableFuture<HttpResponse<byte[]>> first = http.sendAsync(
+                request("/orders/slow?millis=1500", "{\"note\":\"" + note + "\"}").header("Idempotency-Key", key)
+                        .build(), HttpResponse.BodyHandlers.ofByteArray());
+        awaitHandlerInItsTransaction();
+
+        // the database is shared with the other test classes, whose intent-first claims may be PROCESSING: this
+        // request's key alone is asked about
+        assertThat(keyRows(key)).as("records of the key, seen from another session while its handler runs")
+                .isZero();
+
+        assertThat(first.get(10, TimeUnit.SECONDS).statusCode()).isEqualTo(201);
+        assertThat(status(key)).isEqualTo("SUCCEEDED");
         assertThat(rows(note)).isEqualTo(1);
     }
 
