@@ -6,6 +6,7 @@ import io.idempotency.core.ClaimResult;
 import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.RecordStatus;
 import io.idempotency.core.ScopedKey;
+import io.idempotency.core.StoredResponse;
 import io.idempotency.core.Transactions;
 import io.idempotency.jdbc.SpringTransactions;
 import io.idempotency.testkit.Async;
@@ -24,6 +25,9 @@ import org.springframework.transaction.support.TransactionTemplate;
 
 import javax.sql.DataSource;
 import java.lang.reflect.InvocationTargetException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.lang.reflect.Proxy;
 import java.sql.Connection;
 import java.sql.SQLException;
@@ -331,6 +335,54 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
      * A retention longer than a {@code datetime} can add to today (the starter allows up to 36500000d) is cut to 7,000
      * years, as mariadb.md says, rather than failing every claim: the record is kept and expires in the year 9000 or so.
      */
+    /**
+     * retention.md: a record keeps the expiry it was claimed with, and its {@code UPDATE}, with MariaDB's
+     * {@code DATE_ADD(created_at, INTERVAL 60 DAY)} for PostgreSQL's interval, extends the records already stored, so
+     * that the cleanup keeps them and they are still answered.
+     */
+    @Test
+    void theDocumentedExtensionOfStoredRecordsKeepsThemFromTheCleanup() throws Exception {
+        String update = null;
+        String mariaDb = null;
+        for (String line : Files.readAllLines(Path.of("..", "docs", "retention.md"))) {
+            int start = line.indexOf("`UPDATE idempotency_keys SET expires_at");
+            if (start >= 0) {
+                update = line.substring(start + 1, line.indexOf('`', start + 1));
+            }
+            int dateAdd = line.indexOf("(MariaDB: `");
+            if (dateAdd >= 0) {
+                mariaDb = line.substring(dateAdd + 11, line.indexOf('`', dateAdd + 11));
+            }
+        }
+        assertThat(update).as("the statement retention.md gives").contains("created_at + interval '60 days'");
+        assertThat(mariaDb).as("its MariaDB form").isEqualTo("DATE_ADD(created_at, INTERVAL 60 DAY)");
+        update = update.replace("created_at + interval '60 days'", mariaDb);
+        StoredResponse answer = new StoredResponse(201, List.of(), "paid".getBytes(StandardCharsets.UTF_8));
+        ScopedKey extended = newKey();
+        ScopedKey left = newKey();
+        for (ScopedKey key : List.of(extended, left)) { // claimed under a TTL that runs out at once
+            inTransaction(store -> store.complete(key, ((ClaimResult.Claimed) store.claim(new ClaimRequest(key,
+                    "e".repeat(64), Duration.ofMillis(1), Duration.ofSeconds(5)))).fencingToken(), answer));
+        }
+        Thread.sleep(20);
+
+        // the docs' statement, narrowed to this test's record (the table holds the other tests' records too)
+        assertThat(new JdbcTemplate(DATA_SOURCE).update(update + " AND idempotency_key = ?", extended.key()))
+                .isEqualTo(1);
+        while (inTransaction(store -> store.deleteExpired(1000)) > 0) {
+            // every expired record gone
+        }
+
+        assertThat(STORE.find(left)).as("a record not extended is removed").isEmpty();
+        assertThat(new JdbcTemplate(DATA_SOURCE).queryForObject("SELECT expires_at = DATE_ADD(created_at,"
+                + " INTERVAL 60 DAY) FROM idempotency_keys WHERE idempotency_key = ?", Boolean.class,
+                extended.key())).as("extended to 60 days after its claim").isTrue();
+        ClaimResult again = inTransaction(store -> store.claim(new ClaimRequest(extended, "e".repeat(64),
+                Duration.ofMillis(1), Duration.ofSeconds(5))));
+        assertThat(again).isInstanceOf(ClaimResult.Existing.class);
+        assertThat(((ClaimResult.Existing) again).record().response()).isEqualTo(answer);
+    }
+
     @Test
     void aRetentionBeyondSevenThousandYearsIsCutToSevenThousandYears() {
         ScopedKey key = newKey();
