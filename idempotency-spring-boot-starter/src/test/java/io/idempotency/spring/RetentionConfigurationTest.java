@@ -10,7 +10,10 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.composite.CompositeMeterRegistry;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.boot.test.context.FilteredClassLoader;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Primary;
@@ -162,6 +165,30 @@ class RetentionConfigurationTest {
             assertThat(database.queryLong("select count(*) from idempotency_keys"))
                     .as("removed by the first run").isZero();
         });
+    }
+
+    /** {@code idempotency.retention.cleanup.batch-size}: the records each delete statement of a run removes. */
+    @Test
+    @ExtendWith(OutputCaptureExtension.class)
+    void theCleanupDeletesInBatchesOfTheConfiguredSize(CapturedOutput output) {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        TestDatabases.contextRunner(database)
+                .withPropertyValues("idempotency.retention.cleanup.interval=300ms",
+                        "idempotency.retention.cleanup.batch-size=2")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status,"
+                            + " request_hash, fencing_token, response_status, expires_at) select '', 'POST /x',"
+                            + " 'k-' || i, 'SUCCEEDED', repeat('a', 64), gen_random_uuid(), 200,"
+                            + " now() - interval '1 second' from generate_series(1, 5) i");
+                    long deadline = System.currentTimeMillis() + 15_000;
+                    while (!output.getAll().contains("Removed 5 expired idempotency records")
+                            && System.currentTimeMillis() < deadline) {
+                        Thread.sleep(50);
+                    }
+                    assertThat(output.getAll()).as("one run: two full batches and a short one")
+                            .containsPattern("Removed 5 expired idempotency records in \\d+ ms \\(3 batches\\)");
+                });
     }
 
     @Test
