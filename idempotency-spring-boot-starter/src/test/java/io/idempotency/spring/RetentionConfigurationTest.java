@@ -274,6 +274,32 @@ class RetentionConfigurationTest {
                 });
     }
 
+    /** {@code idempotency.sweeper.batch-size}: the stale claims one sweep looks at; the next sweep takes the rest. */
+    @Test
+    void aSweepResolvesAtMostTheConfiguredBatchOfStaleClaims() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        TestDatabases.contextRunner(database)
+                .withPropertyValues("idempotency.sweeper.batch-size=2") // and the default interval: 30 s to the first
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status,"
+                            + " request_hash, fencing_token, expires_at, locked_until) select '', 'POST /charges',"
+                            + " 'abandoned-' || i, 'PROCESSING', repeat('a', 64), gen_random_uuid(),"
+                            + " now() + interval '1 day', now() - interval '1 second' from generate_series(1, 3) i");
+                    StaleClaimSweepScheduler sweeper = context.getBean(StaleClaimSweepScheduler.class);
+
+                    sweeper.runOnce();
+                    assertThat(database.queryLong("select count(*) from idempotency_keys where status = 'FAILED'"))
+                            .as("resolved by the first sweep").isEqualTo(2);
+                    assertThat(database.queryLong("select count(*) from idempotency_keys"
+                            + " where status = 'PROCESSING'")).isEqualTo(1);
+
+                    sweeper.runOnce();
+                    assertThat(database.queryLong("select count(*) from idempotency_keys where status = 'FAILED'"))
+                            .as("and the rest by the next").isEqualTo(3);
+                });
+    }
+
     /** An intent-first claim whose holder died: its lease ran out, nobody retried. */
     private static void insertAbandonedClaim(TestPostgres.Database database) {
         database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
