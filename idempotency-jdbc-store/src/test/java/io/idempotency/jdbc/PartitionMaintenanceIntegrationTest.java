@@ -414,6 +414,35 @@ class PartitionMaintenanceIntegrationTest {
         }
     }
 
+    /**
+     * A column the application added to the table and that fills itself, such as a stored generated one (the size of
+     * each answer, for monitoring), is adopted by the table check: no claim has to write it. PostgreSQL attaches a
+     * partition only when each such column of it is generated too, so the partitions must be made with it, or every
+     * creation fails and claims fail once the partitions made before run out.
+     */
+    @Test
+    void partitionsAreMadeWithTheGeneratedColumnsTheTableWasGiven() throws Exception {
+        try (HikariDataSource dataSource = partitionedDatabase()) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("alter table idempotency_keys add column response_size integer"
+                    + " generated always as (octet_length(response_body)) stored");
+            new IdempotencySchemaMigrator(dataSource, TABLE, true).migrate(); // adopted as it is
+            PostgresPartitionMaintenance maintenance = hourly(dataSource, 2, Duration.ofSeconds(5));
+
+            assertThat(maintenance.createAhead(false).created()).hasSize(3);
+
+            PartitionedPostgresIdempotencyStore store = new PartitionedPostgresIdempotencyStore(dataSource, TABLE);
+            ScopedKey key = new ScopedKey("", "POST /x", UUID.randomUUID().toString());
+            ClaimResult claim = store.claim(new ClaimRequest(key, HASH, Duration.ofDays(1), Duration.ofMillis(500),
+                    Duration.ofMinutes(5)));
+            assertThat(claim).isInstanceOf(ClaimResult.Claimed.class);
+            assertThat(store.complete(key, ((ClaimResult.Claimed) claim).fencingToken(),
+                    new StoredResponse(201, List.of(), "created".getBytes()))).isTrue();
+            assertThat(jdbc.queryForObject("select response_size from idempotency_keys where idempotency_key = ?",
+                    Integer.class, key.key())).as("the column still fills itself").isEqualTo(7);
+        }
+    }
+
     @Test
     void creatingAheadDropsNothingAndDroppingCreatesNothing() {
         try (HikariDataSource dataSource = partitionedDatabase()) {
