@@ -308,9 +308,11 @@ public class PostgresPartitionMaintenance {
                 Instant from = gap[0];
                 Instant to = gap[1];
                 String name = table + "_p" + NAME.format(from);
-                // a standalone table first: CREATE … PARTITION OF would wait behind open claims
+                // a standalone table first: CREATE … PARTITION OF would wait behind open claims. With the table's
+                // generated columns as generated ones, which PostgreSQL requires of a partition (an identity column
+                // it gives the partition itself, and refuses one of its own from PostgreSQL 17 on)
                 execute(connection, "CREATE TABLE IF NOT EXISTS " + name + " (LIKE " + table
-                        + " INCLUDING DEFAULTS INCLUDING CONSTRAINTS)");
+                        + " INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED)");
                 try {
                     attach(connection, name, from, to, defaultPartition);
                 } catch (SQLException e) {
