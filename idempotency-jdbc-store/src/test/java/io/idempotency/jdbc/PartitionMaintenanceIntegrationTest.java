@@ -389,6 +389,45 @@ class PartitionMaintenanceIntegrationTest {
         }
     }
 
+    /**
+     * A run whose attach is not had (here beside a default partition an open claim reads; likewise a run that stops
+     * between making the table and attaching it) leaves the table it made for the range, and a later run makes the
+     * partition. The table may have changed meanwhile: a column added to it (by the application's migration, or an
+     * upgrade of the library's). PostgreSQL attaches only a table with every column of the partitioned one, so the
+     * partition must be made in the table's shape of now, not be the table left behind, or no run ever attaches that
+     * range again and claims fail once it is due.
+     */
+    @Test
+    void aTableLeftByAnAttachNotHadIsMadeAgainInTheShapeTheTableHasSince() {
+        try (HikariDataSource dataSource = partitionedDatabase()) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table idempotency_keys_default partition of idempotency_keys default");
+            PostgresPartitionMaintenance maintenance = hourly(dataSource, 2, Duration.ofSeconds(5));
+            assertThat(maintenance.createAhead(false).created()).hasSize(3);
+            dropTheNewestPartition(jdbc, maintenance);
+            PartitionedPostgresIdempotencyStore store = new PartitionedPostgresIdempotencyStore(dataSource, TABLE);
+            Transactions transactions = new SpringTransactions(new DataSourceTransactionManager(dataSource));
+            Transactions.Transaction longRequest = holdAClaimOpen(store, transactions);
+            try {
+                assertThatThrownBy(() -> maintenance.createAhead(false)).as("the attach not had")
+                        .satisfies(e -> assertThat(PostgresPartitionMaintenance.isLockNotAvailable(e)).isTrue());
+                longRequest.commit();
+            } finally {
+                longRequest.rollback();
+            }
+            assertThat(jdbc.queryForObject("select count(*) from pg_tables where tablename like 'idempotency_keys_p%'"
+                    + " and schemaname = current_schema()", Integer.class)).as("two partitions and the table left")
+                    .isEqualTo(3);
+            jdbc.execute("alter table idempotency_keys add column note text");
+
+            assertThat(maintenance.createAhead(false).created()).hasSize(1);
+
+            assertThat(maintenance.partitions()).hasSize(3);
+            assertThat(jdbc.queryForObject("select count(*) from pg_tables where tablename like 'idempotency_keys_p%'"
+                    + " and schemaname = current_schema()", Integer.class)).as("no table left unattached").isEqualTo(3);
+        }
+    }
+
     @Test
     void afterTheIntervalChangedTheUncoveredPartOfARangeGetsAPartitionToo() {
         try (HikariDataSource dataSource = partitionedDatabase()) {
