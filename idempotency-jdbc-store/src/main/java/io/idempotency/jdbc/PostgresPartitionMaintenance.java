@@ -308,6 +308,7 @@ public class PostgresPartitionMaintenance {
                 Instant from = gap[0];
                 Instant to = gap[1];
                 String name = table + "_p" + NAME.format(from);
+                dropLeftover(connection, name);
                 // a standalone table first: CREATE … PARTITION OF would wait behind open claims. With the table's
                 // generated columns as generated ones, which PostgreSQL requires of a partition (an identity column
                 // it gives the partition itself, and refuses one of its own from PostgreSQL 17 on)
@@ -328,6 +329,41 @@ public class PostgresPartitionMaintenance {
             }
         }
         return new Run(false, created, List.of(), blocked);
+    }
+
+    /**
+     * Drops the table {@code name} in the schema partitions are made in when it is one an earlier run made for a range
+     * and did not attach (the attach's lock not had in time, or the run stopped between the two): no partition of
+     * anything, and empty. It is made again in the table's shape of now; reused, it would keep the shape the table
+     * had then, and PostgreSQL refuses to attach a table that lacks a column added to the table since. A table of that
+     * name that holds rows, or is a partition, is left as it is, and so is one that cannot be dropped (each drop is a
+     * statement of its own, in auto-commit: a failed one leaves nothing to roll back).
+     */
+    private static void dropLeftover(Connection connection, String name) throws SQLException {
+        String leftover;
+        try (PreparedStatement statement = connection.prepareStatement("SELECT c.oid::regclass::text FROM pg_class c"
+                + " WHERE c.oid = to_regclass(quote_ident(current_schema()) || '.' || ?) AND c.relkind = 'r'"
+                + " AND NOT c.relispartition")) {
+            statement.setString(1, name);
+            try (ResultSet rs = statement.executeQuery()) {
+                if (!rs.next()) {
+                    return;
+                }
+                leftover = rs.getString(1);
+            }
+        }
+        try (Statement statement = connection.createStatement();
+             ResultSet rs = statement.executeQuery("SELECT EXISTS (SELECT 1 FROM " + leftover + ")")) {
+            rs.next();
+            if (rs.getBoolean(1)) {
+                return;
+            }
+        }
+        try {
+            execute(connection, "DROP TABLE " + leftover);
+        } catch (SQLException e) {
+            // kept (something made on it, its lock not had in time): attached as it is, if PostgreSQL takes it
+        }
     }
 
     /**
