@@ -27,6 +27,9 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
 import java.time.Instant;
+import java.time.LocalDate;
+import java.time.ZoneId;
+import java.time.zone.ZoneOffsetTransition;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
@@ -86,6 +89,55 @@ class PartitionMaintenanceIntegrationTest {
                     + " and schemaname = current_schema()", Integer.class)).as("dropped, not just detached").isZero();
 
             assertThat(maintenance.run(Duration.ofDays(1)).created()).as("a second run has nothing to do").isEmpty();
+        }
+    }
+
+    /**
+     * PostgreSQL shows partition bounds in the connection's time zone (which pgjdbc sets to the JVM's: local time on
+     * many servers), offsets of half an hour and daylight saving time included, whereas the library makes bounds that
+     * are multiples of the interval since the epoch. Read as other instants, the ranges there would look uncovered: a
+     * run would make partitions over them (refused as overlapping) or leave time without one. Here a 90-minute
+     * interval, which falls on no whole hour of these zones, and a partition made elsewhere for a local day on which
+     * the clocks change (when the zone changes them).
+     */
+    @ParameterizedTest(name = "connection time zone {0}")
+    @ValueSource(strings = {"Asia/Kolkata", "America/St_Johns", "Europe/Berlin"})
+    void partitionBoundsAreReadInTheConnectionsTimeZone(String zone) {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(4,
+                config -> config.setConnectionInitSql("set time zone '" + zone + "'"))) {
+            new IdempotencySchemaMigrator(dataSource, TABLE, true).migrate();
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            assertThat(jdbc.queryForObject("show timezone", String.class)).isEqualTo(zone);
+            ZoneId id = ZoneId.of(zone);
+            // a local day well ahead: the one of the zone's next change of time, or a day a year from now
+            ZoneOffsetTransition change = id.getRules().nextTransition(Instant.now().plus(Duration.ofDays(2)));
+            LocalDate day = change != null ? change.getDateTimeBefore().toLocalDate() : LocalDate.now(id).plusYears(1);
+            attachPartition(jdbc, "idempotency_keys_local_day", "'" + day + " 00:00'",
+                    "'" + day.plusDays(1) + " 00:00'");
+            attachPartition(jdbc, "idempotency_keys_old", "now() - interval '3 days'", "now() - interval '2 days'");
+            insertRecord(jdbc, "old-key", "now() - interval '3 days' + interval '1 minute'");
+            PostgresPartitionMaintenance maintenance = new PostgresPartitionMaintenance(dataSource, TABLE,
+                    Duration.ofMinutes(90), 2, Duration.ofSeconds(5));
+
+            PostgresPartitionMaintenance.Run run = maintenance.run(Duration.ofDays(1));
+
+            assertThat(run.created()).hasSize(3);
+            assertThat(run.dropped()).containsExactly("idempotency_keys_old");
+            assertThat(maintenance.partitions()).filteredOn(partition -> run.created().contains(partition.name()))
+                    .hasSize(3).allSatisfy(partition -> {
+                        assertThat(partition.from().getEpochSecond() % 5400).as("a multiple of the interval").isZero();
+                        assertThat(Duration.between(partition.from(), partition.to()))
+                                .isEqualTo(Duration.ofMinutes(90));
+                    });
+            assertThat(maintenance.partitions())
+                    .filteredOn(partition -> partition.name().equals("idempotency_keys_local_day")).singleElement()
+                    .satisfies(partition -> {
+                        assertThat(partition.from()).isEqualTo(day.atStartOfDay(id).toInstant());
+                        assertThat(partition.to()).isEqualTo(day.plusDays(1).atStartOfDay(id).toInstant());
+                    });
+            assertThat(maintenance.coversNow()).isTrue();
+            assertThat(maintenance.run(Duration.ofDays(1)).created()).as("a second run finds them all").isEmpty();
         }
     }
 
