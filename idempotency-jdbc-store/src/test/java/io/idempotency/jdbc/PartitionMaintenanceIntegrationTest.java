@@ -866,6 +866,51 @@ class PartitionMaintenanceIntegrationTest {
     }
 
     /**
+     * Two instances drop expired partitions at the same moment. While the first one's concurrent detach waits for a
+     * request in progress, PostgreSQL refuses any other detach of the table, and finishing the pending one would wait
+     * for the first: the second instance skips its run at once, neither failing nor waiting, and the first drops every
+     * expired partition once the request has ended.
+     */
+    @Test
+    void whileOneInstanceDropsPartitionsAnotherSkipsItsRun() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = partitionedDatabase(database);
+             HikariDataSource otherInstance = database.dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            attachPartition(jdbc, "idempotency_keys_older", "now() - interval '6 days'", "now() - interval '5 days'");
+            attachPartition(jdbc, "idempotency_keys_old", "now() - interval '4 days'", "now() - interval '3 days'");
+            insertRecord(jdbc, "older-key", "now() - interval '6 days' + interval '1 minute'");
+            insertRecord(jdbc, "old-key", "now() - interval '4 days' + interval '1 minute'");
+            PostgresPartitionMaintenance first = new PostgresPartitionMaintenance(dataSource, TABLE,
+                    Duration.ofHours(1), 1, Duration.ofSeconds(5), Duration.ofSeconds(30));
+            PostgresPartitionMaintenance second = new PostgresPartitionMaintenance(otherInstance, TABLE,
+                    Duration.ofHours(1), 1, Duration.ofSeconds(5), Duration.ofSeconds(30));
+
+            try (java.sql.Connection request = dataSource.getConnection()) {
+                request.setAutoCommit(false);
+                request.createStatement().execute("select count(*) from idempotency_keys");
+                CompletableFuture<PostgresPartitionMaintenance.Run> dropping =
+                        Async.supply(() -> first.dropExpired(Duration.ofDays(1)));
+                database.awaitLockWaiter(Duration.ofSeconds(10)); // its detach waits for the request
+
+                long started = System.nanoTime();
+                PostgresPartitionMaintenance.Run skipped = second.dropExpired(Duration.ofDays(1));
+
+                assertThat(Duration.ofNanos(System.nanoTime() - started)).as("not waiting for the first")
+                        .isLessThan(Duration.ofSeconds(5));
+                assertThat(skipped.skipped()).isTrue();
+                assertThat(skipped.dropped()).isEmpty();
+                assertThat(dropping).as("the first still waits for the request").isNotDone();
+                request.commit();
+
+                assertThat(dropping.get(30, TimeUnit.SECONDS).dropped())
+                        .containsExactly("idempotency_keys_older", "idempotency_keys_old");
+            }
+            assertThat(first.partitions()).isEmpty();
+        }
+    }
+
+    /**
      * The maintenance runs its DDL in auto-commit (a concurrent detach cannot run in a transaction block), and gives
      * the connection back as it came: a pool that does not reset what a borrower changed (a single shared connection,
      * a pool without that setting) would otherwise hand the application a connection that commits each statement on
