@@ -506,6 +506,30 @@ class PartitionMaintenanceIntegrationTest {
     }
 
     /**
+     * A partition is where the claims go, so it is made with the room on each page the plain table has (its
+     * {@code fillfactor}): completing a claim then stays a HOT update, which writes no index entry. A partitioned
+     * table has no storage parameters of its own for {@code LIKE} to copy.
+     */
+    @Test
+    void partitionsAreMadeWithTheRoomOnEachPageThePlainTableHas() {
+        try (HikariDataSource dataSource = partitionedDatabase()) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            PostgresPartitionMaintenance maintenance = hourly(dataSource, 2, Duration.ofSeconds(5));
+
+            List<String> created = maintenance.createAhead(false).created();
+
+            assertThat(created).hasSize(3);
+            for (String partition : created) {
+                assertThat(jdbc.queryForObject("select array_to_string(reloptions, ',') from pg_class"
+                        + " where oid = to_regclass(?)", String.class, partition)).as(partition)
+                        .isEqualTo("fillfactor=90");
+            }
+            assertThat(IdempotencySchema.postgresql(TABLE)).as("the plain table's")
+                    .contains("WITH (fillfactor = 90)");
+        }
+    }
+
+    /**
      * A column the application added to the table and that fills itself, such as a stored generated one (the size of
      * each answer, for monitoring), is adopted by the table check: no claim has to write it. PostgreSQL attaches a
      * partition only when each such column of it is generated too, so the partitions must be made with it, or every
