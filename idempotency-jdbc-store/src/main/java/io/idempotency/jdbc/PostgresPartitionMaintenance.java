@@ -311,9 +311,11 @@ public class PostgresPartitionMaintenance {
                 dropLeftover(connection, name);
                 // a standalone table first: CREATE … PARTITION OF would wait behind open claims. With the table's
                 // generated columns as generated ones, which PostgreSQL requires of a partition (an identity column
-                // it gives the partition itself, and refuses one of its own from PostgreSQL 17 on)
+                // it gives the partition itself, and refuses one of its own from PostgreSQL 17 on). With the plain
+                // table's room on each page, so that completing a claim stays a HOT update: a partitioned table has no
+                // storage parameters for LIKE to copy
                 execute(connection, "CREATE TABLE IF NOT EXISTS " + name + " (LIKE " + table
-                        + " INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED)");
+                        + " INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED) WITH (fillfactor = 90)");
                 try {
                     attach(connection, name, from, to, defaultPartition);
                 } catch (SQLException e) {
