@@ -6,6 +6,7 @@ import jakarta.servlet.RequestDispatcher;
 import jakarta.servlet.ServletException;
 import jakarta.servlet.ServletInputStream;
 import jakarta.servlet.ServletRequest;
+import jakarta.servlet.ServletRequestWrapper;
 import jakarta.servlet.ServletResponse;
 import jakarta.servlet.http.Cookie;
 import jakarta.servlet.http.HttpServletRequest;
@@ -272,7 +273,8 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
      * and a handler that reads the form as sent (a provider's callback whose signature covers its bytes) would find
      * nothing left. Only a form the container parses (a POST of the exact type, with a declared length within the
      * cap and the size the containers take by default); its parameters are then the query's, as the container reads
-     * them, followed by the form's.
+     * them, followed by the form's, parts without a name among them read as the container reads them (see
+     * {@link #takesNamelessParameters()}): the same form in chunks, which the container parses, is the same request.
      *
      * @throws IllegalStateException if the form cannot be read or parsed, as the container refuses it
      */
@@ -302,12 +304,22 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         Map<String, List<String>> parameters = new LinkedHashMap<>();
         super.getParameterMap().forEach((name, values) -> parameters.put(name, new ArrayList<>(List.of(values))));
         int count = parameters.values().stream().mapToInt(List::size).sum();
-        for (String pair : new String(form, StandardCharsets.ISO_8859_1).split("&")) {
+        boolean namelessAreParameters = takesNamelessParameters();
+        String[] pairs = new String(form, StandardCharsets.ISO_8859_1).split("&", -1);
+        for (int i = 0; i < pairs.length; i++) {
+            String pair = pairs[i];
             int equals = pair.indexOf('=');
-            String name = decode(equals < 0 ? pair : pair.substring(0, equals), charset);
-            if (name.isEmpty()) {
-                continue; // as the container skips it
+            if (equals == 0 || pair.isEmpty()) {
+                // a part without a name: read as the container reads it, or the same form would be another request
+                // (or refused) when it comes in chunks, and the container parses it
+                if (!namelessAreParameters && equals == 0) {
+                    throw new IllegalStateException("a value without a name in the form");
+                }
+                if (!namelessAreParameters || pair.isEmpty() && i == pairs.length - 1) {
+                    continue;
+                }
             }
+            String name = decode(equals < 0 ? pair : pair.substring(0, equals), charset);
             String value = equals < 0 ? "" : decode(pair.substring(equals + 1), charset);
             parameters.computeIfAbsent(name, n -> new ArrayList<>()).add(value);
             if (++count > MAX_FORM_PARAMETERS) {
@@ -317,6 +329,20 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         Map<String, String[]> kept = new LinkedHashMap<>();
         parameters.forEach((name, values) -> kept.put(name, values.toArray(new String[0])));
         formKept = Collections.unmodifiableMap(kept);
+    }
+
+    /**
+     * Whether the container takes the parts of a form that have no name as parameters named "", as Jetty does: an
+     * empty part before an {@code &} (the one after the last is nothing) with the value "", and {@code =x} with the
+     * value {@code x}. Tomcat skips an empty part and refuses a form with a value that has no name; so does the
+     * library where the container is another, refusing rather than guessing.
+     */
+    private boolean takesNamelessParameters() {
+        ServletRequest container = getRequest();
+        while (container instanceof ServletRequestWrapper wrapper) {
+            container = wrapper.getRequest();
+        }
+        return container.getClass().getName().startsWith("org.eclipse.jetty.");
     }
 
     /** Whether {@link #keepFormBody()} read the form: its parameters are all parsed, none left in the body. */
