@@ -13,6 +13,7 @@ import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletRequestWrapper;
 import jakarta.servlet.http.HttpServletResponse;
 import jakarta.servlet.http.HttpServletResponseWrapper;
+import org.springframework.http.MediaType;
 
 import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;
@@ -273,8 +274,9 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
      * and a handler that reads the form as sent (a provider's callback whose signature covers its bytes) would find
      * nothing left. Only a form the container parses (a POST of the exact type, with a declared length within the
      * cap and the size the containers take by default); its parameters are then the query's, as the container reads
-     * them, followed by the form's, parts without a name among them read as the container reads them (see
-     * {@link #takesNamelessParameters()}): the same form in chunks, which the container parses, is the same request.
+     * them, followed by the form's, read in the charset the container reads it in and with the parts without a name
+     * as it takes them (see {@link #isOnJetty()}): the same form in chunks, which the container parses, is the same
+     * request.
      *
      * @throws IllegalStateException if the form cannot be read or parsed, as the container refuses it
      */
@@ -295,16 +297,17 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         } catch (IOException e) {
             throw new IllegalStateException("the form could not be read", e);
         }
+        boolean onJetty = isOnJetty();
         Charset charset;
         try {
-            charset = charset();
+            Charset named = onJetty ? MediaType.parseMediaType(getContentType()).getCharset() : null;
+            charset = named != null ? named : charset();
         } catch (IllegalArgumentException e) {
             throw new IllegalStateException("the form's charset is not supported", e);
         }
         Map<String, List<String>> parameters = new LinkedHashMap<>();
         super.getParameterMap().forEach((name, values) -> parameters.put(name, new ArrayList<>(List.of(values))));
         int count = parameters.values().stream().mapToInt(List::size).sum();
-        boolean namelessAreParameters = takesNamelessParameters();
         String[] pairs = new String(form, StandardCharsets.ISO_8859_1).split("&", -1);
         for (int i = 0; i < pairs.length; i++) {
             String pair = pairs[i];
@@ -312,10 +315,10 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
             if (equals == 0 || pair.isEmpty()) {
                 // a part without a name: read as the container reads it, or the same form would be another request
                 // (or refused) when it comes in chunks, and the container parses it
-                if (!namelessAreParameters && equals == 0) {
+                if (!onJetty && equals == 0) {
                     throw new IllegalStateException("a value without a name in the form");
                 }
-                if (!namelessAreParameters || pair.isEmpty() && i == pairs.length - 1) {
+                if (!onJetty || pair.isEmpty() && i == pairs.length - 1) {
                     continue;
                 }
             }
@@ -332,12 +335,14 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
     }
 
     /**
-     * Whether the container takes the parts of a form that have no name as parameters named "", as Jetty does: an
-     * empty part before an {@code &} (the one after the last is nothing) with the value "", and {@code =x} with the
-     * value {@code x}. Tomcat skips an empty part and refuses a form with a value that has no name; so does the
-     * library where the container is another, refusing rather than guessing.
+     * Whether the container is Jetty, which parses a form otherwise than Tomcat: in the charset its Content-Type names,
+     * where Tomcat takes the request's encoding (which Spring Boot sets to UTF-8 whatever the form names); and with the
+     * parts that have no name as parameters named "" (an empty part before an {@code &} with the value "", the one
+     * after the last being nothing, and {@code =x} with the value {@code x}), where Tomcat skips an empty part and
+     * refuses a form with a value that has no name. Elsewhere the library reads forms as Tomcat does, refusing such a
+     * form rather than guessing.
      */
-    private boolean takesNamelessParameters() {
+    private boolean isOnJetty() {
         ServletRequest container = getRequest();
         while (container instanceof ServletRequestWrapper wrapper) {
             container = wrapper.getRequest();
