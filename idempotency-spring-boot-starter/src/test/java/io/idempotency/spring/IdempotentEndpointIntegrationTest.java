@@ -438,6 +438,16 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
                 "note=N&amount=%C3%A9");
     }
 
+    /**
+     * {@link #aFormIsTheSameRequestWhetherItDeclaresItsLengthOrComesInChunks}, for a form of more values than the
+     * containers take parameters, but of three names: Tomcat counts values and refuses it, Jetty counts names.
+     */
+    @Test
+    void aFormOfManyValuesOfOneNameIsTheSameRequestWhetherItDeclaresItsLengthOrComesInChunks() throws Exception {
+        assertTheSameRequestHoweverFramed("application/x-www-form-urlencoded",
+                "note=N&amount=1" + "&tag=x".repeat(1_100));
+    }
+
     private void assertTheSameRequestHoweverFramed(String type, String form) throws Exception {
         for (boolean chunkedFirst : new boolean[] {false, true}) {
             String key = UUID.randomUUID().toString();
