@@ -27,11 +27,13 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Enumeration;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
 import java.util.function.BooleanSupplier;
 
 /**
@@ -49,8 +51,9 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
     }
 
     /**
-     * Most parameters a form read by {@link #keepFormBody()} may have, with its query's: as many as Tomcat
-     * ({@code server.tomcat.max-parameter-count}) and Jetty ({@code server.jetty.max-form-keys}) take by default.
+     * Most parameters a form read by {@link #keepFormBody()} may have, counted as the container counts them: as many
+     * values, with its query's, as Tomcat takes by default ({@code server.tomcat.max-parameter-count}), or as many
+     * names as Jetty does ({@code server.jetty.max-form-keys}).
      */
     static final int MAX_FORM_PARAMETERS = 1000;
 
@@ -307,7 +310,9 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         }
         Map<String, List<String>> parameters = new LinkedHashMap<>();
         super.getParameterMap().forEach((name, values) -> parameters.put(name, new ArrayList<>(List.of(values))));
-        int count = parameters.values().stream().mapToInt(List::size).sum();
+        // counted as the container counts them: Tomcat the values, the query's too; Jetty the form's names
+        int count = onJetty ? 0 : parameters.values().stream().mapToInt(List::size).sum();
+        Set<String> names = new HashSet<>();
         String[] pairs = new String(form, StandardCharsets.ISO_8859_1).split("&", -1);
         for (int i = 0; i < pairs.length; i++) {
             String pair = pairs[i];
@@ -325,7 +330,7 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
             String name = decode(equals < 0 ? pair : pair.substring(0, equals), charset);
             String value = equals < 0 ? "" : decode(pair.substring(equals + 1), charset);
             parameters.computeIfAbsent(name, n -> new ArrayList<>()).add(value);
-            if (++count > MAX_FORM_PARAMETERS) {
+            if (onJetty ? names.add(name) && names.size() > MAX_FORM_PARAMETERS : ++count > MAX_FORM_PARAMETERS) {
                 throw new IllegalStateException("more than " + MAX_FORM_PARAMETERS + " parameters");
             }
         }
