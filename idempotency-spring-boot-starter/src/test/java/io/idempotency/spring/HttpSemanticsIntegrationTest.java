@@ -143,6 +143,31 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aBodyOfAJsonSuffixTypeIsComparedCanonicallyAsJson() throws Exception {
+        // application/merge-patch+json is JSON to Spring MVC's JSON reader, as every +json type: two writings of one
+        // patch are one request, and another value is another request
+        String key = UUID.randomUUID().toString();
+        String note = "merge-patch-" + key;
+        HttpRequest.Builder patch = HttpRequest.newBuilder(java.net.URI.create("http://localhost:" + port + "/orders"))
+                .header("Content-Type", "application/merge-patch+json").header("Idempotency-Key", key);
+
+        HttpResponse<byte[]> first = send(patch.POST(HttpRequest.BodyPublishers.ofString(
+                "{\"note\":\"" + note + "\",\"amount\":\"1\"}")).build());
+        HttpResponse<byte[]> rewritten = send(patch.POST(HttpRequest.BodyPublishers.ofString(
+                "{ \"amount\" : \"1\",\n \"note\":\"" + note + "\" }")).build());
+        HttpResponse<byte[]> other = send(patch.POST(HttpRequest.BodyPublishers.ofString(
+                "{\"note\":\"" + note + "\",\"amount\":\"2\"}")).build());
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(rewritten.statusCode()).isEqualTo(201);
+        assertThat(rewritten.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(rewritten.body()).isEqualTo(first.body());
+        assertThat(other.statusCode()).isEqualTo(422);
+        assertProblem(other, "idempotency-key-mismatch");
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
     void aJsonNullBodyIsCanonicalLikeAnyOtherJson() throws Exception {
         // the JSON text null is a JSON body like an object: whitespace around it does not make it another request
         String key = UUID.randomUUID().toString();
