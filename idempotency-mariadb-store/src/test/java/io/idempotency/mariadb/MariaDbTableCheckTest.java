@@ -267,6 +267,32 @@ class MariaDbTableCheckTest {
         run(mixed, "api_requests", context -> assertThat(context).hasNotFailed());
     }
 
+    /**
+     * Where the SQL mode has {@code EMPTY_STRING_IS_NULL}, an empty string in a statement's text is NULL, and
+     * Connector/J writes the store's parameters into the text: the anonymous caller ({@code ""}) of every claim is
+     * refused (the column takes no NULL), and an empty answer body would be stored as NULL. The table and the user are
+     * right, so the application started, and then failed every anonymous request. It does not start; the same pool
+     * without that mode starts and claims.
+     */
+    @Test
+    void aSessionThatTakesEmptyStringsForNullIsRefusedAtStartup() {
+        TestMariaDb.Database database = TestMariaDb.newDatabase();
+        try (HikariDataSource admin = database.dataSource(2)) {
+            new JdbcTemplate(admin).execute(SCRIPT);
+        }
+        HikariDataSource emptyIsNull = database.dataSource(4, config -> config.setConnectionInitSql(
+                "SET SESSION sql_mode = CONCAT(@@sql_mode, ',EMPTY_STRING_IS_NULL')"));
+        assertThatThrownBy(() -> claim(emptyIsNull, "api_requests", new ScopedKey("", "POST /payments", "k-1")))
+                .as("what the check prevents: every anonymous claim refused")
+                .hasStackTraceContaining("caller");
+        refused(emptyIsNull, "api_requests", "EMPTY_STRING_IS_NULL", "sql_mode");
+
+        HikariDataSource plain = database.dataSource(4);
+        assertThat(claim(plain, "api_requests", new ScopedKey("", "POST /payments", "k-2")))
+                .isInstanceOf(ClaimResult.Claimed.class);
+        run(plain, "api_requests", context -> assertThat(context).hasNotFailed());
+    }
+
     /** A pool on {@code database} as {@code user}. */
     private static HikariDataSource as(TestMariaDb.Database database, String user) {
         return database.dataSource(2, config -> {
