@@ -228,7 +228,8 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
      * {@code created_at} and {@code expires_at} not {@code ON UPDATE CURRENT_TIMESTAMP} (rewritten at every change).
      * Then, with the store's read, insert and update on no row, that the application's user may read, insert and
      * update the table, and, with the insert in a transaction at READ COMMITTED, that the server lets a claim write
-     * (a binary log in {@code STATEMENT} format does not).
+     * (a binary log in {@code STATEMENT} format does not); last, that an empty string sent to the server stays empty
+     * (an SQL mode with {@code EMPTY_STRING_IS_NULL} makes it NULL).
      */
     @Override
     public void checkTable() {
@@ -393,6 +394,25 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
         }
         checkPrivileges();
         checkWritesAtReadCommitted();
+        checkEmptyStringsStayEmpty();
+    }
+
+    /**
+     * Where the session's SQL mode has {@code EMPTY_STRING_IS_NULL}, an empty string in a statement's text is NULL,
+     * and Connector/J writes parameters into the text (unless it prepares statements on the server): the anonymous
+     * caller, {@code ""}, of every claim would be refused (the column takes no NULL), the look-ups of its records
+     * would find none, and an empty answer body would be stored as NULL. An empty text and an empty byte string,
+     * sent as the store sends its parameters, show it.
+     */
+    private void checkEmptyStringsStayEmpty() {
+        Integer lost = jdbc.queryForObject("SELECT ? IS NULL OR ? IS NULL", Integer.class, "", new byte[0]);
+        if (lost != null && lost != 0) {
+            throw new IllegalStateException("table " + tableName + " cannot be used by sessions that take an empty"
+                    + " string for NULL: the session's sql_mode (" + jdbc.queryForObject("SELECT @@SESSION.sql_mode",
+                    String.class) + ") has EMPTY_STRING_IS_NULL, and every anonymous request's caller, '', and every"
+                    + " empty answer body would be written as NULL, so each anonymous claim would be refused. Leave"
+                    + " EMPTY_STRING_IS_NULL out of the sql_mode of the application's sessions.");
+        }
     }
 
     /** The columns a claim inserts, in the store's statement. */
