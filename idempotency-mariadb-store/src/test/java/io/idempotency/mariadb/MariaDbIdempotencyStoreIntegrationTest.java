@@ -3,7 +3,6 @@ package io.idempotency.mariadb;
 import com.zaxxer.hikari.HikariDataSource;
 import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
-import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.RecordStatus;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoredResponse;
@@ -11,7 +10,6 @@ import io.idempotency.core.Transactions;
 import io.idempotency.jdbc.SpringTransactions;
 import io.idempotency.testkit.Async;
 import io.idempotency.testkit.CountingStatements;
-import io.idempotency.testkit.IdempotencyStoreContract;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -48,35 +46,23 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /** The MariaDB store against the whole store contract, on a table made from the shipped script. */
 @EnabledIf("io.idempotency.mariadb.TestMariaDb#available")
-class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
+class MariaDbIdempotencyStoreIntegrationTest extends MariaDbStoreContract {
 
-    private static HikariDataSource DATA_SOURCE;
-    private static IdempotencyStore STORE;
-    private static Transactions TRANSACTIONS;
+    private static OwnDatabase DATABASE;
 
     @BeforeAll
-    static void database() {
-        DATA_SOURCE = TestMariaDb.newDatabase().dataSource(MIN_POOL_SIZE + 4);
-        new JdbcTemplate(DATA_SOURCE).execute(MariaDbIdempotencyStore.schema("idempotency_keys"));
-        STORE = new MariaDbIdempotencyStore(DATA_SOURCE, "idempotency_keys");
-        TRANSACTIONS = new SpringTransactions(new DataSourceTransactionManager(DATA_SOURCE));
+    static void makeDatabase() {
+        DATABASE = OwnDatabase.create(TestMariaDb.newDatabase().dataSource(MIN_POOL_SIZE + 4));
     }
 
     @AfterAll
     static void closePool() {
-        if (DATA_SOURCE != null) {
-            DATA_SOURCE.close();
-        }
+        OwnDatabase.close(DATABASE);
     }
 
     @Override
-    protected IdempotencyStore store() {
-        return STORE;
-    }
-
-    @Override
-    protected Transactions transactions() {
-        return TRANSACTIONS;
+    protected OwnDatabase database() {
+        return DATABASE;
     }
 
     /**
@@ -112,8 +98,8 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
     void aClaimWaitingForAnUncommittedClaimIsBusyOnlyOnceTheWholeWaitHasPassed() throws Exception {
         ScopedKey key = newKey();
         String hash = "c".repeat(64);
-        MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(DATA_SOURCE, "idempotency_keys", 3);
-        TransactionTemplate transaction = readCommitted(DATA_SOURCE);
+        MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(pool(), "idempotency_keys", 3);
+        TransactionTemplate transaction = readCommitted(pool());
         CountDownLatch release = new CountDownLatch(1);
         CompletableFuture<ClaimResult> holder = holdUncommittedClaim(key, hash, release);
         try {
@@ -139,7 +125,7 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         ScopedKey key = newKey();
         String hash = "c".repeat(64);
         java.util.concurrent.atomic.AtomicInteger statements = new java.util.concurrent.atomic.AtomicInteger();
-        DataSource counting = CountingStatements.dataSource(DATA_SOURCE, statements);
+        DataSource counting = CountingStatements.dataSource(pool(), statements);
         MariaDbIdempotencyStore waitingStore = new MariaDbIdempotencyStore(counting, "idempotency_keys");
         TransactionTemplate waiting = readCommitted(counting);
         CountDownLatch release = new CountDownLatch(1);
@@ -162,12 +148,12 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
      * Claims {@code key} on another thread in a transaction it keeps open, uncommitted, until {@code release}, then
      * rolls back; returns once the claim is made, with what the claim will have given.
      */
-    private static CompletableFuture<ClaimResult> holdUncommittedClaim(ScopedKey key, String hash,
-                                                                       CountDownLatch release)
+    private CompletableFuture<ClaimResult> holdUncommittedClaim(ScopedKey key, String hash,
+                                                                CountDownLatch release)
             throws InterruptedException {
         CountDownLatch claimed = new CountDownLatch(1);
-        CompletableFuture<ClaimResult> holder = Async.supply(() -> readCommitted(DATA_SOURCE).execute(status -> {
-            ClaimResult result = STORE.claim(new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofSeconds(1)));
+        CompletableFuture<ClaimResult> holder = Async.supply(() -> readCommitted(pool()).execute(status -> {
+            ClaimResult result = store().claim(new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofSeconds(1)));
             claimed.countDown();
             try {
                 release.await(30, TimeUnit.SECONDS);
@@ -200,30 +186,30 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
     @Test
     void timesAreTakenWhenTheStatementRunsNotWhenItsTransactionBegan() {
         ScopedKey key = newKey();
-        JdbcTemplate jdbc = new JdbcTemplate(DATA_SOURCE);
-        TransactionTemplate transaction = readCommitted(DATA_SOURCE);
+        JdbcTemplate jdbc = new JdbcTemplate(pool());
+        TransactionTemplate transaction = readCommitted(pool());
         transaction.executeWithoutResult(status -> {
             jdbc.queryForObject("SELECT SLEEP(" + LATE.toMillis() / 1000.0 + ")", Integer.class);
-            ClaimResult claimed = STORE.claim(new ClaimRequest(key, "c".repeat(64), Duration.ofDays(1),
+            ClaimResult claimed = store().claim(new ClaimRequest(key, "c".repeat(64), Duration.ofDays(1),
                     Duration.ofSeconds(5), LEASE));
             assertThat(claimed).isInstanceOf(ClaimResult.Claimed.class);
             assertFullLeaseAndRetention(key, "the claim", Duration.ofDays(1));
             jdbc.queryForObject("SELECT SLEEP(" + LATE.toMillis() / 1000.0 + ")", Integer.class);
-            assertThat(STORE.renew(key, ((ClaimResult.Claimed) claimed).fencingToken(), LEASE)).isTrue();
+            assertThat(store().renew(key, ((ClaimResult.Claimed) claimed).fencingToken(), LEASE)).isTrue();
             assertFullLeaseAndRetention(key, "the renewal", null);
         });
 
         ScopedKey expiring = newKey();
         transaction.executeWithoutResult(status -> {
             jdbc.queryForObject("SELECT 1", Integer.class); // the transaction starts before the other's lease runs out
-            String token = Async.supply(() -> transaction.execute(inner -> ((ClaimResult.Claimed) STORE.claim(
+            String token = Async.supply(() -> transaction.execute(inner -> ((ClaimResult.Claimed) store().claim(
                     new ClaimRequest(expiring, "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(5),
                             Duration.ofMillis(200)))).fencingToken())).join();
             jdbc.queryForObject("SELECT SLEEP(" + LATE.toMillis() / 1000.0 + ")", Integer.class);
-            assertThat(STORE.find(expiring).orElseThrow().leaseExpired()).as("the lease that ran out").isTrue();
-            assertThat(STORE.findExpiredLeases(1000)).as("the stale claims")
+            assertThat(store().find(expiring).orElseThrow().leaseExpired()).as("the lease that ran out").isTrue();
+            assertThat(store().findExpiredLeases(1000)).as("the stale claims")
                     .anyMatch(record -> record.key().equals(expiring));
-            assertThat(STORE.takeOver(expiring, token, LEASE)).as("the takeover").isPresent();
+            assertThat(store().takeOver(expiring, token, LEASE)).as("the takeover").isPresent();
             assertFullLeaseAndRetention(expiring, "the takeover", null);
         });
     }
@@ -239,8 +225,8 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         CountDownLatch release = new CountDownLatch(1);
         CompletableFuture<ClaimResult> holder = holdUncommittedClaim(key, hash, release);
         try {
-            CompletableFuture<ClaimResult> waiting = Async.supply(() -> readCommitted(DATA_SOURCE).execute(status ->
-                    STORE.claim(new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofSeconds(30), LEASE))));
+            CompletableFuture<ClaimResult> waiting = Async.supply(() -> readCommitted(pool()).execute(status ->
+                    store().claim(new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofSeconds(30), LEASE))));
             Thread.sleep(LATE.toMillis());
             assertThat(waiting).as("the claim waits while the other is uncommitted").isNotDone();
             release.countDown();
@@ -260,8 +246,8 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
      * Checks that the record of {@code key} has, by the database's clock at this moment, at least all but half a
      * second left of {@link #LEASE} and, unless null, of {@code retention}: the time since it was written.
      */
-    private static void assertFullLeaseAndRetention(ScopedKey key, String what, Duration retention) {
-        Map<String, Object> left = new JdbcTemplate(DATA_SOURCE).queryForMap("SELECT"
+    private void assertFullLeaseAndRetention(ScopedKey key, String what, Duration retention) {
+        Map<String, Object> left = new JdbcTemplate(pool()).queryForMap("SELECT"
                 + " TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), locked_until) DIV 1000 AS lease,"
                 + " TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) DIV 1000 AS retention"
                 + " FROM idempotency_keys WHERE caller = ? AND scope = ? AND idempotency_key = ?",
@@ -279,17 +265,17 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
     void timesAreUtcWhateverTheSessionsTimeZone() {
         ScopedKey key = newKey();
         Instant before = Instant.now().minusSeconds(5);
-        TransactionTemplate transaction = readCommitted(DATA_SOURCE);
+        TransactionTemplate transaction = readCommitted(pool());
         transaction.executeWithoutResult(status -> {
-            new JdbcTemplate(DATA_SOURCE).execute("SET time_zone = '+09:00'");
+            new JdbcTemplate(pool()).execute("SET time_zone = '+09:00'");
             try {
-                assertThat(STORE.claim(new ClaimRequest(key, "c".repeat(64), Duration.ofHours(1),
+                assertThat(store().claim(new ClaimRequest(key, "c".repeat(64), Duration.ofHours(1),
                         Duration.ofSeconds(1), Duration.ofMinutes(10)))).isInstanceOf(ClaimResult.Claimed.class);
             } finally {
-                new JdbcTemplate(DATA_SOURCE).execute("SET time_zone = DEFAULT");
+                new JdbcTemplate(pool()).execute("SET time_zone = DEFAULT");
             }
         });
-        var record = STORE.find(key).orElseThrow();
+        var record = store().find(key).orElseThrow();
         Instant after = Instant.now().plusSeconds(5);
         assertThat(record.createdAt()).isBetween(before, after);
         assertThat(record.expiresAt()).isBetween(before.plus(Duration.ofHours(1)), after.plus(Duration.ofHours(1)));
@@ -306,7 +292,7 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
     @Test
     void aClaimCostsTheStatementsTheDocsCount() {
         java.util.concurrent.atomic.AtomicInteger statements = new java.util.concurrent.atomic.AtomicInteger();
-        DataSource counting = CountingStatements.dataSource(DATA_SOURCE, statements);
+        DataSource counting = CountingStatements.dataSource(pool(), statements);
         MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(counting, "idempotency_keys");
         TransactionTemplate transaction = readCommitted(counting);
         ScopedKey key = newKey();
@@ -367,14 +353,14 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         Thread.sleep(20);
 
         // the docs' statement, narrowed to this test's record (the table holds the other tests' records too)
-        assertThat(new JdbcTemplate(DATA_SOURCE).update(update + " AND idempotency_key = ?", extended.key()))
+        assertThat(new JdbcTemplate(pool()).update(update + " AND idempotency_key = ?", extended.key()))
                 .isEqualTo(1);
         while (inTransaction(store -> store.deleteExpired(1000)) > 0) {
             // every expired record gone
         }
 
-        assertThat(STORE.find(left)).as("a record not extended is removed").isEmpty();
-        assertThat(new JdbcTemplate(DATA_SOURCE).queryForObject("SELECT expires_at = DATE_ADD(created_at,"
+        assertThat(store().find(left)).as("a record not extended is removed").isEmpty();
+        assertThat(new JdbcTemplate(pool()).queryForObject("SELECT expires_at = DATE_ADD(created_at,"
                 + " INTERVAL 60 DAY) FROM idempotency_keys WHERE idempotency_key = ?", Boolean.class,
                 extended.key())).as("extended to 60 days after its claim").isTrue();
         ClaimResult again = inTransaction(store -> store.claim(new ClaimRequest(extended, "e".repeat(64),
@@ -390,7 +376,7 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         assertThat(claimCommitted(key, "c".repeat(64), Duration.ofDays(36_500_000)))
                 .isInstanceOf(ClaimResult.Claimed.class);
 
-        var record = STORE.find(key).orElseThrow();
+        var record = store().find(key).orElseThrow();
         assertThat(Duration.between(record.createdAt(), record.expiresAt()))
                 .isBetween(Duration.ofDays(365L * 7000).minusSeconds(1), Duration.ofDays(365L * 7000));
     }
@@ -411,7 +397,7 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
 
         assertThat(claimed).isInstanceOf(ClaimResult.Claimed.class);
         String token = ((ClaimResult.Claimed) claimed).fencingToken();
-        var held = STORE.find(key).orElseThrow();
+        var held = store().find(key).orElseThrow();
         assertThat(Duration.between(held.createdAt(), held.lockedUntil()))
                 .isBetween(sevenThousandYears.minusSeconds(1), sevenThousandYears);
         assertThat(holds(store -> store.renew(key, token, tenThousandYears))).as("renewed").isTrue();
@@ -420,8 +406,8 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         String expired = ((ClaimResult.Claimed) inTransaction(store -> store.claim(new ClaimRequest(stale,
                 "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1), Duration.ofMillis(1))))).fencingToken();
         Thread.sleep(20); // past its lease
-        assertThat(STORE.takeOver(stale, expired, tenThousandYears)).as("taken over").isPresent();
-        var taken = STORE.find(stale).orElseThrow();
+        assertThat(store().takeOver(stale, expired, tenThousandYears)).as("taken over").isPresent();
+        var taken = store().find(stale).orElseThrow();
         assertThat(taken.leaseExpired()).isFalse();
         assertThat(taken.lockedUntil()).isAfter(held.createdAt().plus(sevenThousandYears).minusSeconds(10));
     }
@@ -431,8 +417,8 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
      * {@code interloper} runs on a thread of its own, its outcome set into {@code outcome}, before the takeover is
      * sent: what another request does between a retry's look-up and its takeover.
      */
-    private static <T> DataSource beforeTheTakeover(AtomicReference<T> outcome, Supplier<T> interloper) {
-        return new DelegatingDataSource(DATA_SOURCE) {
+    private <T> DataSource beforeTheTakeover(AtomicReference<T> outcome, Supplier<T> interloper) {
+        return new DelegatingDataSource(pool()) {
             @Override
             public Connection getConnection() throws SQLException {
                 Connection connection = super.getConnection();
@@ -497,7 +483,7 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         AtomicReference<String> replacing = new AtomicReference<>();
         // on connections of their own, committed before the retry's takeover runs
         DataSource replacedBeforeTheTakeover = beforeTheTakeover(replacing, () -> {
-            new JdbcTemplate(DATA_SOURCE).update("DELETE FROM idempotency_keys"
+            new JdbcTemplate(pool()).update("DELETE FROM idempotency_keys"
                     + " WHERE caller = ? AND scope = ? AND idempotency_key = ?", key.caller(), key.scope(), key.key());
             String second = ((ClaimResult.Claimed) claimCommitted(key, hashB, Duration.ofDays(1))).fencingToken();
             assertThat(holds(store -> store.fail(key, second))).isTrue();
@@ -515,7 +501,7 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
         } finally {
             transaction.rollback();
         }
-        var record = STORE.find(key).orElseThrow();
+        var record = store().find(key).orElseThrow();
         assertThat(record.status()).isEqualTo(RecordStatus.FAILED);
         assertThat(record.requestHash()).as("still the other request's").isEqualTo(hashB);
         assertThat(record.fencingToken()).isEqualTo(replacing.get());
@@ -538,7 +524,7 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
             String first = ((ClaimResult.Claimed) claimCommitted(key, hash, Duration.ofDays(1))).fencingToken();
             assertThat(holds(store -> store.fail(key, first))).isTrue();
         }).join());
-        DataSource insertAfterTheFailure = new DelegatingDataSource(DATA_SOURCE) {
+        DataSource insertAfterTheFailure = new DelegatingDataSource(pool()) {
             @Override
             public Connection getConnection() throws SQLException {
                 Connection connection = super.getConnection();
@@ -621,17 +607,17 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
     @Test
     void aClaimInterruptedWhileItWaitsIsBusyAndKeepsTheInterrupt() throws Exception {
         ScopedKey key = newKey();
-        Transactions.Transaction holder = TRANSACTIONS.begin();
+        Transactions.Transaction holder = transactions().begin();
         try {
-            assertThat(STORE.claim(new ClaimRequest(key, "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1))))
+            assertThat(store().claim(new ClaimRequest(key, "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1))))
                     .isInstanceOf(ClaimResult.Claimed.class);
             ClaimResult[] result = new ClaimResult[1];
             boolean[] interrupted = new boolean[1];
             Thread waiter = new Thread(() -> {
-                Transactions.Transaction transaction = TRANSACTIONS.begin();
+                Transactions.Transaction transaction = transactions().begin();
                 try {
                     Thread.currentThread().interrupt();
-                    result[0] = STORE.claim(new ClaimRequest(key, "c".repeat(64), Duration.ofDays(1),
+                    result[0] = store().claim(new ClaimRequest(key, "c".repeat(64), Duration.ofDays(1),
                             Duration.ofSeconds(10)));
                     interrupted[0] = Thread.interrupted();
                 } finally {
@@ -680,28 +666,28 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
     /** At REPEATABLE READ (InnoDB's default) a look-up after a conflict would miss the record: refused. */
     @Test
     void aClaimAtRepeatableReadIsRefused() {
-        TransactionTemplate repeatableRead = new TransactionTemplate(new DataSourceTransactionManager(DATA_SOURCE));
+        TransactionTemplate repeatableRead = new TransactionTemplate(new DataSourceTransactionManager(pool()));
         repeatableRead.setIsolationLevel(TransactionDefinition.ISOLATION_REPEATABLE_READ);
         ScopedKey key = newKey();
-        assertThatThrownBy(() -> repeatableRead.executeWithoutResult(status -> STORE.claim(new ClaimRequest(key,
+        assertThatThrownBy(() -> repeatableRead.executeWithoutResult(status -> store().claim(new ClaimRequest(key,
                 "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1)))))
                 .isInstanceOf(IllegalStateException.class).hasMessageContaining("must run at READ COMMITTED");
-        assertThat(STORE.find(key)).isEmpty();
+        assertThat(store().find(key)).isEmpty();
     }
 
     /** The schema script makes a table of the longest name the store accepts (64 characters, MariaDB's limit). */
     @Test
     void theSchemaTakesTheLongestTableName() {
         String table = "t".repeat(64);
-        new JdbcTemplate(DATA_SOURCE).execute(MariaDbIdempotencyStore.schema(table));
+        new JdbcTemplate(pool()).execute(MariaDbIdempotencyStore.schema(table));
         try {
-            MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(DATA_SOURCE, table);
+            MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(pool(), table);
             ScopedKey key = newKey();
             String token = ((ClaimResult.Claimed) inTransaction(ignored -> store.claim(new ClaimRequest(key,
                     "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1))))).fencingToken();
             assertThat(store.find(key).orElseThrow().fencingToken()).isEqualTo(token);
         } finally {
-            new JdbcTemplate(DATA_SOURCE).execute("DROP TABLE " + table);
+            new JdbcTemplate(pool()).execute("DROP TABLE " + table);
         }
     }
 
@@ -713,12 +699,12 @@ class MariaDbIdempotencyStoreIntegrationTest extends IdempotencyStoreContract {
     @Test
     void aClaimRefusedByTheDatabaseFailsWithItsError() {
         String table = "refusing_keys";
-        JdbcTemplate jdbc = new JdbcTemplate(DATA_SOURCE);
+        JdbcTemplate jdbc = new JdbcTemplate(pool());
         jdbc.execute(MariaDbIdempotencyStore.schema(table));
         jdbc.execute("CREATE TRIGGER refuse_claims BEFORE INSERT ON " + table
                 + " FOR EACH ROW SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'claims are refused here'");
         try {
-            MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(DATA_SOURCE, table);
+            MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(pool(), table);
             assertThatThrownBy(() -> inTransaction(ignored -> store.claim(new ClaimRequest(newKey(), "c".repeat(64),
                     Duration.ofDays(1), Duration.ofSeconds(1)))))
                     .isInstanceOf(DataAccessException.class).hasMessageContaining("claims are refused here");

@@ -1,16 +1,10 @@
 package io.idempotency.mariadb;
 
-import com.zaxxer.hikari.HikariDataSource;
-import io.idempotency.core.IdempotencyStore;
-import io.idempotency.core.Transactions;
-import io.idempotency.jdbc.SpringTransactions;
-import io.idempotency.testkit.IdempotencyStoreContract;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.EnabledIf;
 import org.springframework.jdbc.core.JdbcTemplate;
-import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -20,45 +14,33 @@ import static org.assertj.core.api.Assertions.assertThat;
  * {@code RETURNING}, and every other statement, then travel in the binary protocol.
  */
 @EnabledIf("io.idempotency.mariadb.TestMariaDb#available")
-class MariaDbServerPreparedStatementsIntegrationTest extends IdempotencyStoreContract {
+class MariaDbServerPreparedStatementsIntegrationTest extends MariaDbStoreContract {
 
-    private static HikariDataSource DATA_SOURCE;
-    private static IdempotencyStore STORE;
-    private static Transactions TRANSACTIONS;
+    private static OwnDatabase DATABASE;
 
     @BeforeAll
-    static void database() {
+    static void makeDatabase() {
         TestMariaDb.Database database = TestMariaDb.newDatabase();
-        DATA_SOURCE = database.dataSource(MIN_POOL_SIZE + 4, config -> config.setJdbcUrl(database.url()
-                + (database.url().contains("?") ? "&" : "?") + "useServerPrepStmts=true&cachePrepStmts=true"));
-        new JdbcTemplate(DATA_SOURCE).execute(MariaDbIdempotencyStore.schema("idempotency_keys"));
-        MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(DATA_SOURCE, "idempotency_keys");
-        store.checkTable();
-        STORE = store;
-        TRANSACTIONS = new SpringTransactions(new DataSourceTransactionManager(DATA_SOURCE));
+        DATABASE = OwnDatabase.create(database.dataSource(MIN_POOL_SIZE + 4, config -> config.setJdbcUrl(
+                database.url() + (database.url().contains("?") ? "&" : "?")
+                        + "useServerPrepStmts=true&cachePrepStmts=true")));
+        DATABASE.store().checkTable();
     }
 
     @AfterAll
     static void closePool() {
-        if (DATA_SOURCE != null) {
-            DATA_SOURCE.close();
-        }
+        OwnDatabase.close(DATABASE);
     }
 
     @Override
-    protected IdempotencyStore store() {
-        return STORE;
-    }
-
-    @Override
-    protected Transactions transactions() {
-        return TRANSACTIONS;
+    protected OwnDatabase database() {
+        return DATABASE;
     }
 
     /** The pool's connections prepare on the server: a statement with a parameter counts as one prepared there. */
     @Test
     void theStatementsArePreparedOnTheServer() {
-        JdbcTemplate jdbc = new JdbcTemplate(DATA_SOURCE);
+        JdbcTemplate jdbc = new JdbcTemplate(pool());
         assertThat(jdbc.queryForObject("SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS"
                 + " WHERE VARIABLE_NAME = ?", Long.class, "COM_STMT_PREPARE")).isPositive();
     }

@@ -1,15 +1,9 @@
 package io.idempotency.mariadb;
 
-import com.zaxxer.hikari.HikariDataSource;
-import io.idempotency.core.IdempotencyStore;
-import io.idempotency.core.Transactions;
-import io.idempotency.jdbc.SpringTransactions;
-import io.idempotency.testkit.IdempotencyStoreContract;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.jdbc.core.JdbcTemplate;
-import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -19,43 +13,31 @@ import static org.assertj.core.api.Assertions.assertThat;
  * session's local time instead ({@code NOW()}) would keep expired records and ended leases for twelve hours more,
  * which a server whose time zone is UTC (where {@code NOW()} and {@code UTC_TIMESTAMP()} agree) never shows.
  */
-class MariaDbStoreInAnotherTimeZoneIntegrationTest extends IdempotencyStoreContract {
+class MariaDbStoreInAnotherTimeZoneIntegrationTest extends MariaDbStoreContract {
 
     private static final String SESSION_TIME_ZONE = "-12:00";
 
-    private static HikariDataSource DATA_SOURCE;
-    private static IdempotencyStore STORE;
-    private static Transactions TRANSACTIONS;
+    private static OwnDatabase DATABASE;
 
     @BeforeAll
-    static void database() {
-        DATA_SOURCE = TestMariaDb.newDatabase().dataSource(MIN_POOL_SIZE + 4,
-                config -> config.setConnectionInitSql("SET time_zone = '" + SESSION_TIME_ZONE + "'"));
-        new JdbcTemplate(DATA_SOURCE).execute(MariaDbIdempotencyStore.schema("idempotency_keys"));
-        STORE = new MariaDbIdempotencyStore(DATA_SOURCE, "idempotency_keys");
-        TRANSACTIONS = new SpringTransactions(new DataSourceTransactionManager(DATA_SOURCE));
+    static void makeDatabase() {
+        DATABASE = OwnDatabase.create(TestMariaDb.newDatabase().dataSource(MIN_POOL_SIZE + 4,
+                config -> config.setConnectionInitSql("SET time_zone = '" + SESSION_TIME_ZONE + "'")));
     }
 
     @AfterAll
     static void closePool() {
-        if (DATA_SOURCE != null) {
-            DATA_SOURCE.close();
-        }
+        OwnDatabase.close(DATABASE);
     }
 
     @Override
-    protected IdempotencyStore store() {
-        return STORE;
-    }
-
-    @Override
-    protected Transactions transactions() {
-        return TRANSACTIONS;
+    protected OwnDatabase database() {
+        return DATABASE;
     }
 
     @Test
     void theSessionsRunTwelveHoursBehindUtc() {
-        Long hours = new JdbcTemplate(DATA_SOURCE).queryForObject(
+        Long hours = new JdbcTemplate(pool()).queryForObject(
                 "SELECT TIMESTAMPDIFF(HOUR, UTC_TIMESTAMP(6), NOW(6)) + 0", Long.class);
         assertThat(hours).isEqualTo(-12);
     }
