@@ -92,8 +92,37 @@ class RawFormBodyIntegrationTest {
         assertThat(withKey).startsWith("HTTP/1.1 200 ").contains("amounts:0,1,2;");
     }
 
+    /**
+     * {@link #theHandlerReadsTheFormAsSentWithAKeyAsWithout}, for a form sent in chunks, without a declared length:
+     * without a key the container leaves it in the body for the handler, which must find it there with a key too.
+     */
+    @Test
+    void theHandlerReadsAFormSentInChunksAsSentWithAKeyAsWithout() throws Exception {
+        String form = "txn=44&amount=12.50&sig=abc";
+        String key = UUID.randomUUID().toString();
+
+        String withoutKey = postInChunks(null, form);
+        String withKey = postInChunks(key, form);
+        String replay = post(key, form);
+
+        assertThat(withoutKey).startsWith("HTTP/1.1 200 ").contains("read:" + form);
+        assertThat(withKey).startsWith("HTTP/1.1 200 ").contains("read:" + form);
+        assertThat(replay).as("the same form with its length").startsWith("HTTP/1.1 200 ")
+                .contains("Idempotent-Replayed: true").contains("read:" + form);
+    }
+
     private String post(String key, String form) throws IOException {
         return post("/signed-callbacks", key, form);
+    }
+
+    private String postInChunks(String key, String form) throws IOException {
+        String start = form.substring(0, form.length() / 2);
+        String end = form.substring(form.length() / 2);
+        return OrdersApplicationTest.raw(port, "POST /signed-callbacks HTTP/1.1\r\nHost: localhost\r\n"
+                + "Content-Type: application/x-www-form-urlencoded\r\nTransfer-Encoding: chunked\r\n"
+                + (key == null ? "" : "Idempotency-Key: " + key + "\r\n") + "Connection: close\r\n\r\n"
+                + Integer.toHexString(start.length()) + "\r\n" + start + "\r\n" + Integer.toHexString(end.length())
+                + "\r\n" + end + "\r\n0\r\n\r\n");
     }
 
     private String post(String target, String key, String form) throws IOException {
