@@ -111,6 +111,24 @@ class RawFormBodyIntegrationTest {
                 .contains("Idempotent-Replayed: true").contains("read:" + form);
     }
 
+    /**
+     * {@link #theHandlerReadsTheFormAsSentWithAKeyAsWithout}, for a form whose media type is spelled in another case:
+     * media types are case-insensitive, and the containers parse it as a form (Tomcat, as Jetty, compares the type
+     * in lower case), so it is read as any other form.
+     */
+    @Test
+    void theHandlerReadsAFormWhoseTypeIsInAnotherCaseAsSentWithAKeyAsWithout() throws Exception {
+        String form = "txn=45&amount=12.50&sig=abc";
+        String type = "Application/X-WWW-Form-Urlencoded";
+        String key = UUID.randomUUID().toString();
+
+        String withoutKey = post("/signed-callbacks", type, null, form);
+        String withKey = post("/signed-callbacks", type, key, form);
+
+        assertThat(withoutKey).startsWith("HTTP/1.1 200 ").contains("read:" + form);
+        assertThat(withKey).startsWith("HTTP/1.1 200 ").contains("read:" + form);
+    }
+
     private String post(String key, String form) throws IOException {
         return post("/signed-callbacks", key, form);
     }
@@ -126,8 +144,12 @@ class RawFormBodyIntegrationTest {
     }
 
     private String post(String target, String key, String form) throws IOException {
+        return post(target, "application/x-www-form-urlencoded", key, form);
+    }
+
+    private String post(String target, String type, String key, String form) throws IOException {
         return OrdersApplicationTest.raw(port, "POST " + target + " HTTP/1.1\r\nHost: localhost\r\n"
-                + "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: " + form.length() + "\r\n"
+                + "Content-Type: " + type + "\r\nContent-Length: " + form.length() + "\r\n"
                 + (key == null ? "" : "Idempotency-Key: " + key + "\r\n") + "Connection: close\r\n\r\n" + form);
     }
 }
