@@ -439,6 +439,19 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     /**
+     * {@link #aFormThatNamesItsCharsetIsTheSameRequestWhetherItDeclaresItsLengthOrComesInChunks}, for a form that
+     * names its charset twice: Jetty reads it in the first charset named, and the library, reading the same form
+     * when it declares its length, must too ({@code %E9} is text in ISO-8859-1, none in UTF-8).
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"application/x-www-form-urlencoded;charset=UTF-8;charset=ISO-8859-1",
+            "application/x-www-form-urlencoded;charset=ISO-8859-1;charset=UTF-8"})
+    void aFormThatNamesTwoCharsetsIsTheSameRequestWhetherItDeclaresItsLengthOrComesInChunks(String type)
+            throws Exception {
+        assertTheSameRequestHoweverFramed(type, "note=N&amount=%E9");
+    }
+
+    /**
      * {@link #aFormIsTheSameRequestWhetherItDeclaresItsLengthOrComesInChunks}, for a form of more values than the
      * containers take parameters, but of three names: Tomcat counts values and refuses it, Jetty counts names.
      */
