@@ -275,11 +275,11 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
      * Reads a form body that no one has read yet, parameters or bytes, into the copy, and takes its parameters from
      * there, before the library reads them: asked for them, the container would parse the form from its own stream,
      * and a handler that reads the form as sent (a provider's callback whose signature covers its bytes) would find
-     * nothing left. Only a form the container parses (a POST of the exact type, with a declared length within the
-     * cap and the size the containers take by default); its parameters are then the query's, as the container reads
-     * them, followed by the form's, read in the charset the container reads it in and with the parts without a name
-     * as it takes them (see {@link #isOnJetty()}): the same form in chunks, which the container parses, is the same
-     * request.
+     * nothing left. Only a form the container parses (a POST of the type, in any case, with a declared length within
+     * the cap and the size the containers take by default); its parameters are then the query's, as the container
+     * reads them, followed by the form's, read in the charset the container reads it in and with the parts without a
+     * name as it takes them (see {@link #isOnJetty()}): the same form in chunks, which the container parses, is the
+     * same request.
      *
      * @throws IllegalStateException if the form cannot be read or parsed, as the container refuses it
      */
@@ -360,13 +360,17 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         return formKept != null;
     }
 
+    /**
+     * Whether the containers parse a body of this type as a form: media types are case-insensitive, and Tomcat, as
+     * Jetty, compares the type in any case.
+     */
     private static boolean isParsedForm(String contentType) {
         if (contentType == null) {
             return false;
         }
         int semicolon = contentType.indexOf(';');
         String type = (semicolon < 0 ? contentType : contentType.substring(0, semicolon)).trim();
-        return type.equals("application/x-www-form-urlencoded");
+        return type.equalsIgnoreCase("application/x-www-form-urlencoded");
     }
 
     /** A form's %-escaped text (its bytes read as ISO-8859-1), decoded strictly in {@code charset}. */

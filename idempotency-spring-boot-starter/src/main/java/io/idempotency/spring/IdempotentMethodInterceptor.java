@@ -732,8 +732,8 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                     // written as JSON are longer than the form where they are many and short
                     recorded.checkLength(parsed.length);
                 }
-                // what the container did not parse as parameters (it reads only the exact lower-case type, and forms
-                // of some methods only) is still in the body, where the handler's converters read it
+                // what the container did not parse as parameters (forms of some methods only, and a form a filter
+                // or the handler's converters read first) is still in the body, where the handler's converters read it
                 byte[] unparsed = recorded.isFormKept() ? NOTHING : recorded.body();
                 this.unparsedForm = unparsed.length > 0;
                 this.body = unparsed.length == 0 ? parsed : CanonicalJson.canonicalize(

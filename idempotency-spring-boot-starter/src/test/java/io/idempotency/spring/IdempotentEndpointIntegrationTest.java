@@ -534,9 +534,10 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
 
     @Test
     void aFormTheContainerDidNotParseIsFingerprintedByItsBody() throws Exception {
-        // media types are case-insensitive: Spring MVC maps and reads this form, but the container parses only the
-        // exact lower-case type, so the parameters it offers do not include the body; in lower case the container
-        // parses it for the fingerprint, and the handler, which takes the form as its body, still reads it whole
+        // media types are case-insensitive: Spring MVC maps this form, and its converter reads it from the body (it
+        // takes the container's parameters for the lower-case type only) before the container parses it, so the
+        // parameters it offers do not include the body; in lower case the container parses it for the fingerprint,
+        // and the handler, which takes the form as its body, still reads it whole
         for (String type : new String[] {"Application/X-WWW-Form-Urlencoded", "application/x-www-form-urlencoded"}) {
             String key = UUID.randomUUID().toString();
             String note = "unparsed-form-" + key;
