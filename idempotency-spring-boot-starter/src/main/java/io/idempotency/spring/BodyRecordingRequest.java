@@ -292,6 +292,22 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         if (length <= 0 || length > limit || length > MAX_FORM_SIZE) {
             return; // left to the container, which refuses a form larger than it takes
         }
+        boolean onJetty = isOnJetty();
+        Charset named = null;
+        if (onJetty) {
+            // Jetty reads the form in the charset its type names, which it finds otherwise than Spring's MediaType
+            // where the type names one more than once (Jetty takes the first, MediaType the last) or does not parse
+            // (an empty one, which Jetty takes as none, or one unknown here): such a form is left to Jetty, which
+            // reads it alike, or refuses it alike, whether it declares its length or comes in chunks
+            try {
+                if (charsetParameters(getContentType()) > 1) {
+                    return;
+                }
+                named = MediaType.parseMediaType(getContentType()).getCharset();
+            } catch (IllegalArgumentException e) {
+                return;
+            }
+        }
         byte[] form;
         try {
             RecordingStream in = (RecordingStream) getInputStream();
@@ -300,10 +316,8 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         } catch (IOException e) {
             throw new IllegalStateException("the form could not be read", e);
         }
-        boolean onJetty = isOnJetty();
         Charset charset;
         try {
-            Charset named = onJetty ? MediaType.parseMediaType(getContentType()).getCharset() : null;
             charset = named != null ? named : charset();
         } catch (IllegalArgumentException e) {
             throw new IllegalStateException("the form's charset is not supported", e);
@@ -353,6 +367,35 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
             container = wrapper.getRequest();
         }
         return container.getClass().getName().startsWith("org.eclipse.jetty.");
+    }
+
+    /**
+     * How many parameters of a Content-Type name its charset, in any case: the parameters are split at the semicolons
+     * outside quoted strings.
+     */
+    private static int charsetParameters(String contentType) {
+        int count = 0;
+        boolean quoted = false;
+        int from = contentType.indexOf(';') + 1;
+        if (from == 0) {
+            return 0;
+        }
+        for (int i = from; i <= contentType.length(); i++) {
+            char c = i < contentType.length() ? contentType.charAt(i) : ';';
+            if (quoted && c == '\\') {
+                i++;
+            } else if (c == '"') {
+                quoted = !quoted;
+            } else if (c == ';' && !quoted) {
+                int equals = contentType.indexOf('=', from);
+                if (equals >= 0 && equals < i
+                        && contentType.substring(from, equals).trim().equalsIgnoreCase("charset")) {
+                    count++;
+                }
+                from = i + 1;
+            }
+        }
+        return count;
     }
 
     /** Whether {@link #keepFormBody()} read the form: its parameters are all parsed, none left in the body. */
