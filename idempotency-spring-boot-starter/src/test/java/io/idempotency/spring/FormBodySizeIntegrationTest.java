@@ -2,6 +2,7 @@ package io.idempotency.spring;
 
 import io.idempotency.core.Idempotent;
 import io.idempotency.testkit.TestPostgres;
+import jakarta.servlet.http.HttpServletRequest;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.SpringBootConfiguration;
@@ -62,6 +63,15 @@ class FormBodySizeIntegrationTest {
             jdbc.sql("insert into orders (note) values (?)").param(fields.get("note")).update();
             return Map.of("fields", fields.size());
         }
+
+        /** A callback whose handler reads the form as sent (its signature covers its bytes), then its fields. */
+        @PostMapping(path = "/signed-callbacks", consumes = "application/x-www-form-urlencoded")
+        @Idempotent
+        public Map<String, Object> signedCallback(HttpServletRequest request) throws IOException {
+            int read = request.getInputStream().readAllBytes().length;
+            jdbc.sql("insert into orders (note) values (?)").param(request.getParameter("note")).update();
+            return Map.of("read", read);
+        }
     }
 
     @LocalServerPort
@@ -97,6 +107,51 @@ class FormBodySizeIntegrationTest {
         assertThat(answer).startsWith("HTTP/1.1 413 ").contains("idempotency-request-too-large");
         assertThat(TestDatabases.rows(DATABASE, note)).isZero();
         assertThat(TestDatabases.keyRows(DATABASE, key)).isZero();
+    }
+
+    /**
+     * A form the library reads into its copy, for a handler that reads it as sent, is measured as sent, however it is
+     * framed: one within the cap whose parameters, many and short, are longer written as JSON is run sent in chunks
+     * as with its length, and one above it is refused either way.
+     */
+    @Test
+    void aFormReadAsSentIsMeasuredAsSentWhetherItDeclaresItsLengthOrComesInChunks() throws Exception {
+        for (boolean chunkedFirst : new boolean[] {false, true}) {
+            String key = UUID.randomUUID().toString();
+            String note = "signed-" + key.substring(0, 8);
+            StringBuilder form = new StringBuilder("note=" + note);
+            for (int i = 0; i < 32; i++) {
+                form.append("&f").append(i).append("=1");
+            }
+            String what = chunkedFirst ? "chunked first" : "with its length first";
+
+            String first = post("/signed-callbacks", key, form.toString(), chunkedFirst);
+            String retry = post("/signed-callbacks", key, form.toString(), !chunkedFirst);
+
+            assertThat(first).as(what).startsWith("HTTP/1.1 200 ").contains("\"read\":" + form.length());
+            assertThat(retry).as(what).startsWith("HTTP/1.1 200 ").contains("Idempotent-Replayed: true");
+            assertThat(TestDatabases.rows(DATABASE, note)).as(what).isEqualTo(1);
+
+            String largeKey = UUID.randomUUID().toString();
+            String large = "note=large-" + note + "&padding=" + "x".repeat(256);
+            assertThat(post("/signed-callbacks", largeKey, large, chunkedFirst)).as(what)
+                    .startsWith("HTTP/1.1 413 ").contains("idempotency-request-too-large");
+            assertThat(TestDatabases.keyRows(DATABASE, largeKey)).as(what).isZero();
+        }
+    }
+
+    private String post(String target, String key, String form, boolean chunked) throws IOException {
+        String head = "POST " + target + " HTTP/1.1\r\nHost: localhost\r\n"
+                + "Content-Type: application/x-www-form-urlencoded\r\nIdempotency-Key: " + key + "\r\n"
+                + "Connection: close\r\n";
+        if (!chunked) {
+            return OrdersApplicationTest.raw(port, head + "Content-Length: " + form.length() + "\r\n\r\n" + form);
+        }
+        String start = form.substring(0, form.length() / 2);
+        String end = form.substring(form.length() / 2);
+        return OrdersApplicationTest.raw(port, head + "Transfer-Encoding: chunked\r\n\r\n"
+                + Integer.toHexString(start.length()) + "\r\n" + start + "\r\n" + Integer.toHexString(end.length())
+                + "\r\n" + end + "\r\n0\r\n\r\n");
     }
 
     private String post(String key, String form) throws IOException {
