@@ -50,6 +50,13 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         }
     }
 
+    /** Thrown by {@link #keepFormBody()} when a form sent without a declared length is larger than the cap. */
+    static final class FormTooLargeException extends IllegalStateException {
+        FormTooLargeException(long limit) {
+            super("the request body is larger than " + limit + " bytes");
+        }
+    }
+
     /**
      * Most parameters a form read by {@link #keepFormBody()} may have, counted as the container counts them: as many
      * values, with its query's, as Tomcat takes by default ({@code server.tomcat.max-parameter-count}), or as many
@@ -62,6 +69,13 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
      * ({@code server.jetty.max-http-form-post-size}; Tomcat's {@code max-http-form-post-size} is 2 MB).
      */
     static final int MAX_FORM_SIZE = 200_000;
+
+    /**
+     * Largest form Tomcat parses by default ({@code server.tomcat.max-http-form-post-size}): a form sent without a
+     * declared length, which {@link #keepFormBody()} reads whatever its size, is refused above it on Tomcat, as Tomcat
+     * refuses it, and above {@link #MAX_FORM_SIZE} on Jetty.
+     */
+    static final int MAX_TOMCAT_FORM_SIZE = 2 * 1024 * 1024;
 
     private final int limit;
     private final Copy copy = new Copy();
@@ -276,11 +290,14 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
      * there, before the library reads them: asked for them, the container would parse the form from its own stream,
      * and a handler that reads the form as sent (a provider's callback whose signature covers its bytes) would find
      * nothing left. Only a form the container parses (a POST of the type, in any case, with a declared length within
-     * the cap and the size the containers take by default); its parameters are then the query's, as the container
-     * reads them, followed by the form's, read in the charset the container reads it in and with the parts without a
-     * name as it takes them (see {@link #isOnJetty()}): the same form in chunks, which the container parses, is the
-     * same request.
+     * the cap and the size the containers take by default, or sent in chunks without one); its parameters are then
+     * the query's, as the container reads them, followed by the form's, read in the charset the container reads it in
+     * and with the parts without a name as it takes them (see {@link #isOnJetty()}): the same form, read here or by
+     * the container (a larger one, or one whose parameters the application asked for first), is the same request.
+     * A form sent in chunks is read whatever its size, its length being known only once it is read: it is refused
+     * above the cap, as one that declares a larger length is, and above the size the container takes.
      *
+     * @throws FormTooLargeException if a form sent without a declared length is larger than the cap
      * @throws IllegalStateException if the form cannot be read or parsed, as the container refuses it
      */
     void keepFormBody() {
@@ -289,7 +306,7 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
             return;
         }
         long length = getContentLengthLong();
-        if (length <= 0 || length > limit || length > MAX_FORM_SIZE) {
+        if (length == 0 || length > limit || length > MAX_FORM_SIZE) {
             return; // left to the container, which refuses a form larger than it takes
         }
         boolean onJetty = isOnJetty();
@@ -315,6 +332,12 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
             form = copy.toByteArray();
         } catch (IOException e) {
             throw new IllegalStateException("the form could not be read", e);
+        }
+        if (overflow) {
+            throw new FormTooLargeException(limit);
+        }
+        if (form.length > (onJetty ? MAX_FORM_SIZE : MAX_TOMCAT_FORM_SIZE)) {
+            throw new IllegalStateException("the form is larger than the container takes");
         }
         Charset charset;
         try {

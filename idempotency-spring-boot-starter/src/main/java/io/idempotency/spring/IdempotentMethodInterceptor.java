@@ -463,6 +463,11 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
      */
     private Object unreadableParameters(IdempotentExchange exchange, UnreadableParametersException e,
                                         String instance) {
+        if (e.getCause() instanceof BodyRecordingRequest.FormTooLargeException tooLarge) {
+            // a form sent in chunks, read to be kept for the handler: larger than the cap, as a declared length says
+            return answer(exchange, problems.render(ProblemResponses.Problem.REQUEST_TOO_LARGE,
+                    "The request body is too large to be fingerprinted: " + tooLarge.getMessage() + ".", instance));
+        }
         log.debug("The parameters of {} {} cannot be read: {}", exchange.request().getMethod(),
                 IdempotencyFilter.loggedPath(exchange.request()), e.getCause().getClass().getName());
         return answer(exchange, problems.render(ProblemResponses.Problem.BODY_INVALID,
@@ -726,10 +731,11 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 recorded.checkDeclaredLength();
                 Map<String, Object> parameters = formParameters(request);
                 byte[] parsed = CanonicalJson.canonicalize(parameters);
-                if (recorded.getContentLengthLong() < 0) {
+                if (recorded.getContentLengthLong() < 0 && !recorded.isFormKept()) {
                     // a chunked form declares no length, and the container has read it: measured by its parameters
-                    // as they are fingerprinted. A declared length is the form as sent, checked above: its parameters
-                    // written as JSON are longer than the form where they are many and short
+                    // as they are fingerprinted. A declared length is the form as sent, checked above, as is a form
+                    // read into the copy: its parameters written as JSON are longer than the form where they are
+                    // many and short
                     recorded.checkLength(parsed.length);
                 }
                 // what the container did not parse as parameters (forms of some methods only, and a form a filter
