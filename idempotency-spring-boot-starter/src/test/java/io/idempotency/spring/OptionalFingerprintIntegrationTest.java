@@ -1,0 +1,133 @@
+package io.idempotency.spring;
+
+import io.idempotency.core.Idempotent;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.web.server.LocalServerPort;
+import org.springframework.context.annotation.Import;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestParam;
+import org.springframework.web.bind.annotation.RestController;
+
+import java.math.BigDecimal;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.util.List;
+import java.util.Optional;
+import java.util.UUID;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * A fingerprint expression naming an {@code Optional} parameter ({@code @RequestParam Optional<List<String>>}): the
+ * value it holds is compared by its content, as the same parameter without the {@code Optional} is, and as a key
+ * expression compares the value a present {@code Optional} holds. Compared as the {@code Optional}'s
+ * {@code toString()}, a list's elements lose their bounds ({@code [a, b, c]} is both {@code a, b, c} and
+ * {@code "a, b", c}) and a number its value ({@code 1250} and {@code 1.25e3} are one number).
+ */
+@SpringBootTest(classes = OptionalFingerprintIntegrationTest.App.class,
+        webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
+@Tag("container")
+class OptionalFingerprintIntegrationTest {
+
+    private static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
+    private static final AtomicInteger RUNS = new AtomicInteger();
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        TestDatabases.register(registry, DATABASE);
+    }
+
+    @SpringBootConfiguration
+    @EnableAutoConfiguration
+    @Import(BasketController.class)
+    static class App {
+    }
+
+    @RestController
+    public static class BasketController {
+
+        @PostMapping("/baskets")
+        @Idempotent(fingerprint = "#items")
+        public String basket(@RequestParam Optional<List<String>> items) {
+            RUNS.incrementAndGet();
+            return items.map(list -> list.size() + " items: " + String.join("|", list)).orElse("empty");
+        }
+
+        @PostMapping("/quotes")
+        @Idempotent(fingerprint = "#amount")
+        public String quote(@RequestParam Optional<BigDecimal> amount) {
+            RUNS.incrementAndGet();
+            return amount.map(value -> "quoted " + value.toPlainString()).orElse("nothing quoted");
+        }
+    }
+
+    @LocalServerPort
+    int port;
+
+    final HttpClient http = HttpClient.newHttpClient();
+
+    private HttpResponse<String> post(String pathAndQuery, String key) throws Exception {
+        return http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + pathAndQuery))
+                        .header("Idempotency-Key", key).POST(HttpRequest.BodyPublishers.noBody()).build(),
+                HttpResponse.BodyHandlers.ofString());
+    }
+
+    /**
+     * Three items, then two of which the first holds a comma: the handler sees other items, so the key reused for
+     * them is refused, not answered with the three items' answer.
+     */
+    @Test
+    void anOptionalListIsFingerprintedByItsElements() throws Exception {
+        String key = UUID.randomUUID().toString();
+        HttpResponse<String> first = post("/baskets?items=a&items=b&items=c", key);
+        int runs = RUNS.get();
+        HttpResponse<String> other = post("/baskets?items=a,%20b&items=c", key);
+        HttpResponse<String> otherUnderItsOwnKey = post("/baskets?items=a,%20b&items=c", UUID.randomUUID().toString());
+
+        assertThat(first.statusCode()).as(first.body()).isEqualTo(200);
+        assertThat(first.body()).isEqualTo("3 items: a|b|c");
+        assertThat(other.headers().firstValue("Idempotent-Replayed")).as(other.body()).isEmpty();
+        assertThat(other.statusCode()).as(other.body()).isEqualTo(422);
+        assertThat(other.body()).contains("idempotency-key-mismatch");
+        assertThat(otherUnderItsOwnKey.body()).as("what the handler makes of the other items")
+                .isEqualTo("2 items: a, b|c");
+        assertThat(RUNS).as("handler runs").hasValue(runs + 1);
+    }
+
+    /** The same number written otherwise is the same request, as for a {@code BigDecimal} parameter: a replay. */
+    @Test
+    void anOptionalNumberIsFingerprintedByItsValue() throws Exception {
+        String key = UUID.randomUUID().toString();
+        HttpResponse<String> first = post("/quotes?amount=1250", key);
+        int runs = RUNS.get();
+        HttpResponse<String> sameValue = post("/quotes?amount=1.25e3", key);
+
+        assertThat(first.statusCode()).as(first.body()).isEqualTo(200);
+        assertThat(sameValue.statusCode()).as(sameValue.body()).isEqualTo(200);
+        assertThat(sameValue.headers().firstValue("Idempotent-Replayed")).as(sameValue.body()).hasValue("true");
+        assertThat(sameValue.body()).isEqualTo(first.body());
+        assertThat(RUNS).as("handler runs").hasValue(runs);
+    }
+
+    /** An absent parameter and its retry are one request. */
+    @Test
+    void anEmptyOptionalIsReplayed() throws Exception {
+        String key = UUID.randomUUID().toString();
+        HttpResponse<String> first = post("/baskets", key);
+        HttpResponse<String> retry = post("/baskets", key);
+
+        assertThat(first.body()).isEqualTo("empty");
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).as(retry.body()).hasValue("true");
+        assertThat(retry.body()).isEqualTo("empty");
+    }
+}
