@@ -13,6 +13,7 @@ import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.TreeMap;
 
 /**
@@ -58,7 +59,8 @@ public final class CanonicalJson {
     /**
      * The canonical UTF-8 form of a parsed value (as {@link #parse} returns, or any mix of those types). Other values
      * are written too: any number by its decimal value (NaN and the infinities as text), collections and arrays
-     * by their elements, anything else as the text of its {@code toString()}.
+     * by their elements, an {@code Optional} as the value it holds ({@code null} when empty), anything else as the
+     * text of its {@code toString()}.
      */
     public static byte[] canonicalize(Object value) {
         StringBuilder out = new StringBuilder();
@@ -91,7 +93,11 @@ public final class CanonicalJson {
     }
 
     private static void write(Object value, StringBuilder out) {
-        if (value == null) {
+        if (value instanceof Optional<?> optional) {
+            // its toString() writes the value it holds by that value's toString(): a list's elements lose their
+            // bounds ("[a, b]" is also the one element "a, b") and a number is compared as it is spelt
+            write(optional.orElse(null), out);
+        } else if (value == null) {
             out.append("null");
         } else if (value instanceof Map<?, ?> map) {
             TreeMap<String, Object> sorted = new TreeMap<>();

@@ -652,6 +652,20 @@ class CanonicalJsonTest {
                 .isEqualTo("[\"NaN\",\"-Infinity\",\"Infinity\",2]");
     }
 
+    @Test
+    void anOptionalIsWrittenAsTheValueItHolds() {
+        // a parameter such as @RequestParam Optional<List<String>>: its toString() would write "[a, b]" for the one
+        // element "a, b" too, and a number as it is spelt
+        assertThat(new String(CanonicalJson.canonicalize(java.util.Optional.of(List.of("a, b", "c"))), UTF_8))
+                .isEqualTo("[\"a, b\",\"c\"]");
+        assertThat(CanonicalJson.canonicalize(java.util.Optional.of(List.of("a", "b", "c"))))
+                .isNotEqualTo(CanonicalJson.canonicalize(java.util.Optional.of(List.of("a, b", "c"))));
+        assertThat(CanonicalJson.canonicalize(java.util.Optional.of(new BigDecimal("1.25e3"))))
+                .isEqualTo(CanonicalJson.canonicalize(new BigDecimal("1250")));
+        assertThat(new String(CanonicalJson.canonicalize(List.of(java.util.Optional.empty(),
+                java.util.Optional.of(Map.of("b", 1, "a", 2)))), UTF_8)).isEqualTo("[null,{\"a\":2,\"b\":1}]");
+    }
+
     /**
      * The canonical text of a number is what {@link BigDecimal#stripTrailingZeros()} gives, also for the long numbers
      * whose zeros are counted on the digits: numbers of 1 to 1000 digits, with and without trailing zeros, both signs,
