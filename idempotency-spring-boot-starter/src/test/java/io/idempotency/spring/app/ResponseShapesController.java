@@ -76,6 +76,17 @@ public class ResponseShapesController {
                         .filter(name -> name.toLowerCase(Locale.ROOT).contains("range")).toList();
     }
 
+    /**
+     * A text body under a status whose answer has none (204, 205): Spring MVC's converter sets its length as a header,
+     * then writes it.
+     */
+    @PostMapping("/no-content-text")
+    @Idempotent
+    public ResponseEntity<String> noContentText(@RequestBody OrderController.OrderRequest request,
+                                                @RequestParam int status) {
+        return ResponseEntity.status(status).body("order " + insert(request.note()));
+    }
+
     @PostMapping(path = "/bytes", produces = "application/pdf")
     @Idempotent
     public byte[] bytes(@RequestBody OrderController.OrderRequest request) {
