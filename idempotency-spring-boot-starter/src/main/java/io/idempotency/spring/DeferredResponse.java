@@ -39,6 +39,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     private static final String CONTENT_TYPE = "Content-Type";
     private static final String SET_COOKIE = "Set-Cookie";
     private static final String TRANSFER_ENCODING = "Transfer-Encoding";
+    private static final String CONTENT_LENGTH = "Content-Length";
     private static final int SC_PROCESSING = 102;
     private static final int SC_EARLY_HINTS = 103;
 
@@ -130,7 +131,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     }
 
     private static boolean isContainerState(String name) {
-        return CONTENT_TYPE.equalsIgnoreCase(name) || "Content-Length".equalsIgnoreCase(name)
+        return CONTENT_TYPE.equalsIgnoreCase(name) || CONTENT_LENGTH.equalsIgnoreCase(name)
                 || "Set-Cookie".equalsIgnoreCase(name);
     }
 
@@ -217,7 +218,11 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     /**
      * Sends the captured answer, every header included, to the client; but a {@code Transfer-Encoding} (a handler
      * passing on an upstream answer's headers), which would contradict the length the held body is sent with: the
-     * container frames the body, and a client would read it as chunks it is not in (RFC 9112, section 6.3). Header
+     * container frames the body, and a client would read it as chunks it is not in (RFC 9112, section 6.3); nor a
+     * {@code Content-Length} set as a header (Spring MVC's converters of text and bytes set one before writing): the
+     * container is given the length of the body sent, and none for a status whose answer has no body, where a held
+     * one would name the body left out (Jetty fails a 204 that names one after the commit, and sends a 205 with it, to
+     * be read for bytes that never come). Header
      * values go to the container as a stored answer keeps them ({@link IdempotencyFilter#asSent}): containers differ
      * in what they make of control characters (Jetty sends a DEL as it is, Tomcat a space), and a replay must carry
      * what the first answer carried.
@@ -229,6 +234,9 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         headersBefore.keySet().stream().filter(name -> !headers.containsKey(name)).toList()
                 .forEach(removed -> response.setHeader(removed, null)); // removed while capturing (a reset)
         headers.forEach((name, values) -> {
+            if (CONTENT_LENGTH.equalsIgnoreCase(name)) {
+                return; // never held before the capture (the container's own state): it frames what is sent below
+            }
             if (TRANSFER_ENCODING.equalsIgnoreCase(name)) {
                 if (headersBefore.containsKey(name)) {
                     response.setHeader(name, null);
