@@ -3,6 +3,7 @@ package io.idempotency.spring;
 import org.junit.jupiter.api.Test;
 
 import java.io.IOException;
+import java.net.URLEncoder;
 import java.nio.charset.StandardCharsets;
 import java.util.UUID;
 
@@ -106,6 +107,31 @@ class ResponseShapesIntegrationTest extends OrdersApplicationTest {
                     .isEqualTo(header(first, "Content-Length"));
             assertThat(body(replay)).as("status %d", status).isEmpty();
             assertThat(rows(note)).as("status %d", status).isEqualTo(1);
+        }
+    }
+
+    @Test
+    void theContentTypeAHandlerSetsIsTheSameInTheFirstAnswerAndInEveryReplay() throws Exception {
+        // a charset the container writes another way (Jetty writes UTF-16 as utf-16, and a quoted one unquoted, when
+        // it is set as the response's encoding), or among other parameters: the first answer must not carry what
+        // the container makes of it while the replays carry it as it was set
+        for (String type : new String[] {"text/plain;charset=UTF-16", "text/plain; charset=\"UTF-16\"",
+                "text/csv; charset=UTF-16; header=present"}) {
+            String key = UUID.randomUUID().toString();
+            String note = "typed-" + key;
+            String query = "?type=" + URLEncoder.encode(type, StandardCharsets.UTF_8);
+
+            String first = raw("/shapes/typed" + query, key, note, "");
+            String replay = raw("/shapes/typed" + query, key, note, "");
+            String alone = raw("/shapes/typed/unguarded" + query, key, note + "-alone", "");
+
+            assertThat(first).as(type).startsWith("HTTP/1.1 200 ");
+            assertThat(header(first, "Content-Type").replace(" ", "").replace("\"", "")).as(type)
+                    .isEqualToIgnoringCase(header(alone, "Content-Type").replace(" ", "").replace("\"", ""));
+            assertThat(replay).as(type).startsWith("HTTP/1.1 200 ").contains("Idempotent-Replayed: true");
+            assertThat(header(replay, "Content-Type")).as(type).isEqualTo(header(first, "Content-Type"));
+            assertThat(body(replay)).as(type).isEqualTo(body(first));
+            assertThat(rows(note)).as(type).isEqualTo(1);
         }
     }
 

@@ -87,6 +87,23 @@ public class ResponseShapesController {
         return ResponseEntity.status(status).body("order " + insert(request.note()));
     }
 
+    /** Bytes in the content type given, which names their charset, written through the output stream. */
+    @PostMapping("/typed")
+    @Idempotent
+    public void typed(@RequestBody OrderController.OrderRequest request, @RequestParam String type,
+                      HttpServletResponse response) throws IOException {
+        long id = insert(request.note());
+        response.setContentType(type);
+        response.getOutputStream().write(("order " + id).getBytes(StandardCharsets.UTF_16));
+    }
+
+    /** {@link #typed} on an endpoint that is not idempotent: what the container sends alone. */
+    @PostMapping("/typed/unguarded")
+    public void typedUnguarded(@RequestBody OrderController.OrderRequest request, @RequestParam String type,
+                               HttpServletResponse response) throws IOException {
+        typed(request, type, response);
+    }
+
     @PostMapping(path = "/bytes", produces = "application/pdf")
     @Idempotent
     public byte[] bytes(@RequestBody OrderController.OrderRequest request) {
