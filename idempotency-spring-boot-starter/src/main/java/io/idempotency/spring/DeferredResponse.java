@@ -250,7 +250,11 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         if (trailerFields != null) {
             response.setTrailerFields(trailerFields);
         }
-        if (chosenEncoding() != null) {
+        List<String> types = headers.get(CONTENT_TYPE);
+        if (chosenEncoding() != null && (types == null || types.isEmpty() || charsetOf(types.get(0)) == null)) {
+            // a held type that names the charset told the container already, as a replay tells it: set again, Jetty
+            // would rebuild the header its own way (utf-16 for UTF-16, unquoted, after the other parameters), and
+            // the first answer would carry another Content-Type than its replays
             response.setCharacterEncoding(chosenEncoding());
         }
         if (errorSent && !taken) {
