@@ -874,6 +874,45 @@ class PostgresSchemaIntegrationTest {
     }
 
     /**
+     * So does a unique key on expressions over the key columns: one on {@code lower(caller)} (for names that should
+     * not differ in case) makes "Alice" and "alice" collide, and the second caller's claim fails on it for as long as
+     * the first one's record is kept, as with a key on some of the columns. Such a table stops the start too; a unique
+     * key that holds all three columns as they are, beside an expression, makes no distinct keys collide.
+     */
+    @Test
+    void aUniqueKeyOnExpressionsOverTheKeyColumnsIsRefused() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute(IdempotencySchema.postgresql("callers_folded"));
+            jdbc.execute("create unique index callers_folded_lower_idx on callers_folded (lower(caller), scope,"
+                    + " idempotency_key)");
+
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "callers_folded");
+            TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+            transaction.execute(status -> store.claim(new ClaimRequest(new ScopedKey("Alice", "POST /x", "k-1"),
+                    "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1))));
+            assertThatThrownBy(() -> transaction.execute(status -> store.claim(new ClaimRequest(
+                    new ScopedKey("alice", "POST /x", "k-1"), "c".repeat(64), Duration.ofDays(1),
+                    Duration.ofSeconds(1))))).as("what the check prevents").hasStackTraceContaining("duplicate key");
+
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "callers_folded").verify(),
+                    "callers_folded_lower_idx");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "callers_folded").migrate(),
+                    "callers_folded_lower_idx");
+
+            jdbc.execute(IdempotencySchema.postgresql("keys_folded"));
+            jdbc.execute("create unique index keys_folded_lower_idx on keys_folded (lower(idempotency_key))");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "keys_folded").verify(),
+                    "keys_folded_lower_idx");
+
+            jdbc.execute(IdempotencySchema.postgresql("keys_and_more"));
+            jdbc.execute("create unique index keys_and_more_idx on keys_and_more (caller, scope, idempotency_key,"
+                    + " lower(status))");
+            new IdempotencySchemaMigrator(dataSource, "keys_and_more").verify();
+        }
+    }
+
+    /**
      * A precision on the time columns (Hibernate's DDL writes {@code timestamp(6) with time zone}, a DBA may write
      * {@code timestamptz(3)}) keeps them timestamptz: the table is the library's, and the start goes on.
      */
