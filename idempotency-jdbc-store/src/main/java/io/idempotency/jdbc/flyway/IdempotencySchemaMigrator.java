@@ -378,16 +378,24 @@ public final class IdempotencySchemaMigrator {
                 }
             }
             // a unique key on only some of the key columns makes distinct callers', scopes' or keys' records collide:
-            // the claim's insert is arbitrated on all three only, and fails on it
+            // the claim's insert is arbitrated on all three only, and fails on it. So does one on expressions over
+            // them (lower(caller): "Alice" and "alice" one caller). A key that holds all three as they are cannot,
+            // nor one that reads another column (a surrogate id; for an expression, any column it depends on, as
+            // PostgreSQL records it)
             try (PreparedStatement statement = connection.prepareStatement("SELECT c.relname, (SELECT"
-                    + " string_agg(a.attname, ', ' ORDER BY k.n) FROM unnest((i.indkey::int2[])[0:i.indnkeyatts - 1])"
-                    + " WITH ORDINALITY AS k(attnum, n) JOIN pg_attribute a ON a.attrelid = i.indrelid"
-                    + " AND a.attnum = k.attnum) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
-                    + " WHERE i.indrelid = to_regclass(?) AND i.indisunique AND i.indexprs IS NULL"
-                    + " AND i.indnkeyatts < 3 AND NOT EXISTS (SELECT 1 FROM pg_attribute a"
-                    + " WHERE a.attrelid = i.indrelid"
+                    + " string_agg(pg_get_indexdef(i.indexrelid, k, true), ', ' ORDER BY k)"
+                    + " FROM generate_series(1, i.indnkeyatts) AS k) FROM pg_index i"
+                    + " JOIN pg_class c ON c.oid = i.indexrelid"
+                    + " WHERE i.indrelid = to_regclass(?) AND i.indisunique"
+                    + " AND (SELECT count(DISTINCT a.attname) FROM pg_attribute a WHERE a.attrelid = i.indrelid"
                     + " AND a.attnum = ANY ((i.indkey::int2[])[0:i.indnkeyatts - 1])"
-                    + " AND a.attname NOT IN ('caller', 'scope', 'idempotency_key'))")) {
+                    + " AND a.attname IN ('caller', 'scope', 'idempotency_key')) < 3"
+                    + " AND NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = i.indrelid"
+                    + " AND a.attname NOT IN ('caller', 'scope', 'idempotency_key')"
+                    + " AND (a.attnum = ANY ((i.indkey::int2[])[0:i.indnkeyatts - 1])"
+                    + " OR i.indexprs IS NOT NULL AND a.attnum IN (SELECT d.refobjsubid FROM pg_depend d"
+                    + " WHERE d.classid = 'pg_class'::regclass AND d.objid = i.indexrelid"
+                    + " AND d.refclassid = 'pg_class'::regclass AND d.refobjid = i.indrelid)))")) {
                 statement.setString(1, tableName);
                 try (ResultSet rs = statement.executeQuery()) {
                     while (rs.next()) {
