@@ -81,6 +81,27 @@ class MariaDbTableCheckTest {
                 "key_only", "idempotency_key");
     }
 
+    /**
+     * A unique key on a column generated from the key columns (lower(caller), for names that should not differ in
+     * case) makes distinct callers' keys collide as one on some of the key columns does: "alice" cannot claim the key
+     * "Alice" holds. Such a table is refused too.
+     */
+    @Test
+    void aUniqueKeyOnAColumnGeneratedFromTheKeyColumnsIsRefusedAtStartup() {
+        String table = SCRIPT.replace("PRIMARY KEY (caller, scope, idempotency_key),",
+                "folded_caller varchar(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin AS (lower(caller)) VIRTUAL,"
+                        + " PRIMARY KEY (caller, scope, idempotency_key),"
+                        + " UNIQUE KEY callers_folded (folded_caller, scope, idempotency_key),");
+        HikariDataSource dataSource = databaseWith(table);
+        ClaimResult alice = claim(dataSource, "api_requests", new ScopedKey("Alice", "POST /payments", "k-1"));
+        assertThat(alice).isInstanceOf(ClaimResult.Claimed.class);
+        assertThatThrownBy(() -> claim(dataSource, "api_requests", new ScopedKey("alice", "POST /payments", "k-1")))
+                .as("what the check prevents: another caller's record in the way")
+                .hasMessageContaining("could not claim");
+
+        refused(dataSource, "api_requests", "callers_folded", "folded_caller");
+    }
+
     @Test
     void timesInSessionTimeZonesOrWithoutFractionsAreRefusedAtStartup() {
         refused(SCRIPT.replace("expires_at       datetime(6)", "expires_at       timestamp(6)"),
