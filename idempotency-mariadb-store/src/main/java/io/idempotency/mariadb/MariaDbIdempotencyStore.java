@@ -24,13 +24,16 @@ import java.time.LocalDateTime;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 import java.util.UUID;
 import java.util.function.IntSupplier;
+import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
@@ -80,6 +83,8 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
      */
     private static final Duration MAX_RETENTION = Duration.ofDays(365L * 7000);
     private static final Pattern TABLE_NAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_]{0,63}");
+    /** A column as a generated column's expression names it: quoted, a backquote in it doubled. */
+    private static final Pattern QUOTED_NAME = Pattern.compile("`((?:[^`]|``)*)`");
     private static final String NOW = "UTC_TIMESTAMP(6)";
     private static final String NO_WAIT = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR ";
     private static final String COLUMNS = "status, request_hash, fencing_token, response_status, response_headers,"
@@ -219,9 +224,9 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
      * "alice", or "k" and "k ", one caller or one key, and answer each with the other's stored answers; a unique key
      * on exactly those three columns, whole (no prefix), that is the primary key (InnoDB checks an insert against a
      * secondary unique key with next-key locks, which would hold claims of other keys back), and no unique key on only
-     * some of them; the stored body a
-     * {@code longblob} (or a {@code mediumblob}, 16 MB) — a {@code blob} holds 64 KB, and a larger answer would be
-     * refused or, where the SQL mode is not strict, cut short and replayed so — and the stored headers a text of at
+     * some of them, nor on columns generated from them ({@code lower(caller)}); the stored body a {@code longblob}
+     * (or a {@code mediumblob}, 16 MB) — a {@code blob} holds 64 KB, and a larger answer would be refused or, where
+     * the SQL mode is not strict, cut short and replayed so — and the stored headers a text of at
      * least 64 KB ({@code text}, {@code mediumtext}, {@code longtext}) in {@code utf8mb4} (a header value outside
      * {@code latin1} or {@code utf8mb3} would be refused, or replayed mangled); the times {@code datetime} of at least
      * millisecond precision, not {@code timestamp} (read in each session's time zone, and ending in 2038), and
@@ -237,6 +242,8 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
         Map<String, Column> columns = new HashMap<>();
         List<String> requiringAValue = new ArrayList<>();
         List<String> setOnUpdate = new ArrayList<>();
+        // the columns a generated column is computed from, as its expression names them (`caller`)
+        Map<String, Set<String>> generatedFrom = new HashMap<>();
         List<Map<String, Object>> found = jdbc.queryForList("SELECT t.ENGINE AS engine,"
                 + " c.COLUMN_NAME AS name, c.DATA_TYPE AS type, c.CHARACTER_MAXIMUM_LENGTH AS length,"
                 + " c.COLLATION_NAME AS collation, c.CHARACTER_SET_NAME AS charset,"
@@ -244,7 +251,7 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
                 // NOT NULL and filled by nothing: no default (a DEFAULT NULL reads 'NULL'), not AUTO_INCREMENT
                 + " c.IS_NULLABLE = 'NO' AND c.COLUMN_DEFAULT IS NULL AND c.EXTRA NOT LIKE '%auto_increment%'"
                 + " AND c.EXTRA NOT LIKE '%GENERATED%' AS requires_value,"
-                + " c.EXTRA LIKE '%on update%' AS on_update"
+                + " c.EXTRA LIKE '%on update%' AS on_update, c.GENERATION_EXPRESSION AS generated"
                 + " FROM information_schema.TABLES t LEFT JOIN information_schema.COLUMNS c"
                 + " ON c.TABLE_SCHEMA = t.TABLE_SCHEMA AND c.TABLE_NAME = t.TABLE_NAME"
                 + " WHERE t.TABLE_SCHEMA = DATABASE() AND t.TABLE_NAME = ?", tableName);
@@ -267,6 +274,14 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
                 }
                 if (row.get("on_update") != null && ((Number) row.get("on_update")).intValue() == 1) {
                     setOnUpdate.add(((String) row.get("name")).toLowerCase(Locale.ROOT));
+                }
+                if (row.get("generated") != null) {
+                    Set<String> from = new HashSet<>();
+                    Matcher named = QUOTED_NAME.matcher((String) row.get("generated"));
+                    while (named.find()) {
+                        from.add(named.group(1).replace("``", "`").toLowerCase(Locale.ROOT));
+                    }
+                    generatedFrom.put(((String) row.get("name")).toLowerCase(Locale.ROOT), from);
                 }
             }
         }
@@ -364,9 +379,13 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
         for (Map.Entry<String, List<String>> unique : uniqueKeys.entrySet()) {
             List<String> indexed = unique.getValue();
             boolean onKeyColumnsOnly = KEY_COLUMNS.containsAll(indexed);
+            // a column generated from key columns only (lower(caller)) tells no more apart than they do
+            boolean fromKeyColumnsOnly = indexed.stream().allMatch(column -> KEY_COLUMNS.contains(column)
+                    || generatedFrom.containsKey(column) && KEY_COLUMNS.containsAll(generatedFrom.get(column)));
+            boolean holdsTheKey = indexed.containsAll(KEY_COLUMNS) && !prefixed.get(unique.getKey());
             if (onKeyColumnsOnly && indexed.size() == KEY_COLUMNS.size() && !prefixed.get(unique.getKey())) {
                 key = true;
-            } else if (onKeyColumnsOnly) {
+            } else if (fromKeyColumnsOnly && !holdsTheKey) {
                 problems.add("its unique key " + unique.getKey() + " on (" + String.join(", ", indexed) + ")"
                         + (prefixed.get(unique.getKey()) ? ", of a prefix," : "") + " makes records of distinct"
                         + " callers, scopes or keys collide");
