@@ -913,6 +913,33 @@ class PostgresSchemaIntegrationTest {
     }
 
     /**
+     * An exclusion constraint on some of the key columns with equality ({@code EXCLUDE (idempotency_key WITH =)}) is
+     * such a unique key under another name: the second caller's claim of a key fails on it. Such a table stops the
+     * start too.
+     */
+    @Test
+    void anExclusionConstraintOnSomeOfTheKeyColumnsIsRefused() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute(IdempotencySchema.postgresql("keys_excluded"));
+            jdbc.execute("alter table keys_excluded add constraint keys_excluded_key_excl exclude using btree"
+                    + " (idempotency_key with =)");
+
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "keys_excluded");
+            TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+            transaction.execute(status -> store.claim(new ClaimRequest(new ScopedKey("alice", "POST /x", "k-1"),
+                    "c".repeat(64), Duration.ofDays(1), Duration.ofSeconds(1))));
+            assertThatThrownBy(() -> transaction.execute(status -> store.claim(new ClaimRequest(
+                    new ScopedKey("bob", "POST /x", "k-1"), "c".repeat(64), Duration.ofDays(1),
+                    Duration.ofSeconds(1))))).as("what the check prevents")
+                    .hasStackTraceContaining("violates exclusion constraint");
+
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "keys_excluded").verify(),
+                    "keys_excluded_key_excl", "(idempotency_key)");
+        }
+    }
+
+    /**
      * A precision on the time columns (Hibernate's DDL writes {@code timestamp(6) with time zone}, a DBA may write
      * {@code timestamptz(3)}) keeps them timestamptz: the table is the library's, and the start goes on.
      */
