@@ -381,12 +381,13 @@ public final class IdempotencySchemaMigrator {
             // the claim's insert is arbitrated on all three only, and fails on it. So does one on expressions over
             // them (lower(caller): "Alice" and "alice" one caller). A key that holds all three as they are cannot,
             // nor one that reads another column (a surrogate id; for an expression, any column it depends on, as
-            // PostgreSQL records it)
+            // PostgreSQL records it). So does an exclusion constraint on them (with equality, a unique key under
+            // another name)
             try (PreparedStatement statement = connection.prepareStatement("SELECT c.relname, (SELECT"
                     + " string_agg(pg_get_indexdef(i.indexrelid, k, true), ', ' ORDER BY k)"
-                    + " FROM generate_series(1, i.indnkeyatts) AS k) FROM pg_index i"
+                    + " FROM generate_series(1, i.indnkeyatts) AS k), i.indisexclusion FROM pg_index i"
                     + " JOIN pg_class c ON c.oid = i.indexrelid"
-                    + " WHERE i.indrelid = to_regclass(?) AND i.indisunique"
+                    + " WHERE i.indrelid = to_regclass(?) AND (i.indisunique OR i.indisexclusion)"
                     + " AND (SELECT count(DISTINCT a.attname) FROM pg_attribute a WHERE a.attrelid = i.indrelid"
                     + " AND a.attnum = ANY ((i.indkey::int2[])[0:i.indnkeyatts - 1])"
                     + " AND a.attname IN ('caller', 'scope', 'idempotency_key')) < 3"
@@ -399,8 +400,9 @@ public final class IdempotencySchemaMigrator {
                 statement.setString(1, tableName);
                 try (ResultSet rs = statement.executeQuery()) {
                     while (rs.next()) {
-                        narrowKeys.add("its unique key " + rs.getString(1) + " on (" + rs.getString(2) + ") makes"
-                                + " records of distinct callers, scopes or keys collide");
+                        narrowKeys.add("its " + (rs.getBoolean(3) ? "exclusion constraint " : "unique key ")
+                                + rs.getString(1) + " on (" + rs.getString(2) + ") makes records of distinct callers,"
+                                + " scopes or keys collide");
                     }
                 }
             }
