@@ -8,11 +8,15 @@ import org.springframework.boot.test.context.TestConfiguration;
 import org.springframework.boot.test.web.server.LocalServerPort;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
+import org.springframework.mock.web.MockHttpServletRequest;
+import org.springframework.security.authentication.UsernamePasswordAuthenticationToken;
+import org.springframework.security.oauth2.jwt.Jwt;
 import org.springframework.security.oauth2.server.resource.authentication.JwtAuthenticationToken;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
 import java.net.http.HttpResponse;
+import java.util.List;
 import java.util.UUID;
 
 import static io.idempotency.sample.payment.BearerTokens.ISSUER_KEYS;
@@ -62,7 +66,31 @@ class SeveralIssuersIntegrationTest {
         assertThat(aliceAtAAgain.body()).isEqualTo(aliceAtA.body());
         assertThat(DB.queryString("select string_agg(payer, ' ' order by payer) from payments"
                 + " where order_id = '" + orderId + "'"))
-                .isEqualTo(ISSUER_A.length() + ":" + ISSUER_A + "alice " + ISSUER_B.length() + ":" + ISSUER_B + "alice");
+                .isEqualTo("jwt:" + ISSUER_A.length() + ":" + ISSUER_A + "alice jwt:" + ISSUER_B.length() + ":"
+                        + ISSUER_B + "alice");
+    }
+
+    /**
+     * An account of the application's own (form login, HTTP Basic) whose user chose as a name what the resolver makes
+     * of a JWT caller is another caller, and so is the anonymous one.
+     */
+    @Test
+    void aLocalAccountNamedAsAJwtCallerIsAnotherCaller() {
+        CallerResolver resolver = new Issuers().callers();
+        String jwtCaller = resolver.resolve(jwtRequest(ISSUER_A, "alice"));
+        MockHttpServletRequest local = new MockHttpServletRequest();
+        local.setUserPrincipal(new UsernamePasswordAuthenticationToken(jwtCaller, "n/a", List.of()));
+
+        assertThat(jwtCaller).isEqualTo("jwt:" + ISSUER_A.length() + ":" + ISSUER_A + "alice");
+        assertThat(resolver.resolve(local)).isEqualTo("local:" + jwtCaller);
+        assertThat(resolver.resolve(new MockHttpServletRequest())).as("anonymous").isEmpty();
+    }
+
+    private static MockHttpServletRequest jwtRequest(String issuer, String subject) {
+        Jwt jwt = Jwt.withTokenValue("t").header("alg", "none").issuer(issuer).subject(subject).build();
+        MockHttpServletRequest request = new MockHttpServletRequest();
+        request.setUserPrincipal(new JwtAuthenticationToken(jwt));
+        return request;
     }
 
     @TestConfiguration(proxyBeanMethods = false)
@@ -74,9 +102,11 @@ class SeveralIssuersIntegrationTest {
             return request -> {
                 if (request.getUserPrincipal() instanceof JwtAuthenticationToken jwt && jwt.getName() != null) {
                     String issuer = String.valueOf(jwt.getToken().getIssuer());
-                    return issuer.length() + ":" + issuer + jwt.getName(); // the length keeps issuer and subject apart
+                    // the issuer's length keeps issuer and subject apart
+                    return "jwt:" + issuer.length() + ":" + issuer + jwt.getName();
                 }
-                return CallerResolver.PRINCIPAL.resolve(request);
+                String name = CallerResolver.PRINCIPAL.resolve(request); // "" for anonymous requests
+                return name.isEmpty() ? name : "local:" + name;
             };
         }
     }
