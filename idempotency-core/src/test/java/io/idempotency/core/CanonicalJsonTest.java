@@ -620,6 +620,28 @@ class CanonicalJsonTest {
                 .isInstanceOf(InvalidJsonException.class).hasMessageContaining("number longer");
     }
 
+    /**
+     * Jackson's {@code maxNumberLength} counts a number's digits, not its sign, its point, nor the letter and sign of
+     * its exponent: a number of 1000 digits so written is read into a typed {@code @RequestBody} (a
+     * {@code BigDecimal} or {@code BigInteger} field), and must not be refused here as a body that cannot be
+     * fingerprinted, with 400, for a request the handler reads.
+     */
+    @Test
+    void aNumberIsMeasuredByItsDigitsAsJacksonMeasuresIt() throws Exception {
+        String thousandDigits = "1".repeat(CanonicalJson.MAX_NUMBER_LENGTH);
+        assertThat(canon("-" + thousandDigits)).isEqualTo("-" + thousandDigits);
+        String fraction = "-1." + "1".repeat(CanonicalJson.MAX_NUMBER_LENGTH - 1);
+        assertThat(canon(fraction)).isEqualTo(fraction);
+        String scientific = "-1." + "1".repeat(CanonicalJson.MAX_NUMBER_LENGTH - 3) + "E-12";
+        assertThat(canon("[" + scientific + "]")).isEqualTo("[" + new BigDecimal(scientific) + "]");
+        // a digit more is refused, as Jackson refuses it, however it is written
+        for (String longer : List.of("-1" + thousandDigits, "1." + thousandDigits, "-1." + thousandDigits,
+                "-1." + "1".repeat(CanonicalJson.MAX_NUMBER_LENGTH - 2) + "e-12", thousandDigits + "e+1")) {
+            assertThatThrownBy(() -> parse(longer)).as(longer)
+                    .isInstanceOf(InvalidJsonException.class).hasMessageContaining("number longer");
+        }
+    }
+
     @Test
     void aLongerNumberIsRefusedBeforeItsValueIsComputed() {
         // converting a number of n digits costs time in n squared: a body of the default 1 MB cap holding one number
