@@ -31,7 +31,10 @@ public final class CanonicalJson {
     /** Deepest nesting of arrays and objects accepted. */
     public static final int MAX_DEPTH = 128;
 
-    /** Longest number accepted, in characters: as long as Jackson reads by default (its {@code maxNumberLength}). */
+    /**
+     * Most digits a number may have (those of its exponent too; its signs, point and exponent letter are not counted):
+     * as many as Jackson reads by default (its {@code maxNumberLength}, which counts them so).
+     */
     public static final int MAX_NUMBER_LENGTH = 1000;
 
     /**
@@ -378,8 +381,10 @@ public final class CanonicalJson {
 
         private BigDecimal readNumber() throws InvalidJsonException {
             int start = position;
+            int notDigits = 0; // signs, point and exponent letter: Jackson counts the digits alone
             if (peek() == '-') {
                 position++;
+                notDigits++;
             }
             if (peek() == '0') {
                 position++;
@@ -390,6 +395,7 @@ public final class CanonicalJson {
             }
             if (peek() == '.') {
                 position++;
+                notDigits++;
                 if (!isDigit(peek())) {
                     throw error("invalid number: digits must follow '.'");
                 }
@@ -398,17 +404,19 @@ public final class CanonicalJson {
             int mantissaEnd = position;
             if (peek() == 'e' || peek() == 'E') {
                 position++;
+                notDigits++;
                 if (peek() == '+' || peek() == '-') {
                     position++;
+                    notDigits++;
                 }
                 if (!isDigit(peek())) {
                     throw error("invalid number: digits must follow the exponent");
                 }
                 skipDigits();
             }
-            if (position - start > MAX_NUMBER_LENGTH) {
+            if (position - start - notDigits > MAX_NUMBER_LENGTH) {
                 // converting n digits costs time in n squared: refused before any of it is spent
-                throw error("number longer than " + MAX_NUMBER_LENGTH + " characters");
+                throw error("number longer than " + MAX_NUMBER_LENGTH + " digits");
             }
             if (isZero(start, mantissaEnd)) {
                 // zero whatever its exponent: 0e-100001 is 0, also with an exponent beyond what a BigDecimal holds
