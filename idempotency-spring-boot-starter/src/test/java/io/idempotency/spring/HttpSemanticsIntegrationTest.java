@@ -239,6 +239,50 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aJsonBodyIsReadInTheEncodingTheHandlersJsonReaderDetects() throws Exception {
+        // for UTF-8 (also the charset Spring MVC adds to a type that names none), US-ASCII, UTF-16 and UTF-32, Spring
+        // MVC hands the bytes to Jackson, which detects their encoding itself (RFC 4627): a body in UTF-16 is read
+        // as the text it holds, and bytes that are no ASCII are read as UTF-8, whatever the type names
+        String key = UUID.randomUUID().toString();
+        String note = "utf16-" + key;
+        byte[] utf16 = ("{\"note\":\"" + note + "\"}").getBytes(StandardCharsets.UTF_16LE);
+        byte[] unguardedUtf16 = ("{\"note\":\"unguarded-" + note + "\"}").getBytes(StandardCharsets.UTF_16LE);
+        HttpResponse<byte[]> unguarded = send(request("/orders/json-text/unguarded", "")
+                .setHeader("Content-Type", "application/json")
+                .POST(HttpRequest.BodyPublishers.ofByteArray(unguardedUtf16)).build());
+        assertThat(unguarded.statusCode()).as("the handler's JSON reader takes it").isEqualTo(201);
+        assertThat(rows("unguarded-" + note)).isEqualTo(1);
+
+        HttpResponse<byte[]> first = send(request("/orders", "").header("Idempotency-Key", key)
+                .setHeader("Content-Type", "application/json")
+                .POST(HttpRequest.BodyPublishers.ofByteArray(utf16)).build());
+        HttpResponse<byte[]> same = post("/orders", key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(first.statusCode()).as("a body the handler reads").isEqualTo(201);
+        assertThat(rows(note)).isEqualTo(1);
+        assertThat(same.headers().firstValue("Idempotent-Replayed")).as("the same note, in UTF-8")
+                .hasValue("true");
+
+        String asciiKey = UUID.randomUUID().toString();
+        String accented = "\u00e9ascii-" + asciiKey;
+        HttpResponse<byte[]> unguardedAscii = send(request("/orders/json-text/unguarded", "")
+                .setHeader("Content-Type", "application/json;charset=US-ASCII")
+                .POST(HttpRequest.BodyPublishers.ofByteArray(
+                        ("{\"note\":\"unguarded-" + accented + "\"}").getBytes(StandardCharsets.UTF_8))).build());
+        assertThat(unguardedAscii.statusCode()).isEqualTo(201);
+        assertThat(rows("unguarded-" + accented)).as("read as UTF-8").isEqualTo(1);
+        HttpResponse<byte[]> ascii = send(request("/orders", "").header("Idempotency-Key", asciiKey)
+                .setHeader("Content-Type", "application/json;charset=US-ASCII")
+                .POST(HttpRequest.BodyPublishers.ofByteArray(
+                        ("{\"note\":\"" + accented + "\"}").getBytes(StandardCharsets.UTF_8))).build());
+        HttpResponse<byte[]> sameAscii = post("/orders", asciiKey, "{\"note\":\"" + accented + "\"}");
+
+        assertThat(ascii.statusCode()).as("a body the handler reads as UTF-8").isEqualTo(201);
+        assertThat(rows(accented)).isEqualTo(1);
+        assertThat(sameAscii.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    }
+
+    @Test
     void aBodyComparedAsBytesIsComparedWithTheCharsetItDeclares() throws Exception {
         // a String argument reads the bytes C3 A9 as the two characters \u00c3\u00a9 in ISO-8859-1, and as the one
         // character \u00e9 in UTF-8: the same bytes, two requests
