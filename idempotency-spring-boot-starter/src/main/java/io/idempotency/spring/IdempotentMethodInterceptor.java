@@ -61,6 +61,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
@@ -760,7 +761,8 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         /**
          * The JSON body in UTF-8, as the canonical form reads it. Spring MVC's converters decode a body in the charset
          * its Content-Type names (else in the request's character encoding): two bodies are the same request when
-         * they read the same, whatever their bytes.
+         * they read the same, whatever their bytes. Its Jackson converter hands a body in UTF-8, US-ASCII, UTF-16 or
+         * UTF-32 to Jackson as bytes, whose encoding Jackson detects itself (see {@link #detectedByJackson}).
          */
         private static byte[] inUtf8(byte[] body, MediaType type, HttpServletRequest request)
                 throws CanonicalJson.InvalidJsonException {
@@ -769,6 +771,9 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 charset = charsetOf(type, request);
             } catch (IllegalArgumentException e) {
                 throw new CanonicalJson.InvalidJsonException("the JSON body's charset is not supported");
+            }
+            if (charset == null || JACKSON_DETECTS.contains(charset.name())) {
+                charset = detectedByJackson(body, charset);
             }
             if (charset == null || charset.equals(StandardCharsets.UTF_8)) {
                 return body;
@@ -795,6 +800,46 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             } catch (CharacterCodingException e) {
                 throw new CanonicalJson.InvalidJsonException("the JSON body holds half of a surrogate pair");
             }
+        }
+
+        /** The charsets for which Spring MVC's Jackson converter lets Jackson detect the body's encoding. */
+        private static final Set<String> JACKSON_DETECTS = Set.of("UTF-8", "US-ASCII", "UTF-16", "UTF-16BE",
+                "UTF-16LE", "UTF-32", "UTF-32BE", "UTF-32LE");
+
+        /**
+         * The encoding Jackson reads a body in that it is handed as bytes: as the first bytes tell (RFC 4627,
+         * section 3), UTF-32 or UTF-16 by where their zero bytes are, else UTF-8. A body that begins with a byte order
+         * mark is read in {@code named} as before (a UTF-16 or UTF-32 decoder takes the mark, elsewhere it is refused).
+         *
+         * @param named the charset the body's type or the request names, or null
+         */
+        private static Charset detectedByJackson(byte[] body, Charset named) {
+            int[] b = new int[4];
+            for (int i = 0; i < b.length; i++) {
+                b[i] = i < body.length ? body[i] & 0xff : -1;
+            }
+            if (b[0] == 0xEF && b[1] == 0xBB && b[2] == 0xBF || b[0] == 0xFE && b[1] == 0xFF
+                    || b[0] == 0xFF && b[1] == 0xFE || b[0] == 0 && b[1] == 0 && (b[2] == 0xFE || b[2] == 0xFF)) {
+                return named; // a byte order mark (of UTF-32 too; of an order of UCS-4 that Jackson refuses)
+            }
+            if (body.length >= 4) {
+                if (b[0] == 0 && b[1] == 0 && b[2] == 0) {
+                    return Charset.forName("UTF-32BE");
+                }
+                if (b[1] == 0 && b[2] == 0 && b[3] == 0) {
+                    return Charset.forName("UTF-32LE");
+                }
+                if (b[0] == 0 && b[2] == 0 && b[3] == 0 || b[0] == 0 && b[1] == 0 && b[3] == 0) {
+                    return named; // an order of UCS-4 that Jackson refuses
+                }
+            }
+            if (body.length >= 2 && b[0] == 0) {
+                return StandardCharsets.UTF_16BE;
+            }
+            if (body.length >= 2 && b[1] == 0) {
+                return StandardCharsets.UTF_16LE;
+            }
+            return StandardCharsets.UTF_8;
         }
 
         /**
