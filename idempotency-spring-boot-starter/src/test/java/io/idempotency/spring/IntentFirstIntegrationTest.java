@@ -351,6 +351,37 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         assertThat(storedHeaders(key)).doesNotContainIgnoringCase("set-cookie").doesNotContain("secret");
     }
 
+    @Test
+    void aResolversAnswerWithMoreHeadersThanTheServerSendsIsNotStoredUnsendable() throws Exception {
+        // Tomcat sends no header section above 8 KB (server.tomcat.max-http-response-header-size): a handler's such
+        // answer is rolled back, and stored as SUCCEEDED a resolver's would fail on every replay for as long as the
+        // record is kept
+        String key = UUID.randomUUID().toString();
+        String note = "resolver-links-" + key;
+
+        unknownOutcomeWithItsLeaseRunOut(key, note);
+        // a resolver that passes on the links of the gateway's answer, more than the server sends
+        java.util.List<io.idempotency.core.StoredResponse.Header> links = java.util.stream.IntStream.range(0, 400)
+                .mapToObj(i -> new io.idempotency.core.StoredResponse.Header("Link",
+                        "</gateway/charges/7/events/" + i + ">; rel=\"item\""))
+                .toList();
+        resolver.decideNext(() -> io.idempotency.core.StaleClaimResolver.Resolution.complete(
+                new io.idempotency.core.StoredResponse(201, links,
+                        "{\"resolved\":true}".getBytes(java.nio.charset.StandardCharsets.UTF_8))));
+        HttpResponse<String> refused = charge("/intent/charges", key, note);
+
+        assertThat(refused.statusCode()).as("an error of the resolver, not the request's answer").isEqualTo(500);
+        assertThat(status(key)).as("neither completed nor failed: still unresolved").isEqualTo("PROCESSING");
+
+        awaitLeaseExpired(key);
+        HttpResponse<String> later = charge("/intent/charges", key, note);
+        HttpResponse<String> replay = charge("/intent/charges", key, note);
+        for (HttpResponse<String> answer : java.util.List.of(later, replay)) {
+            assertThat(answer.statusCode()).isEqualTo(201);
+            assertThat(answer.body()).contains("\"resolved\":true");
+        }
+    }
+
     /**
      * Charges under {@code key} with an outcome the gateway leaves unknown, answered 500, and waits until the claim,
      * left for the resolver, has a lease that ran out.
