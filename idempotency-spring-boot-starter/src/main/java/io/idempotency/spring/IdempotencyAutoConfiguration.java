@@ -674,13 +674,23 @@ public class IdempotencyAutoConfiguration {
         return new DownstreamKeys(properties.getDownstreamKeySecret());
     }
 
+    /**
+     * The largest header section the embedded server sends, once it has started: a resolver's answer is held to it,
+     * as the filter holds a handler's.
+     */
+    @Bean
+    HeaderSectionLimit idempotencyServerHeaderSectionLimit() {
+        return new HeaderSectionLimit();
+    }
+
     @Bean(destroyMethod = "shutdown")
     @ConditionalOnMissingBean
     public IdempotencyEngine idempotencyEngine(IdempotencyStore store, Transactions transactions,
                                                StoragePolicy storagePolicy, StaleClaimResolver resolver,
                                                DownstreamKeys downstreamKeys, IdempotencyProperties properties,
                                                ObjectProvider<PlatformTransactionManager> transactionManager,
-                                               ObjectProvider<IdempotencySchemaInitializer> schemaInitializer) {
+                                               ObjectProvider<IdempotencySchemaInitializer> schemaInitializer,
+                                               ObjectProvider<HeaderSectionLimit> headerSectionLimit) {
         // created first, so the table exists: an application's bean may run work through the engine while it is made
         schemaInitializer.ifAvailable(initializer -> { });
         checkRetention(properties);
@@ -695,7 +705,8 @@ public class IdempotencyAutoConfiguration {
         // claims in a transaction with a timeout end their wait in time to answer "in progress"
         return new IdempotencyEngine(new TransactionTimeBoundStore(store), transactions, storagePolicy,
                 properties.getRetention().getTtl(),
-                properties.getInFlightWait(), ReplayableResolver.of(resolver, properties.getReplayedHeaders()),
+                properties.getInFlightWait(), ReplayableResolver.of(resolver, properties.getReplayedHeaders(),
+                        headerSectionLimit.getIfAvailable(HeaderSectionLimit::new)),
                 downstreamKeys, new ReplayCache(cache.getMaxEntries(),
                         (int) Math.min(Integer.MAX_VALUE, cache.getMaxBodySize().toBytes()),
                         cache.getMaxTotalSize().toBytes(), cache.getMaxAge(), cache.getCompletedKeys()),
@@ -716,12 +727,14 @@ public class IdempotencyAutoConfiguration {
                                                                  DownstreamKeys downstreamKeys,
                                                                  IdempotencyProperties properties,
                                                                  ObjectProvider<IdempotencySchemaInitializer> schema,
-                                                                 ObjectProvider<IdempotencyMeters> meters) {
+                                                                 ObjectProvider<IdempotencyMeters> meters,
+                                                                 ObjectProvider<HeaderSectionLimit> headerSection) {
         schema.ifAvailable(initializer -> { }); // created first, so the table exists
         IdempotencyProperties.Sweeper sweeper = properties.getSweeper();
         checkInterval(sweeper.getInterval(), "idempotency.sweeper.interval");
         return new StaleClaimSweepScheduler(new StaleClaimSweeper(store,
-                ReplayableResolver.of(resolver, properties.getReplayedHeaders()), downstreamKeys,
+                ReplayableResolver.of(resolver, properties.getReplayedHeaders(),
+                        headerSection.getIfAvailable(HeaderSectionLimit::new)), downstreamKeys,
                 properties.getLease(), sweeper.getBatchSize(), properties.getMaxStoredBodySize().toBytes(),
                 storagePolicy),
                 sweeper.getInterval(),
@@ -817,17 +830,20 @@ public class IdempotencyAutoConfiguration {
         }
 
         /**
-         * Gives the filter the limit of the embedded server's header section once the server has started (none for a
-         * war deployed to a server of its own, whose limit the application's properties do not set).
+         * Gives the filter and the resolver's answers the limit of the embedded server's header section once the
+         * server has started (none for a war deployed to a server of its own, whose limit the application's
+         * properties do not set).
          */
         @Bean
         ApplicationListener<ServletWebServerInitializedEvent> idempotencyHeaderSectionLimit(
-                ObjectProvider<FilterRegistrationBean<?>> registrations, Environment environment) {
+                ObjectProvider<FilterRegistrationBean<?>> registrations, Environment environment,
+                ObjectProvider<HeaderSectionLimit> resolverAnswers) {
             return event -> {
                 if (event.getApplicationContext().getServerNamespace() != null) {
                     return; // a server of its own, such as the management port's
                 }
                 long limit = headerSectionLimit(event.getWebServer().getClass(), environment);
+                resolverAnswers.ifAvailable(answers -> answers.set(limit));
                 registrations.orderedStream().map(FilterRegistrationBean::getFilter)
                         .filter(IdempotencyFilter.class::isInstance)
                         .forEach(filter -> ((IdempotencyFilter) filter).limitHeaderSection(limit));
