@@ -173,6 +173,10 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
 
     private static final boolean JPA_PRESENT = ClassUtils.isPresent("org.springframework.orm.jpa.JpaTransactionManager",
             IdempotencyStartupChecks.class.getClassLoader());
+    private static final boolean NATIVE_HIBERNATE_PRESENT = JPA_PRESENT && ClassUtils.isPresent(
+            "org.springframework.orm.jpa.hibernate.HibernateTransactionManager",
+            IdempotencyStartupChecks.class.getClassLoader()) && ClassUtils.isPresent("org.hibernate.SessionFactory",
+            IdempotencyStartupChecks.class.getClassLoader());
     private static final boolean JPA_WEB_PRESENT = JPA_PRESENT && ClassUtils.isPresent(
             "org.springframework.orm.jpa.support.OpenEntityManagerInViewFilter",
             IdempotencyStartupChecks.class.getClassLoader());
@@ -1169,8 +1173,9 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
     /**
      * The claim, the handler's writes and the answer must commit in one transaction: one DataSource for both. Accepted:
      * a JDBC transaction manager on the store's DataSource; JPA's, when it exposes its connection to JDBC code
-     * (a DataSource and a dialect that can expose it, as Boot configures it with Hibernate); any other whose
-     * resource is the DataSource.
+     * (a DataSource and a dialect that can expose it, as Boot configures it with Hibernate); native Hibernate's
+     * ({@code HibernateTransactionManager}), which exposes it for its DataSource; any other whose resource is the
+     * DataSource.
      */
     static void checkTransactionManager(PlatformTransactionManager transactionManager, DataSource dataSource) {
         Object managed = null;
@@ -1185,6 +1190,9 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                         + " DataSourceTransactionManager on the store's DataSource.");
             });
             managed = Jpa.dataSource(transactionManager);
+        } else if (NATIVE_HIBERNATE_PRESENT && NativeHibernate.isHibernate(transactionManager)) {
+            // its resource is the SessionFactory, but it binds its connection to its DataSource for JDBC code
+            managed = NativeHibernate.dataSource(transactionManager);
         } else if (transactionManager instanceof ResourceTransactionManager resource) {
             managed = resource.getResourceFactory();
         }
@@ -1264,6 +1272,23 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
             }
             Object details = ReflectionUtils.invokeMethod(MOCKING_DETAILS, null, bean);
             return Boolean.TRUE.equals(ReflectionUtils.invokeMethod(IS_MOCK, details));
+        }
+    }
+
+    /** Native Hibernate's transaction manager; loaded only when spring-orm and Hibernate are on the class path. */
+    private static final class NativeHibernate {
+
+        static boolean isHibernate(PlatformTransactionManager transactionManager) {
+            return transactionManager instanceof org.springframework.orm.jpa.hibernate.HibernateTransactionManager;
+        }
+
+        /**
+         * The DataSource it binds the connection of its transactions to for JDBC code: the one it was given, or its
+         * SessionFactory's, which it finds by itself; null when it knows none (then it exposes no connection).
+         */
+        static DataSource dataSource(PlatformTransactionManager transactionManager) {
+            return ((org.springframework.orm.jpa.hibernate.HibernateTransactionManager) transactionManager)
+                    .getDataSource();
         }
     }
 
