@@ -224,13 +224,12 @@ class ExpiredKeysIntegrationTest {
                     connection.setAutoCommit(false);
                     // the cleanup's batch: rows locked and deleted, not yet committed
                     statement.execute("delete from idempotency_keys where idempotency_key = '" + key + "'");
-                    long started = System.nanoTime();
+                    // a claim that waited for the row would wait until the delete commits, after these requests:
+                    // it would be answered 409 when its wait ran out, so 201 also says it did not wait
                     HttpResponse<String> during = post(instance, path, key, note);
-                    Duration took = Duration.ofNanos(System.nanoTime() - started);
                     assertThat(during.statusCode()).as("%s %s: %s", path, name(instance), during.body())
                             .isEqualTo(201);
                     assertThat(during.body()).isEqualTo(created.body());
-                    assertThat(took).as("a replay does not wait for the cleanup").isLessThan(Duration.ofSeconds(1));
                     HttpResponse<String> otherDuring = post(instance, path, key, "other-" + note);
                     assertThat(otherDuring.statusCode()).as("%s %s: %s", path, name(instance), otherDuring.body())
                             .isEqualTo(422);
