@@ -29,6 +29,8 @@ class LiquibaseChangelogsTest {
 
     private static final String SCRIPT = "io/idempotency/jdbc/postgresql/schema.sql";
 
+    private static final String PARTITIONED_SCRIPT = "io/idempotency/jdbc/postgresql/partitioned-schema.sql";
+
     /** Boot's Liquibase, a DataSource, its transactions and the starter, on a fresh database. */
     private static ApplicationContextRunner application(TestPostgres.Database database, String changelog) {
         return TestDatabases.nonWebRunner(database)
@@ -195,6 +197,67 @@ class LiquibaseChangelogsTest {
                             .hasMessageContaining("table idempotency_keys does not exist");
                     assertThat(database.queryLong("select count(*) from databasechangelog")).isEqualTo(1);
                 });
+    }
+
+    /**
+     * The partitioned script in the jar included as a changelog of its own, in {@code drop-partitions} mode: Liquibase
+     * splits it right (a {@code ;} in its comments) and runs it whole, the startup check accepts the partitioned
+     * table, and the library makes its partitions on it.
+     */
+    @Test
+    void thePartitionedScriptInTheJarIncludedAsAChangelogIsSplitPartitionedAndClaimedIn() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        ApplicationContextRunner included = application(database, "include-partitioned-script-in-jar.xml")
+                .withPropertyValues("idempotency.jdbc.initialize-schema=false",
+                        "idempotency.retention.cleanup.mode=drop-partitions");
+        assertTheWholePartitionedScriptRanAndServes(included, database);
+        assertThat(database.queryString("select id || ' ' || author from databasechangelog"
+                + " where filename = '" + PARTITIONED_SCRIPT + "'")).isEqualTo("raw includeAll");
+
+        // started again: Liquibase runs nothing, the library finds its partitions there, the records are kept
+        included.run(context -> {
+            assertThat(context).hasNotFailed();
+            assertThat(database.queryLong("select count(*) from databasechangelog")).isEqualTo(2);
+            assertThat(database.queryLong("select count(*) from idempotency_keys")).isEqualTo(1);
+            assertClaimedOnceAndReplayed(context, database);
+        });
+    }
+
+    /**
+     * The partitioned script's statements, as they are, after a {@code --changeset} line of a formatted SQL
+     * changelog, in {@code drop-partitions} mode.
+     */
+    @Test
+    void thePartitionedScriptsStatementsInAFormattedSqlChangelogAreSplitPartitionedAndClaimedIn() throws IOException {
+        assertThat(resource("db/formatted-partitioned-statements.sql"))
+                .endsWith("--changeset shop:idempotency-keys\n" + resource(PARTITIONED_SCRIPT));
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        assertTheWholePartitionedScriptRanAndServes(application(database, "formatted-partitioned-statements.sql")
+                .withPropertyValues("idempotency.jdbc.initialize-schema=false",
+                        "idempotency.retention.cleanup.mode=drop-partitions"), database);
+    }
+
+    /**
+     * In {@code drop-partitions} mode the application starts, every statement of the partitioned script ran, the
+     * library made the current partition and the seven ahead, and a key is claimed once and replayed.
+     */
+    private static void assertTheWholePartitionedScriptRanAndServes(ApplicationContextRunner runner,
+                                                                    TestPostgres.Database database) {
+        runner.run(context -> {
+            assertThat(context).hasNotFailed();
+            assertThat(database.queryString("select p.partstrat::text || ' ' || a.attname from pg_partitioned_table p"
+                    + " join pg_attribute a on a.attrelid = p.partrelid and a.attnum = p.partattrs[0]"
+                    + " where p.partrelid = to_regclass('idempotency_keys')")).isEqualTo("r created_at");
+            assertThat(database.queryLong("select count(*) from pg_constraint"
+                    + " where conrelid = to_regclass('idempotency_keys') and contype = 'c'")).isEqualTo(2);
+            assertThat(database.queryString("select string_agg(c.relname, ' ' order by c.relname) from pg_index x"
+                    + " join pg_class c on c.oid = x.indexrelid where x.indrelid = to_regclass('idempotency_keys')"))
+                    .isEqualTo("idempotency_keys_expires_at_idx idempotency_keys_locked_until_idx"
+                            + " idempotency_keys_pkey");
+            assertThat(database.queryLong(ATTACHED)).isEqualTo(8);
+            assertThat(database.queryString("select to_regclass('idempotency_schema_history')")).isNull();
+            assertClaimedOnceAndReplayed(context, database);
+        });
     }
 
     /** The application starts, every statement of the script ran, and a key is claimed once and replayed. */
