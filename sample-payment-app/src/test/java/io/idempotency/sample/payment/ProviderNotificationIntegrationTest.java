@@ -394,6 +394,26 @@ class ProviderNotificationIntegrationTest {
     }
 
     @Test
+    void anEventNamingAnotherOrderForARecordedPaymentIsAcknowledgedAsContradictedAndChangesNothing()
+            throws Exception {
+        // The payment was recorded for one order; a "succeeded" for the same transaction that names another order
+        // says the money was taken for that other order. Applied, it would mark the first order paid.
+        String txn = newTransaction();
+        assertAcknowledged(deliver(Event.of(txn, "PENDING", 1)), "APPLIED", "PENDING", 1);
+        Event succeeded = Event.of(txn, "SUCCEEDED", 2);
+        ProviderNotification unsigned = new ProviderNotification(succeeded.eventId(), txn, "another-order",
+                "SUCCEEDED", 2L, UUID.randomUUID().toString(), null);
+
+        HttpResponse<byte[]> answer = post(json(unsigned, provider.sign(unsigned)), null);
+
+        assertAcknowledged(answer, "CONTRADICTED", "PENDING", 1);
+        assertThat(state(txn)).isEqualTo("PENDING v1");
+        assertThat(DB.queryString("select order_id from provider_payments where transaction_id = '" + txn + "'"))
+                .isEqualTo("order-" + txn);
+        assertThat(outcomeLogged(succeeded)).isEqualTo("CONTRADICTED");
+    }
+
+    @Test
     void twoEventsThatContradictEachOtherAreFlaggedInEitherOrderOfDelivery() throws Exception {
         // The provider says the payment was closed unpaid (version 3) after it succeeded (version 2): money taken
         // for a payment recorded as abandoned. Whichever of the two arrives second must be flagged for a person.
