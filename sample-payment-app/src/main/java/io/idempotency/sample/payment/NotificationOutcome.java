@@ -24,8 +24,9 @@ public record NotificationOutcome(String eventId, String transactionId, Outcome 
         SUPERSEDED,
         /**
          * Nothing: its status and the recorded one cannot both be true in the order of their versions — a
-         * "succeeded" newer than a recorded "closed", or one older than it. Acknowledged, so that the provider stops
-         * re-sending it, and logged for a person to look into.
+         * "succeeded" newer than a recorded "closed", or one older than it; or it names another order than the one
+         * recorded for the payment. Acknowledged, so that the provider stops re-sending it, and logged for a person
+         * to look into.
          */
         CONTRADICTED
     }

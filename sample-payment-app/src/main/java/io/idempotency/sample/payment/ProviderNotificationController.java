@@ -75,7 +75,11 @@ public class ProviderNotificationController {
             after = advanced.get();
         } else {
             after = payments.lockedState(event.transactionId());
-            if (event.version() <= after.version()) {
+            if (!after.orderId().equals(event.orderId())) {
+                // the provider says this payment is for another order than the one recorded: not to be trusted
+                // for either, in whatever order the two came
+                outcome = NotificationOutcome.Outcome.CONTRADICTED;
+            } else if (event.version() <= after.version()) {
                 // old news only if its status could have led to the recorded one: a "succeeded" older than a
                 // recorded "closed" says the payment was taken, then abandoned, as much as the reverse order would
                 outcome = fitsBefore(event, after) ? NotificationOutcome.Outcome.SUPERSEDED
@@ -87,9 +91,10 @@ public class ProviderNotificationController {
                 outcome = NotificationOutcome.Outcome.CONTRADICTED;
             }
             if (outcome == NotificationOutcome.Outcome.CONTRADICTED) {
-                log.warn("provider event {} says payment {} is {} (version {}), which contradicts the recorded {}"
-                                + " (version {}): acknowledged without change, to be looked into", event.eventId(),
-                        event.transactionId(), event.status(), event.version(), after.status(), after.version());
+                log.warn("provider event {} says payment {} of order {} is {} (version {}), which contradicts the"
+                                + " recorded {} (version {}) of order {}: acknowledged without change, to be looked"
+                                + " into", event.eventId(), event.transactionId(), event.orderId(), event.status(),
+                        event.version(), after.status(), after.version(), after.orderId());
             }
         }
         payments.logEvent(event, outcome);

@@ -28,9 +28,10 @@ public class ProviderPaymentRepository {
     }
 
     /**
-     * Records the event's status if the payment is unknown here, or if the event is newer than the version recorded
-     * and its status may directly follow the one recorded — in one statement, so that two events of one payment
-     * delivered at once are applied one after the other, each judged against what the other left.
+     * Records the event's status if the payment is unknown here, or if the event is for the order recorded, newer
+     * than the version recorded, and its status may directly follow the one recorded — in one statement, so that two
+     * events of one payment delivered at once are applied one after the other, each judged against what the other
+     * left.
      *
      * <p>When nothing changes, the statement still locks the payment's row (PostgreSQL locks the conflicting row of
      * {@code ON CONFLICT DO UPDATE} whether or not its {@code WHERE} holds): {@link #lockedState} then reads the state
@@ -47,7 +48,8 @@ public class ProviderPaymentRepository {
                         VALUES (:transactionId, :orderId, :status, :version)
                         ON CONFLICT (transaction_id) DO UPDATE
                             SET status = EXCLUDED.status, version = EXCLUDED.version, updated_at = now()
-                            WHERE provider_payments.version < EXCLUDED.version AND %s
+                            WHERE provider_payments.version < EXCLUDED.version
+                              AND provider_payments.order_id = EXCLUDED.order_id AND %s
                         RETURNING transaction_id, order_id, status, version""".formatted(mayFollow))
                 .param("transactionId", event.transactionId())
                 .param("orderId", event.orderId())
