@@ -12,7 +12,10 @@ import tools.jackson.databind.json.JsonMapper;
 import java.io.IOException;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.nio.charset.Charset;
 import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.ThreadLocalRandom;
@@ -280,6 +283,49 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
         assertThat(ascii.statusCode()).as("a body the handler reads as UTF-8").isEqualTo(201);
         assertThat(rows(accented)).isEqualTo(1);
         assertThat(sameAscii.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    }
+
+    @Test
+    void aJsonBodyWithAByteOrderMarkIsReadInTheEncodingTheMarkShowsAsTheHandlersJsonReaderDoes() throws Exception {
+        // for the charsets whose bodies Spring MVC hands to Jackson as bytes, Jackson takes a byte order mark as the
+        // encoding, skips it and reads the rest, whatever charset the type names: the handler reads these bodies
+        String[][] cases = {
+                {"application/json", "EFBBBF", "UTF-8"},
+                {"application/json;charset=US-ASCII", "EFBBBF", "UTF-8"},
+                {"application/json", "FFFE", "UTF-16LE"},
+                {"application/json;charset=UTF-16LE", "FFFE", "UTF-16LE"},
+                {"application/json;charset=UTF-16LE", "FEFF", "UTF-16BE"},
+                {"application/json;charset=UTF-16", "FFFE0000", "UTF-32LE"},
+                {"application/json", "0000FEFF", "UTF-32BE"},
+        };
+        for (String[] c : cases) {
+            String key = UUID.randomUUID().toString();
+            String note = "bom-" + key;
+            String what = c[2] + " with a mark, as " + c[0];
+            HttpResponse<byte[]> unguarded = send(request("/orders/json-text/unguarded", "")
+                    .setHeader("Content-Type", c[0])
+                    .POST(HttpRequest.BodyPublishers.ofByteArray(marked(c[1], "unguarded-" + note, c[2]))).build());
+            assertThat(unguarded.statusCode()).as("the handler's JSON reader takes " + what).isEqualTo(201);
+            assertThat(rows("unguarded-" + note)).isEqualTo(1);
+
+            HttpResponse<byte[]> first = send(request("/orders", "").header("Idempotency-Key", key)
+                    .setHeader("Content-Type", c[0])
+                    .POST(HttpRequest.BodyPublishers.ofByteArray(marked(c[1], note, c[2]))).build());
+            HttpResponse<byte[]> same = post("/orders", key, "{\"note\":\"" + note + "\"}");
+
+            assertThat(first.statusCode()).as(what).isEqualTo(201);
+            assertThat(rows(note)).isEqualTo(1);
+            assertThat(same.headers().firstValue("Idempotent-Replayed")).as("the same note, in UTF-8 without a mark")
+                    .hasValue("true");
+        }
+    }
+
+    private static byte[] marked(String mark, String note, String charset) {
+        byte[] prefix = HexFormat.of().parseHex(mark);
+        byte[] text = ("{\"note\":\"" + note + "\"}").getBytes(Charset.forName(charset));
+        byte[] body = Arrays.copyOf(prefix, prefix.length + text.length);
+        System.arraycopy(text, 0, body, prefix.length, text.length);
+        return body;
     }
 
     @Test
