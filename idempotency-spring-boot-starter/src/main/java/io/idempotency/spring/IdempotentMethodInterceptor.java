@@ -773,7 +773,9 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 throw new CanonicalJson.InvalidJsonException("the JSON body's charset is not supported");
             }
             if (charset == null || JACKSON_DETECTS.contains(charset.name())) {
+                int mark = jacksonByteOrderMark(body);
                 charset = detectedByJackson(body, charset);
+                body = Arrays.copyOfRange(body, mark, body.length);
             }
             if (charset == null || charset.equals(StandardCharsets.UTF_8)) {
                 return body;
@@ -808,8 +810,9 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
 
         /**
          * The encoding Jackson reads a body in that it is handed as bytes: as the first bytes tell (RFC 4627,
-         * section 3), UTF-32 or UTF-16 by where their zero bytes are, else UTF-8. A body that begins with a byte order
-         * mark is read in {@code named} as before (a UTF-16 or UTF-32 decoder takes the mark, elsewhere it is refused).
+         * section 3), UTF-32 or UTF-16 by where their zero bytes are, else UTF-8; or, in a body of four bytes or more
+         * that begins with a byte order mark, as the mark shows (the mark itself is skipped, see
+         * {@link #jacksonByteOrderMark}), whatever charset is named.
          *
          * @param named the charset the body's type or the request names, or null
          */
@@ -818,11 +821,27 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             for (int i = 0; i < b.length; i++) {
                 b[i] = i < body.length ? body[i] & 0xff : -1;
             }
-            if (b[0] == 0xEF && b[1] == 0xBB && b[2] == 0xBF || b[0] == 0xFE && b[1] == 0xFF
-                    || b[0] == 0xFF && b[1] == 0xFE || b[0] == 0 && b[1] == 0 && (b[2] == 0xFE || b[2] == 0xFF)) {
-                return named; // a byte order mark (of UTF-32 too; of an order of UCS-4 that Jackson refuses)
-            }
             if (body.length >= 4) {
+                // Jackson looks for a byte order mark only where it has four bytes
+                if (b[0] == 0 && b[1] == 0 && b[2] == 0xFE && b[3] == 0xFF) {
+                    return Charset.forName("UTF-32BE");
+                }
+                if (b[0] == 0xFF && b[1] == 0xFE && b[2] == 0 && b[3] == 0) {
+                    return Charset.forName("UTF-32LE");
+                }
+                if (b[0] == 0 && b[1] == 0 && b[2] == 0xFF && b[3] == 0xFE
+                        || b[0] == 0xFE && b[1] == 0xFF && b[2] == 0 && b[3] == 0) {
+                    return named; // the mark of an order of UCS-4 that Jackson refuses
+                }
+                if (b[0] == 0xFE && b[1] == 0xFF) {
+                    return StandardCharsets.UTF_16BE;
+                }
+                if (b[0] == 0xFF && b[1] == 0xFE) {
+                    return StandardCharsets.UTF_16LE;
+                }
+                if (b[0] == 0xEF && b[1] == 0xBB && b[2] == 0xBF) {
+                    return StandardCharsets.UTF_8;
+                }
                 if (b[0] == 0 && b[1] == 0 && b[2] == 0) {
                     return Charset.forName("UTF-32BE");
                 }
@@ -840,6 +859,24 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 return StandardCharsets.UTF_16LE;
             }
             return StandardCharsets.UTF_8;
+        }
+
+        /** The length of the byte order mark Jackson skips at the start of a body it is handed as bytes, else 0. */
+        private static int jacksonByteOrderMark(byte[] body) {
+            if (body.length < 4) {
+                return 0;
+            }
+            int quad = (body[0] & 0xff) << 24 | (body[1] & 0xff) << 16 | (body[2] & 0xff) << 8 | body[3] & 0xff;
+            if (quad == 0x0000FEFF || quad == 0xFFFE0000) {
+                return 4;
+            }
+            if (quad == 0x0000FFFE || quad == 0xFEFF0000) {
+                return 0; // an order of UCS-4 that Jackson refuses
+            }
+            if (quad >>> 16 == 0xFEFF || quad >>> 16 == 0xFFFE) {
+                return 2;
+            }
+            return quad >>> 8 == 0xEFBBBF ? 3 : 0;
         }
 
         /**
