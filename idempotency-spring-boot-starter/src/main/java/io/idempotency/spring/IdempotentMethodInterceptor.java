@@ -775,7 +775,9 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             if (charset == null || JACKSON_DETECTS.contains(charset.name())) {
                 int mark = jacksonByteOrderMark(body);
                 charset = detectedByJackson(body, charset);
-                body = Arrays.copyOfRange(body, mark, body.length);
+                if (mark > 0) {
+                    body = Arrays.copyOfRange(body, mark, body.length); // copied only then: most bodies have none
+                }
             }
             if (charset == null || charset.equals(StandardCharsets.UTF_8)) {
                 return body;
