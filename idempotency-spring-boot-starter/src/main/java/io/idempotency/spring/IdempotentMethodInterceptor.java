@@ -773,10 +773,10 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 throw new CanonicalJson.InvalidJsonException("the JSON body's charset is not supported");
             }
             if (charset == null || JACKSON_DETECTS.contains(charset.name())) {
-                int mark = jacksonByteOrderMark(body);
-                charset = detectedByJackson(body, charset);
-                if (mark > 0) {
-                    body = Arrays.copyOfRange(body, mark, body.length); // copied only then: most bodies have none
+                JacksonEncoding detected = detectedByJackson(body, charset);
+                charset = detected.charset();
+                if (detected.mark() > 0) { // copied only then: most bodies have none
+                    body = Arrays.copyOfRange(body, detected.mark(), body.length);
                 }
             }
             if (charset == null || charset.equals(StandardCharsets.UTF_8)) {
@@ -811,14 +811,20 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 "UTF-16LE", "UTF-32", "UTF-32BE", "UTF-32LE");
 
         /**
+         * How Jackson reads a body it is handed as bytes: in which encoding, after a byte order mark of how many bytes
+         * (0 when it has none, or one Jackson does not skip).
+         */
+        private record JacksonEncoding(Charset charset, int mark) {
+        }
+
+        /**
          * The encoding Jackson reads a body in that it is handed as bytes: as the first bytes tell (RFC 4627,
          * section 3), UTF-32 or UTF-16 by where their zero bytes are, else UTF-8; or, in a body of four bytes or more
-         * that begins with a byte order mark, as the mark shows (the mark itself is skipped, see
-         * {@link #jacksonByteOrderMark}), whatever charset is named.
+         * that begins with a byte order mark, as the mark shows, whatever charset is named, the mark itself skipped.
          *
          * @param named the charset the body's type or the request names, or null
          */
-        private static Charset detectedByJackson(byte[] body, Charset named) {
+        private static JacksonEncoding detectedByJackson(byte[] body, Charset named) {
             int[] b = new int[4];
             for (int i = 0; i < b.length; i++) {
                 b[i] = i < body.length ? body[i] & 0xff : -1;
@@ -826,59 +832,41 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             if (body.length >= 4) {
                 // Jackson looks for a byte order mark only where it has four bytes
                 if (b[0] == 0 && b[1] == 0 && b[2] == 0xFE && b[3] == 0xFF) {
-                    return Charset.forName("UTF-32BE");
+                    return new JacksonEncoding(Charset.forName("UTF-32BE"), 4);
                 }
                 if (b[0] == 0xFF && b[1] == 0xFE && b[2] == 0 && b[3] == 0) {
-                    return Charset.forName("UTF-32LE");
+                    return new JacksonEncoding(Charset.forName("UTF-32LE"), 4);
                 }
                 if (b[0] == 0 && b[1] == 0 && b[2] == 0xFF && b[3] == 0xFE
                         || b[0] == 0xFE && b[1] == 0xFF && b[2] == 0 && b[3] == 0) {
-                    return named; // the mark of an order of UCS-4 that Jackson refuses
+                    return new JacksonEncoding(named, 0); // the mark of an order of UCS-4 that Jackson refuses
                 }
                 if (b[0] == 0xFE && b[1] == 0xFF) {
-                    return StandardCharsets.UTF_16BE;
+                    return new JacksonEncoding(StandardCharsets.UTF_16BE, 2);
                 }
                 if (b[0] == 0xFF && b[1] == 0xFE) {
-                    return StandardCharsets.UTF_16LE;
+                    return new JacksonEncoding(StandardCharsets.UTF_16LE, 2);
                 }
                 if (b[0] == 0xEF && b[1] == 0xBB && b[2] == 0xBF) {
-                    return StandardCharsets.UTF_8;
+                    return new JacksonEncoding(StandardCharsets.UTF_8, 3);
                 }
                 if (b[0] == 0 && b[1] == 0 && b[2] == 0) {
-                    return Charset.forName("UTF-32BE");
+                    return new JacksonEncoding(Charset.forName("UTF-32BE"), 0);
                 }
                 if (b[1] == 0 && b[2] == 0 && b[3] == 0) {
-                    return Charset.forName("UTF-32LE");
+                    return new JacksonEncoding(Charset.forName("UTF-32LE"), 0);
                 }
                 if (b[0] == 0 && b[2] == 0 && b[3] == 0 || b[0] == 0 && b[1] == 0 && b[3] == 0) {
-                    return named; // an order of UCS-4 that Jackson refuses
+                    return new JacksonEncoding(named, 0); // an order of UCS-4 that Jackson refuses
                 }
             }
             if (body.length >= 2 && b[0] == 0) {
-                return StandardCharsets.UTF_16BE;
+                return new JacksonEncoding(StandardCharsets.UTF_16BE, 0);
             }
             if (body.length >= 2 && b[1] == 0) {
-                return StandardCharsets.UTF_16LE;
+                return new JacksonEncoding(StandardCharsets.UTF_16LE, 0);
             }
-            return StandardCharsets.UTF_8;
-        }
-
-        /** The length of the byte order mark Jackson skips at the start of a body it is handed as bytes, else 0. */
-        private static int jacksonByteOrderMark(byte[] body) {
-            if (body.length < 4) {
-                return 0;
-            }
-            int quad = (body[0] & 0xff) << 24 | (body[1] & 0xff) << 16 | (body[2] & 0xff) << 8 | body[3] & 0xff;
-            if (quad == 0x0000FEFF || quad == 0xFFFE0000) {
-                return 4;
-            }
-            if (quad == 0x0000FFFE || quad == 0xFEFF0000) {
-                return 0; // an order of UCS-4 that Jackson refuses
-            }
-            if (quad >>> 16 == 0xFEFF || quad >>> 16 == 0xFFFE) {
-                return 2;
-            }
-            return quad >>> 8 == 0xEFBBBF ? 3 : 0;
+            return new JacksonEncoding(StandardCharsets.UTF_8, 0);
         }
 
         /**
