@@ -19,6 +19,7 @@ import java.net.URI;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Duration;
+import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -249,6 +250,78 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         assertThat(resolver.consultations() - consultedBefore).isEqualTo(1);
         assertThat(rows(note)).isEqualTo(1);
         assertThat(status(key)).isEqualTo("SUCCEEDED");
+    }
+
+    /**
+     * side-effects.md: each stale claim a retry resolves is logged at INFO, in the engine's logger, with its caller,
+     * scope and key and what was decided — the run that follows a rerun or a FAILED mark overwrites the row, so the log
+     * is what a reconciliation with the gateway has — and neither the answer nor the downstream key is logged.
+     */
+    @Test
+    void eachStaleClaimARetryResolvesIsLoggedWithItsIdentityAndTheDecision(CapturedOutput output) throws Exception {
+        String charged = UUID.randomUUID().toString();
+        String failed = UUID.randomUUID().toString();
+        String rerun = UUID.randomUUID().toString();
+        for (String key : new String[] {charged, failed, rerun}) {
+            unknownOutcomeWithItsLeaseRunOut(key, "logged-" + key);
+        }
+
+        assertThat(charge("/intent/charges", charged, "logged-" + charged).body()).contains("\"resolved\":true");
+        resolver.decideNext(io.idempotency.core.StaleClaimResolver.Resolution::fail);
+        assertThat(charge("/intent/charges", failed, "logged-" + failed).statusCode()).isEqualTo(201);
+        resolver.decideNext(io.idempotency.core.StaleClaimResolver.Resolution::rerun);
+        assertThat(charge("/intent/charges", rerun, "logged-" + rerun).statusCode()).isEqualTo(201);
+
+        assertThat(resolutionLine(output, charged)).contains("completed with the resolver's answer")
+                .doesNotContain("resolved\":true");
+        assertThat(resolutionLine(output, failed)).contains("marked FAILED");
+        assertThat(resolutionLine(output, rerun)).contains("run its request again");
+        for (String key : new String[] {charged, failed, rerun}) {
+            assertThat(output).as("the key sent to the gateway is not given away")
+                    .doesNotContain(downstreamKeyOf(key));
+        }
+    }
+
+    /**
+     * side-effects.md: a decision the claim's fencing token kept out of the record — the retry's lease ran out while
+     * its resolver asked the gateway, and another holder took the claim over — is logged as a warning naming the claim,
+     * and the new holder's outcome stands.
+     */
+    @Test
+    void aRetrysDecisionKeptOutOfTheRecordByANewHolderIsLogged(CapturedOutput output) throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "superseded-" + key;
+        unknownOutcomeWithItsLeaseRunOut(key, note);
+        resolver.decideNext(() -> {
+            // meanwhile, the retry's lease has run out and a sweeper has taken the claim over
+            DATABASE.queryString("update idempotency_keys set fencing_token = gen_random_uuid()"
+                    + " where idempotency_key = '" + key + "' returning 'taken over'");
+            return io.idempotency.core.StaleClaimResolver.Resolution.complete(new io.idempotency.core.StoredResponse(
+                    201, java.util.List.of(), "{\"charge\":0}".getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+        });
+
+        HttpResponse<String> retry = charge("/intent/charges", key, note);
+
+        assertThat(retry.statusCode()).as("the new holder has the claim").isEqualTo(409);
+        assertThat(status(key)).as("the decision was not recorded").isEqualTo("PROCESSING");
+        assertThat(output.getOut().lines().filter(line -> line.contains(key)))
+                .singleElement().asString()
+                .contains("WARN", "IdempotencyEngine", "decided to complete the claim of caller '' on"
+                        + " 'POST /intent/charges' with key '" + key + "'", "not recorded");
+
+        // resolved by the next retry, so that no stale claim is left for the other tests' sweeps
+        awaitLeaseExpired(key);
+        assertThat(charge("/intent/charges", key, note).statusCode()).isEqualTo(201);
+    }
+
+    /** The one line that logs how a retry resolved the stale claim of {@code key}, at INFO in the engine's logger. */
+    private static String resolutionLine(CapturedOutput output, String key) {
+        List<String> lines = output.getOut().lines().filter(line -> line.contains(key)).toList();
+        assertThat(lines).as("the lines naming %s", key).singleElement().asString()
+                .contains("INFO", "io.idempotency.core.IdempotencyEngine",
+                        "Stale idempotency claim of caller '' on 'POST /intent/charges' with key '" + key + "'",
+                        "resolved by a retry");
+        return lines.get(0);
     }
 
     @Test
