@@ -5,9 +5,12 @@ import io.idempotency.core.IdempotencyStore;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.EnabledIf;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
 import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.boot.test.web.server.LocalServerPort;
 import org.springframework.context.annotation.Bean;
 import org.springframework.http.ResponseEntity;
@@ -31,11 +34,13 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * The MariaDB store's table comes from the application's own migrations and is checked at startup (a missing one stops
  * it: {@link MariaDbTableCheckTest}); one dropped while the application runs answers an idempotent request 503
- * {@code idempotency-store-unavailable} without running its handler, so a client retries it once the table is back.
+ * {@code idempotency-store-unavailable} without running its handler, so a client retries it once the table is back,
+ * and the warning logged for it gives MariaDB's reason.
  */
 @EnabledIf("io.idempotency.mariadb.TestMariaDb#available")
 @SpringBootTest(classes = MariaDbWithoutTableIntegrationTest.OrderApplication.class,
         webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
+@ExtendWith(OutputCaptureExtension.class)
 class MariaDbWithoutTableIntegrationTest {
 
     private static final HttpClient HTTP = HttpClient.newHttpClient();
@@ -60,7 +65,7 @@ class MariaDbWithoutTableIntegrationTest {
     JdbcTemplate jdbc;
 
     @Test
-    void anIdempotentRequestIsAnswered503AndItsHandlerDoesNotRun() throws Exception {
+    void anIdempotentRequestIsAnswered503AndItsHandlerDoesNotRun(CapturedOutput output) throws Exception {
         String reference = "no-table-" + UUID.randomUUID();
         jdbc.execute("DROP TABLE idempotency_keys");
 
@@ -76,6 +81,14 @@ class MariaDbWithoutTableIntegrationTest {
         assertThat(response.headers().firstValue("Retry-After")).isPresent();
         assertThat(jdbc.queryForObject("SELECT count(*) FROM orders WHERE reference = ?", Integer.class, reference))
                 .isZero();
+        // docs/mariadb.md: the library's migration, PostgreSQL's, creates nothing here, and said so at startup
+        assertThat(output.getOut().lines().filter(line -> line.contains("The idempotency table is not created")))
+                .singleElement().asString().contains("INFO", "database other than PostgreSQL");
+        // docs/mariadb.md: what an operator sees, MariaDB's "Table '…' doesn't exist" with the warning
+        assertThat(output.getOut().lines().filter(line -> line.contains("could not be claimed; answering 503")))
+                .singleElement().asString().contains("WARN", "POST /orders");
+        assertThat(output.getOut().substring(output.getOut().indexOf("could not be claimed; answering 503")))
+                .contains("Table", "idempotency_keys' doesn't exist");
     }
 
     @SpringBootApplication
