@@ -104,6 +104,51 @@ class RetentionSchedulerTest {
         }
     }
 
+    /**
+     * retention.md, partitions managed beside a default partition: a range over rows the default partition holds is
+     * skipped with a warning naming it, the later ones are still made, and no partition is dropped — PostgreSQL
+     * refuses the concurrent detach while a default partition exists — with the refusal the run's failure.
+     */
+    @Test
+    void besideADefaultPartitionABlockedRangeIsWarnedOfAndNoPartitionIsDropped(CapturedOutput output) {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys", true).migrate();
+            database.queryString("create table idempotency_keys_default partition of idempotency_keys default");
+            // written while no range covered the current time
+            database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
+                    + " fencing_token, response_status, expires_at) values ('', 'POST /x', 'k-default', 'SUCCEEDED',"
+                    + " repeat('a', 64), gen_random_uuid(), 200, now() + interval '30 days') returning 'inserted'");
+            database.queryString("create table idempotency_keys_expired (like idempotency_keys including defaults"
+                    + " including constraints)");
+            database.queryString("do $$ begin execute format('alter table idempotency_keys attach partition"
+                    + " idempotency_keys_expired for values from (%L) to (%L)', now() - interval '5 days',"
+                    + " now() - interval '4 days'); end $$");
+            SimpleMeterRegistry registry = new SimpleMeterRegistry();
+            RetentionScheduler scheduler = RetentionScheduler.partitioned(new PostgresPartitionMaintenance(dataSource,
+                    "idempotency_keys", Duration.ofHours(1), 2, Duration.ofSeconds(3)), true, true,
+                    Duration.ofDays(1), Duration.ofHours(1), new MicrometerIdempotencyMeters(registry));
+
+            assertThatExceptionOfType(RuntimeException.class).isThrownBy(scheduler::runOnce)
+                    .withStackTraceContaining("default partition");
+
+            assertThat(output.getOut().lines().filter(line -> line.contains("Idempotency partitions not created for")))
+                    .as("the current hour's range, which the default partition's row is in").isNotEmpty()
+                    .allSatisfy(line -> assertThat(line).contains("WARN")
+                            .containsPattern("not created for \\[\\[.+, .+\\)\\]"));
+            assertThat(database.queryLong("select count(*) from pg_inherits where inhparent"
+                    + " = 'idempotency_keys'::regclass and inhrelid::regclass::text like 'idempotency_keys_p%'"))
+                    .as("the two hours after it")
+                    .isEqualTo(2);
+            assertThat(database.queryLong("select count(*) from pg_inherits where inhrelid"
+                    + " = 'idempotency_keys_expired'::regclass")).as("the expired partition is kept").isEqualTo(1);
+            assertThat(database.queryString("select obj_description('idempotency_keys_expired'::regclass, 'pg_class')"))
+                    .as("and not marked as one this library detached").isNull();
+            assertThat(registry.find("idempotency.cleanup.removed").counters())
+                    .allSatisfy(counter -> assertThat(counter.count()).isZero());
+        }
+    }
+
     @Test
     void partitionsDroppedBeforeARunFailsAreCountedAndLogged(CapturedOutput output) {
         TestPostgres.Database database = TestPostgres.newDatabase();
