@@ -155,6 +155,72 @@ class PostgresSchemaIntegrationTest {
         }
     }
 
+    /**
+     * The copy of the records in the documented switch (retention.md, step 3) goes by column name: a table the library
+     * adopted may have the script's columns in another order (made by hand, or by a tool), and a copy by position would
+     * put each value in the column at its place — a caller as the scope, both varchar — so that the retry of a request
+     * whose record was copied finds none, and runs again.
+     */
+    @Test
+    void theDocumentedSwitchCopiesEachValueToItsColumnWhateverTheOldTablesColumnOrder() throws Exception {
+        String insert = null;
+        StringBuilder statement = null;
+        for (String line : java.nio.file.Files.readAllLines(java.nio.file.Path.of("..", "docs", "retention.md"))) {
+            if (line.startsWith("INSERT INTO idempotency_keys")) {
+                statement = new StringBuilder();
+            }
+            if (statement != null) {
+                statement.append(line).append('\n');
+                if (line.endsWith(";")) {
+                    insert = statement.toString();
+                    break;
+                }
+            }
+        }
+        assertThat(insert).as("the copy retention.md gives").isNotNull();
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            // the script's table, its scope column made before its caller column
+            List<String> lines = new ArrayList<>(IdempotencySchema.postgresql("idempotency_keys").lines().toList());
+            int caller = lines.indexOf(lines.stream().filter(line -> line.startsWith("    caller ")).findFirst()
+                    .orElseThrow());
+            lines.add(caller, lines.remove(caller + 1));
+            jdbc.execute(String.join("\n", lines));
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate(); // adopted
+            jdbc.update("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
+                    + " fencing_token, response_status, response_body, created_at, expires_at) values ('alice',"
+                    + " 'POST /x', 'k', 'SUCCEEDED', ?, gen_random_uuid(), 201, 'stored', now() - interval '1 day',"
+                    + " now() + interval '29 days')", "c".repeat(64));
+
+            String aside = jdbc.queryForObject("select current_schema()", String.class) + "_switch";
+            jdbc.execute("create schema " + aside);
+            try {
+                jdbc.execute("alter table idempotency_keys set schema " + aside);
+                jdbc.execute(IdempotencySchema.postgresqlPartitioned("idempotency_keys"));
+                jdbc.execute("""
+                        do $$ begin
+                          execute format('create table idempotency_keys_before_switch partition of idempotency_keys'
+                              || ' for values from (%%L) to (%%L)',
+                              (select least(min(created_at), now()) from %s.idempotency_keys),
+                              to_timestamp((floor(extract(epoch from now()) / 86400) + 1) * 86400));
+                        end $$""".formatted(aside));
+                jdbc.execute(insert.replace("idempotency_switch.", aside + "."));
+
+                assertThat(jdbc.queryForList("select caller, scope from idempotency_keys")).singleElement()
+                        .isEqualTo(java.util.Map.of("caller", "alice", "scope", "POST /x"));
+                PartitionedPostgresIdempotencyStore store = new PartitionedPostgresIdempotencyStore(dataSource,
+                        "idempotency_keys");
+                ClaimResult retry = new TransactionTemplate(new DataSourceTransactionManager(dataSource)).execute(
+                        status -> store.claim(new ClaimRequest(new ScopedKey("alice", "POST /x", "k"),
+                                "c".repeat(64), Duration.ofDays(30), Duration.ofSeconds(1))));
+                assertThat(retry).as("the retry is answered from the copied record")
+                        .isInstanceOf(ClaimResult.Existing.class);
+            } finally {
+                jdbc.execute("drop schema " + aside + " cascade");
+            }
+        }
+    }
+
     @Test
     void aDatabaseMigratedByAnEarlierVersionStillStartsWhateverTheTableName() {
         for (String table : new String[] {"idempotency_keys", "api_requests"}) {
