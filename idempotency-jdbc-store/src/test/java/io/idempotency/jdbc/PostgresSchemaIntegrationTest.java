@@ -120,7 +120,7 @@ class PostgresSchemaIntegrationTest {
                               (select least(min(created_at), now()) from %s.idempotency_keys),
                               to_timestamp((floor(extract(epoch from now()) / %d) + 1) * %d));
                         end $$""".formatted(aside, interval.toSeconds(), interval.toSeconds()));
-                jdbc.execute("insert into idempotency_keys select * from " + aside + ".idempotency_keys");
+                jdbc.execute(documentedCopy(aside));
                 // 4. the application, started in drop-partitions mode: its migration and its partitions
                 assertThat(new IdempotencySchemaMigrator(dataSource, "idempotency_keys", true).migrate()
                         .migrationsExecuted).isZero();
@@ -155,6 +155,27 @@ class PostgresSchemaIntegrationTest {
         }
     }
 
+    /** The copy of the records that retention.md's switch to drop-partitions gives, from the table set aside. */
+    private static String documentedCopy(String aside) {
+        StringBuilder statement = null;
+        try {
+            for (String line : java.nio.file.Files.readAllLines(java.nio.file.Path.of("..", "docs", "retention.md"))) {
+                if (line.startsWith("INSERT INTO idempotency_keys")) {
+                    statement = new StringBuilder();
+                }
+                if (statement != null) {
+                    statement.append(line).append('\n');
+                    if (line.endsWith(";")) {
+                        return statement.toString().replace("idempotency_switch.", aside + ".");
+                    }
+                }
+            }
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+        throw new AssertionError("retention.md gives no copy of the records");
+    }
+
     /**
      * The copy of the records in the documented switch (retention.md, step 3) goes by column name: a table the library
      * adopted may have the script's columns in another order (made by hand, or by a tool), and a copy by position would
@@ -162,22 +183,7 @@ class PostgresSchemaIntegrationTest {
      * whose record was copied finds none, and runs again.
      */
     @Test
-    void theDocumentedSwitchCopiesEachValueToItsColumnWhateverTheOldTablesColumnOrder() throws Exception {
-        String insert = null;
-        StringBuilder statement = null;
-        for (String line : java.nio.file.Files.readAllLines(java.nio.file.Path.of("..", "docs", "retention.md"))) {
-            if (line.startsWith("INSERT INTO idempotency_keys")) {
-                statement = new StringBuilder();
-            }
-            if (statement != null) {
-                statement.append(line).append('\n');
-                if (line.endsWith(";")) {
-                    insert = statement.toString();
-                    break;
-                }
-            }
-        }
-        assertThat(insert).as("the copy retention.md gives").isNotNull();
+    void theDocumentedSwitchCopiesEachValueToItsColumnWhateverTheOldTablesColumnOrder() {
         try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
             // the script's table, its scope column made before its caller column
@@ -204,7 +210,7 @@ class PostgresSchemaIntegrationTest {
                               (select least(min(created_at), now()) from %s.idempotency_keys),
                               to_timestamp((floor(extract(epoch from now()) / 86400) + 1) * 86400));
                         end $$""".formatted(aside));
-                jdbc.execute(insert.replace("idempotency_switch.", aside + "."));
+                jdbc.execute(documentedCopy(aside));
 
                 assertThat(jdbc.queryForList("select caller, scope from idempotency_keys")).singleElement()
                         .isEqualTo(java.util.Map.of("caller", "alice", "scope", "POST /x"));
