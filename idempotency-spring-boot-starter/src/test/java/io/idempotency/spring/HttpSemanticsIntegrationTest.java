@@ -848,6 +848,50 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
         assertThat(rows("form-callback-" + transaction)).isEqualTo(1);
     }
 
+    /**
+     * A parameter sent more than once is bound by Spring MVC with all its values (a {@code String} argument reads
+     * {@code 5,6}): an expression that read its first value alone would fingerprint {@code amount=5&amount=6} as
+     * {@code amount=5}, and answer it with that request's answer.
+     */
+    @Test
+    void aRepeatedParameterIsFingerprintedByAllItsValuesAsTheHandlerReadsThem() throws Exception {
+        String transaction = "tx-" + UUID.randomUUID();
+
+        HttpResponse<byte[]> first = send(form("transactionId=" + transaction + "&amount=5&nonce=1"));
+        HttpResponse<byte[]> repeated = send(form("transactionId=" + transaction + "&amount=5&amount=6&nonce=2"));
+
+        assertThat(first.statusCode()).isEqualTo(200);
+        assertThat(new String(first.body(), StandardCharsets.UTF_8)).contains("\"amount\":\"5\"");
+        assertThat(repeated.statusCode()).as("the handler reads the amount 5,6").isEqualTo(422);
+        assertProblem(repeated, "idempotency-key-mismatch");
+
+        String other = "tx-" + UUID.randomUUID();
+        HttpResponse<byte[]> twice = send(form("transactionId=" + other + "&amount=5&amount=6&nonce=1"));
+        HttpResponse<byte[]> joined = send(form("transactionId=" + other + "&amount=5,6&nonce=2"));
+        assertThat(new String(twice.body(), StandardCharsets.UTF_8)).contains("\"amount\":\"5,6\"");
+        assertThat(joined.headers().firstValue("Idempotent-Replayed")).as("the same amount, as the handler reads it")
+                .hasValue("true");
+        assertThat(rows("form-callback-" + other)).isEqualTo(1);
+    }
+
+    /** So is a header sent on several lines, which a {@code String} argument reads joined, as HTTP defines it. */
+    @Test
+    void aRepeatedHeaderIsFingerprintedByAllItsValuesAsTheHandlerReadsThem() throws Exception {
+        String event = "evt-" + UUID.randomUUID();
+        String note = "amount-header-" + event;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> first = send(request("/orders/by-event-header/amount-header", body)
+                .header("X-Event-Id", event).header("X-Amount", "5").build());
+        HttpResponse<byte[]> repeated = send(request("/orders/by-event-header/amount-header", body)
+                .header("X-Event-Id", event).header("X-Amount", "5").header("X-Amount", "6").build());
+
+        assertThat(first.statusCode()).isEqualTo(200);
+        assertThat(repeated.statusCode()).as("the handler reads the amount 5,6").isEqualTo(422);
+        assertProblem(repeated, "idempotency-key-mismatch");
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
     private HttpRequest form(String fields) {
         return request("/orders/form-callbacks", fields).setHeader("Content-Type", "application/x-www-form-urlencoded")
                 .POST(HttpRequest.BodyPublishers.ofString(fields)).build();

@@ -832,8 +832,10 @@ public class OrderController {
     /** A provider's form-encoded callback without a header, keyed and fingerprinted by its fields. */
     @PostMapping("/form-callbacks")
     @Idempotent(key = "#params['transactionId']", fingerprint = "#params['amount']")
-    public Map<String, Object> formCallback(@RequestParam String transactionId, @RequestParam String nonce) {
-        return Map.of("id", insert("form-callback-" + transactionId), "received", nonce);
+    public Map<String, Object> formCallback(@RequestParam String transactionId, @RequestParam String nonce,
+                                            @RequestParam(required = false) String amount) {
+        return Map.of("id", insert("form-callback-" + transactionId), "received", nonce,
+                "amount", String.valueOf(amount));
     }
 
     /** Keyed by a request header, fingerprinted by a query parameter: a webhook that names its event in a header. */
@@ -841,6 +843,14 @@ public class OrderController {
     @Idempotent(key = "#headers['X-Event-Id']", fingerprint = "#params['amount']")
     public Map<String, Object> byEventHeader(@RequestBody OrderRequest request) {
         return Map.of("id", insert(request.note()));
+    }
+
+    /** Keyed by a request header, fingerprinted by another that the handler binds. */
+    @PostMapping("/by-event-header/amount-header")
+    @Idempotent(key = "#headers['X-Event-Id']", fingerprint = "#headers['X-Amount']")
+    public Map<String, Object> byEventHeaderAmount(@RequestHeader("X-Amount") String amount,
+                                                   @RequestBody OrderRequest request) {
+        return Map.of("id", insert(request.note()), "amount", amount);
     }
 
     /** Keyed by an optional header the handler takes as an {@code Optional}: without it, no key. */
