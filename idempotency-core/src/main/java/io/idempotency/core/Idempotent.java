@@ -22,9 +22,10 @@ import java.lang.annotation.Target;
  * nor a form, the body text, read as a {@code String} argument reads it: in the charset its {@code Content-Type} names,
  * else the request's character encoding, else UTF-8; a body that is no text there is refused), {@code #path} (the
  * route's path variables, a controller method's or those of the functional route whose handler function calls the
- * method), {@code #headers} (first value of each header, case-insensitive) and {@code #params} (first value of each
- * query or form parameter: a form's fields are read here, not through {@code #body}, which the container has parsed
- * into parameters).
+ * method), {@code #headers} (each header's value, case-insensitive) and {@code #params} (each query or form
+ * parameter's value: a form's fields are read here, not through {@code #body}, which the container has parsed into
+ * parameters); a header or parameter sent more than once is all its values, joined by commas, as a {@code String}
+ * argument reads it ({@code amount=5&amount=6} is {@code "5,6"}).
  */
 @Target(ElementType.METHOD)
 @Retention(RetentionPolicy.RUNTIME)

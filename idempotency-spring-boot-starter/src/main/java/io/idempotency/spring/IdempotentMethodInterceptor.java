@@ -491,14 +491,15 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         context.addPropertyAccessor(new MapAccessor());
         context.setVariable("body", body);
         context.setVariable("path", RequestView.pathVariables(request));
+        // a header or parameter sent more than once is all its values, joined as a String argument binds them
+        // ("5,6"): its first value alone would make amount=5&amount=6 the request amount=5, answered with its answer
         Map<String, String> headers = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
         for (String name : Collections.list(request.getHeaderNames())) {
-            headers.putIfAbsent(name, request.getHeader(name));
+            headers.putIfAbsent(name, String.join(",", Collections.list(request.getHeaders(name))));
         }
         context.setVariable("headers", headers);
         Map<String, String> params = new LinkedHashMap<>();
-        RequestView.parameters(request)
-                .forEach((name, values) -> params.put(name, values.length == 0 ? "" : values[0]));
+        RequestView.parameters(request).forEach((name, values) -> params.put(name, String.join(",", values)));
         context.setVariable("params", params);
         return context;
     }
