@@ -719,6 +719,22 @@ class IdempotencyAutoConfigurationTest {
     }
 
     /**
+     * So is a parameter whose text holds such an instance: a record writes each component by its toString() (an array
+     * component's names the array), and a collection or array is compared by its elements. Every retry of a request
+     * had another fingerprint and was refused as a mismatch (422). Records of records, and collections of them, start.
+     */
+    @Test
+    void anExpressionThatIsAParameterWhoseTextHoldsAnInstanceIsRefusedAtStartup() {
+        assertStartFails(runner.withUserConfiguration(HeldInstanceController.class)).contains(
+                "HeldInstanceController.transfer(", "#transfer alone", "ChargeTransfer", "Charge, whose toString()");
+        assertStartFails(runner.withUserConfiguration(HeldArrayController.class)).contains(
+                "HeldArrayController.sign(", "#signed alone", "SignedCharge", "an array, whose toString()");
+        assertStartFails(runner.withUserConfiguration(InstanceListController.class)).contains(
+                "InstanceListController.charges(", "#charges alone", "Charge, whose toString()");
+        runner.withUserConfiguration(HeldRecordsController.class).run(context -> assertThat(context).hasNotFailed());
+    }
+
+    /**
      * NESTED, inside the request's transaction, is a savepoint: JDBC's transaction manager makes one, JPA's cannot, so
      * there every request with a key would fail with 500, while the start and the requests without a key went well.
      */
@@ -1984,6 +2000,55 @@ class IdempotencyAutoConfigurationTest {
         @Idempotent(key = "#p0")
         public String refund(@org.springframework.web.bind.annotation.RequestBody Charge refund) {
             return "refunded";
+        }
+    }
+
+    /** A record whose text holds a Charge, whose toString() names the instance. */
+    public record ChargeTransfer(String reference, Charge charge) {
+    }
+
+    /** A record whose text holds an array's, which names the array. */
+    public record SignedCharge(String amount, byte[] signature) {
+    }
+
+    public record RecordsTransfer(ChargeRecord charge, java.util.List<ChargeRecord> more,
+                                  java.util.Map<String, Object> details) {
+    }
+
+    @RestController
+    static class HeldInstanceController {
+        @PostMapping("/transfers")
+        @Idempotent(fingerprint = "#transfer")
+        public String transfer(@org.springframework.web.bind.annotation.RequestBody ChargeTransfer transfer) {
+            return "transferred";
+        }
+    }
+
+    @RestController
+    static class HeldArrayController {
+        @PostMapping("/signed")
+        @Idempotent(fingerprint = "#signed")
+        public String sign(@org.springframework.web.bind.annotation.RequestBody SignedCharge signed) {
+            return "signed";
+        }
+    }
+
+    @RestController
+    static class InstanceListController {
+        @PostMapping("/charges")
+        @Idempotent(fingerprint = "#charges")
+        public String charges(@org.springframework.web.bind.annotation.RequestBody java.util.List<Charge> charges) {
+            return "charged";
+        }
+    }
+
+    @RestController
+    static class HeldRecordsController {
+        @PostMapping("/transfers")
+        @Idempotent(fingerprint = {"#transfer", "#signature"})
+        public String transfer(@org.springframework.web.bind.annotation.RequestBody RecordsTransfer transfer,
+                               @org.springframework.web.bind.annotation.RequestHeader byte[] signature) {
+            return "transferred";
         }
     }
 
