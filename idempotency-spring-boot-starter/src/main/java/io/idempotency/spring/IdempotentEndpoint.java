@@ -7,6 +7,7 @@ import io.idempotency.core.StoragePolicy;
 import org.springframework.beans.BeanUtils;
 import org.springframework.boot.convert.DurationStyle;
 import org.springframework.core.DefaultParameterNameDiscoverer;
+import org.springframework.core.ResolvableType;
 import org.springframework.core.env.PropertyResolver;
 import org.springframework.expression.Expression;
 import org.springframework.expression.spel.SpelNode;
@@ -127,11 +128,12 @@ final class IdempotentEndpoint {
                         + " #body.amount, #params['orderId'], a parameter as #name (was an expression quoted?)");
             }
             instanceNamingParameter(method, key, fingerprint).ifPresent(parameter -> {
-                throw new IllegalArgumentException("an expression is #" + parameter.getKey() + " alone, a "
-                        + parameter.getValue().getName() + ", whose toString() is Object's: it names the instance,"
+                throw new IllegalArgumentException("an expression is #" + parameter.expression() + " alone, a "
+                        + parameter.type().getTypeName() + (parameter.held() == null ? "" : ", whose text holds "
+                        + parameter.held()) + ", whose toString() is Object's: it names the instance,"
                         + " not what it holds, so every request, each retry too, would have another key or fingerprint"
                         + " (a retry refused as a mismatch instead of answered); name the fields that identify the"
-                        + " request (#" + parameter.getKey() + ".amount, say), or give the class a toString()");
+                        + " request (#" + parameter.expression() + ".amount, say), or give the class a toString()");
             });
             Collection<String> methods = annotation.methods().length == 0
                     ? defaultMethods : Arrays.asList(annotation.methods());
@@ -303,12 +305,23 @@ final class IdempotentEndpoint {
     }
 
     /**
-     * The first expression that is a parameter alone, of a class whose {@code toString()} is {@link Object}'s: its
-     * value is compared as that text (see {@link Idempotent#fingerprint()}), which names the instance, so it is another
-     * for every request. The parameter's name and class; empty if there is none.
+     * An expression that is a parameter alone (or a chain of its properties), of a {@code type} whose values' text
+     * names an instance.
+     *
+     * @param held what of the value names the instance, as the message says it ("a Charge", "an array"), or null when
+     *             the value itself is of a class whose {@code toString()} is {@link Object}'s
      */
-    private static Optional<Map.Entry<String, Class<?>>> instanceNamingParameter(Method method, Expression key,
-                                                                                 List<Expression> fingerprint) {
+    private record InstanceNaming(String expression, java.lang.reflect.Type type, String held) {
+    }
+
+    /**
+     * The first expression that is a parameter alone, or a property of one, whose value is compared (see
+     * {@link Idempotent#fingerprint()}) by a text that names an instance, so it is another for every request: of a
+     * class whose {@code toString()} is {@link Object}'s, or one that holds such a value where it is written (a
+     * record's component, a collection's or an array's element). Empty if there is none.
+     */
+    private static Optional<InstanceNaming> instanceNamingParameter(Method method, Expression key,
+                                                                    List<Expression> fingerprint) {
         String[] names = PARAMETER_NAMES.getParameterNames(method);
         for (Expression expression : both(key, fingerprint)) {
             if (!(expression instanceof SpelExpression spel)) {
@@ -342,12 +355,21 @@ final class IdempotentEndpoint {
                 if (!named) {
                     continue;
                 }
-                Class<?> type = method.getParameterTypes()[i];
+                ResolvableType type = ResolvableType.forMethodParameter(method, i);
                 for (String property : properties) {
                     type = type == null ? null : propertyType(type, property);
                 }
-                if (type != null && namesTheInstance(type)) {
-                    return Optional.of(Map.entry(String.join(".", concat(name, properties)), type));
+                if (type == null) {
+                    continue;
+                }
+                Class<?> raw = type.resolve();
+                if (raw != null && namesTheInstance(raw)) {
+                    return Optional.of(new InstanceNaming(String.join(".", concat(name, properties)), raw, null));
+                }
+                String held = heldInstance(type, false, new HashSet<>());
+                if (held != null) {
+                    return Optional.of(new InstanceNaming(String.join(".", concat(name, properties)),
+                            type.getType(), held));
                 }
             }
         }
@@ -364,22 +386,24 @@ final class IdempotentEndpoint {
      * The declared type of {@code property} as SpEL reads it of a {@code type}: its getter's, a record component's,
      * or a public field's; null when it cannot be told (a map's key, say).
      */
-    private static Class<?> propertyType(Class<?> type, String property) {
-        if (java.util.Map.class.isAssignableFrom(type) || type.isArray() || Collection.class.isAssignableFrom(type)) {
+    private static ResolvableType propertyType(ResolvableType owner, String property) {
+        Class<?> type = owner.resolve();
+        if (type == null || java.util.Map.class.isAssignableFrom(type) || type.isArray()
+                || Collection.class.isAssignableFrom(type)) {
             return null;
         }
         java.beans.PropertyDescriptor descriptor = BeanUtils.getPropertyDescriptor(type, property);
         if (descriptor != null && descriptor.getReadMethod() != null) {
-            return descriptor.getReadMethod().getReturnType();
+            return ResolvableType.forMethodReturnType(descriptor.getReadMethod(), type);
         }
         if (type.isRecord()) {
             Method accessor = ReflectionUtils.findMethod(type, property);
             if (accessor != null && accessor.getParameterCount() == 0) {
-                return accessor.getReturnType();
+                return ResolvableType.forMethodReturnType(accessor, type);
             }
         }
         java.lang.reflect.Field field = ReflectionUtils.findField(type, property);
-        return field != null && Modifier.isPublic(field.getModifiers()) ? field.getType() : null;
+        return field != null && Modifier.isPublic(field.getModifiers()) ? ResolvableType.forField(field, owner) : null;
     }
 
     /**
@@ -394,6 +418,59 @@ final class IdempotentEndpoint {
         }
         Method toString = ReflectionUtils.findMethod(type, "toString");
         return toString != null && toString.getDeclaringClass() == Object.class;
+    }
+
+    /**
+     * What a value of {@code type} holds whose text names an instance, where the value is written: canonical JSON
+     * writes a collection's, an array's, an {@code Optional}'s and a map's values as it writes any value (and a map's
+     * keys by their text), a record's {@code toString()} its components by theirs, in which an array names itself.
+     * Null when there is none, or it cannot be told (an element of a type that is not declared).
+     *
+     * @param asText whether the value is written by its {@code toString()} (inside a record's), not as canonical JSON
+     * @param seen   the records looked into, so that a record holding itself is looked into once
+     */
+    private static String heldInstance(ResolvableType type, boolean asText, Set<Class<?>> seen) {
+        Class<?> raw = type.resolve();
+        if (raw == null || raw.isPrimitive()) {
+            return null;
+        }
+        if (raw.isArray()) {
+            return asText ? "an array" : heldInstance(type.getComponentType(), false, seen);
+        }
+        if (raw == Optional.class) {
+            return elementInstance(type.getGeneric(0), asText, seen);
+        }
+        if (Collection.class.isAssignableFrom(raw)) {
+            return elementInstance(type.asCollection().getGeneric(0), asText, seen);
+        }
+        if (java.util.Map.class.isAssignableFrom(raw)) {
+            ResolvableType map = type.asMap();
+            String key = elementInstance(map.getGeneric(0), true, seen);
+            return key != null ? key : elementInstance(map.getGeneric(1), asText, seen);
+        }
+        if (!raw.isRecord() || !seen.add(raw)) {
+            return null;
+        }
+        Method toString = ReflectionUtils.findMethod(raw, "toString");
+        if (toString == null || toString.getDeclaringClass() != raw || !Modifier.isFinal(toString.getModifiers())) {
+            return null; // a record that writes itself (the one javac writes is final)
+        }
+        for (java.lang.reflect.RecordComponent component : raw.getRecordComponents()) {
+            String held = elementInstance(ResolvableType.forType(component.getGenericType(), type), true, seen);
+            if (held != null) {
+                return held;
+            }
+        }
+        return null;
+    }
+
+    /** {@link #heldInstance} of a value that is held: itself when its class names the instance. */
+    private static String elementInstance(ResolvableType type, boolean asText, Set<Class<?>> seen) {
+        Class<?> raw = type.resolve();
+        if (raw != null && namesTheInstance(raw)) {
+            return "a " + raw.getTypeName();
+        }
+        return heldInstance(type, asText, seen);
     }
 
     /**
