@@ -58,6 +58,35 @@ class ViewHandlerIntegrationTest extends OrdersApplicationTest {
     }
 
     /**
+     * A view that fails to render fails after the handler returned, outside Spring MVC's exception handlers. Left to
+     * the container, the failure leaves the filter and rolls the request back; answered by an error filter of the
+     * application's between the idempotency filter and the dispatcher, it must roll the request back all the same,
+     * not keep its effects with the filter's refusal as their answer, for this client and every retry.
+     */
+    @Test
+    void aViewThatFailsToRenderKeepsNothingAlsoWhenAFilterAnswersTheFailure() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "failing-page-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> unanswered = post("/views/failing-page-orders", key, body);
+        assertThat(unanswered.statusCode()).isEqualTo(500);
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+
+        for (int attempt = 0; attempt < 2; attempt++) {
+            HttpResponse<byte[]> answered = send(request("/views/failing-page-orders", body)
+                    .header("Idempotency-Key", key).header("X-Filter-Answers-Errors", "yes").build());
+
+            assertThat(answered.statusCode()).as("the error filter's answer").isEqualTo(400);
+            assertThat(new String(answered.body(), StandardCharsets.UTF_8)).contains("refused by the error filter");
+            assertThat(answered.headers().firstValue("Idempotent-Replayed")).as("not stored: run again").isEmpty();
+            assertThat(rows(note)).as("the order of a request answered as refused").isZero();
+            assertThat(keyRows(key)).isZero();
+        }
+    }
+
+    /**
      * The container ignores the status and headers an included resource sets, and its sendError: held for the commit,
      * the fragment's 404 was the answer, stored and replayed for a request whose effects were kept, and its
      * sendError(410) made the answer an error, so the request was rolled back where the client of the page would have

@@ -11,9 +11,12 @@ import org.springframework.stereotype.Controller;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestBody;
 import org.springframework.web.bind.annotation.ResponseBody;
+import org.springframework.web.servlet.ModelAndView;
+import org.springframework.web.servlet.View;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.util.Map;
 
 /** A controller that answers with views rather than bodies: Post/Redirect/Get. */
 @Controller
@@ -63,6 +66,26 @@ public class ViewController {
     public String createAndForward(@RequestBody OrderController.OrderRequest request) {
         jdbc.sql("insert into orders (note) values (?)").param(request.note()).update();
         return "forward:/views/order-page";
+    }
+
+    /**
+     * A page that fails part way through its rendering, as a template does that meets a value it cannot show: after
+     * the handler returned, outside Spring MVC's exception handlers, which only see what the handler and the writing of
+     * its body raise.
+     */
+    private static final View FAILING_PAGE = (model, request, response) -> {
+        response.setContentType("text/html;charset=UTF-8");
+        response.getWriter().write("<p>order " + model.get("id"));
+        throw new IllegalArgumentException("the page cannot show order " + model.get("id"));
+    };
+
+    /** Writes a row and answers with a page that fails to render. */
+    @PostMapping("/views/failing-page-orders")
+    @Idempotent
+    public ModelAndView createWithFailingPage(@RequestBody OrderController.OrderRequest request) {
+        long id = jdbc.sql("insert into orders (note) values (?) returning id").param(request.note())
+                .query(Long.class).single();
+        return new ModelAndView(FAILING_PAGE, Map.of("id", id));
     }
 
     /** The page a forward shows. */
