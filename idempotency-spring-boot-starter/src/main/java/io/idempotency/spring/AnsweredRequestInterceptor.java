@@ -11,6 +11,12 @@ import org.springframework.web.servlet.View;
  * did not run, so a controller that answers with views returns no view name, and Spring MVC would render the view it
  * derives from the request's path: a forward, which ends the response before the filter can send the answer, or a
  * template that does not exist, whose failure escapes the filter. Either way the client would not get the answer.
+ * <p>
+ * It also notes on the request an exception that Spring MVC's handling ended with after its exception handlers
+ * (a view that failed to render), which none of them saw
+ * ({@link RequestAnsweredExceptionResolver#EXCEPTION_ATTRIBUTE}): the answer is then not the outcome of the handler,
+ * even when a filter between the {@link IdempotencyFilter} and the dispatcher answers the exception without passing
+ * it on.
  */
 final class AnsweredRequestInterceptor implements HandlerInterceptor {
 
@@ -24,6 +30,14 @@ final class AnsweredRequestInterceptor implements HandlerInterceptor {
                 && request.getAttribute(IdempotentExchange.ATTRIBUTE) instanceof IdempotentExchange exchange
                 && exchange.answer() != null) {
             modelAndView.setView(NOTHING);
+        }
+    }
+
+    @Override
+    public void afterCompletion(HttpServletRequest request, HttpServletResponse response, Object handler,
+                                Exception ex) {
+        if (ex != null && request.getAttribute(RequestAnsweredExceptionResolver.EXCEPTION_ATTRIBUTE) == null) {
+            request.setAttribute(RequestAnsweredExceptionResolver.EXCEPTION_ATTRIBUTE, ex);
         }
     }
 }

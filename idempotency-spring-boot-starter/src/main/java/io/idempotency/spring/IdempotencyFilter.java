@@ -398,9 +398,10 @@ public class IdempotencyFilter extends OncePerRequestFilter {
     /**
      * Whether Spring MVC handled an exception raised after the handler returned (writing its answer: no converter for
      * the Accept header, a serialization failure; an interceptor's {@code postHandle}), or met one that none of its
-     * exception handlers resolved and that a filter after this one answered (a {@code @PostAuthorize} refusal answered
-     * by Spring Security's chain ordered after this filter): the answer is the exception handler's, not the outcome
-     * of the handler, whatever its status.
+     * exception handlers resolved, or that came after them (a view that failed to render), and that a filter after
+     * this one answered (a {@code @PostAuthorize} refusal answered by Spring Security's chain ordered after this
+     * filter, an error filter of the application's): the answer is the exception handler's or the filter's, not the
+     * outcome of the handler, whatever its status.
      * <p>
      * An {@code IOException} in the servlet error attribute, with neither of the others, is the container's note that
      * the client went away: Tomcat sets one on a request whose HTTP/2 stream the client reset (so that a read listener

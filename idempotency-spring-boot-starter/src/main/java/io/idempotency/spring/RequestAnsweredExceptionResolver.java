@@ -18,7 +18,8 @@ final class RequestAnsweredExceptionResolver implements HandlerExceptionResolver
      * not: the answer is then not the outcome of the handler. One that none resolves leaves the servlet, and a filter
      * between the {@link IdempotencyFilter} and the servlet may answer it without passing it on (Spring Security's
      * chain, when it is ordered after the filter, answering a {@code @PostAuthorize} refusal with an access-denied
-     * handler of its own).
+     * handler of its own). One raised after the exception handlers, which they never see (a view that failed to
+     * render), is noted here too, by {@link AnsweredRequestInterceptor}.
      */
     static final String EXCEPTION_ATTRIBUTE = RequestAnsweredExceptionResolver.class.getName() + ".EXCEPTION";
 
