@@ -87,6 +87,37 @@ class ViewHandlerIntegrationTest extends OrdersApplicationTest {
     }
 
     /**
+     * A filter after the idempotency filter that fails once the chain has returned fails the request after its handler
+     * answered: nothing of it is kept, and the retry runs. A replay is the library's answer, which the handler did not
+     * give: it is sent all the same.
+     */
+    @Test
+    void aFilterThatFailsAfterTheHandlerKeepsNothingButCannotStopAReplay() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "filter-fails-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> failed = send(request("/views/orders", body).header("Idempotency-Key", key)
+                .header("X-Filter-Fails", "yes").build());
+        assertThat(failed.statusCode()).isEqualTo(500);
+        assertThat(failed.headers().firstValue("Location")).isEmpty();
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+
+        HttpResponse<byte[]> first = post("/views/orders", key, body);
+        assertThat(first.statusCode()).isEqualTo(302);
+        assertThat(first.headers().firstValue("Idempotent-Replayed")).as("run again").isEmpty();
+        assertThat(rows(note)).isEqualTo(1);
+
+        HttpResponse<byte[]> replay = send(request("/views/orders", body).header("Idempotency-Key", key)
+                .header("X-Filter-Fails", "yes").build());
+        assertThat(replay.statusCode()).isEqualTo(302);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(replay.headers().firstValue("Location")).isEqualTo(first.headers().firstValue("Location"));
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    /**
      * The container ignores the status and headers an included resource sets, and its sendError: held for the commit,
      * the fragment's 404 was the answer, stored and replayed for a request whose effects were kept, and its
      * sendError(410) made the answer an error, so the request was rolled back where the client of the page would have

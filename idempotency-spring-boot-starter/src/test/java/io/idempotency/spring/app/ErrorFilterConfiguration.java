@@ -14,9 +14,10 @@ import java.io.IOException;
 
 /**
  * An error filter of the application's after the idempotency filter (where a filter bean without an order runs): it
- * answers an exception that leaves the dispatcher, as such filters do, with 400 when a refused argument caused it.
- * Only for requests that ask for it ({@code X-Filter-Answers-Errors}), so that other tests meet the exceptions as
- * they are.
+ * answers an exception that leaves the dispatcher, as such filters do, with 400 when a refused argument caused it;
+ * and it fails itself once the chain has returned, as a filter with a bug of its own would. Each only for requests
+ * that ask for it ({@code X-Filter-Answers-Errors}, {@code X-Filter-Fails}), so that other tests meet the exceptions
+ * as they are.
  */
 @Configuration(proxyBeanMethods = false)
 public class ErrorFilterConfiguration {
@@ -42,6 +43,10 @@ public class ErrorFilterConfiguration {
                     response.setStatus(HttpServletResponse.SC_BAD_REQUEST);
                     response.setContentType("application/json");
                     response.getWriter().write("{\"error\":\"refused by the error filter\"}");
+                    return;
+                }
+                if (request.getHeader("X-Filter-Fails") != null) {
+                    throw new IllegalStateException("the error filter failed after the chain");
                 }
             }
         });
