@@ -875,6 +875,29 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aRefusalInATransactionTheHandlerMarkedRollbackOnlyIsSentAsTheHandlerAnsweredAndNotStored() throws Exception {
+        // marked through the handler's own transaction status, which Spring carries over to the request's
+        // transaction only as the handler's @Transactional ends, before the filter decides
+        assertRefusalSentAndNotStored("/orders/marked-rollback-only?status=422", "marked-refusal-",
+                "{\"refused\":\"marked\"}", "marked");
+    }
+
+    @Test
+    void aSuccessInATransactionTheHandlerMarkedRollbackOnlyIsAFailedCommit() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "marked-success-" + key;
+
+        HttpResponse<byte[]> answer = post("/orders/marked-rollback-only?status=201", key,
+                "{\"note\":\"" + note + "\"}");
+
+        assertThat(answer.statusCode()).as("a success would report what was not kept").isEqualTo(500);
+        assertProblem(answer, "idempotency-commit-failed");
+        assertThat(new String(answer.body(), StandardCharsets.UTF_8)).contains("none were kept");
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+    }
+
+    @Test
     void aRefusalAfterAFailedStatementTheHandlerCaughtIsSentAsTheHandlerAnsweredAndNotStored() throws Exception {
         // PostgreSQL aborted the transaction when the statement failed, and Spring does not know it: the answer's
         // write fails on it. Nothing can be kept, so the refusal is answered as one its exception handler made

@@ -726,6 +726,22 @@ public class OrderController {
     }
 
     /**
+     * Writes a row, then marks its own transaction rollback-only, as a handler does that decides to keep nothing of a
+     * request it refuses ({@code ?status=422}) or answers as a dry run ({@code ?status=201}): it joined the request's
+     * transaction, which Spring marks rollback-only as the handler's ends.
+     */
+    @PostMapping("/marked-rollback-only")
+    @Idempotent
+    @Transactional
+    public ResponseEntity<Map<String, String>> markedRollbackOnly(@RequestBody OrderRequest request,
+                                                                  @RequestParam int status) {
+        insert(request.note());
+        org.springframework.transaction.interceptor.TransactionAspectSupport.currentTransactionStatus()
+                .setRollbackOnly();
+        return ResponseEntity.status(status).header("X-Refused", "marked").body(Map.of("refused", "marked"));
+    }
+
+    /**
      * Writes a row, then refuses the request with 422 when a statement of its own failed, which it caught: PostgreSQL
      * has aborted the transaction, of which Spring knows nothing. {@code ?status=201} answers 201 instead.
      */
