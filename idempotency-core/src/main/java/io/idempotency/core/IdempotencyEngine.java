@@ -540,15 +540,6 @@ public final class IdempotencyEngine {
     }
 
     /**
-     * The resolver's decision about the stale claim on {@code key}. A null answer decides nothing — it is neither
-     * "rerun" nor "fail", both of which would let the work run again without anyone having found out what happened —
-     * so it fails like a resolver that throws: the claim stays PROCESSING for a later resolution. So does an answer
-     * larger than the cap on stored bodies: stored, it would keep what no handler's answer may keep; cut short, it
-     * would replay a different answer; and it is not "the work did not happen" either. And so does an answer with a
-     * status {@code policy} does not store (by default 5xx, 408, 409, 425, 429, 304, 1xx): a handler's such answer
-     * leaves the outcome unknown, and stored as SUCCEEDED it would be replayed for as long as the record is kept.
-     */
-    /**
      * Asks {@code resolver} about {@code claim}, held by {@code token} under the lease {@code holding} renews, and
      * stops the renewal once it has answered or failed. A resolver that fails while its thread is interrupted (asked to
      * stop: a request the shutdown did not wait for, or a sweep), which is likely why it failed, hands the claim back
@@ -578,6 +569,15 @@ public final class IdempotencyEngine {
         }
     }
 
+    /**
+     * The resolver's decision about the stale claim on {@code key}. A null answer decides nothing — it is neither
+     * "rerun" nor "fail", both of which would let the work run again without anyone having found out what happened —
+     * so it fails like a resolver that throws: the claim stays PROCESSING for a later resolution. So does an answer
+     * larger than the cap on stored bodies: stored, it would keep what no handler's answer may keep; cut short, it
+     * would replay a different answer; and it is not "the work did not happen" either. And so does an answer with a
+     * status {@code policy} does not store (by default 5xx, 408, 409, 425, 429, 304, 1xx): a handler's such answer
+     * leaves the outcome unknown, and stored as SUCCEEDED it would be replayed for as long as the record is kept.
+     */
     static StaleClaimResolver.Resolution decided(StaleClaimResolver.Resolution resolution, ScopedKey key,
                                                  StoragePolicy policy, long maxStoredBodySize) {
         if (resolution == null) {

@@ -259,7 +259,6 @@ abstract class PostgresStoreContract extends IdempotencyStoreContract {
                 .isEqualTo(record.expiresAt());
     }
 
-    /** How long the claims of the test above are made after their transaction began. */
     /**
      * A retention or lease beyond what PostgreSQL can add to the current time (given in code, where no startup check
      * sees it) is cut to 100,000 years — in a claim, a takeover of a stale claim and a renewal — rather than failing
@@ -290,6 +289,7 @@ abstract class PostgresStoreContract extends IdempotencyStoreContract {
                 Integer.class, key.caller(), key.scope(), key.key());
     }
 
+    /** How long the claims of the test above are made after their transaction began. */
     private static final Duration LATE = Duration.ofMillis(1500);
     private static final Duration LEASE = Duration.ofSeconds(3);
 

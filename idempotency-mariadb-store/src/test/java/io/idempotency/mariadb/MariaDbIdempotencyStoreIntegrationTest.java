@@ -318,10 +318,6 @@ class MariaDbIdempotencyStoreIntegrationTest extends MariaDbStoreContract {
     }
 
     /**
-     * A retention longer than a {@code datetime} can add to today (the starter allows up to 36500000d) is cut to 7,000
-     * years, as mariadb.md says, rather than failing every claim: the record is kept and expires in the year 9000 or so.
-     */
-    /**
      * retention.md: a record keeps the expiry it was claimed with, and its {@code UPDATE}, with MariaDB's
      * {@code DATE_ADD(created_at, INTERVAL 60 DAY)} for PostgreSQL's interval, extends the records already stored, so
      * that the cleanup keeps them and they are still answered.
@@ -369,6 +365,10 @@ class MariaDbIdempotencyStoreIntegrationTest extends MariaDbStoreContract {
         assertThat(((ClaimResult.Existing) again).record().response()).isEqualTo(answer);
     }
 
+    /**
+     * A retention longer than a {@code datetime} can add to today (the starter allows up to 36500000d) is cut to 7,000
+     * years, as mariadb.md says, rather than failing every claim: the record is kept and expires in the year 9000 or so.
+     */
     @Test
     void aRetentionBeyondSevenThousandYearsIsCutToSevenThousandYears() {
         ScopedKey key = newKey();
