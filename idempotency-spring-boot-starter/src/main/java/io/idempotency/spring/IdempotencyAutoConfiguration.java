@@ -367,17 +367,32 @@ public class IdempotencyAutoConfiguration {
     static final Duration MAX_TTL = Duration.ofDays(36_500_000);
 
     /**
-     * Request headers that HTTP, cookies, proxies or tracing define, in lower case: none can carry a client's key for
-     * one request.
+     * Request headers that HTTP, cookies, browsers, proxies or tracing define, in lower case: none can carry a client's
+     * key for one request. Their value is shared by many requests (a preference, a client's address), new on every
+     * attempt (a trace, a signature), or one a browser sets and lets no page set (the Fetch standard's forbidden
+     * names).
      */
     private static final Set<String> HEADERS_OF_OTHER_MEANING = Set.of("accept", "accept-charset", "accept-encoding",
-            "accept-language", "authorization", "baggage", "cache-control", "connection", "content-encoding",
-            "content-language", "content-length", "content-location", "content-range", "content-type", "cookie",
-            "date", "expect", "forwarded", "from", "host", "if-match", "if-modified-since", "if-none-match",
-            "if-range", "if-unmodified-since", "keep-alive", "max-forwards", "origin", "pragma",
-            "proxy-authorization", "proxy-connection", "range", "referer", "te", "traceparent", "tracestate",
-            "trailer", "transfer-encoding", "upgrade", "user-agent", "via", "x-forwarded-for", "x-forwarded-host",
-            "x-forwarded-port", "x-forwarded-prefix", "x-forwarded-proto");
+            "accept-language", "accept-signature", "access-control-request-headers", "access-control-request-method",
+            "authorization", "b3", "baggage", "cache-control", "cdn-loop", "cf-connecting-ip", "cf-ray", "connection",
+            "content-digest", "content-encoding", "content-language", "content-length", "content-location",
+            "content-md5", "content-range", "content-type", "cookie", "cookie2", "date", "digest", "dnt", "early-data",
+            "expect", "forwarded", "from", "host", "if-match", "if-modified-since", "if-none-match", "if-range",
+            "if-unmodified-since", "keep-alive", "max-forwards", "origin", "pragma", "prefer", "priority", "range",
+            "referer", "repr-digest", "sentry-trace", "signature", "signature-input", "te", "traceparent",
+            "tracestate", "trailer", "transfer-encoding", "true-client-ip", "uber-trace-id", "upgrade",
+            "upgrade-insecure-requests", "user-agent", "via", "want-content-digest", "want-digest",
+            "want-repr-digest", "x-amzn-trace-id", "x-cloud-trace-context", "x-forwarded-client-cert",
+            "x-forwarded-for", "x-forwarded-host", "x-forwarded-port", "x-forwarded-prefix", "x-forwarded-proto",
+            "x-forwarded-server", "x-forwarded-ssl", "x-http-method", "x-http-method-override", "x-method-override",
+            "x-real-ip");
+
+    /**
+     * Beginnings of request header names of the same kind: those a browser reserves to itself ({@code sec-},
+     * {@code proxy-}), and the families of Zipkin's, Datadog's and Envoy's tracing and proxy headers.
+     */
+    private static final List<String> HEADER_PREFIXES_OF_OTHER_MEANING = List.of("sec-", "proxy-", "x-b3-",
+            "x-datadog-", "x-envoy-");
 
     /** The largest request body cap: the body is held in one array, and a JVM may refuse a few bytes more. */
     static final int MAX_REQUEST_BODY_SIZE = Integer.MAX_VALUE - 8;
@@ -395,12 +410,15 @@ public class IdempotencyAutoConfiguration {
             refuse("idempotency.header-name", "\"" + header + "\"", "an HTTP header name (letters, digits and"
                     + " !#$%&'*+-.^_`|~)");
         }
-        if (HEADERS_OF_OTHER_MEANING.contains(header.toLowerCase(Locale.ROOT))) {
+        String lowerCase = header.toLowerCase(Locale.ROOT);
+        if (HEADERS_OF_OTHER_MEANING.contains(lowerCase)
+                || HEADER_PREFIXES_OF_OTHER_MEANING.stream().anyMatch(lowerCase::startsWith)) {
             // its value is the same for every request of a client (Content-Type, Authorization) or set by whatever
-            // the request passes through: all of them would share one key, and each be refused or replayed another's
+            // the request passes through: all of them would share one key, and each be refused or replayed another's;
+            // or it is new on every attempt (a trace, a signature), and a retry would run the request again
             refuse("idempotency.header-name", "\"" + header + "\"", "a header of the client's own for the key, such"
                     + " as Idempotency-Key: " + header + " already means something else in HTTP, and its value would"
-                    + " be one key for many requests");
+                    + " be one key for many requests, or a new key on every retry");
         }
         for (String replayed : properties.getReplayedHeaders()) {
             if (replayed == null || replayed.isEmpty()) {
