@@ -27,8 +27,9 @@ public class IdempotencyProperties implements InitializingBean {
     private boolean enabled = true;
 
     /**
-     * Name of the request header that carries the idempotency key: one of the client's own, not one HTTP, proxies or
-     * tracing give another meaning (Content-Type, Authorization, X-Forwarded-For).
+     * Name of the request header that carries the idempotency key: one of the client's own, not one HTTP, browsers,
+     * proxies or tracing give another meaning (Content-Type, Authorization, Prefer, Sec-Fetch-Mode, X-Forwarded-For,
+     * X-Real-IP, traceparent, X-B3-TraceId), which is refused at startup.
      */
     private String headerName = "Idempotency-Key";
 
