@@ -44,4 +44,23 @@ class TransactionsWithTheDatabaseDownTest {
 
         assertThat(attempts).as("connections asked for while the transactions were set up").hasValue(1);
     }
+
+    /**
+     * The table is created or checked at startup, as Spring Boot's own Flyway would: with the database unreachable the
+     * application does not start, and says why, rather than starting with a table nobody checked and answering every
+     * idempotent request 503 until the database is back.
+     */
+    @Test
+    void anApplicationWhoseDatabaseCannotBeReachedAtStartupDoesNotStartAndSaysSo() {
+        for (String initialize : new String[] {"true", "false"}) {
+            assertThat(StartupFailures.startupFailure(TestDatabases.contextRunner().withUserConfiguration(
+                    IdempotencyAutoConfigurationTest.PostOnlyLongRouteController.class).withPropertyValues(
+                    "spring.datasource.url=jdbc:postgresql://127.0.0.1:1/test",
+                    "spring.datasource.hikari.connection-timeout=250",
+                    "idempotency.jdbc.initialize-schema=" + initialize)))
+                    .as("initialize-schema=" + initialize)
+                    .hasMessageContaining("idempotencySchemaInitializer")
+                    .hasRootCauseInstanceOf(java.net.ConnectException.class);
+        }
+    }
 }
