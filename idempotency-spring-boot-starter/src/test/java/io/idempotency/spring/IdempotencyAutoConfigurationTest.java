@@ -311,6 +311,18 @@ class IdempotencyAutoConfigurationTest {
     }
 
     @Test
+    void aProblemTypeBaseThatEachRequestsPathWouldResolveDifferentlyStopsTheStart() {
+        // an empty base (an environment variable set to nothing) or a relative path makes every type a relative
+        // reference, which RFC 9457 clients resolve against the request's URI: one error, a type per endpoint
+        for (String base : List.of("", "problems/", "errors#")) {
+            assertStartFailsWithDescription(runner.withPropertyValues("idempotency.problem-type-base=" + base))
+                    .as("\"" + base + "\"")
+                    .startsWith("idempotency.problem-type-base (\"" + base + "\") must be")
+                    .contains("absolute");
+        }
+    }
+
+    @Test
     void theSweeperIsOnOrOffAsTheSettingIsBound() {
         // the setting binds as a boolean, so every spelling of true the binder takes must keep the sweeper on
         for (String on : List.of("true", "TRUE", "yes", "on", "1")) {
