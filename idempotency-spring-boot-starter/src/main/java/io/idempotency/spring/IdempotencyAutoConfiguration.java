@@ -438,12 +438,19 @@ public class IdempotencyAutoConfiguration {
                     + " DELETE); " + unknownMethods + " is none");
         }
         String typeBase = properties.getProblemTypeBase();
+        java.net.URI type = null;
         try {
             // the type of every problem answer is the base and a problem's name: it must be a URI (RFC 9457)
-            java.net.URI.create(typeBase + "idempotency-key-missing");
+            type = java.net.URI.create(typeBase + "idempotency-key-missing");
         } catch (IllegalArgumentException e) {
             refuse("idempotency.problem-type-base", typeBase, "the start of a URI, such as"
                     + " https://docs.example.com/problems/ (each problem's name is appended to it)");
+        }
+        if (!type.isAbsolute() && !type.getRawSchemeSpecificPart().startsWith("/")) {
+            // a relative path is resolved against the request's URI: one error would have a type per endpoint
+            refuse("idempotency.problem-type-base", "\"" + typeBase + "\"", "an absolute URI, such as"
+                    + " https://docs.example.com/problems/, or a path from the root, such as /problems/: a client"
+                    + " resolves a relative type against the request's URI, and each endpoint's would differ");
         }
         positive("idempotency.in-flight-wait", properties.getInFlightWait(), null);
         if (properties.getInFlightWait().compareTo(MAX_IN_FLIGHT_WAIT) > 0) {
