@@ -105,7 +105,8 @@ public class IdempotencyProperties implements InitializingBean {
 
     /**
      * Base URI of the problem types in error answers; the type of each error is this base followed by its name,
-     * e.g. idempotency-key-missing.
+     * e.g. idempotency-key-missing. An absolute URI, or a path from the root (/problems/): a relative one, which a
+     * client resolves against each request's URI, stops the start.
      */
     private String problemTypeBase = ProblemResponses.DEFAULT_TYPE_BASE;
 
