@@ -675,6 +675,42 @@ class CanonicalJsonTest {
     }
 
     @Test
+    void aNumberWhoseTextIsNoDecimalIsWrittenAsTextAsTheNotFiniteDoublesAre() {
+        // a fingerprint expression's value: a DoubleAdder that summed to NaN, or a Number of the application's whose
+        // toString() is a name, is not refused with a NumberFormatException (an error page for every such request)
+        java.util.concurrent.atomic.DoubleAdder notANumber = new java.util.concurrent.atomic.DoubleAdder();
+        notANumber.add(Double.NaN);
+        assertThat(CanonicalJson.canonicalize(notANumber)).isEqualTo(CanonicalJson.canonicalize(Double.NaN));
+        Number named = new Number() {
+            @Override
+            public int intValue() {
+                return 1;
+            }
+
+            @Override
+            public long longValue() {
+                return 1;
+            }
+
+            @Override
+            public float floatValue() {
+                return 1;
+            }
+
+            @Override
+            public double doubleValue() {
+                return 1;
+            }
+
+            @Override
+            public String toString() {
+                return "one";
+            }
+        };
+        assertThat(new String(CanonicalJson.canonicalize(List.of(named)), UTF_8)).isEqualTo("[\"one\"]");
+    }
+
+    @Test
     void anOptionalIsWrittenAsTheValueItHolds() {
         // a parameter such as @RequestParam Optional<List<String>>: its toString() would write "[a, b]" for the one
         // element "a, b" too, and a number as it is spelt
