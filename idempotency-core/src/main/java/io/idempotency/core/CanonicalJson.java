@@ -144,7 +144,18 @@ public final class CanonicalJson {
                 || value instanceof Float single && !Float.isFinite(single)) {
             writeString(value.toString(), out); // NaN and the infinities have no decimal value
         } else if (value instanceof Number number) {
-            write(new BigDecimal(number.toString()), out);
+            String text = number.toString();
+            BigDecimal decimal;
+            try {
+                decimal = new BigDecimal(text);
+            } catch (NumberFormatException e) {
+                decimal = null; // no decimal value (a DoubleAdder's NaN, a name): written as text, as NaN is above
+            }
+            if (decimal == null) {
+                writeString(text, out);
+            } else {
+                write(decimal, out);
+            }
         } else if (value instanceof Boolean bool) {
             out.append(bool);
         } else {
