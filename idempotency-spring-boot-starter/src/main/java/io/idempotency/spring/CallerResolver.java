@@ -30,7 +30,10 @@ public interface CallerResolver {
      * that disables that integration leaves it empty for every request, so declare a resolver there), else
      * {@code ""}. A principal without a name (a JWT without the claim its name is read from) cannot be told from an
      * anonymous caller or another nameless one, so its {@code @Idempotent} requests are refused with an
-     * {@link IllegalStateException} before anything is claimed; declare a resolver that names such callers.
+     * {@link IllegalStateException} before anything is claimed; declare a resolver that names such callers. So is one
+     * named by the identity of its principal object: Spring Security names an authentication whose principal is none
+     * of the kinds it takes a name from (an application's own API client) by the object's {@code toString()}, which,
+     * if it is {@link Object#toString()}, names the object (its class and hash code), not the caller.
      */
     CallerResolver PRINCIPAL = new PrincipalCaller();
 
