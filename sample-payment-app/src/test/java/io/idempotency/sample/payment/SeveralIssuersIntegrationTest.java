@@ -70,6 +70,27 @@ class SeveralIssuersIntegrationTest {
                         + ISSUER_B + "alice");
     }
 
+    /** An issuer need not be a URL (a JWT's {@code iss} is any string): its callers are named like the others. */
+    @Test
+    void anIssuerThatIsNoUrlNamesItsCallersToo() throws Exception {
+        PaymentApi api = PaymentApi.onPort(port);
+        String key = UUID.randomUUID().toString();
+        String orderId = PaymentApi.newOrderId();
+        String body = PaymentApi.body(orderId, "16.00");
+        String issuer = "tenant-c";
+
+        HttpResponse<byte[]> first = pay(api, token(ISSUER_KEYS, claims -> claims.issuer(issuer).subject("alice")),
+                key, body);
+        HttpResponse<byte[]> retry = pay(api, token(ISSUER_KEYS, claims -> claims.issuer(issuer).subject("alice")),
+                key, body);
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(retry.headers().firstValue(REPLAYED_HEADER)).hasValue("true");
+        assertThat(retry.body()).isEqualTo(first.body());
+        assertThat(DB.queryString("select string_agg(payer, ' ') from payments where order_id = '" + orderId + "'"))
+                .isEqualTo("jwt:" + issuer.length() + ":" + issuer + "alice");
+    }
+
     /**
      * An account of the application's own (form login, HTTP Basic) whose user chose as a name what the resolver makes
      * of a JWT caller is another caller, and so is the anonymous one.
