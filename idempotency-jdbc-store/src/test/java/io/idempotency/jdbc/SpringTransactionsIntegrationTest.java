@@ -3,7 +3,9 @@ package io.idempotency.jdbc;
 import com.zaxxer.hikari.HikariDataSource;
 import io.idempotency.core.DownstreamKeys;
 import io.idempotency.core.IdempotencyEngine;
+import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.IdempotencyTemplate;
+import io.idempotency.core.RecordStatus;
 import io.idempotency.core.ReplayCache;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StaleClaimResolver;
@@ -14,9 +16,11 @@ import io.idempotency.testkit.TestPostgres;
 import io.idempotency.core.CommitFailedException;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.TransactionTimedOutException;
 import org.springframework.transaction.support.AbstractPlatformTransactionManager;
 import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
@@ -216,6 +220,66 @@ class SpringTransactionsIntegrationTest {
                     .as("the work's effect, once").isEqualTo(1);
             assertThat(redelivery.replayed()).as("the redelivery is answered with the work's result").isTrue();
             assertThat(new String(redelivery.value(), StandardCharsets.UTF_8)).isEqualTo("applied");
+            engine.shutdown();
+        }
+    }
+
+    /**
+     * Work that outlives its transaction's timeout ({@code spring.transaction.default-timeout}) without a statement
+     * after it: the next statement of the transaction is refused with {@code TransactionTimedOutException} before it
+     * runs — the stored answer's, or that of a callback before the commit (an outbox's {@code BEFORE_COMMIT} listener).
+     * That is a {@code TransactionException}, which Spring's commit takes for a failure of the commit itself and does
+     * not roll back: restoring the connection's auto-commit would commit the claim and the work's writes without the
+     * answer, while the execution reports a failed commit of which nothing was kept. Nothing of the run may be kept:
+     * in the default mode the redelivery runs the work, where a claim committed without its answer, with no lease,
+     * would answer it "in progress" until the record expires, and then run the work a second time; in intent-first
+     * mode the claim stays PROCESSING for the resolver, whose rerun would otherwise make the work's writes twice.
+     */
+    @ParameterizedTest(name = "{0}, the deadline met by the write of the {1}")
+    @CsvSource({"ONE_TRANSACTION, answer", "ONE_TRANSACTION, callback", "INTENT_FIRST, answer",
+            "INTENT_FIRST, callback"})
+    void workOutlivingItsTransactionsTimeoutKeepsNothingOfItsRun(IdempotencyMode mode, String lastWrite)
+            throws Exception {
+        try (HikariDataSource dataSource = databaseWithEffects("bigserial")) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("create table outbox (id bigserial primary key)");
+            DataSourceTransactionManager transactionManager = new DataSourceTransactionManager(dataSource);
+            transactionManager.setDefaultTimeout(1);
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyEngine engine = new IdempotencyEngine(store, new SpringTransactions(transactionManager, true),
+                    StoragePolicy.DEFAULT, Duration.ofDays(1), Duration.ofMillis(300), StaleClaimResolver.RERUN,
+                    new DownstreamKeys("secret"));
+            IdempotencyTemplate template = new IdempotencyTemplate(engine);
+            ScopedKey key = new ScopedKey("", "listener", UUID.randomUUID().toString());
+            byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
+
+            assertThatThrownBy(() -> template.execute(key, message, mode, Duration.ofMinutes(5), () -> {
+                jdbc.update("insert into effects default values");
+                if (lastWrite.equals("callback")) {
+                    TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
+                        @Override
+                        public void beforeCommit(boolean readOnly) {
+                            jdbc.update("insert into outbox default values");
+                        }
+                    });
+                }
+                Thread.sleep(1200); // a third party answers slowly
+                return "applied".getBytes(StandardCharsets.UTF_8);
+            })).isInstanceOfSatisfying(CommitFailedException.class,
+                    failed -> assertThat(failed.outcomeUnknown()).isFalse())
+                    .hasRootCauseInstanceOf(TransactionTimedOutException.class);
+
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class))
+                    .as("the work's write was rolled back").isZero();
+            if (mode == IdempotencyMode.INTENT_FIRST) {
+                assertThat(store.find(key).orElseThrow().status()).as("left to the resolver")
+                        .isEqualTo(RecordStatus.PROCESSING);
+            } else {
+                assertThat(store.find(key)).as("the claim was rolled back").isEmpty();
+                IdempotencyTemplate.Result redelivery = template.execute(key, message, addingAnEffect(jdbc));
+                assertThat(redelivery.replayed()).as("the redelivery runs the work").isFalse();
+                assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isEqualTo(1);
+            }
             engine.shutdown();
         }
     }
