@@ -1,14 +1,20 @@
 package io.idempotency.jdbc;
 
 import io.idempotency.core.Transactions;
+import org.springframework.jdbc.datasource.ConnectionHolder;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.TransactionStatus;
 import org.springframework.transaction.UnexpectedRollbackException;
 import org.springframework.transaction.support.DefaultTransactionDefinition;
+import org.springframework.transaction.support.ResourceTransactionManager;
 import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.util.Collection;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.function.Predicate;
@@ -109,7 +115,7 @@ public class SpringTransactions implements Transactions {
                     commit();
                     return;
                 }
-                LastBeforeCommit lastBeforeCommit = new LastBeforeCommit(last);
+                LastBeforeCommit lastBeforeCommit = new LastBeforeCommit(last, transactionManager);
                 TransactionSynchronizationManager.registerSynchronization(lastBeforeCommit);
                 commit();
                 if (!lastBeforeCommit.ran) {
@@ -185,14 +191,25 @@ public class SpringTransactions implements Transactions {
     /**
      * Runs its work before the commit, after every callback registered before it to run then (of the same, lowest,
      * precedence, or of a higher one): Spring's {@code BEFORE_COMMIT} listeners of the request among them.
+     * <p>
+     * Should the commit end before it was asked of the database — a callback before it, or this work, failed — the
+     * transaction's connection is rolled back here, before Spring lets go of it. Spring rolls back after most such
+     * failures, but takes a {@code TransactionException} for a failure of the commit itself, and leaves it as it is:
+     * the {@code TransactionTimedOutException} of a statement made after the transaction's timeout (the stored
+     * answer's, or an outbox row's), say. Restoring the connection's auto-commit would then commit the claim and the
+     * work's writes without the answer, while the execution reports that nothing was kept.
      */
     private static final class LastBeforeCommit implements TransactionSynchronization {
 
         private final Runnable work;
+        private final PlatformTransactionManager transactionManager;
         private boolean ran;
+        /** Whether the work returned: only the commit itself comes after it. */
+        private boolean done;
 
-        LastBeforeCommit(Runnable work) {
+        LastBeforeCommit(Runnable work, PlatformTransactionManager transactionManager) {
             this.work = work;
+            this.transactionManager = transactionManager;
         }
 
         @Override
@@ -204,6 +221,42 @@ public class SpringTransactions implements Transactions {
         public void beforeCommit(boolean readOnly) {
             ran = true;
             work.run();
+            done = true;
+        }
+
+        @Override
+        public void afterCompletion(int status) {
+            if (!done && status != STATUS_COMMITTED) {
+                rollBackConnection();
+            }
+        }
+
+        /**
+         * Rolls back the transaction's connection, still bound to the thread: that of the transaction manager's
+         * DataSource, or, for one that binds something else (a JPA EntityManager), the connection it exposes beside
+         * it. A rollback Spring has already made leaves nothing to roll back.
+         */
+        private void rollBackConnection() {
+            Object own = transactionManager instanceof ResourceTransactionManager resources
+                    ? TransactionSynchronizationManager.getResource(resources.getResourceFactory()) : null;
+            Collection<Object> bound = own instanceof ConnectionHolder
+                    ? List.of(own) : TransactionSynchronizationManager.getResourceMap().values();
+            for (Object resource : bound) {
+                if (!(resource instanceof ConnectionHolder holder)) {
+                    continue;
+                }
+                try {
+                    Connection connection = holder.getConnection();
+                    if (!connection.getAutoCommit()) {
+                        connection.rollback();
+                    }
+                } catch (SQLException | RuntimeException e) {
+                    // a lost connection: the database ends its transaction with the session, and the pool does not
+                    // reuse it
+                    log.log(System.Logger.Level.WARNING, "Rolling back the idempotent execution's transaction, whose"
+                            + " commit was never asked of the database, failed", e);
+                }
+            }
         }
     }
 
