@@ -60,4 +60,28 @@ class TransactionTimeoutIntegrationTest extends OrdersApplicationTest {
         assertThat(retry.statusCode()).as("the retry has the whole transaction for its handler").isEqualTo(201);
         assertThat(rows(note)).isEqualTo(1);
     }
+
+    /**
+     * A handler that outlives the transaction's timeout without a statement after it: the stored answer's statement is
+     * refused for the timeout, and the request is answered 500 with "none were kept". None may be: neither its order
+     * nor its claim, which, committed without an answer, would answer every retry 409 until the record expired.
+     */
+    @Test
+    void aHandlerOutlivingTheTransactionTimeoutKeepsNothingAndItsRetryRunsAgain() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "tx-timeout-slow-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> timedOut = post("/orders/slow?millis=2500", key, body);
+
+        assertThat(timedOut.statusCode()).isEqualTo(500);
+        assertProblem(timedOut, "idempotency-commit-failed");
+        assertThat(rows(note)).as("the order was rolled back").isZero();
+        assertThat(keyRows(key)).as("the claim was rolled back").isZero();
+        HttpResponse<byte[]> retry = post("/orders/slow?millis=2500", key, body);
+        assertThat(retry.statusCode()).as("the retry runs the handler again, and fails the same way").isEqualTo(500);
+        assertProblem(retry, "idempotency-commit-failed");
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+    }
 }
