@@ -11,10 +11,9 @@ import org.springframework.transaction.support.ResourceTransactionManager;
 import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
+import javax.sql.DataSource;
 import java.sql.Connection;
 import java.sql.SQLException;
-import java.util.Collection;
-import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.function.Predicate;
@@ -233,29 +232,44 @@ public class SpringTransactions implements Transactions {
 
         /**
          * Rolls back the transaction's connection, still bound to the thread: that of the transaction manager's
-         * DataSource, or, for one that binds something else (a JPA EntityManager), the connection it exposes beside
-         * it. A rollback Spring has already made leaves nothing to roll back.
+         * DataSource, or, for one that binds something else (JPA's EntityManager, Hibernate's Session), the connection
+         * it binds beside it under its DataSource. No other connection bound to the thread is touched. A rollback
+         * Spring has already made leaves nothing to roll back.
          */
         private void rollBackConnection() {
             Object own = transactionManager instanceof ResourceTransactionManager resources
                     ? TransactionSynchronizationManager.getResource(resources.getResourceFactory()) : null;
-            Collection<Object> bound = own instanceof ConnectionHolder
-                    ? List.of(own) : TransactionSynchronizationManager.getResourceMap().values();
-            for (Object resource : bound) {
-                if (!(resource instanceof ConnectionHolder holder)) {
-                    continue;
+            if (!(own instanceof ConnectionHolder)) {
+                DataSource dataSource = dataSourceBeside(transactionManager);
+                own = dataSource == null ? null : TransactionSynchronizationManager.getResource(dataSource);
+            }
+            if (!(own instanceof ConnectionHolder holder)) {
+                return;
+            }
+            try {
+                Connection connection = holder.getConnection();
+                if (!connection.getAutoCommit()) {
+                    connection.rollback();
                 }
-                try {
-                    Connection connection = holder.getConnection();
-                    if (!connection.getAutoCommit()) {
-                        connection.rollback();
-                    }
-                } catch (SQLException | RuntimeException e) {
-                    // a lost connection: the database ends its transaction with the session, and the pool does not
-                    // reuse it
-                    log.log(System.Logger.Level.WARNING, "Rolling back the idempotent execution's transaction, whose"
-                            + " commit was never asked of the database, failed", e);
-                }
+            } catch (SQLException | RuntimeException e) {
+                // a lost connection: the database ends its transaction with the session, and the pool does not
+                // reuse it
+                log.log(System.Logger.Level.WARNING, "Rolling back the idempotent execution's transaction, whose"
+                        + " commit was never asked of the database, failed", e);
+            }
+        }
+
+        /**
+         * The DataSource of a transaction manager whose own resource is not a connection but which exposes the
+         * connection of its transactions under its DataSource ({@code getDataSource()} of JPA's and Hibernate's), or
+         * null.
+         */
+        private static DataSource dataSourceBeside(PlatformTransactionManager transactionManager) {
+            try {
+                return transactionManager.getClass().getMethod("getDataSource")
+                        .invoke(transactionManager) instanceof DataSource dataSource ? dataSource : null;
+            } catch (ReflectiveOperationException | RuntimeException e) {
+                return null;
             }
         }
     }
