@@ -1,7 +1,10 @@
 package io.idempotency.spring;
 
 import io.idempotency.core.Idempotent;
+import io.idempotency.core.IdempotencyMode;
 import io.idempotency.testkit.TestPostgres;
+import jakarta.validation.ConstraintViolationException;
+import jakarta.validation.constraints.Future;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.aopalliance.intercept.MethodInvocation;
 import org.junit.jupiter.api.AfterAll;
@@ -22,9 +25,13 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
 import org.springframework.context.annotation.Role;
 import org.springframework.core.Ordered;
+import org.springframework.http.ResponseEntity;
 import org.springframework.jdbc.core.simple.JdbcClient;
+import org.springframework.validation.annotation.Validated;
+import org.springframework.web.bind.annotation.ExceptionHandler;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestBody;
+import org.springframework.web.bind.annotation.RequestHeader;
 import org.springframework.web.bind.annotation.RestController;
 
 import java.lang.annotation.ElementType;
@@ -36,6 +43,8 @@ import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.time.Instant;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
@@ -67,7 +76,7 @@ class RetryAdviceInsideIntegrationTest {
 
     @SpringBootConfiguration
     @EnableAutoConfiguration
-    @Import(OrdersController.class)
+    @Import({OrdersController.class, ValidatedChargesController.class})
     static class RetryingInside {
 
         /** Spring Retry's interceptor, as {@code @EnableRetry} orders it by default: inside the @Idempotent advice. */
@@ -153,6 +162,40 @@ class RetryAdviceInsideIntegrationTest {
         }
     }
 
+    /**
+     * Charges in intent-first mode, its arguments checked by Spring's method-validation proxy (class-level
+     * {@code @Validated}), which runs inside the retry advice: each call the retry advice makes is validated again.
+     */
+    @RestController
+    @Validated
+    static class ValidatedChargesController {
+
+        private final AtomicInteger gatewayCalls = new AtomicInteger();
+
+        public int gatewayCalls() {
+            return gatewayCalls.get();
+        }
+
+        /**
+         * Calls the gateway, which answers too late: the deadline the client set for the charge has passed when the
+         * retry advice calls again, and the validation refuses that call's arguments.
+         */
+        @PostMapping("/retried-inside/charges")
+        @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "30s")
+        @RetriedInside
+        public String charge(@RequestBody String note,
+                             @RequestHeader("X-Charge-Before") @Future Instant chargeBefore) throws Exception {
+            gatewayCalls.incrementAndGet();
+            Thread.sleep(Math.max(0, Duration.between(Instant.now(), chargeBefore).toMillis()) + 50);
+            throw new IllegalStateException("the gateway did not answer in time: did the charge happen?");
+        }
+
+        @ExceptionHandler(ConstraintViolationException.class)
+        ResponseEntity<String> invalid(ConstraintViolationException e) {
+            return ResponseEntity.badRequest().body(e.getMessage());
+        }
+    }
+
     @BeforeAll
     static void start() {
         SpringApplicationBuilder builder = new SpringApplicationBuilder(RetryingInside.class)
@@ -218,6 +261,29 @@ class RetryAdviceInsideIntegrationTest {
         assertThat(response.statusCode()).as(response.body()).isEqualTo(200);
         assertThat(context.getBean(OrdersController.class).calls(note)).isEqualTo(2);
         assertThat(TestDatabases.rows(DATABASE, note)).isEqualTo(2);
+    }
+
+    /**
+     * The handler's body ran — it called the gateway — and the retry advice's next call was refused by the
+     * validation: the refusal names the handler's own method and arguments, but the attempt's body had run, so the
+     * outcome is unknown and the claim stays for the resolver. Released, it would let another request under the key
+     * run at once and send the gateway the same downstream key.
+     */
+    @Test
+    void aValidationRefusalAfterTheBodyRanInTheAttemptKeepsTheIntentFirstClaim() throws Exception {
+        String key = UUID.randomUUID().toString();
+        int port = ((WebServerApplicationContext) context).getWebServer().getPort();
+        HttpRequest request = HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/retried-inside/charges"))
+                .header("Content-Type", "text/plain").header("Idempotency-Key", key)
+                .header("X-Charge-Before", Instant.now().plusMillis(300).toString())
+                .POST(HttpRequest.BodyPublishers.ofString("charge-" + key)).build();
+
+        HttpResponse<String> response = HttpClient.newHttpClient().send(request, HttpResponse.BodyHandlers.ofString());
+
+        assertThat(context.getBean(ValidatedChargesController.class).gatewayCalls()).isEqualTo(1);
+        assertThat(response.statusCode()).as(response.body()).isNotEqualTo(201);
+        assertThat(DATABASE.queryString("select coalesce(max(status), 'none') from idempotency_keys"
+                + " where idempotency_key = '" + key + "'")).as("the claim after the body ran").isEqualTo("PROCESSING");
     }
 
     private static HttpResponse<String> post(String path, String key, String note) throws Exception {
