@@ -335,6 +335,9 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         }
         if (start instanceof IdempotencyEngine.Proceed proceed) {
             exchange.begin(proceed.execution(), endpoint.storagePolicy);
+            // whether a call of this attempt reached the method's body before it failed: a refusal of its arguments
+            // (or method security's) raised when an advice inside this one called it again came after the body ran
+            boolean[] bodyCalled = new boolean[1];
             try {
                 exchange.closeAfterTransaction(transactionResources.keepOpen(request));
                 Object result = proceed.execution().context().runWith(() -> {
@@ -345,6 +348,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                         try {
                             value = invocation.proceed();
                         } catch (Throwable failure) {
+                            bodyCalled[0] = attempt.bodyCalled();
                             throw attempt.refusalOr(failure);
                         }
                         attempt.checkRanOnce();
@@ -367,8 +371,10 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 // the call, before its body ran (intent-first: the claim is released, so the corrected or now
                 // permitted request runs), or the handler says so (the claim is marked FAILED, for the same request to
                 // run again). A refusal of a call the handler made to itself through its proxy names the same method
-                // and object, but its body had run: it passed this advice again (reentered)
-                exchange.markHandlerFailed(!exchange.reentered() && (RefusedArguments.of(invocation, handlerFailure)
+                // and object, but its body had run: it passed this advice again (reentered). So does the refusal of a
+                // call a retry advice inside this one made again after a call whose body ran (bodyCalled)
+                exchange.markHandlerFailed(!exchange.reentered() && !bodyCalled[0]
+                        && (RefusedArguments.of(invocation, handlerFailure)
                         || DeniedBeforeTheBody.of(handlerFailure))
                         ? IdempotentExchange.HandlerFailure.NOT_RUN
                         : handlerFailure instanceof DefiniteFailureException

@@ -77,6 +77,14 @@ final class SingleRunGuard implements BeanPostProcessor, Ordered {
             this.previous = previous;
         }
 
+        /**
+         * Whether a call of this attempt has reached the method (this guard, inside every advice of its chain): its
+         * body ran, whatever refused a later call before it got here (the method-validation proxy, method security).
+         */
+        boolean bodyCalled() {
+            return called;
+        }
+
         /** Throws the refusal of a second call, which an advice between may have recovered from. */
         void checkRanOnce() {
             if (refusal != null) {
