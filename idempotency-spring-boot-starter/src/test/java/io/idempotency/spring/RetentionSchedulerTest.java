@@ -149,6 +149,43 @@ class RetentionSchedulerTest {
         }
     }
 
+    /**
+     * A run with cleanup enabled makes the partitions that are due before and again after it drops (a detach may have
+     * waited an interval): a range the default partition's rows keep blocked is still one finding of the run, and is
+     * warned of once per run — whether the drop succeeds or fails — not once per creation.
+     */
+    @Test
+    void aRangeTheDefaultPartitionBlocksIsWarnedOfOncePerRun(CapturedOutput output) {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys", true).migrate();
+            database.queryString("create table idempotency_keys_default partition of idempotency_keys default");
+            database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
+                    + " fencing_token, response_status, expires_at) values ('', 'POST /x', 'k-default', 'SUCCEEDED',"
+                    + " repeat('a', 64), gen_random_uuid(), 200, now() + interval '30 days') returning 'inserted'");
+            RetentionScheduler scheduler = RetentionScheduler.partitioned(new PostgresPartitionMaintenance(dataSource,
+                    "idempotency_keys", Duration.ofHours(1), 2, Duration.ofSeconds(3)), true, true,
+                    Duration.ofDays(1), Duration.ofHours(1), new MicrometerIdempotencyMeters(new SimpleMeterRegistry()));
+
+            scheduler.runOnce(); // nothing expired: the drop succeeds
+
+            assertThat(output.getOut().lines().filter(line -> line.contains("Idempotency partitions not created for")))
+                    .as("a run whose drop succeeds").hasSize(1);
+
+            database.queryString("create table idempotency_keys_expired (like idempotency_keys including defaults"
+                    + " including constraints)");
+            database.queryString("do $$ begin execute format('alter table idempotency_keys attach partition"
+                    + " idempotency_keys_expired for values from (%L) to (%L)', now() - interval '5 days',"
+                    + " now() - interval '4 days'); end $$");
+
+            assertThatExceptionOfType(RuntimeException.class).isThrownBy(scheduler::runOnce)
+                    .withStackTraceContaining("default partition");
+
+            assertThat(output.getOut().lines().filter(line -> line.contains("Idempotency partitions not created for")))
+                    .as("and a run whose drop fails, one more").hasSize(2);
+        }
+    }
+
     @Test
     void partitionsDroppedBeforeARunFailsAreCountedAndLogged(CapturedOutput output) {
         TestPostgres.Database database = TestPostgres.newDatabase();
