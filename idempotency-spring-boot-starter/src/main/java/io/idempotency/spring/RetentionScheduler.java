@@ -8,7 +8,9 @@ import org.springframework.beans.factory.InitializingBean;
 
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 
 /**
  * The retention's background work, on one thread of its own, every {@code idempotency.retention.cleanup.interval}:
@@ -84,7 +86,7 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
     private void createPartitionsAtStartup() {
         try {
             // waits (at most the DDL lock timeout) for an instance creating them right now, rather than skip
-            report(partitions.createAhead(true));
+            report(partitions.createAhead(true), new HashSet<>());
         } catch (RuntimeException e) {
             if (!PostgresPartitionMaintenance.isLockNotAvailable(e)) {
                 throw e;
@@ -130,8 +132,11 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
     }
 
     private void maintainPartitions() {
+        // a run creates twice when it drops (before, and after a detach that may have waited): a range still blocked
+        // the second time is the same finding, warned of once
+        Set<String> warned = new HashSet<>();
         // dropping does not depend on the creation: still done when it failed, then reported
-        RuntimeException creationFailure = createPartitions ? createAhead() : null;
+        RuntimeException creationFailure = createPartitions ? createAhead(warned) : null;
         if (dropPartitions) {
             PostgresPartitionMaintenance.Run run;
             List<String> dropped = new ArrayList<>();
@@ -145,7 +150,7 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
                 if (!dropped.isEmpty()) {
                     log.info("Idempotency partitions dropped before the run failed: {}", dropped);
                 }
-                RuntimeException recreation = createPartitions ? createAhead() : null;
+                RuntimeException recreation = createPartitions ? createAhead(warned) : null;
                 if (recreation != null) {
                     e.addSuppressed(recreation);
                 }
@@ -155,7 +160,7 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
                 // a detach waits for the requests in progress on the table, as long as an interval: the partitions
                 // that fell due meanwhile are made now, so that the next creation is still an interval away, as the
                 // partitions kept ahead are sized for
-                creationFailure = createAhead();
+                creationFailure = createAhead(warned);
             }
             if (run.skipped()) {
                 log.debug("Idempotency partitions not dropped in this run: another instance is dropping them");
@@ -176,14 +181,14 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
         }
     }
 
-    /** The partitions due; what went wrong, if anything. */
-    private RuntimeException createAhead() {
+    /** The partitions due, the blocked ranges not in {@code warned} warned of; what went wrong, if anything. */
+    private RuntimeException createAhead(Set<String> warned) {
         try {
             PostgresPartitionMaintenance.Run run = partitions.createAhead(false);
             if (run.skipped()) {
                 log.debug("Idempotency partitions not created in this run: another instance is creating them");
             } else {
-                report(run);
+                report(run, warned);
             }
             return null;
         } catch (RuntimeException e) {
@@ -191,15 +196,19 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
         }
     }
 
-    /** What a creation did: the partitions it made, and the ranges a default partition's rows kept it from. */
-    private static void report(PostgresPartitionMaintenance.Run run) {
+    /**
+     * What a creation did: the partitions it made, and the ranges a default partition's rows kept it from that are
+     * not in {@code warned} (the ranges already warned of in this run), which are added to it.
+     */
+    private static void report(PostgresPartitionMaintenance.Run run, Set<String> warned) {
         if (!run.created().isEmpty()) {
             log.info("Idempotency partitions created: {}", run.created());
         }
-        if (!run.blocked().isEmpty()) {
+        List<String> blocked = run.blocked().stream().filter(warned::add).toList();
+        if (!blocked.isEmpty()) {
             log.warn("Idempotency partitions not created for {}: the table's default partition holds rows in those"
                     + " ranges; move them out of the default partition (detach it, create the ranges, insert the"
-                    + " rows again) so that they can be dropped with their partition", run.blocked());
+                    + " rows again) so that they can be dropped with their partition", blocked);
         }
     }
 
