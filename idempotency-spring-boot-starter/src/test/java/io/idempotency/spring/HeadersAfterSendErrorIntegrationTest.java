@@ -6,6 +6,8 @@ import jakarta.servlet.http.Cookie;
 import jakarta.servlet.http.HttpServletResponse;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -73,6 +75,35 @@ class HeadersAfterSendErrorIntegrationTest {
             response.addCookie(new Cookie("late", "ignored"));
         }
 
+        /**
+         * Refuses the payment, then goes on as if it had not (a missing {@code return}): {@code then} is what it does
+         * after {@code sendError}, each of which the container refuses once the response counts as committed.
+         */
+        @PostMapping("/refused-then/{then}")
+        @Idempotent
+        public void refusedThen(@PathVariable String then, @RequestBody Map<String, String> payment,
+                                HttpServletResponse response) throws IOException {
+            jdbc.sql("insert into orders (note) values (?)").param(payment.get("note")).update();
+            response.sendError(400, "no such account");
+            switch (then) {
+                case "redirect" -> response.sendRedirect("/payments/late");
+                case "redirect-303" -> response.sendRedirect("/payments/late", 303);
+                case "accepted" -> response.sendError(202);
+                case "reset" -> {
+                    response.reset();
+                    response.setStatus(201);
+                    response.getWriter().write("created");
+                }
+                default -> throw new IllegalArgumentException(then);
+            }
+        }
+
+        @PostMapping("/refused-then/{then}/unguarded")
+        public void refusedThenUnguarded(@PathVariable String then, @RequestBody Map<String, String> payment,
+                                         HttpServletResponse response) throws IOException {
+            refusedThen(then, payment, response);
+        }
+
         @PostMapping("/late-headers/{status}/unguarded")
         public void unguarded(@PathVariable int status, @RequestBody Map<String, String> payment,
                               HttpServletResponse response) throws IOException {
@@ -115,6 +146,28 @@ class HeadersAfterSendErrorIntegrationTest {
         }
         assertThat(first).contains("X-Before: sent");
         assertThat(TestDatabases.keyRows(DATABASE, key)).isZero();
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"redirect", "redirect-303", "accepted", "reset"})
+    void whatTheContainerRefusesAfterSendErrorDoesNotTurnTheErrorIntoAStoredAnswer(String then) throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "refused-then-" + then + "-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        String unguarded = post("/refused-then/" + then + "/unguarded", null,
+                "{\"note\":\"refused-unguarded-" + then + "-" + key + "\"}");
+        String first = post("/refused-then/" + then, key, body);
+        String retry = post("/refused-then/" + then, key, body);
+
+        assertThat(unguarded).as("the container alone refuses what follows sendError, and the handler fails")
+                .startsWith("HTTP/1.1 500 ");
+        assertThat(first).as("an error, as without the library").startsWith("HTTP/1.1 500 ")
+                .doesNotContain("Location:");
+        assertThat(retry).as("nothing was stored: the retry runs again").startsWith("HTTP/1.1 500 ")
+                .doesNotContain("Idempotent-Replayed");
+        assertThat(TestDatabases.keyRows(DATABASE, key)).isZero();
+        assertThat(TestDatabases.rows(DATABASE, note)).as("the refused payment was not kept").isZero();
     }
 
     private String post(String path, String key, String body) throws IOException {
