@@ -350,6 +350,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             super.sendError(sc, msg);
             return;
         }
+        requireNotSent("sendError()");
         if (sc == SC_EARLY_HINTS || sc == SC_PROCESSING) {
             // Tomcat's way to send 103 Early Hints, and Jetty's to send those or 102 Processing: an interim answer,
             // not an error, and the handler goes on to answer. It is bytes on the wire before the commit, and
@@ -421,6 +422,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     }
 
     private void captureRedirect(String location, int sc, boolean clearBuffer) {
+        requireNotSent("sendRedirect()");
         status = sc;
         setHeader("Location", location);
         if (clearBuffer) {
@@ -961,6 +963,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         if (!capturing) {
             super.resetBuffer();
         } else {
+            requireNotSent("resetBuffer()");
             flushWriter();
             clearBody();
         }
@@ -971,6 +974,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         if (!capturing) {
             super.reset();
         } else {
+            requireNotSent("reset()");
             flushWriter();
             clearBody();
             headers.clear();
@@ -983,6 +987,19 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             locale = null;
             writer = null; // a writer made after the reset encodes with the encoding set after it
             streamWritten = false; // after a reset the answer may be written through either
+        }
+    }
+
+    /**
+     * Refuses {@code call} once {@code sendError} has settled the answer, as the container refuses it then (the response
+     * counts as committed, see {@link #isCommitted()}). Taken instead, a redirect, a second {@code sendError} or a reset
+     * after the {@code sendError} of an error would give the held answer a status of success with nothing else of it
+     * (a 302 without its {@code Location}, an empty 200), stored and committed with the effects of a request the
+     * handler refused, where without the library the handler fails and the request is rolled back.
+     */
+    private void requireNotSent(String call) {
+        if (errorSent) {
+            throw new IllegalStateException("Cannot call " + call + " after the response has been committed");
         }
     }
 
