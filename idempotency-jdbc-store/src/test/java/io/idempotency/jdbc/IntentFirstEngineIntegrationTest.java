@@ -538,6 +538,80 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
+     * A retry's lease on the stale claim it took over runs out while its resolver asks the third party (its process
+     * stalled, renewals and all), and another instance's retry takes the claim over, is told "rerun" and runs the
+     * work. The first retry's "rerun" comes after that: it is kept out as a "complete" or a FAILED mark is, rather
+     * than running the work a second time beside the new holder's run, with the third party asked twice at once
+     * under the same downstream key; the log says that it was not acted on.
+     */
+    @Test
+    void aRetrysRerunDecidedAfterAnotherInstanceTookTheClaimOverDoesNotRunBesideTheNewHolder() throws Exception {
+        try (EngineLog log = new EngineLog(); HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            ScopedKey key = new ScopedKey("alice", "POST /charges", UUID.randomUUID().toString());
+            leaveAStaleClaim(dataSource, store, key, Duration.ofMillis(200));
+            Duration lease = Duration.ofMinutes(5); // the stalled retry's renewals do not come round in this test
+            CountDownLatch asked = new CountDownLatch(1);
+            CountDownLatch decide = new CountDownLatch(1);
+            IdempotencyEngine stalled = engine(dataSource, store, claim -> {
+                asked.countDown();
+                try {
+                    assertThat(decide.await(10, TimeUnit.SECONDS)).isTrue();
+                } catch (InterruptedException e) {
+                    throw new IllegalStateException(e);
+                }
+                return StaleClaimResolver.Resolution.rerun();
+            });
+            IdempotencyEngine other = engine(dataSource, store, StaleClaimResolver.RERUN); // another instance
+            AtomicInteger runs = new AtomicInteger();
+            CompletableFuture<IdempotencyEngine.Start> late = Async.supply(() -> {
+                IdempotencyEngine.Start start = stalled.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
+                if (start instanceof IdempotencyEngine.Proceed proceed) {
+                    runs.incrementAndGet(); // the work would call the third party now
+                    proceed.execution().abandon();
+                }
+                return start;
+            });
+            IdempotencyEngine.Start running = null;
+            try {
+                assertThat(asked.await(10, TimeUnit.SECONDS)).isTrue();
+                // the stalled retry's lease runs out, and the other instance's retry takes the claim over and runs
+                jdbc.update("update idempotency_keys set locked_until = now() - interval '1 second'"
+                        + " where idempotency_key = ?", key.key());
+                running = other.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
+                assertThat(running).isInstanceOf(IdempotencyEngine.Proceed.class);
+                runs.incrementAndGet();
+                String newHolder = store.find(key).orElseThrow().fencingToken();
+                decide.countDown(); // the stalled retry's resolver answers "rerun" only now
+
+                IdempotencyEngine.Start lateStart = late.get(10, TimeUnit.SECONDS);
+                assertThat(lateStart).as("the late retry waits for the new holder's run, as any duplicate does")
+                        .isInstanceOf(IdempotencyEngine.InProgress.class);
+                assertThat(runs).as("the work runs once, under the new holder's claim").hasValue(1);
+                assertThat(store.find(key).orElseThrow().fencingToken()).isEqualTo(newHolder);
+                assertThat(((IdempotencyEngine.Proceed) running).execution().finish(new StoredResponse(201, List.of(),
+                        "charged".getBytes(StandardCharsets.UTF_8)))).isEqualTo(IdempotencyEngine.Outcome.STORED);
+            } finally {
+                decide.countDown();
+                if (running instanceof IdempotencyEngine.Proceed proceed) {
+                    proceed.execution().abandon(); // nothing if it has finished
+                }
+                stalled.shutdown();
+                other.shutdown();
+            }
+            assertThat(log.records).filteredOn(record -> record.getMessage().contains("not recorded")).singleElement()
+                    .satisfies(record -> {
+                        assertThat(record.getLevel()).isEqualTo(Level.WARNING);
+                        assertThat(record.getMessage()).contains("decided to rerun",
+                                "caller 'alice' on 'POST /charges' with key '" + key.key() + "'");
+                    });
+            assertThat(log.records).as("the new holder's run only")
+                    .filteredOn(record -> record.getMessage().contains("to run its request again")).hasSize(1);
+        }
+    }
+
+    /**
      * The application stops while a retry's resolver asks a third party about a stale claim: the server interrupts the
      * request it did not wait for, and the resolver fails. The claim is handed back with its lease ended, so that the
      * next retry (on another instance) resolves it at once instead of after the interrupted request's lease.
