@@ -477,7 +477,8 @@ public final class IdempotencyEngine {
 
     /**
      * Takes a stale claim over and asks the resolver about it; {@link #FREED} when it marked the claim FAILED, null
-     * when somebody else has it or its holder is finishing it (claim again, within the wait).
+     * when somebody else has it or its holder is finishing it, or took it over while the resolver was asked (claim
+     * again, within the wait).
      */
     private Start resolveStale(IdempotencyRecord stale, Duration lease) {
         ScopedKey key = stale.key();
@@ -514,6 +515,22 @@ public final class IdempotencyEngine {
             logResolved(key, "marked FAILED, and the retry runs its request again");
             return FREED;
         }
+        // "rerun" writes nothing that the fencing token could keep out, as it keeps out a "complete" or a FAILED mark:
+        // this retry's lease may have run out while the resolver was asked (the process stalled, renewals and all),
+        // and another retry or a sweeper taken the claim over, which may be running the work right now. So the work
+        // runs only once a fenced renewal has shown that the claim is still this retry's, with its lease afresh
+        boolean held;
+        try {
+            held = store.renew(key, token, lease);
+        } catch (Throwable e) { // also a checked exception a store in Kotlin passes on undeclared
+            // as when the work's transaction cannot begin: the claim, held before, is marked FAILED
+            abandonUnstarted(key, token, true, lease, e, false);
+            throw e;
+        }
+        if (!held) {
+            logSuperseded(key, "rerun");
+            return null;
+        }
         logResolved(key, "taken over to run its request again, as the resolver answered");
         return proceedIntent(key, stale.requestHash(), token, lease, true);
     }
@@ -529,9 +546,10 @@ public final class IdempotencyEngine {
     }
 
     /**
-     * A decision the resolver made for a retry that the claim's fencing token kept out of the record: the retry's lease
-     * ran out while the resolver was asked, and another retry or a sweeper took the claim over, whose outcome stands.
-     * Told, since what the third party said is then not what was recorded.
+     * A decision the resolver made for a retry that the claim's fencing token kept out of the record (a "rerun": that
+     * kept from running the work): the retry's lease ran out while the resolver was asked, and another retry or a
+     * sweeper took the claim over, whose outcome stands. Told, since what the third party said is then not what was
+     * recorded.
      */
     private static void logSuperseded(ScopedKey key, String decision) {
         log.log(System.Logger.Level.WARNING, () -> "The stale claim resolver decided to " + decision + " the claim of "

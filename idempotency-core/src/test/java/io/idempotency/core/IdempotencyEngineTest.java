@@ -1323,10 +1323,13 @@ class IdempotencyEngineTest {
         store.claimAnswer = () -> stale(HASH);
         store.takeOverAnswer = expired -> Optional.of("token-2");
         store.settlementsExpected = true;
+        store.renewals = Collections.synchronizedList(new ArrayList<>());
         try {
             Start start = resolving.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofHours(1));
 
             assertThat(start).isInstanceOf(Proceed.class);
+            assertThat(store.renewals).as("the claim is confirmed still the retry's before the request runs")
+                    .containsExactly("token-2");
             assertThat(((Proceed) start).execution().finish(CREATED)).isEqualTo(Outcome.STORED);
             assertThat(store.completions).containsExactly(new Completion(KEY, "token-2", CREATED));
             assertThat(store.claims).hasSize(1);

@@ -503,7 +503,7 @@ class IntentFirstEngineIntegrationTest {
      * since what the third party told that retry is then not what was recorded.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"complete", "mark FAILED"})
+    @ValueSource(strings = {"complete", "mark FAILED", "rerun"})
     void aResolutionKeptOutOfTheRecordByANewHolderIsLogged(String decision) throws Exception {
         try (EngineLog log = new EngineLog(); HikariDataSource dataSource = database(null)) {
             List<LogRecord> logged = log.records;
@@ -516,8 +516,11 @@ class IntentFirstEngineIntegrationTest {
                     jdbc.update("update idempotency_keys set fencing_token = gen_random_uuid() where"
                             + " idempotency_key = ?", claim.key().key());
                 }
-                return decision.equals("complete") ? StaleClaimResolver.Resolution.complete(new StoredResponse(201,
-                        List.of(), null)) : StaleClaimResolver.Resolution.fail();
+                return switch (decision) {
+                    case "complete" -> StaleClaimResolver.Resolution.complete(new StoredResponse(201, List.of(), null));
+                    case "rerun" -> StaleClaimResolver.Resolution.rerun();
+                    default -> StaleClaimResolver.Resolution.fail();
+                };
             });
             Duration lease = Duration.ofMillis(200);
             leaveAStaleClaim(dataSource, store, key, lease);

@@ -314,6 +314,41 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         assertThat(charge("/intent/charges", key, note).statusCode()).isEqualTo(201);
     }
 
+    /**
+     * side-effects.md: a "rerun" decided after another holder took the claim over (the retry's lease ran out while its
+     * resolver asked the gateway) is kept out as a "complete" is: the handler does not run beside the new holder's
+     * run, and the retry is told the request is in progress, not that its own run lost the claim.
+     */
+    @Test
+    void aRetrysRerunDecidedAfterANewHolderTookTheClaimOverDoesNotRunTheHandler(CapturedOutput output)
+            throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "superseded-rerun-" + key;
+        unknownOutcomeWithItsLeaseRunOut(key, note);
+        long callsBefore = gateway.calls();
+        resolver.decideNext(() -> {
+            // meanwhile, the retry's lease has run out and another instance's retry has taken the claim over
+            DATABASE.queryString("update idempotency_keys set fencing_token = gen_random_uuid()"
+                    + " where idempotency_key = '" + key + "' returning 'taken over'");
+            return io.idempotency.core.StaleClaimResolver.Resolution.rerun();
+        });
+
+        HttpResponse<String> retry = charge("/intent/charges", key, note);
+
+        assertThat(retry.statusCode()).as("the new holder has the claim").isEqualTo(409);
+        assertThat(retry.body()).contains("idempotency-request-in-progress");
+        assertThat(gateway.calls() - callsBefore).as("the handler did not run beside the new holder").isZero();
+        assertThat(rows(note)).isZero();
+        assertThat(output.getOut().lines().filter(line -> line.contains(key)))
+                .singleElement().asString()
+                .contains("WARN", "IdempotencyEngine", "decided to rerun the claim of caller '' on"
+                        + " 'POST /intent/charges' with key '" + key + "'", "not recorded");
+
+        // resolved by the next retry, so that no stale claim is left for the other tests' sweeps
+        awaitLeaseExpired(key);
+        assertThat(charge("/intent/charges", key, note).statusCode()).isEqualTo(201);
+    }
+
     /** The one line that logs how a retry resolved the stale claim of {@code key}, at INFO in the engine's logger. */
     private static String resolutionLine(CapturedOutput output, String key) {
         List<String> lines = output.getOut().lines().filter(line -> line.contains(key)).toList();
