@@ -161,6 +161,33 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
         assertThat(rows(note)).isEqualTo(1);
     }
 
+    /**
+     * A 401 answers the credentials the request carried, which are no part of its fingerprint, and asks for the request
+     * again with others; HTTP requires its challenge ({@code WWW-Authenticate}), which is never stored. Kept, it would
+     * be replayed without the challenge to every retry, also to the one that brings the credentials it asked for.
+     */
+    @Test
+    void anAuthenticationChallengeIsNotStoredAndTheRetryWithTheCredentialsItAskedForRuns() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "step-up-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> challenged = post("/orders/step-up", key, body);
+        HttpResponse<byte[]> challengedAgain = post("/orders/step-up", key, body);
+        HttpResponse<byte[]> steppedUp = send(request("/orders/step-up", body).header("Idempotency-Key", key)
+                .header("Authorization", "Bearer stepped-up").build());
+
+        assertThat(challenged.statusCode()).isEqualTo(401);
+        assertThat(challenged.headers().firstValue("WWW-Authenticate")).isPresent();
+        assertThat(challengedAgain.statusCode()).isEqualTo(401);
+        assertThat(challengedAgain.headers().firstValue("WWW-Authenticate")).as("a 401 carries its challenge")
+                .isPresent();
+        assertThat(challengedAgain.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(steppedUp.statusCode()).as("the retry with the credentials asked for runs").isEqualTo(201);
+        assertThat(steppedUp.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
     @Test
     void aRetryableAnswerRollsBackAndTheRetryRunsAgain() throws Exception {
         for (int status : new int[] {503, 500, 409, 429}) {

@@ -140,6 +140,23 @@ public class OrderController {
                 .body(new Order(id, request.note(), request.amount()));
     }
 
+    /**
+     * Asks for stronger authentication before it creates the order, as a payment above a limit may (RFC 9470): a 401
+     * with its challenge until the request carries the token the challenge asks for.
+     */
+    @PostMapping("/step-up")
+    @Idempotent
+    public ResponseEntity<Order> stepUp(@RequestHeader(name = "Authorization", required = false) String authorization,
+                                        @RequestBody OrderRequest request) {
+        if (!"Bearer stepped-up".equals(authorization)) {
+            return ResponseEntity.status(HttpStatus.UNAUTHORIZED)
+                    .header("WWW-Authenticate", "Bearer error=\"insufficient_user_authentication\", acr_values=\"mfa\"")
+                    .build();
+        }
+        long id = insert(request.note());
+        return ResponseEntity.status(HttpStatus.CREATED).body(new Order(id, request.note(), request.amount()));
+    }
+
     @PostMapping("/status/{status}")
     @Idempotent
     public ResponseEntity<Map<String, Object>> withStatus(@PathVariable int status, @RequestBody OrderRequest request) {
