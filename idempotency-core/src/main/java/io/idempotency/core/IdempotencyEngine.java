@@ -46,8 +46,9 @@ import java.util.concurrent.TimeoutException;
  *   <li><b>Complete or release</b> ({@link Execution#finish}, {@link Execution#abandon}): if the handler returned
  *       an answer the {@link StoragePolicy} stores, the record becomes SUCCEEDED with that answer and the
  *       transaction commits — claim, business rows and answer together, or none of them. Otherwise (the handler
- *       threw, or gave an answer the policy does not store: by default 5xx, 408, 409, 425, 429, 304 or 1xx) the
- *       transaction rolls back, which also removes the claim, so a retry runs cleanly. The caller must not send any byte of the answer before {@code finish} returned.</li>
+ *       threw, or gave an answer the policy does not store: by default 5xx, 401, 407, 408, 409, 425, 429, 304 or
+ *       1xx) the transaction rolls back, which also removes the claim, so a retry runs cleanly. The caller must not
+ *       send any byte of the answer before {@code finish} returned.</li>
  * </ol>
  *
  * <p>A crash at any point before the commit leaves nothing behind (the database rolls the transaction back); a
@@ -593,8 +594,9 @@ public final class IdempotencyEngine {
      * so it fails like a resolver that throws: the claim stays PROCESSING for a later resolution. So does an answer
      * larger than the cap on stored bodies: stored, it would keep what no handler's answer may keep; cut short, it
      * would replay a different answer; and it is not "the work did not happen" either. And so does an answer with a
-     * status {@code policy} does not store (by default 5xx, 408, 409, 425, 429, 304, 1xx): a handler's such answer
-     * leaves the outcome unknown, and stored as SUCCEEDED it would be replayed for as long as the record is kept.
+     * status {@code policy} does not store (by default 5xx, 401, 407, 408, 409, 425, 429, 304, 1xx): a handler's
+     * such answer leaves the outcome unknown, and stored as SUCCEEDED it would be replayed for as long as the record
+     * is kept.
      */
     static StaleClaimResolver.Resolution decided(StaleClaimResolver.Resolution resolution, ScopedKey key,
                                                  StoragePolicy policy, long maxStoredBodySize) {

@@ -55,9 +55,9 @@ public interface StaleClaimResolver {
 
         /**
          * The work happened, with this answer: it is stored as SUCCEEDED and replayed. Its status must be one the
-         * storage policy stores (by default not 5xx, 408, 409, 425, 429, 304 or 1xx): such an answer says nothing
-         * final of the work, and is taken as a failure of the resolver (the claim stays PROCESSING, and is resolved
-         * again once the lease of whoever asked has run out).
+         * storage policy stores (by default not 5xx, 401, 407, 408, 409, 425, 429, 304 or 1xx): such an answer says
+         * nothing final of the work, and is taken as a failure of the resolver (the claim stays PROCESSING, and is
+         * resolved again once the lease of whoever asked has run out).
          */
         static Resolution complete(StoredResponse response) {
             return new Complete(Objects.requireNonNull(response, "response"));
