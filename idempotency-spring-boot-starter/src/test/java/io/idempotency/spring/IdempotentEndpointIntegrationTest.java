@@ -113,6 +113,24 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void aMethodSpelledInLowerCaseIsTheSameRequestAsInUpperCaseOnARouteMappedToAnyMethod() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "lower-case-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+        HttpResponse<byte[]> first = post("/orders/any-method", key, body);
+        assertThat(first.statusCode()).isEqualTo(201);
+
+        HttpResponse<byte[]> lower = send(request("/orders/any-method", body).header("Idempotency-Key", key)
+                .method("post", HttpRequest.BodyPublishers.ofString(body)).build());
+
+        // the default methods cover "post" as POST: under the same key it must not run the handler a second time
+        assertThat(lower.statusCode()).as(new String(lower.body())).isEqualTo(201);
+        assertThat(lower.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(lower.body()).isEqualTo(first.body());
+        assertThat(rows(note)).isEqualTo(1);
+    }
+
+    @Test
     void aMissingOrMalformedKeyIsRefusedBeforeAnythingIsWritten() throws Exception {
         String note = "bad-key-" + UUID.randomUUID();
         String body = "{\"note\":\"" + note + "\"}";

@@ -912,6 +912,17 @@ public class OrderController {
         return Map.of("id", insert(request.note()), "method", servletRequest.getMethod());
     }
 
+    /**
+     * Mapped to no method in particular, so that Spring MVC gives it a request whatever its method, also one spelled
+     * in lower case, which the default methods cover as they cover POST.
+     */
+    @RequestMapping("/any-method")
+    @Idempotent
+    @ResponseStatus(HttpStatus.CREATED)
+    public Map<String, Object> anyMethod(@RequestBody OrderRequest request) {
+        return Map.of("id", insert(request.note()));
+    }
+
     @PutMapping("/put-idempotent/{id}")
     @Idempotent(methods = "PUT")
     public Map<String, Object> idempotentPut(@PathVariable long id, @RequestBody OrderRequest request) {
