@@ -619,15 +619,15 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                     throw new EvaluationException("the fingerprint expression could not read the request", e);
                 }
             }
-            return RequestFingerprint.of(request.getMethod(), request.getRequestURI(), null,
+            return RequestFingerprint.of(method(request), request.getRequestURI(), null,
                     CanonicalJson.canonicalize(values), null, apiVersion(request));
         }
         if (endpoint.keyExpression != null) {
-            return RequestFingerprint.of(request.getMethod(), request.getRequestURI(), null, NOTHING, null,
+            return RequestFingerprint.of(method(request), request.getRequestURI(), null, NOTHING, null,
                     apiVersion(request));
         }
         IdempotencyProperties.BodyFingerprint mode = properties.getBodyFingerprint();
-        return RequestFingerprint.of(request.getMethod(), request.getRequestURI(), request.getQueryString(),
+        return RequestFingerprint.of(method(request), request.getRequestURI(), request.getQueryString(),
                 view.bodyFingerprintBytes(mode), view.bytesCharset(mode), apiVersion(request));
     }
 
@@ -706,10 +706,19 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         }
         Object pattern = request.getAttribute(HandlerMapping.BEST_MATCHING_PATTERN_ATTRIBUTE);
         if (pattern != null) {
-            return request.getMethod() + " " + pattern;
+            return method(request) + " " + pattern;
         }
         Method method = invocation.getMethod();
         return method.getDeclaringClass().getName() + "#" + method.getName();
+    }
+
+    /**
+     * The request's method as its scope and fingerprint name it: in upper case, as the endpoint's methods cover it. A
+     * route mapped to no method in particular takes {@code post} too, which the default methods cover as POST: named
+     * as sent, it would be a scope of its own, and run the handler again under a key POST has used.
+     */
+    private static String method(HttpServletRequest request) {
+        return request.getMethod().toUpperCase(Locale.ROOT);
     }
 
     private static HttpServletRequest currentRequest() {
