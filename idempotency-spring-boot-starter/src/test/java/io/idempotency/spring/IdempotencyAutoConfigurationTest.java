@@ -1161,6 +1161,12 @@ class IdempotencyAutoConfigurationTest {
             assertStartFails(runner.withPropertyValues("idempotency.mismatch-status=" + refused))
                     .contains("idempotency.mismatch-status must be a 4xx", "not " + refused);
         }
+        // HTTP requires a header of these (WWW-Authenticate, Allow, Proxy-Authenticate, Upgrade) that the refusal
+        // does not carry: a client's HTTP stack takes such an answer for a broken one, or asks for credentials
+        for (String refused : List.of("401", "405", "407", "426")) {
+            assertStartFails(runner.withPropertyValues("idempotency.mismatch-status=" + refused))
+                    .contains("idempotency.mismatch-status must be a 4xx", "not " + refused);
+        }
     }
 
     @Configuration(proxyBeanMethods = false)
