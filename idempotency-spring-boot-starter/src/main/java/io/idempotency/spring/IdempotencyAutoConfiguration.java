@@ -784,7 +784,8 @@ public class IdempotencyAutoConfiguration {
         public ProblemResponses idempotencyProblemResponses(IdempotencyProperties properties) {
             if (!ProblemResponses.isValidMismatchStatus(properties.getMismatchStatus())) {
                 throw new IdempotencyConfigurationException("idempotency.mismatch-status must be a 4xx other than"
-                        + " 408, 409, 425 and 429 (those tell a client to retry), not " + properties.getMismatchStatus()
+                        + " 408, 409, 425 and 429 (those tell a client to retry) and 401, 405, 407 and 426 (HTTP requires"
+                        + " a header of those that the refusal does not carry), not " + properties.getMismatchStatus()
                         + ".", "Leave idempotency.mismatch-status at 422, or set another 4xx that does not invite a"
                         + " retry, such as 400.");
             }

@@ -113,7 +113,8 @@ public class IdempotencyProperties implements InitializingBean {
     /**
      * Status of the answer to a key reused with a different request (problem type
      * idempotency-key-mismatch): 422 by default, e.g. 400 for clients that know no other. Must be a 4xx other
-     * than 408, 409, 425 and 429: those tell a client to retry, and a retry of a mismatched request never succeeds.
+     * than 408, 409, 425 and 429: those tell a client to retry, and a retry of a mismatched request never succeeds;
+     * nor 401, 405, 407 or 426, which HTTP requires to carry a header the refusal does not.
      */
     private int mismatchStatus = 422;
 

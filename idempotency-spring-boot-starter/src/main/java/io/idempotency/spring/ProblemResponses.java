@@ -5,6 +5,7 @@ import io.idempotency.core.StoredResponse;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
 
 /**
  * The RFC 9457 {@code application/problem+json} answers of the library, each with a type of its own. They are never
@@ -62,20 +63,26 @@ public final class ProblemResponses {
 
     /**
      * @param mismatchStatus the status of {@link Problem#KEY_MISMATCH}, a 4xx other than 408, 409, 425 and 429
-     *                       (those mean "retry later", which a reused key never is)
+     *                       (those mean "retry later", which a reused key never is) and 401, 405, 407 and 426
+     *                       (HTTP requires a header of those that the refusal does not carry)
      */
     public ProblemResponses(String typeBase, int mismatchStatus) {
         if (!isValidMismatchStatus(mismatchStatus)) {
             throw new IllegalArgumentException("the status of a reused key with a different request must be a 4xx"
-                    + " other than 408, 409, 425 and 429, not " + mismatchStatus);
+                    + " other than 401, 405, 407, 408, 409, 425, 426 and 429, not " + mismatchStatus);
         }
         this.typeBase = typeBase;
         this.mismatchStatus = mismatchStatus;
     }
 
-    /** Whether {@code status} may answer a reused key with a different request. */
+    /**
+     * Whether {@code status} may answer a reused key with a different request: a 4xx that does not tell the client to
+     * retry (408, 409, 425, 429), nor need a header the refusal does not carry (401 {@code WWW-Authenticate}, 405
+     * {@code Allow}, 407 {@code Proxy-Authenticate}, 426 {@code Upgrade}), which a client's HTTP stack would take for
+     * a broken answer, or for a request for credentials.
+     */
     static boolean isValidMismatchStatus(int status) {
-        return status >= 400 && status <= 499 && status != 408 && status != 409 && status != 425 && status != 429;
+        return status >= 400 && status <= 499 && !Set.of(401, 405, 407, 408, 409, 425, 426, 429).contains(status);
     }
 
     /** The status this instance answers {@code problem} with. */
