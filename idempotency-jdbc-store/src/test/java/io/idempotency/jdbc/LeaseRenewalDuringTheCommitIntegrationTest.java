@@ -2,12 +2,15 @@ package io.idempotency.jdbc;
 
 import com.zaxxer.hikari.HikariDataSource;
 import io.idempotency.core.IdempotencyEngine;
+import io.idempotency.core.IdempotencyRecord;
 import io.idempotency.core.IdempotencyTemplate;
+import io.idempotency.core.RecordStatus;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StaleClaimResolver;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.Async;
+import io.idempotency.testkit.Await;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -181,6 +184,47 @@ class LeaseRenewalDuringTheCommitIntegrationTest {
                 resume.countDown();
                 engine.shutdown();
                 other.shutdown();
+            }
+        }
+    }
+
+    /**
+     * A pool whose every connection is held by holders at work (sized, as advised, for the concurrent external calls;
+     * here one) leaves a renewal that has started waiting for a connection. The holder whose lease it renews holds one
+     * of them until its answer is written: waiting for that renewal first, it would wait for its own connection, until
+     * the pool gave up on the renewal (HikariCP's connection timeout, 30 s by default), every time its work outlasted a
+     * third of its lease.
+     */
+    @Test
+    void aHolderDoesNotWaitForARenewalThatWaitsForTheConnectionTheHolderHolds() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource migration = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(migration, "idempotency_keys").migrate();
+        }
+        Duration connectionTimeout = Duration.ofSeconds(6);
+        try (HikariDataSource dataSource = database.dataSource(1,
+                config -> config.setConnectionTimeout(connectionTimeout.toMillis()))) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyEngine engine = engine(dataSource, store, StaleClaimResolver.RERUN);
+            ScopedKey key = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
+            Duration lease = Duration.ofMillis(300);
+            try {
+                long started = System.nanoTime();
+                IdempotencyTemplate.Result result = execute(engine, key, "m-1".getBytes(StandardCharsets.UTF_8),
+                        lease, () -> {
+                            Await.until("a renewal waiting for the pool's only connection", Duration.ofSeconds(5),
+                                    () -> dataSource.getHikariPoolMXBean().getThreadsAwaitingConnection() > 0);
+                            return "charged".getBytes(StandardCharsets.UTF_8);
+                        });
+                Duration took = Duration.ofNanos(System.nanoTime() - started);
+
+                assertThat(result.value()).asString(StandardCharsets.UTF_8).isEqualTo("charged");
+                assertThat(took).as("the execution, not held up until the pool gave up on the renewal")
+                        .isLessThan(connectionTimeout.dividedBy(2));
+                assertThat(store.find(key)).get().extracting(IdempotencyRecord::status)
+                        .isEqualTo(RecordStatus.SUCCEEDED);
+            } finally {
+                engine.shutdown();
             }
         }
     }
