@@ -42,6 +42,10 @@ final class Leases {
                     holding.renewing.unlock();
                 }
             } catch (Throwable e) {
+                if (schedule.isCancelled()) {
+                    // stopped while it waited (see stop): nobody needs this renewal any more, and it is not tried again
+                    return;
+                }
                 // the next renewal tries again (an error too, and a checked exception a store in Kotlin passes on
                 // undeclared: thrown on, either would end the schedule for good, without a word); if the lease runs
                 // out meanwhile, fencing protects the new holder. The holder may then lose its claim: say so, as it
@@ -73,6 +77,16 @@ final class Leases {
         void cancel() {
             schedule.join().cancel(false);
         }
+
+        /**
+         * Stops the renewals, and interrupts the one under way, if any: one still waiting for a pooled connection gives
+         * up at once (HikariCP ends that wait on an interrupt), while one whose statement has been sent runs to its
+         * end (the JDBC drivers' blocking reads on a platform thread, which the renewal threads are, take no notice of
+         * an interrupt). The renewal threads' executor clears the interrupt before it runs anything else.
+         */
+        void cancelAndInterrupt() {
+            schedule.join().cancel(true);
+        }
     }
 
     /**
@@ -80,9 +94,14 @@ final class Leases {
      * has ended: for a holder about to write its outcome. Its transaction then holds the claim's row until it commits,
      * and a renewal still on its way to the row would wait for that commit on one of the few renewal threads — as long
      * as the commit stalls (a pause, a partition), with the leases of other claims left unrenewed behind it.
+     * <p>
+     * A renewal that is still waiting for a pooled connection is interrupted rather than waited for: the holder keeps a
+     * connection of the same pool (its transaction's) until its answer is written, and when the pool has none left —
+     * every connection held by holders at work — the two would wait on each other until the pool gave up on the
+     * renewal (HikariCP's connection timeout, 30 s by default).
      */
     static void stop(Holding holding) {
-        holding.cancel();
+        holding.cancelAndInterrupt();
         holding.renewing.lock(); // a renewal that has started runs to its end inside this lock
         holding.renewing.unlock(); // nothing to do: only waiting
     }
