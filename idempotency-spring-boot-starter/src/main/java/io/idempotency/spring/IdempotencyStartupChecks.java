@@ -49,6 +49,7 @@ import org.springframework.core.annotation.OrderUtils;
 import org.springframework.http.HttpEntity;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.jdbc.datasource.TransactionAwareDataSourceProxy;
+import org.springframework.jdbc.datasource.lookup.AbstractRoutingDataSource;
 import org.springframework.orm.jpa.DefaultJpaDialect;
 import org.springframework.orm.jpa.JpaTransactionManager;
 import org.springframework.orm.jpa.support.OpenEntityManagerInViewFilter;
@@ -82,6 +83,7 @@ import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandl
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
 import java.lang.reflect.Proxy;
+import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
@@ -297,8 +299,9 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
         if (idempotentEndpoints + elsewhere > 0) {
             // the advice finds these at the first idempotent request: two of a kind (neither @Primary) would fail
             // every such request with 500, so the application fails to start instead, as Spring says why
-            context.getBean(CallerResolver.class);
+            CallerResolver callers = context.getBean(CallerResolver.class);
             context.getBean(ProblemResponses.class);
+            routingDataSourceWarning(callers).ifPresent(log::warn);
         }
         idempotentMethods.learn(methods);
         if (IdempotencyEngine.DEFAULT_DOWNSTREAM_SECRET.equals(properties.getObject().getDownstreamKeySecret())) {
@@ -623,6 +626,39 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                         + " the request's key and transaction, where @Idempotent cannot run it, so every request"
                         + " would be told it succeeded while its work is lost; remove @Async, and hand only the"
                         + " work that may run after the answer to an @Async method of another bean"));
+    }
+
+    /**
+     * A store whose DataSource routes each connection to one of several DataSources (Spring's
+     * {@code AbstractRoutingDataSource}, also behind a wrapper that reports what it wraps), while callers are named by
+     * the principal alone. Routed by tenant, a database or schema each, the records of the tenants are kept apart, but
+     * what the engine keeps in memory — the answers, the requests running — is looked up by caller, scope and key:
+     * one tenant's request would be answered with another's answer, and its own work never done. A warning, not a
+     * refusal: a DataSource that sends read-only transactions to a replica is fine, and cannot be told apart.
+     */
+    private Optional<String> routingDataSourceWarning(CallerResolver callers) {
+        DataSource dataSource = storeDataSource();
+        if (dataSource == null || callers != CallerResolver.PRINCIPAL || !routes(dataSource)) {
+            return Optional.empty();
+        }
+        return Optional.of("The idempotency store's DataSource " + dataSource + " routes each connection to one of"
+                + " several DataSources (an AbstractRoutingDataSource), and callers are named by the principal alone."
+                + " If it routes by tenant (a database or schema each), the tenants' records are kept apart, but the"
+                + " answers and running requests this instance keeps in memory are not: a request of one tenant under"
+                + " the key, caller name and payload of another tenant's request would be answered with that one's"
+                + " answer, and its own work never done. Define a CallerResolver that names the tenant. Note also that"
+                + " the table is created or checked, cleaned up and swept only in the database the DataSource routes"
+                + " to outside any request. Nothing to do where it only sends read-only transactions to a replica: the"
+                + " claim and the handler's writes run in the request's transaction, which is not read-only.");
+    }
+
+    /** Whether {@code dataSource} is, or wraps, a DataSource that routes each connection; false if it cannot say. */
+    private static boolean routes(DataSource dataSource) {
+        try {
+            return dataSource.isWrapperFor(AbstractRoutingDataSource.class);
+        } catch (SQLException | RuntimeException e) {
+            return false;
+        }
     }
 
     /**
