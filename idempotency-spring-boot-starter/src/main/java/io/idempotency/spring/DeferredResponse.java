@@ -991,11 +991,12 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     }
 
     /**
-     * Refuses {@code call} once {@code sendError} has settled the answer, as the container refuses it then (the response
-     * counts as committed, see {@link #isCommitted()}). Taken instead, a redirect, a second {@code sendError} or a reset
-     * after the {@code sendError} of an error would give the held answer a status of success with nothing else of it
-     * (a 302 without its {@code Location}, an empty 200), stored and committed with the effects of a request the
-     * handler refused, where without the library the handler fails and the request is rolled back.
+     * Refuses {@code call} once {@code sendError} has settled the answer, as Tomcat refuses it then (the response
+     * counts as committed, see {@link #isCommitted()}; Jetty keeps the error and ignores the call). Taken instead, a
+     * redirect, a second {@code sendError} or a reset after the {@code sendError} of an error would give the held
+     * answer a status of success with nothing else of it (a 302 without its {@code Location}, an empty 200), stored
+     * and committed with the effects of a request the handler refused, where without the library the client is told
+     * of an error.
      */
     private void requireNotSent(String call) {
         if (errorSent) {

@@ -160,14 +160,20 @@ class HeadersAfterSendErrorIntegrationTest {
         String first = post("/refused-then/" + then, key, body);
         String retry = post("/refused-then/" + then, key, body);
 
-        assertThat(unguarded).as("the container alone refuses what follows sendError, and the handler fails")
-                .startsWith("HTTP/1.1 500 ");
+        // the container alone takes none of it: Tomcat throws (500), Jetty keeps the error sent (400)
+        assertThat(status(unguarded)).as(unguarded).isGreaterThanOrEqualTo(400);
+        assertThat(unguarded).doesNotContain("Location:");
+        // the library throws as Tomcat does, on either container
         assertThat(first).as("an error, as without the library").startsWith("HTTP/1.1 500 ")
                 .doesNotContain("Location:");
         assertThat(retry).as("nothing was stored: the retry runs again").startsWith("HTTP/1.1 500 ")
                 .doesNotContain("Idempotent-Replayed");
         assertThat(TestDatabases.keyRows(DATABASE, key)).isZero();
         assertThat(TestDatabases.rows(DATABASE, note)).as("the refused payment was not kept").isZero();
+    }
+
+    private static int status(String answer) {
+        return Integer.parseInt(answer.substring("HTTP/1.1 ".length(), "HTTP/1.1 ".length() + 3));
     }
 
     private String post(String path, String key, String body) throws IOException {
