@@ -90,9 +90,7 @@ class RetentionSchedulerTest {
                     + " idempotency_keys_expired for values from (%L) to (%L)', now() - interval '5 days',"
                     + " now() - interval '4 days'); end $$");
             SimpleMeterRegistry registry = new SimpleMeterRegistry();
-            RetentionScheduler scheduler = RetentionScheduler.partitioned(new PostgresPartitionMaintenance(dataSource,
-                    "idempotency_keys", Duration.ofHours(1), 2, Duration.ofSeconds(3)), false, true,
-                    Duration.ofDays(1), Duration.ofHours(1), new MicrometerIdempotencyMeters(registry));
+            RetentionScheduler scheduler = partitioned(dataSource, false, registry);
 
             scheduler.runOnce();
 
@@ -125,9 +123,7 @@ class RetentionSchedulerTest {
                     + " idempotency_keys_expired for values from (%L) to (%L)', now() - interval '5 days',"
                     + " now() - interval '4 days'); end $$");
             SimpleMeterRegistry registry = new SimpleMeterRegistry();
-            RetentionScheduler scheduler = RetentionScheduler.partitioned(new PostgresPartitionMaintenance(dataSource,
-                    "idempotency_keys", Duration.ofHours(1), 2, Duration.ofSeconds(3)), true, true,
-                    Duration.ofDays(1), Duration.ofHours(1), new MicrometerIdempotencyMeters(registry));
+            RetentionScheduler scheduler = partitioned(dataSource, true, registry);
 
             assertThatExceptionOfType(RuntimeException.class).isThrownBy(scheduler::runOnce)
                     .withStackTraceContaining("default partition");
@@ -163,9 +159,7 @@ class RetentionSchedulerTest {
             database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
                     + " fencing_token, response_status, expires_at) values ('', 'POST /x', 'k-default', 'SUCCEEDED',"
                     + " repeat('a', 64), gen_random_uuid(), 200, now() + interval '30 days') returning 'inserted'");
-            RetentionScheduler scheduler = RetentionScheduler.partitioned(new PostgresPartitionMaintenance(dataSource,
-                    "idempotency_keys", Duration.ofHours(1), 2, Duration.ofSeconds(3)), true, true,
-                    Duration.ofDays(1), Duration.ofHours(1), new MicrometerIdempotencyMeters(new SimpleMeterRegistry()));
+            RetentionScheduler scheduler = partitioned(dataSource, true, new SimpleMeterRegistry());
 
             scheduler.runOnce(); // nothing expired: the drop succeeds
 
@@ -205,9 +199,7 @@ class RetentionSchedulerTest {
                     + " for values from (%L) to (%L)', now() - interval '5 days', now() - interval '4 days'); end $$");
             database.queryString("create view report_" + suffix + " as select * from " + viewed);
             SimpleMeterRegistry registry = new SimpleMeterRegistry();
-            RetentionScheduler scheduler = RetentionScheduler.partitioned(new PostgresPartitionMaintenance(dataSource,
-                    "idempotency_keys", Duration.ofHours(1), 2, Duration.ofSeconds(3)), false, true,
-                    Duration.ofDays(1), Duration.ofHours(1), new MicrometerIdempotencyMeters(registry));
+            RetentionScheduler scheduler = partitioned(dataSource, false, registry);
 
             assertThatExceptionOfType(IllegalStateException.class).isThrownBy(scheduler::runOnce)
                     .withMessageContaining("depends on table " + viewed);
@@ -218,5 +210,16 @@ class RetentionSchedulerTest {
                     .as("the partition that is gone is counted").isEqualTo(1.0);
             assertThat(output).contains("Idempotency partitions dropped before the run failed: [" + oldest + "]");
         }
+    }
+
+    /**
+     * A scheduler that drops the expired partitions of {@code idempotency_keys} (partitions of an hour, two kept
+     * ahead), making those due too when {@code createPartitions}, counting in {@code registry}.
+     */
+    private static RetentionScheduler partitioned(HikariDataSource dataSource, boolean createPartitions,
+                                                  SimpleMeterRegistry registry) {
+        return RetentionScheduler.partitioned(new PostgresPartitionMaintenance(dataSource, "idempotency_keys",
+                Duration.ofHours(1), 2, Duration.ofSeconds(3)), createPartitions, true, Duration.ofDays(1),
+                Duration.ofHours(1), new MicrometerIdempotencyMeters(registry));
     }
 }
