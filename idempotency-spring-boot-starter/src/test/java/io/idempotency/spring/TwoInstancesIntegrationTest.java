@@ -224,6 +224,29 @@ class TwoInstancesIntegrationTest {
         assertThat(Gated.executions(other)).isEqualTo(1);
     }
 
+    @Test
+    void anAnswerOneInstanceKeepsInMemoryIsNotTheOtherInstancesToReplay() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "kept-" + key;
+        HttpResponse<String> created = answer(post(first, key, note));
+        assertThat(created.statusCode()).isEqualTo(201);
+        // removed as the retention removes it: only the memory of the instance that stored it still has the answer
+        database.queryString("delete from idempotency_keys where idempotency_key = '" + key + "'");
+
+        HttpResponse<String> fromMemory = answer(post(first, key, note));
+        assertThat(fromMemory.statusCode()).isEqualTo(201);
+        assertThat(fromMemory.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(fromMemory.body()).isEqualTo(created.body());
+        HttpResponse<String> ran = answer(post(second, key, note));
+
+        assertThat(ran.statusCode()).isEqualTo(201);
+        assertThat(ran.headers().firstValue("Idempotent-Replayed")).as("the other instance's memory is not this one's")
+                .isEmpty();
+        assertThat(ran.body()).isNotEqualTo(created.body());
+        assertThat(Gated.executions(note)).isEqualTo(2);
+        assertThat(rows(note)).isEqualTo(2);
+    }
+
     /** One more instance of the test application, on a port of its own, with a connection pool of its own. */
     private ConfigurableApplicationContext start(TestPostgres.Database database) {
         List<String> args = new ArrayList<>();
