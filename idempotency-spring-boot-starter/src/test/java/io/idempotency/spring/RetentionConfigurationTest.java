@@ -274,6 +274,32 @@ class RetentionConfigurationTest {
                 });
     }
 
+    /**
+     * A composite registry of the application's own beside the primary one over every registry (as Spring Boot
+     * Actuator makes it when there are several and none is primary): the primary one holds the other, so counted in
+     * both, the registries of the inner one would count every claim twice.
+     */
+    @Test
+    void aCompositeHeldByAnotherCountsTheSweepOnce() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        TestDatabases.contextRunner(database)
+                .withUserConfiguration(NestedComposite.class, PrimaryComposite.class)
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    insertAbandonedClaim(database);
+                    // the scheduled sweeps come 30 s after the start: this one is the first
+                    context.getBean(StaleClaimSweepScheduler.class).sweepOnce();
+                    assertThat(database.queryString("select status from idempotency_keys")).isEqualTo("FAILED");
+                    CompositeMeterRegistry fannedOut = context.getBean("fannedOut", CompositeMeterRegistry.class);
+                    assertThat(fannedOut.getRegistries()).hasSize(1);
+                    for (MeterRegistry meters : List.of(fannedOut.getRegistries().iterator().next(),
+                            context.getBean("pushed", MeterRegistry.class))) {
+                        assertThat(meters.get(MicrometerIdempotencyMeters.RESOLVED).tag("outcome", "failed")
+                                .counter().count()).as(meters.toString()).isEqualTo(1.0);
+                    }
+                });
+    }
+
     /** {@code idempotency.sweeper.batch-size}: the stale claims one sweep looks at; the next sweep takes the rest. */
     @Test
     void aSweepResolvesAtMostTheConfiguredBatchOfStaleClaims() {
@@ -502,6 +528,20 @@ class RetentionConfigurationTest {
         @Bean
         MeterRegistry scraped() {
             return new SimpleMeterRegistry();
+        }
+
+        @Bean
+        MeterRegistry pushed() {
+            return new SimpleMeterRegistry();
+        }
+    }
+
+    /** A composite of the application's own over a registry that is no bean, and a registry of its own. */
+    @Configuration(proxyBeanMethods = false)
+    static class NestedComposite {
+        @Bean
+        CompositeMeterRegistry fannedOut() {
+            return new CompositeMeterRegistry(Clock.SYSTEM, List.of(new SimpleMeterRegistry()));
         }
 
         @Bean
