@@ -129,9 +129,13 @@ class StaleClaimSweepSchedulerTest {
                                 "{\"charged\":true}".getBytes(StandardCharsets.UTF_8)))
                         : StaleClaimResolver.Resolution.fail();
             };
-            StaleClaimSweepScheduler scheduler = scheduler(dataSource, slowGateway);
+            SimpleMeterRegistry registry = new SimpleMeterRegistry();
+            StaleClaimSweepScheduler scheduler = scheduler(dataSource, slowGateway,
+                    new MicrometerIdempotencyMeters(registry));
 
             assertThat(scheduler.sweepOnce().resolved()).as("the new holders' outcomes stand").isZero();
+            assertThat(registry.find("idempotency.sweeper.resolved").counters()).as("nothing this sweeper recorded")
+                    .hasSize(2).allSatisfy(counter -> assertThat(counter.count()).isZero());
 
             assertThat(database.queryLong("select count(*) from idempotency_keys where status = 'PROCESSING'"))
                     .isEqualTo(2);
@@ -253,10 +257,14 @@ class StaleClaimSweepSchedulerTest {
      * the test's own {@code sweepOnce()} sweeps.
      */
     private static StaleClaimSweepScheduler scheduler(HikariDataSource dataSource, StaleClaimResolver resolver) {
+        return scheduler(dataSource, resolver, IdempotencyMeters.NONE);
+    }
+
+    private static StaleClaimSweepScheduler scheduler(HikariDataSource dataSource, StaleClaimResolver resolver,
+                                                      IdempotencyMeters meters) {
         return new StaleClaimSweepScheduler(new StaleClaimSweeper(
                 new PostgresIdempotencyStore(dataSource, "idempotency_keys"), resolver,
-                new DownstreamKeys("secret"), Duration.ofMinutes(5), 100), Duration.ofHours(1),
-                IdempotencyMeters.NONE);
+                new DownstreamKeys("secret"), Duration.ofMinutes(5), 100), Duration.ofHours(1), meters);
     }
 
     /**
