@@ -97,6 +97,31 @@ class HttpProtocolIntegrationTest extends OrdersApplicationTest {
     }
 
     @Test
+    void noBodyAnEmptyBodyAndNoChunksAreOneRequest() throws Exception {
+        // a POST without framing has no body (RFC 9112, section 6.3), as one of length 0 and one of no chunks has
+        String key = UUID.randomUUID().toString();
+        String noFraming = "POST /orders/streams HTTP/1.1\r\nHost: localhost\r\nIdempotency-Key: " + key + "\r\n\r\n";
+        try (KeepAliveConnection connection = new KeepAliveConnection()) {
+            connection.send(noFraming);
+            String first = connection.answer();
+            connection.send(headers("/orders/streams", key, "text/plain", "Content-Length: 0"));
+            String empty = connection.answer();
+            connection.send(headers("/orders/streams", key, "text/plain", "Transfer-Encoding: chunked") + "0\r\n\r\n");
+            String noChunks = connection.answer();
+            connection.send(post("/orders/streams", key, "text/plain", " "));
+            String aSpace = connection.answer();
+
+            assertThat(first).startsWith("HTTP/1.1 201 ").doesNotContain("Idempotent-Replayed");
+            assertThat(body(first)).matches("order \\d+ for ");
+            assertThat(empty).startsWith("HTTP/1.1 201 ").contains("Idempotent-Replayed: true");
+            assertThat(body(empty)).isEqualTo(body(first));
+            assertThat(noChunks).startsWith("HTTP/1.1 201 ").contains("Idempotent-Replayed: true");
+            assertThat(body(noChunks)).isEqualTo(body(first));
+            assertThat(aSpace).as("a body of one space is another request").startsWith("HTTP/1.1 422 ");
+        }
+    }
+
+    @Test
     void aClientThatLeavesMidBodyLeavesNothingAndItsRetryRuns() throws Exception {
         for (String path : new String[] {"/orders", "/orders/streams"}) {
             String key = UUID.randomUUID().toString();
