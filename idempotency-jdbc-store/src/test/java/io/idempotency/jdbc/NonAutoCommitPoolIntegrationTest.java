@@ -4,9 +4,17 @@ import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
+import io.idempotency.core.DownstreamKeys;
+import io.idempotency.core.IdempotencyEngine;
+import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.ScopedKey;
+import io.idempotency.core.StaleClaimResolver;
+import io.idempotency.core.StaleClaimSweeper;
+import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
+import io.idempotency.testkit.Async;
+import io.idempotency.testkit.Await;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
@@ -19,6 +27,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
+import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -134,6 +143,59 @@ class NonAutoCommitPoolIntegrationTest {
         assertThat(STORE.claim(claim)).isInstanceOf(ClaimResult.Claimed.class);
         assertThat(status(key)).as("the claim, committed").isEqualTo("PROCESSING");
         assertThat(STORE.claim(claim)).as("the key claimed again").isInstanceOf(ClaimResult.Existing.class);
+    }
+
+    /**
+     * An intent-first claim's lease is renewed in the background while its handler works, each renewal in a transaction
+     * of its own: on a pool that does not auto-commit, a renewal left to the connection would be rolled back when the
+     * connection goes back, the lease would run out under a live handler, and another instance's retry (or its sweeper)
+     * would take the claim over and run the handler a second time. Here the claim outlives its first lease: another
+     * instance's retry is told it is in progress, the sweeper finds nothing stale, and the holder's answer is stored.
+     */
+    @Test
+    void aLeaseRenewedWhileItsHandlerWorksKeepsAnotherInstanceOut() throws Exception {
+        ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+        Duration lease = Duration.ofSeconds(3);
+        try (HikariDataSource pool = DATABASE.dataSource(4, config -> config.setAutoCommit(false))) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(pool, IdempotencySchema.DEFAULT_TABLE_NAME);
+            IdempotencyEngine holder = engine(store, pool);
+            IdempotencyEngine other = engine(store, pool); // another instance
+            IdempotencyEngine.Execution execution = ((IdempotencyEngine.Proceed) holder.start(key, "e".repeat(64),
+                    IdempotencyMode.INTENT_FIRST, lease)).execution();
+            try {
+                String firstLeaseEnd = DATABASE.queryString("select locked_until from idempotency_keys"
+                        + " where idempotency_key = '" + key.key() + "'");
+                Await.until("the claim's first lease has run out on the database's clock", Duration.ofSeconds(30),
+                        () -> "t".equals(DATABASE.queryString("select now() > '" + firstLeaseEnd + "'::timestamptz")));
+
+                assertThat(DATABASE.queryString("select locked_until > now() from idempotency_keys"
+                        + " where idempotency_key = '" + key.key() + "'")).as("the lease, renewed").isEqualTo("t");
+                IdempotencyEngine.Start retry = Async.supply(() -> {
+                    IdempotencyEngine.Start start = other.start(key, "e".repeat(64), IdempotencyMode.INTENT_FIRST,
+                            lease);
+                    if (start instanceof IdempotencyEngine.Proceed proceed) {
+                        proceed.execution().abandon();
+                    }
+                    return start;
+                }).get(30, TimeUnit.SECONDS);
+                assertThat(retry).as("another instance's retry").isInstanceOf(IdempotencyEngine.InProgress.class);
+                assertThat(new StaleClaimSweeper(store, StaleClaimResolver.RERUN, new DownstreamKeys("secret"), lease,
+                        10).sweep().found()).as("stale claims").isZero();
+                assertThat(execution.finish(new StoredResponse(201, List.of(), null)))
+                        .isEqualTo(IdempotencyEngine.Outcome.STORED);
+            } finally {
+                execution.abandon(); // after a failed assertion: nothing stays bound to the thread
+                holder.shutdown();
+                other.shutdown();
+            }
+        }
+        assertThat(status(key)).isEqualTo("SUCCEEDED");
+    }
+
+    private static IdempotencyEngine engine(PostgresIdempotencyStore store, HikariDataSource pool) {
+        return new IdempotencyEngine(store, new SpringTransactions(new DataSourceTransactionManager(pool)),
+                StoragePolicy.DEFAULT, Duration.ofDays(1), Duration.ofMillis(300), StaleClaimResolver.RERUN,
+                new DownstreamKeys("secret"));
     }
 
     /** A claim committed with a lease, as intent-first mode makes it; returns its fencing token. */
