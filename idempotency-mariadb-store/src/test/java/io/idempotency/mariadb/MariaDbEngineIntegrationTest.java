@@ -17,6 +17,8 @@ import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.core.Transactions;
 import io.idempotency.jdbc.SpringTransactions;
+import io.idempotency.testkit.Async;
+import io.idempotency.testkit.Await;
 import io.idempotency.testkit.EngineStorm;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.EnabledIf;
@@ -512,6 +514,65 @@ class MariaDbEngineIntegrationTest {
             }
             return "done".getBytes(StandardCharsets.UTF_8);
         };
+    }
+
+    /**
+     * On pools that do not auto-commit, an intent-first claim's lease is renewed in the background while its handler
+     * works, each renewal committed in a transaction of its own: left to the connection, it would be rolled back when
+     * the connection goes back, and the lease would run out under a live handler, for another instance's retry or
+     * sweeper to take the claim over and run the handler a second time. The claim outlives its first lease: another
+     * instance's retry is told it is in progress, its sweeper finds nothing stale, and the holder's answer is stored.
+     * Once expired, the record is deleted by the cleanup, which commits its batch itself as well.
+     */
+    @Test
+    void aLeaseRenewedOnAPoolThatDoesNotAutoCommitKeepsAnotherInstanceOut() throws Exception {
+        TestMariaDb.Database database = TestMariaDb.newDatabase();
+        Duration lease = Duration.ofSeconds(3);
+        ScopedKey key = scoped(UUID.randomUUID().toString());
+        try (HikariDataSource first = database.dataSource(4, config -> config.setAutoCommit(false));
+             HikariDataSource second = database.dataSource(4, config -> config.setAutoCommit(false));
+             HikariDataSource reader = database.dataSource(1)) {
+            JdbcTemplate read = new JdbcTemplate(reader);
+            read.execute(MariaDbIdempotencyStore.schema("idempotency_keys"));
+            MariaDbIdempotencyStore otherStore = new MariaDbIdempotencyStore(second, "idempotency_keys");
+            IdempotencyEngine holder = engine(first, Duration.ofMillis(300));
+            IdempotencyEngine other = engine(second, Duration.ofMillis(300)); // another instance
+            IdempotencyEngine.Execution execution = ((IdempotencyEngine.Proceed) holder.start(key, RETRIED,
+                    IdempotencyMode.INTENT_FIRST, lease)).execution();
+            try {
+                String firstLeaseEnd = read.queryForObject("SELECT CAST(locked_until AS CHAR) FROM idempotency_keys"
+                        + " WHERE idempotency_key = ?", String.class, key.key());
+                Await.until("the claim's first lease has run out on the database's clock", Duration.ofSeconds(30),
+                        () -> read.queryForObject("SELECT UTC_TIMESTAMP(6) > ?", Boolean.class, firstLeaseEnd));
+
+                assertThat(read.queryForObject("SELECT locked_until > UTC_TIMESTAMP(6) FROM idempotency_keys"
+                        + " WHERE idempotency_key = ?", Boolean.class, key.key())).as("the lease, renewed").isTrue();
+                IdempotencyEngine.Start retry = Async.supply(() -> {
+                    IdempotencyEngine.Start start = other.start(key, RETRIED, IdempotencyMode.INTENT_FIRST, lease);
+                    if (start instanceof IdempotencyEngine.Proceed proceed) {
+                        proceed.execution().abandon();
+                    }
+                    return start;
+                }).get(30, TimeUnit.SECONDS);
+                assertThat(retry).as("another instance's retry").isInstanceOf(IdempotencyEngine.InProgress.class);
+                assertThat(new StaleClaimSweeper(otherStore, StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
+                        lease, 10).sweep().found()).as("stale claims").isZero();
+                assertThat(execution.finish(new StoredResponse(201, List.of(), null)))
+                        .isEqualTo(IdempotencyEngine.Outcome.STORED);
+            } finally {
+                execution.abandon(); // after a failed assertion: nothing stays bound to the thread
+                holder.shutdown();
+                other.shutdown();
+            }
+            assertThat(read.queryForObject("SELECT status FROM idempotency_keys WHERE idempotency_key = ?",
+                    String.class, key.key())).isEqualTo("SUCCEEDED");
+
+            read.update("UPDATE idempotency_keys SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND"
+                    + " WHERE idempotency_key = ?", key.key());
+            assertThat(otherStore.deleteExpired(10)).isEqualTo(1);
+            assertThat(read.queryForObject("SELECT COUNT(*) FROM idempotency_keys", Long.class)).as("cleaned up")
+                    .isZero();
+        }
     }
 
     private static ScopedKey scoped(String key) {
