@@ -5,6 +5,7 @@ import io.idempotency.core.IdempotencyEngine;
 import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.StoragePolicy;
+import io.idempotency.core.Transactions;
 import io.idempotency.jdbc.PostgresIdempotencyStore;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
@@ -14,6 +15,7 @@ import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.jdbc.datasource.DriverManagerDataSource;
 import org.springframework.mock.env.MockEnvironment;
@@ -964,6 +966,46 @@ class IdempotencyAutoConfigurationTest {
         assertThat(output).doesNotContain(warning);
         runner.withUserConfiguration(LeasedController.class).run(context -> assertThat(context).hasNotFailed());
         assertThat(output).contains(warning, "LeasedController.create()");
+    }
+
+    /**
+     * A pool whose connections default to a stricter isolation than READ COMMITTED, chosen for every transaction of
+     * the application: the request's transaction asks for READ COMMITTED, which the claim needs, so an
+     * {@code @Idempotent} handler runs at READ COMMITTED — the loss that stops the start when the handler asks for the
+     * stricter level itself, but here without a word. The start says so; not on a pool at READ COMMITTED.
+     */
+    @Test
+    void aPoolAtAStricterIsolationIsWarnedAboutAsIdempotentHandlersRunAtReadCommitted(
+            org.springframework.boot.test.system.CapturedOutput output) {
+        String warning = "run at READ COMMITTED, not at";
+        WebApplicationContextRunner handler = runner.withUserConfiguration(DefaultTransactionalController.class);
+        handler.run(context -> assertThat(context).hasNotFailed());
+        assertThat(output).doesNotContain(warning);
+
+        handler.withPropertyValues("spring.datasource.hikari.transaction-isolation=TRANSACTION_SERIALIZABLE")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    Transactions.Transaction request = context.getBean(Transactions.class).begin();
+                    try {
+                        assertThat(new JdbcTemplate(context.getBean(DataSource.class))
+                                .queryForObject("show transaction_isolation", String.class))
+                                .as("the request's transaction").isEqualTo("read committed");
+                    } finally {
+                        request.rollback();
+                    }
+                });
+        assertThat(output).contains(warning + " SERIALIZABLE", "SELECT ... FOR UPDATE", "@Version");
+        int warned = output.toString().length();
+
+        handler.withPropertyValues("spring.datasource.hikari.transaction-isolation=TRANSACTION_REPEATABLE_READ")
+                .run(context -> assertThat(context).hasNotFailed());
+        assertThat(output.toString().substring(warned)).contains(warning + " REPEATABLE READ");
+        warned = output.toString().length();
+
+        // an application without @Idempotent methods has no handler to warn of
+        runner.withPropertyValues("spring.datasource.hikari.transaction-isolation=TRANSACTION_SERIALIZABLE")
+                .run(context -> assertThat(context).hasNotFailed());
+        assertThat(output.toString().substring(warned)).doesNotContain(warning);
     }
 
     /** A list written to add one header replaces the default whole: the two a client reads a body with are missed. */
