@@ -83,6 +83,7 @@ import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandl
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
 import java.lang.reflect.Proxy;
+import java.sql.Connection;
 import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -302,6 +303,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
             CallerResolver callers = context.getBean(CallerResolver.class);
             context.getBean(ProblemResponses.class);
             routingDataSourceWarning(callers).ifPresent(log::warn);
+            stricterIsolationWarning().ifPresent(log::warn);
         }
         idempotentMethods.learn(methods);
         if (IdempotencyEngine.DEFAULT_DOWNSTREAM_SECRET.equals(properties.getObject().getDownstreamKeySecret())) {
@@ -650,6 +652,40 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                 + " the table is created or checked, cleaned up and swept only in the database the DataSource routes"
                 + " to outside any request. Nothing to do where it only sends read-only transactions to a replica: the"
                 + " claim and the handler's writes run in the request's transaction, which is not read-only.");
+    }
+
+    /**
+     * A store whose DataSource's connections default to REPEATABLE READ or SERIALIZABLE, a level the application chose
+     * for its transactions: the request's transaction runs at READ COMMITTED, which the claim needs, so the
+     * {@code @Idempotent} handlers run without it — what stops the start when a handler asks for the level itself, but
+     * here through the pool. A warning, not a refusal: handlers may lock what they protect, and REPEATABLE READ is
+     * InnoDB's default. Nothing when the database cannot be asked now.
+     */
+    private Optional<String> stricterIsolationWarning() {
+        DataSource dataSource = storeDataSource();
+        if (dataSource == null) {
+            return Optional.empty();
+        }
+        int isolation;
+        try (Connection connection = dataSource.getConnection()) {
+            isolation = connection.getTransactionIsolation();
+        } catch (SQLException | RuntimeException e) {
+            return Optional.empty();
+        }
+        String level = switch (isolation) {
+            case Connection.TRANSACTION_REPEATABLE_READ -> "REPEATABLE READ";
+            case Connection.TRANSACTION_SERIALIZABLE -> "SERIALIZABLE";
+            default -> null;
+        };
+        return Optional.ofNullable(level).map(stricter -> "The connections of the idempotency store's DataSource "
+                + dataSource + " default to " + stricter + ", but @Idempotent handlers run at READ COMMITTED, not at "
+                + stricter + ": they run in the request's transaction, which holds the claim and runs at READ COMMITTED"
+                + " (the claim needs it), so their reads and writes lose the protection the pool's level gives the"
+                + " application's other transactions (a balance checked and then debited could be debited twice"
+                + " concurrently). Guard what they protect with row locks (SELECT ... FOR UPDATE) or optimistic locking"
+                + " (@Version); where nothing else needs the stricter level, set the pool to READ COMMITTED"
+                + " (spring.datasource.hikari.transaction-isolation=TRANSACTION_READ_COMMITTED), which also spares"
+                + " each request the statements that set the level.");
     }
 
     /** Whether {@code dataSource} is, or wraps, a DataSource that routes each connection; false if it cannot say. */
