@@ -1,13 +1,17 @@
 package io.idempotency.jpa;
 
 import io.idempotency.jpa.app.JpaTestApplication;
+import com.zaxxer.hikari.HikariDataSource;
+import com.zaxxer.hikari.HikariPoolMXBean;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 import org.springframework.test.context.TestPropertySource;
 
+import javax.sql.DataSource;
 import java.net.http.HttpResponse;
 import java.sql.Connection;
 import java.sql.DriverManager;
@@ -29,6 +33,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 class JpaTransactionTimeoutIntegrationTest extends JpaHttpTest {
 
     static final TestPostgres.Database DATABASE = JpaContexts.withPurchases();
+
+    @Autowired
+    DataSource dataSource;
 
     @Override
     TestPostgres.Database database() {
@@ -73,6 +80,34 @@ class JpaTransactionTimeoutIntegrationTest extends JpaHttpTest {
         assertThat(record(key)).isNull();
         HttpResponse<String> retry = post("/purchases", key, purchase(reference));
         assertThat(retry.statusCode()).as("the retry has the whole transaction for its handler").isEqualTo(201);
+        assertThat(purchases(reference)).isEqualTo(1);
+    }
+
+    /**
+     * A handler that outlives the transaction's timeout without a statement after it: the stored answer's write is
+     * refused for the timeout, which Spring reports without rolling JPA's transaction back. The client gets 500, nothing
+     * is kept, the retry runs again, and the EntityManager's connection goes back to the pool.
+     */
+    @Test
+    void aHandlerOutlivingTheTransactionTimeoutKeepsNothingAndReturnsItsConnection() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String reference = "timeout-slow-" + key;
+
+        HttpResponse<String> timedOut = post("/commit-time/purchases/slow?millis=2500", key, purchase(reference));
+
+        assertThat(timedOut.statusCode()).as(timedOut.body()).isEqualTo(500);
+        assertThat(timedOut.body()).contains("idempotency-commit-failed", "none were kept");
+        assertThat(purchases(reference)).as("the purchase was rolled back").isZero();
+        assertThat(record(key)).as("the claim was rolled back").isNull();
+        HikariPoolMXBean pool = ((HikariDataSource) dataSource).getHikariPoolMXBean();
+        long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+        while (pool.getActiveConnections() > 0 && System.nanoTime() - deadline < 0) {
+            Thread.onSpinWait();
+        }
+        assertThat(pool.getActiveConnections()).as("every connection is back in the pool").isZero();
+        HttpResponse<String> retry = post("/commit-time/purchases/slow?millis=0", key, purchase(reference));
+        assertThat(retry.statusCode()).as(retry.body()).isEqualTo(201);
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).isEmpty();
         assertThat(purchases(reference)).isEqualTo(1);
     }
 

@@ -19,6 +19,7 @@ import org.springframework.web.bind.annotation.PathVariable;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestBody;
 import org.springframework.web.bind.annotation.RequestMapping;
+import org.springframework.web.bind.annotation.RequestParam;
 import org.springframework.web.bind.annotation.RestController;
 
 import javax.sql.DataSource;
@@ -68,6 +69,22 @@ public class CommitTimeController {
     public ResponseEntity<Map<String, Object>> purchase(@RequestBody PurchaseController.PurchaseRequest request) {
         Purchase saved = purchases.save(new Purchase(request.reference(), request.note()));
         events.publishEvent(new Purchased(request.reference()));
+        return ResponseEntity.created(URI.create("/purchases/" + saved.getId()))
+                .body(Map.of("id", saved.getId(), "reference", saved.getReference()));
+    }
+
+    /**
+     * Saves a purchase and writes it at once, then takes {@code millis} (a slow call to a third party) and answers
+     * without another statement: a transaction timeout that runs out meanwhile is met by the stored answer's write.
+     */
+    @PostMapping("/purchases/slow")
+    @Idempotent
+    @Transactional
+    public ResponseEntity<Map<String, Object>> slow(@RequestParam long millis,
+                                                    @RequestBody PurchaseController.PurchaseRequest request)
+            throws InterruptedException {
+        Purchase saved = purchases.saveAndFlush(new Purchase(request.reference(), request.note()));
+        Thread.sleep(millis);
         return ResponseEntity.created(URI.create("/purchases/" + saved.getId()))
                 .body(Map.of("id", saved.getId(), "reference", saved.getReference()));
     }
