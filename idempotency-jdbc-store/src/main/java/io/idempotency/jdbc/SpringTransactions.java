@@ -4,6 +4,7 @@ import io.idempotency.core.Transactions;
 import org.springframework.jdbc.datasource.ConnectionHolder;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
+import org.springframework.transaction.TransactionException;
 import org.springframework.transaction.TransactionStatus;
 import org.springframework.transaction.UnexpectedRollbackException;
 import org.springframework.transaction.support.DefaultTransactionDefinition;
@@ -116,7 +117,11 @@ public class SpringTransactions implements Transactions {
                 }
                 LastBeforeCommit lastBeforeCommit = new LastBeforeCommit(last, transactionManager);
                 TransactionSynchronizationManager.registerSynchronization(lastBeforeCommit);
-                commit();
+                try {
+                    commit();
+                } catch (LastBeforeCommit.Refused refused) {
+                    throw refused.getCause(); // rolled back by Spring, as the work's own failure
+                }
                 if (!lastBeforeCommit.ran) {
                     // Spring rolls back, without a word, a transaction its status marks rollback-only
                     throw new UnexpectedRollbackException("the idempotent execution's transaction was rolled back"
@@ -197,8 +202,27 @@ public class SpringTransactions implements Transactions {
      * the {@code TransactionTimedOutException} of a statement made after the transaction's timeout (the stored
      * answer's, or an outbox row's), say. Restoring the connection's auto-commit would then commit the claim and the
      * work's writes without the answer, while the execution reports that nothing was kept.
+     * <p>
+     * This work's own {@code TransactionException} is passed to Spring as another exception ({@link Refused}), which
+     * Spring rolls back through the transaction manager, as after any failure before the commit: a connection rolled
+     * back beside JPA's transaction manager leaves Hibernate's transaction active, and Hibernate, asked to close a
+     * session whose transaction is active, waits for its completion to do so, holding the session's connection for
+     * ever.
      */
     private static final class LastBeforeCommit implements TransactionSynchronization {
+
+        /** The work's {@code TransactionException}, which Spring would not roll back after. */
+        static final class Refused extends RuntimeException {
+
+            Refused(TransactionException cause) {
+                super(cause.getMessage(), cause, false, false);
+            }
+
+            @Override
+            public synchronized TransactionException getCause() {
+                return (TransactionException) super.getCause();
+            }
+        }
 
         private final Runnable work;
         private final PlatformTransactionManager transactionManager;
@@ -219,7 +243,11 @@ public class SpringTransactions implements Transactions {
         @Override
         public void beforeCommit(boolean readOnly) {
             ran = true;
-            work.run();
+            try {
+                work.run();
+            } catch (TransactionException e) { // the TransactionTimedOutException of the answer's write, say
+                throw new Refused(e);
+            }
             done = true;
         }
 
