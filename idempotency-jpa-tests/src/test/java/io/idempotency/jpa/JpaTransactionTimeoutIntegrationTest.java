@@ -90,10 +90,20 @@ class JpaTransactionTimeoutIntegrationTest extends JpaHttpTest {
      */
     @Test
     void aHandlerOutlivingTheTransactionTimeoutKeepsNothingAndReturnsItsConnection() throws Exception {
+        assertTimedOutKeepsNothingAndReturnsItsConnection("");
+    }
+
+    @Test
+    void aListenerOutlivingTheTransactionTimeoutKeepsNothingAndReturnsItsConnection() throws Exception {
+        assertTimedOutKeepsNothingAndReturnsItsConnection("&outbox=true");
+    }
+
+    private void assertTimedOutKeepsNothingAndReturnsItsConnection(String query) throws Exception {
         String key = UUID.randomUUID().toString();
         String reference = "timeout-slow-" + key;
 
-        HttpResponse<String> timedOut = post("/commit-time/purchases/slow?millis=2500", key, purchase(reference));
+        HttpResponse<String> timedOut = post("/commit-time/purchases/slow?millis=2500" + query, key,
+                purchase(reference));
 
         assertThat(timedOut.statusCode()).as(timedOut.body()).isEqualTo(500);
         assertThat(timedOut.body()).contains("idempotency-commit-failed", "none were kept");

@@ -81,10 +81,14 @@ public class CommitTimeController {
     @Idempotent
     @Transactional
     public ResponseEntity<Map<String, Object>> slow(@RequestParam long millis,
+                                                    @RequestParam(defaultValue = "false") boolean outbox,
                                                     @RequestBody PurchaseController.PurchaseRequest request)
             throws InterruptedException {
         Purchase saved = purchases.saveAndFlush(new Purchase(request.reference(), request.note()));
         Thread.sleep(millis);
+        if (outbox) {
+            events.publishEvent(new Outboxed(request.reference()));
+        }
         return ResponseEntity.created(URI.create("/purchases/" + saved.getId()))
                 .body(Map.of("id", saved.getId(), "reference", saved.getReference()));
     }
@@ -162,6 +166,15 @@ public class CommitTimeController {
     void beforeCommit(Purchased event) {
         HEARD.add("before-commit " + event.reference() + " "
                 + IdempotencyContext.current().map(context -> context.key().key()).orElse("-"));
+    }
+
+    public record Outboxed(String reference) {
+    }
+
+    @TransactionalEventListener(phase = TransactionPhase.BEFORE_COMMIT)
+    void outbox(Outboxed event) {
+        jdbc.sql("select count(*) from purchases where reference = ?").param(event.reference()).query(Long.class)
+                .single();
     }
 
     @TransactionalEventListener(phase = TransactionPhase.AFTER_COMMIT)
