@@ -1,7 +1,9 @@
 package io.idempotency.jdbc;
 
 import io.idempotency.core.Transactions;
+import jakarta.persistence.EntityTransaction;
 import org.springframework.jdbc.datasource.ConnectionHolder;
+import org.springframework.orm.jpa.EntityManagerHolder;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.TransactionException;
@@ -11,6 +13,7 @@ import org.springframework.transaction.support.DefaultTransactionDefinition;
 import org.springframework.transaction.support.ResourceTransactionManager;
 import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
+import org.springframework.util.ClassUtils;
 
 import javax.sql.DataSource;
 import java.sql.Connection;
@@ -262,11 +265,16 @@ public class SpringTransactions implements Transactions {
          * Rolls back the transaction's connection, still bound to the thread: that of the transaction manager's
          * DataSource, or, for one that binds something else (JPA's EntityManager, Hibernate's Session), the connection
          * it binds beside it under its DataSource. No other connection bound to the thread is touched. A rollback
-         * Spring has already made leaves nothing to roll back.
+         * Spring has already made leaves nothing to roll back. The transaction of JPA's EntityManager (Hibernate's
+         * Session) is rolled back through it first: left active, Hibernate would defer closing the session until a
+         * completion that never comes, holding its connection for ever.
          */
         private void rollBackConnection() {
             Object own = transactionManager instanceof ResourceTransactionManager resources
                     ? TransactionSynchronizationManager.getResource(resources.getResourceFactory()) : null;
+            if (JPA_PRESENT) {
+                EntityManagers.rollBack(own);
+            }
             if (!(own instanceof ConnectionHolder)) {
                 DataSource dataSource = dataSourceBeside(transactionManager);
                 own = dataSource == null ? null : TransactionSynchronizationManager.getResource(dataSource);
@@ -298,6 +306,30 @@ public class SpringTransactions implements Transactions {
                         .invoke(transactionManager) instanceof DataSource dataSource ? dataSource : null;
             } catch (ReflectiveOperationException | RuntimeException e) {
                 return null;
+            }
+        }
+    }
+
+    private static final boolean JPA_PRESENT = ClassUtils.isPresent("org.springframework.orm.jpa.EntityManagerHolder",
+            SpringTransactions.class.getClassLoader()) && ClassUtils.isPresent("jakarta.persistence.EntityManager",
+            SpringTransactions.class.getClassLoader());
+
+    /** JPA's side, in a class of its own: loaded only where JPA is. */
+    private static final class EntityManagers {
+
+        /** Rolls back the active transaction of the EntityManager {@code resource} holds, if it holds one. */
+        static void rollBack(Object resource) {
+            if (!(resource instanceof EntityManagerHolder holder) || holder.getEntityManager() == null) {
+                return;
+            }
+            try {
+                EntityTransaction transaction = holder.getEntityManager().getTransaction();
+                if (transaction.isActive()) {
+                    transaction.rollback();
+                }
+            } catch (RuntimeException e) {
+                log.log(System.Logger.Level.WARNING, "Rolling back the idempotent execution's JPA transaction, whose"
+                        + " commit was never asked of the database, failed", e);
             }
         }
     }
