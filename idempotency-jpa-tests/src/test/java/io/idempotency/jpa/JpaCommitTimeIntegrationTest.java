@@ -63,6 +63,29 @@ class JpaCommitTimeIntegrationTest extends JpaHttpTest {
                         "before-commit " + reference + " " + key, "after-rollback " + reference);
     }
 
+    /**
+     * Intent first, the purchase is refused only at the COMMIT of the handler's transaction: nothing of it is kept and
+     * the client is told so, but the claim, committed before the handler called the third party, stays PROCESSING for
+     * the resolver, so the retry is answered 409, neither replayed nor run again.
+     */
+    @Test
+    void intentFirstADeferredConstraintThatFailsAtTheCommitLeavesTheClaimForTheResolver() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String reference = "intent-deferred-" + key;
+
+        HttpResponse<String> refused = post("/purchases/intent", key, purchase(reference, "fails-at-commit"));
+        HttpResponse<String> retry = post("/purchases/intent", key, purchase(reference, "fails-at-commit"));
+
+        assertThat(refused.statusCode()).isEqualTo(500);
+        assertThat(refused.body()).contains("idempotency-commit-failed", "answered 409 until then")
+                .doesNotContain(reference);
+        assertThat(purchases(reference)).isZero();
+        assertThat(record(key)).as("the third party may have been called").isEqualTo("PROCESSING -");
+        assertThat(retry.statusCode()).as(retry.body()).isEqualTo(409);
+        assertThat(retry.body()).contains("idempotency-request-in-progress");
+        assertThat(purchases(reference)).isZero();
+    }
+
     /** After-commit listeners run once, after the real commit; a replay commits nothing and runs none. */
     @Test
     void afterCommitListenersRunOnceAfterTheRealCommitAndNotForReplays() throws Exception {
