@@ -3,6 +3,7 @@ package io.idempotency.core;
 import java.time.Duration;
 import java.util.Locale;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -1163,14 +1164,30 @@ public final class IdempotencyEngine {
          * statement it made that failed). Only this claim's
          * token tells the two apart: another attempt may have completed the key since. A read that fails tells nothing,
          * and the commit is taken as failed, as before the read.
+         * <p>
+         * Read on a connection of its own where the thread holds none ({@link Transactions#mayReadApart()}); otherwise
+         * (open-in-view's EntityManager still holds the request's connection) in a transaction of its own, rolled back,
+         * which runs on what the thread holds: a second connection, taken from a pool that the other requests may
+         * hold whole, would be waited for until the pool gives up, and a commit that happened then taken as failed.
          */
         private boolean completedAllTheSame(RuntimeException failure) {
             if (fencingToken == null) {
                 return false;
             }
             try {
-                return store.find(key).filter(record -> record.status() == RecordStatus.SUCCEEDED
-                        && fencingToken.equals(record.fencingToken())).isPresent();
+                Optional<IdempotencyRecord> record;
+                if (transactions.mayReadApart()) {
+                    record = store.find(key);
+                } else {
+                    Transactions.Transaction reading = transactions.begin();
+                    try {
+                        record = store.find(key);
+                    } finally {
+                        reading.rollback();
+                    }
+                }
+                return record.filter(found -> found.status() == RecordStatus.SUCCEEDED
+                        && fencingToken.equals(found.fencingToken())).isPresent();
             } catch (RuntimeException readFailed) {
                 failure.addSuppressed(readFailed);
                 return false;
