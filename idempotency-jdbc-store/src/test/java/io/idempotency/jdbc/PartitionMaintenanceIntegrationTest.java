@@ -890,6 +890,42 @@ class PartitionMaintenanceIntegrationTest {
     }
 
     /**
+     * A {@code statement_timeout} on the pool's connections (a common bound on slow statements) shorter than the DDL
+     * lock timeout must not cut the maintenance's lock waits short: waiting for another instance's creation, or for the
+     * table's lock to attach a partition, ends as a lock not had in time, which a starting application tells apart
+     * (it starts when a partition covers the current time) and the next run tries again; cancelled by the statement
+     * timeout, it was a failure of any other kind, and an instance starting beside another one did not start.
+     */
+    @Test
+    void aStatementTimeoutOnThePoolDoesNotCutTheLockWaitsShort() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource dataSource = partitionedDatabase(database);
+             HikariDataSource timedOut = database.dataSource(1,
+                     config -> config.setConnectionInitSql("set statement_timeout = '300ms'"))) {
+            // more than three times the statement timeout
+            PostgresPartitionMaintenance maintenance = hourly(timedOut, 1, Duration.ofSeconds(1));
+            try (java.sql.Connection otherInstance = dataSource.getConnection();
+                 java.sql.Statement statement = otherInstance.createStatement()) {
+                statement.execute("select pg_advisory_lock(" + CREATION_LOCK + ")"); // creating partitions now
+                assertThatThrownBy(() -> maintenance.createAhead(true)).as("waiting for the other instance")
+                        .satisfies(e -> assertThat(PostgresPartitionMaintenance.isLockNotAvailable(e)).isTrue());
+                statement.execute("select pg_advisory_unlock(" + CREATION_LOCK + ")");
+            }
+            try (java.sql.Connection other = dataSource.getConnection();
+                 java.sql.Statement statement = other.createStatement()) {
+                other.setAutoCommit(false);
+                statement.execute("lock table idempotency_keys in share update exclusive mode"); // as an ATTACH would
+                assertThatThrownBy(() -> maintenance.createAhead(false)).as("the attach waiting for the table")
+                        .satisfies(e -> assertThat(PostgresPartitionMaintenance.isLockNotAvailable(e)).isTrue());
+                other.rollback();
+            }
+            assertThat(maintenance.createAhead(false).created()).hasSize(2);
+            assertThat(new JdbcTemplate(timedOut).queryForObject("show statement_timeout", String.class))
+                    .as("the connection goes back with its statement timeout").isEqualTo("300ms");
+        }
+    }
+
+    /**
      * Two instances drop expired partitions at the same moment. While the first one's concurrent detach waits for a
      * request in progress, PostgreSQL refuses any other detach of the table, and finishing the pending one would wait
      * for the first: the second instance skips its run at once, neither failing nor waiting, and the first drops every

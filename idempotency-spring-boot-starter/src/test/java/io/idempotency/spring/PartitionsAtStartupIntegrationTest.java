@@ -132,6 +132,36 @@ class PartitionsAtStartupIntegrationTest {
         }
     }
 
+    /**
+     * Instances starting together: one creates the partitions while the others wait for it, at most the DDL lock
+     * timeout. A {@code statement_timeout} on the pool's connections (a common bound on slow statements) shorter than
+     * that must not turn the wait into a failed start: the instance starts as it does when the lock is not had in time,
+     * since a partition covers the current time.
+     */
+    @Test
+    void anInstanceWaitingForAnotherOnesCreationStartsDespiteAShorterStatementTimeout(CapturedOutput output)
+            throws Exception {
+        TestPostgres.Database database = TestDatabases.withOrders();
+        try (HikariDataSource dataSource = partitionedTable(database)) {
+            new PostgresPartitionMaintenance(dataSource, "idempotency_keys", Duration.ofHours(1), 1,
+                    Duration.ofSeconds(5)).createAhead(true);
+        }
+
+        try (Connection otherInstance = DriverManager.getConnection(database.url(), database.user(),
+                database.password()); Statement statement = otherInstance.createStatement()) {
+            // another instance creating partitions right now, for longer than the statement timeout
+            statement.execute("select pg_advisory_lock(hashtextextended('idempotency-partitions:'"
+                    + " || 'idempotency_keys'::regclass::oid::text, 0))");
+            try (ConfigurableApplicationContext context = start(database, null,
+                    "spring.datasource.hikari.connection-init-sql=set statement_timeout = '500ms'",
+                    "idempotency.retention.cleanup.partition-interval=1h",
+                    "idempotency.retention.cleanup.partitions-ahead=3")) {
+                assertThat(output).contains("Idempotency partitions could not all be created at startup");
+                assertThat(post(context).statusCode()).as("the current partition takes claims").isEqualTo(201);
+            }
+        }
+    }
+
     /** The earliest lifecycle phase, before the web server's: how many partitions it sees when it starts. */
     @Configuration(proxyBeanMethods = false)
     static class FirstPhaseProbe {
