@@ -33,7 +33,9 @@ import java.util.regex.Pattern;
  *       retried at the next run. The one exception is the concurrent detach, which waits, holding no lock, for the
  *       transactions that use the table (requests in progress): it waits as long as the detach wait allows, since
  *       cut short it would leave the detach pending, and with requests longer than the short timeout always in flight
- *       no partition would ever go;</li>
+ *       no partition would ever go. These timeouts alone bound the waits: a {@code statement_timeout} the pool's
+ *       connections have is lifted for the run, so that a wait cut short still ends as a lock not had
+ *       ({@link #isLockNotAvailable(Throwable)}), and restored after it;</li>
  *   <li>session advisory locks let one application instance at a time create partitions, and one at a time drop
  *       them; the others skip the run (or, for creation, may wait for it, as long as the DDL lock timeout).</li>
  * </ul>
@@ -220,9 +222,14 @@ public class PostgresPartitionMaintenance {
             boolean previousAutoCommit = connection.getAutoCommit();
             connection.setAutoCommit(true); // DETACH … CONCURRENTLY cannot run inside a transaction block
             String previousLockTimeout = currentSetting(connection, "lock_timeout");
+            String previousStatementTimeout = currentSetting(connection, "statement_timeout");
             try {
                 // before the advisory lock: waiting for another instance is bounded by it too
                 setLockTimeout(connection, ddlLockTimeout);
+                // the lock timeout (the detach wait, for a concurrent detach) alone bounds the waits: a shorter
+                // statement_timeout the pool's connections may have would end them as another failure than a lock
+                // not had, which a starting instance must tell apart, and cut a concurrent detach's wait short
+                execute(connection, "SET statement_timeout = 0");
                 checkPartitioned(connection); // also before the lock, whose key is the table's
                 if (!lock(connection, lock, wait)) {
                     return new Run(true, List.of(), List.of());
@@ -233,6 +240,7 @@ public class PostgresPartitionMaintenance {
                     unlock(connection, lock);
                 }
             } finally { // the pooled connection goes back as it came (a pool need not reset what a borrower changed)
+                restoreSetting(connection, "statement_timeout", previousStatementTimeout);
                 restoreSetting(connection, "lock_timeout", previousLockTimeout);
                 connection.setAutoCommit(previousAutoCommit);
             }
@@ -466,17 +474,13 @@ public class PostgresPartitionMaintenance {
                 } else {
                     // waits for the requests in progress on the table, holding no lock meanwhile: bounded by the
                     // detach wait, not the DDL lock timeout, which a request longer than it would make every detach
-                    // leave pending. Nor by a statement_timeout the pool's connections may have, which would cut the
-                    // wait short just the same: the detach wait alone bounds it
-                    String statementTimeout = currentSetting(connection, "statement_timeout");
+                    // leave pending (nor by the pool's statement_timeout, which the run has lifted)
                     setLockTimeout(connection, detachWait);
-                    execute(connection, "SET statement_timeout = 0");
                     try {
                         execute(connection, "ALTER TABLE " + table + " DETACH PARTITION " + partition.name()
                                 + " CONCURRENTLY");
                     } finally {
                         setLockTimeout(connection, ddlLockTimeout);
-                        restoreSetting(connection, "statement_timeout", statementTimeout);
                     }
                 }
             } catch (SQLException e) {
