@@ -35,11 +35,14 @@ import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -886,6 +889,159 @@ class PartitionMaintenanceIntegrationTest {
             }
             assertThat(jdbc.queryForObject("select current_setting('lock_timeout')", String.class))
                     .as("the pooled connections are given back with their own lock timeout").isEqualTo("0");
+        }
+    }
+
+    /**
+     * Instances of a rolling deploy or a scaled-out service starting within the same moment, each with a pool of its
+     * own, each doing what the starter does at startup: migrate, then create the partitions that are due, waiting for
+     * an instance creating them. On an empty schema and on a table whose partitions for now and ahead are missing
+     * (only an old one left), every instance starts — none meets a table or type that already exists, a deadlock, or
+     * a lock not had while no partition covers now — and the table ends with each range made once, by one of them,
+     * no table left unattached, and every partition with the table's indexes.
+     */
+    @Test
+    void instancesStartingTogetherMakeEachPartitionOnce() throws Exception {
+        int instances = 4;
+        for (int round = 0; round < 4; round++) {
+            boolean fresh = round % 2 == 0;
+            TestPostgres.Database database = TestPostgres.newDatabase();
+            if (!fresh) {
+                try (HikariDataSource setup = partitionedDatabase(database)) {
+                    attachPartition(new JdbcTemplate(setup), "idempotency_keys_old", "now() - interval '3 days'",
+                            "now() - interval '2 days'");
+                }
+            }
+            List<HikariDataSource> pools = new ArrayList<>();
+            ExecutorService starting = Executors.newFixedThreadPool(instances);
+            try {
+                CountDownLatch go = new CountDownLatch(1);
+                List<Future<Integer>> started = new ArrayList<>();
+                for (int i = 0; i < instances; i++) {
+                    HikariDataSource pool = database.dataSource(2);
+                    pools.add(pool);
+                    started.add(starting.submit(() -> {
+                        go.await();
+                        new IdempotencySchemaMigrator(pool, TABLE, true).migrate();
+                        PostgresPartitionMaintenance maintenance = hourly(pool, 7, Duration.ofSeconds(2));
+                        try {
+                            return maintenance.createAhead(true).created().size();
+                        } catch (IllegalStateException e) {
+                            // as the starter: another instance took longer than the lock timeout, and made now's
+                            if (PostgresPartitionMaintenance.isLockNotAvailable(e) && maintenance.coversNow()) {
+                                return 0;
+                            }
+                            throw e;
+                        }
+                    }));
+                }
+                go.countDown();
+                int created = 0;
+                for (Future<Integer> instance : started) {
+                    created += instance.get(60, TimeUnit.SECONDS);
+                }
+
+                String where = " where c.relnamespace = current_schema()::regnamespace";
+                long attached = database.queryLong(
+                        "select count(*) from pg_inherits where inhparent = to_regclass('idempotency_keys')");
+                assertThat(attached).as("round %d: now and 7 ahead, each made once", round)
+                        .isEqualTo(created + (fresh ? 0 : 1)).isGreaterThanOrEqualTo(fresh ? 8 : 9);
+                assertThat(database.queryLong("select count(*) from pg_class c" + where
+                        + " and c.relkind in ('r', 'p') and not c.relispartition")).as("round %d: the table, its"
+                        + " migration history and nothing left unattached", round).isEqualTo(2);
+                assertThat(database.queryLong("select count(*) from pg_index i join pg_class c on c.oid = i.indrelid"
+                        + where + " and c.relname like 'idempotency_keys%'")).as("round %d: three indexes each", round)
+                        .isEqualTo(3 * (attached + 1));
+                assertThat(hourly(pools.get(0), 7, Duration.ofSeconds(2)).coversNow()).isTrue();
+            } finally {
+                starting.shutdownNow();
+                pools.forEach(HikariDataSource::close);
+            }
+        }
+    }
+
+    /**
+     * Two instances keep the partitions at once — one-second partitions, so that each of their runs creates, attaches,
+     * detaches and drops — while requests claim new keys, some of them held open for longer than a partition lasts. No
+     * claim fails or is kept waiting by a partition change, no run fails, and every claim's record is there once its
+     * transaction has committed (a partition is dropped only once all its records have expired), while the partitions
+     * whose records all have expired go.
+     */
+    @Test
+    void twoInstancesKeepingThePartitionsWhileRequestsClaimLoseNoClaim() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource first = partitionedDatabase(database); HikariDataSource second = database.dataSource(4);
+             HikariDataSource requests = database.dataSource(6)) {
+            PartitionedPostgresIdempotencyStore store = new PartitionedPostgresIdempotencyStore(requests, TABLE);
+            Transactions transactions = new SpringTransactions(new DataSourceTransactionManager(requests));
+            JdbcTemplate jdbc = new JdbcTemplate(requests);
+            List<PostgresPartitionMaintenance> maintainers = List.of(first, second).stream().map(pool ->
+                    new PostgresPartitionMaintenance(pool, TABLE, Duration.ofSeconds(1), 3, Duration.ofSeconds(2),
+                            Duration.ofSeconds(30))).toList();
+            maintainers.get(0).createAhead(true);
+
+            AtomicBoolean stop = new AtomicBoolean();
+            AtomicInteger claimed = new AtomicInteger();
+            AtomicInteger dropped = new AtomicInteger();
+            List<String> problems = new CopyOnWriteArrayList<>();
+            List<CompletableFuture<Void>> claimers = new ArrayList<>();
+            for (int thread = 0; thread < 4; thread++) {
+                int longEvery = 20 + thread;
+                claimers.add(Async.run(() -> {
+                    for (int i = 1; !stop.get(); i++) {
+                        String key = UUID.randomUUID().toString();
+                        boolean longRequest = i % longEvery == 0;
+                        Transactions.Transaction transaction = transactions.begin();
+                        try {
+                            // kept past its commit and the look below, and then left to expire (a long request's
+                            // record keeps its partition meanwhile), so that the partitions it is not in go
+                            ClaimResult result = store.claim(new ClaimRequest(new ScopedKey("", "POST /x", key), HASH,
+                                    Duration.ofSeconds(longRequest ? 30 : 3), Duration.ofMillis(500)));
+                            if (longRequest) {
+                                Thread.sleep(1500); // a request that outlasts its partition's interval
+                            }
+                            transaction.commit();
+                            if (!(result instanceof ClaimResult.Claimed)) {
+                                problems.add("claim " + key + ": " + result);
+                            }
+                        } catch (Exception e) {
+                            problems.add("claim " + key + ": " + e);
+                        } finally {
+                            transaction.rollback();
+                        }
+                        Long records = jdbc.queryForObject("select count(*) from idempotency_keys"
+                                + " where idempotency_key = ?", Long.class, key);
+                        if (records != 1) {
+                            problems.add("claim " + key + " left " + records + " records");
+                        }
+                        claimed.incrementAndGet();
+                    }
+                }));
+            }
+            List<CompletableFuture<Void>> runs = maintainers.stream().map(maintenance -> Async.run(() -> {
+                for (long end = System.nanoTime() + Duration.ofSeconds(6).toNanos(); System.nanoTime() < end; ) {
+                    try {
+                        dropped.addAndGet(maintenance.run(Duration.ofSeconds(1)).dropped().size());
+                    } catch (RuntimeException e) {
+                        problems.add("maintenance: " + e);
+                    }
+                }
+            })).toList();
+            try {
+                for (CompletableFuture<Void> run : runs) {
+                    run.get(90, TimeUnit.SECONDS);
+                }
+            } finally {
+                stop.set(true);
+                for (CompletableFuture<Void> claimer : claimers) {
+                    claimer.get(30, TimeUnit.SECONDS);
+                }
+            }
+
+            assertThat(problems).isEmpty();
+            assertThat(claimed.get()).isPositive();
+            assertThat(dropped.get()).as("partitions went while requests claimed").isPositive();
+            assertThat(maintainers.get(1).coversNow()).isTrue();
         }
     }
 
