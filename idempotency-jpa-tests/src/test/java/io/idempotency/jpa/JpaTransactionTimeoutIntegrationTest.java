@@ -1,8 +1,8 @@
 package io.idempotency.jpa;
 
-import io.idempotency.jpa.app.JpaTestApplication;
 import com.zaxxer.hikari.HikariDataSource;
 import com.zaxxer.hikari.HikariPoolMXBean;
+import io.idempotency.jpa.app.JpaTestApplication;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
@@ -112,7 +112,7 @@ class JpaTransactionTimeoutIntegrationTest extends JpaHttpTest {
         HikariPoolMXBean pool = ((HikariDataSource) dataSource).getHikariPoolMXBean();
         long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
         while (pool.getActiveConnections() > 0 && System.nanoTime() - deadline < 0) {
-            Thread.onSpinWait();
+            Thread.sleep(10);
         }
         assertThat(pool.getActiveConnections()).as("every connection is back in the pool").isZero();
         HttpResponse<String> retry = post("/commit-time/purchases/slow?millis=0", key, purchase(reference));
