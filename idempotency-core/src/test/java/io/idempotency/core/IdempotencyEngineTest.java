@@ -324,6 +324,24 @@ class IdempotencyEngineTest {
         assertThat(execution.finish(CREATED)).isEqualTo(Outcome.STORED);
     }
 
+    /**
+     * Where the thread holds a connection (open-in-view), the record is read in a transaction of its own, rolled back
+     * after: a rollback that fails then does not undo what the read found, and the answer that was committed stands.
+     */
+    @Test
+    void aReadOnTheThreadsConnectionStandsWhenItsRollbackFails() {
+        IdempotencyEngine.Execution execution = proceed("token-1");
+        transactions.readsApart = false;
+        transactions.commitFailure = new RuntimeException("Unable to perform afterTransactionCompletion callback");
+        transactions.rollbackFailure = new RuntimeException("connection closed");
+        store.records = key -> Optional.of(new IdempotencyRecord(key, RecordStatus.SUCCEEDED, "hash", "token-1",
+                CREATED, Instant.EPOCH, Instant.EPOCH, null, false));
+
+        assertThat(execution.finish(CREATED)).isEqualTo(Outcome.STORED);
+        assertThat(transactions.begun).as("the request's, and the read's").hasSize(2);
+        assertThat(transactions.begun.get(1).rollbacks).isEqualTo(1);
+    }
+
     /** Another attempt's answer, committed since this one's commit failed, is not this one's. */
     @Test
     void anotherClaimsAnswerDoesNotMakeAFailedCommitAStoredOne() {
