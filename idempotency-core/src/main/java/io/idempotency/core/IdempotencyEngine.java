@@ -1182,8 +1182,14 @@ public final class IdempotencyEngine {
                     Transactions.Transaction reading = transactions.begin();
                     try {
                         record = store.find(key);
-                    } finally {
+                    } catch (RuntimeException | Error readFailed) {
+                        rollBackAfter(reading, readFailed);
+                        throw readFailed;
+                    }
+                    try {
                         reading.rollback();
+                    } catch (RuntimeException rollbackFailed) { // what was read stands: the read wrote nothing
+                        failure.addSuppressed(rollbackFailed);
                     }
                 }
                 return record.filter(found -> found.status() == RecordStatus.SUCCEEDED
