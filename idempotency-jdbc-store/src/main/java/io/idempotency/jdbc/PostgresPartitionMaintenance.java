@@ -33,9 +33,10 @@ import java.util.regex.Pattern;
  *       retried at the next run. The one exception is the concurrent detach, which waits, holding no lock, for the
  *       transactions that use the table (requests in progress): it waits as long as the detach wait allows, since
  *       cut short it would leave the detach pending, and with requests longer than the short timeout always in flight
- *       no partition would ever go. These timeouts alone bound the waits: a {@code statement_timeout} the pool's
- *       connections have is lifted for the run, so that a wait cut short still ends as a lock not had
- *       ({@link #isLockNotAvailable(Throwable)}), and restored after it;</li>
+ *       no partition would ever go. These timeouts end the waits: a {@code statement_timeout} the pool's
+ *       connections have is raised for the run above the DDL lock timeout, so that a wait cut short still ends as a
+ *       lock not had ({@link #isLockNotAvailable(Throwable)}) while the statements stay bounded, lifted for the
+ *       concurrent detach alone, and restored after the run;</li>
  *   <li>session advisory locks let one application instance at a time create partitions, and one at a time drop
  *       them; the others skip the run (or, for creation, may wait for it, as long as the DDL lock timeout).</li>
  * </ul>
@@ -226,10 +227,14 @@ public class PostgresPartitionMaintenance {
             try {
                 // before the advisory lock: waiting for another instance is bounded by it too
                 setLockTimeout(connection, ddlLockTimeout);
-                // the lock timeout (the detach wait, for a concurrent detach) alone bounds the waits: a shorter
-                // statement_timeout the pool's connections may have would end them as another failure than a lock
-                // not had, which a starting instance must tell apart, and cut a concurrent detach's wait short
-                execute(connection, "SET statement_timeout = 0");
+                // a statement_timeout the pool's connections have, shorter than the lock timeout, would end the waits
+                // as another failure than a lock not had, which a starting instance must tell apart: raised above it
+                // for the run, still bounding the statements (none when the pool had none)
+                long statementTimeout = statementTimeoutMillis(connection);
+                if (statementTimeout > 0) {
+                    execute(connection, "SET statement_timeout = '" + Math.max(statementTimeout,
+                            Math.min(Integer.MAX_VALUE, ddlLockTimeout.toMillis() + 1000)) + "ms'");
+                }
                 checkPartitioned(connection); // also before the lock, whose key is the table's
                 if (!lock(connection, lock, wait)) {
                     return new Run(true, List.of(), List.of());
@@ -257,6 +262,15 @@ public class PostgresPartitionMaintenance {
                 rs.next();
                 return rs.getString(1);
             }
+        }
+    }
+
+    /** The connection's {@code statement_timeout} in milliseconds; 0 for none. */
+    private static long statementTimeoutMillis(Connection connection) throws SQLException {
+        try (Statement statement = connection.createStatement();
+             ResultSet rs = statement.executeQuery("SELECT setting::bigint FROM pg_settings"
+                     + " WHERE name = 'statement_timeout'")) {
+            return rs.next() ? rs.getLong(1) : 0;
         }
     }
 
@@ -474,13 +488,17 @@ public class PostgresPartitionMaintenance {
                 } else {
                     // waits for the requests in progress on the table, holding no lock meanwhile: bounded by the
                     // detach wait, not the DDL lock timeout, which a request longer than it would make every detach
-                    // leave pending (nor by the pool's statement_timeout, which the run has lifted)
+                    // leave pending. Nor by the run's statement_timeout, which would cut the wait short just the same:
+                    // the detach wait alone bounds it
+                    String statementTimeout = currentSetting(connection, "statement_timeout");
                     setLockTimeout(connection, detachWait);
+                    execute(connection, "SET statement_timeout = 0");
                     try {
                         execute(connection, "ALTER TABLE " + table + " DETACH PARTITION " + partition.name()
                                 + " CONCURRENTLY");
                     } finally {
                         setLockTimeout(connection, ddlLockTimeout);
+                        restoreSetting(connection, "statement_timeout", statementTimeout);
                     }
                 }
             } catch (SQLException e) {
