@@ -324,13 +324,29 @@ public class IdempotencyAutoConfiguration {
         return properties.getRetention().getCleanup().getMode() == IdempotencyProperties.CleanupMode.DROP_PARTITIONS;
     }
 
+    /**
+     * The isolation level the connections of the store's DataSource default to, asked once at startup for the
+     * transactions the starter defines and for the startup checks; {@code level} is null when the database could not
+     * be asked.
+     */
+    record StoreIsolation(DataSource dataSource, Integer level) {
+    }
+
+    /** Defined with the starter's transactions only: an application's own {@code Transactions} sets what it sets. */
+    @Bean
+    @ConditionalOnMissingBean(Transactions.class)
+    StoreIsolation idempotencyStoreIsolation(IdempotencyStore store, ObjectProvider<DataSource> dataSources) {
+        DataSource dataSource = storeDataSource(store, dataSources);
+        return new StoreIsolation(dataSource, defaultIsolation(dataSource));
+    }
+
     @Bean
     @ConditionalOnMissingBean
-    public Transactions idempotencyTransactions(PlatformTransactionManager transactionManager, IdempotencyStore store,
-                                                ObjectProvider<DataSource> dataSources) {
-        DataSource dataSource = storeDataSource(store, dataSources);
-        IdempotencyStartupChecks.checkTransactionManager(transactionManager, dataSource);
-        Boolean readCommitted = connectionsDefaultToReadCommitted(dataSource);
+    public Transactions idempotencyTransactions(PlatformTransactionManager transactionManager,
+                                                StoreIsolation isolation) {
+        IdempotencyStartupChecks.checkTransactionManager(transactionManager, isolation.dataSource());
+        Boolean readCommitted = isolation.level() == null ? null
+                : isolation.level() == Connection.TRANSACTION_READ_COMMITTED;
         SpringTransactions transactions = new SpringTransactions(transactionManager,
                 Boolean.TRUE.equals(readCommitted), entityManagerConnectionCheck());
         if (Boolean.FALSE.equals(readCommitted)) {
@@ -673,9 +689,9 @@ public class IdempotencyAutoConfiguration {
      * Asked once at startup, so that transactions need not set (and first query) the isolation level; null when the
      * database could not be asked (every transaction then sets it: always correct).
      */
-    private static Boolean connectionsDefaultToReadCommitted(DataSource dataSource) {
+    private static Integer defaultIsolation(DataSource dataSource) {
         try (Connection connection = dataSource.getConnection()) {
-            return connection.getTransactionIsolation() == Connection.TRANSACTION_READ_COMMITTED;
+            return connection.getTransactionIsolation();
         } catch (SQLException e) {
             return null;
         }

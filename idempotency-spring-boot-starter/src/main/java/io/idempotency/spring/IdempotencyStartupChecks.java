@@ -655,24 +655,21 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
     }
 
     /**
-     * A store whose DataSource's connections default to REPEATABLE READ or SERIALIZABLE, a level the application chose
-     * for its transactions: the request's transaction runs at READ COMMITTED, which the claim needs, so the
-     * {@code @Idempotent} handlers run without it — what stops the start when a handler asks for the level itself, but
-     * here through the pool. A warning, not a refusal: handlers may lock what they protect, and REPEATABLE READ is
-     * InnoDB's default. Nothing when the database cannot be asked now.
+     * A store whose DataSource's connections default to REPEATABLE READ or SERIALIZABLE (the application's choice for
+     * its transactions, or the database's own default: InnoDB's is REPEATABLE READ): the request's transaction runs at
+     * READ COMMITTED, which the claim needs, so the {@code @Idempotent} handlers run without that level — what stops
+     * the start when a handler asks for the level itself, but here through the pool. A warning, not a refusal:
+     * handlers may lock what they protect. The level is the one the auto-configuration asked for the starter's
+     * transactions (nothing when it could not be asked, or when the application defines its own transactions).
      */
     private Optional<String> stricterIsolationWarning() {
-        DataSource dataSource = storeDataSource();
-        if (dataSource == null) {
+        IdempotencyAutoConfiguration.StoreIsolation isolation = context
+                .getBeanProvider(IdempotencyAutoConfiguration.StoreIsolation.class).getIfAvailable();
+        if (isolation == null || isolation.level() == null) {
             return Optional.empty();
         }
-        int isolation;
-        try (Connection connection = dataSource.getConnection()) {
-            isolation = connection.getTransactionIsolation();
-        } catch (SQLException | RuntimeException e) {
-            return Optional.empty();
-        }
-        String level = switch (isolation) {
+        DataSource dataSource = isolation.dataSource();
+        String level = switch (isolation.level()) {
             case Connection.TRANSACTION_REPEATABLE_READ -> "REPEATABLE READ";
             case Connection.TRANSACTION_SERIALIZABLE -> "SERIALIZABLE";
             default -> null;
@@ -683,9 +680,9 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                 + " (the claim needs it), so their reads and writes lose the protection the pool's level gives the"
                 + " application's other transactions (a balance checked and then debited could be debited twice"
                 + " concurrently). Guard what they protect with row locks (SELECT ... FOR UPDATE) or optimistic locking"
-                + " (@Version); where nothing else needs the stricter level, set the pool to READ COMMITTED"
-                + " (spring.datasource.hikari.transaction-isolation=TRANSACTION_READ_COMMITTED), which also spares"
-                + " each request the statements that set the level.");
+                + " (@Version); where nothing else needs the stricter level, set the pool to READ COMMITTED (with Spring"
+                + " Boot's pool: spring.datasource.hikari.transaction-isolation=TRANSACTION_READ_COMMITTED), which also"
+                + " spares each request the statements that set the level.");
     }
 
     /** Whether {@code dataSource} is, or wraps, a DataSource that routes each connection; false if it cannot say. */

@@ -39,8 +39,10 @@ class TransactionsWithTheDatabaseDownTest {
         DefaultListableBeanFactory beans = new DefaultListableBeanFactory();
         beans.registerSingleton("dataSource", down);
 
-        new IdempotencyAutoConfiguration().idempotencyTransactions(new DataSourceTransactionManager(down),
-                new PostgresIdempotencyStore(down, "idempotency_keys"), beans.getBeanProvider(DataSource.class));
+        IdempotencyAutoConfiguration configuration = new IdempotencyAutoConfiguration();
+        configuration.idempotencyTransactions(new DataSourceTransactionManager(down), configuration
+                .idempotencyStoreIsolation(new PostgresIdempotencyStore(down, "idempotency_keys"),
+                        beans.getBeanProvider(DataSource.class)));
 
         assertThat(attempts).as("connections asked for while the transactions were set up").hasValue(1);
     }
