@@ -19,7 +19,8 @@ public interface Transactions {
     }
 
     /**
-     * Whether a record may be read before the claim on a connection of its own, with no transaction: not while a
+     * Whether a record may be read on a connection of its own, with no transaction (before the claim, and after a
+     * commit that failed): not while a
      * transaction is open on the current thread (the read would run in it, where {@link #begin()} refuses to start),
      * nor while the thread holds what the next transaction would run on, such as an EntityManager kept open for the
      * request with its connection (the read would take a second connection where the claim takes none), nor where

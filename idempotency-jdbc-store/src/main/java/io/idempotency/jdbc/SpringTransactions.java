@@ -1,9 +1,7 @@
 package io.idempotency.jdbc;
 
 import io.idempotency.core.Transactions;
-import jakarta.persistence.EntityTransaction;
 import org.springframework.jdbc.datasource.ConnectionHolder;
-import org.springframework.orm.jpa.EntityManagerHolder;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.TransactionException;
@@ -202,8 +200,8 @@ public class SpringTransactions implements Transactions {
      * Should the commit end before it was asked of the database — a callback before it, or this work, failed — the
      * transaction's connection is rolled back here, before Spring lets go of it. Spring rolls back after most such
      * failures, but takes a {@code TransactionException} for a failure of the commit itself, and leaves it as it is:
-     * the {@code TransactionTimedOutException} of a statement made after the transaction's timeout (the stored
-     * answer's, or an outbox row's), say. Restoring the connection's auto-commit would then commit the claim and the
+     * the {@code TransactionTimedOutException} of a statement made after the transaction's timeout (an outbox row's
+     * in a callback before this one), say. Restoring the connection's auto-commit would then commit the claim and the
      * work's writes without the answer, while the execution reports that nothing was kept.
      * <p>
      * This work's own {@code TransactionException} is passed to Spring as another exception ({@link Refused}), which
@@ -313,26 +311,6 @@ public class SpringTransactions implements Transactions {
     private static final boolean JPA_PRESENT = ClassUtils.isPresent("org.springframework.orm.jpa.EntityManagerHolder",
             SpringTransactions.class.getClassLoader()) && ClassUtils.isPresent("jakarta.persistence.EntityManager",
             SpringTransactions.class.getClassLoader());
-
-    /** JPA's side, in a class of its own: loaded only where JPA is. */
-    private static final class EntityManagers {
-
-        /** Rolls back the active transaction of the EntityManager {@code resource} holds, if it holds one. */
-        static void rollBack(Object resource) {
-            if (!(resource instanceof EntityManagerHolder holder) || holder.getEntityManager() == null) {
-                return;
-            }
-            try {
-                EntityTransaction transaction = holder.getEntityManager().getTransaction();
-                if (transaction.isActive()) {
-                    transaction.rollback();
-                }
-            } catch (RuntimeException e) {
-                log.log(System.Logger.Level.WARNING, "Rolling back the idempotent execution's JPA transaction, whose"
-                        + " commit was never asked of the database, failed", e);
-            }
-        }
-    }
 
     /** Learns how the transaction completed, from the callback Spring runs after every other one of its commit. */
     private static final class CompletionWatch implements TransactionSynchronization {
