@@ -1,0 +1,162 @@
+package io.idempotency.spring;
+
+import io.idempotency.core.IdempotencyMode;
+import io.idempotency.core.Idempotent;
+import io.idempotency.core.StaleClaimResolver;
+import io.idempotency.core.StoredResponse;
+import io.idempotency.testkit.Await;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.WebApplicationType;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.boot.web.server.context.WebServerApplicationContext;
+import org.springframework.context.ConfigurableApplicationContext;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Import;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestBody;
+import org.springframework.web.bind.annotation.RequestHeader;
+import org.springframework.web.bind.annotation.RestController;
+
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.stream.IntStream;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * An application of several contexts ({@code SpringApplicationBuilder.parent(...).child(...)}): a parent without a
+ * web server holds the DataSource and, by its own auto-configuration, the starter's engine and store, which web child
+ * contexts on ports of their own reuse while each runs the starter's web side (filter, advice, startup checks).
+ */
+@Tag("container")
+class ContextHierarchyIntegrationTest {
+
+    private static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
+    private static final AtomicInteger RUNS = new AtomicInteger();
+
+    @SpringBootConfiguration
+    @EnableAutoConfiguration
+    static class Parent {
+        /** Finds every charge made, and answers with the links of the gateway's answer: more than Tomcat sends. */
+        @Bean
+        StaleClaimResolver gatewayResolver() {
+            List<StoredResponse.Header> links = IntStream.range(0, 400)
+                    .mapToObj(i -> new StoredResponse.Header("Link", "</gateway/charges/7/events/" + i
+                            + ">; rel=\"item\""))
+                    .toList();
+            return claim -> StaleClaimResolver.Resolution.complete(new StoredResponse(201, links,
+                    "{\"resolved\":true}".getBytes(StandardCharsets.UTF_8)));
+        }
+    }
+
+    @SpringBootConfiguration
+    @EnableAutoConfiguration
+    @Import(ChargesController.class)
+    static class Api {
+    }
+
+    @RestController
+    static class ChargesController {
+        @PostMapping("/charges")
+        @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "200ms")
+        public String charge(@RequestBody String body, @RequestHeader(name = "X-Fail", defaultValue = "no") String fail) {
+            int run = RUNS.incrementAndGet();
+            if (fail.equals("unknown")) {
+                throw new IllegalStateException("gateway timed out: did the charge happen?");
+            }
+            return "charge " + run;
+        }
+    }
+
+    @Test
+    void eachChildAnswersFromTheSharedEngineAndClosingOneLeavesTheOtherWorking() throws Exception {
+        SpringApplicationBuilder parent = parent();
+        try (ConfigurableApplicationContext first = child(parent);
+             ConfigurableApplicationContext second = child(parent)) {
+            assertThat(second.getParent()).isSameAs(first.getParent());
+            String key = UUID.randomUUID().toString();
+            HttpResponse<String> ran = post(first, key, "a");
+            HttpResponse<String> replayed = post(first, key, "a");
+            HttpResponse<String> otherBody = post(first, key, "b");
+            assertThat(ran.statusCode()).isEqualTo(200);
+            assertThat(replayed.body()).isEqualTo(ran.body());
+            assertThat(replayed.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+            assertThat(otherBody.statusCode()).isEqualTo(422);
+
+            first.close();
+            int runs = RUNS.get();
+            String another = UUID.randomUUID().toString();
+            HttpResponse<String> afterClose = post(second, another, "a");
+            HttpResponse<String> replayAfterClose = post(second, another, "a");
+            HttpResponse<String> sameKeyOtherChild = post(second, key, "a");
+            assertThat(afterClose.statusCode()).isEqualTo(200);
+            assertThat(replayAfterClose.body()).isEqualTo(afterClose.body());
+            assertThat(sameKeyOtherChild.body()).as("the same endpoint's record, served by the other child")
+                    .isEqualTo(ran.body());
+            assertThat(RUNS.get() - runs).isEqualTo(1);
+        }
+    }
+
+    @Test
+    void aResolversAnswerWithMoreHeadersThanAChildsServerSendsIsNotStored() throws Exception {
+        // the engine is the parent's; the servers that send its answers are the children's: Tomcat sends 8 KB of
+        // headers, the other child's Tomcat is set to send more, and either may be asked for the record again
+        SpringApplicationBuilder parent = parent();
+        try (ConfigurableApplicationContext api = child(parent);
+             ConfigurableApplicationContext roomy = child(parent, "server.tomcat.max-http-response-header-size=64KB")) {
+            assertThat(roomy.getParent()).isSameAs(api.getParent());
+            String key = UUID.randomUUID().toString();
+            assertThat(post(api, key, "a", "X-Fail", "unknown").statusCode()).isEqualTo(500);
+            awaitLeaseExpired(key);
+
+            HttpResponse<String> retry = post(api, key, "a");
+
+            assertThat(status(key)).as("the resolver's answer (the retry answered %s), which the first child's Tomcat"
+                    + " cannot send, is not stored", retry.statusCode()).isEqualTo("PROCESSING");
+            assertThat(retry.statusCode()).isEqualTo(500);
+        }
+    }
+
+    private static SpringApplicationBuilder parent() {
+        return new SpringApplicationBuilder(Parent.class).web(WebApplicationType.NONE)
+                .properties(DATABASE.springPropertyValues().toArray(String[]::new))
+                .properties("idempotency.sweeper.enabled=false");
+    }
+
+    private static ConfigurableApplicationContext child(SpringApplicationBuilder parent, String... properties) {
+        return parent.child(Api.class).web(WebApplicationType.SERVLET).properties("server.port=0")
+                .properties(properties).run();
+    }
+
+    private static HttpResponse<String> post(ConfigurableApplicationContext context, String key, String body,
+                                             String... headers) throws Exception {
+        int port = ((WebServerApplicationContext) context).getWebServer().getPort();
+        HttpRequest.Builder request = HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/charges"))
+                .header("Idempotency-Key", key).header("Content-Type", "text/plain")
+                .POST(HttpRequest.BodyPublishers.ofString(body));
+        if (headers.length > 0) {
+            request.headers(headers);
+        }
+        return HttpClient.newHttpClient().send(request.build(), HttpResponse.BodyHandlers.ofString());
+    }
+
+    private static String status(String key) {
+        return DATABASE.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'");
+    }
+
+    private static void awaitLeaseExpired(String key) throws InterruptedException {
+        Await.until("the lease of " + key + " runs out", Duration.ofSeconds(10), () -> "t".equals(DATABASE.queryString(
+                "select locked_until < now() from idempotency_keys where idempotency_key = '" + key + "'")));
+    }
+}
