@@ -717,9 +717,11 @@ public class IdempotencyAutoConfiguration {
 
     /**
      * The largest header section the embedded server sends, once it has started: a resolver's answer is held to it,
-     * as the filter holds a handler's.
+     * as the filter holds a handler's. A web child context whose parent made the engine (and this) keeps the parent's,
+     * which is the one the engine holds its resolver's answers to: its server's limit is then the engine's too.
      */
     @Bean
+    @ConditionalOnMissingBean
     HeaderSectionLimit idempotencyServerHeaderSectionLimit() {
         return new HeaderSectionLimit();
     }
@@ -874,18 +876,20 @@ public class IdempotencyAutoConfiguration {
         /**
          * Gives the filter and the resolver's answers the limit of the embedded server's header section once the
          * server has started (none for a war deployed to a server of its own, whose limit the application's
-         * properties do not set).
+         * properties do not set). Only this context's server: a child context's event reaches its parent's listeners
+         * too, and neither the management port's server nor that of a web child context sends this context's
+         * filter's answers. A child that uses its parent's engine holds the engine to its own server's limit itself.
          */
         @Bean
         ApplicationListener<ServletWebServerInitializedEvent> idempotencyHeaderSectionLimit(
                 ObjectProvider<FilterRegistrationBean<?>> registrations, Environment environment,
-                ObjectProvider<HeaderSectionLimit> resolverAnswers) {
+                ObjectProvider<HeaderSectionLimit> resolverAnswers, ApplicationContext context) {
             return event -> {
-                if (event.getApplicationContext().getServerNamespace() != null) {
-                    return; // a server of its own, such as the management port's
+                if (event.getApplicationContext() != context) {
+                    return; // a server of another context's, such as the management port's
                 }
                 long limit = headerSectionLimit(event.getWebServer().getClass(), environment);
-                resolverAnswers.ifAvailable(answers -> answers.set(limit));
+                resolverAnswers.ifAvailable(answers -> answers.limit(limit));
                 registrations.orderedStream().map(FilterRegistrationBean::getFilter)
                         .filter(IdempotencyFilter.class::isInstance)
                         .forEach(filter -> ((IdempotencyFilter) filter).limitHeaderSection(limit));

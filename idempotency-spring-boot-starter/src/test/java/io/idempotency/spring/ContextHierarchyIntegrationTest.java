@@ -48,7 +48,7 @@ class ContextHierarchyIntegrationTest {
     @SpringBootConfiguration
     @EnableAutoConfiguration
     static class Parent {
-        /** Finds every charge made, and answers with the links of the gateway's answer: more than Tomcat sends. */
+        /** Finds every charge made, and answers with the links of the gateway's answer: more than 8 KB of headers. */
         @Bean
         StaleClaimResolver gatewayResolver() {
             List<StoredResponse.Header> links = IntStream.range(0, 400)
@@ -110,8 +110,9 @@ class ContextHierarchyIntegrationTest {
 
     @Test
     void aResolversAnswerWithMoreHeadersThanAChildsServerSendsIsNotStored() throws Exception {
-        // the engine is the parent's; the servers that send its answers are the children's: Tomcat sends 8 KB of
-        // headers, the other child's Tomcat is set to send more, and either may be asked for the record again
+        // the engine is the parent's; the servers that send its answers are the children's: the first sends 8 KB of
+        // headers (Tomcat's default, Jetty's most), the other is set to send more on Tomcat, and either may be asked
+        // for the record again
         SpringApplicationBuilder parent = parent();
         try (ConfigurableApplicationContext api = child(parent);
              ConfigurableApplicationContext roomy = child(parent, "server.tomcat.max-http-response-header-size=64KB")) {
@@ -122,7 +123,7 @@ class ContextHierarchyIntegrationTest {
 
             HttpResponse<String> retry = post(api, key, "a");
 
-            assertThat(status(key)).as("the resolver's answer (the retry answered %s), which the first child's Tomcat"
+            assertThat(status(key)).as("the resolver's answer (the retry answered %s), which the first child's server"
                     + " cannot send, is not stored", retry.statusCode()).isEqualTo("PROCESSING");
             assertThat(retry.statusCode()).isEqualTo(500);
         }
