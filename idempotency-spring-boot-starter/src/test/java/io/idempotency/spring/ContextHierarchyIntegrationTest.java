@@ -83,8 +83,9 @@ class ContextHierarchyIntegrationTest {
     void eachChildAnswersFromTheSharedEngineAndClosingOneLeavesTheOtherWorking() throws Exception {
         SpringApplicationBuilder parent = parent();
         try (ConfigurableApplicationContext first = child(parent);
-             ConfigurableApplicationContext second = child(parent)) {
-            assertThat(second.getParent()).isSameAs(first.getParent());
+             ConfigurableApplicationContext second = child(parent);
+             ConfigurableApplicationContext ignored = parent.context()) {
+            assertThat(second.getParent()).isSameAs(first.getParent()).isSameAs(parent.context());
             String key = UUID.randomUUID().toString();
             HttpResponse<String> ran = post(first, key, "a");
             HttpResponse<String> replayed = post(first, key, "a");
@@ -115,8 +116,9 @@ class ContextHierarchyIntegrationTest {
         // for the record again
         SpringApplicationBuilder parent = parent();
         try (ConfigurableApplicationContext api = child(parent);
-             ConfigurableApplicationContext roomy = child(parent, "server.tomcat.max-http-response-header-size=64KB")) {
-            assertThat(roomy.getParent()).isSameAs(api.getParent());
+             ConfigurableApplicationContext roomy = child(parent, "server.tomcat.max-http-response-header-size=64KB");
+             ConfigurableApplicationContext ignored = parent.context()) {
+            assertThat(roomy.getParent()).isSameAs(api.getParent()).isSameAs(parent.context());
             String key = UUID.randomUUID().toString();
             assertThat(post(api, key, "a", "X-Fail", "unknown").statusCode()).isEqualTo(500);
             awaitLeaseExpired(key);
@@ -127,6 +129,42 @@ class ContextHierarchyIntegrationTest {
                     + " cannot send, is not stored", retry.statusCode()).isEqualTo("PROCESSING");
             assertThat(retry.statusCode()).isEqualTo(500);
         }
+    }
+
+    @Test
+    void aChildThatSetsTheRetentionOfTheParentsEngineOtherwiseDoesNotStart() throws Exception {
+        // a payment API whose clients retry for up to 60 days, declared in the context of its controllers: the engine
+        // that stores its records is the parent's, made with the parent's settings (a TTL of 30 days)
+        try (ConfigurableApplicationContext parent = parent().run()) {
+            ConfigurableApplicationContext started;
+            try {
+                started = new SpringApplicationBuilder(Api.class).parent(parent).web(WebApplicationType.SERVLET)
+                        .properties("server.port=0", "idempotency.retention.ttl=90d",
+                                "idempotency.retention.max-retry-window=60d")
+                        .run();
+            } catch (RuntimeException e) {
+                assertThat(causes(e)).anySatisfy(cause -> assertThat(cause)
+                        .isInstanceOf(IdempotencyConfigurationException.class)
+                        .hasMessageContaining("idempotency.retention.ttl (90d)")
+                        .hasMessageContaining("30d"));
+                return;
+            }
+            try (ConfigurableApplicationContext api = started) {
+                String key = UUID.randomUUID().toString();
+                assertThat(post(api, key, "a").statusCode()).isEqualTo(200);
+                long days = DATABASE.queryLong("select extract(day from expires_at - created_at)::bigint from"
+                        + " idempotency_keys where idempotency_key = '" + key + "'");
+                assertThat(days).as("days the record is kept, of the 90 the child set").isEqualTo(90);
+            }
+        }
+    }
+
+    private static List<Throwable> causes(Throwable failure) {
+        List<Throwable> causes = new java.util.ArrayList<>();
+        for (Throwable cause = failure; cause != null && !causes.contains(cause); cause = cause.getCause()) {
+            causes.add(cause);
+        }
+        return causes;
     }
 
     private static SpringApplicationBuilder parent() {
