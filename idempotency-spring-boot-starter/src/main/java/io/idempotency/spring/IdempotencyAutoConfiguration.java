@@ -19,6 +19,8 @@ import io.idempotency.jdbc.SpringTransactions;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import org.springframework.aop.config.AopConfigUtils;
 import org.springframework.aot.AotDetector;
+import org.springframework.beans.factory.BeanFactory;
+import org.springframework.beans.factory.HierarchicalBeanFactory;
 import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.config.BeanDefinition;
@@ -122,6 +124,7 @@ public class IdempotencyAutoConfiguration {
                                                               IdempotencyStore store, Environment environment,
                                                               ListableBeanFactory beanFactory) {
         checkProcessedConditions(environment, beanFactory);
+        checkSettingsOfAnAncestorsEngine(properties, beanFactory);
         if (partitioned(properties) && store instanceof PostgresIdempotencyStore
                 && !(store instanceof PartitionedPostgresIdempotencyStore)) {
             // its claim is arbitrated by a unique index on the key, which a table partitioned by creation time cannot
@@ -206,6 +209,70 @@ public class IdempotencyAutoConfiguration {
                 "idempotency.retention.cleanup.enabled and idempotency.retention.cleanup.mode");
         checkProcessedCondition(StaleClaimSweepSchedulerCondition.outcome(environment), beanFactory,
                 StaleClaimSweepScheduler.class, "idempotency.sweeper.enabled");
+    }
+
+    /**
+     * A context whose parent (or an ancestor of it) made the engine — a web child context of
+     * {@code SpringApplicationBuilder}'s {@code parent(...)}, say — makes none of its own: the parent's serves its
+     * requests, and keeps their records and replays their answers by the settings the parent made it with. A setting of
+     * the engine's that this context says otherwise would be silently ignored: a TTL longer than the parent's, set to
+     * cover a longer retry window, would let a retry after the parent's TTL run the request again. So it does not
+     * start. The settings of this context's own beans (the header name, the methods, the filter's limits) may differ;
+     * the retention must cover its retry window and lease as it would the engine's own.
+     */
+    static void checkSettingsOfAnAncestorsEngine(IdempotencyProperties properties, ListableBeanFactory beanFactory) {
+        if (!(beanFactory instanceof HierarchicalBeanFactory context)
+                || beanFactory.getBeanNamesForType(IdempotencyEngine.class, true, false).length > 0) {
+            return; // an engine of its own
+        }
+        for (BeanFactory ancestor = context.getParentBeanFactory(); ancestor instanceof ListableBeanFactory factory;
+             ancestor = factory instanceof HierarchicalBeanFactory h ? h.getParentBeanFactory() : null) {
+            if (factory.getBeanNamesForType(IdempotencyEngine.class, true, false).length == 0) {
+                continue;
+            }
+            String[] settings = factory.getBeanNamesForType(IdempotencyProperties.class, false, false);
+            if (settings.length != 1) {
+                return; // the engine was not made from the starter's settings
+            }
+            IdempotencyProperties engines = factory.getBean(settings[0], IdempotencyProperties.class);
+            IdempotencyProperties.ReplayCache cache = properties.getReplayCache();
+            IdempotencyProperties.ReplayCache enginesCache = engines.getReplayCache();
+            sameAsTheEngines("idempotency.retention.ttl", properties.getRetention().getTtl(),
+                    engines.getRetention().getTtl(), true);
+            sameAsTheEngines("idempotency.in-flight-wait", properties.getInFlightWait(), engines.getInFlightWait(),
+                    true);
+            sameAsTheEngines("idempotency.max-stored-body-size", properties.getMaxStoredBodySize(),
+                    engines.getMaxStoredBodySize(), true);
+            sameAsTheEngines("idempotency.replayed-headers",
+                    IdempotencyFilter.storedHeaderNames(properties.getReplayedHeaders()),
+                    IdempotencyFilter.storedHeaderNames(engines.getReplayedHeaders()), true);
+            sameAsTheEngines("idempotency.downstream-key-secret", properties.getDownstreamKeySecret(),
+                    engines.getDownstreamKeySecret(), false);
+            sameAsTheEngines("idempotency.replay-cache.max-entries", cache.getMaxEntries(),
+                    enginesCache.getMaxEntries(), true);
+            sameAsTheEngines("idempotency.replay-cache.max-body-size", cache.getMaxBodySize(),
+                    enginesCache.getMaxBodySize(), true);
+            sameAsTheEngines("idempotency.replay-cache.max-total-size", cache.getMaxTotalSize(),
+                    enginesCache.getMaxTotalSize(), true);
+            sameAsTheEngines("idempotency.replay-cache.max-age", cache.getMaxAge(), enginesCache.getMaxAge(), true);
+            sameAsTheEngines("idempotency.replay-cache.completed-keys", cache.getCompletedKeys(),
+                    enginesCache.getCompletedKeys(), true);
+            checkRetention(properties);
+            return;
+        }
+    }
+
+    /** @param shown whether the values may be named in the refusal (a secret's may not) */
+    private static void sameAsTheEngines(String property, Object here, Object engines, boolean shown) {
+        if (java.util.Objects.equals(here, engines)) {
+            return;
+        }
+        throw new IdempotencyConfigurationException(property + (shown ? " (" + readable(here) + ")" : "")
+                + " is set otherwise in this application context than in its parent" + (shown ? " ("
+                + readable(engines) + ")" : "") + ", whose IdempotencyEngine this context uses: the engine was made"
+                + " with the parent's settings, and would silently ignore this context's.", "Set " + property
+                + " in the parent context (whose settings its child contexts inherit), or give it the same value in"
+                + " both.");
     }
 
     private static void checkProcessedCondition(ConditionOutcome now, ListableBeanFactory beanFactory,
