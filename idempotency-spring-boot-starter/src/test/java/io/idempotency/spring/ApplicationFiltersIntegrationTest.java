@@ -237,16 +237,24 @@ class ApplicationFiltersIntegrationTest {
         return LOGGED.stream().filter(entry -> entry.get(0).equals(where) && entry.get(1).contains(text)).toList();
     }
 
-    @Test
-    void aLoggingFilterBeforeTheLibraryLogsEachBodyWithTheAnswerItsClientGot() throws Exception {
+    /** A first request to {@code path}, its replay and its key reused with another body. */
+    private record Exchanges(String note, String body, HttpResponse<String> first, HttpResponse<String> replay,
+                             HttpResponse<String> reused) {
+    }
+
+    /**
+     * Sends a first request, its replay and the key reused with another body to {@code path}, and checks what every
+     * client gets of them, whatever filter stands around the library's: the answer, the same one replayed with its
+     * location and type, 422, and one row written.
+     */
+    private Exchanges firstReplayAndReuse(String path, String notePrefix) throws Exception {
         String key = UUID.randomUUID().toString();
-        String note = "logged-before-" + key;
+        String note = notePrefix + key;
         String body = "{\"note\":\"" + note + "\"}";
 
-        HttpResponse<String> first = post("/before/orders", key, "application/json", body);
-        HttpResponse<String> replay = post("/before/orders", key, "application/json", body);
-        HttpResponse<String> reused = post("/before/orders", key, "application/json",
-                "{\"note\":\"" + note + "-other\"}");
+        HttpResponse<String> first = post(path, key, "application/json", body);
+        HttpResponse<String> replay = post(path, key, "application/json", body);
+        HttpResponse<String> reused = post(path, key, "application/json", "{\"note\":\"" + note + "-other\"}");
 
         assertThat(first.statusCode()).isEqualTo(201);
         assertThat(first.body()).contains(note);
@@ -258,36 +266,29 @@ class ApplicationFiltersIntegrationTest {
         assertThat(replay.headers().firstValue("Content-Type")).isEqualTo(first.headers().firstValue("Content-Type"));
         assertThat(reused.statusCode()).isEqualTo(422);
         assertThat(rows(note)).isEqualTo(1);
+        return new Exchanges(note, body, first, replay, reused);
+    }
+
+    @Test
+    void aLoggingFilterBeforeTheLibraryLogsEachBodyWithTheAnswerItsClientGot() throws Exception {
+        Exchanges exchanges = firstReplayAndReuse("/before/orders", "logged-before-");
+        String note = exchanges.note();
+        String body = exchanges.body();
+
         assertThat(logged("before", note)).as("the body each request was read with, and the answer it was sent")
-                .containsExactly(List.of("before", body, "201", first.body()),
-                        List.of("before", body, "201", replay.body()),
-                        List.of("before", "{\"note\":\"" + note + "-other\"}", "422", reused.body()));
+                .containsExactly(List.of("before", body, "201", exchanges.first().body()),
+                        List.of("before", body, "201", exchanges.replay().body()),
+                        List.of("before", "{\"note\":\"" + note + "-other\"}", "422", exchanges.reused().body()));
     }
 
     @Test
     void aLoggingFilterAfterTheLibraryLeavesTheAnswerAndItsReplayWhole() throws Exception {
-        String key = UUID.randomUUID().toString();
-        String note = "logged-after-" + key;
-        String body = "{\"note\":\"" + note + "\"}";
+        Exchanges exchanges = firstReplayAndReuse("/after/orders", "logged-after-");
+        HttpResponse<String> first = exchanges.first();
 
-        HttpResponse<String> first = post("/after/orders", key, "application/json", body);
-        HttpResponse<String> replay = post("/after/orders", key, "application/json", body);
-        HttpResponse<String> reused = post("/after/orders", key, "application/json",
-                "{\"note\":\"" + note + "-other\"}");
-
-        assertThat(first.statusCode()).isEqualTo(201);
-        assertThat(first.body()).contains(note);
         assertThat(first.headers().firstValue("Content-Length")).hasValue(String.valueOf(first.body().length()));
-        assertThat(replay.statusCode()).isEqualTo(201);
-        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
-        assertThat(replay.body()).isEqualTo(first.body());
-        assertThat(replay.headers().firstValue("Location")).isEqualTo(first.headers().firstValue("Location"))
-                .isPresent();
-        assertThat(replay.headers().firstValue("Content-Type")).isEqualTo(first.headers().firstValue("Content-Type"));
-        assertThat(reused.statusCode()).isEqualTo(422);
-        assertThat(rows(note)).isEqualTo(1);
-        assertThat(logged("after", note).get(0)).as("the handler's answer, as it passed the filter")
-                .isEqualTo(List.of("after", body, "201", first.body()));
+        assertThat(logged("after", exchanges.note()).get(0)).as("the handler's answer, as it passed the filter")
+                .isEqualTo(List.of("after", exchanges.body(), "201", first.body()));
 
         // an answer without a body keeps the type and the location the handler gave it, through the wrapper too
         String bareKey = UUID.randomUUID().toString();
