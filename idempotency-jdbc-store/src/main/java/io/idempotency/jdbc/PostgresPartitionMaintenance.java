@@ -223,16 +223,15 @@ public class PostgresPartitionMaintenance {
             boolean previousAutoCommit = connection.getAutoCommit();
             connection.setAutoCommit(true); // DETACH … CONCURRENTLY cannot run inside a transaction block
             String previousLockTimeout = currentSetting(connection, "lock_timeout");
-            String previousStatementTimeout = currentSetting(connection, "statement_timeout");
+            long previousStatementTimeout = statementTimeoutMillis(connection);
             try {
                 // before the advisory lock: waiting for another instance is bounded by it too
                 setLockTimeout(connection, ddlLockTimeout);
                 // a statement_timeout the pool's connections have, shorter than the lock timeout, would end the waits
                 // as another failure than a lock not had, which a starting instance must tell apart: raised above it
                 // for the run, still bounding the statements (none when the pool had none)
-                long statementTimeout = statementTimeoutMillis(connection);
-                if (statementTimeout > 0) {
-                    execute(connection, "SET statement_timeout = '" + Math.max(statementTimeout,
+                if (previousStatementTimeout > 0) {
+                    execute(connection, "SET statement_timeout = '" + Math.max(previousStatementTimeout,
                             Math.min(Integer.MAX_VALUE, ddlLockTimeout.toMillis() + 1000)) + "ms'");
                 }
                 checkPartitioned(connection); // also before the lock, whose key is the table's
@@ -245,7 +244,7 @@ public class PostgresPartitionMaintenance {
                     unlock(connection, lock);
                 }
             } finally { // the pooled connection goes back as it came (a pool need not reset what a borrower changed)
-                restoreSetting(connection, "statement_timeout", previousStatementTimeout);
+                restoreSetting(connection, "statement_timeout", String.valueOf(previousStatementTimeout)); // in ms
                 restoreSetting(connection, "lock_timeout", previousLockTimeout);
                 connection.setAutoCommit(previousAutoCommit);
             }
