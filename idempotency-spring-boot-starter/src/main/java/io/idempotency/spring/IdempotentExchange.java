@@ -5,6 +5,7 @@ import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
 import jakarta.servlet.DispatcherType;
 import jakarta.servlet.http.HttpServletRequest;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
 
 import java.lang.reflect.Method;
 
@@ -31,11 +32,22 @@ final class IdempotentExchange {
     private StoredResponse.Header[] answerHeaders = new StoredResponse.Header[0];
     private Runnable closeResources = () -> { };
     private final DispatcherType dispatcherType;
+    private final boolean arrivedInTransaction;
 
     IdempotentExchange(BodyRecordingRequest request, DeferredResponse response) {
         this.request = request;
         this.response = response;
         this.dispatcherType = request.getDispatcherType();
+        this.arrivedInTransaction = TransactionSynchronizationManager.isActualTransactionActive();
+    }
+
+    /**
+     * Whether a transaction was already active on the thread when the request reached the filter: nothing of the
+     * request opened it. A server's request threads hold none; MockMvc runs the request on the calling thread, so a
+     * {@code @Transactional} test's request arrives in the test's transaction.
+     */
+    boolean arrivedInTransaction() {
+        return arrivedInTransaction;
     }
 
     /**

@@ -31,6 +31,7 @@ import org.springframework.http.InvalidMediaTypeException;
 import org.springframework.http.MediaType;
 import org.springframework.transaction.CannotCreateTransactionException;
 import org.springframework.transaction.TransactionSystemException;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
 import org.springframework.util.LinkedCaseInsensitiveMap;
 import org.springframework.web.accept.ApiVersionStrategy;
 import org.springframework.web.context.request.RequestAttributes;
@@ -322,6 +323,20 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         ScopedKey scopedKey = new ScopedKey(CallerResolver.namespace(caller), scopeOf(endpoint, request, invocation),
                 key);
 
+        if (exchange.arrivedInTransaction() && TransactionSynchronizationManager.isActualTransactionActive()) {
+            // the claim and the answer would have to commit in the caller's transaction, on its schedule (a test's
+            // is rolled back): refused before anything is claimed, naming the usual cause and the way out
+            throw new IllegalStateException("@Idempotent method " + invocation.getMethod() + " was called in a"
+                    + " request that arrived inside a transaction already active on its thread, so nothing was"
+                    + " claimed or run: its claim and its answer must commit in a transaction of their own, as they"
+                    + " do for a client's request on a server. This happens in a @Transactional test (Spring's"
+                    + " test-managed transaction) that sends the request through MockMvc, which runs it on the test's"
+                    + " thread; take that test method out of the transaction with"
+                    + " @Transactional(propagation = Propagation.NOT_SUPPORTED) (or leave @Transactional off the test"
+                    + " class) and remove what it wrote yourself, or send the request to the application on a random"
+                    + " port. Outside tests, a filter ordered before the IdempotencyFilter opened the transaction:"
+                    + " end it before the filter chain goes on.");
+        }
         IdempotencyEngine.Start start;
         try {
             start = engine.start(scopedKey, fingerprint, endpoint.mode, endpoint.lease);
