@@ -37,6 +37,8 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplicat
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.boot.sql.init.dependency.DependsOnDatabaseInitialization;
+import org.springframework.boot.web.server.context.WebServerApplicationContext;
+import org.springframework.boot.web.server.servlet.ServletWebServerFactory;
 import org.springframework.boot.web.server.servlet.context.ServletWebServerInitializedEvent;
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
 import org.springframework.context.ApplicationContext;
@@ -48,6 +50,7 @@ import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
 import org.springframework.context.annotation.ImportBeanDefinitionRegistrar;
 import org.springframework.context.annotation.Role;
+import org.springframework.context.event.ContextRefreshedEvent;
 import org.springframework.core.Ordered;
 import org.springframework.core.env.Environment;
 import org.springframework.core.type.AnnotationMetadata;
@@ -963,6 +966,36 @@ public class IdempotencyAutoConfiguration {
             };
         }
 
+        /**
+         * Gives the filter and the resolver's answers the limit of the server the application is configured to run
+         * on when no server starts: a test's mock web environment (MockMvc, {@code @SpringBootTest} by default), where
+         * the context still holds the embedded server's factory. An answer the server would not send is then refused
+         * under MockMvc as it is there, instead of passing the application's tests. A context that has a server of
+         * its own, started or not (a war deployed to a server the library does not know the limit of), is left to
+         * the listener above.
+         */
+        @Bean
+        ApplicationListener<ContextRefreshedEvent> idempotencyMockEnvironmentHeaderSectionLimit(
+                ObjectProvider<FilterRegistrationBean<?>> registrations, Environment environment,
+                ObjectProvider<HeaderSectionLimit> resolverAnswers, ApplicationContext context) {
+            return event -> {
+                if (event.getApplicationContext() != context || context instanceof WebServerApplicationContext) {
+                    return;
+                }
+                for (String name : context.getBeanNamesForType(ServletWebServerFactory.class, false, false)) {
+                    Class<?> factory = context.getType(name, false);
+                    long limit = factory == null ? Long.MAX_VALUE : headerSectionLimit(factory, environment);
+                    if (limit == Long.MAX_VALUE) {
+                        continue;
+                    }
+                    resolverAnswers.ifAvailable(answers -> answers.limit(limit));
+                    registrations.orderedStream().map(FilterRegistrationBean::getFilter)
+                            .filter(IdempotencyFilter.class::isInstance)
+                            .forEach(filter -> ((IdempotencyFilter) filter).limitHeaderSection(limit));
+                }
+            };
+        }
+
         /** Detected by every handler mapping: a request the advice answered itself renders no view. */
         @Bean
         MappedInterceptor idempotencyAnsweredRequestInterceptor() {
@@ -1099,7 +1132,8 @@ public class IdempotencyAutoConfiguration {
     }
 
     /**
-     * The largest header section the embedded server of class {@code webServer} sends, as Spring Boot configures it
+     * The largest header section the embedded server of class {@code webServer} (or the factory of such servers)
+     * sends, as Spring Boot configures it
      * (a value that is not positive leaves the server's default); unlimited for a server the library does not know.
      * Jetty's is 8 KB at most: Spring Boot's setting is the size its header buffer may grow to (16 KB by default), but
      * an answer whose headers outgrow the buffer's first 8 KB is not sent (the connection hangs), so the library counts
@@ -1109,10 +1143,12 @@ public class IdempotencyAutoConfiguration {
         String property;
         DataSize byDefault;
         long atMost = Long.MAX_VALUE;
-        if (webServer.equals("org.springframework.boot.tomcat.TomcatWebServer")) {
+        if (webServer.equals("org.springframework.boot.tomcat.TomcatWebServer")
+                || webServer.equals("org.springframework.boot.tomcat.TomcatWebServerFactory")) {
             property = "server.tomcat.max-http-response-header-size";
             byDefault = DataSize.ofKilobytes(8);
-        } else if (webServer.equals("org.springframework.boot.jetty.JettyWebServer")) {
+        } else if (webServer.equals("org.springframework.boot.jetty.JettyWebServer")
+                || webServer.equals("org.springframework.boot.jetty.JettyWebServerFactory")) {
             property = "server.jetty.max-http-response-header-size";
             byDefault = DataSize.ofKilobytes(16);
             atMost = DataSize.ofKilobytes(8).toBytes();
