@@ -209,6 +209,39 @@ class TransactionPoolerIntegrationTest {
     }
 
     /**
+     * A database whose transactions default to SERIALIZABLE ({@code ALTER DATABASE … SET default_transaction_isolation},
+     * here given by the pooler to each server connection). The executions and the store's own transactions must run
+     * at READ COMMITTED, and must ask for it in the transaction itself: PostgreSQL's driver makes an isolation level
+     * set through JDBC a session setting ({@code SET SESSION CHARACTERISTICS}), which the pooler runs on whatever
+     * server connection is free, not necessarily the one the transaction then gets, and which stays there for the
+     * transactions of every other client.
+     */
+    @Test
+    void onADatabaseDefaultingToSerializableRequestsRunAndTheDefaultStays() throws Exception {
+        try (PgBouncer serializable = PgBouncer.start(database, SERVER_CONNECTIONS,
+                "default_transaction_isolation TO serializable")) {
+            ConfigurableApplicationContext instance = instance(serializable);
+            try {
+                String prefix = UUID.randomUUID().toString().substring(0, 8);
+                List<Callable<HttpResponse<String>>> calls = new ArrayList<>();
+                for (int i = 0; i < 16; i++) {
+                    String note = prefix + "-" + (i / 2); // each key twice: a claim and a replay or a wait
+                    int port = port(instance);
+                    calls.add(() -> post(port, note, note));
+                }
+                List<HttpResponse<String>> responses = all(calls);
+                assertThat(responses).allSatisfy(r -> assertThat(r.statusCode()).as(r.body()).isEqualTo(200));
+                assertThat(database.queryLong("select count(*) from orders where note like '" + prefix + "-%'"))
+                        .isEqualTo(8);
+                assertThat(instance.getBean(IdempotencyStore.class).deleteExpired(10)).isZero();
+            } finally {
+                instance.close();
+            }
+            assertNoSessionStateLeft(serializable, "serializable");
+        }
+    }
+
+    /**
      * Pins every server connection of the pool with a transaction of its own and reads what a new transaction finds
      * there: the server's defaults, no advisory lock held by it, no prepared statement.
      */
