@@ -83,6 +83,14 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
         this.statements = statements;
     }
 
+    /**
+     * Runs first in each transaction the store opens for itself, before any statement of the store's: a database
+     * whose isolation level is best asked for inside the transaction (PostgreSQL's {@code SET TRANSACTION}) asks for
+     * it here. Nothing by default.
+     */
+    protected void beginOwnTransaction() {
+    }
+
     /** The DataSource the store works on: the one whose transactions the claim joins. */
     public DataSource dataSource() {
         return dataSource;
@@ -199,7 +207,10 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
         if (joinsTransaction()) {
             return write.getAsInt(); // the caller's transaction holds a connection of this DataSource: join it
         }
-        Integer result = ownTransaction.execute(status -> write.getAsInt());
+        Integer result = ownTransaction.execute(status -> {
+            beginOwnTransaction();
+            return write.getAsInt();
+        });
         return result == null ? 0 : result;
     }
 
@@ -224,6 +235,7 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
             return claim.get();
         }
         return ownTransaction.execute(status -> {
+            beginOwnTransaction();
             ClaimResult result = claim.get();
             if (!(result instanceof ClaimResult.Claimed)) {
                 status.setRollbackOnly(); // nothing to keep

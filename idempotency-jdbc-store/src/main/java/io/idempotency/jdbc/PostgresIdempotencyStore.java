@@ -65,9 +65,9 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
         // READ COMMITTED whatever the pool's default: at REPEATABLE READ or SERIALIZABLE, one whose row another
         // instance changed while it waited for the row lock fails ("could not serialize access") instead of finding
         // that its token no longer holds the claim, and a batch delete fails instead of skipping a row another cleaner
-        // deleted
+        // deleted. Asked for inside the transaction (beginOwnTransaction), not through JDBC: see there
         super(dataSource, statements(IdempotencySchema.checkTableName(tableName)),
-                TransactionDefinition.ISOLATION_READ_COMMITTED);
+                TransactionDefinition.ISOLATION_DEFAULT);
         String table = tableName;
         this.tableName = tableName;
         this.claimSql = claimIfAbsentSql(table, true);
@@ -83,6 +83,24 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
                 + " WHERE expires_at < " + NOW + " AND status <> 'PROCESSING' LIMIT ? FOR UPDATE SKIP LOCKED) expired"
                 + " WHERE t.caller = expired.caller AND t.scope = expired.scope"
                 + " AND t.idempotency_key = expired.idempotency_key";
+    }
+
+    /**
+     * The statement that makes the transaction it begins run at READ COMMITTED, whatever the session's default. Asked
+     * for so rather than through JDBC ({@code Connection.setTransactionIsolation}), which PostgreSQL's driver makes a
+     * session setting ({@code SET SESSION CHARACTERISTICS}) sent before the transaction begins: behind a pooler in
+     * transaction mode that statement may run on another server connection than the transaction, whose isolation
+     * then stays the server's default, and it stays on the connection it ran on, for other clients' transactions.
+     */
+    public static final String READ_COMMITTED = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED";
+
+    /**
+     * Asks for READ COMMITTED in the transaction itself ({@link #READ_COMMITTED}): one statement, as many round trips
+     * as asking the connection for its level (which Spring does before setting one) cost.
+     */
+    @Override
+    protected void beginOwnTransaction() {
+        jdbc.execute(READ_COMMITTED);
     }
 
     /** The table the store keeps its records in, as it was given: the one to create, check and keep partitions of. */

@@ -1,7 +1,9 @@
 package io.idempotency.jdbc;
 
 import io.idempotency.core.Transactions;
+import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.ConnectionHolder;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.TransactionException;
@@ -34,6 +36,11 @@ public class SpringTransactions implements Transactions {
     private final PlatformTransactionManager transactionManager;
     private final TransactionDefinition definition;
     private final Predicate<Object> holdsNoConnection;
+    /** Run first in each transaction, or null when the transaction manager sets the level (or none is needed). */
+    private final ReadCommittedStatement readCommitted;
+
+    private record ReadCommittedStatement(JdbcTemplate jdbc, String sql) {
+    }
 
     /** Sets READ COMMITTED on every transaction. */
     public SpringTransactions(PlatformTransactionManager transactionManager) {
@@ -56,11 +63,30 @@ public class SpringTransactions implements Transactions {
      */
     public SpringTransactions(PlatformTransactionManager transactionManager, boolean connectionsDefaultToReadCommitted,
                               Predicate<Object> holdsNoConnection) {
+        this(transactionManager, connectionsDefaultToReadCommitted, holdsNoConnection, null);
+    }
+
+    /**
+     * @param readCommittedStatement a statement that makes the transaction it begins run at READ COMMITTED, whatever
+     *                               the session's default ({@link PostgresIdempotencyStore#READ_COMMITTED}), or null.
+     *                               Where the connections do not default to READ COMMITTED and the transaction manager
+     *                               is a {@link DataSourceTransactionManager} (whose connection is at hand), it runs
+     *                               first in each transaction, instead of the level being set through JDBC, which
+     *                               PostgreSQL's driver makes a session setting sent before the transaction begins:
+     *                               behind a pooler in transaction mode, on another server connection than the
+     *                               transaction's, where it stays for other clients. Otherwise the transaction manager
+     *                               is asked for the level
+     */
+    public SpringTransactions(PlatformTransactionManager transactionManager, boolean connectionsDefaultToReadCommitted,
+                              Predicate<Object> holdsNoConnection, String readCommittedStatement) {
         this.holdsNoConnection = Objects.requireNonNull(holdsNoConnection, "holdsNoConnection");
         this.transactionManager = Objects.requireNonNull(transactionManager, "transactionManager");
+        this.readCommitted = connectionsDefaultToReadCommitted || readCommittedStatement == null
+                || !(transactionManager instanceof DataSourceTransactionManager manager)
+                ? null : new ReadCommittedStatement(new JdbcTemplate(manager.getDataSource()), readCommittedStatement);
         DefaultTransactionDefinition definition =
                 new DefaultTransactionDefinition(TransactionDefinition.PROPAGATION_REQUIRED);
-        definition.setIsolationLevel(connectionsDefaultToReadCommitted
+        definition.setIsolationLevel(connectionsDefaultToReadCommitted || readCommitted != null
                 ? TransactionDefinition.ISOLATION_DEFAULT : TransactionDefinition.ISOLATION_READ_COMMITTED);
         definition.setName("idempotency");
         this.definition = definition;
@@ -106,6 +132,18 @@ public class SpringTransactions implements Transactions {
                 refused.addSuppressed(e);
             }
             throw refused;
+        }
+        if (readCommitted != null) {
+            try {
+                readCommitted.jdbc().execute(readCommitted.sql()); // on the connection the transaction bound
+            } catch (RuntimeException e) {
+                try {
+                    transactionManager.rollback(status);
+                } catch (RuntimeException rollback) {
+                    e.addSuppressed(rollback);
+                }
+                throw e;
+            }
         }
         return new Transaction() {
             @Override

@@ -399,7 +399,7 @@ public class IdempotencyAutoConfiguration {
      * transactions the starter defines and for the startup checks; {@code level} is null when the database could not
      * be asked.
      */
-    record StoreIsolation(DataSource dataSource, Integer level) {
+    record StoreIsolation(DataSource dataSource, Integer level, boolean postgres) {
     }
 
     /** Defined with the starter's transactions only: an application's own {@code Transactions} sets what it sets. */
@@ -407,7 +407,7 @@ public class IdempotencyAutoConfiguration {
     @ConditionalOnMissingBean(Transactions.class)
     StoreIsolation idempotencyStoreIsolation(IdempotencyStore store, ObjectProvider<DataSource> dataSources) {
         DataSource dataSource = storeDataSource(store, dataSources);
-        return new StoreIsolation(dataSource, defaultIsolation(dataSource));
+        return new StoreIsolation(dataSource, defaultIsolation(dataSource), store instanceof PostgresIdempotencyStore);
     }
 
     @Bean
@@ -417,8 +417,10 @@ public class IdempotencyAutoConfiguration {
         IdempotencyStartupChecks.checkTransactionManager(transactionManager, isolation.dataSource());
         Boolean readCommitted = isolation.level() == null ? null
                 : isolation.level() == Connection.TRANSACTION_READ_COMMITTED;
+        // PostgreSQL: READ COMMITTED asked for inside each transaction, never as a session setting (see SpringTransactions)
         SpringTransactions transactions = new SpringTransactions(transactionManager,
-                Boolean.TRUE.equals(readCommitted), entityManagerConnectionCheck());
+                Boolean.TRUE.equals(readCommitted), entityManagerConnectionCheck(),
+                isolation.postgres() ? PostgresIdempotencyStore.READ_COMMITTED : null);
         if (Boolean.FALSE.equals(readCommitted)) {
             // each transaction asks for READ COMMITTED: the transaction manager must be able to set it (not asked when
             // the database could not be reached just now: the probe would only wait for it as long again)
