@@ -1,6 +1,11 @@
 package io.idempotency.spring;
 
+import io.idempotency.core.ClaimRequest;
+import io.idempotency.core.ClaimResult;
 import io.idempotency.core.Idempotent;
+import io.idempotency.core.RecordStatus;
+import io.idempotency.core.ScopedKey;
+import io.idempotency.core.StoredResponse;
 import io.idempotency.core.IdempotencyStore;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterAll;
@@ -31,6 +36,7 @@ import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 import java.util.UUID;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CountDownLatch;
@@ -205,6 +211,40 @@ class TransactionPoolerIntegrationTest {
         assertThat(removed).isEqualTo(90);
         assertThat(database.queryLong("select count(*) from idempotency_keys where idempotency_key like '"
                 + prefix + "-%'")).as("the PROCESSING records, kept").isEqualTo(10);
+        assertNoSessionStateLeft();
+    }
+
+    /**
+     * The lease of an intent-first claim through the pooler: claimed by one instance outside any transaction, its
+     * holder stalled past the lease, taken over by the other instance, whose lease the former holder can then neither
+     * renew nor complete, and which two instances taking over at once win once. These are the writes the store
+     * commits in transactions of its own.
+     */
+    @Test
+    void aStaleClaimIsTakenOverOnceAndItsFormerHolderFindsItLost() throws Exception {
+        IdempotencyStore first = instances.get(0).getBean(IdempotencyStore.class);
+        IdempotencyStore second = instances.get(1).getBean(IdempotencyStore.class);
+        ScopedKey key = new ScopedKey("pooled", "POST /leases", UUID.randomUUID().toString());
+        ClaimResult claimed = first.claim(new ClaimRequest(key, "a".repeat(64), Duration.ofDays(1),
+                Duration.ofSeconds(2), Duration.ofMinutes(5)));
+        assertThat(claimed).isInstanceOf(ClaimResult.Claimed.class);
+        String stalled = ((ClaimResult.Claimed) claimed).fencingToken();
+        assertThat(first.renew(key, stalled, Duration.ofMinutes(5))).isTrue();
+        database.queryString("update idempotency_keys set locked_until = now() - interval '1 second'"
+                + " where idempotency_key = '" + key.key() + "'");
+
+        List<Optional<String>> takeovers = all(List.<Callable<Optional<String>>>of(
+                () -> first.takeOver(key, stalled, Duration.ofMinutes(5)),
+                () -> second.takeOver(key, stalled, Duration.ofMinutes(5))));
+
+        assertThat(takeovers).filteredOn(Optional::isPresent).as("takeovers that won").hasSize(1);
+        String taken = takeovers.stream().flatMap(Optional::stream).findFirst().orElseThrow();
+        assertThat(first.renew(key, stalled, Duration.ofMinutes(5))).as("the former holder's renewal").isFalse();
+        assertThat(first.complete(key, stalled, new StoredResponse(201, List.of(), "late".getBytes())))
+                .as("the former holder's completion").isFalse();
+        assertThat(second.renew(key, taken, Duration.ofMinutes(5))).isTrue();
+        assertThat(second.complete(key, taken, new StoredResponse(201, List.of(), "done".getBytes()))).isTrue();
+        assertThat(first.find(key).orElseThrow().status()).isEqualTo(RecordStatus.SUCCEEDED);
         assertNoSessionStateLeft();
     }
 
