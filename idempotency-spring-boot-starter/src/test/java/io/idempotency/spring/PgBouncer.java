@@ -231,6 +231,11 @@ final class PgBouncer implements AutoCloseable {
                 + database.schema();
     }
 
+    /** The database the pooler is in front of. */
+    TestPostgres.Database database() {
+        return database;
+    }
+
     /** How many server connections the pooler keeps at most. */
     int serverConnections() {
         return serverConnections;

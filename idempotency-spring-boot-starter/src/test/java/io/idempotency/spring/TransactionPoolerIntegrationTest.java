@@ -257,6 +257,49 @@ class TransactionPoolerIntegrationTest {
     }
 
     /**
+     * A partitioned table whose partitions a tool of the operator's manages ({@code create-partitions=false},
+     * {@code cleanup.enabled=false}): the partition maintenance, whose session locks and settings need a session
+     * pooler, does not run, and the startup's check that a partition covers the current time and the claims, each
+     * under a transaction-scoped advisory lock of its key, work through the transaction pooler.
+     */
+    @Test
+    void partitionsManagedElsewhereWorkThroughThePooler() throws Exception {
+        TestPostgres.Database partitioned = TestDatabases.withOrders();
+        try (var schema = getClass().getResourceAsStream("/io/idempotency/jdbc/postgresql/partitioned-schema.sql")) {
+            partitioned.queryString(new String(schema.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8));
+        }
+        partitioned.queryString("create table idempotency_keys_default partition of idempotency_keys default");
+        try (PgBouncer through = PgBouncer.start(partitioned, SERVER_CONNECTIONS)) {
+            ConfigurableApplicationContext one = instance(through, "idempotency.retention.cleanup.mode=drop-partitions",
+                    "idempotency.retention.cleanup.create-partitions=false");
+            ConfigurableApplicationContext two = instance(through, "idempotency.retention.cleanup.mode=drop-partitions",
+                    "idempotency.retention.cleanup.create-partitions=false");
+            try {
+                String prefix = UUID.randomUUID().toString().substring(0, 8);
+                List<Callable<HttpResponse<String>>> calls = new ArrayList<>();
+                for (int i = 0; i < 16; i++) {
+                    String note = prefix + "-" + (i / 4); // each key four times, to both instances
+                    int port = port(i % 2 == 0 ? one : two);
+                    calls.add(() -> post(port, note, note));
+                }
+                List<HttpResponse<String>> responses = all(calls);
+                assertThat(responses).allSatisfy(r -> assertThat(r.statusCode()).as(r.body()).isEqualTo(200));
+                assertThat(partitioned.queryLong("select count(*) from orders where note like '" + prefix + "-%'"))
+                        .as("executions").isEqualTo(4);
+                assertThat(partitioned.queryLong("select count(*) from idempotency_keys")).isEqualTo(4);
+                assertThat(post(port(two), prefix + "-0", "another payment").statusCode()).isEqualTo(422);
+            } finally {
+                one.close();
+                two.close();
+            }
+            assertThat(partitioned.queryLong("select count(*) from pg_inherits"
+                    + " where inhparent = 'idempotency_keys'::regclass")).as("partitions, the default one alone")
+                    .isEqualTo(1);
+            assertNoSessionStateLeft(through, "read committed");
+        }
+    }
+
+    /**
      * A database whose transactions default to SERIALIZABLE ({@code ALTER DATABASE … SET default_transaction_isolation},
      * here given by the pooler to each server connection). The executions and the store's own transactions must run
      * at READ COMMITTED, and must ask for it in the transaction itself: PostgreSQL's driver makes an isolation level
@@ -303,8 +346,8 @@ class TransactionPoolerIntegrationTest {
         try {
             List<String> seen = new ArrayList<>();
             for (int i = 0; i < through.serverConnections(); i++) {
-                Connection connection = DriverManager.getConnection(through.jdbcUrl(), database.user(),
-                        database.password());
+                Connection connection = DriverManager.getConnection(through.jdbcUrl(), through.database().user(),
+                        through.database().password());
                 connections.add(connection);
                 connection.setAutoCommit(false);
                 try (Statement statement = connection.createStatement();
@@ -323,7 +366,7 @@ class TransactionPoolerIntegrationTest {
             }
             assertThat(seen).as("every server connection of the pooler").allSatisfy(state -> assertThat(state)
                     .isEqualTo(isolation + ", lock_timeout 0, statement_timeout 0, idle timeout 0, advisory locks 0,"
-                            + " prepared 0, read only off, search_path " + database.schema()));
+                            + " prepared 0, read only off, search_path " + through.database().schema()));
         } finally {
             for (Connection connection : connections) {
                 connection.rollback();
