@@ -108,7 +108,8 @@ public final class BenchmarkMain {
                         () -> load.steady(REPLAY, Kind.REPLAY, length),
                         () -> load.storm(STORM, length, Integer.MAX_VALUE, false));
                 for (int round = 1; round <= options.rounds(); round++) {
-                    // every scenario takes every position in turn, so that drift over the run hits them alike
+                    // every scenario takes every position in turn and follows every other equally often, so that drift
+                    // over the run, and the work one scenario leaves behind for the next, hit them alike
                     List<Round> done = new ArrayList<>();
                     for (RoundRunner scenario : RoundOrder.rotated(scenarios, round - 1)) {
                         done.add(measure(scenario));

@@ -116,9 +116,9 @@ record Options(boolean quick, boolean jmh, boolean explain, int connections, int
     }
 
     /**
-     * Rounds of each scenario: a multiple of the 4 scenarios, whose order rotates by one each round
-     * ({@link RoundOrder#rotated}), so that each takes each position equally often; with 5 rounds, one scenario would
-     * run first twice and drift over the run would favour it.
+     * Rounds of each scenario: a multiple of the 4 scenarios, whose order changes each round ({@link RoundOrder#rotated}),
+     * so that each takes each position, and follows each other, equally often; with 5 rounds, one scenario would run
+     * first twice and drift over the run would favour it.
      */
     private static int rounds(String option, String value) {
         int rounds = count(option, value, 1);

@@ -15,9 +15,11 @@ class RoundOrderTest {
     void rotatedRoundsStartOneScenarioLater() {
         List<String> scenarios = List.of("plain", "first", "replay", "storm");
 
-        assertThat(RoundOrder.rotated(scenarios, 0)).containsExactly("plain", "first", "replay", "storm");
-        assertThat(RoundOrder.rotated(scenarios, 1)).containsExactly("first", "replay", "storm", "plain");
-        assertThat(RoundOrder.rotated(scenarios, 5)).containsExactly("first", "replay", "storm", "plain");
+        assertThat(RoundOrder.rotated(scenarios, 0)).containsExactly("plain", "first", "storm", "replay");
+        assertThat(RoundOrder.rotated(scenarios, 1)).containsExactly("first", "replay", "plain", "storm");
+        assertThat(RoundOrder.rotated(scenarios, 2)).containsExactly("replay", "storm", "first", "plain");
+        assertThat(RoundOrder.rotated(scenarios, 3)).containsExactly("storm", "plain", "replay", "first");
+        assertThat(RoundOrder.rotated(scenarios, 5)).containsExactly("first", "replay", "plain", "storm");
     }
 
     @Test
