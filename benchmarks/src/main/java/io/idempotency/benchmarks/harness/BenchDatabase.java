@@ -35,8 +35,8 @@ final class BenchDatabase implements AutoCloseable {
     private Connection admin;
     private boolean closed;
 
-    private BenchDatabase(String serverUrl, String user, String password, String description,
-                          EmbeddedPostgres embedded) throws SQLException {
+    BenchDatabase(String serverUrl, String user, String password, String description,
+                  EmbeddedPostgres embedded) throws SQLException {
         this.serverUrl = serverUrl;
         this.user = user;
         this.password = password;
