@@ -208,7 +208,7 @@ public final class BenchmarkMain {
             String label = Growth.label(rows);
             long fillStarted = System.nanoTime();
             if (rows > filled) {
-                System.out.printf(Locale.ROOT, "growth: filling idempotency_keys to %,d rows…%n", rows);
+                System.out.printf(Locale.ROOT, "growth: filling idempotency_keys to %,d rows, then vacuuming it…%n", rows);
                 database.fillIdempotencyKeys(filled, rows, scope != null ? scope : IDEMPOTENT_SCOPE);
                 filled = rows;
             }
