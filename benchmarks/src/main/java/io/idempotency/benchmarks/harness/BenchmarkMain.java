@@ -46,7 +46,15 @@ public final class BenchmarkMain {
         this.options = options;
     }
 
+    /** The harness's own Logback configuration (standard error), unless one was given. */
+    static final String LOGGING_CONFIGURATION = "bench-harness-logback.xml";
+
     public static void main(String[] args) throws Exception {
+        // before any library logs: Logback, on the class path for the application under test, would otherwise print
+        // to standard output, e.g. the embedded PostgreSQL's shutdown after the RESULT line, which must stay last
+        if (System.getProperty("logback.configurationFile") == null) {
+            System.setProperty("logback.configurationFile", LOGGING_CONFIGURATION);
+        }
         Options options;
         try {
             options = Options.parse(args);
