@@ -1,12 +1,19 @@
 package io.idempotency.benchmarks.harness;
 
+import io.idempotency.benchmarks.instrument.CountingSocketFactory;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
 
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.Properties;
+import java.util.concurrent.Callable;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -41,6 +48,53 @@ class BenchDatabaseTest {
             // VACUUM reports itself to the statistics at once from PostgreSQL 15 on, within a second before
             assertThat(vacuums(database)).isEqualTo(2);
         }
+    }
+
+    @Test
+    void theCpuOfTheDatabaseIsThatOfThisRunsApplicationNotOfAnotherRunOnTheSameServer() throws Exception {
+        // two runs on one server and database (both on localhost:5432/postgres, say, on a shared machine): each must
+        // find the backends of its own application under test only, or its "PG backends" column adds the other's
+        TestPostgres.Database test = TestPostgres.newDatabase();
+        try (BenchDatabase mine = new BenchDatabase(test.url(), test.user(), test.password(), "test", null);
+             BenchDatabase other = nextSecond(() -> new BenchDatabase(test.url(), test.user(), test.password(),
+                     "test", null));
+             Connection myApplication = connect(mine, test);
+             Connection otherApplication = connect(other, test)) {
+            long myBackend = backendPid(myApplication);
+            long otherBackend = backendPid(otherApplication);
+
+            assertThat(mine.applicationBackends()).contains(myBackend).doesNotContain(otherBackend);
+            assertThat(other.applicationBackends()).contains(otherBackend).doesNotContain(myBackend);
+        }
+    }
+
+    /** A connection as the application under test of {@code run} makes it. */
+    private static Connection connect(BenchDatabase run, TestPostgres.Database test) throws SQLException {
+        Properties properties = new Properties();
+        if (test.user() != null) {
+            properties.setProperty("user", test.user());
+        }
+        if (test.password() != null) {
+            properties.setProperty("password", test.password());
+        }
+        return DriverManager.getConnection(run.applicationUrl(CountingSocketFactory.class.getName()), properties);
+    }
+
+    private static long backendPid(Connection connection) throws SQLException {
+        try (Statement statement = connection.createStatement();
+             ResultSet rs = statement.executeQuery("SELECT pg_backend_pid()")) {
+            assertThat(rs.next()).isTrue();
+            return rs.getLong(1);
+        }
+    }
+
+    /** Each run's schema is named by the second it started in: the second run starts in the next second. */
+    private static BenchDatabase nextSecond(Callable<BenchDatabase> start) throws Exception {
+        long second = System.currentTimeMillis() / 1000;
+        while (System.currentTimeMillis() / 1000 == second) {
+            Thread.sleep(20);
+        }
+        return start.call();
     }
 
     private static long vacuums(BenchDatabase database) throws SQLException, InterruptedException {
