@@ -5,6 +5,7 @@ import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.IOException;
 import java.sql.Connection;
 import java.sql.DriverManager;
+import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
@@ -23,7 +24,10 @@ import java.util.Properties;
 final class BenchDatabase implements AutoCloseable {
 
     static final String LOCAL_URL = "jdbc:postgresql://localhost:5432/postgres";
-    /** The {@code application_name} of the application under test's connections. */
+    /**
+     * The start of the {@code application_name} of the application under test's connections, followed by the run's
+     * schema: another run on the same server (and database) must not have its backends counted as this run's.
+     */
     static final String APPLICATION_NAME = "idempotency-bench-app";
 
     private final String serverUrl;
@@ -94,7 +98,12 @@ final class BenchDatabase implements AutoCloseable {
     /** The URL the application under test uses: this run's schema, unencrypted, through the counting sockets. */
     String applicationUrl(String socketFactory) {
         return withParameters(serverUrl, "currentSchema=" + schema + "&sslmode=disable&gssEncMode=disable"
-                + "&ApplicationName=" + APPLICATION_NAME + "&socketFactory=" + socketFactory);
+                + "&ApplicationName=" + applicationName() + "&socketFactory=" + socketFactory);
+    }
+
+    /** The {@code application_name} of this run's application under test: one of its own (at most 63 bytes). */
+    String applicationName() {
+        return APPLICATION_NAME + "-" + schema; // no character a URL would need to escape
     }
 
     private static String withParameters(String url, String parameters) {
@@ -129,14 +138,19 @@ final class BenchDatabase implements AutoCloseable {
         }
     }
 
-    /** The server pids of the application's connections, if the server runs on this machine (else none). */
+    /**
+     * The server pids of this run's application's connections (not of another run's on the same server), if the server
+     * runs on this machine (else none).
+     */
     List<Long> applicationBackends() {
         List<Long> pids = new ArrayList<>();
-        try (Statement statement = admin.createStatement();
-             ResultSet rs = statement.executeQuery("SELECT pid FROM pg_stat_activity WHERE application_name = '"
-                     + APPLICATION_NAME + "' AND datname = current_database()")) {
-            while (rs.next()) {
-                pids.add(rs.getLong(1));
+        try (PreparedStatement statement = admin.prepareStatement("SELECT pid FROM pg_stat_activity"
+                + " WHERE application_name = ? AND datname = current_database()")) {
+            statement.setString(1, applicationName());
+            try (ResultSet rs = statement.executeQuery()) {
+                while (rs.next()) {
+                    pids.add(rs.getLong(1));
+                }
             }
         } catch (SQLException e) {
             // no pids: the CPU table then shows no database column
