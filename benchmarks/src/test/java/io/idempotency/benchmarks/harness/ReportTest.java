@@ -103,6 +103,21 @@ class ReportTest {
     }
 
     @Test
+    void replaysThatAllCameFromMemoryDoNotPassForReplaysFromTheDatabaseWithoutRoundTrips() {
+        // replays draw their keys from every key completed so far; while those are fewer than the instance keeps
+        // answers of (10,000), e.g. in a quick run on a slow machine, every replay is answered from memory. Then no
+        // replay from the database was measured, and its round trips are not 0: the target must not be met with 0
+        String stats = COUNTED.replace("{\"0\": 400, \"1\": 1600}", "{\"0\": 2000}");
+        List<String> lines = new ArrayList<>();
+        print(rounds(0), stats, lines);
+
+        assertThat(lines).filteredOn(line -> line.contains("replay_round_trips <= 2")).singleElement()
+                .satisfies(line -> assertThat(line).doesNotEndWith("met").contains("no replay from the database"));
+        assertThat(lines.get(lines.size() - 1)).startsWith("RESULT first_ratio=").doesNotContain("replay_round_trips=0")
+                .contains("replay_round_trips=none");
+    }
+
+    @Test
     void aPrintedGrowthRatioNeverMeetsTheBoundTheMeasuredOneMisses() {
         // claim latency at 10M rows at most 1.5 times the empty table's: 451.2 / 300 = 1.504 misses it, and must not
         // print as 1.50
