@@ -22,10 +22,11 @@ import java.util.stream.Stream;
  * A PgBouncer in transaction pooling mode in front of one test database, started as a child process with a
  * configuration of its own in a temporary directory.
  * <p>
- * The binary is the one named by system property {@value #PROPERTY} (or environment variable {@value #ENV}), else
- * {@code pgbouncer} on the {@code PATH} or in {@code /usr/sbin} (where Debian installs it). Without one the tests that
- * need it fail and say how to install it: a pooler test never skips unnoticed. Setting the property to {@code off}
- * leaves those tests out on purpose (they are reported as skipped, with the reason).
+ * The binary is the one named by system property {@value #PROPERTY} (or environment variable {@value #ENV}): named so,
+ * it must be there, or the tests fail (the build's CI names it). Else it is {@code pgbouncer} on the {@code PATH} or in
+ * {@code /usr/sbin} (where Debian installs it); a machine with none, a developer's laptop say, reports the tests that
+ * need it as skipped, saying how to install it, as the MariaDB tests do where they cannot run. Setting the property to
+ * {@code off} leaves those tests out on purpose (also reported as skipped, with the reason).
  * <p>
  * The test database's schema reaches the server connections through the pooler's {@code connect_query}: PgBouncer
  * 1.18 does not pass the {@code search_path} a client asks for at connection time (the JDBC URL's
@@ -52,9 +53,21 @@ final class PgBouncer implements AutoCloseable {
         this.database = database;
     }
 
-    /** Whether the pooler tests were left out on purpose ({@value #PROPERTY}{@code =off}). */
-    static boolean leftOut() {
-        return "off".equalsIgnoreCase(setting().orElse(""));
+    /**
+     * Why the pooler tests cannot run here, if they cannot: left out on purpose ({@value #PROPERTY}{@code =off}), or
+     * no binary named and none found. Empty when they run (a binary named that is not there fails them).
+     */
+    static Optional<String> skipReason() {
+        if ("off".equalsIgnoreCase(setting().orElse(""))) {
+            return Optional.of(PROPERTY + "=off: the tests behind PgBouncer are left out");
+        }
+        if (setting().isEmpty() && found().isEmpty()) {
+            return Optional.of("the tests through a transaction-mode pooler need PgBouncer, and none was found on the"
+                    + " PATH or in /usr/sbin: install it (Debian, Ubuntu: apt-get install pgbouncer; macOS: brew"
+                    + " install pgbouncer) or name its binary with -D" + PROPERTY + "=/path/to/pgbouncer (then it must"
+                    + " be there)");
+        }
+        return Optional.empty();
     }
 
     private static Optional<String> setting() {
@@ -63,19 +76,25 @@ final class PgBouncer implements AutoCloseable {
     }
 
     /**
-     * The pgbouncer binary.
+     * The pgbouncer binary: the one named, else the one found.
      *
-     * @throws IllegalStateException if there is none, saying how to get one or to leave the tests out
+     * @throws IllegalStateException if the one named is not there, or none was named and none found
      */
     static Path binary() {
         Optional<String> configured = setting();
         if (configured.isPresent()) {
             Path path = Path.of(configured.get());
             if (!Files.isExecutable(path)) {
-                throw new IllegalStateException(PROPERTY + " names no executable: " + path.toAbsolutePath());
+                throw new IllegalStateException(PROPERTY + " (or " + ENV + ") names no executable: "
+                        + path.toAbsolutePath());
             }
             return path;
         }
+        return found().orElseThrow(() -> new IllegalStateException(skipReason().orElse("no pgbouncer found")));
+    }
+
+    /** {@code pgbouncer} on the {@code PATH}, in {@code /usr/sbin} or in {@code /usr/local/sbin}. */
+    private static Optional<Path> found() {
         List<Path> candidates = new ArrayList<>();
         String pathVariable = System.getenv("PATH");
         if (pathVariable != null) {
@@ -87,11 +106,7 @@ final class PgBouncer implements AutoCloseable {
         }
         candidates.add(Path.of("/usr/sbin/pgbouncer"));
         candidates.add(Path.of("/usr/local/sbin/pgbouncer"));
-        return candidates.stream().filter(Files::isExecutable).findFirst().orElseThrow(() ->
-                new IllegalStateException("the tests through a transaction-mode pooler need PgBouncer, and none was"
-                        + " found on the PATH or in /usr/sbin: install it (Debian, Ubuntu: apt-get install pgbouncer;"
-                        + " macOS: brew install pgbouncer), name its binary with -D" + PROPERTY + "=/path/to/pgbouncer,"
-                        + " or leave these tests out on purpose with -D" + PROPERTY + "=off"));
+        return candidates.stream().filter(Files::isExecutable).findFirst();
     }
 
     /**

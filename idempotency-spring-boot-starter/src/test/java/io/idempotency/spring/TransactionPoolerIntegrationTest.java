@@ -97,7 +97,7 @@ class TransactionPoolerIntegrationTest {
 
     @BeforeAll
     static void start() {
-        if (PgBouncer.leftOut()) {
+        if (PgBouncer.skipReason().isPresent()) {
             return; // each test is reported skipped, saying why
         }
         database = TestDatabases.withOrders();
@@ -108,7 +108,7 @@ class TransactionPoolerIntegrationTest {
 
     @BeforeEach
     void notLeftOut() {
-        Assumptions.assumeFalse(PgBouncer.leftOut(), PgBouncer.PROPERTY + "=off: the tests behind PgBouncer are left out");
+        Assumptions.assumeTrue(PgBouncer.skipReason().isEmpty(), () -> PgBouncer.skipReason().orElse(""));
     }
 
     private static ConfigurableApplicationContext instance(String... properties) {
