@@ -1,0 +1,95 @@
+package io.idempotency.spring.war;
+
+import io.idempotency.testkit.TestPostgres;
+import org.apache.catalina.Context;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import java.util.logging.Handler;
+import java.util.logging.LogRecord;
+import java.util.logging.Logger;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * A war undeployed from the container that runs it (a redeploy, a container's manager): the application context is
+ * closed by the container, and no thread of the library outlives it — Tomcat's class loader reports none it would
+ * have to leave running, which would hold the old application's classes and its pool's connections.
+ */
+class WarUndeploymentIntegrationTest {
+
+    private StandaloneTomcat tomcat;
+
+    @AfterEach
+    void stop() throws Exception {
+        if (tomcat != null) {
+            tomcat.close();
+        }
+    }
+
+    @Test
+    void undeployingTheWarStopsEveryThreadOfTheLibraryAndTomcatReportsNoLeak() throws Exception {
+        Set<Thread> before = Set.copyOf(libraryThreads());
+        TestPostgres.Database database = WarDeploymentIntegrationTest.withOrders();
+        tomcat = new StandaloneTomcat();
+        Context context = tomcat.deploy("/shop", WarApplication.class, WarDeploymentIntegrationTest.parameters(
+                database, "idempotency.sweeper.interval=50ms", "idempotency.retention.cleanup.interval=50ms"));
+        tomcat.start();
+        HttpResponse<String> answer = HttpClient.newHttpClient().send(
+                HttpRequest.newBuilder(URI.create("http://localhost:" + tomcat.port() + "/shop/charges"))
+                        .header("Content-Type", "application/json").header("Idempotency-Key", "undeploy")
+                        .header("X-Sleep-Ms", "500") // long enough for its lease of 1 s to be renewed
+                        .POST(HttpRequest.BodyPublishers.ofString("{\"note\":\"undeploy\"}")).build(),
+                HttpResponse.BodyHandlers.ofString());
+        assertThat(answer.statusCode()).isEqualTo(201);
+        List<Thread> started = libraryThreads().stream().filter(thread -> !before.contains(thread)).toList();
+        assertThat(started).extracting(Thread::getName)
+                .contains("idempotency-lease-renewal", "idempotency-sweeper", "idempotency-cleanup");
+        assertThat(started).as("threads Tomcat's class loader checks when the application stops")
+                .allMatch(thread -> thread.getContextClassLoader() == context.getLoader().getClassLoader());
+        List<String> reported = new ArrayList<>();
+        Logger loader = Logger.getLogger("org.apache.catalina.loader.WebappClassLoaderBase");
+        Handler leaks = new Handler() {
+            @Override
+            public void publish(LogRecord record) {
+                reported.add(String.valueOf(record.getMessage()) + " " + java.util.Arrays.toString(
+                        record.getParameters()));
+            }
+
+            @Override
+            public void flush() {
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+        loader.addHandler(leaks);
+        try {
+            tomcat.undeploy(context);
+        } finally {
+            loader.removeHandler(leaks);
+        }
+
+        assertThat(reported).as("Tomcat's reports of threads the application left running")
+                .noneMatch(line -> line.contains("idempotency-"));
+        for (Thread thread : started) {
+            thread.join(TimeUnit.SECONDS.toMillis(10));
+        }
+        assertThat(started).as("threads of the library alive after the undeployment").filteredOn(Thread::isAlive)
+                .isEmpty();
+    }
+
+    private static List<Thread> libraryThreads() {
+        return Thread.getAllStackTraces().keySet().stream()
+                .filter(thread -> thread.getName().startsWith("idempotency-") && thread.isAlive()).toList();
+    }
+}
