@@ -1,5 +1,6 @@
 package io.idempotency.spring.war;
 
+import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
 import org.apache.catalina.Context;
 import org.junit.jupiter.api.AfterEach;
@@ -12,6 +13,7 @@ import java.net.http.HttpResponse;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.logging.Handler;
 import java.util.logging.LogRecord;
@@ -86,6 +88,52 @@ class WarUndeploymentIntegrationTest {
         }
         assertThat(started).as("threads of the library alive after the undeployment").filteredOn(Thread::isAlive)
                 .isEmpty();
+    }
+
+    /**
+     * No embedded server drains the requests of a war: the container waits a moment for them (Tomcat two seconds, its
+     * {@code unloadDelay}), then closes the application context under them. The context's shutdown waits for the
+     * requests in the idempotency filter instead, so an intent-first request keeps its lease and records its result,
+     * as on an embedded server's graceful shutdown.
+     */
+    @Test
+    void anIntentFirstRequestInFlightWhenTheWarIsUndeployedKeepsItsLeaseAndRecordsItsResult() throws Exception {
+        TestPostgres.Database database = WarDeploymentIntegrationTest.withOrders();
+        tomcat = new StandaloneTomcat();
+        Context context = tomcat.deploy("/shop", WarApplication.class, WarDeploymentIntegrationTest.parameters(
+                database, "idempotency.sweeper.enabled=false"));
+        tomcat.start();
+        // lease 1 s, renewed every third of it; the handler runs 4 s, most of it after the undeployment began
+        CompletableFuture<HttpResponse<String>> answer = HttpClient.newHttpClient().sendAsync(
+                HttpRequest.newBuilder(URI.create("http://localhost:" + tomcat.port() + "/shop/charges"))
+                        .header("Content-Type", "application/json").header("Idempotency-Key", "in-flight")
+                        .header("X-Sleep-Ms", "4000")
+                        .POST(HttpRequest.BodyPublishers.ofString("{\"note\":\"in-flight\"}")).build(),
+                HttpResponse.BodyHandlers.ofString());
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (database.queryLong("select count(*) from idempotency_keys") == 0 && System.nanoTime() < deadline) {
+            Thread.sleep(20); // the intent is committed before the handler runs
+        }
+        assertThat(answer).as("still running when the undeployment begins").isNotDone();
+
+        CompletableFuture<Void> undeployed = Async.run(() -> tomcat.undeploy(context));
+        long leftLeast = Long.MAX_VALUE;
+        while (!answer.isDone()) {
+            // what is left of the lease, by the database clock: another instance takes the claim over at zero
+            String left = database.queryString("select (extract(epoch from locked_until - now()) * 1000)::bigint"
+                    + " from idempotency_keys where idempotency_key = 'in-flight' and status = 'PROCESSING'");
+            if (left != null) {
+                leftLeast = Math.min(leftLeast, Long.parseLong(left));
+            }
+            Thread.sleep(50);
+        }
+        undeployed.get(30, TimeUnit.SECONDS);
+
+        assertThat(answer.get().statusCode()).isEqualTo(201);
+        assertThat(database.queryString("select status from idempotency_keys where idempotency_key = 'in-flight'"))
+                .isEqualTo("SUCCEEDED");
+        assertThat(leftLeast).as("the lease never ran out while the handler ran").isPositive();
+        assertThat(database.queryLong("select count(*) from orders")).isEqualTo(1);
     }
 
     private static List<Thread> libraryThreads() {
