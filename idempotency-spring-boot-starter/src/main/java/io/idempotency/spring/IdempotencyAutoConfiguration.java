@@ -998,6 +998,20 @@ public class IdempotencyAutoConfiguration {
             };
         }
 
+        /**
+         * Waits for the filter's requests when the context closes without an embedded server to drain them (a war
+         * undeployed by its container), at most {@code spring.lifecycle.timeout-per-shutdown-phase}.
+         */
+        @Bean
+        RequestDrain idempotencyRequestDrain(ApplicationContext context,
+                                             ObjectProvider<FilterRegistrationBean<?>> registrations,
+                                             Environment environment) {
+            Duration timeout = Binder.get(environment).bind("spring.lifecycle.timeout-per-shutdown-phase",
+                    Duration.class).orElse(Duration.ofSeconds(30));
+            return new RequestDrain(context, () -> registrations.orderedStream().map(FilterRegistrationBean::getFilter)
+                    .filter(IdempotencyFilter.class::isInstance).map(IdempotencyFilter.class::cast).toList(), timeout);
+        }
+
         /** Detected by every handler mapping: a request the advice answered itself renders no view. */
         @Bean
         MappedInterceptor idempotencyAnsweredRequestInterceptor() {

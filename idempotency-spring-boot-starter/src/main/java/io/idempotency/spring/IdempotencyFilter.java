@@ -23,6 +23,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Collectors;
 import java.util.stream.Stream;
 
@@ -62,6 +63,9 @@ public class IdempotencyFilter extends OncePerRequestFilter {
      * limit than this could be sent the first time and fail on every replay.
      */
     static final int HEADER_SECTION_MARGIN = 256;
+
+    /** Requests this filter is serving: what the shutdown of a war waits for ({@link RequestDrain}). */
+    private final AtomicInteger inProgress = new AtomicInteger();
 
     /** The largest header section the container sends over HTTP/1.1, once known (see {@link #limitHeaderSection}). */
     private volatile long maxHeaderSection = Long.MAX_VALUE;
@@ -200,6 +204,21 @@ public class IdempotencyFilter extends OncePerRequestFilter {
 
     @Override
     protected void doFilterInternal(HttpServletRequest request, HttpServletResponse response, FilterChain chain)
+            throws ServletException, IOException {
+        inProgress.incrementAndGet();
+        try {
+            filter(request, response, chain);
+        } finally {
+            inProgress.decrementAndGet();
+        }
+    }
+
+    /** How many requests this filter is serving now. */
+    int requestsInProgress() {
+        return inProgress.get();
+    }
+
+    private void filter(HttpServletRequest request, HttpServletResponse response, FilterChain chain)
             throws ServletException, IOException {
         BodyRecordingRequest recordingRequest = new BodyRecordingRequest(request, maxRequestBodySize);
         DeferredResponse deferredResponse = new DeferredResponse(response, maxStoredBodySize);
