@@ -102,6 +102,31 @@ class WarDeploymentIntegrationTest {
         assertThat(database.queryLong("select count(*) from idempotency_keys")).as("the key released").isZero();
     }
 
+    /**
+     * A container of its own sends no header section larger than its limit (8 KB by default on Tomcat and Jetty), and
+     * its limit is not the application's {@code server.*} setting, which Spring Boot applies only to the server it
+     * makes. An answer whose headers take more would be committed and never reach the client, nor would any replay.
+     */
+    @Test
+    void anAnswerWhoseHeadersTheContainerWouldNotSendIsRolledBackNotStored() throws Exception {
+        TestPostgres.Database database = withOrders();
+        start(database, "server.tomcat.max-http-response-header-size=64KB"); // not this container's limit
+
+        HttpResponse<String> first = post("/shop/payments", "war-5", "{\"note\":\"war-5\"}", 8100);
+        HttpResponse<String> retried = post("/shop/payments", "war-5", "{\"note\":\"war-5\"}", 8100);
+
+        assertThat(first.statusCode()).isEqualTo(500);
+        assertThat(first.headers().firstValue("Content-Type")).hasValue("application/problem+json");
+        assertThat(first.body()).contains("idempotency-response-too-large");
+        assertThat(retried.body()).as("ran again, and refused again").contains("idempotency-response-too-large");
+        assertThat(database.queryLong("select count(*) from orders")).as("rolled back").isZero();
+        assertThat(database.queryLong("select count(*) from idempotency_keys")).isZero();
+        HttpResponse<String> smaller = post("/shop/payments", "war-6", "{\"note\":\"war-6\"}", 7000);
+        assertThat(smaller.statusCode()).isEqualTo(201);
+        assertThat(post("/shop/payments", "war-6", "{\"note\":\"war-6\"}", 7000).headers()
+                .firstValue("Idempotent-Replayed")).hasValue("true");
+    }
+
     static TestPostgres.Database withOrders() {
         TestPostgres.Database database = TestPostgres.newDatabase();
         database.queryString("create table orders (id bigserial primary key, note text not null)");
@@ -126,11 +151,19 @@ class WarDeploymentIntegrationTest {
     }
 
     private HttpResponse<String> post(String path, String key, String body) throws Exception {
+        return post(path, key, body, 0);
+    }
+
+    /** With {@code pad} bytes of a header the handler answers. */
+    private HttpResponse<String> post(String path, String key, String body, int pad) throws Exception {
         HttpRequest.Builder request = HttpRequest.newBuilder(URI.create("http://localhost:" + tomcat.port() + path))
                 .version(HttpClient.Version.HTTP_1_1).header("Content-Type", "application/json")
                 .POST(HttpRequest.BodyPublishers.ofString(body));
         if (key != null) {
             request.header("Idempotency-Key", key);
+        }
+        if (pad > 0) {
+            request.header("X-Pad", Integer.toString(pad));
         }
         return HttpClient.newHttpClient().send(request.build(), HttpResponse.BodyHandlers.ofString());
     }
