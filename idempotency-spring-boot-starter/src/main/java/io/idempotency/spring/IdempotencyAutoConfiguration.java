@@ -947,8 +947,7 @@ public class IdempotencyAutoConfiguration {
 
         /**
          * Gives the filter and the resolver's answers the limit of the embedded server's header section once the
-         * server has started (none for a war deployed to a server of its own, whose limit the application's
-         * properties do not set). Only this context's server: a child context's event reaches its parent's listeners
+         * server has started. Only this context's server: a child context's event reaches its parent's listeners
          * too, and neither the management port's server nor that of a web child context sends this context's
          * filter's answers. A child that uses its parent's engine holds the engine to its own server's limit itself.
          */
@@ -960,11 +959,8 @@ public class IdempotencyAutoConfiguration {
                 if (event.getApplicationContext() != context) {
                     return; // a server of another context's, such as the management port's
                 }
-                long limit = headerSectionLimit(event.getWebServer().getClass(), environment);
-                resolverAnswers.ifAvailable(answers -> answers.limit(limit));
-                registrations.orderedStream().map(FilterRegistrationBean::getFilter)
-                        .filter(IdempotencyFilter.class::isInstance)
-                        .forEach(filter -> ((IdempotencyFilter) filter).limitHeaderSection(limit));
+                limitHeaderSection(headerSectionLimit(event.getWebServer().getClass(), environment), registrations,
+                        resolverAnswers);
             };
         }
 
@@ -973,8 +969,7 @@ public class IdempotencyAutoConfiguration {
          * on when no server starts: a test's mock web environment (MockMvc, {@code @SpringBootTest} by default), where
          * the context still holds the embedded server's factory. An answer the server would not send is then refused
          * under MockMvc as it is there, instead of passing the application's tests. A context that has a server of
-         * its own, started or not (a war deployed to a server the library does not know the limit of), is left to
-         * the listener above.
+         * its own, started or not (a war deployed to a servlet container), is left to the listeners above and below.
          */
         @Bean
         ApplicationListener<ContextRefreshedEvent> idempotencyMockEnvironmentHeaderSectionLimit(
@@ -990,12 +985,43 @@ public class IdempotencyAutoConfiguration {
                     if (limit == Long.MAX_VALUE) {
                         continue;
                     }
-                    resolverAnswers.ifAvailable(answers -> answers.limit(limit));
-                    registrations.orderedStream().map(FilterRegistrationBean::getFilter)
-                            .filter(IdempotencyFilter.class::isInstance)
-                            .forEach(filter -> ((IdempotencyFilter) filter).limitHeaderSection(limit));
+                    limitHeaderSection(limit, registrations, resolverAnswers);
                 }
             };
+        }
+
+        /**
+         * Gives the filter and the resolver's answers the limit of the header section of the servlet container a war
+         * is deployed to (a context with no embedded server, started by the container), once the context is
+         * refreshed: the container's default, as neither the application's {@code server.*} properties (which Spring
+         * Boot applies only to a server it makes) nor the Servlet API say what the container was configured with
+         * ({@link #containerHeaderSectionLimit(String)}).
+         */
+        @Bean
+        ApplicationListener<ContextRefreshedEvent> idempotencyContainerHeaderSectionLimit(
+                ObjectProvider<FilterRegistrationBean<?>> registrations,
+                ObjectProvider<HeaderSectionLimit> resolverAnswers, ApplicationContext context) {
+            return event -> {
+                if (event.getApplicationContext() != context
+                        || context instanceof WebServerApplicationContext
+                        server && server.getWebServer() != null
+                        || !(context instanceof org.springframework.web.context.WebApplicationContext web)
+                        || web.getServletContext() == null) {
+                    return; // another context's, one with an embedded server (see above), or no servlet container
+                }
+                long limit = containerHeaderSectionLimit(web.getServletContext().getServerInfo());
+                if (limit != Long.MAX_VALUE) {
+                    limitHeaderSection(limit, registrations, resolverAnswers);
+                }
+            };
+        }
+
+        private static void limitHeaderSection(long limit, ObjectProvider<FilterRegistrationBean<?>> registrations,
+                                               ObjectProvider<HeaderSectionLimit> resolverAnswers) {
+            resolverAnswers.ifAvailable(answers -> answers.limit(limit));
+            registrations.orderedStream().map(FilterRegistrationBean::getFilter)
+                    .filter(IdempotencyFilter.class::isInstance)
+                    .forEach(filter -> ((IdempotencyFilter) filter).limitHeaderSection(limit));
         }
 
         /**
@@ -1145,6 +1171,17 @@ public class IdempotencyAutoConfiguration {
             }
         }
         return Long.MAX_VALUE;
+    }
+
+    /**
+     * The largest header section the servlet container that names itself {@code serverInfo}
+     * ({@code ServletContext.getServerInfo()}) sends by default: 8 KB for Tomcat ({@code maxHttpResponseHeaderSize})
+     * and Jetty ({@code responseHeaderSize}); unlimited for a container the library does not know.
+     */
+    static long containerHeaderSectionLimit(String serverInfo) {
+        String name = serverInfo == null ? "" : serverInfo.toLowerCase(Locale.ROOT);
+        return name.startsWith("apache tomcat/") || name.startsWith("jetty/") ? DataSize.ofKilobytes(8).toBytes()
+                : Long.MAX_VALUE;
     }
 
     /**

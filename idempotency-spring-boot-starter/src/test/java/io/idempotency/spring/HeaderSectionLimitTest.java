@@ -14,6 +14,15 @@ class HeaderSectionLimitTest {
     private static final String JETTY = "org.springframework.boot.jetty.JettyWebServer";
 
     @Test
+    void aContainerOfItsOwnIsHeldToItsDefaultAndAnUnknownOneToNone() {
+        assertThat(IdempotencyAutoConfiguration.containerHeaderSectionLimit("Apache Tomcat/11.0.22")).isEqualTo(8 * 1024);
+        assertThat(IdempotencyAutoConfiguration.containerHeaderSectionLimit("jetty/12.1.10")).isEqualTo(8 * 1024);
+        assertThat(IdempotencyAutoConfiguration.containerHeaderSectionLimit("MockServletContext"))
+                .isEqualTo(Long.MAX_VALUE);
+        assertThat(IdempotencyAutoConfiguration.containerHeaderSectionLimit(null)).isEqualTo(Long.MAX_VALUE);
+    }
+
+    @Test
     void eachServersDefaultUnlessConfigured() {
         MockEnvironment environment = new MockEnvironment();
 
