@@ -10,6 +10,7 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.HashMap;
 import java.util.Map;
 import java.util.Set;
 
@@ -19,11 +20,15 @@ import java.util.Set;
  * the jar's {@code META-INF/services} entry) and the application's settings come from the context's parameters (a
  * {@code context.xml}'s), not from Spring Boot's {@code server.*} properties, which it does not apply to a container it
  * did not make. Each webapp has a class loader of the container's, as in a real deployment.
+ * <p>
+ * Tomcat's types stay inside this class: the test classes that use it are loaded (not run) where Tomcat is not on the
+ * class path, by the Jetty module's search for tagged tests, and must not name them.
  */
 final class StandaloneTomcat implements AutoCloseable {
 
     private final Tomcat tomcat = new Tomcat();
     private final Path base;
+    private final Map<String, Context> deployed = new HashMap<>();
 
     StandaloneTomcat() {
         try {
@@ -38,13 +43,13 @@ final class StandaloneTomcat implements AutoCloseable {
     }
 
     /** Deploys {@code initializer}'s application at {@code path} with {@code parameters} as its context's. */
-    Context deploy(String path, Class<?> initializer, Map<String, String> parameters) {
+    void deploy(String path, Class<?> initializer, Map<String, String> parameters) {
         File docBase = base.resolve("webapps" + (path.isEmpty() ? "/ROOT" : path)).toFile();
         docBase.mkdirs();
         Context context = tomcat.addContext(path, docBase.getAbsolutePath());
         context.addServletContainerInitializer(new SpringServletContainerInitializer(), Set.of(initializer));
         parameters.forEach(context::addParameter);
-        return context;
+        deployed.put(path, context);
     }
 
     void start() throws LifecycleException {
@@ -55,9 +60,14 @@ final class StandaloneTomcat implements AutoCloseable {
         return tomcat.getConnector().getLocalPort();
     }
 
-    /** Undeploys {@code context}, as the container's manager does. */
-    void undeploy(Context context) {
-        tomcat.getHost().removeChild(context);
+    /** Undeploys the application at {@code path}, as the container's manager does. */
+    void undeploy(String path) {
+        tomcat.getHost().removeChild(deployed.get(path));
+    }
+
+    /** The class loader the container gave the application at {@code path}. */
+    ClassLoader classLoader(String path) {
+        return deployed.get(path).getLoader().getClassLoader();
     }
 
     @Override

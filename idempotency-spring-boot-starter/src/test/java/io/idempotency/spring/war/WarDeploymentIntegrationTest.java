@@ -1,7 +1,6 @@
 package io.idempotency.spring.war;
 
 import io.idempotency.testkit.TestPostgres;
-import org.apache.catalina.Context;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -143,11 +142,10 @@ class WarDeploymentIntegrationTest {
         return parameters;
     }
 
-    private Context start(TestPostgres.Database database, String... settings) throws Exception {
+    private void start(TestPostgres.Database database, String... settings) throws Exception {
         tomcat = new StandaloneTomcat();
-        Context context = tomcat.deploy("/shop", WarApplication.class, parameters(database, settings));
+        tomcat.deploy("/shop", WarApplication.class, parameters(database, settings));
         tomcat.start();
-        return context;
     }
 
     private HttpResponse<String> post(String path, String key, String body) throws Exception {

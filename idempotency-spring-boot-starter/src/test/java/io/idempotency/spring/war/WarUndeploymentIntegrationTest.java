@@ -2,7 +2,6 @@ package io.idempotency.spring.war;
 
 import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
-import org.apache.catalina.Context;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -42,7 +41,7 @@ class WarUndeploymentIntegrationTest {
         Set<Thread> before = Set.copyOf(libraryThreads());
         TestPostgres.Database database = WarDeploymentIntegrationTest.withOrders();
         tomcat = new StandaloneTomcat();
-        Context context = tomcat.deploy("/shop", WarApplication.class, WarDeploymentIntegrationTest.parameters(
+        tomcat.deploy("/shop", WarApplication.class, WarDeploymentIntegrationTest.parameters(
                 database, "idempotency.sweeper.interval=50ms", "idempotency.retention.cleanup.interval=50ms"));
         tomcat.start();
         HttpResponse<String> answer = HttpClient.newHttpClient().send(
@@ -55,8 +54,9 @@ class WarUndeploymentIntegrationTest {
         List<Thread> started = libraryThreads().stream().filter(thread -> !before.contains(thread)).toList();
         assertThat(started).extracting(Thread::getName)
                 .contains("idempotency-lease-renewal", "idempotency-sweeper", "idempotency-cleanup");
+        ClassLoader webapp = tomcat.classLoader("/shop");
         assertThat(started).as("threads Tomcat's class loader checks when the application stops")
-                .allMatch(thread -> thread.getContextClassLoader() == context.getLoader().getClassLoader());
+                .allMatch(thread -> thread.getContextClassLoader() == webapp);
         List<String> reported = new ArrayList<>();
         Logger loader = Logger.getLogger("org.apache.catalina.loader.WebappClassLoaderBase");
         Handler leaks = new Handler() {
@@ -76,7 +76,7 @@ class WarUndeploymentIntegrationTest {
         };
         loader.addHandler(leaks);
         try {
-            tomcat.undeploy(context);
+            tomcat.undeploy("/shop");
         } finally {
             loader.removeHandler(leaks);
         }
@@ -100,7 +100,7 @@ class WarUndeploymentIntegrationTest {
     void anIntentFirstRequestInFlightWhenTheWarIsUndeployedKeepsItsLeaseAndRecordsItsResult() throws Exception {
         TestPostgres.Database database = WarDeploymentIntegrationTest.withOrders();
         tomcat = new StandaloneTomcat();
-        Context context = tomcat.deploy("/shop", WarApplication.class, WarDeploymentIntegrationTest.parameters(
+        tomcat.deploy("/shop", WarApplication.class, WarDeploymentIntegrationTest.parameters(
                 database, "idempotency.sweeper.enabled=false"));
         tomcat.start();
         // lease 1 s, renewed every third of it; the handler runs 4 s, most of it after the undeployment began
@@ -116,7 +116,7 @@ class WarUndeploymentIntegrationTest {
         }
         assertThat(answer).as("still running when the undeployment begins").isNotDone();
 
-        CompletableFuture<Void> undeployed = Async.run(() -> tomcat.undeploy(context));
+        CompletableFuture<Void> undeployed = Async.run(() -> tomcat.undeploy("/shop"));
         long leftLeast = Long.MAX_VALUE;
         while (!answer.isDone()) {
             // what is left of the lease, by the database clock: another instance takes the claim over at zero
