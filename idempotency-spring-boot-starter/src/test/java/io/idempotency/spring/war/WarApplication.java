@@ -73,6 +73,14 @@ public class WarApplication extends SpringBootServletInitializer {
             response.sendError(HttpStatus.PAYMENT_REQUIRED.value(), "insufficient funds");
         }
 
+        /** Writes its row, then starts async processing, which the startup checks cannot see. */
+        @PostMapping("/payments/async")
+        @Idempotent
+        void async(@RequestBody Payment payment, jakarta.servlet.http.HttpServletRequest request) {
+            insert(payment.note());
+            request.startAsync();
+        }
+
         /** A charge at a third party: the intent is committed before it, and its lease renewed while it runs. */
         @PostMapping("/charges")
         @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "1s")

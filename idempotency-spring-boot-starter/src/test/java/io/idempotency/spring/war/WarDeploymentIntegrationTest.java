@@ -101,6 +101,23 @@ class WarDeploymentIntegrationTest {
         assertThat(database.queryLong("select count(*) from idempotency_keys")).as("the key released").isZero();
     }
 
+    @Test
+    void aHandlerThatStartsAsyncProcessingIsRolledBackThroughTheErrorPageFilter() throws Exception {
+        TestPostgres.Database database = withOrders();
+        start(database);
+
+        HttpResponse<String> answer = post("/shop/payments/async", "war-7", "{\"note\":\"war-7\"}");
+
+        assertThat(answer.statusCode()).isEqualTo(500);
+        assertThat(answer.headers().firstValue("Content-Type")).hasValue("application/problem+json");
+        assertThat(answer.body()).contains("idempotency-commit-failed");
+        assertThat(answer.headers().firstValue("Connection")).hasValue("close");
+        assertThat(database.queryLong("select count(*) from orders")).as("rolled back").isZero();
+        assertThat(database.queryLong("select count(*) from idempotency_keys")).isZero();
+        assertThat(post("/shop/payments", "war-8", "{\"note\":\"war-8\"}").statusCode())
+                .as("the application serves on").isEqualTo(201);
+    }
+
     /**
      * A container of its own sends no header section larger than its limit (8 KB by default on Tomcat and Jetty), and
      * its limit is not the application's {@code server.*} setting, which Spring Boot applies only to the server it
