@@ -136,7 +136,9 @@ public class SpringTransactions implements Transactions {
         if (readCommitted != null) {
             try {
                 readCommitted.jdbc().execute(readCommitted.sql()); // on the connection the transaction bound
-            } catch (RuntimeException e) {
+            } catch (RuntimeException | Error e) {
+                // an Error too: left bound, the transaction would hold its connection and refuse every later request
+                // on this thread as one already active
                 try {
                     transactionManager.rollback(status);
                 } catch (RuntimeException rollback) {
