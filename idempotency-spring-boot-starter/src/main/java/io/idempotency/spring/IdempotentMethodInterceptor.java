@@ -323,23 +323,17 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         ScopedKey scopedKey = new ScopedKey(CallerResolver.namespace(caller), scopeOf(endpoint, request, invocation),
                 key);
 
-        if (exchange.arrivedInTransaction() && TransactionSynchronizationManager.isActualTransactionActive()) {
-            // the claim and the answer would have to commit in the caller's transaction, on its schedule (a test's
-            // is rolled back): refused before anything is claimed, naming the usual cause and the way out
-            throw new IllegalStateException("@Idempotent method " + invocation.getMethod() + " was called in a"
-                    + " request that arrived inside a transaction already active on its thread, so nothing was"
-                    + " claimed or run: its claim and its answer must commit in a transaction of their own, as they"
-                    + " do for a client's request on a server. This happens in a @Transactional test (Spring's"
-                    + " test-managed transaction) that sends the request through MockMvc, which runs it on the test's"
-                    + " thread; take that test method out of the transaction with"
-                    + " @Transactional(propagation = Propagation.NOT_SUPPORTED) (or leave @Transactional off the test"
-                    + " class) and remove what it wrote yourself, or send the request to the application on a random"
-                    + " port. Outside tests, a filter ordered before the IdempotencyFilter opened the transaction:"
-                    + " end it before the filter chain goes on.");
-        }
         IdempotencyEngine.Start start;
         try {
             start = engine.start(scopedKey, fingerprint, endpoint.mode, endpoint.lease);
+        } catch (IllegalStateException e) {
+            if (exchange.arrivedInTransaction() && TransactionSynchronizationManager.isActualTransactionActive()) {
+                // refused (by the transactions, before anything was claimed) because of a transaction the request
+                // arrived in: name the usual cause and the way out. Transactions of the application's own that
+                // accept an outer transaction do not refuse, and this says nothing
+                throw inArrivedTransaction(invocation, e);
+            }
+            throw e;
         } catch (DataAccessException | CannotCreateTransactionException | TransactionSystemException e) {
             // the database failed the claim or gave no connection for it: the handler did not run
             log.warn("Idempotent request {} {} could not be claimed; answering 503", request.getMethod(),
@@ -1078,5 +1072,22 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 throw new UnreadableParametersException(e);
             }
         }
+    }
+
+    /**
+     * The refusal of a request that arrived inside a transaction already active on its thread: a {@code @Transactional}
+     * test's MockMvc request, usually.
+     */
+    private static IllegalStateException inArrivedTransaction(MethodInvocation invocation, IllegalStateException cause) {
+        return new IllegalStateException("@Idempotent method " + invocation.getMethod() + " was called in a"
+                + " request that arrived inside a transaction already active on its thread, so nothing was"
+                + " claimed or run: its claim and its answer must commit in a transaction of their own, as they"
+                + " do for a client's request on a server. This happens in a @Transactional test (Spring's"
+                + " test-managed transaction) that sends the request through MockMvc, which runs it on the test's"
+                + " thread; take that test method out of the transaction with"
+                + " @Transactional(propagation = Propagation.NOT_SUPPORTED) (or leave @Transactional off the test"
+                + " class) and remove what it wrote yourself, or send the request to the application on a random"
+                + " port. Outside tests, a filter ordered before the IdempotencyFilter opened the transaction:"
+                + " end it before the filter chain goes on.", cause);
     }
 }
