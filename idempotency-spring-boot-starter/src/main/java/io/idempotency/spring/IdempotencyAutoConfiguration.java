@@ -17,6 +17,7 @@ import io.idempotency.jdbc.PostgresIdempotencyStore;
 import io.idempotency.jdbc.PostgresPartitionMaintenance;
 import io.idempotency.jdbc.SpringTransactions;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
+import jakarta.servlet.ServletContext;
 import org.springframework.aop.config.AopConfigUtils;
 import org.springframework.aot.AotDetector;
 import org.springframework.beans.factory.BeanFactory;
@@ -58,6 +59,7 @@ import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.util.ClassUtils;
 import org.springframework.util.unit.DataSize;
 import org.springframework.web.accept.ApiVersionStrategy;
+import org.springframework.web.context.WebApplicationContext;
 import org.springframework.web.servlet.handler.MappedInterceptor;
 
 import java.math.BigInteger;
@@ -969,15 +971,18 @@ public class IdempotencyAutoConfiguration {
          * on when no server starts: a test's mock web environment (MockMvc, {@code @SpringBootTest} by default), where
          * the context still holds the embedded server's factory. An answer the server would not send is then refused
          * under MockMvc as it is there, instead of passing the application's tests. A context that has a server of
-         * its own, started or not (a war deployed to a servlet container), is left to the listeners above and below.
+         * its own, and a war deployed to a servlet container (which may hold a factory it does not use), are left to
+         * the listeners above and below.
          */
         @Bean
         ApplicationListener<ContextRefreshedEvent> idempotencyMockEnvironmentHeaderSectionLimit(
                 ObjectProvider<FilterRegistrationBean<?>> registrations, Environment environment,
                 ObjectProvider<HeaderSectionLimit> resolverAnswers, ApplicationContext context) {
             return event -> {
-                if (event.getApplicationContext() != context || context instanceof WebServerApplicationContext) {
-                    return;
+                if (event.getApplicationContext() != context || context instanceof WebServerApplicationContext
+                        || !(context instanceof WebApplicationContext web)
+                        || !mockServletContext(web.getServletContext())) {
+                    return; // a server's, a war's (whose container is not the factory's server) or no web context
                 }
                 for (String name : context.getBeanNamesForType(ServletWebServerFactory.class, false, false)) {
                     Class<?> factory = context.getType(name, false);
@@ -1005,7 +1010,7 @@ public class IdempotencyAutoConfiguration {
                 if (event.getApplicationContext() != context
                         || context instanceof WebServerApplicationContext
                         server && server.getWebServer() != null
-                        || !(context instanceof org.springframework.web.context.WebApplicationContext web)
+                        || !(context instanceof WebApplicationContext web)
                         || web.getServletContext() == null) {
                     return; // another context's, one with an embedded server (see above), or no servlet container
                 }
@@ -1014,6 +1019,21 @@ public class IdempotencyAutoConfiguration {
                     limitHeaderSection(limit, registrations, resolverAnswers);
                 }
             };
+        }
+
+        /**
+         * Whether {@code servletContext} is a test's mock ({@code MockServletContext} of spring-test, or a subclass such
+         * as Spring Boot's), not a container's: a war runs in a context that is no {@link WebServerApplicationContext}
+         * either, and may hold an embedded server's factory its container does not use.
+         */
+        private static boolean mockServletContext(ServletContext servletContext) {
+            for (Class<?> type = servletContext == null ? null : servletContext.getClass(); type != null;
+                 type = type.getSuperclass()) {
+                if (type.getName().equals("org.springframework.mock.web.MockServletContext")) {
+                    return true;
+                }
+            }
+            return false;
         }
 
         private static void limitHeaderSection(long limit, ObjectProvider<FilterRegistrationBean<?>> registrations,

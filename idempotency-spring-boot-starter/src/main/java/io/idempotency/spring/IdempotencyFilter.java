@@ -93,10 +93,10 @@ public class IdempotencyFilter extends OncePerRequestFilter {
      * Tells the filter the largest header section the container sends over HTTP/1.1 (Tomcat's and Jetty's
      * {@code max-http-response-header-size}): a storable answer whose headers take more is rolled back rather than
      * stored, as the container would refuse to send it, and every replay of it. So is one given over HTTP/2, which a
-     * retry over HTTP/1.1 could never get.
+     * retry over HTTP/1.1 could never get. Told more than once, it keeps the smallest.
      */
-    void limitHeaderSection(long bytes) {
-        this.maxHeaderSection = bytes;
+    synchronized void limitHeaderSection(long bytes) {
+        this.maxHeaderSection = Math.min(this.maxHeaderSection, bytes);
     }
 
     /** The lower-case names of the headers stored with an answer: {@code replayedHeaders} but those never stored. */
