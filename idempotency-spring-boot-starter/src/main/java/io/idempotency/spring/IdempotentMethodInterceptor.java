@@ -1076,10 +1076,12 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
 
     /**
      * The refusal of a request that arrived inside a transaction already active on its thread: a {@code @Transactional}
-     * test's MockMvc request, usually.
+     * test's MockMvc request, usually. The transactions' own refusal is kept as a suppressed exception, so that this
+     * one, the one that says what to do, stays the root cause a test framework shows.
      */
-    private static IllegalStateException inArrivedTransaction(MethodInvocation invocation, IllegalStateException cause) {
-        return new IllegalStateException("@Idempotent method " + invocation.getMethod() + " was called in a"
+    private static IllegalStateException inArrivedTransaction(MethodInvocation invocation,
+                                                              IllegalStateException refused) {
+        IllegalStateException refusal = new IllegalStateException("@Idempotent method " + invocation.getMethod() + " was called in a"
                 + " request that arrived inside a transaction already active on its thread, so nothing was"
                 + " claimed or run: its claim and its answer must commit in a transaction of their own, as they"
                 + " do for a client's request on a server. This happens in a @Transactional test (Spring's"
@@ -1088,6 +1090,8 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 + " @Transactional(propagation = Propagation.NOT_SUPPORTED) (or leave @Transactional off the test"
                 + " class) and remove what it wrote yourself, or send the request to the application on a random"
                 + " port. Outside tests, a filter ordered before the IdempotencyFilter opened the transaction:"
-                + " end it before the filter chain goes on.", cause);
+                + " end it before the filter chain goes on.");
+        refusal.addSuppressed(refused);
+        return refusal;
     }
 }
