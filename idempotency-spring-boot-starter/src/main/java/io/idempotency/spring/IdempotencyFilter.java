@@ -23,7 +23,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
-import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.stream.Collectors;
 import java.util.stream.Stream;
 
@@ -64,8 +64,11 @@ public class IdempotencyFilter extends OncePerRequestFilter {
      */
     static final int HEADER_SECTION_MARGIN = 256;
 
-    /** Requests this filter is serving: what the shutdown of a war waits for ({@link RequestDrain}). */
-    private final AtomicInteger inProgress = new AtomicInteger();
+    /**
+     * The threads serving a request in this filter: what the shutdown of a war waits for ({@link RequestDrain}), but
+     * for the thread that closes the application (a handler that does so would otherwise wait for itself).
+     */
+    private final Set<Thread> inProgress = ConcurrentHashMap.newKeySet();
 
     /** The largest header section the container sends over HTTP/1.1, once known (see {@link #limitHeaderSection}). */
     private volatile long maxHeaderSection = Long.MAX_VALUE;
@@ -205,17 +208,19 @@ public class IdempotencyFilter extends OncePerRequestFilter {
     @Override
     protected void doFilterInternal(HttpServletRequest request, HttpServletResponse response, FilterChain chain)
             throws ServletException, IOException {
-        inProgress.incrementAndGet();
+        Thread thread = Thread.currentThread();
+        inProgress.add(thread);
         try {
             filter(request, response, chain);
         } finally {
-            inProgress.decrementAndGet();
+            inProgress.remove(thread);
         }
     }
 
-    /** How many requests this filter is serving now. */
-    int requestsInProgress() {
-        return inProgress.get();
+    /** How many requests this filter is serving now on threads other than {@code thread}. */
+    int requestsInProgressBesides(Thread thread) {
+        int count = inProgress.size();
+        return inProgress.contains(thread) ? count - 1 : count;
     }
 
     private void filter(HttpServletRequest request, HttpServletResponse response, FilterChain chain)

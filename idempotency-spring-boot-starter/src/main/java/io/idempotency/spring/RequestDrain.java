@@ -16,7 +16,10 @@ import java.util.function.Supplier;
  * the application (Tomcat after waiting two seconds, its {@code unloadDelay}, for a servlet's requests), while its
  * threads still run them. Without the wait the engine would stop renewing their leases and the pool close under
  * them: an intent-first request's claim could be taken over while its handler still called the third party, and no
- * request could record its result. The container takes no new request for the application meanwhile.
+ * request could record its result. A container undeploying the application takes no new request for it meanwhile; an
+ * application that closes itself (Actuator's shutdown endpoint, {@code SpringApplication.exit}) is still sent requests
+ * while it waits, so under steady load the wait lasts the whole timeout. A request whose own thread closes the
+ * application is not waited for: it would wait for itself.
  * <p>
  * At most {@code spring.lifecycle.timeout-per-shutdown-phase}, in the phase of the web server's graceful shutdown
  * ({@link PeriodicTask#PHASE}), before the engine and the pool are destroyed. With an embedded server it waits for
@@ -45,19 +48,21 @@ final class RequestDrain implements SmartLifecycle {
     @Override
     public void stop() {
         running = false;
-        awaitRequests();
+        awaitRequests(Thread.currentThread(), System.nanoTime());
     }
 
     @Override
     public void stop(Runnable callback) {
         running = false;
-        if (embeddedServer() || inProgress() == 0) {
+        Thread closer = Thread.currentThread();
+        long started = System.nanoTime(); // the phase's timeout runs from here too
+        if (embeddedServer() || inProgress(closer) == 0) {
             callback.run();
             return;
         }
         Thread drain = new Thread(null, () -> {
             try {
-                awaitRequests();
+                awaitRequests(closer, started);
             } finally {
                 callback.run();
             }
@@ -66,13 +71,16 @@ final class RequestDrain implements SmartLifecycle {
         drain.start();
     }
 
-    /** Waits for the filter's requests to end, at most {@link #timeout}. */
-    private void awaitRequests() {
+    /**
+     * Waits for the filter's requests on threads other than {@code closer} (the one closing the application, which may
+     * be serving a request itself) to end, at most {@link #timeout} from {@code started}.
+     */
+    private void awaitRequests(Thread closer, long started) {
         if (embeddedServer()) {
             return;
         }
-        long deadline = System.nanoTime() + timeout.toNanos();
-        int left = inProgress();
+        long deadline = started + timeout.toNanos();
+        int left = inProgress(closer);
         if (left > 0) {
             log.info("Waiting for {} request(s) in progress through the idempotency filter to end, at most {}",
                     left, timeout);
@@ -90,12 +98,12 @@ final class RequestDrain implements SmartLifecycle {
                 Thread.currentThread().interrupt();
                 return;
             }
-            left = inProgress();
+            left = inProgress(closer);
         }
     }
 
-    private int inProgress() {
-        return filters.get().stream().mapToInt(IdempotencyFilter::requestsInProgress).sum();
+    private int inProgress(Thread closer) {
+        return filters.get().stream().mapToInt(filter -> filter.requestsInProgressBesides(closer)).sum();
     }
 
     /** Whether this context runs an embedded server, whose own shutdown decides what becomes of its requests. */
