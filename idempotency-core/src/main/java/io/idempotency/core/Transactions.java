@@ -7,6 +7,20 @@ package io.idempotency.core;
  */
 public interface Transactions {
 
+    /**
+     * The refusal of {@link #begin()} or {@link #checkNoneOpen()}: a transaction is already active on the current
+     * thread, and an idempotent execution must own its transaction. Thrown so that callers can tell it from other
+     * refusals and say what usually causes it.
+     */
+    class AlreadyActiveException extends IllegalStateException {
+
+        private static final long serialVersionUID = 1L;
+
+        public AlreadyActiveException(String message) {
+            super(message);
+        }
+    }
+
     /** Opens a new transaction bound to the current thread. Fails if one is already active there. */
     Transaction begin();
 

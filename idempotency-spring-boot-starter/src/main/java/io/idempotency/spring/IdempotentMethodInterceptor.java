@@ -10,6 +10,7 @@ import io.idempotency.core.RequestFingerprint;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
+import io.idempotency.core.Transactions;
 import jakarta.servlet.http.HttpServletRequest;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.aopalliance.intercept.MethodInvocation;
@@ -31,7 +32,6 @@ import org.springframework.http.InvalidMediaTypeException;
 import org.springframework.http.MediaType;
 import org.springframework.transaction.CannotCreateTransactionException;
 import org.springframework.transaction.TransactionSystemException;
-import org.springframework.transaction.support.TransactionSynchronizationManager;
 import org.springframework.util.LinkedCaseInsensitiveMap;
 import org.springframework.web.accept.ApiVersionStrategy;
 import org.springframework.web.context.request.RequestAttributes;
@@ -326,8 +326,8 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         IdempotencyEngine.Start start;
         try {
             start = engine.start(scopedKey, fingerprint, endpoint.mode, endpoint.lease);
-        } catch (IllegalStateException e) {
-            if (exchange.arrivedInTransaction() && TransactionSynchronizationManager.isActualTransactionActive()) {
+        } catch (Transactions.AlreadyActiveException e) {
+            if (exchange.arrivedInTransaction()) {
                 // refused (by the transactions, before anything was claimed) because of a transaction the request
                 // arrived in: name the usual cause and the way out. Transactions of the application's own that
                 // accept an outer transaction do not refuse, and this says nothing
@@ -1080,7 +1080,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
      * one, the one that says what to do, stays the root cause a test framework shows.
      */
     private static IllegalStateException inArrivedTransaction(MethodInvocation invocation,
-                                                              IllegalStateException refused) {
+                                                              Transactions.AlreadyActiveException refused) {
         IllegalStateException refusal = new IllegalStateException("@Idempotent method " + invocation.getMethod()
                 + " was called in a request that arrived inside a transaction already active on its thread, so nothing was"
                 + " claimed or run: its claim and its answer must commit in a transaction of their own, as they"
