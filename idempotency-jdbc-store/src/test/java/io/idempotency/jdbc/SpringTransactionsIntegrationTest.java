@@ -74,7 +74,8 @@ class SpringTransactionsIntegrationTest {
                     throw new IllegalStateException(e);
                 }
                 throw new IllegalStateException("the listener fails after the call");
-            })).hasMessage("java.lang.IllegalStateException: an idempotent execution must own its transaction, but"
+            })).hasMessage("io.idempotency.core.Transactions$AlreadyActiveException: an idempotent execution must own"
+                    + " its transaction, but"
                     + " one is already active on this thread: call IdempotencyTemplate.execute outside any transaction"
                     + " (not from a @Transactional method), and order @Idempotent outside @Transactional");
             assertThat(inside[0]).as("the call inside the caller's transaction returned no result").isNull();
