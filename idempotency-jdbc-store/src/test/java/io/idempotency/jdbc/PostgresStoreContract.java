@@ -229,7 +229,7 @@ abstract class PostgresStoreContract extends IdempotencyStoreContract {
                 update = line.substring(start + 1, line.indexOf('`', start + 1));
             }
         }
-        assertThat(update).as("the statement retention.md gives").contains("interval '60 days'");
+        assertThat(update).as("the statement retention.md gives").contains("interval '1440 hours'");
         StoredResponse answer = new StoredResponse(201, List.of(), "paid".getBytes(StandardCharsets.UTF_8));
         ScopedKey extended = newKey();
         ScopedKey left = newKey();
@@ -248,7 +248,7 @@ abstract class PostgresStoreContract extends IdempotencyStoreContract {
 
         assertThat(store().find(left)).as("a record not extended is removed").isEmpty();
         IdempotencyRecord record = store().find(extended).orElseThrow();
-        assertThat(new JdbcTemplate(dataSource()).queryForObject("SELECT expires_at = created_at + interval '60 days'"
+        assertThat(new JdbcTemplate(dataSource()).queryForObject("SELECT expires_at = created_at + interval '1440 hours'"
                 + " FROM " + IdempotencySchema.DEFAULT_TABLE_NAME + " WHERE idempotency_key = ?", Boolean.class,
                 extended.key())).as("extended to 60 days after its claim").isTrue();
         ClaimResult again = inTransaction(store -> store.claim(new ClaimRequest(extended, "e".repeat(64),

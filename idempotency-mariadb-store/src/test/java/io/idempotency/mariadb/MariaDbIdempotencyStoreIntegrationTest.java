@@ -336,9 +336,9 @@ class MariaDbIdempotencyStoreIntegrationTest extends MariaDbStoreContract {
                 mariaDb = line.substring(dateAdd + 11, line.indexOf('`', dateAdd + 11));
             }
         }
-        assertThat(update).as("the statement retention.md gives").contains("created_at + interval '60 days'");
+        assertThat(update).as("the statement retention.md gives").contains("created_at + interval '1440 hours'");
         assertThat(mariaDb).as("its MariaDB form").isEqualTo("DATE_ADD(created_at, INTERVAL 60 DAY)");
-        update = update.replace("created_at + interval '60 days'", mariaDb);
+        update = update.replace("created_at + interval '1440 hours'", mariaDb);
         StoredResponse answer = new StoredResponse(201, List.of(), "paid".getBytes(StandardCharsets.UTF_8));
         ScopedKey extended = newKey();
         ScopedKey left = newKey();
