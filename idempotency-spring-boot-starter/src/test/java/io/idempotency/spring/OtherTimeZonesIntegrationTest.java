@@ -7,6 +7,7 @@ import org.junit.jupiter.api.io.TempDir;
 
 import java.net.ServerSocket;
 import java.net.URI;
+import java.net.URLEncoder;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
@@ -18,8 +19,10 @@ import java.time.Instant;
 import java.time.ZoneOffset;
 import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.UUID;
+import java.util.stream.Stream;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -112,6 +115,17 @@ class OtherTimeZonesIntegrationTest {
             assertThat(unknown.statusCode()).as(unknown.body()).isEqualTo(500);
             assertThat(database.queryString("select status || ' ' || (locked_until - created_at = interval '3 seconds')"
                     + " from idempotency_keys where idempotency_key = '" + charge + "'")).isEqualTo("PROCESSING true");
+            // and as the store reads them in the application's JVM: the same instants
+            String scope = database.queryString("select scope from idempotency_keys where idempotency_key = '"
+                    + charge + "'");
+            List<Instant> read = Arrays.stream(get(port, "/zone/record?scope=" + URLEncoder.encode(scope,
+                    StandardCharsets.UTF_8) + "&key=" + charge).split(" ")).map(Instant::parse).toList();
+            List<Instant> stored = Arrays.stream(database.queryString("select concat_ws(' ', "
+                    + String.join(", ", Stream.of("created_at", "expires_at", "locked_until").map(column -> "to_char("
+                    + column + " at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')").toList())
+                    + ") from idempotency_keys where idempotency_key = '" + charge + "'").split(" "))
+                    .map(Instant::parse).toList();
+            assertThat(read).hasSize(3).isEqualTo(stored);
             HttpResponse<String> held = post(port, "/zone/charges", charge, "charge", "no");
             assertThat(held.statusCode()).as(held.body()).isEqualTo(409);
             assertThat(held.headers().firstValue("Retry-After")).hasValueSatisfying(

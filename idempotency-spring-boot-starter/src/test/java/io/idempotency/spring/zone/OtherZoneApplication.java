@@ -1,7 +1,10 @@
 package io.idempotency.spring.zone;
 
 import io.idempotency.core.IdempotencyMode;
+import io.idempotency.core.IdempotencyRecord;
+import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.Idempotent;
+import io.idempotency.core.ScopedKey;
 import jakarta.servlet.http.HttpServletResponse;
 import org.springframework.boot.SpringApplication;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
@@ -40,9 +43,18 @@ public class OtherZoneApplication {
 
         private final Map<String, AtomicInteger> executions = new ConcurrentHashMap<>();
         private final JdbcClient jdbc;
+        private final IdempotencyStore store;
 
-        Payments(JdbcClient jdbc) {
+        Payments(JdbcClient jdbc, IdempotencyStore store) {
             this.jdbc = jdbc;
+            this.store = store;
+        }
+
+        /** A record's times as the store reads them in this JVM: claimed, expiring, lease end (or null). */
+        @GetMapping("/zone/record")
+        public String record(@RequestParam String scope, @RequestParam String key) {
+            IdempotencyRecord record = store.find(new ScopedKey("", scope, key)).orElseThrow();
+            return record.createdAt() + " " + record.expiresAt() + " " + record.lockedUntil();
         }
 
         /** The time zone of the application's database sessions. */
