@@ -194,7 +194,7 @@ public class PostgresPartitionMaintenance {
      * range partition, or a default partition (which one made outside the library may have).
      */
     public boolean coversNow() {
-        try (Connection connection = dataSource.getConnection()) {
+        try (Connection connection = ReadConnections.borrow(dataSource)) {
             Instant now = databaseNow(connection);
             return hasDefaultPartition(connection) || partitions(connection).stream()
                     .anyMatch(p -> !p.detachPending() && !now.isBefore(p.from()) && now.isBefore(p.to()));
@@ -283,7 +283,7 @@ public class PostgresPartitionMaintenance {
 
     /** The partitions attached now, oldest first. */
     public List<Partition> partitions() {
-        try (Connection connection = dataSource.getConnection()) {
+        try (Connection connection = ReadConnections.borrow(dataSource)) {
             return partitions(connection);
         } catch (SQLException e) {
             throw new IllegalStateException("could not list the partitions of " + table, e);

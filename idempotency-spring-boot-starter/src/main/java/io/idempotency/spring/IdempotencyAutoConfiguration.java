@@ -15,6 +15,7 @@ import io.idempotency.jdbc.JdbcIdempotencyStore;
 import io.idempotency.jdbc.PartitionedPostgresIdempotencyStore;
 import io.idempotency.jdbc.PostgresIdempotencyStore;
 import io.idempotency.jdbc.PostgresPartitionMaintenance;
+import io.idempotency.jdbc.ReadConnections;
 import io.idempotency.jdbc.SpringTransactions;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import jakarta.servlet.ServletContext;
@@ -764,7 +765,7 @@ public class IdempotencyAutoConfiguration {
      * database could not be asked (every transaction then sets it: always correct).
      */
     private static Integer defaultIsolation(DataSource dataSource) {
-        try (Connection connection = dataSource.getConnection()) {
+        try (Connection connection = ReadConnections.borrow(dataSource)) {
             return connection.getTransactionIsolation();
         } catch (SQLException e) {
             return null;

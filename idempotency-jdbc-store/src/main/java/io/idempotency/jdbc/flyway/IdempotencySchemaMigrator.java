@@ -7,6 +7,7 @@ import org.flywaydb.core.api.output.MigrateResult;
 
 import io.idempotency.core.ScopedKey;
 import io.idempotency.jdbc.IdempotencySchema;
+import io.idempotency.jdbc.ReadConnections;
 
 import javax.sql.DataSource;
 import java.sql.Connection;
@@ -190,7 +191,7 @@ public final class IdempotencySchemaMigrator {
         int[] earlier = {V1__Create_idempotency_keys.checksumOf(IdempotencySchema.postgresql(tableName)),
                 V1__Create_idempotency_keys.checksumOf(IdempotencySchema.postgresqlPartitioned(tableName))};
         String written = " WHERE version = '1' AND checksum IN (?, ?)";
-        try (Connection connection = dataSource.getConnection()) {
+        try (Connection connection = ReadConnections.borrow(dataSource)) {
             // looked for first: a role that may read the history but not change it (the migration ran as the owner)
             // has nothing to change in a history of this version, and may not even run an UPDATE that matches nothing
             try (PreparedStatement statement = connection.prepareStatement("SELECT 1 FROM " + history + written)) {
@@ -220,7 +221,7 @@ public final class IdempotencySchemaMigrator {
     }
 
     private boolean exists(String relation) {
-        try (Connection connection = dataSource.getConnection();
+        try (Connection connection = ReadConnections.borrow(dataSource);
              PreparedStatement statement = connection.prepareStatement("SELECT to_regclass(?) IS NOT NULL")) {
             statement.setString(1, relation);
             try (ResultSet rs = statement.executeQuery()) {
@@ -319,7 +320,7 @@ public final class IdempotencySchemaMigrator {
         List<String> narrowKeys = new ArrayList<>();
         String role = null;
         List<String> denied = new ArrayList<>();
-        try (Connection connection = dataSource.getConnection()) {
+        try (Connection connection = ReadConnections.borrow(dataSource)) {
             // the type without its modifier: a precision (timestamptz(6), as Hibernate's DDL writes it) is no other type
             // and the collation of a text column whose equality is not byte for byte (case-insensitive, say); then
             // the type as declared, and its modifier, for the length of a varchar or char
@@ -532,7 +533,7 @@ public final class IdempotencySchemaMigrator {
     private void checkSchema() {
         String found;
         String current;
-        try (Connection connection = dataSource.getConnection();
+        try (Connection connection = ReadConnections.borrow(dataSource);
              PreparedStatement statement = connection.prepareStatement("SELECT n.nspname, current_schema()"
                      + " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(?)")) {
             statement.setString(1, tableName);
@@ -590,7 +591,7 @@ public final class IdempotencySchemaMigrator {
 
     /** The database's product name and version, as its driver reports them. */
     private String[] databaseProduct() {
-        try (Connection connection = dataSource.getConnection()) {
+        try (Connection connection = ReadConnections.borrow(dataSource)) {
             DatabaseMetaData metaData = connection.getMetaData();
             return new String[] {metaData.getDatabaseProductName(), metaData.getDatabaseProductVersion()};
         } catch (SQLException e) {
@@ -604,7 +605,7 @@ public final class IdempotencySchemaMigrator {
      * schema yet (Flyway creates it, or says why it cannot).
      */
     private String[] creationDenied() {
-        try (Connection connection = dataSource.getConnection();
+        try (Connection connection = ReadConnections.borrow(dataSource);
              PreparedStatement statement = connection.prepareStatement("SELECT current_user, current_schema(),"
                      + " has_schema_privilege(current_schema(), 'CREATE')")) {
             try (ResultSet rs = statement.executeQuery()) {
@@ -620,7 +621,7 @@ public final class IdempotencySchemaMigrator {
 
     /** Whether the table is partitioned; {@code null} if it does not exist (yet). */
     private Boolean existingLayout() {
-        try (Connection connection = dataSource.getConnection();
+        try (Connection connection = ReadConnections.borrow(dataSource);
              PreparedStatement statement = connection.prepareStatement(
                      "SELECT relkind FROM pg_class WHERE oid = to_regclass(?)")) {
             statement.setString(1, IdempotencySchema.checkTableName(tableName));
