@@ -1008,6 +1008,25 @@ class IdempotencyAutoConfigurationTest {
         assertThat(output.toString().substring(warned)).doesNotContain(warning);
     }
 
+    /**
+     * The same warning on Spring Boot's other pools names the setting of the pool in use: Hikari's property, which it
+     * used to name whatever the pool, binds to nothing on DBCP2 or Tomcat JDBC, and setting it would change nothing.
+     */
+    @ParameterizedTest
+    @CsvSource({
+            "org.apache.commons.dbcp2.BasicDataSource, spring.datasource.dbcp2.default-transaction-isolation",
+            "org.apache.tomcat.jdbc.pool.DataSource, spring.datasource.tomcat.default-transaction-isolation"})
+    void theStricterIsolationWarningNamesTheSettingOfThePoolInUse(String type, String setting,
+            org.springframework.boot.test.system.CapturedOutput output) {
+        int before = output.toString().length();
+        runner.withUserConfiguration(DefaultTransactionalController.class)
+                .withPropertyValues("spring.datasource.type=" + type, setting + "=8") // SERIALIZABLE
+                .run(context -> assertThat(context).hasNotFailed());
+        assertThat(output.toString().substring(before))
+                .contains("run at READ COMMITTED, not at SERIALIZABLE", setting + "=2")
+                .doesNotContain("spring.datasource.hikari");
+    }
+
     /** A list written to add one header replaces the default whole: the two a client reads a body with are missed. */
     @Test
     void replayedHeadersWithoutTheOnesABodyIsReadWithAreWarnedAbout(
