@@ -427,7 +427,8 @@ public class IdempotencyAutoConfiguration {
         if (Boolean.FALSE.equals(readCommitted)) {
             // each transaction asks for READ COMMITTED: the transaction manager must be able to set it (not asked when
             // the database could not be reached just now: the probe would only wait for it as long again)
-            IdempotencyStartupChecks.checkReadCommittedCanBeSet(transactions, transactionManager);
+            IdempotencyStartupChecks.checkReadCommittedCanBeSet(transactions, transactionManager,
+                    isolation.dataSource());
         }
         return transactions;
     }

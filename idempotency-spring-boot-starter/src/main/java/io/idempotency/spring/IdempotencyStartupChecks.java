@@ -680,9 +680,34 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                 + " (the claim needs it), so their reads and writes lose the protection the pool's level gives the"
                 + " application's other transactions (a balance checked and then debited could be debited twice"
                 + " concurrently). Guard what they protect with row locks (SELECT ... FOR UPDATE) or optimistic locking"
-                + " (@Version); where nothing else needs the stricter level, set the pool to READ COMMITTED (with Spring"
-                + " Boot's pool: spring.datasource.hikari.transaction-isolation=TRANSACTION_READ_COMMITTED), which also"
-                + " spares each request the statements that set the level.");
+                + " (@Version); where nothing else needs the stricter level, set the pool to READ COMMITTED ("
+                + readCommittedSetting(dataSource) + "), which also spares each request the statements that set the"
+                + " level.");
+    }
+
+    /**
+     * The setting that makes the connections of {@code dataSource} default to READ COMMITTED, for the pools Spring Boot
+     * configures: each pool has a property of its own, and the others' bind to nothing.
+     */
+    static String readCommittedSetting(DataSource dataSource) {
+        DataSource pool = unwrap(dataSource);
+        for (Class<?> type = pool == null ? null : pool.getClass(); type != null; type = type.getSuperclass()) {
+            switch (type.getName()) {
+                case "com.zaxxer.hikari.HikariDataSource" -> {
+                    return "with Spring Boot's HikariCP: spring.datasource.hikari.transaction-isolation"
+                            + "=TRANSACTION_READ_COMMITTED";
+                }
+                case "org.apache.commons.dbcp2.BasicDataSource" -> {
+                    return "with Spring Boot's Commons DBCP2: spring.datasource.dbcp2.default-transaction-isolation=2";
+                }
+                case "org.apache.tomcat.jdbc.pool.DataSourceProxy" -> {
+                    return "with Spring Boot's Tomcat JDBC: spring.datasource.tomcat.default-transaction-isolation=2";
+                }
+                default -> {
+                }
+            }
+        }
+        return "the pool's default transaction isolation, or the database role's default_transaction_isolation";
     }
 
     /** Whether {@code dataSource} is, or wraps, a DataSource that routes each connection; false if it cannot say. */
@@ -1285,7 +1310,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
      * any isolation level, and every idempotent request would fail. One transaction is begun and rolled back to find
      * out; a failure of another kind (the database not reachable yet) is left to the requests, which meet it anyway.
      */
-    static void checkReadCommittedCanBeSet(Transactions transactions, PlatformTransactionManager transactionManager) {
+    static void checkReadCommittedCanBeSet(Transactions transactions, PlatformTransactionManager transactionManager,
+                                           DataSource dataSource) {
         Transactions.Transaction probe;
         try {
             probe = transactions.begin();
@@ -1295,7 +1321,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                     + " connections were not found to default to it, so each transaction asks for it, and the"
                     + " transaction manager refuses to set an isolation level (" + e.getMessage()
                     + "). Every idempotent request would fail.", "Make the connections default to READ COMMITTED"
-                    + " (spring.datasource.hikari.transaction-isolation=TRANSACTION_READ_COMMITTED), or let the"
+                    + " (" + readCommittedSetting(dataSource) + "), or let the"
                     + " transaction manager set the level: with Hibernate, keep a connection handling mode that holds"
                     + " the connection until the session closes (Spring Boot's default,"
                     + " DELAYED_ACQUISITION_AND_HOLD).");
