@@ -1,5 +1,6 @@
 package io.idempotency.spring;
 
+import io.idempotency.jdbc.PostgresPartitionMaintenance;
 import io.idempotency.spring.app.TestApplication;
 import io.idempotency.testkit.TestPostgres;
 import org.apache.commons.dbcp2.BasicDataSource;
@@ -19,6 +20,10 @@ import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
@@ -105,6 +110,46 @@ class OtherConnectionPoolsIntegrationTest {
             Long orders = report.execute(outer -> other.execute(inner -> jdbc.queryForObject(
                     "select count(*) from orders", Long.class)));
             assertThat(orders).isZero();
+        }
+    }
+
+    /**
+     * Partition maintenance sets lock_timeout and statement_timeout on its connection and turns auto-commit on (a
+     * partition's detach cannot run inside a transaction): the connection goes back with what it came with — the
+     * timeout the pool's init SQL set, auto-commit off, the pool's isolation — as a pool need not reset what a
+     * borrower changed (neither DBCP2 nor Tomcat JDBC resets a session setting). Every connection of the pool is
+     * borrowed at once afterwards, so the one maintenance used is among them.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {DBCP2, TOMCAT})
+    void partitionMaintenanceGivesItsConnectionBackAsItCame(String type) throws Exception {
+        String pool = type.equals(DBCP2) ? "dbcp2" : "tomcat";
+        TestPostgres.Database database = TestDatabases.withOrders();
+        try (ConfigurableApplicationContext context = start(database, type, List.of(
+                "idempotency.retention.cleanup.mode=drop-partitions",
+                "spring.datasource." + pool + (pool.equals("dbcp2") ? ".max-total=2" : ".max-active=2"),
+                "spring.datasource." + pool + ".default-auto-commit=false",
+                "spring.datasource." + pool + ".default-transaction-isolation=4", // REPEATABLE READ
+                pool.equals("dbcp2") ? "spring.datasource.dbcp2.connection-init-sqls=SET statement_timeout = '7s'"
+                        : "spring.datasource.tomcat.init-s-q-l=SET statement_timeout = '7s'"))) {
+            DataSource dataSource = context.getBean(DataSource.class);
+            new PostgresPartitionMaintenance(dataSource, "idempotency_keys",
+                    Duration.ofDays(1), 7, Duration.ofSeconds(2))
+                    .run(Duration.ofDays(2));
+            try (Connection first = dataSource.getConnection();
+                 Connection second = dataSource.getConnection()) {
+                for (Connection connection : List.of(first, second)) {
+                    assertThat(connection.getAutoCommit()).isFalse();
+                    try (Statement statement = connection.createStatement();
+                         ResultSet rs = statement.executeQuery("select current_setting('statement_timeout'),"
+                                 + " current_setting('lock_timeout'), current_setting('transaction_isolation')")) {
+                        rs.next();
+                        assertThat(List.of(rs.getString(1), rs.getString(2), rs.getString(3)))
+                                .containsExactly("7s", "0", "repeatable read");
+                    }
+                    connection.rollback();
+                }
+            }
         }
     }
 
