@@ -1,6 +1,8 @@
 package io.idempotency.spring;
 
+import com.zaxxer.hikari.HikariDataSource;
 import io.idempotency.jdbc.PostgresPartitionMaintenance;
+import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.spring.app.TestApplication;
 import io.idempotency.testkit.TestPostgres;
 import org.apache.commons.dbcp2.BasicDataSource;
@@ -150,6 +152,31 @@ class OtherConnectionPoolsIntegrationTest {
                     connection.rollback();
                 }
             }
+        }
+    }
+
+    /**
+     * A pool whose connections are read-only (defaultReadOnly, as one pointed at a replica by mistake, or a database
+     * made read-only for maintenance) on a table created beforehand: the application starts, and a request with a
+     * key is answered 503 idempotency-store-unavailable before its handler runs — nothing written, the connection back
+     * in the pool — so that its client retries it once the store can be written again.
+     */
+    @Test
+    void aReadOnlyPoolAnswersRequestsWithAKey503WithoutRunningThem() throws Exception {
+        TestPostgres.Database database = TestDatabases.withOrders();
+        try (HikariDataSource writable = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(writable, "idempotency_keys", false).migrate();
+        }
+        try (ConfigurableApplicationContext context = start(database, DBCP2, List.of(
+                "spring.datasource.dbcp2.max-total=2", "spring.datasource.dbcp2.default-read-only=true"))) {
+            int port = ((WebServerApplicationContext) context).getWebServer().getPort();
+            String key = UUID.randomUUID().toString();
+            HttpResponse<String> refused = post(port, "/orders", key, "read-only-" + key);
+            assertThat(refused.statusCode()).isEqualTo(503);
+            assertThat(refused.body()).contains("idempotency-store-unavailable");
+            assertThat(TestDatabases.rows(database, "read-only-" + key)).isZero();
+            assertThat(TestDatabases.keyRows(database, key)).isZero();
+            assertThat(dbcp2Active(context.getBean(DataSource.class))).isZero();
         }
     }
 
