@@ -1,6 +1,8 @@
 package io.idempotency.spring;
 
 import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.core.IdempotencyStore;
+import io.idempotency.core.ScopedKey;
 import io.idempotency.jdbc.PostgresPartitionMaintenance;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.spring.app.TestApplication;
@@ -112,6 +114,35 @@ class OtherConnectionPoolsIntegrationTest {
             Long orders = report.execute(outer -> other.execute(inner -> jdbc.queryForObject(
                     "select count(*) from orders", Long.class)));
             assertThat(orders).isZero();
+        }
+    }
+
+    /**
+     * The store's reads outside any transaction — a replay read from the database, the reads after a failed commit,
+     * the stale-claim sweeper's look for expired leases every 30 seconds — give a Tomcat JDBC connection without
+     * auto-commit back outside a transaction too: left in one, the next request on it (whose transaction asks for
+     * READ COMMITTED on a pool at SERIALIZABLE) would be answered 503.
+     */
+    @Test
+    void theStoresReadsOutsideATransactionGiveTomcatJdbcConnectionsBackOutsideOne() throws Exception {
+        TestPostgres.Database database = TestDatabases.withOrders();
+        try (ConfigurableApplicationContext context = start(database, TOMCAT, List.of(
+                "spring.datasource.tomcat.max-active=2", "spring.datasource.tomcat.default-auto-commit=false",
+                "spring.datasource.tomcat.default-transaction-isolation=8"))) { // SERIALIZABLE
+            int port = ((WebServerApplicationContext) context).getWebServer().getPort();
+            IdempotencyStore store = context.getBean(IdempotencyStore.class);
+
+            assertThat(store.find(new ScopedKey("", "POST /orders", UUID.randomUUID().toString()))).isEmpty();
+            assertThat(store.findExpiredLeases(10)).isEmpty();
+
+            assertThat(database.queryLong("select count(*) from pg_stat_activity where application_name = '"
+                    + database.schema() + "' and state like 'idle in transaction%'"))
+                    .as("pooled connections left inside a transaction").isZero();
+            for (int i = 0; i < 2; i++) { // on each of the pool's two connections
+                String key = UUID.randomUUID().toString();
+                HttpResponse<String> answer = post(port, "/orders", key, "after-read-" + key);
+                assertThat(answer.statusCode()).as(answer.body()).isEqualTo(201);
+            }
         }
     }
 
