@@ -6,7 +6,11 @@ import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.RecordStatus;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoredResponse;
+import org.springframework.jdbc.core.ArgumentPreparedStatementSetter;
+import org.springframework.jdbc.core.ConnectionCallback;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.core.RowMapper;
+import org.springframework.jdbc.core.RowMapperResultSetExtractor;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.jdbc.datasource.TransactionAwareDataSourceProxy;
 import org.springframework.transaction.TransactionDefinition;
@@ -14,6 +18,7 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
 import org.springframework.transaction.support.TransactionTemplate;
 
 import javax.sql.DataSource;
+import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Timestamp;
@@ -175,14 +180,40 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
 
     @Override
     public List<IdempotencyRecord> findExpiredLeases(int limit) {
-        return jdbc.query(statements.expiredLeases(), (rs, n) -> record(new ScopedKey(rs.getString("caller"),
+        return read(statements.expiredLeases(), (rs, n) -> record(new ScopedKey(rs.getString("caller"),
                 rs.getString("scope"), rs.getString("idempotency_key")), rs), limit);
     }
 
     @Override
     public Optional<IdempotencyRecord> find(ScopedKey key) {
-        return jdbc.query(statements.select(), (rs, n) -> record(key, rs), key.caller(), key.scope(), key.key())
+        return read(statements.select(), (rs, n) -> record(key, rs), key.caller(), key.scope(), key.key())
                 .stream().findFirst();
+    }
+
+    /**
+     * Runs a query in the caller's transaction if one holds a connection of this store's DataSource, else on a
+     * connection it gives back outside a transaction: one the pool hands out without auto-commit begins a transaction
+     * with the query, which a pool need not end when the connection comes back (Tomcat JDBC's
+     * {@code rollbackOnReturn} is off by default). Left open there, the next transaction on the connection could not
+     * ask for its isolation level. Rolled back here, as it wrote nothing; a connection in auto-commit mode costs
+     * nothing more.
+     */
+    protected <T> List<T> read(String sql, RowMapper<T> rows, Object... args) {
+        if (joinsTransaction()) {
+            return jdbc.query(sql, rows, args);
+        }
+        return jdbc.execute((ConnectionCallback<List<T>>) connection -> {
+            try (PreparedStatement statement = connection.prepareStatement(sql)) {
+                new ArgumentPreparedStatementSetter(args).setValues(statement);
+                try (ResultSet resultSet = statement.executeQuery()) {
+                    return new RowMapperResultSetExtractor<>(rows).extractData(resultSet);
+                }
+            } finally {
+                if (!connection.getAutoCommit()) {
+                    connection.rollback();
+                }
+            }
+        });
     }
 
     /**
