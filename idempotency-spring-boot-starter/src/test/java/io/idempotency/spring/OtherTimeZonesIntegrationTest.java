@@ -107,13 +107,13 @@ class OtherTimeZonesIntegrationTest {
                     + " || to_char(created_at at time zone 'UTC', 'YYYYMMDD') || '_000000'"
                     + " from idempotency_keys where idempotency_key = '" + key + "'")).isEqualTo("t");
 
-            // intent-first: an unknown outcome keeps the claim for its lease (3 s, not shifted by either zone's
+            // intent-first: an unknown outcome keeps the claim for its lease (8 s, not shifted by either zone's
             // offset), a retry meanwhile gets 409, and once the lease has ended on the database's clock a retry
             // takes the claim over
             String charge = UUID.randomUUID().toString();
             HttpResponse<String> unknown = post(port, "/zone/charges", charge, "charge", "unknown");
             assertThat(unknown.statusCode()).as(unknown.body()).isEqualTo(500);
-            assertThat(database.queryString("select status || ' ' || (locked_until - created_at = interval '3 seconds')"
+            assertThat(database.queryString("select status || ' ' || (locked_until - created_at = interval '8 seconds')"
                     + " from idempotency_keys where idempotency_key = '" + charge + "'")).isEqualTo("PROCESSING true");
             // and as the store reads them in the application's JVM: the same instants
             String scope = database.queryString("select scope from idempotency_keys where idempotency_key = '"

@@ -72,7 +72,7 @@ public class OtherZoneApplication {
         }
 
         @PostMapping("/zone/charges")
-        @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "3s")
+        @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "8s")
         @ResponseStatus(HttpStatus.CREATED)
         public Map<String, Object> charge(@RequestBody Map<String, String> body,
                                           @RequestHeader(name = "X-Fail", defaultValue = "no") String fail) {
