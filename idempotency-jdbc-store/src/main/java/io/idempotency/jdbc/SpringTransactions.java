@@ -111,9 +111,9 @@ public class SpringTransactions implements Transactions {
      * {@code @Transactional} method meets this only at run time.
      */
     private static IllegalStateException alreadyActive() {
-        return new Transactions.AlreadyActiveException("an idempotent execution must own its transaction, but one is already"
-                + " active on this thread: call IdempotencyTemplate.execute outside any transaction (not from a"
-                + " @Transactional method), and order @Idempotent outside @Transactional");
+        return new Transactions.AlreadyActiveException("an idempotent execution must own its transaction, but one is"
+                + " already active on this thread: call IdempotencyTemplate.execute outside any transaction (not"
+                + " from a @Transactional method), and order @Idempotent outside @Transactional");
     }
 
     @Override

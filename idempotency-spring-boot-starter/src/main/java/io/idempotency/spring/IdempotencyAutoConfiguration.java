@@ -420,7 +420,7 @@ public class IdempotencyAutoConfiguration {
         IdempotencyStartupChecks.checkTransactionManager(transactionManager, isolation.dataSource());
         Boolean readCommitted = isolation.level() == null ? null
                 : isolation.level() == Connection.TRANSACTION_READ_COMMITTED;
-        // PostgreSQL: READ COMMITTED asked for inside each transaction, never as a session setting (see SpringTransactions)
+        // PostgreSQL: READ COMMITTED asked for inside each transaction, never as a session setting (SpringTransactions)
         SpringTransactions transactions = new SpringTransactions(transactionManager,
                 Boolean.TRUE.equals(readCommitted), entityManagerConnectionCheck(),
                 isolation.postgres() ? PostgresIdempotencyStore.READ_COMMITTED : null);
@@ -1024,9 +1024,10 @@ public class IdempotencyAutoConfiguration {
         }
 
         /**
-         * Whether {@code servletContext} is a test's mock ({@code MockServletContext} of spring-test, or a subclass such
-         * as Spring Boot's), not a container's: a war runs in a context that is no {@link WebServerApplicationContext}
-         * either, and may hold an embedded server's factory its container does not use.
+         * Whether {@code servletContext} is a test's mock ({@code MockServletContext} of spring-test, or a subclass
+         * such as Spring Boot's), not a container's: a war runs in a context that is no
+         * {@link WebServerApplicationContext} either, and may hold an embedded server's factory its container does not
+         * use.
          */
         private static boolean mockServletContext(ServletContext servletContext) {
             for (Class<?> type = servletContext == null ? null : servletContext.getClass(); type != null;

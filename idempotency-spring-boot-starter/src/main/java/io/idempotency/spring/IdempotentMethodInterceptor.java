@@ -1082,8 +1082,8 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
     private static IllegalStateException inArrivedTransaction(MethodInvocation invocation,
                                                               Transactions.AlreadyActiveException refused) {
         IllegalStateException refusal = new IllegalStateException("@Idempotent method " + invocation.getMethod()
-                + " was called in a request that arrived inside a transaction already active on its thread, so nothing was"
-                + " claimed or run: its claim and its answer must commit in a transaction of their own, as they"
+                + " was called in a request that arrived inside a transaction already active on its thread, so nothing"
+                + " was claimed or run: its claim and its answer must commit in a transaction of their own, as they"
                 + " do for a client's request on a server. This happens in a @Transactional test (Spring's"
                 + " test-managed transaction) that sends the request through MockMvc, which runs it on the test's"
                 + " thread; take that test method out of the transaction with"
