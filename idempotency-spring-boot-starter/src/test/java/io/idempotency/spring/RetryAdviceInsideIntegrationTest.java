@@ -275,7 +275,7 @@ class RetryAdviceInsideIntegrationTest {
         int port = ((WebServerApplicationContext) context).getWebServer().getPort();
         HttpRequest request = HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/retried-inside/charges"))
                 .header("Content-Type", "text/plain").header("Idempotency-Key", key)
-                .header("X-Charge-Before", Instant.now().plusMillis(300).toString())
+                .header("X-Charge-Before", Instant.now().plusMillis(2000).toString())
                 .POST(HttpRequest.BodyPublishers.ofString("charge-" + key)).build();
 
         HttpResponse<String> response = HttpClient.newHttpClient().send(request, HttpResponse.BodyHandlers.ofString());
