@@ -1,0 +1,90 @@
+package io.idempotency.jdbc;
+
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Test;
+import org.postgresql.ds.PGSimpleDataSource;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DelegatingDataSource;
+
+import javax.sql.DataSource;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Proxy;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.catchThrowable;
+
+/**
+ * The connections the library reads on outside a transaction of its own go back to the pool outside a transaction,
+ * and a connection of the caller's transaction is left to it.
+ */
+class ReadConnectionsIntegrationTest {
+
+    /**
+     * A rollback refused by a connection that is still alive (a driver's or a proxy's failure) would leave it in the
+     * pool inside its transaction, "idle in transaction": the connection is given up instead, which ends the
+     * transaction with the session, and the read it served is still answered. HikariCP's own rollback on return is
+     * refused too here, as it would be on such a connection.
+     */
+    @Test
+    void aConnectionWhoseRollbackIsRefusedDoesNotGoBackInItsTransaction() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        AtomicBoolean refuseRollbacks = new AtomicBoolean();
+        PGSimpleDataSource driver = new PGSimpleDataSource();
+        driver.setURL(database.url());
+        driver.setUser(database.user());
+        driver.setPassword(database.password());
+        DataSource refusing = new DelegatingDataSource(driver) {
+            @Override
+            public Connection getConnection() throws SQLException {
+                return refusingRollbacks(super.getConnection(), refuseRollbacks);
+            }
+        };
+        HikariConfig config = new HikariConfig();
+        config.setDataSource(refusing);
+        config.setAutoCommit(false);
+        config.setMaximumPoolSize(1);
+        try (HikariDataSource pool = new HikariDataSource(config)) {
+            long[] backend = new long[1];
+            refuseRollbacks.set(true);
+            Throwable thrown = catchThrowable(() -> {
+                try (Connection connection = ReadConnections.borrow(pool);
+                     Statement statement = connection.createStatement();
+                     ResultSet rs = statement.executeQuery("select pg_backend_pid()")) {
+                    rs.next();
+                    backend[0] = rs.getLong(1);
+                }
+            });
+            refuseRollbacks.set(false);
+
+            assertThat(backend[0]).isPositive();
+            assertThat(database.queryLong("select count(*) from pg_stat_activity where pid = " + backend[0]
+                    + " and state like 'idle in transaction%'")).as("session left inside its transaction").isZero();
+            assertThat(thrown).as("the read was answered").isNull();
+            assertThat(new JdbcTemplate(pool).queryForObject("select 1", Integer.class))
+                    .as("the pool still serves").isEqualTo(1);
+        }
+    }
+
+    /** {@code connection}, whose rollbacks fail while {@code refuse} is set and the connection is open. */
+    private static Connection refusingRollbacks(Connection connection, AtomicBoolean refuse) {
+        return (Connection) Proxy.newProxyInstance(ReadConnectionsIntegrationTest.class.getClassLoader(),
+                new Class<?>[] {Connection.class}, (proxy, method, args) -> {
+                    if (method.getName().equals("rollback") && method.getParameterCount() == 0 && refuse.get()
+                            && !connection.isClosed()) {
+                        throw new SQLException("rollback refused", "XX000");
+                    }
+                    try {
+                        return method.invoke(connection, args);
+                    } catch (InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                });
+    }
+}
