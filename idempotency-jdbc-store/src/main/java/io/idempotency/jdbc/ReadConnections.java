@@ -15,7 +15,9 @@ import java.sql.SQLException;
  * ({@code rollbackOnReturn=false}), nor does a pool of one's own. Left in the pool inside a transaction, the connection
  * sits "idle in transaction" (which {@code idle_in_transaction_session_timeout} ends), and the next borrower's
  * transaction that asks for an isolation level fails: PostgreSQL's driver cannot change it in the middle of a
- * transaction. So the connection's transaction, if any, is rolled back before it goes back: it wrote nothing.
+ * transaction. So the connection's transaction, if any, is rolled back before it goes back: it wrote nothing. A
+ * connection that refuses the rollback is aborted ({@link Connection#abort}) rather than given back inside its
+ * transaction: the database ends the transaction with the session, and the pool discards a closed connection.
  */
 public final class ReadConnections {
 
@@ -30,14 +32,18 @@ public final class ReadConnections {
         Connection connection = dataSource.getConnection();
         InvocationHandler handler = (proxy, method, args) -> {
             if (method.getName().equals("close") && method.getParameterCount() == 0) {
+                boolean aborted = false;
                 try {
-                    if (!connection.isClosed() && !connection.getAutoCommit()) {
-                        connection.rollback();
-                    }
-                } catch (SQLException e) {
-                    // a lost connection: the database ended its transaction with the session, and the pool discards it
+                    aborted = rollBack(connection);
                 } finally {
-                    connection.close();
+                    try {
+                        connection.close();
+                    } catch (SQLException e) {
+                        // a pool may report the aborted connection as broken when it comes back: it discards it
+                        if (!aborted) {
+                            throw e;
+                        }
+                    }
                 }
                 return null;
             }
@@ -49,5 +55,29 @@ public final class ReadConnections {
         };
         return (Connection) Proxy.newProxyInstance(ReadConnections.class.getClassLoader(),
                 new Class<?>[] {Connection.class}, handler);
+    }
+
+    /**
+     * Rolls back the transaction a read began on {@code connection}, if it is in one; aborts the connection when the
+     * rollback fails (a lost connection, whose session the database has ended, is aborted too, which changes nothing).
+     *
+     * @return whether the connection was aborted
+     * @throws SQLException the rollback's failure, when the connection could not be aborted either
+     */
+    static boolean rollBack(Connection connection) throws SQLException {
+        try {
+            if (!connection.isClosed() && !connection.getAutoCommit()) {
+                connection.rollback();
+            }
+            return false;
+        } catch (SQLException e) {
+            try {
+                connection.abort(Runnable::run);
+                return true;
+            } catch (SQLException | RuntimeException notAborted) {
+                e.addSuppressed(notAborted);
+                throw e;
+            }
+        }
     }
 }
