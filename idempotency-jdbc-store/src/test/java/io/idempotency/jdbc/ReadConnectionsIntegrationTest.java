@@ -2,11 +2,15 @@ package io.idempotency.jdbc;
 
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
 import org.postgresql.ds.PGSimpleDataSource;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.jdbc.datasource.DelegatingDataSource;
+import org.springframework.jdbc.datasource.TransactionAwareDataSourceProxy;
+import org.springframework.transaction.support.TransactionTemplate;
 
 import javax.sql.DataSource;
 import java.lang.reflect.InvocationTargetException;
@@ -15,6 +19,7 @@ import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.time.Duration;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -25,6 +30,8 @@ import static org.assertj.core.api.Assertions.catchThrowable;
  * and a connection of the caller's transaction is left to it.
  */
 class ReadConnectionsIntegrationTest {
+
+    private static final String TABLE = "idempotency_keys";
 
     /**
      * A rollback refused by a connection that is still alive (a driver's or a proxy's failure) would leave it in the
@@ -69,6 +76,35 @@ class ReadConnectionsIntegrationTest {
             assertThat(thrown).as("the read was answered").isNull();
             assertThat(new JdbcTemplate(pool).queryForObject("select 1", Integer.class))
                     .as("the pool still serves").isEqualTo(1);
+        }
+    }
+
+    /**
+     * An application that asks, inside its own transaction, whether a partition covers now, through a
+     * {@link TransactionAwareDataSourceProxy} (whose connection is the transaction's): its work is committed, not
+     * rolled back by the look-up.
+     */
+    @Test
+    void aLookUpInTheApplicationsTransactionLeavesItsWorkAlone() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource pool = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(pool, TABLE, true).migrate();
+            JdbcTemplate jdbc = new JdbcTemplate(pool);
+            jdbc.execute("create table orders (reference text primary key)");
+            PostgresPartitionMaintenance maintenance = new PostgresPartitionMaintenance(
+                    new TransactionAwareDataSourceProxy(pool), TABLE, Duration.ofHours(1), 1,
+                    Duration.ofSeconds(5));
+            maintenance.createAhead(false);
+
+            new TransactionTemplate(new DataSourceTransactionManager(pool)).executeWithoutResult(status -> {
+                jdbc.update("insert into orders values ('covered')");
+                assertThat(maintenance.coversNow()).isTrue();
+                jdbc.update("insert into orders values ('listed')");
+                assertThat(maintenance.partitions()).isNotEmpty();
+            });
+
+            assertThat(jdbc.queryForList("select reference from orders order by reference", String.class))
+                    .as("the application's writes, committed").containsExactly("covered", "listed");
         }
     }
 
