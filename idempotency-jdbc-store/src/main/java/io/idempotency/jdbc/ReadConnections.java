@@ -1,5 +1,9 @@
 package io.idempotency.jdbc;
 
+import org.springframework.jdbc.datasource.DataSourceUtils;
+import org.springframework.jdbc.datasource.TransactionAwareDataSourceProxy;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
+
 import javax.sql.DataSource;
 import java.lang.reflect.InvocationHandler;
 import java.lang.reflect.InvocationTargetException;
@@ -17,7 +21,9 @@ import java.sql.SQLException;
  * transaction that asks for an isolation level fails: PostgreSQL's driver cannot change it in the middle of a
  * transaction. So the connection's transaction, if any, is rolled back before it goes back: it wrote nothing. A
  * connection that refuses the rollback is aborted ({@link Connection#abort}) rather than given back inside its
- * transaction: the database ends the transaction with the session, and the pool discards a closed connection.
+ * transaction: the database ends the transaction with the session, and the pool discards a closed connection. A
+ * connection that the caller's transaction holds (one a {@link TransactionAwareDataSourceProxy} hands out inside it) is
+ * left as it is: its transaction, with the caller's work, is the caller's to end.
  */
 public final class ReadConnections {
 
@@ -26,7 +32,8 @@ public final class ReadConnections {
 
     /**
      * A connection of {@code dataSource} whose {@code close()} first rolls back what it read, when it is not in
-     * auto-commit mode. Only for reads: a write made on it without a commit is lost.
+     * auto-commit mode and not the connection of the caller's transaction. Only for reads: a write made on it without
+     * a commit is lost.
      */
     public static Connection borrow(DataSource dataSource) throws SQLException {
         Connection connection = dataSource.getConnection();
@@ -34,7 +41,7 @@ public final class ReadConnections {
             if (method.getName().equals("close") && method.getParameterCount() == 0) {
                 boolean aborted = false;
                 try {
-                    aborted = rollBack(connection);
+                    aborted = rollBack(connection, dataSource);
                 } finally {
                     try {
                         connection.close();
@@ -58,15 +65,16 @@ public final class ReadConnections {
     }
 
     /**
-     * Rolls back the transaction a read began on {@code connection}, if it is in one; aborts the connection when the
-     * rollback fails (a lost connection, whose session the database has ended, is aborted too, which changes nothing).
+     * Rolls back the transaction a read began on {@code connection} of {@code dataSource}, if it is in one that is not
+     * the caller's; aborts the connection when the rollback fails (a lost connection, whose session the database has
+     * ended, is aborted too, which changes nothing).
      *
      * @return whether the connection was aborted
      * @throws SQLException the rollback's failure, when the connection could not be aborted either
      */
-    static boolean rollBack(Connection connection) throws SQLException {
+    static boolean rollBack(Connection connection, DataSource dataSource) throws SQLException {
         try {
-            if (!connection.isClosed() && !connection.getAutoCommit()) {
+            if (!connection.isClosed() && !connection.getAutoCommit() && !callersTransaction(connection, dataSource)) {
                 connection.rollback();
             }
             return false;
@@ -79,5 +87,17 @@ public final class ReadConnections {
                 throw e;
             }
         }
+    }
+
+    /**
+     * Whether {@code connection} of {@code dataSource} is the one a transaction open on this thread holds: a
+     * {@link TransactionAwareDataSourceProxy} hands it out, for the DataSource it wraps, which the transaction manager
+     * binds the connection to.
+     */
+    private static boolean callersTransaction(Connection connection, DataSource dataSource) {
+        DataSource bound = dataSource instanceof TransactionAwareDataSourceProxy proxy
+                && proxy.getTargetDataSource() != null ? proxy.getTargetDataSource() : dataSource;
+        return TransactionSynchronizationManager.isActualTransactionActive()
+                && DataSourceUtils.isConnectionTransactional(DataSourceUtils.getTargetConnection(connection), bound);
     }
 }
