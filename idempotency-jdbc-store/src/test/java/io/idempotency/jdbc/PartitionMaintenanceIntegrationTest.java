@@ -1156,6 +1156,54 @@ class PartitionMaintenanceIntegrationTest {
     }
 
     /**
+     * A setting the run cannot restore (the connection refuses the statement, here the first restore: the
+     * statement_timeout's) fails the run, and the others are still restored: the connection goes back without
+     * auto-commit, as it came, and with its own lock timeout.
+     */
+    @Test
+    void aSettingThatCannotBeRestoredLeavesTheOthersRestored() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        partitionedDatabase(database).close();
+        Connection physical = java.sql.DriverManager.getConnection(database.url(), database.user(),
+                database.password());
+        try (Statement statement = physical.createStatement()) {
+            statement.execute("set lock_timeout = '7s'");
+            statement.execute("set statement_timeout = '60s'");
+        }
+        physical.setAutoCommit(false);
+        AtomicBoolean refuseRestore = new AtomicBoolean(true);
+        Connection refusing = (Connection) Proxy.newProxyInstance(getClass().getClassLoader(),
+                new Class<?>[] {Connection.class}, (proxy, method, args) -> {
+                    if (method.getName().equals("prepareStatement")
+                            && ((String) args[0]).startsWith("SELECT set_config(") && refuseRestore.getAndSet(false)) {
+                        throw new SQLException("statement refused", "XX000");
+                    }
+                    try {
+                        return method.invoke(physical, args);
+                    } catch (InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                });
+        org.springframework.jdbc.datasource.SingleConnectionDataSource shared =
+                new org.springframework.jdbc.datasource.SingleConnectionDataSource(refusing, true);
+        try {
+            assertThatThrownBy(() -> hourly(shared, 1, Duration.ofSeconds(5)).createAhead(false))
+                    .isInstanceOf(IllegalStateException.class).hasMessageContaining("statement refused");
+            assertThat(refuseRestore).as("the restore refused").isFalse();
+
+            try (Connection connection = shared.getConnection(); Statement statement = connection.createStatement()) {
+                assertThat(connection.getAutoCommit()).as("given back as it came").isFalse();
+                try (var rs = statement.executeQuery("show lock_timeout")) {
+                    rs.next();
+                    assertThat(rs.getString(1)).as("the lock timeout it came with").isEqualTo("7s");
+                }
+            }
+        } finally {
+            physical.close();
+        }
+    }
+
+    /**
      * Two applications keep their tables of one name in two schemas of one database. One's maintenance, waiting for a
      * lock on its own table, holds no lock the other's needs: the other creates its partitions instead of skipping
      * its run as though it were an instance of the same application.
