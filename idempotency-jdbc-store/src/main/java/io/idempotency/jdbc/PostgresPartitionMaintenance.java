@@ -243,10 +243,17 @@ public class PostgresPartitionMaintenance {
                 } finally {
                     unlock(connection, lock);
                 }
-            } finally { // the pooled connection goes back as it came (a pool need not reset what a borrower changed)
-                restoreSetting(connection, "statement_timeout", String.valueOf(previousStatementTimeout)); // in ms
-                restoreSetting(connection, "lock_timeout", previousLockTimeout);
-                connection.setAutoCommit(previousAutoCommit);
+            } finally { // the pooled connection goes back as it came (a pool need not reset what a borrower changed),
+                // each setting restored even when one before it could not be
+                try {
+                    restoreSetting(connection, "statement_timeout", String.valueOf(previousStatementTimeout)); // ms
+                } finally {
+                    try {
+                        restoreSetting(connection, "lock_timeout", previousLockTimeout);
+                    } finally {
+                        connection.setAutoCommit(previousAutoCommit);
+                    }
+                }
             }
         } catch (SQLException e) {
             throw new IllegalStateException("maintenance of the partitions of " + table + " failed: "
