@@ -13,15 +13,21 @@ import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.test.context.assertj.AssertableApplicationContext;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.AbstractDataSource;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.jdbc.datasource.SingleConnectionDataSource;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
 import javax.sql.DataSource;
+import java.sql.Connection;
+import java.sql.SQLException;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Consumer;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -350,6 +356,51 @@ class MariaDbTableCheckTest {
         HikariDataSource dataSource = databaseWith(SCRIPT);
         // the store's table name, not the property's: the starter does not know the MariaDB store's table
         run(dataSource, "api_requests", context -> assertThat(context).hasNotFailed());
+    }
+
+    /**
+     * A pool that hands out connections without auto-commit and does not roll back those given back (Tomcat JDBC's
+     * default, {@code rollbackOnReturn=false}, or a pool of one's own) gets the connections the checks read on back
+     * outside a transaction: here one that hands out its two connections in turn.
+     */
+    @Test
+    void theChecksGiveTheirConnectionsBackOutsideATransaction() throws Exception {
+        TestMariaDb.Database database = TestMariaDb.newDatabase();
+        try (HikariDataSource dataSource = database.dataSource(1)) {
+            new JdbcTemplate(dataSource).execute(SCRIPT);
+        }
+        List<SingleConnectionDataSource> connections = new ArrayList<>();
+        for (int i = 0; i < 2; i++) {
+            SingleConnectionDataSource connection = new SingleConnectionDataSource(database.url(), true);
+            connection.setUsername(database.user());
+            connection.setPassword(database.password());
+            connection.setAutoCommit(false);
+            connections.add(connection);
+        }
+        AtomicInteger handedOut = new AtomicInteger();
+        DataSource inTurn = new AbstractDataSource() {
+            @Override
+            public Connection getConnection() throws SQLException {
+                return connections.get(handedOut.getAndIncrement() % connections.size()).getConnection();
+            }
+
+            @Override
+            public Connection getConnection(String username, String password) {
+                throw new UnsupportedOperationException();
+            }
+        };
+        try {
+            MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(inTurn, "api_requests");
+            store.checkTable();
+            store.checkStoredBodySize(1024 * 1024);
+
+            for (SingleConnectionDataSource connection : connections) {
+                assertThat(new JdbcTemplate(connection).queryForObject("SELECT @@in_transaction", Integer.class))
+                        .as("given back inside a transaction").isZero();
+            }
+        } finally {
+            connections.forEach(SingleConnectionDataSource::destroy);
+        }
     }
 
     /** Transactions at READ COMMITTED, the level the claim runs at, on {@code dataSource}. */
