@@ -67,6 +67,8 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
     /** The key under which a transaction manager binds this DataSource's connection to the thread. */
     private final DataSource transactionResource;
     private final TransactionTemplate ownTransaction;
+    /** Transactions for checks ({@link #rolledBack}), at the connection's isolation level. */
+    private final TransactionTemplate checksTransaction;
     private final Statements statements;
 
     protected JdbcIdempotencyStore(DataSource dataSource, Statements statements) {
@@ -85,6 +87,7 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
         this.jdbc = new JdbcTemplate(dataSource);
         this.ownTransaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
         this.ownTransaction.setIsolationLevel(ownIsolation);
+        this.checksTransaction = new TransactionTemplate(ownTransaction.getTransactionManager());
         this.statements = statements;
     }
 
@@ -243,6 +246,23 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
             return write.getAsInt();
         });
         return result == null ? 0 : result;
+    }
+
+    /**
+     * Runs {@code checks} (reads, and writes that change no row) in the caller's transaction if one holds a connection
+     * of this store's DataSource, else in a transaction of its own, on one connection at its own isolation level, that
+     * is rolled back: a pool that hands connections out without auto-commit and does not roll back those given back
+     * (Tomcat JDBC's default, {@code rollbackOnReturn=false}) would otherwise get them back inside the transaction the
+     * checks began.
+     */
+    protected <T> T rolledBack(Supplier<T> checks) {
+        if (joinsTransaction()) {
+            return checks.get();
+        }
+        return checksTransaction.execute(status -> {
+            status.setRollbackOnly(); // nothing to keep
+            return checks.get();
+        });
     }
 
     /**

@@ -234,10 +234,26 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
      * Then, with the store's read, insert and update on no row, that the application's user may read, insert and
      * update the table, and, with the insert in a transaction at READ COMMITTED, that the server lets a claim write
      * (a binary log in {@code STATEMENT} format does not); last, that an empty string sent to the server stays empty
-     * (an SQL mode with {@code EMPTY_STRING_IS_NULL} makes it NULL).
+     * (an SQL mode with {@code EMPTY_STRING_IS_NULL} makes it NULL). The checks other than the insert at READ
+     * COMMITTED run in a transaction that is rolled back ({@link #rolledBack}), unless the caller's transaction holds a
+     * connection of the store's DataSource.
      */
     @Override
     public void checkTable() {
+        rolledBack(() -> {
+            checkLayout();
+            checkPrivileges();
+            return null;
+        });
+        checkWritesAtReadCommitted();
+        rolledBack(() -> {
+            checkEmptyStringsStayEmpty();
+            return null;
+        });
+    }
+
+    /** The table's engine, columns and unique keys, and its name as the store writes it. */
+    private void checkLayout() {
         String engine = null;
         Map<String, Column> columns = new HashMap<>();
         List<String> requiringAValue = new ArrayList<>();
@@ -411,9 +427,6 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
                     + " (MariaDbIdempotencyStore.schema(\"" + tableName + "\") gives it with the table name"
                     + " replaced).");
         }
-        checkPrivileges();
-        checkWritesAtReadCommitted();
-        checkEmptyStringsStayEmpty();
     }
 
     /**
@@ -513,11 +526,11 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
      */
     @Override
     public void checkStoredBodySize(long maxBodyBytes) {
-        Map<String, Object> found = jdbc.queryForMap("SELECT @@max_allowed_packet AS packet,"
+        Map<String, Object> found = rolledBack(() -> jdbc.queryForMap("SELECT @@max_allowed_packet AS packet,"
                 + " (SELECT DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
                 + " AND TABLE_NAME = ? AND COLUMN_NAME = 'response_body') AS type,"
                 + " (SELECT CHARACTER_MAXIMUM_LENGTH FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
-                + " AND TABLE_NAME = ? AND COLUMN_NAME = 'response_body') AS length", tableName, tableName);
+                + " AND TABLE_NAME = ? AND COLUMN_NAME = 'response_body') AS length", tableName, tableName));
         List<String> problems = new ArrayList<>();
         if (found.get("length") != null && ((Number) found.get("length")).longValue() < maxBodyBytes) {
             problems.add("the body column, response_body, is a " + found.get("type") + ", which holds "
