@@ -2,6 +2,7 @@ package io.idempotency.jdbc;
 
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.core.ScopedKey;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
@@ -43,21 +44,7 @@ class ReadConnectionsIntegrationTest {
     void aConnectionWhoseRollbackIsRefusedDoesNotGoBackInItsTransaction() {
         TestPostgres.Database database = TestPostgres.newDatabase();
         AtomicBoolean refuseRollbacks = new AtomicBoolean();
-        PGSimpleDataSource driver = new PGSimpleDataSource();
-        driver.setURL(database.url());
-        driver.setUser(database.user());
-        driver.setPassword(database.password());
-        DataSource refusing = new DelegatingDataSource(driver) {
-            @Override
-            public Connection getConnection() throws SQLException {
-                return refusingRollbacks(super.getConnection(), refuseRollbacks);
-            }
-        };
-        HikariConfig config = new HikariConfig();
-        config.setDataSource(refusing);
-        config.setAutoCommit(false);
-        config.setMaximumPoolSize(1);
-        try (HikariDataSource pool = new HikariDataSource(config)) {
+        try (HikariDataSource pool = refusingPool(database, refuseRollbacks)) {
             long[] backend = new long[1];
             refuseRollbacks.set(true);
             Throwable thrown = catchThrowable(() -> {
@@ -76,6 +63,30 @@ class ReadConnectionsIntegrationTest {
             assertThat(thrown).as("the read was answered").isNull();
             assertThat(new JdbcTemplate(pool).queryForObject("select 1", Integer.class))
                     .as("the pool still serves").isEqualTo(1);
+        }
+    }
+
+    /**
+     * The store's look-up made outside a transaction ends its read the same way: a connection that refuses the rollback
+     * is given up, not given back inside its transaction, and the look-up is answered.
+     */
+    @Test
+    void aStoreReadWhoseRollbackIsRefusedDoesNotGoBackInItsTransaction() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        AtomicBoolean refuseRollbacks = new AtomicBoolean();
+        try (HikariDataSource migrating = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(migrating, TABLE).migrate();
+        }
+        try (HikariDataSource pool = refusingPool(database, refuseRollbacks)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(pool, TABLE);
+            long backend = new JdbcTemplate(pool).queryForObject("select pg_backend_pid()", Long.class);
+            refuseRollbacks.set(true);
+            Throwable thrown = catchThrowable(() -> store.find(new ScopedKey("", "POST /orders", "k-1")));
+            refuseRollbacks.set(false);
+
+            assertThat(database.queryLong("select count(*) from pg_stat_activity where pid = " + backend
+                    + " and state like 'idle in transaction%'")).as("session left inside its transaction").isZero();
+            assertThat(thrown).as("the look-up was answered").isNull();
         }
     }
 
@@ -106,6 +117,28 @@ class ReadConnectionsIntegrationTest {
             assertThat(jdbc.queryForList("select reference from orders order by reference", String.class))
                     .as("the application's writes, committed").containsExactly("covered", "listed");
         }
+    }
+
+    /**
+     * A HikariCP pool of one connection without auto-commit, whose rollbacks (HikariCP's own on return too) fail while
+     * {@code refuseRollbacks} is set.
+     */
+    private static HikariDataSource refusingPool(TestPostgres.Database database, AtomicBoolean refuseRollbacks) {
+        PGSimpleDataSource driver = new PGSimpleDataSource();
+        driver.setURL(database.url());
+        driver.setUser(database.user());
+        driver.setPassword(database.password());
+        DataSource refusing = new DelegatingDataSource(driver) {
+            @Override
+            public Connection getConnection() throws SQLException {
+                return refusingRollbacks(super.getConnection(), refuseRollbacks);
+            }
+        };
+        HikariConfig config = new HikariConfig();
+        config.setDataSource(refusing);
+        config.setAutoCommit(false);
+        config.setMaximumPoolSize(1);
+        return new HikariDataSource(config);
     }
 
     /** {@code connection}, whose rollbacks fail while {@code refuse} is set and the connection is open. */
