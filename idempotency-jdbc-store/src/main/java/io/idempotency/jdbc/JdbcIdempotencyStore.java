@@ -198,8 +198,8 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
      * connection it gives back outside a transaction: one the pool hands out without auto-commit begins a transaction
      * with the query, which a pool need not end when the connection comes back (Tomcat JDBC's
      * {@code rollbackOnReturn} is off by default). Left open there, the next transaction on the connection could not
-     * ask for its isolation level. Rolled back here, as it wrote nothing; a connection in auto-commit mode costs
-     * nothing more.
+     * ask for its isolation level. Rolled back here, as it wrote nothing, as {@link ReadConnections} does (a connection
+     * that refuses the rollback is aborted); a connection in auto-commit mode costs nothing more.
      */
     protected <T> List<T> read(String sql, RowMapper<T> rows, Object... args) {
         if (joinsTransaction()) {
@@ -212,9 +212,7 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
                     return new RowMapperResultSetExtractor<>(rows).extractData(resultSet);
                 }
             } finally {
-                if (!connection.getAutoCommit()) {
-                    connection.rollback();
-                }
+                ReadConnections.rollBack(connection, dataSource);
             }
         });
     }
