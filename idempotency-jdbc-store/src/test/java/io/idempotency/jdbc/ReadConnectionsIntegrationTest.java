@@ -120,6 +120,60 @@ class ReadConnectionsIntegrationTest {
     }
 
     /**
+     * A look-up made while the application's transaction on another DataSource is open (a second database, or a
+     * transaction manager of its own) gets a connection of its own, which Spring then keeps for the rest of that
+     * transaction: it is not the application's, and its read is rolled back at once, as outside any transaction, rather
+     * than left open until the other transaction ends (and on a pool that does not roll back on return, after that).
+     */
+    @Test
+    void aStoreReadInAnotherDataSourcesTransactionEndsItsOwnTransaction() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        TestPostgres.Database elsewhere = TestPostgres.newDatabase();
+        try (HikariDataSource migrating = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(migrating, TABLE).migrate();
+        }
+        try (HikariDataSource pool = database.dataSource(2, config -> config.setAutoCommit(false));
+             HikariDataSource other = elsewhere.dataSource(1)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(pool, TABLE);
+            new TransactionTemplate(new DataSourceTransactionManager(other)).executeWithoutResult(status -> {
+                new JdbcTemplate(other).queryForObject("select 1", Integer.class);
+                assertThat(store.find(new ScopedKey("", "POST /orders", "k-1"))).isEmpty();
+                assertThat(idleInTransaction(database)).as("the look-up's session, left in its transaction").isZero();
+            });
+        }
+    }
+
+    /**
+     * The same for a partition look-up through a {@link TransactionAwareDataSourceProxy} while the application's
+     * transaction on another DataSource is open: the proxy hands out a connection of its own, not one of a
+     * transaction, and its read is rolled back.
+     */
+    @Test
+    void aPartitionLookUpInAnotherDataSourcesTransactionEndsItsOwnTransaction() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        TestPostgres.Database elsewhere = TestPostgres.newDatabase();
+        try (HikariDataSource pool = database.dataSource(2, config -> config.setAutoCommit(false));
+             HikariDataSource other = elsewhere.dataSource(1)) {
+            new IdempotencySchemaMigrator(pool, TABLE, true).migrate();
+            PostgresPartitionMaintenance maintenance = new PostgresPartitionMaintenance(
+                    new TransactionAwareDataSourceProxy(pool), TABLE, Duration.ofHours(1), 1,
+                    Duration.ofSeconds(5));
+            maintenance.createAhead(false);
+            new TransactionTemplate(new DataSourceTransactionManager(other)).executeWithoutResult(status -> {
+                new JdbcTemplate(other).queryForObject("select 1", Integer.class);
+                assertThat(maintenance.coversNow()).isTrue();
+                assertThat(idleInTransaction(database)).as("the look-up's session, left in its transaction").isZero();
+            });
+        }
+    }
+
+    /** Sessions of {@code database} that sit idle inside a transaction. */
+    private static long idleInTransaction(TestPostgres.Database database) {
+        return database.queryLong("select count(*) from pg_stat_activity where application_name = '"
+                + database.schema() + "' and state like 'idle in transaction%'");
+    }
+
+    /**
      * A HikariCP pool of one connection without auto-commit, whose rollbacks (HikariCP's own on return too) fail while
      * {@code refuseRollbacks} is set.
      */
