@@ -205,15 +205,25 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
         if (joinsTransaction()) {
             return jdbc.query(sql, rows, args);
         }
+        // no transaction holds a connection of this DataSource: the one used here is the read's own, even when Spring
+        // keeps it bound for the rest of a transaction on another DataSource
         return jdbc.execute((ConnectionCallback<List<T>>) connection -> {
+            List<T> found;
             try (PreparedStatement statement = connection.prepareStatement(sql)) {
                 new ArgumentPreparedStatementSetter(args).setValues(statement);
                 try (ResultSet resultSet = statement.executeQuery()) {
-                    return new RowMapperResultSetExtractor<>(rows).extractData(resultSet);
+                    found = new RowMapperResultSetExtractor<>(rows).extractData(resultSet);
                 }
-            } finally {
-                ReadConnections.rollBack(connection, dataSource);
+            } catch (SQLException | RuntimeException failed) {
+                try {
+                    ReadConnections.rollBack(connection);
+                } catch (SQLException e) {
+                    failed.addSuppressed(e);
+                }
+                throw failed;
             }
+            ReadConnections.rollBack(connection);
+            return found;
         });
     }
 

@@ -36,20 +36,38 @@ public final class ReadConnections {
      * a commit is lost.
      */
     public static Connection borrow(DataSource dataSource) throws SQLException {
+        DataSource target = dataSource instanceof TransactionAwareDataSourceProxy proxy
+                && proxy.getTargetDataSource() != null ? proxy.getTargetDataSource() : dataSource;
+        // looked at before the connection is fetched: inside a transaction of another DataSource, Spring binds the
+        // connection a TransactionAwareDataSourceProxy fetches to the thread, as if a transaction held it
+        boolean callerHeldOne = TransactionSynchronizationManager.isActualTransactionActive()
+                && TransactionSynchronizationManager.hasResource(target);
         Connection connection = dataSource.getConnection();
+        boolean callers = callerHeldOne
+                && DataSourceUtils.isConnectionTransactional(DataSourceUtils.getTargetConnection(connection), target);
         InvocationHandler handler = (proxy, method, args) -> {
             if (method.getName().equals("close") && method.getParameterCount() == 0) {
-                boolean aborted = false;
+                if (callers) { // its transaction, with the caller's work, is the caller's to end
+                    connection.close();
+                    return null;
+                }
+                boolean aborted;
                 try {
-                    aborted = rollBack(connection, dataSource);
-                } finally {
+                    aborted = rollBack(connection);
+                } catch (SQLException | RuntimeException failed) {
                     try {
                         connection.close();
                     } catch (SQLException e) {
-                        // a pool may report the aborted connection as broken when it comes back: it discards it
-                        if (!aborted) {
-                            throw e;
-                        }
+                        failed.addSuppressed(e);
+                    }
+                    throw failed;
+                }
+                try {
+                    connection.close();
+                } catch (SQLException e) {
+                    // a pool may report the aborted connection as broken when it comes back: it discards it
+                    if (!aborted) {
+                        throw e;
                     }
                 }
                 return null;
@@ -65,16 +83,16 @@ public final class ReadConnections {
     }
 
     /**
-     * Rolls back the transaction a read began on {@code connection} of {@code dataSource}, if it is in one that is not
-     * the caller's; aborts the connection when the rollback fails (a lost connection, whose session the database has
-     * ended, is aborted too, which changes nothing).
+     * Rolls back the transaction a read began on {@code connection}, if it is in one; aborts the connection when the
+     * rollback fails (a lost connection, whose session the database has ended, is aborted too, which changes nothing).
+     * Only for a connection that no transaction of the caller's holds.
      *
      * @return whether the connection was aborted
      * @throws SQLException the rollback's failure, when the connection could not be aborted either
      */
-    static boolean rollBack(Connection connection, DataSource dataSource) throws SQLException {
+    static boolean rollBack(Connection connection) throws SQLException {
         try {
-            if (!connection.isClosed() && !connection.getAutoCommit() && !callersTransaction(connection, dataSource)) {
+            if (!connection.isClosed() && !connection.getAutoCommit()) {
                 connection.rollback();
             }
             return false;
@@ -87,17 +105,5 @@ public final class ReadConnections {
                 throw e;
             }
         }
-    }
-
-    /**
-     * Whether {@code connection} of {@code dataSource} is the one a transaction open on this thread holds: a
-     * {@link TransactionAwareDataSourceProxy} hands it out, for the DataSource it wraps, which the transaction manager
-     * binds the connection to.
-     */
-    private static boolean callersTransaction(Connection connection, DataSource dataSource) {
-        DataSource bound = dataSource instanceof TransactionAwareDataSourceProxy proxy
-                && proxy.getTargetDataSource() != null ? proxy.getTargetDataSource() : dataSource;
-        return TransactionSynchronizationManager.isActualTransactionActive()
-                && DataSourceUtils.isConnectionTransactional(DataSourceUtils.getTargetConnection(connection), bound);
     }
 }
