@@ -121,9 +121,9 @@ class ReadConnectionsIntegrationTest {
 
     /**
      * A look-up made while the application's transaction on another DataSource is open (a second database, or a
-     * transaction manager of its own) gets a connection of its own, which Spring then keeps for the rest of that
-     * transaction: it is not the application's, and its read is rolled back at once, as outside any transaction, rather
-     * than left open until the other transaction ends (and on a pool that does not roll back on return, after that).
+     * transaction manager of its own) gets a connection of its own, not the application's: its read is rolled back at
+     * once, as outside any transaction, rather than left open until the other transaction ends (and on a pool that does
+     * not roll back on return, after that). So is the next one in the same transaction.
      */
     @Test
     void aStoreReadInAnotherDataSourcesTransactionEndsItsOwnTransaction() {
@@ -139,14 +139,16 @@ class ReadConnectionsIntegrationTest {
                 new JdbcTemplate(other).queryForObject("select 1", Integer.class);
                 assertThat(store.find(new ScopedKey("", "POST /orders", "k-1"))).isEmpty();
                 assertThat(idleInTransaction(database)).as("the look-up's session, left in its transaction").isZero();
+                assertThat(store.find(new ScopedKey("", "POST /orders", "k-2"))).isEmpty();
+                assertThat(idleInTransaction(database)).as("after a second look-up").isZero();
             });
         }
     }
 
     /**
      * The same for a partition look-up through a {@link TransactionAwareDataSourceProxy} while the application's
-     * transaction on another DataSource is open: the proxy hands out a connection of its own, not one of a
-     * transaction, and its read is rolled back.
+     * transaction on another DataSource is open: the connection is not one of a transaction, and each read is rolled
+     * back.
      */
     @Test
     void aPartitionLookUpInAnotherDataSourcesTransactionEndsItsOwnTransaction() {
@@ -163,6 +165,8 @@ class ReadConnectionsIntegrationTest {
                 new JdbcTemplate(other).queryForObject("select 1", Integer.class);
                 assertThat(maintenance.coversNow()).isTrue();
                 assertThat(idleInTransaction(database)).as("the look-up's session, left in its transaction").isZero();
+                assertThat(maintenance.partitions()).isNotEmpty();
+                assertThat(idleInTransaction(database)).as("after a second look-up").isZero();
             });
         }
     }
