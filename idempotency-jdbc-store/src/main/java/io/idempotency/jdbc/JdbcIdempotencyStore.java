@@ -6,8 +6,9 @@ import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.RecordStatus;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoredResponse;
+import org.springframework.dao.DataAccessException;
+import org.springframework.jdbc.UncategorizedSQLException;
 import org.springframework.jdbc.core.ArgumentPreparedStatementSetter;
-import org.springframework.jdbc.core.ConnectionCallback;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.core.RowMapper;
 import org.springframework.jdbc.core.RowMapperResultSetExtractor;
@@ -18,6 +19,7 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
 import org.springframework.transaction.support.TransactionTemplate;
 
 import javax.sql.DataSource;
+import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
@@ -205,26 +207,40 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
         if (joinsTransaction()) {
             return jdbc.query(sql, rows, args);
         }
-        // no transaction holds a connection of this DataSource: the one used here is the read's own, even when Spring
-        // keeps it bound for the rest of a transaction on another DataSource
-        return jdbc.execute((ConnectionCallback<List<T>>) connection -> {
-            List<T> found;
-            try (PreparedStatement statement = connection.prepareStatement(sql)) {
-                new ArgumentPreparedStatementSetter(args).setValues(statement);
-                try (ResultSet resultSet = statement.executeQuery()) {
-                    found = new RowMapperResultSetExtractor<>(rows).extractData(resultSet);
-                }
-            } catch (SQLException | RuntimeException failed) {
-                try {
-                    ReadConnections.rollBack(connection);
-                } catch (SQLException e) {
-                    failed.addSuppressed(e);
-                }
-                throw failed;
+        // A connection of the read's own, straight from the DataSource: fetched through Spring inside a transaction on
+        // another DataSource, it would stay bound to the thread for the rest of that transaction, and the next look-up
+        // would join it as if a transaction held it.
+        Connection connection;
+        try {
+            connection = transactionResource.getConnection();
+        } catch (SQLException e) {
+            throw translated(sql, e);
+        }
+        List<T> found;
+        try (PreparedStatement statement = connection.prepareStatement(sql)) {
+            new ArgumentPreparedStatementSetter(args).setValues(statement);
+            try (ResultSet resultSet = statement.executeQuery()) {
+                found = new RowMapperResultSetExtractor<>(rows).extractData(resultSet);
             }
-            ReadConnections.rollBack(connection);
-            return found;
-        });
+        } catch (SQLException | RuntimeException failed) {
+            try {
+                ReadConnections.giveBack(connection);
+            } catch (SQLException | RuntimeException e) {
+                failed.addSuppressed(e);
+            }
+            throw failed instanceof SQLException e ? translated(sql, e) : (RuntimeException) failed;
+        }
+        try {
+            ReadConnections.giveBack(connection);
+        } catch (SQLException e) {
+            throw translated(sql, e);
+        }
+        return found;
+    }
+
+    private DataAccessException translated(String sql, SQLException e) {
+        DataAccessException translated = jdbc.getExceptionTranslator().translate("look-up", sql, e);
+        return translated != null ? translated : new UncategorizedSQLException("look-up", sql, e);
     }
 
     /**

@@ -38,37 +38,28 @@ public final class ReadConnections {
     public static Connection borrow(DataSource dataSource) throws SQLException {
         DataSource target = dataSource instanceof TransactionAwareDataSourceProxy proxy
                 && proxy.getTargetDataSource() != null ? proxy.getTargetDataSource() : dataSource;
-        // looked at before the connection is fetched: inside a transaction of another DataSource, Spring binds the
-        // connection a TransactionAwareDataSourceProxy fetches to the thread, as if a transaction held it
-        boolean callerHeldOne = TransactionSynchronizationManager.isActualTransactionActive()
+        // Only through the proxy, and only when a transaction holds a connection of its DataSource, is the connection
+        // the caller's. Otherwise it comes from the DataSource the proxy wraps: inside a transaction on another
+        // DataSource, Spring would bind the one the proxy fetches to the thread for the rest of that transaction, and
+        // the next look-up would get it back as if a transaction held it.
+        boolean throughTransaction = target != dataSource
+                && TransactionSynchronizationManager.isActualTransactionActive()
                 && TransactionSynchronizationManager.hasResource(target);
-        Connection connection = dataSource.getConnection();
-        boolean callers = callerHeldOne
-                && DataSourceUtils.isConnectionTransactional(DataSourceUtils.getTargetConnection(connection), target);
+        Connection connection = throughTransaction ? dataSource.getConnection() : target.getConnection();
+        boolean callers;
+        try {
+            callers = throughTransaction && DataSourceUtils.isConnectionTransactional(
+                    DataSourceUtils.getTargetConnection(connection), target);
+        } catch (RuntimeException e) {
+            connection.close();
+            throw e;
+        }
         InvocationHandler handler = (proxy, method, args) -> {
             if (method.getName().equals("close") && method.getParameterCount() == 0) {
                 if (callers) { // its transaction, with the caller's work, is the caller's to end
                     connection.close();
-                    return null;
-                }
-                boolean aborted;
-                try {
-                    aborted = rollBack(connection);
-                } catch (SQLException | RuntimeException failed) {
-                    try {
-                        connection.close();
-                    } catch (SQLException e) {
-                        failed.addSuppressed(e);
-                    }
-                    throw failed;
-                }
-                try {
-                    connection.close();
-                } catch (SQLException e) {
-                    // a pool may report the aborted connection as broken when it comes back: it discards it
-                    if (!aborted) {
-                        throw e;
-                    }
+                } else {
+                    giveBack(connection);
                 }
                 return null;
             }
@@ -80,6 +71,33 @@ public final class ReadConnections {
         };
         return (Connection) Proxy.newProxyInstance(ReadConnections.class.getClassLoader(),
                 new Class<?>[] {Connection.class}, handler);
+    }
+
+    /**
+     * Closes {@code connection}, which no transaction of the caller's holds, once its read is rolled back ({@link
+     * #rollBack}). A pool may report a connection aborted there as broken when it comes back; it discards it.
+     *
+     * @throws SQLException the rollback's failure, when the connection could not be aborted either, or the close's
+     */
+    static void giveBack(Connection connection) throws SQLException {
+        boolean aborted;
+        try {
+            aborted = rollBack(connection);
+        } catch (SQLException | RuntimeException failed) {
+            try {
+                connection.close();
+            } catch (SQLException e) {
+                failed.addSuppressed(e);
+            }
+            throw failed;
+        }
+        try {
+            connection.close();
+        } catch (SQLException e) {
+            if (!aborted) {
+                throw e;
+            }
+        }
     }
 
     /**
