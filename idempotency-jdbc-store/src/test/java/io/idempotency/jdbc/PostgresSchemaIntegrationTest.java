@@ -459,6 +459,8 @@ class PostgresSchemaIntegrationTest {
         });
         java.sql.Connection connection = proxy(java.sql.Connection.class, method -> switch (method) {
             case "getMetaData" -> metaData;
+            case "isClosed" -> false; // what any live connection answers without a statement
+            case "getAutoCommit" -> true;
             case "close" -> null;
             default -> throw new java.sql.SQLException("not run on " + product + ": " + method);
         });
