@@ -171,6 +171,57 @@ class ReadConnectionsIntegrationTest {
         }
     }
 
+    /**
+     * Partition maintenance run from inside the application's transaction, through a
+     * {@link TransactionAwareDataSourceProxy}: it works on a connection of its own, in auto-commit mode (its DDL needs
+     * it), not on the transaction's, whose switch to auto-commit would commit the application's work there and then.
+     */
+    @Test
+    void maintenanceInTheApplicationsTransactionLeavesItsWorkAlone() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource pool = database.dataSource(3)) {
+            new IdempotencySchemaMigrator(pool, TABLE, true).migrate();
+            JdbcTemplate jdbc = new JdbcTemplate(pool);
+            jdbc.execute("create table orders (reference text primary key)");
+            PostgresPartitionMaintenance maintenance = new PostgresPartitionMaintenance(
+                    new TransactionAwareDataSourceProxy(pool), TABLE, Duration.ofHours(1), 1,
+                    Duration.ofSeconds(5));
+
+            new TransactionTemplate(new DataSourceTransactionManager(pool)).executeWithoutResult(status -> {
+                jdbc.update("insert into orders values ('undone')");
+                maintenance.createAhead(false);
+                status.setRollbackOnly();
+            });
+
+            assertThat(jdbc.queryForList("select reference from orders", String.class))
+                    .as("the application's write, rolled back with its transaction").isEmpty();
+            assertThat(maintenance.coversNow()).isTrue();
+        }
+    }
+
+    /**
+     * Partition maintenance run while the application's transaction on another DataSource is open leaves nothing bound
+     * to it either: the look-ups after it still get connections of their own, and roll them back.
+     */
+    @Test
+    void maintenanceInAnotherDataSourcesTransactionLeavesNoConnectionBehind() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        TestPostgres.Database elsewhere = TestPostgres.newDatabase();
+        try (HikariDataSource pool = database.dataSource(2, config -> config.setAutoCommit(false));
+             HikariDataSource other = elsewhere.dataSource(1)) {
+            new IdempotencySchemaMigrator(pool, TABLE, true).migrate();
+            PostgresPartitionMaintenance maintenance = new PostgresPartitionMaintenance(
+                    new TransactionAwareDataSourceProxy(pool), TABLE, Duration.ofHours(1), 1,
+                    Duration.ofSeconds(5));
+            new TransactionTemplate(new DataSourceTransactionManager(other)).executeWithoutResult(status -> {
+                new JdbcTemplate(other).queryForObject("select 1", Integer.class);
+                maintenance.createAhead(false);
+                assertThat(maintenance.coversNow()).isTrue();
+                assertThat(idleInTransaction(database)).as("the look-up's session, left in its transaction").isZero();
+            });
+        }
+    }
+
     /** Sessions of {@code database} that sit idle inside a transaction. */
     private static long idleInTransaction(TestPostgres.Database database) {
         return database.queryLong("select count(*) from pg_stat_activity where application_name = '"
