@@ -13,7 +13,6 @@ import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.core.RowMapper;
 import org.springframework.jdbc.core.RowMapperResultSetExtractor;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
-import org.springframework.jdbc.datasource.TransactionAwareDataSourceProxy;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 import org.springframework.transaction.support.TransactionTemplate;
@@ -84,8 +83,7 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
      */
     protected JdbcIdempotencyStore(DataSource dataSource, Statements statements, int ownIsolation) {
         this.dataSource = dataSource;
-        this.transactionResource = dataSource instanceof TransactionAwareDataSourceProxy proxy
-                && proxy.getTargetDataSource() != null ? proxy.getTargetDataSource() : dataSource;
+        this.transactionResource = ReadConnections.unproxied(dataSource);
         this.jdbc = new JdbcTemplate(dataSource);
         this.ownTransaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
         this.ownTransaction.setIsolationLevel(ownIsolation);
@@ -222,13 +220,19 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
             try (ResultSet resultSet = statement.executeQuery()) {
                 found = new RowMapperResultSetExtractor<>(rows).extractData(resultSet);
             }
-        } catch (SQLException | RuntimeException failed) {
+        } catch (SQLException | RuntimeException | Error failed) {
             try {
                 ReadConnections.giveBack(connection);
             } catch (SQLException | RuntimeException e) {
                 failed.addSuppressed(e);
             }
-            throw failed instanceof SQLException e ? translated(sql, e) : (RuntimeException) failed;
+            if (failed instanceof SQLException e) {
+                throw translated(sql, e);
+            }
+            if (failed instanceof Error e) {
+                throw e;
+            }
+            throw (RuntimeException) failed;
         }
         try {
             ReadConnections.giveBack(connection);

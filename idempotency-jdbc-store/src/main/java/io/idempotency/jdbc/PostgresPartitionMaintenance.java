@@ -219,7 +219,9 @@ public class PostgresPartitionMaintenance {
 
     /** {@code work} under the session advisory lock {@code lock}, with the DDL lock timeout; skipped when not had. */
     private Run locked(String lock, boolean wait, Work work) {
-        try (Connection connection = dataSource.getConnection()) {
+        // a connection of its own, also inside an application's transaction (through a TransactionAwareDataSourceProxy
+        // the transaction's own connection, whose switch to auto-commit would commit the application's work)
+        try (Connection connection = ReadConnections.unproxied(dataSource).getConnection()) {
             boolean previousAutoCommit = connection.getAutoCommit();
             connection.setAutoCommit(true); // DETACH … CONCURRENTLY cannot run inside a transaction block
             String previousLockTimeout = currentSetting(connection, "lock_timeout");

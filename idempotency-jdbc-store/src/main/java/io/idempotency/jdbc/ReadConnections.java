@@ -36,8 +36,7 @@ public final class ReadConnections {
      * a commit is lost.
      */
     public static Connection borrow(DataSource dataSource) throws SQLException {
-        DataSource target = dataSource instanceof TransactionAwareDataSourceProxy proxy
-                && proxy.getTargetDataSource() != null ? proxy.getTargetDataSource() : dataSource;
+        DataSource target = unproxied(dataSource);
         // Only through the proxy, and only when a transaction holds a connection of its DataSource, is the connection
         // the caller's. Otherwise it comes from the DataSource the proxy wraps: inside a transaction on another
         // DataSource, Spring would bind the one the proxy fetches to the thread for the rest of that transaction, and
@@ -71,6 +70,15 @@ public final class ReadConnections {
         };
         return (Connection) Proxy.newProxyInstance(ReadConnections.class.getClassLoader(),
                 new Class<?>[] {Connection.class}, handler);
+    }
+
+    /**
+     * The DataSource a {@link TransactionAwareDataSourceProxy} wraps, else {@code dataSource}: where the library takes
+     * a connection of its own from, which Spring neither hands out from a transaction nor binds to one.
+     */
+    static DataSource unproxied(DataSource dataSource) {
+        return dataSource instanceof TransactionAwareDataSourceProxy proxy && proxy.getTargetDataSource() != null
+                ? proxy.getTargetDataSource() : dataSource;
     }
 
     /**
