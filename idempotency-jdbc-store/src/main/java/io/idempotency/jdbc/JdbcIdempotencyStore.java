@@ -34,7 +34,8 @@ import java.util.function.Supplier;
 /**
  * What the library's JDBC stores share, whatever their database: every statement runs on the connection of the
  * transaction open on the current thread (through Spring's {@link JdbcTemplate}), so that it commits or rolls back
- * with the handler's own writes; a write made with no such transaction commits in one of its own before it returns;
+ * with the handler's own writes; a write made with no such transaction commits in one of its own before it returns, and
+ * a look-up made with none runs on a connection of its own taken from the DataSource, rolled back before it goes back;
  * and the fenced writes and look-ups are single statements, given by the database's store as {@link Statements}. A
  * store for another database supplies those, the claim and the batch delete.
  */
