@@ -199,8 +199,8 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
      * connection it gives back outside a transaction: one the pool hands out without auto-commit begins a transaction
      * with the query, which a pool need not end when the connection comes back (Tomcat JDBC's
      * {@code rollbackOnReturn} is off by default). Left open there, the next transaction on the connection could not
-     * ask for its isolation level. Rolled back here, as it wrote nothing, as {@link ReadConnections} does (a connection
-     * that refuses the rollback is aborted); a connection in auto-commit mode costs nothing more.
+     * ask for its isolation level. Rolled back here, as it wrote nothing, by {@link ReadConnections} (a connection that
+     * refuses the rollback is aborted); a connection in auto-commit mode costs nothing more.
      */
     protected <T> List<T> read(String sql, RowMapper<T> rows, Object... args) {
         if (joinsTransaction()) {
@@ -209,38 +209,15 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
         // A connection of the read's own, straight from the DataSource: fetched through Spring inside a transaction on
         // another DataSource, it would stay bound to the thread for the rest of that transaction, and the next look-up
         // would join it as if a transaction held it.
-        Connection connection;
-        try {
-            connection = transactionResource.getConnection();
-        } catch (SQLException e) {
-            throw translated(sql, e);
-        }
-        List<T> found;
-        try (PreparedStatement statement = connection.prepareStatement(sql)) {
+        try (Connection connection = ReadConnections.borrow(transactionResource);
+             PreparedStatement statement = connection.prepareStatement(sql)) {
             new ArgumentPreparedStatementSetter(args).setValues(statement);
             try (ResultSet resultSet = statement.executeQuery()) {
-                found = new RowMapperResultSetExtractor<>(rows).extractData(resultSet);
+                return new RowMapperResultSetExtractor<>(rows).extractData(resultSet);
             }
-        } catch (SQLException | RuntimeException | Error failed) {
-            try {
-                ReadConnections.giveBack(connection);
-            } catch (SQLException | RuntimeException e) {
-                failed.addSuppressed(e);
-            }
-            if (failed instanceof SQLException e) {
-                throw translated(sql, e);
-            }
-            if (failed instanceof Error e) {
-                throw e;
-            }
-            throw (RuntimeException) failed;
-        }
-        try {
-            ReadConnections.giveBack(connection);
         } catch (SQLException e) {
             throw translated(sql, e);
         }
-        return found;
     }
 
     private DataAccessException translated(String sql, SQLException e) {

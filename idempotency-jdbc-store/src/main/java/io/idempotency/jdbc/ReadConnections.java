@@ -87,7 +87,7 @@ public final class ReadConnections {
      *
      * @throws SQLException the rollback's failure, when the connection could not be aborted either, or the close's
      */
-    static void giveBack(Connection connection) throws SQLException {
+    private static void giveBack(Connection connection) throws SQLException {
         boolean aborted;
         try {
             aborted = rollBack(connection);
@@ -116,7 +116,7 @@ public final class ReadConnections {
      * @return whether the connection was aborted
      * @throws SQLException the rollback's failure, when the connection could not be aborted either
      */
-    static boolean rollBack(Connection connection) throws SQLException {
+    private static boolean rollBack(Connection connection) throws SQLException {
         try {
             if (!connection.isClosed() && !connection.getAutoCommit()) {
                 connection.rollback();
