@@ -102,9 +102,7 @@ class ReadConnectionsIntegrationTest {
             new IdempotencySchemaMigrator(pool, TABLE, true).migrate();
             JdbcTemplate jdbc = new JdbcTemplate(pool);
             jdbc.execute("create table orders (reference text primary key)");
-            PostgresPartitionMaintenance maintenance = new PostgresPartitionMaintenance(
-                    new TransactionAwareDataSourceProxy(pool), TABLE, Duration.ofHours(1), 1,
-                    Duration.ofSeconds(5));
+            PostgresPartitionMaintenance maintenance = throughProxy(pool);
             maintenance.createAhead(false);
 
             new TransactionTemplate(new DataSourceTransactionManager(pool)).executeWithoutResult(status -> {
@@ -135,8 +133,7 @@ class ReadConnectionsIntegrationTest {
         try (HikariDataSource pool = database.dataSource(2, config -> config.setAutoCommit(false));
              HikariDataSource other = elsewhere.dataSource(1)) {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(pool, TABLE);
-            new TransactionTemplate(new DataSourceTransactionManager(other)).executeWithoutResult(status -> {
-                new JdbcTemplate(other).queryForObject("select 1", Integer.class);
+            inTransactionOf(other, () -> {
                 assertThat(store.find(new ScopedKey("", "POST /orders", "k-1"))).isEmpty();
                 assertThat(idleInTransaction(database)).as("the look-up's session, left in its transaction").isZero();
                 assertThat(store.find(new ScopedKey("", "POST /orders", "k-2"))).isEmpty();
@@ -157,12 +154,9 @@ class ReadConnectionsIntegrationTest {
         try (HikariDataSource pool = database.dataSource(2, config -> config.setAutoCommit(false));
              HikariDataSource other = elsewhere.dataSource(1)) {
             new IdempotencySchemaMigrator(pool, TABLE, true).migrate();
-            PostgresPartitionMaintenance maintenance = new PostgresPartitionMaintenance(
-                    new TransactionAwareDataSourceProxy(pool), TABLE, Duration.ofHours(1), 1,
-                    Duration.ofSeconds(5));
+            PostgresPartitionMaintenance maintenance = throughProxy(pool);
             maintenance.createAhead(false);
-            new TransactionTemplate(new DataSourceTransactionManager(other)).executeWithoutResult(status -> {
-                new JdbcTemplate(other).queryForObject("select 1", Integer.class);
+            inTransactionOf(other, () -> {
                 assertThat(maintenance.coversNow()).isTrue();
                 assertThat(idleInTransaction(database)).as("the look-up's session, left in its transaction").isZero();
                 assertThat(maintenance.partitions()).isNotEmpty();
@@ -183,9 +177,7 @@ class ReadConnectionsIntegrationTest {
             new IdempotencySchemaMigrator(pool, TABLE, true).migrate();
             JdbcTemplate jdbc = new JdbcTemplate(pool);
             jdbc.execute("create table orders (reference text primary key)");
-            PostgresPartitionMaintenance maintenance = new PostgresPartitionMaintenance(
-                    new TransactionAwareDataSourceProxy(pool), TABLE, Duration.ofHours(1), 1,
-                    Duration.ofSeconds(5));
+            PostgresPartitionMaintenance maintenance = throughProxy(pool);
 
             new TransactionTemplate(new DataSourceTransactionManager(pool)).executeWithoutResult(status -> {
                 jdbc.update("insert into orders values ('undone')");
@@ -210,16 +202,27 @@ class ReadConnectionsIntegrationTest {
         try (HikariDataSource pool = database.dataSource(2, config -> config.setAutoCommit(false));
              HikariDataSource other = elsewhere.dataSource(1)) {
             new IdempotencySchemaMigrator(pool, TABLE, true).migrate();
-            PostgresPartitionMaintenance maintenance = new PostgresPartitionMaintenance(
-                    new TransactionAwareDataSourceProxy(pool), TABLE, Duration.ofHours(1), 1,
-                    Duration.ofSeconds(5));
-            new TransactionTemplate(new DataSourceTransactionManager(other)).executeWithoutResult(status -> {
-                new JdbcTemplate(other).queryForObject("select 1", Integer.class);
+            PostgresPartitionMaintenance maintenance = throughProxy(pool);
+            inTransactionOf(other, () -> {
                 maintenance.createAhead(false);
                 assertThat(maintenance.coversNow()).isTrue();
                 assertThat(idleInTransaction(database)).as("the look-up's session, left in its transaction").isZero();
             });
         }
+    }
+
+    /** Hourly partitions of {@link #TABLE} kept through a {@link TransactionAwareDataSourceProxy} of {@code pool}. */
+    private static PostgresPartitionMaintenance throughProxy(DataSource pool) {
+        return new PostgresPartitionMaintenance(new TransactionAwareDataSourceProxy(pool), TABLE, Duration.ofHours(1),
+                1, Duration.ofSeconds(5));
+    }
+
+    /** Runs {@code work} in a transaction on {@code other}, which has used its connection already. */
+    private static void inTransactionOf(DataSource other, Runnable work) {
+        new TransactionTemplate(new DataSourceTransactionManager(other)).executeWithoutResult(status -> {
+            new JdbcTemplate(other).queryForObject("select 1", Integer.class);
+            work.run();
+        });
     }
 
     /** Sessions of {@code database} that sit idle inside a transaction. */
