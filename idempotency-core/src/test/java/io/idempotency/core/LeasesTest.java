@@ -11,11 +11,14 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.logging.Level;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /** Lease renewals while a claim's holder works. */
 class LeasesTest {
@@ -194,6 +197,138 @@ class LeasesTest {
                 assertThat(record.getMessage()).contains("alice", "POST /charges", "k-1");
                 assertThat(record.getThrown()).hasMessage("connection refused");
             });
+        } finally {
+            executor.shutdownNow();
+        }
+    }
+
+    private static final ScopedKey KEY = new ScopedKey("alice", "POST /charges", "k-1");
+
+    /** A store that only renews: each renewal is recorded, with whether its thread was interrupted then. */
+    private static IdempotencyStore renewingStore(List<Object[]> renewals, RuntimeException failure) {
+        return (IdempotencyStore) Proxy.newProxyInstance(LeasesTest.class.getClassLoader(),
+                new Class<?>[] {IdempotencyStore.class}, (proxy, method, args) -> {
+                    if (!method.getName().equals("renew")) {
+                        throw new UnsupportedOperationException(method.getName());
+                    }
+                    renewals.add(new Object[] {args[0], args[1], args[2], Thread.currentThread().isInterrupted()});
+                    if (failure != null) {
+                        throw failure;
+                    }
+                    return true;
+                });
+    }
+
+    /** An executor that drops a cancelled schedule from its queue at once: an empty queue shows the renewals stopped. */
+    private static ScheduledThreadPoolExecutor renewalThread() {
+        ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(1);
+        executor.setRemoveOnCancelPolicy(true);
+        return executor;
+    }
+
+    /**
+     * A holder interrupted before it decided anything (the application stopping) hands its lease back: the renewals
+     * stop, and the lease is ended at once, so that a retry or the sweeper takes the claim over now rather than after
+     * the lease. The store is asked without the interrupt, which a pool would answer by refusing a connection, and the
+     * interrupt is kept for the holder's caller.
+     */
+    @Test
+    void aLeaseHandedBackStopsItsRenewalsAndEndsAtOnceWithoutTheInterruptWhichIsKept() {
+        List<Object[]> renewals = new CopyOnWriteArrayList<>();
+        IdempotencyStore store = renewingStore(renewals, null);
+        ScheduledThreadPoolExecutor executor = renewalThread();
+        try {
+            Leases.Holding holding = Leases.hold(executor, store, KEY, "token-1", Duration.ofHours(1));
+            assertThat(executor.getQueue()).as("renewals scheduled").hasSize(1);
+            RuntimeException failure = new RuntimeException("interrupted");
+
+            Thread.currentThread().interrupt();
+            Leases.handBack(holding, store, KEY, "token-1", failure);
+
+            assertThat(Thread.interrupted()).as("the interrupt is kept").isTrue();
+            assertThat(executor.getQueue()).as("no renewal is scheduled any more").isEmpty();
+            assertThat(renewals).singleElement().satisfies(renewal -> assertThat(renewal)
+                    .containsExactly(KEY, "token-1", IdempotencyEngine.MIN_LEASE, false));
+            assertThat(failure.getSuppressed()).isEmpty();
+        } finally {
+            Thread.interrupted();
+            executor.shutdownNow();
+        }
+    }
+
+    /** Ending a lease that fails leaves it to run out as it would have, and says why on the holder's failure. */
+    @Test
+    void aLeaseThatCannotBeEndedSaysWhyOnTheFailureOfItsHolderAndKeepsTheInterrupt() {
+        List<Object[]> renewals = new CopyOnWriteArrayList<>();
+        IllegalStateException refused = new IllegalStateException("connection refused");
+        IdempotencyStore store = renewingStore(renewals, refused);
+        RuntimeException failure = new RuntimeException("interrupted");
+        try {
+            Thread.currentThread().interrupt();
+            Leases.endLease(store, KEY, "token-1", failure);
+
+            assertThat(Thread.interrupted()).as("the interrupt is kept").isTrue();
+            assertThat(renewals).singleElement().satisfies(renewal -> assertThat(renewal)
+                    .containsExactly(KEY, "token-1", IdempotencyEngine.MIN_LEASE, false));
+            assertThat(failure.getSuppressed()).containsExactly(refused);
+        } finally {
+            Thread.interrupted();
+        }
+    }
+
+    /** A decision already made is written without the thread's interrupt, which is given back afterwards. */
+    @Test
+    void aWriteRunUninterruptedSeesNoInterruptAndTheInterruptIsKept() {
+        try {
+            Thread.currentThread().interrupt();
+            AtomicBoolean interruptedWhileWriting = new AtomicBoolean(true);
+
+            boolean written = Leases.uninterrupted(() -> {
+                interruptedWhileWriting.set(Thread.currentThread().isInterrupted());
+                return true;
+            });
+
+            assertThat(written).isTrue();
+            assertThat(interruptedWhileWriting).as("interrupted while writing").isFalse();
+            assertThat(Thread.interrupted()).as("the interrupt is kept").isTrue();
+            assertThatThrownBy(() -> Leases.uninterrupted(() -> {
+                throw new IllegalStateException("refused");
+            })).hasMessage("refused");
+            assertThat(Thread.interrupted()).as("not interrupted when it was not").isFalse();
+        } finally {
+            Thread.interrupted();
+        }
+    }
+
+    /**
+     * A holder about to write its outcome stops its renewals, and a renewal still waiting (for a pooled connection,
+     * which the holder's own transaction may be keeping from it) is interrupted rather than waited for.
+     */
+    @Test
+    void stoppingALeaseInterruptsTheRenewalUnderWayAndEndsTheSchedule() throws Exception {
+        CountDownLatch renewing = new CountDownLatch(1);
+        CountDownLatch never = new CountDownLatch(1);
+        AtomicBoolean interrupted = new AtomicBoolean();
+        IdempotencyStore store = (IdempotencyStore) Proxy.newProxyInstance(getClass().getClassLoader(),
+                new Class<?>[] {IdempotencyStore.class}, (proxy, method, args) -> {
+                    renewing.countDown();
+                    try {
+                        never.await(30, TimeUnit.SECONDS); // waits for a connection that a holder keeps
+                    } catch (InterruptedException e) {
+                        interrupted.set(true);
+                        throw e;
+                    }
+                    return true;
+                });
+        ScheduledThreadPoolExecutor executor = renewalThread();
+        try {
+            Leases.Holding holding = Leases.hold(executor, store, KEY, "token-1", Duration.ofMillis(3));
+            assertThat(renewing.await(10, TimeUnit.SECONDS)).as("a renewal under way").isTrue();
+
+            Leases.stop(holding);
+
+            assertThat(interrupted).as("the renewal under way was interrupted").isTrue();
+            assertThat(executor.getQueue()).as("no renewal is scheduled any more").isEmpty();
         } finally {
             executor.shutdownNow();
         }
