@@ -76,6 +76,36 @@ class IdempotencyEngineTest {
         assertThat(store.transactionOpenDuringClaim).isTrue();
     }
 
+    /**
+     * Only a hex SHA-256 is taken as a fingerprint, refused before memory and database: a text the database does not
+     * keep as given would be replayed by the instance that stored it and refused as another request's by the others.
+     */
+    @Test
+    void aFingerprintOf64CharactersThatAreNotAllHexDigitsIsRefusedBeforeTheStoreIsAsked() {
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
+        String digits = "0".repeat(63);
+        // the characters on either side of each range of digits: '/' ':', '`' 'g', '@' 'G'
+        for (String notHex : List.of("/", ":", "`", "g", "@", "G", "\u00e9", " ")) {
+            assertThatThrownBy(() -> engine.start(KEY, digits + notHex)).as("ending in '%s'", notHex)
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("hex SHA-256");
+            assertThatThrownBy(() -> engine.start(KEY, notHex + digits)).as("starting with '%s'", notHex)
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("hex SHA-256");
+        }
+        assertThatThrownBy(() -> engine.start(KEY, "0".repeat(100) + "\n"))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageEndingWith("0".repeat(80) + "...").hasMessageNotContaining("\n");
+        assertThat(store.claims).as("claims made").isEmpty();
+        assertThat(transactions.begun).as("transactions begun").isEmpty();
+
+        for (String hex : List.of("0123456789abcdef", "0123456789ABCDEF", "9aF09aF09aF09aF0")) {
+            assertThat(engine.start(new ScopedKey("alice", "POST /payments", hex), hex.repeat(4))).as(hex)
+                    .isInstanceOf(Proceed.class);
+        }
+        assertThat(store.claims).extracting(ClaimRequest::requestHash).as("compared and stored in lower case")
+                .containsExactly("0123456789abcdef".repeat(4), "0123456789abcdef".repeat(4),
+                        "9af09af09af09af0".repeat(4));
+    }
+
     @Test
     void succeededWithSameHashReplaysAndRollsBack() {
         store.claimAnswer = () -> existing(RecordStatus.SUCCEEDED, HASH, CREATED);
