@@ -1365,6 +1365,35 @@ class IdempotencyEngineTest {
         }
     }
 
+    /**
+     * A resolver may take longer to decide than the retry would wait (it asks a payment provider): once it has marked
+     * the claim FAILED, the retry claims the key it freed, rather than answer "in progress" for a key nobody holds.
+     */
+    @Test
+    void aStaleClaimTheResolverFailsAfterTheRetrysWaitIsClaimedAgainByItsRetry() {
+        IdempotencyEngine resolving = resolvingWith(claim -> {
+            try {
+                Thread.sleep(MAX_WAIT.toMillis() + 100); // decides after the wait of the retry that asked has run out
+            } catch (InterruptedException e) {
+                throw new IllegalStateException(e);
+            }
+            return StaleClaimResolver.Resolution.fail();
+        });
+        store.claimAnswer = () -> store.claims.size() == 1 ? stale(HASH) : new ClaimResult.Claimed("token-3", true);
+        store.takeOverAnswer = expired -> Optional.of("token-2");
+        store.settlementsExpected = true;
+        try {
+            Start start = resolving.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofHours(1));
+
+            assertThat(start).isInstanceOf(Proceed.class);
+            assertThat(store.settlements).containsExactly("fail token-2");
+            assertThat(store.claims).hasSize(2);
+            ((Proceed) start).execution().abandonUnrun();
+        } finally {
+            resolving.shutdown();
+        }
+    }
+
     @Test
     void aStaleClaimTheResolverHasRerunRunsItsRequestUnderTheClaimTakenOver() {
         IdempotencyEngine resolving = resolvingWith(StaleClaimResolver.RERUN);
