@@ -207,6 +207,40 @@ class ReplayCacheTest {
                 .isGreaterThanOrEqualTo(taken);
     }
 
+    /**
+     * A character takes up to two bytes (outside Latin-1): every character of an entry's caller, scope, key,
+     * fingerprint and headers counts so, and each header its objects besides, so that entries of long strings cannot
+     * hold more memory than the budget allows.
+     */
+    @Test
+    void theFootprintOfAnEntryCountsEachOfItsStringsAtTwoBytesACharacter() {
+        String s = "x";
+        String longer = "x".repeat(201);
+        StoredResponse oneHeader = new StoredResponse(200, List.of(new StoredResponse.Header("N", "v")), null);
+        long base = ReplayCache.footprint(new ScopedKey(s, s, s), s, oneHeader);
+
+        assertThat(ReplayCache.footprint(new ScopedKey(longer, s, s), s, oneHeader)).as("caller")
+                .isGreaterThanOrEqualTo(base + 400);
+        assertThat(ReplayCache.footprint(new ScopedKey(s, longer, s), s, oneHeader)).as("scope")
+                .isGreaterThanOrEqualTo(base + 400);
+        assertThat(ReplayCache.footprint(new ScopedKey(s, s, longer), s, oneHeader)).as("key")
+                .isGreaterThanOrEqualTo(base + 400);
+        assertThat(ReplayCache.footprint(new ScopedKey(s, s, s), longer, oneHeader)).as("fingerprint")
+                .isGreaterThanOrEqualTo(base + 400);
+        assertThat(ReplayCache.footprint(new ScopedKey(s, s, s), s,
+                new StoredResponse(200, List.of(new StoredResponse.Header("N" + longer, "v")), null)))
+                .as("header name").isGreaterThanOrEqualTo(base + 402);
+        assertThat(ReplayCache.footprint(new ScopedKey(s, s, s), s,
+                new StoredResponse(200, List.of(new StoredResponse.Header("N", "v" + longer)), null)))
+                .as("header value").isGreaterThanOrEqualTo(base + 402);
+        List<StoredResponse.Header> tenHeaders = java.util.Collections.nCopies(10, new StoredResponse.Header("N", "v"));
+        assertThat(ReplayCache.footprint(new ScopedKey(s, s, s), s, new StoredResponse(200, tenHeaders, null)))
+                .as("each header's objects, beyond its characters").isGreaterThan(base + 9 * (4 + 100));
+        assertThat(ReplayCache.footprint(new ScopedKey(s, s, s), s,
+                new StoredResponse(200, List.of(new StoredResponse.Header("N", "v")), new byte[1_000])))
+                .as("the body").isGreaterThanOrEqualTo(base + 1_000);
+    }
+
     @Test
     void keepsItsAnswersWithinItsMemoryBudgetDroppingTheLeastRecentlyUsed() {
         StoredResponse large = new StoredResponse(201, List.of(new StoredResponse.Header("Content-Type",
