@@ -487,6 +487,23 @@ class CanonicalJsonTest {
                 .isInstanceOf(InvalidJsonException.class);
     }
 
+    /** The message is shown to the client: the character it names is written so that it can be read there. */
+    @Test
+    void errorMessagesShowTheCharacterTheyNameReadably() {
+        assertThatThrownBy(() -> parse("[~]")).hasMessageEndingWith("unexpected character '~'");
+        assertThatThrownBy(() -> parse("[" + (char) 1 + "]")).hasMessageEndingWith("unexpected character '\\u0001'");
+        assertThatThrownBy(() -> parse("[" + (char) 0x7f + "]")).hasMessageEndingWith("unexpected character '\\u007f'");
+        assertThatThrownBy(() -> parse("[\u00e9]")).hasMessageEndingWith("unexpected character '\\u00e9'");
+        assertThatThrownBy(() -> parse("\"\\ \"")).hasMessageEndingWith("invalid escape \\ ");
+        assertThatThrownBy(() -> parse("\"\\" + (char) 0x1f + "\"")).hasMessageEndingWith("invalid escape \\\\u001f");
+    }
+
+    @Test
+    void aByteOrderMarkAfterWhitespaceIsNamedAsSuch() {
+        assertThatThrownBy(() -> parse(" \n\uFEFF{}")).hasMessageContaining("character 3")
+                .hasMessageEndingWith("a byte order mark is not allowed");
+    }
+
     @Test
     void errorMessageGivesThePosition() {
         assertThatThrownBy(() -> parse("[1,2,x]"))
@@ -672,6 +689,15 @@ class CanonicalJsonTest {
         assertThat(new String(CanonicalJson.canonicalize(
                 Arrays.asList(Double.NaN, Double.NEGATIVE_INFINITY, Float.POSITIVE_INFINITY, 2.0)), UTF_8))
                 .isEqualTo("[\"NaN\",\"-Infinity\",\"Infinity\",2]");
+    }
+
+    @Test
+    void finiteFloatsAndDoublesAreWrittenAsTheNumbersTheyAreNotAsText() {
+        // a fingerprint expression's value: the float 1.5 is the number 1.5, and not the string "1.5"
+        assertThat(new String(CanonicalJson.canonicalize(List.of(1.5f, -0.25d, 2.0f)), UTF_8)).isEqualTo("[1.5,-0.25,2]");
+        assertThat(CanonicalJson.canonicalize(1.5f)).isEqualTo(CanonicalJson.canonicalize(new BigDecimal("1.50")))
+                .isNotEqualTo(CanonicalJson.canonicalize("1.5"));
+        assertThat(new String(CanonicalJson.canonicalize(Float.NaN), UTF_8)).isEqualTo("\"NaN\"");
     }
 
     @Test
