@@ -112,6 +112,8 @@ class IdempotencyKeyParserTest {
             "\"abc\";x=%\"a\tb\"", // a Display String with a control character
             "\"abc\";x=%\"%",      // that ends inside a %-escape
             "\"abc\";x=%\"%c3a%a9\"", // whose octets are not UTF-8 (a plain character cuts a sequence)
+            "\"abc\";x=\"\t;y",      // a control character ends no String: what follows is inside it
+            "\"abc\";x=%\"\t;y",     // nor a Display String
     })
     void malformedParametersMakeTheKeyMalformed(String value) {
         assertMalformed(value);
@@ -181,6 +183,17 @@ class IdempotencyKeyParserTest {
         assertThat(parse("abc, def")).isInstanceOfSatisfying(Malformed.class,
                 m -> assertThat(m.reason()).contains("comma"));
         assertMalformed("abc,def");
+    }
+
+    /** The reason is shown to the client, who finds the offending character at the position it names. */
+    @Test
+    void theReasonNamesThePositionOfTheOffendingCharacterCountedFromOne() {
+        assertThat(parse("ab c")).isInstanceOfSatisfying(Malformed.class,
+                m -> assertThat(m.reason()).endsWith("(position 3)"));
+        assertThat(parse("\"ab\\nc\"")).isInstanceOfSatisfying(Malformed.class,
+                m -> assertThat(m.reason()).endsWith("(position 4)"));
+        assertThat(parse("\"ab\tc\"")).isInstanceOfSatisfying(Malformed.class,
+                m -> assertThat(m.reason()).endsWith("(position 4)"));
     }
 
     @Test
