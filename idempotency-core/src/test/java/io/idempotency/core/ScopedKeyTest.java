@@ -40,6 +40,20 @@ class ScopedKeyTest {
     }
 
     @Test
+    void theControlCharactersOfC1AreEscapedUpToTheirLastAndDeleteFromItsFirst() {
+        // DEL (U+007F) and U+0080 to U+009F rewrite a terminal's line as the C0 ones do; U+00A0 is a visible space
+        assertThat(ScopedKey.printable("a\u007fb\u009fc\u00a0d~")).isEqualTo("a\\u007fb\\u009fc\u00a0d~");
+    }
+
+    @Test
+    void textEndingInHalfOfASurrogatePairIsShownWithoutFailing() {
+        // text no key is made of, such as a request's path or a principal's name that a message names, may end in
+        // half of a pair: the message that names it must still be made
+        assertThat(ScopedKey.printable("/charges/\ud83d")).startsWith("/charges/");
+        assertThat(ScopedKey.printable("\ud83d")).isNotEmpty();
+    }
+
+    @Test
     void printableTextIsKeptAsItIsAndABackslashIsDoubled() {
         assertThat(ScopedKey.printable("6f1c1f0e-3b4e-4a8e-9a57-1d2b7d1c9a01")).isEqualTo(
                 "6f1c1f0e-3b4e-4a8e-9a57-1d2b7d1c9a01");
