@@ -187,6 +187,27 @@ public abstract class IdempotencyStoreContract {
         assertThat(store().find(key).orElseThrow().status()).isEqualTo(RecordStatus.SUCCEEDED);
     }
 
+    /**
+     * A completed record is never marked FAILED, even by its own holder's token: the stored answer would be lost, and
+     * the request's retry (a FAILED record of its request is taken over) would run the request a second time.
+     */
+    @Test
+    void aCompletedRecordCannotBeFailed() {
+        ScopedKey key = newKey();
+        String token = claimed(claimCommitted(key, HASH_A, DAY));
+        StoredResponse response = new StoredResponse(201, List.of(), "paid".getBytes(StandardCharsets.UTF_8));
+        assertThat(holds(store -> store.complete(key, token, response))).isTrue();
+
+        assertThat(holds(store -> store.fail(key, token))).as("a completed record cannot be failed").isFalse();
+
+        IdempotencyRecord record = store().find(key).orElseThrow();
+        assertThat(record.status()).isEqualTo(RecordStatus.SUCCEEDED);
+        assertThat(record.response()).isEqualTo(response);
+        ClaimResult retry = claimCommitted(key, HASH_A, DAY);
+        assertThat(retry).as("the retry is answered with the stored answer").isInstanceOf(ClaimResult.Existing.class);
+        assertThat(((ClaimResult.Existing) retry).record().response()).isEqualTo(response);
+    }
+
     @Test
     void aFailedRecordIsTakenOverByItsRequestSentAgain() {
         ScopedKey key = newKey();
