@@ -123,6 +123,27 @@ public abstract class IdempotencyStoreContract {
     }
 
     /**
+     * A look-up finds the record of its own caller and scope only: the engine answers a retry, and the sweeper judges
+     * a stale claim, with what it finds, and a record of another caller or operation under the same key is not theirs.
+     */
+    @Test
+    void findTellsRecordsApartByCallerAndScope() {
+        String key = UUID.randomUUID().toString();
+        List<ScopedKey> keys = List.of(new ScopedKey("alice", "POST /a", key), new ScopedKey("bob", "POST /a", key),
+                new ScopedKey("alice", "POST /b", key));
+        List<String> tokens = new ArrayList<>();
+        for (ScopedKey scoped : keys) {
+            tokens.add(claimed(claimCommitted(scoped, HASH_A, DAY)));
+        }
+
+        for (int i = 0; i < keys.size(); i++) {
+            assertThat(store().find(keys.get(i)).orElseThrow().fencingToken()).as("the record of %s", keys.get(i))
+                    .isEqualTo(tokens.get(i));
+        }
+        assertThat(store().find(new ScopedKey("bob", "POST /b", key))).as("no record of bob's POST /b").isEmpty();
+    }
+
+    /**
      * Callers, scopes and keys compare byte for byte: ones that differ only in case or in trailing spaces belong to
      * other callers, other operations and other requests.
      */
