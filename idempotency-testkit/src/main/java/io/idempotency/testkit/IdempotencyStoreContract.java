@@ -320,6 +320,36 @@ public abstract class IdempotencyStoreContract {
     }
 
     /**
+     * Cleanup deletes an expired record only, not the records of other callers or operations that share its key: those
+     * may be within their retention, or still being worked on.
+     */
+    @Test
+    void deleteExpiredLeavesTheRecordsOfOtherCallersAndScopesUnderTheSameKey() throws InterruptedException {
+        String key = UUID.randomUUID().toString();
+        ScopedKey expired = new ScopedKey("alice", "POST /a", key);
+        ScopedKey otherScope = new ScopedKey("alice", "POST /b", key);
+        ScopedKey otherCaller = new ScopedKey("bob", "POST /a", key);
+        ScopedKey processing = new ScopedKey("alice", "POST /c", key);
+        StoredResponse response = new StoredResponse(200, List.of(), null);
+        inTransaction(store -> store.complete(expired,
+                claimed(store.claim(claim(expired, HASH_A, Duration.ofMillis(1)))), response));
+        for (ScopedKey live : List.of(otherScope, otherCaller)) {
+            inTransaction(store -> store.complete(live, claimed(store.claim(claim(live, HASH_A, DAY))), response));
+        }
+        claimed(claimCommitted(processing, HASH_A, DAY));
+        Thread.sleep(50); // past the retention of a millisecond
+
+        while (inTransaction(store -> store.deleteExpired(1000)) > 0) {
+            // every expired record, this test's and those other tests left
+        }
+
+        assertThat(store().find(expired)).as("the expired record").isEmpty();
+        assertThat(store().find(otherScope)).as("another operation's record under the key").isPresent();
+        assertThat(store().find(otherCaller)).as("another caller's record under the key").isPresent();
+        assertThat(store().find(processing)).as("a claim being worked on under the key").isPresent();
+    }
+
+    /**
      * A batch of one, the smallest a cleaner may run with, deletes one expired record at a time, and an expired claim
      * still PROCESSING (older than the others here) never takes a place in a batch: a batch filled with such claims
      * would delete nothing, and the cleaner, taking the short batch for the end, would stop with finished records
