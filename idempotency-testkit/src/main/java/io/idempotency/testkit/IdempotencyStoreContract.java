@@ -554,6 +554,24 @@ public abstract class IdempotencyStoreContract {
         assertThat(first.get(0).lockedUntil()).isEqualTo(all.get(0).lockedUntil());
     }
 
+    /**
+     * Expired leases come in the order their leases ran out, not the order the keys were claimed in: a claim given a
+     * longer lease before another's short one ran out is handed to the sweeper after it.
+     */
+    @Test
+    void expiredLeasesComeInTheOrderTheyRanOutNotTheOrderTheyWereClaimed() throws InterruptedException {
+        ScopedKey longer = newKey();
+        claimed(inTransaction(store -> store.claim(new ClaimRequest(longer, HASH_A, DAY, LONG_WAIT,
+                Duration.ofMillis(200)))));
+        ScopedKey shorter = newKey();
+        claimed(inTransaction(store -> store.claim(new ClaimRequest(shorter, HASH_A, DAY, LONG_WAIT,
+                Duration.ofMillis(1)))));
+        Thread.sleep(300); // past both leases
+
+        assertThat(store().findExpiredLeases(1000)).extracting(IdempotencyRecord::key)
+                .containsSubsequence(shorter, longer);
+    }
+
     /** A lease renewal that comes after its claim was completed or failed holds nothing, and says so. */
     @Test
     void aFinishedClaimIsNotRenewed() {
