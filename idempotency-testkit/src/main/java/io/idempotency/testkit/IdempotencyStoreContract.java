@@ -532,6 +532,27 @@ public abstract class IdempotencyStoreContract {
     }
 
     /**
+     * A renewal gives the lease from when it is made, also when it comes late, after the lease had run out: counted
+     * from the lapsed end, its holder would get less than it asked for, or none at all, and the sweeper would take the
+     * claim over while its holder still works on it.
+     */
+    @Test
+    void aLateRenewalGivesTheWholeLeaseFromWhenItIsMade() throws InterruptedException {
+        ScopedKey key = newKey();
+        String token = claimed(inTransaction(store -> store.claim(new ClaimRequest(key, HASH_A, DAY, LONG_WAIT,
+                Duration.ofMillis(1)))));
+        IdempotencyRecord claimed = store().find(key).orElseThrow();
+        Thread.sleep(300); // the lease of a millisecond has run out
+
+        assertThat(store().renew(key, token, Duration.ofSeconds(1))).isTrue();
+
+        IdempotencyRecord renewed = store().find(key).orElseThrow();
+        assertThat(renewed.lockedUntil()).as("a second from the renewal, made 300 ms after the claim")
+                .isAfter(claimed.createdAt().plusMillis(1200));
+        assertThat(renewed.leaseExpired()).isFalse();
+    }
+
+    /**
      * The sweeper is given the claims whose lease ran out longest ago first, and no more than it asked for, so that
      * none is left waiting behind newer ones.
      */
