@@ -37,6 +37,8 @@ class ContentCodingsTest {
 
         assertThat(decoded.coded()).isFalse();
         assertThat(decoded.bytes()).isEqualTo(TEXT);
+        assertThat(ContentCodings.decode(raw, List.of("deflate"), TEXT.length).bytes())
+                .as("a body of exactly the cap's size once inflated").isEqualTo(TEXT);
         assertThatThrownBy(() -> ContentCodings.decode(raw, List.of("deflate"), TEXT.length - 1))
                 .isInstanceOf(BodyRecordingRequest.BodyTooLargeException.class);
     }
@@ -110,6 +112,19 @@ class ContentCodingsTest {
         byte[] text = "{\"note\":\"coded twice\"}".repeat(80).getBytes(StandardCharsets.UTF_8);
         assertThat(ContentCodings.decode(gzipBytes(deflate(text)), List.of("deflate, gzip"), text.length).bytes())
                 .isEqualTo(text);
+    }
+
+    @Test
+    void aLayerBetweenOfExactlyTheCapsSizeIsDecoded() throws Exception {
+        // the layer between is stored rather than compressed: larger than the body, it is what meets the cap
+        byte[] body = "{\"note\":\"layered\"}".getBytes(StandardCharsets.UTF_8);
+        byte[] between = gzipBytes(body, java.util.zip.Deflater.NO_COMPRESSION);
+        byte[] coded = gzipBytes(between);
+        assertThat(between.length).isGreaterThan(body.length);
+
+        assertThat(ContentCodings.decode(coded, List.of("gzip, gzip"), between.length).bytes()).isEqualTo(body);
+        assertThatThrownBy(() -> ContentCodings.decode(coded, List.of("gzip, gzip"), between.length - 1))
+                .isInstanceOf(BodyRecordingRequest.BodyTooLargeException.class);
     }
 
     private static byte[] deflate(byte[] bytes) throws IOException {
