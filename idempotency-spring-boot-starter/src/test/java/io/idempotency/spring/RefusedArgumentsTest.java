@@ -35,6 +35,10 @@ class RefusedArgumentsTest {
             return null;
         }
 
+        public String charge(@Max(10) long quantity) {
+            return null;
+        }
+
         public @NotNull String answer() {
             return null;
         }
@@ -60,6 +64,9 @@ class RefusedArgumentsTest {
                 .isFalse();
         assertThat(RefusedArguments.of(invocation(handler, charge),
                 argumentsRefused(handler, method("refund", int.class), 11))).isFalse();
+        // an overload of the handler: its name alone does not make it the invoked method
+        assertThat(RefusedArguments.of(invocation(handler, charge),
+                argumentsRefused(handler, method("charge", long.class), 11L))).isFalse();
     }
 
     @Test
@@ -85,9 +92,12 @@ class RefusedArgumentsTest {
                 adapter.validateArguments(new Handler(), charge, null, new Object[] {11}, new Class<?>[0]));
         MethodValidationException returnValue = new MethodValidationException(
                 adapter.validateReturnValue(handler, answer, null, null, new Class<?>[0]));
+        MethodValidationException otherMethod = new MethodValidationException(adapter.validateArguments(handler,
+                method("refund", int.class), null, new Object[] {11}, new Class<?>[0]));
 
         assertThat(RefusedArguments.of(invocation(handler, charge), arguments)).isTrue();
         assertThat(RefusedArguments.of(invocation(handler, charge), otherObject)).isFalse();
+        assertThat(RefusedArguments.of(invocation(handler, charge), otherMethod)).isFalse();
         assertThat(RefusedArguments.of(invocation(handler, answer), returnValue)).isFalse();
     }
 
