@@ -1346,15 +1346,23 @@ class IdempotencyEngineTest {
         }
     }
 
+    /**
+     * A retry that finds a stale claim ({@code resolving}'s resolver decides it), takes it over as token-2, and claims
+     * the key again as token-3 once the claim is marked FAILED.
+     */
+    private Start retryOfAStaleClaimTakenOverAndMarkedFailed(IdempotencyEngine resolving) {
+        store.claimAnswer = () -> store.claims.size() == 1 ? stale(HASH) : new ClaimResult.Claimed("token-3", true);
+        store.takeOverAnswer = expired -> Optional.of("token-2");
+        store.settlementsExpected = true;
+        return resolving.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofHours(1));
+    }
+
     /** Marked FAILED by the resolver, the claim is claimed again at once by its retry, which keeps it from release. */
     @Test
     void aStaleClaimTheResolverFailsIsMarkedFailedAndItsRetryRunsUnderTheKey() {
         IdempotencyEngine resolving = resolvingWith(claim -> StaleClaimResolver.Resolution.fail());
-        store.claimAnswer = () -> store.claims.size() == 1 ? stale(HASH) : new ClaimResult.Claimed("token-3", true);
-        store.takeOverAnswer = expired -> Optional.of("token-2");
-        store.settlementsExpected = true;
         try {
-            Start start = resolving.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofHours(1));
+            Start start = retryOfAStaleClaimTakenOverAndMarkedFailed(resolving);
 
             assertThat(start).isInstanceOf(Proceed.class);
             assertThat(store.settlements).containsExactly("fail token-2");
@@ -1379,11 +1387,8 @@ class IdempotencyEngineTest {
             }
             return StaleClaimResolver.Resolution.fail();
         });
-        store.claimAnswer = () -> store.claims.size() == 1 ? stale(HASH) : new ClaimResult.Claimed("token-3", true);
-        store.takeOverAnswer = expired -> Optional.of("token-2");
-        store.settlementsExpected = true;
         try {
-            Start start = resolving.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofHours(1));
+            Start start = retryOfAStaleClaimTakenOverAndMarkedFailed(resolving);
 
             assertThat(start).isInstanceOf(Proceed.class);
             assertThat(store.settlements).containsExactly("fail token-2");

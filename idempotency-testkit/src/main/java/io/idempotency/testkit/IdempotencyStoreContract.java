@@ -447,8 +447,7 @@ public abstract class IdempotencyStoreContract {
     @Test
     void aClaimWithALeaseIsHeldUntilTheLeaseRunsOutByTheDatabaseClock() throws InterruptedException {
         ScopedKey key = newKey();
-        String token = claimed(inTransaction(store -> store.claim(new ClaimRequest(key, HASH_A, DAY, LONG_WAIT,
-                Duration.ofMillis(300)))));
+        String token = claimedWithLease(key, Duration.ofMillis(300));
 
         IdempotencyRecord held = store().find(key).orElseThrow();
         assertThat(held.status()).isEqualTo(RecordStatus.PROCESSING);
@@ -469,12 +468,10 @@ public abstract class IdempotencyStoreContract {
     @Test
     void aFailedRecordTakenOverWithALeaseHoldsThatLease() throws InterruptedException {
         ScopedKey key = newKey();
-        String first = claimed(inTransaction(store -> store.claim(new ClaimRequest(key, HASH_A, DAY, LONG_WAIT,
-                Duration.ofMillis(300)))));
+        String first = claimedWithLease(key, Duration.ofMillis(300));
         assertThat(holds(store -> store.fail(key, first))).isTrue();
 
-        String second = claimed(inTransaction(store -> store.claim(new ClaimRequest(key, HASH_A, DAY, LONG_WAIT,
-                Duration.ofMillis(300)))));
+        String second = claimedWithLease(key, Duration.ofMillis(300));
 
         IdempotencyRecord held = store().find(key).orElseThrow();
         assertThat(held.fencingToken()).isEqualTo(second);
@@ -505,8 +502,7 @@ public abstract class IdempotencyStoreContract {
         assertThat(Duration.between(retried.createdAt(), retried.expiresAt())).isEqualTo(DAY.multipliedBy(3));
 
         ScopedKey staleKey = newKey();
-        String staleToken = claimed(inTransaction(store -> store.claim(new ClaimRequest(staleKey, HASH_A, DAY,
-                LONG_WAIT, Duration.ofMillis(1)))));
+        String staleToken = claimedWithLease(staleKey, Duration.ofMillis(1));
         IdempotencyRecord stale = store().find(staleKey).orElseThrow();
         Thread.sleep(20);
 
@@ -520,8 +516,7 @@ public abstract class IdempotencyStoreContract {
     @Test
     void onlyTheHolderRenewsItsLease() throws InterruptedException {
         ScopedKey key = newKey();
-        String token = claimed(inTransaction(store -> store.claim(new ClaimRequest(key, HASH_A, DAY, LONG_WAIT,
-                Duration.ofMillis(300)))));
+        String token = claimedWithLease(key, Duration.ofMillis(300));
 
         assertThat(store().renew(key, UUID.randomUUID().toString(), Duration.ofSeconds(10))).isFalse();
         assertThat(store().renew(key, token, Duration.ofSeconds(10))).isTrue();
@@ -539,8 +534,7 @@ public abstract class IdempotencyStoreContract {
     @Test
     void aLateRenewalGivesTheWholeLeaseFromWhenItIsMade() throws InterruptedException {
         ScopedKey key = newKey();
-        String token = claimed(inTransaction(store -> store.claim(new ClaimRequest(key, HASH_A, DAY, LONG_WAIT,
-                Duration.ofMillis(1)))));
+        String token = claimedWithLease(key, Duration.ofMillis(1));
         IdempotencyRecord claimed = store().find(key).orElseThrow();
         Thread.sleep(300); // the lease of a millisecond has run out
 
@@ -562,8 +556,7 @@ public abstract class IdempotencyStoreContract {
         for (int i = 0; i < 3; i++) {
             ScopedKey key = newKey();
             keys.add(key);
-            claimed(inTransaction(store -> store.claim(new ClaimRequest(key, HASH_A, DAY, LONG_WAIT,
-                    Duration.ofMillis(1)))));
+            claimedWithLease(key, Duration.ofMillis(1));
         }
         Thread.sleep(50);
 
@@ -582,11 +575,9 @@ public abstract class IdempotencyStoreContract {
     @Test
     void expiredLeasesComeInTheOrderTheyRanOutNotTheOrderTheyWereClaimed() throws InterruptedException {
         ScopedKey longer = newKey();
-        claimed(inTransaction(store -> store.claim(new ClaimRequest(longer, HASH_A, DAY, LONG_WAIT,
-                Duration.ofSeconds(1)))));
+        claimedWithLease(longer, Duration.ofSeconds(1));
         ScopedKey shorter = newKey();
-        claimed(inTransaction(store -> store.claim(new ClaimRequest(shorter, HASH_A, DAY, LONG_WAIT,
-                Duration.ofMillis(1)))));
+        claimedWithLease(shorter, Duration.ofMillis(1));
         // the order holds unless the second claim came a second after the first; a stalled machine shows up here
         IdempotencyRecord first = store().find(longer).orElseThrow();
         IdempotencyRecord second = store().find(shorter).orElseThrow();
@@ -601,12 +592,10 @@ public abstract class IdempotencyStoreContract {
     @Test
     void aFinishedClaimIsNotRenewed() {
         ScopedKey completed = newKey();
-        String first = claimed(inTransaction(store -> store.claim(new ClaimRequest(completed, HASH_A, DAY, LONG_WAIT,
-                Duration.ofSeconds(30)))));
+        String first = claimedWithLease(completed, Duration.ofSeconds(30));
         assertThat(holds(store -> store.complete(completed, first, new StoredResponse(200, List.of(), null)))).isTrue();
         ScopedKey failed = newKey();
-        String second = claimed(inTransaction(store -> store.claim(new ClaimRequest(failed, HASH_A, DAY, LONG_WAIT,
-                Duration.ofSeconds(30)))));
+        String second = claimedWithLease(failed, Duration.ofSeconds(30));
         assertThat(holds(store -> store.fail(failed, second))).isTrue();
 
         assertThat(store().renew(completed, first, Duration.ofSeconds(30))).as("a completed claim").isFalse();
@@ -618,8 +607,7 @@ public abstract class IdempotencyStoreContract {
     @Test
     void anExpiredClaimIsTakenOverOnceAndItsFormerHolderIsFencedOut() throws Exception {
         ScopedKey key = newKey();
-        String former = claimed(inTransaction(store -> store.claim(new ClaimRequest(key, HASH_A, DAY, LONG_WAIT,
-                Duration.ofMillis(100)))));
+        String former = claimedWithLease(key, Duration.ofMillis(100));
         Thread.sleep(200);
 
         ExecutorService executor = Executors.newFixedThreadPool(4);
@@ -656,8 +644,7 @@ public abstract class IdempotencyStoreContract {
     @Test
     void aTakeoverDoesNotWaitForAClaimBeingFinished() throws Exception {
         ScopedKey key = newKey();
-        String holder = claimed(inTransaction(store -> store.claim(new ClaimRequest(key, HASH_A, DAY, LONG_WAIT,
-                Duration.ofMillis(100)))));
+        String holder = claimedWithLease(key, Duration.ofMillis(100));
         StoredResponse answer = new StoredResponse(201, List.of(), "charged".getBytes(StandardCharsets.UTF_8));
         Transactions.Transaction finishing = transactions().begin();
         ExecutorService executor = Executors.newSingleThreadExecutor();
@@ -949,6 +936,11 @@ public abstract class IdempotencyStoreContract {
 
     private static ClaimRequest claim(ScopedKey key, String hash, Duration retention) {
         return new ClaimRequest(key, hash, retention, LONG_WAIT);
+    }
+
+    /** Claims {@code key} with a lease (intent-first) in a transaction of its own, which commits; returns its token. */
+    private String claimedWithLease(ScopedKey key, Duration lease) {
+        return claimed(inTransaction(store -> store.claim(new ClaimRequest(key, HASH_A, DAY, LONG_WAIT, lease))));
     }
 
     private static String claimed(ClaimResult result) {
