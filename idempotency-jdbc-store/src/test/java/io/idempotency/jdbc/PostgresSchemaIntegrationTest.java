@@ -244,6 +244,46 @@ class PostgresSchemaIntegrationTest {
     }
 
     /**
+     * A rolling deploy of a later release whose migration changed the table (a column more, with a default) while
+     * instances of this one still run: one of them restarting finds a history with a version it does not know. Flyway
+     * ignores applied migrations newer than those it has, so it starts, migrates nothing, and its claims work on the
+     * table as the later release left it; an earlier instance that refused to start there would leave a deploy that
+     * has to be rolled back unable to start the release it rolls back to.
+     */
+    @Test
+    void anInstanceOfThisReleaseStartsOnAHistoryALaterReleaseMigratedFurther() {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+            // what a later release's V2 would leave: its change, and its line in the history
+            jdbc.execute("alter table idempotency_keys add column origin text not null default 'unknown'");
+            jdbc.update("insert into idempotency_schema_history (installed_rank, version, description, type, script,"
+                    + " checksum, installed_by, execution_time, success) select max(installed_rank) + 1, '2',"
+                    + " 'Later release', 'JDBC', 'io.idempotency.jdbc.flyway.V2__Later_release', null,"
+                    + " current_user, 1, true from idempotency_schema_history");
+
+            assertThat(new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate().migrationsExecuted)
+                    .isZero();
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").verify();
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            ScopedKey key = new ScopedKey("", "POST /x", "k-1");
+            TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+            ClaimResult claimed = transaction.execute(status -> {
+                ClaimResult result = store.claim(new ClaimRequest(key, "c".repeat(64), Duration.ofDays(1),
+                        Duration.ofSeconds(1)));
+                store.complete(key, ((ClaimResult.Claimed) result).fencingToken(),
+                        new StoredResponse(201, List.of(), "stored".getBytes()));
+                return result;
+            });
+            assertThat(claimed).isInstanceOf(ClaimResult.Claimed.class);
+            assertThat(jdbc.queryForObject("select status || ' ' || origin from idempotency_keys", String.class))
+                    .isEqualTo("SUCCEEDED unknown");
+            assertThat(jdbc.queryForObject("select max(version::int) from idempotency_schema_history",
+                    Integer.class)).as("the later release's history left as it was").isEqualTo(2);
+        }
+    }
+
+    /**
      * Pools are often configured not to auto-commit (with JPA, to let Hibernate skip a round trip per transaction): the
      * history an earlier version wrote must still be brought to the checksum V1 has now, not rolled back when the
      * connection goes back to the pool and then refused by Flyway's validation, which would stop every start.
