@@ -92,6 +92,42 @@ class InstancesWithDifferentSettingsIntegrationTest {
     }
 
     /**
+     * An endpoint in the default mode on one instance and intent-first on another: each replays what the other
+     * completed, and a definite failure recorded intent-first is run again by its own request in the default mode.
+     */
+    @Test
+    void answersCompletedInOneModeAreReplayedInTheOther() throws Exception {
+        try (HikariDataSource dataSource = database()) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            IdempotencyEngine intentFirst = engine(dataSource, store, Duration.ofDays(1), "secret",
+                    StaleClaimResolver.RERUN);
+            IdempotencyEngine defaultMode = engine(dataSource, store, Duration.ofDays(1), "secret",
+                    StaleClaimResolver.RERUN);
+            ScopedKey byIntent = key();
+            ScopedKey byDefault = key();
+            ScopedKey failed = key();
+            ((IdempotencyEngine.Proceed) intentFirst.start(byIntent, HASH, IdempotencyMode.INTENT_FIRST,
+                    Duration.ofMinutes(5))).execution().finish(CHARGED);
+            ((IdempotencyEngine.Proceed) defaultMode.start(byDefault, HASH)).execution().finish(CHARGED);
+            ((IdempotencyEngine.Proceed) intentFirst.start(failed, HASH, IdempotencyMode.INTENT_FIRST,
+                    Duration.ofMinutes(5))).execution().abandonDefinitely();
+
+            assertThat(defaultMode.start(byIntent, HASH)).isInstanceOf(IdempotencyEngine.Replay.class);
+            assertThat(intentFirst.start(byDefault, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofMinutes(5)))
+                    .isInstanceOf(IdempotencyEngine.Replay.class);
+            assertThat(defaultMode.start(failed, "8".repeat(64))).as("another request under the FAILED record's key")
+                    .isInstanceOf(IdempotencyEngine.Mismatch.class);
+            IdempotencyEngine.Start again = defaultMode.start(failed, HASH);
+            assertThat(again).isInstanceOf(IdempotencyEngine.Proceed.class);
+            ((IdempotencyEngine.Proceed) again).execution().finish(CHARGED);
+            assertThat(intentFirst.start(failed, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofMinutes(5)))
+                    .isInstanceOf(IdempotencyEngine.Replay.class);
+            intentFirst.shutdown();
+            defaultMode.shutdown();
+        }
+    }
+
+    /**
      * Two instances with other leases and TTLs: whether a claim is stale is told by the lease its holder took, not by
      * the retrying instance's, and each record keeps the expiry of the instance that claimed it.
      */
