@@ -8,6 +8,7 @@ import io.idempotency.core.Transactions;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.Async;
 import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.springframework.jdbc.core.JdbcTemplate;
@@ -46,6 +47,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * grids: no fragmentation that creeps run after run); no partition is kept much longer than the longest retention
  * after its end; and every record claimed so far is still there until its own expiry.
  */
+@Tag("slow") // weeks of maintenance runs: once, on the main PostgreSQL, not again on every version
 class InstancesWithDifferentPartitionIntervalsIntegrationTest {
 
     private static final String TABLE = "idempotency_keys";
