@@ -237,18 +237,27 @@ class LeaseRenewalDuringTheCommitIntegrationTest {
                                                                   Duration lease, byte[] message) throws Exception {
         ScopedKey working = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
         AtomicInteger runs = new AtomicInteger();
+        CountDownLatch claimed = new CountDownLatch(1);
+        CountDownLatch retried = new CountDownLatch(1);
+        // the work lasts until the retry has been answered, however long a loaded machine takes to send it
         CompletableFuture<IdempotencyTemplate.Result> holder = Async.supply(() -> execute(engine, working,
                 message, lease, () -> {
                     runs.incrementAndGet();
-                    Thread.sleep(lease.toMillis() * 4);
+                    claimed.countDown();
+                    await(retried, 30);
                     return "charged".getBytes(StandardCharsets.UTF_8);
                 }));
-        Thread.sleep(lease.toMillis() * 2);
-        assertThatThrownBy(() -> execute(other, working, message, lease, () -> {
-            runs.incrementAndGet();
-            return "charged again".getBytes(StandardCharsets.UTF_8);
-        })).as("the retry of a claim whose holder is working and renewing its lease")
-                .isInstanceOf(IdempotencyTemplate.InProgressException.class);
+        assertThat(claimed.await(10, TimeUnit.SECONDS)).as("the holder has claimed the key").isTrue();
+        Thread.sleep(lease.toMillis() * 2); // the lease would have run out twice without its renewals
+        try {
+            assertThatThrownBy(() -> execute(other, working, message, lease, () -> {
+                runs.incrementAndGet();
+                return "charged again".getBytes(StandardCharsets.UTF_8);
+            })).as("the retry of a claim whose holder is working and renewing its lease")
+                    .isInstanceOf(IdempotencyTemplate.InProgressException.class);
+        } finally {
+            retried.countDown();
+        }
         assertThat(holder.get(10, TimeUnit.SECONDS).value()).asString(StandardCharsets.UTF_8)
                 .isEqualTo("charged");
         assertThat(runs).as("the work ran once").hasValue(1);
