@@ -792,11 +792,13 @@ class IntentFirstEngineIntegrationTest {
 
             AtomicInteger consulted = new AtomicInteger();
             CountDownLatch consulting = new CountDownLatch(1);
+            CountDownLatch secondAnswered = new CountDownLatch(1);
             StaleClaimResolver slowGateway = claim -> {
                 if (consulted.incrementAndGet() == 1) {
                     consulting.countDown();
                     try {
-                        Thread.sleep(3 * lease.toMillis()); // the third party answers slowly
+                        // the third party answers slowly: after the other instance's retry, however late that comes
+                        secondAnswered.await(30, TimeUnit.SECONDS);
                     } catch (InterruptedException e) {
                         Thread.currentThread().interrupt();
                     }
@@ -814,7 +816,12 @@ class IntentFirstEngineIntegrationTest {
             assertThat(consulting.await(10, TimeUnit.SECONDS)).isTrue();
             Thread.sleep(lease.toMillis() + 200); // the takeover's lease would have run out by now
 
-            IdempotencyEngine.Start secondRetry = second.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
+            IdempotencyEngine.Start secondRetry;
+            try {
+                secondRetry = second.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
+            } finally {
+                secondAnswered.countDown();
+            }
             if (secondRetry instanceof IdempotencyEngine.Proceed proceed) {
                 proceed.execution().abandon();
             }
