@@ -36,6 +36,12 @@ import static org.assertj.core.api.Assertions.assertThat;
 @ExtendWith(OutputCaptureExtension.class)
 class IntentFirstIntegrationTest extends OrdersApplicationTest {
 
+    /**
+     * The charges of a 3 s lease, for a test that sends a duplicate right after the answer and needs it to come within
+     * the lease: on a loaded machine the two requests can take most of the 1 s lease of {@code /intent/charges}.
+     */
+    private static final String LONGER_LEASE = "/intent/charges-with-a-longer-lease";
+
     @Autowired
     FakeGateway gateway;
 
@@ -79,11 +85,11 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         String note = "unknown-" + key;
         int consultedBefore = resolver.consultations();
 
-        HttpResponse<String> timeout = charge("/intent/charges", key, note, "X-Fail", "unknown");
-        HttpResponse<String> tooEarly = charge("/intent/charges", key, note);
-        Thread.sleep(1_300); // the 1 s lease runs out; nobody renews it
-        HttpResponse<String> retry = charge("/intent/charges", key, note);
-        HttpResponse<String> again = charge("/intent/charges", key, note);
+        HttpResponse<String> timeout = charge(LONGER_LEASE, key, note, "X-Fail", "unknown");
+        HttpResponse<String> tooEarly = charge(LONGER_LEASE, key, note);
+        awaitLeaseExpired(key); // the lease runs out; nobody renews it
+        HttpResponse<String> retry = charge(LONGER_LEASE, key, note);
+        HttpResponse<String> again = charge(LONGER_LEASE, key, note);
 
         assertThat(timeout.statusCode()).isEqualTo(500);
         assertThat(rows(note)).as("the local write of the failed attempt rolled back").isZero();
@@ -94,7 +100,7 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         assertThat(retry.headers().firstValue("Idempotent-Replayed")).hasValue("true");
         assertThat(again.body()).isEqualTo(retry.body());
         assertThat(resolver.consultations() - consultedBefore).as("consulted once").isEqualTo(1);
-        assertThat(gateway.chargeFor(downstreamKeyOf(key))).isNotNull();
+        assertThat(gateway.chargeFor(downstreamKeyOf(LONGER_LEASE, key))).isNotNull();
     }
 
     @Test
@@ -103,11 +109,11 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         String note = "commit-fails-" + key;
         int chargesBefore = gateway.charges();
 
-        HttpResponse<String> failed = charge("/intent/charges", key, note, "X-Fail", "at-commit");
+        HttpResponse<String> failed = charge(LONGER_LEASE, key, note, "X-Fail", "at-commit");
         String status = status(key);
-        HttpResponse<String> tooEarly = charge("/intent/charges", key, note);
+        HttpResponse<String> tooEarly = charge(LONGER_LEASE, key, note);
         awaitLeaseExpired(key);
-        HttpResponse<String> retry = charge("/intent/charges", key, note);
+        HttpResponse<String> retry = charge(LONGER_LEASE, key, note);
 
         assertThat(failed.statusCode()).isEqualTo(500);
         assertThat(failed.body()).contains("idempotency-commit-failed").contains("answered 409 until then")
@@ -523,8 +529,12 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
     }
 
     private static String downstreamKeyOf(String key) {
+        return downstreamKeyOf("/intent/charges", key);
+    }
+
+    private static String downstreamKeyOf(String path, String key) {
         return new io.idempotency.core.DownstreamKeys(io.idempotency.core.IdempotencyEngine.DEFAULT_DOWNSTREAM_SECRET)
-                .derive(new io.idempotency.core.ScopedKey("", "POST /intent/charges", key));
+                .derive(new io.idempotency.core.ScopedKey("", "POST " + path, key));
     }
 
     private HttpResponse<String> charge(String path, String key, String note, String... headers) {

@@ -53,6 +53,19 @@ public class IntentController {
         return ResponseEntity.created(URI.create("/intent/charges/" + id)).body(Map.of("charge", charge, "id", id));
     }
 
+    /**
+     * As {@link #charge}, with a lease a retry sent right after the answer meets on a loaded machine too: there a
+     * request can take most of a second, and a claim of {@code /charges} may be stale by the time the next one comes.
+     */
+    @PostMapping("/charges-with-a-longer-lease")
+    @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "3s")
+    public ResponseEntity<Map<String, Object>> chargeWithALongerLease(@RequestBody OrderController.OrderRequest request,
+                                                                       @RequestHeader(name = "X-Sleep-Ms", defaultValue = "0") long sleepMs,
+                                                                       @RequestHeader(name = "X-Fail", defaultValue = "none") String fail)
+            throws InterruptedException {
+        return charge(request, sleepMs, fail);
+    }
+
     @PostMapping("/long-lease")
     @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "10s")
     public ResponseEntity<Map<String, Object>> longLease(@RequestBody OrderController.OrderRequest request,
