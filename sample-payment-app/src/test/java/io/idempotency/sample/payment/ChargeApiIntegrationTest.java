@@ -45,12 +45,14 @@ import static org.assertj.core.api.Assertions.assertThat;
  * handler really calls {@code /gateway/charges} over the loopback interface. Cases without a crash; the crashes are
  * in {@link ChargeCrashRecoveryIntegrationTest}.
  *
- * <p>A 2 s lease and a 500 ms in-flight wait keep the lease-bound cases short. The sweeper is off, so that a stale
- * claim here is resolved by the retry that the test sends, deterministically.
+ * <p>A 3 s lease and a 500 ms in-flight wait keep the lease-bound cases short. The lease is no shorter, as a retry
+ * sent right after a failed charge must still meet it: on a loaded machine the failed request and the retry's
+ * in-flight wait have been seen to take 1.4 s of it. The sweeper is off, so that a stale claim here is resolved by the
+ * retry that the test sends, deterministically.
  */
 @SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT, properties = {
         "sample.chaos.enabled=true",
-        "idempotency.lease=2s",
+        "idempotency.lease=3s",
         "idempotency.in-flight-wait=500ms",
         "idempotency.sweeper.enabled=false",
         // A test deletes a record as retention would; a replay from memory would hide that it is gone.
@@ -125,7 +127,7 @@ class ChargeApiIntegrationTest {
         String key = UUID.randomUUID().toString();
         String body = body(orderId, "30.00");
 
-        // The first request holds its claim for 1.5 s, renewing its 2 s lease meanwhile.
+        // The first request holds its claim for 1.5 s, within its 3 s lease.
         CompletableFuture<HttpResponse<byte[]>> first = Async.supply(() -> send(key, body,
                 "delay-ms=1500"));
         awaitStatus(key, "PROCESSING");
