@@ -83,7 +83,7 @@ public class WarApplication extends SpringBootServletInitializer {
 
         /** A charge at a third party: the intent is committed before it, and its lease renewed while it runs. */
         @PostMapping("/charges")
-        @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "1s")
+        @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "2s")
         ResponseEntity<Map<String, Object>> charge(@RequestBody Payment payment,
                                                    @RequestHeader(name = "X-Sleep-Ms", defaultValue = "0") long sleepMs)
                 throws InterruptedException {

@@ -47,7 +47,7 @@ class WarUndeploymentIntegrationTest {
         HttpResponse<String> answer = HttpClient.newHttpClient().send(
                 HttpRequest.newBuilder(URI.create("http://localhost:" + tomcat.port() + "/shop/charges"))
                         .header("Content-Type", "application/json").header("Idempotency-Key", "undeploy")
-                        .header("X-Sleep-Ms", "500") // long enough for its lease of 1 s to be renewed
+                        .header("X-Sleep-Ms", "1000") // long enough for its lease of 2 s to be renewed
                         .POST(HttpRequest.BodyPublishers.ofString("{\"note\":\"undeploy\"}")).build(),
                 HttpResponse.BodyHandlers.ofString());
         assertThat(answer.statusCode()).isEqualTo(201);
@@ -103,11 +103,13 @@ class WarUndeploymentIntegrationTest {
         tomcat.deploy("/shop", WarApplication.class, WarDeploymentIntegrationTest.parameters(
                 database, "idempotency.sweeper.enabled=false"));
         tomcat.start();
-        // lease 1 s, renewed every third of it; the handler runs 4 s, most of it after the undeployment began
+        // lease 2 s, renewed every third of it; the handler runs 6 s, most of it after the undeployment began: had the
+        // renewals stopped when the context closed (2 s after the undeployment began), the lease would have run out
+        // while the handler ran, and a renewal late by up to a second on a loaded machine still keeps it
         CompletableFuture<HttpResponse<String>> answer = HttpClient.newHttpClient().sendAsync(
                 HttpRequest.newBuilder(URI.create("http://localhost:" + tomcat.port() + "/shop/charges"))
                         .header("Content-Type", "application/json").header("Idempotency-Key", "in-flight")
-                        .header("X-Sleep-Ms", "4000")
+                        .header("X-Sleep-Ms", "6000")
                         .POST(HttpRequest.BodyPublishers.ofString("{\"note\":\"in-flight\"}")).build(),
                 HttpResponse.BodyHandlers.ofString());
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
