@@ -56,7 +56,7 @@ public final class CanonicalJson {
 
     /** The canonical UTF-8 form of a JSON text. */
     public static byte[] canonicalize(byte[] utf8) throws InvalidJsonException {
-        return canonicalize(parse(utf8));
+        return canonicalize(parse(utf8), utf8.length);
     }
 
     /**
@@ -66,7 +66,15 @@ public final class CanonicalJson {
      * text of its {@code toString()}.
      */
     public static byte[] canonicalize(Object value) {
-        StringBuilder out = new StringBuilder();
+        return canonicalize(value, 0);
+    }
+
+    /**
+     * {@link #canonicalize(Object)} of a value parsed from a JSON text of {@code textLength} bytes: its canonical form
+     * is about as long, and is written into room of that size rather than into a buffer grown (and copied) on the way.
+     */
+    public static byte[] canonicalize(Object value, int textLength) {
+        StringBuilder out = new StringBuilder(Math.max(16, textLength + 16));
         write(value, out);
         return out.toString().getBytes(StandardCharsets.UTF_8);
     }
@@ -75,7 +83,9 @@ public final class CanonicalJson {
     public static Object parse(byte[] utf8) throws InvalidJsonException {
         String text;
         try {
-            text = StandardCharsets.UTF_8.newDecoder()
+            // ASCII, as most bodies are, is valid UTF-8 and reads the same in ISO-8859-1, which copies it as it is;
+            // anything else goes through a decoder that refuses what is not UTF-8
+            text = isAscii(utf8) ? new String(utf8, StandardCharsets.ISO_8859_1) : StandardCharsets.UTF_8.newDecoder()
                     .onMalformedInput(CodingErrorAction.REPORT)
                     .onUnmappableCharacter(CodingErrorAction.REPORT)
                     .decode(ByteBuffer.wrap(utf8)).toString();
@@ -93,6 +103,15 @@ public final class CanonicalJson {
             throw reader.error("unexpected text after the JSON value");
         }
         return value;
+    }
+
+    private static boolean isAscii(byte[] bytes) {
+        for (byte b : bytes) {
+            if (b < 0) {
+                return false;
+            }
+        }
+        return true;
     }
 
     private static void write(Object value, StringBuilder out) {

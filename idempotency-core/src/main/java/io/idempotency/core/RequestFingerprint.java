@@ -1,6 +1,5 @@
 package io.idempotency.core;
 
-import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
@@ -85,7 +84,11 @@ public final class RequestFingerprint {
     }
 
     private static void update(MessageDigest digest, byte[] part) {
-        digest.update(ByteBuffer.allocate(Integer.BYTES).putInt(part.length).array());
+        int length = part.length; // big-endian, as ByteBuffer.putInt writes it
+        digest.update((byte) (length >>> 24));
+        digest.update((byte) (length >>> 16));
+        digest.update((byte) (length >>> 8));
+        digest.update((byte) length);
         digest.update(part);
     }
 

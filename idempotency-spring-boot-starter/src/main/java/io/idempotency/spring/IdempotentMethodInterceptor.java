@@ -910,7 +910,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
 
         byte[] bodyFingerprintBytes(IdempotencyProperties.BodyFingerprint mode) {
             if (isCanonical(mode)) {
-                return CanonicalJson.canonicalize(json);
+                return CanonicalJson.canonicalize(json, body.length);
             }
             return body;
         }
