@@ -7,7 +7,6 @@ import jakarta.servlet.WriteListener;
 import jakarta.servlet.http.Cookie;
 import jakarta.servlet.http.HttpServletResponse;
 import jakarta.servlet.http.HttpServletResponseWrapper;
-import org.springframework.util.LinkedCaseInsensitiveMap;
 
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -48,9 +47,9 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     private String errorMessage;
     private boolean errorSent; // sendError was called: as the container does, nothing more is written or set
     private boolean taken; // the captured answer was taken to be stored (toStoredResponse)
-    private final Map<String, List<String>> headers = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
+    private final Map<String, List<String>> headers = HeaderNames.newMap();
     /** The headers the container's response had when the capture began (see {@link #capture()}). */
-    private final Map<String, List<String>> headersBefore = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
+    private final Map<String, List<String>> headersBefore = HeaderNames.newMap();
     private final List<Cookie> cookies = new ArrayList<>(); // never stored, like every Set-Cookie
     /** The container's {@code Set-Cookie} values a {@code setHeader} of it, or a reset, replaced while capturing. */
     private List<String> cookiesReplaced = List.of();
@@ -187,7 +186,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             // only those that may be stored (and a Connection header, which names others that may not): any other
             // reaches the first answer only, whatever its name, also one no stored line could hold (the ":status"
             // pseudo-header of an upstream's HTTP/2 answer passed on)
-            String lowerCase = name.toLowerCase(Locale.ROOT);
+            String lowerCase = HeaderNames.lowerCase(name);
             if (replayed.contains(lowerCase) || lowerCase.equals("connection")) {
                 values.forEach(value -> all.add(new StoredResponse.Header(name, IdempotencyFilter.asSent(value))));
             }
@@ -313,7 +312,7 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         HttpServletResponse response = (HttpServletResponse) getResponse();
         response.setStatus(answer.status());
         // a stored header replaces what was set before the handler would have run, as it did in the first answer
-        Map<String, List<String>> answerHeaders = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
+        Map<String, List<String>> answerHeaders = HeaderNames.newMap();
         for (StoredResponse.Header header : answer.headers()) {
             answerHeaders.computeIfAbsent(header.name(), name -> new ArrayList<>(1)).add(header.value());
         }

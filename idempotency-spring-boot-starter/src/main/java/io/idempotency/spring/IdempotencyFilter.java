@@ -128,7 +128,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         }
         List<StoredResponse.Header> kept = new ArrayList<>();
         for (StoredResponse.Header header : headers) {
-            String name = header.name().toLowerCase(Locale.ROOT);
+            String name = HeaderNames.lowerCase(header.name());
             if (stored.contains(name) && !connectionOptions.contains(name)) {
                 kept.add(new StoredResponse.Header(header.name(), asSent(header.value())));
             }
