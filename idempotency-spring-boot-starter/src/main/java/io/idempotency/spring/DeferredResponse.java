@@ -48,8 +48,11 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     private boolean errorSent; // sendError was called: as the container does, nothing more is written or set
     private boolean taken; // the captured answer was taken to be stored (toStoredResponse)
     private final Map<String, List<String>> headers = HeaderNames.newMap();
-    /** The headers the container's response had when the capture began (see {@link #capture()}). */
-    private final Map<String, List<String>> headersBefore = HeaderNames.newMap();
+    /**
+     * The headers the container's response had when the capture began (see {@link #capture()}); a map of its own only
+     * when there were some, as most requests (every one that is not captured) have none.
+     */
+    private Map<String, List<String>> headersBefore = Map.of();
     private final List<Cookie> cookies = new ArrayList<>(); // never stored, like every Set-Cookie
     /** The container's {@code Set-Cookie} values a {@code setHeader} of it, or a reset, replaced while capturing. */
     private List<String> cookiesReplaced = List.of();
@@ -122,6 +125,9 @@ final class DeferredResponse extends HttpServletResponseWrapper {
             // stored, and held apart while capturing)
             if (!isContainerState(name) && !headersBefore.containsKey(name)) {
                 List<String> values = new ArrayList<>(container.getHeaders(name));
+                if (headersBefore.isEmpty()) {
+                    headersBefore = HeaderNames.newMap();
+                }
                 headersBefore.put(name, List.copyOf(values));
                 headers.put(name, values);
             }
@@ -141,13 +147,17 @@ final class DeferredResponse extends HttpServletResponseWrapper {
     private static void replaceHeader(HttpServletResponse response, String name, List<String> values) {
         if (CONTENT_TYPE.equalsIgnoreCase(name)) {
             // one Content-Type, which replaces one set before the handler (Jetty adds a second on addHeader)
-            values.forEach(value -> response.setHeader(name, value));
+            for (String value : values) {
+                response.setHeader(name, value);
+            }
             return;
         }
         if (!response.getHeaders(name).isEmpty()) {
             response.setHeader(name, null); // removes it (Servlet 6.1)
         }
-        values.forEach(value -> response.addHeader(name, value));
+        for (String value : values) {
+            response.addHeader(name, value);
+        }
     }
 
     boolean isCapturing() {
@@ -230,8 +240,11 @@ final class DeferredResponse extends HttpServletResponseWrapper {
         flushWriter();
         requireHeldBody();
         HttpServletResponse response = (HttpServletResponse) getResponse();
-        headersBefore.keySet().stream().filter(name -> !headers.containsKey(name)).toList()
-                .forEach(removed -> response.setHeader(removed, null)); // removed while capturing (a reset)
+        for (String before : headersBefore.keySet()) {
+            if (!headers.containsKey(before)) {
+                response.setHeader(before, null); // removed while capturing (a reset)
+            }
+        }
         headers.forEach((name, values) -> {
             if (CONTENT_LENGTH.equalsIgnoreCase(name)) {
                 return; // never held before the capture (the container's own state): it frames what is sent below
@@ -241,7 +254,11 @@ final class DeferredResponse extends HttpServletResponseWrapper {
                     response.setHeader(name, null);
                 }
             } else if (!SET_COOKIE.equalsIgnoreCase(name) && !values.equals(headersBefore.get(name))) {
-                replaceHeader(response, name, values.stream().map(IdempotencyFilter::asSent).toList());
+                List<String> sent = new ArrayList<>(values.size());
+                for (String value : values) {
+                    sent.add(IdempotencyFilter.asSent(value));
+                }
+                replaceHeader(response, name, sent);
             }
         });
         sendCookieHeaders(response);
