@@ -20,6 +20,7 @@ import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.TransactionTimedOutException;
 import org.springframework.transaction.support.AbstractPlatformTransactionManager;
 import org.springframework.transaction.support.TransactionSynchronization;
@@ -282,6 +283,144 @@ class SpringTransactionsIntegrationTest {
                 assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isEqualTo(1);
             }
             engine.shutdown();
+        }
+    }
+
+    /**
+     * A record may be read on a connection of its own only while the thread holds nothing the next transaction would
+     * run on: not in a transaction, not in a transaction scope without one (propagation SUPPORTS), and not while a
+     * resource bound to the thread holds a connection; a resource the predicate says holds none (an EntityManager
+     * that has read nothing yet) does not stand in the way.
+     */
+    @Test
+    void aRecordMayBeReadApartOnlyWhileTheThreadHoldsNothingTheTransactionWouldRunOn() throws Exception {
+        try (HikariDataSource dataSource = databaseWithEffects("bigint")) {
+            DataSourceTransactionManager transactionManager = new DataSourceTransactionManager(dataSource);
+            Object idle = new Object();
+            SpringTransactions transactions = new SpringTransactions(transactionManager, true,
+                    resource -> resource == idle);
+
+            assertThat(transactions.mayReadApart()).as("nothing bound").isTrue();
+            new TransactionTemplate(transactionManager).executeWithoutResult(status ->
+                    assertThat(transactions.mayReadApart()).as("in a transaction").isFalse());
+            TransactionTemplate supports = new TransactionTemplate(transactionManager);
+            supports.setPropagationBehavior(TransactionDefinition.PROPAGATION_SUPPORTS);
+            supports.executeWithoutResult(status ->
+                    assertThat(transactions.mayReadApart()).as("in a scope without a transaction").isFalse());
+
+            TransactionSynchronizationManager.bindResource("idle", idle);
+            try {
+                assertThat(transactions.mayReadApart()).as("a resource that holds no connection").isTrue();
+                TransactionSynchronizationManager.bindResource("busy", new Object());
+                try {
+                    assertThat(transactions.mayReadApart()).as("a resource that holds a connection").isFalse();
+                } finally {
+                    TransactionSynchronizationManager.unbindResource("busy");
+                }
+            } finally {
+                TransactionSynchronizationManager.unbindResource("idle");
+            }
+        }
+    }
+
+    /**
+     * A {@code TransactionException} of the work run last before the commit (the stored answer's write refused after
+     * the transaction's timeout) is thrown as it is, as the contract of {@code commit(Runnable)} says, and nothing of
+     * the transaction is kept.
+     */
+    @Test
+    void aTransactionExceptionOfTheLastWorkIsThrownAsItIsAndNothingIsKept() throws Exception {
+        try (HikariDataSource dataSource = databaseWithEffects("bigserial")) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            SpringTransactions transactions = new SpringTransactions(new DataSourceTransactionManager(dataSource),
+                    true);
+            TransactionTimedOutException failure = new TransactionTimedOutException("the deadline has passed");
+
+            io.idempotency.core.Transactions.Transaction transaction = transactions.begin();
+            jdbc.update("insert into effects default values");
+            assertThatThrownBy(() -> transaction.commit(() -> {
+                throw failure;
+            })).isSameAs(failure);
+            transaction.rollback();
+
+            assertThat(TransactionSynchronizationManager.getResourceMap()).as("nothing left bound").isEmpty();
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isZero();
+        }
+    }
+
+    /**
+     * A callback the application registered for after the commit that fails does not make the commit a failed one:
+     * the database committed, and the transaction's writes are kept.
+     */
+    @Test
+    void aCallbackFailingAfterTheCommitLeavesTheCommitSucceeded() throws Exception {
+        try (HikariDataSource dataSource = databaseWithEffects("bigserial")) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            SpringTransactions transactions = new SpringTransactions(new DataSourceTransactionManager(dataSource),
+                    true);
+
+            io.idempotency.core.Transactions.Transaction transaction = transactions.begin();
+            jdbc.update("insert into effects default values");
+            TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
+                @Override
+                public void afterCommit() {
+                    throw new IllegalStateException("the message broker is not reachable");
+                }
+            });
+            transaction.commit(() -> jdbc.update("insert into effects default values"));
+
+            assertThat(TransactionSynchronizationManager.getResourceMap()).as("nothing left bound").isEmpty();
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isEqualTo(2);
+        }
+    }
+
+    /**
+     * A transaction that a {@code @Transactional} method joining it marked rollback-only (it threw) says so until it
+     * ends, and is not flushed meanwhile; a transaction nobody marked, or one that has ended, does not.
+     */
+    @Test
+    void aTransactionMarkedRollbackOnlySaysSoUntilItEnds() throws Exception {
+        try (HikariDataSource dataSource = databaseWithEffects("bigserial")) {
+            DataSourceTransactionManager transactionManager = new DataSourceTransactionManager(dataSource);
+            SpringTransactions transactions = new SpringTransactions(transactionManager, true);
+
+            io.idempotency.core.Transactions.Transaction transaction = transactions.begin();
+            assertThat(transaction.isRollbackOnly()).as("nobody marked it").isFalse();
+            new TransactionTemplate(transactionManager).executeWithoutResult(joined -> joined.setRollbackOnly());
+            assertThat(transaction.isRollbackOnly()).as("marked by a method that joined it").isTrue();
+            transaction.flush();
+            transaction.rollback();
+            assertThat(transaction.isRollbackOnly()).as("ended").isFalse();
+        }
+    }
+
+    /**
+     * On connections that do not default to READ COMMITTED, the statement given for it runs first in each transaction
+     * on the transaction's connection, which then runs at READ COMMITTED while the session keeps its own default. A
+     * statement that fails leaves no transaction bound to the thread.
+     */
+    @Test
+    void theReadCommittedStatementRunsFirstInEachTransactionAndItsFailureLeavesNothingBound() throws Exception {
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(1,
+                     config -> config.setTransactionIsolation("TRANSACTION_REPEATABLE_READ"))) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            DataSourceTransactionManager transactionManager = new DataSourceTransactionManager(dataSource);
+            SpringTransactions transactions = new SpringTransactions(transactionManager, false, resource -> false,
+                    PostgresIdempotencyStore.READ_COMMITTED);
+
+            io.idempotency.core.Transactions.Transaction transaction = transactions.begin();
+            assertThat(jdbc.queryForObject("select current_setting('transaction_isolation')", String.class))
+                    .isEqualTo("read committed");
+            transaction.rollback();
+            assertThat(jdbc.queryForObject("select current_setting('default_transaction_isolation')",
+                    String.class)).as("the session's default, unchanged").isEqualTo("repeatable read");
+
+            SpringTransactions refused = new SpringTransactions(transactionManager, false, resource -> false,
+                    "SET TRANSACTION ISOLATION LEVEL NO SUCH LEVEL");
+            assertThatThrownBy(refused::begin).isInstanceOf(org.springframework.dao.DataAccessException.class);
+            assertThat(TransactionSynchronizationManager.isActualTransactionActive()).isFalse();
+            assertThat(TransactionSynchronizationManager.getResourceMap()).as("nothing left bound").isEmpty();
+            transactions.begin().rollback(); // the pool's one connection was given back
         }
     }
 
