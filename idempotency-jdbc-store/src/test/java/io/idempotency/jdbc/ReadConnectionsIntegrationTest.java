@@ -17,6 +17,7 @@ import javax.sql.DataSource;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Proxy;
 import java.sql.Connection;
+import java.sql.DriverManager;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
@@ -208,6 +209,124 @@ class ReadConnectionsIntegrationTest {
                 assertThat(maintenance.coversNow()).isTrue();
                 assertThat(idleInTransaction(database)).as("the look-up's session, left in its transaction").isZero();
             });
+        }
+    }
+
+    /**
+     * Inside the application's transaction, a connection borrowed through a {@link TransactionAwareDataSourceProxy} is
+     * the transaction's own — not a second one of the pool, which a pool the requests hold whole would make the
+     * look-up wait for — and giving it back leaves the transaction's work to it.
+     */
+    @Test
+    void aConnectionBorrowedThroughTheProxyInTheApplicationsTransactionIsTheTransactions() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource pool = database.dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(pool);
+            jdbc.execute("create table orders (reference text primary key)");
+            DataSource proxy = new TransactionAwareDataSourceProxy(pool);
+
+            new TransactionTemplate(new DataSourceTransactionManager(pool)).executeWithoutResult(status -> {
+                jdbc.update("insert into orders values ('kept')");
+                long transactions = jdbc.queryForObject("select pg_backend_pid()", Long.class);
+                try (Connection connection = ReadConnections.borrow(proxy);
+                     Statement statement = connection.createStatement();
+                     ResultSet rs = statement.executeQuery("select pg_backend_pid()")) {
+                    rs.next();
+                    assertThat(rs.getLong(1)).as("the transaction's session").isEqualTo(transactions);
+                } catch (SQLException e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+
+            assertThat(jdbc.queryForList("select reference from orders", String.class))
+                    .as("the application's write, committed").containsExactly("kept");
+        }
+    }
+
+    /**
+     * A connection that refuses both the rollback and the abort is still closed, and the rollback's failure is thrown
+     * (the abort's suppressed in it): given back silently, it would go to the pool inside its transaction.
+     */
+    @Test
+    void aConnectionThatCanBeNeitherRolledBackNorAbortedIsClosedAndTheFailureThrown() throws SQLException {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        SQLException rollbackRefused = new SQLException("rollback refused", "XX000");
+        SQLException abortRefused = new SQLException("abort refused", "XX000");
+        try (Connection real = DriverManager.getConnection(database.url(), database.user(), database.password())) {
+            real.setAutoCommit(false);
+            Connection refusing = failing(real, "rollback", rollbackRefused, "abort", abortRefused);
+
+            Connection borrowed = ReadConnections.borrow(new SingleConnection(refusing));
+            try (Statement statement = borrowed.createStatement()) {
+                statement.executeQuery("select 1").close();
+            }
+            Throwable thrown = catchThrowable(borrowed::close);
+
+            assertThat(thrown).isSameAs(rollbackRefused);
+            assertThat(thrown.getSuppressed()).containsExactly(abortRefused);
+            assertThat(real.isClosed()).as("closed all the same").isTrue();
+        }
+    }
+
+    /** A connection rolled back whose close then fails: the close's failure is thrown, not swallowed. */
+    @Test
+    void aFailedCloseAfterTheRollbackIsThrown() throws SQLException {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        SQLException closeRefused = new SQLException("close refused", "08006");
+        try (Connection real = DriverManager.getConnection(database.url(), database.user(), database.password())) {
+            real.setAutoCommit(false);
+            Connection refusing = failing(real, "close", closeRefused, "none", null);
+
+            Connection borrowed = ReadConnections.borrow(new SingleConnection(refusing));
+            long read;
+            try (Statement statement = borrowed.createStatement();
+                 ResultSet rs = statement.executeQuery("select txid_current()")) {
+                rs.next();
+                read = rs.getLong(1);
+            }
+
+            assertThat(catchThrowable(borrowed::close)).isSameAs(closeRefused);
+            try (Statement statement = real.createStatement();
+                 ResultSet rs = statement.executeQuery("select txid_current()")) {
+                rs.next();
+                assertThat(rs.getLong(1)).as("the read's transaction was rolled back: another one began")
+                        .isNotEqualTo(read);
+            }
+        }
+    }
+
+    /** {@code connection}, whose methods named {@code first} and {@code second} (without arguments) throw. */
+    private static Connection failing(Connection connection, String first, SQLException firstFailure, String second,
+                                      SQLException secondFailure) {
+        return (Connection) Proxy.newProxyInstance(ReadConnectionsIntegrationTest.class.getClassLoader(),
+                new Class<?>[] {Connection.class}, (proxy, method, args) -> {
+                    if (method.getName().equals(first) && method.getParameterCount() == 0) {
+                        throw firstFailure;
+                    }
+                    if (method.getName().equals(second)) {
+                        throw secondFailure;
+                    }
+                    try {
+                        return method.invoke(connection, args);
+                    } catch (InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                });
+    }
+
+    /** A DataSource that hands out one connection. */
+    private static final class SingleConnection extends DelegatingDataSource {
+
+        private final Connection connection;
+
+        SingleConnection(Connection connection) {
+            super(new PGSimpleDataSource());
+            this.connection = connection;
+        }
+
+        @Override
+        public Connection getConnection() {
+            return connection;
         }
     }
 
