@@ -43,6 +43,29 @@ class PostgresIdempotencyStoreIntegrationTest extends PostgresStoreContract {
         DATABASE.pool().close();
     }
 
+    /** A cap on stored bodies up to the largest body PostgreSQL can take is accepted, one byte more is refused. */
+    @Test
+    void aCapOnStoredBodiesIsAcceptedUpToTheLargestBodyPostgresqlTakes() {
+        PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource(),
+                IdempotencySchema.DEFAULT_TABLE_NAME);
+        store.checkStoredBodySize(PostgresIdempotencyStore.MAX_STORED_BODY_SIZE);
+        assertThatThrownBy(() -> store.checkStoredBodySize(PostgresIdempotencyStore.MAX_STORED_BODY_SIZE + 1))
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("bytes cannot be stored");
+    }
+
+    /**
+     * A look-up made outside a transaction, on a connection of its own, that the database refuses fails as Spring's
+     * translation of the error, as one made in a transaction through {@code JdbcTemplate} does.
+     */
+    @Test
+    void aLookUpOutsideATransactionThatFailsIsTranslated() {
+        PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource(), "no_such_table");
+        assertThatThrownBy(() -> store.find(newKey()))
+                .isInstanceOf(org.springframework.jdbc.BadSqlGrammarException.class)
+                .hasMessageContaining("no_such_table");
+    }
+
     /**
      * A transaction that holds no connection of the store's DataSource (another pool, here on the same database)
      * must not get a claim that commits on its own: the claim refuses, and writes nothing.
