@@ -375,6 +375,31 @@ class SpringTransactionsIntegrationTest {
     }
 
     /**
+     * On a transaction manager that keeps no synchronization, no callback runs before the commit: the work run last
+     * runs first, and the transaction is then committed, its connection no longer bound to the thread.
+     */
+    @Test
+    void onAManagerWithoutSynchronizationTheLastWorkRunsAndTheTransactionCommits() throws Exception {
+        try (HikariDataSource dataSource = databaseWithEffects("bigserial")) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            DataSourceTransactionManager transactionManager = new DataSourceTransactionManager(dataSource);
+            transactionManager.setTransactionSynchronization(AbstractPlatformTransactionManager.SYNCHRONIZATION_NEVER);
+            SpringTransactions transactions = new SpringTransactions(transactionManager, true);
+
+            io.idempotency.core.Transactions.Transaction transaction = transactions.begin();
+            jdbc.update("insert into effects default values");
+            transaction.commit(() -> jdbc.update("insert into effects default values"));
+
+            assertThat(TransactionSynchronizationManager.getResourceMap()).as("nothing left bound").isEmpty();
+            try (java.sql.Connection other = dataSource.getConnection();
+                 java.sql.ResultSet rs = other.createStatement().executeQuery("select count(*) from effects")) {
+                rs.next();
+                assertThat(rs.getInt(1)).as("committed, as seen from another connection").isEqualTo(2);
+            }
+        }
+    }
+
+    /**
      * A transaction that a {@code @Transactional} method joining it marked rollback-only (it threw) says so until it
      * ends, and is not flushed meanwhile; a transaction nobody marked, or one that has ended, does not.
      */
