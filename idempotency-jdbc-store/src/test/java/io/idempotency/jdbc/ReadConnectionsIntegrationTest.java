@@ -232,7 +232,7 @@ class ReadConnectionsIntegrationTest {
                      Statement statement = connection.createStatement();
                      ResultSet rs = statement.executeQuery("select pg_backend_pid()")) {
                     rs.next();
-                    assertThat(rs.getLong(1)).as("the transaction's session").isEqualTo(transactions);
+                    assertThat(rs.getLong(1)).as("the transaction's backend process").isEqualTo(transactions);
                 } catch (SQLException e) {
                     throw new IllegalStateException(e);
                 }

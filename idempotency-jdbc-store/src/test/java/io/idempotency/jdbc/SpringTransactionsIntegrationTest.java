@@ -421,7 +421,7 @@ class SpringTransactionsIntegrationTest {
 
     /**
      * On connections that do not default to READ COMMITTED, the statement given for it runs first in each transaction
-     * on the transaction's connection, which then runs at READ COMMITTED while the session keeps its own default. A
+     * on the transaction's connection, which then runs at READ COMMITTED while the connection keeps its own default. A
      * statement that fails leaves no transaction bound to the thread.
      */
     @Test
@@ -438,7 +438,7 @@ class SpringTransactionsIntegrationTest {
                     .isEqualTo("read committed");
             transaction.rollback();
             assertThat(jdbc.queryForObject("select current_setting('default_transaction_isolation')",
-                    String.class)).as("the session's default, unchanged").isEqualTo("repeatable read");
+                    String.class)).as("the connection's default, unchanged").isEqualTo("repeatable read");
 
             SpringTransactions refused = new SpringTransactions(transactionManager, false, resource -> false,
                     "SET TRANSACTION ISOLATION LEVEL NO SUCH LEVEL");
