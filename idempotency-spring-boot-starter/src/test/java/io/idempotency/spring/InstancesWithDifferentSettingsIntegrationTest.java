@@ -129,14 +129,26 @@ class InstancesWithDifferentSettingsIntegrationTest {
 
     @SpringBootConfiguration
     @EnableAutoConfiguration
-    @Import(EarlierController.class)
+    @Import({EarlierController.class, BodiesController.class})
     static class EarlierRelease {
     }
 
     @SpringBootConfiguration
     @EnableAutoConfiguration
-    @Import(LaterController.class)
+    @Import({LaterController.class, BodiesController.class})
     static class LaterRelease {
+    }
+
+    /** The same in both releases: what differs is how each fingerprints the body. */
+    @RestController
+    static class BodiesController {
+
+        @PostMapping("/bodies")
+        @Idempotent
+        @ResponseStatus(HttpStatus.CREATED)
+        String bodies(@RequestBody String body) {
+            return "body " + Releases.BODIES.incrementAndGet();
+        }
     }
 
     @RestController
@@ -154,13 +166,6 @@ class InstancesWithDifferentSettingsIntegrationTest {
         @ResponseStatus(HttpStatus.CREATED)
         String pinned(@PathVariable long id) {
             return "pinned " + Releases.PINNED.incrementAndGet();
-        }
-
-        @PostMapping("/bodies")
-        @Idempotent
-        @ResponseStatus(HttpStatus.CREATED)
-        String bodies(@RequestBody String body) {
-            return "body " + Releases.BODIES.incrementAndGet();
         }
     }
 
@@ -180,13 +185,6 @@ class InstancesWithDifferentSettingsIntegrationTest {
         @ResponseStatus(HttpStatus.CREATED)
         String pinned(@PathVariable long orderId) {
             return "pinned " + Releases.PINNED.incrementAndGet();
-        }
-
-        @PostMapping("/bodies")
-        @Idempotent
-        @ResponseStatus(HttpStatus.CREATED)
-        String bodies(@RequestBody String body) {
-            return "body " + Releases.BODIES.incrementAndGet();
         }
     }
 }
