@@ -7,7 +7,6 @@ import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.TestPostgres;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
@@ -27,6 +26,9 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /** The shipped schema: the plain script, the Flyway migration, and a configurable table name. */
 class PostgresSchemaIntegrationTest {
+
+    /** How long an instance waits for another one's migration lock in these tests. */
+    private static final int LOCK_WAIT_SECONDS = 4;
 
     @Test
     void thePlainScriptCreatesAWorkingTableUnderAnotherName() {
@@ -399,10 +401,11 @@ class PostgresSchemaIntegrationTest {
      * An instance starting while another one's migration is stuck (here behind a transaction left open that creates a
      * table of the same name) waits for the migration lock as long as Flyway lets it, once: waiting three times over,
      * as when the lock's timeout was taken for the race of instances starting together, kept it from starting for two
-     * and a half minutes, to fail with Flyway's advice to configure a setting the application cannot reach.
+     * and a half minutes, to fail with Flyway's advice to configure a setting the application cannot reach. The wait is
+     * shortened to {@value #LOCK_WAIT_SECONDS} s here (Flyway's own is about 50 s): the instance gives up after it,
+     * not after three times it.
      */
     @Test
-    @Tag("slow") // waits out Flyway's own wait for its lock, about 50 s: the same on every PostgreSQL version
     void anInstanceWaitingTooLongForAnotherOnesMigrationSaysWhoHoldsTheLock() throws Exception {
         TestPostgres.Database database = TestPostgres.newDatabase();
         try (HikariDataSource dataSource = database.dataSource(6); java.sql.Connection stuck = dataSource.getConnection()) {
@@ -416,12 +419,19 @@ class PostgresSchemaIntegrationTest {
                         "idempotency_keys").migrate().migrationsExecuted);
                 database.awaitLockWaiter(Duration.ofSeconds(30)); // its V1 waits, holding the migration lock
 
-                assertThatThrownBy(() -> new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate())
+                IdempotencySchemaMigrator second = new IdempotencySchemaMigrator(dataSource, "idempotency_keys")
+                        .withLockWait(Duration.ofSeconds(LOCK_WAIT_SECONDS));
+                long started = System.nanoTime();
+                assertThatThrownBy(second::migrate)
                         .isInstanceOfSatisfying(io.idempotency.jdbc.flyway.IdempotencySchemaException.class, e ->
                                 assertThat(e.problem()).isEqualTo(
                                         io.idempotency.jdbc.flyway.IdempotencySchemaException.Problem.LOCKED))
                         .hasMessageContaining("idempotency_schema_history")
                         .hasMessageContaining("pg_locks");
+                Duration waited = Duration.ofNanos(System.nanoTime() - started);
+                assertThat(waited).as("waited for the lock once")
+                        .isGreaterThanOrEqualTo(Duration.ofSeconds(LOCK_WAIT_SECONDS))
+                        .isLessThan(Duration.ofSeconds(2 * LOCK_WAIT_SECONDS));
 
                 stuck.rollback();
                 assertThat(migrating.get(60, TimeUnit.SECONDS)).isEqualTo(1);
@@ -430,6 +440,13 @@ class PostgresSchemaIntegrationTest {
                 first.shutdownNow();
             }
         }
+    }
+
+    @Test
+    void aWaitForTheMigrationLockIsNeverNegative() {
+        IdempotencySchemaMigrator migrator = new IdempotencySchemaMigrator(null, "idempotency_keys");
+        assertThatThrownBy(() -> migrator.withLockWait(Duration.ofMillis(-1)))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("cannot be negative");
     }
 
     @Test

@@ -3,6 +3,7 @@ package io.idempotency.jdbc.flyway;
 import org.flywaydb.core.Flyway;
 import org.flywaydb.core.api.FlywayException;
 import org.flywaydb.core.api.Location;
+import org.flywaydb.core.api.configuration.FluentConfiguration;
 import org.flywaydb.core.api.output.MigrateResult;
 
 import io.idempotency.core.ScopedKey;
@@ -15,6 +16,7 @@ import java.sql.DatabaseMetaData;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -57,6 +59,8 @@ public final class IdempotencySchemaMigrator {
     private final DataSource dataSource;
     private final String tableName;
     private final boolean partitioned;
+    /** Flyway's lock retry count (it tries once a second); null for Flyway's default, 50. */
+    private final Integer lockRetries;
 
     /** Migrates to the plain (not partitioned) table. */
     public IdempotencySchemaMigrator(DataSource dataSource, String tableName) {
@@ -68,16 +72,41 @@ public final class IdempotencySchemaMigrator {
      *                    layout (the migration runs once)
      */
     public IdempotencySchemaMigrator(DataSource dataSource, String tableName, boolean partitioned) {
+        this(dataSource, tableName, partitioned, null);
+    }
+
+    private IdempotencySchemaMigrator(DataSource dataSource, String tableName, boolean partitioned,
+                                      Integer lockRetries) {
         this.dataSource = dataSource;
         this.tableName = tableName;
         this.partitioned = partitioned;
+        this.lockRetries = lockRetries;
+    }
+
+    /**
+     * A migrator that waits {@code wait} (rounded up to whole seconds: Flyway tries for the lock once a second) for
+     * another session's lock on the history before {@link #migrate()} fails ({@code LOCKED}), instead of Flyway's
+     * default of about 50 seconds. Flyway's {@code lockRetryCount}, set for this migration only.
+     *
+     * @throws IllegalArgumentException if {@code wait} is negative
+     */
+    public IdempotencySchemaMigrator withLockWait(Duration wait) {
+        if (wait.isNegative()) {
+            throw new IllegalArgumentException("the wait for the migration lock cannot be negative: " + wait);
+        }
+        long seconds = wait.toSeconds() + (wait.toNanosPart() == 0 ? 0 : 1);
+        if (seconds > Integer.MAX_VALUE) {
+            throw new IllegalArgumentException("the wait for the migration lock is too long: " + wait);
+        }
+        return new IdempotencySchemaMigrator(dataSource, tableName, partitioned, (int) seconds);
     }
 
     /**
      * Brings the schema up to date; safe to run from several instances at once. Flyway locks its history while it
      * migrates, but decides on a baseline before it has the lock: an instance that loses that race to another one
      * starting at the same moment tries again, and then finds the work done. One that finds the lock held by another
-     * session waits as long as Flyway waits for it (about 50 seconds), and then fails ({@code LOCKED}).
+     * session waits as long as Flyway waits for it (about 50 seconds, or as {@link #withLockWait(Duration)} says),
+     * and then fails ({@code LOCKED}).
      * <p>
      * A database role that may not create tables in the connection's default schema (the table made by a DBA, who
      * granted the role only what requests need) cannot run the migration, nor keep its history: the table is then
@@ -157,7 +186,7 @@ public final class IdempotencySchemaMigrator {
             adoptChecksumOfEarlierVersions(history);
         }
         boolean adopt = tableExists && !historyExists;
-        Flyway flyway = Flyway.configure(IdempotencySchemaMigrator.class.getClassLoader())
+        FluentConfiguration configuration = Flyway.configure(IdempotencySchemaMigrator.class.getClassLoader())
                 .dataSource(dataSource)
                 .table(history)
                 .locations(new Location[0]) // no scanning: the one migration is given below
@@ -166,8 +195,11 @@ public final class IdempotencySchemaMigrator {
                 // at 1 when the table is there without a history of its own (made from the plain script, or by a
                 // version of the library that kept one history for every table name)
                 .baselineOnMigrate(true)
-                .baselineVersion(adopt ? "1" : "0")
-                .load();
+                .baselineVersion(adopt ? "1" : "0");
+        if (lockRetries != null) {
+            configuration.lockRetryCount(lockRetries);
+        }
+        Flyway flyway = configuration.load();
         if (adopt) {
             checkShape(); // before the history says it is the library's: a table refused is left as it was
             flyway.baseline(); // explicitly: Flyway may not count a partitioned table as making the schema non-empty
