@@ -63,7 +63,7 @@ class OtherTimeZonesIntegrationTest {
         database.springPropertyValues().forEach(property -> arguments.add("--" + property));
         Path log = directory.resolve("application.log");
         Process application = java(List.of("-Duser.timezone=" + JVM_ZONE, "-Xmx256m",
-                "-XX:TieredStopAtLevel=1"), arguments, log);
+                "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"), arguments, log);
         try {
             awaitStarted(application, log);
             assertThat(Files.readString(log)).contains("JVM time zone: " + JVM_ZONE);
