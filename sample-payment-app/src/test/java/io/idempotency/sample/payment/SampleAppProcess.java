@@ -17,8 +17,9 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * The sample application running in a JVM of its own, so that tests can kill it for real ({@code Runtime.halt}
- * inside it, or SIGKILL from outside) and start it again. It runs from the test's own class path; its output goes to
- * a log file, which is shown when it fails to come up.
+ * inside it, or SIGKILL from outside) and start it again. It runs from the test's own class path, with an archive of
+ * the classes it loads ({@link SampleAppClasses}); its output goes to a log file, which is shown when it fails to come
+ * up.
  */
 final class SampleAppProcess implements AutoCloseable {
 
@@ -44,14 +45,13 @@ final class SampleAppProcess implements AutoCloseable {
         int port = freePort();
         Files.createDirectories(logDir);
         Path log = logDir.resolve(name + "-" + System.currentTimeMillis() + ".log");
-        List<String> command = new ArrayList<>(List.of(
-                Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                // A small, quickly started JVM: these instances live for seconds and serve a few requests.
-                "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-                "-cp", testClassPath(),
-                SamplePaymentApplication.class.getName(),
-                "--server.port=" + port,
-                "--spring.main.banner-mode=off"));
+        SampleAppClasses.Launch launch = SampleAppClasses.launch();
+        List<String> command = new ArrayList<>();
+        command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        command.addAll(SampleAppClasses.jvmOptions());
+        command.addAll(launch.options());
+        command.addAll(List.of("-cp", launch.classPath(), SamplePaymentApplication.class.getName(),
+                "--server.port=" + port, "--spring.main.banner-mode=off"));
         command.addAll(args);
         Process process = new ProcessBuilder(command)
                 .redirectErrorStream(true)
@@ -138,15 +138,6 @@ final class SampleAppProcess implements AutoCloseable {
 
     Path log() {
         return log;
-    }
-
-    /**
-     * The class path of the running tests. Surefire may start its JVM through a manifest-only jar, so its own record
-     * of the class path is preferred over {@code java.class.path}.
-     */
-    private static String testClassPath() {
-        String surefire = System.getProperty("surefire.test.class.path");
-        return surefire != null && !surefire.isBlank() ? surefire : System.getProperty("java.class.path");
     }
 
     private static int freePort() throws IOException {
