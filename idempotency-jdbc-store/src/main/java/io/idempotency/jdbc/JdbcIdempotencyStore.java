@@ -7,6 +7,7 @@ import io.idempotency.core.RecordStatus;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoredResponse;
 import org.springframework.dao.DataAccessException;
+import org.springframework.dao.DataRetrievalFailureException;
 import org.springframework.jdbc.UncategorizedSQLException;
 import org.springframework.jdbc.core.ArgumentPreparedStatementSetter;
 import org.springframework.jdbc.core.JdbcTemplate;
@@ -25,6 +26,7 @@ import java.sql.SQLException;
 import java.sql.Timestamp;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
@@ -307,7 +309,7 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
      * {@code expires_at}, {@code locked_until} and {@code lease_expired} (a boolean computed on the database's clock).
      */
     protected IdempotencyRecord record(ScopedKey key, ResultSet rs) throws SQLException {
-        RecordStatus status = RecordStatus.valueOf(rs.getString("status"));
+        RecordStatus status = status(key, rs.getString("status"));
         StoredResponse response = null;
         if (status == RecordStatus.SUCCEEDED) {
             response = new StoredResponse(rs.getInt("response_status"),
@@ -316,6 +318,26 @@ public abstract class JdbcIdempotencyStore implements IdempotencyStore {
         return new IdempotencyRecord(key, status, rs.getString("request_hash"), rs.getString("fencing_token"),
                 response, instant(rs, "created_at"), instant(rs, "expires_at"), instant(rs, "locked_until"),
                 rs.getBoolean("lease_expired"));
+    }
+
+    /**
+     * The status a record was stored with. One this release does not know (written by a later release of the library
+     * sharing the table, or by hand) fails the read as the database failing it would, naming the value: the request
+     * is not run, and what to do about it is said.
+     */
+    private RecordStatus status(ScopedKey key, String stored) {
+        for (RecordStatus status : RecordStatus.values()) {
+            if (status.name().equals(stored)) {
+                return status;
+            }
+        }
+        String table = tableName();
+        throw new DataRetrievalFailureException("The idempotency record of " + key.describe()
+                + (table == null ? "" : " in table " + table) + " has status "
+                + (stored == null ? "null" : "'" + ScopedKey.printable(stored) + "'") + ", which this release of the"
+                + " library does not know (it knows " + Arrays.toString(RecordStatus.values()) + "): written by a"
+                + " later release sharing the table, or by hand. This instance runs no request with the key until it"
+                + " runs a release that knows the status; the record is left as it is.");
     }
 
     /** A time column as an instant; by default a {@code timestamp with time zone}. */

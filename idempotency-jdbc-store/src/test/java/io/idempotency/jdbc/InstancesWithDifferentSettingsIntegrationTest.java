@@ -15,6 +15,8 @@ import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
+import org.springframework.dao.DataAccessException;
+import org.springframework.dao.DataRetrievalFailureException;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 
@@ -28,6 +30,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * Instances that share one table while their settings differ, as during a rolling deploy or a configuration change:
@@ -227,6 +230,45 @@ class InstancesWithDifferentSettingsIntegrationTest {
             assertThat(charges.values().stream().filter(charge -> charge.contains(askedByBoth.key()))).hasSize(1);
             assertThat(reruns).hasValue(1);
             after.shutdown();
+        }
+    }
+
+    /**
+     * A later release that stores a status this one does not know (its migration widened the table's check first):
+     * this release fails the read of that record as a failed read of the database, naming the status, and leaves the
+     * record as it is; a request with the key is not run (the starter answers it 503), and other keys are claimed as
+     * before.
+     */
+    @Test
+    void aStatusOfALaterReleaseFailsTheReadNamingItAndLeavesTheRecord() {
+        try (HikariDataSource dataSource = database()) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("alter table idempotency_keys drop constraint idempotency_keys_status_check");
+            jdbc.execute("alter table idempotency_keys add constraint idempotency_keys_status_check"
+                    + " check (status in ('PROCESSING', 'SUCCEEDED', 'FAILED', 'CANCELLED'))");
+            ScopedKey key = key();
+            IdempotencyEngine later = engine(dataSource, store, Duration.ofDays(1), "secret", StaleClaimResolver.RERUN);
+            ((IdempotencyEngine.Proceed) later.start(key, HASH)).execution().finish(CHARGED);
+            later.shutdown();
+            jdbc.update("update idempotency_keys set status = 'CANCELLED', response_status = null,"
+                + " response_headers = null, response_body = null where idempotency_key = ?", key.key());
+            String stored = "select status || ' ' || fencing_token from idempotency_keys where idempotency_key = ?";
+            String before = jdbc.queryForObject(stored, String.class, key.key());
+
+            assertThatThrownBy(() -> store.find(key)).isInstanceOf(DataRetrievalFailureException.class)
+                    .hasMessageContaining("The idempotency record of " + key.describe() + " in table idempotency_keys"
+                            + " has status 'CANCELLED', which this release of the library does not know");
+            IdempotencyEngine earlier = engine(dataSource, store, Duration.ofDays(1), "secret",
+                    StaleClaimResolver.RERUN);
+            assertThatThrownBy(() -> earlier.start(key, HASH)).as("a retry reaching this release")
+                    .isInstanceOf(DataAccessException.class).hasMessageContaining("'CANCELLED'");
+            assertThat(jdbc.queryForObject(stored, String.class, key.key())).as("left as it was").isEqualTo(before);
+
+            IdempotencyEngine.Start another = earlier.start(key(), HASH);
+            assertThat(another).as("another key").isInstanceOf(IdempotencyEngine.Proceed.class);
+            ((IdempotencyEngine.Proceed) another).execution().finish(CHARGED);
+            earlier.shutdown();
         }
     }
 

@@ -99,6 +99,33 @@ class InstancesWithDifferentSettingsIntegrationTest {
         }
     }
 
+    /**
+     * A record the later release left with a status the earlier one does not know (the later release's migration
+     * widened the table's check first): a retry reaching the earlier release is answered 503, as when the database
+     * fails the claim, and not run; the record stays as it is for the release that knows it.
+     */
+    @Test
+    void aRetryOfARecordWithAStatusOfTheLaterReleaseIsRefusedNotRun() throws Exception {
+        database.queryString("alter table idempotency_keys drop constraint idempotency_keys_status_check");
+        database.queryString("alter table idempotency_keys add constraint idempotency_keys_status_check"
+                + " check (status in ('PROCESSING', 'SUCCEEDED', 'FAILED', 'CANCELLED'))");
+        String key = UUID.randomUUID().toString();
+        HttpResponse<String> first = post(later, "/refunds", key, "{}");
+        database.queryString("update idempotency_keys set status = 'CANCELLED', response_status = null,"
+                + " response_headers = null, response_body = null where idempotency_key = '" + key + "'");
+        int runs = Releases.REFUNDS.get();
+
+        HttpResponse<String> retry = post(earlier, "/refunds", key, "{}");
+
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(retry.statusCode()).as(retry.body()).isEqualTo(503);
+        assertThat(retry.headers().firstValue("Content-Type")).hasValue("application/problem+json");
+        assertThat(retry.headers().firstValue("Retry-After")).isPresent();
+        assertThat(Releases.REFUNDS.get()).as("runs after the first").isEqualTo(runs);
+        assertThat(database.queryString("select status from idempotency_keys where idempotency_key = '" + key + "'"))
+                .isEqualTo("CANCELLED");
+    }
+
     private ConfigurableApplicationContext start(Class<?> release, String... properties) {
         List<String> args = new ArrayList<>();
         database.springPropertyValues().forEach(value -> args.add("--" + value));
@@ -125,6 +152,7 @@ class InstancesWithDifferentSettingsIntegrationTest {
         static final AtomicInteger RENAMED = new AtomicInteger();
         static final AtomicInteger PINNED = new AtomicInteger();
         static final AtomicInteger BODIES = new AtomicInteger();
+        static final AtomicInteger REFUNDS = new AtomicInteger();
     }
 
     @SpringBootConfiguration
@@ -139,7 +167,7 @@ class InstancesWithDifferentSettingsIntegrationTest {
     static class LaterRelease {
     }
 
-    /** The same in both releases: what differs is how each fingerprints the body. */
+    /** The same in both releases: what differs is how each fingerprints the body, and which statuses each knows. */
     @RestController
     static class BodiesController {
 
@@ -148,6 +176,13 @@ class InstancesWithDifferentSettingsIntegrationTest {
         @ResponseStatus(HttpStatus.CREATED)
         String bodies(@RequestBody String body) {
             return "body " + Releases.BODIES.incrementAndGet();
+        }
+
+        @PostMapping("/refunds")
+        @Idempotent
+        @ResponseStatus(HttpStatus.CREATED)
+        String refunds() {
+            return "refund " + Releases.REFUNDS.incrementAndGet();
         }
     }
 
