@@ -108,7 +108,13 @@ final class SampleAppClasses {
                 "--server.port=0", "--spring.main.banner-mode=off"));
         TestPostgres.newDatabase().springPropertyValues().forEach(value -> command.add("--" + value));
         Process process = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile()).start();
-        boolean exited = process.waitFor(TRAINING_TIMEOUT_SECONDS, TimeUnit.SECONDS);
+        boolean exited;
+        try {
+            exited = process.waitFor(TRAINING_TIMEOUT_SECONDS, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            process.destroyForcibly(); // no run left behind, writing an archive no one waits for
+            throw e;
+        }
         if (exited && process.exitValue() == 0 && Files.exists(written) && Files.size(written) > 0) {
             Files.move(written, archive, StandardCopyOption.ATOMIC_MOVE);
             return;
