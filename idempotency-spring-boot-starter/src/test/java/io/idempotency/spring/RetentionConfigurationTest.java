@@ -3,6 +3,7 @@ package io.idempotency.spring;
 import io.idempotency.core.IdempotencyStore;
 import io.idempotency.jdbc.PartitionedPostgresIdempotencyStore;
 import io.idempotency.testkit.Async;
+import io.idempotency.testkit.Await;
 import io.idempotency.testkit.TestPostgres;
 import io.micrometer.core.instrument.Clock;
 import io.micrometer.core.instrument.Counter;
@@ -21,6 +22,7 @@ import org.springframework.context.annotation.Primary;
 import javax.sql.DataSource;
 import java.sql.Connection;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -501,16 +503,30 @@ class RetentionConfigurationTest {
                 .contains("is not partitioned");
     }
 
+    /**
+     * Without Micrometer the cleanup and the sweeper run all the same, counting into nothing: an expired record is
+     * removed, and an abandoned claim resolved.
+     */
     @Test
     void theStarterRunsWithoutMicrometer() {
-        TestDatabases.contextRunner(TestPostgres.newDatabase())
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        TestDatabases.contextRunner(database)
                 .withClassLoader(new FilteredClassLoader("io.micrometer"))
                 .withPropertyValues("idempotency.retention.cleanup.interval=100ms", "idempotency.sweeper.interval=100ms")
                 .run(context -> {
                     assertThat(context).hasNotFailed();
-                    assertThat(context.getBean(RetentionScheduler.class).isRunning()).isTrue();
-                    Thread.sleep(300); // both tasks have run at least once, counting into nothing
                     assertThat(context).doesNotHaveBean(MicrometerIdempotencyMeters.class);
+                    assertThat(context.getBean(RetentionScheduler.class).isRunning()).isTrue();
+                    database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status,"
+                            + " request_hash, fencing_token, response_status, expires_at, locked_until) values"
+                            + " ('', 'POST /x', 'expired', 'SUCCEEDED', repeat('a', 64), gen_random_uuid(), 200,"
+                            + "  now() - interval '1 second', null),"
+                            + " ('', 'POST /x', 'abandoned', 'PROCESSING', repeat('a', 64), gen_random_uuid(), null,"
+                            + "  now() + interval '1 day', now() - interval '1 second')");
+                    String statuses = "select coalesce(string_agg(idempotency_key || ' ' || status, ', '"
+                            + " order by idempotency_key), '') from idempotency_keys";
+                    Await.until("the expired record removed and the abandoned claim resolved", Duration.ofSeconds(15),
+                            () -> database.queryString(statuses).equals("abandoned FAILED"));
                 });
     }
 
