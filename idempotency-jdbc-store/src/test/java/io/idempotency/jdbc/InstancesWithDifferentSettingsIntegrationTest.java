@@ -252,7 +252,7 @@ class InstancesWithDifferentSettingsIntegrationTest {
             ((IdempotencyEngine.Proceed) later.start(key, HASH)).execution().finish(CHARGED);
             later.shutdown();
             jdbc.update("update idempotency_keys set status = 'CANCELLED', response_status = null,"
-                + " response_headers = null, response_body = null where idempotency_key = ?", key.key());
+                    + " response_headers = null, response_body = null where idempotency_key = ?", key.key());
             String stored = "select status || ' ' || fencing_token from idempotency_keys where idempotency_key = ?";
             String before = jdbc.queryForObject(stored, String.class, key.key());
 
