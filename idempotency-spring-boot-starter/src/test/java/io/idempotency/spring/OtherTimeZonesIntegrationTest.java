@@ -62,8 +62,7 @@ class OtherTimeZonesIntegrationTest {
                 "--idempotency.sweeper.enabled=false"));
         database.springPropertyValues().forEach(property -> arguments.add("--" + property));
         Path log = directory.resolve("application.log");
-        Process application = java(List.of("-Duser.timezone=" + JVM_ZONE, "-Xmx256m",
-                "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"), arguments, log);
+        Process application = TestJvms.java(List.of("-Duser.timezone=" + JVM_ZONE, "-Xmx256m"), arguments, log);
         try {
             awaitStarted(application, log);
             assertThat(Files.readString(log)).contains("JVM time zone: " + JVM_ZONE);
@@ -155,17 +154,6 @@ class OtherTimeZonesIntegrationTest {
         } finally {
             application.destroyForcibly().waitFor();
         }
-    }
-
-    /** A JVM on the test class path, its output in {@code log}. */
-    private static Process java(List<String> options, List<String> arguments, Path log) throws Exception {
-        List<String> command = new ArrayList<>();
-        command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        command.addAll(options);
-        command.add("-cp");
-        command.add(System.getProperty("java.class.path"));
-        command.addAll(arguments);
-        return new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile()).start();
     }
 
     private static void awaitStarted(Process application, Path log) throws Exception {

@@ -12,7 +12,7 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 import static io.idempotency.spring.aot.AotProcessedApplicationTest.awaitStarted;
-import static io.idempotency.spring.aot.AotProcessedApplicationTest.java;
+import static io.idempotency.spring.TestJvms.java;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
