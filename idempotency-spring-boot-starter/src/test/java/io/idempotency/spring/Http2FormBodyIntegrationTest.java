@@ -102,15 +102,26 @@ class Http2FormBodyIntegrationTest {
     @LocalServerPort
     int port;
 
-    final HttpClient h2 = HttpClient.newBuilder().version(HttpClient.Version.HTTP_2).build();
+    /** The client the requests of a test go out on, over HTTP/2. */
+    HttpClient h2;
 
-    /** Upgrades the client's connection with a GET, so that every request of a test goes over HTTP/2. */
     @BeforeEach
     void upgrade() throws Exception {
-        HttpResponse<String> upgraded = h2.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/ping"))
-                .GET().build(), HttpResponse.BodyHandlers.ofString());
+        h2 = upgradedClient();
+    }
+
+    /**
+     * A new client whose connection took the h2c upgrade with a GET, so that every request it sends goes over HTTP/2
+     * (a new client's first request would otherwise carry the upgrade, and a server may refuse to upgrade a request
+     * with a body: Jetty does).
+     */
+    private HttpClient upgradedClient() throws Exception {
+        HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_2).build();
+        HttpResponse<String> upgraded = client.send(HttpRequest.newBuilder(
+                URI.create("http://localhost:" + port + "/ping")).GET().build(), HttpResponse.BodyHandlers.ofString());
         assertThat(upgraded.statusCode()).isEqualTo(200);
         assertThat(upgraded.version()).as("the server took the h2c upgrade").isEqualTo(HttpClient.Version.HTTP_2);
+        return client;
     }
 
     @Test
@@ -175,6 +186,9 @@ class Http2FormBodyIntegrationTest {
                 String key = UUID.randomUUID().toString();
                 String note = "h2-large-" + key.substring(0, 8);
                 String form = "note=" + note + "&amount=1&padding=" + "x".repeat(300);
+                // each refused form on a connection of its own: the GOAWAY below may come after the next request
+                // was served, and would end the following form's stream had it gone out on the same connection
+                h2 = upgradedClient();
 
                 HttpResponse<String> refused = h2Post(path, key, form, withLength);
                 HttpResponse<String> next;
