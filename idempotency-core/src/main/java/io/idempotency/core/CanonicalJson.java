@@ -63,7 +63,11 @@ public final class CanonicalJson {
      * The canonical UTF-8 form of a parsed value (as {@link #parse} returns, or any mix of those types). Other values
      * are written too: any number by its decimal value (NaN and the infinities as text), collections and arrays
      * by their elements, an {@code Optional} as the value it holds ({@code null} when empty), anything else as the
-     * text of its {@code toString()}.
+     * text of its {@code toString()}. A map's names are written as the text of theirs.
+     *
+     * @throws IllegalArgumentException when two names of a map (at any depth) are written as the same text, such as
+     *                                  the number {@code 1} and the text {@code "1"}: its canonical form would hold one
+     *                                  of them only, and two different values would be one
      */
     public static byte[] canonicalize(Object value) {
         return canonicalize(value, 0);
@@ -72,6 +76,8 @@ public final class CanonicalJson {
     /**
      * {@link #canonicalize(Object)} of a value parsed from a JSON text of {@code textLength} bytes: its canonical form
      * is about as long, and is written into room of that size rather than into a buffer grown (and copied) on the way.
+     *
+     * @throws IllegalArgumentException as {@link #canonicalize(Object)}
      */
     public static byte[] canonicalize(Object value, int textLength) {
         StringBuilder out = new StringBuilder(Math.max(16, textLength + 16));
@@ -123,7 +129,16 @@ public final class CanonicalJson {
             out.append("null");
         } else if (value instanceof Map<?, ?> map) {
             TreeMap<String, Object> sorted = new TreeMap<>();
-            map.forEach((name, member) -> sorted.put(String.valueOf(name), member));
+            map.forEach((name, member) -> {
+                String text = String.valueOf(name);
+                if (sorted.containsKey(text)) {
+                    // e.g. the number 1 and the text "1": written as one name, two different maps would be one value
+                    // (the name not quoted: it may be a request's value)
+                    throw new IllegalArgumentException("two names of a map are written as the same text, so its"
+                            + " canonical form cannot tell them apart");
+                }
+                sorted.put(text, member);
+            });
             out.append('{');
             boolean first = true;
             for (Map.Entry<String, Object> member : sorted.entrySet()) {

@@ -751,6 +751,31 @@ class CanonicalJsonTest {
     }
 
     /**
+     * A map whose names are written alike (an expression's map of the number 1 and the text "1") is refused: written
+     * with one of them only, it would be the same value as another map, and two different requests one.
+     */
+    @Test
+    void aMapWhoseNamesAreWrittenAlikeIsRefusedNotMerged() {
+        Map<Object, Object> mixed = new LinkedHashMap<>();
+        mixed.put(1, "a");
+        mixed.put("1", "b");
+        assertThatThrownBy(() -> CanonicalJson.canonicalize(mixed)).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("same text");
+        assertThatThrownBy(() -> CanonicalJson.canonicalize(List.of(Map.of("order", mixed))))
+                .as("at any depth").isInstanceOf(IllegalArgumentException.class);
+        Map<Object, Object> nullValues = new LinkedHashMap<>();
+        nullValues.put(1, null);
+        nullValues.put("1", null);
+        assertThatThrownBy(() -> CanonicalJson.canonicalize(nullValues)).as("also when the values are null")
+                .isInstanceOf(IllegalArgumentException.class);
+        // names of other types that are written differently are kept apart, as before
+        Map<Object, Object> distinct = new LinkedHashMap<>();
+        distinct.put(1, "a");
+        distinct.put("2", "b");
+        assertThat(new String(CanonicalJson.canonicalize(distinct), UTF_8)).isEqualTo("{\"1\":\"a\",\"2\":\"b\"}");
+    }
+
+    /**
      * The canonical text of a number is what {@link BigDecimal#stripTrailingZeros()} gives, also for the long numbers
      * whose zeros are counted on the digits: numbers of 1 to 1000 digits, with and without trailing zeros, both signs,
      * every scale, from a fixed seed.

@@ -628,8 +628,16 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                     throw new EvaluationException("the fingerprint expression could not read the request", e);
                 }
             }
-            return RequestFingerprint.of(method(request), request.getRequestURI(), null,
-                    CanonicalJson.canonicalize(values), null, apiVersion(request));
+            byte[] canonical;
+            try {
+                canonical = CanonicalJson.canonicalize(values);
+            } catch (IllegalArgumentException e) {
+                // a map whose names are written alike (the number 1 and the text "1"): compared by one of them, two
+                // different requests would be one, so this one is not fingerprinted, as above
+                throw new EvaluationException("the fingerprint expression's value has no canonical form", e);
+            }
+            return RequestFingerprint.of(method(request), request.getRequestURI(), null, canonical, null,
+                    apiVersion(request));
         }
         if (endpoint.keyExpression != null) {
             return RequestFingerprint.of(method(request), request.getRequestURI(), null, NOTHING, null,

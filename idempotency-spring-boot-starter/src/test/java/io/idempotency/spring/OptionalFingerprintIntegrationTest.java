@@ -32,7 +32,8 @@ import static org.assertj.core.api.Assertions.assertThat;
  * value it holds is compared by its content, as the same parameter without the {@code Optional} is, and as a key
  * expression compares the value a present {@code Optional} holds. Compared as the {@code Optional}'s
  * {@code toString()}, a list's elements lose their bounds ({@code [a, b, c]} is both {@code a, b, c} and
- * {@code "a, b", c}) and a number its value ({@code 1250} and {@code 1.25e3} are one number).
+ * {@code "a, b", c}) and a number its value ({@code 1250} and {@code 1.25e3} are one number). And a value that has no
+ * canonical form is refused.
  */
 @SpringBootTest(classes = OptionalFingerprintIntegrationTest.App.class,
         webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
@@ -55,6 +56,22 @@ class OptionalFingerprintIntegrationTest {
 
     @RestController
     public static class BasketController {
+
+        /** Fingerprinted by a map the expression builds, whose names are the request's values. */
+        @PostMapping("/transfers")
+        @Idempotent(fingerprint = "{#from: 'from', #to: 'to'}")
+        public String transfer(@RequestParam Integer from, @RequestParam String to) {
+            RUNS.incrementAndGet();
+            return "moved from " + from + " to " + to;
+        }
+
+        /** Keyed by such a map. */
+        @PostMapping("/moves")
+        @Idempotent(key = "{#from: 'from', #to: 'to'}")
+        public String move(@RequestParam Integer from, @RequestParam String to) {
+            RUNS.incrementAndGet();
+            return "moved from " + from + " to " + to;
+        }
 
         @PostMapping("/baskets")
         @Idempotent(fingerprint = "#items")
@@ -117,6 +134,36 @@ class OptionalFingerprintIntegrationTest {
         assertThat(sameValue.headers().firstValue("Idempotent-Replayed")).as(sameValue.body()).hasValue("true");
         assertThat(sameValue.body()).isEqualTo(first.body());
         assertThat(RUNS).as("handler runs").hasValue(runs);
+    }
+
+    /**
+     * A fingerprint map whose names are written alike (the number 1 and the text "1") has no canonical form: compared by
+     * one of its names, two different requests would be one. The request is refused as one that cannot be
+     * fingerprinted (400, not 500), not run, and leaves no record; other values are served. A key expression's map
+     * alike is a malformed key.
+     */
+    @Test
+    void aFingerprintMapWhoseNamesAreWrittenAlikeIsRefusedNotRun() throws Exception {
+        String key = UUID.randomUUID().toString();
+        int runs = RUNS.get();
+        HttpResponse<String> alike = post("/transfers?from=1&to=1", key);
+
+        assertThat(alike.statusCode()).as(alike.body()).isEqualTo(400);
+        assertThat(alike.body()).contains("idempotency-body-invalid");
+        assertThat(RUNS).as("handler runs").hasValue(runs);
+        assertThat(TestDatabases.keyRows(DATABASE, key)).isZero();
+
+        HttpResponse<String> apart = post("/transfers?from=1&to=2", key);
+        assertThat(apart.statusCode()).as(apart.body()).isEqualTo(200);
+        assertThat(apart.body()).isEqualTo("moved from 1 to 2");
+
+        // as a key: malformed
+        HttpResponse<String> keyedAlike = http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port
+                + "/moves?from=1&to=1")).POST(HttpRequest.BodyPublishers.noBody()).build(),
+                HttpResponse.BodyHandlers.ofString());
+        assertThat(keyedAlike.statusCode()).as(keyedAlike.body()).isEqualTo(400);
+        assertThat(keyedAlike.body()).contains("idempotency-key-malformed");
+        assertThat(RUNS).as("handler runs").hasValue(runs + 1);
     }
 
     /** An absent parameter and its retry are one request. */
