@@ -6,6 +6,7 @@ import jakarta.servlet.ServletContext;
 import jakarta.servlet.ServletException;
 import jakarta.servlet.ServletRequest;
 import jakarta.servlet.ServletResponse;
+import jakarta.servlet.ServletResponseWrapper;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import org.slf4j.Logger;
@@ -24,7 +25,8 @@ import java.util.function.BooleanSupplier;
  * once async processing has ended), a request and response handed out before pass nothing on any more, and a
  * started task that fails is logged instead of reported to the container (as it is, too, before the answer, when the
  * library holds it: the library answers such a request itself whatever the task did).
- * Until then everything is the container's own.
+ * Until then everything is the container's own, but for the container's own response while the library holds the
+ * answer (see {@link #getResponse()}).
  */
 final class GuardedAsyncContext implements AsyncContext {
 
@@ -74,14 +76,34 @@ final class GuardedAsyncContext implements AsyncContext {
 
     /**
      * The response, which the work may keep: of a request whose answer the library holds, one that stops passing
-     * anything on once the library has answered (see {@link GuardedAsyncResponse}).
+     * anything on once the library has answered (see {@link GuardedAsyncResponse}) — and passes nothing on at any time
+     * when it is not the one the library captures the answer in (async processing started without arguments holds
+     * the container's own): what the work wrote there before the library answered would reach the client ahead of
+     * that answer, a 200 for effects the library rolls back.
      */
     @Override
     public ServletResponse getResponse() {
         requireUnanswered();
         ServletResponse response = delegate.getResponse();
-        return answerHeld.getAsBoolean() && response instanceof HttpServletResponse http
-                ? new GuardedAsyncResponse(http, this::requireUnanswered) : response;
+        if (!answerHeld.getAsBoolean() || !(response instanceof HttpServletResponse http)) {
+            return response;
+        }
+        return new GuardedAsyncResponse(http, captures(response) ? this::requireUnanswered : () -> {
+            throw new IllegalStateException("The idempotency filter answers this request itself, as @Idempotent does"
+                    + " not support handlers that answer asynchronously: nothing is passed on to the response of an"
+                    + " async context started without the request and response the handler was given");
+        });
+    }
+
+    /** Whether {@code response} is, or wraps, the one the library captures the answer in. */
+    private static boolean captures(ServletResponse response) {
+        for (ServletResponse inner = response; inner instanceof ServletResponseWrapper wrapper;
+             inner = wrapper.getResponse()) {
+            if (inner instanceof DeferredResponse) {
+                return true;
+            }
+        }
+        return false;
     }
 
     @Override

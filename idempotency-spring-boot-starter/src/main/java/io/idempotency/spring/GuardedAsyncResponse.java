@@ -21,7 +21,9 @@ import java.util.function.Supplier;
  * nothing the work does through it, or through a stream or writer it took from it before, reaches the container any
  * more ({@link IllegalStateException}): the container may serve another request with the objects behind it by then
  * (Jetty, over HTTP/2, writes what a stale response is given into the answer of the connection's next stream; an
- * HTTP/1.x connection is closed with the answer). Until then everything is the container's own.
+ * HTTP/1.x connection is closed with the answer). Until then everything is the container's own — unless
+ * {@code requireUnanswered} refuses it earlier (the container's own response, whose output would reach the client
+ * ahead of the library's answer).
  */
 final class GuardedAsyncResponse extends HttpServletResponseWrapper {
 
@@ -29,6 +31,7 @@ final class GuardedAsyncResponse extends HttpServletResponseWrapper {
     private ServletOutputStream stream;
     private PrintWriter writer;
 
+    /** @param requireUnanswered throws {@link IllegalStateException} when nothing may be passed on any more */
     GuardedAsyncResponse(HttpServletResponse response, Runnable requireUnanswered) {
         super(response);
         this.requireUnanswered = requireUnanswered;

@@ -234,14 +234,21 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             try {
                 chain.doFilter(recordingRequest, deferredResponse);
             } catch (IOException | ServletException | RuntimeException e) {
-                if (exchange.answer() == null) {
+                if (exchange.answer() != null) {
+                    // the handler did not run: what failed rendered its null (a body advice that cannot take one, an
+                    // interceptor's postHandle) and would answer every retry under the key with this error instead of
+                    // the decided answer, which stands whatever the rest of the request did
+                    log.warn("Idempotent request {} {} was answered without running its handler, and then failed: {};"
+                            + " sending the decided answer", request.getMethod(), loggedPath(request), e.toString(), e);
+                } else if (exchange.execution() != null && request.isAsyncStarted()) {
+                    // the handler started async processing and then failed: passed on, the failure would reach the
+                    // container with async processing started, and Tomcat then ends neither (the request stays open,
+                    // and holds up the server's graceful shutdown). Answered below, as a handler that went async is
+                    log.warn("Idempotent request {} {} started async processing and then failed: {}",
+                            request.getMethod(), loggedPath(request), e.toString(), e);
+                } else {
                     throw e;
                 }
-                // the handler did not run: what failed rendered its null (a body advice that cannot take one, an
-                // interceptor's postHandle) and would answer every retry under the key with this error instead of
-                // the decided answer, which stands whatever the rest of the request did
-                log.warn("Idempotent request {} {} was answered without running its handler, and then failed: {};"
-                        + " sending the decided answer", request.getMethod(), loggedPath(request), e.toString(), e);
             }
             finish(exchange, request);
         } finally {

@@ -743,6 +743,29 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     }
 
     /**
+     * A handler that starts async processing without arguments gets a context holding the container's own response:
+     * what it writes and flushes there, on its own thread or in a task, before the library answers, must not reach the
+     * client as a 200 for effects the library then rolls back.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"thread", "task"})
+    void aHandlerWritingToTheContainersResponseOfItsAsyncContextGetsNothingThrough(String on) throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "async-raw-" + on + "-" + key;
+
+        HttpResponse<byte[]> answer = post("/orders/async-servlet-raw?on=" + on, key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(answer.statusCode()).as(new String(answer.body(), StandardCharsets.UTF_8)).isEqualTo(500);
+        assertThat(new String(answer.body(), StandardCharsets.UTF_8)).doesNotContain("ok from async work");
+        assertProblem(answer, "idempotency-commit-failed");
+        assertThat(rows(note)).isZero();
+        assertThat(keyRows(key)).isZero();
+        HttpResponse<byte[]> retry = post("/orders/async-servlet-raw?on=" + on, key, "{\"note\":\"" + note + "\"}");
+        assertThat(retry.statusCode()).as("a retry runs again, and is answered alike").isEqualTo(500);
+        assertThat(keyRows(key)).isZero();
+    }
+
+    /**
      * The handler's async work runs after the library has answered and ended the request, when the container may
      * already serve another request with the same objects: what it does then must not reach that request, whether
      * it writes and completes through its async context, fails with a checked exception it does not declare, or

@@ -380,6 +380,42 @@ public class OrderController {
     }
 
     /**
+     * Writes a row, starts async processing without arguments (its context holds the container's own response, not
+     * the one the library captures the answer in), and writes an answer to that response and flushes it, before the
+     * handler returns: on the handler's thread ({@code on=thread}), or in a task on the container's async executor
+     * that the handler waits for ({@code on=task}). The write's failure is let through as it comes.
+     */
+    @PostMapping("/async-servlet-raw")
+    @Idempotent
+    public void asyncServletRaw(@RequestBody OrderRequest request, @RequestParam String on,
+                                HttpServletRequest servletRequest) throws Exception {
+        insert(request.note());
+        jakarta.servlet.AsyncContext async = servletRequest.startAsync();
+        java.util.concurrent.Callable<Void> write = () -> {
+            jakarta.servlet.ServletResponse response = async.getResponse();
+            response.setContentType("text/plain");
+            response.getOutputStream().write("ok from async work".getBytes(StandardCharsets.UTF_8));
+            response.flushBuffer();
+            return null;
+        };
+        if (on.equals("thread")) {
+            write.call();
+        } else {
+            java.util.concurrent.CountDownLatch written = new java.util.concurrent.CountDownLatch(1);
+            async.start(() -> {
+                try {
+                    write.call();
+                } catch (Exception e) {
+                    throw OrderController.<RuntimeException>undeclared(e);
+                } finally {
+                    written.countDown();
+                }
+            });
+            written.await(10, java.util.concurrent.TimeUnit.SECONDS);
+        }
+    }
+
+    /**
      * The work {@code /async-servlet-late} starts on the container's async executor waits for {@link #go} (released
      * by {@code /after-late-async}, once its request has been answered) and counts {@link #done} down before its last
      * step.
