@@ -110,11 +110,12 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
     }
 
     /**
-     * The largest body an answer can be stored with: PostgreSQL takes at most 1 GB in one value and in one message,
-     * and its JDBC driver refuses to send a statement whose parameters take more; 256 KB of that are left for the
-     * headers and the key.
+     * The largest body an answer can be stored with and read back: PostgreSQL builds no value and no message above
+     * 1 GB, and sends a value its client asks for as text (as the JDBC driver does until it has prepared a statement
+     * on the connection: the first reads of a record) in hex, two characters a byte. Half of 1 GB, less 128 KB: the row
+     * of the largest body read as text leaves 256 KB for the headers, the key and the rest.
      */
-    public static final long MAX_STORED_BODY_SIZE = (1L << 30) - 256 * 1024;
+    public static final long MAX_STORED_BODY_SIZE = (1L << 29) - 128 * 1024;
 
     /**
      * Refuses a cap on stored bodies above {@link #MAX_STORED_BODY_SIZE}: an answer between the two would be refused
@@ -124,10 +125,10 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
     public void checkStoredBodySize(long maxBodyBytes) {
         if (maxBodyBytes > MAX_STORED_BODY_SIZE) {
             throw new IllegalStateException("an answer body of up to " + maxBodyBytes + " bytes cannot be stored:"
-                    + " PostgreSQL takes at most 1 GB in one value and in one statement's parameters (its JDBC driver"
-                    + " refuses to send more), so the body of a stored answer may take at most " + MAX_STORED_BODY_SIZE
-                    + " bytes (1 GB less 256 KB for the headers and the key), and a request whose answer is larger"
-                    + " would fail when its answer is stored, after its handler ran.");
+                    + " PostgreSQL builds no value and no message above 1 GB, and sends a body read as text (as its"
+                    + " JDBC driver reads it at first) in hex, two characters a byte, so the body of a stored answer"
+                    + " may take at most " + MAX_STORED_BODY_SIZE + " bytes (512 MB less 128 KB, leaving 256 KB of the"
+                    + " row for the headers and the key); a larger one could be stored, but its replays would fail.");
         }
     }
 

@@ -70,8 +70,9 @@ public class IdempotencyProperties implements InitializingBean {
      * in memory past the cap. The
      * same cap holds for the results of IdempotencyTemplate work (refused with StoredBodyTooLargeException, the work's
      * writes rolled back) and for the answers of a StaleClaimResolver (not stored; the claim stays PROCESSING). A cap
-     * the store cannot keep stops the start: on PostgreSQL one above 1 GB less 256 KB, on MariaDB one the server's
-     * max_allowed_packet (twice the cap and 256 KB) or the body column cannot hold.
+     * the store cannot keep stops the start: on PostgreSQL one above 512 MB less 128 KB (a body read back as text
+     * takes twice its size), on MariaDB one the server's max_allowed_packet (twice the cap and 256 KB) or the body
+     * column cannot hold.
      */
     private DataSize maxStoredBodySize = DataSize.ofMegabytes(1);
 
