@@ -58,11 +58,13 @@ public class IdempotencyFilter extends OncePerRequestFilter {
     private final IdempotentMethods idempotentMethods;
     /**
      * Room kept under the container's limit on the header section: a replay sends {@code Idempotent-Replayed: true}
-     * besides the stored headers (27 bytes), and the container adds its own to every answer ({@code Date},
-     * {@code Content-Length}, {@code Keep-Alive}, {@code Connection}: about 110 bytes). An answer stored closer to the
-     * limit than this could be sent the first time and fail on every replay.
+     * besides the stored headers (27 bytes), the container adds its own to every answer ({@code Date},
+     * {@code Content-Length}, {@code Keep-Alive}, {@code Connection}: about 110 bytes), and filters outside this one
+     * may write theirs as the answer is sent, after it was measured, on the first answer and on every replay: Spring
+     * Security's default headers take about 170 bytes (about 240 with HSTS over HTTPS), CORS headers more. An answer
+     * stored closer to the limit than this could fail the first time or on every replay, its effects kept.
      */
-    static final int HEADER_SECTION_MARGIN = 256;
+    static final int HEADER_SECTION_MARGIN = 1024;
 
     /**
      * The threads serving a request in this filter: what the shutdown of a war waits for ({@link RequestDrain}), but
