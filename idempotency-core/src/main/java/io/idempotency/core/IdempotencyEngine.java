@@ -509,8 +509,9 @@ public final class IdempotencyEngine {
             return new Replay(complete.response());
         }
         if (resolution instanceof StaleClaimResolver.Fail) {
-            // a mark the database does not take is tried again in the background, as the resolver has decided
-            if (!settle(key, token, false, lease)) {
+            // recorded also when the request was interrupted after the resolver had decided, as "complete" is; a mark
+            // the database does not take is tried again in the background, as the resolver has decided
+            if (!Leases.uninterrupted(() -> settle(key, token, false, lease))) {
                 logSuperseded(key, "mark FAILED");
                 return null;
             }

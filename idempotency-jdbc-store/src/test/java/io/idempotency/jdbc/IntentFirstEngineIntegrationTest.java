@@ -190,6 +190,45 @@ class IntentFirstEngineIntegrationTest {
         }
     }
 
+    /**
+     * As above, for a resolver that answers "fail": the claim is marked FAILED as it decided, and the retry runs its
+     * request again, rather than being refused as if the database had failed (its FAILED mark left to the background).
+     */
+    @Test
+    void aRetrysResolverFailDespiteTheInterruptIsRecordedWhenThePoolIsBusyForAMoment() throws Exception {
+        try (HikariDataSource dataSource = database(null)) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            leaveAStaleClaim(dataSource, store, key, Duration.ofMillis(200));
+            String staleToken = store.find(key).orElseThrow().fencingToken();
+            IdempotencyEngine stopping = engine(dataSource, store, claim -> {
+                busyForAMoment(dataSource);
+                Thread.currentThread().interrupt(); // the server stops the request as the third party answers
+                return StaleClaimResolver.Resolution.fail();
+            });
+            CompletableFuture<Object> started = new CompletableFuture<>();
+            Thread retry = new Thread(() -> {
+                try {
+                    Object start = stopping.start(key, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofMinutes(1));
+                    Thread.interrupted(); // what the retry does with the interrupt is not this test's business
+                    if (start instanceof IdempotencyEngine.Proceed proceed) {
+                        proceed.execution().abandonUnrun();
+                    }
+                    started.complete(start);
+                } catch (Throwable e) {
+                    started.complete(e);
+                }
+            });
+            retry.start();
+
+            assertThat(started.get(10, TimeUnit.SECONDS)).as("the retry runs its request again")
+                    .isInstanceOf(IdempotencyEngine.Proceed.class);
+            assertThat(store.find(key).map(IdempotencyRecord::fencingToken)).as("the stale claim is no longer held")
+                    .isNotEqualTo(java.util.Optional.of(staleToken));
+            stopping.shutdown();
+        }
+    }
+
     /** Takes every connection of the pool {@code dataSource}, and gives them back 300 ms later. */
     private static void busyForAMoment(HikariDataSource dataSource) {
         List<java.sql.Connection> busy = new ArrayList<>();
