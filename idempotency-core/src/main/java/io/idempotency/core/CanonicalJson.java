@@ -129,16 +129,13 @@ public final class CanonicalJson {
             out.append("null");
         } else if (value instanceof Map<?, ?> map) {
             TreeMap<String, Object> sorted = new TreeMap<>();
-            map.forEach((name, member) -> {
-                String text = String.valueOf(name);
-                if (sorted.containsKey(text)) {
-                    // e.g. the number 1 and the text "1": written as one name, two different maps would be one value
-                    // (the name not quoted: it may be a request's value)
-                    throw new IllegalArgumentException("two names of a map are written as the same text, so its"
-                            + " canonical form cannot tell them apart");
-                }
-                sorted.put(text, member);
-            });
+            map.forEach((name, member) -> sorted.put(String.valueOf(name), member));
+            if (sorted.size() != map.size()) {
+                // e.g. the number 1 and the text "1": written as one name, two different maps would be one value (the
+                // name not quoted: it may be a request's value)
+                throw new IllegalArgumentException("two names of a map are written as the same text, so its"
+                        + " canonical form cannot tell them apart");
+            }
             out.append('{');
             boolean first = true;
             for (Map.Entry<String, Object> member : sorted.entrySet()) {
