@@ -35,9 +35,10 @@ public class IdempotencyProperties implements InitializingBean {
 
     /**
      * How long a duplicate request waits for the request that holds its key to finish before it is answered
-     * 409 idempotency-request-in-progress. Keep it short: the waiting request holds a connection. At most
-     * 24 days, the longest wait PostgreSQL's lock_timeout takes. A wait inside a transaction with a timeout
-     * (spring.transaction.default-timeout) ends with half of that transaction's time left.
+     * 409 idempotency-request-in-progress. Keep it short: the waiting request holds its thread, and a connection
+     * too while it waits for another instance's claim. At most 24 days, the longest wait PostgreSQL's lock_timeout
+     * takes. A wait inside a transaction with a timeout (spring.transaction.default-timeout) ends with half of that
+     * transaction's time left.
      */
     private Duration inFlightWait = Duration.ofSeconds(2);
 
