@@ -127,7 +127,7 @@ public class ChargeController {
         // request held it already (and may have called the gateway).
         if (intents.holdsAnotherOrder(payer, valid.orderId(), gatewayKey)) {
             if (holder.takenNow()) {
-                intents.release(payer, valid.orderId(), gatewayKey);
+                intents.release(payer, valid.orderId(), holder);
             }
             throw new KeyUsedForAnotherChargeException(valid.orderId());
         }
@@ -145,12 +145,12 @@ public class ChargeController {
                 throw new GatewayOutcomeUnknownException("the gateway could not be reached for the charge, which an"
                         + " earlier attempt under the same key may have made", e);
             }
-            intents.release(payer, valid.orderId(), gatewayKey); // nothing was charged: another key may pay the order
+            intents.release(payer, valid.orderId(), holder); // nothing was charged: another key may pay the order
             throw e;
         }
         if (result instanceof GatewayClient.Declined declined) {
             // declined, nothing booked: another key may pay the order
-            intents.release(payer, valid.orderId(), gatewayKey);
+            intents.release(payer, valid.orderId(), holder);
             return responses.declined(valid.orderId(), declined.detail());
         }
         GatewayClient.GatewayCharge booked = ((GatewayClient.Approved) result).charge();

@@ -10,6 +10,7 @@ import java.time.Instant;
 import java.time.OffsetDateTime;
 import java.time.ZoneOffset;
 import java.util.Optional;
+import java.util.UUID;
 
 /**
  * The table {@code charge_intents}: which request may charge an order for a payer, one at a time and once.
@@ -42,28 +43,44 @@ public class ChargeIntents {
      * @param downstreamKey the gateway key of the request that holds the order
      * @param takenNow      whether this call took it: no earlier attempt of that request held it, so none can have
      *                      called the gateway for it
+     * @param attempt       this call's attempt, which holds the intent now when {@code downstreamKey} is its
+     *                      request's: the one {@link #release} takes
      */
-    public record Holder(String downstreamKey, boolean takenNow) {
+    public record Holder(String downstreamKey, boolean takenNow, UUID attempt) {
     }
 
     /**
      * Records the intent of the request whose gateway key is {@code downstreamKey} to charge the order, unless one is
      * recorded already, and returns who holds the order: {@code downstreamKey}, taken now or since an earlier attempt
-     * of this request, or another request's key. A concurrent insert for the same payer and order waits for the first
-     * one's commit and then inserts nothing. The intent that made the insert do nothing may be released before the
-     * read that follows it (its charge declined): the order is free then, and the insert is tried again.
+     * of this request, or another request's key. An intent an earlier attempt of this request took is this attempt's
+     * from now on: that attempt, late (its claim taken over by this one), releases nothing. A concurrent insert for the
+     * same payer and order waits for the first one's commit and then inserts nothing. The intent that made the insert
+     * do nothing may be released before the read that follows it (its charge declined): the order is free then, and
+     * the insert is tried again.
      */
     public Holder hold(String payer, String orderId, String downstreamKey) {
+        UUID attempt = UUID.randomUUID();
         return ownTransaction.execute(status -> {
-            for (int attempt = 1; ; attempt++) {
+            for (int tries = 1; ; tries++) {
                 int inserted = jdbc.sql("""
-                                INSERT INTO charge_intents (payer, order_id, downstream_key)
-                                VALUES (:payer, :orderId, :downstreamKey)
+                                INSERT INTO charge_intents (payer, order_id, downstream_key, attempt)
+                                VALUES (:payer, :orderId, :downstreamKey, :attempt)
                                 ON CONFLICT (payer, order_id) DO NOTHING""")
                         .param("payer", payer)
                         .param("orderId", orderId)
                         .param("downstreamKey", downstreamKey)
+                        .param("attempt", attempt)
                         .update();
+                if (inserted == 0) {
+                    jdbc.sql("""
+                                    UPDATE charge_intents SET attempt = :attempt
+                                    WHERE payer = :payer AND order_id = :orderId AND downstream_key = :downstreamKey""")
+                            .param("payer", payer)
+                            .param("orderId", orderId)
+                            .param("downstreamKey", downstreamKey)
+                            .param("attempt", attempt)
+                            .update();
+                }
                 Optional<String> holder = jdbc.sql("SELECT downstream_key FROM charge_intents WHERE payer = :payer"
                                 + " AND order_id = :orderId")
                         .param("payer", payer)
@@ -71,9 +88,9 @@ public class ChargeIntents {
                         .query(String.class)
                         .optional();
                 if (holder.isPresent()) {
-                    return new Holder(holder.get(), inserted == 1);
+                    return new Holder(holder.get(), inserted == 1, attempt);
                 }
-                if (attempt == MAX_ATTEMPTS) {
+                if (tries == MAX_ATTEMPTS) {
                     throw new IllegalStateException("the order " + orderId + " was held and released again "
                             + MAX_ATTEMPTS + " times while this request tried to hold it");
                 }
@@ -120,17 +137,20 @@ public class ChargeIntents {
     }
 
     /**
-     * Removes the intent of the request whose gateway key is {@code downstreamKey} for the payer's order, if it holds
-     * one: for an attempt that certainly charged nothing, so that the order can be paid under another key. Another
-     * order the same key holds (its earlier use, see {@link #holdsAnotherOrder}) stays held.
+     * Removes the intent {@code holder} names for the payer's order, if its attempt still holds it: for an attempt that
+     * certainly charged nothing, so that the order can be paid under another key. An intent a later attempt of the
+     * same request holds now stays: that attempt may have charged the order (the gateway knows the request's key). So
+     * does another order the same key holds (its earlier use, see {@link #holdsAnotherOrder}).
      */
-    public void release(String payer, String orderId, String downstreamKey) {
+    public void release(String payer, String orderId, Holder holder) {
         ownTransaction.executeWithoutResult(status -> jdbc.sql("""
                         DELETE FROM charge_intents
-                        WHERE payer = :payer AND order_id = :orderId AND downstream_key = :downstreamKey""")
+                        WHERE payer = :payer AND order_id = :orderId AND downstream_key = :downstreamKey
+                          AND attempt = :attempt""")
                 .param("payer", payer)
                 .param("orderId", orderId)
-                .param("downstreamKey", downstreamKey)
+                .param("downstreamKey", holder.downstreamKey())
+                .param("attempt", holder.attempt())
                 .update());
     }
 }

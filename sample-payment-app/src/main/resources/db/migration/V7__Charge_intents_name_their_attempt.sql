@@ -1,0 +1,13 @@
+-- An intent names the attempt of its request that holds it now: the one that took it, or a later attempt of the same
+-- request that found it (a retry that took a stale claim over and runs the request again). Only that attempt may
+-- release it. Released by the request's gateway key alone, an attempt whose claim a retry had taken over meanwhile,
+-- and which then could not reach the gateway, removed the intent the retry had charged the order under, and a request
+-- under another key could charge the order a second time.
+--
+-- (V5 says an intent is also removed for a stale claim the resolver found nothing for: it is not. The resolver keeps
+-- it, as an attempt may still book the charge under the request's gateway key; see GatewayChargeResolver.)
+--
+-- An intent recorded before this column names no attempt until a later attempt of its request finds it, and none
+-- releases it until then: its order stays with its key, which may still pay it, and another key is refused the order
+-- rather than risk a second charge.
+ALTER TABLE charge_intents ADD COLUMN attempt uuid;
