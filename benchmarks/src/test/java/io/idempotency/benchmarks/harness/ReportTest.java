@@ -139,6 +139,21 @@ class ReportTest {
                 .satisfies(line -> assertThat(line).endsWith("MISSED").contains("1.51×"));
     }
 
+    @Test
+    void theGrowthTablesFirstOverPlainIsCutAsFirstRatioIs() {
+        // 585 / 1000 = 0.585: the same ratio as first_ratio at one size, printed as first_ratio prints it
+        Map<String, List<Round>> rounds = rounds(0);
+        rounds.put(BenchmarkMain.Growth.scenario("0", PLAIN), List.of(round(PLAIN, 1_000, 0)));
+        rounds.put(BenchmarkMain.Growth.scenario("0", FIRST), List.of(round(FIRST, 585, 0)));
+        String stats = COUNTED.replace("\"scenarios\": {", "\"scenarios\": {"
+                + "\"growth-0-first\": {\"claim\": {\"p50Micros\": 300.0}},");
+        List<String> lines = new ArrayList<>();
+        print(rounds, stats, List.of(new BenchmarkMain.Growth(0, "0", 0)), lines);
+
+        assertThat(lines).filteredOn(line -> line.startsWith("  0 ") && line.contains(" 585 ")).singleElement()
+                .satisfies(line -> assertThat(line).contains(" 0.58 ").doesNotContain("0.59"));
+    }
+
     private static Map<String, List<Round>> rounds(long firstErrors) {
         Map<String, List<Round>> rounds = new LinkedHashMap<>();
         rounds.put(PLAIN, List.of(round(PLAIN, 1_000, 0)));
