@@ -415,7 +415,9 @@ public final class IdempotencyEngine {
             if (wait == null) {
                 return new InProgress();
             }
-            Transactions.Transaction transaction = transactions.begin();
+            // beside a unit of work the request keeps open (JPA's open-in-view EntityManager), which the claim, committed
+            // or rolled back, must neither write nor clear: the work runs in it next
+            Transactions.Transaction transaction = transactions.beginClaim();
             ClaimResult claim;
             try {
                 claim = store.claim(new ClaimRequest(key, requestHash, retention, wait, lease));

@@ -25,6 +25,20 @@ public interface Transactions {
     Transaction begin();
 
     /**
+     * Opens the transaction of an intent-first claim, which commits on its own (or, finding the key taken, is rolled
+     * back) before the work's transaction begins, and holds nothing but the claim. Fails as {@link #begin()} does.
+     * By default {@link #begin()}. An implementation whose transactions run inside a unit of work that stays open
+     * across them — JPA's EntityManager kept open for the request — runs this one beside that unit, on its
+     * connection, and leaves the unit as it found it: committed through it, the claim would also write what the unit
+     * holds before the work has run (an entity the request's data binding changed); rolled back through it, it would
+     * clear the unit, and an entity loaded for the request's arguments, no longer managed, would have the work's
+     * changes to it never written.
+     */
+    default Transaction beginClaim() {
+        return begin();
+    }
+
+    /**
      * Refuses, as {@link #begin()} does, when a transaction is open on the current thread. The engine calls it before
      * anything else, so that such a call is refused the same way whether its answer is kept in memory or not. Does
      * nothing by default ({@link #begin()} still refuses).

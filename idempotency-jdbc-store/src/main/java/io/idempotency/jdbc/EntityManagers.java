@@ -1,7 +1,16 @@
 package io.idempotency.jdbc;
 
+import jakarta.persistence.EntityManager;
 import jakarta.persistence.EntityTransaction;
 import org.springframework.orm.jpa.EntityManagerHolder;
+import org.springframework.orm.jpa.JpaDialect;
+import org.springframework.orm.jpa.JpaTransactionManager;
+import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
+
+import javax.sql.DataSource;
+import java.sql.Connection;
+import java.sql.SQLException;
 
 /**
  * JPA's side of {@link SpringTransactions}, in a class of its own so that it is loaded only where spring-orm and the
@@ -28,5 +37,46 @@ final class EntityManagers {
             log.log(System.Logger.Level.WARNING, "Rolling back the idempotent execution's JPA transaction, whose"
                     + " commit was never asked of the database, failed", e);
         }
+    }
+
+    /**
+     * The DataSource whose connection JPA's transaction manager {@code transactionManager} binds to the thread beside
+     * its EntityManager in its transactions, or null when it is not JPA's or exposes none.
+     */
+    static DataSource dataSourceOf(PlatformTransactionManager transactionManager) {
+        return transactionManager instanceof JpaTransactionManager jpa ? jpa.getDataSource() : null;
+    }
+
+    /**
+     * The JDBC connection of the EntityManager bound to the thread outside any transaction for JPA's transaction
+     * manager {@code transactionManager} (open-in-view's), or null when none is bound or its provider is not
+     * Hibernate (the only one whose connection is known to be handed out, and held, outside a transaction). Hibernate
+     * acquires it now if the EntityManager holds none yet, and holds it until the EntityManager closes, as it does
+     * from the EntityManager's first transaction on: the request still uses one connection of the pool.
+     */
+    static Connection openInViewConnection(PlatformTransactionManager transactionManager) throws SQLException {
+        if (!(transactionManager instanceof JpaTransactionManager jpa) || jpa.getEntityManagerFactory() == null
+                || !isHibernates(jpa.getJpaDialect())
+                || !(TransactionSynchronizationManager.getResource(jpa.getEntityManagerFactory())
+                        instanceof EntityManagerHolder holder)
+                || holder.isSynchronizedWithTransaction() || holder.getEntityManager() == null) {
+            return null;
+        }
+        EntityManager entityManager = holder.getEntityManager();
+        if (!entityManager.isOpen()) {
+            return null;
+        }
+        var handle = jpa.getJpaDialect().getJdbcConnection(entityManager, false);
+        return handle == null ? null : handle.getConnection();
+    }
+
+    /** Whether {@code dialect} is Spring's for Hibernate, told by name: Hibernate may be absent from the class path. */
+    private static boolean isHibernates(JpaDialect dialect) {
+        for (Class<?> type = dialect.getClass(); type != null; type = type.getSuperclass()) {
+            if (type.getName().equals("org.springframework.orm.jpa.vendor.HibernateJpaDialect")) {
+                return true;
+            }
+        }
+        return false;
     }
 }

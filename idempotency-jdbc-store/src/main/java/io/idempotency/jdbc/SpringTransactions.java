@@ -4,11 +4,13 @@ import io.idempotency.core.Transactions;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.ConnectionHolder;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.CannotCreateTransactionException;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.TransactionException;
 import org.springframework.transaction.TransactionStatus;
 import org.springframework.transaction.UnexpectedRollbackException;
+import org.springframework.transaction.support.AbstractPlatformTransactionManager;
 import org.springframework.transaction.support.DefaultTransactionDefinition;
 import org.springframework.transaction.support.ResourceTransactionManager;
 import org.springframework.transaction.support.TransactionSynchronization;
@@ -38,6 +40,12 @@ public class SpringTransactions implements Transactions {
     private final Predicate<Object> holdsNoConnection;
     /** Run first in each transaction, or null when the transaction manager sets the level (or none is needed). */
     private final ReadCommittedStatement readCommitted;
+    /**
+     * The transactions of intent-first claims beside an EntityManager kept open for the request, on the DataSource
+     * that JPA's transaction manager binds its transactions' connection under; null where {@link #begin()} serves.
+     */
+    private final SpringTransactions claimsBeside;
+    private final DataSource claimsDataSource;
 
     private record ReadCommittedStatement(JdbcTemplate jdbc, String sql) {
     }
@@ -90,6 +98,19 @@ public class SpringTransactions implements Transactions {
                 ? TransactionDefinition.ISOLATION_DEFAULT : TransactionDefinition.ISOLATION_READ_COMMITTED);
         definition.setName("idempotency");
         this.definition = definition;
+        this.claimsDataSource = JPA_PRESENT ? EntityManagers.dataSourceOf(transactionManager) : null;
+        if (claimsDataSource == null) {
+            this.claimsBeside = null;
+        } else {
+            DataSourceTransactionManager claims = new DataSourceTransactionManager(claimsDataSource);
+            if (transactionManager instanceof AbstractPlatformTransactionManager manager) {
+                // bounded as the request's transactions are (spring.transaction.default-timeout), and synchronized alike
+                claims.setDefaultTimeout(manager.getDefaultTimeout());
+                claims.setTransactionSynchronization(manager.getTransactionSynchronization());
+            }
+            this.claimsBeside = new SpringTransactions(claims, connectionsDefaultToReadCommitted, holdsNoConnection,
+                    readCommittedStatement);
+        }
     }
 
     /** The transaction manager the executions' transactions are run with. */
@@ -114,6 +135,91 @@ public class SpringTransactions implements Transactions {
         return new Transactions.AlreadyActiveException("an idempotent execution must own its transaction, but one is"
                 + " already active on this thread: call IdempotencyTemplate.execute outside any transaction (not"
                 + " from a @Transactional method), and order @Idempotent outside @Transactional");
+    }
+
+    /**
+     * Beside the EntityManager that open-in-view keeps open for the request, when JPA's transaction manager would run
+     * the claim through it: in a transaction of the DataSource's own, on the connection that EntityManager holds
+     * (Hibernate's; taken now if it holds none yet, and kept by it, as its first transaction would), bound to the
+     * thread under the DataSource for the claim's statements only. JPA's transaction manager, given a pre-bound
+     * EntityManager, flushes it at the commit and clears it at a rollback; this transaction does neither, and the
+     * request still uses one connection. Anywhere else (no such EntityManager, another JPA provider, a scope of
+     * Spring's bound to the thread) as {@link #begin()}.
+     */
+    @Override
+    public Transaction beginClaim() {
+        checkNoneOpen();
+        if (claimsBeside == null || TransactionSynchronizationManager.isSynchronizationActive()
+                || TransactionSynchronizationManager.hasResource(claimsDataSource)) {
+            return begin();
+        }
+        Connection connection;
+        try {
+            connection = EntityManagers.openInViewConnection(transactionManager);
+        } catch (SQLException e) {
+            throw new CannotCreateTransactionException("Could not get the JDBC connection of the request's"
+                    + " EntityManager for the idempotency claim", e);
+        }
+        if (connection == null) {
+            return begin();
+        }
+        ConnectionHolder holder = new ConnectionHolder(connection);
+        TransactionSynchronizationManager.bindResource(claimsDataSource, holder);
+        Transaction transaction;
+        try {
+            transaction = claimsBeside.begin();
+        } catch (RuntimeException | Error e) {
+            unbind(holder);
+            throw e;
+        }
+        return new Transaction() {
+            @Override
+            public void commit(Runnable last) {
+                try {
+                    transaction.commit(last);
+                } finally {
+                    unbind(holder);
+                }
+            }
+
+            @Override
+            public void commit() {
+                try {
+                    transaction.commit();
+                } finally {
+                    unbind(holder);
+                }
+            }
+
+            @Override
+            public boolean isRollbackOnly() {
+                return transaction.isRollbackOnly();
+            }
+
+            @Override
+            public void rollback() {
+                try {
+                    transaction.rollback();
+                } finally {
+                    unbind(holder);
+                }
+            }
+
+            @Override
+            public void flush() {
+                transaction.flush();
+            }
+        };
+    }
+
+    /**
+     * Unbinds the claim's {@code holder} from the thread, if it is still bound there; the connection stays the
+     * EntityManager's.
+     */
+    private void unbind(ConnectionHolder holder) {
+        if (TransactionSynchronizationManager.getResource(claimsDataSource) == holder) {
+            TransactionSynchronizationManager.unbindResource(claimsDataSource);
+        }
     }
 
     @Override

@@ -1,12 +1,15 @@
 package io.idempotency.jpa;
 
 import io.idempotency.core.Idempotent;
+import io.idempotency.core.IdempotencyMode;
 import io.idempotency.jpa.app.JpaTestApplication;
 import io.idempotency.jpa.app.Purchase;
 import io.idempotency.jpa.app.PurchaseController;
 import io.idempotency.jpa.app.PurchaseRepository;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.http.ResponseEntity;
@@ -32,8 +35,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * Under open-in-view, the request's EntityManager keeps the connection it took for a read made before the handler (an
  * entity loaded for its arguments) until the request ends, and JPA's transaction manager runs the claim on that very
- * connection: a request needs one connection of the pool, first execution and replay alike. A pool with one connection
- * free shows it — no answer is kept in memory, so every replay goes to the database.
+ * connection, as an intent-first claim, committed on its own beside the EntityManager, runs on it too: a request needs
+ * one connection of the pool, first execution and replay alike. A pool with one connection free shows it — no answer
+ * is kept in memory, so every replay goes to the database.
  */
 @SpringBootTest(classes = {JpaTestApplication.class, OpenInViewConnectionIntegrationTest.LookedUpFirst.class},
         webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
@@ -82,10 +86,20 @@ class OpenInViewConnectionIntegrationTest extends JpaHttpTest {
             return ResponseEntity.created(URI.create("/purchases/" + saved.getId()))
                     .body(Map.of("id", saved.getId(), "reference", saved.getReference()));
         }
+
+        /** Intent-first: the claim commits on its own, beside the EntityManager, on the connection it holds. */
+        @PostMapping("/looked-up/intent-purchases")
+        @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "30s")
+        @Transactional
+        public ResponseEntity<Map<String, Object>> createIntentFirst(
+                @RequestBody PurchaseController.PurchaseRequest request) {
+            return create(request);
+        }
     }
 
-    @Test
-    void aReplayNeedsNoConnectionBeyondTheOneTheRequestHolds() throws Exception {
+    @ParameterizedTest
+    @ValueSource(strings = {"/looked-up/purchases", "/looked-up/intent-purchases"})
+    void aReplayNeedsNoConnectionBeyondTheOneTheRequestHolds(String path) throws Exception {
         String key = UUID.randomUUID().toString();
         String reference = "one-connection-" + key;
         String body = "{\"reference\":\"" + reference + "\",\"note\":\"two tickets\"}";
@@ -94,9 +108,9 @@ class OpenInViewConnectionIntegrationTest extends JpaHttpTest {
         HttpResponse<String> second;
         HttpResponse<String> third;
         try (Connection busyElsewhere = dataSource.getConnection()) { // the pool has one connection left
-            first = post("/looked-up/purchases", key, body);
-            second = post("/looked-up/purchases", key, body);
-            third = post("/looked-up/purchases", key, body);
+            first = post(path, key, body);
+            second = post(path, key, body);
+            third = post(path, key, body);
         }
 
         assertThat(first.statusCode()).isEqualTo(201);

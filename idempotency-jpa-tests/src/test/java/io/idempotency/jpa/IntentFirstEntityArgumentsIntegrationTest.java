@@ -1,0 +1,149 @@
+package io.idempotency.jpa;
+
+import io.idempotency.core.DefiniteFailureException;
+import io.idempotency.core.Idempotent;
+import io.idempotency.core.IdempotencyMode;
+import io.idempotency.jpa.app.JpaTestApplication;
+import io.idempotency.jpa.app.Purchase;
+import io.idempotency.jpa.app.PurchaseRepository;
+import io.idempotency.jpa.app.ThreadBoundResources;
+import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.http.HttpStatus;
+import org.springframework.http.ResponseEntity;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+import org.springframework.transaction.annotation.Transactional;
+import org.springframework.web.bind.annotation.ExceptionHandler;
+import org.springframework.web.bind.annotation.ModelAttribute;
+import org.springframework.web.bind.annotation.PathVariable;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestBody;
+import org.springframework.web.bind.annotation.RestController;
+
+import java.net.URI;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * An intent-first endpoint whose entity argument Spring MVC loads (Spring Data's web support) through open-in-view's
+ * EntityManager before the advice sees the request. The claim commits on its own before the handler runs, and must
+ * leave that EntityManager as it found it: neither write what the request's data binding changed on the entity before
+ * the handler had run (a commit through JPA's transaction manager flushes it), nor clear it when the claim finds the
+ * key taken (a rollback through JPA's transaction manager does), which would leave the entity the handler changes
+ * unmanaged and its change unwritten, while its answer is stored.
+ */
+@SpringBootTest(classes = {JpaTestApplication.class, IntentFirstEntityArgumentsIntegrationTest.EntityArguments.class},
+        webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
+        properties = {"idempotency.replay-cache.max-entries=0", "idempotency.sweeper.enabled=false"})
+class IntentFirstEntityArgumentsIntegrationTest extends JpaHttpTest {
+
+    static final TestPostgres.Database DATABASE = JpaContexts.withPurchases();
+
+    @Override
+    TestPostgres.Database database() {
+        return DATABASE;
+    }
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        JpaContexts.register(registry, DATABASE);
+    }
+
+    @Autowired
+    PurchaseRepository purchases;
+
+    @RestController
+    static class EntityArguments {
+
+        record Renote(String note) {
+        }
+
+        /** Renotes the purchase Spring Data's web support loaded by the id in the path. */
+        @PostMapping("/entity-arguments/{id}/renote")
+        @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "30s")
+        @Transactional
+        public Map<String, Object> renote(@PathVariable("id") Purchase purchase, @RequestBody Renote renote) {
+            purchase.setNote(renote.note());
+            return Map.of("id", purchase.getId(), "note", purchase.getNote());
+        }
+
+        /**
+         * Renotes the purchase named in the path with the form's note, which Spring MVC binds onto it before the
+         * handler runs; a note starting with "declined" is declined definitely, and must leave the purchase as it was.
+         */
+        @PostMapping("/entity-arguments/{purchase}/renote-form")
+        @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "30s")
+        @Transactional
+        public Map<String, Object> renoteForm(@ModelAttribute("purchase") Purchase purchase) {
+            if (purchase.getNote().startsWith("declined")) {
+                throw new DefiniteFailureException("the gateway declined " + purchase.getReference());
+            }
+            return Map.of("id", purchase.getId(), "note", purchase.getNote());
+        }
+
+        @ExceptionHandler(DefiniteFailureException.class)
+        ResponseEntity<Map<String, Object>> declined(DefiniteFailureException e) {
+            return ResponseEntity.status(HttpStatus.PAYMENT_REQUIRED).body(Map.of("error", "declined"));
+        }
+    }
+
+    @Test
+    void aRetryRunningAgainUnderAStaleClaimWritesTheChangeToItsEntityArgument() throws Exception {
+        long id = purchases.save(new Purchase("stale-" + UUID.randomUUID(), "before")).getId();
+        String key = UUID.randomUUID().toString();
+        String path = "/entity-arguments/" + id + "/renote";
+        assertThat(post(path, key, "{\"note\":\"renoted\"}").statusCode()).isEqualTo(200);
+        // as if the process had died after the claim, before the handler's transaction committed
+        DATABASE.queryString("update purchases set note = 'before' where id = " + id);
+        DATABASE.queryString("update idempotency_keys set status = 'PROCESSING', response_status = null,"
+                + " response_headers = null, response_body = null, locked_until = now() - interval '1 minute'"
+                + " where idempotency_key = '" + key + "'");
+
+        HttpResponse<String> retry = post(path, key, "{\"note\":\"renoted\"}");
+
+        assertThat(retry.statusCode()).as(retry.body()).isEqualTo(200);
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).as("it ran again").isEmpty();
+        assertThat(record(key)).isEqualTo("SUCCEEDED 200");
+        assertThat(DATABASE.queryString("select note from purchases where id = " + id))
+                .as("the change the stored answer shows was written").isEqualTo("renoted");
+    }
+
+    @Test
+    void whatTheRequestBoundOntoAnEntityIsNotWrittenByTheClaimOfADeclinedRequest() throws Exception {
+        long id = purchases.save(new Purchase("bound-" + UUID.randomUUID(), "before")).getId();
+        String key = UUID.randomUUID().toString();
+
+        HttpResponse<String> declined = http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port
+                        + "/entity-arguments/" + id + "/renote-form"))
+                .header("Content-Type", "application/x-www-form-urlencoded")
+                .header("Idempotency-Key", key)
+                .POST(HttpRequest.BodyPublishers.ofString("note=declined-renote", StandardCharsets.UTF_8)).build(),
+                HttpResponse.BodyHandlers.ofString());
+
+        assertThat(declined.statusCode()).as(declined.body()).isEqualTo(402);
+        assertThat(record(key)).isEqualTo("FAILED -");
+        assertThat(DATABASE.queryString("select note from purchases where id = " + id))
+                .as("nothing of a declined request is written").isEqualTo("before");
+    }
+
+    /** No request of this class left an EntityManager, a connection or a transaction bound to a server thread. */
+    @AfterAll
+    static void nothingWasLeftBoundToAServerThread() throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (ThreadBoundResources.UNFINISHED.get() > 0 && System.nanoTime() < deadline) {
+            Thread.sleep(10);
+        }
+        assertThat(ThreadBoundResources.UNFINISHED.get()).isZero();
+        assertThat(ThreadBoundResources.LEFT_BOUND).isEmpty();
+    }
+}
