@@ -104,9 +104,12 @@ public class SpringTransactions implements Transactions {
         } else {
             DataSourceTransactionManager claims = new DataSourceTransactionManager(claimsDataSource);
             if (transactionManager instanceof AbstractPlatformTransactionManager manager) {
-                // bounded as the request's transactions are (spring.transaction.default-timeout), and synchronized alike
+                // bounded as the request's transactions are (spring.transaction.default-timeout), synchronized, rolled
+                // back after a failed commit and listened to alike
                 claims.setDefaultTimeout(manager.getDefaultTimeout());
                 claims.setTransactionSynchronization(manager.getTransactionSynchronization());
+                claims.setRollbackOnCommitFailure(manager.isRollbackOnCommitFailure());
+                claims.setTransactionExecutionListeners(manager.getTransactionExecutionListeners());
             }
             this.claimsBeside = new SpringTransactions(claims, connectionsDefaultToReadCommitted, holdsNoConnection,
                     readCommittedStatement);
@@ -156,7 +159,9 @@ public class SpringTransactions implements Transactions {
         Connection connection;
         try {
             connection = EntityManagers.openInViewConnection(transactionManager);
-        } catch (SQLException e) {
+        } catch (SQLException | RuntimeException e) {
+            // Hibernate throws its own JDBCException when it has to take the connection and the pool gives none:
+            // reported as JPA's transaction manager reports it, a transaction that could not begin
             throw new CannotCreateTransactionException("Could not get the JDBC connection of the request's"
                     + " EntityManager for the idempotency claim", e);
         }

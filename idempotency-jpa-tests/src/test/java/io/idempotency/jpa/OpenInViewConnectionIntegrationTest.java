@@ -123,6 +123,27 @@ class OpenInViewConnectionIntegrationTest extends JpaHttpTest {
     }
 
     /**
+     * An intent-first claim whose EntityManager holds no connection yet has one taken for it; a pool that gives none
+     * is answered as any claim the database could not take: 503, the handler not run, nothing kept.
+     */
+    @Test
+    void anIntentFirstClaimThePoolGivesNoConnectionIsAnswered503() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String reference = "no-connection-" + key;
+
+        HttpResponse<String> refused;
+        try (Connection first = dataSource.getConnection(); Connection second = dataSource.getConnection()) {
+            refused = post("/purchases/intent", key, "{\"reference\":\"" + reference + "\",\"note\":\"x\"}");
+        }
+
+        assertThat(refused.statusCode()).as(refused.body()).isEqualTo(503);
+        assertThat(refused.body()).contains("idempotency-store-unavailable");
+        assertThat(refused.headers().firstValue("Retry-After")).isPresent();
+        assertThat(purchases(reference)).isZero();
+        assertThat(record(key)).isNull();
+    }
+
+    /**
      * A request whose EntityManager has read nothing holds no connection yet: its replay is read on a connection of
      * its own, not claimed. A table locked against writes shows which: the claim's insert waits for the lock, the
      * read does not.
