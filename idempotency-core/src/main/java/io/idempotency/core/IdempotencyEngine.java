@@ -405,8 +405,8 @@ public final class IdempotencyEngine {
 
     /**
      * The intent-first claim of {@code flight}'s request: committed at once, with a lease. A live claim of another
-     * attempt is waited for by polling (no connection is held between polls); an expired one is taken over and
-     * resolved.
+     * attempt is waited for by polling (the engine holds no connection between polls; a unit of work the request
+     * keeps open, such as JPA's open-in-view EntityManager, may); an expired one is taken over and resolved.
      */
     private Start claimIntent(ScopedKey key, Flight flight, Duration lease, long deadline) {
         String requestHash = flight.requestHash;

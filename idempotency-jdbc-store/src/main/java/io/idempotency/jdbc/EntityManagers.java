@@ -51,8 +51,9 @@ final class EntityManagers {
      * The JDBC connection of the EntityManager bound to the thread outside any transaction for JPA's transaction
      * manager {@code transactionManager} (open-in-view's), or null when none is bound or its provider is not
      * Hibernate (the only one whose connection is known to be handed out, and held, outside a transaction). Hibernate
-     * acquires it now if the EntityManager holds none yet, and holds it until the EntityManager closes, as it does
-     * from the EntityManager's first transaction on: the request still uses one connection of the pool.
+     * acquires it now if the EntityManager holds none yet, and keeps it as its connection handling keeps it (in
+     * Spring's set-up, until the EntityManager closes, as from its first transaction on): the claim takes no second
+     * connection. Hibernate reports a pool that gives none with a runtime exception of its own.
      */
     static Connection openInViewConnection(PlatformTransactionManager transactionManager) throws SQLException {
         if (!(transactionManager instanceof JpaTransactionManager jpa) || jpa.getEntityManagerFactory() == null

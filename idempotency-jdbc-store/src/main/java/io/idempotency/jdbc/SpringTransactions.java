@@ -146,8 +146,10 @@ public class SpringTransactions implements Transactions {
      * (Hibernate's; taken now if it holds none yet, and kept by it, as its first transaction would), bound to the
      * thread under the DataSource for the claim's statements only. JPA's transaction manager, given a pre-bound
      * EntityManager, flushes it at the commit and clears it at a rollback; this transaction does neither, and the
-     * request still uses one connection. Anywhere else (no such EntityManager, another JPA provider, a scope of
-     * Spring's bound to the thread) as {@link #begin()}.
+     * request still uses one connection. The transaction is not JPA's: a store that claimed through JPA would not
+     * take part in it (the JDBC stores claim on the DataSource's connection). Anywhere else (no such EntityManager,
+     * another JPA provider, a scope of Spring's bound to the thread) as {@link #begin()}, which a subclass's
+     * {@code begin()} does not change for this path.
      */
     @Override
     public Transaction beginClaim() {

@@ -3,15 +3,21 @@ package io.idempotency.jpa;
 import io.idempotency.core.DefiniteFailureException;
 import io.idempotency.core.Idempotent;
 import io.idempotency.core.IdempotencyMode;
+import io.idempotency.core.StaleClaimResolver;
 import io.idempotency.jpa.app.JpaTestApplication;
 import io.idempotency.jpa.app.Purchase;
 import io.idempotency.jpa.app.PurchaseRepository;
 import io.idempotency.jpa.app.ThreadBoundResources;
 import io.idempotency.testkit.TestPostgres;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.core.Ordered;
 import org.springframework.http.HttpStatus;
 import org.springframework.http.ResponseEntity;
 import org.springframework.test.context.DynamicPropertyRegistry;
@@ -23,6 +29,9 @@ import org.springframework.web.bind.annotation.PathVariable;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestBody;
 import org.springframework.web.bind.annotation.RestController;
+import org.springframework.web.servlet.HandlerInterceptor;
+import org.springframework.web.servlet.config.annotation.InterceptorRegistry;
+import org.springframework.web.servlet.config.annotation.WebMvcConfigurer;
 
 import java.net.URI;
 import java.net.http.HttpRequest;
@@ -42,7 +51,8 @@ import static org.assertj.core.api.Assertions.assertThat;
  * key taken (a rollback through JPA's transaction manager does), which would leave the entity the handler changes
  * unmanaged and its change unwritten, while its answer is stored.
  */
-@SpringBootTest(classes = {JpaTestApplication.class, IntentFirstEntityArgumentsIntegrationTest.EntityArguments.class},
+@SpringBootTest(classes = {JpaTestApplication.class, IntentFirstEntityArgumentsIntegrationTest.EntityArguments.class,
+        IntentFirstEntityArgumentsIntegrationTest.AuditedElsewhere.class},
         webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
         properties = {"idempotency.replay-cache.max-entries=0", "idempotency.sweeper.enabled=false"})
 class IntentFirstEntityArgumentsIntegrationTest extends JpaHttpTest {
@@ -97,6 +107,45 @@ class IntentFirstEntityArgumentsIntegrationTest extends JpaHttpTest {
         }
     }
 
+    /**
+     * Writes through JPA where an application may, outside the handler: a stale claim resolver that records each
+     * claim it is asked about (its local write) before it answers "rerun", and an interceptor that records, after a
+     * request asking for it (header {@code X-Audit}), that it was served.
+     */
+    @Configuration(proxyBeanMethods = false)
+    static class AuditedElsewhere implements WebMvcConfigurer {
+
+        private final PurchaseRepository purchases;
+
+        AuditedElsewhere(PurchaseRepository purchases) {
+            this.purchases = purchases;
+        }
+
+        @Bean
+        StaleClaimResolver recordingResolver() {
+            return claim -> {
+                purchases.save(new Purchase("resolved-" + claim.key().key(), "resolved"));
+                return StaleClaimResolver.Resolution.rerun();
+            };
+        }
+
+        @Override
+        public void addInterceptors(InterceptorRegistry registry) {
+            registry.addInterceptor(new HandlerInterceptor() {
+                @Override
+                public void afterCompletion(HttpServletRequest request, HttpServletResponse response, Object handler,
+                                            Exception failure) {
+                    String audit = request.getHeader("X-Audit");
+                    if (audit != null) {
+                        purchases.save(new Purchase("audit-" + audit, "served"));
+                    }
+                }
+            }).addPathPatterns("/entity-arguments/**")
+                    // after open-in-view's, so that it completes first, while the request's EntityManager is open
+                    .order(Ordered.LOWEST_PRECEDENCE);
+        }
+    }
+
     @Test
     void aRetryRunningAgainUnderAStaleClaimWritesTheChangeToItsEntityArgument() throws Exception {
         long id = purchases.save(new Purchase("stale-" + UUID.randomUUID(), "before")).getId();
@@ -123,17 +172,67 @@ class IntentFirstEntityArgumentsIntegrationTest extends JpaHttpTest {
         long id = purchases.save(new Purchase("bound-" + UUID.randomUUID(), "before")).getId();
         String key = UUID.randomUUID().toString();
 
-        HttpResponse<String> declined = http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port
-                        + "/entity-arguments/" + id + "/renote-form"))
-                .header("Content-Type", "application/x-www-form-urlencoded")
-                .header("Idempotency-Key", key)
-                .POST(HttpRequest.BodyPublishers.ofString("note=declined-renote", StandardCharsets.UTF_8)).build(),
-                HttpResponse.BodyHandlers.ofString());
+        HttpResponse<String> declined = postForm(id, key, "declined-renote", null);
 
         assertThat(declined.statusCode()).as(declined.body()).isEqualTo(402);
         assertThat(record(key)).isEqualTo("FAILED -");
         assertThat(DATABASE.queryString("select note from purchases where id = " + id))
                 .as("nothing of a declined request is written").isEqualTo("before");
+    }
+
+    /**
+     * A retry that takes a stale claim over asks the resolver, whose local write commits in a transaction of its own:
+     * it must not carry what the retry's data binding changed on the entity, which the handler then declines.
+     */
+    @Test
+    void whatTheRequestBoundIsNotWrittenByTheResolversTransaction() throws Exception {
+        long id = purchases.save(new Purchase("resolved-bound-" + UUID.randomUUID(), "before")).getId();
+        String key = UUID.randomUUID().toString();
+        assertThat(postForm(id, key, "declined-renote", null).statusCode()).isEqualTo(402);
+        // the declined attempt's claim, as if its process had died before marking it: PROCESSING, lease run out
+        DATABASE.queryString("update idempotency_keys set status = 'PROCESSING', locked_until = now() - interval"
+                + " '1 minute' where idempotency_key = '" + key + "'");
+
+        HttpResponse<String> retry = postForm(id, key, "declined-renote", null);
+
+        assertThat(retry.statusCode()).as(retry.body()).isEqualTo(402);
+        assertThat(purchases("resolved-" + key)).as("the resolver was asked and wrote").isEqualTo(1);
+        assertThat(DATABASE.queryString("select note from purchases where id = " + id))
+                .as("nothing of a declined request is written").isEqualTo("before");
+    }
+
+    /**
+     * A replay is answered without the handler: what its data binding changed on the entity is not written by a
+     * transaction that runs after it in the same request (an interceptor's, here), which would change the purchase a
+     * second time.
+     */
+    @Test
+    void aReplayWritesNothingOfWhatItBoundOntoAnEntity() throws Exception {
+        long id = purchases.save(new Purchase("replayed-bound-" + UUID.randomUUID(), "before")).getId();
+        String key = UUID.randomUUID().toString();
+        HttpResponse<String> first = postForm(id, key, "renoted", null);
+        assertThat(first.statusCode()).as(first.body()).isEqualTo(200);
+        DATABASE.queryString("update purchases set note = 'changed since' where id = " + id);
+
+        HttpResponse<String> replay = postForm(id, key, "renoted", key);
+
+        assertThat(replay.statusCode()).isEqualTo(200);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(purchases("audit-" + key)).as("the interceptor wrote after the replay").isEqualTo(1);
+        assertThat(DATABASE.queryString("select note from purchases where id = " + id))
+                .as("the replay changed nothing").isEqualTo("changed since");
+    }
+
+    private HttpResponse<String> postForm(long id, String key, String note, String audit) throws Exception {
+        HttpRequest.Builder request = HttpRequest.newBuilder(URI.create("http://localhost:" + port
+                        + "/entity-arguments/" + id + "/renote-form"))
+                .header("Content-Type", "application/x-www-form-urlencoded")
+                .header("Idempotency-Key", key)
+                .POST(HttpRequest.BodyPublishers.ofString("note=" + note, StandardCharsets.UTF_8));
+        if (audit != null) {
+            request.header("X-Audit", audit);
+        }
+        return http.send(request.build(), HttpResponse.BodyHandlers.ofString());
     }
 
     /** No request of this class left an EntityManager, a connection or a transaction bound to a server thread. */

@@ -336,6 +336,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             throw e;
         } catch (DataAccessException | CannotCreateTransactionException | TransactionSystemException e) {
             // the database failed the claim or gave no connection for it: the handler did not run
+            transactionResources.discardPending();
             log.warn("Idempotent request {} {} could not be claimed; answering 503", request.getMethod(),
                     IdempotencyFilter.loggedPath(request), e);
             return answer(exchange, problems.render(ProblemResponses.Problem.STORE_UNAVAILABLE,
@@ -394,6 +395,8 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 exchange.attemptEnded();
             }
         }
+        // answered without the handler: nothing the request's data binding changed is written by what runs after
+        transactionResources.discardPending();
         if (start instanceof IdempotencyEngine.Replay replay) {
             return answer(exchange, replay.response(), new StoredResponse.Header(REPLAYED_HEADER, "true"));
         }

@@ -1,5 +1,6 @@
 package io.idempotency.spring;
 
+import io.idempotency.core.StaleClaimResolver;
 import jakarta.persistence.EntityManagerFactory;
 import jakarta.servlet.http.HttpServletRequest;
 import org.springframework.orm.jpa.EntityManagerFactoryUtils;
@@ -9,6 +10,9 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
 import org.springframework.web.context.request.async.WebAsyncManager;
 import org.springframework.web.context.request.async.WebAsyncUtils;
 
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 
 /**
@@ -58,5 +62,60 @@ final class OpenInViewEntityManagerKeeper implements TransactionResources {
             };
         }
         return close;
+    }
+
+    /**
+     * Clears each EntityManager bound to the thread outside a transaction (open-in-view's): an intent-first claim runs
+     * beside it and leaves it as it was, and the claim of the default mode, rolled back, has cleared it already.
+     */
+    @Override
+    public void discardPending() {
+        for (EntityManagerHolder holder : openInView()) {
+            holder.getEntityManager().clear();
+        }
+    }
+
+    /** The EntityManagers bound to the thread outside a transaction, as open-in-view binds them. */
+    private static List<EntityManagerHolder> openInView() {
+        List<EntityManagerHolder> holders = new ArrayList<>();
+        for (Map.Entry<Object, Object> bound : TransactionSynchronizationManager.getResourceMap().entrySet()) {
+            if (bound.getKey() instanceof EntityManagerFactory
+                    && bound.getValue() instanceof EntityManagerHolder holder && !holder.isSynchronizedWithTransaction()
+                    && holder.getEntityManager() != null && holder.getEntityManager().isOpen()) {
+                holders.add(holder);
+            }
+        }
+        return holders;
+    }
+
+    /**
+     * {@code resolver}, asked with the EntityManagers that open-in-view bound to the thread unbound, and bound again
+     * after: the stale claim resolver a retry asks before it runs its request runs transactions of its own (its local
+     * writes), which JPA's transaction manager would otherwise run in the request's EntityManager — flushing, at their
+     * commit, what the request's data binding changed on an entity before the handler has run (or even where it never
+     * runs), and clearing it at a rollback, which leaves the handler an entity argument whose changes are not written.
+     * Its transactions get EntityManagers, and connections, of their own, as a sweeper's do.
+     */
+    static StaleClaimResolver apartFromOpenInView(StaleClaimResolver resolver) {
+        return claim -> {
+            Map<Object, EntityManagerHolder> unbound = new LinkedHashMap<>();
+            for (Map.Entry<Object, Object> bound : TransactionSynchronizationManager.getResourceMap().entrySet()) {
+                if (bound.getKey() instanceof EntityManagerFactory
+                        && bound.getValue() instanceof EntityManagerHolder holder
+                        && !holder.isSynchronizedWithTransaction()) {
+                    unbound.put(bound.getKey(), holder);
+                }
+            }
+            unbound.keySet().forEach(TransactionSynchronizationManager::unbindResource);
+            try {
+                return resolver.resolve(claim);
+            } finally {
+                unbound.forEach((factory, holder) -> {
+                    if (!TransactionSynchronizationManager.hasResource(factory)) {
+                        TransactionSynchronizationManager.bindResource(factory, holder);
+                    }
+                });
+            }
+        };
     }
 }

@@ -18,4 +18,13 @@ interface TransactionResources {
      * @return what closes them, run by the filter after the transaction has ended
      */
     Runnable keepOpen(HttpServletRequest request);
+
+    /**
+     * Called when the request is answered without its handler (a replay, a refusal, "in progress", a claim the
+     * database failed): what the request's unit of work holds for the handler — an entity its data binding changed —
+     * is dropped, as the rollback of the handler's transaction would drop it, so that nothing run later in the request
+     * writes it. Does nothing by default.
+     */
+    default void discardPending() {
+    }
 }
