@@ -497,7 +497,10 @@ public final class IdempotencyEngine {
         // the resolver may ask a third party for longer than the lease: hold the claim meanwhile, as a handler would,
         // or another request could take it over too, ask the resolver again and run beside this one
         Leases.Holding holding = holdLease(key, token, lease);
-        StaleClaimResolver.Resolution resolution = resolveHolding(resolver, claim, holding, store, token,
+        // apart from a unit of work the request keeps open for its handler (JPA's open-in-view EntityManager), which
+        // the resolver's own transactions would otherwise write or clear
+        StaleClaimResolver apart = asked -> transactions.apart(() -> resolver.resolve(asked));
+        StaleClaimResolver.Resolution resolution = resolveHolding(apart, claim, holding, store, token,
                 defaultPolicy, maxStoredBodySize);
         if (resolution instanceof StaleClaimResolver.Complete complete) {
             // recorded also when the request was interrupted after the resolver had decided (the application stops):

@@ -1,5 +1,7 @@
 package io.idempotency.core;
 
+import java.util.function.Supplier;
+
 /**
  * Opens the database transaction in which a claim, the handler's writes and the stored response commit together.
  * The Spring Boot starter implements it with the application's transaction manager, so the store and the business
@@ -36,6 +38,17 @@ public interface Transactions {
      */
     default Transaction beginClaim() {
         return begin();
+    }
+
+    /**
+     * Runs {@code work} — the stale claim resolver a retry asks, on the request's thread, before its request may run —
+     * apart from a unit of work the request keeps open across its transactions (JPA's EntityManager kept open for the
+     * request), so that the transactions {@code work} runs (its local writes) get units of their own, and neither
+     * write what the request's unit holds (an entity its data binding changed) nor clear it. Called with no
+     * transaction open. By default runs {@code work} as it is.
+     */
+    default <T> T apart(Supplier<T> work) {
+        return work.get();
     }
 
     /**

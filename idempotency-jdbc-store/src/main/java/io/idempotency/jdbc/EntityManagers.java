@@ -2,15 +2,18 @@ package io.idempotency.jdbc;
 
 import jakarta.persistence.EntityManager;
 import jakarta.persistence.EntityTransaction;
+import jakarta.persistence.PersistenceException;
 import org.springframework.orm.jpa.EntityManagerHolder;
 import org.springframework.orm.jpa.JpaDialect;
 import org.springframework.orm.jpa.JpaTransactionManager;
+import org.springframework.transaction.CannotCreateTransactionException;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
 import javax.sql.DataSource;
 import java.sql.Connection;
 import java.sql.SQLException;
+import java.util.function.Supplier;
 
 /**
  * JPA's side of {@link SpringTransactions}, in a class of its own so that it is loaded only where spring-orm and the
@@ -67,8 +70,39 @@ final class EntityManagers {
         if (!entityManager.isOpen()) {
             return null;
         }
-        var handle = jpa.getJpaDialect().getJdbcConnection(entityManager, false);
-        return handle == null ? null : handle.getConnection();
+        try {
+            var handle = jpa.getJpaDialect().getJdbcConnection(entityManager, false);
+            return handle == null ? null : handle.getConnection();
+        } catch (PersistenceException e) { // Hibernate's JDBCException: the pool gave no connection, say
+            throw new CannotCreateTransactionException("Could not get the JDBC connection of the request's"
+                    + " EntityManager for the idempotency claim", e);
+        }
+    }
+
+    /**
+     * Runs {@code work} with the EntityManager bound to the thread outside any transaction for JPA's transaction
+     * manager {@code transactionManager} (open-in-view's) unbound, and binds it again after. Should {@code work} leave
+     * another one bound in its place, that one is unbound (and logged): the request's own is the one open-in-view
+     * closes when the request ends.
+     */
+    static <T> T apart(PlatformTransactionManager transactionManager, Supplier<T> work) {
+        Object factory = transactionManager instanceof JpaTransactionManager jpa
+                ? jpa.getEntityManagerFactory() : null;
+        if (factory == null || !(TransactionSynchronizationManager.getResource(factory) instanceof EntityManagerHolder
+                holder) || holder.isSynchronizedWithTransaction()) {
+            return work.get();
+        }
+        TransactionSynchronizationManager.unbindResource(factory);
+        try {
+            return work.get();
+        } finally {
+            Object left = TransactionSynchronizationManager.unbindResourceIfPossible(factory);
+            if (left != null) {
+                log.log(System.Logger.Level.WARNING, "The stale claim resolver left an EntityManager bound to the"
+                        + " thread; it was unbound, and the request's own bound again");
+            }
+            TransactionSynchronizationManager.bindResource(factory, holder);
+        }
     }
 
     /** Whether {@code dialect} is Spring's for Hibernate, told by name: Hibernate may be absent from the class path. */

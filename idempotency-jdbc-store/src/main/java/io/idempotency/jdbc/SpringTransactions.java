@@ -23,6 +23,7 @@ import java.sql.SQLException;
 import java.util.Map;
 import java.util.Objects;
 import java.util.function.Predicate;
+import java.util.function.Supplier;
 
 /**
  * {@link Transactions} on a Spring {@link PlatformTransactionManager}: the transaction is bound to the current thread,
@@ -161,9 +162,7 @@ public class SpringTransactions implements Transactions {
         Connection connection;
         try {
             connection = EntityManagers.openInViewConnection(transactionManager);
-        } catch (SQLException | RuntimeException e) {
-            // Hibernate throws its own JDBCException when it has to take the connection and the pool gives none:
-            // reported as JPA's transaction manager reports it, a transaction that could not begin
+        } catch (SQLException e) {
             throw new CannotCreateTransactionException("Could not get the JDBC connection of the request's"
                     + " EntityManager for the idempotency claim", e);
         }
@@ -217,6 +216,19 @@ public class SpringTransactions implements Transactions {
                 transaction.flush();
             }
         };
+    }
+
+    /**
+     * Runs {@code work} with the EntityManager that open-in-view bound to the thread for JPA's transaction manager
+     * unbound, and binds it again after: JPA's transaction manager would otherwise run the transactions of
+     * {@code work} in it, flushing at their commit what the request's data binding changed on an entity before the
+     * handler has run (or where it never runs), and clearing it at a rollback, which leaves the handler an entity
+     * argument whose changes are not written. They get EntityManagers, and pool connections, of their own, as a
+     * sweeper's do: entities they return are detached once they have ended.
+     */
+    @Override
+    public <T> T apart(Supplier<T> work) {
+        return claimsDataSource == null ? work.get() : EntityManagers.apart(transactionManager, work);
     }
 
     /**

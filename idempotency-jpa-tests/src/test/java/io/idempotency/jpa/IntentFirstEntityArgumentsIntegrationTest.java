@@ -124,6 +124,9 @@ class IntentFirstEntityArgumentsIntegrationTest extends JpaHttpTest {
         @Bean
         StaleClaimResolver recordingResolver() {
             return claim -> {
+                if (claim.key().key().startsWith("unreachable-")) {
+                    throw new IllegalStateException("the gateway cannot be reached");
+                }
                 purchases.save(new Purchase("resolved-" + claim.key().key(), "resolved"));
                 return StaleClaimResolver.Resolution.rerun();
             };
@@ -221,6 +224,29 @@ class IntentFirstEntityArgumentsIntegrationTest extends JpaHttpTest {
         assertThat(purchases("audit-" + key)).as("the interceptor wrote after the replay").isEqualTo(1);
         assertThat(DATABASE.queryString("select note from purchases where id = " + id))
                 .as("the replay changed nothing").isEqualTo("changed since");
+    }
+
+    /** So is a request the library refuses before its claim, and one whose resolver failed. */
+    @Test
+    void aRefusedRequestOrOneWhoseResolverFailedWritesNothingOfWhatItBoundOntoAnEntity() throws Exception {
+        long id = purchases.save(new Purchase("refused-bound-" + UUID.randomUUID(), "before")).getId();
+        String audit = UUID.randomUUID().toString();
+        HttpResponse<String> malformed = postForm(id, "two,keys", "renoted", audit);
+        assertThat(malformed.statusCode()).as(malformed.body()).isEqualTo(400);
+        assertThat(malformed.body()).contains("idempotency-key-malformed");
+
+        String key = "unreachable-" + UUID.randomUUID();
+        assertThat(postForm(id, key, "declined-renote", null).statusCode()).isEqualTo(402);
+        DATABASE.queryString("update idempotency_keys set status = 'PROCESSING', locked_until = now() - interval"
+                + " '1 minute' where idempotency_key = '" + key + "'");
+        HttpResponse<String> unresolved = postForm(id, key, "declined-renote", key);
+
+        assertThat(unresolved.statusCode()).as(unresolved.body()).isEqualTo(500);
+        assertThat(purchases("audit-" + audit) + purchases("audit-" + key)).as("the interceptor wrote after both")
+                .isEqualTo(2);
+        assertThat(record(key)).as("the claim stays for a later resolution").isEqualTo("PROCESSING -");
+        assertThat(DATABASE.queryString("select note from purchases where id = " + id))
+                .as("nothing of either request is written").isEqualTo("before");
     }
 
     private HttpResponse<String> postForm(long id, String key, String note, String audit) throws Exception {

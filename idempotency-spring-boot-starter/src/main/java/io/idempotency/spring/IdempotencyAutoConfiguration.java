@@ -446,19 +446,6 @@ public class IdempotencyAutoConfiguration {
         return resource -> false;
     }
 
-    /**
-     * {@code resolver} as a retry asks it, on the request's thread: apart from the EntityManagers open-in-view keeps
-     * there, where JPA's API is present ({@link OpenInViewEntityManagerKeeper#apartFromOpenInView}).
-     */
-    private static StaleClaimResolver apartFromOpenInView(StaleClaimResolver resolver) {
-        ClassLoader classLoader = IdempotencyAutoConfiguration.class.getClassLoader();
-        if (ClassUtils.isPresent("org.springframework.orm.jpa.EntityManagerHolder", classLoader)
-                && ClassUtils.isPresent("jakarta.persistence.EntityManagerFactory", classLoader)) {
-            return OpenInViewEntityManagerKeeper.apartFromOpenInView(resolver);
-        }
-        return resolver;
-    }
-
     /** The longest in-flight wait: PostgreSQL's {@code lock_timeout} takes at most 2^31 - 1 milliseconds. */
     static final Duration MAX_IN_FLIGHT_WAIT = Duration.ofDays(24);
 
@@ -837,8 +824,8 @@ public class IdempotencyAutoConfiguration {
         // claims in a transaction with a timeout end their wait in time to answer "in progress"
         return new IdempotencyEngine(new TransactionTimeBoundStore(store), transactions, storagePolicy,
                 properties.getRetention().getTtl(),
-                properties.getInFlightWait(), apartFromOpenInView(ReplayableResolver.of(resolver,
-                        properties.getReplayedHeaders(), headerSectionLimit.getIfAvailable(HeaderSectionLimit::new))),
+                properties.getInFlightWait(), ReplayableResolver.of(resolver, properties.getReplayedHeaders(),
+                        headerSectionLimit.getIfAvailable(HeaderSectionLimit::new)),
                 downstreamKeys, new ReplayCache(cache.getMaxEntries(),
                         (int) Math.min(Integer.MAX_VALUE, cache.getMaxBodySize().toBytes()),
                         cache.getMaxTotalSize().toBytes(), cache.getMaxAge(), cache.getCompletedKeys()),

@@ -336,12 +336,14 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             throw e;
         } catch (DataAccessException | CannotCreateTransactionException | TransactionSystemException e) {
             // the database failed the claim or gave no connection for it: the handler did not run
-            transactionResources.discardPending();
             log.warn("Idempotent request {} {} could not be claimed; answering 503", request.getMethod(),
                     IdempotencyFilter.loggedPath(request), e);
             return answer(exchange, problems.render(ProblemResponses.Problem.STORE_UNAVAILABLE,
                     "The request was not run: its idempotency record could not be read or written. Retry later with"
                             + " the same key.", instance, new StoredResponse.Header("Retry-After", retryAfterSeconds)));
+        } catch (Throwable e) { // the stale claim resolver a retry asked failed, say: the handler did not run either
+            transactionResources.discardPending();
+            throw e;
         }
         if (start instanceof IdempotencyEngine.Proceed proceed) {
             exchange.begin(proceed.execution(), endpoint.storagePolicy);
@@ -395,8 +397,6 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 exchange.attemptEnded();
             }
         }
-        // answered without the handler: nothing the request's data binding changed is written by what runs after
-        transactionResources.discardPending();
         if (start instanceof IdempotencyEngine.Replay replay) {
             return answer(exchange, replay.response(), new StoredResponse.Header(REPLAYED_HEADER, "true"));
         }
@@ -695,7 +695,12 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 || called.getDeclaringClass().isAssignableFrom(mapped.getDeclaringClass()));
     }
 
-    private static Object answer(IdempotentExchange exchange, StoredResponse answer, StoredResponse.Header... headers) {
+    /**
+     * Answers the request with {@code answer} instead of its handler's: what the request's unit of work holds for the
+     * handler (an entity its data binding changed) is dropped, so that nothing run later in the request writes it.
+     */
+    private Object answer(IdempotentExchange exchange, StoredResponse answer, StoredResponse.Header... headers) {
+        transactionResources.discardPending();
         exchange.answer(answer, headers);
         return answered(exchange.request());
     }

@@ -1,6 +1,5 @@
 package io.idempotency.spring;
 
-import io.idempotency.core.StaleClaimResolver;
 import jakarta.persistence.EntityManagerFactory;
 import jakarta.servlet.http.HttpServletRequest;
 import org.springframework.orm.jpa.EntityManagerFactoryUtils;
@@ -11,7 +10,6 @@ import org.springframework.web.context.request.async.WebAsyncManager;
 import org.springframework.web.context.request.async.WebAsyncUtils;
 
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -86,36 +84,5 @@ final class OpenInViewEntityManagerKeeper implements TransactionResources {
             }
         }
         return holders;
-    }
-
-    /**
-     * {@code resolver}, asked with the EntityManagers that open-in-view bound to the thread unbound, and bound again
-     * after: the stale claim resolver a retry asks before it runs its request runs transactions of its own (its local
-     * writes), which JPA's transaction manager would otherwise run in the request's EntityManager — flushing, at their
-     * commit, what the request's data binding changed on an entity before the handler has run (or even where it never
-     * runs), and clearing it at a rollback, which leaves the handler an entity argument whose changes are not written.
-     * Its transactions get EntityManagers, and connections, of their own, as a sweeper's do.
-     */
-    static StaleClaimResolver apartFromOpenInView(StaleClaimResolver resolver) {
-        return claim -> {
-            Map<Object, EntityManagerHolder> unbound = new LinkedHashMap<>();
-            for (Map.Entry<Object, Object> bound : TransactionSynchronizationManager.getResourceMap().entrySet()) {
-                if (bound.getKey() instanceof EntityManagerFactory
-                        && bound.getValue() instanceof EntityManagerHolder holder
-                        && !holder.isSynchronizedWithTransaction()) {
-                    unbound.put(bound.getKey(), holder);
-                }
-            }
-            unbound.keySet().forEach(TransactionSynchronizationManager::unbindResource);
-            try {
-                return resolver.resolve(claim);
-            } finally {
-                unbound.forEach((factory, holder) -> {
-                    if (!TransactionSynchronizationManager.hasResource(factory)) {
-                        TransactionSynchronizationManager.bindResource(factory, holder);
-                    }
-                });
-            }
-        };
     }
 }

@@ -20,10 +20,11 @@ interface TransactionResources {
     Runnable keepOpen(HttpServletRequest request);
 
     /**
-     * Called when the request is answered without its handler (a replay, a refusal, "in progress", a claim the
-     * database failed): what the request's unit of work holds for the handler — an entity its data binding changed —
-     * is dropped, as the rollback of the handler's transaction would drop it, so that nothing run later in the request
-     * writes it. Does nothing by default.
+     * Called when the library answers the request instead of its handler (a refusal, a replay, "in progress", a claim
+     * the database failed), or the claim failed otherwise (the stale claim resolver a retry asked threw): what the
+     * request's unit of work holds for the handler — an entity its data binding changed — is dropped, as the rollback
+     * of the handler's transaction would drop it, so that nothing run later in the request writes it. Does nothing by
+     * default.
      */
     default void discardPending() {
     }
