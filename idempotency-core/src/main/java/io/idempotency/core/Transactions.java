@@ -45,7 +45,8 @@ public interface Transactions {
      * apart from a unit of work the request keeps open across its transactions (JPA's EntityManager kept open for the
      * request), so that the transactions {@code work} runs (its local writes) get units of their own, and neither
      * write what the request's unit holds (an entity its data binding changed) nor clear it. Called with no
-     * transaction open. By default runs {@code work} as it is.
+     * transaction open. By default runs {@code work} as it is: an implementation of the application's own, or one
+     * that wraps another, implements or passes it on where the request keeps such a unit open.
      */
     default <T> T apart(Supplier<T> work) {
         return work.get();

@@ -1,8 +1,10 @@
 package io.idempotency.jdbc;
 
 import jakarta.persistence.EntityManager;
+import jakarta.persistence.EntityManagerFactory;
 import jakarta.persistence.EntityTransaction;
 import jakarta.persistence.PersistenceException;
+import org.springframework.orm.jpa.EntityManagerFactoryUtils;
 import org.springframework.orm.jpa.EntityManagerHolder;
 import org.springframework.orm.jpa.JpaDialect;
 import org.springframework.orm.jpa.JpaTransactionManager;
@@ -13,6 +15,8 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
 import javax.sql.DataSource;
 import java.sql.Connection;
 import java.sql.SQLException;
+import java.util.LinkedHashMap;
+import java.util.Map;
 import java.util.function.Supplier;
 
 /**
@@ -80,28 +84,36 @@ final class EntityManagers {
     }
 
     /**
-     * Runs {@code work} with the EntityManager bound to the thread outside any transaction for JPA's transaction
-     * manager {@code transactionManager} (open-in-view's) unbound, and binds it again after. Should {@code work} leave
-     * another one bound in its place, that one is unbound (and logged): the request's own is the one open-in-view
-     * closes when the request ends.
+     * Runs {@code work} with the EntityManagers bound to the thread outside any transaction (open-in-view's, one per
+     * EntityManagerFactory) unbound, and binds them again after. Should {@code work} leave another EntityManager bound
+     * in the place of one, outside a transaction, that one is closed (and logged): the request's own is the one
+     * open-in-view closes when the request ends.
      */
-    static <T> T apart(PlatformTransactionManager transactionManager, Supplier<T> work) {
-        Object factory = transactionManager instanceof JpaTransactionManager jpa
-                ? jpa.getEntityManagerFactory() : null;
-        if (factory == null || !(TransactionSynchronizationManager.getResource(factory) instanceof EntityManagerHolder
-                holder) || holder.isSynchronizedWithTransaction()) {
-            return work.get();
+    static <T> T apart(Supplier<T> work) {
+        Map<Object, EntityManagerHolder> unbound = new LinkedHashMap<>();
+        for (Map.Entry<Object, Object> bound : TransactionSynchronizationManager.getResourceMap().entrySet()) {
+            if (bound.getKey() instanceof EntityManagerFactory && bound.getValue() instanceof EntityManagerHolder holder
+                    && !holder.isSynchronizedWithTransaction()) {
+                unbound.put(bound.getKey(), holder);
+            }
         }
-        TransactionSynchronizationManager.unbindResource(factory);
+        unbound.keySet().forEach(TransactionSynchronizationManager::unbindResource);
         try {
             return work.get();
         } finally {
-            Object left = TransactionSynchronizationManager.unbindResourceIfPossible(factory);
-            if (left != null) {
-                log.log(System.Logger.Level.WARNING, "The stale claim resolver left an EntityManager bound to the"
-                        + " thread; it was unbound, and the request's own bound again");
-            }
-            TransactionSynchronizationManager.bindResource(factory, holder);
+            unbound.forEach((factory, holder) -> {
+                Object left = TransactionSynchronizationManager.unbindResourceIfPossible(factory);
+                if (left instanceof EntityManagerHolder leftHolder && !leftHolder.isSynchronizedWithTransaction()) {
+                    log.log(System.Logger.Level.WARNING, "The stale claim resolver left an EntityManager bound to"
+                            + " the thread; it was closed, and the request's own bound again");
+                    EntityManagerFactoryUtils.closeEntityManager(leftHolder.getEntityManager());
+                } else if (left != null) {
+                    log.log(System.Logger.Level.ERROR, "The stale claim resolver left a transaction's resource bound"
+                            + " to the thread (" + left.getClass().getName() + "); the request's EntityManager was"
+                            + " bound again in its place");
+                }
+                TransactionSynchronizationManager.bindResource(factory, holder);
+            });
         }
     }
 

@@ -219,8 +219,8 @@ public class SpringTransactions implements Transactions {
     }
 
     /**
-     * Runs {@code work} with the EntityManager that open-in-view bound to the thread for JPA's transaction manager
-     * unbound, and binds it again after: JPA's transaction manager would otherwise run the transactions of
+     * Runs {@code work} with the EntityManagers that open-in-view bound to the thread (one per EntityManagerFactory)
+     * unbound, and binds them again after: JPA's transaction manager would otherwise run the transactions of
      * {@code work} in it, flushing at their commit what the request's data binding changed on an entity before the
      * handler has run (or where it never runs), and clearing it at a rollback, which leaves the handler an entity
      * argument whose changes are not written. They get EntityManagers, and pool connections, of their own, as a
@@ -228,7 +228,7 @@ public class SpringTransactions implements Transactions {
      */
     @Override
     public <T> T apart(Supplier<T> work) {
-        return claimsDataSource == null ? work.get() : EntityManagers.apart(transactionManager, work);
+        return JPA_PRESENT ? EntityManagers.apart(work) : work.get();
     }
 
     /**

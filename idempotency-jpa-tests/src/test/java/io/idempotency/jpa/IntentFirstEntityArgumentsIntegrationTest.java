@@ -239,14 +239,22 @@ class IntentFirstEntityArgumentsIntegrationTest extends JpaHttpTest {
         assertThat(postForm(id, key, "declined-renote", null).statusCode()).isEqualTo(402);
         DATABASE.queryString("update idempotency_keys set status = 'PROCESSING', locked_until = now() - interval"
                 + " '1 minute' where idempotency_key = '" + key + "'");
+        String staleToken = fencingToken(key);
         HttpResponse<String> unresolved = postForm(id, key, "declined-renote", key);
 
         assertThat(unresolved.statusCode()).as(unresolved.body()).isEqualTo(500);
-        assertThat(purchases("audit-" + audit) + purchases("audit-" + key)).as("the interceptor wrote after both")
-                .isEqualTo(2);
+        assertThat(purchases("audit-" + audit)).as("the interceptor wrote after the refusal").isEqualTo(1);
+        assertThat(purchases("audit-" + key)).as("and after the failed resolution").isEqualTo(1);
         assertThat(record(key)).as("the claim stays for a later resolution").isEqualTo("PROCESSING -");
+        assertThat(fencingToken(key)).as("the retry took the stale claim over to ask the resolver")
+                .isNotEqualTo(staleToken);
         assertThat(DATABASE.queryString("select note from purchases where id = " + id))
                 .as("nothing of either request is written").isEqualTo("before");
+    }
+
+    private static String fencingToken(String key) {
+        return DATABASE.queryString("select fencing_token::text from idempotency_keys where idempotency_key = '"
+                + key + "'");
     }
 
     private HttpResponse<String> postForm(long id, String key, String note, String audit) throws Exception {

@@ -2,6 +2,8 @@ package io.idempotency.spring;
 
 import jakarta.persistence.EntityManagerFactory;
 import jakarta.servlet.http.HttpServletRequest;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import org.springframework.orm.jpa.EntityManagerFactoryUtils;
 import org.springframework.orm.jpa.EntityManagerHolder;
 import org.springframework.orm.jpa.support.OpenEntityManagerInViewInterceptor;
@@ -23,6 +25,8 @@ import java.util.Map;
  * the interceptors as they are.
  */
 final class OpenInViewEntityManagerKeeper implements TransactionResources {
+
+    private static final Logger log = LoggerFactory.getLogger(OpenInViewEntityManagerKeeper.class);
 
     @Override
     public Runnable keepOpen(HttpServletRequest request) {
@@ -69,7 +73,13 @@ final class OpenInViewEntityManagerKeeper implements TransactionResources {
     @Override
     public void discardPending() {
         for (EntityManagerHolder holder : openInView()) {
-            holder.getEntityManager().clear();
+            try {
+                holder.getEntityManager().clear();
+            } catch (RuntimeException e) {
+                // the library's answer, or the failure it passes on, is still what the request gets
+                log.warn("The request's EntityManager could not be cleared after the request was answered without"
+                        + " its handler", e);
+            }
         }
     }
 
