@@ -49,7 +49,8 @@ import static org.assertj.core.api.Assertions.assertThat;
  * leave that EntityManager as it found it: neither write what the request's data binding changed on the entity before
  * the handler had run (a commit through JPA's transaction manager flushes it), nor clear it when the claim finds the
  * key taken (a rollback through JPA's transaction manager does), which would leave the entity the handler changes
- * unmanaged and its change unwritten, while its answer is stored.
+ * unmanaged and its change unwritten, while its answer is stored. Nor may a stale claim resolver's transaction write
+ * that binding, nor a transaction that runs later in a request the library answered without its handler.
  */
 @SpringBootTest(classes = {JpaTestApplication.class, IntentFirstEntityArgumentsIntegrationTest.EntityArguments.class,
         IntentFirstEntityArgumentsIntegrationTest.AuditedElsewhere.class},
