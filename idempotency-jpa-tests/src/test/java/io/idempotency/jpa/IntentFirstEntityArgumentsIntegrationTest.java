@@ -152,35 +152,33 @@ class IntentFirstEntityArgumentsIntegrationTest extends JpaHttpTest {
 
     @Test
     void aRetryRunningAgainUnderAStaleClaimWritesTheChangeToItsEntityArgument() throws Exception {
-        long id = purchases.save(new Purchase("stale-" + UUID.randomUUID(), "before")).getId();
+        long id = purchaseNoted("stale-");
         String key = UUID.randomUUID().toString();
         String path = "/entity-arguments/" + id + "/renote";
         assertThat(post(path, key, "{\"note\":\"renoted\"}").statusCode()).isEqualTo(200);
         // as if the process had died after the claim, before the handler's transaction committed
         DATABASE.queryString("update purchases set note = 'before' where id = " + id);
-        DATABASE.queryString("update idempotency_keys set status = 'PROCESSING', response_status = null,"
-                + " response_headers = null, response_body = null, locked_until = now() - interval '1 minute'"
-                + " where idempotency_key = '" + key + "'");
+        abandon(key);
 
         HttpResponse<String> retry = post(path, key, "{\"note\":\"renoted\"}");
 
         assertThat(retry.statusCode()).as(retry.body()).isEqualTo(200);
         assertThat(retry.headers().firstValue("Idempotent-Replayed")).as("it ran again").isEmpty();
         assertThat(record(key)).isEqualTo("SUCCEEDED 200");
-        assertThat(DATABASE.queryString("select note from purchases where id = " + id))
+        assertThat(noteOf(id))
                 .as("the change the stored answer shows was written").isEqualTo("renoted");
     }
 
     @Test
     void whatTheRequestBoundOntoAnEntityIsNotWrittenByTheClaimOfADeclinedRequest() throws Exception {
-        long id = purchases.save(new Purchase("bound-" + UUID.randomUUID(), "before")).getId();
+        long id = purchaseNoted("bound-");
         String key = UUID.randomUUID().toString();
 
         HttpResponse<String> declined = postForm(id, key, "declined-renote", null);
 
         assertThat(declined.statusCode()).as(declined.body()).isEqualTo(402);
         assertThat(record(key)).isEqualTo("FAILED -");
-        assertThat(DATABASE.queryString("select note from purchases where id = " + id))
+        assertThat(noteOf(id))
                 .as("nothing of a declined request is written").isEqualTo("before");
     }
 
@@ -190,18 +188,17 @@ class IntentFirstEntityArgumentsIntegrationTest extends JpaHttpTest {
      */
     @Test
     void whatTheRequestBoundIsNotWrittenByTheResolversTransaction() throws Exception {
-        long id = purchases.save(new Purchase("resolved-bound-" + UUID.randomUUID(), "before")).getId();
+        long id = purchaseNoted("resolved-bound-");
         String key = UUID.randomUUID().toString();
         assertThat(postForm(id, key, "declined-renote", null).statusCode()).isEqualTo(402);
         // the declined attempt's claim, as if its process had died before marking it: PROCESSING, lease run out
-        DATABASE.queryString("update idempotency_keys set status = 'PROCESSING', locked_until = now() - interval"
-                + " '1 minute' where idempotency_key = '" + key + "'");
+        abandon(key);
 
         HttpResponse<String> retry = postForm(id, key, "declined-renote", null);
 
         assertThat(retry.statusCode()).as(retry.body()).isEqualTo(402);
         assertThat(purchases("resolved-" + key)).as("the resolver was asked and wrote").isEqualTo(1);
-        assertThat(DATABASE.queryString("select note from purchases where id = " + id))
+        assertThat(noteOf(id))
                 .as("nothing of a declined request is written").isEqualTo("before");
     }
 
@@ -212,7 +209,7 @@ class IntentFirstEntityArgumentsIntegrationTest extends JpaHttpTest {
      */
     @Test
     void aReplayWritesNothingOfWhatItBoundOntoAnEntity() throws Exception {
-        long id = purchases.save(new Purchase("replayed-bound-" + UUID.randomUUID(), "before")).getId();
+        long id = purchaseNoted("replayed-bound-");
         String key = UUID.randomUUID().toString();
         HttpResponse<String> first = postForm(id, key, "renoted", null);
         assertThat(first.statusCode()).as(first.body()).isEqualTo(200);
@@ -223,14 +220,14 @@ class IntentFirstEntityArgumentsIntegrationTest extends JpaHttpTest {
         assertThat(replay.statusCode()).isEqualTo(200);
         assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
         assertThat(purchases("audit-" + key)).as("the interceptor wrote after the replay").isEqualTo(1);
-        assertThat(DATABASE.queryString("select note from purchases where id = " + id))
+        assertThat(noteOf(id))
                 .as("the replay changed nothing").isEqualTo("changed since");
     }
 
     /** So is a request the library refuses before its claim, and one whose resolver failed. */
     @Test
     void aRefusedRequestOrOneWhoseResolverFailedWritesNothingOfWhatItBoundOntoAnEntity() throws Exception {
-        long id = purchases.save(new Purchase("refused-bound-" + UUID.randomUUID(), "before")).getId();
+        long id = purchaseNoted("refused-bound-");
         String audit = UUID.randomUUID().toString();
         HttpResponse<String> malformed = postForm(id, "two,keys", "renoted", audit);
         assertThat(malformed.statusCode()).as(malformed.body()).isEqualTo(400);
@@ -238,8 +235,7 @@ class IntentFirstEntityArgumentsIntegrationTest extends JpaHttpTest {
 
         String key = "unreachable-" + UUID.randomUUID();
         assertThat(postForm(id, key, "declined-renote", null).statusCode()).isEqualTo(402);
-        DATABASE.queryString("update idempotency_keys set status = 'PROCESSING', locked_until = now() - interval"
-                + " '1 minute' where idempotency_key = '" + key + "'");
+        abandon(key);
         String staleToken = fencingToken(key);
         HttpResponse<String> unresolved = postForm(id, key, "declined-renote", key);
 
@@ -249,8 +245,27 @@ class IntentFirstEntityArgumentsIntegrationTest extends JpaHttpTest {
         assertThat(record(key)).as("the claim stays for a later resolution").isEqualTo("PROCESSING -");
         assertThat(fencingToken(key)).as("the retry took the stale claim over to ask the resolver")
                 .isNotEqualTo(staleToken);
-        assertThat(DATABASE.queryString("select note from purchases where id = " + id))
+        assertThat(noteOf(id))
                 .as("nothing of either request is written").isEqualTo("before");
+    }
+
+    /** A new purchase noted "before"; its id. */
+    private long purchaseNoted(String referencePrefix) {
+        return purchases.save(new Purchase(referencePrefix + UUID.randomUUID(), "before")).getId();
+    }
+
+    private static String noteOf(long id) {
+        return DATABASE.queryString("select note from purchases where id = " + id);
+    }
+
+    /**
+     * The key's claim as if its holder's process had died before recording an outcome: PROCESSING, no answer, its
+     * lease run out.
+     */
+    private static void abandon(String key) {
+        DATABASE.queryString("update idempotency_keys set status = 'PROCESSING', response_status = null,"
+                + " response_headers = null, response_body = null, locked_until = now() - interval '1 minute'"
+                + " where idempotency_key = '" + key + "'");
     }
 
     private static String fencingToken(String key) {
