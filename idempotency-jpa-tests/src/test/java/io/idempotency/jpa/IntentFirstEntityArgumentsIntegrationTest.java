@@ -8,6 +8,7 @@ import io.idempotency.jpa.app.JpaTestApplication;
 import io.idempotency.jpa.app.Purchase;
 import io.idempotency.jpa.app.PurchaseRepository;
 import io.idempotency.jpa.app.ThreadBoundResources;
+import io.idempotency.spring.CallerResolver;
 import io.idempotency.testkit.TestPostgres;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
@@ -37,6 +38,7 @@ import java.net.URI;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
@@ -111,7 +113,8 @@ class IntentFirstEntityArgumentsIntegrationTest extends JpaHttpTest {
     /**
      * Writes through JPA where an application may, outside the handler: a stale claim resolver that records each
      * claim it is asked about (its local write) before it answers "rerun", and an interceptor that records, after a
-     * request asking for it (header {@code X-Audit}), that it was served.
+     * request asking for it (header {@code X-Audit}), that it was served. Its caller resolver cannot name the caller
+     * of a request whose key starts with "callerless-" (it fails) or "nameless-" (it names none).
      */
     @Configuration(proxyBeanMethods = false)
     static class AuditedElsewhere implements WebMvcConfigurer {
@@ -130,6 +133,17 @@ class IntentFirstEntityArgumentsIntegrationTest extends JpaHttpTest {
                 }
                 purchases.save(new Purchase("resolved-" + claim.key().key(), "resolved"));
                 return StaleClaimResolver.Resolution.rerun();
+            };
+        }
+
+        @Bean
+        CallerResolver keyedCallers() {
+            return request -> {
+                String key = request.getHeader("Idempotency-Key");
+                if (key.startsWith("callerless-")) {
+                    throw new IllegalStateException("the caller's account cannot be read");
+                }
+                return key.startsWith("nameless-") ? null : "";
             };
         }
 
@@ -245,6 +259,21 @@ class IntentFirstEntityArgumentsIntegrationTest extends JpaHttpTest {
         assertThat(record(key)).as("the claim stays for a later resolution").isEqualTo("PROCESSING -");
         assertThat(fencingToken(key)).as("the retry took the stale claim over to ask the resolver")
                 .isNotEqualTo(staleToken);
+        assertThat(noteOf(id))
+                .as("nothing of either request is written").isEqualTo("before");
+    }
+
+    /** So is a request whose caller cannot be named: its caller resolver fails, or names none. */
+    @Test
+    void aRequestWhoseCallerCannotBeNamedWritesNothingOfWhatItBoundOntoAnEntity() throws Exception {
+        long id = purchaseNoted("callerless-bound-");
+        for (String key : List.of("callerless-" + UUID.randomUUID(), "nameless-" + UUID.randomUUID())) {
+            HttpResponse<String> refused = postForm(id, key, "renoted", key);
+
+            assertThat(refused.statusCode()).as(key + ": " + refused.body()).isEqualTo(500);
+            assertThat(record(key)).as(key + ": nothing is claimed").isNull();
+            assertThat(purchases("audit-" + key)).as(key + ": the interceptor wrote after the failure").isEqualTo(1);
+        }
         assertThat(noteOf(id))
                 .as("nothing of either request is written").isEqualTo("before");
     }

@@ -313,8 +313,15 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             return answer(exchange, problems.render(ProblemResponses.Problem.BODY_INVALID,
                     "The request does not carry the values this endpoint is fingerprinted by.", instance));
         }
-        String caller = callerResolver.resolve(request);
+        String caller;
+        try {
+            caller = callerResolver.resolve(request);
+        } catch (Throwable e) { // the handler does not run: what the request bound is not for a later transaction
+            transactionResources.discardPending();
+            throw e;
+        }
         if (caller == null) {
+            transactionResources.discardPending();
             // not anonymous: scoped as "", it would be answered with every anonymous client's stored answers
             throw new IllegalStateException("The CallerResolver " + callerResolver.getClass().getName()
                     + " named no caller for a request to " + invocation.getMethod() + ": it must return the caller's"
