@@ -3,6 +3,7 @@ package io.idempotency.spring;
 import jakarta.servlet.AsyncContext;
 import jakarta.servlet.ReadListener;
 import jakarta.servlet.RequestDispatcher;
+import jakarta.servlet.ServletContext;
 import jakarta.servlet.ServletException;
 import jakarta.servlet.ServletInputStream;
 import jakarta.servlet.ServletRequest;
@@ -19,6 +20,8 @@ import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStreamReader;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Proxy;
 import java.nio.ByteBuffer;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.Charset;
@@ -88,6 +91,8 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
 
     private BooleanSupplier holdingAnswer = () -> false;
     private int dispatchesMadeInside; // forwards and includes made through this request that have not returned yet
+    private ServletContext guardedContextOf; // the container's servlet context, and the guarded one given for it
+    private ServletContext guardedContext;
     private volatile boolean answeredInsteadOfAsync; // read by the threads of the application's async work
     private volatile boolean asyncStartedWhileAnswerHeld; // as holdingAnswer says, for those threads to read
 
@@ -143,7 +148,51 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
      */
     @Override
     public RequestDispatcher getRequestDispatcher(String path) {
-        RequestDispatcher dispatcher = super.getRequestDispatcher(path);
+        return guarded(super.getRequestDispatcher(path), path);
+    }
+
+    /**
+     * The container's servlet context, whose dispatchers ({@code getRequestDispatcher}, {@code getNamedDispatcher},
+     * and those of another context it gives) are this request's, guarded alike: a handler that forwards or includes
+     * through {@code request.getServletContext()} dispatches this request all the same, and the container ends the
+     * response when such a forward returns, and takes no status or header from such an included resource.
+     */
+    @Override
+    public ServletContext getServletContext() {
+        ServletContext context = super.getServletContext();
+        if (context == null) {
+            return null;
+        }
+        if (guardedContext == null || guardedContextOf != context) {
+            guardedContext = guardedContext(context);
+            guardedContextOf = context;
+        }
+        return guardedContext;
+    }
+
+    private ServletContext guardedContext(ServletContext context) {
+        return (ServletContext) Proxy.newProxyInstance(ServletContext.class.getClassLoader(),
+                new Class<?>[] {ServletContext.class}, (proxy, method, args) -> {
+                    if (method.getName().equals("equals") && args != null && args.length == 1) {
+                        return proxy == args[0] || context.equals(args[0]);
+                    }
+                    Object result;
+                    try {
+                        result = method.invoke(context, args);
+                    } catch (InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                    if (result instanceof RequestDispatcher dispatcher) {
+                        return guarded(dispatcher, String.valueOf(args[0]));
+                    }
+                    if (result instanceof ServletContext other) { // getContext(uri): this one, or another application's
+                        return other == context ? proxy : guardedContext(other);
+                    }
+                    return result;
+                });
+    }
+
+    private RequestDispatcher guarded(RequestDispatcher dispatcher, String path) {
         if (dispatcher == null) {
             return null;
         }

@@ -43,14 +43,16 @@ class ViewHandlerIntegrationTest extends OrdersApplicationTest {
         assertThat(rows(note + "-other")).isZero();
     }
 
-    @Test
-    void aViewThatForwardsIsRefusedAndLeavesNothing() throws Exception {
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"forwarding-orders", "context-forwarding-orders"})
+    void aViewThatForwardsIsRefusedAndLeavesNothing(String page) throws Exception {
         // the container ends the response when the forward returns, before the filter could send the answer after
-        // the commit: kept effects with an empty answer, unless the forward is refused
+        // the commit: kept effects with an empty answer, unless the forward is refused, whether it goes through the
+        // request's dispatcher or the servlet context's
         String key = UUID.randomUUID().toString();
-        String note = "forwarding-view-" + key;
+        String note = page + "-" + key;
 
-        HttpResponse<byte[]> answer = post("/views/forwarding-orders", key, "{\"note\":\"" + note + "\"}");
+        HttpResponse<byte[]> answer = post("/views/" + page, key, "{\"note\":\"" + note + "\"}");
 
         assertThat(answer.statusCode()).isEqualTo(500);
         assertThat(rows(note)).isZero();
@@ -124,7 +126,7 @@ class ViewHandlerIntegrationTest extends OrdersApplicationTest {
      * been told it succeeded.
      */
     @ParameterizedTest(name = "{0}")
-    @ValueSource(strings = {"including-orders", "including-gone-orders"})
+    @ValueSource(strings = {"including-orders", "including-gone-orders", "context-including-orders"})
     void whatAnIncludedResourceSaysOfItselfIsNotTheAnswer(String page) throws Exception {
         String key = UUID.randomUUID().toString();
         String note = page + "-" + key;

@@ -68,6 +68,18 @@ public class ViewController {
         return "forward:/views/order-page";
     }
 
+    /** The same, forwarding through the servlet context's dispatcher rather than the request's. */
+    @PostMapping("/views/context-forwarding-orders")
+    @Idempotent
+    public void createAndForwardThroughTheContext(@RequestBody OrderController.OrderRequest request,
+                                                  HttpServletRequest servletRequest,
+                                                  HttpServletResponse servletResponse)
+            throws ServletException, IOException {
+        jdbc.sql("insert into orders (note) values (?)").param(request.note()).update();
+        servletRequest.getServletContext().getRequestDispatcher("/views/order-page")
+                .forward(servletRequest, servletResponse);
+    }
+
     /**
      * A page that fails part way through its rendering, as a template does that meets a value it cannot show: after
      * the handler returned, outside Spring MVC's exception handlers, which only see what the handler and the writing of
@@ -136,6 +148,26 @@ public class ViewController {
         createWithAnInclude(request, servletRequest, servletResponse, "/views/gone-fragment");
     }
 
+    /** The first, including through the servlet context's dispatcher rather than the request's. */
+    @PostMapping("/views/context-including-orders")
+    @Idempotent
+    public void createAndIncludeThroughTheContext(@RequestBody OrderController.OrderRequest request,
+                                                  HttpServletRequest servletRequest,
+                                                  HttpServletResponse servletResponse)
+            throws ServletException, IOException {
+        createWithAnInclude(request, servletRequest, servletResponse, "context:/views/missing-fragment");
+    }
+
+    /** The same without {@code @Idempotent}: what the container alone makes of the include. */
+    @PostMapping("/views/context-including-orders/unguarded")
+    public void createAndIncludeThroughTheContextUnguarded(@RequestBody OrderController.OrderRequest request,
+                                                           HttpServletRequest servletRequest,
+                                                           HttpServletResponse servletResponse)
+            throws ServletException, IOException {
+        createWithAnInclude(request, servletRequest, servletResponse, "context:/views/missing-fragment");
+    }
+
+    /** Includes {@code fragment} through the request's dispatcher, or the servlet context's if it starts "context:". */
     private void createWithAnInclude(OrderController.OrderRequest request, HttpServletRequest servletRequest,
                                      HttpServletResponse servletResponse, String fragment)
             throws ServletException, IOException {
@@ -143,7 +175,9 @@ public class ViewController {
         servletResponse.setStatus(201);
         servletResponse.setContentType("text/html;charset=UTF-8");
         servletResponse.getOutputStream().write("<p>".getBytes(StandardCharsets.UTF_8));
-        servletRequest.getRequestDispatcher(fragment).include(servletRequest, servletResponse);
+        (fragment.startsWith("context:")
+                ? servletRequest.getServletContext().getRequestDispatcher(fragment.substring("context:".length()))
+                : servletRequest.getRequestDispatcher(fragment)).include(servletRequest, servletResponse);
         servletResponse.getOutputStream().write("</p>".getBytes(StandardCharsets.UTF_8));
     }
 
