@@ -14,6 +14,8 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
+import java.util.SortedSet;
 import java.util.TreeMap;
 
 /**
@@ -62,8 +64,11 @@ public final class CanonicalJson {
     /**
      * The canonical UTF-8 form of a parsed value (as {@link #parse} returns, or any mix of those types). Other values
      * are written too: any number by its decimal value (NaN and the infinities as text), collections and arrays
-     * by their elements, an {@code Optional} as the value it holds ({@code null} when empty), anything else as the
-     * text of its {@code toString()}. A map's names are written as the text of theirs.
+     * by their elements (a set that is not sorted in the order of its members' canonical forms, not in the order it
+     * happens to give them), an {@code Optional} as the value it holds ({@code null} when empty), anything else as the
+     * text of its {@code toString()}. A map's names are written as the text of theirs. Half of a surrogate pair in a
+     * text, which UTF-8 cannot hold, is written as a JSON escape (six characters), never as the {@code ?} UTF-8 would
+     * make of it.
      *
      * @throws IllegalArgumentException when two names of a map (at any depth) are written as the same text, such as
      *                                  the number {@code 1} and the text {@code "1"}: its canonical form would hold one
@@ -148,6 +153,17 @@ public final class CanonicalJson {
                 write(member.getValue(), out);
             }
             out.append('}');
+        } else if (value instanceof Set<?> members && !(members instanceof SortedSet<?>)) {
+            // in no order of its own: a HashSet's, or Set.of's (salted at each start of the JVM), depends on how and
+            // where it was built, so the same members are written in the order of their canonical forms
+            List<String> written = new ArrayList<>(members.size());
+            for (Object member : members) {
+                StringBuilder one = new StringBuilder();
+                write(member, one);
+                written.add(one.toString());
+            }
+            Collections.sort(written);
+            out.append('[').append(String.join(",", written)).append(']');
         } else if (value instanceof Collection<?> elements) {
             out.append('[');
             boolean first = true;
@@ -237,6 +253,12 @@ public final class CanonicalJson {
             if (c == '"' || c == '\\') {
                 out.append('\\').append(c);
             } else if (c < 0x20) {
+                out.append(String.format("\\u%04x", (int) c));
+            } else if (Character.isHighSurrogate(c) && i + 1 < text.length()
+                    && Character.isLowSurrogate(text.charAt(i + 1))) {
+                out.append(c).append(text.charAt(++i));
+            } else if (Character.isSurrogate(c)) {
+                // half of a pair, which UTF-8 cannot hold (it would be written as '?', and be the text "?"): escaped
                 out.append(String.format("\\u%04x", (int) c));
             } else {
                 out.append(c);

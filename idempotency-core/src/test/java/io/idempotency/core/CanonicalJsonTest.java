@@ -751,6 +751,50 @@ class CanonicalJsonTest {
     }
 
     /**
+     * A set gives its members in an order of its own: a HashSet in the order they were added when their hash codes
+     * meet, Set.of in one salted at each start of the JVM. The same members are one value whatever that order, so
+     * that a retry on another instance is not refused as a different request; a sorted set and a list keep theirs.
+     */
+    @Test
+    void aSetIsWrittenByItsMembersWhateverTheOrderItGivesThem() {
+        java.util.Set<String> one = new java.util.HashSet<>();
+        one.add("Aa");
+        one.add("BB"); // the same hash code as "Aa": the two iterate in the order they were added
+        java.util.Set<String> other = new java.util.HashSet<>();
+        other.add("BB");
+        other.add("Aa");
+        assertThat(new String(CanonicalJson.canonicalize(Map.of("rails", one)), UTF_8))
+                .isEqualTo("{\"rails\":[\"Aa\",\"BB\"]}");
+        assertThat(CanonicalJson.canonicalize(Map.of("rails", other)))
+                .isEqualTo(CanonicalJson.canonicalize(Map.of("rails", one)));
+        assertThat(new String(CanonicalJson.canonicalize(java.util.Set.of(3, "b", List.of(1))), UTF_8))
+                .isEqualTo("[\"b\",3,[1]]");
+        java.util.Set<String> reversed = new java.util.TreeSet<>(java.util.Comparator.reverseOrder());
+        reversed.addAll(List.of("a", "b"));
+        assertThat(new String(CanonicalJson.canonicalize(reversed), UTF_8)).isEqualTo("[\"b\",\"a\"]");
+        assertThat(CanonicalJson.canonicalize(List.of("b", "a")))
+                .isNotEqualTo(CanonicalJson.canonicalize(List.of("a", "b")));
+    }
+
+    /**
+     * Half of a surrogate pair (a parameter decoded from a charset that gives one, CESU-8's) is no character UTF-8
+     * holds: encoded as it is, it would become "?", and a request naming "?" would be the same request.
+     */
+    @Test
+    void halfOfASurrogatePairIsWrittenEscapedNotAsAQuestionMark() {
+        assertThat(new String(CanonicalJson.canonicalize("\uD800"), UTF_8)).isEqualTo("\"\\ud800\"");
+        assertThat(CanonicalJson.canonicalize("\uD800")).isNotEqualTo(CanonicalJson.canonicalize("?"));
+        assertThat(CanonicalJson.canonicalize(Map.of("payee", List.of("\uDC00"))))
+                .isNotEqualTo(CanonicalJson.canonicalize(Map.of("payee", List.of("?"))));
+        assertThat(CanonicalJson.canonicalize(Map.of("\uDC00", 1)))
+                .isNotEqualTo(CanonicalJson.canonicalize(Map.of("?", 1)));
+        assertThat(new String(CanonicalJson.canonicalize("a\uDE00\uD83Db"), UTF_8))
+                .as("a pair in the wrong order is two halves").isEqualTo("\"a\\ude00\\ud83db\"");
+        assertThat(CanonicalJson.canonicalize("\uD83D\uDE00"))
+                .as("a whole pair is the character it makes").isEqualTo("\"\uD83D\uDE00\"".getBytes(UTF_8));
+    }
+
+    /**
      * A map whose names are written alike (an expression's map of the number 1 and the text "1") is refused: written
      * with one of them only, it would be the same value as another map, and two different requests one.
      */
