@@ -182,7 +182,9 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
                     } catch (InvocationTargetException e) {
                         throw e.getCause();
                     }
-                    if (result instanceof RequestDispatcher dispatcher) {
+                    if (result instanceof RequestDispatcher dispatcher && !isAsyncStarted()) {
+                        // not once async processing has started: the container's AsyncContext.dispatch() asks the
+                        // request's context for a dispatcher, and Tomcat takes only its own
                         return guarded(dispatcher, String.valueOf(args[0]));
                     }
                     if (result instanceof ServletContext other) { // getContext(uri): this one, or another application's
