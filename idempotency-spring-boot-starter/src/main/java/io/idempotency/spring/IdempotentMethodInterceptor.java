@@ -316,16 +316,15 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         String caller;
         try {
             caller = callerResolver.resolve(request);
+            if (caller == null) {
+                // not anonymous: scoped as "", it would be answered with every anonymous client's stored answers
+                throw new IllegalStateException("The CallerResolver " + callerResolver.getClass().getName()
+                        + " named no caller for a request to " + invocation.getMethod() + ": it must return the"
+                        + " caller's namespace, \"\" for an anonymous request, never null");
+            }
         } catch (Throwable e) { // the handler does not run: what the request bound is not for a later transaction
             transactionResources.discardPending();
             throw e;
-        }
-        if (caller == null) {
-            transactionResources.discardPending();
-            // not anonymous: scoped as "", it would be answered with every anonymous client's stored answers
-            throw new IllegalStateException("The CallerResolver " + callerResolver.getClass().getName()
-                    + " named no caller for a request to " + invocation.getMethod() + ": it must return the caller's"
-                    + " namespace, \"\" for an anonymous request, never null");
         }
         ScopedKey scopedKey = new ScopedKey(CallerResolver.namespace(caller), scopeOf(endpoint, request, invocation),
                 key);
