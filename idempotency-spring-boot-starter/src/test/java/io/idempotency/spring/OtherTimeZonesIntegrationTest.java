@@ -1,11 +1,11 @@
 package io.idempotency.spring;
 
 import io.idempotency.spring.zone.OtherZoneApplication;
+import io.idempotency.testkit.FreePorts;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-import java.net.ServerSocket;
 import java.net.URI;
 import java.net.URLEncoder;
 import java.net.http.HttpClient;
@@ -47,10 +47,7 @@ class OtherTimeZonesIntegrationTest {
     @Test
     void keysLeasesPartitionsAndHttpDatesHoldInAJvmAndSessionsOfOddZones(@TempDir Path directory) throws Exception {
         TestPostgres.Database database = TestPostgres.newDatabase();
-        int port;
-        try (ServerSocket socket = new ServerSocket(0)) {
-            port = socket.getLocalPort();
-        }
+        int port = FreePorts.outsideEphemeralRange();
         List<String> arguments = new ArrayList<>(List.of(OtherZoneApplication.class.getName(),
                 "--server.port=" + port,
                 "--spring.datasource.hikari.connection-init-sql=SET TIME ZONE '" + SESSION_ZONE + "'",

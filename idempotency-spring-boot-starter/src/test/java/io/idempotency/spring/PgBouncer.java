@@ -1,11 +1,11 @@
 package io.idempotency.spring;
 
+import io.idempotency.testkit.FreePorts;
 import io.idempotency.testkit.TestPostgres;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.InetSocketAddress;
-import java.net.ServerSocket;
 import java.net.Socket;
 import java.net.URI;
 import java.nio.file.Files;
@@ -130,7 +130,7 @@ final class PgBouncer implements AutoCloseable {
         String password = database.password() != null ? database.password() : queryParameter(upstream, "password");
         try {
             Path directory = Files.createTempDirectory("pgbouncer");
-            int port = freePort();
+            int port = FreePorts.outsideEphemeralRange();
             StringBuilder target = new StringBuilder("host=").append(upstream.getHost())
                     .append(" port=").append(upstream.getPort() < 0 ? 5432 : upstream.getPort())
                     .append(" dbname=").append(upstreamDb)
@@ -190,12 +190,6 @@ final class PgBouncer implements AutoCloseable {
             }
         }
         return null;
-    }
-
-    private static int freePort() throws IOException {
-        try (ServerSocket socket = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
-            return socket.getLocalPort();
-        }
     }
 
     private void awaitListening(Duration timeout) {

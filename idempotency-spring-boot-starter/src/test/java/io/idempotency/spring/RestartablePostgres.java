@@ -1,12 +1,12 @@
 package io.idempotency.spring;
 
 import io.idempotency.spring.app.TestApplication;
+import io.idempotency.testkit.FreePorts;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.context.ConfigurableApplicationContext;
 
 import java.io.IOException;
-import java.net.ServerSocket;
 import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.DriverManager;
@@ -30,9 +30,7 @@ final class RestartablePostgres implements AutoCloseable {
 
     RestartablePostgres(Path dataDirectory) throws IOException {
         this.dataDirectory = dataDirectory;
-        try (ServerSocket socket = new ServerSocket(0)) {
-            this.port = socket.getLocalPort();
-        }
+        this.port = FreePorts.outsideEphemeralRange(); // kept across restarts
         this.postgres = start();
     }
 

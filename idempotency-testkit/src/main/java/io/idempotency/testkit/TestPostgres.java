@@ -212,7 +212,7 @@ public final class TestPostgres {
     /** @param binaries where the server's binaries come from, or null for zonky's choice (its jar on the class path) */
     private static Server embedded(PgBinaryResolver binaries, String description) {
         try {
-            EmbeddedPostgres.Builder builder = EmbeddedPostgres.builder();
+            EmbeddedPostgres.Builder builder = EmbeddedPostgres.builder().setPort(FreePorts.outsideEphemeralRange());
             if (binaries != null) {
                 builder.setPgBinaryResolver(binaries);
             }

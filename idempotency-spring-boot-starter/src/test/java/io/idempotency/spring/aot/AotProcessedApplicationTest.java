@@ -1,6 +1,7 @@
 package io.idempotency.spring.aot;
 
 import io.idempotency.spring.AotProcessingTest.OnlyCreated;
+import io.idempotency.testkit.FreePorts;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -15,7 +16,6 @@ import javax.tools.JavaCompiler;
 import javax.tools.ToolProvider;
 import java.io.File;
 import java.io.IOException;
-import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -65,10 +65,7 @@ class AotProcessedApplicationTest {
                 .as("the constructor of the storage policy a service's @Idempotent names: "
                         + reflection(metadata, OnlyCreated.class)).isTrue();
 
-        int port;
-        try (ServerSocket socket = new ServerSocket(0)) {
-            port = socket.getLocalPort();
-        }
+        int port = FreePorts.outsideEphemeralRange();
         List<String> run = new ArrayList<>(List.of(AotApplication.class.getName(), "--server.port=" + port));
         run.addAll(arguments);
         Path log = work.resolve("run.log");
@@ -136,10 +133,7 @@ class AotProcessedApplicationTest {
         process.add("--" + processedWith);
         String classPath = processed(process);
 
-        int port;
-        try (ServerSocket socket = new ServerSocket(0)) {
-            port = socket.getLocalPort();
-        }
+        int port = FreePorts.outsideEphemeralRange();
         List<String> run = new ArrayList<>(List.of(AotApplication.class.getName(), "--server.port=" + port,
                 "--" + startedWith));
         run.addAll(arguments);

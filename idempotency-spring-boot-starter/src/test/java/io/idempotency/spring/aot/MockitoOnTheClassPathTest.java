@@ -1,10 +1,10 @@
 package io.idempotency.spring.aot;
 
+import io.idempotency.testkit.FreePorts;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -30,10 +30,7 @@ class MockitoOnTheClassPathTest {
     @Test
     void anApplicationWithMockitoOnItsClassPathStartsWithoutStartingMockito() throws Exception {
         TestPostgres.Database database = TestPostgres.newDatabase();
-        int port;
-        try (ServerSocket socket = new ServerSocket(0)) {
-            port = socket.getLocalPort();
-        }
+        int port = FreePorts.outsideEphemeralRange();
         List<String> run = new ArrayList<>(List.of(AotApplication.class.getName(), "--server.port=" + port));
         database.springPropertyValues().forEach(property -> run.add("--" + property));
         Path classes = work.resolve("classes.log");

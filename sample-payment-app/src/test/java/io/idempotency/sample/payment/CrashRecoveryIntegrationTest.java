@@ -1,6 +1,7 @@
 package io.idempotency.sample.payment;
 
 import io.idempotency.testkit.Async;
+import io.idempotency.testkit.FreePorts;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
@@ -200,6 +201,7 @@ class CrashRecoveryIntegrationTest {
                 // What survives a crash must be the idempotency layer's doing: with the second wall on, a retry that
                 // ran the handler again after a committed payment would answer 200 with it and still leave one row.
                 "--sample.second-wall.enabled=false",
-                "--sample.embedded.data-dir=" + DATA_DIR));
+                "--sample.embedded.data-dir=" + DATA_DIR,
+                "--sample.embedded.port=" + FreePorts.outsideEphemeralRange()));
     }
 }

@@ -1,5 +1,6 @@
 package io.idempotency.sample.payment;
 
+import io.idempotency.testkit.FreePorts;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -19,12 +20,12 @@ class EmbeddedPostgresServerTest {
 
     @Test
     void aServerThatDoesNotBecomeReadyInTimeIsNotLeftRunning() throws IOException {
-        EmbeddedPostgresServer.start(dataDir, 0).close(); // initialised
+        start(dataDir).close(); // initialised
         // a standby without hot standby runs, but never accepts connections: the start gives up waiting for it
         Files.writeString(dataDir.resolve("standby.signal"), "");
         Files.writeString(dataDir.resolve("postgresql.auto.conf"), "hot_standby = off\n", StandardOpenOption.APPEND);
         try {
-            assertThatThrownBy(() -> EmbeddedPostgresServer.start(dataDir, 0, Duration.ofSeconds(3)))
+            assertThatThrownBy(() -> EmbeddedPostgresServer.start(dataDir, freePort(), Duration.ofSeconds(3)))
                     .isInstanceOf(IOException.class);
             assertThat(PostgresOrphans.runningServer(dataDir)).as("the server of the failed start").isEmpty();
         } finally {
@@ -35,18 +36,30 @@ class EmbeddedPostgresServerTest {
     @Test
     void aStalePidFileNamingTheServerOfAnotherDirectoryLeavesThatServerRunning(@TempDir Path otherDir)
             throws IOException {
-        EmbeddedPostgresServer.start(dataDir, 0).close(); // initialised, stopped: no postmaster.pid
-        try (EmbeddedPostgresServer other = EmbeddedPostgresServer.start(otherDir, 0)) {
+        start(dataDir).close(); // initialised, stopped: no postmaster.pid
+        try (EmbeddedPostgresServer other = start(otherDir)) {
             long otherPid = PostgresOrphans.runningServer(otherDir).orElseThrow().pid();
             // What a server that died with its machine leaves behind, once its process id has been handed to the
             // server of another directory (another instance of the application, say) after the reboot.
             Files.writeString(dataDir.resolve(PostgresOrphans.PID_FILE), otherPid + "\n" + dataDir + "\n");
 
-            try (EmbeddedPostgresServer restarted = EmbeddedPostgresServer.start(dataDir, 0)) {
+            try (EmbeddedPostgresServer restarted = start(dataDir)) {
                 assertThat(restarted.port()).isNotEqualTo(other.port());
             }
             assertThat(ProcessHandle.of(otherPid).filter(ProcessHandle::isAlive))
                     .as("the server of %s, which the stale file of %s names", otherDir, dataDir).isPresent();
         }
+    }
+
+    private static EmbeddedPostgresServer start(Path dataDir) throws IOException {
+        return EmbeddedPostgresServer.start(dataDir, freePort());
+    }
+
+    /**
+     * Not port 0: the server binds its port seconds after the port is chosen, time enough on a busy machine for another
+     * program to take a port of the ephemeral range.
+     */
+    private static int freePort() {
+        return FreePorts.outsideEphemeralRange();
     }
 }

@@ -2,6 +2,7 @@ package io.idempotency.sample.payment;
 
 import com.sun.net.httpserver.HttpServer;
 import io.idempotency.core.DefiniteFailureException;
+import io.idempotency.testkit.FreePorts;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -10,7 +11,6 @@ import org.springframework.mock.env.MockEnvironment;
 import java.io.OutputStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
-import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.concurrent.atomic.AtomicReference;
@@ -112,10 +112,7 @@ class GatewayClientTest {
 
     @Test
     void noConnectionIsADefiniteFailure() throws Exception {
-        int closedPort;
-        try (ServerSocket socket = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-            closedPort = socket.getLocalPort();
-        }
+        int closedPort = FreePorts.outsideEphemeralRange(); // nothing listens there
         GatewayClient client = new GatewayClient(new GatewayProperties("http://127.0.0.1:" + closedPort,
                 Duration.ofSeconds(1), Duration.ofMillis(300)), new MockEnvironment());
 

@@ -1,8 +1,9 @@
 package io.idempotency.sample.payment;
 
+import io.idempotency.testkit.FreePorts;
+
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -42,7 +43,7 @@ final class SampleAppProcess implements AutoCloseable {
      * {@code --sample.chaos.enabled=true}) on a free port; does not wait for it to be ready.
      */
     static SampleAppProcess launch(String name, Path logDir, List<String> args) throws IOException {
-        int port = freePort();
+        int port = FreePorts.outsideEphemeralRange();
         Files.createDirectories(logDir);
         Path log = logDir.resolve(name + "-" + System.currentTimeMillis() + ".log");
         SampleAppClasses.Launch launch = SampleAppClasses.launch();
@@ -138,12 +139,5 @@ final class SampleAppProcess implements AutoCloseable {
 
     Path log() {
         return log;
-    }
-
-    private static int freePort() throws IOException {
-        try (ServerSocket socket = new ServerSocket(0)) {
-            socket.setReuseAddress(true);
-            return socket.getLocalPort();
-        }
     }
 }
