@@ -280,7 +280,10 @@ public class IdempotencyProperties implements InitializingBean {
         /** Most records removed by one statement in delete mode. */
         private int batchSize = 1000;
 
-        /** The time span of one partition in drop-partitions mode (bounds are multiples of it since the epoch, UTC). */
+        /**
+         * The time span of one partition in drop-partitions mode (bounds are multiples of it since the epoch, UTC).
+         * The TTL's partitions, the present one and those ahead may number at most 100: every claim locks each one.
+         */
         private Duration partitionInterval = Duration.ofDays(1);
 
         /**

@@ -55,7 +55,8 @@ class PartitionsAtStartupIntegrationTest {
         FirstPhaseProbe.partitionsSeen.set(-1);
 
         try (ConfigurableApplicationContext context = start(database, FirstPhaseProbe.class,
-                "idempotency.retention.cleanup.partition-interval=1h", "idempotency.retention.cleanup.partitions-ahead=3")) {
+                "idempotency.retention.cleanup.partition-interval=1h", "idempotency.retention.ttl=1d",
+                "idempotency.retention.max-retry-window=1h", "idempotency.retention.cleanup.partitions-ahead=3")) {
             assertThat(FirstPhaseProbe.partitionsSeen.get())
                     .as("partitions when the earliest lifecycle phase starts, before the web server's")
                     .isEqualTo(4);
@@ -109,6 +110,7 @@ class PartitionsAtStartupIntegrationTest {
              ConfigurableApplicationContext context = start(database, null,
                      "idempotency.retention.cleanup.interval=200ms",
                      "idempotency.retention.cleanup.partition-interval=1h",
+                     "idempotency.retention.ttl=1d", "idempotency.retention.max-retry-window=1h",
                      "idempotency.retention.cleanup.partitions-ahead=3")) {
             assertThat(output).contains("Idempotency partitions could not all be created at startup");
             assertThat(post(context).statusCode()).as("the current partition takes claims").isEqualTo(201);
@@ -155,6 +157,7 @@ class PartitionsAtStartupIntegrationTest {
             try (ConfigurableApplicationContext context = start(database, null,
                     "spring.datasource.hikari.connection-init-sql=set statement_timeout = '500ms'",
                     "idempotency.retention.cleanup.partition-interval=1h",
+                    "idempotency.retention.ttl=1d", "idempotency.retention.max-retry-window=1h",
                     "idempotency.retention.cleanup.partitions-ahead=3")) {
                 assertThat(output).contains("Idempotency partitions could not all be created at startup");
                 assertThat(post(context).statusCode()).as("the current partition takes claims").isEqualTo(201);

@@ -341,6 +341,7 @@ class RetentionConfigurationTest {
         TestDatabases.contextRunner(database)
                 .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
                         "idempotency.retention.cleanup.partition-interval=1h",
+                        "idempotency.retention.ttl=1d", "idempotency.retention.max-retry-window=1h",
                         "idempotency.retention.cleanup.partitions-ahead=3")
                 .run(context -> {
                     assertThat(context).hasNotFailed();
@@ -407,6 +408,7 @@ class RetentionConfigurationTest {
         assertStartFailsWithDescription(TestDatabases.contextRunner(database)
                 .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
                         "idempotency.retention.cleanup.partition-interval=1h",
+                        "idempotency.retention.ttl=1d", "idempotency.retention.max-retry-window=1h",
                         "idempotency.retention.cleanup.partitions-ahead=7",
                         "idempotency.retention.cleanup.interval=1d"))
                 .contains("idempotency.retention.cleanup.partitions-ahead (7)",
@@ -415,8 +417,41 @@ class RetentionConfigurationTest {
         TestDatabases.contextRunner(TestPostgres.newDatabase())
                 .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
                         "idempotency.retention.cleanup.partition-interval=1h",
+                        "idempotency.retention.ttl=1d", "idempotency.retention.max-retry-window=1h",
                         "idempotency.retention.cleanup.partitions-ahead=7",
                         "idempotency.retention.cleanup.interval=3h")
+                .run(context -> assertThat(context).hasNotFailed());
+    }
+
+    /**
+     * Every claim locks every partition and its indexes until its transaction ends, in a lock table the whole server
+     * shares: hourly partitions for the default TTL of 30 days (724 with three ahead) let fewer than a dozen requests
+     * claim at once on a server of default settings before claims fail with "out of shared memory". Refused by the
+     * settings alone, before the table is made; the same TTL in daily partitions starts.
+     */
+    @Test
+    void aTtlInSoManyPartitionsThatClaimsWouldExhaustTheLockTableIsRefused() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+
+        assertStartFailsWithDescription(TestDatabases.contextRunner(database)
+                .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
+                        "idempotency.retention.cleanup.partition-interval=1h",
+                        "idempotency.retention.cleanup.partitions-ahead=3"))
+                .contains("idempotency.retention.ttl (30d)", "idempotency.retention.cleanup.partition-interval (1h)",
+                        "keeps 724 partitions, more than 100", "out of shared memory");
+        assertThat(database.queryString("select coalesce(to_regclass('idempotency_keys')::text, 'none')"))
+                .isEqualTo("none");
+        // 96 kept: four days of hours, the present and three ahead
+        TestDatabases.contextRunner(database)
+                .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
+                        "idempotency.retention.cleanup.partition-interval=1h",
+                        "idempotency.retention.cleanup.partitions-ahead=3",
+                        "idempotency.retention.ttl=92h", "idempotency.retention.max-retry-window=1h")
+                .run(context -> assertThat(context).hasNotFailed());
+        TestDatabases.contextRunner(TestPostgres.newDatabase())
+                .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
+                        "idempotency.retention.cleanup.partition-interval=1d",
+                        "idempotency.retention.cleanup.partitions-ahead=3")
                 .run(context -> assertThat(context).hasNotFailed());
     }
 
@@ -449,12 +484,14 @@ class RetentionConfigurationTest {
         assertStartFailsWithDescription(TestDatabases.contextRunner(TestPostgres.newDatabase())
                 .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
                         "idempotency.retention.cleanup.partition-interval=1h",
+                        "idempotency.retention.ttl=1d", "idempotency.retention.max-retry-window=1h",
                         "idempotency.retention.cleanup.partitions-ahead=2",
                         "idempotency.retention.cleanup.interval=1h"))
                 .contains("idempotency.retention.cleanup.partitions-ahead (2)", "and 5 seconds more");
         TestDatabases.contextRunner(TestPostgres.newDatabase())
                 .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
                         "idempotency.retention.cleanup.partition-interval=1h",
+                        "idempotency.retention.ttl=1d", "idempotency.retention.max-retry-window=1h",
                         "idempotency.retention.cleanup.partitions-ahead=2",
                         "idempotency.retention.cleanup.interval=3595s")
                 .run(context -> assertThat(context).hasNotFailed());
