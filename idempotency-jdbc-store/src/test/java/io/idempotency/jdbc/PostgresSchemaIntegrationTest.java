@@ -714,7 +714,8 @@ class PostgresSchemaIntegrationTest {
 
     /**
      * A table a DBA made from the script, granting the application's role too little on it: without UPDATE every claim
-     * is inserted, its handler runs, and the answer cannot be recorded (500, nothing kept), request after request.
+     * is inserted, its handler runs, and the answer cannot be recorded (500, nothing kept), request after request;
+     * without DELETE, no intent-first claim can be released and every cleanup run fails while the table grows.
      */
     @Test
     void aTableTheApplicationsRoleMayNotUpdateIsRefused() {
@@ -734,6 +735,12 @@ class PostgresSchemaIntegrationTest {
                             .hasMessageContaining(role).hasMessageContaining("UPDATE");
                 }
                 jdbc.execute("grant update on idempotency_keys to " + role);
+                // a committed claim released, and a record the cleanup removes, are deleted
+                try (HikariDataSource application = dataSourceAs(database, role)) {
+                    assertThatThrownBy(() -> new IdempotencySchemaMigrator(application, "idempotency_keys").verify())
+                            .hasMessageContaining("lacks DELETE on it").hasMessageNotContaining("UPDATE");
+                }
+                jdbc.execute("grant delete on idempotency_keys to " + role);
                 try (HikariDataSource application = dataSourceAs(database, role)) {
                     new IdempotencySchemaMigrator(application, "idempotency_keys").verify();
                 }

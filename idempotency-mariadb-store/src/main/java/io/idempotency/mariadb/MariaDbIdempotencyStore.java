@@ -454,8 +454,10 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
     /**
      * Every request reads, inserts and updates its record: a table made by a DBA who granted the application's user
      * too little (MariaDB grants on the server, a database, a table or some columns) would let the application start
-     * and then fail each request (without UPDATE, every claim: it inserts {@code ON DUPLICATE KEY UPDATE}). The
-     * store's reads and writes, on no row, show it: MariaDB checks the privileges before it looks for rows.
+     * and then fail each request (without UPDATE, every claim: it inserts {@code ON DUPLICATE KEY UPDATE}). A committed
+     * claim that is released is deleted, and so is every record the cleanup removes: without DELETE, the one stays in
+     * progress until its lease runs out, and the other fails at every run while the table grows. The store's reads
+     * and writes, on no row, show it: MariaDB checks the privileges before it looks for rows.
      */
     private void checkPrivileges() {
         List<String> denied = new ArrayList<>();
@@ -469,18 +471,20 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
         if (!denied.isEmpty()) {
             throw new IllegalStateException("table " + tableName + " may not be used by the application's database"
                     + " user " + jdbc.queryForObject("SELECT CURRENT_USER()", String.class) + ", and every request"
-                    + " reads, inserts and updates its record: " + String.join("; ", denied));
+                    + " reads, inserts and updates its record, while a committed claim that is released, and every"
+                    + " record the cleanup removes, is deleted: " + String.join("; ", denied));
         }
     }
 
-    /** The store's read, insert and update of the table, each on no row. */
+    /** The store's read, insert, update and delete of the table, each on no row. */
     private List<String> privilegeProbes() {
         return List.of(
                 "SELECT " + String.join(", ", TABLE_COLUMNS) + " FROM " + tableName + " WHERE 1 = 0",
                 insertOnNoRow(),
                 "UPDATE " + tableName + " SET " + String.join(", ", TABLE_COLUMNS.stream()
                         .filter(column -> !KEY_COLUMNS.contains(column)).map(column -> column + " = " + column)
-                        .toList()) + " WHERE 1 = 0");
+                        .toList()) + " WHERE 1 = 0",
+                "DELETE FROM " + tableName + " WHERE 1 = 0");
     }
 
     /** The claim's insert, on no row. */

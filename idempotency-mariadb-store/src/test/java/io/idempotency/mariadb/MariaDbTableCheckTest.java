@@ -232,11 +232,12 @@ class MariaDbTableCheckTest {
 
     /**
      * The table is right, but the application's database user was granted too little on it (SELECT and INSERT, by a
-     * DBA who did not know a claim updates): the application started, and every claim then failed. A grant of what
-     * the store reads and writes, column by column too, starts.
+     * DBA who did not know a claim updates): the application started, and every claim then failed. Without DELETE,
+     * no intent-first claim could be released, and every cleanup run failed. A grant of what the store reads and
+     * writes, column by column too, starts.
      */
     @Test
-    void aUserThatMayNotReadInsertAndUpdateTheTableIsRefusedAtStartup() {
+    void aUserThatMayNotReadInsertUpdateAndDeleteTheTableIsRefusedAtStartup() {
         TestMariaDb.Database database = TestMariaDb.newDatabase();
         String user = "app_" + UUID.randomUUID().toString().substring(0, 8);
         try (HikariDataSource admin = database.dataSource(2)) {
@@ -256,9 +257,14 @@ class MariaDbTableCheckTest {
                 jdbc.execute("GRANT UPDATE (caller, scope, idempotency_key, status, request_hash, fencing_token,"
                         + " response_status, response_headers, response_body, created_at, updated_at, expires_at,"
                         + " locked_until) ON " + database.name() + ".api_requests TO '" + user + "'@'%'");
-                HikariDataSource granted = as(database, user);
-                ClaimResult claimed = claim(granted, "api_requests", new ScopedKey("", "POST /payments", "k-2"));
+                HikariDataSource updating = as(database, user);
+                ClaimResult claimed = claim(updating, "api_requests", new ScopedKey("", "POST /payments", "k-2"));
                 assertThat(claimed).isInstanceOf(ClaimResult.Claimed.class);
+                // a committed claim released, and a record the cleanup removes, are deleted
+                refused(updating, "api_requests", "DELETE command denied");
+
+                jdbc.execute("GRANT DELETE ON " + database.name() + ".api_requests TO '" + user + "'@'%'");
+                HikariDataSource granted = as(database, user);
                 run(granted, "api_requests", context -> assertThat(context).hasNotFailed());
             } finally {
                 jdbc.execute("DROP USER '" + user + "'@'%'");

@@ -458,11 +458,15 @@ public final class IdempotencySchemaMigrator {
             }
             // every request reads, inserts and updates a record: a table made by a DBA who granted the application's
             // role too little would fail each request (without UPDATE, once its handler had run). A grant on some
-            // columns counts
+            // columns counts. A committed claim released is deleted, and the cleanup deletes expired records: without
+            // DELETE, the one stays in progress until its lease runs out, and the other fails at every run while the
+            // table grows
             try (PreparedStatement statement = connection.prepareStatement("SELECT current_user, privilege FROM"
-                    + " unnest(ARRAY['SELECT', 'INSERT', 'UPDATE']) WITH ORDINALITY AS p(privilege, n)"
-                    + " WHERE NOT has_any_column_privilege(to_regclass(?), privilege) ORDER BY n")) {
+                    + " unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) WITH ORDINALITY AS p(privilege, n)"
+                    + " WHERE NOT CASE WHEN privilege = 'DELETE' THEN has_table_privilege(to_regclass(?), privilege)"
+                    + " ELSE has_any_column_privilege(to_regclass(?), privilege) END ORDER BY n")) {
                 statement.setString(1, tableName);
+                statement.setString(2, tableName);
                 try (ResultSet rs = statement.executeQuery()) {
                     while (rs.next()) {
                         role = rs.getString(1);
@@ -552,7 +556,8 @@ public final class IdempotencySchemaMigrator {
         if (!denied.isEmpty()) {
             throw new IdempotencySchemaException(IdempotencySchemaException.Problem.NOT_PERMITTED, "table "
                     + tableName + " may not be used by the application's database role " + role + ": it lacks "
-                    + String.join(", ", denied) + " on it, and every request reads, inserts and updates its record");
+                    + String.join(", ", denied) + " on it, and every request reads, inserts and updates its record,"
+                    + " while a committed claim that is released, and every record the cleanup removes, is deleted");
         }
     }
 
