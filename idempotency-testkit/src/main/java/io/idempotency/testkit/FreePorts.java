@@ -51,15 +51,17 @@ public final class FreePorts {
      */
     public static int outsideEphemeralRange() {
         int[] ephemeral = ephemeralRange();
-        int below = Math.max(0, ephemeral[0] - LOWEST);
-        int above = Math.max(0, HIGHEST - ephemeral[1]);
+        // the ports from LOWEST up to the range, and those from above it (and from LOWEST) up to HIGHEST
+        int below = Math.max(0, Math.min(ephemeral[0], HIGHEST + 1) - LOWEST);
+        int aboveFrom = Math.max(ephemeral[1] + 1, LOWEST);
+        int above = Math.max(0, HIGHEST + 1 - aboveFrom);
         if (below + above == 0) {
             throw new IllegalStateException("the ephemeral port range " + ephemeral[0] + "-" + ephemeral[1]
                     + " leaves no port from " + LOWEST + " for a test's server");
         }
         for (int attempt = 0; attempt < ATTEMPTS; attempt++) {
             int index = ThreadLocalRandom.current().nextInt(below + above);
-            int port = index < below ? LOWEST + index : ephemeral[1] + 1 + index - below;
+            int port = index < below ? LOWEST + index : aboveFrom + index - below;
             if (isFree(port) && GIVEN.add(port)) {
                 return port;
             }
