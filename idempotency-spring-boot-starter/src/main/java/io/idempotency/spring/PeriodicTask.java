@@ -91,10 +91,10 @@ abstract class PeriodicTask implements SmartLifecycle {
                 return;
             }
             log.warn("{} failed; it runs again in {}", name, interval, e);
-        } catch (Error e) {
+        } catch (Throwable e) {
             // a scheduled executor ends the schedule for good, without a word, on anything its task throws: an error
-            // in an application's resolver (a class that fails to initialise, an assertion) must not end cleanup or
-            // sweeping on this instance until it restarts
+            // in an application's resolver (a class that fails to initialise, an assertion), or a throwable of neither
+            // kind thrown undeclared, must not end cleanup or sweeping on this instance until it restarts
             log.error("{} failed; it runs again in {}", name, interval, e);
         }
     }

@@ -41,6 +41,12 @@ class PeriodicTaskTest {
                 () -> throwUndeclared(new java.sql.SQLException("connection reset", "08006")));
     }
 
+    @Test
+    void aRunThatFailsWithAThrowableOfNeitherKindDoesNotEndTheSchedule() throws Exception {
+        // thrown undeclared, as a checked exception is, by code that subclasses Throwable itself
+        assertRunsAgainAfterAFirstRunThat(() -> throwUndeclared(new Throwable("neither an exception nor an error")));
+    }
+
     private static void assertRunsAgainAfterAFirstRunThat(Runnable failingRun) throws InterruptedException {
         AtomicInteger runs = new AtomicInteger();
         CountDownLatch ranAgain = new CountDownLatch(1);
