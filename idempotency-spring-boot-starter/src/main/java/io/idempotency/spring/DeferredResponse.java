@@ -938,7 +938,29 @@ final class DeferredResponse extends HttpServletResponseWrapper {
                 private Writer target() throws IOException {
                     return capturing ? capturedWriter() : DeferredResponse.super.getWriter();
                 }
-            });
+            }) {
+                /**
+                 * Passed through, also the container's writer's error: a write that failed there (the client went
+                 * away) sets a flag of that writer and throws nothing, so this one would never learn of it, and a
+                 * handler that writes until its writer reports an error would write on for ever.
+                 */
+                @Override
+                public boolean checkError() {
+                    if (super.checkError()) {
+                        return true;
+                    }
+                    if (capturing) {
+                        return false;
+                    }
+                    try {
+                        return DeferredResponse.super.getWriter().checkError();
+                    } catch (IllegalStateException e) {
+                        return false; // the response is written through its stream: no writer wrote to the client
+                    } catch (IOException e) {
+                        return true;
+                    }
+                }
+            };
         }
         return switchingWriter;
     }

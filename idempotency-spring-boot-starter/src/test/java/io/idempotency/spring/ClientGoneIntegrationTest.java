@@ -53,6 +53,35 @@ class ClientGoneIntegrationTest extends OrdersApplicationTest {
     }
 
     /**
+     * Servlet code that streams to a client learns that the client went away from its writer's error: a write the
+     * container could not send sets it. On an endpoint without {@code @Idempotent}, a POST reaches the handler through
+     * the library's response (passing through), which must report the container's error as a GET's handler sees it.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"GET", "POST"})
+    void aHandlerStreamingToAClientThatWentAwaySeesItThroughItsWriter(String method) throws Exception {
+        String id = UUID.randomUUID().toString();
+        java.util.concurrent.CompletableFuture<Boolean> ended = io.idempotency.spring.app.CaptureController.ticksEnded(id);
+
+        try (Socket socket = new Socket("localhost", port)) {
+            socket.setSoTimeout(10_000);
+            socket.getOutputStream().write((method + " /capture/ticks?id=" + id + " HTTP/1.1\r\nHost: localhost\r\n"
+                    + "Content-Length: 0\r\n\r\n").getBytes(StandardCharsets.ISO_8859_1));
+            socket.getOutputStream().flush();
+            java.io.InputStream in = socket.getInputStream();
+            StringBuilder received = new StringBuilder();
+            while (!received.toString().contains("tick")) {
+                int b = in.read();
+                assertThat(b).as("the answer so far: %s", received).isNotNegative();
+                received.append((char) b);
+            }
+        } // gone while the handler still writes
+
+        assertThat(ended.get(25, java.util.concurrent.TimeUnit.SECONDS))
+                .as("the handler's writer reported the client gone").isTrue();
+    }
+
+    /**
      * A client that stops sending its body part way (it closes its side of the connection, or a proxy cut it) sent
      * no request to make idempotent: nothing is claimed or written, and the request sent whole runs. The handler reads
      * its body itself, so the library reads it first, to fingerprint it before the claim.

@@ -287,6 +287,35 @@ public class CaptureController {
         writeText(insert(request.note(), false), charset, inContentType, response);
     }
 
+    /** How each {@link #ticks} request ended: true when its writer reported an error (the client gone). */
+    private static final Map<String, java.util.concurrent.CompletableFuture<Boolean>> TICKS_ENDED =
+            new java.util.concurrent.ConcurrentHashMap<>();
+
+    /** How the {@link #ticks} request {@code id} ends. */
+    public static java.util.concurrent.CompletableFuture<Boolean> ticksEnded(String id) {
+        return TICKS_ENDED.computeIfAbsent(id, any -> new java.util.concurrent.CompletableFuture<>());
+    }
+
+    /**
+     * Not idempotent: writes a line every 50 ms until its writer reports an error, as servlet code that streams to a
+     * client notices that the client went away (for at most 20 s).
+     */
+    @org.springframework.web.bind.annotation.RequestMapping(path = "/ticks", method = {
+            org.springframework.web.bind.annotation.RequestMethod.GET,
+            org.springframework.web.bind.annotation.RequestMethod.POST})
+    public void ticks(@RequestParam String id, HttpServletResponse response) throws IOException, InterruptedException {
+        response.setContentType("text/plain");
+        PrintWriter writer = response.getWriter();
+        long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(20);
+        boolean error = false;
+        while (System.nanoTime() < deadline && !(error = writer.checkError())) {
+            writer.write("tick\n");
+            writer.flush();
+            Thread.sleep(50);
+        }
+        ticksEnded(id).complete(error);
+    }
+
     private static void writeText(long id, String charset, boolean inContentType, HttpServletResponse response)
             throws IOException {
         response.setStatus(201);
