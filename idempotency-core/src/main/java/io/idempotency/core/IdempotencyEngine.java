@@ -419,6 +419,7 @@ public final class IdempotencyEngine {
             // or rolled back, must neither write nor clear: the work runs in it next
             Transactions.Transaction transaction = transactions.beginClaim();
             ClaimResult claim;
+            long claiming = System.nanoTime();
             try {
                 claim = store.claim(new ClaimRequest(key, requestHash, retention, wait, lease));
                 if (claim instanceof ClaimResult.Claimed claimed) {
@@ -436,7 +437,11 @@ public final class IdempotencyEngine {
                 throw e;
             }
             if (claim instanceof ClaimResult.Claimed claimed) {
-                return proceedIntent(key, requestHash, claimed.fencingToken(), lease, claimed.failedBefore());
+                // the claim may have waited for another transaction's uncommitted claim of the key, within its
+                // statement, whose start the lease counts from (PostgreSQL): renewed a third of the lease after the
+                // claim began, not after it ended, lest the wait use up the lease before its first renewal
+                return proceedIntent(key, requestHash, claimed.fencingToken(), lease, claimed.failedBefore(),
+                        TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - claiming));
             }
             transaction.rollback();
             if (!(claim instanceof ClaimResult.Existing existing)) {
@@ -540,7 +545,7 @@ public final class IdempotencyEngine {
             return null;
         }
         logResolved(key, "taken over to run its request again, as the resolver answered");
-        return proceedIntent(key, stale.requestHash(), token, lease, true);
+        return proceedIntent(key, stale.requestHash(), token, lease, true, 0);
     }
 
     /**
@@ -640,11 +645,11 @@ public final class IdempotencyEngine {
      * out meanwhile — another request or a sweeper would then take the claim over and run the work beside this one.
      */
     private Proceed proceedIntent(ScopedKey key, String requestHash, String token, Duration lease,
-                                  boolean heldBefore) {
+                                  boolean heldBefore, long leaseWrittenMillisAgo) {
         Leases.Holding renewal;
         Transactions.Transaction transaction;
         try {
-            renewal = holdLease(key, token, lease);
+            renewal = holdLease(key, token, lease, leaseWrittenMillisAgo);
         } catch (Throwable e) {
             abandonUnstarted(key, token, heldBefore, lease, e, false);
             throw e;
@@ -849,8 +854,13 @@ public final class IdempotencyEngine {
      * @throws IllegalStateException when the engine has been shut down
      */
     private Leases.Holding holdLease(ScopedKey key, String token, Duration lease) {
+        return holdLease(key, token, lease, 0);
+    }
+
+    /** As {@link #holdLease(ScopedKey, String, Duration)}, for a lease written up to {@code writtenMillisAgo} ago. */
+    private Leases.Holding holdLease(ScopedKey key, String token, Duration lease, long writtenMillisAgo) {
         try {
-            return Leases.hold(renewals, store, key, token, lease);
+            return Leases.hold(renewals, store, key, token, lease, writtenMillisAgo);
         } catch (RejectedExecutionException e) {
             IllegalStateException refused = new IllegalStateException("the idempotency engine has been shut down:"
                     + " no work under " + key + " can start", e);

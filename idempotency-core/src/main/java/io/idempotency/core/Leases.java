@@ -27,8 +27,19 @@ final class Leases {
      */
     static Holding hold(ScheduledExecutorService renewals, IdempotencyStore store, ScopedKey key, String token,
                         Duration lease) {
+        return hold(renewals, store, key, token, lease, 0);
+    }
+
+    /**
+     * As {@link #hold(ScheduledExecutorService, IdempotencyStore, ScopedKey, String, Duration)}, for a lease that may
+     * have been written up to {@code writtenMillisAgo} ago: the first renewal comes a third of the lease after that,
+     * at once if that time has passed.
+     */
+    static Holding hold(ScheduledExecutorService renewals, IdempotencyStore store, ScopedKey key, String token,
+                        Duration lease, long writtenMillisAgo) {
         // a lease beyond what milliseconds count (the store cuts it to what it can hold) is renewed as the longest
         long period = Math.max(1, (lease.compareTo(LONGEST_COUNTED) >= 0 ? Long.MAX_VALUE : lease.toMillis()) / 3);
+        long firstDelay = Math.max(0, period - Math.max(0, writtenMillisAgo));
         Holding holding = new Holding();
         holding.schedule.complete(renewals.scheduleWithFixedDelay(() -> {
             ScheduledFuture<?> schedule = holding.schedule.join();
@@ -54,7 +65,7 @@ final class Leases {
                         + " failed; tried again in " + period + " ms. Should the lease run out first, another request or the"
                         + " sweeper may take the claim over, and the result of its holder is then refused", e);
             }
-        }, period, period, TimeUnit.MILLISECONDS));
+        }, firstDelay, period, TimeUnit.MILLISECONDS));
         return holding;
     }
 

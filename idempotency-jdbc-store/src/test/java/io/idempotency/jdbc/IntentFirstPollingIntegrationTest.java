@@ -78,6 +78,70 @@ class IntentFirstPollingIntegrationTest {
         }
     }
 
+    /**
+     * A claim whose statement waited for another transaction's uncommitted claim of the key (PostgreSQL's unique
+     * index makes it wait, within the in-flight wait) writes a lease counted from the statement's start. Waiting
+     * longer than two thirds of a short lease, it was first renewed a third of the lease after it ended: its lease
+     * ran out before, and a duplicate or a sweeper could take the claim over and run the work beside it.
+     */
+    @Test
+    void anIntentFirstClaimThatWaitedForAnotherTransactionsClaimHoldsALiveLeaseWhenItsWorkStarts() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource migration = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(migration, IdempotencySchema.DEFAULT_TABLE_NAME).migrate();
+        }
+        try (HikariDataSource pool = database.dataSource(4);
+             Connection other = pool.getConnection();
+             Statement otherStatement = other.createStatement()) {
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(pool, IdempotencySchema.DEFAULT_TABLE_NAME);
+            IdempotencyEngine engine = engine(pool, store, Duration.ofSeconds(5));
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            try {
+                // another transaction's claim of the key, not yet committed (an intent whose commit stalls)
+                other.setAutoCommit(false);
+                otherStatement.execute("insert into idempotency_keys (caller, scope, idempotency_key, status,"
+                        + " request_hash, fencing_token, expires_at, locked_until) values ('', 'POST /charges', '"
+                        + key.key() + "', 'PROCESSING', '" + HASH + "', gen_random_uuid(), now() + interval '1 day',"
+                        + " now() + interval '1 day')");
+                // rolled back after five sixths of the lease: a first renewal a third of it later comes too late
+                CompletableFuture<Void> rolledBack = Async.run(() -> {
+                    try {
+                        Thread.sleep(2500);
+                        other.rollback();
+                    } catch (Exception e) {
+                        throw new IllegalStateException(e);
+                    }
+                });
+                long claiming = System.nanoTime();
+
+                IdempotencyEngine.Start started = engine.start(key, HASH, IdempotencyMode.INTENT_FIRST,
+                        Duration.ofSeconds(3));
+
+                rolledBack.get(10, TimeUnit.SECONDS);
+                assertThat(Duration.ofNanos(System.nanoTime() - claiming)).as("waited for the other transaction")
+                        .isGreaterThanOrEqualTo(Duration.ofMillis(2400));
+                assertThat(started).isInstanceOf(IdempotencyEngine.Proceed.class);
+                try {
+                    // the lease as the others see it, while the work would run: renewed only a third of the lease after
+                    // the claim ended, it ran out half a second after the work began, half a second before that renewal
+                    long leastLeftMillis = Long.MAX_VALUE;
+                    long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(1500);
+                    while (System.nanoTime() < until) {
+                        leastLeftMillis = Math.min(leastLeftMillis, database.queryLong("select (extract(epoch from"
+                                + " locked_until - clock_timestamp()) * 1000)::bigint from idempotency_keys"
+                                + " where idempotency_key = '" + key.key() + "'"));
+                        Thread.sleep(20);
+                    }
+                    assertThat(leastLeftMillis).as("the least lease left while the work ran (ms)").isPositive();
+                } finally {
+                    ((IdempotencyEngine.Proceed) started).execution().abandon();
+                }
+            } finally {
+                engine.shutdown();
+            }
+        }
+    }
+
     private static IdempotencyEngine engine(HikariDataSource pool, PostgresIdempotencyStore store, Duration maxWait) {
         return new IdempotencyEngine(store, new SpringTransactions(new DataSourceTransactionManager(pool)),
                 StoragePolicy.DEFAULT, DAY, maxWait, StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
