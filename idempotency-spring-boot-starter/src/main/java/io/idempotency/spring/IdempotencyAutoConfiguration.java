@@ -334,9 +334,9 @@ public class IdempotencyAutoConfiguration {
     /**
      * A claim looks its key up in every partition (the creation time, which partitions the table, cannot narrow the
      * search), and keeps a lock on each partition and each of its indexes until its transaction ends, which in the
-     * default mode is the request's. Those locks take entries of the server's shared lock table: with a short
-     * partition interval and a long TTL, a few concurrent requests exhaust it, and their claims (and the other
-     * transactions of the whole server) fail with "out of shared memory".
+     * default mode is the request's. Those locks take entries of the server's shared lock table: the more partitions,
+     * the fewer concurrent requests exhaust it ({@link #MAX_PARTITIONS_KEPT}), and their claims (and the other
+     * transactions of the whole server) then fail with "out of shared memory".
      */
     static void checkPartitionsKept(IdempotencyProperties.Retention retention) {
         IdempotencyProperties.Cleanup cleanup = retention.getCleanup();
