@@ -57,6 +57,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collection;
 import java.util.Collections;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -510,22 +511,46 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
     private static MethodBasedEvaluationContext evaluationContext(HttpServletRequest request, Method annotated,
                                                                   MethodInvocation invocation, Object body)
             throws UnreadableParametersException {
-        MethodBasedEvaluationContext context = new MethodBasedEvaluationContext(null, annotated,
-                invocation.getArguments(), PARAMETER_NAMES);
+        RequestEvaluationContext context = new RequestEvaluationContext(annotated, invocation.getArguments());
         context.addPropertyAccessor(new MapAccessor());
-        context.setVariable("body", body);
-        context.setVariable("path", RequestView.pathVariables(request));
+        context.setRequestVariable("body", body);
+        context.setRequestVariable("path", RequestView.pathVariables(request));
         // a header or parameter sent more than once is all its values, joined as a String argument binds them
         // ("5,6"): its first value alone would make amount=5&amount=6 the request amount=5, answered with its answer
         Map<String, String> headers = new LinkedCaseInsensitiveMap<>(Locale.ROOT);
         for (String name : Collections.list(request.getHeaderNames())) {
             headers.putIfAbsent(name, String.join(",", Collections.list(request.getHeaders(name))));
         }
-        context.setVariable("headers", headers);
+        context.setRequestVariable("headers", headers);
         Map<String, String> params = new LinkedHashMap<>();
         RequestView.parameters(request).forEach((name, values) -> params.put(name, String.join(",", values)));
-        context.setVariable("params", params);
+        context.setRequestVariable("params", params);
         return context;
+    }
+
+    /**
+     * The method's arguments by name, as Spring's context gives them, under the request's variables: a parameter named
+     * {@code body}, {@code path}, {@code headers} or {@code params} does not hide the request's variable of that name
+     * (as the startup checks take it). Spring loads the arguments as variables only when an expression first reads a
+     * variable it does not have, and they then replaced the request's of the same name, or removed it (a null
+     * argument): which {@code #body} an expression read depended on whether another had read {@code #provider} first.
+     */
+    private static final class RequestEvaluationContext extends MethodBasedEvaluationContext {
+
+        private final Map<String, Object> requestVariables = new HashMap<>();
+
+        RequestEvaluationContext(Method annotated, Object[] arguments) {
+            super(null, annotated, arguments, PARAMETER_NAMES);
+        }
+
+        void setRequestVariable(String name, Object value) {
+            requestVariables.put(name, value);
+        }
+
+        @Override
+        public Object lookupVariable(String name) {
+            return requestVariables.containsKey(name) ? requestVariables.get(name) : super.lookupVariable(name);
+        }
     }
 
     /** A body that is neither JSON nor a form has no one text for {@code #body}; the message says why. */

@@ -730,6 +730,24 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
         assertThat(rows("provider-callback-" + transaction)).isEqualTo(1);
     }
 
+    /**
+     * The request's {@code #body} where the handler has a parameter named {@code body} (its raw text): the key
+     * expression read the parameter once another variable had loaded the arguments, and every request was refused for
+     * want of a key (400), or, were the key optional, run again on every delivery.
+     */
+    @Test
+    void aParameterNamedBodyDoesNotHideTheRequestsBodyFromTheKeyExpression() throws Exception {
+        String body = "{\"eventId\":\"ev-" + UUID.randomUUID() + "\"}";
+
+        HttpResponse<byte[]> first = send(request("/orders/webhooks/acme", body).build());
+        HttpResponse<byte[]> resent = send(request("/orders/webhooks/acme", body).build());
+
+        assertThat(first.statusCode()).as(new String(first.body(), StandardCharsets.UTF_8)).isEqualTo(200);
+        assertThat(resent.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(resent.body()).isEqualTo(first.body());
+        assertThat(rows("webhook-acme-" + body)).isEqualTo(1);
+    }
+
     @Test
     void aKeyAndAFingerprintFromTheBodyStillFingerprintTheConcretePath() throws Exception {
         String refund = "rf-" + UUID.randomUUID();

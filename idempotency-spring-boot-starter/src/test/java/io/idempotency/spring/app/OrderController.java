@@ -891,6 +891,17 @@ public class OrderController {
         return Map.of("id", insert("provider-callback-" + callback.get("transactionId")), "provider", provider);
     }
 
+    /**
+     * A provider's webhook that takes its body as the text it came in (to check its signature, say), keyed by the
+     * provider and a member of the body: {@code #body} is the request's body, the parameter of that name
+     * notwithstanding, also once {@code #provider} has made the context load the arguments.
+     */
+    @PostMapping("/webhooks/{provider}")
+    @Idempotent(key = "#provider + ':' + #body.eventId")
+    public Map<String, Object> webhook(@PathVariable String provider, @RequestBody String body) {
+        return Map.of("id", insert("webhook-" + provider + "-" + body));
+    }
+
     /** A provider's refund callback under each payment's own path, keyed and fingerprinted by members of the body. */
     @PostMapping("/payments/{payment}/refunds")
     @Idempotent(key = "#body.refundId", fingerprint = "#body.amount")
