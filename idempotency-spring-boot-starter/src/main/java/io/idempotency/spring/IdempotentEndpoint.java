@@ -237,7 +237,7 @@ final class IdempotentEndpoint {
      * variables), or of a bean, which it cannot resolve, described; empty if it reads neither. {@code transactionId}
      * where {@code #body.transactionId} was meant fails on every request, as SpEL cannot read a property of null;
      * {@code #root} and {@code #this} (as {@code #root.args[0]} is written for Spring's cache annotations) are null,
-     * and {@code @name} fails as well. Not looked into: selections and projections, whose names and {@code #this} are
+     * and {@code @name} fails as well, as does a function ({@code #sha256(#body.id)}): none is registered. Not looked into: selections and projections, whose names and {@code #this} are
      * each element's, indexers and inline maps, where a name may stand for itself.
      */
     private static Optional<String> readOfTheRoot(Expression key, List<Expression> fingerprint) {
@@ -254,6 +254,11 @@ final class IdempotentEndpoint {
 
     /** @param onRoot whether {@code node} is evaluated on the root object (not on the value of what precedes it) */
     private static Optional<String> readOfTheRoot(SpelNode node, boolean onRoot) {
+        if (node instanceof FunctionReference function) {
+            // a function is a variable holding a method, which neither the request nor a parameter is
+            return Optional.of("the function " + function.toStringAST() + ", which the evaluation does not have (it"
+                    + " registers no function; call a static method, as T(com.example.Keys).of(#body))");
+        }
         if (node instanceof Selection || node instanceof Projection || node instanceof Indexer
                 || node instanceof InlineMap) {
             return Optional.empty();

@@ -763,7 +763,8 @@ class IdempotencyAutoConfigurationTest {
      * The evaluation has no root object, only variables: a name without its '#' reads a property of null, which fails
      * on every request. In a key, every request would lack its key (on an optional-key endpoint, every request would
      * run without idempotency); in a fingerprint, every request would be refused ({@code #root} alone: every request
-     * would have one fingerprint, and be answered with the first one's answer). Names in selections, projections,
+     * would have one fingerprint, and be answered with the first one's answer). So does a function: none is
+     * registered, and every request would lack its key. Names in selections, projections,
      * indexers and inline maps are read of an element or stand for themselves, and start.
      */
     @Test
@@ -778,6 +779,9 @@ class IdempotencyAutoConfigurationTest {
                 "RootVariableController.charge(", "reads #root, the evaluation's root object");
         assertStartFails(runner.withUserConfiguration(BeanReadingController.class)).contains(
                 "BeanReadingController.charge(", "reads the bean @keys, which the evaluation cannot resolve");
+        assertStartFails(runner.withUserConfiguration(FunctionCallingController.class)).contains(
+                "FunctionCallingController.charge(", "reads the function #sha256(#body.transactionId)",
+                "registers no function");
         runner.withUserConfiguration(ElementReadingController.class).run(context -> assertThat(context).hasNotFailed());
     }
 
@@ -1947,6 +1951,15 @@ class IdempotencyAutoConfigurationTest {
     static class BeanReadingController {
         @PostMapping("/charges")
         @Idempotent(key = "@keys.of(#body)", keyRequired = false)
+        public String charge(@org.springframework.web.bind.annotation.RequestBody Map<String, Object> body) {
+            return "charged";
+        }
+    }
+
+    @RestController
+    static class FunctionCallingController {
+        @PostMapping("/charges")
+        @Idempotent(key = "#sha256(#body.transactionId)", keyRequired = false)
         public String charge(@org.springframework.web.bind.annotation.RequestBody Map<String, Object> body) {
             return "charged";
         }
