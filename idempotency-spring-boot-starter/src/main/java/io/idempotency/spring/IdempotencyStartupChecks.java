@@ -385,6 +385,14 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
             try {
                 IdempotentEndpoint endpoint = IdempotentEndpoint.of(method, idempotent, settings.getMethods(),
                         storagePolicy.getObject(), settings.getLease(), context.getEnvironment());
+                if (endpoint.methods.isEmpty()) {
+                    // as a handler mapped to none of its methods is refused: the filter would wrap no request for
+                    // it, and every call would run as if it had no annotation
+                    problems.add(method + " is @Idempotent for no HTTP method: its annotation names none, and"
+                            + " idempotency.methods is empty, so no request that reaches it would be made idempotent."
+                            + " Name its methods (methods = \"POST\"), or set idempotency.methods.");
+                    continue;
+                }
                 methods.addAll(endpoint.methods);
                 asyncProblem(method).ifPresent(problems::add);
                 // its own scope needs no route to be checked (a default one, the route's, is not known here)

@@ -687,6 +687,16 @@ class IdempotencyAutoConfigurationTest {
                 .run(context -> assertThat(context).hasNotFailed());
     }
 
+    /**
+     * A method a functional route calls, with an empty {@code idempotency.methods} and no methods of its own: the
+     * filter wrapped no request for it, and every call ran as if it had no annotation, without a word.
+     */
+    @Test
+    void aMethodAFunctionalRouteCallsIdempotentForNoHttpMethodIsRefused() {
+        assertStartFails(runner.withUserConfiguration(LeasedService.class).withPropertyValues("idempotency.methods="))
+                .contains("LeasedService.charge()", "is @Idempotent for no HTTP method", "idempotency.methods");
+    }
+
     @Test
     void anExpressionThatDoesNotParseOrALeaseThatIsNotPositiveIsRefusedAtStartup() {
         assertStartFails(runner.withUserConfiguration(BrokenAnnotationsController.class)).contains(
