@@ -14,6 +14,7 @@ import org.springframework.security.oauth2.jwt.Jwt;
 import org.springframework.security.oauth2.server.resource.authentication.JwtAuthenticationToken;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
+import org.springframework.util.StringUtils;
 
 import java.net.http.HttpResponse;
 import java.util.List;
@@ -24,6 +25,7 @@ import static io.idempotency.sample.payment.BearerTokens.pay;
 import static io.idempotency.sample.payment.BearerTokens.token;
 import static io.idempotency.sample.payment.PaymentApi.REPLAYED_HEADER;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * Bearer tokens of two issuers, with the README's {@link CallerResolver} that names callers by issuer and subject: the
@@ -107,6 +109,18 @@ class SeveralIssuersIntegrationTest {
         assertThat(resolver.resolve(new MockHttpServletRequest())).as("anonymous").isEmpty();
     }
 
+    /**
+     * A token whose subject is empty names no caller: let through as {@code jwt:<issuer>} with nothing after it, every
+     * such user of the issuer would be one caller, replayed the others' answers. Refused, as the default resolver
+     * refuses an authenticated request without a name.
+     */
+    @Test
+    void aTokenWithAnEmptySubjectIsRefused() {
+        CallerResolver resolver = new Issuers().callers();
+
+        assertThatThrownBy(() -> resolver.resolve(jwtRequest(ISSUER_A, ""))).isInstanceOf(IllegalStateException.class);
+    }
+
     private static MockHttpServletRequest jwtRequest(String issuer, String subject) {
         Jwt jwt = Jwt.withTokenValue("t").header("alg", "none").issuer(issuer).subject(subject).build();
         MockHttpServletRequest request = new MockHttpServletRequest();
@@ -121,12 +135,14 @@ class SeveralIssuersIntegrationTest {
         @Bean
         CallerResolver callers() {
             return request -> {
-                if (request.getUserPrincipal() instanceof JwtAuthenticationToken jwt && jwt.getName() != null) {
+                if (request.getUserPrincipal() instanceof JwtAuthenticationToken jwt
+                        && StringUtils.hasText(jwt.getName())) {
                     String issuer = String.valueOf(jwt.getToken().getClaimAsString("iss")); // not always a URL
                     // the issuer's length keeps issuer and subject apart
                     return "jwt:" + issuer.length() + ":" + issuer + jwt.getName();
                 }
-                String name = CallerResolver.PRINCIPAL.resolve(request); // "" for anonymous requests
+                // "" for anonymous requests; refuses an authenticated request without a name (a token's empty subject)
+                String name = CallerResolver.PRINCIPAL.resolve(request);
                 return name.isEmpty() ? name : "local:" + name;
             };
         }
