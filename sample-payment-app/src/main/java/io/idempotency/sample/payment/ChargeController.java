@@ -123,12 +123,12 @@ public class ChargeController {
 
         // The key held another order of the payer before: used for its charge, its record deleted since (retention),
         // and now sent for this order. The gateway knows the key by that charge and would answer this one with it,
-        // charging nothing. Refused without asking it; this order is released unless an earlier attempt of this
-        // request held it already (and may have called the gateway).
+        // charging nothing. Refused without asking it, and this order is released, also when an earlier attempt of
+        // this request took it: that attempt came to this check too, after the other order was taken (no request runs
+        // under the key while its record exists, so the other order was taken by an earlier use of the key, before
+        // this request's claim), and was refused here before the gateway, or stopped before it.
         if (intents.holdsAnotherOrder(payer, valid.orderId(), gatewayKey)) {
-            if (holder.takenNow()) {
-                intents.release(payer, valid.orderId(), holder);
-            }
+            intents.release(payer, valid.orderId(), holder);
             throw new KeyUsedForAnotherChargeException(valid.orderId());
         }
 

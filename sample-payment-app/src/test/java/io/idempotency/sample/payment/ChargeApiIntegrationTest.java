@@ -291,35 +291,7 @@ class ChargeApiIntegrationTest {
         assertThat(first.statusCode()).as(text(first)).isEqualTo(201);
         DB.queryString("delete from idempotency_keys where idempotency_key = '" + key + "'");
 
-        try (Connection rowBlocker = DriverManager.getConnection(DB.url(), DB.user(), DB.password());
-             Connection tableBlocker = DriverManager.getConnection(DB.url(), DB.user(), DB.password())) {
-            rowBlocker.setAutoCommit(false);
-            tableBlocker.setAutoCommit(false);
-            // The attempt's insert of the order waits for this uncommitted one...
-            execute(rowBlocker, "insert into charge_intents (payer, order_id, downstream_key) values ('', '"
-                    + otherOrder + "', 'a request under another key')");
-            CompletableFuture<HttpResponse<byte[]>> attempt =
-                    Async.supply(() -> send(key, body(otherOrder, "16.00"), null));
-            DB.awaitLockWaiter(Duration.ofSeconds(10));
-            // ...and a table lock is queued behind it: granted once the attempt committed the order it took, it
-            // holds the attempt's next read of the table, the check.
-            CompletableFuture<Void> tableLocked = Async.run(() -> {
-                try {
-                    execute(tableBlocker, "lock table charge_intents in access exclusive mode");
-                } catch (Exception e) {
-                    throw new IllegalStateException(e);
-                }
-            });
-            Await.until("the table lock queued", Duration.ofSeconds(10), () -> DB.queryLong("select count(*) from"
-                    + " pg_stat_activity where application_name = '" + DB.schema() + "'"
-                    + " and wait_event_type = 'Lock' and query like 'lock table%'") > 0);
-            rowBlocker.rollback();
-            tableLocked.get(10, TimeUnit.SECONDS);
-            cancelWhenWaiting("SELECT EXISTS");
-            HttpResponse<byte[]> stopped = attempt.get(10, TimeUnit.SECONDS);
-            assertThat(stopped.statusCode()).as(text(stopped)).isEqualTo(500);
-            tableBlocker.rollback();
-        }
+        stopAfterTakingTheOrder(key, otherOrder, "16.00");
         assertThat(statusOf(key)).isEqualTo("PROCESSING");
         assertThat(intentsOf(otherOrder)).as("the order was taken by the key").isEqualTo(1);
 
@@ -333,6 +305,37 @@ class ChargeApiIntegrationTest {
         assertThat(newKey.statusCode()).as("the order is free for another key: %s", text(newKey)).isEqualTo(201);
         assertThat(countOf(api.gatewayCharges(paidOrder))).isEqualTo(1);
         assertThat(countOf(api.gatewayCharges(otherOrder))).isEqualTo(1);
+    }
+
+    /**
+     * As above, but the order the key held before was never charged: its attempt stopped before the gateway, and the
+     * rerun the resolver answered was marked {@code FAILED}, so the intent stays with the key (as the resolver leaves
+     * it), and retention deleted the record since. The resolver then finds nothing booked under the key, and the
+     * retry, which did not take the order itself, must still release it.
+     */
+    @Test
+    void aReusedKeyHoldingAnUnchargedOrderDoesNotKeepTheOrderItsStoppedAttemptTook() throws Exception {
+        String heldOrder = newOrderId();
+        String otherOrder = newOrderId();
+        String key = UUID.randomUUID().toString();
+        DB.queryString("insert into charge_intents (payer, order_id, downstream_key) values ('', '" + heldOrder
+                + "', '" + downstreamKeys.derive(new ScopedKey("", ChargeController.SCOPE, key)) + "')");
+
+        stopAfterTakingTheOrder(key, otherOrder, "17.00");
+        assertThat(statusOf(key)).isEqualTo("PROCESSING");
+        assertThat(intentsOf(otherOrder)).as("the order was taken by the key").isEqualTo(1);
+
+        awaitLeaseExpired(key);
+        HttpResponse<byte[]> retry = api.charge(key, body(otherOrder, "17.00"), null);
+
+        assertThat(retry.statusCode()).as(text(retry)).isEqualTo(422);
+        assertThat(text(retry)).contains("key-used-for-another-charge");
+        assertThat(DB.queryString("select string_agg(decision || '/' || resolved_by, ',') from charge_resolutions"
+                + " where idempotency_key = '" + key + "'")).as("nothing booked under the key").isEqualTo("rerun/retry");
+        HttpResponse<byte[]> newKey = api.charge(UUID.randomUUID().toString(), body(otherOrder, "17.00"), null);
+        assertThat(newKey.statusCode()).as("the order is free for another key: %s", text(newKey)).isEqualTo(201);
+        assertThat(countOf(api.gatewayCharges(otherOrder))).isEqualTo(1);
+        assertThat(countOf(api.gatewayCharges(heldOrder))).isZero();
     }
 
     @Test
@@ -613,6 +616,43 @@ class ChargeApiIntegrationTest {
                 .isZero();
         assertThat(DB.queryLong("select count(*) from gateway_calls where order_id like '" + orderId + "%'"))
                 .as("the gateway was not called").isZero();
+    }
+
+    /**
+     * Sends {@code key} for {@code orderId} and stops its attempt after it took the order and before the check that
+     * refuses a key holding another order (that check is cancelled while it waits for a lock on
+     * {@code charge_intents}); the attempt answers 500 and its claim stays {@code PROCESSING}.
+     */
+    private void stopAfterTakingTheOrder(String key, String orderId, String amount) throws Exception {
+        try (Connection rowBlocker = DriverManager.getConnection(DB.url(), DB.user(), DB.password());
+             Connection tableBlocker = DriverManager.getConnection(DB.url(), DB.user(), DB.password())) {
+            rowBlocker.setAutoCommit(false);
+            tableBlocker.setAutoCommit(false);
+            // The attempt's insert of the order waits for this uncommitted one...
+            execute(rowBlocker, "insert into charge_intents (payer, order_id, downstream_key) values ('', '"
+                    + orderId + "', 'a request under another key')");
+            CompletableFuture<HttpResponse<byte[]>> attempt =
+                    Async.supply(() -> send(key, body(orderId, amount), null));
+            DB.awaitLockWaiter(Duration.ofSeconds(10));
+            // ...and a table lock is queued behind it: granted once the attempt committed the order it took, it
+            // holds the attempt's next read of the table, the check.
+            CompletableFuture<Void> tableLocked = Async.run(() -> {
+                try {
+                    execute(tableBlocker, "lock table charge_intents in access exclusive mode");
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            Await.until("the table lock queued", Duration.ofSeconds(10), () -> DB.queryLong("select count(*) from"
+                    + " pg_stat_activity where application_name = '" + DB.schema() + "'"
+                    + " and wait_event_type = 'Lock' and query like 'lock table%'") > 0);
+            rowBlocker.rollback();
+            tableLocked.get(10, TimeUnit.SECONDS);
+            cancelWhenWaiting("SELECT EXISTS");
+            HttpResponse<byte[]> stopped = attempt.get(10, TimeUnit.SECONDS);
+            assertThat(stopped.statusCode()).as(text(stopped)).isEqualTo(500);
+            tableBlocker.rollback();
+        }
     }
 
     private HttpResponse<byte[]> send(String key, String body, String chaos) {
