@@ -35,6 +35,10 @@ public class ChargeIntents {
         this.jdbc = jdbc;
         this.ownTransaction = new TransactionTemplate(transactions);
         this.ownTransaction.setPropagationBehavior(TransactionDefinition.PROPAGATION_REQUIRES_NEW);
+        // hold() relies on READ COMMITTED, whatever the pool's default: a concurrent insert of the order waits for the
+        // first one's commit, then its re-read sees it (under REPEATABLE READ the insert fails with a serialization
+        // error instead)
+        this.ownTransaction.setIsolationLevel(TransactionDefinition.ISOLATION_READ_COMMITTED);
     }
 
     /**

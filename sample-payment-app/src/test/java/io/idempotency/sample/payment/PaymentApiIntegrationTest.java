@@ -265,7 +265,8 @@ class PaymentApiIntegrationTest {
         String key = UUID.randomUUID().toString();
         String body = body(orderId, "8.00");
 
-        failsAndLeavesNothing(orderId, key, body, "fail-at-commit");
+        HttpResponse<byte[]> failed = failsAndLeavesNothing(orderId, key, body, "fail-at-commit");
+        assertThat(text(failed)).as("failed at the commit, not in the handler").contains("idempotency-commit-failed");
         assertThat(DB.queryLong("select count(*) from payment_audit")).isZero();
 
         HttpResponse<byte[]> retry = api.createPayment(key, body, null);
@@ -340,15 +341,17 @@ class PaymentApiIntegrationTest {
     /**
      * Sends the request with a fault that fails it after the handler wrote the payment, and checks that the failure is
      * answered as a server error with problem details and that it rolled everything back: no payment, and no record
-     * under the key, which stays free for the retry.
+     * under the key, which stays free for the retry. Returns the failed answer.
      */
-    private void failsAndLeavesNothing(String orderId, String key, String body, String fault) throws Exception {
+    private HttpResponse<byte[]> failsAndLeavesNothing(String orderId, String key, String body, String fault)
+            throws Exception {
         HttpResponse<byte[]> failed = api.createPayment(key, body, fault);
 
         assertThat(failed.statusCode()).as(text(failed)).isBetween(500, 599);
         assertThat(contentType(failed)).startsWith("application/problem+json");
         assertThat(paymentsInDatabase(orderId)).isZero();
         assertThat(idempotencyRecordsFor(key)).isZero();
+        return failed;
     }
 
     private static long paymentsInDatabase(String orderId) {
