@@ -217,7 +217,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                 if (idempotent != null) {
                     idempotentEndpoints++;
                     handlers.add(method);
-                    problemWith(method).ifPresent(problems::add);
+                    problemWith(method, mapped.getValue().getBeanType()).ifPresent(problems::add);
                     calledOutsideRequests(method).ifPresent(problems::add);
                     calledBesidesTheHandler(method).ifPresent(problems::add);
                     // works as long as the entity is found: a warning, as the handlers that delete it are few
@@ -394,7 +394,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                     continue;
                 }
                 methods.addAll(endpoint.methods);
-                asyncProblem(method).ifPresent(problems::add);
+                asyncProblem(method, method.getDeclaringClass()).ifPresent(problems::add);
                 // its own scope needs no route to be checked (a default one, the route's, is not known here)
                 unstorableScope(method, List.of(endpoint.scope)).ifPresent(problems::add);
                 // its @Idempotent advice opens the request's transaction as a controller method's does
@@ -1136,12 +1136,13 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                 ? store.dataSource() : null;
     }
 
-    static Optional<String> problemWith(Method method) {
+    /** @param beanType the controller's class, against which the return type's type variables are resolved */
+    static Optional<String> problemWith(Method method, Class<?> beanType) {
         Class<?> returnType = method.getReturnType();
         if (returnType.isPrimitive() && returnType != void.class) {
             return Optional.of(method + " returns a primitive; return its wrapper type or a ResponseEntity");
         }
-        return asyncProblem(method);
+        return asyncProblem(method, beanType);
     }
 
     /**
@@ -1172,11 +1173,12 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
 
     /**
      * An answer the method gives on another thread: its value is refused on every request, also the value of a method
-     * a handler function calls (which may return a primitive: answered without running it, it throws).
+     * a handler function calls (which may return a primitive: answered without running it, it throws). A type variable
+     * (a generic base controller's {@code R}) is resolved against {@code beanType}, the class Spring MVC calls it on.
      */
-    static Optional<String> asyncProblem(Method method) {
+    static Optional<String> asyncProblem(Method method, Class<?> beanType) {
         Class<?> returnType = method.getReturnType();
-        ResolvableType type = ResolvableType.forMethodReturnType(method);
+        ResolvableType type = ResolvableType.forMethodReturnType(method, beanType);
         if (HttpEntity.class.isAssignableFrom(returnType)) {
             type = type.as(HttpEntity.class).getGeneric(0);
         }
@@ -1186,7 +1188,9 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                     + " has to end; make it a regular function");
         }
         if (isAsync(type.resolve())) {
-            return Optional.of(method + " returns " + type + ": async answers are written after the transaction"
+            String called = beanType == method.getDeclaringClass() ? method.toString()
+                    : method + ", called on " + beanType.getName() + ",";
+            return Optional.of(called + " returns " + type + ": async answers are written after the transaction"
                     + " has to end; return the answer synchronously");
         }
         return Optional.empty();

@@ -21,6 +21,7 @@ import org.springframework.jdbc.datasource.DriverManagerDataSource;
 import org.springframework.mock.env.MockEnvironment;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestBody;
 import org.springframework.web.bind.annotation.RequestMapping;
 import org.springframework.web.bind.annotation.RequestMethod;
 import org.springframework.web.bind.annotation.RestController;
@@ -355,6 +356,14 @@ class IdempotencyAutoConfigurationTest {
                 .contains("deferred", "callable", "future", "streaming", "sse", "primitive", "rxSingle", "mutinyUni",
                         "suspended", "flowPublisher", "Flow$Publisher", "export()", "exportEntity()")
                 .doesNotContain("fine");
+    }
+
+    @Test
+    void refusesAnAsyncReturnTypeAGenericControllerGivesItsTypeVariable() {
+        assertStartFails(runner.withUserConfiguration(FutureCommands.class, FutureEntityCommands.class))
+                .contains("FutureCommands", "FutureEntityCommands", "CompletableFuture", "async answers");
+        runner.withUserConfiguration(PlainCommands.class)
+                .run(context -> assertThat(context).as("a type variable bound to a plain type").hasNotFailed());
     }
 
     @Test
@@ -2455,6 +2464,55 @@ class IdempotencyAutoConfigurationTest {
         @Override
         public void writeTo(java.io.OutputStream out) throws java.io.IOException {
             out.write(1);
+        }
+    }
+
+    /** A generic base controller whose answer's type its subclasses choose. */
+    abstract static class CommandController<R> {
+        @PostMapping
+        @Idempotent
+        public R run(@RequestBody String command) {
+            return answer(command);
+        }
+
+        abstract R answer(String command);
+    }
+
+    @RestController
+    @RequestMapping("/future-commands")
+    static class FutureCommands extends CommandController<CompletableFuture<String>> {
+        @Override
+        CompletableFuture<String> answer(String command) {
+            return CompletableFuture.completedFuture(command);
+        }
+    }
+
+    /** The type variable inside a ResponseEntity. */
+    abstract static class EntityCommandController<R> {
+        @PostMapping
+        @Idempotent
+        public ResponseEntity<R> run(@RequestBody String command) {
+            return ResponseEntity.ok(answer(command));
+        }
+
+        abstract R answer(String command);
+    }
+
+    @RestController
+    @RequestMapping("/future-entity-commands")
+    static class FutureEntityCommands extends EntityCommandController<CompletableFuture<String>> {
+        @Override
+        CompletableFuture<String> answer(String command) {
+            return CompletableFuture.completedFuture(command);
+        }
+    }
+
+    @RestController
+    @RequestMapping("/plain-commands")
+    static class PlainCommands extends CommandController<String> {
+        @Override
+        String answer(String command) {
+            return command;
         }
     }
 
