@@ -62,13 +62,17 @@ public class CommitFailedException extends RuntimeException {
      * without asking the database to commit (a transaction marked rollback-only), or the database committed and what
      * failed came after it (an ORM's after-completion callback, which may fail on a statement of its own too). The
      * engine tells these apart from the record it reads back. Otherwise — the connection was lost, or the rollback
-     * after the failure failed too, which hides the commit's own exception — the outcome is unknown.
+     * after the failure failed too, which hides the commit's own exception — the outcome is unknown. So it is when the
+     * server ended the session during the commit (SQLSTATE {@code 57P01}–{@code 57P05}: an administrator's
+     * {@code pg_terminate_backend}, a shutdown): PostgreSQL may have committed locally by then (it was waiting for a
+     * synchronous standby, say), and the record read back may not show it yet.
      */
     static boolean mayHaveCommitted(Throwable failure) {
         boolean fromTheDatabase = false;
         for (Throwable cause = failure; cause != null; cause = cause.getCause() == cause ? null : cause.getCause()) {
             if (cause instanceof SQLException sql) {
-                if (sql.getSQLState() != null && !sql.getSQLState().startsWith("08")) {
+                String state = sql.getSQLState();
+                if (state != null && !state.startsWith("08") && !state.startsWith("57P")) {
                     return false;
                 }
                 fromTheDatabase = true;

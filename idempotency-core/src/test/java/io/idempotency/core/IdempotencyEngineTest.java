@@ -393,6 +393,22 @@ class IdempotencyEngineTest {
         assertThatExceptionOfType(CommitFailedException.class).isThrownBy(() -> execution.finish(CREATED));
     }
 
+    /**
+     * The server ended the session during the commit (an administrator's {@code pg_terminate_backend} while it waited
+     * for a synchronous standby, say): it may have committed locally, so the outcome is unknown, not "refused".
+     */
+    @Test
+    void aSessionTheServerEndedDuringTheCommitLeavesTheOutcomeUnknown() {
+        for (String state : new String[] {"57P01", "57P02", "08006"}) {
+            IdempotencyEngine.Execution execution = proceed("token-1");
+            transactions.commitFailure = new RuntimeException(new java.sql.SQLException("terminated", state));
+            store.records = key -> Optional.empty();
+
+            assertThatExceptionOfType(CommitFailedException.class).isThrownBy(() -> execution.finish(CREATED))
+                    .satisfies(failed -> assertThat(failed.outcomeUnknown()).as(state).isTrue());
+        }
+    }
+
     @Test
     void lostClaimOnCompleteRollsBackAndThrows() {
         // the claim was this transaction's own: gone, the transaction was rolled back under the execution (InnoDB's
