@@ -281,12 +281,15 @@ public class SpringTransactions implements Transactions {
                     commit();
                     return;
                 }
-                LastBeforeCommit lastBeforeCommit = new LastBeforeCommit(last, transactionManager);
+                LastBeforeCommit lastBeforeCommit = new LastBeforeCommit(last, transactionManager, status);
                 TransactionSynchronizationManager.registerSynchronization(lastBeforeCommit);
                 try {
                     commit();
                 } catch (LastBeforeCommit.Refused refused) {
                     throw refused.getCause(); // rolled back by Spring, as the work's own failure
+                } catch (LastBeforeCommit.MarkedRollbackOnly marked) {
+                    throw new UnexpectedRollbackException("the idempotent execution's transaction was rolled back"
+                            + " instead of committed: a callback before the commit marked it rollback-only");
                 }
                 if (!lastBeforeCommit.ran) {
                     // Spring rolls back, without a word, a transaction its status marks rollback-only
@@ -374,8 +377,21 @@ public class SpringTransactions implements Transactions {
      * back beside JPA's transaction manager leaves Hibernate's transaction active, and Hibernate, asked to close a
      * session whose transaction is active, waits for its completion to do so, holding the session's connection for
      * ever.
+     * <p>
+     * A transaction a callback before it marked rollback-only (a {@code @Transactional} service it called, which
+     * failed and whose failure it caught) is rolled back before the work runs. Spring reads that mark only after the
+     * callbacks and, for a JDBC transaction manager, after asking the database to commit all the same: the request's
+     * effects would be kept, and its answer with them, while Spring reported a rollback.
      */
     private static final class LastBeforeCommit implements TransactionSynchronization {
+
+        /** Thrown for Spring to roll back a transaction marked rollback-only before the work. */
+        static final class MarkedRollbackOnly extends RuntimeException {
+
+            MarkedRollbackOnly() {
+                super("marked rollback-only before the commit", null, false, false);
+            }
+        }
 
         /** The work's {@code TransactionException}, which Spring would not roll back after. */
         static final class Refused extends RuntimeException {
@@ -392,13 +408,15 @@ public class SpringTransactions implements Transactions {
 
         private final Runnable work;
         private final PlatformTransactionManager transactionManager;
+        private final TransactionStatus status;
         private boolean ran;
         /** Whether the work returned: only the commit itself comes after it. */
         private boolean done;
 
-        LastBeforeCommit(Runnable work, PlatformTransactionManager transactionManager) {
+        LastBeforeCommit(Runnable work, PlatformTransactionManager transactionManager, TransactionStatus status) {
             this.work = work;
             this.transactionManager = transactionManager;
+            this.status = status;
         }
 
         @Override
@@ -409,6 +427,9 @@ public class SpringTransactions implements Transactions {
         @Override
         public void beforeCommit(boolean readOnly) {
             ran = true;
+            if (status.isRollbackOnly()) {
+                throw new MarkedRollbackOnly();
+            }
             try {
                 work.run();
             } catch (TransactionException e) { // the TransactionTimedOutException of the answer's write, say

@@ -90,6 +90,58 @@ class SpringTransactionsIntegrationTest {
     }
 
     /**
+     * A callback before the commit calls a {@code @Transactional} service (here: a template on the same transaction
+     * manager, which joins the request's transaction) that writes and then fails; the callback catches the failure.
+     * The service's failure marked the transaction rollback-only, which Spring reads only after the callbacks, and a
+     * JDBC transaction manager then asks the database to commit all the same, reporting a rollback. Nothing may be
+     * kept, the answer not reported stored, and the redelivery must run the work.
+     */
+    @Test
+    void aTransactionACallbackBeforeTheCommitMarkedRollbackOnlyKeepsNothing() throws Exception {
+        try (HikariDataSource dataSource = databaseWithEffects("bigint")) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            DataSourceTransactionManager transactionManager = new DataSourceTransactionManager(dataSource);
+            IdempotencyEngine engine = new IdempotencyEngine(
+                    new PostgresIdempotencyStore(dataSource, "idempotency_keys"),
+                    new SpringTransactions(transactionManager, true), StoragePolicy.DEFAULT,
+                    Duration.ofDays(1), Duration.ofMillis(300), StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
+                    new ReplayCache(100, 64 * 1024, 1024 * 1024, Duration.ofMinutes(10), 1000));
+            IdempotencyTemplate template = new IdempotencyTemplate(engine);
+            ScopedKey key = new ScopedKey("", "listener", UUID.randomUUID().toString());
+            byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
+
+            assertThatThrownBy(() -> template.execute(key, message, () -> {
+                jdbc.update("insert into effects values (1)");
+                TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
+                    @Override
+                    public void beforeCommit(boolean readOnly) {
+                        try {
+                            new TransactionTemplate(transactionManager).executeWithoutResult(status -> {
+                                jdbc.update("insert into effects values (2)"); // the outbox row
+                                throw new IllegalStateException("the broker refused the event");
+                            });
+                        } catch (IllegalStateException ignored) {
+                            // "published later": swallowed, the transaction marked rollback-only all the same
+                        }
+                    }
+                });
+                return "applied".getBytes(StandardCharsets.UTF_8);
+            })).isInstanceOf(CommitFailedException.class)
+                    .satisfies(e -> assertThat(((CommitFailedException) e).outcomeUnknown()).isFalse());
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isZero();
+            assertThat(jdbc.queryForObject("select count(*) from idempotency_keys", Integer.class)).isZero();
+
+            IdempotencyTemplate.Result redelivery = template.execute(key, message, () -> {
+                jdbc.update("insert into effects values (1)");
+                return "applied".getBytes(StandardCharsets.UTF_8);
+            });
+            assertThat(redelivery.replayed()).as("the redelivery runs the work, not a replay from memory").isFalse();
+            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isEqualTo(1);
+            engine.shutdown();
+        }
+    }
+
+    /**
      * A callback that runs before the commit (a {@code @TransactionalEventListener(phase = BEFORE_COMMIT)} writing to
      * an outbox) whose statement fails, and which swallows the failure, leaves PostgreSQL's transaction aborted: its
      * commit then rolls everything back without an error. The answer must not be reported stored — sent with a 2xx,
