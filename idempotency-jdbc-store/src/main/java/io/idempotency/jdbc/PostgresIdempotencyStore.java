@@ -78,9 +78,13 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
                 + " locked_until = " + NOW + " + ?::bigint * interval '1 millisecond' FROM timeout"
                 + KEY_MATCH + " AND status = 'FAILED' AND fencing_token = ?::uuid RETURNING 1)"
                 + " SELECT (SELECT count(*) FROM taken) AS taken, " + RESTORE_WAIT;
-        // SKIP LOCKED: never wait for a row another transaction holds, so cleanup cannot stall a claim
+        // SKIP LOCKED: never wait for a row another transaction holds, so cleanup cannot stall a claim. A claim still
+        // in progress is kept, unless it has no lease: a claim made with its work's transaction is seen by others only
+        // once committed with its answer, so one committed without (its connection committed by code of the
+        // application's own) is no request's any more, and no resolver decides it
         this.deleteExpiredSql = "DELETE FROM " + table + " t USING (SELECT caller, scope, idempotency_key FROM " + table
-                + " WHERE expires_at < " + NOW + " AND status <> 'PROCESSING' LIMIT ? FOR UPDATE SKIP LOCKED) expired"
+                + " WHERE expires_at < " + NOW + " AND " + FINISHED_OR_LEASELESS
+                + " LIMIT ? FOR UPDATE SKIP LOCKED) expired"
                 + " WHERE t.caller = expired.caller AND t.scope = expired.scope"
                 + " AND t.idempotency_key = expired.idempotency_key";
     }
@@ -318,6 +322,9 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
      * open, and the claim would look stale to the others while its holder still had the lease it was given.
      */
     protected static final String NOW = "statement_timestamp()";
+
+    /** The records cleanup may remove once expired: finished ones, and claims in progress that hold no lease. */
+    private static final String FINISHED_OR_LEASELESS = "(status <> 'PROCESSING' OR locked_until IS NULL)";
 
     /** The record's columns, as {@link #claimRow} reads them (with {@code lease_expired} computed beside them). */
     protected static final String COLUMNS = "status, request_hash, fencing_token, response_status, response_headers,"

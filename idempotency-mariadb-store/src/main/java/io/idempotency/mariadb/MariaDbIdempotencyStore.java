@@ -128,11 +128,15 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
                 + " fencing_token = ?, created_at = " + NOW + ", updated_at = " + NOW + ", expires_at = "
                 + plusMillis() + ", locked_until = " + plusMillis() + KEY_MATCH
                 + " AND status = 'FAILED' AND fencing_token = ?";
-        // SKIP LOCKED: never wait for a row another transaction holds, so cleanup cannot stall a claim
+        // SKIP LOCKED: never wait for a row another transaction holds, so cleanup cannot stall a claim. A claim still
+        // in progress is kept, unless it has no lease: a claim made with its work's transaction is seen by others only
+        // once committed with its answer, so one committed without (its connection committed by code of the
+        // application's own) is no request's any more, and no resolver decides it
         this.expiredSql = "SELECT caller, scope, idempotency_key FROM " + table + " WHERE expires_at < " + NOW
-                + " AND status <> 'PROCESSING' ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED";
+                + " AND (status <> 'PROCESSING' OR locked_until IS NULL) ORDER BY expires_at LIMIT ?"
+                + " FOR UPDATE SKIP LOCKED";
         this.deleteSql = "DELETE FROM " + table + KEY_MATCH + " AND expires_at < " + NOW
-                + " AND status <> 'PROCESSING'";
+                + " AND (status <> 'PROCESSING' OR locked_until IS NULL)";
     }
 
     /** The table the store keeps its records in, as it was given (which the application's migrations make). */

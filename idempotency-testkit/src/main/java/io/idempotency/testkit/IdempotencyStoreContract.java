@@ -285,8 +285,14 @@ public abstract class IdempotencyStoreContract {
         assertThat(((ClaimResult.Existing) again).record().response()).isEqualTo(response);
     }
 
+    /**
+     * Cleanup removes finished records past their expiry, and claims without a lease past theirs: such a claim is made
+     * with its work's transaction and seen by others only once committed with its answer, so one committed without
+     * (its connection committed by the application's own code) is no request's any more, and no resolver decides it.
+     * A claim with a lease (intent-first) is left to its resolver, its lease over or not.
+     */
     @Test
-    void deleteExpiredRemovesFinishedRecordsPastTheirExpiryOnly() throws InterruptedException {
+    void deleteExpiredRemovesFinishedRecordsAndClaimsWithoutALeasePastTheirExpiryOnly() throws InterruptedException {
         while (inTransaction(store -> store.deleteExpired(1000)) > 0) {
             // start from a table without expired records left by other tests
         }
@@ -300,8 +306,13 @@ public abstract class IdempotencyStoreContract {
         }
         ScopedKey failed = newKey();
         inTransaction(store -> store.fail(failed, claimed(store.claim(claim(failed, HASH_A, Duration.ofMillis(1))))));
-        ScopedKey processing = newKey();
-        inTransaction(store -> store.claim(claim(processing, HASH_A, Duration.ofMillis(1))));
+        ScopedKey leaseless = newKey();
+        inTransaction(store -> store.claim(claim(leaseless, HASH_A, Duration.ofMillis(1))));
+        ScopedKey leaseOver = newKey();
+        inTransaction(store -> store.claim(new ClaimRequest(leaseOver, HASH_A, Duration.ofMillis(1), LONG_WAIT,
+                Duration.ofMillis(1))));
+        ScopedKey leaseLive = newKey();
+        inTransaction(store -> store.claim(new ClaimRequest(leaseLive, HASH_A, Duration.ofMillis(1), LONG_WAIT, DAY)));
         ScopedKey live = newKey();
         inTransaction(store -> store.complete(live, claimed(store.claim(claim(live, HASH_A, DAY))), response));
         Thread.sleep(50);
@@ -310,12 +321,15 @@ public abstract class IdempotencyStoreContract {
         int rest = inTransaction(store -> store.deleteExpired(100));
 
         assertThat(firstBatch).as("the batch limit holds").isEqualTo(2);
-        assertThat(rest).as("the other expired SUCCEEDED and FAILED records").isEqualTo(2);
+        assertThat(rest).as("the other expired SUCCEEDED and FAILED records, and the claim without a lease")
+                .isEqualTo(3);
         for (ScopedKey key : expired) {
             assertThat(store().find(key)).isEmpty();
         }
         assertThat(store().find(failed)).isEmpty();
-        assertThat(store().find(processing)).as("an unfinished claim is never cleaned up").isPresent();
+        assertThat(store().find(leaseless)).as("a claim committed without a lease or an answer").isEmpty();
+        assertThat(store().find(leaseOver)).as("a claim whose lease ran out is its resolver's").isPresent();
+        assertThat(store().find(leaseLive)).as("a claim under a live lease is its holder's").isPresent();
         assertThat(store().find(live)).as("a record within its retention stays").isPresent();
     }
 
@@ -361,8 +375,9 @@ public abstract class IdempotencyStoreContract {
             // start from a table without expired records left by other tests
         }
         ScopedKey processing = newKey();
-        // claimed first, with the same retention: it expires before the finished records below
-        inTransaction(store -> store.claim(claim(processing, HASH_A, Duration.ofMillis(1))));
+        // claimed first, with the same retention: it expires before the finished records below (and its lease too)
+        inTransaction(store -> store.claim(new ClaimRequest(processing, HASH_A, Duration.ofMillis(1), LONG_WAIT,
+                Duration.ofMillis(1))));
         StoredResponse response = new StoredResponse(200, List.of(), null);
         List<ScopedKey> expired = new ArrayList<>();
         for (int i = 0; i < 2; i++) {
@@ -383,7 +398,7 @@ public abstract class IdempotencyStoreContract {
         for (ScopedKey key : expired) {
             assertThat(store().find(key)).isEmpty();
         }
-        assertThat(store().find(processing)).as("an unfinished claim is never cleaned up").isPresent();
+        assertThat(store().find(processing)).as("an unfinished claim with a lease is its resolver's").isPresent();
         assertThatThrownBy(() -> store().deleteExpired(0)).isInstanceOf(IllegalArgumentException.class);
     }
 
