@@ -202,20 +202,56 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
         List<String> problems = new ArrayList<>();
         List<Method> intentFirst = new ArrayList<>();
         Set<Method> handlers = new HashSet<>();
-        int idempotentEndpoints = 0;
         // the handlers (controller and method: one method can serve two controllers) under each default scope
         // per default scope, the handlers that share it and the API version and other conditions each is mapped to
         Map<String, Map<String, VersionedMapping>> defaultScopes = new LinkedHashMap<>();
         // the configured methods too, so that handlers these mappings do not list are still served
         Set<String> methods = new HashSet<>(properties.getObject().getMethods().stream()
                 .map(IdempotentEndpoint::methodName).toList());
-        for (RequestMappingHandlerMapping mapping : context.getBeansOfType(RequestMappingHandlerMapping.class).values()) {
+        int idempotentEndpoints = checkHandlers(context, problems, intentFirst, handlers, defaultScopes, methods);
+        List<Method> intentFirstElsewhere = new ArrayList<>();
+        int elsewhere = methodsElsewhere(handlers, methods, intentFirstElsewhere, problems);
+        defaultScopeProblems(defaultScopes, problems);
+        unadvised(problems);
+        if (idempotentEndpoints > 0 && JPA_WEB_PRESENT) {
+            Jpa.openInViewFilterProblem(context).ifPresent(problems::add);
+        }
+        if (!problems.isEmpty()) {
+            throw new IdempotencyConfigurationException("@Idempotent cannot be used on these methods:\n  - "
+                    + String.join("\n  - ", problems), "Change each method as its line says, or remove @Idempotent"
+                    + " from it.");
+        }
+        if (idempotentEndpoints + elsewhere > 0) {
+            // the advice finds these at the first idempotent request: two of a kind (neither @Primary) would fail
+            // every such request with 500, so the application fails to start instead, as Spring says why
+            CallerResolver callers = context.getBean(CallerResolver.class);
+            context.getBean(ProblemResponses.class);
+            routingDataSourceWarning(callers).ifPresent(log::warn);
+            stricterIsolationWarning().ifPresent(log::warn);
+        }
+        idempotentMethods.learn(methods);
+        if (IdempotencyEngine.DEFAULT_DOWNSTREAM_SECRET.equals(properties.getObject().getDownstreamKeySecret())) {
+            intentFirst.addAll(intentFirstElsewhere);
+            warnOfTheDefaultDownstreamSecret(intentFirst);
+        }
+    }
+
+    /**
+     * Checks the {@code @Idempotent} handlers of {@code source}'s own request mappings (not its parent's), adding what
+     * it finds to the collections given: the problems, the intent-first handlers, the handlers, the default scopes and
+     * the HTTP methods the endpoints are idempotent for. Returns how many endpoints are idempotent.
+     */
+    private int checkHandlers(ApplicationContext source, List<String> problems, List<Method> intentFirst,
+                              Set<Method> handlers, Map<String, Map<String, VersionedMapping>> defaultScopes,
+                              Set<String> methods) {
+        int endpoints = 0;
+        for (RequestMappingHandlerMapping mapping : source.getBeansOfType(RequestMappingHandlerMapping.class).values()) {
             Map<RequestMappingInfo, Set<String>> takenVerbs = verbsTakenFromMappingsWithoutMethods(mapping);
             for (Map.Entry<RequestMappingInfo, HandlerMethod> mapped : mapping.getHandlerMethods().entrySet()) {
                 Method method = annotatedMethod(mapped.getValue());
                 Idempotent idempotent = AnnotatedElementUtils.findMergedAnnotation(method, Idempotent.class);
                 if (idempotent != null) {
-                    idempotentEndpoints++;
+                    endpoints++;
                     handlers.add(method);
                     problemWith(method, mapped.getValue().getBeanType()).ifPresent(problems::add);
                     calledOutsideRequests(method).ifPresent(problems::add);
@@ -259,8 +295,12 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                 }
             }
         }
-        List<Method> intentFirstElsewhere = new ArrayList<>();
-        int elsewhere = methodsElsewhere(handlers, methods, intentFirstElsewhere, problems);
+        return endpoints;
+    }
+
+    /** Handlers that share a default scope, and are not one operation, each in {@code problems}. */
+    private static void defaultScopeProblems(Map<String, Map<String, VersionedMapping>> defaultScopes,
+                                             List<String> problems) {
         defaultScopes.forEach((scope, mappings) -> {
             Set<String> sharing = mappings.keySet();
             // handlers of one route for different API versions are one operation in several versions: a key is one
@@ -288,28 +328,6 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                         + " same one only if they are one operation");
             }
         });
-        unadvised(problems);
-        if (idempotentEndpoints > 0 && JPA_WEB_PRESENT) {
-            Jpa.openInViewFilterProblem(context).ifPresent(problems::add);
-        }
-        if (!problems.isEmpty()) {
-            throw new IdempotencyConfigurationException("@Idempotent cannot be used on these methods:\n  - "
-                    + String.join("\n  - ", problems), "Change each method as its line says, or remove @Idempotent"
-                    + " from it.");
-        }
-        if (idempotentEndpoints + elsewhere > 0) {
-            // the advice finds these at the first idempotent request: two of a kind (neither @Primary) would fail
-            // every such request with 500, so the application fails to start instead, as Spring says why
-            CallerResolver callers = context.getBean(CallerResolver.class);
-            context.getBean(ProblemResponses.class);
-            routingDataSourceWarning(callers).ifPresent(log::warn);
-            stricterIsolationWarning().ifPresent(log::warn);
-        }
-        idempotentMethods.learn(methods);
-        if (IdempotencyEngine.DEFAULT_DOWNSTREAM_SECRET.equals(properties.getObject().getDownstreamKeySecret())) {
-            intentFirst.addAll(intentFirstElsewhere);
-            warnOfTheDefaultDownstreamSecret(intentFirst);
-        }
     }
 
     /**
@@ -319,7 +337,9 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
      * without the advice, every retry again, while the filter lets its requests through. Its refresh is refused
      * instead, so the servlet fails to start and says why. A child context with an auto-proxy creator of its own that
      * applies its parent's advisors too ({@code DefaultAdvisorAutoProxyCreator}, AspectJ's) takes this context's
-     * {@code @Idempotent} advice.
+     * {@code @Idempotent} advice: its handlers are then checked as this context's are, and the HTTP methods they are
+     * idempotent for added to those the filter wraps (the servlet's context is refreshed before its first request
+     * reaches the filter).
      */
     @Override
     public void onApplicationEvent(ContextRefreshedEvent event) {
@@ -347,6 +367,19 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                     + " beans in the application's context, or give the child context an auto-proxy creator that"
                     + " applies the advisors of its parent too (a static @Bean DefaultAdvisorAutoProxyCreator in its"
                     + " configuration, or @EnableAspectJAutoProxy with AspectJ on the class path).");
+        }
+        Set<String> methods = new HashSet<>();
+        Map<String, Map<String, VersionedMapping>> defaultScopes = new LinkedHashMap<>();
+        int endpoints = checkHandlers(refreshed, problems, new ArrayList<>(), new HashSet<>(), defaultScopes, methods);
+        defaultScopeProblems(defaultScopes, problems);
+        if (!problems.isEmpty()) {
+            throw new IdempotencyConfigurationException("@Idempotent cannot be used on these methods of " + refreshed
+                    + ", a child of the application's context (such as a DispatcherServlet's own):\n  - "
+                    + String.join("\n  - ", problems), "Change each method as its line says, or remove @Idempotent"
+                    + " from it.");
+        }
+        if (endpoints > 0) {
+            idempotentMethods.learnAlso(methods);
         }
     }
 

@@ -12,8 +12,21 @@ public final class IdempotentMethods {
     private volatile Set<String> methods;
 
     /** Sets the methods; called once the handler mappings exist. */
-    public void learn(Set<String> methods) {
+    public synchronized void learn(Set<String> methods) {
         this.methods = Set.copyOf(methods);
+    }
+
+    /**
+     * Adds {@code more} to the methods learnt: those of the endpoints of a child context (a DispatcherServlet's own),
+     * made after the application's. Before the methods are learnt, every request is wrapped anyway.
+     */
+    public synchronized void learnAlso(Set<String> more) {
+        Set<String> known = methods;
+        if (known != null && !known.containsAll(more)) {
+            Set<String> all = new java.util.HashSet<>(known);
+            all.addAll(more);
+            this.methods = Set.copyOf(all);
+        }
     }
 
     /**

@@ -4,9 +4,12 @@ import io.idempotency.core.Idempotent;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.boot.web.server.context.WebServerApplicationContext;
 import org.springframework.boot.web.servlet.ServletRegistrationBean;
 import org.springframework.context.ConfigurableApplicationContext;
@@ -14,6 +17,7 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
 import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.PutMapping;
 import org.springframework.web.bind.annotation.RestController;
 import org.springframework.web.context.support.AnnotationConfigWebApplicationContext;
 import org.springframework.web.servlet.DispatcherServlet;
@@ -34,6 +38,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * context's post-processors do not reach.
  */
 @Tag("container")
+@ExtendWith(OutputCaptureExtension.class)
 class DispatcherServletChildContextIntegrationTest {
 
     private static final TestPostgres.Database DATABASE = TestPostgres.newDatabase();
@@ -54,6 +59,24 @@ class DispatcherServletChildContextIntegrationTest {
         @Bean
         ServletRegistrationBean<DispatcherServlet> partnerApi() {
             return partnerServlet(ProxyingPartnerApi.class);
+        }
+    }
+
+    @SpringBootConfiguration
+    @EnableAutoConfiguration
+    static class AppWithPartnerRefunds {
+        @Bean
+        ServletRegistrationBean<DispatcherServlet> partnerApi() {
+            return partnerServlet(ProxyingPartnerRefundsApi.class);
+        }
+    }
+
+    @SpringBootConfiguration
+    @EnableAutoConfiguration
+    static class AppWithAPartnerEndpointTheAnnotationNeverApplies {
+        @Bean
+        ServletRegistrationBean<DispatcherServlet> partnerApi() {
+            return partnerServlet(ProxyingPartnerPutApi.class);
         }
     }
 
@@ -79,6 +102,46 @@ class DispatcherServletChildContextIntegrationTest {
         @Bean
         static org.springframework.aop.framework.autoproxy.DefaultAdvisorAutoProxyCreator partnerAutoProxyCreator() {
             return new org.springframework.aop.framework.autoproxy.DefaultAdvisorAutoProxyCreator();
+        }
+    }
+
+    @Configuration
+    @EnableWebMvc
+    @Import(PartnerRefundsController.class)
+    static class ProxyingPartnerRefundsApi {
+        @Bean
+        static org.springframework.aop.framework.autoproxy.DefaultAdvisorAutoProxyCreator partnerAutoProxyCreator() {
+            return new org.springframework.aop.framework.autoproxy.DefaultAdvisorAutoProxyCreator();
+        }
+    }
+
+    @Configuration
+    @EnableWebMvc
+    @Import(PartnerPutController.class)
+    static class ProxyingPartnerPutApi {
+        @Bean
+        static org.springframework.aop.framework.autoproxy.DefaultAdvisorAutoProxyCreator partnerAutoProxyCreator() {
+            return new org.springframework.aop.framework.autoproxy.DefaultAdvisorAutoProxyCreator();
+        }
+    }
+
+    /** Idempotent for PUT, which no endpoint of the application's own context is. */
+    @RestController
+    static class PartnerRefundsController {
+        @Idempotent(methods = "PUT")
+        @PutMapping("/refunds")
+        public String refund() {
+            return "refund " + PARTNER_RUNS.incrementAndGet();
+        }
+    }
+
+    /** A PUT endpoint with the default methods (POST and PATCH): the annotation never applies to it. */
+    @RestController
+    static class PartnerPutController {
+        @Idempotent
+        @PutMapping("/orders")
+        public String putOrderNeverIdempotent() {
+            return "order " + PARTNER_RUNS.incrementAndGet();
         }
     }
 
@@ -126,6 +189,48 @@ class DispatcherServletChildContextIntegrationTest {
         }
     }
 
+    /**
+     * The child context's handlers are idempotent for a method none of the application's context is: the filter must
+     * wrap those requests too, or every one fails (the advice finds no request that passed the filter).
+     */
+    @Test
+    void aChildContextsHandlerIdempotentForAMethodOfItsOwnIsServed() throws Exception {
+        PARTNER_RUNS.set(0);
+        try (ConfigurableApplicationContext context = start(AppWithPartnerRefunds.class)) {
+            HttpResponse<String>[] answers = sendTwice(context, "PUT", "/partners/refunds");
+
+            assertThat(answers[0].statusCode()).as(answers[0].body()).isEqualTo(200);
+            assertThat(answers[1].statusCode()).as(answers[1].body()).isEqualTo(200);
+            assertThat(answers[1].body()).isEqualTo(answers[0].body()).isEqualTo("refund 1");
+            assertThat(answers[1].headers().firstValue("Idempotent-Replayed")).hasValue("true");
+            assertThat(PARTNER_RUNS.get()).isEqualTo(1);
+        }
+    }
+
+    /** The child context's handlers are checked as the application's are: one the annotation never applies to. */
+    @Test
+    void aChildContextsHandlerTheAnnotationNeverAppliesToIsRefused(CapturedOutput output) throws Exception {
+        PARTNER_RUNS.set(0);
+        ConfigurableApplicationContext started;
+        try {
+            started = start(AppWithAPartnerEndpointTheAnnotationNeverApplies.class);
+        } catch (RuntimeException e) {
+            // a container that starts the servlet with the server (Jetty) refreshes its context then: the start fails
+            assertThat(causes(e)).anySatisfy(cause -> assertThat(cause)
+                    .isInstanceOf(IdempotencyConfigurationException.class)
+                    .hasMessageContaining("putOrderNeverIdempotent()"));
+            return;
+        }
+        try (ConfigurableApplicationContext context = started) {
+            HttpResponse<String>[] answers = sendTwice(context, "PUT", "/partners/orders");
+
+            assertThat(answers[0].statusCode()).as("the servlet failed to start").isGreaterThanOrEqualTo(500);
+            assertThat(PARTNER_RUNS.get()).isZero();
+            assertThat(output.getAll()).contains(IdempotencyConfigurationException.class.getName())
+                    .contains("putOrderNeverIdempotent()");
+        }
+    }
+
     private static java.util.List<Throwable> causes(Throwable failure) {
         java.util.List<Throwable> causes = new java.util.ArrayList<>();
         for (Throwable cause = failure; cause != null && !causes.contains(cause); cause = cause.getCause()) {
@@ -141,13 +246,18 @@ class DispatcherServletChildContextIntegrationTest {
                 .run();
     }
 
-    @SuppressWarnings("unchecked")
     private static HttpResponse<String>[] postTwice(ConfigurableApplicationContext context) throws Exception {
+        return sendTwice(context, "POST", "/partners/payments");
+    }
+
+    @SuppressWarnings("unchecked")
+    private static HttpResponse<String>[] sendTwice(ConfigurableApplicationContext context, String method, String path)
+            throws Exception {
         int port = ((WebServerApplicationContext) context).getWebServer().getPort();
         HttpClient client = HttpClient.newHttpClient();
-        HttpRequest request = HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/partners/payments"))
+        HttpRequest request = HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))
                 .header("Idempotency-Key", UUID.randomUUID().toString())
-                .POST(HttpRequest.BodyPublishers.noBody()).build();
+                .method(method, HttpRequest.BodyPublishers.noBody()).build();
         return new HttpResponse[] {client.send(request, HttpResponse.BodyHandlers.ofString()),
                 client.send(request, HttpResponse.BodyHandlers.ofString())};
     }
