@@ -4,8 +4,10 @@ import io.idempotency.benchmarks.harness.BenchmarkMain.Growth;
 import io.idempotency.benchmarks.harness.BenchmarkMain.Machine;
 import io.idempotency.benchmarks.harness.BenchmarkMain.StormCheck;
 import io.idempotency.benchmarks.harness.LoadGenerator.Round;
+import io.idempotency.benchmarks.instrument.InstrumentedDataSource;
 import tools.jackson.databind.JsonNode;
 
+import java.lang.management.ManagementFactory;
 import java.math.BigDecimal;
 import java.math.RoundingMode;
 import java.util.ArrayList;
@@ -51,7 +53,7 @@ final class Report {
         this.traces = traces;
     }
 
-    /** A scenario's round trips when no request of it made any (e.g. replays that all came from memory). */
+    /** A scenario's round trips from the database when no request of it made any (replays all from memory). */
     static final int NONE = -1;
 
     /** Which of a scenario's answers the load generator expects: only those count in its figures. */
@@ -129,8 +131,7 @@ final class Report {
         /**
          * The number of round trips most requests of this scenario that used the database made ({@link #NONE} if none
          * did): a replay answered from memory makes none, so the most common count overall would hide what a replay
-         * from the database costs as soon as half the replays come from memory; and when every replay came from
-         * memory, what one from the database costs was not measured, which 0 would claim it was.
+         * from the database costs as soon as half the replays come from memory.
          */
         int typicalDatabaseRoundTrips() {
             return roundTrips.entrySet().stream().filter(entry -> entry.getKey() > 0)
@@ -170,6 +171,11 @@ final class Report {
 
         double claimP99() {
             return app.path("claim").path("p99Micros").asDouble();
+        }
+
+        /** How many claim statements the application timed (its p50 and p99 are 0 when none was). */
+        long claimCount() {
+            return app.path("claim").path("count").asLong();
         }
     }
 
@@ -216,7 +222,11 @@ final class Report {
         double replayRatio = replay.throughput / first.throughput;
         int plainTrips = plain.typicalRoundTrips();
         int firstTrips = first.typicalRoundTrips() - plainTrips;
-        int replayTrips = replay.typicalDatabaseRoundTrips();
+        // what a replay from the database costs; when every replay came from memory, that was not measured, and the
+        // RESULT line (whose counts are integers) shows what those replays cost, 0, while the target says "not
+        // measured" rather than met
+        boolean replaysFromDatabase = replay.typicalDatabaseRoundTrips() != NONE;
+        int replayTrips = replaysFromDatabase ? replay.typicalDatabaseRoundTrips() : replay.typicalRoundTrips();
         int maxConnections = stormScenario.app.path("maxConnectionsPerKey").asInt();
         JsonNode handlerRuns = stats.path("stormHandlerExecutions");
         long executions = executionsPerKey(storm.maxRowsPerKey(), handlerRuns.path("maxPerKey").asLong(),
@@ -230,12 +240,13 @@ final class Report {
         System.out.printf(Locale.ROOT, "round trips per request (counted on the wire): plain %d, first %d (the library"
                         + " adds %d),%n  replay %s from the database (all the library's: the handler does not run);"
                         + " %.0f%% of replays were answered from memory, with none%n", plainTrips,
-                first.typicalRoundTrips(), firstTrips, replayTrips == NONE ? "(none came)" : replayTrips,
+                first.typicalRoundTrips(), firstTrips, replaysFromDatabase ? replayTrips : "(none came)",
                 replay.percentWithoutRoundTrips());
-        if (replayTrips == NONE) {
+        if (!replaysFromDatabase) {
             System.out.println("  ! every replay was answered from memory (fewer keys completed than an instance keeps"
-                    + " answers of): replay_ratio is that of replays from memory, and what a replay from the database"
-                    + " costs was not measured; a longer run (more first executions) measures it");
+                    + " answers of): replay_ratio is that of replays from memory, replay_round_trips is what they cost"
+                    + " (" + replayTrips + "), and what a replay from the database costs was not measured; a longer run"
+                    + " (more first executions) measures it");
         }
         System.out.printf(Locale.ROOT, "storm: %,d requests in groups of %d sharing a key: %,d executed, %,d replayed,"
                         + " %d unexpected answers%n", sum(STORM, Round::requests), options.stormSize(),
@@ -253,6 +264,7 @@ final class Report {
                 stats.path("wireUnreadable").isNull() ? "none" : stats.path("wireUnreadable").asString());
         String growthRatioText = "";
         double growthRatio = Double.NaN;
+        List<String> claimsNotFound = new ArrayList<>();
         if (!growth.isEmpty()) {
             System.out.println();
             System.out.println("growth: first executions with N rows already in idempotency_keys (alternating with"
@@ -264,16 +276,21 @@ final class Report {
             for (Growth size : growth) {
                 Scenario f = new Scenario(Growth.scenario(size.label(), FIRST), Expected.EXECUTED);
                 Scenario p = new Scenario(Growth.scenario(size.label(), PLAIN), Expected.EXECUTED);
+                boolean claimed = f.claimCount() > 0;
+                if (!claimed) {
+                    claimsNotFound.add(size.label());
+                }
                 // cut, as first_ratio is: the column is the same ratio at each size
-                System.out.printf(Locale.ROOT, "  %-10s %11.0f %8.2f %8.2f %11.0f %11s %14.0f %14.0f %10.0f%n",
+                System.out.printf(Locale.ROOT, "  %-10s %11.0f %8.2f %8.2f %11.0f %11s %14s %14s %10.0f%n",
                         String.format(Locale.ROOT, "%,d", size.rows()), f.throughput, f.p50, f.p99, p.throughput,
-                        ratio(f.throughput / p.throughput), f.claimP50(), f.claimP99(), size.fillSeconds());
+                        ratio(f.throughput / p.throughput), claimed ? micros(f.claimP50()) : "-",
+                        claimed ? micros(f.claimP99()) : "-", size.fillSeconds());
                 if (size.rows() == 0) {
                     empty = f;
                 }
                 largest = f;
             }
-            if (empty != null && largest != null && largest != empty) {
+            if (claimsNotFound.isEmpty() && empty != null && largest != null && largest != empty) {
                 growthRatio = largest.claimP50() / empty.claimP50();
                 Growth biggest = growth.get(growth.size() - 1);
                 growthRatioText = String.format(Locale.ROOT, "%s× (claim p50 at %s rows / at 0 rows)",
@@ -281,6 +298,14 @@ final class Report {
             }
             System.out.println("  claim = the library's one claim statement, timed around executeQuery() in the"
                     + " application: one round trip");
+            if (!claimsNotFound.isEmpty()) {
+                // the application finds the claim by a literal piece of its SQL: a change to the store's SQL (or a
+                // store whose claim reads otherwise) leaves it timing nothing, which must not pass for a 0 µs claim
+                System.out.println("  ! claim statement not found at " + String.join(", ", claimsNotFound) + " rows:"
+                        + " no statement the application prepared contained \"" + InstrumentedDataSource.CLAIM_MARK
+                        + "\", by which InstrumentedDataSource recognises the claim (has the store's claim SQL"
+                        + " changed?); claim latency not measured");
+            }
         }
 
         traces.print(options.explain());
@@ -300,8 +325,8 @@ final class Report {
         target("first_ratio >= 0.85", ratio(firstRatio), firstRatio >= 0.85);
         target("replay_ratio >= 3.0", ratio(replayRatio), replayRatio >= 3.0);
         target("first_round_trips <= 2 beyond the handler's", Integer.toString(firstTrips), firstTrips <= 2);
-        if (replayTrips == NONE) {
-            verdict("replay_round_trips <= 2", "no replay from the database", "not measured");
+        if (!replaysFromDatabase) {
+            verdict("replay_round_trips <= 2", replayTrips + ": no replay from the database", "not measured");
         } else {
             target("replay_round_trips <= 2", Integer.toString(replayTrips), replayTrips <= 2);
         }
@@ -309,7 +334,10 @@ final class Report {
         target("storm_max_connections_per_key = 1", Integer.toString(maxConnections), maxConnections == 1);
         boolean tenMillion = growth.stream().anyMatch(g -> g.rows() >= 10_000_000);
         String growthTarget = "claim latency at 10M rows <= 1.5× empty";
-        if (Double.isNaN(growthRatio)) {
+        if (!claimsNotFound.isEmpty()) {
+            // a size without a timed claim has p50 0: its ratio would be Infinity or NaN, which says nothing of why
+            verdict(growthTarget, "claim statement not found", "not measured");
+        } else if (Double.isNaN(growthRatio)) {
             // the growth case did not run (--no-growth) or had no size beside the empty table: no verdict
             verdict(growthTarget, "-", "not measured");
         } else {
@@ -327,11 +355,36 @@ final class Report {
         }
 
         System.out.println();
+        System.out.println(wallClock(System.currentTimeMillis(), System.getProperty("bench.started"),
+                System.getProperty("bench.buildSeconds"), ManagementFactory.getRuntimeMXBean().getStartTime()));
+        System.out.println();
         System.out.printf(Locale.ROOT, "RESULT first_ratio=%s replay_ratio=%s first_round_trips=%d"
-                        + " replay_round_trips=%s storm_executions_per_key=%d storm_max_connections_per_key=%d%n",
-                ratio(firstRatio), ratio(replayRatio), firstTrips, replayTrips == NONE ? "none" : replayTrips,
-                executions, maxConnections);
+                        + " replay_round_trips=%d storm_executions_per_key=%d storm_max_connections_per_key=%d%n",
+                ratio(firstRatio), ratio(replayRatio), firstTrips, replayTrips, executions, maxConnections);
         return unexpected == 0 && counted;
+    }
+
+    /**
+     * The run's wall-clock time up to the report: from when {@code benchmarks/run} started ({@code startedSeconds},
+     * seconds since the epoch), the build included, when the script said so; else from the harness's JVM start (run
+     * without the script, e.g. from an IDE: a build, if any, is not included, and the line says so).
+     */
+    static String wallClock(long nowMillis, String startedSeconds, String buildSeconds, long harnessStartMillis) {
+        long harness = (nowMillis - harnessStartMillis) / 1000;
+        try {
+            long total = nowMillis / 1000 - Long.parseLong(startedSeconds);
+            long build = Long.parseLong(buildSeconds);
+            return "wall-clock time of the run: " + duration(total) + " (build " + duration(build) + ", then the"
+                    + " harness " + duration(harness) + ")";
+        } catch (NumberFormatException notFromTheScript) {
+            return "wall-clock time of the harness: " + duration(harness) + " (started without benchmarks/run: a"
+                    + " build is not included)";
+        }
+    }
+
+    /** Whole seconds as the report prints a run's length: "45 s", "9 min 15 s". */
+    static String duration(long seconds) {
+        return seconds < 60 ? seconds + " s" : seconds / 60 + " min " + seconds % 60 + " s";
     }
 
     /**
@@ -414,6 +467,10 @@ final class Report {
 
     private long sum(String scenario, java.util.function.ToLongFunction<Round> value) {
         return rounds.getOrDefault(scenario, List.of()).stream().mapToLong(value).sum();
+    }
+
+    private static String micros(double value) {
+        return String.format(Locale.ROOT, "%.0f", value);
     }
 
     private static String percent(long part, long whole) {

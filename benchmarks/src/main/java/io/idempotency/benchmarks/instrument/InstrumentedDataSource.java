@@ -31,7 +31,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
 public class InstrumentedDataSource extends DelegatingDataSource {
 
     static final String KEY_HEADER = "Idempotency-Key";
-    private static final String CLAIM_MARK = "ON CONFLICT (caller, scope, idempotency_key) DO NOTHING";
+    /** What tells the library's claim statement from the others; the harness names it when no claim was timed. */
+    public static final String CLAIM_MARK = "ON CONFLICT (caller, scope, idempotency_key) DO NOTHING";
 
     private final BenchStats stats;
     private final ConcurrentHashMap<String, Integer> heldByKey = new ConcurrentHashMap<>();

@@ -4,6 +4,7 @@ import io.idempotency.benchmarks.harness.BenchmarkMain.Machine;
 import io.idempotency.benchmarks.harness.BenchmarkMain.StormCheck;
 import io.idempotency.benchmarks.harness.LoadGenerator.Round;
 import io.idempotency.benchmarks.harness.Report.Expected;
+import io.idempotency.benchmarks.instrument.InstrumentedDataSource;
 import org.junit.jupiter.api.Test;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
@@ -106,15 +107,66 @@ class ReportTest {
     void replaysThatAllCameFromMemoryDoNotPassForReplaysFromTheDatabaseWithoutRoundTrips() {
         // replays draw their keys from every key completed so far; while those are fewer than the instance keeps
         // answers of (10,000), e.g. in a quick run on a slow machine, every replay is answered from memory. Then no
-        // replay from the database was measured, and its round trips are not 0: the target must not be met with 0
+        // replay from the database was measured: the RESULT line's count stays an integer (what those replays cost,
+        // 0), but the target must not be met with it, and the report says what was not measured
         String stats = COUNTED.replace("{\"0\": 400, \"1\": 1600}", "{\"0\": 2000}");
         List<String> lines = new ArrayList<>();
         print(rounds(0), stats, lines);
 
         assertThat(lines).filteredOn(line -> line.contains("replay_round_trips <= 2")).singleElement()
-                .satisfies(line -> assertThat(line).doesNotEndWith("met").contains("no replay from the database"));
-        assertThat(lines.get(lines.size() - 1)).startsWith("RESULT first_ratio=").doesNotContain("replay_round_trips=0")
-                .contains("replay_round_trips=none");
+                .satisfies(line -> assertThat(line).doesNotEndWith("met").contains("no replay from the database")
+                        .endsWith("not measured"));
+        assertThat(lines).anyMatch(line -> line.contains("every replay was answered from memory")
+                && line.contains("what a replay from the database costs was not measured"));
+        assertThat(lines.get(lines.size() - 1)).startsWith("RESULT first_ratio=").contains(" replay_round_trips=0 ");
+    }
+
+    @Test
+    void theReplayCountIsThatOfReplaysFromTheDatabaseThoughMostCameFromMemory() {
+        // 80 % of replays from memory (0 round trips), 20 % from one read: the count is what a replay from the
+        // database costs, not the most common count overall
+        String stats = COUNTED.replace("{\"0\": 400, \"1\": 1600}", "{\"0\": 1600, \"1\": 400}");
+        List<String> lines = new ArrayList<>();
+        print(rounds(0), stats, lines);
+
+        assertThat(lines).filteredOn(line -> line.contains("replay_round_trips <= 2")).singleElement()
+                .satisfies(line -> assertThat(line).endsWith("met"));
+        assertThat(lines).noneMatch(line -> line.contains("every replay was answered from memory"));
+        assertThat(lines.get(lines.size() - 1)).contains(" replay_round_trips=1 ");
+    }
+
+    @Test
+    void everyCountOfTheResultLineIsAnInteger() {
+        for (String stats : List.of(COUNTED, COUNTED.replace("{\"0\": 400, \"1\": 1600}", "{\"0\": 2000}"))) {
+            List<String> lines = new ArrayList<>();
+            print(rounds(0), stats, lines);
+
+            assertThat(lines.get(lines.size() - 1)).matches("RESULT first_ratio=\\S+ replay_ratio=\\S+"
+                    + " first_round_trips=-?\\d+ replay_round_trips=-?\\d+ storm_executions_per_key=-?\\d+"
+                    + " storm_max_connections_per_key=-?\\d+");
+        }
+    }
+
+    @Test
+    void theRunsWallClockTimeComesBeforeTheResultLine() {
+        List<String> lines = new ArrayList<>();
+        print(rounds(0), COUNTED, lines);
+
+        int time = lines.indexOf(lines.stream().filter(line -> line.startsWith("wall-clock time")).findFirst()
+                .orElseThrow());
+        assertThat(time).isLessThan(lines.size() - 1);
+        assertThat(lines.get(lines.size() - 1)).startsWith("RESULT ").doesNotContain("wall-clock");
+    }
+
+    @Test
+    void theWallClockTimeIncludesTheBuildWhenTheScriptSaysWhenItStarted() {
+        long now = 1_000_000_000_000L;
+        // benchmarks/run started 555 s ago and built for 40 s; the harness's JVM started 514.5 s ago
+        assertThat(Report.wallClock(now, Long.toString(now / 1000 - 555), "40", now - 514_500))
+                .isEqualTo("wall-clock time of the run: 9 min 15 s (build 40 s, then the harness 8 min 34 s)");
+        assertThat(Report.wallClock(now, null, null, now - 45_900))
+                .isEqualTo("wall-clock time of the harness: 45 s (started without benchmarks/run: a build is not"
+                        + " included)");
     }
 
     @Test
@@ -129,8 +181,8 @@ class ReportTest {
             }
         }
         String stats = COUNTED.replace("\"scenarios\": {", "\"scenarios\": {"
-                + "\"growth-0-first\": {\"claim\": {\"p50Micros\": 300.0}},"
-                + "\"growth-10M-first\": {\"claim\": {\"p50Micros\": 451.2}},");
+                + "\"growth-0-first\": {\"claim\": {\"count\": 500, \"p50Micros\": 300.0}},"
+                + "\"growth-10M-first\": {\"claim\": {\"count\": 500, \"p50Micros\": 451.2}},");
         List<String> lines = new ArrayList<>();
         print(rounds, stats, List.of(new BenchmarkMain.Growth(0, "0", 0),
                 new BenchmarkMain.Growth(10_000_000, "10M", 0)), lines);
@@ -140,13 +192,45 @@ class ReportTest {
     }
 
     @Test
+    void aGrowthSizeWithoutATimedClaimSaysTheClaimStatementWasNotFound() {
+        // the application recognises the claim by a piece of its SQL text: after a change to the store's SQL it times
+        // none, and a p50 of 0 µs would make the ratio Infinity (0 at the empty table) or 0 (0 at the largest size)
+        for (String counts : List.of("0,500", "500,0", "0,0")) {
+            String[] count = counts.split(",");
+            Map<String, List<Round>> rounds = rounds(0);
+            for (String size : List.of("0", "10M")) {
+                for (String kind : List.of(PLAIN, FIRST)) {
+                    String scenario = BenchmarkMain.Growth.scenario(size, kind);
+                    rounds.put(scenario, List.of(round(scenario, 500, 0)));
+                }
+            }
+            String stats = COUNTED.replace("\"scenarios\": {", "\"scenarios\": {"
+                    + "\"growth-0-first\": {\"claim\": {\"count\": " + count[0] + ", \"p50Micros\": "
+                    + ("0".equals(count[0]) ? "0.0" : "300.0") + "}},"
+                    + "\"growth-10M-first\": {\"claim\": {\"count\": " + count[1] + ", \"p50Micros\": "
+                    + ("0".equals(count[1]) ? "0.0" : "310.0") + "}},");
+            List<String> lines = new ArrayList<>();
+            print(rounds, stats, List.of(new BenchmarkMain.Growth(0, "0", 0),
+                    new BenchmarkMain.Growth(10_000_000, "10M", 0)), lines);
+
+            assertThat(lines).as("claims timed: %s", counts)
+                    .filteredOn(line -> line.contains("claim latency at 10M rows")).singleElement()
+                    .satisfies(line -> assertThat(line).contains("claim statement not found").endsWith("not measured")
+                            .doesNotContain("Infinity").doesNotContain("NaN"));
+            assertThat(lines).as("claims timed: %s", counts)
+                    .anyMatch(line -> line.startsWith("  ! claim statement not found at")
+                            && line.contains(InstrumentedDataSource.CLAIM_MARK));
+        }
+    }
+
+    @Test
     void theGrowthTablesFirstOverPlainIsCutAsFirstRatioIs() {
         // 585 / 1000 = 0.585: the same ratio as first_ratio at one size, printed as first_ratio prints it
         Map<String, List<Round>> rounds = rounds(0);
         rounds.put(BenchmarkMain.Growth.scenario("0", PLAIN), List.of(round(PLAIN, 1_000, 0)));
         rounds.put(BenchmarkMain.Growth.scenario("0", FIRST), List.of(round(FIRST, 585, 0)));
         String stats = COUNTED.replace("\"scenarios\": {", "\"scenarios\": {"
-                + "\"growth-0-first\": {\"claim\": {\"p50Micros\": 300.0}},");
+                + "\"growth-0-first\": {\"claim\": {\"count\": 585, \"p50Micros\": 300.0}},");
         List<String> lines = new ArrayList<>();
         print(rounds, stats, List.of(new BenchmarkMain.Growth(0, "0", 0)), lines);
 
