@@ -20,7 +20,6 @@ import org.springframework.aop.framework.ProxyConfig;
 import org.springframework.aop.framework.autoproxy.AbstractAdvisorAutoProxyCreator;
 import org.springframework.aop.framework.autoproxy.AutoProxyUtils;
 import org.springframework.aop.scope.ScopedObject;
-import org.springframework.aop.scope.ScopedProxyUtils;
 import org.springframework.aop.support.AopUtils;
 import org.springframework.aot.hint.ExecutableMode;
 import org.springframework.aot.hint.RuntimeHints;
@@ -44,6 +43,7 @@ import org.springframework.core.Ordered;
 import org.springframework.core.ReactiveAdapterRegistry;
 import org.springframework.core.ResolvableType;
 import org.springframework.core.annotation.AnnotatedElementUtils;
+import org.springframework.core.annotation.AnnotationAwareOrderComparator;
 import org.springframework.core.annotation.MergedAnnotations;
 import org.springframework.core.annotation.OrderUtils;
 import org.springframework.http.HttpEntity;
@@ -547,15 +547,14 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
     }
 
     /**
-     * The beans of {@code beanFactory} (not of its ancestors) with {@code @Idempotent} methods, but scoped targets,
-     * scoped proxies and factory beans, and beans whose type cannot be told without making them.
+     * The beans of {@code beanFactory} (not of its ancestors) with {@code @Idempotent} methods, but scoped proxies and
+     * factory beans, and beans whose type cannot be told without making them. A scoped bean ({@code @RequestScope},
+     * {@code @SessionScope}) is found by its target's name ({@code scopedTarget.…}), not made yet: its instances, made
+     * per scope, are advised when made, and what its scoped proxy calls is theirs.
      */
     private static List<IdempotentBean> idempotentBeans(ConfigurableListableBeanFactory beanFactory) {
         List<IdempotentBean> found = new ArrayList<>();
         for (String name : beanFactory.getBeanNamesForType(Object.class, true, false)) {
-            if (ScopedProxyUtils.isScopedTarget(name)) {
-                continue;
-            }
             Object bean = null;
             Class<?> type;
             if (beanFactory.containsSingleton(name)) {
@@ -619,7 +618,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
      * proxied when it is made, after the start, by its class unless it is proxied through interfaces: a final
      * {@code @Idempotent} method is refused now, as it would then run without the advice, every retry again. A final
      * method that an interface declares is reached through the interface's on a proxy made through interfaces. So is an
-     * {@code @Async} one when async processing is enabled (see {@link #asyncProblems}).
+     * {@code @Async} one when async processing is enabled (see {@link #asyncProblems}), and one whose transaction advice
+     * its proxy will run outside the {@code @Idempotent} advice (see {@link #transactionAdviceOutside}).
      */
     private static void notMadeYet(ConfigurableListableBeanFactory beanFactory, IdempotentBean found,
                                    List<String> problems) {
@@ -632,6 +632,16 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
         }
         idempotent.stream().map(IdempotencyStartupChecks::notOverridableProblem).flatMap(Optional::stream)
                 .forEach(problems::add);
+        // the advisors its proxy will have, in the order of its chain (as the auto-proxy creator sorts them)
+        List<Advisor> advisors = new ArrayList<>();
+        for (String advisorName : beanFactory.getBeanNamesForType(Advisor.class, true, false)) {
+            if (!beanFactory.isCurrentlyInCreation(advisorName)) {
+                advisors.add(beanFactory.getBean(advisorName, Advisor.class));
+            }
+        }
+        AnnotationAwareOrderComparator.sort(advisors);
+        transactionAdviceOutside(AopUtils.findAdvisorsThatCanApply(advisors, type).toArray(Advisor[]::new), type,
+                idempotent, problems);
         List<Method> finals = idempotent.stream().filter(IdempotencyStartupChecks::isFinalOnly).toList();
         if (finals.isEmpty()) {
             return;

@@ -8,6 +8,7 @@ import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
 import org.springframework.context.annotation.Lazy;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RestController;
+import org.springframework.web.context.annotation.RequestScope;
 
 import static io.idempotency.spring.StartupFailures.assertStartFails;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -38,6 +39,18 @@ class LazyFinalIdempotentMethodsTest {
     void aFinalIdempotentMethodOfALazyBeanStopsTheStart() {
         assertStartFails(TestDatabases.contextRunner(DATABASE).withUserConfiguration(LazyFinalPayments.class))
                 .contains("LazyFinalIdempotentMethodsTest$LazyFinalPayments.pay()", "is final");
+    }
+
+    /**
+     * A request-scoped controller: its scoped proxy, made by its class, cannot pass a final method on to the bean of
+     * the request, and the bean's own proxy, made per request, cannot intercept it either.
+     */
+    @Test
+    void aFinalIdempotentMethodOfARequestScopedBeanStopsTheStart() {
+        assertStartFails(TestDatabases.contextRunner(DATABASE).withUserConfiguration(RequestScopedFinalPayments.class))
+                .contains("LazyFinalIdempotentMethodsTest$RequestScopedFinalPayments.pay()", "is final");
+        TestDatabases.contextRunner(DATABASE).withUserConfiguration(RequestScopedPayments.class)
+                .run(context -> assertThat(context).as("without final").hasNotFailed());
     }
 
     /** Lazy beans without final methods start, and stay unmade until asked for. */
@@ -85,6 +98,26 @@ class LazyFinalIdempotentMethodsTest {
         @PostMapping("/lazy/lazy-final-payments")
         @Idempotent
         public final String pay() {
+            return "paid";
+        }
+    }
+
+    @RestController
+    @RequestScope
+    static class RequestScopedFinalPayments {
+        @PostMapping("/lazy/request-scoped-final-payments")
+        @Idempotent
+        public final String pay() {
+            return "paid";
+        }
+    }
+
+    @RestController
+    @RequestScope
+    static class RequestScopedPayments {
+        @PostMapping("/lazy/request-scoped-payments")
+        @Idempotent
+        public String pay() {
             return "paid";
         }
     }

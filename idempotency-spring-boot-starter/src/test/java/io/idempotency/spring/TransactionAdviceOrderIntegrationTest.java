@@ -129,6 +129,14 @@ class TransactionAdviceOrderIntegrationTest {
                 .hasStackTraceContaining("transaction advice (order 0) runs outside the @Idempotent advice");
     }
 
+    /** So with its controller made only at its first request ({@code spring.main.lazy-initialization}). */
+    @Test
+    void transactionAdviceOrderedOutsideTheAdviceOfALazyTransactionalHandlerStopsTheStart() {
+        assertThatThrownBy(() -> start(OrderingTransactionsFirst.class, "spring.main.lazy-initialization=true").close())
+                .hasStackTraceContaining("TransfersController.create(java.lang.String)")
+                .hasStackTraceContaining("transaction advice (order 0) runs outside the @Idempotent advice");
+    }
+
     @Test
     void transactionAdviceOrderedFirstIsNoConcernOfAHandlerWithoutTransactional() throws Exception {
         try (ConfigurableApplicationContext context = start(OrderingTransactionsFirstWithoutTransactionalHandlers.class)) {
@@ -144,9 +152,9 @@ class TransactionAdviceOrderIntegrationTest {
         }
     }
 
-    private static ConfigurableApplicationContext start(Class<?> application) {
+    private static ConfigurableApplicationContext start(Class<?> application, String... properties) {
         SpringApplicationBuilder builder = new SpringApplicationBuilder(application)
-                .web(WebApplicationType.SERVLET).properties("server.port=0");
+                .web(WebApplicationType.SERVLET).properties("server.port=0").properties(properties);
         DATABASE.springProperties().forEach((name, value) -> builder.properties(name + "=" + value));
         return builder.run();
     }
