@@ -28,6 +28,8 @@ public final class EmbeddedPostgresServer implements AutoCloseable {
 
     /** The file the embedded PostgreSQL library locks while an application instance owns the data directory. */
     static final String OWNER_LOCK_FILE = "epg-lock";
+    /** The name of the instance's own lock file, beside the data directory: {@code <data-dir>.instance-lock}. */
+    static final String INSTANCE_LOCK_SUFFIX = ".instance-lock";
 
     private static final String DATABASE = "postgres";
     private static final String USER = "postgres";
@@ -37,10 +39,13 @@ public final class EmbeddedPostgresServer implements AutoCloseable {
 
     private final EmbeddedPostgres postgres;
     private final Path dataDir;
+    /** Held for as long as this instance runs the server: see {@link #lockInstance}. */
+    private final FileChannel instanceLock;
 
-    private EmbeddedPostgresServer(EmbeddedPostgres postgres, Path dataDir) {
+    private EmbeddedPostgresServer(EmbeddedPostgres postgres, Path dataDir, FileChannel instanceLock) {
         this.postgres = postgres;
         this.dataDir = dataDir;
+        this.instanceLock = instanceLock;
     }
 
     /**
@@ -59,6 +64,20 @@ public final class EmbeddedPostgresServer implements AutoCloseable {
     static EmbeddedPostgresServer start(Path dataDir, int port, Duration startupWait) throws IOException {
         Path dir = dataDir.toAbsolutePath().normalize();
         Files.createDirectories(dir);
+        // Taken before anything is done to the directory and held until close(): an instance starting at the same
+        // moment is refused here, before it could take the server this one starts for an orphan, or stop it after its
+        // own start failed.
+        FileChannel instanceLock = lockInstance(dir);
+        try {
+            return start(dir, port, startupWait, instanceLock);
+        } catch (IOException | RuntimeException e) {
+            instanceLock.close();
+            throw e;
+        }
+    }
+
+    private static EmbeddedPostgresServer start(Path dir, int port, Duration startupWait, FileChannel instanceLock)
+            throws IOException {
         // Only an initialised directory can have a server running on it; an empty one must stay empty for initdb.
         if (Files.exists(dir.resolve("PG_VERSION"))) {
             checkNotOwnedByAnotherInstance(dir);
@@ -84,7 +103,7 @@ public final class EmbeddedPostgresServer implements AutoCloseable {
             throw e;
         }
         log.info("embedded PostgreSQL listens on port {}", postgres.getPort());
-        return new EmbeddedPostgresServer(postgres, dir);
+        return new EmbeddedPostgresServer(postgres, dir, instanceLock);
     }
 
     /** The JDBC URL of the server's {@code postgres} database (user {@code postgres}, no password). */
@@ -111,7 +130,11 @@ public final class EmbeddedPostgresServer implements AutoCloseable {
     @Override
     public void close() throws IOException {
         log.info("stopping embedded PostgreSQL on data directory {}", dataDir);
-        postgres.close();
+        try {
+            postgres.close();
+        } finally {
+            instanceLock.close();
+        }
     }
 
     /**
@@ -124,6 +147,37 @@ public final class EmbeddedPostgresServer implements AutoCloseable {
         } catch (IOException | RuntimeException e) {
             failure.addSuppressed(e);
         }
+    }
+
+    /**
+     * Takes the lock of the instance that runs the server of {@code dir}, in a file beside it (the directory must stay
+     * empty for initdb until the first start): held until the server is closed, and let go by the operating system
+     * when the process dies, so a lock that cannot be taken means another instance, in this process or another, starts
+     * or runs a server there.
+     */
+    private static FileChannel lockInstance(Path dir) throws IOException {
+        Path lockFile = dir.resolveSibling(dir.getFileName() + INSTANCE_LOCK_SUFFIX);
+        FileChannel channel = FileChannel.open(lockFile, StandardOpenOption.CREATE, StandardOpenOption.WRITE);
+        FileLock lock;
+        try {
+            lock = channel.tryLock();
+        } catch (OverlappingFileLockException e) {
+            lock = null; // held by this very JVM
+        } catch (IOException | RuntimeException e) {
+            channel.close();
+            throw e;
+        }
+        if (lock == null) {
+            channel.close();
+            throw inUse(dir);
+        }
+        return channel;
+    }
+
+    private static IllegalStateException inUse(Path dir) {
+        return new IllegalStateException("the embedded PostgreSQL data directory " + dir + " is in use by another"
+                + " running instance; stop it, or give this instance another sample.embedded.data-dir, or configure"
+                + " spring.datasource.url");
     }
 
     /**
@@ -143,9 +197,7 @@ public final class EmbeddedPostgresServer implements AutoCloseable {
                 lock = null; // held by this very JVM
             }
             if (lock == null) {
-                throw new IllegalStateException("the embedded PostgreSQL data directory " + dir
-                        + " is in use by another running instance; stop it, or give this instance another"
-                        + " sample.embedded.data-dir, or configure spring.datasource.url");
+                throw inUse(dir);
             }
             lock.release();
         }

@@ -8,6 +8,9 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.SQLException;
 import java.time.Duration;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -49,6 +52,31 @@ class EmbeddedPostgresServerTest {
             assertThat(ProcessHandle.of(otherPid).filter(ProcessHandle::isAlive))
                     .as("the server of %s, which the stale file of %s names", otherDir, dataDir).isPresent();
         }
+    }
+
+    /**
+     * A second start on the directory of a running server is refused before it touches anything there, whatever the
+     * directory holds (here: the embedded library's own lock file is gone, removed by a clean-up script, say, which
+     * the earlier check relied on alone): the running server is not taken for an orphan and stopped.
+     */
+    @Test
+    void aSecondStartOnTheDirectoryOfARunningServerIsRefusedAndLeavesItRunning() throws IOException {
+        try (EmbeddedPostgresServer running = start(dataDir)) {
+            long pid = PostgresOrphans.runningServer(dataDir).orElseThrow().pid();
+            Files.delete(dataDir.resolve(EmbeddedPostgresServer.OWNER_LOCK_FILE));
+
+            assertThatThrownBy(() -> start(dataDir)).isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("is in use by another running instance");
+
+            assertThat(ProcessHandle.of(pid).filter(ProcessHandle::isAlive)).as("the running server").isPresent();
+            try (Connection connection = DriverManager.getConnection(running.jdbcUrl(), running.username(), null)) {
+                assertThat(connection.isValid(5)).isTrue();
+            }
+        } catch (SQLException e) {
+            throw new AssertionError(e);
+        }
+        // let go with the server: the directory can be started again
+        start(dataDir).close();
     }
 
     private static EmbeddedPostgresServer start(Path dataDir) throws IOException {
