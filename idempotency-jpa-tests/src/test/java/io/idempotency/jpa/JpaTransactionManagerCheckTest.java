@@ -52,6 +52,19 @@ class JpaTransactionManagerCheckTest {
         });
     }
 
+    /**
+     * JPA's transaction manager binds its connection without marking it as in a transaction, which only its
+     * synchronization tells: without it, the store would commit the claim on that connection by itself.
+     */
+    @Test
+    void aJpaTransactionManagerWithoutSynchronizationIsRefused() {
+        contextRunner.withUserConfiguration(WithoutSynchronization.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(context.getStartupFailure()).rootCause()
+                    .hasMessageContaining("keeps no transaction synchronization (SYNCHRONIZATION_NEVER)");
+        });
+    }
+
     @Test
     void aJpaTransactionManagerOnAnotherDataSourceIsRefused() {
         contextRunner.withUserConfiguration(OtherDataSource.class).run(context -> {
@@ -194,6 +207,17 @@ class JpaTransactionManagerCheckTest {
                     setJpaDialect(new DefaultJpaDialect());
                 }
             };
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class WithoutSynchronization {
+        @Bean
+        JpaTransactionManager transactionManager(EntityManagerFactory entityManagerFactory) {
+            JpaTransactionManager transactionManager = new JpaTransactionManager(entityManagerFactory);
+            transactionManager.setTransactionSynchronization(
+                    org.springframework.transaction.support.AbstractPlatformTransactionManager.SYNCHRONIZATION_NEVER);
+            return transactionManager;
         }
     }
 

@@ -1346,6 +1346,19 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
             managed = resource.getResourceFactory();
         }
         if (managed instanceof DataSource managedDataSource && sameDataSource(managedDataSource, dataSource)) {
+            if (!(transactionManager instanceof DataSourceTransactionManager)
+                    && transactionManager instanceof AbstractPlatformTransactionManager manager
+                    && manager.getTransactionSynchronization()
+                    == AbstractPlatformTransactionManager.SYNCHRONIZATION_NEVER) {
+                // JDBC's transaction manager marks the connection it binds as in a transaction, which the store's own
+                // transactions then join; JPA's and Hibernate's mark nothing, and only their synchronization tells
+                throw new IdempotencyConfigurationException("The transaction manager " + transactionManager
+                        + " keeps no transaction synchronization (SYNCHRONIZATION_NEVER): it binds the request's"
+                        + " connection without marking a transaction active, so the idempotency store cannot tell"
+                        + " that a transaction is open, and would commit the claim on that connection in a"
+                        + " transaction of its own, apart from the handler's writes.", "Leave the transaction"
+                        + " manager's synchronization at its default (SYNCHRONIZATION_ALWAYS).");
+            }
             return;
         }
         throw new IdempotencyConfigurationException("The idempotency store uses DataSource " + dataSource
