@@ -19,6 +19,7 @@ import io.idempotency.jdbc.ReadConnections;
 import io.idempotency.jdbc.SpringTransactions;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import jakarta.servlet.ServletContext;
+import org.slf4j.LoggerFactory;
 import org.springframework.aop.config.AopConfigUtils;
 import org.springframework.aot.AotDetector;
 import org.springframework.beans.factory.BeanFactory;
@@ -526,6 +527,15 @@ public class IdempotencyAutoConfiguration {
     private static final List<String> HEADER_PREFIXES_OF_OTHER_MEANING = List.of("sec-", "proxy-", "x-b3-",
             "x-datadog-", "x-envoy-");
 
+    /**
+     * Request identifiers that proxies and gateways commonly set, or replace, on the way in (Envoy and Istio, nginx,
+     * Kong, Heroku's router: a new value for each request they forward, or one for a request that came without): a
+     * client's own key under such a name works only where nothing in front touches it. Warned of, not refused: some
+     * APIs use a request identifier as their key on purpose.
+     */
+    private static final Set<String> HEADERS_PROXIES_MAY_SET = Set.of("x-request-id", "x-correlation-id",
+            "request-id", "correlation-id");
+
     /** The largest request body cap: the body is held in one array, and a JVM may refuse a few bytes more. */
     static final int MAX_REQUEST_BODY_SIZE = Integer.MAX_VALUE - 8;
 
@@ -551,6 +561,14 @@ public class IdempotencyAutoConfiguration {
             refuse("idempotency.header-name", "\"" + header + "\"", "a header of the client's own for the key, such"
                     + " as Idempotency-Key: " + header + " already means something else in HTTP, and its value would"
                     + " be one key for many requests, or a new key on every retry");
+        }
+        if (HEADERS_PROXIES_MAY_SET.contains(lowerCase)) {
+            LoggerFactory.getLogger(IdempotencyAutoConfiguration.class).warn("idempotency.header-name is {}, a request"
+                    + " identifier that proxies and gateways (Envoy and Istio, nginx, Kong, Heroku's router) often set"
+                    + " or replace: behind one, a retry may arrive with a new value and run again, and a request sent"
+                    + " without a key may get one and not be refused. Keep it only if everything in front of the"
+                    + " application passes the client's value on untouched; Idempotency-Key is the usual name.",
+                    header);
         }
         for (String replayed : properties.getReplayedHeaders()) {
             if (replayed == null || replayed.isEmpty()) {

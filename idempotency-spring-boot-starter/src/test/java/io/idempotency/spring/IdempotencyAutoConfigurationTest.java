@@ -979,6 +979,19 @@ class IdempotencyAutoConfigurationTest {
                 .contains("idempotency.lease (-1s) must be positive");
     }
 
+    /** A request identifier that proxies often set or replace is warned of as the key's header; the usual one is not. */
+    @Test
+    void aKeyHeaderThatProxiesOftenSetIsWarnedAbout(org.springframework.boot.test.system.CapturedOutput output) {
+        String warning = "a request identifier that proxies and gateways";
+        runner.run(context -> assertThat(context).hasNotFailed());
+        runner.withPropertyValues("idempotency.header-name=PayPal-Request-Id")
+                .run(context -> assertThat(context).hasNotFailed());
+        assertThat(output).doesNotContain(warning);
+        runner.withPropertyValues("idempotency.header-name=X-Request-ID")
+                .run(context -> assertThat(context).hasNotFailed());
+        assertThat(output).contains("idempotency.header-name is X-Request-ID, " + warning);
+    }
+
     @Test
     void intentFirstEndpointsWithTheDefaultDownstreamSecretAreWarnedAbout(
             org.springframework.boot.test.system.CapturedOutput output) {
