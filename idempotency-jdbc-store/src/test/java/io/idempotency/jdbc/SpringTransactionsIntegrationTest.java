@@ -98,6 +98,46 @@ class SpringTransactionsIntegrationTest {
      */
     @Test
     void aTransactionACallbackBeforeTheCommitMarkedRollbackOnlyKeepsNothing() throws Exception {
+        aCallbackBeforeTheCommitFailsItAndKeepsNothing((jdbc, transactionManager) -> {
+            try {
+                new TransactionTemplate(transactionManager).executeWithoutResult(status -> {
+                    jdbc.update("insert into effects values (2)"); // the outbox row
+                    throw new IllegalStateException("the broker refused the event");
+                });
+            } catch (IllegalStateException ignored) {
+                // "published later": swallowed, the transaction marked rollback-only all the same
+            }
+        });
+    }
+
+    /**
+     * A callback that runs before the commit (a {@code @TransactionalEventListener(phase = BEFORE_COMMIT)} writing to
+     * an outbox) whose statement fails, and which swallows the failure, leaves PostgreSQL's transaction aborted: its
+     * commit then rolls everything back without an error. The answer must not be reported stored — sent with a 2xx,
+     * kept in memory and replayed — for work of which nothing was kept: the stored answer is written last, after such
+     * callbacks, where it fails on the aborted transaction and the execution ends as a failed commit.
+     */
+    @Test
+    void aCommitThatABeforeCommitCallbackLeftToRollBackIsAFailedCommit() throws Exception {
+        aCallbackBeforeTheCommitFailsItAndKeepsNothing((jdbc, transactionManager) -> {
+            try {
+                jdbc.update("insert into effects values (1)"); // the outbox row was there already
+            } catch (org.springframework.dao.DuplicateKeyException ignored) {
+                // "already published": swallowed, the transaction aborted all the same
+            }
+        });
+    }
+
+    /** What a callback before the commit does, on the request's JDBC and transaction manager. */
+    private interface BeforeCommit {
+        void run(JdbcTemplate jdbc, DataSourceTransactionManager transactionManager);
+    }
+
+    /**
+     * Runs a work that writes an effect and registers {@code beforeCommit} to run before the commit, which must then
+     * fail (a failed commit whose outcome is known) and keep nothing; the redelivery runs the work again.
+     */
+    private void aCallbackBeforeTheCommitFailsItAndKeepsNothing(BeforeCommit beforeCommit) throws Exception {
         try (HikariDataSource dataSource = databaseWithEffects("bigint")) {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
             DataSourceTransactionManager transactionManager = new DataSourceTransactionManager(dataSource);
@@ -115,62 +155,7 @@ class SpringTransactionsIntegrationTest {
                 TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
                     @Override
                     public void beforeCommit(boolean readOnly) {
-                        try {
-                            new TransactionTemplate(transactionManager).executeWithoutResult(status -> {
-                                jdbc.update("insert into effects values (2)"); // the outbox row
-                                throw new IllegalStateException("the broker refused the event");
-                            });
-                        } catch (IllegalStateException ignored) {
-                            // "published later": swallowed, the transaction marked rollback-only all the same
-                        }
-                    }
-                });
-                return "applied".getBytes(StandardCharsets.UTF_8);
-            })).isInstanceOf(CommitFailedException.class)
-                    .satisfies(e -> assertThat(((CommitFailedException) e).outcomeUnknown()).isFalse());
-            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isZero();
-            assertThat(jdbc.queryForObject("select count(*) from idempotency_keys", Integer.class)).isZero();
-
-            IdempotencyTemplate.Result redelivery = template.execute(key, message, () -> {
-                jdbc.update("insert into effects values (1)");
-                return "applied".getBytes(StandardCharsets.UTF_8);
-            });
-            assertThat(redelivery.replayed()).as("the redelivery runs the work, not a replay from memory").isFalse();
-            assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isEqualTo(1);
-            engine.shutdown();
-        }
-    }
-
-    /**
-     * A callback that runs before the commit (a {@code @TransactionalEventListener(phase = BEFORE_COMMIT)} writing to
-     * an outbox) whose statement fails, and which swallows the failure, leaves PostgreSQL's transaction aborted: its
-     * commit then rolls everything back without an error. The answer must not be reported stored — sent with a 2xx,
-     * kept in memory and replayed — for work of which nothing was kept: the stored answer is written last, after such
-     * callbacks, where it fails on the aborted transaction and the execution ends as a failed commit.
-     */
-    @Test
-    void aCommitThatABeforeCommitCallbackLeftToRollBackIsAFailedCommit() throws Exception {
-        try (HikariDataSource dataSource = databaseWithEffects("bigint")) {
-            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
-            IdempotencyEngine engine = new IdempotencyEngine(
-                    new PostgresIdempotencyStore(dataSource, "idempotency_keys"),
-                    new SpringTransactions(new DataSourceTransactionManager(dataSource), true), StoragePolicy.DEFAULT,
-                    Duration.ofDays(1), Duration.ofMillis(300), StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
-                    new ReplayCache(100, 64 * 1024, 1024 * 1024, Duration.ofMinutes(10), 1000));
-            IdempotencyTemplate template = new IdempotencyTemplate(engine);
-            ScopedKey key = new ScopedKey("", "listener", UUID.randomUUID().toString());
-            byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
-
-            assertThatThrownBy(() -> template.execute(key, message, () -> {
-                jdbc.update("insert into effects values (1)");
-                TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
-                    @Override
-                    public void beforeCommit(boolean readOnly) {
-                        try {
-                            jdbc.update("insert into effects values (1)"); // the outbox row was there already
-                        } catch (org.springframework.dao.DuplicateKeyException ignored) {
-                            // "already published": swallowed, the transaction aborted all the same
-                        }
+                        beforeCommit.run(jdbc, transactionManager);
                     }
                 });
                 return "applied".getBytes(StandardCharsets.UTF_8);
