@@ -2,6 +2,7 @@ package io.idempotency.spring;
 
 import org.junit.jupiter.api.Test;
 
+import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.util.UUID;
@@ -55,6 +56,36 @@ class RetryNegotiationIntegrationTest extends OrdersApplicationTest {
         assertThat(conditional.headers().firstValue("ETag")).hasValue(etag);
         assertThat(conditional.body()).isEqualTo(first.body());
         assertThat(rows(note)).isEqualTo(1);
+    }
+
+    /**
+     * A refusal of the request's precondition (412, or 428 for a request without one) answers headers the fingerprint
+     * leaves out: it is not stored, and the retry under the same key with the precondition it asked for runs.
+     */
+    @Test
+    void answersToPreconditionsAreNotStoredAndTheRetryWithTheRightOneRuns() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "precondition-" + key;
+        String body = "{\"note\":\"" + note + "\"}";
+
+        HttpResponse<byte[]> required = send(patch(key, body).build());
+        HttpResponse<byte[]> stale = send(patch(key, body).header("If-Match", "\"v1\"").build());
+        HttpResponse<byte[]> current = send(patch(key, body).header("If-Match", "\"v2\"").build());
+        HttpResponse<byte[]> replay = send(patch(key, body).header("If-Match", "\"v2\"").build());
+
+        assertThat(required.statusCode()).isEqualTo(428);
+        assertThat(stale.statusCode()).isEqualTo(412);
+        assertThat(stale.headers().firstValue("Idempotent-Replayed")).as("the 428 was not stored").isEmpty();
+        assertThat(current.statusCode()).as("the 412 was not stored").isEqualTo(200);
+        assertThat(current.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(replay.statusCode()).isEqualTo(200);
+        assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(rows(note)).as("the refused attempts' rows rolled back").isEqualTo(1);
+    }
+
+    private HttpRequest.Builder patch(String key, String body) {
+        return request("/orders/conditional", body).header("Idempotency-Key", key)
+                .method("PATCH", HttpRequest.BodyPublishers.ofString(body));
     }
 
     @Test

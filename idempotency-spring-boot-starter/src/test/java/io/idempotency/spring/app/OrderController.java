@@ -8,6 +8,7 @@ import org.springframework.http.MediaType;
 import org.springframework.http.ResponseEntity;
 import org.springframework.jdbc.core.simple.JdbcClient;
 import org.springframework.transaction.annotation.Transactional;
+import org.springframework.web.bind.annotation.PatchMapping;
 import org.springframework.web.bind.annotation.PathVariable;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.PutMapping;
@@ -60,6 +61,24 @@ public class OrderController {
                 .header("Authentication-Info", "nextnonce=\"secret-" + id + "\"")
                 .header("X-Not-Replayed", "only-first")
                 .body(new Order(id, request.note(), request.amount()));
+    }
+
+    /**
+     * Writes its row, then checks the request's precondition as a handler checking its entity's version does: 428
+     * without {@code If-Match}, 412 when it names another version than {@code "v2"}, the current one.
+     */
+    @PatchMapping("/conditional")
+    @Idempotent
+    public ResponseEntity<Order> conditional(@RequestBody OrderRequest request,
+                                             @RequestHeader(value = "If-Match", required = false) String ifMatch) {
+        long id = insert(request.note());
+        if (ifMatch == null) {
+            return ResponseEntity.status(HttpStatus.PRECONDITION_REQUIRED).build();
+        }
+        if (!ifMatch.equals("\"v2\"")) {
+            return ResponseEntity.status(HttpStatus.PRECONDITION_FAILED).build();
+        }
+        return ResponseEntity.ok().eTag("\"v3\"").body(new Order(id, request.note(), request.amount()));
     }
 
     /** Hands out a token for the order in its answer's Authorization header, as some token-issuing APIs do. */
