@@ -1149,8 +1149,8 @@ public final class IdempotencyEngine {
          * After a checked exception thrown undeclared at the commit (by code in Kotlin: a callback before the commit,
          * or the store), on which Spring's transaction managers do not roll back: they end the transaction all the same,
          * and restoring the connection's auto-commit commits it — the claim and the work's writes, without the answer.
-         * In this mode such a claim has no lease, so no resolver ever decides it and no cleanup removes it: every retry
-         * would be told "in progress" for ever, for work that was done. Its answer is recorded instead, so that a retry
+         * In this mode such a claim has no lease, so no resolver ever decides it and only cleanup removes it, once
+         * expired: until then every retry would be told "in progress", for work that was done. Its answer is recorded instead, so that a retry
          * replays it. An intent-first claim left PROCESSING is the resolver's, as after any unknown outcome. A read or
          * write that fails is attached to {@code failure}.
          */

@@ -95,8 +95,12 @@ public interface IdempotencyStore {
 
     /**
      * Deletes at most {@code limit} finished (SUCCEEDED or FAILED) records whose expiry has passed by the database
-     * clock, without waiting for rows that other transactions hold. A PROCESSING record is never deleted, however old:
-     * its request may still be running, or its outcome is still to be resolved. A transaction the store opens for it
+     * clock, and PROCESSING records without a lease whose expiry has passed, without waiting for rows that other
+     * transactions hold. A PROCESSING record under a lease (an intent-first claim) is never deleted, however old: its
+     * request may still be running, or its outcome is still to be resolved. One without a lease was claimed in its
+     * request's transaction, which commits it only with its answer: committed without, it is no request's any more
+     * (code of the application's own committed the request's connection), and nothing else would ever free its key.
+     * A transaction the store opens for it
      * should run at READ COMMITTED whatever the pool's default: at a higher level, a row another cleaner deleted after
      * the statement's snapshot fails the delete instead of being skipped.
      *

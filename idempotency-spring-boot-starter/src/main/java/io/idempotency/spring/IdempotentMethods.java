@@ -10,19 +10,26 @@ import java.util.Set;
 public final class IdempotentMethods {
 
     private volatile Set<String> methods;
+    /** What {@link #learnAlso} was told before {@link #learn}, kept for it. */
+    private final Set<String> learntEarlier = new java.util.HashSet<>();
 
     /** Sets the methods; called once the handler mappings exist. */
     public synchronized void learn(Set<String> methods) {
-        this.methods = Set.copyOf(methods);
+        Set<String> all = new java.util.HashSet<>(methods);
+        all.addAll(learntEarlier);
+        this.methods = Set.copyOf(all);
     }
 
     /**
      * Adds {@code more} to the methods learnt: those of the endpoints of a child context (a DispatcherServlet's own),
-     * made after the application's. Before the methods are learnt, every request is wrapped anyway.
+     * usually made after the application's. Told before the methods are learnt (every request is wrapped until then),
+     * they are added to them when they are.
      */
     public synchronized void learnAlso(Set<String> more) {
         Set<String> known = methods;
-        if (known != null && !known.containsAll(more)) {
+        if (known == null) {
+            learntEarlier.addAll(more);
+        } else if (!known.containsAll(more)) {
             Set<String> all = new java.util.HashSet<>(known);
             all.addAll(more);
             this.methods = Set.copyOf(all);
