@@ -28,8 +28,10 @@ public final class EmbeddedPostgresServer implements AutoCloseable {
 
     /** The file the embedded PostgreSQL library locks while an application instance owns the data directory. */
     static final String OWNER_LOCK_FILE = "epg-lock";
-    /** The name of the instance's own lock file, beside the data directory: {@code <data-dir>.instance-lock}. */
+    /** The end of the name of the instance's own lock file ({@link #instanceLockFile}). */
     static final String INSTANCE_LOCK_SUFFIX = ".instance-lock";
+    /** The instance lock files this JVM holds (see {@link #lockInstance}). */
+    private static final java.util.Set<Path> LOCKED = new java.util.HashSet<>();
 
     private static final String DATABASE = "postgres";
     private static final String USER = "postgres";
@@ -40,9 +42,9 @@ public final class EmbeddedPostgresServer implements AutoCloseable {
     private final EmbeddedPostgres postgres;
     private final Path dataDir;
     /** Held for as long as this instance runs the server: see {@link #lockInstance}. */
-    private final FileChannel instanceLock;
+    private final InstanceLock instanceLock;
 
-    private EmbeddedPostgresServer(EmbeddedPostgres postgres, Path dataDir, FileChannel instanceLock) {
+    private EmbeddedPostgresServer(EmbeddedPostgres postgres, Path dataDir, InstanceLock instanceLock) {
         this.postgres = postgres;
         this.dataDir = dataDir;
         this.instanceLock = instanceLock;
@@ -67,7 +69,7 @@ public final class EmbeddedPostgresServer implements AutoCloseable {
         // Taken before anything is done to the directory and held until close(): an instance starting at the same
         // moment is refused here, before it could take the server this one starts for an orphan, or stop it after its
         // own start failed.
-        FileChannel instanceLock = lockInstance(dir);
+        InstanceLock instanceLock = lockInstance(dir);
         try {
             return start(dir, port, startupWait, instanceLock);
         } catch (IOException | RuntimeException e) {
@@ -76,7 +78,7 @@ public final class EmbeddedPostgresServer implements AutoCloseable {
         }
     }
 
-    private static EmbeddedPostgresServer start(Path dir, int port, Duration startupWait, FileChannel instanceLock)
+    private static EmbeddedPostgresServer start(Path dir, int port, Duration startupWait, InstanceLock instanceLock)
             throws IOException {
         // Only an initialised directory can have a server running on it; an empty one must stay empty for initdb.
         if (Files.exists(dir.resolve("PG_VERSION"))) {
@@ -150,28 +152,61 @@ public final class EmbeddedPostgresServer implements AutoCloseable {
     }
 
     /**
-     * Takes the lock of the instance that runs the server of {@code dir}, in a file beside it (the directory must stay
-     * empty for initdb until the first start): held until the server is closed, and let go by the operating system
-     * when the process dies, so a lock that cannot be taken means another instance, in this process or another, starts
-     * or runs a server there.
+     * Takes the lock of the instance that runs the server of {@code dir}: held until the server is closed, and let go
+     * by the operating system when the process dies, so a lock that cannot be taken means another instance, in this
+     * process or another, starts or runs a server there. Its file is named after the directory's real path (two paths
+     * to one directory through a link share it) and kept in the temporary directory, not beside the data directory,
+     * whose parent may not be writable (a volume mounted at its place). One channel per file in this JVM: closing
+     * another one on the same file, after a refused attempt, would let go of the lock held by the first.
      */
-    private static FileChannel lockInstance(Path dir) throws IOException {
-        Path lockFile = dir.resolveSibling(dir.getFileName() + INSTANCE_LOCK_SUFFIX);
-        FileChannel channel = FileChannel.open(lockFile, StandardOpenOption.CREATE, StandardOpenOption.WRITE);
-        FileLock lock;
+    private static InstanceLock lockInstance(Path dir) throws IOException {
+        Path lockFile = instanceLockFile(dir);
+        synchronized (LOCKED) {
+            if (LOCKED.contains(lockFile)) {
+                throw inUse(dir);
+            }
+            FileChannel channel = FileChannel.open(lockFile, StandardOpenOption.CREATE, StandardOpenOption.WRITE);
+            FileLock lock;
+            try {
+                lock = channel.tryLock();
+            } catch (IOException | RuntimeException e) {
+                channel.close();
+                throw e;
+            }
+            if (lock == null) {
+                channel.close();
+                throw inUse(dir);
+            }
+            LOCKED.add(lockFile);
+            return new InstanceLock(channel, lockFile);
+        }
+    }
+
+    /** The lock {@link #lockInstance} took: closed, it lets go of it. */
+    private record InstanceLock(FileChannel channel, Path file) implements java.io.Closeable {
+        @Override
+        public void close() throws IOException {
+            synchronized (LOCKED) {
+                try {
+                    channel.close();
+                } finally {
+                    LOCKED.remove(file);
+                }
+            }
+        }
+    }
+
+    /** Where the instance lock of the data directory {@code dir} (which exists) is kept. */
+    static Path instanceLockFile(Path dir) throws IOException {
+        String realPath = dir.toRealPath().toString();
         try {
-            lock = channel.tryLock();
-        } catch (OverlappingFileLockException e) {
-            lock = null; // held by this very JVM
-        } catch (IOException | RuntimeException e) {
-            channel.close();
-            throw e;
+            byte[] digest = java.security.MessageDigest.getInstance("SHA-256")
+                    .digest(realPath.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            return Path.of(System.getProperty("java.io.tmpdir")).resolve("sample-embedded-postgres-"
+                    + java.util.HexFormat.of().formatHex(digest, 0, 16) + INSTANCE_LOCK_SUFFIX);
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
         }
-        if (lock == null) {
-            channel.close();
-            throw inUse(dir);
-        }
-        return channel;
     }
 
     private static IllegalStateException inUse(Path dir) {

@@ -67,6 +67,16 @@ class EmbeddedPostgresServerTest {
 
             assertThatThrownBy(() -> start(dataDir)).isInstanceOf(IllegalStateException.class)
                     .hasMessageContaining("is in use by another running instance");
+            Path link = Files.createSymbolicLink(dataDir.resolveSibling(dataDir.getFileName() + "-link"), dataDir);
+            try {
+                assertThatThrownBy(() -> start(link)).as("the same directory through a link")
+                        .isInstanceOf(IllegalStateException.class)
+                        .hasMessageContaining("is in use by another running instance");
+            } finally {
+                Files.delete(link);
+            }
+            // the refused attempts let go of nothing: another process still cannot take the lock
+            assertThat(lockableByAnotherProcess(EmbeddedPostgresServer.instanceLockFile(dataDir))).isFalse();
 
             assertThat(ProcessHandle.of(pid).filter(ProcessHandle::isAlive)).as("the running server").isPresent();
             try (Connection connection = DriverManager.getConnection(running.jdbcUrl(), running.username(), null)) {
@@ -77,6 +87,43 @@ class EmbeddedPostgresServerTest {
         }
         // let go with the server: the directory can be started again
         start(dataDir).close();
+    }
+
+    /**
+     * Whether another process can lock {@code file} as the server's start does: a second JVM, launched on a one-file
+     * program that tries the lock (FileChannel's locks are the operating system's record locks, which another tool,
+     * flock(1), would not see).
+     */
+    private boolean lockableByAnotherProcess(Path file) throws IOException {
+        Path probe = dataDir.resolveSibling(dataDir.getFileName() + "-probe").resolve("LockProbe.java");
+        Files.createDirectories(probe.getParent());
+        Files.writeString(probe, """
+                import java.nio.channels.FileChannel;
+                import java.nio.file.Path;
+                import java.nio.file.StandardOpenOption;
+
+                public class LockProbe {
+                    public static void main(String[] args) throws Exception {
+                        try (FileChannel channel = FileChannel.open(Path.of(args[0]), StandardOpenOption.WRITE)) {
+                            System.exit(channel.tryLock() != null ? 10 : 11);
+                        }
+                    }
+                }
+                """);
+        try {
+            Process java = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                    probe.toString(), file.toString()).redirectErrorStream(true).start();
+            String output = new String(java.getInputStream().readAllBytes());
+            int status = java.waitFor();
+            if (status != 10 && status != 11) {
+                // its own statuses only: the launcher's 1 (a program that does not compile, say) proves nothing
+                throw new IOException("the lock probe failed (" + status + "): " + output);
+            }
+            return status == 10;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IOException(e);
+        }
     }
 
     private static EmbeddedPostgresServer start(Path dataDir) throws IOException {
