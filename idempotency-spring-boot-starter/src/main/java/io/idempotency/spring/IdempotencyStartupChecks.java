@@ -19,25 +19,30 @@ import org.springframework.aop.framework.Advised;
 import org.springframework.aop.framework.ProxyConfig;
 import org.springframework.aop.framework.autoproxy.AbstractAdvisorAutoProxyCreator;
 import org.springframework.aop.framework.autoproxy.AutoProxyUtils;
+import org.springframework.aop.framework.autoproxy.DefaultAdvisorAutoProxyCreator;
+import org.springframework.aop.framework.autoproxy.InfrastructureAdvisorAutoProxyCreator;
 import org.springframework.aop.scope.ScopedObject;
 import org.springframework.aop.support.AopUtils;
 import org.springframework.aot.hint.ExecutableMode;
 import org.springframework.aot.hint.RuntimeHints;
 import org.springframework.aot.hint.RuntimeHintsRegistrar;
+import org.springframework.beans.BeansException;
+import org.springframework.beans.factory.BeanFactoryUtils;
 import org.springframework.beans.factory.FactoryBean;
 import org.springframework.beans.factory.NoSuchBeanDefinitionException;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.beans.factory.annotation.BeanFactoryAnnotationUtils;
+import org.springframework.beans.factory.config.BeanDefinition;
 import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
 import org.springframework.boot.web.servlet.AbstractFilterRegistrationBean;
 import org.springframework.boot.web.servlet.DelegatingFilterProxyRegistrationBean;
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
 import org.springframework.context.ApplicationContext;
 import org.springframework.context.ApplicationListener;
+import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.ImportRuntimeHints;
 import org.springframework.context.event.ContextRefreshedEvent;
-import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.core.MethodParameter;
 import org.springframework.core.Ordered;
 import org.springframework.core.ReactiveAdapterRegistry;
@@ -349,14 +354,27 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
             return;
         }
         ConfigurableListableBeanFactory beanFactory = child.getBeanFactory();
-        boolean proxying = beanFactory.getBeanNamesForType(AbstractAdvisorAutoProxyCreator.class, true, false).length > 0;
+        // an auto-proxy creator of its own that applies the application context's advisors: not the one
+        // @EnableTransactionManagement brings, which applies only the infrastructure advisors of its own context
+        AbstractAdvisorAutoProxyCreator creator = null;
+        for (String name : beanFactory.getBeanNamesForType(AbstractAdvisorAutoProxyCreator.class, true, false)) {
+            AbstractAdvisorAutoProxyCreator candidate = beanFactory.getBean(name, AbstractAdvisorAutoProxyCreator.class);
+            if (appliesAdvisorsOfItsParent(candidate)) {
+                creator = candidate;
+            }
+        }
         List<String> problems = new ArrayList<>();
+        List<String> beanProblems = new ArrayList<>();
         for (IdempotentBean found : idempotentBeans(beanFactory)) {
             boolean unadvised = found.bean() == null
-                    ? !proxying // else proxied when it is made, by the child's own auto-proxy creator
+                    ? creator == null // else proxied when it is made, by the child's own auto-proxy creator
                     : !isAdvised(found.bean()) && !Mocks.isMock(found.bean());
             if (unadvised) {
                 found.methods().forEach(method -> problems.add(method + " (bean '" + found.name() + "')"));
+            } else if (found.bean() == null) {
+                notMadeYet(beanFactory, creator, found, beanProblems);
+            } else if (!Mocks.isMock(found.bean())) {
+                advisedProblems((Advised) found.bean(), found.type(), found.methods(), beanProblems);
             }
         }
         if (!problems.isEmpty()) {
@@ -368,6 +386,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                     + " applies the advisors of its parent too (a static @Bean DefaultAdvisorAutoProxyCreator in its"
                     + " configuration, or @EnableAspectJAutoProxy with AspectJ on the class path).");
         }
+        problems.addAll(beanProblems);
         Set<String> methods = new HashSet<>();
         Map<String, Map<String, VersionedMapping>> defaultScopes = new LinkedHashMap<>();
         int endpoints = checkHandlers(refreshed, problems, new ArrayList<>(), new HashSet<>(), defaultScopes, methods);
@@ -381,6 +400,24 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
         if (endpoints > 0) {
             idempotentMethods.learnAlso(methods);
         }
+    }
+
+    /**
+     * Whether {@code creator}, a child context's, applies the advisors of its parent, the {@code @Idempotent} one among
+     * them: those that look for advisors in the ancestors too (the default one, the AspectJ ones), unless they take
+     * only the infrastructure advisors of their own context ({@code @EnableTransactionManagement}'s) or only advisors
+     * of a name prefix the {@code @Idempotent} one's does not have.
+     */
+    /** The name of the {@code @Idempotent} advisor's bean: its {@code @Bean} method's. */
+    private static final String IDEMPOTENT_ADVISOR_BEAN_NAME = "idempotentAdvisor";
+
+    private static boolean appliesAdvisorsOfItsParent(AbstractAdvisorAutoProxyCreator creator) {
+        if (creator instanceof InfrastructureAdvisorAutoProxyCreator) {
+            return false;
+        }
+        return !(creator instanceof DefaultAdvisorAutoProxyCreator named) || !named.isUsePrefix()
+                || named.getAdvisorBeanNamePrefix() == null
+                || IDEMPOTENT_ADVISOR_BEAN_NAME.startsWith(named.getAdvisorBeanNamePrefix());
     }
 
     private static boolean descendsFrom(ApplicationContext descendant, ApplicationContext ancestor) {
@@ -459,9 +496,11 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
             return;
         }
         ConfigurableListableBeanFactory beanFactory = configurable.getBeanFactory();
+        Object creator = beanFactory.containsSingleton(AopConfigUtils.AUTO_PROXY_CREATOR_BEAN_NAME)
+                ? beanFactory.getSingleton(AopConfigUtils.AUTO_PROXY_CREATOR_BEAN_NAME) : null;
         for (IdempotentBean found : idempotentBeans(beanFactory)) {
             if (found.bean() == null) {
-                notMadeYet(beanFactory, found, problems);
+                notMadeYet(beanFactory, creator, found, problems);
                 continue;
             }
             Object bean = found.bean();
@@ -482,21 +521,29 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                         + " again; make that post-processor's @Bean method static, or let it reach the bean lazily"
                         + " (@Lazy, ObjectProvider)");
             } else {
-                Advised advised = (Advised) bean;
-                idempotent.stream().map(IdempotencyStartupChecks::notOverridableProblem).flatMap(Optional::stream)
-                        .forEach(problems::add);
-                if (AopUtils.isCglibProxy(bean)) {
-                    idempotent.stream().filter(IdempotencyStartupChecks::isFinalOnly)
-                            .forEach(method -> problems.add(finalProblem(method)));
-                }
-                for (Advisor advisor : advised.getAdvisors()) {
-                    if (advisor instanceof AsyncAnnotationAdvisor async) {
-                        asyncProblems(async, type, idempotent, problems);
-                    }
-                }
-                transactionAdviceOutside(advised.getAdvisors(), type, idempotent, problems);
+                advisedProblems((Advised) bean, type, idempotent, problems);
             }
         }
+    }
+
+    /**
+     * The {@code @Idempotent} methods of a bean its proxy advises that the advice still does not reach, or reaches too
+     * late: private, static or final ones, {@code @Async} ones, and those whose transaction advice comes first.
+     */
+    private static void advisedProblems(Advised advised, Class<?> type, List<Method> idempotent,
+                                        List<String> problems) {
+        idempotent.stream().map(IdempotencyStartupChecks::notOverridableProblem).flatMap(Optional::stream)
+                .forEach(problems::add);
+        if (AopUtils.isCglibProxy(advised)) {
+            idempotent.stream().filter(IdempotencyStartupChecks::isFinalOnly)
+                    .forEach(method -> problems.add(finalProblem(method)));
+        }
+        for (Advisor advisor : advised.getAdvisors()) {
+            if (advisor instanceof AsyncAnnotationAdvisor async) {
+                asyncProblems(async, type, idempotent, problems);
+            }
+        }
+        transactionAdviceOutside(advised.getAdvisors(), type, idempotent, problems);
     }
 
     /**
@@ -621,7 +668,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
      * {@code @Async} one when async processing is enabled (see {@link #asyncProblems}), and one whose transaction advice
      * its proxy will run outside the {@code @Idempotent} advice (see {@link #transactionAdviceOutside}).
      */
-    private static void notMadeYet(ConfigurableListableBeanFactory beanFactory, IdempotentBean found,
+    private static void notMadeYet(ConfigurableListableBeanFactory beanFactory, Object creator, IdempotentBean found,
                                    List<String> problems) {
         String name = found.name();
         Class<?> type = found.type();
@@ -632,24 +679,14 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
         }
         idempotent.stream().map(IdempotencyStartupChecks::notOverridableProblem).flatMap(Optional::stream)
                 .forEach(problems::add);
-        // the advisors its proxy will have, in the order of its chain (as the auto-proxy creator sorts them)
-        List<Advisor> advisors = new ArrayList<>();
-        for (String advisorName : beanFactory.getBeanNamesForType(Advisor.class, true, false)) {
-            if (!beanFactory.isCurrentlyInCreation(advisorName)) {
-                advisors.add(beanFactory.getBean(advisorName, Advisor.class));
-            }
-        }
-        AnnotationAwareOrderComparator.sort(advisors);
-        transactionAdviceOutside(AopUtils.findAdvisorsThatCanApply(advisors, type).toArray(Advisor[]::new), type,
-                idempotent, problems);
+        transactionAdviceOutside(AopUtils.findAdvisorsThatCanApply(advisorsOf(beanFactory, creator), type)
+                .toArray(Advisor[]::new), type, idempotent, problems);
         List<Method> finals = idempotent.stream().filter(IdempotencyStartupChecks::isFinalOnly).toList();
         if (finals.isEmpty()) {
             return;
         }
         boolean byClass = AutoProxyUtils.shouldProxyTargetClass(beanFactory, name)
-                || beanFactory.containsSingleton(AopConfigUtils.AUTO_PROXY_CREATOR_BEAN_NAME)
-                && beanFactory.getSingleton(AopConfigUtils.AUTO_PROXY_CREATOR_BEAN_NAME) instanceof ProxyConfig creator
-                && creator.isProxyTargetClass();
+                || creator instanceof ProxyConfig config && config.isProxyTargetClass();
         Set<Class<?>> interfaces = ClassUtils.getAllInterfacesForClassAsSet(type);
         for (Method method : finals) {
             boolean throughInterface = !byClass && interfaces.stream().anyMatch(implemented ->
@@ -658,6 +695,41 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                 problems.add(finalProblem(method));
             }
         }
+    }
+
+    /**
+     * The advisors {@code creator} (the context's auto-proxy creator; null: none, so none are) will give a bean it
+     * proxies, in the order of its proxy's chain: the {@code Advisor} beans it takes, as it finds them (also those of
+     * the ancestors; for the one that takes only infrastructure advisors, those its own context defines with that
+     * role; for one taking a name prefix, those named so), sorted by their order. One that cannot be had now (being
+     * made, or failing) is passed over, as the creator itself does.
+     */
+    private static List<Advisor> advisorsOf(ConfigurableListableBeanFactory beanFactory, Object creator) {
+        List<Advisor> advisors = new ArrayList<>();
+        if (!(creator instanceof AbstractAdvisorAutoProxyCreator)) {
+            return advisors;
+        }
+        for (String name : BeanFactoryUtils.beanNamesForTypeIncludingAncestors(beanFactory, Advisor.class, true,
+                false)) {
+            if (creator instanceof InfrastructureAdvisorAutoProxyCreator && !(beanFactory.containsBeanDefinition(name)
+                    && beanFactory.getBeanDefinition(name).getRole() == BeanDefinition.ROLE_INFRASTRUCTURE)) {
+                continue;
+            }
+            if (creator instanceof DefaultAdvisorAutoProxyCreator named && named.isUsePrefix()
+                    && named.getAdvisorBeanNamePrefix() != null && !name.startsWith(named.getAdvisorBeanNamePrefix())) {
+                continue;
+            }
+            if (beanFactory.isCurrentlyInCreation(name)) {
+                continue;
+            }
+            try {
+                advisors.add(beanFactory.getBean(name, Advisor.class));
+            } catch (BeansException e) {
+                // as the auto-proxy creator does for one being made; one that fails will fail it too, and say why
+            }
+        }
+        AnnotationAwareOrderComparator.sort(advisors);
+        return advisors;
     }
 
     /**
@@ -1116,7 +1188,10 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
             try {
                 checkTransactionManager(platform, dataSource);
             } catch (IdempotencyConfigurationException e) {
-                problem = "does not manage the idempotency store's DataSource";
+                problem = keepsNoSynchronization(platform)
+                        ? "keeps no transaction synchronization (SYNCHRONIZATION_NEVER), so the idempotency store cannot"
+                        + " tell that its transactions are open"
+                        : "does not manage the idempotency store's DataSource";
             }
             PlatformTransactionManager request = requestTransactionManager();
             if (problem == null && request != null && !joins(platform, request)) {
@@ -1346,10 +1421,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
             managed = resource.getResourceFactory();
         }
         if (managed instanceof DataSource managedDataSource && sameDataSource(managedDataSource, dataSource)) {
-            if (!(transactionManager instanceof DataSourceTransactionManager)
-                    && transactionManager instanceof AbstractPlatformTransactionManager manager
-                    && manager.getTransactionSynchronization()
-                    == AbstractPlatformTransactionManager.SYNCHRONIZATION_NEVER) {
+            if (keepsNoSynchronization(transactionManager)) {
                 // JDBC's transaction manager marks the connection it binds as in a transaction, which the store's own
                 // transactions then join; JPA's and Hibernate's mark nothing, and only their synchronization tells
                 throw new IdempotencyConfigurationException("The transaction manager " + transactionManager
@@ -1368,6 +1440,16 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
                 + " one, for a second database, say) and make it the primary one, or define the idempotency"
                 + " Transactions on it (new SpringTransactions(transactionManager)); or give the store the DataSource"
                 + " of the application's transaction manager.");
+    }
+
+    /**
+     * A transaction manager other than JDBC's that keeps no synchronization: it binds its connection without marking
+     * a transaction active, which only its synchronization would tell.
+     */
+    private static boolean keepsNoSynchronization(PlatformTransactionManager transactionManager) {
+        return !(transactionManager instanceof DataSourceTransactionManager)
+                && transactionManager instanceof AbstractPlatformTransactionManager manager
+                && manager.getTransactionSynchronization() == AbstractPlatformTransactionManager.SYNCHRONIZATION_NEVER;
     }
 
     /**

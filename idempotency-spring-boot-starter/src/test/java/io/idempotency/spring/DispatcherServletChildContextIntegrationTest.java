@@ -80,6 +80,24 @@ class DispatcherServletChildContextIntegrationTest {
         }
     }
 
+    @SpringBootConfiguration
+    @EnableAutoConfiguration
+    static class AppWithATransactionsOnlyPartnerContext {
+        @Bean
+        ServletRegistrationBean<DispatcherServlet> partnerApi() {
+            return partnerServlet(TransactionsOnlyPartnerApi.class);
+        }
+    }
+
+    @SpringBootConfiguration
+    @EnableAutoConfiguration
+    static class AppWithAFinalPartnerMethod {
+        @Bean
+        ServletRegistrationBean<DispatcherServlet> partnerApi() {
+            return partnerServlet(ProxyingFinalPartnerApi.class);
+        }
+    }
+
     private static ServletRegistrationBean<DispatcherServlet> partnerServlet(Class<?> configuration) {
         AnnotationConfigWebApplicationContext partnerContext = new AnnotationConfigWebApplicationContext();
         partnerContext.register(configuration);
@@ -122,6 +140,42 @@ class DispatcherServletChildContextIntegrationTest {
         @Bean
         static org.springframework.aop.framework.autoproxy.DefaultAdvisorAutoProxyCreator partnerAutoProxyCreator() {
             return new org.springframework.aop.framework.autoproxy.DefaultAdvisorAutoProxyCreator();
+        }
+    }
+
+    @Configuration
+    @EnableWebMvc
+    @org.springframework.transaction.annotation.EnableTransactionManagement
+    @Import(RequestScopedPartnerController.class)
+    static class TransactionsOnlyPartnerApi {
+    }
+
+    @Configuration
+    @EnableWebMvc
+    @Import(FinalPartnerController.class)
+    static class ProxyingFinalPartnerApi {
+        @Bean
+        static org.springframework.aop.framework.autoproxy.DefaultAdvisorAutoProxyCreator partnerAutoProxyCreator() {
+            return new org.springframework.aop.framework.autoproxy.DefaultAdvisorAutoProxyCreator();
+        }
+    }
+
+    @RestController
+    @org.springframework.web.context.annotation.RequestScope
+    static class RequestScopedPartnerController {
+        @Idempotent
+        @PostMapping("/scoped-payments")
+        public String pay() {
+            return "payment " + PARTNER_RUNS.incrementAndGet();
+        }
+    }
+
+    @RestController
+    static class FinalPartnerController {
+        @Idempotent
+        @PostMapping("/final-payments")
+        public final String pay() {
+            return "payment " + PARTNER_RUNS.incrementAndGet();
         }
     }
 
@@ -210,24 +264,49 @@ class DispatcherServletChildContextIntegrationTest {
     /** The child context's handlers are checked as the application's are: one the annotation never applies to. */
     @Test
     void aChildContextsHandlerTheAnnotationNeverAppliesToIsRefused(CapturedOutput output) throws Exception {
+        assertTheChildIsRefused(AppWithAPartnerEndpointTheAnnotationNeverApplies.class, "PUT", "/partners/orders",
+                output, "putOrderNeverIdempotent()");
+    }
+
+    /**
+     * A child whose only auto-proxy creator is the one {@code @EnableTransactionManagement} brings, which applies only
+     * the infrastructure advisors of its own context: a request-scoped controller there, made at each request, would
+     * never get the {@code @Idempotent} advice.
+     */
+    @Test
+    void aChildContextWhoseAutoProxyCreatorTakesOnlyItsOwnAdvisorsIsRefused(CapturedOutput output) throws Exception {
+        assertTheChildIsRefused(AppWithATransactionsOnlyPartnerContext.class, "POST", "/partners/scoped-payments",
+                output, "RequestScopedPartnerController.pay()", "has no effect");
+    }
+
+    /** The child's beans are checked as the application's: a final method its proxy cannot intercept. */
+    @Test
+    void aChildContextsFinalIdempotentMethodIsRefused(CapturedOutput output) throws Exception {
+        assertTheChildIsRefused(AppWithAFinalPartnerMethod.class, "POST", "/partners/final-payments", output,
+                "FinalPartnerController.pay()", "is final");
+    }
+
+    /**
+     * The child context's refresh must be refused, naming {@code expected}: the start fails where the container starts
+     * the servlet with the server (Jetty), else the servlet's first request does, and its handler never runs.
+     */
+    private static void assertTheChildIsRefused(Class<?> application, String method, String path,
+                                                CapturedOutput output, String... expected) throws Exception {
         PARTNER_RUNS.set(0);
         ConfigurableApplicationContext started;
         try {
-            started = start(AppWithAPartnerEndpointTheAnnotationNeverApplies.class);
+            started = start(application);
         } catch (RuntimeException e) {
-            // a container that starts the servlet with the server (Jetty) refreshes its context then: the start fails
             assertThat(causes(e)).anySatisfy(cause -> assertThat(cause)
-                    .isInstanceOf(IdempotencyConfigurationException.class)
-                    .hasMessageContaining("putOrderNeverIdempotent()"));
+                    .isInstanceOf(IdempotencyConfigurationException.class).hasMessageContainingAll(expected));
             return;
         }
         try (ConfigurableApplicationContext context = started) {
-            HttpResponse<String>[] answers = sendTwice(context, "PUT", "/partners/orders");
+            HttpResponse<String>[] answers = sendTwice(context, method, path);
 
             assertThat(answers[0].statusCode()).as("the servlet failed to start").isGreaterThanOrEqualTo(500);
             assertThat(PARTNER_RUNS.get()).isZero();
-            assertThat(output.getAll()).contains(IdempotencyConfigurationException.class.getName())
-                    .contains("putOrderNeverIdempotent()");
+            assertThat(output.getAll()).contains(IdempotencyConfigurationException.class.getName()).contains(expected);
         }
     }
 
