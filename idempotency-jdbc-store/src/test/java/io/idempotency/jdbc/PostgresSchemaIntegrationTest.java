@@ -355,6 +355,35 @@ class PostgresSchemaIntegrationTest {
         }
     }
 
+    /**
+     * A schema later on the search path holds the library's table and its migration history (another application's,
+     * in a schema they share), and the application's own schema a table made from the script: the history Flyway keeps
+     * is the default schema's, so the own table is adopted, and the other history is neither taken for it nor changed.
+     */
+    @Test
+    void aHistoryLaterOnTheSearchPathIsNotTakenForTheOwnOne() {
+        TestPostgres.Database shared = TestPostgres.newDatabase();
+        TestPostgres.Database own = TestPostgres.newDatabase();
+        try (HikariDataSource other = shared.dataSource(2);
+             HikariDataSource dataSource = own.dataSource(2,
+                     config -> config.setConnectionInitSql("SET search_path = " + own.schema() + ", "
+                             + shared.schema()))) {
+            new IdempotencySchemaMigrator(other, "idempotency_keys").migrate();
+            JdbcTemplate otherJdbc = new JdbcTemplate(other);
+            String otherHistory = otherJdbc.queryForObject("select string_agg(version || ':' || checksum, ',')"
+                    + " from idempotency_schema_history", String.class);
+            new JdbcTemplate(dataSource).execute(IdempotencySchema.postgresql("idempotency_keys"));
+
+            assertThat(new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate().migrationsExecuted)
+                    .as("the own table adopted, not made again").isZero();
+            assertThat(new JdbcTemplate(dataSource).queryForObject("select count(*) from pg_tables where tablename ="
+                    + " 'idempotency_schema_history' and schemaname = ?", Integer.class, own.schema())).isEqualTo(1);
+            assertThat(otherJdbc.queryForObject("select string_agg(version || ':' || checksum, ',')"
+                    + " from idempotency_schema_history", String.class)).as("the other's unchanged")
+                    .isEqualTo(otherHistory);
+        }
+    }
+
     @Test
     void aTableNameInCapitalsMigratesOnEveryStart() {
         try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {

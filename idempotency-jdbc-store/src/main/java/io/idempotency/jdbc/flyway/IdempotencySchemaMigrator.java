@@ -181,9 +181,12 @@ public final class IdempotencySchemaMigrator {
         checkLayout(layout);
         String history = historyTable(tableName);
         boolean tableExists = layout != null;
-        boolean historyExists = exists(history);
+        // where Flyway keeps it: in the default schema (the first of the search path that exists), not wherever the
+        // search path finds one (another application's, in a schema it shares)
+        String ownHistory = inDefaultSchema(history);
+        boolean historyExists = ownHistory != null && exists(ownHistory);
         if (historyExists) {
-            adoptChecksumOfEarlierVersions(history);
+            adoptChecksumOfEarlierVersions(ownHistory);
         }
         boolean adopt = tableExists && !historyExists;
         FluentConfiguration configuration = Flyway.configure(IdempotencySchemaMigrator.class.getClassLoader())
@@ -249,6 +252,21 @@ public final class IdempotencySchemaMigrator {
             }
         } catch (SQLException e) {
             throw new IllegalStateException("could not read or update the migration history " + history, e);
+        }
+    }
+
+    /** {@code relation} as SQL names it in the default schema (quoted where needed); null without a default schema. */
+    private String inDefaultSchema(String relation) {
+        try (Connection connection = ReadConnections.borrow(dataSource);
+             PreparedStatement statement = connection.prepareStatement(
+                     "SELECT quote_ident(current_schema()) || '.' || quote_ident(?)")) {
+            statement.setString(1, relation);
+            try (ResultSet rs = statement.executeQuery()) {
+                rs.next();
+                return rs.getString(1);
+            }
+        } catch (SQLException e) {
+            throw new IllegalStateException("could not look for " + relation, e);
         }
     }
 
