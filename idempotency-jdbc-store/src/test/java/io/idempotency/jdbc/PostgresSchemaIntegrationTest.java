@@ -384,6 +384,49 @@ class PostgresSchemaIntegrationTest {
         }
     }
 
+    /**
+     * A table made without the script's indexes on expires_at and locked_until (by a DBA, an ORM) is used, and warned
+     * of: the cleanup and the stale-claim sweeper would scan it whole. One made from the script is not.
+     */
+    @Test
+    void aTableWithoutTheIndexesOfTheScriptIsWarnedOf() {
+        java.util.logging.Logger logger = java.util.logging.Logger.getLogger(IdempotencySchemaMigrator.class.getName());
+        List<java.util.logging.LogRecord> records = new java.util.concurrent.CopyOnWriteArrayList<>();
+        java.util.logging.Handler handler = new java.util.logging.Handler() {
+            @Override
+            public void publish(java.util.logging.LogRecord record) {
+                records.add(record);
+            }
+
+            @Override
+            public void flush() {
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+        logger.addHandler(handler);
+        try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate();
+            assertThat(records).as("made from the script").noneMatch(record -> record.getMessage().contains("index"));
+
+            jdbc.execute(IdempotencySchema.postgresql("bare_keys"));
+            jdbc.execute("drop index bare_keys_expires_at_idx");
+            jdbc.execute("drop index bare_keys_locked_until_idx");
+            new IdempotencySchemaMigrator(dataSource, "bare_keys").verify();
+            new IdempotencySchemaMigrator(dataSource, "bare_keys").migrate();
+
+            assertThat(records).filteredOn(record -> record.getLevel() == java.util.logging.Level.WARNING)
+                    .extracting(java.util.logging.LogRecord::getMessage).hasSize(2).allSatisfy(message -> assertThat(
+                            message).contains("bare_keys has no index that begins with expires_at nor with"
+                            + " locked_until", "cleanup scans the whole table", "stale-claim sweeper"));
+        } finally {
+            logger.removeHandler(handler);
+        }
+    }
+
     @Test
     void aTableNameInCapitalsMigratesOnEveryStart() {
         try (HikariDataSource dataSource = TestPostgres.newDatabase().dataSource(2)) {

@@ -214,6 +214,7 @@ public final class IdempotencySchemaMigrator {
                             + " not exist");
         }
         checkShape(); // a table that was there already was adopted as it is
+        warnOfMissingIndexes();
         return result;
     }
 
@@ -307,6 +308,40 @@ public final class IdempotencySchemaMigrator {
         checkSchema();
         checkLayout(layout);
         checkShape();
+        warnOfMissingIndexes();
+    }
+
+    /**
+     * A table made otherwise than from the script (by a DBA, an ORM, a changelog of its own) may lack the script's
+     * indexes on {@code expires_at} and {@code locked_until}: it works, but each batch of the cleanup, and each run of
+     * the stale-claim sweeper (every 30 s by default, on every instance), then scans the whole table. Warned of, not
+     * refused: a table may be small, or its application's own indexes serve.
+     */
+    private void warnOfMissingIndexes() {
+        List<String> missing = new ArrayList<>();
+        try (Connection connection = ReadConnections.borrow(dataSource);
+             PreparedStatement statement = connection.prepareStatement("SELECT a.attname FROM unnest(ARRAY['expires_at',"
+                     + " 'locked_until']) AS a(attname) WHERE NOT EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute c"
+                     + " ON c.attrelid = i.indrelid AND c.attnum = i.indkey[0] WHERE i.indrelid = to_regclass(?)"
+                     + " AND i.indisvalid AND c.attname = a.attname) ORDER BY 1")) {
+            statement.setString(1, tableName);
+            try (ResultSet rs = statement.executeQuery()) {
+                while (rs.next()) {
+                    missing.add(rs.getString(1));
+                }
+            }
+        } catch (SQLException e) {
+            return; // a warning only: the table itself has been checked
+        }
+        if (!missing.isEmpty()) {
+            log.log(System.Logger.Level.WARNING, "The idempotency table " + tableName + " has no index that begins"
+                    + " with " + String.join(" nor with ", missing) + ": "
+                    + (missing.contains("expires_at") ? "each batch of the cleanup scans the whole table" : "")
+                    + (missing.size() == 2 ? ", and " : "")
+                    + (missing.contains("locked_until") ? "each run of the stale-claim sweeper (every 30 s by default,"
+                    + " on every instance) scans the whole table" : "")
+                    + ". Create the indexes of " + script() + ".");
+        }
     }
 
     /** The columns the store reads and writes. */
