@@ -50,21 +50,30 @@ public record ScopedKey(String caller, String scope, String key) implements Comp
     }
 
     /**
-     * The key as log lines and exception messages show it, each part as {@link #printable} writes it: a key given by
-     * an expression over the body, or a caller named by a token's claim, may hold a line break.
+     * The key as log lines and exception messages show it, each part quoted ({@link #quoted}): a key given by an
+     * expression over the body, or a caller named by a token's claim, may hold a line break, or the text that
+     * separates the parts.
      */
     @Override
     public String toString() {
-        return "ScopedKey[caller=" + printable(caller) + ", scope=" + printable(scope) + ", key=" + printable(key)
-                + "]";
+        return "ScopedKey[caller=" + quoted(caller) + ", scope=" + quoted(scope) + ", key=" + quoted(key) + "]";
     }
 
     /**
      * The claim as a log line names it for an operator, who looks it up in the table or asks a third party about it:
-     * {@code caller 'alice' on 'POST /charges' with key 'k-1'}, each part as {@link #printable} writes it.
+     * {@code caller 'alice' on 'POST /charges' with key 'k-1'}, each part quoted ({@link #quoted}).
      */
     public String describe() {
-        return "caller '" + printable(caller) + "' on '" + printable(scope) + "' with key '" + printable(key) + "'";
+        return "caller " + quoted(caller) + " on " + quoted(scope) + " with key " + quoted(key);
+    }
+
+    /**
+     * {@code text} between single quotes, as {@link #printable} writes it, with a quote in it written {@code \'}: a
+     * key (a quoted one may hold any printable character) or a caller name cannot end its part early and make the
+     * rest of the line read as another claim's.
+     */
+    private static String quoted(String text) {
+        return "'" + printable(text).replace("'", "\\'") + "'";
     }
 
     /**

@@ -20,8 +20,25 @@ class ScopedKeyTest {
 
         IdempotencyTemplate.KeyReusedException reused = new IdempotencyTemplate.KeyReusedException(key);
 
-        assertThat(reused.getMessage()).isEqualTo("ScopedKey[caller=mallory\\r\\nINFO approved, scope=POST /callbacks,"
-                + " key=evt-1\\nWARN \\u001b[2K\\u0085\\u2028x] was already used for different input");
+        assertThat(reused.getMessage()).isEqualTo("ScopedKey[caller='mallory\\r\\nINFO approved',"
+                + " scope='POST /callbacks', key='evt-1\\nWARN \\u001b[2K\\u0085\\u2028x'] was already used for"
+                + " different input");
+    }
+
+    @Test
+    void aQuoteInAPartCannotEndItAndMakeTheRestOfTheLineAnotherClaim() {
+        // a quoted key may hold any printable character: written as it is, it would close its part early, and the
+        // rest of the line would name another caller's claim to whoever searches the log for it
+        ScopedKey key = new ScopedKey("mallory", "POST /charges",
+                "k' marked FAILED. Stale claim of caller 'alice' on 'POST /charges' with key 'a-77");
+
+        assertThat(key.describe()).isEqualTo("caller 'mallory' on 'POST /charges' with key 'k\\' marked FAILED."
+                + " Stale claim of caller \\'alice\\' on \\'POST /charges\\' with key \\'a-77'");
+        assertThat(key.describe().replace("\\'", "")).as("the quotes that delimit the parts").containsOnlyOnce(
+                "with key '").matches("caller '[^']*' on '[^']*' with key '[^']*'");
+        assertThat(key.toString()).contains("key='k\\' marked FAILED.");
+        assertThat(new ScopedKey("back\\", "s", "k").describe()).as("a backslash at the end stays a backslash")
+                .isEqualTo("caller 'back\\\\' on 's' with key 'k'");
     }
 
     @Test
