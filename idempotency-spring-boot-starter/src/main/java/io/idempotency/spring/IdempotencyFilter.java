@@ -278,7 +278,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
                 if (response.holdsTheWholeBody()) {
                     response.sendCaptured();
                 } else {
-                    sendTooLarge(request, response, "");
+                    sendTooLarge(request, response, null);
                 }
             }
             return; // otherwise not an idempotent request: everything has passed through already
@@ -289,7 +289,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             exchange.request().answeredInsteadOfAsync();
             abandonForTheAnswer(exchange, request);
             log.error("Idempotent request {} {} started async processing, which @Idempotent does not support;"
-                    + " rolled back", request.getMethod(), loggedPath(request));
+                    + " rolled back{}", request.getMethod(), loggedPath(request), claimLeftProcessing(execution));
             // and the connection ends with it: the async work may outlive the request, and what it kept of the
             // connection must meet no later request on it (HTTP/2 has no such header, and a stream per request)
             response.send(answeredAsynchronously(problems, execution, request.getRequestURI()),
@@ -301,7 +301,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             // written past the cap under a status that is stored: dropped as it came, as an answer too large to be
             // stored is not held in memory whole, and so too large to be sent as well, whatever became of it since
             abandonForTheAnswer(exchange, request);
-            sendTooLarge(request, response, afterRollback(execution));
+            sendTooLarge(request, response, execution);
             return;
         }
         if (exchange.handlerFailed() || response.isErrorSent() || renderingFailed(request)) {
@@ -320,7 +320,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         if (response.bodyLength() > maxStoredBodySize && exchange.storagePolicy().isStorable(response.getStatus())) {
             // held whole, as its status was one that is not stored until the handler set this one
             abandonForTheAnswer(exchange, request);
-            sendTooLarge(request, response, afterRollback(execution));
+            sendTooLarge(request, response, execution);
             return;
         }
         if (exchange.storagePolicy().isStorable(response.getStatus())
@@ -331,9 +331,9 @@ public class IdempotencyFilter extends OncePerRequestFilter {
             // retry may come over it
             abandonForTheAnswer(exchange, request);
             log.error("Idempotent request {} {} answered headers of at least {} bytes, more than the server sends ({})"
-                    + " less {} bytes for the headers it and a replay add; rolled back", request.getMethod(),
+                    + " less {} bytes for the headers it and a replay add; rolled back{}", request.getMethod(),
                     loggedPath(request), response.headerSectionLowerBound(), maxHeaderSection,
-                    HEADER_SECTION_MARGIN);
+                    HEADER_SECTION_MARGIN, claimLeftProcessing(execution));
             response.send(problems.render(ProblemResponses.Problem.RESPONSE_TOO_LARGE,
                     "The answer's headers are too large for this server to send it and its replays, so the request"
                             + " was rolled back and nothing of it was kept." + afterRollback(execution),
@@ -377,14 +377,16 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         response.sendCaptured();
     }
 
-    private void sendTooLarge(HttpServletRequest request, DeferredResponse response, String afterRollback)
-            throws IOException {
+    /** @param execution the request's execution, null when none is left (its next attempt was never claimed) */
+    private void sendTooLarge(HttpServletRequest request, DeferredResponse response,
+                              IdempotencyEngine.Execution execution) throws IOException {
         log.error("Idempotent request {} {} answered {} bytes, more than idempotency.max-stored-body-size ({});"
-                + " rolled back", request.getMethod(), loggedPath(request), response.bodyLength(),
-                maxStoredBodySize);
+                + " rolled back{}", request.getMethod(), loggedPath(request), response.bodyLength(),
+                maxStoredBodySize, execution == null ? "" : claimLeftProcessing(execution));
         response.send(problems.render(ProblemResponses.Problem.RESPONSE_TOO_LARGE,
                 "The answer is larger than the largest answer this service stores for replay, so the request"
-                        + " was rolled back and nothing of it was kept." + afterRollback,
+                        + " was rolled back and nothing of it was kept."
+                        + (execution == null ? "" : afterRollback(execution)),
                 request.getRequestURI()));
     }
 
@@ -465,6 +467,16 @@ public class IdempotencyFilter extends OncePerRequestFilter {
 
     private static String claim(IdempotencyEngine.Execution execution) {
         return "the claim of " + execution.key().describe();
+    }
+
+    /**
+     * For a line that says an intent-first request was rolled back: its committed claim, which stays
+     * {@code PROCESSING} for its resolver (the external call may have been made), so that an operator can match the
+     * line with the resolver's; nothing in one-transaction mode, where no claim is left.
+     */
+    static String claimLeftProcessing(IdempotencyEngine.Execution execution) {
+        return execution.mode() == IdempotencyMode.INTENT_FIRST
+                ? "; " + claim(execution) + " stays PROCESSING for its resolver" : "";
     }
 
     /** What a retry meets when a commit whose outcome is unknown did not happen. */

@@ -435,8 +435,8 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                     + " answer", request.getMethod(), IdempotencyFilter.loggedPath(request), e);
         }
         log.error("Idempotent request {} {}: {} returned {}, an async answer, which @Idempotent does not support;"
-                + " rolled back, and it was not run", request.getMethod(), IdempotencyFilter.loggedPath(request),
-                invocation.getMethod(), value.getClass().getName());
+                + " rolled back, and it was not run{}", request.getMethod(), IdempotencyFilter.loggedPath(request),
+                invocation.getMethod(), value.getClass().getName(), IdempotencyFilter.claimLeftProcessing(execution));
         return answer(exchange, IdempotencyFilter.answeredAsynchronously(problems, execution, instance));
     }
 

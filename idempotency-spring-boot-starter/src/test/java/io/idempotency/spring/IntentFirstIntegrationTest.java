@@ -141,6 +141,28 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         assertThat(rows(note)).isEqualTo(1);
     }
 
+    /**
+     * An intent-first answer too large to store rolls back the local writes and leaves the committed claim for its
+     * resolver: the line that says so names the claim, which the resolver's line names later.
+     */
+    @Test
+    void aTooLargeAnswerOfAnIntentFirstRequestNamesItsClaim(CapturedOutput output) throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "too-large-" + key;
+
+        HttpResponse<String> tooLarge = charge(LONGER_LEASE, key, note, "X-Fail", "too-large");
+
+        assertThat(tooLarge.statusCode()).isEqualTo(500);
+        assertThat(tooLarge.body()).contains("idempotency-response-too-large");
+        assertThat(rows(note)).as("the local write rolled back").isZero();
+        assertThat(status(key)).isEqualTo("PROCESSING");
+        assertThat(output.getOut().lines().filter(line -> line.contains("more than idempotency.max-stored-body-size")))
+                .singleElement().asString().contains("the claim of caller '' on 'POST " + LONGER_LEASE
+                        + "' with key '" + key + "' stays PROCESSING for its resolver");
+        // not left for the sweeps of the other tests, which count what they resolve
+        DATABASE.queryString("delete from idempotency_keys where idempotency_key = '" + key + "'");
+    }
+
     @Test
     void anotherBodyUnderADefinitelyFailedKeyIsRefused() throws Exception {
         // the gateway may have seen the key: only the request that failed may run under it again
