@@ -2,9 +2,11 @@ package io.idempotency.core;
 
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.BooleanSupplier;
 
@@ -41,32 +43,62 @@ final class Leases {
         long period = Math.max(1, (lease.compareTo(LONGEST_COUNTED) >= 0 ? Long.MAX_VALUE : lease.toMillis()) / 3);
         long firstDelay = Math.max(0, period - Math.max(0, writtenMillisAgo));
         Holding holding = new Holding();
-        holding.schedule.complete(renewals.scheduleWithFixedDelay(() -> {
-            ScheduledFuture<?> schedule = holding.schedule.join();
-            try {
-                holding.renewing.lock(); // see handBack and stop: a renewal is never under way beside them
-                try {
-                    if (!schedule.isCancelled() && !store.renew(key, token, lease)) {
-                        schedule.cancel(false);
-                    }
-                } finally {
-                    holding.renewing.unlock();
-                }
-            } catch (Throwable e) {
-                if (schedule.isCancelled()) {
-                    // stopped while it waited (see stop): nobody needs this renewal any more, and it is not tried again
-                    return;
-                }
-                // the next renewal tries again (an error too, and a checked exception a store in Kotlin passes on
-                // undeclared: thrown on, either would end the schedule for good, without a word); if the lease runs
-                // out meanwhile, fencing protects the new holder. The holder may then lose its claim: say so, as it
-                // happens, rather than only when its result is refused
-                log.log(System.Logger.Level.WARNING, () -> "Renewing the lease of the claim of " + key.describe()
-                        + " failed; tried again in " + period + " ms. Should the lease run out first, another request or the"
-                        + " sweeper may take the claim over, and the result of its holder is then refused", e);
-            }
-        }, firstDelay, period, TimeUnit.MILLISECONDS));
+        holding.schedule.complete(renewals.scheduleWithFixedDelay(
+                () -> renew(renewals, holding, store, key, token, lease, period, 0), firstDelay, period,
+                TimeUnit.MILLISECONDS));
         return holding;
+    }
+
+    /** The first wait before a failed renewal is tried again (a third of the period if that is shorter). */
+    static final long FIRST_RETRY_MILLIS = 1000;
+
+    /**
+     * One renewal of the lease {@code holding} keeps. One that fails is tried again soon, not only at the next period:
+     * a renewal that waited for a pool connection until the pool gave up (HikariCP's 30 s) has used up most of a
+     * period already, and the next one could come after the lease has run out. Tried again after a second (or a third
+     * of the period), then after twice as long each time, while that is shorter than the period, beside the renewals
+     * of the schedule.
+     *
+     * @param retryAfter how long this renewal waited as a retry of a failed one; 0 for one of the schedule
+     */
+    private static void renew(ScheduledExecutorService renewals, Holding holding, IdempotencyStore store,
+                              ScopedKey key, String token, Duration lease, long period, long retryAfter) {
+        ScheduledFuture<?> schedule = holding.schedule.join();
+        try {
+            holding.renewing.lock(); // see handBack and stop: a renewal is never under way beside them
+            try {
+                if (!schedule.isCancelled() && !store.renew(key, token, lease)) {
+                    schedule.cancel(false);
+                }
+            } finally {
+                holding.renewing.unlock();
+            }
+        } catch (Throwable e) {
+            if (schedule.isCancelled()) {
+                // stopped while it waited (see stop): nobody needs this renewal any more, and it is not tried again
+                return;
+            }
+            // tried again (an error too, and a checked exception a store in Kotlin passes on undeclared: thrown on,
+            // either would end the schedule for good, without a word); if the lease runs out meanwhile, fencing
+            // protects the new holder. The holder may then lose its claim: say so, as it happens, rather than only
+            // when its result is refused
+            long retry = retryAfter == 0 ? Math.max(1, Math.min(FIRST_RETRY_MILLIS, period / 3)) : retryAfter * 2;
+            boolean retried = false;
+            if (retry < period) {
+                try {
+                    holding.retry.set(renewals.schedule(
+                            () -> renew(renewals, holding, store, key, token, lease, period, retry), retry,
+                            TimeUnit.MILLISECONDS));
+                    retried = true;
+                } catch (RejectedExecutionException shutDown) {
+                    // the engine is shutting down: the schedule's next renewal is not coming either
+                }
+            }
+            long next = retried ? retry : period;
+            log.log(System.Logger.Level.WARNING, () -> "Renewing the lease of the claim of " + key.describe()
+                    + " failed; tried again in " + next + " ms. Should the lease run out first, another request or"
+                    + " the sweeper may take the claim over, and the result of its holder is then refused", e);
+        }
     }
 
     /**
@@ -79,6 +111,8 @@ final class Leases {
     static final class Holding {
 
         private final CompletableFuture<ScheduledFuture<?>> schedule = new CompletableFuture<>();
+        /** The latest retry of a failed renewal, scheduled beside the schedule's renewals (see {@link #renew}). */
+        private final AtomicReference<ScheduledFuture<?>> retry = new AtomicReference<>();
         private final ReentrantLock renewing = new ReentrantLock();
 
         private Holding() {
@@ -87,6 +121,10 @@ final class Leases {
         /** Stops the renewals; one under way runs to its end (see {@link #stop} to wait for it). */
         void cancel() {
             schedule.join().cancel(false);
+            ScheduledFuture<?> retrying = retry.get();
+            if (retrying != null) {
+                retrying.cancel(false);
+            }
         }
 
         /**
@@ -97,6 +135,10 @@ final class Leases {
          */
         void cancelAndInterrupt() {
             schedule.join().cancel(true);
+            ScheduledFuture<?> retrying = retry.get();
+            if (retrying != null) {
+                retrying.cancel(true);
+            }
         }
     }
 

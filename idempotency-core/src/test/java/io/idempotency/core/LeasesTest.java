@@ -52,6 +52,38 @@ class LeasesTest {
     }
 
     /**
+     * A renewal that fails (it waited for a pool connection until the pool gave up, most of a period) is tried again
+     * soon, not a whole period later, when the lease could have run out: here a 60 s lease, renewed every 20 s, whose
+     * first renewal fails at once and whose retry must come well before the next period.
+     */
+    @Test
+    void aFailedRenewalIsTriedAgainBeforeTheNextPeriod() throws Exception {
+        List<Long> calls = new CopyOnWriteArrayList<>();
+        CountDownLatch retried = new CountDownLatch(1);
+        IdempotencyStore store = (IdempotencyStore) Proxy.newProxyInstance(getClass().getClassLoader(),
+                new Class<?>[] {IdempotencyStore.class}, (proxy, method, args) -> {
+                    calls.add(System.nanoTime());
+                    if (calls.size() == 1) {
+                        throw new IllegalStateException("Connection is not available, request timed out");
+                    }
+                    retried.countDown();
+                    return true;
+                });
+        ScheduledExecutorService executor = Executors.newSingleThreadScheduledExecutor();
+        try {
+            // written a period ago: the first renewal is due at once
+            Leases.Holding holding = Leases.hold(executor, store, new ScopedKey("alice", "POST /charges", "k-1"),
+                    "token-1", Duration.ofSeconds(60), 20_000);
+
+            assertThat(retried.await(10, TimeUnit.SECONDS)).as("tried again within half a period").isTrue();
+            assertThat(Duration.ofNanos(calls.get(1) - calls.get(0))).isLessThan(Duration.ofSeconds(10));
+            holding.cancel();
+        } finally {
+            executor.shutdownNow();
+        }
+    }
+
+    /**
      * A store written in a language without checked exceptions (Kotlin) passes its driver's {@code SQLException} on
      * as it is, undeclared: thrown on from the renewal, it too would end the schedule for good, without a word, and the
      * holder would lose its claim to another request that runs the work beside it.
