@@ -4,6 +4,7 @@ import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.Arrays;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * Which requests this instance has seen completed — a (key, fingerprint) pair each — long after their answers have
@@ -78,6 +79,8 @@ final class CompletedKeys {
 
     private final int capacity;
     private volatile Generations generations;
+    /** Held while the older generation is cleared and made the newer one ({@link #renew}). */
+    private final ReentrantLock renewing = new ReentrantLock();
 
     /** @param capacity how many requests a generation holds; 0 remembers none */
     CompletedKeys(int capacity) {
@@ -120,11 +123,18 @@ final class CompletedKeys {
      * into the one being cleared, or set bits in it: it then takes a request for unseen, or one more for seen, which
      * only costs a look-up more or less, never changes an answer.
      */
-    private synchronized void renew(Generations full) {
-        if (generations == full) {
-            long[] words = full.previous.words;
-            Arrays.fill(words, 0L);
-            generations = new Generations(new Generation(words), full.current);
+    private void renew(Generations full) {
+        // a lock, not a monitor: this runs on a request thread, and a virtual thread that waits to enter a monitor
+        // keeps its carrier thread until Java 24
+        renewing.lock();
+        try {
+            if (generations == full) {
+                long[] words = full.previous.words;
+                Arrays.fill(words, 0L);
+                generations = new Generations(new Generation(words), full.current);
+            }
+        } finally {
+            renewing.unlock();
         }
     }
 

@@ -74,8 +74,9 @@ final class Leases {
                 holding.renewing.unlock();
             }
         } catch (Throwable e) {
-            if (schedule.isCancelled()) {
-                // stopped while it waited (see stop): nobody needs this renewal any more, and it is not tried again
+            if (schedule.isCancelled() || renewals.isShutdown()) {
+                // stopped while it waited (see stop), or the engine is shutting down (its renewal threads interrupted):
+                // nobody needs this renewal any more, and it is not tried again
                 return;
             }
             // tried again (an error too, and a checked exception a store in Kotlin passes on undeclared: thrown on,

@@ -3,6 +3,7 @@ package io.idempotency.core;
 import java.time.Duration;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
+import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * Completed answers kept in memory, so that a replay is answered without a database round trip. Sound because a
@@ -46,6 +47,11 @@ public final class ReplayCache {
     private final long maxTotalBytes;
     private final long maxAgeNanos;
     private final LinkedHashMap<ScopedKey, Entry> entries = new LinkedHashMap<>(16, 0.75f, true);
+    /**
+     * Guards {@link #entries} and {@link #totalBytes}. A lock, not a monitor: request threads take it, and a virtual
+     * thread that waits to enter a monitor keeps its carrier thread until Java 24.
+     */
+    private final ReentrantLock lock = new ReentrantLock();
     private long totalBytes;
     private final CompletedKeys completed;
 
@@ -86,15 +92,19 @@ public final class ReplayCache {
         }
         long bytes = footprint(key, requestHash, response);
         if (response.bodyLength() > maxBodyBytes || bytes > maxTotalBytes) {
-            synchronized (entries) {
+            lock.lock();
+            try {
                 Entry superseded = entries.remove(key);
                 if (superseded != null) {
                     totalBytes -= superseded.bytes();
                 }
+            } finally {
+                lock.unlock();
             }
             return;
         }
-        synchronized (entries) {
+        lock.lock();
+        try {
             Entry previous = entries.put(key, new Entry(requestHash, response, System.nanoTime(), bytes));
             totalBytes += bytes - (previous == null ? 0 : previous.bytes());
             Iterator<Entry> eldestFirst = entries.values().iterator();
@@ -102,6 +112,8 @@ public final class ReplayCache {
                 totalBytes -= eldestFirst.next().bytes();
                 eldestFirst.remove();
             }
+        } finally {
+            lock.unlock();
         }
     }
 
@@ -114,12 +126,15 @@ public final class ReplayCache {
         if (maxEntries == 0) {
             return;
         }
-        synchronized (entries) {
+        lock.lock();
+        try {
             Entry kept = entries.get(key);
             if (kept != null && !kept.requestHash().equals(requestHash)) {
                 entries.remove(key);
                 totalBytes -= kept.bytes();
             }
+        } finally {
+            lock.unlock();
         }
     }
 
@@ -132,13 +147,16 @@ public final class ReplayCache {
             return null;
         }
         Entry entry;
-        synchronized (entries) {
+        lock.lock();
+        try {
             entry = entries.get(key);
             if (entry != null && System.nanoTime() - entry.cachedAtNanos() > maxAgeNanos) {
                 entries.remove(key);
                 totalBytes -= entry.bytes();
                 entry = null;
             }
+        } finally {
+            lock.unlock();
         }
         if (entry == null) {
             return null;
@@ -157,8 +175,11 @@ public final class ReplayCache {
 
     /** How many answers are kept. */
     int size() {
-        synchronized (entries) {
+        lock.lock();
+        try {
             return entries.size();
+        } finally {
+            lock.unlock();
         }
     }
 
