@@ -330,7 +330,9 @@ public final class CanonicalJson {
                 position++;
                 Object value = readValue(depth + 1);
                 if (members.containsKey(name)) {
-                    throw error("duplicate member name \"" + name + "\"");
+                    // as decoded, it may hold a line break or be as long as the body: shown escaped, and cut
+                    String shown = ScopedKey.printable(name.length() > 64 ? name.substring(0, 64) + "…" : name);
+                    throw error("duplicate member name \"" + shown + "\"");
                 }
                 members.put(name, value);
                 skipWhitespace();

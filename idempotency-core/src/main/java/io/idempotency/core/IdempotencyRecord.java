@@ -36,4 +36,12 @@ public record IdempotencyRecord(
             throw new IllegalArgumentException("a response is stored exactly for SUCCEEDED records, status " + status);
         }
     }
+
+    /** Without the fencing token, its holder's alone, and with the answer as {@link StoredResponse} shows it. */
+    @Override
+    public String toString() {
+        return "IdempotencyRecord[key=" + key + ", status=" + status + ", requestHash=" + requestHash + ", response="
+                + response + ", createdAt=" + createdAt + ", expiresAt=" + expiresAt + ", lockedUntil=" + lockedUntil
+                + ", leaseExpired=" + leaseExpired + "]";
+    }
 }

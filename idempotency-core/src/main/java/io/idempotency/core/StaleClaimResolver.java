@@ -38,6 +38,13 @@ public interface StaleClaimResolver {
      */
     record StaleClaim(ScopedKey key, String downstreamKey, String requestHash, Instant createdAt, Instant lockedUntil,
                       boolean retryWaiting) {
+
+        /** Without the downstream key, which is never logged: a resolver that logs the claim shows the rest. */
+        @Override
+        public String toString() {
+            return "StaleClaim[key=" + key + ", requestHash=" + requestHash + ", createdAt=" + createdAt
+                    + ", lockedUntil=" + lockedUntil + ", retryWaiting=" + retryWaiting + "]";
+        }
     }
 
     /** A decision about a stale claim. */

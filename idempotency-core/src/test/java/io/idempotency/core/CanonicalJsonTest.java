@@ -859,4 +859,16 @@ class CanonicalJsonTest {
         assertThat(CanonicalJson.canonicalNumber(new BigDecimal("10e2147483647")))
                 .isEqualTo(new BigDecimal("10e2147483647").stripTrailingZeros().toString());
     }
+
+    /** A duplicate member name is decoded: its message shows it on one line, escaped, and cut if long. */
+    @Test
+    void aDuplicateMemberNameIsShownEscapedAndCut() {
+        assertThatThrownBy(() -> CanonicalJson.canonicalize("{\"a\\nINFO forged\":1,\"a\\nINFO forged\":2}".getBytes(
+                java.nio.charset.StandardCharsets.UTF_8))).hasMessageContaining("a\\nINFO forged")
+                .hasMessageNotContaining("\n");
+        String longName = "n".repeat(10_000);
+        byte[] body = ("{\"" + longName + "\":1,\"" + longName + "\":2}").getBytes(UTF_8);
+        assertThatThrownBy(() -> CanonicalJson.canonicalize(body))
+                .satisfies(e -> assertThat(e.getMessage()).hasSizeLessThan(200));
+    }
 }

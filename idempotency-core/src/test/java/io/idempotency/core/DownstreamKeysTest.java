@@ -82,4 +82,18 @@ class DownstreamKeysTest {
                     "idempotency.downstream-key-secret").doesNotContain("k-1");
         }
     }
+
+    /** A resolver that logs the claim it is given, or a record, shows neither the downstream key nor the fencing token. */
+    @Test
+    void theClaimAndTheRecordAResolverMayLogShowNeitherTheDownstreamKeyNorTheToken() {
+        ScopedKey key = new ScopedKey("alice", "POST /charges", "k-1");
+        String downstreamKey = new DownstreamKeys("secret").derive(key);
+        StaleClaimResolver.StaleClaim claim = new StaleClaimResolver.StaleClaim(key, downstreamKey, "hash-1",
+                java.time.Instant.EPOCH, java.time.Instant.EPOCH, true);
+        IdempotencyRecord record = new IdempotencyRecord(key, RecordStatus.PROCESSING, "hash-1", "token-secret-1", null,
+                java.time.Instant.EPOCH, java.time.Instant.EPOCH, java.time.Instant.EPOCH, true);
+
+        assertThat(claim.toString()).doesNotContain(downstreamKey).contains("k-1", "hash-1", "retryWaiting=true");
+        assertThat(record.toString()).doesNotContain("token-secret-1").contains("k-1", "PROCESSING", "hash-1");
+    }
 }
