@@ -94,6 +94,9 @@ public class IdempotencyFilter extends OncePerRequestFilter {
         }
     }
 
+    /** The kinds of failure after an answer decided without the handler that have been warned of (see doFilter). */
+    private final Set<String> answeredThenFailed = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
     /**
      * Tells the filter the largest header section the container sends over HTTP/1.1 (Tomcat's and Jetty's
      * {@code max-http-response-header-size}): a storable answer whose headers take more is rolled back rather than
@@ -240,8 +243,18 @@ public class IdempotencyFilter extends OncePerRequestFilter {
                     // the handler did not run: what failed rendered its null (a body advice that cannot take one, an
                     // interceptor's postHandle) and would answer every retry under the key with this error instead of
                     // the decided answer, which stands whatever the rest of the request did
-                    log.warn("Idempotent request {} {} was answered without running its handler, and then failed: {};"
-                            + " sending the decided answer", request.getMethod(), loggedPath(request), e.toString(), e);
+                    // the same on every replay or refusal, which any client can send at will: warned of once per
+                    // kind of failure, then at DEBUG; its message (which may quote the request) only in the trace
+                    String kind = e.getClass().getName();
+                    if (answeredThenFailed.size() < 64 && answeredThenFailed.add(kind)) {
+                        log.warn("Idempotent request {} {} was answered without running its handler, and then failed"
+                                + " ({}); sending the decided answer. Later such failures are logged at DEBUG",
+                                request.getMethod(), loggedPath(request), kind, e);
+                    } else {
+                        log.debug("Idempotent request {} {} was answered without running its handler, and then failed"
+                                + " ({}); sending the decided answer", request.getMethod(), loggedPath(request), kind,
+                                e);
+                    }
                 } else if (exchange.execution() != null && request.isAsyncStarted()) {
                     // the handler started async processing and then failed: passed on, the failure would reach the
                     // container with async processing started, and Tomcat then ends neither (the request stays open,
