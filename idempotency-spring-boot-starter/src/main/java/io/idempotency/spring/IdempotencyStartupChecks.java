@@ -402,15 +402,15 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
         }
     }
 
+    /** The name of the {@code @Idempotent} advisor's bean: its {@code @Bean} method's. */
+    private static final String IDEMPOTENT_ADVISOR_BEAN_NAME = "idempotentAdvisor";
+
     /**
      * Whether {@code creator}, a child context's, applies the advisors of its parent, the {@code @Idempotent} one among
      * them: those that look for advisors in the ancestors too (the default one, the AspectJ ones), unless they take
      * only the infrastructure advisors of their own context ({@code @EnableTransactionManagement}'s) or only advisors
      * of a name prefix the {@code @Idempotent} one's does not have.
      */
-    /** The name of the {@code @Idempotent} advisor's bean: its {@code @Bean} method's. */
-    private static final String IDEMPOTENT_ADVISOR_BEAN_NAME = "idempotentAdvisor";
-
     private static boolean appliesAdvisorsOfItsParent(AbstractAdvisorAutoProxyCreator creator) {
         if (creator instanceof InfrastructureAdvisorAutoProxyCreator) {
             return false;
