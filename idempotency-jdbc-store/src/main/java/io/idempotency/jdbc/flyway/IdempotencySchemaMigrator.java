@@ -184,7 +184,7 @@ public final class IdempotencySchemaMigrator {
         // where Flyway keeps it: in the default schema (the first of the search path that exists), not wherever the
         // search path finds one (another application's, in a schema it shares)
         String ownHistory = inDefaultSchema(history);
-        boolean historyExists = ownHistory != null && exists(ownHistory);
+        boolean historyExists = ownHistory != null;
         if (historyExists) {
             adoptChecksumOfEarlierVersions(ownHistory);
         }
@@ -256,28 +256,18 @@ public final class IdempotencySchemaMigrator {
         }
     }
 
-    /** {@code relation} as SQL names it in the default schema (quoted where needed); null without a default schema. */
+    /**
+     * {@code relation} as SQL names it in the default schema (quoted where needed), if it exists there; null if it does
+     * not, or there is no default schema.
+     */
     private String inDefaultSchema(String relation) {
         try (Connection connection = ReadConnections.borrow(dataSource);
-             PreparedStatement statement = connection.prepareStatement(
-                     "SELECT quote_ident(current_schema()) || '.' || quote_ident(?)")) {
+             PreparedStatement statement = connection.prepareStatement("SELECT name FROM (SELECT"
+                     + " quote_ident(current_schema()) || '.' || quote_ident(?) AS name) AS n"
+                     + " WHERE to_regclass(name) IS NOT NULL")) {
             statement.setString(1, relation);
             try (ResultSet rs = statement.executeQuery()) {
-                rs.next();
-                return rs.getString(1);
-            }
-        } catch (SQLException e) {
-            throw new IllegalStateException("could not look for " + relation, e);
-        }
-    }
-
-    private boolean exists(String relation) {
-        try (Connection connection = ReadConnections.borrow(dataSource);
-             PreparedStatement statement = connection.prepareStatement("SELECT to_regclass(?) IS NOT NULL")) {
-            statement.setString(1, relation);
-            try (ResultSet rs = statement.executeQuery()) {
-                rs.next();
-                return rs.getBoolean(1);
+                return rs.next() ? rs.getString(1) : null;
             }
         } catch (SQLException e) {
             throw new IllegalStateException("could not look for " + relation, e);
