@@ -365,6 +365,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
         }
         List<String> problems = new ArrayList<>();
         List<String> beanProblems = new ArrayList<>();
+        List<Advisor> advisors = null; // read once, for the first bean not made yet
         for (IdempotentBean found : idempotentBeans(beanFactory)) {
             boolean unadvised = found.bean() == null
                     ? creator == null // else proxied when it is made, by the child's own auto-proxy creator
@@ -372,7 +373,8 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
             if (unadvised) {
                 found.methods().forEach(method -> problems.add(method + " (bean '" + found.name() + "')"));
             } else if (found.bean() == null) {
-                notMadeYet(beanFactory, creator, found, beanProblems);
+                advisors = advisors != null ? advisors : advisorsOf(beanFactory, creator);
+                notMadeYet(beanFactory, creator, advisors, found, beanProblems);
             } else if (!Mocks.isMock(found.bean())) {
                 advisedProblems((Advised) found.bean(), found.type(), found.methods(), beanProblems);
             }
@@ -498,9 +500,11 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
         ConfigurableListableBeanFactory beanFactory = configurable.getBeanFactory();
         Object creator = beanFactory.containsSingleton(AopConfigUtils.AUTO_PROXY_CREATOR_BEAN_NAME)
                 ? beanFactory.getSingleton(AopConfigUtils.AUTO_PROXY_CREATOR_BEAN_NAME) : null;
+        List<Advisor> advisors = null; // read once, for the first bean not made yet
         for (IdempotentBean found : idempotentBeans(beanFactory)) {
             if (found.bean() == null) {
-                notMadeYet(beanFactory, creator, found, problems);
+                advisors = advisors != null ? advisors : advisorsOf(beanFactory, creator);
+                notMadeYet(beanFactory, creator, advisors, found, problems);
                 continue;
             }
             Object bean = found.bean();
@@ -668,8 +672,12 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
      * {@code @Async} one when async processing is enabled (see {@link #asyncProblems}), and one whose transaction advice
      * its proxy will run outside the {@code @Idempotent} advice (see {@link #transactionAdviceOutside}).
      */
-    private static void notMadeYet(ConfigurableListableBeanFactory beanFactory, Object creator, IdempotentBean found,
-                                   List<String> problems) {
+    /**
+     * @param creator  the context's auto-proxy creator
+     * @param advisors the advisors it applies ({@link #advisorsOf})
+     */
+    private static void notMadeYet(ConfigurableListableBeanFactory beanFactory, Object creator, List<Advisor> advisors,
+                                   IdempotentBean found, List<String> problems) {
         String name = found.name();
         Class<?> type = found.type();
         List<Method> idempotent = found.methods();
@@ -679,7 +687,7 @@ class IdempotencyStartupChecks implements SmartInitializingSingleton, Applicatio
         }
         idempotent.stream().map(IdempotencyStartupChecks::notOverridableProblem).flatMap(Optional::stream)
                 .forEach(problems::add);
-        transactionAdviceOutside(AopUtils.findAdvisorsThatCanApply(advisorsOf(beanFactory, creator), type)
+        transactionAdviceOutside(AopUtils.findAdvisorsThatCanApply(advisors, type)
                 .toArray(Advisor[]::new), type, idempotent, problems);
         List<Method> finals = idempotent.stream().filter(IdempotencyStartupChecks::isFinalOnly).toList();
         if (finals.isEmpty()) {
