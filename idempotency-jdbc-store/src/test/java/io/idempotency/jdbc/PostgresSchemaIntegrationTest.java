@@ -330,9 +330,7 @@ class PostgresSchemaIntegrationTest {
         TestPostgres.Database shared = TestPostgres.newDatabase();
         TestPostgres.Database own = TestPostgres.newDatabase();
         try (HikariDataSource other = shared.dataSource(2);
-             HikariDataSource dataSource = own.dataSource(2,
-                     config -> config.setConnectionInitSql("SET search_path = " + own.schema() + ", "
-                             + shared.schema()))) {
+             HikariDataSource dataSource = ownFirstThenShared(own, shared)) {
             new JdbcTemplate(other).execute(IdempotencySchema.postgresql("idempotency_keys"));
 
             assertThatThrownBy(() -> new IdempotencySchemaMigrator(dataSource, "idempotency_keys").migrate())
@@ -365,9 +363,7 @@ class PostgresSchemaIntegrationTest {
         TestPostgres.Database shared = TestPostgres.newDatabase();
         TestPostgres.Database own = TestPostgres.newDatabase();
         try (HikariDataSource other = shared.dataSource(2);
-             HikariDataSource dataSource = own.dataSource(2,
-                     config -> config.setConnectionInitSql("SET search_path = " + own.schema() + ", "
-                             + shared.schema()))) {
+             HikariDataSource dataSource = ownFirstThenShared(own, shared)) {
             new IdempotencySchemaMigrator(other, "idempotency_keys").migrate();
             JdbcTemplate otherJdbc = new JdbcTemplate(other);
             String otherHistory = otherJdbc.queryForObject("select string_agg(version || ':' || checksum, ',')"
@@ -425,6 +421,12 @@ class PostgresSchemaIntegrationTest {
         } finally {
             logger.removeHandler(handler);
         }
+    }
+
+    /** A pool on {@code own}'s schema whose search path goes on to {@code shared}'s, a schema it shares. */
+    private static HikariDataSource ownFirstThenShared(TestPostgres.Database own, TestPostgres.Database shared) {
+        return own.dataSource(2, config -> config.setConnectionInitSql("SET search_path = " + own.schema() + ", "
+                + shared.schema()));
     }
 
     @Test
