@@ -23,7 +23,10 @@ import static org.assertj.core.api.Assertions.assertThat;
  *   <li>a 2xx kept its business row exactly once, the same bytes sent again are its replay, byte for byte, and
  *       another body under its key is refused (422) and keeps nothing;</li>
  *   <li>a refusal kept nothing — no business row, no record of its key — and the same bytes sent again are refused
- *       the same way, anew (no claim was left behind to answer "in progress", no refusal stored to be replayed).</li>
+ *       the same way, anew (no claim was left behind to answer "in progress", no refusal stored to be replayed);</li>
+ *   <li>a request that only the library refuses (its key is missing or malformed and its body is JSON the handler
+ *       reads, or its key is good and its body is JSON only the library refuses) gets the library's problem: 400,
+ *       {@code application/problem+json}, of the type that says why.</li>
  * </ul>
  * The generator's seed is random per run and named in every failure; {@code -Didempotency.fuzz.seed=…} replays a run.
  */
@@ -38,18 +41,29 @@ class RequestFuzzIntegrationTest extends OrdersApplicationTest {
         String run = UUID.randomUUID().toString().substring(0, 8);
         int kept = 0;
         int refused = 0;
+        int expected = 0;
         java.util.Map<Integer, Integer> statuses = new java.util.TreeMap<>();
         for (int i = 0; i < REQUESTS; i++) {
             String note = "fuzz-" + run + "-" + i;
             // the key's text, wherever the generator puts it: one request's never holds another's ("…1k" is not in
             // "…15k")
             String unique = run + i + "k";
-            String request = request(random, unique, note);
+            Generated generated = request(random, unique, note);
+            String request = generated.request();
             String what = "seed " + seed + ", request " + i + ":\n" + request;
 
             Answer first = Answer.of(raw(request));
             assertThat(first.status).as("no server error; " + what + "\nanswer:\n" + first.text).isLessThan(500);
             statuses.merge(first.status, 1, Integer::sum);
+            if (generated.problem() != null) {
+                expected++;
+                assertThat(first.status).as("the library's refusal; " + what + "\nanswer:\n" + first.text)
+                        .isEqualTo(400);
+                assertThat(first.headers).as("the library's refusal; " + what + "\nanswer:\n" + first.text)
+                        .containsIgnoringCase("Content-Type: application/problem+json");
+                assertThat(first.body).as("the library's refusal; " + what + "\nanswer:\n" + first.text)
+                        .contains("/" + generated.problem() + "\"");
+            }
             Answer again = Answer.of(raw(request));
             if (first.status < 300) {
                 kept++;
@@ -70,18 +84,37 @@ class RequestFuzzIntegrationTest extends OrdersApplicationTest {
                 // and no record of the key either
                 assertThat(again.headers).as("refused anew, not replayed; " + what + "\nanswer:\n" + again.text)
                         .doesNotContainIgnoringCase("Idempotent-Replayed");
+                // the key as stored holds the unique text, or its base64 (a byte-sequence-shaped bare key)
                 assertThat(DATABASE.queryLong("select count(*) from idempotency_keys where strpos(idempotency_key, '"
-                        + unique + "') > 0")).as("no record kept; " + what).isZero();
+                        + unique + "') > 0 or strpos(idempotency_key, '" + base64(unique) + "') > 0"))
+                        .as("no record kept; " + what).isZero();
             }
         }
-        System.out.println("request fuzz, seed " + seed + ": first answers by status " + statuses);
+        System.out.println("request fuzz, seed " + seed + ": first answers by status " + statuses + ", " + expected
+                + " of them refusals only the library makes");
         // the generator must reach both sides, or the rules above prove nothing
         assertThat(kept).as("requests kept, seed " + seed).isGreaterThan(REQUESTS / 10);
         assertThat(refused).as("requests refused, seed " + seed).isGreaterThan(REQUESTS / 10);
+        assertThat(expected).as("requests only the library refuses, seed " + seed).isGreaterThan(REQUESTS / 20);
+    }
+
+    /** A generated request, and the type of the library's problem it must get, or null where that is not known. */
+    private record Generated(String request, String problem) {
+    }
+
+    /**
+     * A generated key header; the problem it must get when nothing else is wrong with the request, or null; whether it
+     * is known to be a usable key.
+     */
+    private record Keys(List<String> values, String problem, boolean valid) {
+    }
+
+    private static String base64(String text) {
+        return java.util.Base64.getEncoder().encodeToString(text.getBytes(StandardCharsets.US_ASCII));
     }
 
     /** One whole HTTP/1.1 request, as ISO-8859-1 characters (one per byte). */
-    private static String request(Random random, String unique, String note) {
+    private static Generated request(Random random, String unique, String note) {
         StringBuilder head = new StringBuilder("POST /orders HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
         int contentType = random.nextInt(20);
         if (contentType == 0) {
@@ -91,12 +124,22 @@ class RequestFuzzIntegrationTest extends OrdersApplicationTest {
         } else if (contentType != 2) {
             head.append("Content-Type: application/json\r\n");
         }
-        for (String key : keys(random, unique)) {
+        Keys keys = keys(random, unique);
+        for (String key : keys.values()) {
             head.append("Idempotency-Key: ").append(key).append("\r\n");
         }
-        byte[] body = body(random, note);
+        int bodyCase = random.nextInt(20);
+        byte[] body = body(random, bodyCase, note);
         head.append("Content-Length: ").append(body.length).append("\r\n\r\n");
-        return head + new String(body, StandardCharsets.ISO_8859_1);
+        String problem = null;
+        if (contentType == 1 || contentType > 2) {
+            if (keys.problem() != null && bodyCase >= 12) {
+                problem = keys.problem(); // a body the handler reads
+            } else if (keys.problem() == null && keys.valid() && (bodyCase == 10 || bodyCase == 11)) {
+                problem = "idempotency-body-invalid";
+            }
+        }
+        return new Generated(head + new String(body, StandardCharsets.ISO_8859_1), problem);
     }
 
     private static String body(String request) {
@@ -110,37 +153,38 @@ class RequestFuzzIntegrationTest extends OrdersApplicationTest {
     }
 
     /** The header values to send: usually one, unique to the request unless it is malformed on purpose. */
-    private static List<String> keys(Random random, String unique) {
-        List<String> keys = new ArrayList<>();
-        switch (random.nextInt(24)) {
-            case 0 -> { } // none
-            case 1 -> keys.add("");
-            case 2 -> keys.add("\"" + unique + "\"");
-            case 3 -> keys.add("\"" + unique + "\\\"q\\\\" + "\""); // escapes inside a quoted key
-            case 4 -> keys.add(unique + ", other-" + unique); // a list
-            case 5 -> keys.add("\"" + unique + "\";p=1"); // a parameter
-            case 6 -> keys.add(":" + java.util.Base64.getEncoder().encodeToString(unique.getBytes()) + ":"); // bytes
-            case 7 -> keys.add(unique + "\u00e9\u00ff"); // obs-text bytes
-            case 8 -> keys.add(unique + randomText(random, 250 + random.nextInt(60), 0x21, 0x7e)); // long
-            case 9 -> {
-                keys.add(unique);
-                keys.add(unique + "-second");
-            }
-            case 10 -> keys.add("\"" + unique + "\\"); // an unterminated quote
-            case 11, 12, 13 -> keys.add(unique + randomText(random, random.nextInt(40), 0x20, 0x7e)); // any visible ASCII
+    private static Keys keys(Random random, String unique) {
+        String missing = "idempotency-key-missing";
+        String malformed = "idempotency-key-malformed";
+        return switch (random.nextInt(24)) {
+            case 0 -> new Keys(List.of(), missing, false); // none
+            case 1 -> new Keys(List.of(""), malformed, false);
+            case 2 -> new Keys(List.of("\"" + unique + "\""), null, true);
+            case 3 -> new Keys(List.of("\"" + unique + "\\\"q\\\\" + "\""), null, true); // escapes inside a quoted key
+            case 4 -> new Keys(List.of(unique + ", other-" + unique), malformed, false); // a list
+            case 5 -> new Keys(List.of("\"" + unique + "\";p=1"), null, true); // a parameter
+            case 6 -> new Keys(List.of(":" + base64(unique) + ":"), null, true); // a byte sequence's syntax, a bare key
+            case 7 -> new Keys(List.of(unique + "\u00e9\u00ff"), malformed, false); // obs-text bytes
+            case 8 -> new Keys(List.of(unique + randomText(random, 250 + random.nextInt(60), 0x21, 0x7e)), malformed,
+                    false); // longer than 255 characters (any comma or quote in it makes it malformed too)
+            case 9 -> new Keys(List.of(unique, unique + "-second"), malformed, false);
+            case 10 -> new Keys(List.of("\"" + unique + "\\"), malformed, false); // an unterminated quote
+            case 11, 12, 13 -> // any visible ASCII: a space, a comma or a quote in it makes it malformed
+                    new Keys(List.of(unique + randomText(random, random.nextInt(40), 0x20, 0x7e)), null, false);
             case 14, 15, 16, 17 -> { // any visible ASCII, quoted as a string
                 String text = randomText(random, random.nextInt(40), 0x20, 0x7e);
-                keys.add("\"" + unique + text.replace("\\", "\\\\").replace("\"", "\\\"") + "\"");
+                yield new Keys(List.of("\"" + unique + text.replace("\\", "\\\\").replace("\"", "\\\"") + "\""),
+                        null, true);
             }
-            default -> keys.add(unique);
-        }
-        return keys;
+            default -> new Keys(List.of(unique), null, true);
+        };
     }
 
-    private static byte[] body(Random random, String note) {
+    /** A body of the kind {@code bodyCase} picks: 0–9 broken, 10–11 JSON only the library refuses, others valid. */
+    private static byte[] body(Random random, int bodyCase, String note) {
         String valid = validJson(random, note);
         byte[] utf8 = valid.getBytes(StandardCharsets.UTF_8);
-        return switch (random.nextInt(20)) {
+        return switch (bodyCase) {
             case 0 -> java.util.Arrays.copyOf(utf8, random.nextInt(utf8.length)); // truncated
             case 1 -> (valid + randomText(random, 1 + random.nextInt(5), 0x21, 0x7e)).getBytes(StandardCharsets.UTF_8);
             case 2 -> ("{\"note\":\"" + note + "\",\"deep\":" + "[".repeat(600 + random.nextInt(2000))
