@@ -24,7 +24,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * A storm of one key must not drain the connection pool: 50 concurrent requests with one key against a pool of 10
  * connections that gives up after 1 s. Duplicates wait in memory behind the one request that claimed the key, so the
- * storm holds one connection and other endpoints keep answering.
+ * storm holds one connection (counted in the database while they wait) and other endpoints keep answering meanwhile.
  */
 @TestPropertySource(properties = {"spring.datasource.hikari.maximum-pool-size=10",
                 "spring.datasource.hikari.connection-timeout=1000",
@@ -46,24 +46,34 @@ class InFlightStormIntegrationTest extends OrdersApplicationTest {
             answers.add(CompletableFuture.supplyAsync(() -> {
                 try {
                     go.await();
-                    return http.send(postWithTimeout("/orders/slow?millis=1500", body).header("Idempotency-Key", key).build(),
-                            HttpResponse.BodyHandlers.ofString());
+                    return http.send(postWithTimeout("/orders/slow?millis=3000", body)
+                            .header("Idempotency-Key", key).build(), HttpResponse.BodyHandlers.ofString());
                 } catch (Exception e) {
                     throw new IllegalStateException(e);
                 }
             }, clients));
         }
         go.countDown();
-        Thread.sleep(500); // the storm is waiting on the first request, which holds its connection for 1.5 s
+        awaitHandlerInItsTransaction(); // the first request holds its connection for 3 s; the others wait behind it
+        int held = 0;
+        for (int i = 0; i < 20; i++) {
+            held = Math.max(held, (int) DATABASE.queryLong("select count(*) from pg_stat_activity where"
+                    + " application_name = '" + DATABASE.schema() + "' and state <> 'idle' and pid <> pg_backend_pid()"));
+            Thread.sleep(10);
+        }
 
         List<Integer> others = new ArrayList<>();
         for (int i = 0; i < 12; i++) { // more requests than the pool has connections, one after the other
             others.add(http.send(postWithTimeout("/orders/plain", "{\"note\":\"other-" + key + "\"}").build(),
                     HttpResponse.BodyHandlers.ofString()).statusCode());
         }
+        assertThat(answers).as("the storm was still waiting for its first request while the others were answered")
+                .noneMatch(CompletableFuture::isDone);
 
         Map<Integer, Integer> statuses = new TreeMap<>();
         String created = null;
+        int executed = 0;
+        int replayed = 0;
         for (CompletableFuture<HttpResponse<String>> future : answers) {
             HttpResponse<String> answer = future.get(60, TimeUnit.SECONDS);
             statuses.merge(answer.statusCode(), 1, Integer::sum);
@@ -72,19 +82,26 @@ class InFlightStormIntegrationTest extends OrdersApplicationTest {
                     created = answer.body();
                 }
                 assertThat(answer.body()).isEqualTo(created);
+                if (answer.headers().firstValue("Idempotent-Replayed").isPresent()) {
+                    replayed++;
+                } else {
+                    executed++;
+                }
             } else {
                 assertThat(answer.statusCode()).isEqualTo(409);
                 assertThat(answer.headers().firstValue("Retry-After")).isPresent();
             }
         }
-        System.out.println("[storm] 50 requests with one key, pool of 10: answers " + statuses
-                + ", other endpoint meanwhile " + others);
+        System.out.println("[storm] 50 requests with one key, pool of 10: answers " + statuses + " (" + replayed
+                + " replays), connections in use at most " + held + ", other endpoint meanwhile " + others);
         clients.shutdownNow();
 
         assertThat(others).as("the other endpoint kept its connections").containsOnly(201);
         assertThat(DATABASE.queryLong("select count(*) from orders where note = '" + note + "'"))
                 .as("executions").isEqualTo(1);
-        assertThat(statuses.getOrDefault(201, 0)).isPositive();
+        assertThat(executed).as("answers of a run of the handler").isEqualTo(1);
+        assertThat(replayed).as("duplicates answered with its replay once it completed").isPositive();
+        assertThat(held).as("connections the storm held while its duplicates waited").isEqualTo(1);
     }
 
     private HttpRequest.Builder postWithTimeout(String path, String body) {
