@@ -76,12 +76,22 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
     void theSameKeyWithAnotherBodyIsRefusedAndChangesNothing() throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "mismatch-" + key;
-        assertThat(post("/orders", key, "{\"note\":\"" + note + "\",\"amount\":\"12.50\"}").statusCode()).isEqualTo(201);
+        String body = "{\"note\":\"" + note + "\",\"amount\":\"12.50\"}";
+        HttpResponse<byte[]> created = post("/orders", key, body);
+        assertThat(created.statusCode()).isEqualTo(201);
+        String stored = storedHeaders(key);
 
         HttpResponse<byte[]> other = post("/orders", key, "{\"note\":\"" + note + "\",\"amount\":\"99.00\"}");
 
         assertThat(other.statusCode()).isEqualTo(422);
         assertProblem(other, "idempotency-key-mismatch");
+        assertThat(rows(note)).isEqualTo(1);
+        // the refusal left the stored answer as it was: the first request sent again is still its replay
+        assertThat(storedHeaders(key)).isEqualTo(stored);
+        HttpResponse<byte[]> again = post("/orders", key, body);
+        assertThat(again.statusCode()).isEqualTo(201);
+        assertThat(again.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+        assertThat(again.body()).isEqualTo(created.body());
         assertThat(rows(note)).isEqualTo(1);
     }
 
@@ -94,6 +104,9 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
         HttpResponse<byte[]> other = post("/orders/status/202", key, body);
 
         assertThat(other.statusCode()).as("same route template, different concrete path").isEqualTo(422);
+        assertProblem(other, "idempotency-key-mismatch");
+        assertThat(rows("paths-" + key)).as("the refused path's handler did not run").isEqualTo(1);
+        assertThat(keyRows(key)).isEqualTo(1);
     }
 
     @Test

@@ -104,6 +104,7 @@ class MockMvcApplicationTest {
         Await.until("the first request's claim", Duration.ofSeconds(5), () -> DATABASE.queryLong(
                 "select count(*) from pg_stat_activity where application_name = '" + DATABASE.schema() + "'"
                         + " and state = 'idle in transaction'") > 0);
+        assertThat(first).as("the first request, still running when the duplicate is sent").isNotDone();
         MvcResult duplicate = mvc.perform(post("/payments").contentType(MediaType.APPLICATION_JSON)
                 .header("Idempotency-Key", "key-slow").content(body)).andReturn();
         MvcResult original = first.get(10, TimeUnit.SECONDS);

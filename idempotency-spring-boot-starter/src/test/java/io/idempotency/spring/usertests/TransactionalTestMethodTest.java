@@ -7,11 +7,14 @@ import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.boot.webmvc.test.autoconfigure.AutoConfigureMockMvc;
 import org.springframework.http.MediaType;
+import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 import org.springframework.test.web.servlet.MockMvc;
 import org.springframework.transaction.annotation.Propagation;
 import org.springframework.transaction.annotation.Transactional;
+
+import javax.sql.DataSource;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -45,6 +48,9 @@ class TransactionalTestMethodTest {
     @Autowired
     MockMvc mvc;
 
+    @Autowired
+    DataSource dataSource;
+
     @Test
     void anIdempotentRequestInsideTheTestsTransactionIsRefusedSayingWhy() {
         String body = "{\"orderId\":\"in-tx\",\"amount\":\"1.00\"}";
@@ -57,6 +63,14 @@ class TransactionalTestMethodTest {
                     .hasMessageContaining("@Transactional test")
                     .hasMessageContaining("Propagation.NOT_SUPPORTED");
         }
+        // read on the test's own transaction, before its rollback could hide what the request wrote in it
+        JdbcTemplate inTheTestsTransaction = new JdbcTemplate(dataSource);
+        assertThat(inTheTestsTransaction.queryForObject(
+                "select count(*) from idempotency_keys where idempotency_key = 'key-in-tx'", Long.class))
+                .as("claims written in the test's transaction").isZero();
+        assertThat(inTheTestsTransaction.queryForObject(
+                "select count(*) from payments where order_id = 'in-tx'", Long.class))
+                .as("payments written in the test's transaction").isZero();
     }
 
     @Test
