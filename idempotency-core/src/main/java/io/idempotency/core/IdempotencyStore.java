@@ -12,6 +12,8 @@ import java.util.Optional;
  * or roll back together. A write called with no transaction open commits in one of its own before it returns: the
  * engine takes stale claims over, records a resolver's decision, and marks FAILED or releases an intent-first claim
  * after its work's transaction has ended, and the sweeper and the cleanup run outside any transaction.
+ * A fencing token holds its claim until the claim ends or a takeover replaces the token, also once its lease has run
+ * out (fencing is by the token, not by the clock), and a key never gets a token it had before.
  * Implementations must be thread-safe.
  *
  * <p>Arbitration between concurrent requests is the database's: a unique index on (caller, scope, key), or a
@@ -42,6 +44,8 @@ public interface IdempotencyStore {
 
     /**
      * Records the answer of the claim holding {@code fencingToken}: PROCESSING → SUCCEEDED.
+     * The SUCCEEDED record keeps {@code fencingToken}, by which the engine, reading it back after a commit that failed,
+     * tells its own answer from another attempt's.
      *
      * @return true if the record was completed; false if the token no longer holds the key
      */

@@ -31,7 +31,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 /**
  * Everything an {@link IdempotencyStore} must do. A store's test extends this class and only says how to build
  * the store and its transactions, on a fresh, migrated database whose connection pool has at least
- * {@value #MIN_POOL_SIZE} connections.
+ * {@value #MIN_POOL_SIZE} connections, and whose text columns hold any Unicode character (UTF-8).
  */
 public abstract class IdempotencyStoreContract {
 
@@ -162,6 +162,98 @@ public abstract class IdempotencyStoreContract {
         }
     }
 
+    /**
+     * Callers, scopes and keys that only look alike, or that a collation folding accents or letter forms would weigh
+     * alike, are others too: an accented letter and its bare one, a letter composed in one character and the same with
+     * a combining accent, "ß" and "ss", and two emoji, which a collation may weigh alike as characters beyond the Basic
+     * Multilingual Plane.
+     */
+    @Test
+    void callersScopesAndKeysThatOnlyLookAlikeAreOthers() {
+        String key = UUID.randomUUID().toString();
+        List<String> lookAlikes = List.of("e", "\u00e9", "e\u0301", "ss", "\u00df", "\ud83d\ude00", "\ud83d\ude01");
+        for (String text : lookAlikes) {
+            for (ScopedKey scoped : List.of(new ScopedKey("caller-" + text, "POST /a", key),
+                    new ScopedKey("alice", "POST /" + text, key), new ScopedKey("alice", "POST /a", key + text))) {
+                assertThat(claimCommitted(scoped, HASH_A, DAY)).as("claim of %s", scoped)
+                        .isInstanceOf(ClaimResult.Claimed.class);
+            }
+        }
+    }
+
+    /**
+     * Callers, scopes and keys of the longest length (255 characters, as Java counts them: an emoji counts as two), in
+     * characters of two, three and four bytes in UTF-8, are kept whole, and so is an answer with a header given twice
+     * (a page's {@code Link} headers) and one outside Latin-1 (a file name): each value in its order. A key that
+     * differs from another in its last character only is another key, and the records come back, from a claim, a
+     * look-up and the sweeper's look-up alike, under the very key they were claimed with.
+     */
+    @Test
+    void theLongestCallersScopesAndKeysInAnyCharactersAndRepeatedHeadersAreKeptWhole() throws InterruptedException {
+        String emoji = "\ud83d\ude00";
+        String caller = "\u20ac".repeat(ScopedKey.MAX_LENGTH - 2) + emoji;
+        String scope = "POST /" + "\u00e9".repeat(ScopedKey.MAX_LENGTH - 8) + emoji;
+        String prefix = UUID.randomUUID() + "-" + emoji + "\u00fc".repeat(ScopedKey.MAX_LENGTH - 40);
+        ScopedKey key = new ScopedKey(caller, scope, prefix + "a");
+        ScopedKey twin = new ScopedKey(caller, scope, prefix + "b");
+        for (String part : List.of(key.caller(), key.scope(), key.key(), twin.key())) {
+            assertThat(part.length()).as("a part of the longest length").isEqualTo(ScopedKey.MAX_LENGTH);
+        }
+        StoredResponse response = new StoredResponse(200, List.of(
+                new StoredResponse.Header("Link", "</payments?page=3>; rel=\"next\""),
+                new StoredResponse.Header("Content-Type", "application/json"),
+                new StoredResponse.Header("Link", "</payments?page=1>; rel=\"prev\""),
+                new StoredResponse.Header("Content-Disposition", "attachment; filename=\"re\u00e7u-\u20ac-" + emoji
+                        + ".json\"")), "[]".getBytes(StandardCharsets.UTF_8));
+
+        inTransaction(store -> store.complete(key, claimed(store.claim(claim(key, HASH_A, DAY))), response));
+        String twinToken = claimedWithLease(twin, Duration.ofMillis(1));
+        Thread.sleep(50); // past the twin's lease
+
+        ClaimResult again = claimCommitted(key, HASH_A, DAY);
+        assertThat(again).isInstanceOf(ClaimResult.Existing.class);
+        IdempotencyRecord replayed = ((ClaimResult.Existing) again).record();
+        assertThat(replayed.key()).as("the key of the record a claim returns").isEqualTo(key);
+        assertThat(replayed.response()).as("the headers in their order, each value whole").isEqualTo(response);
+        IdempotencyRecord found = store().find(key).orElseThrow();
+        assertThat(found.key()).as("the key of the record a look-up returns").isEqualTo(key);
+        assertThat(found.response()).isEqualTo(response);
+        IdempotencyRecord other = store().find(twin).orElseThrow();
+        assertThat(other.status()).as("the key that differs in its last character").isEqualTo(RecordStatus.PROCESSING);
+        assertThat(other.fencingToken()).isEqualTo(twinToken);
+        assertThat(store().findExpiredLeases(1000)).as("the sweeper's look-up").extracting(IdempotencyRecord::key)
+                .contains(twin);
+    }
+
+    /**
+     * A completed record keeps the fencing token of the claim that completed it: after a commit that failed, the engine
+     * reads the record back and takes the answer for its own only when its token is there, as another attempt may have
+     * completed the key meanwhile. So also for a claim a takeover completed, whose token is the takeover's.
+     */
+    @Test
+    void aCompletedRecordKeepsTheFencingTokenThatCompletedIt() throws InterruptedException {
+        ScopedKey key = newKey();
+        String token = claimed(claimCommitted(key, HASH_A, DAY));
+        StoredResponse response = new StoredResponse(201, List.of(), "paid".getBytes(StandardCharsets.UTF_8));
+        assertThat(holds(store -> store.complete(key, token, response))).isTrue();
+
+        assertThat(store().find(key).orElseThrow().fencingToken()).as("the token of the completing claim")
+                .isEqualTo(token);
+        ClaimResult retry = claimCommitted(key, HASH_A, DAY);
+        assertThat(retry).isInstanceOf(ClaimResult.Existing.class);
+        assertThat(((ClaimResult.Existing) retry).record().fencingToken()).as("as a claim sees the record")
+                .isEqualTo(token);
+
+        ScopedKey stale = newKey();
+        String former = claimedWithLease(stale, Duration.ofMillis(1));
+        Thread.sleep(50); // past the lease
+        Optional<String> takeover = store().takeOver(stale, former, Duration.ofSeconds(30));
+        assertThat(takeover).isPresent();
+        assertThat(holds(store -> store.complete(stale, takeover.get(), response))).isTrue();
+        assertThat(store().find(stale).orElseThrow().fencingToken()).as("the token of the takeover that completed it")
+                .isEqualTo(takeover.get());
+    }
+
     // ---------------------------------------------------------------- release, rollback, fencing
 
     @Test
@@ -269,6 +361,77 @@ public abstract class IdempotencyStoreContract {
         assertThat(record.fencingToken()).isEqualTo(first);
     }
 
+    /**
+     * A key never gets a fencing token it had before: not after its claim was released, rolled back, taken over when
+     * stale, or taken over when FAILED, nor after such a takeover was rolled back. The engine tells its own claim by
+     * its token (a commit that failed, read back), and a token given again would make another attempt's answer look
+     * like its own, or let a former holder finish a later claim.
+     */
+    @Test
+    void aKeyNeverGetsAFencingTokenItHadBefore() throws InterruptedException {
+        ScopedKey key = newKey();
+        List<String> tokens = new ArrayList<>();
+        String released = claimed(claimCommitted(key, HASH_A, DAY));
+        tokens.add(released);
+        assertThat(holds(store -> store.release(key, released))).isTrue();
+
+        tokens.add(claimedAndRolledBack(key)); // the key was free
+
+        String stale = claimedWithLease(key, Duration.ofMillis(1));
+        tokens.add(stale);
+        Thread.sleep(50); // past the lease
+        Optional<String> takeover = store().takeOver(key, stale, Duration.ofSeconds(30));
+        assertThat(takeover).as("the stale claim taken over").isPresent();
+        tokens.add(takeover.get());
+        assertThat(holds(store -> store.fail(key, takeover.get()))).isTrue();
+
+        tokens.add(claimedAndRolledBack(key)); // took the FAILED record over
+
+        ClaimResult retry = claimCommitted(key, HASH_A, DAY);
+        tokens.add(claimed(retry));
+        assertThat(((ClaimResult.Claimed) retry).failedBefore()).as("took the FAILED record over").isTrue();
+        assertThat(store().find(key).orElseThrow().fencingToken()).isEqualTo(tokens.get(tokens.size() - 1));
+
+        assertThat(tokens).as("the tokens the key got, one after the other").doesNotHaveDuplicates();
+    }
+
+    /**
+     * Completing, failing and releasing a claim with no transaction open commit on their own before they return: the
+     * engine records a resolver's decision, and marks FAILED or releases an intent-first claim, after its work's
+     * transaction has ended. Seen from another connection, and by the claims that follow.
+     */
+    @Test
+    void completeFailAndReleaseWithNoTransactionOpenCommitOnTheirOwn() throws Exception {
+        ScopedKey completed = newKey();
+        String completing = claimedWithLease(completed, Duration.ofSeconds(30));
+        ScopedKey failed = newKey();
+        String failing = claimedWithLease(failed, Duration.ofSeconds(30));
+        ScopedKey released = newKey();
+        String releasing = claimedWithLease(released, Duration.ofSeconds(30));
+        StoredResponse response = new StoredResponse(201, List.of(), "decided".getBytes(StandardCharsets.UTF_8));
+
+        assertThat(store().complete(completed, completing, response)).isTrue();
+        assertThat(store().fail(failed, failing)).isTrue();
+        assertThat(store().release(released, releasing)).isTrue();
+
+        IdempotencyRecord seen = readWithNoTransaction(completed).orElseThrow();
+        assertThat(seen.status()).as("completed, seen from another connection").isEqualTo(RecordStatus.SUCCEEDED);
+        assertThat(seen.response()).isEqualTo(response);
+        assertThat(readWithNoTransaction(failed).orElseThrow().status()).as("failed, seen from another connection")
+                .isEqualTo(RecordStatus.FAILED);
+        assertThat(readWithNoTransaction(released)).as("released, seen from another connection").isEmpty();
+
+        ClaimResult replay = claimCommitted(completed, HASH_A, DAY);
+        assertThat(replay).isInstanceOf(ClaimResult.Existing.class);
+        assertThat(((ClaimResult.Existing) replay).record().response()).isEqualTo(response);
+        ClaimResult rerun = claimCommitted(failed, HASH_A, DAY);
+        claimed(rerun);
+        assertThat(((ClaimResult.Claimed) rerun).failedBefore()).as("the FAILED mark was kept").isTrue();
+        ClaimResult fresh = claimCommitted(released, HASH_B, DAY);
+        claimed(fresh);
+        assertThat(((ClaimResult.Claimed) fresh).failedBefore()).as("a key freed by the release").isFalse();
+    }
+
     // ---------------------------------------------------------------- expiry
 
     @Test
@@ -283,6 +446,52 @@ public abstract class IdempotencyStoreContract {
 
         assertThat(again).isInstanceOf(ClaimResult.Existing.class);
         assertThat(((ClaimResult.Existing) again).record().response()).isEqualTo(response);
+    }
+
+    /**
+     * Expiry lets cleanup delete a record, and does nothing else: until then a record past it, whatever its status, is
+     * its own request's and is never handed to a request with another fingerprint (not a claim without a lease, not one
+     * whose lease ran out too), and a FAILED one past it is still taken over by its request sent again, which is told
+     * that an attempt ran before (it may have reached a third party under the key, which is then never released).
+     */
+    @Test
+    void anExpiredRecordIsStillItsRequestsAndAFailedOneIsTakenOverAsFailed() throws InterruptedException {
+        Duration instant = Duration.ofMillis(1);
+        StoredResponse response = new StoredResponse(201, List.of(), "done".getBytes(StandardCharsets.UTF_8));
+        ScopedKey succeeded = newKey();
+        inTransaction(store -> store.complete(succeeded, claimed(store.claim(claim(succeeded, HASH_A, instant))),
+                response));
+        ScopedKey failed = newKey();
+        inTransaction(store -> store.fail(failed, claimed(store.claim(claim(failed, HASH_A, instant)))));
+        ScopedKey processing = newKey();
+        claimed(claimCommitted(processing, HASH_A, instant));
+        ScopedKey leaseOver = newKey();
+        claimed(inTransaction(store -> store.claim(new ClaimRequest(leaseOver, HASH_A, instant, LONG_WAIT, instant))));
+        List<ScopedKey> keys = List.of(succeeded, failed, processing, leaseOver);
+        List<IdempotencyRecord> before = new ArrayList<>();
+        for (ScopedKey key : keys) {
+            before.add(store().find(key).orElseThrow());
+        }
+        Thread.sleep(50); // past the retention of a millisecond, and the lease
+
+        for (int i = 0; i < keys.size(); i++) {
+            IdempotencyRecord record = before.get(i);
+            ClaimResult other = claimCommitted(keys.get(i), HASH_B, DAY);
+            assertThat(other).as("another request with the expired %s record's key", record.status())
+                    .isInstanceOf(ClaimResult.Existing.class);
+            assertThat(((ClaimResult.Existing) other).record().requestHash()).isEqualTo(HASH_A);
+            IdempotencyRecord after = store().find(keys.get(i)).orElseThrow();
+            assertThat(after.status()).as("the expired %s record, unchanged", record.status())
+                    .isEqualTo(record.status());
+            assertThat(after.requestHash()).isEqualTo(HASH_A);
+            assertThat(after.fencingToken()).isEqualTo(record.fencingToken());
+            assertThat(after.expiresAt()).isEqualTo(record.expiresAt());
+        }
+
+        ClaimResult retry = claimCommitted(failed, HASH_A, DAY);
+        assertThat(claimed(retry)).isNotEqualTo(before.get(1).fencingToken());
+        assertThat(((ClaimResult.Claimed) retry).failedBefore()).as("an expired FAILED record taken over says so")
+                .isTrue();
     }
 
     /**
@@ -651,6 +860,105 @@ public abstract class IdempotencyStoreContract {
     }
 
     /**
+     * A claim that finds a committed claim whose lease has run out returns it saying so, as a look-up does, with the
+     * token that holds it: a retry takes a stale claim over on that word, and told the lease is live it would wait,
+     * then answer "in progress", until a sweeper came by. Whether the retry claims with a lease or without, and
+     * whichever request it is.
+     */
+    @Test
+    void aClaimThatFindsAClaimWhoseLeaseRanOutSaysSo() throws InterruptedException {
+        ScopedKey key = newKey();
+        String token = claimedWithLease(key, Duration.ofMillis(1));
+        Thread.sleep(50); // past the lease
+
+        List<ClaimRequest> retries = List.of(new ClaimRequest(key, HASH_A, DAY, LONG_WAIT, Duration.ofSeconds(30)),
+                claim(key, HASH_A, DAY), claim(key, HASH_B, DAY));
+        for (ClaimRequest retry : retries) {
+            ClaimResult result = inTransaction(store -> store.claim(retry));
+            assertThat(result).as("a claim of %s, lease %s", retry.requestHash(), retry.lease())
+                    .isInstanceOf(ClaimResult.Existing.class);
+            IdempotencyRecord seen = ((ClaimResult.Existing) result).record();
+            assertThat(seen.status()).isEqualTo(RecordStatus.PROCESSING);
+            assertThat(seen.leaseExpired()).as("the record a claim of %s, lease %s, returns says the lease ran out",
+                    retry.requestHash(), retry.lease()).isTrue();
+            assertThat(seen.fencingToken()).as("the token holding the claim").isEqualTo(token);
+        }
+        assertThat(store().takeOver(key, token, Duration.ofSeconds(30))).as("taken over with the token it returned")
+                .isPresent();
+    }
+
+    /**
+     * A takeover names the token it found holding the claim: with a token a takeover has replaced, or a stranger's,
+     * it takes nothing and changes nothing, though the lease has run out — otherwise two retries or sweepers that
+     * found the claim stale one after the other would both take it, and both run its request. The token of a record
+     * the sweeper's look-up returns is the one that holds the claim: the sweeper takes over what it found.
+     */
+    @Test
+    void aTakeoverNeedsTheTokenThatHoldsTheClaim() throws InterruptedException {
+        ScopedKey key = newKey();
+        String former = claimedWithLease(key, Duration.ofMillis(1));
+        Thread.sleep(50); // past the lease
+        Optional<String> first = store().takeOver(key, former, Duration.ofMillis(1));
+        assertThat(first).isPresent();
+        Thread.sleep(50); // past the takeover's lease too
+        IdempotencyRecord stale = store().find(key).orElseThrow();
+        assertThat(stale.leaseExpired()).isTrue();
+
+        assertThat(store().takeOver(key, former, Duration.ofSeconds(30))).as("with the token a takeover replaced")
+                .isEmpty();
+        assertThat(store().takeOver(key, UUID.randomUUID().toString(), Duration.ofSeconds(30)))
+                .as("with a stranger's token").isEmpty();
+
+        IdempotencyRecord unchanged = store().find(key).orElseThrow();
+        assertThat(unchanged.status()).isEqualTo(RecordStatus.PROCESSING);
+        assertThat(unchanged.fencingToken()).as("still held by the first takeover").isEqualTo(first.get());
+        assertThat(unchanged.lockedUntil()).as("its lease not extended").isEqualTo(stale.lockedUntil());
+        assertThat(unchanged.leaseExpired()).isTrue();
+
+        IdempotencyRecord found = store().findExpiredLeases(1000).stream()
+                .filter(record -> record.key().equals(key)).findFirst().orElseThrow();
+        assertThat(found.fencingToken()).as("the token the sweeper's look-up gives").isEqualTo(first.get());
+        Optional<String> swept = store().takeOver(found.key(), found.fencingToken(), Duration.ofSeconds(30));
+        assertThat(swept).as("taken over as the sweeper does, with what it found").isPresent();
+        IdempotencyRecord taken = store().find(key).orElseThrow();
+        assertThat(taken.fencingToken()).isEqualTo(swept.get());
+        assertThat(taken.leaseExpired()).isFalse();
+    }
+
+    /**
+     * A claim's token holds it until a takeover replaces it, also once its lease has run out: a holder that stalled
+     * past its lease, and whose claim nobody took over meanwhile, still completes it (the engine reports a lost lease
+     * only when the claim was taken over), marks it FAILED or releases it (a mark or release the database did not take
+     * is tried again until the lease has run out, and the last try comes after). Fencing is by the token, not by the
+     * clock.
+     */
+    @Test
+    void aHolderWhoseLeaseRanOutFinishesItsClaimWhileNobodyTookItOver() throws InterruptedException {
+        ScopedKey completed = newKey();
+        String completing = claimedWithLease(completed, Duration.ofMillis(1));
+        ScopedKey failed = newKey();
+        String failing = claimedWithLease(failed, Duration.ofMillis(1));
+        ScopedKey released = newKey();
+        String releasing = claimedWithLease(released, Duration.ofMillis(1));
+        StoredResponse response = new StoredResponse(201, List.of(), "late".getBytes(StandardCharsets.UTF_8));
+        Thread.sleep(50); // past the leases
+        assertThat(store().find(completed).orElseThrow().leaseExpired()).isTrue();
+
+        assertThat(holds(store -> store.complete(completed, completing, response)))
+                .as("completed by its holder after its lease ran out").isTrue();
+        assertThat(holds(store -> store.fail(failed, failing)))
+                .as("marked FAILED by its holder after its lease ran out").isTrue();
+        assertThat(holds(store -> store.release(released, releasing)))
+                .as("released by its holder after its lease ran out").isTrue();
+
+        IdempotencyRecord record = store().find(completed).orElseThrow();
+        assertThat(record.status()).isEqualTo(RecordStatus.SUCCEEDED);
+        assertThat(record.response()).isEqualTo(response);
+        assertThat(store().find(failed).orElseThrow().status()).isEqualTo(RecordStatus.FAILED);
+        assertThat(store().find(released)).isEmpty();
+    }
+
+    /**
      * A claim whose holder is recording its result while the lease runs out (its answer written, its transaction not
      * yet committed: a slow commit, a pause, a partition) is not waited for by a takeover, which would otherwise hold
      * a retry past its bounded wait and a sweeper for as long as the holder takes: the takeover does not happen, and
@@ -956,6 +1264,16 @@ public abstract class IdempotencyStoreContract {
     /** Claims {@code key} with a lease (intent-first) in a transaction of its own, which commits; returns its token. */
     private String claimedWithLease(ScopedKey key, Duration lease) {
         return claimed(inTransaction(store -> store.claim(new ClaimRequest(key, HASH_A, DAY, LONG_WAIT, lease))));
+    }
+
+    /** Claims the free or FAILED {@code key} in a transaction that rolls back; returns the claim's token. */
+    private String claimedAndRolledBack(ScopedKey key) {
+        Transactions.Transaction transaction = transactions().begin();
+        try {
+            return claimed(store().claim(claim(key, HASH_A, DAY)));
+        } finally {
+            transaction.rollback();
+        }
     }
 
     private static String claimed(ClaimResult result) {
