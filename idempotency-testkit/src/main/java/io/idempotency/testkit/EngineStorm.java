@@ -80,8 +80,12 @@ public final class EngineStorm {
             go.countDown();
 
             Map<String, Set<String>> stored = new HashMap<>();
+            Map<String, Integer> runs = new HashMap<>();
             for (Future<Outcome> future : outcomes) {
                 Outcome outcome = future.get(60, TimeUnit.SECONDS);
+                if (outcome.start() instanceof IdempotencyEngine.Proceed) {
+                    runs.merge(outcome.key(), 1, Integer::sum);
+                }
                 if (outcome.start() instanceof IdempotencyEngine.Replay replay) {
                     assertThat(new String(replay.response().body(), StandardCharsets.UTF_8))
                             .as("a replay is the answer of this very request")
@@ -95,6 +99,8 @@ public final class EngineStorm {
             stormEnded.run();
             Thread.sleep(lease.toMillis() * 2); // intent-first claims left by failed attempts are stale by now
             for (String key : keyNames) {
+                // whatever the dice and the interleaving: the first claim of a key, which finds no record, takes it
+                assertThat(runs.getOrDefault(key, 0)).as("requests of the storm run under a key").isPositive();
                 List<String> written = effects.get(0).queryForList(
                         "SELECT request_hash FROM effects WHERE idempotency_key = ?", String.class, key);
                 Set<String> answered = stored.getOrDefault(key, Set.of());
