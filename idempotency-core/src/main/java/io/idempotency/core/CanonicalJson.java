@@ -10,6 +10,8 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Collections;
+import java.util.Comparator;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -56,9 +58,16 @@ public final class CanonicalJson {
     private CanonicalJson() {
     }
 
-    /** The canonical UTF-8 form of a JSON text. */
+    /**
+     * The canonical UTF-8 form of a JSON text: the same bytes as {@code canonicalize(parse(utf8), utf8.length)}, and
+     * the same refusals, but written as the text is read, without building its values. A parsed body's maps, lists
+     * and numbers take many times the text's size (a list of a million zeros, about twenty); this holds the text, its
+     * canonical form and, while an object is read, its members' canonical forms.
+     */
     public static byte[] canonicalize(byte[] utf8) throws InvalidJsonException {
-        return canonicalize(parse(utf8), utf8.length);
+        StringBuilder out = new StringBuilder(Math.max(16, utf8.length + 16));
+        read(utf8, out);
+        return out.toString().getBytes(StandardCharsets.UTF_8);
     }
 
     /**
@@ -92,6 +101,11 @@ public final class CanonicalJson {
 
     /** Parses a whole JSON text. */
     public static Object parse(byte[] utf8) throws InvalidJsonException {
+        return read(utf8, null);
+    }
+
+    /** Reads a whole JSON text: parsed, or, given {@code out}, written there in its canonical form (returning null). */
+    private static Object read(byte[] utf8, StringBuilder out) throws InvalidJsonException {
         String text;
         try {
             // ASCII, as most bodies are, is valid UTF-8 and reads the same in ISO-8859-1, which copies it as it is;
@@ -108,7 +122,7 @@ public final class CanonicalJson {
         if (reader.position < text.length() && text.charAt(reader.position) == '\uFEFF') {
             throw reader.error("a byte order mark is not allowed");
         }
-        Object value = reader.readValue(0);
+        Object value = reader.readValue(0, out);
         reader.skipWhitespace();
         if (reader.position != text.length()) {
             throw reader.error("unexpected text after the JSON value");
@@ -275,8 +289,11 @@ public final class CanonicalJson {
             this.text = text;
         }
 
-        /** Reads a value inside {@code depth} enclosing arrays and objects. */
-        Object readValue(int depth) throws InvalidJsonException {
+        /**
+         * Reads a value inside {@code depth} enclosing arrays and objects: returns it, or, given {@code out}, writes
+         * its canonical form there (as {@link CanonicalJson#write} writes the value) and returns null.
+         */
+        Object readValue(int depth, StringBuilder out) throws InvalidJsonException {
             skipWhitespace();
             if (position >= text.length()) {
                 throw error("unexpected end of the JSON body");
@@ -287,26 +304,35 @@ public final class CanonicalJson {
             }
             switch (c) {
                 case '{':
-                    return readObject(depth);
+                    return out == null ? readObject(depth) : writeObject(depth, out);
                 case '[':
-                    return readArray(depth);
+                    return out == null ? readArray(depth) : writeArray(depth, out);
                 case '"':
-                    return readString();
+                    return emit(readString(), out);
                 case 't':
                     expectWord("true");
-                    return Boolean.TRUE;
+                    return emit(Boolean.TRUE, out);
                 case 'f':
                     expectWord("false");
-                    return Boolean.FALSE;
+                    return emit(Boolean.FALSE, out);
                 case 'n':
                     expectWord("null");
-                    return null;
+                    return emit(null, out);
                 default:
                     if (c == '-' || (c >= '0' && c <= '9')) {
-                        return readNumber();
+                        return emit(readNumber(), out);
                     }
                     throw error("unexpected character '" + printable(c) + "'");
             }
+        }
+
+        /** {@code value}, or, given {@code out}, null once its canonical form is written there. */
+        private static Object emit(Object value, StringBuilder out) {
+            if (out == null) {
+                return value;
+            }
+            write(value, out);
+            return null;
         }
 
         private Map<String, Object> readObject(int depth) throws InvalidJsonException {
@@ -328,11 +354,9 @@ public final class CanonicalJson {
                     throw error("expected ':' after a member name");
                 }
                 position++;
-                Object value = readValue(depth + 1);
+                Object value = readValue(depth + 1, null);
                 if (members.containsKey(name)) {
-                    // as decoded, it may hold a line break or be as long as the body: shown escaped, and cut
-                    String shown = ScopedKey.printable(name.length() > 64 ? name.substring(0, 64) + "…" : name);
-                    throw error("duplicate member name \"" + shown + "\"");
+                    throw duplicate(name);
                 }
                 members.put(name, value);
                 skipWhitespace();
@@ -347,6 +371,101 @@ public final class CanonicalJson {
             }
         }
 
+        /**
+         * Reads an object and writes its canonical form to {@code out}, as {@link CanonicalJson#write} writes the map
+         * {@link #readObject} makes: the members' values are written where they are read, and then put in the order
+         * of their names.
+         */
+        private Object writeObject(int depth, StringBuilder out) throws InvalidJsonException {
+            position++; // {
+            skipWhitespace();
+            if (peek() == '}') {
+                position++;
+                out.append("{}");
+                return null;
+            }
+            int start = out.length();
+            List<Member> members = new ArrayList<>();
+            Set<String> names = new HashSet<>();
+            while (true) {
+                skipWhitespace();
+                if (peek() != '"') {
+                    throw error("expected a member name in quotes");
+                }
+                String name = readString();
+                skipWhitespace();
+                if (peek() != ':') {
+                    throw error("expected ':' after a member name");
+                }
+                position++;
+                int from = out.length();
+                readValue(depth + 1, out);
+                if (!names.add(name)) {
+                    throw duplicate(name);
+                }
+                members.add(new Member(name, from - start, out.length() - start));
+                skipWhitespace();
+                char c = peek();
+                position++;
+                if (c == '}') {
+                    break;
+                }
+                if (c != ',') {
+                    throw error("expected ',' or '}' in an object");
+                }
+            }
+            String values = out.substring(start);
+            out.setLength(start);
+            members.sort(Comparator.comparing(Member::name));
+            out.append('{');
+            for (int i = 0; i < members.size(); i++) {
+                Member member = members.get(i);
+                if (i > 0) {
+                    out.append(',');
+                }
+                writeString(member.name(), out);
+                out.append(':').append(values, member.from(), member.to());
+            }
+            out.append('}');
+            return null;
+        }
+
+        /** A member of an object being written: its name, and where its value's canonical form is. */
+        private record Member(String name, int from, int to) {
+        }
+
+        private InvalidJsonException duplicate(String name) {
+            // as decoded, it may hold a line break or be as long as the body: shown escaped, and cut
+            String shown = ScopedKey.printable(name.length() > 64 ? name.substring(0, 64) + "…" : name);
+            return error("duplicate member name \"" + shown + "\"");
+        }
+
+        /** Reads an array and writes its canonical form to {@code out}, element by element. */
+        private Object writeArray(int depth, StringBuilder out) throws InvalidJsonException {
+            position++; // [
+            out.append('[');
+            skipWhitespace();
+            if (peek() == ']') {
+                position++;
+                out.append(']');
+                return null;
+            }
+            while (true) {
+                readValue(depth + 1, out);
+                skipWhitespace();
+                char c = peek();
+                position++;
+                if (c == ']') {
+                    out.append(']');
+                    return null;
+                }
+                if (c != ',') {
+                    throw error("expected ',' or ']' in an array");
+                }
+                out.append(',');
+            }
+        }
+
         private List<Object> readArray(int depth) throws InvalidJsonException {
             position++; // [
             List<Object> elements = new ArrayList<>();
@@ -356,7 +475,7 @@ public final class CanonicalJson {
                 return Collections.unmodifiableList(elements);
             }
             while (true) {
-                elements.add(readValue(depth + 1));
+                elements.add(readValue(depth + 1, null));
                 skipWhitespace();
                 char c = peek();
                 position++;

@@ -270,7 +270,8 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             // a JSON body is read for the canonical fingerprint and for the expressions' #body; compared byte for
             // byte it needs no reading, and is not refused for what only its canonical form cannot hold
             view = new RequestView(request, exchange.request(), expressions
-                    || properties.getBodyFingerprint() == IdempotencyProperties.BodyFingerprint.CANONICAL_JSON);
+                    || properties.getBodyFingerprint() == IdempotencyProperties.BodyFingerprint.CANONICAL_JSON,
+                    expressions);
         } catch (BodyRecordingRequest.BodyTooLargeException e) {
             return answer(exchange, problems.render(ProblemResponses.Problem.REQUEST_TOO_LARGE,
                     "The request body is too large to be fingerprinted: " + e.getMessage() + ".", instance));
@@ -782,7 +783,11 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         return attributes instanceof ServletRequestAttributes servlet ? servlet.getRequest() : null;
     }
 
-    /** The request as the fingerprint and the expressions see it; the JSON body is parsed once. */
+    /**
+     * The request as the fingerprint and the expressions see it; the JSON body is read once: parsed for the
+     * expressions, else only written in its canonical form as it is read (its parsed values would take many times its
+     * size).
+     */
     private static final class RequestView {
 
         private final HttpServletRequest request;
@@ -792,9 +797,14 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         private final boolean coded; // still in a content coding the library cannot undo
         private final boolean isJson; // the body was read as JSON
         private final Object json; // the parsed JSON body (null for the JSON text null), or null when it is not JSON
+        private final byte[] canonicalJson; // the JSON body's canonical form, when it was read but not parsed
 
-        /** @param readJson whether a JSON body is parsed (and refused when it cannot be) */
-        RequestView(HttpServletRequest request, BodyRecordingRequest recorded, boolean readJson)
+        /**
+         * @param readJson  whether a JSON body is read (and refused when it cannot be)
+         * @param parseJson whether a JSON body that is read is parsed, for the expressions' {@code #body}; else only
+         *                  its canonical form is kept
+         */
+        RequestView(HttpServletRequest request, BodyRecordingRequest recorded, boolean readJson, boolean parseJson)
                 throws IOException, BodyRecordingRequest.BodyTooLargeException, CanonicalJson.InvalidJsonException,
                 ContentCodings.UndecodableBodyException, UnreadableParametersException {
             this.request = request;
@@ -827,7 +837,9 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             // a body still in a content coding the library cannot undo is compared as the bytes it is
             MediaType jsonType = !readJson || form || coded || body.length == 0 ? null : jsonType(request);
             this.isJson = jsonType != null;
-            this.json = isJson ? CanonicalJson.parse(inUtf8(body, jsonType, request)) : null;
+            byte[] utf8 = isJson ? inUtf8(body, jsonType, request) : null;
+            this.json = isJson && parseJson ? CanonicalJson.parse(utf8) : null;
+            this.canonicalJson = isJson && !parseJson ? CanonicalJson.canonicalize(utf8) : null;
         }
 
         /**
@@ -957,7 +969,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
 
         byte[] bodyFingerprintBytes(IdempotencyProperties.BodyFingerprint mode) {
             if (isCanonical(mode)) {
-                return CanonicalJson.canonicalize(json, body.length);
+                return canonicalJson != null ? canonicalJson : CanonicalJson.canonicalize(json, body.length);
             }
             return body;
         }

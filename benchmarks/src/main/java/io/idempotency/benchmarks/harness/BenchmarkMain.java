@@ -69,6 +69,7 @@ public final class BenchmarkMain {
         }
         if (options.jmh()) {
             JmhBenchmarks.run(options.quick());
+            FingerprintHeap.run();
             return;
         }
         boolean valid = new BenchmarkMain(options).run();

@@ -21,8 +21,9 @@ record Options(boolean quick, boolean jmh, boolean explain, int connections, int
               --quick        shorter rounds and the growth case up to 1M rows only (under 3 minutes on 2 cores)
               --explain      with the benchmark: print the SQL of every round trip of one sample request per
                              scenario; alone: only that (no timing), quickly
-              --jmh          the JMH micro-benchmarks instead (key parsing, fingerprinting, response capture);
-                             with --quick only: the other options are the HTTP benchmark's
+              --jmh          the JMH micro-benchmarks instead (key parsing, fingerprinting, response capture),
+                             then the heap a 1 MB JSON body's fingerprint needs; with --quick only: the other
+                             options are the HTTP benchmark's
               --connections  concurrent HTTP connections of the steady rounds (default 16)
               --rounds       rounds of each scenario, a multiple of 4 (default 8, quick 4)
               --seconds      seconds per round (default 5, quick 3)
