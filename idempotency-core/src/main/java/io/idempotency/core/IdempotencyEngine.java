@@ -410,6 +410,7 @@ public final class IdempotencyEngine {
      */
     private Start claimIntent(ScopedKey key, Flight flight, Duration lease, long deadline) {
         String requestHash = flight.requestHash;
+        long pauseMillis = FIRST_POLL_PAUSE_MILLIS;
         while (true) {
             Duration wait = remaining(deadline);
             if (wait == null) {
@@ -474,12 +475,23 @@ public final class IdempotencyEngine {
             if (remaining <= 0) {
                 return new InProgress();
             }
-            if (!pause(Math.min(TimeUnit.NANOSECONDS.toMillis(remaining) + 1, 50))) {
+            long remainingMillis = TimeUnit.NANOSECONDS.toMillis(remaining);
+            // the last pause ends just before the wait does, for a last look: a claim finished then is answered
+            if (!pause(remainingMillis <= 2 ? remainingMillis + 1 : Math.min(pauseMillis, remainingMillis - 2))) {
                 // the thread is being stopped: come back later, as a request waiting in this instance is told
                 return new InProgress();
             }
+            // each look is a transaction and a claim statement: soon after the first (most work ends quickly), then
+            // further apart, so that a duplicate waiting for a claim held for long costs a look every 200 ms at most
+            pauseMillis = Math.min(pauseMillis * 2, MAX_POLL_PAUSE_MILLIS);
         }
     }
+
+    /** The first pause of a duplicate that polls a committed intent-first claim; it doubles up to the next. */
+    static final long FIRST_POLL_PAUSE_MILLIS = 10;
+
+    /** The longest pause between two looks of a duplicate at a committed intent-first claim. */
+    static final long MAX_POLL_PAUSE_MILLIS = 200;
 
     /** What {@link #resolveStale} answers when it marked the claim FAILED: claim the key again. Never returned. */
     private static final Start FREED = new InProgress();

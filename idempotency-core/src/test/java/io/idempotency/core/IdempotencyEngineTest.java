@@ -152,6 +152,34 @@ class IdempotencyEngineTest {
         assertThat(transactions.only().commits).isZero();
     }
 
+    /**
+     * A duplicate of an intent-first request whose committed claim is held (live lease) looks at it again and again
+     * until its wait runs out, each look a transaction: soon after the first, then further apart, never more than
+     * the pauses allow (at 50 ms apart, a wait of 2 s made 40 looks).
+     */
+    @Test
+    void aDuplicateOfAHeldIntentFirstClaimLooksAgainLessAndLessOften() {
+        store.claimAnswer = () -> existing(RecordStatus.PROCESSING, HASH, null);
+        Duration wait = Duration.ofSeconds(2);
+        IdempotencyEngine waiting = new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION, wait);
+        try {
+            Start start = waiting.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofMinutes(5));
+
+            assertThat(start).isInstanceOf(InProgress.class);
+            // pauses of 10, 20, 40, 80 and 160 ms, then 200 ms, and a last look just before the wait ends: about 15
+            // looks in 2 s (fewer on a slow machine, never many more)
+            long mostLooks = 1 + 5 + (wait.toMillis() - 310) / IdempotencyEngine.MAX_POLL_PAUSE_MILLIS + 2;
+            assertThat(store.claims).as("looks at the held claim").hasSizeBetween(3, (int) mostLooks);
+            assertThat(transactions.begun).as("one transaction a look, each rolled back")
+                    .hasSize(store.claims.size()).allSatisfy(transaction -> {
+                        assertThat(transaction.rollbacks).isEqualTo(1);
+                        assertThat(transaction.commits).isZero();
+                    });
+        } finally {
+            waiting.shutdown();
+        }
+    }
+
     @Test
     void busyIsInProgressAndRollsBack() {
         store.claimAnswer = ClaimResult.Busy::new;
