@@ -1,6 +1,7 @@
 package io.idempotency.spring.usertests;
 
 import io.idempotency.testkit.TestPostgres;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.resttestclient.autoconfigure.AutoConfigureRestTestClient;
@@ -9,6 +10,7 @@ import org.springframework.http.MediaType;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 import org.springframework.test.web.servlet.client.RestTestClient;
+import org.springframework.transaction.annotation.Transactional;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -56,5 +58,29 @@ class RestTestClientRandomPortTest {
                 .expectStatus().isEqualTo(422)
                 .expectHeader().contentType(MediaType.APPLICATION_PROBLEM_JSON);
         assertThat(DATABASE.queryLong("select count(*) from payments where order_id = 'o-1'")).isEqualTo(1);
+    }
+
+    // docs/testing.md: "A @Transactional on such a test does not reach the server's request threads"
+    @Test
+    @Transactional
+    void aTransactionalTestDoesNotReachTheServersRequests() {
+        String body = "{\"orderId\":\"o-tx\",\"amount\":\"5.00\"}";
+        client.post().uri("/payments").contentType(MediaType.APPLICATION_JSON)
+                .header("Idempotency-Key", "key-tx").body(body)
+                .exchange()
+                .expectStatus().isCreated();
+        client.post().uri("/payments").contentType(MediaType.APPLICATION_JSON)
+                .header("Idempotency-Key", "key-tx").body(body)
+                .exchange()
+                .expectStatus().isCreated()
+                .expectHeader().valueEquals("Idempotent-Replayed", "true");
+    }
+
+    /** What the request of the @Transactional test wrote was committed: the test's rollback did not remove it. */
+    @AfterAll
+    static void theTransactionalTestsRequestOutlivedItsRollback() {
+        assertThat(DATABASE.queryLong("select count(*) from payments where order_id = 'o-tx'")).isEqualTo(1);
+        assertThat(DATABASE.queryString("select status from idempotency_keys where idempotency_key = 'key-tx'"))
+                .isEqualTo("SUCCEEDED");
     }
 }
