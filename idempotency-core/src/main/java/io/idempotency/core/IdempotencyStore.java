@@ -14,6 +14,11 @@ import java.util.Optional;
  * after its work's transaction has ended, and the sweeper and the cleanup run outside any transaction.
  * A fencing token holds its claim until the claim ends or a takeover replaces the token, also once its lease has run
  * out (fencing is by the token, not by the clock), and a key never gets a token it had before.
+ * Times (creation, expiry, leases) are the database's, taken when each statement runs — not when its transaction
+ * began (a claim made in a transaction open for a while must not start its lease in the past), and never the JVM's:
+ * every instance judges a lease by the same clock. A store cuts a retention or lease too long for its columns to the
+ * longest they hold. A claim's bounded wait must not outlive its statement: a lock timeout the store sets for the
+ * claim is restored before the claim returns, as the handler's statements run next on the same connection.
  * Implementations must be thread-safe.
  *
  * <p>Arbitration between concurrent requests is the database's: a unique index on (caller, scope, key), or a
