@@ -8,6 +8,7 @@ import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collection;
 import java.util.Collections;
 import java.util.Comparator;
@@ -65,9 +66,8 @@ public final class CanonicalJson {
      * canonical form and, while an object is read, its members' canonical forms.
      */
     public static byte[] canonicalize(byte[] utf8) throws InvalidJsonException {
-        StringBuilder out = new StringBuilder(Math.max(16, utf8.length + 16));
-        read(utf8, out);
-        return out.toString().getBytes(StandardCharsets.UTF_8);
+        StringBuilder canonical = (StringBuilder) read(utf8, new StringBuilder(Math.max(16, utf8.length + 16)));
+        return canonical.toString().getBytes(StandardCharsets.UTF_8);
     }
 
     /**
@@ -104,7 +104,10 @@ public final class CanonicalJson {
         return read(utf8, null);
     }
 
-    /** Reads a whole JSON text: parsed, or, given {@code out}, written there in its canonical form (returning null). */
+    /**
+     * Reads a whole JSON text: returns it parsed, or, given {@code out}, writes it there and returns its canonical
+     * form ({@code out}, or another builder where members had to be put in order).
+     */
     private static Object read(byte[] utf8, StringBuilder out) throws InvalidJsonException {
         String text;
         try {
@@ -127,7 +130,7 @@ public final class CanonicalJson {
         if (reader.position != text.length()) {
             throw reader.error("unexpected text after the JSON value");
         }
-        return value;
+        return out == null ? value : reader.inOrder(out);
     }
 
     private static boolean isAscii(byte[] bytes) {
@@ -372,21 +375,27 @@ public final class CanonicalJson {
         }
 
         /**
-         * Reads an object and writes its canonical form to {@code out}, as {@link CanonicalJson#write} writes the map
-         * {@link #readObject} makes: the members' values are written where they are read, and then put in the order
-         * of their names.
+         * Reads an object and writes its members to {@code out} as they come, each as its canonical form has it
+         * ({@code "name":value}), then puts them in the order of their names. A small object is put in order at once,
+         * through a buffer kept for that; a larger one is not moved here, which would copy its whole text once for
+         * every object around it (127 levels deep, 127 times): where each of its members' texts is, in the order of
+         * the names, is noted for {@link #inOrder}, which writes every character once. (Small objects nested in one
+         * another are copied once for each: at most {@value #SMALL_OBJECT} characters' worth of levels.)
          */
         private Object writeObject(int depth, StringBuilder out) throws InvalidJsonException {
+            int start = out.length();
             position++; // {
+            out.append('{');
             skipWhitespace();
             if (peek() == '}') {
                 position++;
-                out.append("{}");
+                out.append('}');
                 return null;
             }
-            int start = out.length();
-            List<Member> members = new ArrayList<>();
-            Set<String> names = new HashSet<>();
+            List<String> names = new ArrayList<>();
+            Set<String> seen = null; // made once there are too many names to compare one by one
+            int[] spans = new int[8]; // each member's start and end, in the order they came
+            boolean inOrder = true;
             while (true) {
                 skipWhitespace();
                 if (peek() != '"') {
@@ -398,12 +407,27 @@ public final class CanonicalJson {
                     throw error("expected ':' after a member name");
                 }
                 position++;
+                if (!names.isEmpty()) {
+                    out.append(',');
+                }
                 int from = out.length();
+                writeString(name, out);
+                out.append(':');
                 readValue(depth + 1, out);
-                if (!names.add(name)) {
+                if (seen == null && names.size() >= 16) {
+                    seen = new HashSet<>(names);
+                }
+                if (seen != null ? !seen.add(name) : names.contains(name)) {
                     throw duplicate(name);
                 }
-                members.add(new Member(name, from - start, out.length() - start));
+                inOrder &= names.isEmpty() || names.get(names.size() - 1).compareTo(name) < 0;
+                int member = names.size();
+                names.add(name);
+                if (spans.length < 2 * member + 2) {
+                    spans = Arrays.copyOf(spans, spans.length * 2);
+                }
+                spans[2 * member] = from;
+                spans[2 * member + 1] = out.length();
                 skipWhitespace();
                 char c = peek();
                 position++;
@@ -414,24 +438,109 @@ public final class CanonicalJson {
                     throw error("expected ',' or '}' in an object");
                 }
             }
-            String values = out.substring(start);
-            out.setLength(start);
-            members.sort(Comparator.comparing(Member::name));
-            out.append('{');
-            for (int i = 0; i < members.size(); i++) {
-                Member member = members.get(i);
-                if (i > 0) {
-                    out.append(',');
-                }
-                writeString(member.name(), out);
-                out.append(':').append(values, member.from(), member.to());
-            }
             out.append('}');
+            if (inOrder) {
+                return null;
+            }
+            int[] order = byName(names);
+            int end = out.length();
+            if (end - start <= SMALL_OBJECT) {
+                if (scratch.length < end - start) {
+                    scratch = new char[SMALL_OBJECT];
+                }
+                out.getChars(start, end, scratch, 0);
+                out.setLength(start + 1); // {
+                for (int i = 0; i < order.length; i++) {
+                    if (i > 0) {
+                        out.append(',');
+                    }
+                    int from = spans[2 * order[i]];
+                    out.append(scratch, from - start, spans[2 * order[i] + 1] - from);
+                }
+                out.append('}');
+                return null;
+            }
+            int[] moved = new int[2 + 2 * order.length];
+            moved[0] = start;
+            moved[1] = end;
+            for (int i = 0; i < order.length; i++) {
+                moved[2 + 2 * i] = spans[2 * order[i]];
+                moved[3 + 2 * i] = spans[2 * order[i] + 1];
+            }
+            reordered.add(moved);
             return null;
         }
 
-        /** A member of an object being written: its name, and where its value's canonical form is. */
-        private record Member(String name, int from, int to) {
+        /** The longest object, in characters as written, put in order at once. */
+        private static final int SMALL_OBJECT = 256;
+
+        /** Where a small object's text waits while it is put in order. */
+        private char[] scratch = new char[0];
+
+        /** The positions of {@code names} in the order of the names (which are all different). */
+        private static int[] byName(List<String> names) {
+            int[] order = new int[names.size()];
+            for (int i = 0; i < order.length; i++) {
+                order[i] = i;
+            }
+            if (order.length <= 16) {
+                for (int i = 1; i < order.length; i++) {
+                    int moving = order[i];
+                    int j = i - 1;
+                    for (; j >= 0 && names.get(order[j]).compareTo(names.get(moving)) > 0; j--) {
+                        order[j + 1] = order[j];
+                    }
+                    order[j + 1] = moving;
+                }
+                return order;
+            }
+            return java.util.stream.IntStream.range(0, order.length).boxed()
+                    .sorted(Comparator.comparing(names::get)).mapToInt(Integer::intValue).toArray();
+        }
+
+        /**
+         * Objects written with their members out of order, as {start, end, then each member's start and end in the
+         * order of the names}, in the order they ended (inner objects first).
+         */
+        private final List<int[]> reordered = new ArrayList<>();
+
+        /** {@code written} with every object noted by {@link #writeObject} put in order: itself when there is none. */
+        StringBuilder inOrder(StringBuilder written) {
+            if (reordered.isEmpty()) {
+                return written;
+            }
+            reordered.sort(Comparator.comparingInt(object -> object[0]));
+            int[] starts = new int[reordered.size()];
+            for (int i = 0; i < starts.length; i++) {
+                starts[i] = reordered.get(i)[0];
+            }
+            StringBuilder out = new StringBuilder(written.length());
+            copy(written, 0, written.length(), starts, out);
+            return out;
+        }
+
+        /** Appends {@code written} from {@code from} to {@code to}, the objects in it noted as out of order put in order. */
+        private void copy(StringBuilder written, int from, int to, int[] starts, StringBuilder out) {
+            int at = from;
+            while (at < to) {
+                // the next object out of order at or after here: the objects in it start after its own start
+                int next = Arrays.binarySearch(starts, at);
+                next = next >= 0 ? next : -next - 1;
+                if (next == starts.length || starts[next] >= to) {
+                    out.append(written, at, to);
+                    return;
+                }
+                int[] object = reordered.get(next);
+                out.append(written, at, object[0]).append('{');
+                for (int member = 2; member < object.length; member += 2) {
+                    if (member > 2) {
+                        out.append(',');
+                    }
+                    copy(written, object[member], object[member + 1], starts, out);
+                }
+                out.append('}');
+                at = object[1];
+            }
         }
 
         private InvalidJsonException duplicate(String name) {

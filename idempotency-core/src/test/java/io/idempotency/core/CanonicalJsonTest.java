@@ -920,6 +920,22 @@ class CanonicalJsonTest {
         assertThat(refused).as("texts refused, seed " + seed).isGreaterThan(500);
     }
 
+    /**
+     * Objects nested as deep as the fingerprint takes, each with its members out of order, inside objects out of order
+     * and arrays: written as the text is read, every object is put in order, inner ones within outer ones.
+     */
+    @Test
+    void deeplyNestedObjectsOutOfOrderAreWrittenAsTheirParsedValuesAre() throws Exception {
+        // the outer array and object, then an object and an array each time, and the objects in the last array: 128 levels
+        int repeats = (CanonicalJson.MAX_DEPTH - 4) / 2;
+        String text = "[{\"y\":1,\"x\":" + "{\"z\":[{\"d\":0,\"c\":1},".repeat(repeats) + "\"innermost\""
+                + ",{\"b\":0,\"a\":1}],\"a\":0}".repeat(repeats) + "}]";
+        byte[] body = utf8(text);
+        byte[] streamed = CanonicalJson.canonicalize(body);
+        assertThat(streamed).isEqualTo(CanonicalJson.canonicalize(CanonicalJson.parse(body), body.length));
+        assertThat(new String(streamed, UTF_8)).startsWith("[{\"x\":{\"a\":0,\"z\":[{\"c\":1,\"d\":0},{\"a\":0,");
+    }
+
     /** Members in any order (names of every kind, duplicates now and then), any spacing, values of every kind. */
     private static String randomJson(java.util.Random random, int depth) {
         String[] names = {"a", "b", "B", "aa", "", "\\u00e9", "\u00e9", "e\\u0301", "\\n", "\\\"", "z\ud83d\ude00",
@@ -929,7 +945,9 @@ class CanonicalJsonTest {
             case 0: return "true";
             case 1: return "false";
             case 2: return "null";
-            case 3: return "\"" + names[random.nextInt(names.length)] + "\\t x\"";
+            case 3: // now and then long enough for the objects around it to be put in order at the end, not at once
+                return "\"" + names[random.nextInt(names.length)] + "y".repeat(random.nextInt(6) == 0 ? 300 : 0)
+                        + "\\t x\"";
             case 4: return Long.toString(random.nextLong());
             case 5: return (random.nextBoolean() ? "-" : "") + random.nextInt(1000) + "." + "0".repeat(random.nextInt(3))
                     + random.nextInt(100) + (random.nextBoolean() ? "e" + (random.nextInt(40) - 20) : "");

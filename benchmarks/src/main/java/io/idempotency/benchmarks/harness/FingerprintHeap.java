@@ -13,8 +13,8 @@ import java.util.concurrent.TimeUnit;
 /**
  * How much heap fingerprinting a 1 MB JSON body needs, measured as the smallest {@code -Xmx} (in MB) with which a JVM
  * of its own canonicalizes the body once without running out of memory: written as the text is read (what every
- * endpoint without a {@code #body} expression does) and from the parsed values (what an endpoint whose expressions
- * read {@code #body} does). Both are measured in the same run, one after the other, for two bodies of about 1 MB: a
+ * endpoint without a key or fingerprint expression does) and from the parsed values (what an endpoint with one, which
+ * may read {@code #body}, does). Both are measured in the same run, one after the other, for two bodies of about 1 MB: a
  * list of a million zeros beside an order's amount (padding the handler's binding skips) and a list of order items.
  * The smallest heap includes what any JVM needs to run this program at all.
  */

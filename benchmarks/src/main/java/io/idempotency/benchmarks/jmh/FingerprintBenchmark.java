@@ -49,8 +49,8 @@ public class FingerprintBenchmark {
     }
 
     /**
-     * Canonical JSON of the parsed body: what an endpoint whose key or fingerprint expression reads {@code #body}
-     * pays, as it needs the parsed values; the others write the canonical form as the text is read
+     * Canonical JSON of the parsed body: what an endpoint with a key or fingerprint expression (which may read
+     * {@code #body}) pays, as it needs the parsed values; the others write the canonical form as the text is read
      * ({@link #canonicalize()}).
      */
     @Benchmark
