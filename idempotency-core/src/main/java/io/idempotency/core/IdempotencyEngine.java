@@ -463,6 +463,7 @@ public final class IdempotencyEngine {
                     // this request's resolver has just marked the claim FAILED, however long it took to decide: claim
                     // the key now, rather than answer "in progress" for a key nobody holds
                     deadline = System.nanoTime() + maxWait.toNanos();
+                    pauseMillis = FIRST_POLL_PAUSE_MILLIS;
                     continue;
                 }
                 if (resolved != null) {
