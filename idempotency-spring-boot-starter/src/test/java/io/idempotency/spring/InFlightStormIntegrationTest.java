@@ -24,7 +24,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * A storm of one key must not drain the connection pool: 50 concurrent requests with one key against a pool of 10
  * connections that gives up after 1 s. Duplicates wait in memory behind the one request that claimed the key, so the
- * storm holds one connection (counted in the database while they wait) and other endpoints keep answering meanwhile.
+ * storm holds one connection (none of its duplicates waits in the database) and other endpoints keep answering
+ * meanwhile.
  */
 @TestPropertySource(properties = {"spring.datasource.hikari.maximum-pool-size=10",
                 "spring.datasource.hikari.connection-timeout=1000",
@@ -55,10 +56,13 @@ class InFlightStormIntegrationTest extends OrdersApplicationTest {
         }
         go.countDown();
         awaitHandlerInItsTransaction(); // the first request holds its connection for 3 s; the others wait behind it
-        int held = 0;
+        // a duplicate that took a connection would wait in the database, for the first request's uncommitted claim
+        // (the database is shared with the other test classes' applications, whose background work waits for no lock)
+        int waitingInTheDatabase = 0;
         for (int i = 0; i < 20; i++) {
-            held = Math.max(held, (int) DATABASE.queryLong("select count(*) from pg_stat_activity where"
-                    + " application_name = '" + DATABASE.schema() + "' and state <> 'idle' and pid <> pg_backend_pid()"));
+            waitingInTheDatabase = Math.max(waitingInTheDatabase, (int) DATABASE.queryLong("select count(*) from"
+                    + " pg_stat_activity where application_name = '" + DATABASE.schema() + "'"
+                    + " and wait_event_type = 'Lock'"));
             Thread.sleep(10);
         }
 
@@ -93,7 +97,8 @@ class InFlightStormIntegrationTest extends OrdersApplicationTest {
             }
         }
         System.out.println("[storm] 50 requests with one key, pool of 10: answers " + statuses + " (" + replayed
-                + " replays), connections in use at most " + held + ", other endpoint meanwhile " + others);
+                + " replays), duplicates waiting in the database at most " + waitingInTheDatabase
+                + ", other endpoint meanwhile " + others);
         clients.shutdownNow();
 
         assertThat(others).as("the other endpoint kept its connections").containsOnly(201);
@@ -101,7 +106,7 @@ class InFlightStormIntegrationTest extends OrdersApplicationTest {
                 .as("executions").isEqualTo(1);
         assertThat(executed).as("answers of a run of the handler").isEqualTo(1);
         assertThat(replayed).as("duplicates answered with its replay once it completed").isPositive();
-        assertThat(held).as("connections the storm held while its duplicates waited").isEqualTo(1);
+        assertThat(waitingInTheDatabase).as("duplicates that took a connection to wait in the database").isZero();
     }
 
     private HttpRequest.Builder postWithTimeout(String path, String body) {
