@@ -5,7 +5,10 @@ import io.idempotency.jdbc.IdempotencySchema;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.context.ConfigurableApplicationContext;
 
 import java.util.ArrayList;
@@ -19,15 +22,20 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * used the library before it added {@code spring-boot-starter-flyway}) finds a schema that is not empty and has no
  * Flyway history of its own. Boot's Flyway then refuses to start; with {@code spring.flyway.baseline-on-migrate=true}
  * alone it marks the application's V1 as applied without running it (and the sample's V2, which changes what V1
- * makes, fails); with {@code spring.flyway.baseline-version=0} too, V1 runs. The sample, whose migrations Boot's
- * Flyway applies, is that application.
+ * makes, fails); with {@code spring.flyway.baseline-version=0} too, V1 runs. The refusal's failure report names the
+ * library's history and both settings. The sample, whose migrations Boot's Flyway applies, is that application.
  */
+@ExtendWith(OutputCaptureExtension.class)
 class BootFlywayAfterTheLibraryIntegrationTest {
 
     @Test
-    void bootsFlywayOnADatabaseHoldingTheLibrarysTableNeedsABaselineBelowTheFirstMigration() {
+    void bootsFlywayOnADatabaseHoldingTheLibrarysTableNeedsABaselineBelowTheFirstMigration(CapturedOutput output) {
         TestPostgres.Database refused = databaseWithTheLibrarysTable();
         assertThatThrownBy(() -> start(refused).close()).hasStackTraceContaining("baseline");
+        // Spring Boot's failure report says why, and what to set
+        assertThat(output.getOut() + output.getErr()).contains("APPLICATION FAILED TO START")
+                .contains("idempotency_schema_history")
+                .contains("spring.flyway.baseline-on-migrate=true and spring.flyway.baseline-version=0");
 
         // the sample's V2 changes the table its V1 makes: with V1 taken as applied, V2 fails
         TestPostgres.Database baselineAtOne = databaseWithTheLibrarysTable();
