@@ -13,6 +13,7 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * The idempotency algorithm, in one place. A request with a key goes through these steps:
@@ -81,6 +82,7 @@ public final class IdempotencyEngine {
     private final DownstreamKeys downstreamKeys;
     private final ReplayCache replayCache;
     private final long maxStoredBodySize;
+    private final int maxWaitingDuplicates;
     private final ConcurrentHashMap<ScopedKey, Flight> flights = new ConcurrentHashMap<>();
     // two threads: a renewal waiting for a pool connection does not hold up every other renewal
     private final ScheduledExecutorService renewals = executor(2, "idempotency-lease-renewal");
@@ -143,6 +145,26 @@ public final class IdempotencyEngine {
     public IdempotencyEngine(IdempotencyStore store, Transactions transactions, StoragePolicy defaultPolicy,
                              Duration retention, Duration maxWait, StaleClaimResolver resolver,
                              DownstreamKeys downstreamKeys, ReplayCache replayCache, long maxStoredBodySize) {
+        this(store, transactions, defaultPolicy, retention, maxWait, resolver, downstreamKeys, replayCache,
+                maxStoredBodySize, DEFAULT_MAX_WAITING_DUPLICATES);
+    }
+
+    /** How many duplicates of one key may wait in one instance when none is given: the Spring Boot starter's default. */
+    public static final int DEFAULT_MAX_WAITING_DUPLICATES = 100;
+
+    /**
+     * @param maxWaitingDuplicates how many requests may wait at once in this instance for the one that holds a key
+     *                             (each holding its thread); positive. One more is answered {@link InProgress} at
+     *                             once, as if its wait had run out: a storm of one key cannot take every thread.
+     */
+    public IdempotencyEngine(IdempotencyStore store, Transactions transactions, StoragePolicy defaultPolicy,
+                             Duration retention, Duration maxWait, StaleClaimResolver resolver,
+                             DownstreamKeys downstreamKeys, ReplayCache replayCache, long maxStoredBodySize,
+                             int maxWaitingDuplicates) {
+        if (maxWaitingDuplicates <= 0) {
+            throw new IllegalArgumentException("maxWaitingDuplicates must be positive: " + maxWaitingDuplicates);
+        }
+        this.maxWaitingDuplicates = maxWaitingDuplicates;
         if (maxStoredBodySize <= 0) {
             throw new IllegalArgumentException("maxStoredBodySize must be positive: " + maxStoredBodySize);
         }
@@ -265,7 +287,17 @@ public final class IdempotencyEngine {
                 // may itself be a reuse of a key completed, or held on another instance, for this very request. If it
                 // does not get the key, look again; if that is not known in time, nothing is known about the key's own
                 // request: "come back later", never a refusal this request may not deserve
-                Boolean held = current.awaitHeld(deadline - System.nanoTime());
+                Boolean held = current.awaitHeld(0); // known already, mostly: then no wait, and no place taken
+                if (held == null) {
+                    if (!current.enter(maxWaitingDuplicates)) {
+                        return new InProgress(); // as many wait already as may (below)
+                    }
+                    try {
+                        held = current.awaitHeld(deadline - System.nanoTime());
+                    } finally {
+                        current.leave();
+                    }
+                }
                 if (held == null) {
                     return new InProgress();
                 }
@@ -274,7 +306,17 @@ public final class IdempotencyEngine {
                 }
                 return new Mismatch();
             }
-            Start outcome = current.await(deadline - System.nanoTime());
+            if (!current.enter(maxWaitingDuplicates)) {
+                // as many wait for this key already as may: come back later, as when the wait runs out, rather than
+                // hold one more thread (a client resending one request without pause would take them all)
+                return new InProgress();
+            }
+            Start outcome;
+            try {
+                outcome = current.await(deadline - System.nanoTime());
+            } finally {
+                current.leave();
+            }
             if (outcome instanceof InProgress && System.nanoTime() - deadline < 0
                     && !Thread.currentThread().isInterrupted()) {
                 // the request waited for gave up waiting (it came earlier, so its wait ran out first), not this one:
@@ -928,9 +970,25 @@ public final class IdempotencyEngine {
          * without either.
          */
         final CompletableFuture<Boolean> held = new CompletableFuture<>();
+        /** The requests waiting for this one now. */
+        private final AtomicInteger waiting = new AtomicInteger();
 
         Flight(String requestHash) {
             this.requestHash = requestHash;
+        }
+
+        /** Counts one more request waiting for this one; false, counting none, if {@code most} wait already. */
+        boolean enter(int most) {
+            if (waiting.incrementAndGet() > most) {
+                waiting.decrementAndGet();
+                return false;
+            }
+            return true;
+        }
+
+        /** Counts one request fewer waiting for this one. */
+        void leave() {
+            waiting.decrementAndGet();
         }
 
         /** Whether the key is held for the request's fingerprint ({@link #held}), or null if not known in time. */

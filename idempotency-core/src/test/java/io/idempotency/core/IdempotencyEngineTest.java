@@ -746,6 +746,53 @@ class IdempotencyEngineTest {
         assertThat(store.claims).hasSize(1);
     }
 
+    /**
+     * As many duplicates as may wait for the request holding the key do; one more is answered "in progress" at once,
+     * holding no thread for the wait, and a request with another fingerprint is still refused as one. Once the holder
+     * is done, those that waited get its answer.
+     */
+    @Test
+    void noMoreDuplicatesWaitInThisInstanceThanMay() throws Exception {
+        IdempotencyEngine capped = new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION,
+                Duration.ofSeconds(30), StaleClaimResolver.RERUN,
+                new DownstreamKeys(IdempotencyEngine.DEFAULT_DOWNSTREAM_SECRET), ReplayCache.NONE,
+                IdempotencyEngine.DEFAULT_MAX_STORED_BODY_SIZE, 2);
+        try {
+            store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
+            IdempotencyEngine.Execution leader = ((Proceed) capped.start(KEY, HASH)).execution();
+            CompletableFuture<Start> first = startWaitingBehindTheKey(capped);
+            CompletableFuture<Start> second = startWaitingBehindTheKey(capped);
+
+            long started = System.nanoTime();
+            assertThat(CompletableFuture.supplyAsync(() -> capped.start(KEY, HASH), THREAD_PER_TASK)
+                    .get(5, TimeUnit.SECONDS)).as("one more duplicate").isInstanceOf(InProgress.class);
+            assertThat(Duration.ofNanos(System.nanoTime() - started)).as("answered at once, not after its wait")
+                    .isLessThan(Duration.ofSeconds(5));
+            assertThat(CompletableFuture.supplyAsync(() -> capped.start(KEY, OTHER_HASH), THREAD_PER_TASK)
+                    .get(5, TimeUnit.SECONDS)).as("another request under the key").isEqualTo(new Mismatch());
+            assertThat(first).isNotDone();
+            assertThat(second).isNotDone();
+
+            leader.finish(CREATED);
+
+            assertThat(first.get(5, TimeUnit.SECONDS)).isEqualTo(new Replay(CREATED));
+            assertThat(second.get(5, TimeUnit.SECONDS)).isEqualTo(new Replay(CREATED));
+            assertThat(store.claims).as("only the leader claimed").hasSize(1);
+        } finally {
+            capped.shutdown();
+        }
+    }
+
+    @Test
+    void theMostDuplicatesThatMayWaitArePositive() {
+        for (int most : new int[] {0, -1}) {
+            assertThatThrownBy(() -> new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION,
+                    MAX_WAIT, StaleClaimResolver.RERUN, new DownstreamKeys(IdempotencyEngine.DEFAULT_DOWNSTREAM_SECRET),
+                    ReplayCache.NONE, IdempotencyEngine.DEFAULT_MAX_STORED_BODY_SIZE, most))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("maxWaitingDuplicates");
+        }
+    }
+
     @Test
     void aDuplicateWithAnotherFingerprintIsAMismatchAtOnce() throws Exception {
         proceed("token-1");
@@ -856,6 +903,10 @@ class IdempotencyEngineTest {
      * the request holding the key: one that came only after the holder had ended would not show what the test is about.
      */
     private CompletableFuture<Start> startWaitingBehindTheKey() throws InterruptedException {
+        return startWaitingBehindTheKey(engine);
+    }
+
+    private CompletableFuture<Start> startWaitingBehindTheKey(IdempotencyEngine engine) throws InterruptedException {
         CompletableFuture<Start> duplicate = new CompletableFuture<>();
         Thread waiting = new Thread(() -> {
             try {

@@ -248,6 +248,8 @@ public class IdempotencyAutoConfiguration {
                     engines.getRetention().getTtl(), true);
             sameAsTheEngines("idempotency.in-flight-wait", properties.getInFlightWait(), engines.getInFlightWait(),
                     true);
+            sameAsTheEngines("idempotency.max-waiting-duplicates", properties.getMaxWaitingDuplicates(),
+                    engines.getMaxWaitingDuplicates(), true);
             sameAsTheEngines("idempotency.max-stored-body-size", properties.getMaxStoredBodySize(),
                     engines.getMaxStoredBodySize(), true);
             sameAsTheEngines("idempotency.replayed-headers",
@@ -608,6 +610,10 @@ public class IdempotencyAutoConfiguration {
             refuse("idempotency.in-flight-wait", properties.getInFlightWait(), "at most 24d: a claim waits with"
                     + " PostgreSQL's lock_timeout, which takes no more than about 24.8 days");
         }
+        if (properties.getMaxWaitingDuplicates() <= 0) {
+            refuse("idempotency.max-waiting-duplicates", properties.getMaxWaitingDuplicates(), "at least 1: the"
+                    + " number of duplicates that may wait in one instance for the request holding their key");
+        }
         // else 409 answers would tell clients to retry in a second whatever the setting says
         positive("idempotency.retry-after", properties.getRetryAfter(), "it is the time 409 answers tell a client"
                 + " to wait before it retries");
@@ -888,7 +894,7 @@ public class IdempotencyAutoConfiguration {
                 downstreamKeys, new ReplayCache(cache.getMaxEntries(),
                         (int) Math.min(Integer.MAX_VALUE, cache.getMaxBodySize().toBytes()),
                         cache.getMaxTotalSize().toBytes(), cache.getMaxAge(), cache.getCompletedKeys()),
-                properties.getMaxStoredBodySize().toBytes());
+                properties.getMaxStoredBodySize().toBytes(), properties.getMaxWaitingDuplicates());
     }
 
     /** The idempotency rules for code that is not an HTTP endpoint, such as message listeners. */

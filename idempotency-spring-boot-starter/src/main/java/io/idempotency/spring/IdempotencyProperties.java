@@ -43,6 +43,13 @@ public class IdempotencyProperties implements InitializingBean {
     private Duration inFlightWait = Duration.ofSeconds(2);
 
     /**
+     * How many duplicate requests may wait at once, in one instance, for the request that holds their key (each holds
+     * its thread while it waits); must be positive. One more is answered 409 idempotency-request-in-progress at once,
+     * as if its wait had run out, so that a client resending one request without pause cannot take every thread.
+     */
+    private int maxWaitingDuplicates = 100; // IdempotencyEngine.DEFAULT_MAX_WAITING_DUPLICATES
+
+    /**
      * The Retry-After sent with 409 idempotency-request-in-progress and 503
      * idempotency-store-unavailable (rounded up to seconds); must be positive.
      */
@@ -459,6 +466,14 @@ public class IdempotencyProperties implements InitializingBean {
 
     public void setInFlightWait(Duration inFlightWait) {
         this.inFlightWait = inFlightWait;
+    }
+
+    public int getMaxWaitingDuplicates() {
+        return maxWaitingDuplicates;
+    }
+
+    public void setMaxWaitingDuplicates(int maxWaitingDuplicates) {
+        this.maxWaitingDuplicates = maxWaitingDuplicates;
     }
 
     public Duration getRetryAfter() {

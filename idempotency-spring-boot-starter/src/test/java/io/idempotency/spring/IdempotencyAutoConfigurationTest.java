@@ -840,6 +840,7 @@ class IdempotencyAutoConfigurationTest {
             "idempotency.header-name = X-Forwarded-For",
             "idempotency.in-flight-wait = 0s",
             "idempotency.in-flight-wait = 25d",
+            "idempotency.max-waiting-duplicates = 0",
             "idempotency.methods = 'POST,PSOT'",
             "idempotency.retry-after = 0s",
             "idempotency.lease = 500us",
