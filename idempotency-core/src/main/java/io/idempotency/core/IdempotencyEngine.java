@@ -306,16 +306,19 @@ public final class IdempotencyEngine {
                 }
                 return new Mismatch();
             }
-            if (!current.enter(maxWaitingDuplicates)) {
+            Start outcome;
+            if (current.outcome.isDone()) {
+                outcome = current.await(0); // it has just ended: no wait, and no place taken
+            } else if (!current.enter(maxWaitingDuplicates)) {
                 // as many wait for this key already as may: come back later, as when the wait runs out, rather than
                 // hold one more thread (a client resending one request without pause would take them all)
                 return new InProgress();
-            }
-            Start outcome;
-            try {
-                outcome = current.await(deadline - System.nanoTime());
-            } finally {
-                current.leave();
+            } else {
+                try {
+                    outcome = current.await(deadline - System.nanoTime());
+                } finally {
+                    current.leave();
+                }
             }
             if (outcome instanceof InProgress && System.nanoTime() - deadline < 0
                     && !Thread.currentThread().isInterrupted()) {

@@ -29,7 +29,7 @@ class WaitingDuplicatesCapIntegrationTest extends OrdersApplicationTest {
         String body = "{\"note\":\"capped-" + key + "\"}";
         CompletableFuture<HttpResponse<String>> first = http.sendAsync(slowRequest(key, body),
                 HttpResponse.BodyHandlers.ofString());
-        awaitHandlerInItsTransaction(); // it holds the key for 4 s
+        awaitHandlerInItsTransaction(); // it holds the key for 6 s
 
         List<CompletableFuture<HttpResponse<String>>> duplicates = new ArrayList<>();
         for (int i = 0; i < 10; i++) {
@@ -72,7 +72,7 @@ class WaitingDuplicatesCapIntegrationTest extends OrdersApplicationTest {
     }
 
     private HttpRequest slowRequest(String key, String body) {
-        return HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/orders/slow?millis=4000"))
+        return HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/orders/slow?millis=6000"))
                 .timeout(Duration.ofSeconds(60))
                 .header("Content-Type", "application/json").header("Idempotency-Key", key)
                 .POST(HttpRequest.BodyPublishers.ofString(body)).build();
