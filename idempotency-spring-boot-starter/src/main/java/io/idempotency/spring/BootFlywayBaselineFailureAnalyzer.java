@@ -38,10 +38,13 @@ public final class BootFlywayBaselineFailureAnalyzer implements FailureAnalyzer 
                 + " for the default table) are in that schema already, which Flyway counts as not empty.";
     }
 
-    private static final String ACTION = "Set spring.flyway.baseline-on-migrate=true and"
-            + " spring.flyway.baseline-version=0: Flyway then starts a history of its own below your first migration"
-            + " and still runs your V1 (with the default baseline version, 1, Flyway would mark V1 as applied without"
-            + " running it). Other tables of your own already in the schema are for your migrations to account for.";
+    private static final String ACTION = "If the schema's only tables are the idempotency starter's (its table and"
+            + " " + IdempotencySchemaMigrator.HISTORY_TABLE + "), set spring.flyway.baseline-on-migrate=true and"
+            + " spring.flyway.baseline-version=0: Spring Boot's Flyway then starts a history of its own below your"
+            + " first migration and still runs your V1 (with the default baseline version, 1, it would mark V1 as"
+            + " applied without running it). If the schema holds tables your migrations made before Flyway kept their"
+            + " history, baseline at the version that made them instead (spring.flyway.baseline-version), so that"
+            + " those migrations are not run again.";
 
     private static boolean isFlywayException(Throwable failure) {
         for (Class<?> type = failure.getClass(); type != null; type = type.getSuperclass()) {

@@ -35,7 +35,8 @@ class BootFlywayAfterTheLibraryIntegrationTest {
         // Spring Boot's failure report says why, and what to set
         assertThat(output.getOut() + output.getErr()).contains("APPLICATION FAILED TO START")
                 .contains("idempotency_schema_history")
-                .contains("spring.flyway.baseline-on-migrate=true and spring.flyway.baseline-version=0");
+                .contains("spring.flyway.baseline-on-migrate=true and spring.flyway.baseline-version=0")
+                .contains("baseline at the version that made them instead");
 
         // the sample's V2 changes the table its V1 makes: with V1 taken as applied, V2 fails
         TestPostgres.Database baselineAtOne = databaseWithTheLibrarysTable();
