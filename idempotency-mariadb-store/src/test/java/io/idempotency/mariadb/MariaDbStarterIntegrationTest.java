@@ -233,7 +233,9 @@ class MariaDbStarterIntegrationTest {
                 }
                 assertThat(OrderController.executions(key)).as("runs of the handler").isEqualTo(1);
                 assertThat(orders(reference)).isEqualTo(1);
-                // the other instance's duplicates waited in MariaDB for the uncommitted claim, then read its answer
+                // the other instance knows nothing of the key in memory: its replays were read from MariaDB, where its
+                // duplicates found the claim (uncommitted while the first request ran, which the store's contract
+                // tests show a claim waits for) or the answer it committed
                 assertThat(replayedByTheOther).as("replays the other instance read from the database").isPositive();
             } finally {
                 executor.shutdownNow();
