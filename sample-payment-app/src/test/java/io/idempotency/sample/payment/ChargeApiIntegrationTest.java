@@ -26,7 +26,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -346,16 +345,18 @@ class ChargeApiIntegrationTest {
 
         ExecutorService pool = Executors.newFixedThreadPool(requests);
         List<HttpResponse<byte[]>> answers = new ArrayList<>();
-        try {
-            CountDownLatch go = new CountDownLatch(1);
+        try (Connection orderBlocker = DriverManager.getConnection(DB.url(), DB.user(), DB.password())) {
+            // an uncommitted hold on the order that every request must get past: they all meet there, then race
+            orderBlocker.setAutoCommit(false);
+            execute(orderBlocker, "insert into charge_intents (payer, order_id, downstream_key) values ('', '"
+                    + orderId + "', 'the test holding the order')");
             List<Future<HttpResponse<byte[]>>> futures = new ArrayList<>();
             for (int i = 0; i < requests; i++) {
-                futures.add(pool.submit(() -> {
-                    go.await();
-                    return api.charge(UUID.randomUUID().toString(), body, null);
-                }));
+                futures.add(pool.submit(() -> api.charge(UUID.randomUUID().toString(), body, null)));
             }
-            go.countDown();
+            Await.until("every request waiting at the order", Duration.ofSeconds(20),
+                    () -> DB.lockWaiters() >= requests);
+            orderBlocker.rollback();
             for (Future<HttpResponse<byte[]>> future : futures) {
                 answers.add(future.get(60, TimeUnit.SECONDS));
             }
