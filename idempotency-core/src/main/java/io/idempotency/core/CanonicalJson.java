@@ -347,29 +347,14 @@ public final class CanonicalJson {
                 return members;
             }
             while (true) {
-                skipWhitespace();
-                if (peek() != '"') {
-                    throw error("expected a member name in quotes");
-                }
-                String name = readString();
-                skipWhitespace();
-                if (peek() != ':') {
-                    throw error("expected ':' after a member name");
-                }
-                position++;
+                String name = readMemberName();
                 Object value = readValue(depth + 1, null);
                 if (members.containsKey(name)) {
                     throw duplicate(name);
                 }
                 members.put(name, value);
-                skipWhitespace();
-                char c = peek();
-                position++;
-                if (c == '}') {
+                if (!moreMembers()) {
                     return members;
-                }
-                if (c != ',') {
-                    throw error("expected ',' or '}' in an object");
                 }
             }
         }
@@ -397,16 +382,7 @@ public final class CanonicalJson {
             int[] spans = new int[8]; // each member's start and end, in the order they came
             boolean inOrder = true;
             while (true) {
-                skipWhitespace();
-                if (peek() != '"') {
-                    throw error("expected a member name in quotes");
-                }
-                String name = readString();
-                skipWhitespace();
-                if (peek() != ':') {
-                    throw error("expected ':' after a member name");
-                }
-                position++;
+                String name = readMemberName();
                 if (!names.isEmpty()) {
                     out.append(',');
                 }
@@ -428,14 +404,8 @@ public final class CanonicalJson {
                 }
                 spans[2 * member] = from;
                 spans[2 * member + 1] = out.length();
-                skipWhitespace();
-                char c = peek();
-                position++;
-                if (c == '}') {
+                if (!moreMembers()) {
                     break;
-                }
-                if (c != ',') {
-                    throw error("expected ',' or '}' in an object");
                 }
             }
             out.append('}');
@@ -541,6 +511,35 @@ public final class CanonicalJson {
                 out.append('}');
                 at = object[1];
             }
+        }
+
+        /** Reads a member's name and the colon after it. */
+        private String readMemberName() throws InvalidJsonException {
+            skipWhitespace();
+            if (peek() != '"') {
+                throw error("expected a member name in quotes");
+            }
+            String name = readString();
+            skipWhitespace();
+            if (peek() != ':') {
+                throw error("expected ':' after a member name");
+            }
+            position++;
+            return name;
+        }
+
+        /** Reads what follows a member's value: true after a comma, false at the end of the object. */
+        private boolean moreMembers() throws InvalidJsonException {
+            skipWhitespace();
+            char c = peek();
+            position++;
+            if (c == '}') {
+                return false;
+            }
+            if (c != ',') {
+                throw error("expected ',' or '}' in an object");
+            }
+            return true;
         }
 
         private InvalidJsonException duplicate(String name) {
