@@ -209,10 +209,21 @@ public final class EmbeddedPostgresServer implements AutoCloseable {
         }
     }
 
-    private static IllegalStateException inUse(Path dir) {
-        return new IllegalStateException("the embedded PostgreSQL data directory " + dir + " is in use by another"
+    private static DataDirectoryInUseException inUse(Path dir) {
+        return new DataDirectoryInUseException("the embedded PostgreSQL data directory " + dir + " is in use by another"
                 + " running instance; stop it, or give this instance another sample.embedded.data-dir, or configure"
                 + " spring.datasource.url");
+    }
+
+    /**
+     * Another running instance has the data directory: this one does not start. Spring Boot reports it in its
+     * "APPLICATION FAILED TO START" report ({@link DataDirectoryInUseFailureAnalyzer}), not as a stack trace.
+     */
+    public static final class DataDirectoryInUseException extends IllegalStateException {
+
+        DataDirectoryInUseException(String message) {
+            super(message);
+        }
     }
 
     /**

@@ -2,7 +2,11 @@ package io.idempotency.sample.payment;
 
 import io.idempotency.testkit.FreePorts;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
+import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
 
 import java.io.IOException;
 import java.nio.file.Files;
@@ -87,6 +91,26 @@ class EmbeddedPostgresServerTest {
         }
         // let go with the server: the directory can be started again
         start(dataDir).close();
+    }
+
+    /**
+     * The application started on the directory of a running server (the first instance not stopped): Spring Boot's
+     * failure report says why and what to do, rather than a page of nested bean creation errors.
+     */
+    @Test
+    @ExtendWith(OutputCaptureExtension.class)
+    void theApplicationOnTheDirectoryOfARunningServerStopsWithAReportSayingWhy(CapturedOutput output)
+            throws IOException {
+        try (EmbeddedPostgresServer running = start(dataDir)) {
+            // as arguments: application.yml sets the directory, over properties given as defaults
+            assertThatThrownBy(() -> new SpringApplicationBuilder(SamplePaymentApplication.class)
+                    .run("--server.port=0", "--sample.embedded.data-dir=" + dataDir,
+                            "--idempotency.sweeper.enabled=false").close())
+                    .hasRootCauseInstanceOf(EmbeddedPostgresServer.DataDirectoryInUseException.class);
+            assertThat(output.getOut() + output.getErr()).contains("APPLICATION FAILED TO START")
+                    .contains("is in use by another running instance")
+                    .contains("Stop the instance that is running");
+        }
     }
 
     /**
