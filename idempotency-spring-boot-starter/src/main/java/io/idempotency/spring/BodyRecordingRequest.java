@@ -392,7 +392,9 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         }
         Charset charset;
         try {
-            charset = named != null ? named : charset();
+            // without one its type names, Jetty reads a form in UTF-8, whatever the request's character encoding
+            // (which Tomcat reads it in: Spring's encoding filter, or the application, may have set another)
+            charset = named != null ? named : onJetty ? StandardCharsets.UTF_8 : charset();
         } catch (IllegalArgumentException e) {
             throw new IllegalStateException("the form's charset is not supported", e);
         }
