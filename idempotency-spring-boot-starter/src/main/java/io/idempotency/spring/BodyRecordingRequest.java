@@ -590,6 +590,20 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
         return started == null ? null : guarded(started);
     }
 
+    /**
+     * Whether the request declares a body (a length, or chunks) that no one has read to its end — the application,
+     * the library, or the container parsing a form — so that bytes of it may still wait in the connection.
+     */
+    boolean bodyLeftUnread() {
+        if (getContentLengthLong() <= 0 && getHeader("Transfer-Encoding") == null) {
+            return false;
+        }
+        if (formKept != null || parametersAsked && isParsedForm(getContentType())) {
+            return false;
+        }
+        return stream == null || !stream.inputEnded();
+    }
+
     @Override
     public ServletInputStream getInputStream() throws IOException {
         if (stream == null) {
@@ -701,6 +715,11 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
 
         private boolean aheadOfApplication() {
             return delivered < copy.size();
+        }
+
+        /** Whether the container's input has been read to its end (into the copy, or by the application). */
+        boolean inputEnded() {
+            return drained || delegate.isFinished();
         }
 
         @Override

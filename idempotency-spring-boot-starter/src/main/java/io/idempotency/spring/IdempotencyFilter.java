@@ -48,7 +48,7 @@ public class IdempotencyFilter extends OncePerRequestFilter {
 
     private static final Logger log = LoggerFactory.getLogger(IdempotencyFilter.class);
 
-    private static final StoredResponse.Header[] CLOSE_CONNECTION = {new StoredResponse.Header("Connection", "close")};
+    static final StoredResponse.Header[] CLOSE_CONNECTION = {new StoredResponse.Header("Connection", "close")};
     private static final StoredResponse.Header[] NO_HEADERS = {};
 
     private final ProblemResponses problems;

@@ -42,6 +42,25 @@ class ConnectionAfterRefusalsIntegrationTest extends OrdersApplicationTest {
         }
     }
 
+    /**
+     * A refusal made before anyone read the body (the handler reads it from an {@code InputStream} argument, after
+     * the advice): the rest of the body is still in the connection, which the container closes rather than read it.
+     * The answer says so, on Jetty too, which closed it after an answer that looked as if it kept it.
+     */
+    @Test
+    void aMissingKeyWithTheBodyUnreadEndsTheConnectionSayingSo() throws Exception {
+        String body = "streamed-" + UUID.randomUUID() + "-" + "x".repeat(1000);
+        try (KeepAliveConnection connection = new KeepAliveConnection()) {
+            connection.send("POST /orders/streams HTTP/1.1\r\nHost: localhost\r\nContent-Type: text/plain\r\n"
+                    + "Content-Length: " + body.length() + "\r\n\r\n" + body);
+            String missing = connection.answer();
+
+            assertThat(missing).startsWith("HTTP/1.1 400 ").contains("idempotency-key-missing");
+            assertThat(missing).as("Connection: close").contains("\r\nConnection: close\r\n");
+            assertThat(connection.in.read()).as("the connection ends after the answer").isEqualTo(-1);
+        }
+    }
+
     @Test
     void aBodyAboveTheCapIsAnsweredWith413() throws Exception {
         String key = UUID.randomUUID().toString();
