@@ -733,15 +733,15 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
      */
     private Object answer(IdempotentExchange exchange, StoredResponse answer, StoredResponse.Header... headers) {
         transactionResources.discardPending();
-        HttpServletRequest request = exchange.request();
-        if (headers.length == 0 && request.getProtocol().startsWith("HTTP/1.") && exchange.request().bodyLeftUnread()) {
+        BodyRecordingRequest request = exchange.request();
+        if (headers.length == 0 && request.getProtocol().startsWith("HTTP/1.") && request.bodyLeftUnread()) {
             // answered before the body was read (a bad key, a body refused by its declared size or type): the rest of
             // it is still in the connection, which the container then closes without reading it (Jetty does not say
             // so in an answer already sent). Said, so that the client knows to send its next request on another
             headers = IdempotencyFilter.CLOSE_CONNECTION;
         }
         exchange.answer(answer, headers);
-        return answered(exchange.request());
+        return answered(request);
     }
 
     /**
