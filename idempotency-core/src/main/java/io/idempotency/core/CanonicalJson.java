@@ -63,7 +63,8 @@ public final class CanonicalJson {
      * The canonical UTF-8 form of a JSON text: the same bytes as {@code canonicalize(parse(utf8), utf8.length)}, and
      * the same refusals, but written as the text is read, without building its values. A parsed body's maps, lists
      * and numbers take many times the text's size (a list of a million zeros, about twenty); this holds the text, its
-     * canonical form and, while an object is read, its members' canonical forms.
+     * canonical form and, for the large objects whose members came out of order, where each member is (see
+     * {@code Reader.writeObject}).
      */
     public static byte[] canonicalize(byte[] utf8) throws InvalidJsonException {
         StringBuilder canonical = (StringBuilder) read(utf8, new StringBuilder(Math.max(16, utf8.length + 16)));
