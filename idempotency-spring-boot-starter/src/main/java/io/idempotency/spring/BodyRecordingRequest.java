@@ -340,8 +340,9 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
      * Reads a form body that no one has read yet, parameters or bytes, into the copy, and takes its parameters from
      * there, before the library reads them: asked for them, the container would parse the form from its own stream,
      * and a handler that reads the form as sent (a provider's callback whose signature covers its bytes) would find
-     * nothing left. Only a form the container parses (a POST of the type, in any case, with a declared length within
-     * the cap and the size the containers take by default, or sent in chunks without one); its parameters are then
+     * nothing left. Only a form the container parses (a POST of the type, in any case — on Jetty, which parses PUT
+     * forms too, a PUT as well — with a declared length within the cap and the size the containers take by default,
+     * or sent in chunks without one); its parameters are then
      * the query's, as the container reads them, followed by the form's, read in the charset the container reads it in
      * and with the parts without a name as it takes them (see {@link #isOnJetty()}): the same form, read here or by
      * the container (a larger one, or one whose parameters the application asked for first), is the same request.
@@ -353,7 +354,8 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
      */
     void keepFormBody() {
         if (formKept != null || parametersAsked || stream != null || reader != null
-                || !"POST".equals(getMethod()) || !isParsedForm(getContentType())) {
+                || !("POST".equals(getMethod()) || "PUT".equals(getMethod()) && isOnJetty())
+                || !isParsedForm(getContentType())) {
             return;
         }
         long length = getContentLengthLong();
