@@ -14,6 +14,7 @@ import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletRequestWrapper;
 import jakarta.servlet.http.HttpServletResponse;
 import jakarta.servlet.http.HttpServletResponseWrapper;
+import jakarta.servlet.http.Part;
 import org.springframework.http.MediaType;
 
 import java.io.BufferedReader;
@@ -28,6 +29,7 @@ import java.nio.charset.Charset;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.Collections;
 import java.util.Enumeration;
 import java.util.HashSet;
@@ -87,6 +89,7 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
     private BufferedReader reader;
 
     private boolean parametersAsked; // the application asked for a parameter through this request
+    private boolean partsAsked; // the application asked for the multipart body's parts through this request
     private Map<String, String[]> formKept; // the parameters, where the form's body was read here to keep it
 
     private BooleanSupplier holdingAnswer = () -> false;
@@ -597,13 +600,33 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
      * the library, or the container parsing a form — so that bytes of it may still wait in the connection.
      */
     boolean bodyLeftUnread() {
-        if (getContentLengthLong() <= 0 && getHeader("Transfer-Encoding") == null) {
-            return false;
+        if (getContentLengthLong() <= 0 && getHeader("Transfer-Encoding") == null || formKept != null || partsAsked
+                || parametersAsked && isParsedForm(getContentType())
+                && ("POST".equals(getMethod()) || "PUT".equals(getMethod()) && isOnJetty())) {
+            return false; // read whole, by the library or by the container (which says so in no stream of its own)
         }
-        if (formKept != null || parametersAsked && isParsedForm(getContentType())) {
-            return false;
+        if (stream != null) {
+            return !stream.inputEnded();
         }
-        return stream == null || !stream.inputEnded();
+        // not read through this request: maybe by a filter before the library's (Spring's FormContentFilter, a
+        // caching filter), from the container's stream
+        try {
+            return !super.getInputStream().isFinished();
+        } catch (IOException | IllegalStateException e) {
+            return false; // read as text, through the container's reader: not known to be unread
+        }
+    }
+
+    @Override
+    public Collection<Part> getParts() throws IOException, ServletException {
+        partsAsked = true;
+        return super.getParts();
+    }
+
+    @Override
+    public Part getPart(String name) throws IOException, ServletException {
+        partsAsked = true;
+        return super.getPart(name);
     }
 
     @Override
@@ -719,9 +742,12 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
             return delivered < copy.size();
         }
 
-        /** Whether the container's input has been read to its end (into the copy, or by the application). */
+        /**
+         * Whether the container's input has been read to its end (into the copy, or by the application). Not merely
+         * {@link #drain drained}: a drain stops at the cap, and the rest of a larger body is still unread.
+         */
         boolean inputEnded() {
-            return drained || delegate.isFinished();
+            return delegate.isFinished();
         }
 
         @Override

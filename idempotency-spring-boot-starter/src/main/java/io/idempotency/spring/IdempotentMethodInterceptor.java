@@ -735,7 +735,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         transactionResources.discardPending();
         BodyRecordingRequest request = exchange.request();
         if (headers.length == 0 && request.getProtocol().startsWith("HTTP/1.") && request.bodyLeftUnread()) {
-            // answered before the body was read (a bad key, a body refused by its declared size or type): the rest of
+            // answered before the body was read to its end (a bad key, a body refused by its size): the rest of
             // it is still in the connection, which the container then closes without reading it (Jetty does not say
             // so in an answer already sent). Said, so that the client knows to send its next request on another
             headers = IdempotencyFilter.CLOSE_CONNECTION;

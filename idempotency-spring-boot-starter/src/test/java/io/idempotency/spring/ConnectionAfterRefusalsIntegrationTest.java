@@ -61,6 +61,47 @@ class ConnectionAfterRefusalsIntegrationTest extends OrdersApplicationTest {
         }
     }
 
+    /**
+     * A body sent in chunks, larger than the cap, to a handler that reads it itself: the library reads up to the cap
+     * to fingerprint it and refuses it, the rest still in the connection, which ends, saying so.
+     */
+    @Test
+    void aChunkedBodyAboveTheCapEndsTheConnectionSayingSo() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String chunk = "x".repeat(1000);
+        try (KeepAliveConnection connection = new KeepAliveConnection()) {
+            connection.send("POST /orders/streams HTTP/1.1\r\nHost: localhost\r\nContent-Type: text/plain\r\n"
+                    + "Idempotency-Key: " + key + "\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    + ("3e8\r\n" + chunk + "\r\n").repeat(10) + "0\r\n\r\n");
+            String tooLarge = connection.answer();
+
+            assertThat(tooLarge).startsWith("HTTP/1.1 413 ").contains("idempotency-request-too-large");
+            assertConnection(connection, tooLarge, true);
+        }
+        assertThat(keyRows(key)).isZero();
+    }
+
+    /**
+     * A multipart body, refused (it cannot be fingerprinted), was read whole by the container, which parsed its parts
+     * before the handler was called: nothing of it is left in the connection, which serves the next request.
+     */
+    @Test
+    void aMultipartBodyIsRefusedAndTheConnectionServesTheNextRequest() throws Exception {
+        String boundary = "----part" + UUID.randomUUID();
+        String body = "--" + boundary + "\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\nmultipart-"
+                + UUID.randomUUID() + "\r\n--" + boundary + "--\r\n";
+        try (KeepAliveConnection connection = new KeepAliveConnection()) {
+            connection.send("POST /orders/multipart HTTP/1.1\r\nHost: localhost\r\n"
+                    + "Content-Type: multipart/form-data; boundary=" + boundary + "\r\n"
+                    + "Idempotency-Key: " + UUID.randomUUID() + "\r\nContent-Length: " + body.length() + "\r\n\r\n"
+                    + body);
+            String refused = connection.answer();
+
+            assertThat(refused).startsWith("HTTP/1.1 415 ").contains("idempotency-body-unsupported");
+            assertConnection(connection, refused, false);
+        }
+    }
+
     @Test
     void aBodyAboveTheCapIsAnsweredWith413() throws Exception {
         String key = UUID.randomUUID().toString();
