@@ -356,9 +356,7 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
      * @throws IllegalStateException if the form cannot be read or parsed, as the container refuses it
      */
     void keepFormBody() {
-        if (formKept != null || parametersAsked || stream != null || reader != null
-                || !("POST".equals(getMethod()) || "PUT".equals(getMethod()) && isOnJetty())
-                || !isParsedForm(getContentType())) {
+        if (formKept != null || parametersAsked || stream != null || reader != null || !containerParsesTheForm()) {
             return;
         }
         long length = getContentLengthLong();
@@ -596,13 +594,21 @@ final class BodyRecordingRequest extends HttpServletRequestWrapper {
     }
 
     /**
+     * Whether the container parses this request's body as a form when asked for its parameters: a POST of the type
+     * (in any case), and on Jetty a PUT too.
+     */
+    private boolean containerParsesTheForm() {
+        return isParsedForm(getContentType())
+                && ("POST".equals(getMethod()) || "PUT".equals(getMethod()) && isOnJetty());
+    }
+
+    /**
      * Whether the request declares a body (a length, or chunks) that no one has read to its end — the application,
      * the library, or the container parsing a form — so that bytes of it may still wait in the connection.
      */
     boolean bodyLeftUnread() {
         if (getContentLengthLong() <= 0 && getHeader("Transfer-Encoding") == null || formKept != null || partsAsked
-                || parametersAsked && isParsedForm(getContentType())
-                && ("POST".equals(getMethod()) || "PUT".equals(getMethod()) && isOnJetty())) {
+                || parametersAsked && containerParsesTheForm()) {
             return false; // read whole, by the library or by the container (which says so in no stream of its own)
         }
         if (stream != null) {
