@@ -486,8 +486,26 @@ public final class IdempotencyEngine {
                 // the claim may have waited for another transaction's uncommitted claim of the key, within its
                 // statement, whose start the lease counts from (PostgreSQL): renewed a third of the lease after the
                 // claim began, not after it ended, lest the wait use up the lease before its first renewal
+                long claimedMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - claiming);
+                long writtenMillisAgo = claimedMillis;
+                if (claimedMillis >= Leases.period(lease)) {
+                    // that third has passed: the lease may have run out before the commit returned (a wait as long as
+                    // the lease, a commit held up on the server), and a duplicate or a sweeper taken the claim over
+                    // and begun running the work. An immediate renewal in the background would race with the work,
+                    // so the work starts only once a fenced renewal has shown that the claim is still this request's
+                    long renewing = System.nanoTime();
+                    if (!renewBeforeTheWork(key, claimed.fencingToken(), claimed.failedBefore(), lease)) {
+                        log.log(System.Logger.Level.WARNING, () -> "The intent-first claim of " + key.describe()
+                                + " took " + claimedMillis + " ms to claim and commit, and its lease of "
+                                + lease.toMillis() + " ms ran out meanwhile: it was taken over before its work"
+                                + " started, which is left to its new holder. Keep the lease well above the"
+                                + " in-flight wait and the time a commit may take");
+                        return new InProgress();
+                    }
+                    writtenMillisAgo = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - renewing);
+                }
                 return proceedIntent(key, requestHash, claimed.fencingToken(), lease, claimed.failedBefore(),
-                        TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - claiming));
+                        writtenMillisAgo);
             }
             transaction.rollback();
             if (!(claim instanceof ClaimResult.Existing existing)) {
@@ -590,15 +608,7 @@ public final class IdempotencyEngine {
         // this retry's lease may have run out while the resolver was asked (the process stalled, renewals and all),
         // and another retry or a sweeper taken the claim over, which may be running the work right now. So the work
         // runs only once a fenced renewal has shown that the claim is still this retry's, with its lease afresh
-        boolean held;
-        try {
-            held = store.renew(key, token, lease);
-        } catch (Throwable e) { // also a checked exception a store in Kotlin passes on undeclared
-            // as when the work's transaction cannot begin: the claim, held before, is marked FAILED
-            abandonUnstarted(key, token, true, lease, e, false);
-            throw e;
-        }
-        if (!held) {
+        if (!renewBeforeTheWork(key, token, true, lease)) {
             logSuperseded(key, "rerun");
             return null;
         }
@@ -687,6 +697,24 @@ public final class IdempotencyEngine {
                     complete.response().bodyLength(), maxStoredBodySize);
         }
         return resolution;
+    }
+
+    /**
+     * Renews the lease of the intent-first claim {@code token} holds, before its work starts, on the request's thread.
+     * Should the renewal fail, the work does not start either: the claim is released, or marked FAILED when
+     * {@code heldBefore} (as {@link #abandonUnstarted} says), and the failure thrown on.
+     *
+     * @return false when the claim is no longer this token's: it was taken over (its lease had run out), and the work
+     *         is its new holder's
+     */
+    private boolean renewBeforeTheWork(ScopedKey key, String token, boolean heldBefore, Duration lease) {
+        try {
+            return store.renew(key, token, lease);
+        } catch (Throwable e) { // also a checked exception a store in Kotlin passes on undeclared
+            // as when the work's transaction cannot begin
+            abandonUnstarted(key, token, heldBefore, lease, e, false);
+            throw e;
+        }
     }
 
     /**

@@ -39,14 +39,19 @@ final class Leases {
      */
     static Holding hold(ScheduledExecutorService renewals, IdempotencyStore store, ScopedKey key, String token,
                         Duration lease, long writtenMillisAgo) {
-        // a lease beyond what milliseconds count (the store cuts it to what it can hold) is renewed as the longest
-        long period = Math.max(1, (lease.compareTo(LONGEST_COUNTED) >= 0 ? Long.MAX_VALUE : lease.toMillis()) / 3);
+        long period = period(lease);
         long firstDelay = Math.max(0, period - Math.max(0, writtenMillisAgo));
         Holding holding = new Holding();
         holding.schedule.complete(renewals.scheduleWithFixedDelay(
                 () -> renew(renewals, holding, store, key, token, lease, period, 0), firstDelay, period,
                 TimeUnit.MILLISECONDS));
         return holding;
+    }
+
+    /** How often a lease is renewed, in milliseconds: every third of it. */
+    static long period(Duration lease) {
+        // a lease beyond what milliseconds count (the store cuts it to what it can hold) is renewed as the longest
+        return Math.max(1, (lease.compareTo(LONGEST_COUNTED) >= 0 ? Long.MAX_VALUE : lease.toMillis()) / 3);
     }
 
     /** The first wait before a failed renewal is tried again (a third of the period if that is shorter). */

@@ -142,6 +142,141 @@ class IntentFirstPollingIntegrationTest {
         }
     }
 
+    /**
+     * A claim whose statement waited for another transaction's claim longer than its whole lease is committed with
+     * the lease run out. Renewed only in the background (at once, but on another thread), it let a duplicate on
+     * another instance take the claim over and run the work beside the holder, which had begun it.
+     */
+    @Test
+    void anIntentFirstClaimCommittedWithItsLeaseRunOutIsRenewedBeforeItsWorkStarts() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource migration = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(migration, IdempotencySchema.DEFAULT_TABLE_NAME).migrate();
+        }
+        try (HikariDataSource pool = database.dataSource(4);
+             Connection other = pool.getConnection();
+             Statement otherStatement = other.createStatement()) {
+            // renewals in the background come late (a busy renewal thread); those made on a request's thread do not
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(pool, IdempotencySchema.DEFAULT_TABLE_NAME) {
+                @Override
+                public boolean renew(ScopedKey key, String fencingToken, Duration lease) {
+                    if (Thread.currentThread().getName().startsWith("idempotency-lease-renewal")) {
+                        try {
+                            Thread.sleep(1500);
+                        } catch (InterruptedException e) {
+                            Thread.currentThread().interrupt();
+                            return false;
+                        }
+                    }
+                    return super.renew(key, fencingToken, lease);
+                }
+            };
+            IdempotencyEngine holder = engine(pool, store, Duration.ofSeconds(5));
+            IdempotencyEngine duplicate = engine(pool, store, Duration.ofMillis(300)); // another instance
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            try {
+                holdUncommittedClaim(other, otherStatement, key);
+                // rolled back once the lease the waiting claim writes has run out
+                CompletableFuture<Void> rolledBack = rollBackLater(other, 2500);
+
+                IdempotencyEngine.Start started = holder.start(key, HASH, IdempotencyMode.INTENT_FIRST,
+                        Duration.ofSeconds(2));
+
+                rolledBack.get(10, TimeUnit.SECONDS);
+                assertThat(started).isInstanceOf(IdempotencyEngine.Proceed.class);
+                try {
+                    // the holder's work runs now: a duplicate must not run it too
+                    IdempotencyEngine.Start second = Async.supply(() -> {
+                        IdempotencyEngine.Start start = duplicate.start(key, HASH, IdempotencyMode.INTENT_FIRST,
+                                Duration.ofSeconds(2));
+                        if (start instanceof IdempotencyEngine.Proceed proceed) {
+                            proceed.execution().abandon(); // on the thread its transaction is bound to
+                        }
+                        return start;
+                    }).get(10, TimeUnit.SECONDS);
+                    assertThat(second).as("a duplicate while the holder's work runs")
+                            .isInstanceOf(IdempotencyEngine.InProgress.class);
+                } finally {
+                    ((IdempotencyEngine.Proceed) started).execution().abandon();
+                }
+            } finally {
+                holder.shutdown();
+                duplicate.shutdown();
+            }
+        }
+    }
+
+    /**
+     * When the claim was taken over between its commit and its work's start (its lease had run out), the holder does
+     * not start the work: the new holder runs it, and the holder's request is told it is in progress.
+     */
+    @Test
+    void anIntentFirstClaimTakenOverBeforeItsWorkStartsDoesNotStartIt() throws Exception {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource migration = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(migration, IdempotencySchema.DEFAULT_TABLE_NAME).migrate();
+        }
+        try (HikariDataSource pool = database.dataSource(4);
+             Connection other = pool.getConnection();
+             Statement otherStatement = other.createStatement()) {
+            ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
+            String[] takenOverBy = new String[1];
+            // the first renewal of the holder's claim comes after another instance took the claim over
+            PostgresIdempotencyStore store = new PostgresIdempotencyStore(pool, IdempotencySchema.DEFAULT_TABLE_NAME) {
+                @Override
+                public boolean renew(ScopedKey renewed, String fencingToken, Duration lease) {
+                    synchronized (takenOverBy) {
+                        if (takenOverBy[0] == null) {
+                            takenOverBy[0] = takeOver(renewed, fencingToken, lease).orElseThrow();
+                        }
+                    }
+                    return super.renew(renewed, fencingToken, lease);
+                }
+            };
+            IdempotencyEngine holder = engine(pool, store, Duration.ofSeconds(5));
+            try {
+                holdUncommittedClaim(other, otherStatement, key);
+                CompletableFuture<Void> rolledBack = rollBackLater(other, 2500);
+
+                IdempotencyEngine.Start started = holder.start(key, HASH, IdempotencyMode.INTENT_FIRST,
+                        Duration.ofSeconds(2));
+
+                rolledBack.get(10, TimeUnit.SECONDS);
+                if (started instanceof IdempotencyEngine.Proceed proceed) {
+                    proceed.execution().abandon();
+                }
+                assertThat(started).as("the holder's start, its claim taken over before its work")
+                        .isInstanceOf(IdempotencyEngine.InProgress.class);
+                assertThat(database.queryLong("select count(*) from idempotency_keys where idempotency_key = '"
+                        + key.key() + "' and status = 'PROCESSING' and fencing_token::text = '" + takenOverBy[0] + "'"))
+                        .as("the claim, still the new holder's").isEqualTo(1);
+            } finally {
+                holder.shutdown();
+            }
+        }
+    }
+
+    /** Another transaction's claim of {@code key} on {@code connection}, not yet committed (an intent whose commit stalls). */
+    private static void holdUncommittedClaim(Connection connection, Statement statement, ScopedKey key)
+            throws Exception {
+        connection.setAutoCommit(false);
+        statement.execute("insert into idempotency_keys (caller, scope, idempotency_key, status, request_hash,"
+                + " fencing_token, expires_at, locked_until) values ('', 'POST /charges', '" + key.key()
+                + "', 'PROCESSING', '" + HASH + "', gen_random_uuid(), now() + interval '1 day',"
+                + " now() + interval '1 day')");
+    }
+
+    private static CompletableFuture<Void> rollBackLater(Connection connection, long millis) {
+        return Async.run(() -> {
+            try {
+                Thread.sleep(millis);
+                connection.rollback();
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        });
+    }
+
     private static IdempotencyEngine engine(HikariDataSource pool, PostgresIdempotencyStore store, Duration maxWait) {
         return new IdempotencyEngine(store, new SpringTransactions(new DataSourceTransactionManager(pool)),
                 StoragePolicy.DEFAULT, DAY, maxWait, StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
