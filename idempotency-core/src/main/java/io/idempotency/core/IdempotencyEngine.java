@@ -227,6 +227,16 @@ public final class IdempotencyEngine {
     public record InProgress() implements Start {
     }
 
+    /** What the record read back after a failed commit says of it ({@code Execution#completedAllTheSame}). */
+    private enum ReadBack {
+        /** Committed with this execution's answer: what failed came after the commit. */
+        COMPLETED,
+        /** Not committed with this execution's answer. */
+        NOT_COMPLETED,
+        /** The read failed: the commit may or may not have happened. */
+        UNREAD
+    }
+
     /** The result of {@link Execution#finish}. */
     public enum Outcome {
         /** The answer was stored and everything committed. */
@@ -1207,9 +1217,14 @@ public final class IdempotencyEngine {
                     }
                     // unless it was refused or never asked for, the commit may have happened: a retry finds the
                     // answer or nothing
-                    boolean mayHaveCommitted = CommitFailedException.mayHaveCommitted(e);
-                    if (mayHaveCommitted || !completedAllTheSame(e)) {
-                        throw new CommitFailedException(key, e, mayHaveCommitted);
+                    if (CommitFailedException.mayHaveCommitted(e)) {
+                        throw new CommitFailedException(key, e, true);
+                    }
+                    ReadBack readBack = completedAllTheSame(e);
+                    if (readBack != ReadBack.COMPLETED) {
+                        // a read that failed tells nothing: the commit may have happened (the failure may have come
+                        // after it), and "nothing was kept" would be told a client whose payment was made
+                        throw new CommitFailedException(key, e, readBack == ReadBack.UNREAD);
                     }
                     // the database committed; what failed came after it, in the transaction manager's own completion
                     // (a JPA provider's after-completion callback: Hibernate's post-commit listeners), which reports
@@ -1280,17 +1295,17 @@ public final class IdempotencyEngine {
          * claim was rolled back with it (or, intent first, is still PROCESSING), or the database committed and
          * something after it failed (a post-commit callback, whose failure may name a database error of its own: a
          * statement it made that failed). Only this claim's
-         * token tells the two apart: another attempt may have completed the key since. A read that fails tells nothing,
-         * and the commit is taken as failed, as before the read.
+         * token tells the two apart: another attempt may have completed the key since. A read that fails tells nothing:
+         * {@link ReadBack#UNREAD}, whose commit may or may not have happened.
          * <p>
          * Read on a connection of its own where the thread holds none ({@link Transactions#mayReadApart()}); otherwise
          * (open-in-view's EntityManager still holds the request's connection) in a transaction of its own, rolled back,
          * which runs on what the thread holds: a second connection, taken from a pool that the other requests may
          * hold whole, would be waited for until the pool gives up, and a commit that happened then taken as failed.
          */
-        private boolean completedAllTheSame(RuntimeException failure) {
+        private ReadBack completedAllTheSame(RuntimeException failure) {
             if (fencingToken == null) {
-                return false;
+                return ReadBack.NOT_COMPLETED;
             }
             try {
                 Optional<IdempotencyRecord> record;
@@ -1311,10 +1326,11 @@ public final class IdempotencyEngine {
                     }
                 }
                 return record.filter(found -> found.status() == RecordStatus.SUCCEEDED
-                        && fencingToken.equals(found.fencingToken())).isPresent();
+                        && fencingToken.equals(found.fencingToken())).isPresent()
+                        ? ReadBack.COMPLETED : ReadBack.NOT_COMPLETED;
             } catch (RuntimeException readFailed) {
                 failure.addSuppressed(readFailed);
-                return false;
+                return ReadBack.UNREAD;
             }
         }
 

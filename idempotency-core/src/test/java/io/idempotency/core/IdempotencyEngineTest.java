@@ -369,6 +369,30 @@ class IdempotencyEngineTest {
     }
 
     /**
+     * The commit failed without saying whether the database committed, and the record could not be read back (the
+     * pool gave no connection for it, the database went away): the commit may have happened, and the client must not
+     * be told that nothing was kept.
+     */
+    @Test
+    void aCommitFailureWhoseRecordCannotBeReadBackHasAnUnknownOutcome() {
+        IdempotencyEngine.Execution execution = proceed("token-1");
+        RuntimeException cause = new RuntimeException("Unable to perform afterTransactionCompletion callback");
+        transactions.commitFailure = cause;
+        RuntimeException readFailed = new RuntimeException("Connection is not available, request timed out");
+        store.records = key -> {
+            throw readFailed;
+        };
+
+        assertThatExceptionOfType(CommitFailedException.class)
+                .isThrownBy(() -> execution.finish(CREATED))
+                .satisfies(e -> {
+                    assertThat(e.getCause()).isSameAs(cause);
+                    assertThat(e.outcomeUnknown()).as("whether the commit happened is unknown").isTrue();
+                    assertThat(e.getCause().getSuppressed()).as("why it is unknown").contains(readFailed);
+                });
+    }
+
+    /**
      * The transaction manager reports a failed commit after the database committed (an ORM's after-completion
      * callback failed): the record holds this claim's answer, so the answer stands.
      */
