@@ -416,14 +416,13 @@ public final class IdempotencyEngine {
     }
 
     private Start claim(ScopedKey key, String requestHash, long deadline) {
-        Duration wait = remaining(deadline);
-        if (wait == null) {
+        if (remaining(deadline) == null) {
             return new InProgress();
         }
         Transactions.Transaction transaction = transactions.begin();
         ClaimResult claim;
         try {
-            claim = store.claim(new ClaimRequest(key, requestHash, retention, wait));
+            claim = store.claim(new ClaimRequest(key, requestHash, retention, waitLeft(deadline)));
         } catch (Throwable e) {
             rollBackAfter(transaction, e);
             throw e;
@@ -467,8 +466,7 @@ public final class IdempotencyEngine {
         String requestHash = flight.requestHash;
         long pauseMillis = FIRST_POLL_PAUSE_MILLIS;
         while (true) {
-            Duration wait = remaining(deadline);
-            if (wait == null) {
+            if (remaining(deadline) == null) {
                 return new InProgress();
             }
             // beside a unit of work the request keeps open (JPA's open-in-view EntityManager), which the claim, committed
@@ -477,7 +475,7 @@ public final class IdempotencyEngine {
             ClaimResult claim;
             long claiming = System.nanoTime();
             try {
-                claim = store.claim(new ClaimRequest(key, requestHash, retention, wait, lease));
+                claim = store.claim(new ClaimRequest(key, requestHash, retention, waitLeft(deadline), lease));
                 if (claim instanceof ClaimResult.Claimed claimed) {
                     try {
                         transaction.commit(); // the intent is durable before any side effect
@@ -963,6 +961,16 @@ public final class IdempotencyEngine {
             Leases.endLease(store, key, token, refused); // nothing renews it any more
             throw refused;
         }
+    }
+
+    /**
+     * How long a claim made now may wait for another transaction's claim of its key: what is left until
+     * {@code deadline}, once its transaction has begun (the pool may have made it wait for a connection, which counts
+     * against the request's wait as any other), and at least a millisecond: a key nobody holds is claimed all the same.
+     */
+    private static Duration waitLeft(long deadline) {
+        Duration left = remaining(deadline);
+        return left == null ? Duration.ofMillis(1) : left;
     }
 
     /** The time left until {@code deadline} (at least a millisecond), or null if it has passed. */
