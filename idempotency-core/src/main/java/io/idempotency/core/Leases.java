@@ -42,9 +42,16 @@ final class Leases {
         long period = period(lease);
         long firstDelay = Math.max(0, period - Math.max(0, writtenMillisAgo));
         Holding holding = new Holding();
-        holding.schedule.complete(renewals.scheduleWithFixedDelay(
-                () -> renew(renewals, holding, store, key, token, lease, period, 0), firstDelay, period,
-                TimeUnit.MILLISECONDS));
+        try {
+            holding.schedule.complete(renewals.scheduleWithFixedDelay(
+                    () -> renew(renewals, holding, store, key, token, lease, period, 0), firstDelay, period,
+                    TimeUnit.MILLISECONDS));
+        } catch (Throwable e) {
+            // the executor may have queued the renewal before it failed (no native thread for a worker it started):
+            // the renewal, run all the same, would otherwise wait for its schedule for ever, on a renewal thread
+            holding.schedule.completeExceptionally(e);
+            throw e;
+        }
         return holding;
     }
 

@@ -52,6 +52,38 @@ class LeasesTest {
     }
 
     /**
+     * An executor may queue a renewal and then fail to schedule it (a worker thread it starts cannot be created: "unable
+     * to create native thread"). The renewal it runs all the same must not wait for its schedule for ever, keeping a
+     * renewal thread from every other lease.
+     */
+    @Test
+    void aRenewalWhoseSchedulingFailedDoesNotKeepItsThread() throws Exception {
+        IdempotencyStore store = (IdempotencyStore) Proxy.newProxyInstance(getClass().getClassLoader(),
+                new Class<?>[] {IdempotencyStore.class}, (proxy, method, args) -> true);
+        OutOfMemoryError noThread = new OutOfMemoryError("unable to create native thread");
+        ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(1) {
+            @Override
+            public java.util.concurrent.ScheduledFuture<?> scheduleWithFixedDelay(Runnable command, long initialDelay,
+                                                                                  long delay, TimeUnit unit) {
+                super.scheduleWithFixedDelay(command, initialDelay, delay, unit); // queued, and then:
+                throw noThread;
+            }
+        };
+        executor.prestartAllCoreThreads();
+        try {
+            assertThatThrownBy(() -> Leases.hold(executor, store, new ScopedKey("alice", "POST /charges", "k-1"),
+                    "token-1", Duration.ofMillis(30))).isSameAs(noThread);
+
+            CountDownLatch ran = new CountDownLatch(1);
+            Thread.sleep(100); // the renewal has run by now
+            executor.execute(ran::countDown);
+            assertThat(ran.await(5, TimeUnit.SECONDS)).as("the renewal thread is free for other work").isTrue();
+        } finally {
+            executor.shutdownNow();
+        }
+    }
+
+    /**
      * A renewal that fails (it waited for a pool connection until the pool gave up, most of a period) is tried again
      * soon, not a whole period later, when the lease could have run out: here a 60 s lease, renewed every 20 s, whose
      * first renewal fails at once and whose retry must come well before the next period.
