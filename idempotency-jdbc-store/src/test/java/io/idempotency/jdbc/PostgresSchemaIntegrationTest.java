@@ -1154,7 +1154,9 @@ class PostgresSchemaIntegrationTest {
 
     /**
      * A precision on the time columns (Hibernate's DDL writes {@code timestamp(6) with time zone}, a DBA may write
-     * {@code timestamptz(3)}) keeps them timestamptz: the table is the library's, and the start goes on.
+     * {@code timestamptz(3)}) keeps them timestamptz: the table is the library's, and the start goes on. One of fewer
+     * than three digits is refused: PostgreSQL rounds the times written to it, and a lease could be stored up to half a
+     * second short, run out as it is claimed.
      */
     @Test
     void timesWithAPrecisionAreTimestamptzAllTheSame() {
@@ -1170,6 +1172,15 @@ class PostgresSchemaIntegrationTest {
             new IdempotencySchemaMigrator(dataSource, "precise_times").migrate();
             new IdempotencySchemaMigrator(dataSource, "partitioned_precise_times", true).verify();
             new IdempotencySchemaMigrator(dataSource, "partitioned_precise_times", true).migrate();
+
+            jdbc.execute(IdempotencySchema.postgresql("coarse_times")
+                    .replace("locked_until     timestamptz", "locked_until     timestamptz(0)"));
+            jdbc.execute(IdempotencySchema.postgresqlPartitioned("partitioned_coarse_times")
+                    .replace("created_at       timestamptz", "created_at       timestamptz(2)"));
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "coarse_times").verify(),
+                    "locked_until is timestamp(0) with time zone", "milliseconds");
+            assertWrongShape(() -> new IdempotencySchemaMigrator(dataSource, "partitioned_coarse_times", true)
+                    .migrate(), "created_at is timestamp(2) with time zone");
         }
     }
 

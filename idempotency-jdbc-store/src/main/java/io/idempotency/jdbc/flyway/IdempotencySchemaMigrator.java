@@ -384,6 +384,7 @@ public final class IdempotencySchemaMigrator {
         // the type as declared (with its length), and the length of a varchar or char column (-1: unbounded)
         Map<String, String> declared = new HashMap<>();
         Map<String, Integer> lengths = new HashMap<>();
+        Map<String, Integer> precisions = new HashMap<>();
         Map<String, String> inexactCollations = new HashMap<>();
         List<String> notNull = new ArrayList<>();
         List<String> requiringAValue = new ArrayList<>();
@@ -418,6 +419,8 @@ public final class IdempotencySchemaMigrator {
                         declared.put(rs.getString(1), rs.getString(4));
                         // a varchar's or char's typmod is its length plus 4; -1 without one
                         lengths.put(rs.getString(1), rs.getInt(5) >= 4 ? rs.getInt(5) - 4 : -1);
+                        // a timestamp's typmod is its precision, fractional digits of a second; -1 without one (6)
+                        precisions.put(rs.getString(1), rs.getInt(5));
                         if (rs.getString(3) != null) {
                             inexactCollations.put(rs.getString(1), rs.getString(3));
                         }
@@ -529,6 +532,10 @@ public final class IdempotencySchemaMigrator {
             String type = columns.get(column);
             if (type != null && !type.equals("timestamp with time zone")) {
                 problems.add(column + " is " + type + ", not timestamptz");
+            } else if (type != null && precisions.get(column) >= 0 && precisions.get(column) < 3) {
+                // PostgreSQL rounds to the precision: a lease written half a second short could be stored run out
+                problems.add(column + " is " + declared.get(column) + ", not timestamptz: leases count milliseconds,"
+                        + " and a time rounded to fewer digits can end a lease up to half a second early");
             }
         }
         for (String column : KEY_COLUMNS) {
