@@ -46,7 +46,7 @@ class ClaimWaitIntegrationTest {
         try (HikariDataSource others = database.dataSource(1);
              Connection other = others.getConnection();
              Statement otherStatement = other.createStatement();
-             // the engine's pool: one connection, which another request holds for 1.8 s of the 2 s wait
+             // the engine's pool: one connection, which another request holds for 3.6 s of the 4 s wait
              HikariDataSource pool = database.dataSource(1, config -> config.setConnectionTimeout(10_000))) {
             // another transaction's claim of the key, not committed while the request waits
             other.setAutoCommit(false);
@@ -58,7 +58,7 @@ class ClaimWaitIntegrationTest {
             CompletableFuture<Void> busy = Async.run(() -> {
                 try (Connection connection = pool.getConnection()) {
                     taken.countDown();
-                    Thread.sleep(1800);
+                    Thread.sleep(3600);
                 } catch (Exception e) {
                     throw new IllegalStateException(e);
                 }
@@ -67,7 +67,7 @@ class ClaimWaitIntegrationTest {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(pool, IdempotencySchema.DEFAULT_TABLE_NAME);
             IdempotencyEngine engine = new IdempotencyEngine(store,
                     new SpringTransactions(new DataSourceTransactionManager(pool)), StoragePolicy.DEFAULT,
-                    Duration.ofDays(1), Duration.ofSeconds(2), StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
+                    Duration.ofDays(1), Duration.ofSeconds(4), StaleClaimResolver.RERUN, new DownstreamKeys("secret"));
             try {
                 long start = System.nanoTime();
 
@@ -76,9 +76,10 @@ class ClaimWaitIntegrationTest {
                 Duration took = Duration.ofNanos(System.nanoTime() - start);
                 busy.get(10, TimeUnit.SECONDS);
                 assertThat(started).isInstanceOf(IdempotencyEngine.InProgress.class);
-                assertThat(took).as("the request's wait, 1.8 s of it for a connection (the whole wait again after it: 3.8 s)")
-                        .isGreaterThanOrEqualTo(Duration.ofMillis(1900))
-                        .isLessThan(Duration.ofMillis(3000));
+                // the whole wait again after the connection's: 7.6 s
+                assertThat(took).as("the request's 4 s wait, 3.6 s of it for a connection")
+                        .isGreaterThanOrEqualTo(Duration.ofMillis(3900))
+                        .isLessThan(Duration.ofMillis(6000));
             } finally {
                 engine.shutdown();
                 other.rollback();
