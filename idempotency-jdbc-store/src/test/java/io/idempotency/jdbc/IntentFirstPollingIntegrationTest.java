@@ -256,7 +256,10 @@ class IntentFirstPollingIntegrationTest {
         }
     }
 
-    /** Another transaction's claim of {@code key} on {@code connection}, not yet committed (an intent whose commit stalls). */
+    /**
+     * Another transaction's claim of {@code key} on {@code connection}, not yet committed (an intent whose commit
+     * stalls).
+     */
     private static void holdUncommittedClaim(Connection connection, Statement statement, ScopedKey key)
             throws Exception {
         connection.setAutoCommit(false);
