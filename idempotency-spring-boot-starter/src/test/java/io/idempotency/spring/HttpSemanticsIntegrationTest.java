@@ -847,6 +847,42 @@ class HttpSemanticsIntegrationTest extends OrdersApplicationTest {
         assertThat(keyRows(event)).isZero();
     }
 
+    /**
+     * docs/http-responses.md: the query is compared as sent, so a retry whose parameters come in another order or
+     * escaped otherwise is another request; fingerprinted by {@code {"#body", "#params"}}, it is the same request.
+     */
+    @Test
+    void aQueryIsComparedAsSentUnlessTheEndpointIsFingerprintedByItsParameters() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "query-as-sent-" + key;
+        String body = "{\"note\":\"" + note + "\",\"amount\":\"1.00\"}";
+        HttpResponse<byte[]> first = post("/orders?source=app&channel=web%20shop", key, body);
+        HttpResponse<byte[]> reordered = post("/orders?channel=web+shop&source=app", key, body);
+        assertThat(first.statusCode()).isEqualTo(201);
+        assertThat(reordered.statusCode()).as("the same parameters, sent otherwise").isEqualTo(422);
+        assertProblem(reordered, "idempotency-key-mismatch");
+
+        String byValues = UUID.randomUUID().toString();
+        String valuesNote = "query-by-values-" + byValues;
+        HttpResponse<byte[]> sent = post("/orders/by-values?currency=EUR&channel=web%20shop", byValues,
+                "{\"note\":\"" + valuesNote + "\",\"amount\":\"1.00\"}");
+        HttpResponse<byte[]> resent = post("/orders/by-values?channel=web+shop&currency=EUR", byValues,
+                "{\"amount\":\"1.00\", \"note\":\"" + valuesNote + "\"}");
+        HttpResponse<byte[]> otherCurrency = post("/orders/by-values?currency=USD&channel=web%20shop", byValues,
+                "{\"note\":\"" + valuesNote + "\",\"amount\":\"1.00\"}");
+        HttpResponse<byte[]> otherBody = post("/orders/by-values?currency=EUR&channel=web%20shop", byValues,
+                "{\"note\":\"" + valuesNote + "\",\"amount\":\"2.00\"}");
+
+        assertThat(sent.statusCode()).isEqualTo(200);
+        assertThat(new String(sent.body(), StandardCharsets.UTF_8)).contains("\"channel\":\"web shop\"");
+        assertThat(resent.headers().firstValue("Idempotent-Replayed")).as("the same values, sent otherwise")
+                .hasValue("true");
+        assertThat(resent.body()).isEqualTo(sent.body());
+        assertThat(otherCurrency.statusCode()).as("another parameter's value").isEqualTo(422);
+        assertThat(otherBody.statusCode()).as("another body").isEqualTo(422);
+        assertThat(rows(valuesNote)).isEqualTo(1);
+    }
+
     /** A form's fields are read through #params, as the annotation's javadoc says: a callback sent as a form. */
     @Test
     void aKeyAndAFingerprintFromAFormsFieldsAreReadThroughParams() throws Exception {

@@ -928,6 +928,17 @@ public class OrderController {
         return Map.of("id", insert("refund-" + callback.get("refundId")), "payment", payment);
     }
 
+    /**
+     * Fingerprinted by the body and the query's parameters as values, for a gateway that rebuilds queries: the order
+     * and escaping of the parameters as sent do not count.
+     */
+    @PostMapping("/by-values")
+    @Idempotent(fingerprint = {"#body", "#params"})
+    public Map<String, Object> byValues(@RequestParam String currency, @RequestParam String channel,
+                                        @RequestBody OrderRequest request) {
+        return Map.of("id", insert(request.note()), "currency", currency, "channel", channel);
+    }
+
     /** A provider's form-encoded callback without a header, keyed and fingerprinted by its fields. */
     @PostMapping("/form-callbacks")
     @Idempotent(key = "#params['transactionId']", fingerprint = "#params['amount']")
