@@ -1,12 +1,14 @@
 package io.idempotency.core;
 
 import java.time.Duration;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Future;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.BooleanSupplier;
 
@@ -99,7 +101,7 @@ final class Leases {
             boolean retried = false;
             if (retry < period) {
                 try {
-                    holding.retry.set(renewals.schedule(
+                    holding.retrying(renewals.schedule(
                             () -> renew(renewals, holding, store, key, token, lease, period, retry), retry,
                             TimeUnit.MILLISECONDS));
                     retried = true;
@@ -124,20 +126,26 @@ final class Leases {
     static final class Holding {
 
         private final CompletableFuture<ScheduledFuture<?>> schedule = new CompletableFuture<>();
-        /** The latest retry of a failed renewal, scheduled beside the schedule's renewals (see {@link #renew}). */
-        private final AtomicReference<ScheduledFuture<?>> retry = new AtomicReference<>();
+        /**
+         * The retries of failed renewals still to come or under way, beside the schedule's renewals (see
+         * {@link #renew}): each failure of the schedule begins a chain of its own, and an earlier chain's next retry
+         * may still be to come.
+         */
+        private final Set<ScheduledFuture<?>> retries = ConcurrentHashMap.newKeySet();
         private final ReentrantLock renewing = new ReentrantLock();
 
         private Holding() {
         }
 
+        private void retrying(ScheduledFuture<?> retry) {
+            retries.removeIf(Future::isDone);
+            retries.add(retry);
+        }
+
         /** Stops the renewals; one under way runs to its end (see {@link #stop} to wait for it). */
         void cancel() {
             schedule.join().cancel(false);
-            ScheduledFuture<?> retrying = retry.get();
-            if (retrying != null) {
-                retrying.cancel(false);
-            }
+            retries.forEach(retry -> retry.cancel(false));
         }
 
         /**
@@ -148,10 +156,7 @@ final class Leases {
          */
         void cancelAndInterrupt() {
             schedule.join().cancel(true);
-            ScheduledFuture<?> retrying = retry.get();
-            if (retrying != null) {
-                retrying.cancel(true);
-            }
+            retries.forEach(retry -> retry.cancel(true));
         }
     }
 

@@ -7,10 +7,15 @@ import java.sql.SQLException;
 import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
+import java.util.concurrent.AbstractExecutorService;
+import java.util.concurrent.Callable;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Delayed;
 import java.util.concurrent.Executors;
+import java.util.concurrent.FutureTask;
 import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -63,8 +68,8 @@ class LeasesTest {
         OutOfMemoryError noThread = new OutOfMemoryError("unable to create native thread");
         ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(1) {
             @Override
-            public java.util.concurrent.ScheduledFuture<?> scheduleWithFixedDelay(Runnable command, long initialDelay,
-                                                                                  long delay, TimeUnit unit) {
+            public ScheduledFuture<?> scheduleWithFixedDelay(Runnable command, long initialDelay, long delay,
+                                                             TimeUnit unit) {
                 super.scheduleWithFixedDelay(command, initialDelay, delay, unit); // queued, and then:
                 throw noThread;
             }
@@ -395,6 +400,145 @@ class LeasesTest {
             assertThat(executor.getQueue()).as("no renewal is scheduled any more").isEmpty();
         } finally {
             executor.shutdownNow();
+        }
+    }
+    /**
+     * Renewals that keep failing (the database unreachable for more than a period) start a chain of retries at each
+     * failure of the schedule, and an earlier chain may still have a retry to come. Stopping the lease must interrupt
+     * every retry under way, not only the latest chain's: one still waiting for a pooled connection would otherwise
+     * hold up the holder's commit (which waits for the renewal under way to end) until the pool gave up on it.
+     * The renewals run here when the test says, on threads of its own, in the order the executor would run them.
+     */
+    @Test
+    void stoppingALeaseInterruptsTheRetriesOfEveryChain() throws Exception {
+        AtomicInteger calls = new AtomicInteger();
+        CountDownLatch waitingForAConnection = new CountDownLatch(1);
+        IdempotencyStore store = (IdempotencyStore) Proxy.newProxyInstance(getClass().getClassLoader(),
+                new Class<?>[] {IdempotencyStore.class}, (proxy, method, args) -> {
+                    if (calls.incrementAndGet() <= 3) {
+                        throw new IllegalStateException("Connection is not available, request timed out");
+                    }
+                    waitingForAConnection.countDown();
+                    Thread.sleep(10_000); // as a pool waits for a connection, until interrupted
+                    return true;
+                });
+        ManualScheduler scheduler = new ManualScheduler();
+        Leases.Holding holding = Leases.hold(scheduler, store, new ScopedKey("alice", "POST /charges", "k-1"),
+                "token-1", Duration.ofSeconds(3));
+        ManualScheduler.Task schedule = scheduler.tasks.get(0);
+
+        schedule.run(); // fails: a chain of retries begins
+        scheduler.tasks.get(1).run(); // its first retry fails: its second is due
+        ManualScheduler.Task earlierChain = scheduler.tasks.get(2);
+        schedule.run(); // the schedule's next renewal fails too, before that retry: another chain begins
+        assertThat(scheduler.tasks).as("the schedule and the retries").hasSize(4);
+        Thread retrying = new Thread(earlierChain::run); // the earlier chain's retry, waiting for a connection
+        retrying.start();
+        assertThat(waitingForAConnection.await(5, TimeUnit.SECONDS)).isTrue();
+
+        long stopping = System.nanoTime();
+        Leases.stop(holding);
+        Duration took = Duration.ofNanos(System.nanoTime() - stopping);
+
+        retrying.join(10_000);
+        assertThat(took).as("the stop, which interrupts the retry waiting for a connection")
+                .isLessThan(Duration.ofSeconds(5));
+    }
+
+    /**
+     * A scheduled executor whose tasks run only when the test runs them, each as the real executor would: a periodic
+     * one again at each run, and a cancellation with interruption interrupts the thread running it.
+     */
+    private static final class ManualScheduler extends AbstractExecutorService
+            implements ScheduledExecutorService {
+
+        final List<Task> tasks = new CopyOnWriteArrayList<>();
+
+        static final class Task extends FutureTask<Void>
+                implements ScheduledFuture<Void> {
+
+            private final boolean periodic;
+
+            Task(Runnable command, boolean periodic) {
+                super(command, null);
+                this.periodic = periodic;
+            }
+
+            @Override
+            public void run() {
+                if (periodic) {
+                    runAndReset();
+                } else {
+                    super.run();
+                }
+            }
+
+            @Override
+            public long getDelay(TimeUnit unit) {
+                return 0;
+            }
+
+            @Override
+            public int compareTo(Delayed other) {
+                return 0;
+            }
+        }
+
+        private Task add(Runnable command, boolean periodic) {
+            Task task = new Task(command, periodic);
+            tasks.add(task);
+            return task;
+        }
+
+        @Override
+        public ScheduledFuture<?> schedule(Runnable command, long delay, TimeUnit unit) {
+            return add(command, false);
+        }
+
+        @Override
+        public <V> ScheduledFuture<V> schedule(Callable<V> callable, long delay, TimeUnit unit) {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public ScheduledFuture<?> scheduleAtFixedRate(Runnable command, long initialDelay, long period,
+                                                      TimeUnit unit) {
+            return add(command, true);
+        }
+
+        @Override
+        public ScheduledFuture<?> scheduleWithFixedDelay(Runnable command, long initialDelay, long delay,
+                                                         TimeUnit unit) {
+            return add(command, true);
+        }
+
+        @Override
+        public void execute(Runnable command) {
+            add(command, false);
+        }
+
+        @Override
+        public void shutdown() {
+        }
+
+        @Override
+        public List<Runnable> shutdownNow() {
+            return List.of();
+        }
+
+        @Override
+        public boolean isShutdown() {
+            return false;
+        }
+
+        @Override
+        public boolean isTerminated() {
+            return false;
+        }
+
+        @Override
+        public boolean awaitTermination(long timeout, TimeUnit unit) {
+            return true;
         }
     }
 }
