@@ -505,9 +505,10 @@ public final class IdempotencyEngine {
                     if (!renewBeforeTheWork(key, claimed.fencingToken(), claimed.failedBefore(), lease)) {
                         log.log(System.Logger.Level.WARNING, () -> "The intent-first claim of " + key.describe()
                                 + " took " + claimedMillis + " ms to claim and commit, and its lease of "
-                                + lease.toMillis() + " ms ran out meanwhile: it was taken over before its work"
-                                + " started, which is left to its new holder. Keep the lease well above the"
-                                + " in-flight wait and the time a commit may take");
+                                + lease.toMillis() + " ms ran out meanwhile: it was taken over (by a retry or the"
+                                + " sweeper, which resolves it as a stale claim) before its work started, and the work"
+                                + " does not start here. Keep the lease well above the in-flight wait and the time a"
+                                + " commit may take");
                         return new InProgress();
                     }
                     writtenMillisAgo = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - renewing);
@@ -708,16 +709,27 @@ public final class IdempotencyEngine {
     }
 
     /**
-     * Renews the lease of the intent-first claim {@code token} holds, before its work starts, on the request's thread.
-     * Should the renewal fail, the work does not start either: the claim is released, or marked FAILED when
+     * Renews the lease of the intent-first claim {@code token} holds, before its work starts, on the request's thread,
+     * in a transaction opened as a claim's is: beside a unit of work the request keeps open (JPA's open-in-view
+     * EntityManager), on its connection, rather than on a second connection of a pool the other requests may hold
+     * whole. Should the renewal fail, the work does not start either: the claim is released, or marked FAILED when
      * {@code heldBefore} (as {@link #abandonUnstarted} says), and the failure thrown on.
      *
-     * @return false when the claim is no longer this token's: it was taken over (its lease had run out), and the work
-     *         is its new holder's
+     * @return false when the claim is no longer this token's: it was taken over (its lease had run out) by a retry or a
+     *         sweeper, which resolves it as a stale claim
      */
     private boolean renewBeforeTheWork(ScopedKey key, String token, boolean heldBefore, Duration lease) {
         try {
-            return store.renew(key, token, lease);
+            Transactions.Transaction transaction = transactions.beginClaim();
+            boolean held;
+            try {
+                held = store.renew(key, token, lease);
+            } catch (Throwable e) {
+                rollBackAfter(transaction, e);
+                throw e;
+            }
+            transaction.commit();
+            return held;
         } catch (Throwable e) { // also a checked exception a store in Kotlin passes on undeclared
             // as when the work's transaction cannot begin
             abandonUnstarted(key, token, heldBefore, lease, e, false);

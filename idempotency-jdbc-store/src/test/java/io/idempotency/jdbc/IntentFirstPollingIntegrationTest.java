@@ -177,7 +177,7 @@ class IntentFirstPollingIntegrationTest {
             try {
                 holdUncommittedClaim(other, otherStatement, key);
                 // rolled back once the lease the waiting claim writes has run out
-                CompletableFuture<Void> rolledBack = rollBackLater(other, 2500);
+                CompletableFuture<Void> rolledBack = rollBackLater(other, 3500);
 
                 IdempotencyEngine.Start started = holder.start(key, HASH, IdempotencyMode.INTENT_FIRST,
                         Duration.ofSeconds(2));
@@ -236,7 +236,7 @@ class IntentFirstPollingIntegrationTest {
             IdempotencyEngine holder = engine(pool, store, Duration.ofSeconds(5));
             try {
                 holdUncommittedClaim(other, otherStatement, key);
-                CompletableFuture<Void> rolledBack = rollBackLater(other, 2500);
+                CompletableFuture<Void> rolledBack = rollBackLater(other, 3500);
 
                 IdempotencyEngine.Start started = holder.start(key, HASH, IdempotencyMode.INTENT_FIRST,
                         Duration.ofSeconds(2));
