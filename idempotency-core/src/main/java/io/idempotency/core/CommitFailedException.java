@@ -7,8 +7,9 @@ import java.sql.SQLException;
  * constraint, a serialization failure or a lost connection), or was rolled back before its answer could be written
  * (InnoDB rolls a deadlock's victim back whole, its claim with it). The answer the handler produced must not be sent:
  * the client gets a 5xx and may retry. Nothing of the request was kept — unless the connection was lost while the
- * commit itself ran ({@link #outcomeUnknown()}), when the database may have committed without the application hearing
- * so.
+ * commit itself ran, or the commit failed without saying whether the database committed and the record could not be
+ * read back to tell ({@link #outcomeUnknown()}): the database may then have committed without the application
+ * hearing so.
  */
 public class CommitFailedException extends RuntimeException {
 
@@ -34,8 +35,9 @@ public class CommitFailedException extends RuntimeException {
     }
 
     /**
-     * Whether the database may have committed all the same: the connection was lost while the commit ran. A retry
-     * then finds either the stored answer or no trace of the request.
+     * Whether the database may have committed all the same: the connection was lost while the commit ran, or the
+     * commit failed without saying and the record could not be read back to tell. A retry then finds either the stored
+     * answer or no trace of the request.
      */
     public boolean outcomeUnknown() {
         return outcomeUnknown;

@@ -304,15 +304,16 @@ public class SpringTransactions implements Transactions {
                 try {
                     transactionManager.commit(status);
                 } catch (RuntimeException | Error e) {
-                    if (!completion.committed()) {
+                    if (!completion.committed() || e instanceof VirtualMachineError) {
+                        // an error of the JVM itself (no memory left) is passed on as it is, committed or not
                         throw e;
                     }
                     // the database committed; what failed is a callback the application registered for after the
                     // commit (a TransactionSynchronization's afterCommit, which Spring passes on to the caller while
                     // it considers the transaction committed). The request's effects and its answer are kept, so the
                     // answer stands: reporting a failed commit would tell the client nothing was kept. So also for an
-                    // error (a class the callback needs that cannot be loaded), which would otherwise reach the
-                    // container as a bare 500 for a request whose answer every retry is replayed
+                    // error of the callback's own (a class it needs that cannot be loaded), which would otherwise reach
+                    // the container as a bare 500 for a request whose answer every retry is replayed
                     log.log(System.Logger.Level.ERROR, "A transaction callback failed after the idempotent"
                             + " execution's transaction had committed; its effects and answer are kept", e);
                 }

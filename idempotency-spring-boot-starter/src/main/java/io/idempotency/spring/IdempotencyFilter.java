@@ -374,15 +374,17 @@ public class IdempotencyFilter extends OncePerRequestFilter {
                 response.sendCaptured();
                 return;
             }
-            // a lost connection leaves the commit's outcome unknown: the line must not say it failed
+            // a lost connection (or a failed commit whose record could not be read back) leaves the commit's
+            // outcome unknown: the line must not say it failed
             log.warn("Idempotent request {} {} ({}) {}; answering 500", request.getMethod(), loggedPath(request),
                     claim(execution), e.outcomeUnknown()
-                            ? "lost its connection while committing (whether it committed is unknown)"
+                            ? "could not confirm its commit (whether it committed is unknown)"
                             : "failed to commit", e);
             response.send(problems.render(ProblemResponses.Problem.COMMIT_FAILED, e.outcomeUnknown()
-                    ? "The connection to the database was lost while the request's effects were being committed, so"
-                            + " whether they were kept is unknown. Retry with the same key: if they were kept, the"
-                            + " retry is answered with this request's answer;" + otherwise(execution)
+                    ? "Whether the request's effects were committed could not be confirmed (the connection to the"
+                            + " database was lost while they were being committed, say), so whether they were kept is"
+                            + " unknown. Retry with the same key: if they were kept, the retry is answered with this"
+                            + " request's answer;" + otherwise(execution)
                     : "The request's effects could not be committed, so none were kept." + afterRollback(execution),
                     request.getRequestURI()));
             return;

@@ -109,10 +109,10 @@ class LostCommitReplyIntegrationTest {
         assertThat(retry.statusCode()).isEqualTo(201);
         assertThat(retry.headers().firstValue("Idempotent-Replayed")).hasValue("true");
         assertThat(output).as("the operator's line does not say it failed either")
-                .contains("lost its connection while committing (whether it committed is unknown)")
+                .contains("could not confirm its commit (whether it committed is unknown)")
                 .doesNotContain("failed to commit");
         // whether it committed is for the operator to find out, in the table or with the third party: by the claim
-        assertThat(output.getOut().lines().filter(line -> line.contains("lost its connection while committing")))
+        assertThat(output.getOut().lines().filter(line -> line.contains("could not confirm its commit")))
                 .singleElement().asString().contains("caller '' on 'POST /orders' with key '" + key + "'");
     }
 

@@ -534,8 +534,9 @@ public final class IdempotencySchemaMigrator {
                 problems.add(column + " is " + type + ", not timestamptz");
             } else if (type != null && precisions.get(column) >= 0 && precisions.get(column) < 3) {
                 // PostgreSQL rounds to the precision: a lease written half a second short could be stored run out
-                problems.add(column + " is " + declared.get(column) + ", not timestamptz: leases count milliseconds,"
-                        + " and a time rounded to fewer digits can end a lease up to half a second early");
+                problems.add(column + " is " + declared.get(column) + ": leases count milliseconds, and a time"
+                        + " rounded to fewer digits can end a lease up to half a second early; declare it timestamptz"
+                        + " (or timestamptz(3) to timestamptz(6))");
             }
         }
         for (String column : KEY_COLUMNS) {
