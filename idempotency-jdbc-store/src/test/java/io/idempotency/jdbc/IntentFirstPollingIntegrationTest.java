@@ -40,8 +40,9 @@ class IntentFirstPollingIntegrationTest {
         try (HikariDataSource migration = database.dataSource(2)) { // the migration takes two connections
             new IdempotencySchemaMigrator(migration, IdempotencySchema.DEFAULT_TABLE_NAME).migrate();
         }
-        // one connection in all, and a short wait for it: a poll that kept it would starve every other user
-        try (HikariDataSource pool = database.dataSource(1, config -> config.setConnectionTimeout(250))) {
+        // one connection in all, and a wait for it half as long as the duplicate's: a poll that kept it through the
+        // wait would starve every other user
+        try (HikariDataSource pool = database.dataSource(1, config -> config.setConnectionTimeout(1000))) {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(pool, IdempotencySchema.DEFAULT_TABLE_NAME);
             IdempotencyEngine holder = engine(pool, store, Duration.ofMillis(300));
             IdempotencyEngine other = engine(pool, store, Duration.ofSeconds(2)); // another instance
@@ -56,12 +57,15 @@ class IntentFirstPollingIntegrationTest {
                 long start = System.nanoTime();
                 CompletableFuture<IdempotencyEngine.Start> duplicate = Async.supply(() ->
                         other.start(key, HASH, IdempotencyMode.INTENT_FIRST, Duration.ofSeconds(30)));
+                long deadline = start + TimeUnit.SECONDS.toNanos(10);
                 int used = 0;
-                while (!duplicate.isDone() && used < 12) {
+                long lastUsed = start;
+                while (!duplicate.isDone() && System.nanoTime() < deadline) {
                     Thread.sleep(100);
-                    // fails after 250 ms if the duplicate holds the connection
+                    // fails after a second if the duplicate holds the connection
                     try (Connection connection = pool.getConnection();
                          Statement statement = connection.createStatement()) {
+                        lastUsed = System.nanoTime();
                         statement.execute("select 1");
                     }
                     used++;
@@ -70,7 +74,9 @@ class IntentFirstPollingIntegrationTest {
                 assertThat(duplicate.get(10, TimeUnit.SECONDS)).isInstanceOf(IdempotencyEngine.InProgress.class);
                 assertThat(Duration.ofNanos(System.nanoTime() - start)).as("it polled for its whole wait")
                         .isGreaterThanOrEqualTo(Duration.ofMillis(1900));
-                assertThat(used).as("the pool's one connection was had throughout the wait").isGreaterThanOrEqualTo(10);
+                assertThat(used).as("the pool's one connection was had throughout the wait").isGreaterThanOrEqualTo(5);
+                assertThat(Duration.ofNanos(lastUsed - start)).as("the pool's one connection was had late in the wait")
+                        .isGreaterThanOrEqualTo(Duration.ofMillis(1500));
             } finally {
                 holder.shutdown();
                 other.shutdown();
