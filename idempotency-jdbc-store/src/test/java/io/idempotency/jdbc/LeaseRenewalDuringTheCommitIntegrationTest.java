@@ -65,7 +65,8 @@ class LeaseRenewalDuringTheCommitIntegrationTest {
             };
             IdempotencyEngine engine = engine(dataSource, store, StaleClaimResolver.RERUN);
             IdempotencyEngine other = engine(dataSource, store, StaleClaimResolver.RERUN); // another instance
-            Duration lease = Duration.ofMillis(300);
+            // long enough that a renewal late by a busy machine's pause still comes in time
+            Duration lease = Duration.ofMillis(1500);
             CountDownLatch resume = new CountDownLatch(1);
             byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
             try {
@@ -157,13 +158,14 @@ class LeaseRenewalDuringTheCommitIntegrationTest {
             };
             IdempotencyEngine engine = engine(dataSource, store, resolver);
             IdempotencyEngine other = engine(dataSource, store, resolver); // another instance
-            Duration lease = Duration.ofMillis(300);
+            // long enough that a renewal late by a busy machine's pause still comes in time
+            Duration lease = Duration.ofMillis(1500);
             byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
             try {
                 CompletableFuture<?>[] stalled = new CompletableFuture<?>[2];
                 for (int i = 0; i < stalled.length; i++) {
                     ScopedKey key = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
-                    leaveAStaleClaim(dataSource, store, key, lease, message);
+                    leaveAStaleClaim(dataSource, store, key, Duration.ofMillis(300), message);
                     CountDownLatch written = new CountDownLatch(1);
                     CountDownLatch started = new CountDownLatch(1);
                     renewalStarted.put(key, started);
