@@ -262,7 +262,8 @@ class IntentFirstEngineIntegrationTest {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
             leaveAStaleClaim(dataSource, store, key, Duration.ofMillis(200));
-            Duration lease = Duration.ofMillis(300);
+            // long enough that a renewal late by a busy machine's pause still comes in time
+            Duration lease = Duration.ofMillis(1500);
             AtomicInteger consulted = new AtomicInteger();
             List<StaleClaimSweeper.Sweep> meanwhile = new ArrayList<>();
             StoredResponse charged = new StoredResponse(201, List.of(), "charged".getBytes(StandardCharsets.UTF_8));
@@ -270,7 +271,7 @@ class IntentFirstEngineIntegrationTest {
             StaleClaimResolver slow = claim -> {
                 if (consulted.incrementAndGet() == 1) {
                     try {
-                        Thread.sleep(3 * lease.toMillis()); // asks a third party for longer than the lease
+                        Thread.sleep(2 * lease.toMillis()); // asks a third party for longer than the lease
                     } catch (InterruptedException e) {
                         Thread.currentThread().interrupt();
                     }
@@ -826,8 +827,9 @@ class IntentFirstEngineIntegrationTest {
         try (HikariDataSource dataSource = database(null)) {
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
-            Duration lease = Duration.ofMillis(600);
-            leaveAStaleClaim(dataSource, store, key, lease);
+            // long enough that a renewal late by a busy machine's pause still comes in time
+            Duration lease = Duration.ofMillis(1500);
+            leaveAStaleClaim(dataSource, store, key, Duration.ofMillis(300));
 
             AtomicInteger consulted = new AtomicInteger();
             CountDownLatch consulting = new CountDownLatch(1);
@@ -853,7 +855,7 @@ class IntentFirstEngineIntegrationTest {
                         .finish(new StoredResponse(201, List.of(), "charged".getBytes(StandardCharsets.UTF_8)));
             });
             assertThat(consulting.await(10, TimeUnit.SECONDS)).isTrue();
-            Thread.sleep(lease.toMillis() + 200); // the takeover's lease would have run out by now
+            Thread.sleep(2 * lease.toMillis()); // the takeover's lease would have run out by now
 
             IdempotencyEngine.Start secondRetry;
             try {
@@ -2191,14 +2193,15 @@ class IntentFirstEngineIntegrationTest {
             IdempotencyEngine other = engine(dataSource, store, resolver); // another instance
             ScopedKey key = new ScopedKey("", "charges-listener", UUID.randomUUID().toString());
             byte[] message = "m-1".getBytes(StandardCharsets.UTF_8);
-            Duration lease = Duration.ofMillis(300);
+            // long enough that a renewal late by a busy machine's pause still comes in time
+            Duration lease = Duration.ofMillis(1500);
             CountDownLatch committing = new CountDownLatch(1);
             CountDownLatch resume = new CountDownLatch(1);
             CompletableFuture<IdempotencyTemplate.Result> holder = Async.supply(() -> execute(holding, key, message,
                     lease, stallingAtTheCommit(false, committing, resume)));
             try {
                 assertThat(committing.await(10, TimeUnit.SECONDS)).isTrue();
-                Thread.sleep(3 * lease.toMillis()); // longer than the lease
+                Thread.sleep(2 * lease.toMillis()); // longer than the lease
                 assertThat(store.findExpiredLeases(100)).extracting(IdempotencyRecord::key).doesNotContain(key);
                 org.assertj.core.api.Assertions.assertThatThrownBy(() -> execute(other, key, message, lease,
                                 () -> "ran again".getBytes(StandardCharsets.UTF_8)))
