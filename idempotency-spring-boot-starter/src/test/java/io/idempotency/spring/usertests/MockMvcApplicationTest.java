@@ -100,7 +100,7 @@ class MockMvcApplicationTest {
             }
         });
         assertThat(sent.await(5, TimeUnit.SECONDS)).isTrue();
-        // the first holds its claim, in its open transaction, for 300 ms: the duplicate comes while it runs
+        // the first holds its claim, in its open transaction, for a second: the duplicate comes while it runs
         Await.until("the first request's claim", Duration.ofSeconds(5), () -> DATABASE.queryLong(
                 "select count(*) from pg_stat_activity where application_name = '" + DATABASE.schema() + "'"
                         + " and state = 'idle in transaction'") > 0);

@@ -58,7 +58,7 @@ public class PaymentsApplication {
         @Idempotent
         public ResponseEntity<Payment> create(@RequestBody PaymentRequest request) throws InterruptedException {
             if (request.orderId().startsWith("slow-")) {
-                Thread.sleep(300); // holds its key while a duplicate arrives
+                Thread.sleep(1000); // holds its key while a duplicate arrives (within the 2 s in-flight wait)
             }
             Payment payment = payments.book(request);
             return ResponseEntity.created(URI.create("/payments/" + payment.id())).body(payment);
