@@ -29,7 +29,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  */
 @TestPropertySource(properties = {"spring.datasource.hikari.maximum-pool-size=10",
                 "spring.datasource.hikari.connection-timeout=1000",
-                "idempotency.in-flight-wait=5s",
+                "idempotency.in-flight-wait=8s",
                 "server.tomcat.threads.max=100"})
 class InFlightStormIntegrationTest extends OrdersApplicationTest {
 
@@ -47,7 +47,7 @@ class InFlightStormIntegrationTest extends OrdersApplicationTest {
             answers.add(CompletableFuture.supplyAsync(() -> {
                 try {
                     go.await();
-                    return http.send(postWithTimeout("/orders/slow?millis=3000", body)
+                    return http.send(postWithTimeout("/orders/slow?millis=5000", body)
                             .header("Idempotency-Key", key).build(), HttpResponse.BodyHandlers.ofString());
                 } catch (Exception e) {
                     throw new IllegalStateException(e);
@@ -55,7 +55,7 @@ class InFlightStormIntegrationTest extends OrdersApplicationTest {
             }, clients));
         }
         go.countDown();
-        awaitHandlerInItsTransaction(); // the first request holds its connection for 3 s; the others wait behind it
+        awaitHandlerInItsTransaction(); // the first request holds its connection for 5 s; the others wait behind it
         // a duplicate that took a connection would wait in the database, for the first request's uncommitted claim
         // (the database is shared with the other test classes' applications, whose background work waits for no lock)
         int waitingInTheDatabase = 0;
