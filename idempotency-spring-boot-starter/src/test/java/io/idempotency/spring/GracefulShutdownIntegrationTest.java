@@ -36,11 +36,14 @@ class GracefulShutdownIntegrationTest {
         TestPostgres.Database database = TestDatabases.withOrders();
         ConfigurableApplicationContext context = application(database, "idempotency.sweeper.enabled=false").run();
         int port = port(context);
-        // lease 1 s, renewed every third of it; the handler runs 3 s, most of it after the shutdown began
+        // lease 2 s, renewed every third of it; the handler runs 6 s, most of it after the shutdown began: had the
+        // renewals stopped when the shutdown began, the lease would have run out while the handler ran, and a renewal
+        // late by up to a second while the closing context takes the machine still keeps it
         CompletableFuture<HttpResponse<String>> answer = HttpClient.newHttpClient().sendAsync(
-                HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/intent/charges"))
+                HttpRequest.newBuilder(URI.create("http://localhost:" + port
+                                + "/intent/charges-with-a-two-second-lease"))
                         .header("Content-Type", "application/json").header("Idempotency-Key", "draining")
-                        .header("X-Sleep-Ms", "3000")
+                        .header("X-Sleep-Ms", "6000")
                         .POST(HttpRequest.BodyPublishers.ofString("{\"note\":\"draining\"}")).build(),
                 HttpResponse.BodyHandlers.ofString());
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);

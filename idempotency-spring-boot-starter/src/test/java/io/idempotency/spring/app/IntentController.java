@@ -69,6 +69,18 @@ public class IntentController {
         return charge(request, sleepMs, fail);
     }
 
+    /**
+     * As {@link #charge}, with a lease that a renewal late by up to a second on a loaded machine still keeps, for a
+     * test that watches the lease while the application is busy shutting down.
+     */
+    @PostMapping("/charges-with-a-two-second-lease")
+    @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "2s")
+    public ResponseEntity<Map<String, Object>> chargeWithATwoSecondLease(@RequestBody OrderController.OrderRequest request,
+                                                                          @RequestHeader(name = "X-Sleep-Ms", defaultValue = "0") long sleepMs)
+            throws InterruptedException {
+        return charge(request, sleepMs, "none");
+    }
+
     @PostMapping("/long-lease")
     @Idempotent(mode = IdempotencyMode.INTENT_FIRST, lease = "10s")
     public ResponseEntity<Map<String, Object>> longLease(@RequestBody OrderController.OrderRequest request,
