@@ -244,15 +244,16 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         int consultedBefore = resolver.consultations();
         long callsBefore = gateway.calls();
 
-        // the lease is 1 s; the handler takes 3 s after charging
+        // the lease is 3 s, renewed every second; the handler takes 6 s after charging, so that the duplicate, sent
+        // after the lease's first end and answered after the 300 ms in-flight wait, finds it still running
         CompletableFuture<HttpResponse<String>> slow = Async.supply(
-                () -> charge("/intent/charges", key, note, "X-Sleep-Ms", "3000"));
+                () -> charge(LONGER_LEASE, key, note, "X-Sleep-Ms", "6000"));
         awaitStatus(key, "PROCESSING");
-        Thread.sleep(1_600);
-        assertThat(DATABASE.queryString("select locked_until > now() and locked_until > created_at + interval '1 second'"
+        Thread.sleep(3_500);
+        assertThat(DATABASE.queryString("select locked_until > now() and locked_until > created_at + interval '3 second'"
                 + " from idempotency_keys where idempotency_key = '" + key + "'"))
                 .as("the lease was renewed past its first end").isEqualTo("t");
-        HttpResponse<String> duplicate = charge("/intent/charges", key, note);
+        HttpResponse<String> duplicate = charge(LONGER_LEASE, key, note);
         HttpResponse<String> answer = slow.get(30, TimeUnit.SECONDS);
 
         assertThat(duplicate.statusCode()).as("still in progress").isEqualTo(409);
