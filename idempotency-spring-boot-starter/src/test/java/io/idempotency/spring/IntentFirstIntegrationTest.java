@@ -185,9 +185,11 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         String note = "fenced-" + key;
         int chargesBefore = gateway.charges();
 
+        // the holder sleeps 3 s before its commit, short of its lease's first renewal (a third of its 10 s), which
+        // would put back the end of the lease the test sets in the past
         CompletableFuture<HttpResponse<String>> slow = Async.supply(
-                () -> charge("/intent/long-lease", key, note, "X-Sleep-Ms", "1500"));
-        // the slow holder has charged and is writing locally (then sleeps 1.5 s before its commit)
+                () -> charge("/intent/long-lease", key, note, "X-Sleep-Ms", "3000"));
+        // the slow holder has charged and is writing locally (then sleeps 3 s before its commit)
         Await.until("the slow holder charges", Duration.ofSeconds(10), () -> gateway.charges() != chargesBefore);
         // its lease ends (as if it had hung past it) and another instance's sweeper takes the claim over
         DATABASE.queryString("update idempotency_keys set locked_until = now() - interval '1 second'"
