@@ -66,12 +66,19 @@ class LeasesTest {
         IdempotencyStore store = (IdempotencyStore) Proxy.newProxyInstance(getClass().getClassLoader(),
                 new Class<?>[] {IdempotencyStore.class}, (proxy, method, args) -> true);
         OutOfMemoryError noThread = new OutOfMemoryError("unable to create native thread");
+        CountDownLatch renewing = new CountDownLatch(1);
         ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(1) {
             @Override
             public ScheduledFuture<?> scheduleWithFixedDelay(Runnable command, long initialDelay, long delay,
                                                              TimeUnit unit) {
                 super.scheduleWithFixedDelay(command, initialDelay, delay, unit); // queued, and then:
                 throw noThread;
+            }
+
+            @Override
+            protected void beforeExecute(Thread thread, Runnable task) {
+                super.beforeExecute(thread, task);
+                renewing.countDown(); // the first task the thread runs: the queued renewal
             }
         };
         executor.prestartAllCoreThreads();
@@ -80,7 +87,7 @@ class LeasesTest {
                     "token-1", Duration.ofMillis(30))).isSameAs(noThread);
 
             CountDownLatch ran = new CountDownLatch(1);
-            Thread.sleep(100); // the renewal has run by now
+            assertThat(renewing.await(5, TimeUnit.SECONDS)).as("the renewal has started on the thread").isTrue();
             executor.execute(ran::countDown);
             assertThat(ran.await(5, TimeUnit.SECONDS)).as("the renewal thread is free for other work").isTrue();
         } finally {
