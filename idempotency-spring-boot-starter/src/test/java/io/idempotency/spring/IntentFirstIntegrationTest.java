@@ -37,8 +37,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 class IntentFirstIntegrationTest extends OrdersApplicationTest {
 
     /**
-     * The charges of a 3 s lease, for a test that sends a duplicate right after the answer and needs it to come within
-     * the lease: on a loaded machine the two requests can take most of the 1 s lease of {@code /intent/charges}.
+     * The charges of a 3 s lease, for tests that need more of a lease than a loaded machine leaves of the 1 s lease of
+     * {@code /intent/charges}: a duplicate sent right after the answer that must come within the lease (the two
+     * requests can take most of a second), and a lease that renewals must keep while the test looks at it.
      */
     private static final String LONGER_LEASE = "/intent/charges-with-a-longer-lease";
 
