@@ -92,10 +92,7 @@ class IntentFirstPollingIntegrationTest {
      */
     @Test
     void anIntentFirstClaimThatWaitedForAnotherTransactionsClaimHoldsALiveLeaseWhenItsWorkStarts() throws Exception {
-        TestPostgres.Database database = TestPostgres.newDatabase();
-        try (HikariDataSource migration = database.dataSource(2)) {
-            new IdempotencySchemaMigrator(migration, IdempotencySchema.DEFAULT_TABLE_NAME).migrate();
-        }
+        TestPostgres.Database database = migratedDatabase();
         try (HikariDataSource pool = database.dataSource(4);
              Connection other = pool.getConnection();
              Statement otherStatement = other.createStatement()) {
@@ -103,21 +100,9 @@ class IntentFirstPollingIntegrationTest {
             IdempotencyEngine engine = engine(pool, store, Duration.ofSeconds(5));
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
             try {
-                // another transaction's claim of the key, not yet committed (an intent whose commit stalls)
-                other.setAutoCommit(false);
-                otherStatement.execute("insert into idempotency_keys (caller, scope, idempotency_key, status,"
-                        + " request_hash, fencing_token, expires_at, locked_until) values ('', 'POST /charges', '"
-                        + key.key() + "', 'PROCESSING', '" + HASH + "', gen_random_uuid(), now() + interval '1 day',"
-                        + " now() + interval '1 day')");
+                holdUncommittedClaim(other, otherStatement, key);
                 // rolled back after five sixths of the lease: a first renewal a third of it later comes too late
-                CompletableFuture<Void> rolledBack = Async.run(() -> {
-                    try {
-                        Thread.sleep(2500);
-                        other.rollback();
-                    } catch (Exception e) {
-                        throw new IllegalStateException(e);
-                    }
-                });
+                CompletableFuture<Void> rolledBack = rollBackLater(other, 2500);
                 long claiming = System.nanoTime();
 
                 IdempotencyEngine.Start started = engine.start(key, HASH, IdempotencyMode.INTENT_FIRST,
@@ -155,10 +140,7 @@ class IntentFirstPollingIntegrationTest {
      */
     @Test
     void anIntentFirstClaimCommittedWithItsLeaseRunOutIsRenewedBeforeItsWorkStarts() throws Exception {
-        TestPostgres.Database database = TestPostgres.newDatabase();
-        try (HikariDataSource migration = database.dataSource(2)) {
-            new IdempotencySchemaMigrator(migration, IdempotencySchema.DEFAULT_TABLE_NAME).migrate();
-        }
+        TestPostgres.Database database = migratedDatabase();
         try (HikariDataSource pool = database.dataSource(4);
              Connection other = pool.getConnection();
              Statement otherStatement = other.createStatement()) {
@@ -218,10 +200,7 @@ class IntentFirstPollingIntegrationTest {
      */
     @Test
     void anIntentFirstClaimTakenOverBeforeItsWorkStartsDoesNotStartIt() throws Exception {
-        TestPostgres.Database database = TestPostgres.newDatabase();
-        try (HikariDataSource migration = database.dataSource(2)) {
-            new IdempotencySchemaMigrator(migration, IdempotencySchema.DEFAULT_TABLE_NAME).migrate();
-        }
+        TestPostgres.Database database = migratedDatabase();
         try (HikariDataSource pool = database.dataSource(4);
              Connection other = pool.getConnection();
              Statement otherStatement = other.createStatement()) {
@@ -260,6 +239,15 @@ class IntentFirstPollingIntegrationTest {
                 holder.shutdown();
             }
         }
+    }
+
+    /** A database with the library's table. */
+    private static TestPostgres.Database migratedDatabase() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        try (HikariDataSource migration = database.dataSource(2)) {
+            new IdempotencySchemaMigrator(migration, IdempotencySchema.DEFAULT_TABLE_NAME).migrate();
+        }
+        return database;
     }
 
     /**
