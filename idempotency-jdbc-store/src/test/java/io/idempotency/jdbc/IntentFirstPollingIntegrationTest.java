@@ -196,7 +196,7 @@ class IntentFirstPollingIntegrationTest {
 
     /**
      * When the claim was taken over between its commit and its work's start (its lease had run out), the holder does
-     * not start the work: the new holder runs it, and the holder's request is told it is in progress.
+     * not start the work, which is the new holder's to resolve, and the holder's request is told it is in progress.
      */
     @Test
     void anIntentFirstClaimTakenOverBeforeItsWorkStartsDoesNotStartIt() throws Exception {
