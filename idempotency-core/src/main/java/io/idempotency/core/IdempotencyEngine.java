@@ -1254,18 +1254,27 @@ public final class IdempotencyEngine {
                     log.log(System.Logger.Level.ERROR, () -> "A failure followed the commit of the execution for "
                             + key + " in the database; its effects and answer are kept", e);
                 } catch (Throwable e) {
-                    // an error writing the answer (no memory for a large body), or a checked exception that code in
-                    // Kotlin (the store, a callback before the commit) passes on undeclared. Thrown on as it is, as
-                    // from the claim
-                    if (refused[0] != null) {
-                        // not committed: the transaction, left open, would stay bound to the thread with its
-                        // connection
-                        rollBackAfter(transaction, e);
+                    if (refused[0] == null && !lost[0] && e instanceof Error && !(e instanceof VirtualMachineError)
+                            && completedAllTheSame(e) == ReadBack.COMPLETED) {
+                        // an error of a JPA provider's after-completion callback (a Hibernate post-commit listener
+                        // whose class fails to load), which the provider passes on as it is, after the database
+                        // committed: the effects and the answer are kept, as after an exception there (above)
+                        log.log(System.Logger.Level.ERROR, () -> "An error followed the commit of the execution for "
+                                + key + " in the database; its effects and answer are kept", e);
+                    } else {
+                        // an error writing the answer (no memory for a large body), or a checked exception that code
+                        // in Kotlin (the store, a callback before the commit) passes on undeclared. Thrown on as it
+                        // is, as from the claim
+                        if (refused[0] != null) {
+                            // not committed: the transaction, left open, would stay bound to the thread with its
+                            // connection
+                            rollBackAfter(transaction, e);
+                        }
+                        if (!(e instanceof Error)) {
+                            recordAnswerIfCommittedWithout(response, e);
+                        }
+                        throw e;
                     }
-                    if (!(e instanceof Error)) {
-                        recordAnswerIfCommittedWithout(response, e);
-                    }
-                    throw e;
                 }
                 landed = new Replay(response);
                 replayCache.put(key, requestHash, response);
@@ -1323,7 +1332,7 @@ public final class IdempotencyEngine {
          * which runs on what the thread holds: a second connection, taken from a pool that the other requests may
          * hold whole, would be waited for until the pool gives up, and a commit that happened then taken as failed.
          */
-        private ReadBack completedAllTheSame(RuntimeException failure) {
+        private ReadBack completedAllTheSame(Throwable failure) {
             if (fencingToken == null) {
                 return ReadBack.NOT_COMPLETED;
             }

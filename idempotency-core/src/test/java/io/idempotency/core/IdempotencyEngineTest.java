@@ -414,6 +414,45 @@ class IdempotencyEngineTest {
     }
 
     /**
+     * An error after the database committed (a Hibernate post-commit listener whose class fails to load, which the
+     * provider passes on as it is) keeps the answer the record holds, as an exception there does; an error the
+     * record shows came before the commit, or one of the JVM itself, is thrown on as it is.
+     */
+    @Test
+    void anErrorAfterTheDatabaseCommittedKeepsTheAnswer() {
+        IdempotencyEngine.Execution execution = proceed("token-1");
+        transactions.commitError = new NoClassDefFoundError("com/example/AuditListener");
+        store.records = key -> Optional.of(new IdempotencyRecord(key, RecordStatus.SUCCEEDED, "hash", "token-1",
+                CREATED, Instant.EPOCH, Instant.EPOCH, null, false));
+
+        assertThat(execution.finish(CREATED)).isEqualTo(Outcome.STORED);
+    }
+
+    @Test
+    void anErrorAtTheCommitWhoseAnswerIsNotInTheRecordIsThrownOn() {
+        IdempotencyEngine.Execution execution = proceed("token-2");
+        NoClassDefFoundError error = new NoClassDefFoundError("com/example/AuditListener");
+        transactions.commitError = error;
+        store.records = key -> Optional.of(new IdempotencyRecord(key, RecordStatus.SUCCEEDED, "hash", "token-1",
+                CREATED, Instant.EPOCH, Instant.EPOCH, null, false));
+
+        assertThatThrownBy(() -> execution.finish(CREATED)).as("the record holds another claim's answer")
+                .isSameAs(error);
+    }
+
+    @Test
+    void anErrorOfTheJvmAtTheCommitIsThrownOnWithoutARead() {
+        IdempotencyEngine.Execution execution = proceed("token-1");
+        OutOfMemoryError error = new OutOfMemoryError("Java heap space");
+        transactions.commitError = error;
+        store.records = key -> {
+            throw new AssertionError("no read after an error of the JVM itself");
+        };
+
+        assertThatThrownBy(() -> execution.finish(CREATED)).isSameAs(error);
+    }
+
+    /**
      * Where the thread holds a connection (open-in-view), the record is read in a transaction of its own, rolled back
      * after: a rollback that fails then does not undo what the read found, and the answer that was committed stands.
      */
@@ -2134,6 +2173,8 @@ class IdempotencyEngineTest {
     private static final class FakeTransactions implements Transactions {
         final List<RecordingTransaction> begun = Collections.synchronizedList(new ArrayList<>());
         RuntimeException commitFailure;
+        /** Thrown by a commit as it is, after the database committed (a JPA provider's post-commit listener). */
+        Error commitError;
         RuntimeException rollbackFailure;
         RuntimeException flushFailure;
         /** Thrown by a commit before it runs what the engine writes last (a listener before the commit failed). */
@@ -2207,6 +2248,9 @@ class IdempotencyEngineTest {
             if (owner.commitFailure != null) {
                 rollbacks++; // as the contract says: a failed commit rolls back
                 throw owner.commitFailure;
+            }
+            if (owner.commitError != null) {
+                throw owner.commitError;
             }
         }
 
