@@ -969,15 +969,15 @@ class IdempotencyEngineTest {
         return reuse;
     }
 
-    /**
-     * Starts a duplicate of {@code KEY} with {@code HASH} on a thread of its own, and returns once that thread waits for
-     * the request holding the key: one that came only after the holder had ended would not show what the test is about.
-     */
     /** An engine on the same store and transactions that waits {@link #LONG_WAIT} for a key in flight. */
     private IdempotencyEngine patientEngine() {
         return new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION, LONG_WAIT);
     }
 
+    /**
+     * Starts a duplicate of {@code KEY} with {@code HASH} on a thread of its own, and returns once that thread waits for
+     * the request holding the key: one that came only after the holder had ended would not show what the test is about.
+     */
     private CompletableFuture<Start> startWaitingBehindTheKey() throws InterruptedException {
         return startWaitingBehindTheKey(engine);
     }
