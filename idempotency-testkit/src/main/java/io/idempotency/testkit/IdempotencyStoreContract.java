@@ -40,6 +40,11 @@ public abstract class IdempotencyStoreContract {
 
     private static final Duration DAY = Duration.ofDays(1);
     private static final Duration LONG_WAIT = Duration.ofSeconds(20);
+    /**
+     * A lease that must still be live when the test has claimed, committed and read it back (which a loaded machine
+     * can take hundreds of milliseconds for) and that then runs out while the test waits for it.
+     */
+    private static final Duration SHORT_LEASE = Duration.ofMillis(1_500);
     private static final String HASH_A = "a".repeat(64);
     private static final String HASH_B = "b".repeat(64);
 
@@ -671,37 +676,35 @@ public abstract class IdempotencyStoreContract {
     @Test
     void aClaimWithALeaseIsHeldUntilTheLeaseRunsOutByTheDatabaseClock() throws InterruptedException {
         ScopedKey key = newKey();
-        String token = claimedWithLease(key, Duration.ofMillis(300));
+        String token = claimedWithLease(key, SHORT_LEASE);
 
         IdempotencyRecord held = store().find(key).orElseThrow();
         assertThat(held.status()).isEqualTo(RecordStatus.PROCESSING);
-        assertThat(held.lockedUntil()).isEqualTo(held.createdAt().plusMillis(300));
+        assertThat(held.lockedUntil()).isEqualTo(held.createdAt().plus(SHORT_LEASE));
         assertThat(held.leaseExpired()).isFalse();
         ClaimResult duplicate = claimCommitted(key, HASH_A, DAY);
         assertThat(duplicate).isInstanceOf(ClaimResult.Existing.class);
         assertThat(((ClaimResult.Existing) duplicate).record().leaseExpired()).isFalse();
         assertThat(store().takeOver(key, token, Duration.ofSeconds(10))).as("a live lease is not taken over").isEmpty();
 
-        Thread.sleep(400);
+        awaitLeaseRunOut(key);
 
-        IdempotencyRecord stale = store().find(key).orElseThrow();
-        assertThat(stale.leaseExpired()).isTrue();
         assertThat(store().findExpiredLeases(1000)).extracting(IdempotencyRecord::key).contains(key);
     }
 
     @Test
     void aFailedRecordTakenOverWithALeaseHoldsThatLease() throws InterruptedException {
         ScopedKey key = newKey();
-        String first = claimedWithLease(key, Duration.ofMillis(300));
+        String first = claimedWithLease(key, SHORT_LEASE);
         assertThat(holds(store -> store.fail(key, first))).isTrue();
 
-        String second = claimedWithLease(key, Duration.ofMillis(300));
+        String second = claimedWithLease(key, SHORT_LEASE);
 
         IdempotencyRecord held = store().find(key).orElseThrow();
         assertThat(held.fencingToken()).isEqualTo(second);
         assertThat(held.lockedUntil()).as("a lease, or a crash now would block the key for good").isNotNull();
         assertThat(held.leaseExpired()).isFalse();
-        Thread.sleep(400);
+        awaitLeaseRunOut(key);
         assertThat(store().findExpiredLeases(1000)).extracting(IdempotencyRecord::key).contains(key);
     }
 
@@ -1264,6 +1267,18 @@ public abstract class IdempotencyStoreContract {
     /** Claims {@code key} with a lease (intent-first) in a transaction of its own, which commits; returns its token. */
     private String claimedWithLease(ScopedKey key, Duration lease) {
         return claimed(inTransaction(store -> store.claim(new ClaimRequest(key, HASH_A, DAY, LONG_WAIT, lease))));
+    }
+
+    /**
+     * Waits until the lease on {@code key} has run out by the database's clock, failing if it is still live well after
+     * {@link #SHORT_LEASE}.
+     */
+    private void awaitLeaseRunOut(ScopedKey key) throws InterruptedException {
+        long deadline = System.nanoTime() + SHORT_LEASE.plusSeconds(10).toNanos();
+        while (!store().find(key).orElseThrow().leaseExpired()) {
+            assertThat(System.nanoTime() - deadline).as("the lease runs out").isNegative();
+            Thread.sleep(50);
+        }
     }
 
     /** Claims the free or FAILED {@code key} in a transaction that rolls back; returns the claim's token. */
