@@ -139,7 +139,7 @@ class CoalescingIntegrationTest {
                     engine(second, maxWait, new ReplayCache(0, 1024, 1 << 20, Duration.ofMinutes(1), 10_000)));
             try {
                 EngineStorm.run(engines, List.of(new JdbcTemplate(first), new JdbcTemplate(second)), mode, LEASE,
-                        maxWait, () -> { });
+                        () -> { });
             } finally {
                 engines.forEach(IdempotencyEngine::shutdown);
             }

@@ -60,6 +60,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 class MariaDbEngineIntegrationTest {
 
     private static final String RETRIED = "1".repeat(64);
+    private static final String OTHER = "2".repeat(64);
     private static final Duration LEASE = Duration.ofMillis(200);
 
     /**
@@ -106,7 +107,7 @@ class MariaDbEngineIntegrationTest {
                     return deleted;
                 });
                 EngineStorm.run(engines, List.of(new JdbcTemplate(first), new JdbcTemplate(second)), mode, LEASE,
-                        maxWait, () -> {
+                        () -> {
                             storming.set(false);
                             int deleted;
                             try {
@@ -195,14 +196,18 @@ class MariaDbEngineIntegrationTest {
             new JdbcTemplate(first).execute(MariaDbIdempotencyStore.schema("idempotency_keys"));
             List<IdempotencyEngine> engines = List.of(engine(first, Duration.ofSeconds(5)),
                     engine(second, Duration.ofSeconds(5)));
+            // a lease no renewal can miss on a loaded machine, and that no retry waits out: the race here is the FAILED
+            // record's (a lapsed lease would let a waiting duplicate take the winner's claim over and run it again)
+            Duration lease = Duration.ofSeconds(30);
             ExecutorService executor = Executors.newFixedThreadPool(requests);
             try {
                 for (int round = 0; round < 5; round++) {
                     ScopedKey key = scoped(UUID.randomUUID().toString());
-                    StoredResponse unavailable = new StoredResponse(503, List.of(), new byte[0]);
                     IdempotencyEngine.Proceed failed = (IdempotencyEngine.Proceed) engines.get(0).start(key, RETRIED,
-                            IdempotencyMode.INTENT_FIRST, LEASE);
-                    failed.execution().finish(unavailable); // a definite failure: FAILED, for its request to retry
+                            IdempotencyMode.INTENT_FIRST, lease);
+                    failed.execution().abandonDefinitely(); // a definite failure: FAILED, for its request to retry
+                    assertThat(engines.get(0).start(key, OTHER, IdempotencyMode.INTENT_FIRST, lease))
+                            .as("the FAILED record is its request's").isEqualTo(new IdempotencyEngine.Mismatch());
                     StoredResponse paid = new StoredResponse(201, List.of(),
                             ("paid " + round).getBytes(StandardCharsets.UTF_8));
                     CyclicBarrier start = new CyclicBarrier(requests);
@@ -213,7 +218,7 @@ class MariaDbEngineIntegrationTest {
                         results.add(executor.submit(() -> {
                             start.await();
                             IdempotencyEngine.Start retry = engine.start(key, RETRIED, IdempotencyMode.INTENT_FIRST,
-                                    LEASE);
+                                    lease);
                             if (retry instanceof IdempotencyEngine.Proceed proceed) {
                                 runs.incrementAndGet();
                                 Thread.sleep(30);
@@ -227,7 +232,7 @@ class MariaDbEngineIntegrationTest {
                                 IdempotencyEngine.InProgress.class, IdempotencyEngine.Replay.class);
                     }
                     assertThat(runs).as("runs in round %d", round).hasValue(1);
-                    assertThat(engines.get(1).start(key, RETRIED, IdempotencyMode.INTENT_FIRST, LEASE))
+                    assertThat(engines.get(1).start(key, RETRIED, IdempotencyMode.INTENT_FIRST, lease))
                             .isEqualTo(new IdempotencyEngine.Replay(paid));
                 }
             } finally {

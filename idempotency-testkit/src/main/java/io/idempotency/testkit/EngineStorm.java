@@ -55,11 +55,10 @@ public final class EngineStorm {
      * @param effects     one per engine, on that engine's pool: where a request that holds its key writes its effect,
      *                    into a table {@code effects (idempotency_key, request_hash)}
      * @param lease       the lease of intent-first claims
-     * @param maxWait     the engines' bounded wait
      * @param stormEnded  run once every request of the storm has been answered, before the checks that follow it
      */
     public static void run(List<IdempotencyEngine> engines, List<JdbcTemplate> effects, IdempotencyMode mode,
-                           Duration lease, Duration maxWait, Runnable stormEnded) throws Exception {
+                           Duration lease, Runnable stormEnded) throws Exception {
         ExecutorService executor = Executors.newFixedThreadPool(KEYS * REQUESTS_PER_KEY / 4);
         try {
             List<String> keyNames = new ArrayList<>();
@@ -108,10 +107,10 @@ public final class EngineStorm {
                 assertThat(written).as("each key's effect committed once, by the request answered")
                         .containsExactlyElementsOf(answered);
                 for (IdempotencyEngine engine : engines) {
-                    // nothing left in flight: a request now is answered at once, replayed or run
-                    long started = System.nanoTime();
+                    // nothing left in flight: a request now is replayed, refused or run. A flight or a claim left
+                    // behind would make it wait out its wait and answer "in progress", which no branch below takes
+                    // (not timed: on a loaded machine a takeover and its resolver can take longer than the wait)
                     IdempotencyEngine.Start after = engine.start(scoped(key), RETRIED, mode, lease);
-                    assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(maxWait);
                     if (after instanceof IdempotencyEngine.Proceed proceed) {
                         assertThat(answered).isEmpty();
                         proceed.execution().abandonUnrun();
