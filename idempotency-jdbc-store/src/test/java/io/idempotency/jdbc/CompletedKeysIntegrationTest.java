@@ -113,10 +113,13 @@ class CompletedKeysIntegrationTest {
         poolB.close();
     }
 
-    /** An engine that keeps no answer in memory but remembers which requests completed. */
+    /**
+     * An engine that keeps no answer in memory but remembers which requests completed. Its in-flight wait is long: no
+     * test here means to run it out, and one holds a read for a while that fifteen requests wait for.
+     */
     private static IdempotencyEngine engine(PostgresIdempotencyStore store, HikariDataSource pool) {
         return new IdempotencyEngine(store, new SpringTransactions(new DataSourceTransactionManager(pool)),
-                StoragePolicy.DEFAULT, SHORT_TTL, Duration.ofSeconds(2), StaleClaimResolver.RERUN,
+                StoragePolicy.DEFAULT, SHORT_TTL, Duration.ofSeconds(10), StaleClaimResolver.RERUN,
                 new DownstreamKeys("secret"), new ReplayCache(0, 64 * 1024, 1 << 20, Duration.ofMinutes(10), 1_000));
     }
 

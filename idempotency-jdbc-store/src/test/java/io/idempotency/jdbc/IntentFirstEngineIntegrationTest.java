@@ -780,7 +780,7 @@ class IntentFirstEngineIntegrationTest {
             IdempotencyEngine first = engine(dataSource, store, StaleClaimResolver.RERUN);
             IdempotencyEngine second = engine(dataSource, store, StaleClaimResolver.RERUN); // another instance
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
-            Duration lease = Duration.ofSeconds(2);
+            Duration lease = Duration.ofSeconds(4); // live through a duplicate's wait on a loaded machine
 
             IdempotencyEngine.Start holder = first.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
             assertThat(holder).isInstanceOf(IdempotencyEngine.Proceed.class);
@@ -789,7 +789,11 @@ class IntentFirstEngineIntegrationTest {
             assertThat(store.find(key).orElseThrow().leaseExpired()).as("a fresh lease is live").isFalse();
             assertThat(second.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
                     .as("a duplicate during the lease").isInstanceOf(IdempotencyEngine.InProgress.class);
-            Thread.sleep(2_300);
+            long leaseOver = System.nanoTime() + lease.plusSeconds(10).toNanos();
+            while (!store.find(key).orElseThrow().leaseExpired()) {
+                assertThat(System.nanoTime()).as("the lease runs out").isLessThan(leaseOver);
+                Thread.sleep(50);
+            }
             IdempotencyEngine.Start retry = second.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
             assertThat(retry).as("after the lease, the retry takes over").isInstanceOf(IdempotencyEngine.Proceed.class);
             ((IdempotencyEngine.Proceed) retry).execution().finish(new StoredResponse(201, List.of(), null));
@@ -798,7 +802,7 @@ class IntentFirstEngineIntegrationTest {
             // would have it expired at once, or kept for an hour)
             ScopedKey shortLived = new ScopedKey("", "POST /x", UUID.randomUUID().toString());
             IdempotencyEngine brief = new IdempotencyEngine(store, transactions(dataSource), StoragePolicy.DEFAULT,
-                    Duration.ofSeconds(2), Duration.ofMillis(300));
+                    Duration.ofSeconds(4), Duration.ofMillis(300));
             ((IdempotencyEngine.Proceed) brief.start(shortLived, HASH)).execution()
                     .finish(new StoredResponse(200, List.of(), null));
             assertThat(store.deleteExpired(100)).as("nothing has expired yet").isZero();

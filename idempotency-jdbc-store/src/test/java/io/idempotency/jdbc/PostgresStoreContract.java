@@ -191,13 +191,15 @@ abstract class PostgresStoreContract extends IdempotencyStoreContract {
         TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource()));
         transaction.executeWithoutResult(status -> {
             jdbc.execute("SELECT pg_sleep(" + LATE.toMillis() / 1000.0 + ")");
+            String beforeTheClaim = databaseNow();
             ClaimResult claimed = store().claim(new ClaimRequest(key, "d".repeat(64), Duration.ofDays(1),
                     Duration.ofSeconds(5), LEASE));
             assertThat(claimed).isInstanceOf(ClaimResult.Claimed.class);
-            assertFullLeaseAndRetention(key, "the claim", Duration.ofDays(1));
+            assertFullLeaseAndRetention(key, "the claim", beforeTheClaim, Duration.ofDays(1));
             jdbc.execute("SELECT pg_sleep(" + LATE.toMillis() / 1000.0 + ")");
+            String beforeTheRenewal = databaseNow();
             assertThat(store().renew(key, ((ClaimResult.Claimed) claimed).fencingToken(), LEASE)).isTrue();
-            assertFullLeaseAndRetention(key, "the renewal", null);
+            assertFullLeaseAndRetention(key, "the renewal", beforeTheRenewal, null);
         });
 
         ScopedKey expiring = newKey();
@@ -210,8 +212,9 @@ abstract class PostgresStoreContract extends IdempotencyStoreContract {
             assertThat(store().find(expiring).orElseThrow().leaseExpired()).as("the lease that ran out").isTrue();
             assertThat(store().findExpiredLeases(1000)).as("the stale claims")
                     .anyMatch(record -> record.key().equals(expiring));
+            String beforeTheTakeover = databaseNow();
             assertThat(store().takeOver(expiring, token, LEASE)).as("the takeover").isPresent();
-            assertFullLeaseAndRetention(expiring, "the takeover", null);
+            assertFullLeaseAndRetention(expiring, "the takeover", beforeTheTakeover, null);
         });
     }
 
@@ -293,21 +296,27 @@ abstract class PostgresStoreContract extends IdempotencyStoreContract {
     private static final Duration LATE = Duration.ofMillis(1500);
     private static final Duration LEASE = Duration.ofSeconds(3);
 
+    /** The database's clock, as text, read (on the current transaction's connection) just before a write. */
+    private String databaseNow() {
+        return new JdbcTemplate(dataSource()).queryForObject("SELECT clock_timestamp()::text", String.class);
+    }
+
     /**
-     * Checks that the record of {@code key} has, by the database's clock at this moment, at least all but half a
-     * second left of {@link #LEASE} and, unless null, of {@code retention}: the time since it was written.
+     * Checks that the record of {@code key} holds {@link #LEASE} and, unless null, {@code retention}, counted from no
+     * earlier than {@code before} (the database's clock read just before the write): counted from its transaction's or
+     * its wait's start, they would end {@link #LATE} too early. A slow machine only adds to what is measured.
      */
-    private void assertFullLeaseAndRetention(ScopedKey key, String what, Duration retention) {
-        Map<String, Object> left = new JdbcTemplate(dataSource()).queryForMap("SELECT"
-                + " (extract(epoch FROM locked_until - clock_timestamp()) * 1000)::bigint AS lease,"
-                + " (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint AS retention FROM "
+    private void assertFullLeaseAndRetention(ScopedKey key, String what, String before, Duration retention) {
+        Map<String, Object> held = new JdbcTemplate(dataSource()).queryForMap("SELECT"
+                + " (extract(epoch FROM locked_until - ?::timestamptz) * 1000)::bigint AS lease,"
+                + " (extract(epoch FROM expires_at - ?::timestamptz) * 1000)::bigint AS retention FROM "
                 + IdempotencySchema.DEFAULT_TABLE_NAME + " WHERE caller = ? AND scope = ? AND idempotency_key = ?",
-                key.caller(), key.scope(), key.key());
-        assertThat(((Number) left.get("lease")).longValue()).as("milliseconds left of the lease of %s", what)
+                before, before, key.caller(), key.scope(), key.key());
+        assertThat(((Number) held.get("lease")).longValue()).as("milliseconds of the lease of %s", what)
                 .isGreaterThan(LEASE.toMillis() - 500);
         if (retention != null) {
-            assertThat(((Number) left.get("retention")).longValue())
-                    .as("milliseconds left of the retention of %s", what).isGreaterThan(retention.toMillis() - 500);
+            assertThat(((Number) held.get("retention")).longValue())
+                    .as("milliseconds of the retention of %s", what).isGreaterThan(retention.toMillis() - 500);
         }
     }
 

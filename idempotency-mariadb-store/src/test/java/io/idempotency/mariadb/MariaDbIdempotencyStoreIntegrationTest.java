@@ -190,13 +190,15 @@ class MariaDbIdempotencyStoreIntegrationTest extends MariaDbStoreContract {
         TransactionTemplate transaction = readCommitted(pool());
         transaction.executeWithoutResult(status -> {
             jdbc.queryForObject("SELECT SLEEP(" + LATE.toMillis() / 1000.0 + ")", Integer.class);
+            String beforeTheClaim = databaseNow();
             ClaimResult claimed = store().claim(new ClaimRequest(key, "c".repeat(64), Duration.ofDays(1),
                     Duration.ofSeconds(5), LEASE));
             assertThat(claimed).isInstanceOf(ClaimResult.Claimed.class);
-            assertFullLeaseAndRetention(key, "the claim", Duration.ofDays(1));
+            assertFullLeaseAndRetention(key, "the claim", beforeTheClaim, Duration.ofDays(1));
             jdbc.queryForObject("SELECT SLEEP(" + LATE.toMillis() / 1000.0 + ")", Integer.class);
+            String beforeTheRenewal = databaseNow();
             assertThat(store().renew(key, ((ClaimResult.Claimed) claimed).fencingToken(), LEASE)).isTrue();
-            assertFullLeaseAndRetention(key, "the renewal", null);
+            assertFullLeaseAndRetention(key, "the renewal", beforeTheRenewal, null);
         });
 
         ScopedKey expiring = newKey();
@@ -209,8 +211,9 @@ class MariaDbIdempotencyStoreIntegrationTest extends MariaDbStoreContract {
             assertThat(store().find(expiring).orElseThrow().leaseExpired()).as("the lease that ran out").isTrue();
             assertThat(store().findExpiredLeases(1000)).as("the stale claims")
                     .anyMatch(record -> record.key().equals(expiring));
+            String beforeTheTakeover = databaseNow();
             assertThat(store().takeOver(expiring, token, LEASE)).as("the takeover").isPresent();
-            assertFullLeaseAndRetention(expiring, "the takeover", null);
+            assertFullLeaseAndRetention(expiring, "the takeover", beforeTheTakeover, null);
         });
     }
 
@@ -229,9 +232,10 @@ class MariaDbIdempotencyStoreIntegrationTest extends MariaDbStoreContract {
                     store().claim(new ClaimRequest(key, hash, Duration.ofDays(1), Duration.ofSeconds(30), LEASE))));
             Thread.sleep(LATE.toMillis());
             assertThat(waiting).as("the claim waits while the other is uncommitted").isNotDone();
+            String beforeTheRelease = databaseNow();
             release.countDown();
             assertThat(waiting.get(30, TimeUnit.SECONDS)).isInstanceOf(ClaimResult.Claimed.class);
-            assertFullLeaseAndRetention(key, "the claim that waited", Duration.ofDays(1));
+            assertFullLeaseAndRetention(key, "the claim that waited", beforeTheRelease, Duration.ofDays(1));
         } finally {
             release.countDown();
             holder.get(30, TimeUnit.SECONDS);
@@ -242,21 +246,27 @@ class MariaDbIdempotencyStoreIntegrationTest extends MariaDbStoreContract {
     private static final Duration LATE = Duration.ofMillis(1500);
     private static final Duration LEASE = Duration.ofSeconds(3);
 
+    /** The database's clock in UTC, as text, read (on the current transaction's connection) just before a write. */
+    private String databaseNow() {
+        return new JdbcTemplate(pool()).queryForObject("SELECT CAST(UTC_TIMESTAMP(6) AS CHAR)", String.class);
+    }
+
     /**
-     * Checks that the record of {@code key} has, by the database's clock at this moment, at least all but half a
-     * second left of {@link #LEASE} and, unless null, of {@code retention}: the time since it was written.
+     * Checks that the record of {@code key} holds {@link #LEASE} and, unless null, {@code retention}, counted from no
+     * earlier than {@code before} (the database's clock read just before the write): counted from its transaction's or
+     * its wait's start, they would end {@link #LATE} too early. A slow machine only adds to what is measured.
      */
-    private void assertFullLeaseAndRetention(ScopedKey key, String what, Duration retention) {
-        Map<String, Object> left = new JdbcTemplate(pool()).queryForMap("SELECT"
-                + " TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), locked_until) DIV 1000 AS lease,"
-                + " TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) DIV 1000 AS retention"
+    private void assertFullLeaseAndRetention(ScopedKey key, String what, String before, Duration retention) {
+        Map<String, Object> held = new JdbcTemplate(pool()).queryForMap("SELECT"
+                + " TIMESTAMPDIFF(MICROSECOND, CAST(? AS DATETIME(6)), locked_until) DIV 1000 AS lease,"
+                + " TIMESTAMPDIFF(MICROSECOND, CAST(? AS DATETIME(6)), expires_at) DIV 1000 AS retention"
                 + " FROM idempotency_keys WHERE caller = ? AND scope = ? AND idempotency_key = ?",
-                key.caller(), key.scope(), key.key());
-        assertThat(((Number) left.get("lease")).longValue()).as("milliseconds left of the lease of %s", what)
+                before, before, key.caller(), key.scope(), key.key());
+        assertThat(((Number) held.get("lease")).longValue()).as("milliseconds of the lease of %s", what)
                 .isGreaterThan(LEASE.toMillis() - 500);
         if (retention != null) {
-            assertThat(((Number) left.get("retention")).longValue())
-                    .as("milliseconds left of the retention of %s", what).isGreaterThan(retention.toMillis() - 500);
+            assertThat(((Number) held.get("retention")).longValue())
+                    .as("milliseconds of the retention of %s", what).isGreaterThan(retention.toMillis() - 500);
         }
     }
 

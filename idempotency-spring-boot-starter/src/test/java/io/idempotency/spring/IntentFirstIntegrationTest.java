@@ -61,13 +61,14 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
         String note = "intent-" + key;
         int chargesBefore = gateway.charges();
 
+        // the longer lease: renewals of the 1 s one may run late on a loaded machine while the handler sleeps
         CompletableFuture<HttpResponse<String>> first = Async.supply(
-                () -> charge("/intent/charges", key, note, "X-Sleep-Ms", "2000"));
+                () -> charge(LONGER_LEASE, key, note, "X-Sleep-Ms", "2000"));
         // the intent is visible to everyone while the handler runs (it sleeps 2 s after the claim is committed)
         awaitStatus(key, "PROCESSING");
-        HttpResponse<String> duplicate = charge("/intent/charges", key, note);
+        HttpResponse<String> duplicate = charge(LONGER_LEASE, key, note);
         HttpResponse<String> answer = first.get(30, TimeUnit.SECONDS);
-        HttpResponse<String> replay = charge("/intent/charges", key, note);
+        HttpResponse<String> replay = charge(LONGER_LEASE, key, note);
 
         assertThat(duplicate.statusCode()).as("a duplicate during the lease").isEqualTo(409);
         assertThat(duplicate.headers().firstValue("Retry-After")).isPresent();

@@ -802,14 +802,14 @@ public abstract class IdempotencyStoreContract {
     @Test
     void expiredLeasesComeInTheOrderTheyRanOutNotTheOrderTheyWereClaimed() throws InterruptedException {
         ScopedKey longer = newKey();
-        claimedWithLease(longer, Duration.ofSeconds(1));
+        claimedWithLease(longer, SHORT_LEASE);
         ScopedKey shorter = newKey();
         claimedWithLease(shorter, Duration.ofMillis(1));
-        // the order holds unless the second claim came a second after the first; a stalled machine shows up here
+        // the order holds unless the second claim came SHORT_LEASE after the first; a stalled machine shows up here
         IdempotencyRecord first = store().find(longer).orElseThrow();
         IdempotencyRecord second = store().find(shorter).orElseThrow();
         assertThat(second.lockedUntil()).as("the later claim's lease runs out first").isBefore(first.lockedUntil());
-        Thread.sleep(1_100); // past both leases
+        awaitLeaseRunOut(longer); // and the shorter one's before it
 
         assertThat(store().findExpiredLeases(1000)).extracting(IdempotencyRecord::key)
                 .containsSubsequence(shorter, longer);
