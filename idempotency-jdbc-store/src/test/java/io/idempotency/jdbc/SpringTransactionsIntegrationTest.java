@@ -283,7 +283,7 @@ class SpringTransactionsIntegrationTest {
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
             jdbc.execute("create table outbox (id bigserial primary key)");
             DataSourceTransactionManager transactionManager = new DataSourceTransactionManager(dataSource);
-            transactionManager.setDefaultTimeout(1);
+            transactionManager.setDefaultTimeout(2); // the claim and the work's write meet it on a loaded machine too
             PostgresIdempotencyStore store = new PostgresIdempotencyStore(dataSource, "idempotency_keys");
             IdempotencyEngine engine = new IdempotencyEngine(store, new SpringTransactions(transactionManager, true),
                     StoragePolicy.DEFAULT, Duration.ofDays(1), Duration.ofMillis(300), StaleClaimResolver.RERUN,
@@ -302,7 +302,7 @@ class SpringTransactionsIntegrationTest {
                         }
                     });
                 }
-                Thread.sleep(1200); // a third party answers slowly
+                Thread.sleep(2200); // a third party answers slowly
                 return "applied".getBytes(StandardCharsets.UTF_8);
             })).isInstanceOfSatisfying(CommitFailedException.class,
                     failed -> assertThat(failed.outcomeUnknown()).isFalse())
@@ -315,6 +315,7 @@ class SpringTransactionsIntegrationTest {
                         .isEqualTo(RecordStatus.PROCESSING);
             } else {
                 assertThat(store.find(key)).as("the claim was rolled back").isEmpty();
+                transactionManager.setDefaultTimeout(TransactionDefinition.TIMEOUT_DEFAULT); // the redelivery is quick
                 IdempotencyTemplate.Result redelivery = template.execute(key, message, addingAnEffect(jdbc));
                 assertThat(redelivery.replayed()).as("the redelivery runs the work").isFalse();
                 assertThat(jdbc.queryForObject("select count(*) from effects", Integer.class)).isEqualTo(1);

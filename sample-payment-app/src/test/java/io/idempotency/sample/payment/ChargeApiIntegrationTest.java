@@ -126,9 +126,10 @@ class ChargeApiIntegrationTest {
         String key = UUID.randomUUID().toString();
         String body = body(orderId, "30.00");
 
-        // The first request holds its claim for 1.5 s, within its 3 s lease.
+        // The first request holds its claim for 2.5 s, within its 3 s lease: time for a duplicate's 500 ms wait to
+        // run out after it was seen holding the key, also on a loaded machine.
         CompletableFuture<HttpResponse<byte[]>> first = Async.supply(() -> send(key, body,
-                "delay-ms=1500"));
+                "delay-ms=2500"));
         awaitStatus(key, "PROCESSING");
 
         List<CompletableFuture<HttpResponse<byte[]>>> duplicates = new ArrayList<>();
@@ -153,7 +154,7 @@ class ChargeApiIntegrationTest {
                 assertThat(answer.body()).isEqualTo(original.body());
             }
         }
-        assertThat(inProgress).as("duplicates sent during the first request's 1.5 s").isPositive();
+        assertThat(inProgress).as("duplicates sent during the first request's 2.5 s").isPositive();
 
         HttpResponse<byte[]> after = api.charge(key, body, null);
         assertThat(after.statusCode()).isEqualTo(201);
@@ -453,13 +454,12 @@ class ChargeApiIntegrationTest {
 
         // The gateway books the charge, then the handler fails: the local record is rolled back, the claim stays.
         HttpResponse<byte[]> failed = api.charge(key, body, "fail-after-charge");
+        // While the lease lasts, a retry is told to come back later, and nothing runs (sent at once: the lease is 3 s)
+        HttpResponse<byte[]> tooEarly = api.charge(key, body, null);
         assertThat(failed.statusCode()).as(text(failed)).isEqualTo(500);
         assertThat(DB.queryLong("select count(*) from gateway_ledger where order_id = '" + orderId + "'")).isEqualTo(1);
         assertThat(chargesInDatabase(orderId)).isZero();
         assertThat(statusOf(key)).isEqualTo("PROCESSING");
-
-        // While the lease lasts, a retry is told to come back later, and nothing runs.
-        HttpResponse<byte[]> tooEarly = api.charge(key, body, null);
         assertThat(tooEarly.statusCode()).as(text(tooEarly)).isEqualTo(409);
         assertThat(text(tooEarly)).contains("idempotency-request-in-progress");
 

@@ -95,9 +95,10 @@ class TwoInstancesConcurrencyIntegrationTest {
 
     @Test
     void requestsThatOutwaitTheInFlightLimitGet409WithRetryAfterAndStillOnePayment() throws Exception {
-        // The handler takes longer than idempotency.in-flight-wait (2 s): waiters give up with 409 and Retry-After
-        // instead of holding a thread and a connection until the first request ends.
-        Map<String, Integer> seen = storm("delay-ms=3000");
+        // The handler takes longer than idempotency.in-flight-wait (2 s), by enough that requests a loaded machine
+        // spreads out still outwait it: waiters give up with 409 and Retry-After instead of holding a thread and a
+        // connection until the first request ends.
+        Map<String, Integer> seen = storm("delay-ms=4500");
 
         assertThat(seen.get("201 original")).as("answers: %s", seen).isEqualTo(1);
         assertThat(seen.getOrDefault("409", 0)).as("answers: %s", seen).isPositive();
