@@ -303,8 +303,8 @@ abstract class PostgresStoreContract extends IdempotencyStoreContract {
 
     /**
      * Checks that the record of {@code key} holds {@link #LEASE} and, unless null, {@code retention}, counted from no
-     * earlier than {@code before} (the database's clock read just before the write): counted from its transaction's or
-     * its wait's start, they would end {@link #LATE} too early. A slow machine only adds to what is measured.
+     * earlier than {@code before} (the database's clock read just before the write): counted from its transaction's
+     * start, they would end {@link #LATE} too early. A slow machine only adds to what is measured.
      */
     private void assertFullLeaseAndRetention(ScopedKey key, String what, String before, Duration retention) {
         Map<String, Object> held = new JdbcTemplate(dataSource()).queryForMap("SELECT"

@@ -246,7 +246,7 @@ class MariaDbIdempotencyStoreIntegrationTest extends MariaDbStoreContract {
     private static final Duration LATE = Duration.ofMillis(1500);
     private static final Duration LEASE = Duration.ofSeconds(3);
 
-    /** The database's clock in UTC, as text, read (on the current transaction's connection) just before a write. */
+    /** The database's clock in UTC (whatever the session's time zone), as text, read just before a write. */
     private String databaseNow() {
         return new JdbcTemplate(pool()).queryForObject("SELECT CAST(UTC_TIMESTAMP(6) AS CHAR)", String.class);
     }

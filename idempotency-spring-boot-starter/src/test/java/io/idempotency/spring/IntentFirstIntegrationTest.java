@@ -39,7 +39,8 @@ class IntentFirstIntegrationTest extends OrdersApplicationTest {
     /**
      * The charges of a 3 s lease, for tests that need more of a lease than a loaded machine leaves of the 1 s lease of
      * {@code /intent/charges}: a duplicate sent right after the answer that must come within the lease (the two
-     * requests can take most of a second), and a lease that renewals must keep while the test looks at it.
+     * requests can take most of a second), and a lease that renewals must keep while the test looks at it or while
+     * the handler sleeps (each renewal of the 1 s lease could be no more than 667 ms late).
      */
     private static final String LONGER_LEASE = "/intent/charges-with-a-longer-lease";
 

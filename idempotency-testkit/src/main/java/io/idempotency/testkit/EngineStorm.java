@@ -29,8 +29,8 @@ import static org.assertj.core.api.Assertions.assertThat;
  * A storm on many keys, sent to two instances (engines) of one database at once: duplicates, reuses of the key with
  * another body, handlers that fail, answers that are not stored. Whatever the interleaving, each key's effect must be
  * committed at most once, and once when an answer was stored; no request may be answered with another request's
- * answer; and once the storm is over every key must be free or replayed at once, on both instances: no duplicate left
- * waiting for a request that has ended. In intent-first mode too, where a failed or unstored attempt leaves its claim
+ * answer; and once the storm is over a request with any key must be run, replayed or refused on both instances, never
+ * answered "in progress": no duplicate left waiting for a request that has ended. In intent-first mode too, where a failed or unstored attempt leaves its claim
  * for the stale-claim resolver, which a later duplicate asks once the lease has run out. Any store's engine tests run
  * it on their database.
  */

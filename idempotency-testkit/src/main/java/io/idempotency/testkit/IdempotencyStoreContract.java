@@ -42,7 +42,8 @@ public abstract class IdempotencyStoreContract {
     private static final Duration LONG_WAIT = Duration.ofSeconds(20);
     /**
      * A lease that must still be live when the test has claimed, committed and read it back (which a loaded machine
-     * can take hundreds of milliseconds for) and that then runs out while the test waits for it.
+     * can take hundreds of milliseconds for), or made a second claim after it, and that then runs out while the test
+     * waits for it.
      */
     private static final Duration SHORT_LEASE = Duration.ofMillis(1_500);
     private static final String HASH_A = "a".repeat(64);
@@ -703,6 +704,7 @@ public abstract class IdempotencyStoreContract {
         IdempotencyRecord held = store().find(key).orElseThrow();
         assertThat(held.fencingToken()).isEqualTo(second);
         assertThat(held.lockedUntil()).as("a lease, or a crash now would block the key for good").isNotNull();
+        assertThat(held.lockedUntil()).as("the takeover's own lease").isEqualTo(held.createdAt().plus(SHORT_LEASE));
         assertThat(held.leaseExpired()).isFalse();
         awaitLeaseRunOut(key);
         assertThat(store().findExpiredLeases(1000)).extracting(IdempotencyRecord::key).contains(key);
