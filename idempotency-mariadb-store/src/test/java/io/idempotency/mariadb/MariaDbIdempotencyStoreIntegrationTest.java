@@ -773,7 +773,8 @@ class MariaDbIdempotencyStoreIntegrationTest extends MariaDbStoreContract {
                         Duration.ofMillis(1), Duration.ofSeconds(1)))).fencingToken());
                 transaction.commit();
             }
-            jdbc.execute("CREATE TRIGGER slow_cleanup BEFORE DELETE ON idempotency_keys FOR EACH ROW DO SLEEP(0.4)");
+            // three deletes of a second each: the claim below, slow on a loaded machine, still comes while they run
+            jdbc.execute("CREATE TRIGGER slow_cleanup BEFORE DELETE ON idempotency_keys FOR EACH ROW DO SLEEP(1)");
             Thread.sleep(10);
 
             CompletableFuture<Integer> cleanup = Async.supply(() -> store.deleteExpired(100));
