@@ -3,6 +3,7 @@ package io.idempotency.spring;
 import io.idempotency.spring.app.FakeGateway;
 import io.idempotency.spring.app.TestApplication;
 import io.idempotency.testkit.Async;
+import io.idempotency.testkit.Await;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Tag;
@@ -104,7 +105,11 @@ class SlowIntentCommitIntegrationTest {
             assertThat(System.nanoTime() - deadline).as("the commit went on").isNegative();
             Thread.sleep(20);
         }
-        Thread.sleep(500);
+        // the application lets the claim go once it sees it committed (trying again with growing pauses): well before
+        // the 10 s lease, or the key would be held for it
+        Await.until("the claim let go before its lease ran out", Duration.ofSeconds(8), () -> DATABASE.queryLong(
+                "select count(*) from idempotency_keys where idempotency_key = '" + key + "'"
+                        + " and status = 'PROCESSING'") == 0);
 
         HttpResponse<String> retry = charge(key, note);
 
