@@ -117,17 +117,17 @@ class Http2CleartextIntegrationTest extends OrdersApplicationTest {
      * be left for its lease to run out and the resolver to decide.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"/orders/slow?millis=1500", "/intent/long-lease"})
+    @ValueSource(strings = {"/orders/slow?millis=3000", "/intent/long-lease"})
     void aStreamTheClientCancelsWhileTheHandlerRunsIsAnsweredOnRetry(String path) throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "h2-cancelled-" + key;
         String body = "{\"note\":\"" + note + "\"}";
 
         CompletableFuture<HttpResponse<byte[]>> cancelled = h2.sendAsync(request(path, body)
-                .header("Idempotency-Key", key).header("X-Sleep-Ms", "1500").build(),
+                .header("Idempotency-Key", key).header("X-Sleep-Ms", "3000").build(),
                 HttpResponse.BodyHandlers.ofByteArray());
         awaitHandlerInItsTransaction();
-        cancelled.cancel(true);
+        cancelled.cancel(true); // while the handler sleeps its 3 s, on a loaded machine too
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
         while (!"SUCCEEDED".equals(status(key))) {
             assertThat(System.nanoTime() - deadline).as("the cancelled request committed (status %s)", status(key))
