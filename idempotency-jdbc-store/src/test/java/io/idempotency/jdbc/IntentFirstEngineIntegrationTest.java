@@ -780,7 +780,7 @@ class IntentFirstEngineIntegrationTest {
             IdempotencyEngine first = engine(dataSource, store, StaleClaimResolver.RERUN);
             IdempotencyEngine second = engine(dataSource, store, StaleClaimResolver.RERUN); // another instance
             ScopedKey key = new ScopedKey("", "POST /charges", UUID.randomUUID().toString());
-            Duration lease = Duration.ofSeconds(4); // live through a duplicate's wait on a loaded machine
+            Duration lease = Duration.ofSeconds(3); // live through a duplicate's wait on a loaded machine
 
             IdempotencyEngine.Start holder = first.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
             assertThat(holder).isInstanceOf(IdempotencyEngine.Proceed.class);
@@ -802,7 +802,7 @@ class IntentFirstEngineIntegrationTest {
             // would have it expired at once, or kept for an hour)
             ScopedKey shortLived = new ScopedKey("", "POST /x", UUID.randomUUID().toString());
             IdempotencyEngine brief = new IdempotencyEngine(store, transactions(dataSource), StoragePolicy.DEFAULT,
-                    Duration.ofSeconds(4), Duration.ofMillis(300));
+                    Duration.ofSeconds(3), Duration.ofMillis(300));
             ((IdempotencyEngine.Proceed) brief.start(shortLived, HASH)).execution()
                     .finish(new StoredResponse(200, List.of(), null));
             assertThat(store.deleteExpired(100)).as("nothing has expired yet").isZero();
@@ -2393,8 +2393,10 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
-     * A pool of one connection that gives up after 250 ms (set before the pool starts: a running pool keeps the
-     * timeout it started with), on a new database with the library's table.
+     * A pool of one connection that gives up after a second (set before the pool starts: a running pool keeps the
+     * timeout it started with), on a new database with the library's table. Long enough that the engine's own
+     * background work, holding the connection briefly on a loaded machine, does not starve the test's next request;
+     * each exhaustion a test makes on purpose waits it out.
      */
     private static HikariDataSource oneConnectionPool() {
         TestPostgres.Database database = TestPostgres.newDatabase();
@@ -2406,7 +2408,7 @@ class IntentFirstEngineIntegrationTest {
         config.setUsername(database.user());
         config.setPassword(database.password());
         config.setMaximumPoolSize(1);
-        config.setConnectionTimeout(250);
+        config.setConnectionTimeout(1000);
         return new HikariDataSource(config);
     }
 
