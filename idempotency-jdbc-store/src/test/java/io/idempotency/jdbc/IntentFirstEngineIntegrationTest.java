@@ -17,6 +17,7 @@ import io.idempotency.core.StoredResponse;
 import io.idempotency.core.Transactions;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.Async;
+import io.idempotency.testkit.Await;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Tag;
@@ -789,11 +790,8 @@ class IntentFirstEngineIntegrationTest {
             assertThat(store.find(key).orElseThrow().leaseExpired()).as("a fresh lease is live").isFalse();
             assertThat(second.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease))
                     .as("a duplicate during the lease").isInstanceOf(IdempotencyEngine.InProgress.class);
-            long leaseOver = System.nanoTime() + lease.plusSeconds(10).toNanos();
-            while (!store.find(key).orElseThrow().leaseExpired()) {
-                assertThat(System.nanoTime() - leaseOver).as("the lease runs out").isNegative();
-                Thread.sleep(50);
-            }
+            Await.until("the lease runs out", lease.plusSeconds(10),
+                    () -> store.find(key).orElseThrow().leaseExpired());
             IdempotencyEngine.Start retry = second.start(key, HASH, IdempotencyMode.INTENT_FIRST, lease);
             assertThat(retry).as("after the lease, the retry takes over").isInstanceOf(IdempotencyEngine.Proceed.class);
             ((IdempotencyEngine.Proceed) retry).execution().finish(new StoredResponse(201, List.of(), null));

@@ -1276,11 +1276,8 @@ public abstract class IdempotencyStoreContract {
      * {@link #SHORT_LEASE}.
      */
     private void awaitLeaseRunOut(ScopedKey key) throws InterruptedException {
-        long deadline = System.nanoTime() + SHORT_LEASE.plusSeconds(10).toNanos();
-        while (!store().find(key).orElseThrow().leaseExpired()) {
-            assertThat(System.nanoTime() - deadline).as("the lease runs out").isNegative();
-            Thread.sleep(50);
-        }
+        Await.until("the lease runs out", SHORT_LEASE.plusSeconds(10),
+                () -> store().find(key).orElseThrow().leaseExpired());
     }
 
     /** Claims the free or FAILED {@code key} in a transaction that rolls back; returns the claim's token. */
