@@ -64,9 +64,10 @@ public @interface Idempotent {
      * the request names (if the application versions its API) are always part of the fingerprint. When empty: the
      * whole request (method, path, query and body) for header keys, only the method and the path for {@link #key()}
      * expressions. The values are compared as canonical JSON: body members, maps, collections, arrays, numbers,
-     * strings and booleans by their content, an {@code Optional} as the value it holds (an empty one as null), any
-     * other object by its {@code toString()} — so name the fields that identify the request, not an object whose
-     * {@code toString()} leaves some out or names the instance.
+     * strings and booleans by their content, a JSON tree (Jackson's {@code JsonNode}) as the body's members, an
+     * {@code Optional} as the value it holds (an empty one as null), any other object by its {@code toString()} — so
+     * name the fields that identify the request, not an object whose {@code toString()} leaves some out or names the
+     * instance.
      */
     String[] fingerprint() default {};
 

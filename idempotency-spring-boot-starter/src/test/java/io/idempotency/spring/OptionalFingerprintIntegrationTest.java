@@ -12,8 +12,10 @@ import org.springframework.context.annotation.Import;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestBody;
 import org.springframework.web.bind.annotation.RequestParam;
 import org.springframework.web.bind.annotation.RestController;
+import tools.jackson.databind.JsonNode;
 
 import java.math.BigDecimal;
 import java.net.URI;
@@ -32,8 +34,9 @@ import static org.assertj.core.api.Assertions.assertThat;
  * value it holds is compared by its content, as the same parameter without the {@code Optional} is, and as a key
  * expression compares the value a present {@code Optional} holds. Compared as the {@code Optional}'s
  * {@code toString()}, a list's elements lose their bounds ({@code [a, b, c]} is both {@code a, b, c} and
- * {@code "a, b", c}) and a number its value ({@code 1250} and {@code 1.25e3} are one number). And a value that has no
- * canonical form is refused.
+ * {@code "a, b", c}) and a number its value ({@code 1250} and {@code 1.25e3} are one number). A JSON tree (a
+ * {@code JsonNode} parameter) is compared by its content too, not by its {@code toString()}, which keeps the order of
+ * its members and the spelling of its numbers. And a value that has no canonical form is refused.
  */
 @SpringBootTest(classes = OptionalFingerprintIntegrationTest.App.class,
         webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
@@ -85,6 +88,22 @@ class OptionalFingerprintIntegrationTest {
         public String quote(@RequestParam Optional<BigDecimal> amount) {
             RUNS.incrementAndGet();
             return amount.map(value -> "quoted " + value.toPlainString()).orElse("nothing quoted");
+        }
+
+        /** Fingerprinted by a part of the body bound as a JSON tree. */
+        @PostMapping("/orders")
+        @Idempotent(fingerprint = "#order.get('lines')")
+        public String order(@RequestBody JsonNode order) {
+            RUNS.incrementAndGet();
+            return "ordered " + order.get("lines").size() + " lines, note " + order.path("note").asString("none");
+        }
+
+        /** Keyed by a member of the body bound as a JSON tree. */
+        @PostMapping("/bookings")
+        @Idempotent(key = "#booking.get('reference')")
+        public String booking(@RequestBody JsonNode booking) {
+            RUNS.incrementAndGet();
+            return "booked " + booking.get("reference").asString();
         }
     }
 
@@ -164,6 +183,53 @@ class OptionalFingerprintIntegrationTest {
         assertThat(keyedAlike.statusCode()).as(keyedAlike.body()).isEqualTo(400);
         assertThat(keyedAlike.body()).contains("idempotency-key-malformed");
         assertThat(RUNS).as("handler runs").hasValue(runs + 1);
+    }
+
+    private HttpResponse<String> postJson(String path, String key, String json) throws Exception {
+        HttpRequest.Builder request = HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))
+                .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(json));
+        if (key != null) {
+            request.header("Idempotency-Key", key);
+        }
+        return http.send(request.build(), HttpResponse.BodyHandlers.ofString());
+    }
+
+    /**
+     * The same lines with their members in another order and a number spelt otherwise are the same request: a replay.
+     * Other lines under the key are refused.
+     */
+    @Test
+    void aJsonTreeIsFingerprintedByItsContent() throws Exception {
+        String key = UUID.randomUUID().toString();
+        HttpResponse<String> first = postJson("/orders", key,
+                "{\"lines\":[{\"sku\":\"A-1\",\"quantity\":1250}],\"note\":\"first\"}");
+        int runs = RUNS.get();
+        HttpResponse<String> sameLines = postJson("/orders", key,
+                "{\"note\":\"retried\",\"lines\":[{\"quantity\":1.25e3,\"sku\":\"A-1\"}]}");
+        HttpResponse<String> otherLines = postJson("/orders", key,
+                "{\"lines\":[{\"sku\":\"A-1\",\"quantity\":1251}],\"note\":\"first\"}");
+
+        assertThat(first.statusCode()).as(first.body()).isEqualTo(200);
+        assertThat(first.body()).isEqualTo("ordered 1 lines, note first");
+        assertThat(sameLines.statusCode()).as(sameLines.body()).isEqualTo(200);
+        assertThat(sameLines.headers().firstValue("Idempotent-Replayed")).as(sameLines.body()).hasValue("true");
+        assertThat(sameLines.body()).isEqualTo(first.body());
+        assertThat(otherLines.statusCode()).as(otherLines.body()).isEqualTo(422);
+        assertThat(otherLines.body()).contains("idempotency-key-mismatch");
+        assertThat(RUNS).as("handler runs").hasValue(runs);
+    }
+
+    /** A text member of a JSON tree is the key as it is written, without the quotes of its JSON. */
+    @Test
+    void aJsonTreesTextIsTheKeyWithoutQuotes() throws Exception {
+        String reference = "booking-" + UUID.randomUUID();
+        HttpResponse<String> first = postJson("/bookings", null, "{\"reference\":\"" + reference + "\"}");
+        HttpResponse<String> retry = postJson("/bookings", null, "{ \"reference\" : \"" + reference + "\" }");
+
+        assertThat(first.statusCode()).as(first.body()).isEqualTo(200);
+        assertThat(first.body()).isEqualTo("booked " + reference);
+        assertThat(TestDatabases.keyRows(DATABASE, reference)).as("records under the reference itself").isOne();
+        assertThat(retry.headers().firstValue("Idempotent-Replayed")).as(retry.body()).hasValue("true");
     }
 
     /** An absent parameter and its retry are one request. */
