@@ -21,8 +21,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * <ol>
  *   <li><b>Coalesce</b> (in this instance): if another request of this application instance is already working on
  *       the same (caller, scope, key), a request with a different fingerprint is answered {@link Start.Mismatch} as
- *       soon as the key is known to be held for that request — by itself, or by a committed intent-first claim of an
- *       earlier attempt of it (should it get neither, the request looks again; should that not be known before the
+ *       soon as the key is known to be held for that request by something committed — its answer, or its own or an
+ *       earlier attempt's intent-first claim; a one-transaction claim may still roll back (should it get none of
+ *       these, the request looks again; should that not be known before the
  *       wait runs out, {@link Start.InProgress}) — and one with the same fingerprint waits —
  *       holding no database connection — for that request's outcome (bounded by {@code maxWait}, counted from its
  *       own start): its stored answer ({@link Start.Replay}), or, if it rolled back or its own wait ran out first
@@ -388,7 +389,12 @@ public final class IdempotencyEngine {
             // replayed from here it would contradict the claim the database holds (before the flight shows the claim,
             // so that the requests that see it are judged by it)
             replayCache.holds(key, flight.requestHash);
-            flight.held.complete(true);
+            if (mode == IdempotencyMode.INTENT_FIRST) {
+                // committed: a request with another body is a mismatch now, as the database tells any other instance.
+                // A one-transaction claim is not committed yet: should it roll back, the key is free, so such a request
+                // waits for its end, as it would in the database on another instance (see land)
+                flight.held.complete(true);
+            }
             return start; // the flight lands when the execution ends
         }
         land(key, flight, start);
@@ -1005,7 +1011,9 @@ public final class IdempotencyEngine {
     /** Ends this instance's flight on {@code key}; waiters get {@code outcome}, or claim again when it is null. */
     private void land(ScopedKey key, Flight flight, Start outcome) {
         flights.remove(key, flight);
-        flight.held.complete(false); // no-op if the key was known to be held for it
+        // a replay is of a committed answer of the flight's own request, its own or an earlier attempt's: the key is
+        // held for it. Otherwise the requests with another body look again (no-op if the key was known to be held)
+        flight.held.complete(outcome instanceof Replay);
         flight.outcome.complete(outcome);
     }
 

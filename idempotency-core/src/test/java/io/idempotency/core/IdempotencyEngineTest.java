@@ -818,8 +818,8 @@ class IdempotencyEngineTest {
 
     /**
      * As many duplicates as may wait for the request holding the key do; one more is answered "in progress" at once,
-     * holding no thread for the wait, and a request with another fingerprint is still refused as one. Once the holder
-     * is done, those that waited get its answer.
+     * holding no thread for the wait, and so is a request with another fingerprint, which would wait for the holder's
+     * end as they do. Once the holder is done, those that waited get its answer.
      */
     @Test
     void noMoreDuplicatesWaitInThisInstanceThanMay() throws Exception {
@@ -839,7 +839,7 @@ class IdempotencyEngineTest {
             assertThat(Duration.ofNanos(System.nanoTime() - started)).as("answered at once, not after its wait")
                     .isLessThan(Duration.ofSeconds(5));
             assertThat(CompletableFuture.supplyAsync(() -> capped.start(KEY, OTHER_HASH), THREAD_PER_TASK)
-                    .get(5, TimeUnit.SECONDS)).as("another request under the key").isEqualTo(new Mismatch());
+                    .get(5, TimeUnit.SECONDS)).as("another request under the key").isInstanceOf(InProgress.class);
             assertThat(first).isNotDone();
             assertThat(second).isNotDone();
 
@@ -863,14 +863,49 @@ class IdempotencyEngineTest {
         }
     }
 
+    /**
+     * A request with another fingerprint behind a one-transaction claim, which has not committed, waits for its end, as
+     * it would in the database on another instance: a mismatch once the claim commits with its answer.
+     */
     @Test
-    void aDuplicateWithAnotherFingerprintIsAMismatchAtOnce() throws Exception {
-        proceed("token-1");
+    void aDuplicateWithAnotherFingerprintIsAMismatchOnceTheClaimItWaitsForCommits() throws Exception {
+        IdempotencyEngine patient = patientEngine();
+        IdempotencyEngine.Execution leader = proceed(patient, "token-1");
+        CompletableFuture<Start> other = startWaitingBehindTheKey(patient, OTHER_HASH);
+
+        leader.finish(CREATED);
+
+        assertThat(other.get(5, TimeUnit.SECONDS)).isEqualTo(new Mismatch());
+        assertThat(transactions.begun).as("the other request opened no transaction").hasSize(1);
+    }
+
+    /**
+     * ... and, should the claim roll back, runs: the key is free (refused at once, a request whose key was free a
+     * moment later would have been refused for good on this instance, and run on any other).
+     */
+    @Test
+    void aDuplicateWithAnotherFingerprintClaimsTheKeyOnceTheClaimItWaitsForRollsBack() throws Exception {
+        IdempotencyEngine patient = patientEngine();
+        IdempotencyEngine.Execution leader = proceed(patient, "token-1");
+        CompletableFuture<Start> other = startWaitingBehindTheKey(patient, OTHER_HASH);
+        store.claimAnswer = () -> new ClaimResult.Claimed("token-2");
+
+        leader.abandon();
+
+        assertThat(other.get(5, TimeUnit.SECONDS)).isInstanceOf(Proceed.class);
+        assertThat(store.claims).as("the other request claimed the key itself").hasSize(2);
+    }
+
+    /** Behind a committed intent-first claim it is a mismatch at once, as the database tells another instance. */
+    @Test
+    void aDuplicateWithAnotherFingerprintBehindACommittedIntentIsAMismatchAtOnce() throws Exception {
+        intentFirst(new ClaimResult.Claimed("token-1"));
 
         // another request: on another thread (the leader's own thread may not wait for itself)
+        long started = System.nanoTime();
         assertThat(CompletableFuture.supplyAsync(() -> engine.start(KEY, OTHER_HASH), THREAD_PER_TASK)
                 .get(5, TimeUnit.SECONDS)).isEqualTo(new Mismatch());
-        assertThat(transactions.begun).hasSize(1);
+        assertThat(Duration.ofNanos(System.nanoTime() - started)).as("not after its wait").isLessThan(MAX_WAIT);
     }
 
     @Test
@@ -927,8 +962,10 @@ class IdempotencyEngineTest {
         release.countDown();
 
         assertThat(other).as("not known in time whose the key is").isEqualTo(new InProgress());
-        assertThat(first.get(5, TimeUnit.SECONDS)).isInstanceOf(Proceed.class);
-        assertThat(engine.start(KEY, OTHER_HASH)).as("the fingerprint holding the key is visible and differs")
+        IdempotencyEngine.Execution holder = ((Proceed) first.get(5, TimeUnit.SECONDS)).execution();
+        CompletableFuture<Start> next = startWaitingBehindTheKey(engine, OTHER_HASH);
+        holder.finish(CREATED);
+        assertThat(next.get(5, TimeUnit.SECONDS)).as("the fingerprint holding the key is committed and differs")
                 .isEqualTo(new Mismatch());
     }
 
@@ -983,10 +1020,16 @@ class IdempotencyEngineTest {
     }
 
     private CompletableFuture<Start> startWaitingBehindTheKey(IdempotencyEngine engine) throws InterruptedException {
+        return startWaitingBehindTheKey(engine, HASH);
+    }
+
+    /** As {@link #startWaitingBehindTheKey()}, for a request with {@code hash}. */
+    private CompletableFuture<Start> startWaitingBehindTheKey(IdempotencyEngine engine, String hash)
+            throws InterruptedException {
         CompletableFuture<Start> duplicate = new CompletableFuture<>();
         Thread waiting = new Thread(() -> {
             try {
-                duplicate.complete(engine.start(KEY, HASH));
+                duplicate.complete(engine.start(KEY, hash));
             } catch (Throwable e) {
                 duplicate.completeExceptionally(e);
             }
@@ -1150,13 +1193,13 @@ class IdempotencyEngineTest {
 
     /**
      * A key claimed for another request (its old record removed) makes the answer kept in memory for the old one
-     * stale at once, not only when the new request completes: meanwhile the old request is the database's to judge,
-     * and the key is known to be held for another fingerprint.
+     * stale at once, not only when the new request completes: meanwhile the old request waits for the new one's
+     * claim, as it would in the database, and is a mismatch once that commits.
      */
     @Test
     void aKeyClaimedForAnotherRequestTakesTheOldAnswerOutOfMemoryAtOnce() throws Exception {
         IdempotencyEngine cached = new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION,
-                MAX_WAIT, StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
+                LONG_WAIT, StaleClaimResolver.RERUN, new DownstreamKeys("secret"),
                 new ReplayCache(100, 1024, 1 << 20, Duration.ofMinutes(1)));
         store.claimAnswer = () -> new ClaimResult.Claimed("token-1");
         ((Proceed) cached.start(KEY, HASH)).execution().finish(CREATED);
@@ -1164,9 +1207,10 @@ class IdempotencyEngineTest {
         store.claimAnswer = () -> new ClaimResult.Claimed("token-2");
         IdempotencyEngine.Execution other = ((Proceed) cached.start(KEY, OTHER_HASH)).execution();
 
-        assertThat(CompletableFuture.supplyAsync(() -> cached.start(KEY, HASH), THREAD_PER_TASK)
-                .get(5, TimeUnit.SECONDS)).as("not the answer of a record that is gone").isEqualTo(new Mismatch());
-        other.abandon();
+        CompletableFuture<Start> old = startWaitingBehindTheKey(cached, HASH);
+        other.finish(CREATED);
+        assertThat(old.get(5, TimeUnit.SECONDS)).as("not the answer of a record that is gone")
+                .isEqualTo(new Mismatch());
         cached.shutdown();
     }
 

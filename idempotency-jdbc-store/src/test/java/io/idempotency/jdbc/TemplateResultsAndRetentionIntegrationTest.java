@@ -17,6 +17,7 @@ import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.EnumSource;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
@@ -201,15 +202,18 @@ class TemplateResultsAndRetentionIntegrationTest {
     }
 
     /**
-     * Another message under the key while the first one's work still runs on the other instance: refused as a reuse
-     * of the key once the first one committed, and run once the first one rolled back (its work threw after its
-     * write) in the default mode, which waits for the claim; after intent-first work that threw, whose outcome is
-     * unknown, the key stays with the first input and the other one stays refused. Never both run.
+     * Another message under the key while the first one's work still runs, on the other instance or on the same one:
+     * refused as a reuse of the key once the first one committed, and run once the first one rolled back (its work
+     * threw after its write) in the default mode, which waits for the claim (in the database, or in memory behind the
+     * same instance's run, alike); after intent-first work that threw, whose outcome is unknown, the key stays with the
+     * first input and the other one stays refused. Never both run.
      */
-    @ParameterizedTest
-    @EnumSource(IdempotencyMode.class)
-    void otherInputUnderTheKeyWhileTheFirstStillRunsIsRefusedIfItCommitsAndRunsIfItRollsBack(IdempotencyMode mode)
+    @ParameterizedTest(name = "{0}, same instance: {1}")
+    @CsvSource({"ONE_TRANSACTION, false", "ONE_TRANSACTION, true", "INTENT_FIRST, false", "INTENT_FIRST, true"})
+    void otherInputUnderTheKeyWhileTheFirstStillRunsIsRefusedIfItCommitsAndRunsIfItRollsBack(IdempotencyMode mode,
+                                                                                            boolean sameInstance)
             throws Exception {
+        IdempotencyEngine otherInstance = sameInstance ? instanceA : instanceB;
         for (boolean firstFails : List.of(false, true)) {
             ScopedKey key = newKey();
             CountDownLatch working = new CountDownLatch(1);
@@ -234,7 +238,7 @@ class TemplateResultsAndRetentionIntegrationTest {
             List<Throwable> refusals = new ArrayList<>();
             // the first one holds the key: another message is refused or told to come back later, never run
             try {
-                new IdempotencyTemplate(instanceB).execute(key, other, mode, LEASE,
+                new IdempotencyTemplate(otherInstance).execute(key, other, mode, LEASE,
                         () -> "second".getBytes(StandardCharsets.UTF_8));
                 throw new AssertionError("other input ran while the first execution held the key");
             } catch (IdempotencyTemplate.InProgressException | IdempotencyTemplate.KeyReusedException e) {
@@ -242,7 +246,7 @@ class TemplateResultsAndRetentionIntegrationTest {
             }
             CompletableFuture<IdempotencyTemplate.Result> second = CompletableFuture.supplyAsync(() -> {
                 try {
-                    return new IdempotencyTemplate(instanceB).execute(key, other, mode, LEASE, () -> {
+                    return new IdempotencyTemplate(otherInstance).execute(key, other, mode, LEASE, () -> {
                         jdbc.update("insert into effects (message) values (?)", "second " + key.key());
                         return "second".getBytes(StandardCharsets.UTF_8);
                     });
@@ -281,14 +285,14 @@ class TemplateResultsAndRetentionIntegrationTest {
                 assertThat(effects).as("the first one's write was rolled back").isEmpty();
                 assertThat(store.find(key)).get().extracting(IdempotencyRecord::status)
                         .isEqualTo(RecordStatus.PROCESSING);
-                assertThatThrownBy(() -> new IdempotencyTemplate(instanceB).execute(key, other, mode, LEASE,
+                assertThatThrownBy(() -> new IdempotencyTemplate(otherInstance).execute(key, other, mode, LEASE,
                         () -> new byte[] {1})).isInstanceOf(IdempotencyTemplate.KeyReusedException.class);
             } else {
                 assertThat(secondResult).as("other input never runs after the first one committed").isNull();
                 assertThat(secondFailure).isInstanceOfAny(IdempotencyTemplate.KeyReusedException.class,
                         IdempotencyTemplate.InProgressException.class);
                 assertThat(effects).containsExactly("first " + key.key());
-                assertThatThrownBy(() -> new IdempotencyTemplate(instanceB).execute(key, other, mode, LEASE,
+                assertThatThrownBy(() -> new IdempotencyTemplate(otherInstance).execute(key, other, mode, LEASE,
                         () -> new byte[] {1})).isInstanceOf(IdempotencyTemplate.KeyReusedException.class);
             }
             assertThat(refusals).hasSize(1);
