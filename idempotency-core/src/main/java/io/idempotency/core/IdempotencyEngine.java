@@ -623,12 +623,16 @@ public final class IdempotencyEngine {
         // this retry's lease may have run out while the resolver was asked (the process stalled, renewals and all),
         // and another retry or a sweeper taken the claim over, which may be running the work right now. So the work
         // runs only once a fenced renewal has shown that the claim is still this retry's, with its lease afresh
+        long renewing = System.nanoTime();
         if (!renewBeforeTheWork(key, token, true, lease)) {
             logSuperseded(key, "rerun");
             return null;
         }
         logResolved(key, "taken over to run its request again, as the resolver answered");
-        return proceedIntent(key, stale.requestHash(), token, lease, true, 0);
+        // the lease counts from that renewal's statement, whose commit may have been held up on the server: the first
+        // renewal in the background comes a third of the lease after the statement, not after the commit
+        return proceedIntent(key, stale.requestHash(), token, lease, true,
+                TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - renewing));
     }
 
     /**

@@ -1640,6 +1640,36 @@ class IdempotencyEngineTest {
         }
     }
 
+    /**
+     * The renewal before a rerun's work may take a while (its commit held up on the server): the lease it wrote counts
+     * from its statement, so the next renewal comes a third of the lease after that, not a third of it after the
+     * renewal returned, by which time the lease could have run out and another retry taken the claim over.
+     */
+    @Test
+    void aRerunWhoseRenewalTookAThirdOfTheLeaseIsRenewedAgainAtOnce() throws InterruptedException {
+        IdempotencyEngine resolving = resolvingWith(StaleClaimResolver.RERUN);
+        store.claimAnswer = () -> stale(HASH);
+        store.takeOverAnswer = expired -> Optional.of("token-2");
+        store.settlementsExpected = true;
+        store.renewals = Collections.synchronizedList(new ArrayList<>());
+        Duration lease = Duration.ofSeconds(6);
+        store.firstRenewalMillis = lease.toMillis() / 3 + 100;
+        try {
+            Start start = resolving.start(KEY, HASH, IdempotencyMode.INTENT_FIRST, lease);
+
+            assertThat(start).isInstanceOf(Proceed.class);
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(lease.toMillis() / 6);
+            while (store.renewals.size() < 2 && System.nanoTime() - deadline < 0) {
+                Thread.sleep(5);
+            }
+            assertThat(store.renewals).as("renewed again well before a third of the lease after the slow renewal")
+                    .containsExactly("token-2", "token-2");
+            ((Proceed) start).execution().abandonUnrun();
+        } finally {
+            resolving.shutdown();
+        }
+    }
+
     @Test
     void aStaleClaimOfAnotherRequestIsAMismatchAndIsLeftAlone() {
         IdempotencyEngine resolving = resolvingWith(claim -> {
@@ -2182,8 +2212,18 @@ class IdempotencyEngineTest {
                 throw new AssertionError("one-transaction executions have no lease");
             }
             renewals.add(fencingToken);
+            if (renewals.size() == 1 && firstRenewalMillis > 0) {
+                try {
+                    Thread.sleep(firstRenewalMillis);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
             return true;
         }
+
+        /** How long the first renewal takes (its commit held up on the server, say); 0: no time. */
+        long firstRenewalMillis;
 
         /** What {@link #takeOver} answers, by the expired token; by default nothing is taken over. */
         java.util.function.Function<String, Optional<String>> takeOverAnswer;
