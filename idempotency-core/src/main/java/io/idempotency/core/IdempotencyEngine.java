@@ -392,7 +392,7 @@ public final class IdempotencyEngine {
             if (mode == IdempotencyMode.INTENT_FIRST) {
                 // committed: a request with another body is a mismatch now, as the database tells any other instance.
                 // A one-transaction claim is not committed yet: should it roll back, the key is free, so such a request
-                // waits for its end, as it would in the database on another instance (see land)
+                // waits for its end, as it would in the database on another instance (see Execution.landFlight)
                 flight.held.complete(true);
             }
             return start; // the flight lands when the execution ends
@@ -1015,9 +1015,7 @@ public final class IdempotencyEngine {
     /** Ends this instance's flight on {@code key}; waiters get {@code outcome}, or claim again when it is null. */
     private void land(ScopedKey key, Flight flight, Start outcome) {
         flights.remove(key, flight);
-        // a replay is of a committed answer of the flight's own request, its own or an earlier attempt's: the key is
-        // held for it. Otherwise the requests with another body look again (no-op if the key was known to be held)
-        flight.held.complete(outcome instanceof Replay);
+        flight.held.complete(false); // no-op if the key was known to be held for it
         flight.outcome.complete(outcome);
     }
 
@@ -1450,6 +1448,12 @@ public final class IdempotencyEngine {
 
         private void landFlight(Start outcome) {
             if (flight != null) {
+                if (outcome instanceof Replay) {
+                    // the answer has just committed: the key is held for this request, and a request with another
+                    // body that waited for the commit is a mismatch. (A replay of a record read, which may be gone by
+                    // now, as an expired one is removed, tells no such thing: the database judges that request.)
+                    flight.held.complete(true);
+                }
                 land(key, flight, outcome);
             }
         }
