@@ -291,8 +291,13 @@ class ApiVersionsIntegrationTest {
         assertThat(RUNS.get(payment)).hasValue(1);
     }
 
+    /**
+     * Another version is another request: meeting the first one still running (its claim uncommitted, held until this
+     * request is answered), it waits for it as another body would, and is told 409 when its wait runs out, never
+     * replayed the first one's answer; once the first one has committed, it is refused 422.
+     */
     @Test
-    void aRequestOfAnotherVersionMeetingTheFirstStillRunningIsRefusedNotMadeToWaitForItsAnswer() throws Exception {
+    void aRequestOfAnotherVersionMeetingTheFirstStillRunningIsNeverGivenItsAnswer() throws Exception {
         String key = UUID.randomUUID().toString();
         String transfer = "transfer-" + key;
         ENTERED.put(transfer, new CountDownLatch(1));
@@ -309,7 +314,8 @@ class ApiVersionsIntegrationTest {
         }
         HttpResponse<String> afterwards = post("/transfers", key, "2.0", transfer);
 
-        assertThat(otherVersion.statusCode()).as(otherVersion.body()).isEqualTo(422);
+        assertThat(otherVersion.statusCode()).as(otherVersion.body()).isEqualTo(409);
+        assertThat(otherVersion.body()).contains("idempotency-request-in-progress");
         assertThat(first.get(30, TimeUnit.SECONDS).body()).isEqualTo("v1 transfer 1");
         assertThat(afterwards.statusCode()).as(afterwards.body()).isEqualTo(422);
         assertThat(RUNS.get(transfer)).hasValue(1);

@@ -224,6 +224,45 @@ class TwoInstancesIntegrationTest {
         assertThat(Gated.executions(other)).isEqualTo(1);
     }
 
+    /**
+     * The same race on one instance: the request with another body waits in memory for the held one, as it waits in
+     * the database on the other instance, and runs once that rolled back. (Refused at once, it would have been told
+     * that its key was reused, when a moment later the key was free, and any other instance would have run it.)
+     */
+    @Test
+    void anotherBodyWaitingOnTheSameInstanceRunsWhenTheFirstRollsBack() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "rolled-back-here-" + key;
+        String other = "other-here-" + key;
+
+        Race race = heldWhileTheSameInstanceWaits(key, note, true, other);
+
+        assertThat(answer(race.onFirst()).statusCode()).isEqualTo(500);
+        HttpResponse<String> ran = answer(race.onSecond());
+        assertThat(ran.statusCode()).as("the rolled-back request left the key free: %s", ran.body()).isEqualTo(201);
+        assertThat(rows(note)).isZero();
+        assertThat(rows(other)).isEqualTo(1);
+        assertThat(Gated.executions(other)).isEqualTo(1);
+    }
+
+    /** ... and is refused once the held one committed, as on the other instance. */
+    @Test
+    void anotherBodyWaitingOnTheSameInstanceIsRefusedOnceTheFirstCommits() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "committed-here-" + key;
+        String other = "other-here-" + key;
+
+        Race race = heldWhileTheSameInstanceWaits(key, note, false, other);
+
+        assertThat(answer(race.onFirst()).statusCode()).isEqualTo(201);
+        HttpResponse<String> refused = answer(race.onSecond());
+        assertThat(refused.statusCode()).as(refused.body()).isEqualTo(422);
+        assertThat(refused.body()).contains("idempotency-key-mismatch");
+        assertThat(rows(note)).isEqualTo(1);
+        assertThat(rows(other)).isZero();
+        assertThat(Gated.executions(other)).isZero();
+    }
+
     @Test
     void anAnswerOneInstanceKeepsInMemoryIsNotTheOtherInstancesToReplay() throws Exception {
         String key = UUID.randomUUID().toString();
@@ -270,7 +309,7 @@ class TwoInstancesIntegrationTest {
         return http.sendAsync(request, HttpResponse.BodyHandlers.ofString());
     }
 
-    /** The requests of a race under one key: held on the first instance, and waiting for it on the second. */
+    /** The requests of a race under one key: held on the first instance, and waiting for it (on the second, mostly). */
     private record Race(CompletableFuture<HttpResponse<String>> onFirst,
                         CompletableFuture<HttpResponse<String>> onSecond) {
     }
@@ -288,6 +327,26 @@ class TwoInstancesIntegrationTest {
         gate.awaitEntered();
         CompletableFuture<HttpResponse<String>> onSecond = post(second, key, waitingNote);
         awaitClaimWaitingInTheDatabase();
+        gate.release();
+        return new Race(onFirst, onSecond);
+    }
+
+    /**
+     * As {@link #heldWhileTheOtherInstanceWaits}, with {@code waitingNote} sent to the first instance too, where it
+     * waits in memory: the first is let go once a thread of this JVM (both instances run in it) waits to learn whose
+     * the key is.
+     */
+    private Race heldWhileTheSameInstanceWaits(String key, String note, boolean fail, String waitingNote)
+            throws InterruptedException {
+        Gate gate = Gate.hold(note, fail);
+
+        CompletableFuture<HttpResponse<String>> onFirst = post(first, key, note);
+        gate.awaitEntered();
+        CompletableFuture<HttpResponse<String>> onSecond = post(first, key, waitingNote);
+        Await.until("a request waiting in memory to learn whose the key is", PATIENCE,
+                () -> Thread.getAllStackTraces().values().stream().anyMatch(stack -> java.util.Arrays.stream(stack)
+                        .anyMatch(frame -> frame.getClassName().endsWith("IdempotencyEngine$Flight")
+                                && frame.getMethodName().equals("awaitHeld"))));
         gate.release();
         return new Race(onFirst, onSecond);
     }
