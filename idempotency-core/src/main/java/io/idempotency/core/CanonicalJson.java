@@ -75,8 +75,8 @@ public final class CanonicalJson {
      * The canonical UTF-8 form of a parsed value (as {@link #parse} returns, or any mix of those types). Other values
      * are written too: any number by its decimal value (NaN and the infinities as text), collections and arrays
      * by their elements (a set that is not sorted in the order of its members' canonical forms, not in the order it
-     * happens to give them), an {@code Optional} as the value it holds ({@code null} when empty), anything else as the
-     * text of its {@code toString()}. A map's names are written as the text of theirs. Half of a surrogate pair in a
+     * happens to give them), an {@code Optional} as the value it holds ({@code null} when empty), a JSON tree of
+     * Jackson as its content ({@link #treeContent}), anything else as the text of its {@code toString()}. A map's names are written as the text of theirs. Half of a surrogate pair in a
      * text, which UTF-8 cannot hold, is written as a JSON escape (six characters), never as the {@code ?} UTF-8 would
      * make of it.
      *
@@ -121,6 +121,11 @@ public final class CanonicalJson {
         } catch (CharacterCodingException e) {
             throw new InvalidJsonException("the JSON body is not valid UTF-8");
         }
+        return read(text, out);
+    }
+
+    /** {@link #read(byte[], StringBuilder)} of a text already decoded. */
+    private static Object read(String text, StringBuilder out) throws InvalidJsonException {
         Reader reader = new Reader(text);
         reader.skipWhitespace();
         if (reader.position < text.length() && text.charAt(reader.position) == '\uFEFF') {
@@ -133,6 +138,41 @@ public final class CanonicalJson {
         }
         return out == null ? value : reader.inOrder(out);
     }
+
+    /**
+     * What a JSON tree of Jackson holds ({@code JsonNode}, of Jackson 3 or 2, told by its class's name: this module
+     * depends on no JSON library), parsed from its text as {@link #parse} parses a body: so that it is compared by its
+     * content, as a body is, not by its {@code toString()}, which keeps the order of its members and the spelling of
+     * its numbers, and writes a text with its quotes. Anything else, and a tree whose text is no JSON (a missing
+     * node's is empty), is returned as it is. {@link #canonicalize(Object)} writes the trees it meets so, at any depth.
+     */
+    public static Object treeContent(Object value) {
+        if (value == null || !JSON_TREES.get(value.getClass())) {
+            return value;
+        }
+        try {
+            // the text as it is, not through UTF-8: half of a surrogate pair in it stays one, and is refused or
+            // escaped where it is used, not made a '?' that another text would share
+            return read(value.toString(), null);
+        } catch (InvalidJsonException e) {
+            return value;
+        }
+    }
+
+    /** Whether a class is a JSON tree of Jackson, for {@link #treeContent}. */
+    private static final ClassValue<Boolean> JSON_TREES = new ClassValue<>() {
+        @Override
+        protected Boolean computeValue(Class<?> type) {
+            for (Class<?> c = type; c != null && c != Object.class; c = c.getSuperclass()) {
+                String name = c.getName();
+                if (name.equals("tools.jackson.databind.JsonNode")
+                        || name.equals("com.fasterxml.jackson.databind.JsonNode")) {
+                    return true;
+                }
+            }
+            return false;
+        }
+    };
 
     private static boolean isAscii(byte[] bytes) {
         for (byte b : bytes) {
@@ -224,7 +264,12 @@ public final class CanonicalJson {
         } else if (value instanceof Boolean bool) {
             out.append(bool);
         } else {
-            writeString(value.toString(), out);
+            Object content = treeContent(value);
+            if (content != value) {
+                write(content, out);
+            } else {
+                writeString(value.toString(), out);
+            }
         }
     }
 

@@ -592,13 +592,16 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
 
     private static IdempotencyKeyParser.Result keyFromExpression(Expression expression,
                                                                  MethodBasedEvaluationContext context) {
-        Object value = jsonTreeAsParsed(expression.getValue(context));
+        Object value = expression.getValue(context);
         // an Optional (a parameter such as @RequestHeader Optional<String>) is what it holds: an empty one is no value,
         // as a null is (taken as its text, every request without one would share the key "Optional.empty" and be
         // answered the first one's answer), and a present one is keyed as its value would be, not as "Optional[…]"
         if (value instanceof Optional<?> optional) {
             value = optional.orElse(null);
         }
+        // a JSON tree (a JsonNode parameter, or a part of one) as the body's members are: a text without its quotes,
+        // a number by its value, an object or array by its canonical form (below); a null node is no value
+        value = CanonicalJson.treeContent(value);
         // so is an empty object, collection or array: taken as its text ("{}", "[]"), every request whose value came
         // empty would share one key, and each after the first be answered with the first one's answer
         if (value == null || value instanceof Map<?, ?> map && map.isEmpty()
@@ -628,35 +631,6 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
     }
 
     /**
-     * A JSON tree (Jackson's {@code JsonNode}, of Jackson 3 or 2: a parameter bound from the body as one, or a part of
-     * it) as the body's members are: maps, lists, strings, {@code BigDecimal}s and booleans, so that it is compared by
-     * its content as they are. By its {@code toString()}, the same object with its members in another order, or a
-     * number spelt otherwise ({@code 1250}, {@code 1.25e3}), would be another request, and a text a key with its
-     * quotes. Anything else, and a tree whose text is no JSON (a missing node's is empty), is returned as it is.
-     */
-    private static Object jsonTreeAsParsed(Object value) {
-        if (value == null || !isJsonTree(value.getClass())) {
-            return value;
-        }
-        try {
-            return CanonicalJson.parse(value.toString().getBytes(StandardCharsets.UTF_8));
-        } catch (CanonicalJson.InvalidJsonException e) {
-            return value;
-        }
-    }
-
-    private static boolean isJsonTree(Class<?> type) {
-        for (Class<?> c = type; c != null && c != Object.class; c = c.getSuperclass()) {
-            String name = c.getName();
-            if (name.equals("tools.jackson.databind.JsonNode")
-                    || name.equals("com.fasterxml.jackson.databind.JsonNode")) {
-                return true;
-            }
-        }
-        return false;
-    }
-
-    /**
      * A number's exact decimal value written out without an exponent, or null when that text would be longer than a
      * key may be. Judged before it is written: a parameter bound from {@code 1e1500000000} (Spring MVC binds any
      * exponent an int holds) would otherwise be written out as a billion and a half digits, gigabytes and seconds for
@@ -683,7 +657,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             List<Object> values = new ArrayList<>();
             for (Expression expression : endpoint.fingerprintExpressions) {
                 try {
-                    values.add(jsonTreeAsParsed(expression.getValue(context)));
+                    values.add(expression.getValue(context)); // a JSON tree is written by its content
                 } catch (EvaluationException e) {
                     throw e;
                 } catch (RuntimeException e) {

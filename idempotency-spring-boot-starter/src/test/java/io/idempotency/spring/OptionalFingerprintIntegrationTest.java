@@ -90,9 +90,9 @@ class OptionalFingerprintIntegrationTest {
             return amount.map(value -> "quoted " + value.toPlainString()).orElse("nothing quoted");
         }
 
-        /** Fingerprinted by a part of the body bound as a JSON tree. */
+        /** Fingerprinted by parts of the body bound as a JSON tree, in a list. */
         @PostMapping("/orders")
-        @Idempotent(fingerprint = "#order.get('lines')")
+        @Idempotent(fingerprint = "{#order.get('lines'), #order.get('currency')}")
         public String order(@RequestBody JsonNode order) {
             RUNS.incrementAndGet();
             return "ordered " + order.get("lines").size() + " lines, note " + order.path("note").asString("none");
@@ -104,6 +104,14 @@ class OptionalFingerprintIntegrationTest {
         public String booking(@RequestBody JsonNode booking) {
             RUNS.incrementAndGet();
             return "booked " + booking.get("reference").asString();
+        }
+
+        /** Keyed by a body that is a JSON text, bound as an optional tree. */
+        @PostMapping("/tickets")
+        @Idempotent(key = "#ticket")
+        public String ticket(@RequestBody Optional<JsonNode> ticket) {
+            RUNS.incrementAndGet();
+            return "ticket " + ticket.map(JsonNode::asString).orElse("none");
         }
     }
 
@@ -195,27 +203,27 @@ class OptionalFingerprintIntegrationTest {
     }
 
     /**
-     * The same lines with their members in another order and a number spelt otherwise are the same request: a replay.
-     * Other lines under the key are refused.
+     * The same lines and currency, with their members in another order and a number spelt otherwise, are the same
+     * request: a replay. Another currency under the key is refused.
      */
     @Test
     void aJsonTreeIsFingerprintedByItsContent() throws Exception {
         String key = UUID.randomUUID().toString();
         HttpResponse<String> first = postJson("/orders", key,
-                "{\"lines\":[{\"sku\":\"A-1\",\"quantity\":1250}],\"note\":\"first\"}");
+                "{\"lines\":[{\"sku\":\"A-1\",\"quantity\":1250}],\"currency\":\"EUR\",\"note\":\"first\"}");
         int runs = RUNS.get();
         HttpResponse<String> sameLines = postJson("/orders", key,
-                "{\"note\":\"retried\",\"lines\":[{\"quantity\":1.25e3,\"sku\":\"A-1\"}]}");
-        HttpResponse<String> otherLines = postJson("/orders", key,
-                "{\"lines\":[{\"sku\":\"A-1\",\"quantity\":1251}],\"note\":\"first\"}");
+                "{\"note\":\"retried\",\"currency\":\"EUR\",\"lines\":[{\"quantity\":1.25e3,\"sku\":\"A-1\"}]}");
+        HttpResponse<String> otherCurrency = postJson("/orders", key,
+                "{\"lines\":[{\"sku\":\"A-1\",\"quantity\":1250}],\"currency\":\"USD\",\"note\":\"first\"}");
 
         assertThat(first.statusCode()).as(first.body()).isEqualTo(200);
         assertThat(first.body()).isEqualTo("ordered 1 lines, note first");
         assertThat(sameLines.statusCode()).as(sameLines.body()).isEqualTo(200);
         assertThat(sameLines.headers().firstValue("Idempotent-Replayed")).as(sameLines.body()).hasValue("true");
         assertThat(sameLines.body()).isEqualTo(first.body());
-        assertThat(otherLines.statusCode()).as(otherLines.body()).isEqualTo(422);
-        assertThat(otherLines.body()).contains("idempotency-key-mismatch");
+        assertThat(otherCurrency.statusCode()).as(otherCurrency.body()).isEqualTo(422);
+        assertThat(otherCurrency.body()).contains("idempotency-key-mismatch");
         assertThat(RUNS).as("handler runs").hasValue(runs);
     }
 
@@ -230,6 +238,13 @@ class OptionalFingerprintIntegrationTest {
         assertThat(first.body()).isEqualTo("booked " + reference);
         assertThat(TestDatabases.keyRows(DATABASE, reference)).as("records under the reference itself").isOne();
         assertThat(retry.headers().firstValue("Idempotent-Replayed")).as(retry.body()).hasValue("true");
+
+        // the same through an Optional
+        String ticket = "ticket-" + UUID.randomUUID();
+        HttpResponse<String> booked = postJson("/tickets", null, "\"" + ticket + "\"");
+        assertThat(booked.statusCode()).as(booked.body()).isEqualTo(200);
+        assertThat(booked.body()).isEqualTo("ticket " + ticket);
+        assertThat(TestDatabases.keyRows(DATABASE, ticket)).as("records under the ticket itself").isOne();
     }
 
     /** An absent parameter and its retry are one request. */
