@@ -155,8 +155,10 @@ public final class IdempotencyEngine {
 
     /**
      * @param maxWaitingDuplicates how many requests may wait at once in this instance for the one that holds a key
-     *                             (each holding its thread); positive. One more is answered {@link InProgress} at
-     *                             once, as if its wait had run out: a storm of one key cannot take every thread.
+     *                             (each holding its thread): its duplicates, and requests with another fingerprint
+     *                             that wait to learn whether its claim commits; positive. One more is answered
+     *                             {@link InProgress} at once, as if its wait had run out: a storm of one key cannot
+     *                             take every thread.
      */
     public IdempotencyEngine(IdempotencyStore store, Transactions transactions, StoragePolicy defaultPolicy,
                              Duration retention, Duration maxWait, StaleClaimResolver resolver,
@@ -294,11 +296,12 @@ public final class IdempotencyEngine {
                 return lead(key, mine, mode, lease, deadline);
             }
             if (!current.requestHash.equals(requestHash)) {
-                // another request is the one to compare with once the key is known to be held for it; until then it
-                // may itself be a reuse of a key completed, or held on another instance, for this very request. If it
-                // does not get the key, look again; if that is not known in time, nothing is known about the key's own
-                // request: "come back later", never a refusal this request may not deserve
-                Boolean held = current.awaitHeld(0); // known already, mostly: then no wait, and no place taken
+                // another request is the one to compare with once the key is known to be held for it by something
+                // committed; until then it may itself be a reuse of a key completed, or held on another instance, for
+                // this very request, or (in one transaction) roll back. If it does not keep the key, look again; if
+                // that is not known in time, nothing is known about the key's own request: "come back later", never a
+                // refusal this request may not deserve
+                Boolean held = current.awaitHeld(0); // known already behind an intent: no wait, and no place taken
                 if (held == null) {
                     if (!current.enter(maxWaitingDuplicates)) {
                         return new InProgress(); // as many wait already as may (below)
@@ -1036,9 +1039,9 @@ public final class IdempotencyEngine {
         final Thread owner = Thread.currentThread();
         final CompletableFuture<Start> outcome = new CompletableFuture<>();
         /**
-         * True once the key is known to be held for this flight's fingerprint: the request holds it, or a committed
-         * claim of the same request (an earlier attempt's) does, which the request waits for; false if it landed
-         * without either.
+         * True once the key is known to be held for this flight's fingerprint by something committed: the request's
+         * intent-first claim, its answer (once it has committed), or a committed claim of the same request (an
+         * earlier attempt's), which the request waits for; false if it landed without any.
          */
         final CompletableFuture<Boolean> held = new CompletableFuture<>();
         /** The requests waiting for this one now. */

@@ -15,6 +15,7 @@ import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import io.idempotency.testkit.Async;
+import io.idempotency.testkit.Await;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -178,6 +179,10 @@ class ReplayCacheIntegrationTest {
 
         IdempotencyEngine.Execution second = ((IdempotencyEngine.Proceed) instanceA.start(key, SECOND)).execution();
         CompletableFuture<IdempotencyEngine.Start> old = Async.supply(() -> instanceA.start(key, FIRST));
+        Await.until("the old request waiting in memory to learn whose the key is", Duration.ofSeconds(10),
+                () -> Thread.getAllStackTraces().values().stream().anyMatch(stack -> java.util.Arrays.stream(stack)
+                        .anyMatch(frame -> frame.getClassName().endsWith("IdempotencyEngine$Flight")
+                                && frame.getMethodName().equals("awaitHeld"))));
         assertThat(second.finish(answer("second payment"))) // on the thread its transaction is bound to
                 .isEqualTo(IdempotencyEngine.Outcome.STORED);
         assertThat(old.get(10, TimeUnit.SECONDS)).as("the new request holds the key, claimed on this very instance")
