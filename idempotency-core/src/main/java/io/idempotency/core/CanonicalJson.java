@@ -76,9 +76,9 @@ public final class CanonicalJson {
      * are written too: any number by its decimal value (NaN and the infinities as text), collections and arrays
      * by their elements (a set that is not sorted in the order of its members' canonical forms, not in the order it
      * happens to give them), an {@code Optional} as the value it holds ({@code null} when empty), a JSON tree of
-     * Jackson as its content ({@link #treeContent}), anything else as the text of its {@code toString()}. A map's names are written as the text of theirs. Half of a surrogate pair in a
-     * text, which UTF-8 cannot hold, is written as a JSON escape (six characters), never as the {@code ?} UTF-8 would
-     * make of it.
+     * Jackson as its content ({@link #treeContent}), anything else as the text of its {@code toString()}. A map's
+     * names are written as the text of theirs. Half of a surrogate pair in a text, which UTF-8 cannot hold, is written
+     * as a JSON escape (six characters), never as the {@code ?} UTF-8 would make of it.
      *
      * @throws IllegalArgumentException when two names of a map (at any depth) are written as the same text, such as
      *                                  the number {@code 1} and the text {@code "1"}: its canonical form would hold one

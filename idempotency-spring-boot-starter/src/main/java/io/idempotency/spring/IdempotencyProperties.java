@@ -45,8 +45,8 @@ public class IdempotencyProperties implements InitializingBean {
     /**
      * How many duplicate requests may wait at once, in one instance, for the request that holds their key (each holds
      * its thread while it waits), requests with another body under the key that wait for its claim to commit
-     * included; must be positive. One more is answered 409 idempotency-request-in-progress at once,
-     * as if its wait had run out, so that a client resending one request without pause cannot take every thread.
+     * included; must be positive. One more is answered 409 idempotency-request-in-progress at once, as if its wait had
+     * run out, so that a client resending one request without pause cannot take every thread.
      */
     private int maxWaitingDuplicates = 100; // IdempotencyEngine.DEFAULT_MAX_WAITING_DUPLICATES
 
