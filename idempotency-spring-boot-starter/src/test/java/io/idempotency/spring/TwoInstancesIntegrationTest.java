@@ -12,6 +12,8 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.boot.web.server.context.WebServerApplicationContext;
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
@@ -156,13 +158,18 @@ class TwoInstancesIntegrationTest {
         assertThat(rows(note)).isEqualTo(1);
     }
 
-    @Test
-    void anotherBodyOnTheOtherInstanceIsRefusedOnceTheFirstCommitsAndNeverRuns() throws Exception {
+    /**
+     * Another body under the key while the first request runs: on the other instance its claim waits in the database,
+     * on the same one it waits in memory, and either way it is refused once the first one has committed.
+     */
+    @ParameterizedTest(name = "same instance: {0}")
+    @ValueSource(booleans = {false, true})
+    void anotherBodyIsRefusedOnceTheFirstCommitsAndNeverRuns(boolean sameInstance) throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "first-" + key;
         String other = "other-" + key;
 
-        Race race = heldWhileTheOtherInstanceWaits(key, note, false, other);
+        Race race = heldWhileAnotherRequestWaits(key, note, false, other, sameInstance);
 
         assertThat(answer(race.onFirst()).statusCode()).isEqualTo(201);
         HttpResponse<String> refused = answer(race.onSecond());
@@ -205,13 +212,18 @@ class TwoInstancesIntegrationTest {
         assertThat(rows(other)).isZero();
     }
 
-    @Test
-    void anotherBodyWaitingOnTheOtherInstanceRunsWhenTheFirstRollsBackAndTheFirstThenGets422() throws Exception {
+    /**
+     * ... and runs once the first one rolled back, on the same instance as on the other: refused at once there, it
+     * would have been told that its key was reused, when a moment later the key was free.
+     */
+    @ParameterizedTest(name = "same instance: {0}")
+    @ValueSource(booleans = {false, true})
+    void anotherBodyWaitingRunsWhenTheFirstRollsBackAndTheFirstThenGets422(boolean sameInstance) throws Exception {
         String key = UUID.randomUUID().toString();
         String note = "rolled-back-first-" + key;
         String other = "other-" + key;
 
-        Race race = heldWhileTheOtherInstanceWaits(key, note, true, other);
+        Race race = heldWhileAnotherRequestWaits(key, note, true, other, sameInstance);
 
         assertThat(answer(race.onFirst()).statusCode()).isEqualTo(500);
         HttpResponse<String> ran = answer(race.onSecond());
@@ -222,45 +234,6 @@ class TwoInstancesIntegrationTest {
         assertThat(rows(note)).isZero();
         assertThat(rows(other)).isEqualTo(1);
         assertThat(Gated.executions(other)).isEqualTo(1);
-    }
-
-    /**
-     * The same race on one instance: the request with another body waits in memory for the held one, as it waits in
-     * the database on the other instance, and runs once that rolled back. (Refused at once, it would have been told
-     * that its key was reused, when a moment later the key was free, and any other instance would have run it.)
-     */
-    @Test
-    void anotherBodyWaitingOnTheSameInstanceRunsWhenTheFirstRollsBack() throws Exception {
-        String key = UUID.randomUUID().toString();
-        String note = "rolled-back-here-" + key;
-        String other = "other-here-" + key;
-
-        Race race = heldWhileTheSameInstanceWaits(key, note, true, other);
-
-        assertThat(answer(race.onFirst()).statusCode()).isEqualTo(500);
-        HttpResponse<String> ran = answer(race.onSecond());
-        assertThat(ran.statusCode()).as("the rolled-back request left the key free: %s", ran.body()).isEqualTo(201);
-        assertThat(rows(note)).isZero();
-        assertThat(rows(other)).isEqualTo(1);
-        assertThat(Gated.executions(other)).isEqualTo(1);
-    }
-
-    /** ... and is refused once the held one committed, as on the other instance. */
-    @Test
-    void anotherBodyWaitingOnTheSameInstanceIsRefusedOnceTheFirstCommits() throws Exception {
-        String key = UUID.randomUUID().toString();
-        String note = "committed-here-" + key;
-        String other = "other-here-" + key;
-
-        Race race = heldWhileTheSameInstanceWaits(key, note, false, other);
-
-        assertThat(answer(race.onFirst()).statusCode()).isEqualTo(201);
-        HttpResponse<String> refused = answer(race.onSecond());
-        assertThat(refused.statusCode()).as(refused.body()).isEqualTo(422);
-        assertThat(refused.body()).contains("idempotency-key-mismatch");
-        assertThat(rows(note)).isEqualTo(1);
-        assertThat(rows(other)).isZero();
-        assertThat(Gated.executions(other)).isZero();
     }
 
     @Test
@@ -332,12 +305,15 @@ class TwoInstancesIntegrationTest {
     }
 
     /**
-     * As {@link #heldWhileTheOtherInstanceWaits}, with {@code waitingNote} sent to the first instance too, where it
-     * waits in memory: the first is let go once a thread of this JVM (both instances run in it) waits to learn whose
-     * the key is.
+     * As {@link #heldWhileTheOtherInstanceWaits}, or, {@code sameInstance}, with {@code waitingNote} sent to the first
+     * instance too, where it waits in memory: the first is then let go once a thread of this JVM (both instances run
+     * in it) waits to learn whose the key is.
      */
-    private Race heldWhileTheSameInstanceWaits(String key, String note, boolean fail, String waitingNote)
-            throws InterruptedException {
+    private Race heldWhileAnotherRequestWaits(String key, String note, boolean fail, String waitingNote,
+                                              boolean sameInstance) throws InterruptedException {
+        if (!sameInstance) {
+            return heldWhileTheOtherInstanceWaits(key, note, fail, waitingNote);
+        }
         Gate gate = Gate.hold(note, fail);
 
         CompletableFuture<HttpResponse<String>> onFirst = post(first, key, note);
