@@ -121,12 +121,19 @@ public final class CanonicalJson {
         } catch (CharacterCodingException e) {
             throw new InvalidJsonException("the JSON body is not valid UTF-8");
         }
-        return read(text, out);
+        return read(text, out, false);
     }
 
-    /** {@link #read(byte[], StringBuilder)} of a text already decoded. */
-    private static Object read(String text, StringBuilder out) throws InvalidJsonException {
-        Reader reader = new Reader(text);
+    /**
+     * {@link #read(byte[], StringBuilder)} of a text already decoded.
+     *
+     * @param halfPairs whether a string may hold half of a surrogate pair: no text decoded from UTF-8 holds one raw,
+     *                  so from bytes only an escape makes one, which is refused (no canonical form in UTF-8); a
+     *                  tree's text ({@link #treeContent}) may hold one raw, and then holds it as given, raw or
+     *                  escaped alike, for the key's check or the writer's escape
+     */
+    private static Object read(String text, StringBuilder out, boolean halfPairs) throws InvalidJsonException {
+        Reader reader = new Reader(text, halfPairs);
         reader.skipWhitespace();
         if (reader.position < text.length() && text.charAt(reader.position) == '\uFEFF') {
             throw reader.error("a byte order mark is not allowed");
@@ -141,10 +148,12 @@ public final class CanonicalJson {
 
     /**
      * What a JSON tree of Jackson holds ({@code JsonNode}, of Jackson 3 or 2, told by its class's name: this module
-     * depends on no JSON library), parsed from its text as {@link #parse} parses a body: so that it is compared by its
-     * content, as a body is, not by its {@code toString()}, which keeps the order of its members and the spelling of
-     * its numbers, and writes a text with its quotes. Anything else, and a tree whose text is no JSON (a missing
-     * node's is empty), is returned as it is. {@link #canonicalize(Object)} writes the trees it meets so, at any depth.
+     * depends on no JSON library), parsed from its text as {@link #parse} parses a body, but for half of a surrogate
+     * pair, which a tree may hold and keeps (a key holding one is refused, a fingerprint escapes it): so that it is
+     * compared by its content, as a body is, not by its {@code toString()}, which keeps the order of its members and
+     * the spelling of its numbers, and writes a text with its quotes. Anything else, and a tree whose text is no JSON
+     * (a missing node's is empty), is returned as it is. {@link #canonicalize(Object)} writes the trees it meets so,
+     * at any depth.
      */
     public static Object treeContent(Object value) {
         if (value == null || !JSON_TREES.get(value.getClass())) {
@@ -153,7 +162,7 @@ public final class CanonicalJson {
         try {
             // the text as it is, not through UTF-8: half of a surrogate pair in it stays one, and is refused or
             // escaped where it is used, not made a '?' that another text would share
-            return read(value.toString(), null);
+            return read(value.toString(), null, true);
         } catch (InvalidJsonException e) {
             return value;
         }
@@ -264,7 +273,7 @@ public final class CanonicalJson {
         } else if (value instanceof Boolean bool) {
             out.append(bool);
         } else {
-            Object content = treeContent(value);
+            Object content = value instanceof String ? value : treeContent(value);
             if (content != value) {
                 write(content, out);
             } else {
@@ -332,10 +341,13 @@ public final class CanonicalJson {
 
     private static final class Reader {
         private final String text;
+        /** Whether strings may hold half of a surrogate pair: see {@code CanonicalJson.read(String, …)}. */
+        private final boolean halfPairs;
         private int position;
 
-        Reader(String text) {
+        Reader(String text, boolean halfPairs) {
             this.text = text;
+            this.halfPairs = halfPairs;
         }
 
         /**
@@ -644,8 +656,8 @@ public final class CanonicalJson {
 
         private String readString() throws InvalidJsonException {
             position++; // "
-            // most strings have no escape: taken as they are (the text was decoded strictly, so it holds no unpaired
-            // surrogate; only an escape can make one)
+            // most strings have no escape: taken as they are (a text decoded strictly holds no unpaired surrogate, so
+            // only an escape can make one; a tree's text, which may, is read with halfPairs)
             for (int end = position; end < text.length(); end++) {
                 char c = text.charAt(end);
                 if (c == '"') {
@@ -664,7 +676,7 @@ public final class CanonicalJson {
                 }
                 char c = text.charAt(position++);
                 if (c == '"') {
-                    return checkSurrogates(value);
+                    return halfPairs ? value.toString() : checkSurrogates(value);
                 }
                 if (c < 0x20) {
                     throw error("unescaped control character in a string");
