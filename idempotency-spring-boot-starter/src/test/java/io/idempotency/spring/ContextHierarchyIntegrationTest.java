@@ -159,6 +159,51 @@ class ContextHierarchyIntegrationTest {
         }
     }
 
+    @Test
+    void aChildThatSetsAnyOtherSettingOfTheParentsEngineOtherwiseDoesNotStartAndNamesIt() throws Exception {
+        // each is a setting the engine was made with, set in the child to other than the parent's defaults
+        List<String> otherwise = List.of("idempotency.in-flight-wait=3s", "idempotency.max-waiting-duplicates=7",
+                "idempotency.max-stored-body-size=2MB",
+                "idempotency.replayed-headers=Content-Type,Content-Encoding,Location,X-Charge-Id",
+                "idempotency.downstream-key-secret=child-secret-9f3a", "idempotency.replay-cache.max-entries=5",
+                "idempotency.replay-cache.max-body-size=1KB", "idempotency.replay-cache.max-total-size=1MB",
+                "idempotency.replay-cache.max-age=1m", "idempotency.replay-cache.completed-keys=10");
+        try (ConfigurableApplicationContext parent = parent().run()) {
+            for (String setting : otherwise) {
+                String property = setting.substring(0, setting.indexOf('='));
+                String value = setting.substring(setting.indexOf('=') + 1);
+                Throwable refused = null;
+                try (ConfigurableApplicationContext ignored = new SpringApplicationBuilder(Api.class).parent(parent)
+                        .web(WebApplicationType.SERVLET).properties("server.port=0", setting).run()) {
+                    // started: asserted below
+                } catch (RuntimeException e) {
+                    refused = causes(e).stream().filter(IdempotencyConfigurationException.class::isInstance)
+                            .findFirst().orElse(e);
+                }
+                assertThat(refused).as("a child with %s", setting).isInstanceOf(IdempotencyConfigurationException.class)
+                        .hasMessageContaining(property + (property.endsWith("secret") ? " is set" : " ("))
+                        .hasMessageContaining("its parent");
+                if (property.endsWith("secret")) {
+                    assertThat(refused.getMessage()).as("the refusal names the secret's value").doesNotContain(value);
+                }
+            }
+            // the same headers written otherwise are the same setting
+            try (ConfigurableApplicationContext api = new SpringApplicationBuilder(Api.class).parent(parent)
+                    .web(WebApplicationType.SERVLET).properties("server.port=0", "idempotency.replayed-headers="
+                            + String.join(",", reversedLowerCase(new IdempotencyProperties().getReplayedHeaders())))
+                    .run()) {
+                assertThat(post(api, UUID.randomUUID().toString(), "a").statusCode()).isEqualTo(200);
+            }
+        }
+    }
+
+    private static List<String> reversedLowerCase(List<String> names) {
+        List<String> reversed = new java.util.ArrayList<>(names.stream().map(n -> n.toLowerCase(java.util.Locale.ROOT))
+                .toList());
+        java.util.Collections.reverse(reversed);
+        return reversed;
+    }
+
     private static List<Throwable> causes(Throwable failure) {
         List<Throwable> causes = new java.util.ArrayList<>();
         for (Throwable cause = failure; cause != null && !causes.contains(cause); cause = cause.getCause()) {
