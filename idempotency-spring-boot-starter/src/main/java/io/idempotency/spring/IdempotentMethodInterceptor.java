@@ -268,10 +268,11 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         boolean expressions = endpoint.keyExpression != null || !endpoint.fingerprintExpressions.isEmpty();
         try {
             // a JSON body is read for the canonical fingerprint and for the expressions' #body; compared byte for
-            // byte it needs no reading, and is not refused for what only its canonical form cannot hold
-            view = new RequestView(request, exchange.request(), expressions
-                    || properties.getBodyFingerprint() == IdempotencyProperties.BodyFingerprint.CANONICAL_JSON,
-                    expressions);
+            // byte, or not at all (expressions that do not read #body take the body's place in the fingerprint), it
+            // needs no reading, and is not refused for what only its canonical form cannot hold
+            view = new RequestView(request, exchange.request(), endpoint.readsBody || !expressions
+                    && properties.getBodyFingerprint() == IdempotencyProperties.BodyFingerprint.CANONICAL_JSON,
+                    endpoint.readsBody);
         } catch (BodyRecordingRequest.BodyTooLargeException e) {
             return answer(exchange, problems.render(ProblemResponses.Problem.REQUEST_TOO_LARGE,
                     "The request body is too large to be fingerprinted: " + e.getMessage() + ".", instance));
