@@ -1,5 +1,7 @@
 package io.idempotency.jdbc;
 
+import io.idempotency.core.ScopedKey;
+
 import javax.sql.DataSource;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -184,9 +186,20 @@ public class PostgresPartitionMaintenance {
      * call that fails later (another partition's lock not had in time, its drop refused) has still dropped those.
      */
     public Run dropExpired(Duration retention, Consumer<String> afterDrop) {
+        return dropExpired(retention, afterDrop, key -> { });
+    }
+
+    /**
+     * As {@link #dropExpired(Duration, Consumer)}, telling {@code abandoned} the key of each claim deleted with its
+     * partition as soon as it is deleted: an intent-first claim whose lease ran out and that no retry and no sweeper
+     * resolved within the retention. Its outcome (did the side effect happen?) was never recorded, and a retry of it
+     * from now on runs the request again: what the caller tells it is all a reconciliation will have of it.
+     */
+    public Run dropExpired(Duration retention, Consumer<String> afterDrop, Consumer<ScopedKey> abandoned) {
         Objects.requireNonNull(afterDrop, "afterDrop");
+        Objects.requireNonNull(abandoned, "abandoned");
         return locked(DROP_LOCK, false, (connection, now) -> dropExpired(connection, now.minus(retention),
-                afterDrop));
+                afterDrop, abandoned));
     }
 
     /**
@@ -463,8 +476,8 @@ public class PostgresPartitionMaintenance {
         }
     }
 
-    private Run dropExpired(Connection connection, Instant expiredBefore, Consumer<String> afterDrop)
-            throws SQLException {
+    private Run dropExpired(Connection connection, Instant expiredBefore, Consumer<String> afterDrop,
+                            Consumer<ScopedKey> abandoned) throws SQLException {
         String mark = removalMark(connection);
         List<String> dropped = new ArrayList<>();
         List<String> notDropped = new ArrayList<>();
@@ -480,7 +493,7 @@ public class PostgresPartitionMaintenance {
                 continue;
             }
             if (!partition.detachPending() && (holdsUnexpiredRecords(connection, partition)
-                    || !removeAbandonedClaims(connection, partition))) {
+                    || !removeAbandonedClaims(connection, partition, abandoned))) {
                 // claimed under a longer retention than the one configured now: kept until its own expires_at; or
                 // a claim still held under a live lease: kept until it is finished or its lease runs out
                 continue;
@@ -607,13 +620,21 @@ public class PostgresPartitionMaintenance {
      * it into the current partition (its creation time is the takeover's). Waits for a row another transaction is
      * writing at most the DDL lock timeout; a wait that runs out fails the run, and a later run tries again.
      */
-    private static boolean removeAbandonedClaims(Connection connection, Partition partition) throws SQLException {
-        try (Statement statement = connection.createStatement()) {
-            // found through the index on locked_until, which holds leased claims only: a claim without a lease is
-            // neither renewed nor taken over as stale, so it cannot come back to life
-            statement.executeUpdate("DELETE FROM " + partition.name() + " WHERE locked_until < now()"
-                    + " AND status = 'PROCESSING' AND expires_at < now()");
+    private static boolean removeAbandonedClaims(Connection connection, Partition partition,
+                                                 Consumer<ScopedKey> abandoned) throws SQLException {
+        List<ScopedKey> removed = new ArrayList<>();
+        try (Statement statement = connection.createStatement();
+             // found through the index on locked_until, which holds leased claims only: a claim without a lease is
+             // neither renewed nor taken over as stale, so it cannot come back to life
+             ResultSet rs = statement.executeQuery("DELETE FROM " + partition.name() + " WHERE locked_until < now()"
+                     + " AND status = 'PROCESSING' AND expires_at < now()"
+                     + " RETURNING caller, scope, idempotency_key")) {
+            while (rs.next()) {
+                removed.add(new ScopedKey(rs.getString(1), rs.getString(2), rs.getString(3)));
+            }
         }
+        // told once the delete has committed (the connection commits each statement): never a claim still there
+        removed.forEach(abandoned);
         return !holdsUnexpiredRecords(connection, partition);
     }
 

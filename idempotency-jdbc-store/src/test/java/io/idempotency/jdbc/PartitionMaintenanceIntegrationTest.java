@@ -192,12 +192,16 @@ class PartitionMaintenanceIntegrationTest {
             insertClaim(jdbc, "working", "now() - interval '3 days' + interval '1 minute'", "now() + interval '5 minutes'");
             insertClaim(jdbc, "stale", "now() - interval '5 days' + interval '1 minute'", "now() - interval '4 days'");
 
-            PostgresPartitionMaintenance.Run run = maintenance.dropExpired(Duration.ofDays(1));
+            List<ScopedKey> abandoned = new ArrayList<>();
+            PostgresPartitionMaintenance.Run run = maintenance.dropExpired(Duration.ofDays(1), name -> { },
+                    abandoned::add);
 
             assertThat(run.dropped()).as("only the partition whose claim is stale")
                     .containsExactly("idempotency_keys_stale");
             assertThat(jdbc.queryForObject("select count(*) from idempotency_keys where idempotency_key = 'working'",
                     Integer.class)).as("a claim whose lease is live is kept").isEqualTo(1);
+            assertThat(abandoned).as("the unresolved claim removed with its partition, named for a reconciliation")
+                    .containsExactly(new ScopedKey("", "POST /x", "stale"));
         }
     }
 

@@ -401,6 +401,43 @@ class RetentionConfigurationTest {
                 });
     }
 
+    /**
+     * An intent-first claim no one resolved within the retention goes with its partition: whether its side effect
+     * happened was never recorded, and a retry now runs it again. The sweeper names every claim it resolves, since the
+     * log is what a reconciliation has; a claim removed unresolved is named too, with a warning.
+     */
+    @Test
+    @ExtendWith(OutputCaptureExtension.class)
+    void anUnresolvedClaimDroppedWithItsPartitionIsNamedInAWarning(CapturedOutput output) {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        TestDatabases.contextRunner(database)
+                .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
+                        "idempotency.retention.cleanup.partition-interval=1h",
+                        "idempotency.retention.cleanup.partitions-ahead=3",
+                        "idempotency.retention.ttl=1d", "idempotency.retention.max-retry-window=1h")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    RetentionScheduler scheduler = context.getBean(RetentionScheduler.class);
+                    scheduler.stop(); // this test runs it
+                    database.queryString("create table idempotency_keys_expired"
+                            + " (like idempotency_keys including defaults including constraints)");
+                    database.queryString("do $$ begin execute format('alter table idempotency_keys attach partition"
+                            + " idempotency_keys_expired for values from (%L) to (%L)', now() - interval '5 days',"
+                            + " now() - interval '4 days'); end $$");
+                    database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status,"
+                            + " request_hash, fencing_token, created_at, expires_at, locked_until) values ('alice',"
+                            + " 'POST /charges', 'charge-41', 'PROCESSING', 'h', gen_random_uuid(),"
+                            + " now() - interval '5 days' + interval '1 minute', now() - interval '4 days',"
+                            + " now() - interval '5 days' + interval '6 minutes')");
+
+                    scheduler.runOnce();
+
+                    assertThat(database.queryLong("select count(*) from idempotency_keys")).isZero();
+                    assertThat(output).containsPattern("WARN .*Idempotency claim of caller 'alice' on 'POST /charges'"
+                            + " with key 'charge-41' removed with its expired partition, its outcome never resolved");
+                });
+    }
+
     @Test
     void partitionsMadeAheadMustOutlastTheTimeUntilTheNextRunsThatCreateMore() {
         TestPostgres.Database database = TestPostgres.newDatabase();
