@@ -345,6 +345,16 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             throw e;
         } catch (DataAccessException | CannotCreateTransactionException | TransactionSystemException e) {
             // the database failed the claim or gave no connection for it: the handler did not run
+            if (isDataException(e)) {
+                // it refused the key's text itself (a character its encoding lacks, more bytes than the column holds):
+                // every retry would fail alike, so not a 503 and its invitation to retry
+                log.warn("Idempotent request {} {} could not be claimed: the database cannot store its key, caller"
+                                + " or scope as they are (is its encoding UTF8?); answering 400", request.getMethod(),
+                        IdempotencyFilter.loggedPath(request), e);
+                return answer(exchange, problems.render(ProblemResponses.Problem.KEY_MALFORMED, "The request was not"
+                        + " run: the database cannot store its key (with the caller and the operation it belongs to)"
+                        + " as it is. Retrying it will not help.", instance));
+            }
             log.warn("Idempotent request {} {} could not be claimed; answering 503", request.getMethod(),
                     IdempotencyFilter.loggedPath(request), e);
             return answer(exchange, problems.render(ProblemResponses.Problem.STORE_UNAVAILABLE,
@@ -440,6 +450,20 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 + " rolled back, and it was not run{}", request.getMethod(), IdempotencyFilter.loggedPath(request),
                 invocation.getMethod(), value.getClass().getName(), IdempotencyFilter.claimLeftProcessing(execution));
         return answer(exchange, IdempotencyFilter.answeredAsynchronously(problems, execution, instance));
+    }
+
+    /**
+     * Whether the database refused a value of the statement as data (SQLSTATE class 22: a character the database's
+     * encoding lacks, a text longer than its column): the claim's values are the key, caller and scope, which the
+     * library checks against a UTF8 database's columns, and values of its own making. Such a claim fails again alike.
+     */
+    private static boolean isDataException(Throwable failure) {
+        for (Throwable cause = failure; cause != null; cause = cause.getCause()) {
+            if (cause instanceof java.sql.SQLException sql && sql.getSQLState() != null) {
+                return sql.getSQLState().startsWith("22");
+            }
+        }
+        return false;
     }
 
     /** The answer to a request whose key is missing (where one is required) or malformed. */
