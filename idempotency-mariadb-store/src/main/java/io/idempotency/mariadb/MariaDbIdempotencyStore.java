@@ -356,6 +356,12 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
                 problems.add(name + " is " + column + ": it must hold " + length + " characters");
             }
         });
+        Column status = columns.get("response_status");
+        if (status != null && !STATUS_TYPES.contains(status.type().toLowerCase(Locale.ROOT))) {
+            problems.add("response_status is " + status + ", not int: it must hold every HTTP status (a tinyint holds"
+                    + " 127 at most: a stored 404 is refused, and its request answered 500, or, where the SQL mode is"
+                    + " not strict, replayed as 127)");
+        }
         Column body = columns.get("response_body");
         if (body != null && (!body.type().toLowerCase(Locale.ROOT).endsWith("blob") || body.length() == null
                 || body.length() < MIN_BODY_BYTES)) {
@@ -561,6 +567,9 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
     }
 
     /** A column as the catalog describes it. */
+    /** Integer types that hold every HTTP status (100 to 999). */
+    private static final List<String> STATUS_TYPES = List.of("smallint", "mediumint", "int", "integer", "bigint");
+
     private record Column(String type, Long length, String collation, String charset, Integer precision,
                           boolean notNull) {
 

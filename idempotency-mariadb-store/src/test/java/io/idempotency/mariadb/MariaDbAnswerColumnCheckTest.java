@@ -94,6 +94,32 @@ class MariaDbAnswerColumnCheckTest {
     }
 
     @Test
+    void aStatusColumnTooSmallForEveryHttpStatusIsRefused() {
+        TestMariaDb.Database database = TestMariaDb.newDatabase();
+        try (HikariDataSource lenient = database.dataSource(2, config -> config.setConnectionInitSql(
+                "SET SESSION sql_mode = ''"))) {
+            new JdbcTemplate(lenient).execute(MariaDbIdempotencyStore.schema(TABLE)
+                    .replace("response_status  int", "response_status  tinyint"));
+            MariaDbIdempotencyStore store = new MariaDbIdempotencyStore(lenient, TABLE);
+            // what the check prevents: a 404 kept, and replayed, as 127
+            ScopedKey key = newKey();
+            assertThat(store(store, lenient, key, new StoredResponse(404, List.of(), new byte[0]))).isTrue();
+            assertThat(store.find(key).orElseThrow().response().status()).isEqualTo(127);
+
+            assertThatThrownBy(store::checkTable).isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("response_status is tinyint");
+        }
+        for (String type : List.of("smallint", "int", "bigint")) {
+            TestMariaDb.Database accepted = TestMariaDb.newDatabase();
+            try (HikariDataSource dataSource = accepted.dataSource(2)) {
+                new JdbcTemplate(dataSource).execute(MariaDbIdempotencyStore.schema(TABLE)
+                        .replace("response_status  int", "response_status  " + type));
+                new MariaDbIdempotencyStore(dataSource, TABLE).checkTable();
+            }
+        }
+    }
+
+    @Test
     void theBodyColumnsThatHoldEveryStoredAnswerAreAccepted() {
         for (String type : List.of("longblob", "mediumblob")) {
             TestMariaDb.Database database = TestMariaDb.newDatabase();
