@@ -1,6 +1,7 @@
 package io.idempotency.sample.payment;
 
 import io.idempotency.testkit.Async;
+import io.idempotency.testkit.Await;
 import io.idempotency.testkit.FreePorts;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -11,6 +12,11 @@ import java.io.IOException;
 import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
 import java.time.Duration;
 import java.util.Comparator;
 import java.util.List;
@@ -58,6 +64,8 @@ class CrashRecoveryIntegrationTest {
             "crash-after-commit", "X-Chaos: halting the JVM after committing payment ");
 
     private static SampleAppProcess app;
+    /** The port of the running application's embedded PostgreSQL (each start takes a free one). */
+    private static int databasePort;
 
     @BeforeAll
     static void startApp() throws Exception {
@@ -136,7 +144,7 @@ class CrashRecoveryIntegrationTest {
                 throw new CompletionException(e);
             }
         });
-        TimeUnit.MILLISECONDS.sleep(1500); // the handler is sleeping, its transaction open
+        awaitOpenTransaction(); // the handler is sleeping, its transaction open
         app.process().destroy(); // SIGTERM: the web server finishes the request, then the context stops the database
 
         HttpResponse<byte[]> answer = inFlight.get(30, TimeUnit.SECONDS);
@@ -196,12 +204,28 @@ class CrashRecoveryIntegrationTest {
     }
 
     private static SampleAppProcess start() throws Exception {
+        databasePort = FreePorts.outsideEphemeralRange();
         return SampleAppProcess.start("crash-app", WORK_DIR, List.of(
                 "--sample.chaos.enabled=true",
                 // What survives a crash must be the idempotency layer's doing: with the second wall on, a retry that
                 // ran the handler again after a committed payment would answer 200 with it and still leave one row.
                 "--sample.second-wall.enabled=false",
                 "--sample.embedded.data-dir=" + DATA_DIR,
-                "--sample.embedded.port=" + FreePorts.outsideEphemeralRange()));
+                "--sample.embedded.port=" + databasePort));
+    }
+
+    /** Waits until a session of the application's database is idle inside an open transaction: a handler's. */
+    private static void awaitOpenTransaction() throws InterruptedException {
+        Await.until("a handler holding its transaction open", Duration.ofSeconds(30), () -> {
+            try (Connection connection = DriverManager.getConnection("jdbc:postgresql://localhost:" + databasePort
+                    + "/postgres?user=postgres");
+                 Statement statement = connection.createStatement();
+                 ResultSet rs = statement.executeQuery("select count(*) from pg_stat_activity"
+                         + " where state = 'idle in transaction' and pid <> pg_backend_pid()")) {
+                return rs.next() && rs.getLong(1) > 0;
+            } catch (SQLException e) {
+                throw new IllegalStateException(e);
+            }
+        });
     }
 }
