@@ -305,9 +305,14 @@ public class IdempotencyFilter extends OncePerRequestFilter {
                     + " rolled back{}", request.getMethod(), loggedPath(request), claimLeftProcessing(execution));
             // and the connection ends with it: the async work may outlive the request, and what it kept of the
             // connection must meet no later request on it (HTTP/2 has no such header, and a stream per request)
-            response.send(answeredAsynchronously(problems, execution, request.getRequestURI()),
-                    request.getProtocol().startsWith("HTTP/1.") ? CLOSE_CONNECTION : NO_HEADERS);
-            completeAsync(request);
+            try {
+                response.send(answeredAsynchronously(problems, execution, request.getRequestURI()),
+                        request.getProtocol().startsWith("HTTP/1.") ? CLOSE_CONNECTION : NO_HEADERS);
+            } finally {
+                // also when the answer cannot be sent (the client went away): the guarded async context ignores the
+                // application's own complete() since the answer was decided, so no one else would end it
+                completeAsync(request);
+            }
             return;
         }
         if (!response.holdsTheWholeBody()) {
