@@ -27,6 +27,7 @@ import org.springframework.dao.DataAccessException;
 import org.springframework.expression.EvaluationException;
 import org.springframework.expression.Expression;
 import org.springframework.expression.spel.support.MapAccessor;
+import org.springframework.http.HttpEntity;
 import org.springframework.http.HttpHeaders;
 import org.springframework.http.InvalidMediaTypeException;
 import org.springframework.http.MediaType;
@@ -40,6 +41,7 @@ import org.springframework.web.context.request.ServletRequestAttributes;
 import org.springframework.web.method.HandlerMethod;
 import org.springframework.web.servlet.HandlerMapping;
 import org.springframework.web.servlet.function.RouterFunctions;
+import org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter;
 import org.springframework.web.util.WebUtils;
 
 import java.io.IOException;
@@ -449,6 +451,12 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         log.error("Idempotent request {} {}: {} returned {}, an async answer, which @Idempotent does not support;"
                 + " rolled back, and it was not run{}", request.getMethod(), IdempotencyFilter.loggedPath(request),
                 invocation.getMethod(), value.getClass().getName(), IdempotencyFilter.claimLeftProcessing(execution));
+        if ((value instanceof HttpEntity<?> entity ? entity.getBody() : value) instanceof ResponseBodyEmitter emitter) {
+            // never to be given to Spring MVC: what the application's threads send to it would be kept in it for good,
+            // and its sends never fail. Completed, it refuses them, as an emitter whose request has ended does
+            emitter.completeWithError(new IllegalStateException("the answer of an @Idempotent request cannot be"
+                    + " sent asynchronously: the request was rolled back and answered 500"));
+        }
         return answer(exchange, IdempotencyFilter.answeredAsynchronously(problems, execution, instance));
     }
 

@@ -18,6 +18,7 @@ import java.util.stream.Collectors;
 import java.util.stream.IntStream;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * The starter in a real application, over real HTTP, on real PostgreSQL: what is stored, what is replayed, what
@@ -882,6 +883,27 @@ class IdempotentEndpointIntegrationTest extends OrdersApplicationTest {
         assertThat(rows(note + "-late")).as("the answer says nothing was kept, and a retry runs again")
                 .isZero();
         assertThat(keyRows(key)).isZero();
+    }
+
+    /**
+     * An emitter behind a declared {@code Object}, refused as the values above: Spring MVC never gets it, so nothing
+     * would ever send what the application's threads go on sending to it, nor fail their sends. The library completes
+     * it, and they fail as sends to an emitter whose request has ended do.
+     */
+    @Test
+    void anEmitterBehindADeclaredObjectIsCompletedSoThatSendsToItFail() throws Exception {
+        String key = UUID.randomUUID().toString();
+        String note = "async-value-emitter-" + key;
+
+        HttpResponse<byte[]> answer = post("/orders/async-value?kind=emitter", key, "{\"note\":\"" + note + "\"}");
+
+        assertThat(answer.statusCode()).isEqualTo(500);
+        assertProblem(answer, "idempotency-commit-failed");
+        assertThat(rows(note)).isZero();
+        var emitter = OrderController.RETURNED_EMITTERS.remove(note);
+        assertThat(emitter).isNotNull();
+        assertThatThrownBy(() -> emitter.send("an event no one will read"))
+                .isInstanceOf(IllegalStateException.class).hasMessageContaining("already completed");
     }
 
     @Test

@@ -674,6 +674,10 @@ public class OrderController {
      * application's own kind) behind a declared {@code Object}, which no startup check can see: Spring MVC would run it
      * on another thread, where it writes a row of its own.
      */
+    /** The emitters {@code /async-value?kind=emitter} returned, by the note of their request. */
+    public static final Map<String, org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter>
+            RETURNED_EMITTERS = new java.util.concurrent.ConcurrentHashMap<>();
+
     @PostMapping("/async-value")
     @Idempotent
     public Object asyncValue(@RequestBody OrderRequest request,
@@ -684,6 +688,12 @@ public class OrderController {
         }
         if (kind.equals("publisher-entity")) {
             return ResponseEntity.ok(latePublisher(request.note()));
+        }
+        if (kind.equals("emitter")) {
+            // kept, as an application keeps the emitters it sends events to
+            var emitter = new org.springframework.web.servlet.mvc.method.annotation.SseEmitter();
+            RETURNED_EMITTERS.put(request.note(), emitter);
+            return emitter;
         }
         return (java.util.concurrent.Callable<Map<String, Object>>) () -> {
             insert(request.note() + "-late");
