@@ -4,6 +4,7 @@ import io.idempotency.core.ClaimRequest;
 import io.idempotency.core.ClaimResult;
 import io.idempotency.core.IdempotencyRecord;
 import io.idempotency.core.ScopedKey;
+import io.idempotency.core.UnstorableKeyException;
 import org.springframework.dao.DataAccessException;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.core.SqlParameterValue;
@@ -47,6 +48,13 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
     private static final String LOCK_NOT_AVAILABLE = "55P03";
     private static final long MIN_WAIT_NANOS = 1_000_000; // lock_timeout counts in milliseconds
     private static final int MAX_CLAIM_ATTEMPTS = 10;
+    /**
+     * SQLStates of a text the database cannot store as it is: longer than its column (string_data_right_truncation;
+     * in {@code SQL_ASCII} a column counts bytes), with a character its encoding lacks (untranslatable_character,
+     * character_not_in_repertoire).
+     */
+    private static final java.util.Set<String> UNSTORABLE_TEXT = java.util.Set.of("22001", "22P05", "22021");
+
     /** SQLState of a serialization failure; at READ COMMITTED, of a row moved to another partition meanwhile. */
     private static final String SERIALIZATION_FAILURE = "40001";
     private static final int MAX_WRITE_ATTEMPTS = 3;
@@ -184,8 +192,14 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
             try {
                 result = attempt(remaining, UUID.randomUUID().toString(), deadline);
             } catch (DataAccessException e) {
-                if (LOCK_NOT_AVAILABLE.equals(sqlState(e))) {
+                String state = sqlState(e);
+                if (LOCK_NOT_AVAILABLE.equals(state)) {
                     return new ClaimResult.Busy(); // the bounded wait ran out
+                }
+                if (state != null && UNSTORABLE_TEXT.contains(state)) {
+                    // the claim's text values are its caller, scope and key (checked against a UTF8 database's
+                    // columns); the rest are of the store's making
+                    throw new UnstorableKeyException(request.key(), e);
                 }
                 throw e;
             }

@@ -11,6 +11,7 @@ import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.core.Transactions;
+import io.idempotency.core.UnstorableKeyException;
 import jakarta.servlet.http.HttpServletRequest;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.aopalliance.intercept.MethodInvocation;
@@ -87,6 +88,9 @@ import java.util.concurrent.ConcurrentHashMap;
 public class IdempotentMethodInterceptor implements MethodInterceptor {
 
     private static final Logger log = LoggerFactory.getLogger(IdempotentMethodInterceptor.class);
+    /** Whether a key the database cannot store was logged at WARN: once, the others at DEBUG. */
+    private final java.util.concurrent.atomic.AtomicBoolean unstorableKeyWarned =
+            new java.util.concurrent.atomic.AtomicBoolean();
 
     /** Sent with every replayed answer. */
     public static final String REPLAYED_HEADER = "Idempotent-Replayed";
@@ -345,18 +349,23 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 throw inArrivedTransaction(invocation, e);
             }
             throw e;
+        } catch (UnstorableKeyException e) {
+            // the database refused the key's text itself (a character its encoding lacks, more bytes than its column
+            // holds): every retry would fail alike, so no 503 and its invitation to retry. Any client can send such
+            // keys, and the database's message quotes them: the operator is told once, the rest at DEBUG
+            if (unstorableKeyWarned.compareAndSet(false, true)) {
+                log.warn("Idempotent request {} {} could not be claimed: {} (SQLState {}); answering 400. Later such"
+                                + " requests are logged at DEBUG", request.getMethod(),
+                        IdempotencyFilter.loggedPath(request), e.getMessage(), sqlState(e));
+            } else {
+                log.debug("Idempotent request {} {} could not be claimed: {} (SQLState {}); answering 400",
+                        request.getMethod(), IdempotencyFilter.loggedPath(request), e.getMessage(), sqlState(e));
+            }
+            return answer(exchange, problems.render(ProblemResponses.Problem.KEY_MALFORMED, "The request was not"
+                    + " run: the database cannot store its key (with the caller and the operation it belongs to) as"
+                    + " it is. Retrying it will not help.", instance));
         } catch (DataAccessException | CannotCreateTransactionException | TransactionSystemException e) {
             // the database failed the claim or gave no connection for it: the handler did not run
-            if (isDataException(e)) {
-                // it refused the key's text itself (a character its encoding lacks, more bytes than the column holds):
-                // every retry would fail alike, so not a 503 and its invitation to retry
-                log.warn("Idempotent request {} {} could not be claimed: the database cannot store its key, caller"
-                                + " or scope as they are (is its encoding UTF8?); answering 400", request.getMethod(),
-                        IdempotencyFilter.loggedPath(request), e);
-                return answer(exchange, problems.render(ProblemResponses.Problem.KEY_MALFORMED, "The request was not"
-                        + " run: the database cannot store its key (with the caller and the operation it belongs to)"
-                        + " as it is. Retrying it will not help.", instance));
-            }
             log.warn("Idempotent request {} {} could not be claimed; answering 503", request.getMethod(),
                     IdempotencyFilter.loggedPath(request), e);
             return answer(exchange, problems.render(ProblemResponses.Problem.STORE_UNAVAILABLE,
@@ -460,18 +469,14 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
         return answer(exchange, IdempotencyFilter.answeredAsynchronously(problems, execution, instance));
     }
 
-    /**
-     * Whether the database refused a value of the statement as data (SQLSTATE class 22: a character the database's
-     * encoding lacks, a text longer than its column): the claim's values are the key, caller and scope, which the
-     * library checks against a UTF8 database's columns, and values of its own making. Such a claim fails again alike.
-     */
-    private static boolean isDataException(Throwable failure) {
+    /** The SQLState of the database's refusal behind {@code failure}, if any. */
+    private static String sqlState(Throwable failure) {
         for (Throwable cause = failure; cause != null; cause = cause.getCause()) {
             if (cause instanceof java.sql.SQLException sql && sql.getSQLState() != null) {
-                return sql.getSQLState().startsWith("22");
+                return sql.getSQLState();
             }
         }
-        return false;
+        return null;
     }
 
     /** The answer to a request whose key is missing (where one is required) or malformed. */

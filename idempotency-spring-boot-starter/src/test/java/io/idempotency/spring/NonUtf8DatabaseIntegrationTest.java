@@ -4,10 +4,13 @@ import io.idempotency.core.Idempotent;
 import io.idempotency.testkit.TestPostgres;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.WebApplicationType;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.boot.web.server.context.WebServerApplicationContext;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Import;
@@ -34,6 +37,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * answered 503 with an invitation to retry what will fail alike every time; keys the encoding holds work as usual.
  */
 @Tag("container")
+@ExtendWith(OutputCaptureExtension.class)
 class NonUtf8DatabaseIntegrationTest {
 
     private static final AtomicInteger RUNS = new AtomicInteger();
@@ -54,7 +58,8 @@ class NonUtf8DatabaseIntegrationTest {
     }
 
     @Test
-    void aKeyTheDatabasesEncodingCannotHoldIsRefusedAsTheKeysFaultAndOthersWork() throws Exception {
+    void aKeyTheDatabasesEncodingCannotHoldIsRefusedAsTheKeysFaultAndOthersWork(CapturedOutput output)
+            throws Exception {
         TestPostgres.Database server = TestPostgres.newDatabase();
         String name = "t_latin1_" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
         try (Connection connection = DriverManager.getConnection(server.url(), server.user(), server.password());
@@ -93,6 +98,10 @@ class NonUtf8DatabaseIntegrationTest {
                 assertThat(replay.body()).isEqualTo(first.body());
                 assertThat(RUNS.get() - before).as("only the storable key's request ran, once").isOne();
                 assertThat(latin1.queryLong("select count(*) from idempotency_keys")).isOne();
+                // the operator is told once, without the key, which any client may send and the database quotes
+                assertThat(output.getOut().split("the database cannot store the claim's caller, scope or key", -1))
+                        .as("WARN lines").hasSize(2);
+                assertThat(output.getOut()).contains("is its encoding UTF8?").doesNotContain(unstorable);
             }
         } finally {
             try (Connection connection = DriverManager.getConnection(server.url(), server.user(), server.password());
