@@ -462,7 +462,8 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 invocation.getMethod(), value.getClass().getName(), IdempotencyFilter.claimLeftProcessing(execution));
         if ((value instanceof HttpEntity<?> entity ? entity.getBody() : value) instanceof ResponseBodyEmitter emitter) {
             // never to be given to Spring MVC: what the application's threads send to it would be kept in it for good,
-            // and its sends never fail. Completed, it refuses them, as an emitter whose request has ended does
+            // and its sends never fail. Completed, it refuses them (IllegalStateException); its onCompletion and
+            // onError callbacks do not run, since no request ever used it
             emitter.completeWithError(new IllegalStateException("the answer of an @Idempotent request cannot be"
                     + " sent asynchronously: the request was rolled back and answered 500"));
         }
@@ -1070,10 +1071,14 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
          * in that charset (also a body in a content coding the library cannot undo) have no one text: read with
          * replacement characters, two bodies that differ there would read alike, and be one key or fingerprint.
          *
-         * @param readsBody whether an expression reads {@code #body}: only then is such a body refused
+         * @param readsBody whether an expression reads {@code #body}: only then is it read (else null), and such a
+         *                  body refused
          * @throws UnreadableTextException if the body has no one text and an expression reads it
          */
         private Object bodyVariable(boolean readsBody) throws UnreadableTextException {
+            if (!readsBody) {
+                return null; // no expression reads it: not worth decoding
+            }
             if (isJson) {
                 return json;
             }
@@ -1084,10 +1089,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             try {
                 charset = charsetOf(contentType(request), request);
             } catch (IllegalArgumentException e) {
-                if (readsBody) {
-                    throw new UnreadableTextException("its charset is not supported");
-                }
-                return new String(body, StandardCharsets.UTF_8);
+                throw new UnreadableTextException("its charset is not supported");
             }
             if (charset == null) {
                 charset = StandardCharsets.UTF_8;
@@ -1104,9 +1106,6 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                         .encode(text.duplicate());
                 return text.toString();
             } catch (CharacterCodingException e) {
-                if (!readsBody) {
-                    return new String(body, charset);
-                }
                 throw new UnreadableTextException(coded
                         ? "it is in a content coding the library does not decompress"
                         : "it is not valid " + charset.name());

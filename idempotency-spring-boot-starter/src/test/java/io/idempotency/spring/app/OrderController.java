@@ -669,15 +669,15 @@ public class OrderController {
         servletRequest.startAsync(servletRequest, servletResponse);
     }
 
-    /**
-     * Writes a row, then answers with a {@code Callable} (or, with {@code ?kind=export}, a streaming body of the
-     * application's own kind) behind a declared {@code Object}, which no startup check can see: Spring MVC would run it
-     * on another thread, where it writes a row of its own.
-     */
     /** The emitters {@code /async-value?kind=emitter} returned, by the note of their request. */
     public static final Map<String, org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter>
             RETURNED_EMITTERS = new java.util.concurrent.ConcurrentHashMap<>();
 
+    /**
+     * Writes a row, then answers with a {@code Callable} (or, with {@code ?kind=export}, a streaming body of the
+     * application's own kind; with {@code ?kind=emitter}, an emitter it keeps) behind a declared {@code Object},
+     * which no startup check can see: Spring MVC would run it on another thread, where it writes a row of its own.
+     */
     @PostMapping("/async-value")
     @Idempotent
     public Object asyncValue(@RequestBody OrderRequest request,
