@@ -184,6 +184,8 @@ public class PostgresPartitionMaintenance {
     /**
      * As {@link #dropExpired(Duration)}, telling {@code afterDrop} the name of each table as soon as it is dropped: a
      * call that fails later (another partition's lock not had in time, its drop refused) has still dropped those.
+     * Claims deleted unresolved with an expired partition are not told: see
+     * {@link #dropExpired(Duration, Consumer, Consumer)}.
      */
     public Run dropExpired(Duration retention, Consumer<String> afterDrop) {
         return dropExpired(retention, afterDrop, key -> { });
@@ -630,12 +632,28 @@ public class PostgresPartitionMaintenance {
                      + " AND status = 'PROCESSING' AND expires_at < now()"
                      + " RETURNING caller, scope, idempotency_key")) {
             while (rs.next()) {
-                removed.add(new ScopedKey(rs.getString(1), rs.getString(2), rs.getString(3)));
+                try {
+                    removed.add(new ScopedKey(rs.getString(1), rs.getString(2), rs.getString(3)));
+                } catch (IllegalArgumentException | NullPointerException unlike) {
+                    // a row no claim of the library's wrote (an empty key, one too long for a ScopedKey, in a table
+                    // made wider by hand): named as near as a key can name it, rather than failing the run (the
+                    // delete has committed) with the rest unnamed
+                    removed.add(new ScopedKey(named(rs.getString(1)), named(rs.getString(2)),
+                            named(rs.getString(3))));
+                }
             }
         }
         // told once the delete has committed (the connection commits each statement): never a claim still there
         removed.forEach(abandoned);
         return !holdsUnexpiredRecords(connection, partition);
+    }
+
+    /** {@code part} as a part of a {@link ScopedKey} can hold it: printable, not empty, at most 255 characters. */
+    private static String named(String part) {
+        String printable = part == null || part.isEmpty() ? "(none)" : ScopedKey.printable(part);
+        return printable.length() <= ScopedKey.MAX_LENGTH ? printable
+                : printable.substring(0, printable.offsetByCodePoints(0, Math.min(printable.codePointCount(0,
+                printable.length()), ScopedKey.MAX_LENGTH / 2 - 1))) + "…";
     }
 
     private List<Partition> partitions(Connection connection) throws SQLException {

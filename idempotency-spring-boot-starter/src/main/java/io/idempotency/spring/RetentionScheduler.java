@@ -145,11 +145,11 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
                 run = partitions.dropExpired(retention, name -> {
                     dropped.add(name);
                     meters.partitionsDropped(1);
-                }, key -> log.warn("Idempotency claim of {} removed with its expired partition, its outcome never"
-                        + " resolved: its lease ran out more than the retention ago and no retry or stale claim"
-                        + " sweep decided it (the sweeper off, or its resolver failing). Whether its side effect"
-                        + " happened is known only to the third party; a retry with its key now runs the request"
-                        + " again", key.describe()));
+                }, key -> log.warn("Idempotency claim of {} removed from an expired partition, its outcome never"
+                        + " resolved: claimed more than the retention ago, its lease since run out, and no retry or"
+                        + " stale claim sweep decided it (the sweeper off, or its resolver failing). Whether its side"
+                        + " effect happened is known only to the third party; a retry with its key now runs the"
+                        + " request again", key.describe()));
             } catch (RuntimeException e) {
                 if (!dropped.isEmpty()) {
                     log.info("Idempotency partitions dropped before the run failed: {}", dropped);

@@ -434,7 +434,7 @@ class RetentionConfigurationTest {
 
                     assertThat(database.queryLong("select count(*) from idempotency_keys")).isZero();
                     assertThat(output).containsPattern("WARN .*Idempotency claim of caller 'alice' on 'POST /charges'"
-                            + " with key 'charge-41' removed with its expired partition, its outcome never resolved");
+                            + " with key 'charge-41' removed from an expired partition, its outcome never resolved");
                 });
     }
 
