@@ -358,7 +358,8 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
         });
         Column status = columns.get("response_status");
         if (status != null && !STATUS_TYPES.contains(status.type().toLowerCase(Locale.ROOT))) {
-            problems.add("response_status is " + status + ", not int: it must hold every HTTP status (a tinyint holds"
+            problems.add("response_status is " + status + ", not an integer type of at least smallint (int, as made):"
+                    + " it must hold every HTTP status (a tinyint holds"
                     + " 127 at most: a stored 404 is refused, and its request answered 500, or, where the SQL mode is"
                     + " not strict, replayed as 127)");
         }
@@ -566,10 +567,10 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
         }
     }
 
-    /** A column as the catalog describes it. */
-    /** Integer types that hold every HTTP status (100 to 999). */
-    private static final List<String> STATUS_TYPES = List.of("smallint", "mediumint", "int", "integer", "bigint");
+    /** Integer types that hold every HTTP status (100 to 999), as the catalog names them ({@code DATA_TYPE}). */
+    private static final List<String> STATUS_TYPES = List.of("smallint", "mediumint", "int", "bigint");
 
+    /** A column as the catalog describes it. */
     private record Column(String type, Long length, String collation, String charset, Integer precision,
                           boolean notNull) {
 
