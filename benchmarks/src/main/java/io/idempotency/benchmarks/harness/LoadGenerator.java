@@ -259,8 +259,7 @@ final class LoadGenerator implements AutoCloseable {
             }
             long latency = System.nanoTime() - start;
             boolean expected = response.status() == 201 && switch (kind) {
-                case PLAIN -> true;
-                case FIRST -> !response.replayed();
+                case PLAIN, FIRST -> !response.replayed();
                 case REPLAY -> response.replayed();
             };
             if (!expected) {
