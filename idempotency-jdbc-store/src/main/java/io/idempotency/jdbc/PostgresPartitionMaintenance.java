@@ -205,6 +205,39 @@ public class PostgresPartitionMaintenance {
     }
 
     /**
+     * Why the connection's role cannot create, detach or drop partitions of the table, or null when it can:
+     * PostgreSQL lets only the table's owner (or a member of the owning role) attach a partition to it or detach one,
+     * and a partition is created as a table of the schema, which needs CREATE on it. A role granted only what requests
+     * need (a table made by a DBA) starts while partitions made ahead still cover the present, and then fails every
+     * run until the last one runs out, and with it every claim.
+     */
+    public String maintenanceDenied() {
+        try (Connection connection = ReadConnections.borrow(dataSource);
+             PreparedStatement statement = connection.prepareStatement("SELECT current_user,"
+                     + " pg_has_role(current_user, c.relowner, 'USAGE'), c.relowner::regrole::text,"
+                     + " has_schema_privilege(c.relnamespace, 'CREATE'), c.relnamespace::regnamespace::text"
+                     + " FROM pg_class c WHERE c.oid = to_regclass(?)")) {
+            statement.setString(1, table);
+            try (ResultSet rs = statement.executeQuery()) {
+                if (!rs.next()) {
+                    return null; // no such table: the maintenance's own runs say so
+                }
+                List<String> lacks = new ArrayList<>();
+                if (!rs.getBoolean(2)) {
+                    lacks.add("does not own table " + table + " (its owner is " + rs.getString(3) + ")");
+                }
+                if (!rs.getBoolean(4)) {
+                    lacks.add("lacks CREATE on schema " + rs.getString(5));
+                }
+                return lacks.isEmpty() ? null : "the database role " + rs.getString(1) + " " + String.join(" and ",
+                        lacks);
+            }
+        } catch (SQLException e) {
+            throw new IllegalStateException("could not look up who may maintain the partitions of " + table, e);
+        }
+    }
+
+    /**
      * Whether an attached partition covers the database's current time, so that a claim now has one to go into: a
      * range partition, or a default partition (which one made outside the library may have).
      */

@@ -72,6 +72,22 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
         if (partitions == null) {
             return;
         }
+        if (createPartitions || dropPartitions) {
+            String denied = partitions.maintenanceDenied();
+            if (denied != null) {
+                String settings = (createPartitions ? "idempotency.retention.cleanup.create-partitions=true" : "")
+                        + (createPartitions && dropPartitions ? " and " : "")
+                        + (dropPartitions ? "idempotency.retention.cleanup.enabled=true" : "");
+                throw new IdempotencyConfigurationException("The application keeps the partitions of the idempotency"
+                        + " table (" + settings + "), but " + denied + ": PostgreSQL lets only the table's owner"
+                        + " attach and detach its partitions, and a new one is a table of its schema. Partitions made"
+                        + " ahead would run out, and then every claim fail, so the application does not start.",
+                        "Make the application's role the table's owner (ALTER TABLE … OWNER TO) with CREATE on its"
+                        + " schema, or leave the partitions to whoever owns the table:"
+                        + " idempotency.retention.cleanup.create-partitions=false and"
+                        + " idempotency.retention.cleanup.enabled=false.");
+            }
+        }
         if (createPartitions) {
             createPartitionsAtStartup();
         } else if (!partitions.coversNow()) {

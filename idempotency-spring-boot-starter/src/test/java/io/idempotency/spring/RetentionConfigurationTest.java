@@ -43,6 +43,42 @@ class RetentionConfigurationTest {
                         "idempotency.lease (5m)", "lets that retry run the request again");
     }
 
+    /**
+     * A DBA made the partitioned table, and partitions ahead, and granted the application's role what requests need:
+     * the start used to pass while those partitions covered the present, and every run then failed ("must be owner of
+     * table") until they ran out, and with them every claim. Keeping the partitions needs the table's owner.
+     */
+    @Test
+    void keepingThePartitionsOfATableTheApplicationsRoleDoesNotOwnIsRefusedAtStartup() {
+        TestPostgres.Database database = TestPostgres.newDatabase();
+        database.queryString(io.idempotency.jdbc.IdempotencySchema.postgresqlPartitioned("idempotency_keys"));
+        database.queryString("create table idempotency_keys_now partition of idempotency_keys for values from"
+                + " (now() - interval '1 day') to (now() + interval '30 days')");
+        String role = "idempotency_" + database.schema() + "_app";
+        database.queryString("create role " + role);
+        try {
+            database.queryString("grant usage on schema " + database.schema() + " to " + role);
+            database.queryString("grant select, insert, update, delete on idempotency_keys to " + role);
+            org.springframework.boot.test.context.runner.WebApplicationContextRunner asTheRole =
+                    TestDatabases.contextRunner(database).withPropertyValues(
+                            "spring.datasource.hikari.connection-init-sql=set role " + role,
+                            "idempotency.retention.cleanup.mode=drop-partitions",
+                            "idempotency.retention.cleanup.partition-interval=1d");
+
+            assertStartFailsWithDescription(asTheRole).contains("the database role " + role
+                    + " does not own table idempotency_keys", "lacks CREATE on schema", "create-partitions=true");
+            assertStartFailsWithDescription(asTheRole.withPropertyValues(
+                    "idempotency.retention.cleanup.create-partitions=false")).contains("cleanup.enabled=true",
+                    "does not own table");
+            // the partitions left to whoever owns the table: requests need no more than they were granted
+            asTheRole.withPropertyValues("idempotency.retention.cleanup.create-partitions=false",
+                    "idempotency.retention.cleanup.enabled=false").run(context -> assertThat(context).hasNotFailed());
+        } finally {
+            database.queryString("drop owned by " + role);
+            database.queryString("drop role " + role);
+        }
+    }
+
     @Test
     void partitionsManagedElsewhereAreLeftAloneButMustCoverTheCurrentTime() {
         TestPostgres.Database database = TestPostgres.newDatabase();
