@@ -397,44 +397,31 @@ class RetentionConfigurationTest {
     @Test
     void anExpiredPartitionIsDroppedWhileARequestLongerThanTheDdlLockTimeoutIsInProgress() {
         TestPostgres.Database database = TestPostgres.newDatabase();
-        TestDatabases.contextRunner(database)
-                .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
-                        "idempotency.retention.cleanup.partition-interval=1h",
-                        "idempotency.retention.cleanup.partitions-ahead=3",
-                        "idempotency.retention.ttl=1d", "idempotency.retention.max-retry-window=1h")
-                .run(context -> {
-                    assertThat(context).hasNotFailed();
-                    RetentionScheduler scheduler = context.getBean(RetentionScheduler.class);
-                    scheduler.stop(); // this test runs it
-                    database.queryString("create table idempotency_keys_expired"
-                            + " (like idempotency_keys including defaults including constraints)");
-                    database.queryString("do $$ begin execute format('alter table idempotency_keys attach partition"
-                            + " idempotency_keys_expired for values from (%L) to (%L)', now() - interval '5 days',"
-                            + " now() - interval '4 days'); end $$");
-                    try (Connection request = context.getBean(DataSource.class).getConnection()) {
-                        // a request of four seconds in progress: its transaction on the table stays open meanwhile
-                        request.setAutoCommit(false);
-                        request.createStatement().execute("select count(*) from idempotency_keys");
-                        CompletableFuture<Void> ends = Async.run(() -> {
-                            try {
-                                Thread.sleep(4000);
-                                request.commit();
-                            } catch (InterruptedException | SQLException e) {
-                                throw new IllegalStateException(e);
-                            }
-                        });
-
-                        scheduler.runOnce();
-
-                        ends.get(30, TimeUnit.SECONDS);
+        withAnExpiredPartition(database, (context, scheduler) -> {
+            try (Connection request = context.getBean(DataSource.class).getConnection()) {
+                // a request of four seconds in progress: its transaction on the table stays open meanwhile
+                request.setAutoCommit(false);
+                request.createStatement().execute("select count(*) from idempotency_keys");
+                CompletableFuture<Void> ends = Async.run(() -> {
+                    try {
+                        Thread.sleep(4000);
+                        request.commit();
+                    } catch (InterruptedException | SQLException e) {
+                        throw new IllegalStateException(e);
                     }
-                    assertThat(database.queryLong("select count(*) from pg_class"
-                            + " where relname = 'idempotency_keys_expired' and relnamespace = current_schema()::regnamespace"))
-                            .as("detached and dropped once the request ended").isZero();
-                    assertThat(database.queryLong("select count(*) from pg_inherits"
-                            + " where inhparent = to_regclass('idempotency_keys') and inhdetachpending"))
-                            .as("no detach left pending").isZero();
                 });
+
+                scheduler.runOnce();
+
+                ends.get(30, TimeUnit.SECONDS);
+            }
+            assertThat(database.queryLong("select count(*) from pg_class"
+                    + " where relname = 'idempotency_keys_expired' and relnamespace = current_schema()::regnamespace"))
+                    .as("detached and dropped once the request ended").isZero();
+            assertThat(database.queryLong("select count(*) from pg_inherits"
+                    + " where inhparent = to_regclass('idempotency_keys') and inhdetachpending"))
+                    .as("no detach left pending").isZero();
+        });
     }
 
     /**
@@ -446,6 +433,31 @@ class RetentionConfigurationTest {
     @ExtendWith(OutputCaptureExtension.class)
     void anUnresolvedClaimDroppedWithItsPartitionIsNamedInAWarning(CapturedOutput output) {
         TestPostgres.Database database = TestPostgres.newDatabase();
+        withAnExpiredPartition(database, (context, scheduler) -> {
+            database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status,"
+                    + " request_hash, fencing_token, created_at, expires_at, locked_until) values ('alice',"
+                    + " 'POST /charges', 'charge-41', 'PROCESSING', 'h', gen_random_uuid(),"
+                    + " now() - interval '5 days' + interval '1 minute', now() - interval '4 days',"
+                    + " now() - interval '5 days' + interval '6 minutes')");
+
+            scheduler.runOnce();
+
+            assertThat(database.queryLong("select count(*) from idempotency_keys")).isZero();
+            assertThat(output).containsPattern("WARN .*Idempotency claim of caller 'alice' on 'POST /charges'"
+                    + " with key 'charge-41' removed from an expired partition, its outcome never resolved");
+        });
+    }
+
+    private interface WithAnExpiredPartition {
+        void run(org.springframework.boot.test.context.assertj.AssertableWebApplicationContext context,
+                 RetentionScheduler scheduler) throws Throwable;
+    }
+
+    /**
+     * Runs {@code test} in an application of hourly partitions and a retention of a day, whose scheduled runs are
+     * stopped (the test makes them), with a partition {@code idempotency_keys_expired} of five to four days ago.
+     */
+    private static void withAnExpiredPartition(TestPostgres.Database database, WithAnExpiredPartition test) {
         TestDatabases.contextRunner(database)
                 .withPropertyValues("idempotency.retention.cleanup.mode=drop-partitions",
                         "idempotency.retention.cleanup.partition-interval=1h",
@@ -454,23 +466,13 @@ class RetentionConfigurationTest {
                 .run(context -> {
                     assertThat(context).hasNotFailed();
                     RetentionScheduler scheduler = context.getBean(RetentionScheduler.class);
-                    scheduler.stop(); // this test runs it
+                    scheduler.stop();
                     database.queryString("create table idempotency_keys_expired"
                             + " (like idempotency_keys including defaults including constraints)");
-                    database.queryString("do $$ begin execute format('alter table idempotency_keys attach partition"
-                            + " idempotency_keys_expired for values from (%L) to (%L)', now() - interval '5 days',"
-                            + " now() - interval '4 days'); end $$");
-                    database.queryString("insert into idempotency_keys (caller, scope, idempotency_key, status,"
-                            + " request_hash, fencing_token, created_at, expires_at, locked_until) values ('alice',"
-                            + " 'POST /charges', 'charge-41', 'PROCESSING', 'h', gen_random_uuid(),"
-                            + " now() - interval '5 days' + interval '1 minute', now() - interval '4 days',"
-                            + " now() - interval '5 days' + interval '6 minutes')");
-
-                    scheduler.runOnce();
-
-                    assertThat(database.queryLong("select count(*) from idempotency_keys")).isZero();
-                    assertThat(output).containsPattern("WARN .*Idempotency claim of caller 'alice' on 'POST /charges'"
-                            + " with key 'charge-41' removed from an expired partition, its outcome never resolved");
+                    database.queryString("do $$ begin execute format('alter table idempotency_keys attach"
+                            + " partition idempotency_keys_expired for values from (%L) to (%L)',"
+                            + " now() - interval '5 days', now() - interval '4 days'); end $$");
+                    test.run(context, scheduler);
                 });
     }
 
