@@ -12,8 +12,8 @@ public class UnstorableKeyException extends RuntimeException {
 
     /** @param cause the database's refusal; its message may quote the key */
     public UnstorableKeyException(ScopedKey key, Throwable cause) {
-        super("the database cannot store the claim's caller, scope or key as they are (is its encoding UTF8?)",
-                cause);
+        super("the database cannot store the claim's caller, scope or key as they are (is its encoding UTF8, and are"
+                + " the key columns as wide as the library's script makes them?)", cause);
         this.key = key;
     }
 

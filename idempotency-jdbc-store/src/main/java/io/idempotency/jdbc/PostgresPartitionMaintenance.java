@@ -205,29 +205,43 @@ public class PostgresPartitionMaintenance {
     }
 
     /**
-     * Why the connection's role cannot create, detach or drop partitions of the table, or null when it can:
-     * PostgreSQL lets only the table's owner (or a member of the owning role) attach a partition to it or detach one,
-     * and a partition is created as a table of the schema, which needs CREATE on it. A role granted only what requests
-     * need (a table made by a DBA) starts while partitions made ahead still cover the present, and then fails every
-     * run until the last one runs out, and with it every claim.
+     * Why the connection's role cannot keep the table's partitions as asked, or null when it can. PostgreSQL lets only
+     * the owner of a table (or a member of the owning role) attach a partition to it, detach one or drop one: so
+     * creating needs the table, and CREATE on the schema new partitions are made in (the connection's current schema,
+     * where the table's name is found); dropping needs the table and each of its partitions, also those someone else
+     * made. A role granted only what requests need (a table made by a DBA) starts while partitions made ahead still
+     * cover the present, and then fails every run: until the last one runs out, and with it every claim, when it
+     * creates them; for good, the table growing, when it only drops them.
+     *
+     * @param creates whether the application creates partitions
+     * @param drops   whether it detaches and drops expired ones
      */
-    public String maintenanceDenied() {
+    public String maintenanceDenied(boolean creates, boolean drops) {
         try (Connection connection = ReadConnections.borrow(dataSource);
              PreparedStatement statement = connection.prepareStatement("SELECT current_user,"
                      + " pg_has_role(current_user, c.relowner, 'USAGE'), c.relowner::regrole::text,"
-                     + " has_schema_privilege(c.relnamespace, 'CREATE'), c.relnamespace::regnamespace::text"
+                     + " current_schema() IS NOT NULL AND has_schema_privilege(current_schema(), 'CREATE'),"
+                     + " current_schema(), (SELECT string_agg(p.oid::regclass::text || ' (' || p.relowner::regrole::text"
+                     + " || ')', ', ' ORDER BY p.oid::regclass::text) FROM pg_inherits i JOIN pg_class p"
+                     + " ON p.oid = i.inhrelid WHERE i.inhparent = c.oid"
+                     // a default partition is never dropped (nor any other while there is one)
+                     + " AND p.oid <> (SELECT partdefid FROM pg_partitioned_table WHERE partrelid = c.oid)"
+                     + " AND NOT pg_has_role(current_user, p.relowner, 'USAGE'))"
                      + " FROM pg_class c WHERE c.oid = to_regclass(?)")) {
             statement.setString(1, table);
             try (ResultSet rs = statement.executeQuery()) {
-                if (!rs.next()) {
+                if (!rs.next() || !(creates || drops)) {
                     return null; // no such table: the maintenance's own runs say so
                 }
                 List<String> lacks = new ArrayList<>();
                 if (!rs.getBoolean(2)) {
                     lacks.add("does not own table " + table + " (its owner is " + rs.getString(3) + ")");
                 }
-                if (!rs.getBoolean(4)) {
-                    lacks.add("lacks CREATE on schema " + rs.getString(5));
+                if (creates && !rs.getBoolean(4)) {
+                    lacks.add("lacks CREATE on schema " + rs.getString(5) + ", where new partitions are made");
+                }
+                if (drops && rs.getString(6) != null) {
+                    lacks.add("does not own its partitions " + rs.getString(6));
                 }
                 return lacks.isEmpty() ? null : "the database role " + rs.getString(1) + " " + String.join(" and ",
                         lacks);
@@ -681,12 +695,16 @@ public class PostgresPartitionMaintenance {
         return !holdsUnexpiredRecords(connection, partition);
     }
 
-    /** {@code part} as a part of a {@link ScopedKey} can hold it: printable, not empty, at most 255 characters. */
+    /**
+     * {@code part} as a part of a {@link ScopedKey} can hold it: not empty, at most 255 characters (its log line makes
+     * it printable).
+     */
     private static String named(String part) {
-        String printable = part == null || part.isEmpty() ? "(none)" : ScopedKey.printable(part);
-        return printable.length() <= ScopedKey.MAX_LENGTH ? printable
-                : printable.substring(0, printable.offsetByCodePoints(0, Math.min(printable.codePointCount(0,
-                printable.length()), ScopedKey.MAX_LENGTH / 2 - 1))) + "…";
+        if (part == null || part.isEmpty()) {
+            return "(none)";
+        }
+        return part.length() <= ScopedKey.MAX_LENGTH ? part : part.substring(0, part.offsetByCodePoints(0,
+                Math.min(part.codePointCount(0, part.length()), ScopedKey.MAX_LENGTH / 2 - 1))) + "…";
     }
 
     private List<Partition> partitions(Connection connection) throws SQLException {

@@ -359,9 +359,9 @@ public class MariaDbIdempotencyStore extends JdbcIdempotencyStore {
         Column status = columns.get("response_status");
         if (status != null && !STATUS_TYPES.contains(status.type().toLowerCase(Locale.ROOT))) {
             problems.add("response_status is " + status + ", not an integer type of at least smallint (int, as made):"
-                    + " it must hold every HTTP status (a tinyint holds"
-                    + " 127 at most: a stored 404 is refused, and its request answered 500, or, where the SQL mode is"
-                    + " not strict, replayed as 127)");
+                    + " it must hold every HTTP status (a tinyint holds 127 at most: an answer of 200 or 404 is"
+                    + " refused, and its request answered 500, or, where the SQL mode is not strict, replayed as"
+                    + " 127)");
         }
         Column body = columns.get("response_body");
         if (body != null && (!body.type().toLowerCase(Locale.ROOT).endsWith("blob") || body.length() == null

@@ -464,8 +464,13 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             // never to be given to Spring MVC: what the application's threads send to it would be kept in it for good,
             // and its sends never fail. Completed, it refuses them (IllegalStateException); its onCompletion and
             // onError callbacks do not run, since no request ever used it
-            emitter.completeWithError(new IllegalStateException("the answer of an @Idempotent request cannot be"
-                    + " sent asynchronously: the request was rolled back and answered 500"));
+            try {
+                emitter.completeWithError(new IllegalStateException("the answer of an @Idempotent request cannot be"
+                        + " sent asynchronously: the request was rolled back and answered 500"));
+            } catch (RuntimeException e) { // an emitter of the application's own kind: the answer is sent all the same
+                log.warn("The refused emitter of {} {} could not be completed", request.getMethod(),
+                        IdempotencyFilter.loggedPath(request), e);
+            }
         }
         return answer(exchange, IdempotencyFilter.answeredAsynchronously(problems, execution, instance));
     }

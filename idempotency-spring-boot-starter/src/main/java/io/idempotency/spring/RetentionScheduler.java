@@ -73,17 +73,19 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
             return;
         }
         if (createPartitions || dropPartitions) {
-            String denied = partitions.maintenanceDenied();
+            String denied = partitions.maintenanceDenied(createPartitions, dropPartitions);
             if (denied != null) {
                 String settings = (createPartitions ? "idempotency.retention.cleanup.create-partitions=true" : "")
                         + (createPartitions && dropPartitions ? " and " : "")
                         + (dropPartitions ? "idempotency.retention.cleanup.enabled=true" : "");
                 throw new IdempotencyConfigurationException("The application keeps the partitions of the idempotency"
-                        + " table (" + settings + "), but " + denied + ": PostgreSQL lets only the table's owner"
-                        + " attach and detach its partitions, and a new one is a table of its schema. Partitions made"
-                        + " ahead would run out, and then every claim fail, so the application does not start.",
-                        "Make the application's role the table's owner (ALTER TABLE … OWNER TO) with CREATE on its"
-                        + " schema, or leave the partitions to whoever owns the table:"
+                        + " table (" + settings + "), but " + denied + ": PostgreSQL lets only a table's owner"
+                        + " attach, detach and drop its partitions, and a new one is a table of the schema. "
+                        + (createPartitions ? "Partitions made ahead would run out, and then every claim fail"
+                        : "No expired partition would ever be dropped") + ", so the application does not start.",
+                        "Make the application's role the owner of the table and of each of its partitions (ALTER"
+                        + " TABLE … OWNER TO)" + (createPartitions ? ", with CREATE on the schema" : "") + ", or"
+                        + " leave the partitions to whoever owns them:"
                         + " idempotency.retention.cleanup.create-partitions=false and"
                         + " idempotency.retention.cleanup.enabled=false.");
             }

@@ -66,13 +66,22 @@ class RetentionConfigurationTest {
                             "idempotency.retention.cleanup.partition-interval=1d");
 
             assertStartFailsWithDescription(asTheRole).contains("the database role " + role
-                    + " does not own table idempotency_keys", "lacks CREATE on schema", "create-partitions=true");
-            assertStartFailsWithDescription(asTheRole.withPropertyValues(
-                    "idempotency.retention.cleanup.create-partitions=false")).contains("cleanup.enabled=true",
-                    "does not own table");
+                    + " does not own table idempotency_keys", "lacks CREATE on schema", "create-partitions=true",
+                    "every claim fail");
+            org.springframework.boot.test.context.runner.WebApplicationContextRunner droppingOnly =
+                    asTheRole.withPropertyValues("idempotency.retention.cleanup.create-partitions=false");
+            assertStartFailsWithDescription(droppingOnly).contains("cleanup.enabled=true", "does not own table",
+                    "idempotency_keys_now (").doesNotContain("CREATE");
             // the partitions left to whoever owns the table: requests need no more than they were granted
             asTheRole.withPropertyValues("idempotency.retention.cleanup.create-partitions=false",
                     "idempotency.retention.cleanup.enabled=false").run(context -> assertThat(context).hasNotFailed());
+            // the table the role's, but not the partition a DBA made ahead: it could not be dropped
+            database.queryString("alter table idempotency_keys owner to " + role);
+            assertStartFailsWithDescription(droppingOnly).contains("does not own its partitions idempotency_keys_now")
+                    .doesNotContain("does not own table");
+            // dropping needs no CREATE on the schema
+            database.queryString("alter table idempotency_keys_now owner to " + role);
+            droppingOnly.run(context -> assertThat(context).hasNotFailed());
         } finally {
             database.queryString("drop owned by " + role);
             database.queryString("drop role " + role);
