@@ -9,15 +9,25 @@ package io.idempotency.core;
 public class UnstorableKeyException extends RuntimeException {
 
     private final transient ScopedKey key;
+    private final String sqlState;
 
-    /** @param cause the database's refusal; its message may quote the key */
-    public UnstorableKeyException(ScopedKey key, Throwable cause) {
+    /**
+     * @param sqlState the SQLState of the database's refusal, as a log line may name it
+     * @param cause    the database's refusal; its message may quote the key
+     */
+    public UnstorableKeyException(ScopedKey key, String sqlState, Throwable cause) {
         super("the database cannot store the claim's caller, scope or key as they are (is its encoding UTF8, and are"
                 + " the key columns as wide as the library's script makes them?)", cause);
         this.key = key;
+        this.sqlState = sqlState;
     }
 
     public ScopedKey key() {
         return key;
+    }
+
+    /** The SQLState of the database's refusal (22001, 22P05 or 22021 on PostgreSQL). */
+    public String sqlState() {
+        return sqlState;
     }
 }

@@ -199,7 +199,7 @@ public class PostgresIdempotencyStore extends JdbcIdempotencyStore {
                 if (state != null && UNSTORABLE_TEXT.contains(state)) {
                     // the claim's text values are its caller, scope and key (checked against a UTF8 database's
                     // columns); the rest are of the store's making
-                    throw new UnstorableKeyException(request.key(), e);
+                    throw new UnstorableKeyException(request.key(), state, e);
                 }
                 throw e;
             }

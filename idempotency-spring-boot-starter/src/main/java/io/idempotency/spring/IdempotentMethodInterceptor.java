@@ -356,10 +356,10 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             if (unstorableKeyWarned.compareAndSet(false, true)) {
                 log.warn("Idempotent request {} {} could not be claimed: {} (SQLState {}); answering 400. Later such"
                                 + " requests are logged at DEBUG", request.getMethod(),
-                        IdempotencyFilter.loggedPath(request), e.getMessage(), sqlState(e));
+                        IdempotencyFilter.loggedPath(request), e.getMessage(), e.sqlState());
             } else {
                 log.debug("Idempotent request {} {} could not be claimed: {} (SQLState {}); answering 400",
-                        request.getMethod(), IdempotencyFilter.loggedPath(request), e.getMessage(), sqlState(e));
+                        request.getMethod(), IdempotencyFilter.loggedPath(request), e.getMessage(), e.sqlState());
             }
             return answer(exchange, problems.render(ProblemResponses.Problem.KEY_MALFORMED, "The request was not"
                     + " run: the database cannot store its key (with the caller and the operation it belongs to) as"
@@ -473,16 +473,6 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
             }
         }
         return answer(exchange, IdempotencyFilter.answeredAsynchronously(problems, execution, instance));
-    }
-
-    /** The SQLState of the database's refusal behind {@code failure}, if any. */
-    private static String sqlState(Throwable failure) {
-        for (Throwable cause = failure; cause != null; cause = cause.getCause()) {
-            if (cause instanceof java.sql.SQLException sql && sql.getSQLState() != null) {
-                return sql.getSQLState();
-            }
-        }
-        return null;
     }
 
     /** The answer to a request whose key is missing (where one is required) or malformed. */
