@@ -147,6 +147,25 @@ abstract class PostgresStoreContract extends IdempotencyStoreContract {
     }
 
     /**
+     * The widest key the library accepts fits the key's index: caller, scope and key of 255 UTF-16 characters each, all
+     * three bytes long in UTF-8 and not compressible, make an entry of about 2,300 bytes, under the 2,700 or so a btree
+     * entry may hold (a character of four bytes counts two towards the 255, so it makes no wider key). Were the limit
+     * counted in code points, or the columns widened, claims of such keys would fail on every attempt.
+     */
+    @Test
+    void theWidestKeyTheLibraryAcceptsFitsTheKeysIndex() {
+        java.util.Random random = new java.util.Random(42);
+        java.util.function.Supplier<String> widest = () -> random.ints(ScopedKey.MAX_LENGTH, 0x4E00, 0xA000)
+                .collect(StringBuilder::new, StringBuilder::appendCodePoint, StringBuilder::append).toString();
+        ScopedKey key = new ScopedKey(widest.get(), widest.get(), widest.get());
+        assertThat(key.caller().getBytes(StandardCharsets.UTF_8)).hasSize(3 * ScopedKey.MAX_LENGTH);
+
+        ClaimResult claimed = new TransactionTemplate(new DataSourceTransactionManager(dataSource())).execute(status ->
+                store().claim(new ClaimRequest(key, "a".repeat(64), Duration.ofDays(1), Duration.ofSeconds(5))));
+        assertThat(claimed).isInstanceOf(ClaimResult.Claimed.class);
+    }
+
+    /**
      * A completed request's answer never waits: a transaction that found the record (a replay whose transaction is
      * still open, or a caller that claims inside a longer transaction of its own) holds nothing another replay of the
      * key has to wait for, however many replays of a popular key arrive at once.
