@@ -39,6 +39,7 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.boot.context.properties.bind.Binder;
+import org.springframework.boot.sql.init.dependency.DatabaseInitializationDependencyConfigurer;
 import org.springframework.boot.sql.init.dependency.DependsOnDatabaseInitialization;
 import org.springframework.boot.web.server.context.WebServerApplicationContext;
 import org.springframework.boot.web.server.servlet.ServletWebServerFactory;
@@ -92,6 +93,7 @@ import javax.sql.DataSource;
 @ConditionalOnBean({DataSource.class, PlatformTransactionManager.class})
 @ConditionalOnProperty(prefix = "idempotency", name = "enabled", havingValue = "true", matchIfMissing = true)
 @EnableConfigurationProperties(IdempotencyProperties.class)
+@Import(DatabaseInitializationDependencyConfigurer.class) // orders the beans by the database initializers they need
 @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
 public class IdempotencyAutoConfiguration {
 
@@ -122,10 +124,11 @@ public class IdempotencyAutoConfiguration {
      * The table, created by the library's migration or, when the schema is managed elsewhere, checked (only for the
      * library's PostgreSQL store: any other store — the MariaDB one, or one the application brings — keeps its records
      * where it likes, and on a database other than PostgreSQL gets no table; a JDBC store of the library's checks the
-     * table it is given itself). After the application's own database initialisers, which may be what creates it.
+     * table it is given itself). After the application's own database initialisers, which may be what creates it;
+     * with the library's store, itself one of them, before what needs the database initialized (JPA, which may
+     * validate an entity mapped to the table): {@link IdempotencySchemaInitializerDetector}.
      */
     @Bean
-    @DependsOnDatabaseInitialization
     IdempotencySchemaInitializer idempotencySchemaInitializer(ObjectProvider<DataSource> dataSource,
                                                               IdempotencyProperties properties,
                                                               IdempotencyStore store, Environment environment,

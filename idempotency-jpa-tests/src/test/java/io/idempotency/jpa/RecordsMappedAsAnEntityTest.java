@@ -1,0 +1,74 @@
+package io.idempotency.jpa;
+
+import io.idempotency.core.IdempotencyStore;
+import io.idempotency.core.IdempotencyTemplate;
+import io.idempotency.core.ScopedKey;
+import io.idempotency.jdbc.PostgresIdempotencyStore;
+import io.idempotency.jpa.records.IdempotencyKeyRow;
+import io.idempotency.testkit.TestPostgres;
+import jakarta.persistence.EntityManagerFactory;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.persistence.autoconfigure.EntityScan;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+
+import javax.sql.DataSource;
+import java.util.UUID;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The library creates its table before the application's JPA starts: an application that maps the table as an entity,
+ * with Hibernate validating the mapping, starts on a fresh database (Hibernate looked for the table before the library
+ * had made it). The library's migration is a database initializer, as Flyway's is; a store of the application's may
+ * itself need JPA, and then its table is made after JPA, without a cycle.
+ */
+class RecordsMappedAsAnEntityTest {
+
+    @Test
+    void anEntityOfTheTableIsValidatedAfterTheLibraryCreatedItOnAFreshDatabase() {
+        TestPostgres.Database fresh = TestPostgres.newDatabase();
+        JpaContexts.contextRunner(fresh)
+                .withUserConfiguration(MappedRecords.class)
+                .withPropertyValues("spring.jpa.hibernate.ddl-auto=validate")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    String key = UUID.randomUUID().toString();
+                    assertThat(context.getBean(IdempotencyTemplate.class).execute(new ScopedKey("", "entity", key),
+                            key.getBytes(), () -> "done".getBytes()).replayed()).isFalse();
+                    IdempotencyKeyRow row = context.getBean(EntityManagerFactory.class).createEntityManager()
+                            .createQuery("select r from IdempotencyKeyRow r where r.key = :key", IdempotencyKeyRow.class)
+                            .setParameter("key", key).getSingleResult();
+                    assertThat(row.status()).isEqualTo("SUCCEEDED");
+                });
+    }
+
+    /**
+     * The library's store is its own: a store the application defines — even of the library's class — may need
+     * what needs the database initialized (JPA here), and the table is then made after it, not before.
+     */
+    @Test
+    void aStoreOfTheApplicationsThatNeedsJpaStillStarts() {
+        TestPostgres.Database fresh = TestPostgres.newDatabase();
+        JpaContexts.contextRunner(fresh)
+                .withUserConfiguration(StoreNeedingJpa.class)
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    assertThat(fresh.queryString("select to_regclass('idempotency_keys')::text"))
+                            .isEqualTo("idempotency_keys");
+                });
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    @EntityScan(basePackageClasses = IdempotencyKeyRow.class)
+    static class MappedRecords {
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class StoreNeedingJpa {
+        @Bean
+        IdempotencyStore idempotencyStore(DataSource dataSource, EntityManagerFactory entityManagerFactory) {
+            return new PostgresIdempotencyStore(dataSource, "idempotency_keys");
+        }
+    }
+}
