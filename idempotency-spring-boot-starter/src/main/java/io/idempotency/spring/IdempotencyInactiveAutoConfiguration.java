@@ -3,7 +3,11 @@ package io.idempotency.spring;
 import org.springframework.beans.factory.config.BeanDefinition;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnNotWebApplication;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Import;
 import org.springframework.context.annotation.Role;
 
 /**
@@ -16,7 +20,8 @@ import org.springframework.context.annotation.Role;
  *   <li>with {@code idempotency.enabled=false}, the deliberate off switch, it starts and logs one warning naming the
  *       methods whose annotation has no effect.</li>
  * </ul>
- * An application that has the starter on the class path without any {@code @Idempotent} method starts as before.
+ * An application that has the starter on the class path without any {@code @Idempotent} method starts as before. In
+ * one that serves no requests, a call of an {@code @Idempotent} method is refused ({@link OutsideRequestsAdvisor}).
  */
 @AutoConfiguration(after = IdempotencyAutoConfiguration.class)
 @ConditionalOnMissingBean(IdempotentAdvisor.class)
@@ -26,5 +31,24 @@ public class IdempotencyInactiveAutoConfiguration {
     @Bean
     InertIdempotentCheck idempotencyInertAnnotationCheck() {
         return new InertIdempotentCheck();
+    }
+
+    /**
+     * An application that serves no requests has no {@code @Idempotent} advice: a call of an annotated method (a
+     * service method a listener calls) is refused there as in a web application, rather than run unprotected. Not
+     * with {@code idempotency.enabled=false}, the deliberate off switch.
+     */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnNotWebApplication
+    @ConditionalOnProperty(prefix = "idempotency", name = "enabled", havingValue = "true", matchIfMissing = true)
+    @Import(IdempotencyAutoConfiguration.AutoProxyCreatorRegistrar.class)
+    @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
+    static class OutsideRequests {
+
+        @Bean
+        @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
+        static OutsideRequestsAdvisor idempotencyOutsideRequestsAdvisor() {
+            return new OutsideRequestsAdvisor();
+        }
     }
 }

@@ -172,14 +172,7 @@ public class IdempotentMethodInterceptor implements MethodInterceptor {
                 : (IdempotentExchange) request.getAttribute(IdempotentExchange.ATTRIBUTE);
         if (exchange == null) {
             if (request == null) {
-                // a service method called from a message listener, a scheduled task or a thread of the application's:
-                // there is no request to take the key from, so every call fails; a listener's broker redelivers it
-                throw new IllegalStateException("@Idempotent method " + invocation.getMethod() + " was called outside"
-                        + " any HTTP request (from a message listener, a scheduled task or another thread): it is not"
-                        + " a handler reached by an HTTP request, the only kind of method @Idempotent makes idempotent"
-                        + " (it takes the key from the request). Work called from a listener or a task is made"
-                        + " idempotent with IdempotencyTemplate, under a key of its own (the message's id, or the"
-                        + " fields that identify the work); remove @Idempotent from this method.");
+                throw OutsideRequestsAdvisor.calledOutsideRequests(invocation.getMethod());
             }
             throw new IllegalStateException("@Idempotent method " + invocation.getMethod()
                     + " was called outside a request that passed the IdempotencyFilter");

@@ -114,8 +114,11 @@ class InertIdempotentCheck implements SmartInitializingSingleton, ApplicationCon
             }
             // no requests are served here (a worker sharing the application's classes, say): nothing a client could
             // retry reaches these methods over HTTP, and code that is not a handler uses IdempotencyTemplate
-            log.warn("This is not a web application, so @Idempotent, which serves Spring MVC handlers, has no effect"
-                    + " on these methods; code that is not a handler uses IdempotencyTemplate:{}", list(methods));
+            log.warn("This is not a web application, so @Idempotent, which serves Spring MVC handlers, cannot make"
+                    + " these methods idempotent, and {}; code that is not a handler uses IdempotencyTemplate:{}",
+                    beanFactory.getBeanNamesForType(OutsideRequestsAdvisor.class, true, false).length > 0
+                            ? "a call of one is refused (IllegalStateException)" : "they run unprotected",
+                    list(methods));
             return;
         }
         Diagnosis diagnosis = diagnose(beanFactory, enabled);

@@ -131,8 +131,13 @@ class IdempotencyInactiveAutoConfigurationTest {
                 .contains("a reactive web application", "IdempotencyTemplate", "RefundService.refund()");
     }
 
+    /**
+     * An application that serves no requests (a worker sharing a web application's classes) starts, and says that the
+     * annotation cannot work there; a call of an annotated method (a service method its message listener calls) is
+     * refused, as in a web application, not run unprotected on every redelivery. Switched off on purpose, it runs.
+     */
     @Test
-    void anApplicationThatServesNoRequestsStartsAndSaysTheAnnotationHasNoEffectThere(CapturedOutput output) {
+    void anApplicationThatServesNoRequestsStartsAndRefusesCallsOfTheAnnotatedMethods(CapturedOutput output) {
         TestPostgres.Database database = TestPostgres.newDatabase();
         new ApplicationContextRunner()
                 .withConfiguration(STARTER_WITH_DATABASE)
@@ -140,13 +145,31 @@ class IdempotencyInactiveAutoConfigurationTest {
                 .withUserConfiguration(RefundService.class).run(context -> {
                     assertThat(context).hasNotFailed();
                     assertThat(context).hasSingleBean(io.idempotency.core.IdempotencyTemplate.class);
+                    assertCallRefused(context.getBean(RefundService.class));
                 });
-        assertThat(output).contains("This is not a web application", "RefundService.refund()");
+        assertThat(output).contains("This is not a web application", "a call of one is refused",
+                "RefundService.refund()");
         new ApplicationContextRunner() // a batch job without a database
                 .withConfiguration(AutoConfigurations.of(IdempotencyAutoConfiguration.class,
                         IdempotencyInactiveAutoConfiguration.class))
                 .withUserConfiguration(RefundService.class)
-                .run(context -> assertThat(context).hasNotFailed());
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    assertCallRefused(context.getBean(RefundService.class));
+                });
+        new ApplicationContextRunner()
+                .withConfiguration(STARTER_WITH_DATABASE)
+                .withPropertyValues(database.springPropertyValues().toArray(String[]::new))
+                .withPropertyValues("idempotency.enabled=false")
+                .withUserConfiguration(RefundService.class)
+                .run(context -> assertThat(context.getBean(RefundService.class).refund()).isEqualTo("refunded"));
+    }
+
+    private static void assertCallRefused(RefundService refunds) {
+        assertThatThrownBy(refunds::refund).isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("RefundService.refund()")
+                .hasMessageContaining("called outside any HTTP request")
+                .hasMessageContaining("IdempotencyTemplate");
     }
 
     /**
