@@ -79,6 +79,8 @@ public final class IdempotencyEngine {
     private final StoragePolicy defaultPolicy;
     private final Duration retention;
     private final Duration maxWait;
+    /** The longest {@code maxWait}: PostgreSQL's {@code lock_timeout}, through which a claim waits, takes no more. */
+    public static final Duration MAX_WAIT = Duration.ofDays(24);
     private final StaleClaimResolver resolver;
     private final DownstreamKeys downstreamKeys;
     private final ReplayCache replayCache;
@@ -114,7 +116,8 @@ public final class IdempotencyEngine {
      * @param transactions   opens the transaction shared by the claim and the handler
      * @param defaultPolicy  which answers are stored when the endpoint does not say
      * @param retention      minimum time a record is kept (TTL); positive
-     * @param maxWait        how long a duplicate waits for an in-flight request before "in progress"; positive
+     * @param maxWait        how long a duplicate waits for an in-flight request before "in progress"; positive, at
+     *                       most {@link #MAX_WAIT}
      * @param resolver       decides about claims whose lease ran out
      * @param downstreamKeys derives the keys handlers send to third parties
      */
@@ -178,6 +181,12 @@ public final class IdempotencyEngine {
         this.defaultPolicy = Objects.requireNonNull(defaultPolicy, "defaultPolicy");
         this.retention = positive(retention, "retention");
         this.maxWait = positive(maxWait, "maxWait");
+        if (maxWait.compareTo(MAX_WAIT) > 0) {
+            // a claim waits for a key held elsewhere through the database's lock wait: PostgreSQL's lock_timeout
+            // refuses more than about 24.8 days, and every claim would fail
+            throw new IllegalArgumentException("maxWait must be at most " + MAX_WAIT.toDays() + " days (a claim waits"
+                    + " through the database's lock wait, which PostgreSQL bounds at about 24.8 days): " + maxWait);
+        }
         this.resolver = Objects.requireNonNull(resolver, "resolver");
         this.downstreamKeys = Objects.requireNonNull(downstreamKeys, "downstreamKeys");
     }

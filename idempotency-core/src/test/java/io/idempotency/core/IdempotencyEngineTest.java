@@ -853,6 +853,17 @@ class IdempotencyEngineTest {
         }
     }
 
+    /** A longer wait than the database's lock wait can take would fail every claim (or overflow the deadline). */
+    @Test
+    void theWaitForADuplicateIsAtMostWhatTheDatabaseCanWait() {
+        for (Duration wait : new Duration[] {IdempotencyEngine.MAX_WAIT.plusMillis(1), Duration.ofDays(365 * 300)}) {
+            assertThatThrownBy(() -> new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION,
+                    wait)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("maxWait must be at most");
+        }
+        new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION, IdempotencyEngine.MAX_WAIT)
+                .shutdown();
+    }
+
     @Test
     void theMostDuplicatesThatMayWaitArePositive() {
         for (int most : new int[] {0, -1}) {

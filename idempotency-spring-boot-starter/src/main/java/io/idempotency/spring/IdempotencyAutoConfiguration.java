@@ -484,7 +484,7 @@ public class IdempotencyAutoConfiguration {
     }
 
     /** The longest in-flight wait: PostgreSQL's {@code lock_timeout} takes at most 2^31 - 1 milliseconds. */
-    static final Duration MAX_IN_FLIGHT_WAIT = Duration.ofDays(24);
+    static final Duration MAX_IN_FLIGHT_WAIT = IdempotencyEngine.MAX_WAIT;
 
     /** The most partitions kept ahead: each one is created at startup and probed by every claim. */
     static final int MAX_PARTITIONS_AHEAD = 1000;
