@@ -144,8 +144,9 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
             throw e;
         }
         if (run.deleted() > 0) {
-            log.info("Removed {} expired idempotency records in {} ms ({} batches)", run.deleted(),
-                    run.took().toMillis(), run.batches());
+            log.info("Removed {} expired idempotency record{} in {} ms ({} batch{})", run.deleted(),
+                    run.deleted() == 1 ? "" : "s", run.took().toMillis(), run.batches(),
+                    run.batches() == 1 ? "" : "es");
         }
     }
 
