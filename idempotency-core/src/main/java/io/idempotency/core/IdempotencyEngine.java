@@ -979,7 +979,7 @@ public final class IdempotencyEngine {
      * {@link #shutdown} nothing would renew it: the claim is handed back (its lease ended at once, so that a retry or
      * a sweeper takes it over now rather than after the lease) and the work refused.
      *
-     * @throws IllegalStateException when the engine has been shut down
+     * @throws EngineShutDownException when the engine has been shut down
      */
     private Leases.Holding holdLease(ScopedKey key, String token, Duration lease) {
         return holdLease(key, token, lease, 0);
@@ -990,8 +990,7 @@ public final class IdempotencyEngine {
         try {
             return Leases.hold(renewals, store, key, token, lease, writtenMillisAgo);
         } catch (RejectedExecutionException e) {
-            IllegalStateException refused = new IllegalStateException("the idempotency engine has been shut down:"
-                    + " no work under " + key + " can start", e);
+            IllegalStateException refused = new EngineShutDownException(key, e);
             Leases.endLease(store, key, token, refused); // nothing renews it any more
             throw refused;
         }

@@ -2283,7 +2283,8 @@ class IntentFirstEngineIntegrationTest {
 
     /**
      * Once the engine has been shut down (the application context closes), intent-first work is refused with
-     * {@code IllegalStateException}, as the template's javadoc says: the work does not run, and the claim it took is
+     * {@code EngineShutDownException} (an {@code IllegalStateException} a listener can tell from its own mistakes, to
+     * give the message back), as the template's javadoc says: the work does not run, and the claim it took is
      * not kept from anyone — a redelivery to another instance runs at once.
      */
     @Test
@@ -2301,7 +2302,8 @@ class IntentFirstEngineIntegrationTest {
                     IdempotencyMode.INTENT_FIRST, Duration.ofMinutes(5), () -> {
                         runs.incrementAndGet();
                         return null;
-                    })).isInstanceOf(IllegalStateException.class).hasMessageContaining("shut down");
+                    })).isInstanceOf(io.idempotency.core.EngineShutDownException.class)
+                    .hasMessageContaining("shut down");
 
             assertThat(runs).as("the work did not run").hasValue(0);
             assertThat(store.find(key)).as("no claim kept").isEmpty();

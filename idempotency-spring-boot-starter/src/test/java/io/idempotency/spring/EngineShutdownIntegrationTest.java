@@ -43,7 +43,8 @@ class EngineShutdownIntegrationTest {
             assertThat(database.queryString("select status from idempotency_keys")).isEqualTo("PROCESSING");
             assertThat(database.queryString("select locked_until < now() + interval '1 second' from idempotency_keys"))
                     .as("the claim can be taken over at once, not after the minute of this lease").isEqualTo("t");
-            assertThat(refused).isInstanceOf(IllegalStateException.class).hasMessageContaining("shut down");
+            assertThat(refused).isInstanceOf(io.idempotency.core.EngineShutDownException.class)
+                    .hasMessageContaining("shut down");
         });
     }
 
