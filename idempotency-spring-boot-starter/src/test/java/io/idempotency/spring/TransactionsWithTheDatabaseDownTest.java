@@ -62,6 +62,7 @@ class TransactionsWithTheDatabaseDownTest {
                     "idempotency.jdbc.initialize-schema=" + initialize)))
                     .as("initialize-schema=" + initialize)
                     .hasMessageContaining("idempotencySchemaInitializer")
+                    .hasStackTraceContaining("could not connect to the database of the idempotency table")
                     .hasRootCauseInstanceOf(java.net.ConnectException.class);
         }
     }

@@ -683,7 +683,8 @@ public final class IdempotencySchemaMigrator {
             DatabaseMetaData metaData = connection.getMetaData();
             return new String[] {metaData.getDatabaseProductName(), metaData.getDatabaseProductVersion()};
         } catch (SQLException e) {
-            throw new IllegalStateException("could not ask the DataSource which database it is", e);
+            throw new IllegalStateException("could not connect to the database of the idempotency table "
+                    + tableName + " (to ask which database it is, before creating or checking the table)", e);
         }
     }
 
