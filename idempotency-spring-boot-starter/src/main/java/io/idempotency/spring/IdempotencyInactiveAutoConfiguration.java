@@ -36,11 +36,11 @@ public class IdempotencyInactiveAutoConfiguration {
     /**
      * An application that serves no requests has no {@code @Idempotent} advice: a call of an annotated method (a
      * service method a listener calls) is refused there as in a web application, rather than run unprotected. Not
-     * with {@code idempotency.enabled=false}, the deliberate off switch.
+     * with {@code idempotency.enabled=false}, the deliberate off switch (a mistyped value is not one: it is refused).
      */
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnNotWebApplication
-    @ConditionalOnProperty(prefix = "idempotency", name = "enabled", havingValue = "true", matchIfMissing = true)
+    @ConditionalOnProperty(prefix = "idempotency", name = "enabled", matchIfMissing = true) // any value but false
     @Import(IdempotencyAutoConfiguration.AutoProxyCreatorRegistrar.class)
     @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
     static class OutsideRequests {

@@ -34,7 +34,8 @@ import java.util.Set;
  * did not set up its advice, and either refuses to start (idempotency not switched off: the starter could not be
  * configured) or, with {@code idempotency.enabled=false}, logs one warning that lists them. An application that is
  * not a web application at all (no request reaches a handler; a worker using {@code IdempotencyTemplate}) starts with
- * the same warning, unless one of them is a message listener or a scheduled task, which runs there all the same.
+ * a warning (and a call of such a method is refused: {@link OutsideRequestsAdvisor}), unless one of them is a message
+ * listener or a scheduled task, which Spring calls there all the same: it does not start.
  *
  * <p>Methods are found on the classes of every bean (not only Spring MVC handlers, so that a reactive or non-web
  * application is covered too) and on the handler methods of Spring MVC's mappings. Runs once the singletons exist,
@@ -100,15 +101,16 @@ class InertIdempotentCheck implements SmartInitializingSingleton, ApplicationCon
             return;
         }
         if (!isWebApplication()) {
-            // a listener or a scheduled task is called here all the same: unadvised, every redelivery or rerun would
-            // run its work again, which the annotation was meant to prevent (a web application refuses it too)
+            // a listener or a scheduled task is called here all the same, where the annotation has no key to take:
+            // every delivery or run would be refused (or, the calls not refused, every redelivery or rerun would run
+            // its work again): a web application refuses it at startup too
             List<String> calledAllTheSame = methods.stream().flatMap(method -> calledOutsideRequestsAs(method)
                     .map(type -> method + " is @" + type).stream()).toList();
             if (!calledAllTheSame.isEmpty()) {
                 throw new IdempotencyConfigurationException("@Idempotent cannot be used on these methods, which Spring"
-                        + " calls outside any request, where it has no key to take; in this application, which serves"
-                        + " no requests, it has no effect on them, so every redelivery of a message or rerun of a task"
-                        + " would run their work again:\n  - " + String.join("\n  - ", calledAllTheSame),
+                        + " calls outside any request, where it has no key to take: in this application, which serves"
+                        + " no requests, every delivery of a message to them, or run of a task, would be refused:\n  - "
+                        + String.join("\n  - ", calledAllTheSame),
                         "Remove @Idempotent from these methods and make their work idempotent with"
                         + " IdempotencyTemplate (a key of the message's or the task's own).");
             }

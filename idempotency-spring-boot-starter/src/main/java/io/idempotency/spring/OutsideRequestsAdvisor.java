@@ -2,6 +2,8 @@ package io.idempotency.spring;
 
 import org.aopalliance.intercept.MethodInterceptor;
 import org.springframework.aop.support.StaticMethodMatcherPointcutAdvisor;
+import org.springframework.util.ClassUtils;
+import org.springframework.web.context.request.RequestContextHolder;
 
 import java.lang.reflect.Method;
 
@@ -14,11 +16,31 @@ import java.lang.reflect.Method;
  */
 class OutsideRequestsAdvisor extends StaticMethodMatcherPointcutAdvisor {
 
+    /** Whether Spring's web support, which tells of a request being served on the thread, is on the class path. */
+    private static final boolean WEB_PRESENT = ClassUtils.isPresent(
+            "org.springframework.web.context.request.RequestContextHolder", OutsideRequestsAdvisor.class.getClassLoader());
+
     OutsideRequestsAdvisor() {
         super((MethodInterceptor) invocation -> {
+            if (WEB_PRESENT && Web.servingRequest()) {
+                // a bean of a context that serves no requests, called by a web context's handler: a parent context's
+                // (SpringApplicationBuilder's parent(...) serves none), whose beans no web context's advice reaches
+                throw new IllegalStateException("@Idempotent method " + invocation.getMethod() + " is on a bean of an"
+                        + " application context that serves no HTTP requests (a parent of the web one, say), and was"
+                        + " called while a request was being served: @Idempotent works on the beans of the web"
+                        + " application context only. Put it on the handler the request reaches, and remove it from"
+                        + " this method.");
+            }
             throw calledOutsideRequests(invocation.getMethod());
         });
         setOrder(IdempotentAdvisor.ORDER);
+    }
+
+    /** Spring's web support, loaded only where it is on the class path. */
+    private static final class Web {
+        static boolean servingRequest() {
+            return RequestContextHolder.getRequestAttributes() != null;
+        }
     }
 
     @Override

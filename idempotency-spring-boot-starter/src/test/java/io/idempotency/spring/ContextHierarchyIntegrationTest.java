@@ -79,6 +79,67 @@ class ContextHierarchyIntegrationTest {
         }
     }
 
+    /** A parent's bean with an {@code @Idempotent} method, which a child's handler calls. */
+    @SpringBootConfiguration
+    @EnableAutoConfiguration
+    @Import(Ledger.class)
+    static class ParentWithLedger {
+    }
+
+    static class Ledger {
+        static final AtomicInteger ENTRIES = new AtomicInteger();
+
+        @Idempotent
+        public String record() {
+            return "entry " + ENTRIES.incrementAndGet();
+        }
+    }
+
+    @SpringBootConfiguration
+    @EnableAutoConfiguration
+    @Import(LedgerController.class)
+    static class LedgerApi {
+    }
+
+    @RestController
+    static class LedgerController {
+        private final Ledger ledger;
+
+        LedgerController(Ledger ledger) {
+            this.ledger = ledger;
+        }
+
+        @PostMapping("/charges")
+        public String record() {
+            try {
+                return ledger.record();
+            } catch (IllegalStateException refused) {
+                return refused.getMessage();
+            }
+        }
+    }
+
+    /**
+     * The parent serves no requests, so no web context's advice reaches its beans: an {@code @Idempotent} method of
+     * one, called by a child's handler, is refused (it would run unprotected), saying that the annotation works on the
+     * web context's beans only — not that it was called outside any request.
+     */
+    @Test
+    void anIdempotentMethodOfTheParentsBeanCalledByAChildsHandlerIsRefusedSayingWhere() throws Exception {
+        SpringApplicationBuilder parent = new SpringApplicationBuilder(ParentWithLedger.class)
+                .web(WebApplicationType.NONE).properties(DATABASE.springPropertyValues().toArray(String[]::new))
+                .properties("idempotency.sweeper.enabled=false");
+        try (ConfigurableApplicationContext api = parent.child(LedgerApi.class).web(WebApplicationType.SERVLET)
+                .properties("server.port=0").run();
+             ConfigurableApplicationContext ignored = parent.context()) {
+            HttpResponse<String> answer = post(api, UUID.randomUUID().toString(), "a");
+
+            assertThat(answer.body()).contains("Ledger.record()", "serves no HTTP requests",
+                    "works on the beans of the web application context only");
+            assertThat(Ledger.ENTRIES).hasValue(0);
+        }
+    }
+
     @Test
     void eachChildAnswersFromTheSharedEngineAndClosingOneLeavesTheOtherWorking() throws Exception {
         SpringApplicationBuilder parent = parent();

@@ -157,6 +157,12 @@ class IdempotencyInactiveAutoConfigurationTest {
                     assertThat(context).hasNotFailed();
                     assertCallRefused(context.getBean(RefundService.class));
                 });
+        new ApplicationContextRunner() // a mistyped switch is not the off switch
+                .withConfiguration(STARTER_WITH_DATABASE)
+                .withPropertyValues(database.springPropertyValues().toArray(String[]::new))
+                .withPropertyValues("idempotency.enabled=flase")
+                .withUserConfiguration(RefundService.class)
+                .run(context -> assertCallRefused(context.getBean(RefundService.class)));
         new ApplicationContextRunner()
                 .withConfiguration(STARTER_WITH_DATABASE)
                 .withPropertyValues(database.springPropertyValues().toArray(String[]::new))

@@ -74,10 +74,10 @@ class ListenerIdempotentMethodsTest {
     }
 
     /**
-     * A worker that serves no requests (its listeners are all it does): there the advice is not set up, so the listener
-     * would run without it, and every redelivery of a message would run its work again. The annotation was meant to
-     * prevent exactly that, so the start stops, as in a web application. A method no broker calls still only has the
-     * warning (a worker sharing a web application's classes), and switched off on purpose the start goes on.
+     * A worker that serves no requests (its listeners are all it does): there the listener has no key to take either,
+     * and every delivery would be refused, so the start stops, as in a web application. A method no broker calls
+     * starts with the warning (a worker sharing a web application's classes; its calls are refused), and switched off
+     * on purpose the start goes on.
      */
     @Test
     void anIdempotentListenerOfAnApplicationThatServesNoRequestsStopsTheStart() {
@@ -88,7 +88,7 @@ class ListenerIdempotentMethodsTest {
         assertThat(analysis.getDescription())
                 .contains("ListenerIdempotentMethodsTest$MethodListener.onPayment(java.lang.String)", "@RabbitListener",
                         "ListenerIdempotentMethodsTest$ClassListener.onPayment(java.lang.String)", "@RabbitHandler",
-                        "every redelivery");
+                        "every delivery of a message to them, or run of a task, would be refused");
         assertThat(analysis.getAction()).contains("IdempotencyTemplate");
         TestDatabases.nonWebRunner(DATABASE)
                 .withConfiguration(AutoConfigurations.of(IdempotencyInactiveAutoConfiguration.class))
