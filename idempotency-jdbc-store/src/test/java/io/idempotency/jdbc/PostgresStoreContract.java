@@ -149,20 +149,40 @@ abstract class PostgresStoreContract extends IdempotencyStoreContract {
     /**
      * The widest key the library accepts fits the key's index: caller, scope and key of 255 UTF-16 characters each, all
      * three bytes long in UTF-8 and not compressible, make an entry of about 2,300 bytes, under the 2,700 or so a btree
-     * entry may hold (a character of four bytes counts two towards the 255, so it makes no wider key). Were the limit
-     * counted in code points, or the columns widened, claims of such keys would fail on every attempt.
+     * entry may hold; a character of four bytes counts two towards the 255, so it makes no wider key. Were the limit
+     * counted in code points (255 four-byte characters, 1,020 bytes a part), or raised, claims of such keys would fail
+     * on every attempt.
      */
     @Test
     void theWidestKeyTheLibraryAcceptsFitsTheKeysIndex() {
         java.util.Random random = new java.util.Random(42);
-        java.util.function.Supplier<String> widest = () -> random.ints(ScopedKey.MAX_LENGTH, 0x4E00, 0xA000)
-                .collect(StringBuilder::new, StringBuilder::appendCodePoint, StringBuilder::append).toString();
-        ScopedKey key = new ScopedKey(widest.get(), widest.get(), widest.get());
-        assertThat(key.caller().getBytes(StandardCharsets.UTF_8)).hasSize(3 * ScopedKey.MAX_LENGTH);
+        // three-byte characters (CJK), and four-byte ones (CJK extension B), as many as a ScopedKey takes
+        for (int[] range : new int[][] {{0x4E00, 0xA000}, {0x20000, 0x2A6E0}}) {
+            java.util.function.Supplier<String> widest = () -> {
+                String text = random.ints(ScopedKey.MAX_LENGTH, range[0], range[1]).collect(StringBuilder::new,
+                        StringBuilder::appendCodePoint, StringBuilder::append).toString();
+                while (!accepted(text)) {
+                    text = text.substring(0, text.offsetByCodePoints(text.length(), -1));
+                }
+                return text;
+            };
+            ScopedKey key = new ScopedKey(widest.get(), widest.get(), widest.get());
 
-        ClaimResult claimed = new TransactionTemplate(new DataSourceTransactionManager(dataSource())).execute(status ->
-                store().claim(new ClaimRequest(key, "a".repeat(64), Duration.ofDays(1), Duration.ofSeconds(5))));
-        assertThat(claimed).isInstanceOf(ClaimResult.Claimed.class);
+            ClaimResult claimed = new TransactionTemplate(new DataSourceTransactionManager(dataSource()))
+                    .execute(status -> store().claim(new ClaimRequest(key, "a".repeat(64), Duration.ofDays(1),
+                            Duration.ofSeconds(5))));
+            assertThat(claimed).as("%d bytes of caller", key.caller().getBytes(StandardCharsets.UTF_8).length)
+                    .isInstanceOf(ClaimResult.Claimed.class);
+        }
+    }
+
+    private static boolean accepted(String part) {
+        try {
+            new ScopedKey(part, "s", "k");
+            return true;
+        } catch (IllegalArgumentException e) {
+            return false;
+        }
     }
 
     /**
