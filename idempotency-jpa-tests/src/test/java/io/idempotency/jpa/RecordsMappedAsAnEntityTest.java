@@ -44,6 +44,24 @@ class RecordsMappedAsAnEntityTest {
     }
 
     /**
+     * Hibernate told to create its entities' tables drops the library's table, made before it, and makes it again in the
+     * entity's shape: the start stops, saying so, rather than every claim failing on the columns the entity lacks.
+     */
+    @Test
+    void anEntityOfTheTableThatHibernateCreatesAgainStopsTheStart() {
+        TestPostgres.Database fresh = TestPostgres.newDatabase();
+        JpaContexts.contextRunner(fresh)
+                .withUserConfiguration(MappedRecords.class)
+                .withPropertyValues("spring.jpa.hibernate.ddl-auto=create")
+                .run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(context.getStartupFailure())
+                            .hasStackTraceContaining("The idempotency table was changed while the application started")
+                            .hasStackTraceContaining("lacks columns request_hash");
+                });
+    }
+
+    /**
      * The library's store is its own: a store the application defines — even of the library's class — may need
      * what needs the database initialized (JPA here), and the table is then made after it, not before.
      */

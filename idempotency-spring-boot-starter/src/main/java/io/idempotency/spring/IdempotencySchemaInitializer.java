@@ -6,6 +6,7 @@ import io.idempotency.jdbc.flyway.IdempotencySchemaMigrator;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.beans.factory.InitializingBean;
+import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.util.unit.DataSize;
 
 /**
@@ -14,7 +15,7 @@ import org.springframework.util.unit.DataSize;
  * application at startup rather than failing every request. The table of a JDBC store whose table the library does not
  * create (the MariaDB store's) is checked by the store ({@link JdbcIdempotencyStore#checkTable()}).
  */
-class IdempotencySchemaInitializer implements InitializingBean {
+class IdempotencySchemaInitializer implements InitializingBean, SmartInitializingSingleton {
 
     private static final Logger log = LoggerFactory.getLogger(IdempotencySchemaInitializer.class);
 
@@ -77,6 +78,29 @@ class IdempotencySchemaInitializer implements InitializingBean {
                     + e.getMessage(), action(e));
         }
         checkStoredBodySize();
+    }
+
+    /**
+     * The library's table, made or checked before the beans that need the database (JPA's), is checked again once they
+     * are made: Hibernate told to create the tables of its entities ({@code ddl-auto=create} or {@code create-drop})
+     * drops and makes again a table an entity is mapped to, in the entity's shape, and every claim would then fail on
+     * the columns it lacks.
+     */
+    @Override
+    public void afterSingletonsInstantiated() {
+        if (mode != Mode.MIGRATE && mode != Mode.VERIFY) {
+            return;
+        }
+        try {
+            migrator.recheck();
+        } catch (IdempotencySchemaException e) {
+            throw new IdempotencyConfigurationException("The idempotency table was changed while the application"
+                    + " started, after the library had " + (mode == Mode.VERIFY ? "checked" : "created or checked")
+                    + " it: " + e.getMessage(), "If an entity of the application is mapped to the table, let"
+                    + " Hibernate validate it (spring.jpa.hibernate.ddl-auto=validate or none) rather than create it;"
+                    + " otherwise find what changes the table at startup. Then create the table again (drop the"
+                    + " library's migration history table for the library to do so) or restore it from the script.");
+        }
     }
 
     /**

@@ -290,7 +290,24 @@ public final class IdempotencySchemaMigrator {
                 + " name replaced), or let the library create it");
     }
 
+    /**
+     * Checks again that the table is as {@link #migrate()} or {@link #verify()} left it, for a moment after the
+     * application's other beans were made: one of them may have dropped it and made it again in a shape of its own
+     * (Hibernate with {@code ddl-auto=create} and an entity mapped to the table). Warns of nothing the first check
+     * warned of.
+     *
+     * @throws IdempotencySchemaException as {@link #verify()}
+     */
+    public void recheck() {
+        verify(IdempotencySchemaException.Problem.MISSING, "table " + tableName + " no longer exists in the"
+                + " connection's schema", false);
+    }
+
     private void verify(IdempotencySchemaException.Problem whenMissing, String missing) {
+        verify(whenMissing, missing, true);
+    }
+
+    private void verify(IdempotencySchemaException.Problem whenMissing, String missing, boolean warn) {
         Boolean layout = existingLayout();
         if (layout == null) {
             throw new IdempotencySchemaException(whenMissing, missing);
@@ -298,7 +315,9 @@ public final class IdempotencySchemaMigrator {
         checkSchema();
         checkLayout(layout);
         checkShape();
-        warnOfMissingIndexes();
+        if (warn) {
+            warnOfMissingIndexes();
+        }
     }
 
     /**
