@@ -45,7 +45,8 @@ class RecordsMappedAsAnEntityTest {
 
     /**
      * Hibernate told to create its entities' tables drops the library's table, made before it, and makes it again in the
-     * entity's shape: the start stops, saying so, rather than every claim failing on the columns the entity lacks.
+     * entity's shape: the start stops, saying so, rather than every claim failing on the columns the entity lacks (and
+     * every start dropping the records).
      */
     @Test
     void anEntityOfTheTableThatHibernateCreatesAgainStopsTheStart() {
@@ -56,9 +57,40 @@ class RecordsMappedAsAnEntityTest {
                 .run(context -> {
                     assertThat(context).hasFailed();
                     assertThat(context.getStartupFailure())
-                            .hasStackTraceContaining("The idempotency table was changed while the application started")
-                            .hasStackTraceContaining("lacks columns request_hash");
+                            .hasStackTraceContaining("The idempotency table was dropped and made again while the"
+                                    + " application started");
                 });
+    }
+
+    /**
+     * A table made again in the library's very shape (Hibernate with an entity that maps every column, a bean of the
+     * application's) holds none of the records: the start stops too, as the shape alone would not tell.
+     */
+    @Test
+    void aTableMadeAgainInTheLibrarysShapeStopsTheStart() {
+        TestPostgres.Database fresh = TestPostgres.newDatabase();
+        JpaContexts.contextRunner(fresh)
+                .withUserConfiguration(TableMadeAgain.class)
+                .run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(context.getStartupFailure())
+                            .hasStackTraceContaining("The idempotency table was dropped and made again while the"
+                                    + " application started")
+                            .hasStackTraceContaining("are gone");
+                });
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class TableMadeAgain {
+        @Bean
+        @org.springframework.context.annotation.DependsOn("idempotencySchemaInitializer")
+        Object tableMadeAgain(DataSource dataSource) {
+            new org.springframework.jdbc.core.JdbcTemplate(dataSource).execute("drop table idempotency_keys");
+            new org.springframework.jdbc.datasource.init.ResourceDatabasePopulator(
+                    new org.springframework.core.io.ClassPathResource("io/idempotency/jdbc/postgresql/schema.sql"))
+                    .execute(dataSource);
+            return new Object();
+        }
     }
 
     /**

@@ -39,6 +39,8 @@ class IdempotencySchemaInitializer implements InitializingBean, SmartInitializin
     private final Mode mode;
     /** The store, when it is a JDBC one (whose own check of its table runs when the library does not make it). */
     private final JdbcIdempotencyStore store;
+    /** The table's identity when it was made or checked, to tell whether it was made again before the start ended. */
+    private Long tableIdentity;
     /** The cap on stored bodies, {@code idempotency.max-stored-body-size}, in bytes: the store must keep as much. */
     private final long maxStoredBodySize;
 
@@ -70,6 +72,7 @@ class IdempotencySchemaInitializer implements InitializingBean, SmartInitializin
             } else {
                 migrator.verify();
             }
+            tableIdentity = migrator.tableIdentity();
         } catch (IdempotencySchemaException e) {
             // the setting leads, as the reason the table is only checked: after the message it would follow its
             // advice, and "let the library create it (…initialize-schema=false)" says the opposite of what to do
@@ -91,15 +94,26 @@ class IdempotencySchemaInitializer implements InitializingBean, SmartInitializin
         if (mode != Mode.MIGRATE && mode != Mode.VERIFY) {
             return;
         }
+        String checked = "after the library had " + (mode == Mode.VERIFY ? "checked" : "created or checked") + " it";
+        String action = "If an entity of the application is mapped to the table, let Hibernate validate it"
+                + " (spring.jpa.hibernate.ddl-auto=validate or none) rather than create it; otherwise find what"
+                + " changes the table at startup. Then " + (mode == Mode.VERIFY
+                ? "create the table again from the library's script."
+                : "drop the table it made, and the library's migration history table, so that the library creates"
+                + " the table again at the next start.");
+        Long identity = migrator.tableIdentity();
+        if (tableIdentity != null && !tableIdentity.equals(identity)) {
+            // also in the library's very shape: made again, it holds none of the records, and would be made again,
+            // empty, at every start
+            throw new IdempotencyConfigurationException("The idempotency table was dropped" + (identity == null ? ""
+                    : " and made again") + " while the application started, " + checked + ": the records it held"
+                    + " (the answers replayed to retries, the claims in progress) are gone.", action);
+        }
         try {
             migrator.recheck();
         } catch (IdempotencySchemaException e) {
             throw new IdempotencyConfigurationException("The idempotency table was changed while the application"
-                    + " started, after the library had " + (mode == Mode.VERIFY ? "checked" : "created or checked")
-                    + " it: " + e.getMessage(), "If an entity of the application is mapped to the table, let"
-                    + " Hibernate validate it (spring.jpa.hibernate.ddl-auto=validate or none) rather than create it;"
-                    + " otherwise find what changes the table at startup. Then create the table again (drop the"
-                    + " library's migration history table for the library to do so) or restore it from the script.");
+                    + " started, " + checked + ": " + e.getMessage(), action);
         }
     }
 

@@ -291,10 +291,28 @@ public final class IdempotencySchemaMigrator {
     }
 
     /**
-     * Checks again that the table is as {@link #migrate()} or {@link #verify()} left it, for a moment after the
-     * application's other beans were made: one of them may have dropped it and made it again in a shape of its own
-     * (Hibernate with {@code ddl-auto=create} and an entity mapped to the table). Warns of nothing the first check
-     * warned of.
+     * The table's identity in the database (its OID), or null when the connection's schema has none: a table dropped
+     * and made again, even in the same shape and with the same name, has another one.
+     */
+    public Long tableIdentity() {
+        try (Connection connection = ReadConnections.borrow(dataSource);
+             PreparedStatement statement = connection.prepareStatement("SELECT to_regclass(?)::oid::bigint")) {
+            statement.setString(1, IdempotencySchema.checkTableName(tableName));
+            try (ResultSet rs = statement.executeQuery()) {
+                rs.next();
+                long oid = rs.getLong(1);
+                return rs.wasNull() ? null : oid;
+            }
+        } catch (SQLException e) {
+            throw new IllegalStateException("could not inspect table " + tableName, e);
+        }
+    }
+
+    /**
+     * Checks again that the table has the layout and shape {@link #migrate()} or {@link #verify()} found, for a moment
+     * after the application's other beans were made: one of them may have made it again in a shape of its own
+     * (Hibernate with {@code ddl-auto=create} and an entity mapped to the table; {@link #tableIdentity()} tells
+     * whether it was made again at all). Warns of nothing: the first check did.
      *
      * @throws IdempotencySchemaException as {@link #verify()}
      */
