@@ -80,6 +80,31 @@ class RecordsMappedAsAnEntityTest {
                 });
     }
 
+    /** A table changed in place (a column dropped) while the application starts stops the start, naming what lacks. */
+    @Test
+    void aTableChangedInPlaceStopsTheStart() {
+        TestPostgres.Database fresh = TestPostgres.newDatabase();
+        JpaContexts.contextRunner(fresh)
+                .withUserConfiguration(TableChangedInPlace.class)
+                .run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(context.getStartupFailure())
+                            .hasStackTraceContaining("The idempotency table was changed while the application started")
+                            .hasStackTraceContaining("locked_until");
+                });
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class TableChangedInPlace {
+        @Bean
+        @org.springframework.context.annotation.DependsOn("idempotencySchemaInitializer")
+        Object tableChangedInPlace(DataSource dataSource) {
+            new org.springframework.jdbc.core.JdbcTemplate(dataSource)
+                    .execute("alter table idempotency_keys drop column locked_until");
+            return new Object();
+        }
+    }
+
     @Configuration(proxyBeanMethods = false)
     static class TableMadeAgain {
         @Bean

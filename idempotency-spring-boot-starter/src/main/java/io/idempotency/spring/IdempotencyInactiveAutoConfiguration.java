@@ -36,11 +36,12 @@ public class IdempotencyInactiveAutoConfiguration {
     /**
      * An application that serves no requests has no {@code @Idempotent} advice: a call of an annotated method (a
      * service method a listener calls) is refused there as in a web application, rather than run unprotected. Not
-     * with {@code idempotency.enabled=false}, the deliberate off switch (a mistyped value is not one: it is refused).
+     * with {@code idempotency.enabled=false}, the deliberate off switch (a mistyped value stops the start:
+     * {@link InertIdempotentCheck}).
      */
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnNotWebApplication
-    @ConditionalOnProperty(prefix = "idempotency", name = "enabled", matchIfMissing = true) // any value but false
+    @ConditionalOnProperty(prefix = "idempotency", name = "enabled", matchIfMissing = true)
     @Import(IdempotencyAutoConfiguration.AutoProxyCreatorRegistrar.class)
     @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
     static class OutsideRequests {

@@ -35,7 +35,8 @@ import java.util.Set;
  * configured) or, with {@code idempotency.enabled=false}, logs one warning that lists them. An application that is
  * not a web application at all (no request reaches a handler; a worker using {@code IdempotencyTemplate}) starts with
  * a warning (and a call of such a method is refused: {@link OutsideRequestsAdvisor}), unless one of them is a message
- * listener or a scheduled task, which Spring calls there all the same: it does not start.
+ * listener or a scheduled task, which Spring calls there all the same, or {@code idempotency.enabled} holds neither
+ * true nor false: it does not start.
  *
  * <p>Methods are found on the classes of every bean (not only Spring MVC handlers, so that a reactive or non-web
  * application is covered too) and on the handler methods of Spring MVC's mappings. Runs once the singletons exist,
@@ -126,10 +127,8 @@ class InertIdempotentCheck implements SmartInitializingSingleton, ApplicationCon
             // no requests are served here (a worker sharing the application's classes, say): nothing a client could
             // retry reaches these methods over HTTP, and code that is not a handler uses IdempotencyTemplate
             log.warn("This is not a web application, so @Idempotent, which serves Spring MVC handlers, cannot make"
-                    + " these methods idempotent, and {}; code that is not a handler uses IdempotencyTemplate:{}",
-                    beanFactory.getBeanNamesForType(OutsideRequestsAdvisor.class, true, false).length > 0
-                            ? "a call of one is refused (IllegalStateException)" : "they run unprotected",
-                    list(methods));
+                    + " these methods idempotent, and a call of one is refused (IllegalStateException); code that is"
+                    + " not a handler uses IdempotencyTemplate:{}", list(methods));
             return;
         }
         Diagnosis diagnosis = diagnose(beanFactory, enabled);

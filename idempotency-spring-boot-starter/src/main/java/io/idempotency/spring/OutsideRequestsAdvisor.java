@@ -10,26 +10,25 @@ import java.lang.reflect.Method;
 /**
  * Stands in for the {@code @Idempotent} advice in an application that serves no HTTP requests (a worker or a batch job
  * sharing a web application's classes), where that advice is not set up: every call of an {@code @Idempotent} method
- * is refused, as the advice refuses a call made outside any request in a web application. Left unadvised, a service
- * method that a message listener or a scheduled task calls would run its work again on every redelivery or rerun,
- * with nothing but a warning at startup to say so.
+ * made where no request is served is refused, as the advice refuses a call made outside any request in a web
+ * application. Left unadvised, a service method that a message listener or a scheduled task calls would run its work
+ * again on every redelivery or rerun, with nothing but a warning at startup to say so.
  */
 class OutsideRequestsAdvisor extends StaticMethodMatcherPointcutAdvisor {
 
     /** Whether Spring's web support, which tells of a request being served on the thread, is on the class path. */
     private static final boolean WEB_PRESENT = ClassUtils.isPresent(
-            "org.springframework.web.context.request.RequestContextHolder", OutsideRequestsAdvisor.class.getClassLoader());
+            "org.springframework.web.context.request.RequestContextHolder",
+            OutsideRequestsAdvisor.class.getClassLoader());
 
     OutsideRequestsAdvisor() {
         super((MethodInterceptor) invocation -> {
             if (WEB_PRESENT && Web.servingRequest()) {
-                // a bean of a context that serves no requests, called by a web context's handler: a parent context's
-                // (SpringApplicationBuilder's parent(...) serves none), whose beans no web context's advice reaches
-                throw new IllegalStateException("@Idempotent method " + invocation.getMethod() + " is on a bean of an"
-                        + " application context that serves no HTTP requests (a parent of the web one, say), and was"
-                        + " called while a request was being served: @Idempotent works on the beans of the web"
-                        + " application context only. Put it on the handler the request reaches, and remove it from"
-                        + " this method.");
+                // a request is being served on this thread, by a web context of the hierarchy this one is the parent
+                // of: AspectJ's auto-proxy creator (and Spring's DefaultAdvisorAutoProxyCreator) apply a parent's
+                // advisors to a child's beans, whose @Idempotent handlers the child's own advice serves. This advice
+                // refuses only what runs where no request is served: a listener's, a task's call
+                return invocation.proceed();
             }
             throw calledOutsideRequests(invocation.getMethod());
         });

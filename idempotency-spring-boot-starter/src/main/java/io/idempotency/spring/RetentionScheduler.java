@@ -139,7 +139,8 @@ class RetentionScheduler extends PeriodicTask implements InitializingBean {
             });
         } catch (RuntimeException e) {
             if (removed[0] > 0) {
-                log.info("Removed {} expired idempotency records before the cleanup run failed", removed[0]);
+                log.info("Removed {} expired idempotency record{} before the cleanup run failed", removed[0],
+                        removed[0] == 1 ? "" : "s");
             }
             throw e;
         }

@@ -70,7 +70,7 @@ class RetentionSchedulerTest {
             assertThat(registry.get("idempotency.cleanup.removed").tag("unit", "records").counter().count())
                     .as("the record that is gone is counted").isEqualTo(1.0);
             assertThat(output.getAll()).as("and logged")
-                    .contains("Removed 1 expired idempotency records before the cleanup run failed");
+                    .contains("Removed 1 expired idempotency record before the cleanup run failed");
         }
     }
 
