@@ -37,16 +37,17 @@ class RecordsMappedAsAnEntityTest {
                     assertThat(context.getBean(IdempotencyTemplate.class).execute(new ScopedKey("", "entity", key),
                             key.getBytes(), () -> "done".getBytes()).replayed()).isFalse();
                     IdempotencyKeyRow row = context.getBean(EntityManagerFactory.class).createEntityManager()
-                            .createQuery("select r from IdempotencyKeyRow r where r.key = :key", IdempotencyKeyRow.class)
+                            .createQuery("select r from IdempotencyKeyRow r where r.key = :key",
+                                    IdempotencyKeyRow.class)
                             .setParameter("key", key).getSingleResult();
                     assertThat(row.status()).isEqualTo("SUCCEEDED");
                 });
     }
 
     /**
-     * Hibernate told to create its entities' tables drops the library's table, made before it, and makes it again in the
-     * entity's shape: the start stops, saying so, rather than every claim failing on the columns the entity lacks (and
-     * every start dropping the records).
+     * Hibernate told to create its entities' tables drops the library's table, made before it, and makes it again in
+     * the entity's shape: the start stops, saying so, rather than every claim failing on the columns the entity lacks
+     * (and every start dropping the records).
      */
     @Test
     void anEntityOfTheTableThatHibernateCreatesAgainStopsTheStart() {

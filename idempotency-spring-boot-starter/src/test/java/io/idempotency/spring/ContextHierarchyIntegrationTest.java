@@ -120,10 +120,10 @@ class ContextHierarchyIntegrationTest {
     }
 
     /**
-     * The parent serves no requests, so it refuses calls of its beans' {@code @Idempotent} methods made where no request
-     * is served (its listener's), and no web context's advice reaches them; one made while a child serves a request is
-     * not refused (the refusal, whose advisor AspectJ's auto-proxy creator applies to a child's beans too, must not
-     * refuse the child's handlers), and runs without the annotation's effect.
+     * The parent serves no requests, so it refuses calls of its beans' {@code @Idempotent} methods made where no
+     * request is served (its listener's), and no web context's advice reaches them; one made while a child serves a
+     * request is not refused (the refusal, whose advisor AspectJ's auto-proxy creator applies to a child's beans too,
+     * must not refuse the child's handlers), and runs without the annotation's effect.
      */
     @Test
     void anIdempotentMethodOfTheParentsBeanIsRefusedOutsideRequestsOnly() throws Exception {
