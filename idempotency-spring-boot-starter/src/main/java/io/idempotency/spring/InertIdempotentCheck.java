@@ -101,16 +101,11 @@ class InertIdempotentCheck implements SmartInitializingSingleton, ApplicationCon
                     + " retry:{}", ENABLED_PROPERTY, list(methods));
             return;
         }
-        if (!isWebApplication()) {
-            if (enabled != null && !"true".equalsIgnoreCase(enabled)) {
-                // the starter is off (it needs true), yet this is not its off switch: a mistyped value, which a web
-                // application refuses too (below), would leave the worker without its IdempotencyTemplate and every
-                // call of these methods refused, found only when the first message comes
-                throw new IdempotencyConfigurationException(ENABLED_PROPERTY + " is '" + enabled + "', neither true"
-                        + " nor false, so the starter is off, and these @Idempotent methods have no effect:"
-                        + list(methods), "Set " + ENABLED_PROPERTY + "=true (or remove it), or " + ENABLED_PROPERTY
-                        + "=false to run without idempotency on purpose.");
-            }
+        // a mistyped value switches the starter off (it needs true) without being its off switch: refused below, in
+        // a worker too, which would otherwise start without its IdempotencyTemplate, every call of these methods
+        // refused, found only when the first message comes
+        boolean mistyped = enabled != null && !"true".equalsIgnoreCase(enabled);
+        if (!isWebApplication() && !mistyped) {
             // a listener or a scheduled task is called here all the same, where the annotation has no key to take:
             // every delivery or run would be refused (or, the calls not refused, every redelivery or rerun would run
             // its work again): a web application refuses it at startup too

@@ -163,7 +163,7 @@ class IdempotencyInactiveAutoConfigurationTest {
                 .withPropertyValues("idempotency.enabled=flase")
                 .withUserConfiguration(RefundService.class)
                 .run(context -> assertThat(context).getFailure()
-                        .hasMessageContaining("idempotency.enabled is 'flase', neither true nor false")
+                        .hasMessageContaining("idempotency.enabled is 'flase', which is neither true nor false")
                         .hasMessageContaining("RefundService.refund()"));
         new ApplicationContextRunner()
                 .withConfiguration(STARTER_WITH_DATABASE)
