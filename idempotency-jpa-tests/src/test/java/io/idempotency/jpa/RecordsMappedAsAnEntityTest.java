@@ -51,16 +51,9 @@ class RecordsMappedAsAnEntityTest {
      */
     @Test
     void anEntityOfTheTableThatHibernateCreatesAgainStopsTheStart() {
-        TestPostgres.Database fresh = TestPostgres.newDatabase();
-        JpaContexts.contextRunner(fresh)
-                .withUserConfiguration(MappedRecords.class)
-                .withPropertyValues("spring.jpa.hibernate.ddl-auto=create")
-                .run(context -> {
-                    assertThat(context).hasFailed();
-                    assertThat(context.getStartupFailure())
-                            .hasStackTraceContaining("The idempotency table was dropped and made again while the"
-                                    + " application started");
-                });
+        assertThat(startupFailure(MappedRecords.class, "spring.jpa.hibernate.ddl-auto=create"))
+                .hasStackTraceContaining("The idempotency table was dropped and made again while the application"
+                        + " started");
     }
 
     /**
@@ -69,30 +62,31 @@ class RecordsMappedAsAnEntityTest {
      */
     @Test
     void aTableMadeAgainInTheLibrarysShapeStopsTheStart() {
-        TestPostgres.Database fresh = TestPostgres.newDatabase();
-        JpaContexts.contextRunner(fresh)
-                .withUserConfiguration(TableMadeAgain.class)
-                .run(context -> {
-                    assertThat(context).hasFailed();
-                    assertThat(context.getStartupFailure())
-                            .hasStackTraceContaining("The idempotency table was dropped and made again while the"
-                                    + " application started")
-                            .hasStackTraceContaining("are gone");
-                });
+        assertThat(startupFailure(TableMadeAgain.class))
+                .hasStackTraceContaining("The idempotency table was dropped and made again while the application"
+                        + " started")
+                .hasStackTraceContaining("are gone");
     }
 
     /** A table changed in place (a column dropped) while the application starts stops the start, naming what lacks. */
     @Test
     void aTableChangedInPlaceStopsTheStart() {
-        TestPostgres.Database fresh = TestPostgres.newDatabase();
-        JpaContexts.contextRunner(fresh)
-                .withUserConfiguration(TableChangedInPlace.class)
+        assertThat(startupFailure(TableChangedInPlace.class))
+                .hasStackTraceContaining("The idempotency table was changed while the application started")
+                .hasStackTraceContaining("locked_until");
+    }
+
+    /** Why the start of an application with {@code configuration} on a fresh database failed; it must have failed. */
+    private static Throwable startupFailure(Class<?> configuration, String... properties) {
+        Throwable[] failure = new Throwable[1];
+        JpaContexts.contextRunner(TestPostgres.newDatabase())
+                .withUserConfiguration(configuration)
+                .withPropertyValues(properties)
                 .run(context -> {
                     assertThat(context).hasFailed();
-                    assertThat(context.getStartupFailure())
-                            .hasStackTraceContaining("The idempotency table was changed while the application started")
-                            .hasStackTraceContaining("locked_until");
+                    failure[0] = context.getStartupFailure();
                 });
+        return failure[0];
     }
 
     @Configuration(proxyBeanMethods = false)

@@ -127,9 +127,7 @@ class ContextHierarchyIntegrationTest {
      */
     @Test
     void anIdempotentMethodOfTheParentsBeanIsRefusedOutsideRequestsOnly() throws Exception {
-        SpringApplicationBuilder parent = new SpringApplicationBuilder(ParentWithLedger.class)
-                .web(WebApplicationType.NONE).properties(DATABASE.springPropertyValues().toArray(String[]::new))
-                .properties("idempotency.sweeper.enabled=false");
+        SpringApplicationBuilder parent = parent(ParentWithLedger.class);
         try (ConfigurableApplicationContext api = parent.child(LedgerApi.class).web(WebApplicationType.SERVLET)
                 .properties("server.port=0").run();
              ConfigurableApplicationContext ignored = parent.context()) {
@@ -280,7 +278,11 @@ class ContextHierarchyIntegrationTest {
     }
 
     private static SpringApplicationBuilder parent() {
-        return new SpringApplicationBuilder(Parent.class).web(WebApplicationType.NONE)
+        return parent(Parent.class);
+    }
+
+    private static SpringApplicationBuilder parent(Class<?> source) {
+        return new SpringApplicationBuilder(source).web(WebApplicationType.NONE)
                 .properties(DATABASE.springPropertyValues().toArray(String[]::new))
                 .properties("idempotency.sweeper.enabled=false");
     }
