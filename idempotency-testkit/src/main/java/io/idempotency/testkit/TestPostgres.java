@@ -20,10 +20,14 @@ import java.sql.Statement;
 import java.time.Duration;
 import java.time.Instant;
 import java.time.format.DateTimeParseException;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Deque;
+import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TimeZone;
 import java.util.UUID;
 import java.util.function.Consumer;
 import java.util.jar.JarEntry;
@@ -117,17 +121,26 @@ public final class TestPostgres {
             return new HikariDataSource(config);
         }
 
-        /** Runs one SQL statement on a connection of its own (autocommit) and returns the first column of its first row, or null. */
+        /**
+         * Runs one SQL statement (autocommit) and returns the first column of its first row, or null. The connection
+         * is one the tests' queries share (see {@link QueryConnections}): no transaction, lock or setting outlives
+         * the statement, which must not change its session either ({@code SET}, session advisory locks).
+         */
         public String queryString(String sql) {
-            try (Connection connection = DriverManager.getConnection(url, user, password);
-                 Statement statement = connection.createStatement()) {
-                if (!statement.execute(sql)) {
-                    return null;
+            QueryConnections.Kept connection = QueryConnections.take(this);
+            boolean reusable = false;
+            try (Statement statement = connection.connection().createStatement()) {
+                String result = null;
+                if (statement.execute(sql)) {
+                    var rs = statement.getResultSet();
+                    result = rs.next() ? rs.getString(1) : null;
                 }
-                var rs = statement.getResultSet();
-                return rs.next() ? rs.getString(1) : null;
+                reusable = true;
+                return result;
             } catch (SQLException e) {
                 throw new IllegalStateException("test database query failed: " + sql, e);
+            } finally {
+                QueryConnections.giveBack(connection, reusable);
             }
         }
 
@@ -150,6 +163,80 @@ public final class TestPostgres {
          */
         public void awaitLockWaiter(Duration timeout) throws InterruptedException {
             Await.until("a session of " + schema + " waiting for a lock", timeout, () -> lockWaiters() > 0);
+        }
+    }
+
+    /**
+     * The connections {@link Database#queryString} runs on, kept for the next query instead of closed: tests poll the
+     * database every few milliseconds while they wait for a state, and a new PostgreSQL session costs a process and
+     * some 15 ms of CPU, which over the build came to several minutes. At most {@value #KEPT} are kept per JVM (the
+     * latest databases' first), so that idle ones never add up to the server's connection limit; one is made again
+     * when the JVM's time zone changed since it was opened (the session's {@code TimeZone} is set when it starts), when
+     * it is no longer valid (a test ended the database's sessions), and after a statement failed.
+     */
+    private static final class QueryConnections {
+
+        private static final int KEPT = 2;
+
+        /** A connection to {@code database}, opened while the JVM's time zone was {@code timeZone}. */
+        record Kept(Database database, String timeZone, Connection connection) {
+        }
+
+        private static final Deque<Kept> kept = new ArrayDeque<>();
+
+        private QueryConnections() {
+        }
+
+        static Kept take(Database database) {
+            String timeZone = TimeZone.getDefault().getID();
+            Kept found = null;
+            synchronized (kept) {
+                for (Iterator<Kept> it = kept.iterator(); it.hasNext(); ) {
+                    Kept candidate = it.next();
+                    if (candidate.database().equals(database) && candidate.timeZone().equals(timeZone)) {
+                        it.remove();
+                        found = candidate;
+                        break;
+                    }
+                }
+            }
+            try {
+                if (found != null) {
+                    if (found.connection().isValid(5)) {
+                        return found;
+                    }
+                    closeQuietly(found.connection());
+                }
+                return new Kept(database, timeZone,
+                        DriverManager.getConnection(database.url(), database.user(), database.password()));
+            } catch (SQLException e) {
+                throw new IllegalStateException("could not connect to the test database " + database.schema(), e);
+            }
+        }
+
+        static void giveBack(Kept connection, boolean reusable) {
+            if (!reusable) {
+                closeQuietly(connection.connection());
+                return;
+            }
+            Kept dropped = null;
+            synchronized (kept) {
+                kept.addFirst(connection);
+                if (kept.size() > KEPT) {
+                    dropped = kept.removeLast();
+                }
+            }
+            if (dropped != null) {
+                closeQuietly(dropped.connection());
+            }
+        }
+
+        private static void closeQuietly(Connection connection) {
+            try {
+                connection.close();
+            } catch (SQLException ignored) {
+                // it was gone already
+            }
         }
     }
 
