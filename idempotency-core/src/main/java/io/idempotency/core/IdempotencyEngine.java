@@ -712,12 +712,12 @@ public final class IdempotencyEngine {
     static StaleClaimResolver.Resolution decided(StaleClaimResolver.Resolution resolution, ScopedKey key,
                                                  StoragePolicy policy, long maxStoredBodySize) {
         if (resolution == null) {
-            throw new IllegalStateException("the stale claim resolver answered null for " + key + ", which decides"
+            throw new StaleClaimUndecidedException("the stale claim resolver answered null for " + key + ", which decides"
                     + " nothing: the claim stays PROCESSING and is resolved again once its lease has run out");
         }
         if (resolution instanceof StaleClaimResolver.Complete complete
                 && !policy.isStorable(complete.response().status())) {
-            throw new IllegalStateException("the stale claim resolver answered complete with status "
+            throw new StaleClaimUndecidedException("the stale claim resolver answered complete with status "
                     + complete.response().status() + " for " + key + ", which the storage policy does not store: it"
                     + " says nothing final of the work. The claim stays PROCESSING and is resolved again once its lease"
                     + " has run out; answer complete with a storable status, or fail or rerun");

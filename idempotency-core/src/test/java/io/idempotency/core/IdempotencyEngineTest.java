@@ -15,7 +15,9 @@ import io.idempotency.core.IdempotencyEngine.Start;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.function.Supplier;
 import java.util.Collections;
@@ -1722,20 +1724,23 @@ class IdempotencyEngineTest {
     void aResolverAnswerThatDecidesNothingIsRefusedAndNothingIsRecorded() {
         store.claimAnswer = () -> stale(HASH);
         store.takeOverAnswer = expired -> Optional.of("token-2");
-        List<StaleClaimResolver> undecided = List.of(claim -> null,
-                claim -> StaleClaimResolver.Resolution.complete(new StoredResponse(503, List.of(), null)),
-                claim -> StaleClaimResolver.Resolution.complete(new StoredResponse(200, List.of(), new byte[5])));
-        for (StaleClaimResolver resolver : undecided) {
+        // each with the type a message listener tells from its own mistakes by (side-effects.md): redeliver later
+        Map<StaleClaimResolver, Class<? extends RuntimeException>> undecided = new LinkedHashMap<>();
+        undecided.put(claim -> null, StaleClaimUndecidedException.class);
+        undecided.put(claim -> StaleClaimResolver.Resolution.complete(new StoredResponse(503, List.of(), null)),
+                StaleClaimUndecidedException.class);
+        undecided.put(claim -> StaleClaimResolver.Resolution.complete(new StoredResponse(200, List.of(), new byte[5])),
+                StoredBodyTooLargeException.class);
+        undecided.forEach((resolver, refusal) -> {
             IdempotencyEngine resolving = new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION,
                     MAX_WAIT, resolver, new DownstreamKeys("secret"), ReplayCache.NONE, 4);
             try {
                 assertThatThrownBy(() -> resolving.start(KEY, HASH, IdempotencyMode.INTENT_FIRST,
-                        Duration.ofHours(1))).isInstanceOfAny(IllegalStateException.class,
-                        StoredBodyTooLargeException.class);
+                        Duration.ofHours(1))).isInstanceOf(refusal);
             } finally {
                 resolving.shutdown();
             }
-        }
+        });
         // accepted at the cap, with a status the policy stores
         IdempotencyEngine resolving = new IdempotencyEngine(store, transactions, StoragePolicy.DEFAULT, RETENTION,
                 MAX_WAIT, claim -> StaleClaimResolver.Resolution.complete(new StoredResponse(200, List.of(),

@@ -1,6 +1,7 @@
 package io.idempotency.spring;
 
 import io.idempotency.core.StaleClaimResolver;
+import io.idempotency.core.StaleClaimUndecidedException;
 import io.idempotency.core.StoredResponse;
 
 import java.util.Collection;
@@ -51,8 +52,8 @@ final class ReplayableResolver implements StaleClaimResolver {
         long limit = headerSectionLimit.bytes();
         long bytes = headerSectionLowerBound(headers);
         if (bytes > limit - IdempotencyFilter.HEADER_SECTION_MARGIN) {
-            throw new IllegalStateException("the stale claim resolver answered complete with headers of at least "
-                    + bytes + " bytes for " + claim.key() + ", more than the server sends (" + limit + ") less "
+            throw new StaleClaimUndecidedException("the stale claim resolver answered complete with headers of at"
+                    + " least " + bytes + " bytes for " + claim.key() + ", more than the server sends (" + limit + ") less "
                     + IdempotencyFilter.HEADER_SECTION_MARGIN + " bytes for the headers it and a replay add: the answer"
                     + " and every replay of it could not be sent. The claim stays PROCESSING and is resolved again"
                     + " once its lease has run out; answer with fewer headers");

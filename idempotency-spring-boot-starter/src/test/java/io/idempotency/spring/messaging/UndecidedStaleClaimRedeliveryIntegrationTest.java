@@ -4,6 +4,7 @@ import io.idempotency.core.IdempotencyMode;
 import io.idempotency.core.IdempotencyTemplate;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StaleClaimResolver;
+import io.idempotency.core.StaleClaimUndecidedException;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.spring.TestDatabases;
 import io.idempotency.testkit.TestPostgres;
@@ -76,7 +77,7 @@ class UndecidedStaleClaimRedeliveryIntegrationTest {
                     answer.set(null);
                     Thread.sleep(REDELIVERY_LEASE.toMillis() + 100);
                     redelivered = now(database);
-                    assertThat(redeliver(template, key, workRuns)).isInstanceOf(IllegalStateException.class)
+                    assertThat(redeliver(template, key, workRuns)).isInstanceOf(StaleClaimUndecidedException.class)
                             .hasMessageContaining("answered null");
                     assertClaimHeldForTheRedeliverysLease(database, redelivered);
                     assertThat(redeliver(template, key, workRuns))
@@ -87,7 +88,7 @@ class UndecidedStaleClaimRedeliveryIntegrationTest {
                             "try again later".getBytes(StandardCharsets.UTF_8))));
                     Thread.sleep(REDELIVERY_LEASE.toMillis() + 100);
                     redelivered = now(database);
-                    assertThat(redeliver(template, key, workRuns)).isInstanceOf(IllegalStateException.class)
+                    assertThat(redeliver(template, key, workRuns)).isInstanceOf(StaleClaimUndecidedException.class)
                             .hasMessageContaining("status 503");
                     assertClaimHeldForTheRedeliverysLease(database, redelivered);
 
