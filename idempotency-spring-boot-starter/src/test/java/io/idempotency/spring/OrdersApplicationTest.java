@@ -31,8 +31,9 @@ import static org.assertj.core.api.Assertions.assertThat;
  * with {@code @TestPropertySource}.
  * <p>
  * Tests tagged {@code container} (these, and others that talk to the application over HTTP) run twice: here on Tomcat,
- * and in {@code idempotency-jetty-tests} on Jetty, from this module's test jar. They assert what the library does, and
- * where the container decides (a charset, a limit, a header of its own) compare with what it does alone.
+ * and in {@code idempotency-jetty-tests} on Jetty, from this module's test jar, but for those whose behaviour lives in
+ * the database, the engine or Spring's advice, which that module's pom leaves out. They assert what the library does,
+ * and where the container decides (a charset, a limit, a header of its own) compare with what it does alone.
  */
 @SpringBootTest(classes = TestApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
 @Tag("container")

@@ -171,9 +171,9 @@ public final class TestPostgres {
      * database every few milliseconds while they wait for a state, and a new PostgreSQL session costs a server process
      * and tens of milliseconds (the request fuzz test opened 609 sessions in 23 s; with kept connections, 8 in 8 s),
      * which over the build came to minutes. At most {@value #KEPT} are kept per JVM (the latest databases' first), so
-     * that idle ones never add up to the server's connection limit; one is made again when the JVM's time zone changed
-     * since it was opened (the session's {@code TimeZone} is set when it starts), when it is no longer valid (a test
-     * ended the database's sessions), and after a statement failed.
+     * that idle ones stay few beside the test applications' pools on a server the build's test JVMs share; one is made
+     * again when the JVM's time zone changed since it was opened (the session's {@code TimeZone} is set when it
+     * starts), when it is no longer valid (a test ended the database's sessions), and after a statement failed.
      */
     private static final class QueryConnections {
 
