@@ -712,8 +712,8 @@ public final class IdempotencyEngine {
     static StaleClaimResolver.Resolution decided(StaleClaimResolver.Resolution resolution, ScopedKey key,
                                                  StoragePolicy policy, long maxStoredBodySize) {
         if (resolution == null) {
-            throw new StaleClaimUndecidedException("the stale claim resolver answered null for " + key + ", which decides"
-                    + " nothing: the claim stays PROCESSING and is resolved again once its lease has run out");
+            throw new StaleClaimUndecidedException("the stale claim resolver answered null for " + key + ", which"
+                    + " decides nothing: the claim stays PROCESSING and is resolved again once its lease has run out");
         }
         if (resolution instanceof StaleClaimResolver.Complete complete
                 && !policy.isStorable(complete.response().status())) {

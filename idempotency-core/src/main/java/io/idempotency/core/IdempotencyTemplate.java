@@ -125,9 +125,10 @@ public final class IdempotencyTemplate {
      *                                     claimed; also in {@link IdempotencyMode#INTENT_FIRST} mode once the engine
      *                                     has been shut down, as {@link EngineShutDownException} (the work does not
      *                                     run, and no claim is kept from anyone); also if a resolver asked about a
-     *                                     stale claim of the key answered null or with a status the storage policy
-     *                                     does not store (the work does not run, the claim stays PROCESSING under
-     *                                     this call's lease)
+     *                                     stale claim of the key answered null, with a status the storage policy
+     *                                     does not store, or (in a web application) with more headers than its server
+     *                                     sends, as {@link StaleClaimUndecidedException} (the work does not run, the
+     *                                     claim stays PROCESSING under this call's lease)
      * @throws StoredBodyTooLargeException if the work's result is larger than the engine's cap on stored bodies
      *                                     ({@link IdempotencyEngine#maxStoredBodySize()}): it was not stored and the
      *                                     work's writes were rolled back, as after a failure of the work (in

@@ -111,7 +111,7 @@ public final class StaleClaimSweeper {
      *                          {@link StoredBodyTooLargeException}
      * @param policy            the statuses a resolver's answer may be stored with (the engine's default policy); an
      *                          answer with another status is not stored, and the claim is reported {@link Unresolved}
-     *                          with an {@link IllegalStateException}
+     *                          with a {@link StaleClaimUndecidedException}
      */
     public StaleClaimSweeper(IdempotencyStore store, StaleClaimResolver resolver, DownstreamKeys downstreamKeys,
                              Duration lease, int batchSize, long maxStoredBodySize, StoragePolicy policy) {

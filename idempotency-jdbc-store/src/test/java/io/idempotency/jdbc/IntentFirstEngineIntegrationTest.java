@@ -12,6 +12,7 @@ import io.idempotency.core.RecordStatus;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StaleClaimResolver;
 import io.idempotency.core.StaleClaimSweeper;
+import io.idempotency.core.StaleClaimUndecidedException;
 import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.core.Transactions;
@@ -427,9 +428,9 @@ class IntentFirstEngineIntegrationTest {
     }
 
     /**
-     * Two stale claims under {@code resolver}, one met by a retry and one by the sweeper: the retry fails with an
-     * {@code IllegalStateException} naming {@code named}, the sweep reports its claim unresolved with the same, and
-     * both claims stay PROCESSING (not freed for any request) for a later resolution.
+     * Two stale claims under {@code resolver}, one met by a retry and one by the sweeper: the retry fails with a
+     * {@code StaleClaimUndecidedException} naming {@code named}, the sweep reports its claim unresolved with the same,
+     * and both claims stay PROCESSING (not freed for any request) for a later resolution.
      */
     private void assertDecidesNothing(StaleClaimResolver resolver, String named, String why) throws Exception {
         try (HikariDataSource dataSource = database(null)) {
@@ -455,7 +456,7 @@ class IntentFirstEngineIntegrationTest {
             if (retry instanceof IdempotencyEngine.Proceed proceed) {
                 proceed.execution().abandon();
             }
-            assertThat(retry).as(why).isInstanceOf(IllegalStateException.class);
+            assertThat(retry).as(why).isInstanceOf(StaleClaimUndecidedException.class);
             assertThat(((Exception) retry).getMessage()).contains(named);
             assertThat(store.find(retried).orElseThrow().status()).isEqualTo(RecordStatus.PROCESSING);
 
@@ -463,7 +464,8 @@ class IntentFirstEngineIntegrationTest {
                     Duration.ofSeconds(30), 100).sweep();
             assertThat(sweep.resolved()).isZero();
             assertThat(sweep.unresolved()).extracting(StaleClaimSweeper.Unresolved::key).containsExactly(swept);
-            assertThat(sweep.unresolved().get(0).error().getMessage()).contains(named);
+            assertThat(sweep.unresolved().get(0).error()).isInstanceOf(StaleClaimUndecidedException.class)
+                    .hasMessageContaining(named);
             assertThat(store.find(swept).orElseThrow().status()).as("not freed for any request")
                     .isEqualTo(RecordStatus.PROCESSING);
             engine.shutdown();

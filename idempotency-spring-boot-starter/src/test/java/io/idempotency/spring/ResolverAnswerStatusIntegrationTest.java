@@ -3,6 +3,7 @@ package io.idempotency.spring;
 import io.idempotency.core.ScopedKey;
 import io.idempotency.core.StaleClaimResolver;
 import io.idempotency.core.StaleClaimSweeper;
+import io.idempotency.core.StaleClaimUndecidedException;
 import io.idempotency.core.StoragePolicy;
 import io.idempotency.core.StoredResponse;
 import io.idempotency.testkit.TestPostgres;
@@ -37,6 +38,8 @@ class ResolverAnswerStatusIntegrationTest {
             assertThat(sweep.completed()).isZero();
             assertThat(sweep.unresolved()).singleElement()
                     .satisfies(unresolved -> assertThat(unresolved.key()).isEqualTo(key))
+                    .satisfies(unresolved -> assertThat(unresolved.error())
+                            .isInstanceOf(StaleClaimUndecidedException.class))
                     .extracting(unresolved -> unresolved.error().getMessage()).asString()
                     .contains("503", "storage policy");
             assertThat(status(database, key)).as("left for a later resolution").isEqualTo("PROCESSING");
