@@ -53,10 +53,10 @@ final class ReplayableResolver implements StaleClaimResolver {
         long bytes = headerSectionLowerBound(headers);
         if (bytes > limit - IdempotencyFilter.HEADER_SECTION_MARGIN) {
             throw new StaleClaimUndecidedException("the stale claim resolver answered complete with headers of at"
-                    + " least " + bytes + " bytes for " + claim.key() + ", more than the server sends (" + limit + ") less "
-                    + IdempotencyFilter.HEADER_SECTION_MARGIN + " bytes for the headers it and a replay add: the answer"
-                    + " and every replay of it could not be sent. The claim stays PROCESSING and is resolved again"
-                    + " once its lease has run out; answer with fewer headers");
+                    + " least " + bytes + " bytes for " + claim.key() + ", more than the server sends (" + limit
+                    + ") less " + IdempotencyFilter.HEADER_SECTION_MARGIN + " bytes for the headers it and a replay"
+                    + " add: the answer and every replay of it could not be sent. The claim stays PROCESSING and is"
+                    + " resolved again once its lease has run out; answer with fewer headers");
         }
         return Resolution.complete(new StoredResponse(answer.status(), headers, answer.body()));
     }
